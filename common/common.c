@@ -1,0 +1,91 @@
+/* common — status messages, logging, clock and checked allocation. */
+#include "common.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static _Thread_local char s_last_error[1024];
+
+int wt_fail(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s_last_error, sizeof s_last_error, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+const char *wt_last_error(void) { return s_last_error; }
+
+const char *wt_status_name(int code) {
+  switch (code) {
+  case WT_OK: return "ok";
+  case WT_EINVAL: return "invalid input";
+  case WT_EIO: return "I/O error";
+  case WT_ENOMEM: return "out of memory";
+  case WT_ECORRUPT: return "corrupt data";
+  case WT_ENOTFOUND: return "not found";
+  case WT_EMISMATCH: return "mismatch";
+  case WT_ENOTSUP: return "not supported";
+  case WT_ETIMEOUT: return "timed out";
+  default: return "unknown error";
+  }
+}
+
+static int s_log_threshold(void) {
+  static int threshold = -1;
+  if (threshold < 0) {
+    const char *env = getenv("WT_LOG_LEVEL");
+    threshold = WT_LOG_INFO;
+    if (env) {
+      if (!strcmp(env, "error")) threshold = WT_LOG_ERROR;
+      else if (!strcmp(env, "warn")) threshold = WT_LOG_WARN;
+      else if (!strcmp(env, "debug")) threshold = WT_LOG_DEBUG;
+    }
+  }
+  return threshold;
+}
+
+int wt_log_enabled(wt_log_level level) { return (int)level <= s_log_threshold(); }
+
+void wt_log(wt_log_level level, const char *fmt, ...) {
+  static const char *names[] = {"error", "warn", "info", "debug"};
+  if (!wt_log_enabled(level)) return;
+  char line[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "[%s] %s\n", names[level], line);
+}
+
+double wt_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void *wt_xmalloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) {
+    fprintf(stderr, "wantrain: out of memory allocating %zu bytes\n", bytes);
+    abort();
+  }
+  return p;
+}
+
+void *wt_xcalloc(size_t count, size_t size) {
+  void *p = calloc(count ? count : 1, size ? size : 1);
+  if (!p) {
+    fprintf(stderr, "wantrain: out of memory allocating %zu x %zu bytes\n", count, size);
+    abort();
+  }
+  return p;
+}
+
+int wt_mul_size(size_t a, size_t b, size_t *out) {
+  if (a && b > SIZE_MAX / a) return wt_fail(WT_EINVAL, "size %zu x %zu overflows", a, b);
+  *out = a * b;
+  return WT_OK;
+}

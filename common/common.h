@@ -1,0 +1,84 @@
+/* common — status codes, the last-error message, logging, CHECK macros and a clock.
+ *
+ * Two error regimes (see STYLE.md):
+ *  - a programming error is an assert() with file:line;
+ *  - anything from outside (a file, a flag, a peer, the network) is a returned wt_status.
+ *    The function that detects it calls wt_fail(code, "what was wrong; what to do"), which
+ *    records a message for this thread and returns the code; callers propagate with WT_CHECK.
+ *    One-shot tools print wt_last_error() and exit nonzero; daemons log it and keep serving.
+ */
+#ifndef WT_COMMON_H
+#define WT_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum {
+  WT_OK = 0,
+  WT_EINVAL = -1,   /* bad argument, flag, config value or malformed input */
+  WT_EIO = -2,      /* a file or socket operation failed */
+  WT_ENOMEM = -3,   /* allocation failed */
+  WT_ECORRUPT = -4, /* a checksum, magic or size check failed: the data is damaged */
+  WT_ENOTFOUND = -5,/* a file, key or name does not exist */
+  WT_EMISMATCH = -6,/* well-formed but does not match what was expected (config, version) */
+  WT_ENOTSUP = -7,  /* not supported in this build or on this machine */
+  WT_ETIMEOUT = -8, /* a deadline or budget ran out */
+} wt_status;
+
+/* Records a printf-style message for this thread and returns `code` (so `return wt_fail(...)`
+ * reads naturally). The message replaces any earlier one. */
+int wt_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The last message recorded by wt_fail on this thread, or "" if none. Owned by the library;
+ * valid until the next wt_fail on this thread. */
+const char *wt_last_error(void);
+
+/* A short name for a status code ("invalid input", "I/O error", ...). Never NULL. */
+const char *wt_status_name(int code);
+
+/* Logging to stderr. Level from WT_LOG_LEVEL (error, warn, info, debug; default info). */
+typedef enum { WT_LOG_ERROR, WT_LOG_WARN, WT_LOG_INFO, WT_LOG_DEBUG } wt_log_level;
+void wt_log(wt_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int wt_log_enabled(wt_log_level level);
+#define WT_ERROR(...) wt_log(WT_LOG_ERROR, __VA_ARGS__)
+#define WT_WARN(...) wt_log(WT_LOG_WARN, __VA_ARGS__)
+#define WT_INFO(...) wt_log(WT_LOG_INFO, __VA_ARGS__)
+#define WT_DEBUG(...) wt_log(WT_LOG_DEBUG, __VA_ARGS__)
+
+/* Propagate a failing status, logging (at debug level) where it passed through. */
+#define WT_CHECK(call)                                                                       \
+  do {                                                                                       \
+    int wt_rc_ = (call);                                                                     \
+    if (wt_rc_ != WT_OK) {                                                                   \
+      WT_DEBUG("%s:%d: %s -> %s", __FILE__, __LINE__, #call, wt_status_name(wt_rc_));      \
+      return wt_rc_;                                                                         \
+    }                                                                                        \
+  } while (0)
+
+/* Same, but store the status in `rc` and jump to `label` (for functions that clean up). */
+#define WT_CHECK_GOTO(call, rc, label)                                                       \
+  do {                                                                                       \
+    (rc) = (call);                                                                           \
+    if ((rc) != WT_OK) {                                                                     \
+      WT_DEBUG("%s:%d: %s -> %s", __FILE__, __LINE__, #call, wt_status_name(rc));          \
+      goto label;                                                                            \
+    }                                                                                        \
+  } while (0)
+
+/* Monotonic wall clock in seconds. */
+double wt_now_s(void);
+
+/* malloc/calloc that abort with a message on failure: used for sizes the program chose itself.
+ * Sizes that come from outside (a file header, a message) must be checked first. */
+void *wt_xmalloc(size_t bytes);
+void *wt_xcalloc(size_t count, size_t size);
+
+/* Checked size arithmetic for sizes read from outside: returns WT_EINVAL on overflow. */
+int wt_mul_size(size_t a, size_t b, size_t *out);
+
+#define WT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define WT_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define WT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

@@ -1,0 +1,112 @@
+/* gpt — a GPT-2 style decoder-only transformer whose unit of placement is a layer range.
+ *
+ * A `gpt_stage` owns the parameters, gradients and activations of the layers [first, last) of
+ * a model with cfg->n_layer transformer blocks, and nothing else: a pipeline stage of a 48-layer
+ * model holds its own blocks, not all 48. Running [0,k) then [k,L) gives bitwise the same
+ * logits, loss and gradients as [0,L).
+ *
+ * What a stage holds:
+ *   first == 0          token embedding wte (V, C) and position embedding wpe (maxT, C)
+ *   blocks first..last-1  ln_1, attn.c_attn (C→3C), attn.c_proj (C→C), ln_2, mlp.c_fc (C→4C),
+ *                       mlp.c_proj (4C→C), each with bias (GPT-2 layout, LayerNorm eps 1e-5,
+ *                       tanh-approximated GELU)
+ *   last == n_layer     final LayerNorm ln_f, the LM head (tied to wte) and the cross-entropy loss
+ *
+ * Tied embedding: the LM head reuses wte. A stage that holds both ends (first == 0 and
+ * last == n_layer) has one wte whose gradient collects both uses. When the two ends live in
+ * different stages, each keeps its own copy of wte (initialised identically) and the caller
+ * must make their gradients equal to the sum before every update with gpt_tied_grads_sum (in one
+ * process) or by exchanging gpt_stage_tied_grad buffers (across processes), as Megatron-LM does.
+ *
+ * Parameters and gradients are each one flat float32 buffer per stage, laid out tensor after
+ * tensor in the order of gpt_stage_tensor(); optimizers, codecs and collectives work on them.
+ *
+ * Owner: model module. Every function that takes input from outside returns a wt_status.
+ */
+#ifndef WT_GPT_H
+#define WT_GPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  int vocab_size; /* V: 256 for bytes, 50257 for GPT-2 tokens */
+  int max_seq;    /* maxT: context length (rows of wpe) */
+  int n_layer;    /* L: transformer blocks */
+  int n_head;     /* NH: attention heads; must divide channels */
+  int channels;   /* C: model width */
+} gpt_config;
+
+/* Returns WT_OK, or WT_EINVAL with a message naming the bad field and why. */
+int gpt_config_validate(const gpt_config *cfg);
+
+/* Total parameter count of the whole model (one copy of wte). */
+size_t gpt_config_num_params(const gpt_config *cfg);
+
+/* One tensor of a stage, in flat-buffer order. */
+typedef struct {
+  char name[64];      /* Hugging Face GPT2Model name: "wte.weight", "h.3.attn.c_attn.weight" */
+  int ndim;           /* 1 or 2 */
+  int shape[2];       /* as stored in safetensors (Conv1D [in, out] layout for h.*.weight) */
+  size_t offset;      /* element offset in the stage's flat parameter / gradient buffer */
+  size_t numel;
+  int weight_decay;   /* 1 for matrices (incl. embeddings), 0 for biases and LayerNorm params */
+} gpt_tensor_info;
+
+typedef struct gpt_stage gpt_stage;
+
+/* Creates a stage for layers [first, last) of cfg, able to run batches of up to max_batch
+ * sequences of up to max_seq tokens (T <= cfg->max_seq). Parameters are zero until
+ * gpt_stage_init_weights. Returns NULL with wt_last_error() set on a bad config or range. */
+gpt_stage *gpt_stage_new(const gpt_config *cfg, int first, int last, int max_batch, int max_seq);
+void gpt_stage_destroy(gpt_stage **self_p);
+
+/* GPT-2 initialisation (normal 0.02; residual projections scaled by 1/sqrt(2L); LayerNorm 1/0;
+ * biases 0). Each tensor draws from an RNG seeded by (seed, tensor name), so a layer gets the
+ * same weights whatever stage holds it. */
+void gpt_stage_init_weights(gpt_stage *s, uint64_t seed);
+
+const gpt_config *gpt_stage_config(const gpt_stage *s);
+int gpt_stage_first(const gpt_stage *s);
+int gpt_stage_last(const gpt_stage *s);
+
+/* Flat buffers (owned by the stage; valid until destroy). *n receives the element count. */
+float *gpt_stage_params(gpt_stage *s, size_t *n);
+float *gpt_stage_grads(gpt_stage *s, size_t *n);
+int gpt_stage_num_tensors(const gpt_stage *s);
+const gpt_tensor_info *gpt_stage_tensor(const gpt_stage *s, int i);
+
+/* Forward over [first, last) for a batch of B sequences of T tokens.
+ *   tokens  (B, T) int token ids        — read by the first stage (first == 0), else NULL
+ *   act_in  (B, T, C) float             — read by other stages, else NULL
+ *   targets (B, T) int                  — read by the last stage (last == n_layer), else NULL
+ *   act_out (B, T, C) float             — written by every stage but the last, else NULL
+ * The stage keeps what its backward needs. Returns WT_EINVAL for an out-of-range token or
+ * target id or a batch larger than the stage was made for. */
+int gpt_stage_forward(gpt_stage *s, const int *tokens, const float *act_in, const int *targets,
+                      int B, int T, float *act_out);
+
+/* After a forward on the last stage: the mean cross-entropy (nats) and logits (B, T, V). */
+float gpt_stage_loss(const gpt_stage *s);
+const float *gpt_stage_logits(const gpt_stage *s);
+
+/* Backward of the last forward. ACCUMULATES (+=) parameter gradients, so several micro-batches
+ * can be summed before one update.
+ *   grad_out (B, T, C) — gradient w.r.t. act_out, read by every stage but the last, else NULL
+ *   grad_in  (B, T, C) — gradient w.r.t. act_in, written by every stage but the first, else NULL
+ *   loss_scale         — the last stage differentiates loss_scale × mean loss (1/micro_batches
+ *                        for gradient accumulation); ignored by other stages. */
+int gpt_stage_backward(gpt_stage *s, const float *grad_out, float *grad_in, float loss_scale);
+
+void gpt_stage_zero_grad(gpt_stage *s);
+
+/* The gradient of this stage's copy of wte (V*C floats), or NULL if the stage holds neither end
+ * of the model. Used to exchange tied-embedding gradients across processes. */
+float *gpt_stage_tied_grad(gpt_stage *s, size_t *n);
+
+/* In one process: sets the wte gradients of `first_stage` (first == 0) and `last_stage`
+ * (last == n_layer) both to their sum. A no-op if they are the same stage. Returns WT_EINVAL if
+ * the stages do not hold the two ends of the same model. */
+int gpt_tied_grads_sum(gpt_stage *first_stage, gpt_stage *last_stage);
+
+#endif

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages wantrain builds and tests with, if any is missing.
+# Runs `apt-get update` once, only when something must be installed. Needs root (or sudo).
+set -euo pipefail
+PACKAGES=(build-essential cmake pkg-config git
+          libzmq3-dev libsodium-dev libcurl4-openssl-dev libssl-dev libopenblas-dev
+          libcjson-dev libsqlite3-dev libmicrohttpd-dev
+          clang libclang-rt-14-dev gnuplot-nox)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "wantrain: installing Debian packages: ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,103 @@
+/* test_common — the option table (parse, bounds, choices, files, help) and the RNG. */
+#include "common.h"
+#include "config.h"
+#include "rng.h"
+#include "testing.h"
+
+#include <stddef.h>
+
+typedef struct {
+  int steps;
+  double lr;
+  char data[WT_CONFIG_STR_MAX];
+  char opt[WT_CONFIG_STR_MAX];
+  int resume;
+  char config[WT_CONFIG_STR_MAX];
+} demo_cfg;
+
+static const wt_option demo_options[] = {
+    {"config", WT_OPT_STRING, offsetof(demo_cfg, config), 0, 0, "", "JSON config file", NULL},
+    {"steps", WT_OPT_INT, offsetof(demo_cfg, steps), 1, 1000, "10", "steps", NULL},
+    {"lr", WT_OPT_FLOAT, offsetof(demo_cfg, lr), 0, 1, "3e-4", "learning rate", NULL},
+    {"data", WT_OPT_STRING, offsetof(demo_cfg, data), 0, 0, "synthetic", "corpus", NULL},
+    {"optimizer", WT_OPT_CHOICE, offsetof(demo_cfg, opt), 0, 0, "adamw", "opt", "adamw|sgd"},
+    {"resume", WT_OPT_FLAG, offsetof(demo_cfg, resume), 0, 1, "0", "resume", NULL},
+    {0}};
+
+static void test_parse(void) {
+  demo_cfg c;
+  WT_TEST_REQUIRE(wt_config_defaults(demo_options, &c) == WT_OK, "%s", wt_last_error());
+  WT_TEST_ASSERT(c.steps == 10 && c.lr == 3e-4 && !strcmp(c.data, "synthetic"), "defaults");
+  char *argv[] = {"prog", "--steps", "20", "--lr=0.5", "--resume", "--optimizer", "sgd", "pos"};
+  const char *pos[2];
+  int npos = 0, help = 0;
+  int rc = wt_config_parse_args(demo_options, &c, 8, argv, 1, pos, 2, &npos, &help);
+  WT_TEST_ASSERT(rc == WT_OK, "%s", wt_last_error());
+  WT_TEST_ASSERT(c.steps == 20 && c.lr == 0.5 && c.resume == 1 && !strcmp(c.opt, "sgd"),
+                 "parsed values");
+  WT_TEST_ASSERT(npos == 1 && !strcmp(pos[0], "pos"), "positional");
+}
+
+static void test_errors(void) {
+  demo_cfg c;
+  wt_config_defaults(demo_options, &c);
+  char *bad[][3] = {{"p", "--steps", "0"},       {"p", "--steps", "1.5"},
+                    {"p", "--lr", "abc"},         {"p", "--nope", "1"},
+                    {"p", "--optimizer", "lamb"}, {"p", "--steps", NULL}};
+  for (size_t i = 0; i < WT_ARRAY_LEN(bad); i++) {
+    int argc = bad[i][2] ? 3 : 2;
+    int rc = wt_config_parse_args(demo_options, &c, argc, bad[i], 1, NULL, 0, NULL, NULL);
+    WT_TEST_ASSERT(rc == WT_EINVAL, "case %zu accepted", i);
+    WT_TEST_ASSERT(strstr(wt_last_error(), "--") != NULL, "message names the option: %s",
+                   wt_last_error());
+  }
+}
+
+static void test_file(void) {
+  char dir[256], path[300];
+  wt_test_tmpdir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/c.json", dir);
+  FILE *f = fopen(path, "w");
+  fputs("{\"steps\": 42, \"data\": \"x.txt\", \"resume\": true}", f);
+  fclose(f);
+  demo_cfg c;
+  wt_config_defaults(demo_options, &c);
+  char *argv[] = {"p", "--config", path, "--steps", "7"};
+  int rc = wt_config_parse_args(demo_options, &c, 5, argv, 1, NULL, 0, NULL, NULL);
+  WT_TEST_ASSERT(rc == WT_OK, "%s", wt_last_error());
+  WT_TEST_ASSERT(c.steps == 7 && !strcmp(c.data, "x.txt") && c.resume, "flags override file");
+  f = fopen(path, "w");
+  fputs("{\"stepz\": 1}", f);
+  fclose(f);
+  WT_TEST_ASSERT(wt_config_load_file(demo_options, &c, path) == WT_EINVAL, "unknown key");
+  WT_TEST_ASSERT(strstr(wt_last_error(), "stepz"), "names key: %s", wt_last_error());
+  remove(path);
+  rmdir(dir);
+}
+
+static void test_rng(void) {
+  wt_rng a, b;
+  wt_rng_seed(&a, 7);
+  wt_rng_seed(&b, 7);
+  for (int i = 0; i < 100; i++) WT_TEST_ASSERT(wt_rng_u64(&a) == wt_rng_u64(&b), "stream %d", i);
+  double sum = 0, sq = 0;
+  for (int i = 0; i < 100000; i++) {
+    double x = wt_rng_normal(&a);
+    sum += x;
+    sq += x * x;
+  }
+  /* mean and variance of 1e5 normals: standard errors 0.003 and 0.0045, so 0.02 is > 4 sigma */
+  WT_TEST_CLOSE(sum / 1e5, 0.0, 0.02, 0, "normal mean");
+  WT_TEST_CLOSE(sq / 1e5, 1.0, 0.02, 0, "normal variance");
+  int counts[5] = {0};
+  for (int i = 0; i < 50000; i++) counts[wt_rng_below(&a, 5)]++;
+  for (int k = 0; k < 5; k++) WT_TEST_CLOSE(counts[k], 10000, 400, 0, "below(5) bucket");
+}
+
+int main(void) {
+  test_parse();
+  test_errors();
+  test_file();
+  test_rng();
+  return wt_test_finish("test_common");
+}
