@@ -74,6 +74,10 @@ assign_plan *assign_plan_new(int d_pp, int d_dp);
 void assign_plan_destroy(assign_plan **self_p);
 assign_plan *assign_plan_copy(const assign_plan *src);
 
+/* Checks that a plan has the problem's shape and holds every device exactly once. Returns WT_OK
+ * or WT_EINVAL naming the first bad entry. */
+int assign_plan_validate(const assign_problem *p, const assign_plan *plan);
+
 /* Cost of a plan exactly as laid out (row order = pipeline order, columns = matchings). */
 assign_cost assign_plan_cost(const assign_problem *p, const assign_plan *plan);
 
@@ -81,5 +85,91 @@ assign_cost assign_plan_cost(const assign_problem *p, const assign_plan *plan);
  * d_pp <= 16, else a heuristic) and bottleneck matchings; rewrites the plan's row order and
  * columns to that optimum. */
 assign_cost assign_plan_optimize_order(const assign_problem *p, assign_plan *plan);
+
+/* ---- building blocks (public so tests and netsim can check them) ------------------------- */
+
+/* Bottleneck perfect matching of a k×k cost table w (row-major, w[i*k+j] = cost of pairing
+ * left i with right j): the matching minimising its largest pair cost. Writes the match of each
+ * left vertex into match[k] when match is not NULL and returns that largest cost (0 for k=0).
+ * Binary search over the sorted distinct costs, each step a Hopcroft–Karp maximum matching. */
+double assign_bottleneck_matching(int k, const double *w, int *match);
+
+/* Shortest open path visiting all m nodes once (any start, any end) under the symmetric m×m
+ * weights w. Writes the visiting order into order[m] and returns the path's length. exact != 0
+ * asks for Held–Karp (allowed for m <= 16); otherwise nearest-neighbour from every start plus
+ * 2-opt, the heuristic used above 16. */
+double assign_tsp_open_path(int m, const double *w, int exact, int *order);
+
+/* ---- solvers ------------------------------------------------------------------------------ */
+
+typedef enum {
+  ASSIGN_SOLVER_RANDOM = 0,  /* best of K random partitions, each ordered and matched optimally */
+  ASSIGN_SOLVER_MEGATRON,    /* rank order as Megatron-LM groups ranks; fixed, not optimised */
+  ASSIGN_SOLVER_DEEPSPEED,   /* the transposed rank order (pipelines on consecutive ranks) */
+  ASSIGN_SOLVER_GREEDY,      /* constructive: grow data-parallel groups around seeds */
+  ASSIGN_SOLVER_GA,          /* the paper's hybrid: genetic algorithm + cyclic local search */
+  ASSIGN_SOLVER_EXACT,       /* exhaustive with symmetry breaking; n <= 12 only */
+  ASSIGN_SOLVER_COUNT
+} assign_solver;
+
+/* "random", "megatron", "deepspeed", "greedy", "ga", "exact"; "?" for an unknown value. */
+const char *assign_solver_name(assign_solver kind);
+/* Parses a solver name; WT_EINVAL naming the accepted names when unknown. */
+int assign_solver_parse(const char *name, assign_solver *out);
+
+/* A search stops at whichever limit comes first; zero means "no limit of that kind". With both
+ * zero a solver uses its default budget (random: 5000 partitions; ga: 2 s). A solver checks the
+ * clock between evaluations, so max_seconds bounds the run within one evaluation's time; only
+ * max_evals makes a run reproducible whatever the machine's speed. */
+typedef struct {
+  double max_seconds;
+  long max_evals;
+  int population;   /* ga population; 0 = default (min(100, max(20, n))) */
+} assign_budget;
+
+typedef struct {
+  double t_s;    /* seconds since the solver started */
+  long evals;    /* evaluations so far */
+  double cost_s; /* best cost found so far */
+} assign_curve_point;
+
+#define ASSIGN_CURVE_MAX 512
+
+typedef struct {
+  long evals;             /* cost evaluations (full or incremental) */
+  long evals_to_best;     /* evaluations when the final best was first reached */
+  double seconds;         /* wall time of the solve */
+  double seconds_to_best; /* wall time when the final best was first reached */
+  double best_cost_s;
+  int exact_order;        /* 1 if the pipeline order is Held–Karp optimal (d_pp <= 16) */
+  int n_curve;            /* samples in curve, one per improvement (thinned past the max) */
+  assign_curve_point curve[ASSIGN_CURVE_MAX];
+} assign_stats;
+
+/* Solves a problem with one solver, reproducibly: the same problem, kind, budget (by evals) and
+ * seed give the same plan. On WT_OK *out is a new plan the caller destroys. stats may be NULL.
+ * Returns WT_EINVAL for an invalid problem, for `exact` above 12 devices, and when no plan is
+ * feasible (a device's memory below stage_memory_bytes); *out is then NULL. */
+int assign_solve(const assign_problem *p, assign_solver kind, const assign_budget *budget,
+                 uint64_t seed, assign_plan **out, assign_stats *stats);
+
+/* Re-solves after devices changed, starting from prev and keeping as much of it as possible.
+ *   prev     the running plan, in the indices of p's network; an entry may be -1 (a tasklet
+ *            whose device left and whose index is now free or reused).
+ *   changed  device indices whose row in the network now describes a different device (a spare
+ *            that took a leaver's index) or that joined; they are placed afresh. Devices of the
+ *            network absent from prev are also treated as joined.
+ * Keeping a tasklet means a device stays in its stage (row): replicas of one stage hold the same
+ * weights, so columns are re-matched freely, but the stage order is kept (reordering stages
+ * would move every device's weights). Joined devices fill the vacated tasklets where they cost
+ * least; then swaps that strictly lower the cost are taken within the budget, fewest first.
+ * *out is a new plan; stats may be NULL. WT_EINVAL if prev's shape does not match p, or it
+ * holds a device twice or out of range. */
+int assign_resolve(const assign_problem *p, const assign_plan *prev, const int *changed,
+                   int n_changed, const assign_budget *budget, uint64_t seed, assign_plan **out,
+                   assign_stats *stats);
+
+/* Number of devices that run a different stage in b than in a (same shape required). */
+int assign_plan_moved(const assign_plan *a, const assign_plan *b);
 
 #endif

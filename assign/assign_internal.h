@@ -1,0 +1,113 @@
+/* assign_internal — what the assign/ sources share and nobody else sees: the precomputed model
+ * (pair costs), the partition search state used by every solver, and the solver entry points.
+ *
+ * A partition is a table rows[P*K] (row s = data-parallel group s, in no particular order); the
+ * search state keeps per-row DATAP terms, the P×P table of bottleneck-matching edge weights and
+ * a pipeline order, so that swapping two devices re-evaluates only the two touched rows and
+ * their 2(P−1) edges.
+ */
+#ifndef WT_ASSIGN_INTERNAL_H
+#define WT_ASSIGN_INTERNAL_H
+
+#include "assign.h"
+#include "common.h"
+#include "rng.h"
+
+/* Pipeline orders are found by Held–Karp up to this many stages inside searches (cheap), up to
+ * ASSIGN_EXACT_TSP_MAX when a final plan is ordered, and by 2-opt above. */
+#define ASSIGN_SEARCH_TSP_EXACT_MAX 10
+#define ASSIGN_EXACT_TSP_MAX 16
+/* Rings are ordered exactly (bottleneck Hamiltonian cycle) up to this many replicas. */
+#define ASSIGN_RING_EXACT_MAX 10
+
+typedef struct {
+  const assign_problem *p;
+  int n, P, K;
+  double *dpc;        /* n*n: PS: 2(α + c_dp/(K·β)); ring: one hop α + c_dp/(K·β) */
+  double *ppc;        /* n*n: α + c_pp/β */
+  double compute_s;   /* the placement-independent compute term */
+  int feasible;       /* memory check */
+  double *scratch_w;  /* K*K matching weights */
+  int *scratch_i;     /* work space for matching */
+} assign_model;
+
+void assign_model_init(assign_model *m, const assign_problem *p);
+void assign_model_free(assign_model *m);
+/* DATAP of one group of K devices. */
+double assign_model_group_dp(assign_model *m, const int *devs);
+/* Edge weight between two groups: bottleneck matching of ppc; match[i] = index in b paired
+ * with a[i] when match is not NULL. */
+double assign_model_edge(assign_model *m, const int *a, const int *b, int *match);
+
+/* Evaluates the partition in rows[P*K] with the best pipeline order and matchings and rewrites
+ * rows into that plan layout (row order = pipeline order, columns matched). exact_tsp chooses
+ * Held–Karp (P <= 16) or 2-opt. */
+assign_cost assign_model_partition_cost(assign_model *m, int *rows, int exact_tsp);
+
+/* 2-opt on an open path in place; returns its length. */
+double assign_tsp_improve(int m, const double *w, int *order);
+
+/* ---- search state -------------------------------------------------------------------------- */
+
+typedef struct {
+  assign_model *m;
+  int P, K, n;
+  int *rows;      /* P*K */
+  int *label;     /* n: row of each device */
+  int *slot;      /* n: index within its row */
+  double *sum;    /* n: PS: Σ over the row of dpc (the device's DATAP sum) */
+  double *rowdp;  /* P */
+  double *edge;   /* P*P */
+  int *order;     /* P: pipeline order over rows */
+  double dp, path, cost, tie;
+  /* scratch for a tentative swap */
+  double *t_edge; /* P*P */
+  int *t_order;
+  double *t_sum_a, *t_sum_b;
+  int *t_rowa, *t_rowb;
+  double t_dpa, t_dpb, t_dp, t_path, t_cost, t_tie;
+  long evals;
+  int exact_tsp;
+} assign_search;
+
+void assign_search_init(assign_search *s, assign_model *m);
+void assign_search_free(assign_search *s);
+/* Loads a partition given as labels (row of each device, K per row) and evaluates it fully. */
+void assign_search_load_labels(assign_search *s, const int *label);
+/* Evaluates swapping devices x and y (different rows) into the tentative fields; returns the
+ * tentative cost. Rejects early (returns +inf) when DATAP alone exceeds `bound`. */
+double assign_search_try_swap(assign_search *s, int x, int y, double bound);
+/* Commits the last tentative swap of x and y (must follow try_swap on the same pair). */
+void assign_search_commit_swap(assign_search *s, int x, int y);
+/* Lexicographic (cost, tie) comparison with a relative tolerance: <0 if a better. */
+int assign_search_cmp(double ca, double ta, double cb, double tb);
+/* Writes the current partition as an ordered, matched plan and returns its exact cost. */
+assign_cost assign_search_to_plan(assign_search *s, assign_plan *plan);
+
+/* ---- solver bookkeeping ---------------------------------------------------------------------- */
+
+typedef struct {
+  double t0, max_s;
+  long max_evals;
+  long *evals;          /* the search's counter */
+  assign_stats *st;     /* never NULL inside solvers */
+  double best;
+} assign_tracker;
+
+void assign_tracker_init(assign_tracker *t, const assign_budget *b, assign_stats *st, long *evals,
+                         double default_s, long default_evals);
+/* 1 when the budget is spent. */
+int assign_tracker_done(const assign_tracker *t);
+/* Records cost if it improves the best (a curve point). */
+void assign_tracker_offer(assign_tracker *t, double cost);
+
+/* Each solver writes its best partition as labels[n] (row per device). */
+int assign_solve_random(assign_search *s, assign_tracker *t, wt_rng *rng, int *labels);
+int assign_solve_greedy(assign_search *s, assign_tracker *t, wt_rng *rng, int *labels);
+int assign_solve_ga(assign_search *s, assign_tracker *t, wt_rng *rng, int population, int *labels);
+int assign_solve_exact(assign_search *s, assign_tracker *t, int *labels);
+/* One cyclic local search (chains of swaps, best prefix kept) on the search's current
+ * partition; returns 1 if it improved. */
+int assign_local_search(assign_search *s, assign_tracker *t, wt_rng *rng, int max_rounds);
+
+#endif

@@ -1,0 +1,200 @@
+/* model — the two-level cost model: per-pair costs precomputed once, the data-parallel term of a
+ * group (sharded parameter server or ring), the bottleneck-matching edge between two groups, and
+ * the cost of a plan as laid out or of a partition with the best order.
+ */
+#include "assign_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void assign_model_init(assign_model *m, const assign_problem *p) {
+  const assign_network *net = p->net;
+  int n = net->n, K = p->d_dp;
+  memset(m, 0, sizeof *m);
+  m->p = p;
+  m->n = n;
+  m->P = p->d_pp;
+  m->K = K;
+  m->dpc = wt_xcalloc((size_t)n * n, sizeof(double));
+  m->ppc = wt_xcalloc((size_t)n * n, sizeof(double));
+  /* PS: every device sends and receives its 1/K shard to/from each other member, 2 directions. */
+  double dp_factor = p->dp_algo == ASSIGN_DP_RING ? 1.0 : 2.0;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      if (i == j) continue;
+      double a = net->latency_s[i * n + j], b = net->bandwidth_Bps[i * n + j];
+      m->dpc[i * n + j] = dp_factor * (a + p->c_dp_bytes / (K * b));
+      m->ppc[i * n + j] = a + p->c_pp_bytes / b;
+    }
+  m->feasible = 1;
+  for (int i = 0; i < n; i++) {
+    double speed = net->compute_speed ? net->compute_speed[i] : 1.0;
+    if (p->compute_s > 0) m->compute_s = fmax(m->compute_s, p->compute_s / speed);
+    if (p->stage_memory_bytes > 0 && net->memory_bytes &&
+        net->memory_bytes[i] < p->stage_memory_bytes)
+      m->feasible = 0;
+  }
+  m->scratch_w = wt_xmalloc((size_t)K * K * sizeof(double));
+}
+
+void assign_model_free(assign_model *m) {
+  free(m->dpc);
+  free(m->ppc);
+  free(m->scratch_w);
+  memset(m, 0, sizeof *m);
+}
+
+static int s_cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Is there a ring through all k members whose hops all cost <= t? Hamiltonian-cycle DP from
+ * member 0 over subsets (k <= ASSIGN_RING_EXACT_MAX). */
+static int s_ring_exists(const assign_model *m, const int *devs, int k, double t, char *reach) {
+  int n = m->n;
+  size_t states = (size_t)1 << k;
+  memset(reach, 0, states * k);
+  reach[1 * k + 0] = 1;
+  for (size_t mask = 1; mask < states; mask += 2)
+    for (int j = 0; j < k; j++) {
+      if (!reach[mask * k + j]) continue;
+      for (int x = 1; x < k; x++)
+        if (!(mask >> x & 1) && m->dpc[devs[j] * n + devs[x]] <= t)
+          reach[(mask | (size_t)1 << x) * k + x] = 1;
+    }
+  for (int j = 1; j < k; j++)
+    if (reach[(states - 1) * k + j] && m->dpc[devs[j] * n + devs[0]] <= t) return 1;
+  return 0;
+}
+
+/* Slowest hop of the best ring: exact by thresholds for small groups, else the best
+ * nearest-neighbour ring over all starts. */
+static double s_ring_bottleneck(const assign_model *m, const int *devs, int k) {
+  int n = m->n;
+  if (k <= ASSIGN_RING_EXACT_MAX) {
+    double *vals = wt_xmalloc((size_t)k * k * sizeof(double));
+    int cnt = 0;
+    for (int i = 0; i < k; i++)
+      for (int j = i + 1; j < k; j++) vals[cnt++] = m->dpc[devs[i] * n + devs[j]];
+    qsort(vals, (size_t)cnt, sizeof(double), s_cmp_double);
+    char *reach = wt_xmalloc(((size_t)1 << k) * k);
+    int lo = 0, hi = cnt - 1; /* the complete graph (vals[cnt-1]) always has a ring */
+    while (lo < hi) {
+      int mid = lo + (hi - lo) / 2;
+      if (s_ring_exists(m, devs, k, vals[mid], reach)) hi = mid;
+      else lo = mid + 1;
+    }
+    double best = vals[hi];
+    free(reach);
+    free(vals);
+    return best;
+  }
+  double best = INFINITY;
+  char *used = wt_xmalloc((size_t)k);
+  for (int s = 0; s < k; s++) {
+    memset(used, 0, (size_t)k);
+    int cur = s;
+    double worst = 0;
+    used[s] = 1;
+    for (int step = 1; step < k; step++) {
+      int nxt = -1;
+      for (int x = 0; x < k; x++)
+        if (!used[x] && (nxt < 0 || m->dpc[devs[cur] * n + devs[x]] < m->dpc[devs[cur] * n + devs[nxt]]))
+          nxt = x;
+      worst = fmax(worst, m->dpc[devs[cur] * n + devs[nxt]]);
+      used[nxt] = 1;
+      cur = nxt;
+    }
+    best = fmin(best, fmax(worst, m->dpc[devs[cur] * n + devs[s]]));
+  }
+  free(used);
+  return best;
+}
+
+double assign_model_group_dp(assign_model *m, const int *devs) {
+  int K = m->K, n = m->n;
+  if (K <= 1) return 0;
+  if (m->p->dp_algo == ASSIGN_DP_RING) return 2.0 * (K - 1) * s_ring_bottleneck(m, devs, K);
+  double worst = 0;
+  for (int i = 0; i < K; i++) {
+    double sum = 0;
+    for (int j = 0; j < K; j++) sum += m->dpc[devs[i] * n + devs[j]];
+    worst = fmax(worst, sum);
+  }
+  return worst;
+}
+
+double assign_model_edge(assign_model *m, const int *a, const int *b, int *match) {
+  int K = m->K, n = m->n;
+  for (int i = 0; i < K; i++)
+    for (int j = 0; j < K; j++) m->scratch_w[i * K + j] = m->ppc[a[i] * n + b[j]];
+  return assign_bottleneck_matching(K, m->scratch_w, match);
+}
+
+static assign_cost s_finish(const assign_model *m, double dp, double path) {
+  assign_cost c = {0};
+  c.dp_s = dp;
+  c.pp_s = 2 * path;
+  c.compute_s = m->compute_s;
+  c.feasible = m->feasible;
+  c.comm_s = m->feasible ? dp + 2 * path + m->compute_s : INFINITY;
+  return c;
+}
+
+assign_cost assign_plan_cost(const assign_problem *p, const assign_plan *plan) {
+  assign_model m;
+  assign_model_init(&m, p);
+  int P = m.P, K = m.K, n = m.n;
+  double dp = 0, path = 0;
+  for (int s = 0; s < P; s++) dp = fmax(dp, assign_model_group_dp(&m, plan->device + s * K));
+  for (int s = 0; s + 1 < P; s++) {
+    double hop = 0;
+    for (int r = 0; r < K; r++)
+      hop = fmax(hop, m.ppc[plan->device[s * K + r] * n + plan->device[(s + 1) * K + r]]);
+    path += hop;
+  }
+  assign_cost c = s_finish(&m, dp, path);
+  assign_model_free(&m);
+  return c;
+}
+
+/* Lays rows out in `order`, each row's columns matched to the row before it. */
+static void s_layout(assign_model *m, int *rows, const int *order) {
+  int P = m->P, K = m->K;
+  int *out = wt_xmalloc((size_t)P * K * sizeof(int)), *match = wt_xmalloc((size_t)K * sizeof(int));
+  memcpy(out, rows + order[0] * K, (size_t)K * sizeof(int));
+  for (int s = 1; s < P; s++) {
+    const int *next = rows + order[s] * K;
+    assign_model_edge(m, out + (s - 1) * K, next, match);
+    for (int r = 0; r < K; r++) out[s * K + r] = next[match[r]];
+  }
+  memcpy(rows, out, (size_t)P * K * sizeof(int));
+  free(out);
+  free(match);
+}
+
+assign_cost assign_model_partition_cost(assign_model *m, int *rows, int exact_tsp) {
+  int P = m->P, K = m->K;
+  double dp = 0;
+  for (int s = 0; s < P; s++) dp = fmax(dp, assign_model_group_dp(m, rows + s * K));
+  double *w = wt_xcalloc((size_t)P * P, sizeof(double));
+  for (int a = 0; a < P; a++)
+    for (int b = a + 1; b < P; b++)
+      w[a * P + b] = w[b * P + a] = assign_model_edge(m, rows + a * K, rows + b * K, NULL);
+  int *order = wt_xmalloc((size_t)P * sizeof(int));
+  double path = assign_tsp_open_path(P, w, exact_tsp, order);
+  s_layout(m, rows, order);
+  free(w);
+  free(order);
+  return s_finish(m, dp, path);
+}
+
+assign_cost assign_plan_optimize_order(const assign_problem *p, assign_plan *plan) {
+  assign_model m;
+  assign_model_init(&m, p);
+  assign_cost c = assign_model_partition_cost(&m, plan->device, 1);
+  assign_model_free(&m);
+  return c;
+}
