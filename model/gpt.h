@@ -75,6 +75,14 @@ float *gpt_stage_params(gpt_stage *s, size_t *n);
 float *gpt_stage_grads(gpt_stage *s, size_t *n);
 int gpt_stage_num_tensors(const gpt_stage *s);
 const gpt_tensor_info *gpt_stage_tensor(const gpt_stage *s, int i);
+/* All of them as one array (gpt_stage_num_tensors entries, owned by the stage), e.g. for
+ * optim_new. */
+const gpt_tensor_info *gpt_stage_tensors(const gpt_stage *s, int *n);
+
+/* The kernels back end the stage runs on (kernels.h; default kernels_cpu()). Buffers stay host
+ * memory: set only a host back end ("cpu" or "ref"). For tests comparing back ends. */
+struct kernels_ops;
+void gpt_stage_set_kernels(gpt_stage *s, const struct kernels_ops *ops);
 
 /* Forward over [first, last) for a batch of B sequences of T tokens.
  *   tokens  (B, T) int token ids        — read by the first stage (first == 0), else NULL

@@ -1,0 +1,128 @@
+/* kernels — the tensor operations of the GPT on interchangeable back ends.
+ *
+ * A back end fills one `kernels_ops` table of function pointers (ggml_backend_i style); the
+ * model calls ops only through a table and never knows which back end it runs on. Ops take raw
+ * float pointers and sizes — no model types — so a CUDA table (kernels/cuda) has the same shape
+ * with device pointers instead of host pointers.
+ *
+ * Back ends, all reached through kernels_backend(name), the one registration point:
+ *   "cpu"   fast CPU path: OpenBLAS sgemm for everything matrix-shaped, OpenMP elsewhere
+ *   "ref"   readable reference loops (no BLAS, no threads); the fast paths are tested against it
+ *   "cuda"  cuBLAS + CUDA kernels, present only in CUDA builds (NULL otherwise)
+ *
+ * Conventions shared by every op:
+ *   - Shapes are given as comments: (B, T, C) means B*T*C floats, row-major, C fastest.
+ *     N = B*T rows where an op does not care about the batch/time split.
+ *   - Backward ops ACCUMULATE (+=) into parameter gradients AND into input gradients, so the
+ *     two branches of a residual connection sum in place; callers zero scratch gradients first.
+ *     The one exception, documented on it, is crossentropy_backward, which writes dlogits.
+ *   - Ops are deterministic: the same inputs and thread count give bitwise the same outputs,
+ *     whatever else runs in the process (a layer computed in a pipeline stage must match the
+ *     same layer computed in an unsplit model).
+ *   - Weights of the transformer blocks are in Hugging Face Conv1D layout (in, out); the LM head
+ *     reuses the token embedding (V, C), i.e. a Linear (out, in) layout: matmul takes a flag.
+ *
+ * Owner: kernels module.
+ */
+#ifndef WT_KERNELS_H
+#define WT_KERNELS_H
+
+#include <stddef.h>
+
+/* Weight layouts for matmul. */
+typedef enum {
+  KERNELS_W_IN_OUT = 0, /* weight (C, OC): out = inp @ weight          (HF Conv1D) */
+  KERNELS_W_OUT_IN = 1, /* weight (OC, C): out = inp @ weight^T        (nn.Linear, tied wte) */
+} kernels_wlayout;
+
+typedef struct kernels_ops {
+  const char *name; /* "cpu", "ref", "cuda" */
+
+  /* out (B,T,C) = wte[tokens[b,t]] + wpe[t].  tokens (B,T) already validated in [0, V). */
+  void (*encoder_forward)(float *out, const int *tokens, const float *wte, const float *wpe,
+                          int B, int T, int C);
+  /* dwte (V,C) += scatter of dout rows by token; dwpe (maxT,C) += sum over b. Rows are added
+   * in (b, t) order so repeated tokens accumulate deterministically. */
+  void (*encoder_backward)(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
+                           int T, int C);
+
+  /* out (N,C) = (inp - mean) * rstd * weight + bias, eps 1e-5; saves mean (N) and rstd (N). */
+  void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp,
+                            const float *weight, const float *bias, int N, int C);
+  /* dinp (N,C) +=, dweight (C) +=, dbias (C) += */
+  void (*layernorm_backward)(float *dinp, float *dweight, float *dbias, const float *dout,
+                             const float *inp, const float *weight, const float *mean,
+                             const float *rstd, int N, int C);
+
+  /* out (N,OC) = inp (N,C) @ W + bias (OC; may be NULL). W is (C,OC) or (OC,C) per layout. */
+  void (*matmul_forward)(float *out, const float *inp, const float *weight, const float *bias,
+                         int N, int C, int OC, kernels_wlayout layout);
+  /* dinp (N,C) +=; dweight (same shape as W) +=; dbias (OC) += (skipped when NULL). dinp may be
+   * NULL when the input needs no gradient. */
+  void (*matmul_backward)(float *dinp, float *dweight, float *dbias, const float *dout,
+                          const float *inp, const float *weight, int N, int C, int OC,
+                          kernels_wlayout layout);
+
+  /* Causal multi-head self-attention. qkv (B,T,3C) holds [q | k | v] per row, head h at
+   * columns h*C/NH. Writes out (B,T,C) and saves the softmax probabilities att (B,NH,T,T)
+   * (entries above the diagonal are written as 0). Scale 1/sqrt(C/NH). */
+  void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int C,
+                            int NH);
+  /* dqkv (B,T,3C) +=. scratch: at least B*NH*T*T floats the op may overwrite. */
+  void (*attention_backward)(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                             const float *att, int B, int T, int C, int NH);
+
+  /* GELU, tanh approximation (GPT-2's "gelu_new"), elementwise over n floats. */
+  void (*gelu_forward)(float *out, const float *inp, size_t n);
+  void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t n); /* += */
+
+  /* out = a + b;  da += dout, db += dout (n floats). */
+  void (*residual_forward)(float *out, const float *a, const float *b, size_t n);
+  void (*residual_backward)(float *da, float *db, const float *dout, size_t n);
+
+  /* Softmax + cross-entropy fused with the logits. losses (N) = -log softmax(logits)[target];
+   * lse (N) saves each row's log-sum-exp for the backward. targets already validated. */
+  void (*crossentropy_forward)(float *losses, float *lse, const float *logits, const int *targets,
+                               int N, int V);
+  /* WRITES (=) dlogits (N,V) = (softmax(logits) - onehot(target)) * dloss, where dloss is the
+   * gradient of the objective w.r.t. each row's loss (e.g. loss_scale / N). dlogits may alias
+   * logits (in place). */
+  void (*crossentropy_backward)(float *dlogits, const float *logits, const float *lse,
+                                const int *targets, float dloss, int N, int V);
+
+  /* One AdamW update of n elements with decoupled weight decay, in PyTorch's order:
+   *   g = grad * grad_scale; p *= 1 - lr wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2
+   *   p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)
+   * bc1 = 1 - b1^t and bc2 = 1 - b2^t are passed in so the op stays stateless. */
+  void (*adamw_update)(float *param, const float *grad, float *m, float *v, size_t n, float lr,
+                       float b1, float b2, float eps, float wd, float bc1, float bc2,
+                       float grad_scale);
+} kernels_ops;
+
+/* The one registration point: "cpu", "ref" or "cuda". Returns NULL for an unknown name or a
+ * back end not built into this binary ("cuda" in a CPU-only build). Tables are static. */
+const kernels_ops *kernels_backend(const char *name);
+
+/* Shortcuts for the always-present CPU tables. */
+const kernels_ops *kernels_cpu(void);
+const kernels_ops *kernels_ref(void);
+
+/* Call first thing in main() of every wantrain program, before any thread starts.
+ *
+ * Debian 12's OpenBLAS 0.3.21 does not recognise Sapphire-Rapids-class CPUs and falls back to
+ * its Prescott (SSE3) kernels, ~6x slower than its SkylakeX (AVX-512) kernels on the same CPU.
+ * OpenBLAS picks its kernels when it loads, from OPENBLAS_CORETYPE, so setenv() in main is too
+ * late. If OpenBLAS reports the Prescott fallback on a CPU that has AVX-512F, and the user has set
+ * neither OPENBLAS_CORETYPE nor WANTRAIN_BLAS_REEXEC=0, this re-executes the program
+ * (/proc/self/exe with the same argv) with OPENBLAS_CORETYPE=SkylakeX. The kernels it selects
+ * compute the same sgemm, only faster; tests of all back ends pass under either.
+ * Returns normally when nothing needs doing or the re-exec fails (logged at warn level). */
+void kernels_cpu_init(int argc, char **argv);
+
+/* The BLAS core in use, e.g. "SkylakeX" or "Prescott" (OpenBLAS' own name). Never NULL. */
+const char *kernels_blas_corename(void);
+
+/* Threads the CPU back end uses (OpenMP threads; OpenBLAS is told the same). */
+int kernels_cpu_threads(void);
+
+#endif

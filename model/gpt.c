@@ -1,0 +1,279 @@
+/* gpt — configuration, parameter layout, initialisation and accessors of a layer-range stage.
+ * The forward and backward passes live in gpt_forward.c and gpt_backward.c. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "gpt_internal.h"
+#include "rng.h"
+
+int gpt_config_validate(const gpt_config *c) {
+  if (!c) return wt_fail(WT_EINVAL, "gpt config is missing");
+  if (c->vocab_size < 1 || c->vocab_size > (1 << 24))
+    return wt_fail(WT_EINVAL, "vocab_size %d must be in [1, 16777216]", c->vocab_size);
+  if (c->max_seq < 1 || c->max_seq > (1 << 20))
+    return wt_fail(WT_EINVAL, "max_seq %d must be in [1, 1048576]", c->max_seq);
+  if (c->n_layer < 1 || c->n_layer > 4096)
+    return wt_fail(WT_EINVAL, "n_layer %d must be in [1, 4096]", c->n_layer);
+  if (c->channels < 1 || c->channels > 65536)
+    return wt_fail(WT_EINVAL, "channels %d must be in [1, 65536]", c->channels);
+  if (c->n_head < 1 || c->channels % c->n_head != 0)
+    return wt_fail(WT_EINVAL, "n_head %d must be >= 1 and divide channels %d", c->n_head,
+                   c->channels);
+  return WT_OK;
+}
+
+size_t gpt_config_num_params(const gpt_config *c) {
+  size_t C = (size_t)c->channels;
+  size_t block = 12 * C * C + 13 * C;
+  return (size_t)c->vocab_size * C + (size_t)c->max_seq * C + (size_t)c->n_layer * block + 2 * C;
+}
+
+/* ---- layout ------------------------------------------------------------------------------- */
+
+static void s_add_tensor(gpt_stage *s, const char *name, int d0, int d1, int decay) {
+  gpt_tensor_info *t = &s->tensors[s->n_tensors++];
+  snprintf(t->name, sizeof t->name, "%s", name);
+  t->ndim = d1 > 0 ? 2 : 1;
+  t->shape[0] = d0;
+  t->shape[1] = d1 > 0 ? d1 : 0;
+  t->numel = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
+  t->offset = s->n_params;
+  t->weight_decay = decay;
+  s->n_params += t->numel;
+}
+
+/* Lists the stage's tensors in Hugging Face state-dict order; a stage holding either end starts
+ * with (its copy of) wte.weight. */
+static void s_build_layout(gpt_stage *s) {
+  int C = s->cfg.channels;
+  char name[64];
+  s->tensors = wt_xcalloc((size_t)(4 + 12 * s->n_local), sizeof *s->tensors);
+  if (gpt_is_first(s) || gpt_is_last(s)) s_add_tensor(s, "wte.weight", s->cfg.vocab_size, C, 1);
+  if (gpt_is_first(s)) s_add_tensor(s, "wpe.weight", s->cfg.max_seq, C, 1);
+  static const struct { const char *suffix; int rows, cols, decay; } block[] = {
+      {"ln_1.weight", 1, 0, 0},      {"ln_1.bias", 1, 0, 0},
+      {"attn.c_attn.weight", 1, 3, 1}, {"attn.c_attn.bias", 3, 0, 0},
+      {"attn.c_proj.weight", 1, 1, 1}, {"attn.c_proj.bias", 1, 0, 0},
+      {"ln_2.weight", 1, 0, 0},      {"ln_2.bias", 1, 0, 0},
+      {"mlp.c_fc.weight", 1, 4, 1},  {"mlp.c_fc.bias", 4, 0, 0},
+      {"mlp.c_proj.weight", 4, 1, 1}, {"mlp.c_proj.bias", 1, 0, 0}};
+  for (int l = s->first; l < s->last; l++) {
+    for (size_t k = 0; k < WT_ARRAY_LEN(block); k++) {
+      snprintf(name, sizeof name, "h.%d.%s", l, block[k].suffix);
+      s_add_tensor(s, name, block[k].rows * C, block[k].cols * C, block[k].decay);
+    }
+  }
+  if (gpt_is_last(s)) {
+    s_add_tensor(s, "ln_f.weight", C, 0, 0);
+    s_add_tensor(s, "ln_f.bias", C, 0, 0);
+  }
+}
+
+/* Points the end and block pointer structs into one flat buffer (params or grads). */
+static void s_bind(const gpt_stage *s, float *base, gpt_end_ptrs *end, gpt_block_ptrs *blk) {
+  int i = 0;
+  memset(end, 0, sizeof *end);
+  if (gpt_is_first(s) || gpt_is_last(s)) end->wte = base + s->tensors[i++].offset;
+  if (gpt_is_first(s)) end->wpe = base + s->tensors[i++].offset;
+  for (int l = 0; l < s->n_local; l++) {
+    float **f[12] = {&blk[l].ln1w, &blk[l].ln1b, &blk[l].qkvw,   &blk[l].qkvb,
+                     &blk[l].attprojw, &blk[l].attprojb, &blk[l].ln2w, &blk[l].ln2b,
+                     &blk[l].fcw,  &blk[l].fcb,  &blk[l].fcprojw, &blk[l].fcprojb};
+    for (int k = 0; k < 12; k++) *f[k] = base + s->tensors[i++].offset;
+  }
+  if (gpt_is_last(s)) {
+    end->lnfw = base + s->tensors[i++].offset;
+    end->lnfb = base + s->tensors[i++].offset;
+  }
+}
+
+/* ---- activations -------------------------------------------------------------------------- */
+
+static float *s_floats(size_t n) { return wt_xcalloc(n ? n : 1, sizeof(float)); }
+
+static void s_alloc_acts(gpt_stage *s) {
+  size_t N = (size_t)s->max_batch * s->max_seq, C = (size_t)s->cfg.channels;
+  size_t att = (size_t)s->max_batch * s->cfg.n_head * s->max_seq * s->max_seq;
+  s->resid = s_floats((size_t)(s->n_local + 1) * N * C);
+  s->acts = wt_xcalloc((size_t)s->n_local, sizeof *s->acts);
+  for (int l = 0; l < s->n_local; l++) {
+    gpt_block_acts *a = &s->acts[l];
+    a->ln1 = s_floats(N * C), a->ln1_mean = s_floats(N), a->ln1_rstd = s_floats(N);
+    a->qkv = s_floats(N * 3 * C), a->att = s_floats(att), a->atty = s_floats(N * C);
+    a->resid2 = s_floats(N * C);
+    a->ln2 = s_floats(N * C), a->ln2_mean = s_floats(N), a->ln2_rstd = s_floats(N);
+    a->fch = s_floats(N * 4 * C), a->fch_gelu = s_floats(N * 4 * C);
+  }
+  if (gpt_is_last(s)) {
+    size_t V = (size_t)s->cfg.vocab_size;
+    s->lnf = s_floats(N * C), s->lnf_mean = s_floats(N), s->lnf_rstd = s_floats(N);
+    s->logits = s_floats(N * V), s->dlogits = s_floats(N * V);
+    s->lse = s_floats(N), s->losses = s_floats(N);
+  }
+  s->tokens = wt_xcalloc(N, sizeof(int));
+  s->targets = wt_xcalloc(N, sizeof(int));
+  s->tmp = s_floats(N * C), s->dres = s_floats(N * C), s->dln = s_floats(N * C);
+  s->datty = s_floats(N * C), s->dqkv = s_floats(N * 3 * C);
+  s->dfch = s_floats(N * 4 * C), s->dfch_gelu = s_floats(N * 4 * C);
+  s->datt = s_floats(att);
+}
+
+static void s_free_acts(gpt_stage *s) {
+  for (int l = 0; s->acts && l < s->n_local; l++) {
+    gpt_block_acts *a = &s->acts[l];
+    float *bufs[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv,      a->att,     a->atty,
+                     a->resid2, a->ln2, a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu};
+    for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) free(bufs[k]);
+  }
+  free(s->acts);
+  float *bufs[] = {s->resid, s->lnf,  s->lnf_mean, s->lnf_rstd, s->logits, s->dlogits,
+                   s->lse,   s->losses, s->tmp,    s->dres,     s->dln,    s->datty,
+                   s->dqkv,  s->dfch, s->dfch_gelu, s->datt};
+  for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) free(bufs[k]);
+  free(s->tokens);
+  free(s->targets);
+}
+
+/* ---- lifetime ----------------------------------------------------------------------------- */
+
+gpt_stage *gpt_stage_new(const gpt_config *cfg, int first, int last, int max_batch,
+                         int max_seq) {
+  if (gpt_config_validate(cfg) != WT_OK) return NULL;
+  if (first < 0 || last > cfg->n_layer || first >= last) {
+    wt_fail(WT_EINVAL, "layer range [%d, %d) is not a non-empty part of [0, %d)", first, last,
+            cfg->n_layer);
+    return NULL;
+  }
+  if (max_batch < 1 || max_seq < 1 || max_seq > cfg->max_seq) {
+    wt_fail(WT_EINVAL, "max_batch %d must be >= 1 and max_seq %d in [1, %d]", max_batch,
+            max_seq, cfg->max_seq);
+    return NULL;
+  }
+  gpt_stage *s = wt_xcalloc(1, sizeof *s);
+  s->cfg = *cfg;
+  s->first = first, s->last = last, s->n_local = last - first;
+  s->max_batch = max_batch, s->max_seq = max_seq;
+  s->ops = kernels_cpu();
+  s_build_layout(s);
+  s->params = s_floats(s->n_params);
+  s->grads = s_floats(s->n_params);
+  s->p_blk = wt_xcalloc((size_t)s->n_local, sizeof *s->p_blk);
+  s->g_blk = wt_xcalloc((size_t)s->n_local, sizeof *s->g_blk);
+  s_bind(s, s->params, &s->p_end, s->p_blk);
+  s_bind(s, s->grads, &s->g_end, s->g_blk);
+  if (gpt_is_first(s) && gpt_is_last(s)) {
+    s->dwte_head = s_floats((size_t)cfg->vocab_size * cfg->channels);
+    s->dwte_emb = s_floats((size_t)cfg->vocab_size * cfg->channels);
+  }
+  s_alloc_acts(s);
+  return s;
+}
+
+void gpt_stage_destroy(gpt_stage **self_p) {
+  if (!self_p || !*self_p) return;
+  gpt_stage *s = *self_p;
+  s_free_acts(s);
+  free(s->tensors);
+  free(s->params);
+  free(s->grads);
+  free(s->p_blk);
+  free(s->g_blk);
+  free(s->dwte_head);
+  free(s->dwte_emb);
+  free(s);
+  *self_p = NULL;
+}
+
+/* ---- initialisation ----------------------------------------------------------------------- */
+
+/* FNV-1a: mixes a tensor's name into its RNG seed so a layer draws the same weights in any
+ * stage, and a tied wte copy equals the original. */
+static uint64_t s_name_hash(const char *name) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+  return h;
+}
+
+static int s_ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+void gpt_stage_init_weights(gpt_stage *s, uint64_t seed) {
+  double resid_std = 0.02 / sqrt(2.0 * s->cfg.n_layer);
+  for (int i = 0; i < s->n_tensors; i++) {
+    const gpt_tensor_info *t = &s->tensors[i];
+    float *p = s->params + t->offset;
+    int is_ln = strstr(t->name, "ln_") != NULL;
+    if (is_ln || t->ndim == 1) {
+      float v = is_ln && s_ends_with(t->name, ".weight") ? 1.0f : 0.0f;
+      for (size_t k = 0; k < t->numel; k++) p[k] = v;
+      continue;
+    }
+    double std = s_ends_with(t->name, "c_proj.weight") ? resid_std : 0.02;
+    wt_rng rng;
+    wt_rng_seed(&rng, seed ^ s_name_hash(t->name));
+    for (size_t k = 0; k < t->numel; k++) p[k] = (float)(std * wt_rng_normal(&rng));
+  }
+}
+
+/* ---- accessors ---------------------------------------------------------------------------- */
+
+const gpt_config *gpt_stage_config(const gpt_stage *s) { return &s->cfg; }
+int gpt_stage_first(const gpt_stage *s) { return s->first; }
+int gpt_stage_last(const gpt_stage *s) { return s->last; }
+
+float *gpt_stage_params(gpt_stage *s, size_t *n) {
+  if (n) *n = s->n_params;
+  return s->params;
+}
+
+float *gpt_stage_grads(gpt_stage *s, size_t *n) {
+  if (n) *n = s->n_params;
+  return s->grads;
+}
+
+int gpt_stage_num_tensors(const gpt_stage *s) { return s->n_tensors; }
+
+const gpt_tensor_info *gpt_stage_tensor(const gpt_stage *s, int i) {
+  return i >= 0 && i < s->n_tensors ? &s->tensors[i] : NULL;
+}
+
+const gpt_tensor_info *gpt_stage_tensors(const gpt_stage *s, int *n) {
+  if (n) *n = s->n_tensors;
+  return s->tensors;
+}
+
+void gpt_stage_set_kernels(gpt_stage *s, const struct kernels_ops *ops) {
+  if (ops) s->ops = ops;
+}
+
+float gpt_stage_loss(const gpt_stage *s) { return s->loss; }
+const float *gpt_stage_logits(const gpt_stage *s) { return s->logits; }
+
+void gpt_stage_zero_grad(gpt_stage *s) {
+  memset(s->grads, 0, s->n_params * sizeof(float));
+  size_t vc = (size_t)s->cfg.vocab_size * s->cfg.channels;
+  if (s->dwte_head) memset(s->dwte_head, 0, vc * sizeof(float));
+  if (s->dwte_emb) memset(s->dwte_emb, 0, vc * sizeof(float));
+}
+
+float *gpt_stage_tied_grad(gpt_stage *s, size_t *n) {
+  if (n) *n = s->g_end.wte ? (size_t)s->cfg.vocab_size * s->cfg.channels : 0;
+  return s->g_end.wte;
+}
+
+int gpt_tied_grads_sum(gpt_stage *a, gpt_stage *b) {
+  if (!a || !b || !gpt_is_first(a) || !gpt_is_last(b))
+    return wt_fail(WT_EINVAL, "gpt_tied_grads_sum needs the first stage (first == 0) and the "
+                              "last stage (last == n_layer)");
+  if (memcmp(&a->cfg, &b->cfg, sizeof a->cfg) != 0)
+    return wt_fail(WT_EINVAL, "gpt_tied_grads_sum: the two stages belong to different models");
+  if (a == b) return WT_OK; /* one stage: its backward already summed the two uses */
+  size_t n = (size_t)a->cfg.vocab_size * a->cfg.channels;
+  float *ga = a->g_end.wte, *gb = b->g_end.wte;
+  for (size_t i = 0; i < n; i++) ga[i] = gb[i] = gb[i] + ga[i];
+  return WT_OK;
+}

@@ -1,0 +1,76 @@
+/* gpt_internal — the gpt_stage struct, shared by gpt.c (layout, init, accessors),
+ * gpt_forward.c and gpt_backward.c. Not part of the public API. */
+#ifndef WT_GPT_INTERNAL_H
+#define WT_GPT_INTERNAL_H
+
+#include "gpt.h"
+#include "kernels.h"
+
+/* Pointers into a flat buffer (parameters or gradients) for one transformer block. */
+typedef struct {
+  float *ln1w, *ln1b;         /* (C) */
+  float *qkvw, *qkvb;         /* (C, 3C), (3C) */
+  float *attprojw, *attprojb; /* (C, C), (C) */
+  float *ln2w, *ln2b;         /* (C) */
+  float *fcw, *fcb;           /* (C, 4C), (4C) */
+  float *fcprojw, *fcprojb;   /* (4C, C), (C) */
+} gpt_block_ptrs;
+
+/* The ends of the model (NULL where the stage does not hold them). */
+typedef struct {
+  float *wte;        /* (V, C) */
+  float *wpe;        /* (maxT, C) */
+  float *lnfw, *lnfb; /* (C) */
+} gpt_end_ptrs;
+
+/* Saved activations of one block for the backward. N = B*T rows. */
+typedef struct {
+  float *ln1, *ln1_mean, *ln1_rstd; /* (N, C), (N), (N) */
+  float *qkv;                       /* (N, 3C) */
+  float *att;                       /* (B, NH, T, T) softmax probabilities */
+  float *atty;                      /* (N, C) attention output before c_proj */
+  float *resid2;                    /* (N, C) residual after attention */
+  float *ln2, *ln2_mean, *ln2_rstd; /* (N, C), (N), (N) */
+  float *fch, *fch_gelu;            /* (N, 4C) MLP pre- and post-GELU */
+} gpt_block_acts;
+
+struct gpt_stage {
+  gpt_config cfg;
+  int first, last, n_local; /* layers [first, last); n_local = last - first */
+  int max_batch, max_seq;
+  const kernels_ops *ops;
+
+  gpt_tensor_info *tensors;
+  int n_tensors;
+  float *params, *grads;
+  size_t n_params;
+  gpt_end_ptrs p_end, g_end;
+  gpt_block_ptrs *p_blk, *g_blk; /* n_local each */
+
+  /* A stage holding both ends keeps the LM-head and embedding contributions to d(wte) apart and
+   * writes their sum into grads after every backward: the same two partial sums and the same
+   * final addition as two separate stages joined by gpt_tied_grads_sum (bitwise equal). */
+  float *dwte_head, *dwte_emb; /* (V, C) each, or NULL */
+
+  /* Activations (sized for max_batch x max_seq). */
+  float *resid;          /* (n_local + 1, N, C): block inputs, then the stage output */
+  gpt_block_acts *acts;  /* n_local */
+  float *lnf, *lnf_mean, *lnf_rstd; /* last stage: (N, C), (N), (N) */
+  float *logits, *dlogits;          /* last stage: (N, V) each */
+  float *lse, *losses;              /* last stage: (N) each */
+  int *tokens, *targets;            /* copies of the last forward's ids (N) */
+  float *tmp;                       /* (N, C) projection output before the residual add */
+  float *dres;                      /* (N, C) gradient of the residual stream */
+  float *dln, *datty;               /* (N, C) */
+  float *dqkv;                      /* (N, 3C) */
+  float *dfch, *dfch_gelu;          /* (N, 4C) */
+  float *datt;                      /* (B, NH, T, T) attention backward scratch */
+  int B, T;                         /* shape of the last forward; 0 before any */
+  float loss;
+};
+
+/* Is the stage the first / last of the model? */
+static inline int gpt_is_first(const gpt_stage *s) { return s->first == 0; }
+static inline int gpt_is_last(const gpt_stage *s) { return s->last == s->cfg.n_layer; }
+
+#endif
