@@ -28,14 +28,15 @@
  *       8     8  sample id (the sample's index in the data set)
  *      16     4  rows            20  4  cols
  *      24     4  cache slot (0xFFFFFFFF for PLAIN)
- *      28     4  reserved, 0
+ *      28     4  CRC-32 (zlib) of header bytes [0, 28) followed by the payload
  *      32     8  payload bytes = rows*8 + ceil(rows*cols*bits/8)
  *      40        payload: rows × (float lo, float step), then the packed codes, row-major,
  *                low bits first
- * A message whose fields disagree with each other, with the receiver's shape or cache, or with
- * the bytes actually present is refused with WT_ECORRUPT / WT_EMISMATCH before anything is
- * read or written out of bounds, and the receiver's cache is left unchanged. The payload has no
- * checksum of its own: the transport (ZeroMQ over TCP) already guards the bytes in flight.
+ * A message whose fields disagree with each other, with the receiver's shape or cache, with its
+ * CRC or with the bytes actually present is refused with WT_ECORRUPT / WT_EMISMATCH before
+ * anything is read or written out of bounds, and the receiver's cache is left unchanged. The
+ * CRC catches damaged codes, which no field check could (every code value is in range), before
+ * they silently desynchronise the two caches.
  *
  * Cache bound and overflow. The cache holds at most `capacity` samples, the smaller of
  * max_samples and max_bytes / (rows*cols*4). The SENDER decides everything and writes its
@@ -118,7 +119,7 @@ int acsgd_dequantize_rows(const uint8_t *payload, int rows, int cols, int bits, 
 
 /* Parses and checks the header of the message at the start of buf (len bytes available; more
  * messages may follow). Returns WT_OK and fills info, or WT_ECORRUPT naming the bad field
- * (magic, version, kind, bits, shape, slot, payload length, truncation). */
+ * (magic, version, kind, bits, shape, slot, payload length, truncation, CRC). */
 int acsgd_msg_parse(const void *buf, size_t len, acsgd_msg_info *info);
 
 /* Stateless PLAIN message (backward gradients, the no-delta baseline): quantizes x (rows, cols)

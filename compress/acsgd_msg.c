@@ -4,12 +4,24 @@
 #include "common.h"
 
 #include <string.h>
+#include <zlib.h> // crc32
 
 static const uint8_t s_magic[4] = {'A', 'C', 'S', 'G'};
 #define S_VERSION 1
 /* Largest rows/cols accepted from a message: far above any real (T, C), low enough that the
  * size arithmetic below cannot overflow. */
 #define S_MAX_DIM (1 << 24)
+
+/* CRC-32 of header bytes [0, 28) then the payload (zlib's crc32 takes uInt lengths). */
+static uint32_t s_crc(const uint8_t *h, const uint8_t *payload, size_t n) {
+  uLong crc = crc32(crc32(0L, Z_NULL, 0), h, 28);
+  for (size_t off = 0; off < n;) {
+    uInt part = (uInt)WT_MIN(n - off, (size_t)1 << 30);
+    crc = crc32(crc, payload + off, part);
+    off += part;
+  }
+  return (uint32_t)crc;
+}
 
 static void s_put_u32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
@@ -40,6 +52,7 @@ void acsgd_msg_write_header(uint8_t *h, acsgd_kind kind, int bits, uint64_t samp
   s_put_u32(h + 20, (uint32_t)cols);
   s_put_u32(h + 24, slot);
   s_put_u64(h + 32, acsgd_payload_bytes(rows, cols, bits));
+  s_put_u32(h + 28, s_crc(h, h + ACSGD_HEADER_BYTES, acsgd_payload_bytes(rows, cols, bits)));
 }
 
 static int s_check_fields(const uint8_t *h, acsgd_msg_info *info) {
@@ -50,8 +63,8 @@ static int s_check_fields(const uint8_t *h, acsgd_msg_info *info) {
                    "acsgd message: version %d, this build reads %d; upgrade the "
                    "older peer",
                    h[4], S_VERSION);
-  if (h[5] < ACSGD_FIRST || h[5] > ACSGD_PLAIN || h[7] != 0 || s_get_u32(h + 28) != 0)
-    return wt_fail(WT_ECORRUPT, "acsgd message: unknown kind %d or nonzero reserved bytes", h[5]);
+  if (h[5] < ACSGD_FIRST || h[5] > ACSGD_PLAIN || h[7] != 0)
+    return wt_fail(WT_ECORRUPT, "acsgd message: unknown kind %d or nonzero reserved byte", h[5]);
   if (h[6] != 2 && h[6] != 4 && h[6] != 8)
     return wt_fail(WT_ECORRUPT, "acsgd message: %d bits (must be 2, 4 or 8)", h[6]);
   uint32_t rows = s_get_u32(h + 16), cols = s_get_u32(h + 20), slot = s_get_u32(h + 24);
@@ -84,6 +97,11 @@ int acsgd_msg_parse(const void *buf, size_t len, acsgd_msg_info *info) {
   if (len - ACSGD_HEADER_BYTES < want)
     return wt_fail(WT_ECORRUPT, "acsgd message: truncated (%zu of %zu payload bytes present)",
                    len - ACSGD_HEADER_BYTES, want);
+  if (s_crc(h, h + ACSGD_HEADER_BYTES, want) != s_get_u32(h + 28))
+    return wt_fail(WT_ECORRUPT,
+                   "acsgd message for sample %llu: CRC mismatch; the bytes were "
+                   "damaged in transit",
+                   (unsigned long long)info->sample_id);
   info->payload_bytes = want;
   info->total_bytes = ACSGD_HEADER_BYTES + want;
   return WT_OK;

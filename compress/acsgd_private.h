@@ -13,7 +13,8 @@
 
 #include "acsgd.h"
 
-/* Writes the 40-byte header described in acsgd.h (acsgd_msg.c). */
+/* Writes the 40-byte header described in acsgd.h, with the CRC of itself and the payload that
+ * must already follow it (acsgd_msg.c). */
 void acsgd_msg_write_header(uint8_t *h, acsgd_kind kind, int bits, uint64_t sample_id, int rows,
                             int cols, uint32_t slot);
 
