@@ -1,0 +1,114 @@
+/* comm — a communicator: this process's rank in a group of `size` ranks, and point-to-point
+ * byte messages between ranks, over a pluggable transport.
+ *
+ * A transport is one `parallel_transport_ops` table (send / recv of byte buffers to a peer rank
+ * with an integer tag). The collectives (collectives.h) are written ONLY against this table, so
+ * the same ring all-reduce runs over in-process threads today and over ZeroMQ or NCCL later.
+ *
+ * Semantics every transport must give:
+ *  - send(peer, tag, buf, n) queues or delivers a copy of n bytes; it may block while the peer's
+ *    queue is full (bounded memory) but must make progress once the peer receives.
+ *  - recv(peer, tag, buf, cap, &got) returns the OLDEST message from `peer` carrying `tag`
+ *    (messages from one peer with one tag arrive in send order). A message longer than `cap` is
+ *    consumed and refused with WT_EMISMATCH; a peer that has gone away gives WT_EIO; a wait
+ *    longer than the transport's timeout gives WT_ETIMEOUT. None of these is a crash.
+ *
+ * The communicator counts the bytes it sends (for the compression experiments); barrier is
+ * built from send/recv, so a transport needs only the two primitives.
+ *
+ * In-process transport: parallel_inproc_group_new(size) makes `size` communicators that talk
+ * through mutex-protected mailboxes, one per ordered (src, dst) pair, each holding at most
+ * `max_queue_bytes` (one larger message is always admitted so that progress never deadlocks).
+ * parallel_inproc_run() runs a function on one thread per rank — the test harness.
+ *
+ *   parallel_inproc_group *g = parallel_inproc_group_new(4);
+ *   int rcs[4];
+ *   parallel_inproc_run(g, my_fn, my_arg, rcs);   // my_fn(parallel_comm *c, void *arg)
+ *   parallel_inproc_group_destroy(&g);
+ */
+#ifndef WT_PARALLEL_COMM_H
+#define WT_PARALLEL_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A transport: a table of functions over an opaque per-rank context. */
+typedef struct {
+  const char *name; /* "inproc", "zmq", ... */
+  /* Sends a copy of `bytes` bytes to `peer`. Returns WT_OK, WT_EIO (peer gone), WT_ETIMEOUT. */
+  int (*send)(void *ctx, int peer, int tag, const void *buf, size_t bytes);
+  /* Receives the next message from `peer` with `tag` into buf (capacity `cap`); *got receives
+   * its length. Returns WT_OK, WT_EMISMATCH (longer than cap; consumed), WT_EIO, WT_ETIMEOUT. */
+  int (*recv)(void *ctx, int peer, int tag, void *buf, size_t cap, size_t *got);
+  /* Frees ctx (may be NULL when the context is owned elsewhere, e.g. by an in-process group). */
+  void (*destroy)(void *ctx);
+} parallel_transport_ops;
+
+typedef struct parallel_comm parallel_comm;
+
+/* Wraps a transport context as a communicator. `ops` must outlive it; `ctx` is passed to the
+ * ops and freed with ops->destroy (if set) by parallel_comm_destroy. Returns NULL with
+ * wt_last_error() set if rank/size are out of range. */
+parallel_comm *parallel_comm_new(const parallel_transport_ops *ops, void *ctx, int rank, int size);
+void parallel_comm_destroy(parallel_comm **self_p);
+
+int parallel_comm_rank(const parallel_comm *c);
+int parallel_comm_size(const parallel_comm *c);
+const parallel_transport_ops *parallel_comm_ops(const parallel_comm *c);
+void *parallel_comm_ctx(const parallel_comm *c);
+
+/* Point-to-point, through the transport. A peer outside [0, size) or equal to rank is a
+ * programming error (assert). Counts bytes sent. Errors as in parallel_transport_ops. */
+int parallel_comm_send(parallel_comm *c, int peer, int tag, const void *buf, size_t bytes);
+int parallel_comm_recv(parallel_comm *c, int peer, int tag, void *buf, size_t cap, size_t *got);
+
+/* Waits until every rank has entered the barrier (dissemination algorithm, ceil(log2 size)
+ * rounds of 1-byte messages). Returns WT_OK or the transport's error. */
+int parallel_comm_barrier(parallel_comm *c);
+
+/* Bytes and messages this communicator has sent since creation or the last reset. */
+uint64_t parallel_comm_bytes_sent(const parallel_comm *c);
+uint64_t parallel_comm_msgs_sent(const parallel_comm *c);
+void parallel_comm_reset_counters(parallel_comm *c);
+
+/* A per-communicator sequence number that every rank advances in the same order (one per
+ * collective call); collectives stamp it on their messages to detect a peer that is running a
+ * different collective. Returns the value before the increment. */
+uint32_t parallel_comm_next_seq(parallel_comm *c);
+
+/* Tags at or above this value are reserved for the library (barrier, collectives). */
+#define PARALLEL_TAG_RESERVED 0x40000000
+
+/* ---- in-process transport ------------------------------------------------------------------ */
+
+typedef struct parallel_inproc_group parallel_inproc_group;
+
+/* Creates `size` (1..1024) communicators that exchange messages in memory. Each ordered
+ * (src, dst) mailbox holds at most max_queue_bytes (default 64 MiB; see setters). Returns NULL
+ * with wt_last_error() set on a bad size. */
+parallel_inproc_group *parallel_inproc_group_new(int size);
+void parallel_inproc_group_destroy(parallel_inproc_group **self_p);
+
+/* Tuning for tests: a receive or a blocked send waits at most timeout_s (default 120 s) before
+ * returning WT_ETIMEOUT; each mailbox holds at most max_queue_bytes. */
+void parallel_inproc_group_set_timeout(parallel_inproc_group *g, double timeout_s);
+void parallel_inproc_group_set_max_queue(parallel_inproc_group *g, size_t max_queue_bytes);
+
+int parallel_inproc_group_size(const parallel_inproc_group *g);
+
+/* The communicator of `rank` (owned by the group; valid until the group is destroyed). */
+parallel_comm *parallel_inproc_group_comm(parallel_inproc_group *g, int rank);
+
+/* Marks `rank` as gone (or back): receives waiting on it with nothing queued return WT_EIO at
+ * once instead of waiting for the timeout. parallel_inproc_run does this as each rank returns,
+ * so one failing rank makes its peers fail fast rather than hang. */
+void parallel_inproc_group_set_closed(parallel_inproc_group *g, int rank, int closed);
+
+/* Runs fn(comm_of_rank, arg) on one thread per rank and waits for all; rcs[rank] receives
+ * each return value (rcs may be NULL). Every rank starts open and is closed as its fn returns;
+ * mailboxes are emptied before the run. Returns WT_OK if every rank returned WT_OK, else the
+ * first nonzero rank's value, or WT_EIO if a thread could not be started. */
+typedef int (*parallel_rank_fn)(parallel_comm *c, void *arg);
+int parallel_inproc_run(parallel_inproc_group *g, parallel_rank_fn fn, void *arg, int *rcs);
+
+#endif

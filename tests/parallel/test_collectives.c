@@ -1,0 +1,330 @@
+/* test_collectives — the plain collectives over the in-process transport: ring all-reduce
+ * against a serial sum for every size 0..N and world 1..8, broadcast from every root,
+ * all-gather-v of unequal sizes, and clean failure on garbled, truncated or foreign messages
+ * injected by a test transport that wraps the in-process one. */
+#include "collectives.h"
+#include "comm.h"
+
+#include "common.h"
+#include "rng.h"
+#include "testing.h"
+
+#include <float.h>
+#include <stdlib.h>
+
+/* ---- a job: per-rank inputs and outputs, run on one thread per rank ------------------------ */
+
+typedef struct {
+  int world;
+  size_t n;
+  parallel_op op;
+  float **in, **out; /* [world][n] */
+} s_job;
+
+static s_job s_job_new(int world, size_t n, parallel_op op) {
+  s_job j = {world, n, op, wt_xcalloc((size_t)world, sizeof(float *)),
+             wt_xcalloc((size_t)world, sizeof(float *))};
+  for (int r = 0; r < world; r++) {
+    j.in[r] = wt_xcalloc(n + 1, sizeof(float));
+    j.out[r] = wt_xcalloc(n + 1, sizeof(float));
+  }
+  return j;
+}
+
+static void s_job_free(s_job *j) {
+  for (int r = 0; r < j->world; r++) {
+    free(j->in[r]);
+    free(j->out[r]);
+  }
+  free(j->in);
+  free(j->out);
+}
+
+static int s_allreduce_fn(parallel_comm *c, void *arg) {
+  s_job *j = arg;
+  int r = parallel_comm_rank(c);
+  memcpy(j->out[r], j->in[r], j->n * sizeof(float));
+  int rc = parallel_allreduce(c, j->out[r], j->n, j->op);
+  if (rc != WT_OK) fprintf(stderr, "rank %d: %s\n", r, wt_last_error());
+  return rc;
+}
+
+/* Every rank must hold exactly the same bytes: chunks are copied, never re-summed. */
+static int s_ranks_identical(const s_job *j) {
+  for (int r = 1; r < j->world; r++)
+    if (memcmp(j->out[r], j->out[0], j->n * sizeof(float)) != 0) return 0;
+  return 1;
+}
+
+/* ---- all-reduce ---------------------------------------------------------------------------- */
+
+/* Integer-valued floats below 2^24 / world: every partial sum in any order is exact, so the ring
+ * result must equal the serial sum BITWISE. For AVG with a power-of-two world the division is
+ * exact too. */
+static void test_allreduce_exact(void) {
+  wt_rng rng;
+  wt_rng_seed(&rng, 11);
+  size_t sizes[] = {1000, 1237, 4099};
+  for (int world = 1; world <= 8; world++) {
+    parallel_inproc_group *g = parallel_inproc_group_new(world);
+    for (size_t t = 0; t < 21 + WT_ARRAY_LEN(sizes); t++) {
+      size_t n = t < 21 ? t : sizes[t - 21];
+      for (int op = 0; op < 2; op++) {
+        if (op == PARALLEL_OP_AVG && (world & (world - 1))) continue; /* see the next test */
+        s_job j = s_job_new(world, n, (parallel_op)op);
+        float *want = wt_xcalloc(n + 1, sizeof(float));
+        for (int r = 0; r < world; r++)
+          for (size_t i = 0; i < n; i++) {
+            j.in[r][i] = (float)((int)wt_rng_below(&rng, 2001) - 1000);
+            want[i] += j.in[r][i];
+          }
+        if (op == PARALLEL_OP_AVG)
+          for (size_t i = 0; i < n; i++) want[i] /= (float)world;
+        int rc = parallel_inproc_run(g, s_allreduce_fn, &j, NULL);
+        WT_TEST_ASSERT(rc == WT_OK, "world %d n %zu op %d", world, n, op);
+        WT_TEST_ASSERT(!memcmp(j.out[0], want, n * sizeof(float)),
+                       "world %d n %zu op %d: not the exact serial sum", world, n, op);
+        WT_TEST_ASSERT(s_ranks_identical(&j), "world %d n %zu: ranks differ", world, n);
+        free(want);
+        s_job_free(&j);
+      }
+    }
+    parallel_inproc_group_destroy(&g);
+  }
+}
+
+/* General floats: each element is a sum of `world` terms in some order, so it is within
+ * (world-1)·eps·Σ|x| of the exact (double) sum — the classic bound for recursive summation.
+ * AVG adds one more rounding: half an ulp of the result. */
+static void test_allreduce_random(void) {
+  wt_rng rng;
+  wt_rng_seed(&rng, 12);
+  for (int world = 1; world <= 8; world++) {
+    parallel_inproc_group *g = parallel_inproc_group_new(world);
+    for (int op = 0; op < 2; op++) {
+      size_t n = 777 + (size_t)world;
+      s_job j = s_job_new(world, n, (parallel_op)op);
+      for (int r = 0; r < world; r++)
+        for (size_t i = 0; i < n; i++) j.in[r][i] = (float)wt_rng_normal(&rng);
+      WT_TEST_ASSERT(parallel_inproc_run(g, s_allreduce_fn, &j, NULL) == WT_OK, "world %d", world);
+      WT_TEST_ASSERT(s_ranks_identical(&j), "world %d op %d: ranks differ", world, op);
+      for (size_t i = 0; i < n; i++) {
+        double exact = 0, abs_sum = 0;
+        for (int r = 0; r < world; r++) {
+          exact += j.in[r][i];
+          abs_sum += fabs(j.in[r][i]);
+        }
+        double scale = op == PARALLEL_OP_AVG ? 1.0 / world : 1.0;
+        double bound = ((world - 1) * FLT_EPSILON * abs_sum + FLT_EPSILON * fabs(exact)) * scale;
+        if (fabs(j.out[0][i] - exact * scale) > bound) {
+          WT_TEST_ASSERT(0, "world %d op %d i %zu: got %.9g want %.9g (bound %.3g)", world, op, i,
+                         j.out[0][i], exact * scale, bound);
+          break;
+        }
+      }
+      s_job_free(&j);
+    }
+    parallel_inproc_group_destroy(&g);
+  }
+}
+
+/* Reduce-scatter alone leaves the full sum in the owner's chunk; with a 1 KiB mailbox cap the
+ * ring must still make progress (one message always fits). */
+static int s_rs_fn(parallel_comm *c, void *arg) {
+  s_job *j = arg;
+  int r = parallel_comm_rank(c);
+  memcpy(j->out[r], j->in[r], j->n * sizeof(float));
+  WT_CHECK(parallel_reduce_scatter(c, j->out[r], j->n, j->op));
+  WT_CHECK(parallel_allgather_chunks(c, j->out[r], j->n));
+  return WT_OK;
+}
+
+static void test_reduce_scatter_small_queue(void) {
+  int world = 5;
+  size_t n = 10000;
+  parallel_inproc_group *g = parallel_inproc_group_new(world);
+  parallel_inproc_group_set_max_queue(g, 1024);
+  s_job j = s_job_new(world, n, PARALLEL_OP_SUM);
+  float *want = wt_xcalloc(n, sizeof(float));
+  for (int r = 0; r < world; r++)
+    for (size_t i = 0; i < n; i++) want[i] += j.in[r][i] = (float)((int)(i % 97) - r);
+  WT_TEST_ASSERT(parallel_inproc_run(g, s_rs_fn, &j, NULL) == WT_OK, "small queue");
+  for (int r = 0; r < world; r++)
+    WT_TEST_ASSERT(!memcmp(j.out[r], want, n * sizeof(float)), "rank %d wrong", r);
+  WT_TEST_ASSERT(parallel_chunk_owner(0, world) == world - 1, "owner of chunk 0");
+  free(want);
+  s_job_free(&j);
+  parallel_inproc_group_destroy(&g);
+}
+
+/* ---- broadcast and all-gather-v ---------------------------------------------------------- */
+
+typedef struct {
+  int root;
+  size_t bytes;
+  uint8_t **bufs;
+} s_bcast_job;
+
+static int s_bcast_fn(parallel_comm *c, void *arg) {
+  s_bcast_job *b = arg;
+  return parallel_broadcast(c, b->bufs[parallel_comm_rank(c)], b->bytes, b->root);
+}
+
+static void test_broadcast(void) {
+  for (int world = 1; world <= 8; world++) {
+    parallel_inproc_group *g = parallel_inproc_group_new(world);
+    for (int root = 0; root < world; root++) {
+      size_t bytes = 1 + (size_t)root * 37;
+      s_bcast_job b = {root, bytes, wt_xcalloc((size_t)world, sizeof(uint8_t *))};
+      for (int r = 0; r < world; r++) {
+        b.bufs[r] = wt_xmalloc(bytes);
+        for (size_t i = 0; i < bytes; i++) b.bufs[r][i] = (uint8_t)(r * 31 + i);
+      }
+      WT_TEST_ASSERT(parallel_inproc_run(g, s_bcast_fn, &b, NULL) == WT_OK, "bcast");
+      for (int r = 0; r < world; r++)
+        WT_TEST_ASSERT(!memcmp(b.bufs[r], b.bufs[root], bytes), "world %d root %d rank %d",
+                       world, root, r);
+      for (int r = 0; r < world; r++) free(b.bufs[r]);
+      free(b.bufs);
+    }
+    parallel_inproc_group_destroy(&g);
+  }
+}
+
+typedef struct {
+  size_t max_total;
+  uint8_t **outs;
+  size_t **offsets;
+  int *rcs;
+} s_gatherv_job;
+
+/* Rank r contributes r*5 bytes (rank 0 none), each byte (r, i) distinguishable. */
+static int s_gatherv_fn(parallel_comm *c, void *arg) {
+  s_gatherv_job *j = arg;
+  int r = parallel_comm_rank(c);
+  uint8_t mine[64];
+  for (int i = 0; i < r * 5; i++) mine[i] = (uint8_t)(r * 16 + i);
+  return parallel_allgatherv(c, mine, (size_t)r * 5, j->max_total, &j->outs[r], j->offsets[r]);
+}
+
+static void test_allgatherv(void) {
+  for (int world = 1; world <= 8; world++) {
+    parallel_inproc_group *g = parallel_inproc_group_new(world);
+    for (int limited = 0; limited < 2; limited++) {
+      size_t total = 5 * (size_t)world * (size_t)(world - 1) / 2;
+      s_gatherv_job j = {limited ? total - 1 : total, wt_xcalloc((size_t)world, sizeof(uint8_t *)),
+                         wt_xcalloc((size_t)world, sizeof(size_t *)), NULL};
+      for (int r = 0; r < world; r++) j.offsets[r] = wt_xcalloc((size_t)world + 1, sizeof(size_t));
+      int rcs[8];
+      parallel_inproc_run(g, s_gatherv_fn, &j, rcs);
+      for (int r = 0; r < world; r++) {
+        if (limited && total > 0) {
+          WT_TEST_ASSERT(rcs[r] == WT_EMISMATCH && !j.outs[r], "world %d: limit not enforced",
+                         world);
+          continue;
+        }
+        WT_TEST_ASSERT(rcs[r] == WT_OK && j.offsets[r][world] == total, "world %d rank %d", world,
+                       r);
+        for (int s = 0; s < world && rcs[r] == WT_OK; s++)
+          for (int i = 0; i < s * 5; i++)
+            if (j.outs[r][j.offsets[r][s] + (size_t)i] != (uint8_t)(s * 16 + i)) {
+              WT_TEST_ASSERT(0, "world %d rank %d: block of rank %d wrong", world, r, s);
+              break;
+            }
+      }
+      for (int r = 0; r < world; r++) {
+        free(j.outs[r]);
+        free(j.offsets[r]);
+      }
+      free(j.outs);
+      free(j.offsets);
+    }
+    parallel_inproc_group_destroy(&g);
+  }
+}
+
+/* ---- fault injection: a transport that damages one message -------------------------------- */
+
+typedef enum { S_FLIP_HEADER, S_FLIP_PAYLOAD, S_TRUNCATE, S_EXTEND, S_DROP_TO_EMPTY } s_damage;
+
+typedef struct {
+  parallel_comm *inner; /* the in-process communicator underneath */
+  int victim_msg;       /* which of this rank's sends to damage (0-based), -1 none */
+  s_damage damage;
+  int sent;
+} s_faulty_ctx;
+
+static int s_faulty_send(void *vctx, int peer, int tag, const void *buf, size_t bytes) {
+  s_faulty_ctx *f = vctx;
+  if (f->sent++ != f->victim_msg) return parallel_comm_send(f->inner, peer, tag, buf, bytes);
+  uint8_t *copy = wt_xmalloc(bytes + 16);
+  memcpy(copy, buf, bytes);
+  size_t len = bytes;
+  switch (f->damage) {
+  case S_FLIP_HEADER: copy[13] ^= 0x01; break; /* the chunk index */
+  case S_FLIP_PAYLOAD: copy[bytes - 1] ^= 0x40; break;
+  case S_TRUNCATE: len = bytes - 3; break;
+  case S_EXTEND: memset(copy + bytes, 0xAB, 16), len = bytes + 16; break;
+  case S_DROP_TO_EMPTY: len = 0; break;
+  }
+  int rc = parallel_comm_send(f->inner, peer, tag, copy, len);
+  free(copy);
+  return rc;
+}
+
+static int s_faulty_recv(void *vctx, int peer, int tag, void *buf, size_t cap, size_t *got) {
+  s_faulty_ctx *f = vctx;
+  return parallel_comm_recv(f->inner, peer, tag, buf, cap, got);
+}
+
+static const parallel_transport_ops s_faulty_ops = {"faulty", s_faulty_send, s_faulty_recv, NULL};
+
+typedef struct {
+  s_job job;
+  s_faulty_ctx *ctxs;
+  int rcs[8];
+} s_fault_job;
+
+static int s_fault_fn(parallel_comm *inner, void *arg) {
+  s_fault_job *fj = arg;
+  int r = parallel_comm_rank(inner);
+  fj->ctxs[r].inner = inner;
+  parallel_comm *c = parallel_comm_new(&s_faulty_ops, &fj->ctxs[r], r, parallel_comm_size(inner));
+  memcpy(fj->job.out[r], fj->job.in[r], fj->job.n * sizeof(float));
+  fj->rcs[r] = parallel_allreduce(c, fj->job.out[r], fj->job.n, PARALLEL_OP_SUM);
+  parallel_comm_destroy(&c);
+  return fj->rcs[r];
+}
+
+/* Rank 1 damages its first message (to rank 2): rank 2 must fail with WT_ECORRUPT (or
+ * WT_EMISMATCH for an oversized one, refused by the transport), every rank must return (peers of
+ * a failed rank see it leave: WT_EIO), and nothing may crash. */
+static void test_faults(void) {
+  int world = 4;
+  parallel_inproc_group *g = parallel_inproc_group_new(world);
+  parallel_inproc_group_set_timeout(g, 10.0);
+  for (int d = S_FLIP_HEADER; d <= S_DROP_TO_EMPTY; d++) {
+    s_fault_job fj = {s_job_new(world, 103, PARALLEL_OP_SUM),
+                      wt_xcalloc((size_t)world, sizeof(s_faulty_ctx)), {0}};
+    for (int r = 0; r < world; r++) fj.ctxs[r].victim_msg = r == 1 ? 0 : -1;
+    fj.ctxs[1].damage = (s_damage)d;
+    int rc = parallel_inproc_run(g, s_fault_fn, &fj, NULL);
+    WT_TEST_ASSERT(rc != WT_OK, "damage %d went unnoticed", d);
+    int want = d == S_EXTEND ? WT_EMISMATCH : WT_ECORRUPT;
+    WT_TEST_ASSERT(fj.rcs[2] == want, "damage %d: rank 2 returned %s", d,
+                   wt_status_name(fj.rcs[2]));
+    s_job_free(&fj.job);
+    free(fj.ctxs);
+  }
+  parallel_inproc_group_destroy(&g);
+}
+
+int main(void) {
+  test_allreduce_exact();
+  test_allreduce_random();
+  test_reduce_scatter_small_queue();
+  test_broadcast();
+  test_allgatherv();
+  test_faults();
+  return wt_test_finish("test_parallel_collectives");
+}
