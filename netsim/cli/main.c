@@ -1,0 +1,2 @@
+/* netsim — placeholder main while the CLI is written. */
+int main(void) { return 0; }

@@ -1,0 +1,168 @@
+/* netsim — network scenarios, random topologies and a discrete-event simulator of one training
+ * iteration for an assignment (assign_plan). The `netsim` program (netsim/main.c) builds the
+ * experiments on top of it: compare solvers, sweep scenarios, simulate and trace one plan.
+ *
+ * Scenario files are JSON (the format of shared/scenarios/dtfm-2022.json; the project ships its
+ * own copy in netsim/scenarios/dtfm-2022.json):
+ *   { "cost_model_constants": { "c_dp_bytes_per_stage": B, "c_pp_bytes_per_cut": B,
+ *                               "d_pp": S, "d_dp": R, ...optional... },
+ *     "scenarios": [ {"name": .., region form or datacenter form, ...optional...}, ... ] }
+ *   region form:     "gpus_per_region": [g0, g1, ..], "latency_ms": k×k, "bandwidth_gbps": k×k
+ *                    (the diagonal is the link within a region), optional "regions": [names]
+ *   datacenter form: "groups": [g0, ..], "intra_gbps": x, "inter_gbps": y, "latency_ms": z
+ * Optional fields (per scenario, or in cost_model_constants as the default for all):
+ *   "d_pp", "d_dp"          override the document's pipeline/data-parallel degrees
+ *   "gpus"                  total devices; checked against the layout when present
+ *   "device_tflops"         effective FLOP/s ×1e-12 of one device: a number, or one per region
+ *                           (group) — default 30 (a V100 at ~25% of its fp16 tensor peak)
+ *   "nic_gbps"              each device's NIC (ingress and egress each); a number or one per
+ *                           region — default: the device's fastest link
+ *   "memory_gb"             a number or one per region; default unlimited
+ *   "hidden_size", "activation_bytes"  (constants only) to derive tokens per iteration from
+ *                           c_pp (defaults 2048 and 2, GPT3-XL in fp16)
+ * Units on load: latency ms one way → s; bandwidth Gbit/s → bytes/s = Gbps·1e9/8. Devices are
+ * numbered region by region (group by group). Matrices are symmetrised as the mean of both
+ * directions.
+ *
+ * Simulator model (netsim_simulate):
+ *   - every tasklet (stage s of replica r) runs forward and backward passes of m micro-batches
+ *     in the schedule's order (GPipe: all forwards then all backwards; 1F1B: S−s−1 warm-up
+ *     forwards, then one-forward-one-backward, then the remaining backwards). A pass takes
+ *     fwd_s / speed (bwd_s / speed) on a device of relative speed `speed`.
+ *   - an activation (forward) and its gradient (backward) cross each pipeline cut per
+ *     micro-batch as transfers of act_bytes: arrival = sending done + one-way latency.
+ *   - concurrent transfers share bandwidth max-min fairly (progressive filling): each transfer
+ *     is capped by its pair's bandwidth, and all transfers leaving (entering) a device share
+ *     its egress (ingress) NIC. Rates are recomputed whenever a transfer starts or ends.
+ *   - after its last backward pass each stage's data-parallel group reduces grad_bytes:
+ *     ring (2(D−1) steps of grad_bytes/D around the replicas in column order) or sharded
+ *     parameter server (every device sends shard j to device j, then j sends it back reduced).
+ *   - breakdown: compute = the busiest device's compute time; bubble = the end of the pipeline
+ *     phase with free pipeline transfers minus compute; pipeline comm = what real pipeline
+ *     transfers add to that end; data-parallel comm = iteration − end of the pipeline phase.
+ *     The four sum to the iteration time.
+ */
+#ifndef WT_NETSIM_H
+#define WT_NETSIM_H
+
+#include "assign.h"
+
+#include <stdint.h>
+
+/* ---- scenarios ------------------------------------------------------------------------------ */
+
+typedef struct netsim_scenario netsim_scenario;
+typedef struct netsim_scenario_set netsim_scenario_set;
+
+/* Loads and validates a scenario document. On WT_OK *out is a new set the caller destroys.
+ * A bad file (unreadable, not JSON, a missing field, a wrong type, a non-square matrix, a
+ * negative or zero bandwidth, d_pp×d_dp ≠ devices) returns WT_EINVAL / WT_ENOTFOUND with a
+ * message naming the file, the scenario and the field. */
+int netsim_scenario_set_load(const char *path, netsim_scenario_set **out);
+void netsim_scenario_set_destroy(netsim_scenario_set **self_p);
+int netsim_scenario_set_count(const netsim_scenario_set *self);
+/* The i-th scenario, owned by the set. */
+const netsim_scenario *netsim_scenario_set_get(const netsim_scenario_set *self, int i);
+/* The scenario named `name`; or, when name is NULL or "", the only one (WT_EINVAL if the set
+ * holds several). WT_ENOTFOUND lists the names the file holds. */
+int netsim_scenario_set_find(const netsim_scenario_set *self, const char *name,
+                             const netsim_scenario **out);
+
+/* The project's shipped scenario file: $WT_SOURCE_DIR or the source tree compiled in, then
+ * netsim/scenarios/dtfm-2022.json. Static string. */
+const char *netsim_scenario_default_path(void);
+
+/* A random world of n_regions regions with gpus_per_region devices each, reproducible from
+ * seed: regions are placed uniformly on the Earth's surface; one-way latency = great-circle
+ * distance / (2/3 c) + 2 ms of routing overhead (5 ms within a region); bandwidth falls with
+ * distance from ~1.2 Gbit/s to ~0.3 Gbit/s (2 Gbit/s within a region), ±10% noise. d_pp = n_regions
+ * and d_dp = gpus_per_region; the cost constants are the paper's (GPT3-XL). Caller destroys. */
+netsim_scenario *netsim_scenario_random(int n_regions, int gpus_per_region, uint64_t seed);
+void netsim_scenario_destroy(netsim_scenario **self_p); /* only for netsim_scenario_random's */
+
+const char *netsim_scenario_name(const netsim_scenario *self);
+/* The devices' network (latency s, bandwidth B/s, compute speed, memory), owned by the scenario. */
+const assign_network *netsim_scenario_network(const netsim_scenario *self);
+/* The cost-model problem of the scenario (d_pp, d_dp, c_dp, c_pp; dp_algo paper's sharded PS);
+ * problem->net points into the scenario. */
+void netsim_scenario_problem(const netsim_scenario *self, assign_problem *problem);
+/* Region (group) index of device d, and a region's name (a "region K" label when unnamed). */
+int netsim_scenario_region_of(const netsim_scenario *self, int d);
+int netsim_scenario_region_count(const netsim_scenario *self);
+const char *netsim_scenario_region_name(const netsim_scenario *self, int region);
+/* Per-device NIC capacity in bytes/s (n entries, owned by the scenario). */
+const double *netsim_scenario_nic(const netsim_scenario *self);
+/* Forward+backward FLOPs of one stage for one whole iteration (all micro-batches), derived as
+ * 6 · (c_dp/4 parameters) · (c_pp / (hidden·activation_bytes) tokens). */
+double netsim_scenario_stage_flops(const netsim_scenario *self);
+/* Effective FLOP/s of a speed-1 device (compute_speed is relative to it). */
+double netsim_scenario_reference_flops(const netsim_scenario *self);
+
+/* Writes the scenario as a one-scenario document in the region form (loadable again). */
+int netsim_scenario_save(const netsim_scenario *self, const char *path);
+
+/* ---- assignment files ------------------------------------------------------------------------ */
+
+/* Reads an "assignment" object ({"groups": [[stage 0 devices], ...], "pipelines": [[device of
+ * stage 0, ...] per replica]}; either key alone is enough, "pipelines" wins when both are
+ * present and they must agree) and checks it against d_pp × d_dp devices: right shape, every
+ * device exactly once. On WT_OK *out is a new plan. WT_EINVAL names the file and the problem. */
+int netsim_assignment_load(const char *path, int d_pp, int d_dp, assign_plan **out);
+/* Builds the JSON "assignment" object of a plan (caller frees with cJSON_Delete). */
+struct cJSON *netsim_assignment_to_json(const assign_plan *plan);
+
+/* ---- simulator ------------------------------------------------------------------------------- */
+
+typedef enum { NETSIM_GPIPE = 0, NETSIM_1F1B = 1 } netsim_schedule;
+
+typedef struct {
+  netsim_schedule schedule;
+  int micro_batches;      /* m >= 1 */
+  double fwd_s, bwd_s;    /* one micro-batch through one stage on a speed-1 device */
+  double act_bytes;       /* bytes crossing one cut per micro-batch, each direction */
+  double grad_bytes;      /* gradient bytes of one stage, reduced across its replicas */
+  assign_dp_algo dp_algo; /* ring or sharded parameter server */
+  const double *nic_Bps;  /* n per-device NIC capacities; NULL = each device's fastest link */
+} netsim_sim_config;
+
+typedef struct {
+  double iteration_s;    /* the whole iteration: pipeline phase + exposed all-reduce */
+  double compute_s;      /* busiest device's compute */
+  double bubble_s;       /* idle time that remains with free pipeline transfers */
+  double pp_comm_s;      /* what pipeline transfers add */
+  double dp_comm_s;      /* data-parallel reduce after the pipeline phase */
+  double pipeline_end_s; /* last backward pass ends */
+  int n_compute;         /* compute events (2 · m · tasklets) */
+  int n_transfers;       /* pipeline + data-parallel transfers */
+} netsim_sim_result;
+
+typedef struct netsim_trace netsim_trace;
+
+/* Fills a config from a scenario: m micro-batches, fwd/bwd from the scenario's stage FLOPs and
+ * reference FLOP/s (forward 1/3, backward 2/3), act_bytes = c_pp/m, grad_bytes = c_dp, sharded
+ * PS, the scenario's NICs. */
+void netsim_sim_config_from_scenario(const netsim_scenario *s, netsim_schedule schedule, int m,
+                                     netsim_sim_config *cfg);
+
+/* Simulates one iteration of `plan` on `net`. trace_p may be NULL; otherwise *trace_p receives
+ * a new timeline the caller destroys. Returns WT_EINVAL for a plan that does not fit the network
+ * or a config out of range. */
+int netsim_simulate(const assign_network *net, const assign_plan *plan,
+                    const netsim_sim_config *cfg, netsim_sim_result *out, netsim_trace **trace_p);
+
+/* Transfers alone, for tests and for checking the emulated WAN: transfer i moves bytes[i] from
+ * src[i] to dst[i], becoming ready at start_s[i]; writes when each arrives (sending done +
+ * latency) into arrive_s[i]. Same sharing model as netsim_simulate. */
+int netsim_transfers_simulate(const assign_network *net, const double *nic_Bps, int count,
+                              const int *src, const int *dst, const double *bytes,
+                              const double *start_s, double *arrive_s);
+
+/* The timeline as Chrome trace JSON ({"traceEvents": [...]}: one "X" event per compute pass
+ * (cat "compute", tid 0), one per transfer on the sender (cat "send", tids 100+) and one on the
+ * receiver (cat "recv", tids 200+), pid = device; overlapping transfers get separate lanes so
+ * slices nest; "M" events name processes and lanes). Caller frees the string. */
+char *netsim_trace_to_json(const netsim_trace *self);
+int netsim_trace_write(const netsim_trace *self, const char *path);
+void netsim_trace_destroy(netsim_trace **self_p);
+
+#endif

@@ -1,0 +1,287 @@
+/* sim — builds the task graph of one training iteration (pipeline schedule, activation and
+ * gradient transfers, data-parallel reduce), runs it, and splits the time into compute, bubble,
+ * pipeline communication and data-parallel communication. */
+#include "sim_internal.h"
+
+#include "common.h"
+#include "scenario_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  const assign_network *net;
+  const assign_plan *plan;
+  const netsim_sim_config *cfg;
+  netsim_graph g;
+  int *fwd, *bwd;  /* task ids, [(s * d_dp + r) * m + j] */
+  int *last;       /* each tasklet's last compute task */
+} s_builder;
+
+static int s_dev(const s_builder *b, int s, int r) { return b->plan->device[s * b->plan->d_dp + r]; }
+static int s_idx(const s_builder *b, int s, int r, int j) {
+  return (s * b->plan->d_dp + r) * b->cfg->micro_batches + j;
+}
+
+static int s_transfer(s_builder *b, int src, int dst, double bytes, netsim_xfer_kind kind,
+                      const char *label) {
+  netsim_task t = {.kind = NETSIM_TASK_XFER, .device = src, .dst = dst, .bytes = bytes,
+                   .latency_s = b->net->latency_s[src * b->net->n + dst], .xfer_kind = kind};
+  snprintf(t.label, sizeof t.label, "%s", label);
+  return netsim_graph_add(&b->g, t);
+}
+
+/* The order of one tasklet's passes: (is_backward, micro-batch) pairs. */
+static void s_schedule_order(netsim_schedule kind, int s, int n_stages, int m, int *is_bwd,
+                             int *mb) {
+  int k = 0;
+  if (kind == NETSIM_GPIPE) {
+    for (int j = 0; j < m; j++, k++) is_bwd[k] = 0, mb[k] = j;
+    for (int j = 0; j < m; j++, k++) is_bwd[k] = 1, mb[k] = j;
+    return;
+  }
+  /* 1F1B: enough forwards in flight to fill the pipeline below, then alternate. */
+  int warm = WT_MIN(n_stages - s - 1, m);
+  for (int j = 0; j < warm; j++, k++) is_bwd[k] = 0, mb[k] = j;
+  for (int i = 0; i < m - warm; i++) {
+    is_bwd[k] = 0, mb[k++] = warm + i;
+    is_bwd[k] = 1, mb[k++] = i;
+  }
+  for (int j = m - warm; j < m; j++, k++) is_bwd[k] = 1, mb[k] = j;
+}
+
+/* Compute passes of every tasklet, chained in schedule order on its device. */
+static void s_add_compute(s_builder *b) {
+  const assign_plan *p = b->plan;
+  int m = b->cfg->micro_batches;
+  int *is_bwd = wt_xmalloc(sizeof(int) * 2 * (size_t)m), *mb = wt_xmalloc(sizeof(int) * 2 * (size_t)m);
+  for (int s = 0; s < p->d_pp; s++) {
+    s_schedule_order(b->cfg->schedule, s, p->d_pp, m, is_bwd, mb);
+    for (int r = 0; r < p->d_dp; r++) {
+      int dev = s_dev(b, s, r), prev = -1;
+      double speed = b->net->compute_speed ? b->net->compute_speed[dev] : 1.0;
+      for (int k = 0; k < 2 * m; k++) {
+        netsim_task t = {.kind = NETSIM_TASK_COMPUTE, .device = dev,
+                         .duration = (is_bwd[k] ? b->cfg->bwd_s : b->cfg->fwd_s) / speed};
+        snprintf(t.label, sizeof t.label, "%c mb%d s%d r%d", is_bwd[k] ? 'B' : 'F', mb[k], s, r);
+        int id = netsim_graph_add(&b->g, t);
+        (is_bwd[k] ? b->bwd : b->fwd)[s_idx(b, s, r, mb[k])] = id;
+        if (prev >= 0) netsim_graph_dep(&b->g, prev, id);
+        prev = id;
+      }
+      b->last[s * p->d_dp + r] = prev;
+    }
+  }
+  free(is_bwd);
+  free(mb);
+}
+
+/* Activations forward and their gradients backward across every cut of every pipeline. */
+static void s_add_pipeline(s_builder *b) {
+  const assign_plan *p = b->plan;
+  char label[64];
+  for (int s = 0; s + 1 < p->d_pp; s++)
+    for (int r = 0; r < p->d_dp; r++)
+      for (int j = 0; j < b->cfg->micro_batches; j++) {
+        snprintf(label, sizeof label, "act mb%d s%d>%d r%d", j, s, s + 1, r);
+        int a = s_transfer(b, s_dev(b, s, r), s_dev(b, s + 1, r), b->cfg->act_bytes,
+                           NETSIM_XFER_PP, label);
+        netsim_graph_dep(&b->g, b->fwd[s_idx(b, s, r, j)], a);
+        netsim_graph_dep(&b->g, a, b->fwd[s_idx(b, s + 1, r, j)]);
+        snprintf(label, sizeof label, "grad mb%d s%d>%d r%d", j, s + 1, s, r);
+        int gr = s_transfer(b, s_dev(b, s + 1, r), s_dev(b, s, r), b->cfg->act_bytes,
+                            NETSIM_XFER_PP, label);
+        netsim_graph_dep(&b->g, b->bwd[s_idx(b, s + 1, r, j)], gr);
+        netsim_graph_dep(&b->g, gr, b->bwd[s_idx(b, s, r, j)]);
+      }
+}
+
+/* Ring all-reduce: 2(D−1) steps; in step k device i passes a chunk to i+1 once it has the chunk
+ * from i−1 of step k−1 and its own previous send is done. */
+static void s_add_ring(s_builder *b, int s) {
+  int D = b->plan->d_dp, steps = 2 * (D - 1);
+  double chunk = b->cfg->grad_bytes / D;
+  int *prev = wt_xmalloc(sizeof(int) * (size_t)D), *cur = wt_xmalloc(sizeof(int) * (size_t)D);
+  char label[64];
+  for (int k = 0; k < steps; k++) {
+    for (int i = 0; i < D; i++) {
+      snprintf(label, sizeof label, "ring s%d step %d", s, k);
+      cur[i] = s_transfer(b, s_dev(b, s, i), s_dev(b, s, (i + 1) % D), chunk, NETSIM_XFER_DP,
+                          label);
+      netsim_graph_dep(&b->g, k == 0 ? b->last[s * D + i] : prev[i], cur[i]);
+      if (k > 0) netsim_graph_dep(&b->g, prev[(i + D - 1) % D], cur[i]);
+    }
+    memcpy(prev, cur, sizeof(int) * (size_t)D);
+  }
+  free(prev);
+  free(cur);
+}
+
+/* Sharded parameter server: device j owns shard j; everyone sends it shard j, j reduces and
+ * sends the result back to everyone. */
+static void s_add_sharded_ps(s_builder *b, int s) {
+  int D = b->plan->d_dp;
+  double chunk = b->cfg->grad_bytes / D;
+  char label[64];
+  for (int j = 0; j < D; j++) {
+    netsim_task join = {.kind = NETSIM_TASK_JOIN, .device = s_dev(b, s, j)};
+    snprintf(join.label, sizeof join.label, "ps s%d shard %d reduced", s, j);
+    int reduced = netsim_graph_add(&b->g, join);
+    netsim_graph_dep(&b->g, b->last[s * D + j], reduced);
+    for (int i = 0; i < D; i++) {
+      if (i == j) continue;
+      snprintf(label, sizeof label, "ps s%d push shard %d", s, j);
+      int push = s_transfer(b, s_dev(b, s, i), s_dev(b, s, j), chunk, NETSIM_XFER_DP, label);
+      netsim_graph_dep(&b->g, b->last[s * D + i], push);
+      netsim_graph_dep(&b->g, push, reduced);
+    }
+    for (int i = 0; i < D; i++) {
+      if (i == j) continue;
+      snprintf(label, sizeof label, "ps s%d pull shard %d", s, j);
+      int pull = s_transfer(b, s_dev(b, s, j), s_dev(b, s, i), chunk, NETSIM_XFER_DP, label);
+      netsim_graph_dep(&b->g, reduced, pull);
+    }
+  }
+}
+
+static int s_check(const assign_network *net, const assign_plan *plan,
+                   const netsim_sim_config *cfg) {
+  if (!plan || plan->d_pp < 1 || plan->d_dp < 1 || plan->d_pp * plan->d_dp != net->n)
+    return wt_fail(WT_EINVAL, "simulate: the plan's shape does not cover the %d devices", net->n);
+  char *seen = wt_xcalloc((size_t)net->n, 1);
+  int rc = WT_OK;
+  for (int i = 0; i < net->n && rc == WT_OK; i++) {
+    int d = plan->device[i];
+    if (d < 0 || d >= net->n || seen[d]) rc = wt_fail(WT_EINVAL, "simulate: device %d is out of "
+                                                      "range or appears twice in the plan", d);
+    else seen[d] = 1;
+  }
+  free(seen);
+  WT_CHECK(rc);
+  if (cfg->micro_batches < 1 || cfg->micro_batches > 100000)
+    return wt_fail(WT_EINVAL, "simulate: micro_batches must be in [1, 100000]");
+  if (!(cfg->fwd_s >= 0) || !(cfg->bwd_s >= 0) || !(cfg->act_bytes >= 0) || !(cfg->grad_bytes >= 0))
+    return wt_fail(WT_EINVAL, "simulate: times and sizes must be >= 0");
+  return WT_OK;
+}
+
+static void s_build(s_builder *b) {
+  size_t cells = (size_t)b->plan->d_pp * b->plan->d_dp;
+  b->fwd = wt_xmalloc(sizeof(int) * cells * (size_t)b->cfg->micro_batches);
+  b->bwd = wt_xmalloc(sizeof(int) * cells * (size_t)b->cfg->micro_batches);
+  b->last = wt_xmalloc(sizeof(int) * cells);
+  s_add_compute(b);
+  s_add_pipeline(b);
+  if (b->plan->d_dp > 1)
+    for (int s = 0; s < b->plan->d_pp; s++) {
+      if (b->cfg->dp_algo == ASSIGN_DP_RING) s_add_ring(b, s);
+      else s_add_sharded_ps(b, s);
+    }
+}
+
+static void s_builder_free(s_builder *b) {
+  netsim_graph_free(&b->g);
+  free(b->fwd);
+  free(b->bwd);
+  free(b->last);
+}
+
+static double s_pipeline_end(const netsim_graph *g) {
+  double end = 0;
+  for (int i = 0; i < g->n; i++)
+    if (g->tasks[i].kind == NETSIM_TASK_COMPUTE) end = fmax(end, g->tasks[i].end_s);
+  return end;
+}
+
+/* Runs the graph (free_pp: pipeline transfers cost nothing) and returns the pipeline end. */
+static int s_run(const assign_network *net, const assign_plan *plan, const netsim_sim_config *cfg,
+                 int free_pp, s_builder *b, const double *nic) {
+  *b = (s_builder){.net = net, .plan = plan, .cfg = cfg};
+  s_build(b);
+  return netsim_engine_run(&b->g, net, nic, free_pp);
+}
+
+static double *s_default_nics(const assign_network *net) {
+  double *nic = wt_xmalloc(sizeof(double) * (size_t)net->n);
+  for (int d = 0; d < net->n; d++) {
+    nic[d] = 0;
+    for (int e = 0; e < net->n; e++)
+      if (e != d) nic[d] = fmax(nic[d], net->bandwidth_Bps[d * net->n + e]);
+    if (nic[d] <= 0) nic[d] = 1e12; /* a single device never sends */
+  }
+  return nic;
+}
+
+int netsim_simulate(const assign_network *net, const assign_plan *plan,
+                    const netsim_sim_config *cfg, netsim_sim_result *out, netsim_trace **trace_p) {
+  memset(out, 0, sizeof *out);
+  if (trace_p) *trace_p = NULL;
+  WT_CHECK(s_check(net, plan, cfg));
+  double *own_nic = cfg->nic_Bps ? NULL : s_default_nics(net);
+  const double *nic = cfg->nic_Bps ? cfg->nic_Bps : own_nic;
+  s_builder full, free_pp;
+  int rc = s_run(net, plan, cfg, 0, &full, nic);
+  if (rc == WT_OK) rc = s_run(net, plan, cfg, 1, &free_pp, nic);
+  if (rc == WT_OK) {
+    double *busy = wt_xcalloc((size_t)net->n, sizeof(double));
+    for (int i = 0; i < full.g.n; i++) {
+      const netsim_task *t = &full.g.tasks[i];
+      if (t->kind == NETSIM_TASK_COMPUTE) busy[t->device] += t->duration, out->n_compute++;
+      else if (t->kind == NETSIM_TASK_XFER) out->n_transfers++;
+      out->iteration_s = fmax(out->iteration_s, t->end_s);
+    }
+    for (int d = 0; d < net->n; d++) out->compute_s = fmax(out->compute_s, busy[d]);
+    free(busy);
+    out->pipeline_end_s = s_pipeline_end(&full.g);
+    double end_free = s_pipeline_end(&free_pp.g);
+    out->bubble_s = end_free - out->compute_s;
+    out->pp_comm_s = out->pipeline_end_s - end_free;
+    out->dp_comm_s = out->iteration_s - out->pipeline_end_s;
+    if (trace_p) *trace_p = netsim_trace_from_graph(&full.g, net->n);
+  }
+  s_builder_free(&full);
+  s_builder_free(&free_pp);
+  free(own_nic);
+  return rc;
+}
+
+void netsim_sim_config_from_scenario(const netsim_scenario *s, netsim_schedule schedule, int m,
+                                     netsim_sim_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->schedule = schedule;
+  cfg->micro_batches = m;
+  /* Backward costs twice the forward (two GEMMs per forward GEMM). */
+  double per_mb = netsim_scenario_stage_flops(s) / s->ref_flops / m;
+  cfg->fwd_s = per_mb / 3.0;
+  cfg->bwd_s = per_mb * 2.0 / 3.0;
+  cfg->act_bytes = s->c_pp_bytes / m;
+  cfg->grad_bytes = s->c_dp_bytes;
+  cfg->dp_algo = ASSIGN_DP_SHARDED_PS;
+  cfg->nic_Bps = s->nic_Bps;
+}
+
+int netsim_transfers_simulate(const assign_network *net, const double *nic_Bps, int count,
+                              const int *src, const int *dst, const double *bytes,
+                              const double *start_s, double *arrive_s) {
+  netsim_graph g = {0};
+  for (int i = 0; i < count; i++) {
+    if (src[i] < 0 || src[i] >= net->n || dst[i] < 0 || dst[i] >= net->n || src[i] == dst[i] ||
+        !(bytes[i] >= 0) || !(start_s[i] >= 0)) {
+      netsim_graph_free(&g);
+      return wt_fail(WT_EINVAL, "transfer %d: bad endpoints, size or start", i);
+    }
+    /* A transfer that becomes ready later waits behind a compute task of that length. */
+    netsim_task wait = {.kind = NETSIM_TASK_COMPUTE, .device = src[i], .duration = start_s[i]};
+    int w = netsim_graph_add(&g, wait);
+    netsim_task t = {.kind = NETSIM_TASK_XFER, .device = src[i], .dst = dst[i], .bytes = bytes[i],
+                     .latency_s = net->latency_s[src[i] * net->n + dst[i]]};
+    netsim_graph_dep(&g, w, netsim_graph_add(&g, t));
+  }
+  double *own_nic = nic_Bps ? NULL : s_default_nics(net);
+  int rc = netsim_engine_run(&g, net, nic_Bps ? nic_Bps : own_nic, 0);
+  for (int i = 0; rc == WT_OK && i < count; i++) arrive_s[i] = g.tasks[2 * i + 1].end_s;
+  netsim_graph_free(&g);
+  free(own_nic);
+  return rc;
+}

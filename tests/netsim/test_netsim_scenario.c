@@ -1,0 +1,225 @@
+/* test_netsim_scenario — the shipped scenario file loads with the paper's numbers, every kind of
+ * bad file is refused with a message naming file, scenario and field, and random worlds are
+ * reproducible and survive a save/load round trip. */
+#include "common.h"
+#include "netsim.h"
+#include "testing.h"
+
+#include <math.h>
+
+static netsim_scenario_set *s_load_shipped(void) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/netsim/scenarios/dtfm-2022.json", wt_test_source_dir());
+  netsim_scenario_set *set = NULL;
+  int rc = netsim_scenario_set_load(path, &set);
+  WT_TEST_REQUIRE(rc == WT_OK, "%s", wt_last_error());
+  return set;
+}
+
+static const netsim_scenario *s_find(const netsim_scenario_set *set, const char *name) {
+  const netsim_scenario *s = NULL;
+  int rc = netsim_scenario_set_find(set, name, &s);
+  WT_TEST_REQUIRE(rc == WT_OK, "%s", wt_last_error());
+  return s;
+}
+
+static double s_lat(const netsim_scenario *s, int a, int b) {
+  const assign_network *net = netsim_scenario_network(s);
+  return net->latency_s[a * net->n + b];
+}
+
+static double s_gbps(const netsim_scenario *s, int a, int b) {
+  const assign_network *net = netsim_scenario_network(s);
+  return net->bandwidth_Bps[a * net->n + b] * 8e-9;
+}
+
+static void test_shipped(void) {
+  netsim_scenario_set *set = s_load_shipped();
+  WT_TEST_ASSERT(netsim_scenario_set_count(set) == 5, "count %d", netsim_scenario_set_count(set));
+  for (int i = 0; i < netsim_scenario_set_count(set); i++) {
+    const netsim_scenario *s = netsim_scenario_set_get(set, i);
+    assign_problem p;
+    netsim_scenario_problem(s, &p);
+    WT_TEST_ASSERT(p.net->n == 64 && p.d_pp == 8 && p.d_dp == 8, "%s: n=%d", netsim_scenario_name(s),
+                   p.net->n);
+    WT_TEST_CLOSE(p.c_dp_bytes, 650e6, 0, 1e-12, "c_dp");
+    WT_TEST_ASSERT(assign_problem_validate(&p) == WT_OK, "%s", wt_last_error());
+  }
+  /* World-wide: devices 0-7 Oregon, 8-15 Virginia, 24-31 Tokyo, 32-39 Seoul. */
+  const netsim_scenario *w = s_find(set, "worldwide_geo_distributed");
+  WT_TEST_CLOSE(s_lat(w, 0, 8), 0.067, 1e-12, 0, "Oregon-Virginia latency");
+  WT_TEST_CLOSE(s_gbps(w, 0, 8), 0.79, 1e-9, 0, "Oregon-Virginia bandwidth");
+  WT_TEST_CLOSE(s_lat(w, 33, 25), 0.034, 1e-12, 0, "Seoul-Tokyo latency");
+  WT_TEST_CLOSE(s_lat(w, 0, 1), 0.005, 1e-12, 0, "within Oregon latency");
+  WT_TEST_CLOSE(s_gbps(w, 0, 1), 2.0, 1e-9, 0, "within Oregon bandwidth");
+  WT_TEST_ASSERT(netsim_scenario_region_of(w, 63) == 7, "device 63 in Ireland");
+  WT_TEST_ASSERT(!strcmp(netsim_scenario_region_name(w, 3), "Tokyo"), "region 3 name");
+  const netsim_scenario *dc = s_find(set, "datacenter_on_demand");
+  WT_TEST_CLOSE(s_gbps(dc, 0, 7), 100, 1e-9, 0, "same node");
+  WT_TEST_CLOSE(s_gbps(dc, 7, 8), 3.125, 1e-9, 0, "across nodes");
+  WT_TEST_ASSERT(s_lat(dc, 7, 8) == 0, "datacenter latency");
+  const netsim_scenario *spot = s_find(set, "datacenter_spot");
+  WT_TEST_ASSERT(netsim_scenario_region_count(spot) == 40, "spot groups");
+  WT_TEST_CLOSE(s_gbps(spot, 32, 33), 1.25, 1e-9, 0, "single-GPU instances");
+  WT_TEST_CLOSE(s_gbps(spot, 0, 3), 100, 1e-9, 0, "inside a 4-GPU instance");
+  const netsim_scenario *md = s_find(set, "multiple_datacenters");
+  WT_TEST_CLOSE(s_lat(md, 0, 63), 0.011, 1e-12, 0, "Ohio-Virginia");
+  const netsim_scenario *missing = NULL;
+  WT_TEST_ASSERT(netsim_scenario_set_find(set, "mars", &missing) == WT_ENOTFOUND, "unknown name");
+  WT_TEST_ASSERT(strstr(wt_last_error(), "worldwide_geo_distributed"), "lists names: %s",
+                 wt_last_error());
+  WT_TEST_ASSERT(netsim_scenario_set_find(set, NULL, &missing) == WT_EINVAL, "several, no name");
+  netsim_scenario_set_destroy(&set);
+  WT_TEST_ASSERT(set == NULL, "destroy clears the pointer");
+}
+
+/* A bad document, the field its error must name, and whether a scenario name is expected. */
+typedef struct {
+  const char *json;
+  const char *field;
+  int names_scenario;
+} s_bad_case;
+
+#define K "\"cost_model_constants\":{\"c_dp_bytes_per_stage\":1e6,\"c_pp_bytes_per_cut\":1e6," \
+          "\"d_pp\":2,\"d_dp\":2},"
+
+static const s_bad_case s_bad[] = {
+    {"{\"scenarios\":[]}", "cost_model_constants", 0},
+    {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":[2,2],"
+     "\"bandwidth_gbps\":[[1,1],[1,1]]}]}", "latency_ms", 1},
+    {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":[2,2],\"latency_ms\":[[1,1],[1,1]],"
+     "\"bandwidth_gbps\":[[1,1],[1]]}]}", "bandwidth_gbps[1]", 1},
+    {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":[2,2],\"latency_ms\":[[1,1],[1,1],"
+     "[1,1]],\"bandwidth_gbps\":[[1,1],[1,1]]}]}", "latency_ms", 1},
+    {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":[2,2],\"latency_ms\":[[1,1],[1,1]],"
+     "\"bandwidth_gbps\":[[1,-1],[1,1]]}]}", "bandwidth_gbps[0]", 1},
+    {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":[2,3],\"latency_ms\":[[1,1],[1,1]],"
+     "\"bandwidth_gbps\":[[1,1],[1,1]]}]}", "d_pp", 1},
+    {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":\"4\",\"latency_ms\":[[1]],"
+     "\"bandwidth_gbps\":[[1]]}]}", "gpus_per_region", 1},
+    {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":[2,2],\"latency_ms\":[[1,\"a\"],"
+     "[1,1]],\"bandwidth_gbps\":[[1,1],[1,1]]}]}", "latency_ms[0]", 1},
+    {"{" K "\"scenarios\":[{\"name\":\"x\",\"groups\":[2,2],\"intra_gbps\":10,\"latency_ms\":0}]}",
+     "inter_gbps", 1},
+    {"{" K "\"scenarios\":[{\"name\":\"x\",\"groups\":[2,2],\"intra_gbps\":10,\"inter_gbps\":-1,"
+     "\"latency_ms\":0}]}", "inter_gbps", 1},
+    {"{" K "\"scenarios\":[{\"gpus_per_region\":[4],\"latency_ms\":[[1]],"
+     "\"bandwidth_gbps\":[[1]]}]}", "name", 0},
+    {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus\":5,\"gpus_per_region\":[4],\"latency_ms\":[[1]],"
+     "\"bandwidth_gbps\":[[1]]}]}", "gpus", 1},
+    {"{\"cost_model_constants\":{\"c_dp_bytes_per_stage\":\"big\",\"c_pp_bytes_per_cut\":1,"
+     "\"d_pp\":1,\"d_dp\":1},\"scenarios\":[]}", "c_dp_bytes_per_stage", 0},
+    {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":[4],\"latency_ms\":[[1]],"
+     "\"bandwidth_gbps\":[[1]],\"device_tflops\":[1,2]}]}", "device_tflops", 1},
+    {"{" K "\"scenarios\":{}}", "scenarios", 0},
+};
+
+static void test_bad_files(void) {
+  char dir[256], path[512];
+  wt_test_tmpdir(dir, sizeof dir);
+  for (size_t i = 0; i < WT_ARRAY_LEN(s_bad); i++) {
+    snprintf(path, sizeof path, "%s/bad%zu.json", dir, i);
+    FILE *f = fopen(path, "w");
+    WT_TEST_REQUIRE(f, "cannot write %s", path);
+    fputs(s_bad[i].json, f);
+    fclose(f);
+    netsim_scenario_set *set = NULL;
+    int rc = netsim_scenario_set_load(path, &set);
+    const char *msg = wt_last_error();
+    WT_TEST_ASSERT(rc != WT_OK && set == NULL, "case %zu accepted", i);
+    WT_TEST_ASSERT(strstr(msg, path) != NULL, "case %zu: no file name in: %s", i, msg);
+    char field[128];
+    snprintf(field, sizeof field, "'%s'", s_bad[i].field);
+    WT_TEST_ASSERT(strstr(msg, field) != NULL, "case %zu: no field %s in: %s", i, field, msg);
+    if (s_bad[i].names_scenario)
+      WT_TEST_ASSERT(strstr(msg, "scenario 'x'") != NULL, "case %zu: no scenario in: %s", i, msg);
+    remove(path);
+  }
+  /* Not JSON at all, and no file. */
+  snprintf(path, sizeof path, "%s/garbage.json", dir);
+  FILE *f = fopen(path, "w");
+  fputs("{\"scenarios\": [", f);
+  fclose(f);
+  netsim_scenario_set *set = NULL;
+  WT_TEST_ASSERT(netsim_scenario_set_load(path, &set) == WT_EINVAL, "truncated JSON accepted");
+  WT_TEST_ASSERT(strstr(wt_last_error(), path), "names the file: %s", wt_last_error());
+  remove(path);
+  WT_TEST_ASSERT(netsim_scenario_set_load(path, &set) == WT_ENOTFOUND, "missing file");
+  rmdir(dir);
+}
+
+static void test_optional_fields(void) {
+  char dir[256], path[512];
+  wt_test_tmpdir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/opt.json", dir);
+  FILE *f = fopen(path, "w");
+  fputs("{" K "\"scenarios\":[{\"name\":\"only\",\"gpus_per_region\":[2,2],\"latency_ms\":"
+        "[[1,10],[12,1]],\"bandwidth_gbps\":[[8,1],[3,8]],\"device_tflops\":[30,60],"
+        "\"nic_gbps\":4,\"memory_gb\":[16,32]}]}", f);
+  fclose(f);
+  netsim_scenario_set *set = NULL;
+  WT_TEST_REQUIRE(netsim_scenario_set_load(path, &set) == WT_OK, "%s", wt_last_error());
+  const netsim_scenario *s = NULL;
+  WT_TEST_ASSERT(netsim_scenario_set_find(set, "", &s) == WT_OK, "single scenario without name");
+  const assign_network *net = netsim_scenario_network(s);
+  WT_TEST_CLOSE(net->compute_speed[3], 2.0, 0, 1e-12, "speed of the 60 TFLOP/s region");
+  WT_TEST_CLOSE(net->memory_bytes[0], 16e9, 0, 1e-12, "memory");
+  WT_TEST_CLOSE(netsim_scenario_nic(s)[1], 4e9 / 8, 0, 1e-12, "nic");
+  /* Asymmetric input is averaged: (10 + 12) / 2 ms, (1 + 3) / 2 Gbit/s. */
+  WT_TEST_CLOSE(s_lat(s, 0, 2), 0.011, 1e-12, 0, "symmetrised latency");
+  WT_TEST_CLOSE(s_gbps(s, 2, 0), 2.0, 1e-9, 0, "symmetrised bandwidth");
+  netsim_scenario_set_destroy(&set);
+  remove(path);
+  rmdir(dir);
+}
+
+static void test_random(void) {
+  netsim_scenario *a = netsim_scenario_random(6, 4, 42), *b = netsim_scenario_random(6, 4, 42);
+  netsim_scenario *c = netsim_scenario_random(6, 4, 43);
+  const assign_network *na = netsim_scenario_network(a), *nb = netsim_scenario_network(b),
+                       *nc = netsim_scenario_network(c);
+  WT_TEST_REQUIRE(na->n == 24, "n=%d", na->n);
+  int n = na->n, same = 1, differs = 0;
+  for (int i = 0; i < n * n; i++) {
+    same &= na->latency_s[i] == nb->latency_s[i] && na->bandwidth_Bps[i] == nb->bandwidth_Bps[i];
+    differs |= na->latency_s[i] != nc->latency_s[i];
+  }
+  WT_TEST_ASSERT(same, "same seed, same world");
+  WT_TEST_ASSERT(differs, "another seed, another world");
+  for (int x = 0; x < n; x++)
+    for (int y = 0; y < n; y++) {
+      double lat = na->latency_s[x * n + y], gbps = na->bandwidth_Bps[x * n + y] * 8e-9;
+      WT_TEST_ASSERT(lat == na->latency_s[y * n + x], "symmetric %d %d", x, y);
+      if (x == y) continue;
+      /* Half the Earth's circumference in fibre is ~100 ms; plus 2 ms overhead. */
+      WT_TEST_ASSERT(lat >= 0.002 && lat <= 0.103, "latency %g s", lat);
+      WT_TEST_ASSERT(gbps >= 0.25 && gbps <= 2.0, "bandwidth %g Gbit/s", gbps);
+    }
+  /* Saving and loading gives back the same matrices (to the printed precision). */
+  char dir[256], path[512];
+  wt_test_tmpdir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/random.json", dir);
+  WT_TEST_REQUIRE(netsim_scenario_save(a, path) == WT_OK, "%s", wt_last_error());
+  netsim_scenario_set *set = NULL;
+  WT_TEST_REQUIRE(netsim_scenario_set_load(path, &set) == WT_OK, "%s", wt_last_error());
+  const assign_network *nl = netsim_scenario_network(netsim_scenario_set_get(set, 0));
+  WT_TEST_ASSERT(nl->n == n, "reloaded n");
+  for (int i = 0; i < n * n; i++) {
+    WT_TEST_CLOSE(nl->latency_s[i], na->latency_s[i], 1e-12, 1e-9, "reloaded latency");
+    WT_TEST_CLOSE(nl->bandwidth_Bps[i], na->bandwidth_Bps[i], 0, 1e-9, "reloaded bandwidth");
+  }
+  netsim_scenario_set_destroy(&set);
+  remove(path);
+  rmdir(dir);
+  netsim_scenario_destroy(&a);
+  netsim_scenario_destroy(&b);
+  netsim_scenario_destroy(&c);
+}
+
+int main(void) {
+  test_shipped();
+  test_bad_files();
+  test_optional_fields();
+  test_random();
+  return wt_test_finish("test_netsim_scenario");
+}

@@ -1,0 +1,324 @@
+/* test_netsim_sim — the simulator against hand-computed cases: pipeline closed forms for GPipe
+ * and 1F1B, NIC sharing with rates recomputed as transfers come and go, both all-reduce
+ * algorithms, the breakdown, the Chrome trace, and refusal of bad plans and assignment files. */
+#include "common.h"
+#include "netsim.h"
+#include "testing.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+
+#define B_PER_S 1e9 /* every link in these hand-made networks */
+
+/* n devices, every link B_PER_S and `latency`; caller frees with s_net_free. */
+static assign_network s_net(int n, double latency) {
+  assign_network net = {.n = n};
+  net.latency_s = wt_xcalloc((size_t)n * n, sizeof(double));
+  net.bandwidth_Bps = wt_xcalloc((size_t)n * n, sizeof(double));
+  for (int i = 0; i < n * n; i++) {
+    net.bandwidth_Bps[i] = B_PER_S;
+    net.latency_s[i] = i % (n + 1) == 0 ? 0 : latency;
+  }
+  return net;
+}
+
+static void s_net_free(assign_network *net) {
+  free(net->latency_s);
+  free(net->bandwidth_Bps);
+  free(net->compute_speed);
+}
+
+/* Identity plan: device s*d_dp + r runs stage s of replica r. */
+static assign_plan *s_plan(int d_pp, int d_dp) {
+  assign_plan *p = assign_plan_new(d_pp, d_dp);
+  for (int i = 0; i < d_pp * d_dp; i++) p->device[i] = i;
+  return p;
+}
+
+static netsim_sim_config s_cfg(netsim_schedule kind, int m, double f, double b, double c) {
+  return (netsim_sim_config){.schedule = kind, .micro_batches = m, .fwd_s = f, .bwd_s = b,
+                             .act_bytes = c * B_PER_S, .dp_algo = ASSIGN_DP_SHARDED_PS};
+}
+
+static netsim_sim_result s_sim(const assign_network *net, const assign_plan *p,
+                               const netsim_sim_config *cfg) {
+  netsim_sim_result r;
+  int rc = netsim_simulate(net, p, cfg, &r, NULL);
+  WT_TEST_REQUIRE(rc == WT_OK, "%s", wt_last_error());
+  double parts = r.compute_s + r.bubble_s + r.pp_comm_s + r.dp_comm_s;
+  WT_TEST_CLOSE(parts, r.iteration_s, 1e-9, 1e-9, "breakdown adds up");
+  WT_TEST_ASSERT(r.bubble_s >= -1e-9 && r.pp_comm_s >= -1e-9 && r.dp_comm_s >= -1e-9,
+                 "non-negative parts: bubble %g pp %g dp %g", r.bubble_s, r.pp_comm_s, r.dp_comm_s);
+  return r;
+}
+
+/* GPipe over S stages, zero latency, a transfer of c <= f, b seconds:
+ * iteration = (m + S − 1)(f + b) + 2(S − 1)c (fill and drain, each cut crossed once each way
+ * on the critical path). */
+static void test_gpipe_closed_form(void) {
+  int stages[] = {2, 4};
+  for (size_t k = 0; k < WT_ARRAY_LEN(stages); k++) {
+    int S = stages[k], m = 5;
+    double f = 1.0, b = 2.0, c = 0.5;
+    assign_network net = s_net(S, 0);
+    assign_plan *p = s_plan(S, 1);
+    netsim_sim_config cfg = s_cfg(NETSIM_GPIPE, m, f, b, c);
+    netsim_sim_result r = s_sim(&net, p, &cfg);
+    WT_TEST_CLOSE(r.iteration_s, (m + S - 1) * (f + b) + 2 * (S - 1) * c, 1e-9, 1e-12,
+                  "GPipe iteration");
+    WT_TEST_CLOSE(r.compute_s, m * (f + b), 1e-9, 1e-12, "compute");
+    WT_TEST_CLOSE(r.bubble_s, (S - 1) * (f + b), 1e-9, 1e-12, "bubble");
+    WT_TEST_CLOSE(r.pp_comm_s, 2 * (S - 1) * c, 1e-9, 1e-12, "pipeline comm");
+    WT_TEST_ASSERT(r.dp_comm_s == 0, "no data parallelism, no dp time");
+    WT_TEST_ASSERT(r.n_compute == 2 * m * S && r.n_transfers == 2 * m * (S - 1), "counts");
+    /* With latency, every crossing on the critical path pays it once more. */
+    assign_network slow = s_net(S, 0.1);
+    r = s_sim(&slow, p, &cfg);
+    WT_TEST_CLOSE(r.iteration_s, (m + S - 1) * (f + b) + 2 * (S - 1) * (c + 0.1), 1e-9, 1e-12,
+                  "GPipe iteration with latency");
+    s_net_free(&slow);
+    assign_plan_destroy(&p);
+    s_net_free(&net);
+  }
+}
+
+/* 1F1B does the same passes in another order: same compute, and with free transfers the same
+ * (S − 1)(f + b) bubble as GPipe. */
+static void test_1f1b(void) {
+  int S = 4, m = 8;
+  assign_network net = s_net(S, 0);
+  assign_plan *p = s_plan(S, 1);
+  netsim_sim_config g = s_cfg(NETSIM_GPIPE, m, 1.0, 2.0, 0.0);
+  netsim_sim_config o = s_cfg(NETSIM_1F1B, m, 1.0, 2.0, 0.0);
+  netsim_sim_result rg = s_sim(&net, p, &g), ro = s_sim(&net, p, &o);
+  WT_TEST_CLOSE(ro.compute_s, rg.compute_s, 1e-12, 0, "same compute");
+  WT_TEST_ASSERT(ro.n_compute == rg.n_compute, "same number of passes");
+  WT_TEST_CLOSE(ro.iteration_s, (m + S - 1) * 3.0, 1e-9, 1e-12, "1F1B iteration");
+  /* With transfers both still finish, and 1F1B is never faster than the no-comm bound. */
+  o.act_bytes = g.act_bytes = 0.4 * B_PER_S;
+  ro = s_sim(&net, p, &o);
+  WT_TEST_ASSERT(ro.iteration_s >= (m + S - 1) * 3.0 + 2 * (S - 1) * 0.4 - 1e-9, "lower bound");
+  /* Heterogeneous speed: a device twice as fast halves its passes. */
+  net.compute_speed = wt_xcalloc((size_t)S, sizeof(double));
+  for (int d = 0; d < S; d++) net.compute_speed[d] = d == 0 ? 0.5 : 1.0;
+  ro = s_sim(&net, p, &o);
+  WT_TEST_CLOSE(ro.compute_s, m * 3.0 / 0.5, 1e-9, 1e-12, "slow device dominates compute");
+  assign_plan_destroy(&p);
+  s_net_free(&net);
+}
+
+/* Transfers alone: fair NIC sharing with rates recomputed when a transfer starts or ends. */
+static void test_nic_sharing(void) {
+  assign_network net = s_net(3, 0);
+  double nic[3] = {B_PER_S, B_PER_S, B_PER_S};
+  int src[2] = {0, 0}, dst[2] = {1, 2};
+  double bytes[2] = {1e9, 1e9}, start[2] = {0, 0}, arrive[2];
+  /* One alone takes 1 s. */
+  WT_TEST_REQUIRE(netsim_transfers_simulate(&net, nic, 1, src, dst, bytes, start, arrive) == WT_OK,
+                  "%s", wt_last_error());
+  WT_TEST_CLOSE(arrive[0], 1.0, 1e-9, 0, "alone");
+  /* Two on one sender NIC take twice as long. */
+  netsim_transfers_simulate(&net, nic, 2, src, dst, bytes, start, arrive);
+  WT_TEST_CLOSE(arrive[0], 2.0, 1e-9, 0, "shared sender, first");
+  WT_TEST_CLOSE(arrive[1], 2.0, 1e-9, 0, "shared sender, second");
+  /* Two into one receiver NIC as well. */
+  int src2[2] = {1, 2}, dst2[2] = {0, 0};
+  netsim_transfers_simulate(&net, nic, 2, src2, dst2, bytes, start, arrive);
+  WT_TEST_CLOSE(arrive[1], 2.0, 1e-9, 0, "shared receiver");
+  /* The second starts at 0.5 s: the first has half left and shares from then (1.5 s); the
+   * second gets half rate until 1.5 s (half done) and full rate after (2.0 s). */
+  start[1] = 0.5;
+  netsim_transfers_simulate(&net, nic, 2, src, dst, bytes, start, arrive);
+  WT_TEST_CLOSE(arrive[0], 1.5, 1e-9, 0, "staggered first");
+  WT_TEST_CLOSE(arrive[1], 2.0, 1e-9, 0, "staggered second");
+  /* A NIC twice the link: each transfer is held by its own link, not the NIC. */
+  double big[3] = {2 * B_PER_S, 2 * B_PER_S, 2 * B_PER_S};
+  start[1] = 0;
+  netsim_transfers_simulate(&net, big, 2, src, dst, bytes, start, arrive);
+  WT_TEST_CLOSE(arrive[1], 1.0, 1e-9, 0, "link-limited");
+  /* Max-min: 0→1 and 0→2 share 0's NIC, 2→1 also enters 1. With NICs of 1 GB/s each flow gets
+   * 0.5 GB/s (0's egress and 1's ingress both split in two). */
+  int s3[3] = {0, 0, 2}, d3[3] = {1, 2, 1};
+  double b3[3] = {1e9, 1e9, 1e9}, t3[3] = {0, 0, 0}, a3[3];
+  netsim_transfers_simulate(&net, nic, 3, s3, d3, b3, t3, a3);
+  for (int i = 0; i < 3; i++) WT_TEST_CLOSE(a3[i], 2.0, 1e-9, 0, "three-flow max-min");
+  /* Latency is added after the last byte. */
+  assign_network far = s_net(3, 0.25);
+  netsim_transfers_simulate(&far, nic, 1, src, dst, bytes, start, arrive);
+  WT_TEST_CLOSE(arrive[0], 1.25, 1e-9, 0, "latency");
+  int bad_dst[1] = {0};
+  WT_TEST_ASSERT(netsim_transfers_simulate(&net, nic, 1, src, bad_dst, bytes, start, arrive) ==
+                     WT_EINVAL, "a transfer to itself is refused");
+  s_net_free(&far);
+  s_net_free(&net);
+}
+
+/* One stage, D replicas, no compute: both all-reduce algorithms move 2(D−1)/D of the gradient
+ * through each NIC, so on uniform links both take 2(D−1)·G/(D·B). */
+static void test_allreduce(void) {
+  int D = 4;
+  double G = 3e9;
+  assign_network net = s_net(D, 0);
+  assign_plan *p = s_plan(1, D);
+  assign_dp_algo algos[] = {ASSIGN_DP_RING, ASSIGN_DP_SHARDED_PS};
+  for (size_t k = 0; k < 2; k++) {
+    netsim_sim_config cfg = s_cfg(NETSIM_GPIPE, 1, 0, 0, 0);
+    cfg.grad_bytes = G;
+    cfg.dp_algo = algos[k];
+    netsim_sim_result r = s_sim(&net, p, &cfg);
+    WT_TEST_CLOSE(r.dp_comm_s, 2.0 * (D - 1) * G / (D * B_PER_S), 1e-9, 1e-9,
+                  k ? "sharded PS" : "ring");
+    WT_TEST_ASSERT(r.n_transfers == (k ? 2 * D * (D - 1) : 2 * (D - 1) * D), "transfers %d",
+                   r.n_transfers);
+  }
+  /* With latency α the ring pays it 2(D−1) times, the parameter server twice. */
+  assign_network slow = s_net(D, 0.01);
+  netsim_sim_config cfg = s_cfg(NETSIM_GPIPE, 1, 0, 0, 0);
+  cfg.grad_bytes = G;
+  cfg.dp_algo = ASSIGN_DP_RING;
+  netsim_sim_result ring = s_sim(&slow, p, &cfg);
+  cfg.dp_algo = ASSIGN_DP_SHARDED_PS;
+  netsim_sim_result ps = s_sim(&slow, p, &cfg);
+  WT_TEST_CLOSE(ring.dp_comm_s - ps.dp_comm_s, (2 * (D - 1) - 2) * 0.01, 1e-9, 1e-9,
+                "latency terms");
+  s_net_free(&slow);
+  assign_plan_destroy(&p);
+  s_net_free(&net);
+}
+
+/* Slices on one (pid, tid) must nest or be disjoint for Perfetto; ours never nest, so disjoint. */
+static int s_lanes_disjoint(const cJSON *events) {
+  int n = cJSON_GetArraySize(events), ok = 1;
+  for (int i = 0; i < n && ok; i++) {
+    const cJSON *a = cJSON_GetArrayItem(events, i);
+    if (strcmp(cJSON_GetObjectItem(a, "ph")->valuestring, "X")) continue;
+    for (int j = i + 1; j < n && ok; j++) {
+      const cJSON *b = cJSON_GetArrayItem(events, j);
+      if (strcmp(cJSON_GetObjectItem(b, "ph")->valuestring, "X") ||
+          cJSON_GetObjectItem(a, "pid")->valueint != cJSON_GetObjectItem(b, "pid")->valueint ||
+          cJSON_GetObjectItem(a, "tid")->valueint != cJSON_GetObjectItem(b, "tid")->valueint)
+        continue;
+      double a0 = cJSON_GetObjectItem(a, "ts")->valuedouble;
+      double a1 = a0 + cJSON_GetObjectItem(a, "dur")->valuedouble;
+      double b0 = cJSON_GetObjectItem(b, "ts")->valuedouble;
+      double b1 = b0 + cJSON_GetObjectItem(b, "dur")->valuedouble;
+      if (a0 < b1 - 1e-6 && b0 < a1 - 1e-6) ok = 0;
+    }
+  }
+  return ok;
+}
+
+static void test_trace(void) {
+  assign_network net = s_net(6, 0.01);
+  assign_plan *p = s_plan(3, 2);
+  netsim_sim_config cfg = s_cfg(NETSIM_1F1B, 3, 0.1, 0.2, 0.3); /* transfers overlap passes */
+  cfg.grad_bytes = 1e9;
+  netsim_sim_result r;
+  netsim_trace *tr = NULL;
+  WT_TEST_REQUIRE(netsim_simulate(&net, p, &cfg, &r, &tr) == WT_OK, "%s", wt_last_error());
+  char *text = netsim_trace_to_json(tr);
+  cJSON *root = cJSON_Parse(text);
+  WT_TEST_REQUIRE(root, "trace is not JSON");
+  const cJSON *events = cJSON_GetObjectItem(root, "traceEvents");
+  WT_TEST_REQUIRE(cJSON_IsArray(events), "traceEvents");
+  int compute = 0, send = 0, recv = 0;
+  double last_end_us = 0;
+  for (const cJSON *e = events->child; e; e = e->next) {
+    if (strcmp(cJSON_GetObjectItem(e, "ph")->valuestring, "X")) continue;
+    const char *cat = cJSON_GetObjectItem(e, "cat")->valuestring;
+    compute += !strcmp(cat, "compute");
+    send += !strcmp(cat, "send");
+    recv += !strcmp(cat, "recv");
+    int pid = cJSON_GetObjectItem(e, "pid")->valueint;
+    WT_TEST_ASSERT(pid >= 0 && pid < 6, "pid %d is a device", pid);
+    double end = cJSON_GetObjectItem(e, "ts")->valuedouble + cJSON_GetObjectItem(e, "dur")->valuedouble;
+    last_end_us = fmax(last_end_us, end);
+  }
+  WT_TEST_ASSERT(compute == r.n_compute, "compute events %d vs %d", compute, r.n_compute);
+  WT_TEST_ASSERT(send == r.n_transfers && recv == r.n_transfers, "transfer events %d/%d vs %d",
+                 send, recv, r.n_transfers);
+  WT_TEST_CLOSE(last_end_us * 1e-6, r.iteration_s, 1e-6, 1e-9, "trace ends with the iteration");
+  WT_TEST_ASSERT(s_lanes_disjoint(events), "slices on one lane overlap");
+  cJSON_Delete(root);
+  free(text);
+  netsim_trace_destroy(&tr);
+  WT_TEST_ASSERT(tr == NULL, "destroy clears");
+  assign_plan_destroy(&p);
+  s_net_free(&net);
+}
+
+static void test_bad_plans(void) {
+  assign_network net = s_net(4, 0);
+  assign_plan *p = s_plan(2, 2);
+  netsim_sim_config cfg = s_cfg(NETSIM_GPIPE, 2, 1, 1, 0);
+  netsim_sim_result r;
+  p->device[3] = 0; /* device 0 twice */
+  WT_TEST_ASSERT(netsim_simulate(&net, p, &cfg, &r, NULL) == WT_EINVAL, "duplicate accepted");
+  p->device[3] = 7;
+  WT_TEST_ASSERT(netsim_simulate(&net, p, &cfg, &r, NULL) == WT_EINVAL, "out of range accepted");
+  p->device[3] = 3;
+  cfg.micro_batches = 0;
+  WT_TEST_ASSERT(netsim_simulate(&net, p, &cfg, &r, NULL) == WT_EINVAL, "m = 0 accepted");
+  assign_plan *wrong = s_plan(3, 1);
+  cfg.micro_batches = 1;
+  WT_TEST_ASSERT(netsim_simulate(&net, wrong, &cfg, &r, NULL) == WT_EINVAL, "shape accepted");
+  assign_plan_destroy(&wrong);
+  assign_plan_destroy(&p);
+  s_net_free(&net);
+}
+
+static int s_write(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (!f) return 0;
+  fputs(text, f);
+  fclose(f);
+  return 1;
+}
+
+static void test_assignment_files(void) {
+  char dir[256], path[512];
+  wt_test_tmpdir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/a.json", dir);
+  /* Round trip of the JSON netsim prints. */
+  assign_plan *p = s_plan(2, 3), *back = NULL;
+  p->device[0] = 5, p->device[5] = 0;
+  cJSON *js = netsim_assignment_to_json(p);
+  char *text = cJSON_Print(js);
+  s_write(path, text);
+  free(text);
+  cJSON_Delete(js);
+  WT_TEST_REQUIRE(netsim_assignment_load(path, 2, 3, &back) == WT_OK, "%s", wt_last_error());
+  WT_TEST_ASSERT(!memcmp(back->device, p->device, 6 * sizeof(int)), "round trip");
+  assign_plan_destroy(&back);
+  const char *bad[] = {
+      "{\"groups\": [[0,1,2],[3,4,4]]}",            /* a device twice */
+      "{\"groups\": [[0,1,2],[3,4]]}",              /* short row */
+      "{\"groups\": [[0,1,2]]}",                    /* missing stage */
+      "{\"pipelines\": [[0,1],[2,3],[4,9]]}",       /* out of range */
+      "{\"pipelines\": [[0,1],[2,3],[4,\"5\"]]}",   /* wrong type */
+      "{\"groups\": [[0,1,2],[3,4,5]], \"pipelines\": [[1,0],[2,3],[4,5]]}", /* disagree */
+      "{\"stages\": []}",                           /* neither key */
+      "[1,2,3]",                                    /* not an object */
+  };
+  for (size_t i = 0; i < WT_ARRAY_LEN(bad); i++) {
+    s_write(path, bad[i]);
+    int rc = netsim_assignment_load(path, 2, 3, &back);
+    WT_TEST_ASSERT(rc == WT_EINVAL && back == NULL, "bad assignment %zu accepted", i);
+    WT_TEST_ASSERT(strstr(wt_last_error(), path), "names the file: %s", wt_last_error());
+  }
+  remove(path);
+  rmdir(dir);
+  assign_plan_destroy(&p);
+}
+
+int main(void) {
+  test_gpipe_closed_form();
+  test_1f1b();
+  test_nic_sharing();
+  test_allreduce();
+  test_trace();
+  test_bad_plans();
+  test_assignment_files();
+  return wt_test_finish("test_netsim_sim");
+}
