@@ -1,0 +1,20 @@
+/* adamw — the AdamW update, elementwise in PyTorch's order of operations (so a run matches
+ * torch.optim.AdamW to float rounding). */
+#include <math.h>
+
+#include "backends.h"
+
+void cpu_adamw_update(float *param, const float *grad, float *m, float *v, size_t n, float lr,
+                      float b1, float b2, float eps, float wd, float bc1, float bc2,
+                      float grad_scale) {
+  float decay = 1.0f - lr * wd, step = lr / bc1, sbc2 = sqrtf(bc2);
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    float g = grad[i] * grad_scale;
+    float mi = b1 * m[i] + (1.0f - b1) * g;
+    float vi = b2 * v[i] + (1.0f - b2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] = param[i] * decay - step * mi / (sqrtf(vi) / sbc2 + eps);
+  }
+}
