@@ -128,6 +128,7 @@ void parallel_ef_destroy(parallel_ef **self_p);
 
 size_t parallel_ef_size(const parallel_ef *self);
 int parallel_ef_world(const parallel_ef *self);
+int parallel_ef_rank(const parallel_ef *self);
 
 /* The residual of one chunk (owned by self), for inspection or checkpointing via ef.h. */
 compress_ef *parallel_ef_chunk(parallel_ef *self, int chunk);

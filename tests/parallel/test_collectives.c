@@ -9,6 +9,8 @@
 #include "rng.h"
 #include "testing.h"
 
+#include "faulty.h"
+
 #include <float.h>
 #include <stdlib.h>
 
@@ -242,42 +244,6 @@ static void test_allgatherv(void) {
     parallel_inproc_group_destroy(&g);
   }
 }
-
-/* ---- fault injection: a transport that damages one message -------------------------------- */
-
-typedef enum { S_FLIP_HEADER, S_FLIP_PAYLOAD, S_TRUNCATE, S_EXTEND, S_DROP_TO_EMPTY } s_damage;
-
-typedef struct {
-  parallel_comm *inner; /* the in-process communicator underneath */
-  int victim_msg;       /* which of this rank's sends to damage (0-based), -1 none */
-  s_damage damage;
-  int sent;
-} s_faulty_ctx;
-
-static int s_faulty_send(void *vctx, int peer, int tag, const void *buf, size_t bytes) {
-  s_faulty_ctx *f = vctx;
-  if (f->sent++ != f->victim_msg) return parallel_comm_send(f->inner, peer, tag, buf, bytes);
-  uint8_t *copy = wt_xmalloc(bytes + 16);
-  memcpy(copy, buf, bytes);
-  size_t len = bytes;
-  switch (f->damage) {
-  case S_FLIP_HEADER: copy[13] ^= 0x01; break; /* the chunk index */
-  case S_FLIP_PAYLOAD: copy[bytes - 1] ^= 0x40; break;
-  case S_TRUNCATE: len = bytes - 3; break;
-  case S_EXTEND: memset(copy + bytes, 0xAB, 16), len = bytes + 16; break;
-  case S_DROP_TO_EMPTY: len = 0; break;
-  }
-  int rc = parallel_comm_send(f->inner, peer, tag, copy, len);
-  free(copy);
-  return rc;
-}
-
-static int s_faulty_recv(void *vctx, int peer, int tag, void *buf, size_t cap, size_t *got) {
-  s_faulty_ctx *f = vctx;
-  return parallel_comm_recv(f->inner, peer, tag, buf, cap, got);
-}
-
-static const parallel_transport_ops s_faulty_ops = {"faulty", s_faulty_send, s_faulty_recv, NULL};
 
 typedef struct {
   s_job job;
