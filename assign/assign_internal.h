@@ -36,13 +36,22 @@ void assign_model_free(assign_model *m);
 /* DATAP of one group of K devices. */
 double assign_model_group_dp(assign_model *m, const int *devs);
 /* Edge weight between two groups: bottleneck matching of ppc; match[i] = index in b paired
- * with a[i] when match is not NULL. */
-double assign_model_edge(assign_model *m, const int *a, const int *b, int *match);
+ * with a[i] when match is not NULL. When soft is not NULL it receives a smooth companion of the
+ * bottleneck, the mean over the 2K members of their cheapest partner in the other group: it
+ * falls as the two groups' members come closer even while the bottleneck pair stays put. */
+double assign_model_edge(assign_model *m, const int *a, const int *b, int *match, double *soft);
 
-/* Evaluates the partition in rows[P*K] with the best pipeline order and matchings and rewrites
- * rows into that plan layout (row order = pipeline order, columns matched). exact_tsp chooses
- * Held–Karp (P <= 16) or 2-opt. */
-assign_cost assign_model_partition_cost(assign_model *m, int *rows, int exact_tsp);
+/* How a partition's pipeline order is chosen. */
+typedef enum {
+  ASSIGN_ORDER_HEURISTIC = 0, /* nearest neighbour + 2-opt */
+  ASSIGN_ORDER_EXACT = 1,     /* Held–Karp when P <= ASSIGN_EXACT_TSP_MAX, else heuristic */
+  ASSIGN_ORDER_KEEP = 2       /* rows stay in their order (resolve keeps stages in place) */
+} assign_order_mode;
+
+/* Evaluates the partition in rows[P*K] with its pipeline order chosen by `mode` and the
+ * bottleneck matchings, and rewrites rows into that plan layout (row order = pipeline order,
+ * columns matched). */
+assign_cost assign_model_partition_cost(assign_model *m, int *rows, assign_order_mode mode);
 
 /* 2-opt on an open path in place; returns its length. */
 double assign_tsp_improve(int m, const double *w, int *order);
@@ -58,22 +67,29 @@ typedef struct {
   double *sum;    /* n: PS: Σ over the row of dpc (the device's DATAP sum) */
   double *rowdp;  /* P */
   double *edge;   /* P*P */
+  double *soft;   /* P*P: the edges' smooth companions (see assign_model_edge) */
   int *order;     /* P: pipeline order over rows */
-  double dp, path, cost, tie;
+  double dp, path, cost, tie; /* tie = Σ_rows DATAP(C) + Σ_path edges soft: breaks plateaus */
   /* scratch for a tentative swap */
-  double *t_edge; /* P*P */
+  double *t_edge, *t_soft; /* P*P */
   int *t_order;
   double *t_sum_a, *t_sum_b;
   int *t_rowa, *t_rowb;
   double t_dpa, t_dpb, t_dp, t_path, t_cost, t_tie;
+  int t_complete; /* the tentative swap was fully evaluated (not rejected early) */
   long evals;
-  int exact_tsp;
+  assign_order_mode mode; /* how the path is found inside the search */
 } assign_search;
 
-void assign_search_init(assign_search *s, assign_model *m);
+/* mode: ASSIGN_ORDER_KEEP for resolve; otherwise Held–Karp per evaluation when P <= 
+ * ASSIGN_SEARCH_TSP_EXACT_MAX, else 2-opt from the current order (the final plan is then
+ * re-ordered exactly by assign_search_to_plan). */
+void assign_search_init(assign_search *s, assign_model *m, assign_order_mode mode);
 void assign_search_free(assign_search *s);
 /* Loads a partition given as labels (row of each device, K per row) and evaluates it fully. */
 void assign_search_load_labels(assign_search *s, const int *label);
+/* Loads a partition given as rows[P*K] (kept in this row order). */
+void assign_search_load_rows(assign_search *s, const int *rows);
 /* Evaluates swapping devices x and y (different rows) into the tentative fields; returns the
  * tentative cost. Rejects early (returns +inf) when DATAP alone exceeds `bound`. */
 double assign_search_try_swap(assign_search *s, int x, int y, double bound);

@@ -126,11 +126,24 @@ double assign_model_group_dp(assign_model *m, const int *devs) {
   return worst;
 }
 
-double assign_model_edge(assign_model *m, const int *a, const int *b, int *match) {
+double assign_model_edge(assign_model *m, const int *a, const int *b, int *match, double *soft) {
   int K = m->K, n = m->n;
+  double *w = m->scratch_w;
   for (int i = 0; i < K; i++)
-    for (int j = 0; j < K; j++) m->scratch_w[i * K + j] = m->ppc[a[i] * n + b[j]];
-  return assign_bottleneck_matching(K, m->scratch_w, match);
+    for (int j = 0; j < K; j++) w[i * K + j] = m->ppc[a[i] * n + b[j]];
+  if (soft) {
+    double acc = 0;
+    for (int i = 0; i < K; i++) {
+      double rmin = INFINITY, cmin = INFINITY;
+      for (int j = 0; j < K; j++) {
+        rmin = fmin(rmin, w[i * K + j]);
+        cmin = fmin(cmin, w[j * K + i]);
+      }
+      acc += rmin + cmin;
+    }
+    *soft = acc / (2 * K);
+  }
+  return assign_bottleneck_matching(K, w, match);
 }
 
 static assign_cost s_finish(const assign_model *m, double dp, double path) {
@@ -167,7 +180,7 @@ static void s_layout(assign_model *m, int *rows, const int *order) {
   memcpy(out, rows + order[0] * K, (size_t)K * sizeof(int));
   for (int s = 1; s < P; s++) {
     const int *next = rows + order[s] * K;
-    assign_model_edge(m, out + (s - 1) * K, next, match);
+    assign_model_edge(m, out + (s - 1) * K, next, match, NULL);
     for (int r = 0; r < K; r++) out[s * K + r] = next[match[r]];
   }
   memcpy(rows, out, (size_t)P * K * sizeof(int));
@@ -175,16 +188,20 @@ static void s_layout(assign_model *m, int *rows, const int *order) {
   free(match);
 }
 
-assign_cost assign_model_partition_cost(assign_model *m, int *rows, int exact_tsp) {
+assign_cost assign_model_partition_cost(assign_model *m, int *rows, assign_order_mode mode) {
   int P = m->P, K = m->K;
   double dp = 0;
   for (int s = 0; s < P; s++) dp = fmax(dp, assign_model_group_dp(m, rows + s * K));
   double *w = wt_xcalloc((size_t)P * P, sizeof(double));
   for (int a = 0; a < P; a++)
     for (int b = a + 1; b < P; b++)
-      w[a * P + b] = w[b * P + a] = assign_model_edge(m, rows + a * K, rows + b * K, NULL);
+      w[a * P + b] = w[b * P + a] = assign_model_edge(m, rows + a * K, rows + b * K, NULL, NULL);
   int *order = wt_xmalloc((size_t)P * sizeof(int));
-  double path = assign_tsp_open_path(P, w, exact_tsp, order);
+  double path = 0;
+  if (mode == ASSIGN_ORDER_KEEP) {
+    for (int i = 0; i < P; i++) order[i] = i;
+    for (int i = 0; i + 1 < P; i++) path += w[i * P + i + 1];
+  } else path = assign_tsp_open_path(P, w, mode == ASSIGN_ORDER_EXACT, order);
   s_layout(m, rows, order);
   free(w);
   free(order);
@@ -194,7 +211,7 @@ assign_cost assign_model_partition_cost(assign_model *m, int *rows, int exact_ts
 assign_cost assign_plan_optimize_order(const assign_problem *p, assign_plan *plan) {
   assign_model m;
   assign_model_init(&m, p);
-  assign_cost c = assign_model_partition_cost(&m, plan->device, 1);
+  assign_cost c = assign_model_partition_cost(&m, plan->device, ASSIGN_ORDER_EXACT);
   assign_model_free(&m);
   return c;
 }

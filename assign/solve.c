@@ -1,17 +1,117 @@
-/* solve — the solver entry points (stubs until the solvers land). */
+/* solve — the solver entry point: checks the problem, runs one solver on a fresh search state
+ * and turns its partition into an ordered, matched plan.
+ *
+ * The rank-order baselines are not searches: they lay devices out in id order the way the
+ * systems map ranks (see docs/assign.md), with the row order and columns fixed.
+ *   megatron:  Megatron-LM's initialize_model_parallel (tensor parallel 1) makes data-parallel
+ *              groups of consecutive ranks within each pipeline block and pipeline groups of
+ *              ranks strided by world/pp: device s·D_DP + r runs stage s of replica r.
+ *   deepspeed: the transposed order, each pipeline on consecutive ranks: device r·D_PP + s runs
+ *              stage s of replica r.
+ */
 #include "assign_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int s_check_feasible(const assign_problem *p) {
+  const assign_network *net = p->net;
+  if (p->stage_memory_bytes <= 0 || !net->memory_bytes) return WT_OK;
+  for (int d = 0; d < net->n; d++)
+    if (net->memory_bytes[d] < p->stage_memory_bytes)
+      return wt_fail(WT_EINVAL,
+                     "assign: device %d has %.0f bytes of memory but a tasklet needs %.0f; every "
+                     "device runs a tasklet, so no plan fits — use more stages or drop the device",
+                     d, net->memory_bytes[d], p->stage_memory_bytes);
+  return WT_OK;
+}
+
+static void s_rank_order(const assign_problem *p, assign_solver kind, assign_plan *plan) {
+  int P = p->d_pp, K = p->d_dp;
+  for (int s = 0; s < P; s++)
+    for (int r = 0; r < K; r++)
+      plan->device[s * K + r] = kind == ASSIGN_SOLVER_MEGATRON ? s * K + r : r * P + s;
+}
+
+static int s_run(assign_search *s, assign_solver kind, assign_tracker *t, wt_rng *rng,
+                 const assign_budget *b, int *labels) {
+  int n = s->n;
+  switch (kind) {
+  case ASSIGN_SOLVER_RANDOM: return assign_solve_random(s, t, rng, labels);
+  case ASSIGN_SOLVER_GREEDY: return assign_solve_greedy(s, t, rng, labels);
+  case ASSIGN_SOLVER_EXACT: return assign_solve_exact(s, t, labels);
+  case ASSIGN_SOLVER_GA: {
+    int q = b && b->population > 0 ? b->population : WT_MIN(50, WT_MAX(10, n / 2));
+    return assign_solve_ga(s, t, rng, q, labels);
+  }
+  default: return wt_fail(WT_EINVAL, "assign: solver %d is not a search", (int)kind);
+  }
+}
+
+static void s_defaults(assign_solver kind, int n, double *sec, long *evals) {
+  *sec = 0;
+  *evals = 0;
+  if (kind == ASSIGN_SOLVER_RANDOM) *evals = 5000;
+  if (kind == ASSIGN_SOLVER_GA) *sec = 2.0, *evals = 200L * n;
+}
 
 int assign_solve(const assign_problem *p, assign_solver kind, const assign_budget *budget,
                  uint64_t seed, assign_plan **out, assign_stats *stats) {
-  (void)p, (void)kind, (void)budget, (void)seed, (void)stats;
   *out = NULL;
-  return wt_fail(WT_ENOTSUP, "assign: solvers are not implemented yet");
-}
-
-int assign_resolve(const assign_problem *p, const assign_plan *prev, const int *changed,
-                   int n_changed, const assign_budget *budget, uint64_t seed, assign_plan **out,
-                   assign_stats *stats) {
-  (void)p, (void)prev, (void)changed, (void)n_changed, (void)budget, (void)seed, (void)stats;
-  *out = NULL;
-  return wt_fail(WT_ENOTSUP, "assign: resolve is not implemented yet");
+  assign_stats local;
+  assign_stats *st = stats ? stats : &local;
+  memset(st, 0, sizeof *st);
+  WT_CHECK(assign_problem_validate(p));
+  WT_CHECK(s_check_feasible(p));
+  if ((unsigned)kind >= ASSIGN_SOLVER_COUNT)
+    return wt_fail(WT_EINVAL, "assign: unknown solver %d", (int)kind);
+  if (kind == ASSIGN_SOLVER_EXACT && p->net->n > 12)
+    return wt_fail(WT_EINVAL, "assign: exact search is limited to 12 devices (got %d); use ga",
+                   p->net->n);
+  double t0 = wt_now_s();
+  assign_plan *plan = assign_plan_new(p->d_pp, p->d_dp);
+  assign_cost c;
+  if (kind == ASSIGN_SOLVER_MEGATRON || kind == ASSIGN_SOLVER_DEEPSPEED) {
+    s_rank_order(p, kind, plan);
+    c = assign_plan_cost(p, plan);
+    st->evals = st->evals_to_best = 1;
+  } else {
+    assign_model m;
+    assign_search s;
+    assign_tracker t;
+    wt_rng rng;
+    double dsec;
+    long devals;
+    assign_model_init(&m, p);
+    assign_search_init(&s, &m, ASSIGN_ORDER_HEURISTIC);
+    s_defaults(kind, p->net->n, &dsec, &devals);
+    assign_tracker_init(&t, budget, st, &s.evals, dsec, devals);
+    wt_rng_seed(&rng, seed);
+    int *labels = wt_xmalloc((size_t)p->net->n * sizeof(int));
+    int rc = s_run(&s, kind, &t, &rng, budget, labels);
+    if (rc == WT_OK) {
+      assign_search_load_labels(&s, labels);
+      c = assign_search_to_plan(&s, plan);
+      assign_tracker_offer(&t, c.comm_s); /* exact re-ordering may lower the search's cost */
+      st->evals = s.evals;
+    }
+    free(labels);
+    assign_search_free(&s);
+    assign_model_free(&m);
+    if (rc != WT_OK) {
+      assign_plan_destroy(&plan);
+      return rc;
+    }
+  }
+  st->seconds = wt_now_s() - t0;
+  st->best_cost_s = c.comm_s;
+  st->exact_order = kind != ASSIGN_SOLVER_MEGATRON && kind != ASSIGN_SOLVER_DEEPSPEED &&
+                    p->d_pp <= ASSIGN_EXACT_TSP_MAX;
+  if (st->n_curve == 0) {
+    st->seconds_to_best = st->seconds;
+    st->curve[st->n_curve++] = (assign_curve_point){st->seconds, st->evals, c.comm_s};
+  }
+  *out = plan;
+  return WT_OK;
 }

@@ -1,0 +1,128 @@
+/* baselines — random partitions and the greedy constructive heuristic.
+ *
+ * random: K uniformly random balanced partitions, each with its best pipeline order and
+ *   bottleneck matchings; keeps the best.
+ * greedy: data-parallel traffic dominates (every member talks to every other), so groups are
+ *   grown one at a time: a group starts from the unplaced device that is farthest (largest
+ *   summed DP cost) from the other unplaced devices — the hardest one to place — and repeatedly
+ *   takes the unplaced device that raises the group's DATAP the least. The pipeline order and
+ *   matchings are then optimised like every other partition.
+ *   Its mirror image is tried too: pipelines are grown as nearest-neighbour chains (by the
+ *   pipeline pair cost) from the farthest unplaced device, and group s takes the s-th device of
+ *   every chain. The better of the two partitions is the greedy answer.
+ */
+#include "assign_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void s_random_labels(wt_rng *rng, int P, int K, int *labels, int *perm) {
+  int n = P * K;
+  for (int i = 0; i < n; i++) perm[i] = i;
+  wt_rng_shuffle_int(rng, perm, n);
+  for (int i = 0; i < n; i++) labels[perm[i]] = i / K;
+}
+
+int assign_solve_random(assign_search *s, assign_tracker *t, wt_rng *rng, int *labels) {
+  int n = s->n, *cand = wt_xmalloc((size_t)n * sizeof(int)), *perm = wt_xmalloc((size_t)n * sizeof(int));
+  double best = INFINITY;
+  do {
+    s_random_labels(rng, s->P, s->K, cand, perm);
+    assign_search_load_labels(s, cand);
+    if (s->cost < best) {
+      best = s->cost;
+      memcpy(labels, cand, (size_t)n * sizeof(int));
+    }
+    assign_tracker_offer(t, s->cost);
+  } while (!assign_tracker_done(t));
+  free(cand);
+  free(perm);
+  return WT_OK;
+}
+
+/* The unplaced device with the largest summed DP cost to the other unplaced devices. */
+static int s_farthest(const assign_model *m, const double *cost, const int *label) {
+  int n = m->n, best = -1;
+  double best_sum = -1;
+  for (int d = 0; d < n; d++) {
+    if (label[d] >= 0) continue;
+    double sum = 0;
+    for (int e = 0; e < n; e++)
+      if (label[e] < 0) sum += cost[d * n + e];
+    if (sum > best_sum) best_sum = sum, best = d;
+  }
+  return best;
+}
+
+/* Grows group r from its seed: each step adds the unplaced device whose arrival leaves the
+ * smallest largest per-member sum (the group's DATAP under the sharded PS model). */
+static void s_grow(const assign_model *m, int r, int *label, int *members, double *sum) {
+  int n = m->n, K = m->K;
+  for (int size = 1; size < K; size++) {
+    int pick = -1;
+    double pick_cost = INFINITY;
+    for (int d = 0; d < n; d++) {
+      if (label[d] >= 0) continue;
+      double own = 0, worst = 0;
+      for (int i = 0; i < size; i++) {
+        own += m->dpc[d * n + members[i]];
+        worst = fmax(worst, sum[i] + m->dpc[members[i] * n + d]);
+      }
+      worst = fmax(worst, own);
+      if (worst < pick_cost) pick_cost = worst, pick = d;
+    }
+    for (int i = 0; i < size; i++) sum[i] += m->dpc[members[i] * n + pick];
+    sum[size] = 0;
+    for (int i = 0; i < size; i++) sum[size] += m->dpc[pick * n + members[i]];
+    members[size] = pick;
+    label[pick] = r;
+  }
+}
+
+static void s_greedy_groups(const assign_model *m, int *labels) {
+  int *members = wt_xmalloc((size_t)m->K * sizeof(int));
+  double *sum = wt_xmalloc((size_t)m->K * sizeof(double));
+  for (int d = 0; d < m->n; d++) labels[d] = -1;
+  for (int r = 0; r < m->P; r++) {
+    members[0] = s_farthest(m, m->dpc, labels);
+    labels[members[0]] = r;
+    sum[0] = 0;
+    s_grow(m, r, labels, members, sum);
+  }
+  free(members);
+  free(sum);
+}
+
+/* Pipelines as nearest-neighbour chains; a device's group is its position in its chain. */
+static void s_greedy_pipelines(const assign_model *m, int *labels) {
+  int n = m->n;
+  for (int d = 0; d < n; d++) labels[d] = -1;
+  for (int c = 0; c < m->K; c++) {
+    int last = s_farthest(m, m->ppc, labels);
+    labels[last] = 0;
+    for (int pos = 1; pos < m->P; pos++) {
+      int next = -1;
+      for (int d = 0; d < n; d++)
+        if (labels[d] < 0 && (next < 0 || m->ppc[last * n + d] < m->ppc[last * n + next])) next = d;
+      labels[next] = pos;
+      last = next;
+    }
+  }
+}
+
+int assign_solve_greedy(assign_search *s, assign_tracker *t, wt_rng *rng, int *labels) {
+  (void)rng; /* deterministic by construction */
+  int *other = wt_xmalloc((size_t)s->n * sizeof(int));
+  s_greedy_groups(s->m, labels);
+  assign_search_load_labels(s, labels);
+  assign_tracker_offer(t, s->cost);
+  double c1 = s->cost, t1 = s->tie;
+  s_greedy_pipelines(s->m, other);
+  assign_search_load_labels(s, other);
+  assign_tracker_offer(t, s->cost);
+  if (assign_search_cmp(s->cost, s->tie, c1, t1) < 0)
+    memcpy(labels, other, (size_t)s->n * sizeof(int));
+  free(other);
+  return WT_OK;
+}

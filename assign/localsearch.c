@@ -1,0 +1,113 @@
+/* localsearch — the paper's cyclic local search, in the spirit of Kang & Moon's chains of moves.
+ *
+ * One chain: starting from the current partition, repeatedly apply the best of a sample of swaps
+ * (two devices of different groups trade places), even when it makes the cost worse, and lock
+ * the two devices for the rest of the chain; then roll back to the best prefix of the chain.
+ * Because the cost is a max (of group DATAPs, of matched pairs), most single swaps leave it
+ * unchanged; two things keep the search moving on such plateaus: moves are ranked by
+ * (cost, tie) where tie = Σ over groups of DATAP(C) (the non-bottleneck groups still improve),
+ * and a chain walks through equal or worse states before judging its best prefix.
+ * Half of each chain's first devices come from a critical group — the group with the largest
+ * DATAP or an end of the most expensive pipeline edge — where a swap can lower the max at all.
+ */
+#include "assign_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  int x, y;
+} s_move;
+
+/* A group where a swap can lower the cost: the DATAP-max group, or an end of the longest edge
+ * on the pipeline path. */
+static int s_critical_row(const assign_search *s, wt_rng *rng) {
+  int P = s->P, best = 0;
+  if (wt_rng_below(rng, 2) == 0) {
+    for (int r = 1; r < P; r++)
+      if (s->rowdp[r] > s->rowdp[best]) best = r;
+    return best;
+  }
+  if (P < 2) return 0;
+  int at = 0;
+  for (int i = 1; i + 1 < P; i++)
+    if (s->edge[s->order[i] * P + s->order[i + 1]] > s->edge[s->order[at] * P + s->order[at + 1]])
+      at = i;
+  return s->order[at + (int)wt_rng_below(rng, 2)];
+}
+
+static int s_pick_unlocked(const assign_search *s, wt_rng *rng, const char *locked, int row,
+                           int not_row) {
+  for (int tries = 0; tries < 4 * s->K + 8; tries++) {
+    int d = row >= 0 ? s->rows[row * s->K + (int)wt_rng_below(rng, (uint64_t)s->K)]
+                     : (int)wt_rng_below(rng, (uint64_t)s->n);
+    if (!locked[d] && s->label[d] != not_row) return d;
+  }
+  return -1;
+}
+
+/* The best of `samples` random swaps among unlocked devices; returns 0 if none was found. */
+static int s_best_swap(assign_search *s, wt_rng *rng, const char *locked, int samples, s_move *mv) {
+  double best_c = INFINITY, best_t = INFINITY;
+  int found = 0;
+  for (int i = 0; i < samples; i++) {
+    int crit = i % 2 == 0 ? s_critical_row(s, rng) : -1;
+    int x = s_pick_unlocked(s, rng, locked, crit, -1);
+    int y = x < 0 ? -1 : s_pick_unlocked(s, rng, locked, -1, s->label[x]);
+    if (y < 0) continue;
+    double c = assign_search_try_swap(s, x, y, best_c);
+    if (!s->t_complete) continue;
+    if (assign_search_cmp(c, s->t_tie, best_c, best_t) < 0) {
+      best_c = c;
+      best_t = s->t_tie;
+      *mv = (s_move){x, y};
+      found = 1;
+    }
+  }
+  return found;
+}
+
+/* One chain; returns 1 if its best prefix is strictly better than where it started. */
+static int s_chain(assign_search *s, assign_tracker *t, wt_rng *rng, int len, int samples,
+                   char *locked, s_move *log) {
+  double best_c = s->cost, best_t = s->tie;
+  int best_len = 0, steps = 0;
+  memset(locked, 0, (size_t)s->n);
+  while (steps < len && !assign_tracker_done(t)) {
+    s_move mv;
+    if (!s_best_swap(s, rng, locked, samples, &mv)) break;
+    assign_search_try_swap(s, mv.x, mv.y, INFINITY);
+    assign_search_commit_swap(s, mv.x, mv.y);
+    locked[mv.x] = locked[mv.y] = 1;
+    log[steps++] = mv;
+    assign_tracker_offer(t, s->cost);
+    if (assign_search_cmp(s->cost, s->tie, best_c, best_t) < 0) {
+      best_c = s->cost;
+      best_t = s->tie;
+      best_len = steps;
+    }
+  }
+  while (steps > best_len) { /* undo past the best prefix: a swap is its own inverse */
+    steps--;
+    assign_search_try_swap(s, log[steps].y, log[steps].x, INFINITY);
+    assign_search_commit_swap(s, log[steps].y, log[steps].x);
+  }
+  return best_len > 0;
+}
+
+int assign_local_search(assign_search *s, assign_tracker *t, wt_rng *rng, int max_rounds) {
+  if (s->P < 2) return 0; /* one group: nothing to swap */
+  int len = WT_MAX(2, WT_MIN(s->n / 2, 24));
+  int samples = WT_MIN(32, s->n * (s->n - s->K) / 2);
+  char *locked = wt_xmalloc((size_t)s->n);
+  s_move *log = wt_xmalloc((size_t)len * sizeof(s_move));
+  int improved = 0;
+  for (int round = 0; round < max_rounds && !assign_tracker_done(t); round++) {
+    if (!s_chain(s, t, rng, len, samples, locked, log)) break;
+    improved = 1;
+  }
+  free(locked);
+  free(log);
+  return improved;
+}

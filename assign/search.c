@@ -1,0 +1,227 @@
+/* search — the partition state every solver walks: rows, per-device DATAP sums, per-row DATAP,
+ * the edge table between rows and a pipeline order. A swap of two devices touches two rows, so
+ * it re-evaluates O(K) sums, 2(P−1) bottleneck matchings and the path, never the whole model.
+ */
+#include "assign_internal.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void assign_search_init(assign_search *s, assign_model *m, assign_order_mode mode) {
+  int P = m->P, K = m->K, n = m->n;
+  memset(s, 0, sizeof *s);
+  s->m = m;
+  s->P = P;
+  s->K = K;
+  s->n = n;
+  s->mode = mode;
+  s->rows = wt_xmalloc((size_t)n * sizeof(int));
+  s->label = wt_xmalloc((size_t)n * sizeof(int));
+  s->slot = wt_xmalloc((size_t)n * sizeof(int));
+  s->sum = wt_xcalloc((size_t)n, sizeof(double));
+  s->rowdp = wt_xcalloc((size_t)P, sizeof(double));
+  s->edge = wt_xcalloc((size_t)P * P, sizeof(double));
+  s->t_edge = wt_xcalloc((size_t)P * P, sizeof(double));
+  s->soft = wt_xcalloc((size_t)P * P, sizeof(double));
+  s->t_soft = wt_xcalloc((size_t)P * P, sizeof(double));
+  s->order = wt_xmalloc((size_t)P * sizeof(int));
+  s->t_order = wt_xmalloc((size_t)P * sizeof(int));
+  s->t_sum_a = wt_xmalloc((size_t)K * sizeof(double));
+  s->t_sum_b = wt_xmalloc((size_t)K * sizeof(double));
+  s->t_rowa = wt_xmalloc((size_t)K * sizeof(int));
+  s->t_rowb = wt_xmalloc((size_t)K * sizeof(int));
+  for (int i = 0; i < P; i++) s->order[i] = i;
+}
+
+void assign_search_free(assign_search *s) {
+  void *bufs[] = {s->soft, s->t_soft, s->rows,  s->label,  s->slot,    s->sum,     s->rowdp,  s->edge, s->t_edge,
+                  s->order, s->t_order, s->t_sum_a, s->t_sum_b, s->t_rowa, s->t_rowb};
+  for (size_t i = 0; i < WT_ARRAY_LEN(bufs); i++) free(bufs[i]);
+  memset(s, 0, sizeof *s);
+}
+
+/* Row sums for the sharded PS term: sum[d] = Σ_{d' in row} dpc[d][d']. */
+static double s_row_sums(const assign_search *s, const int *row, double *sum) {
+  const double *dpc = s->m->dpc;
+  int n = s->n, K = s->K;
+  double worst = 0;
+  for (int i = 0; i < K; i++) {
+    double acc = 0;
+    for (int j = 0; j < K; j++) acc += dpc[row[i] * n + row[j]];
+    sum[i] = acc;
+    worst = fmax(worst, acc);
+  }
+  return worst;
+}
+
+static int s_ring(const assign_search *s) { return s->m->p->dp_algo == ASSIGN_DP_RING; }
+
+static double s_path(assign_search *s, const double *edge, int *order) {
+  int P = s->P;
+  double path = 0;
+  if (s->mode == ASSIGN_ORDER_KEEP) {
+    for (int i = 0; i + 1 < P; i++) path += edge[i * P + i + 1];
+    return path;
+  }
+  if (P <= ASSIGN_SEARCH_TSP_EXACT_MAX) return assign_tsp_open_path(P, edge, 1, order);
+  return assign_tsp_improve(P, edge, order);
+}
+
+/* Σ of the soft companions along the path. */
+static double s_path_soft(const assign_search *s, const double *soft, const int *order) {
+  int P = s->P;
+  double acc = 0;
+  for (int i = 0; i + 1 < P; i++) acc += soft[order[i] * P + order[i + 1]];
+  return acc;
+}
+
+static double s_total(const assign_search *s, double dp, double path) {
+  return s->m->feasible ? dp + 2 * path + s->m->compute_s : INFINITY;
+}
+
+void assign_search_load_rows(assign_search *s, const int *rows) {
+  int P = s->P, K = s->K;
+  memcpy(s->rows, rows, (size_t)s->n * sizeof(int));
+  double rowsum = 0;
+  s->dp = 0;
+  double *rsum = wt_xmalloc((size_t)K * sizeof(double));
+  for (int r = 0; r < P; r++) {
+    const int *row = s->rows + r * K;
+    for (int i = 0; i < K; i++) {
+      s->label[row[i]] = r;
+      s->slot[row[i]] = i;
+    }
+    double ps = s_row_sums(s, row, rsum);
+    for (int i = 0; i < K; i++) s->sum[row[i]] = rsum[i];
+    s->rowdp[r] = s_ring(s) ? assign_model_group_dp(s->m, row) : ps;
+    s->dp = fmax(s->dp, s->rowdp[r]);
+    rowsum += s->rowdp[r];
+  }
+  free(rsum);
+  for (int a = 0; a < P; a++)
+    for (int b = a + 1; b < P; b++)
+      s->edge[a * P + b] = s->edge[b * P + a] =
+          assign_model_edge(s->m, s->rows + a * K, s->rows + b * K, NULL, &s->soft[a * P + b]);
+  for (int a = 0; a < P; a++)
+    for (int b = 0; b < a; b++) s->soft[a * P + b] = s->soft[b * P + a];
+  for (int i = 0; i < P; i++) s->order[i] = i;
+  s->path = s->mode != ASSIGN_ORDER_KEEP && P > ASSIGN_SEARCH_TSP_EXACT_MAX
+                ? assign_tsp_open_path(P, s->edge, 0, s->order)
+                : s_path(s, s->edge, s->order);
+  s->cost = s_total(s, s->dp, s->path);
+  s->tie = rowsum + s_path_soft(s, s->soft, s->order);
+  s->evals++;
+}
+
+void assign_search_load_labels(assign_search *s, const int *label) {
+  int *rows = wt_xmalloc((size_t)s->n * sizeof(int)), *fill = wt_xcalloc((size_t)s->P, sizeof(int));
+  for (int d = 0; d < s->n; d++) {
+    assert(label[d] >= 0 && label[d] < s->P && fill[label[d]] < s->K);
+    rows[label[d] * s->K + fill[label[d]]++] = d;
+  }
+  assign_search_load_rows(s, rows);
+  free(rows);
+  free(fill);
+}
+
+/* DATAP of row r after replacing member `out` (at slot) by `in`; new sums into tsum. */
+static double s_swapped_row(assign_search *s, int r, int slot, int in, int *trow, double *tsum) {
+  const double *dpc = s->m->dpc;
+  int n = s->n, K = s->K, out = s->rows[r * K + slot];
+  memcpy(trow, s->rows + r * K, (size_t)K * sizeof(int));
+  trow[slot] = in;
+  double worst = 0, in_sum = 0;
+  for (int i = 0; i < K; i++) {
+    if (i == slot) continue;
+    int d = trow[i];
+    tsum[i] = s->sum[d] - dpc[d * n + out] + dpc[d * n + in];
+    in_sum += dpc[in * n + d];
+    worst = fmax(worst, tsum[i]);
+  }
+  tsum[slot] = in_sum;
+  /* the sums are kept in ring mode too, so the state stays consistent if the term changes */
+  return s_ring(s) ? assign_model_group_dp(s->m, trow) : fmax(worst, in_sum);
+}
+
+double assign_search_try_swap(assign_search *s, int x, int y, double bound) {
+  int a = s->label[x], b = s->label[y], P = s->P, K = s->K;
+  assert(a != b);
+  s->evals++;
+  s->t_complete = 0;
+  s->t_dpa = s_swapped_row(s, a, s->slot[x], y, s->t_rowa, s->t_sum_a);
+  s->t_dpb = s_swapped_row(s, b, s->slot[y], x, s->t_rowb, s->t_sum_b);
+  s->t_dp = fmax(s->t_dpa, s->t_dpb);
+  double rowsum = 0;
+  for (int r = 0; r < P; r++) {
+    double v = r == a ? s->t_dpa : r == b ? s->t_dpb : s->rowdp[r];
+    s->t_dp = fmax(s->t_dp, v);
+    rowsum += v;
+  }
+  if (s_total(s, s->t_dp, 0) > bound * (1 + 1e-12)) return INFINITY;
+  memcpy(s->t_edge, s->edge, (size_t)P * P * sizeof(double));
+  memcpy(s->t_soft, s->soft, (size_t)P * P * sizeof(double));
+  for (int r = 0; r < P; r++) {
+    if (r == a) continue;
+    const int *row = r == b ? s->t_rowb : s->rows + r * K;
+    s->t_edge[a * P + r] = s->t_edge[r * P + a] =
+        assign_model_edge(s->m, s->t_rowa, row, NULL, &s->t_soft[a * P + r]);
+    s->t_soft[r * P + a] = s->t_soft[a * P + r];
+    if (r == b) continue;
+    s->t_edge[b * P + r] = s->t_edge[r * P + b] =
+        assign_model_edge(s->m, s->t_rowb, row, NULL, &s->t_soft[b * P + r]);
+    s->t_soft[r * P + b] = s->t_soft[b * P + r];
+  }
+  memcpy(s->t_order, s->order, (size_t)P * sizeof(int));
+  s->t_path = s_path(s, s->t_edge, s->t_order);
+  s->t_cost = s_total(s, s->t_dp, s->t_path);
+  s->t_tie = rowsum + s_path_soft(s, s->t_soft, s->t_order);
+  s->t_complete = 1;
+  return s->t_cost;
+}
+
+void assign_search_commit_swap(assign_search *s, int x, int y) {
+  int a = s->label[x], b = s->label[y], K = s->K, P = s->P;
+  if (!s->t_complete) assign_search_try_swap(s, x, y, INFINITY);
+  memcpy(s->rows + a * K, s->t_rowa, (size_t)K * sizeof(int));
+  memcpy(s->rows + b * K, s->t_rowb, (size_t)K * sizeof(int));
+  for (int i = 0; i < K; i++) {
+    s->sum[s->t_rowa[i]] = s->t_sum_a[i];
+    s->sum[s->t_rowb[i]] = s->t_sum_b[i];
+  }
+  s->label[x] = b;
+  s->label[y] = a;
+  int sx = s->slot[x];
+  s->slot[x] = s->slot[y];
+  s->slot[y] = sx;
+  s->rowdp[a] = s->t_dpa;
+  s->rowdp[b] = s->t_dpb;
+  memcpy(s->edge, s->t_edge, (size_t)P * P * sizeof(double));
+  memcpy(s->soft, s->t_soft, (size_t)P * P * sizeof(double));
+  memcpy(s->order, s->t_order, (size_t)P * sizeof(int));
+  s->dp = s->t_dp;
+  s->path = s->t_path;
+  s->cost = s->t_cost;
+  s->tie = s->t_tie;
+  s->t_complete = 0;
+}
+
+/* Equal within a relative 1e-9: costs are sums of the same terms in different orders. */
+static int s_cmp1(double a, double b) {
+  if (a == b) return 0;
+  if (isinf(a) || isinf(b)) return a < b ? -1 : 1;
+  double eps = 1e-9 * fmax(fabs(a), fabs(b));
+  return a < b - eps ? -1 : a > b + eps ? 1 : 0;
+}
+
+int assign_search_cmp(double ca, double ta, double cb, double tb) {
+  int c = s_cmp1(ca, cb);
+  return c ? c : s_cmp1(ta, tb);
+}
+
+assign_cost assign_search_to_plan(assign_search *s, assign_plan *plan) {
+  memcpy(plan->device, s->rows, (size_t)s->n * sizeof(int));
+  assign_order_mode mode = s->mode == ASSIGN_ORDER_KEEP ? ASSIGN_ORDER_KEEP : ASSIGN_ORDER_EXACT;
+  return assign_model_partition_cost(s->m, plan->device, mode);
+}
