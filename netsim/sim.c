@@ -17,6 +17,7 @@ typedef struct {
   netsim_graph g;
   int *fwd, *bwd;  /* task ids, [(s * d_dp + r) * m + j] */
   int *last;       /* each tasklet's last compute task */
+  int *done;       /* join: last pass computed and every outgoing gradient delivered */
 } s_builder;
 
 static int s_dev(const s_builder *b, int s, int r) { return b->plan->device[s * b->plan->d_dp + r]; }
@@ -77,6 +78,20 @@ static void s_add_compute(s_builder *b) {
   free(mb);
 }
 
+/* A tasklet joins the data-parallel reduce only once its last gradient has reached the stage
+ * before it, as Megatron-LM and DeepSpeed wait for the last send_backward before reducing:
+ * otherwise the reduce would share the NIC with, and slow down, the pipeline's drain. */
+static void s_add_done(s_builder *b) {
+  for (int s = 0; s < b->plan->d_pp; s++)
+    for (int r = 0; r < b->plan->d_dp; r++) {
+      netsim_task join = {.kind = NETSIM_TASK_JOIN, .device = s_dev(b, s, r)};
+      snprintf(join.label, sizeof join.label, "s%d r%d pipeline done", s, r);
+      int id = netsim_graph_add(&b->g, join);
+      netsim_graph_dep(&b->g, b->last[s * b->plan->d_dp + r], id);
+      b->done[s * b->plan->d_dp + r] = id;
+    }
+}
+
 /* Activations forward and their gradients backward across every cut of every pipeline. */
 static void s_add_pipeline(s_builder *b) {
   const assign_plan *p = b->plan;
@@ -94,6 +109,7 @@ static void s_add_pipeline(s_builder *b) {
                             NETSIM_XFER_PP, label);
         netsim_graph_dep(&b->g, b->bwd[s_idx(b, s + 1, r, j)], gr);
         netsim_graph_dep(&b->g, gr, b->bwd[s_idx(b, s, r, j)]);
+        netsim_graph_dep(&b->g, gr, b->done[(s + 1) * p->d_dp + r]);
       }
 }
 
@@ -109,7 +125,7 @@ static void s_add_ring(s_builder *b, int s) {
       snprintf(label, sizeof label, "ring s%d step %d", s, k);
       cur[i] = s_transfer(b, s_dev(b, s, i), s_dev(b, s, (i + 1) % D), chunk, NETSIM_XFER_DP,
                           label);
-      netsim_graph_dep(&b->g, k == 0 ? b->last[s * D + i] : prev[i], cur[i]);
+      netsim_graph_dep(&b->g, k == 0 ? b->done[s * D + i] : prev[i], cur[i]);
       if (k > 0) netsim_graph_dep(&b->g, prev[(i + D - 1) % D], cur[i]);
     }
     memcpy(prev, cur, sizeof(int) * (size_t)D);
@@ -128,12 +144,12 @@ static void s_add_sharded_ps(s_builder *b, int s) {
     netsim_task join = {.kind = NETSIM_TASK_JOIN, .device = s_dev(b, s, j)};
     snprintf(join.label, sizeof join.label, "ps s%d shard %d reduced", s, j);
     int reduced = netsim_graph_add(&b->g, join);
-    netsim_graph_dep(&b->g, b->last[s * D + j], reduced);
+    netsim_graph_dep(&b->g, b->done[s * D + j], reduced);
     for (int i = 0; i < D; i++) {
       if (i == j) continue;
       snprintf(label, sizeof label, "ps s%d push shard %d", s, j);
       int push = s_transfer(b, s_dev(b, s, i), s_dev(b, s, j), chunk, NETSIM_XFER_DP, label);
-      netsim_graph_dep(&b->g, b->last[s * D + i], push);
+      netsim_graph_dep(&b->g, b->done[s * D + i], push);
       netsim_graph_dep(&b->g, push, reduced);
     }
     for (int i = 0; i < D; i++) {
@@ -171,7 +187,9 @@ static void s_build(s_builder *b) {
   b->fwd = wt_xmalloc(sizeof(int) * cells * (size_t)b->cfg->micro_batches);
   b->bwd = wt_xmalloc(sizeof(int) * cells * (size_t)b->cfg->micro_batches);
   b->last = wt_xmalloc(sizeof(int) * cells);
+  b->done = wt_xmalloc(sizeof(int) * cells);
   s_add_compute(b);
+  s_add_done(b);
   s_add_pipeline(b);
   if (b->plan->d_dp > 1)
     for (int s = 0; s < b->plan->d_pp; s++) {
@@ -185,6 +203,7 @@ static void s_builder_free(s_builder *b) {
   free(b->fwd);
   free(b->bwd);
   free(b->last);
+  free(b->done);
 }
 
 static double s_pipeline_end(const netsim_graph *g) {
