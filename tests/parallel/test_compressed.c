@@ -387,7 +387,6 @@ static void test_ef_checkpoint(void) {
   parallel_ef *a = NULL, *b = NULL, *other = NULL;
   WT_TEST_REQUIRE(parallel_ef_new(&a, 50, 1, 3) == WT_OK, "new");
   parallel_ef_new(&b, 50, 1, 3);
-  parallel_ef_new(&other, 50, 2, 3);
   WT_TEST_ASSERT(parallel_ef_new(&other, 50, 3, 3) == WT_EINVAL && !other, "rank 3 of 3");
   parallel_ef_new(&other, 50, 2, 3);
   compress_codec *codec = s_codec("bf16");
