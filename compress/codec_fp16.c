@@ -4,6 +4,7 @@
  * bits for every input, NaNs included (quieted, top payload bits kept), so peers with and
  * without F16C agree; tests/compress checks that bitwise.
  */
+#include <cpuid.h>
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -90,9 +91,13 @@ __attribute__((target("f16c,avx2,fma"))) static void s_decode_f16c(const uint8_t
   s_decode_portable(in + 2 * i, m - i, alpha, add, y + i);
 }
 
+/* F16C by CPUID (leaf 1, ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
+ * The avx2 check also covers the OS saving the YMM registers. */
 static int s_use_f16c(void) {
-  return compress_simd_enabled() && __builtin_cpu_supports("f16c") &&
-         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  unsigned a, b, c = 0, d;
+  int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+  return compress_simd_enabled() && f16c && __builtin_cpu_supports("avx2") &&
+         __builtin_cpu_supports("fma");
 }
 
 static size_t s_fp16_max_size(size_t n, const compress_params *p) {
