@@ -113,25 +113,31 @@ static void s_add_pipeline(s_builder *b) {
       }
 }
 
-/* Ring all-reduce: 2(D−1) steps; in step k device i passes a chunk to i+1 once it has the chunk
- * from i−1 of step k−1 and its own previous send is done. */
+/* Ring all-reduce over the group in its best order: 2(D−1) steps; in step k member i passes a
+ * chunk to member i+1 once it has the chunk from i−1 of step k−1 and its own previous send is
+ * done. */
 static void s_add_ring(s_builder *b, int s) {
   int D = b->plan->d_dp, steps = 2 * (D - 1);
   double chunk = b->cfg->grad_bytes / D;
   int *prev = wt_xmalloc(sizeof(int) * (size_t)D), *cur = wt_xmalloc(sizeof(int) * (size_t)D);
+  int *devs = wt_xmalloc(sizeof(int) * (size_t)D), *ring = wt_xmalloc(sizeof(int) * (size_t)D);
+  for (int r = 0; r < D; r++) devs[r] = s_dev(b, s, r);
+  netsim_ring_order(b->net, devs, D, chunk, ring); /* ring[i] = replica at ring position i */
   char label[64];
   for (int k = 0; k < steps; k++) {
     for (int i = 0; i < D; i++) {
       snprintf(label, sizeof label, "ring s%d step %d", s, k);
-      cur[i] = s_transfer(b, s_dev(b, s, i), s_dev(b, s, (i + 1) % D), chunk, NETSIM_XFER_DP,
+      cur[i] = s_transfer(b, devs[ring[i]], devs[ring[(i + 1) % D]], chunk, NETSIM_XFER_DP,
                           label);
-      netsim_graph_dep(&b->g, k == 0 ? b->done[s * D + i] : prev[i], cur[i]);
+      netsim_graph_dep(&b->g, k == 0 ? b->done[s * D + ring[i]] : prev[i], cur[i]);
       if (k > 0) netsim_graph_dep(&b->g, prev[(i + D - 1) % D], cur[i]);
     }
     memcpy(prev, cur, sizeof(int) * (size_t)D);
   }
   free(prev);
   free(cur);
+  free(devs);
+  free(ring);
 }
 
 /* Sharded parameter server: device j owns shard j; everyone sends it shard j, j reduces and
