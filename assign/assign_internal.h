@@ -13,6 +13,10 @@
 #include "common.h"
 #include "rng.h"
 
+/* fmin/fmax without the NaN handling that keeps them library calls (inputs are validated). */
+static inline double assign_dmin(double a, double b) { return a < b ? a : b; }
+static inline double assign_dmax(double a, double b) { return a > b ? a : b; }
+
 /* Pipeline orders are found by Held–Karp up to this many stages inside searches (cheap), up to
  * ASSIGN_EXACT_TSP_MAX when a final plan is ordered, and by 2-opt above. */
 #define ASSIGN_SEARCH_TSP_EXACT_MAX 10

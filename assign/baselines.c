@@ -67,9 +67,9 @@ static void s_grow(const assign_model *m, int r, int *label, int *members, doubl
       double own = 0, worst = 0;
       for (int i = 0; i < size; i++) {
         own += m->dpc[d * n + members[i]];
-        worst = fmax(worst, sum[i] + m->dpc[members[i] * n + d]);
+        worst = assign_dmax(worst, sum[i] + m->dpc[members[i] * n + d]);
       }
-      worst = fmax(worst, own);
+      worst = assign_dmax(worst, own);
       if (worst < pick_cost) pick_cost = worst, pick = d;
     }
     for (int i = 0; i < size; i++) sum[i] += m->dpc[members[i] * n + pick];

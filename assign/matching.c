@@ -1,7 +1,8 @@
 /* matching — bottleneck perfect matching between two groups of equal size.
  *
  * The smallest threshold t for which the bipartite graph {(i,j) : w_ij <= t} has a perfect
- * matching is found by binary search over the sorted distinct costs, starting from the lower
+ * matching is found by binary search over the costs (quickselect picks each probe, so nothing
+ * is sorted: O(k²) selection work in all), starting from the lower
  * bound max(max_i min_j w_ij, max_j min_i w_ij) (every vertex needs some edge), which on networks
  * made of regions is usually already the answer. Each probe is a Hopcroft–Karp maximum matching
  * warm-started from the previous probe's matching, minus the edges above the new threshold.
@@ -69,34 +70,53 @@ static int s_max_matching(s_hk *h) {
   return size;
 }
 
-static int s_cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static double s_lower_bound(int k, const double *w) {
   double lb = 0;
   for (int i = 0; i < k; i++) {
     double rmin = INFINITY, cmin = INFINITY;
     for (int j = 0; j < k; j++) {
-      rmin = fmin(rmin, w[i * k + j]);
-      cmin = fmin(cmin, w[j * k + i]);
+      rmin = w[i * k + j] < rmin ? w[i * k + j] : rmin;
+      cmin = w[j * k + i] < cmin ? w[j * k + i] : cmin;
     }
-    lb = fmax(lb, fmax(rmin, cmin));
+    double m = rmin > cmin ? rmin : cmin;
+    lb = m > lb ? m : lb;
   }
   return lb;
 }
 
-/* Sorted distinct costs >= lb; returns how many. */
-static int s_candidates(int k, const double *w, double lb, double *vals) {
-  int cnt = 0;
-  for (int i = 0; i < k * k; i++)
-    if (w[i] >= lb) vals[cnt++] = w[i];
-  qsort(vals, (size_t)cnt, sizeof(double), s_cmp_double);
-  int u = 0;
-  for (int i = 0; i < cnt; i++)
-    if (u == 0 || vals[i] != vals[u - 1]) vals[u++] = vals[i];
-  return u;
+/* Rearranges a[0..n) so that a[nth] holds the value it would hold if sorted, with nothing
+ * larger before it and nothing smaller after it (quickselect, middle pivot). */
+static void s_select(double *a, int n, int nth) {
+  int lo = 0, hi = n - 1;
+  while (lo < hi) {
+    double pivot = a[lo + (hi - lo) / 2];
+    int i = lo, j = hi;
+    while (i <= j) {
+      while (a[i] < pivot) i++;
+      while (a[j] > pivot) j--;
+      if (i <= j) {
+        double t = a[i];
+        a[i++] = a[j];
+        a[j--] = t;
+      }
+    }
+    if (nth <= j) hi = j;
+    else if (nth >= i) lo = i;
+    else return;
+  }
+}
+
+/* The smallest feasible threshold among vals[0..cnt) (the largest is feasible). */
+static double s_search(s_hk *h, double *vals, int cnt) {
+  int lo = 0, hi = cnt;
+  while (hi - lo > 1) {
+    int mid = lo + (hi - lo - 1) / 2;
+    s_select(vals + lo, hi - lo, mid - lo);
+    h->t = vals[mid];
+    if (s_max_matching(h) == h->k) hi = mid + 1;
+    else lo = mid + 1;
+  }
+  return vals[lo];
 }
 
 double assign_bottleneck_matching(int k, const double *w, int *match) {
@@ -107,19 +127,15 @@ double assign_bottleneck_matching(int k, const double *w, int *match) {
   h.t = s_lower_bound(k, w);
   if (s_max_matching(&h) < k) {
     double *vals = wt_xmalloc((size_t)k * k * sizeof(double));
-    int lo = 1, hi = s_candidates(k, w, h.t, vals) - 1; /* vals[0] = lb failed; vals[hi] works */
-    while (lo < hi) {
-      int mid = lo + (hi - lo) / 2;
-      h.t = vals[mid];
-      if (s_max_matching(&h) == k) hi = mid;
-      else lo = mid + 1;
-    }
-    h.t = vals[hi];
+    int cnt = 0;
+    for (int i = 0; i < k * k; i++)
+      if (w[i] > h.t) vals[cnt++] = w[i];
+    h.t = s_search(&h, vals, cnt);
     s_max_matching(&h);
     free(vals);
   }
   double worst = 0;
-  for (int i = 0; i < k; i++) worst = fmax(worst, w[i * k + h.ml[i]]);
+  for (int i = 0; i < k; i++) worst = w[i * k + h.ml[i]] > worst ? w[i * k + h.ml[i]] : worst;
   if (match) memcpy(match, h.ml, (size_t)k * sizeof(int));
   free(buf);
   return worst;

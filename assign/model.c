@@ -30,7 +30,7 @@ void assign_model_init(assign_model *m, const assign_problem *p) {
   m->feasible = 1;
   for (int i = 0; i < n; i++) {
     double speed = net->compute_speed ? net->compute_speed[i] : 1.0;
-    if (p->compute_s > 0) m->compute_s = fmax(m->compute_s, p->compute_s / speed);
+    if (p->compute_s > 0) m->compute_s = assign_dmax(m->compute_s, p->compute_s / speed);
     if (p->stage_memory_bytes > 0 && net->memory_bytes &&
         net->memory_bytes[i] < p->stage_memory_bytes)
       m->feasible = 0;
@@ -103,11 +103,11 @@ static double s_ring_bottleneck(const assign_model *m, const int *devs, int k) {
       for (int x = 0; x < k; x++)
         if (!used[x] && (nxt < 0 || m->dpc[devs[cur] * n + devs[x]] < m->dpc[devs[cur] * n + devs[nxt]]))
           nxt = x;
-      worst = fmax(worst, m->dpc[devs[cur] * n + devs[nxt]]);
+      worst = assign_dmax(worst, m->dpc[devs[cur] * n + devs[nxt]]);
       used[nxt] = 1;
       cur = nxt;
     }
-    best = fmin(best, fmax(worst, m->dpc[devs[cur] * n + devs[s]]));
+    best = assign_dmin(best, assign_dmax(worst, m->dpc[devs[cur] * n + devs[s]]));
   }
   free(used);
   return best;
@@ -121,7 +121,7 @@ double assign_model_group_dp(assign_model *m, const int *devs) {
   for (int i = 0; i < K; i++) {
     double sum = 0;
     for (int j = 0; j < K; j++) sum += m->dpc[devs[i] * n + devs[j]];
-    worst = fmax(worst, sum);
+    worst = assign_dmax(worst, sum);
   }
   return worst;
 }
@@ -136,8 +136,8 @@ double assign_model_edge(assign_model *m, const int *a, const int *b, int *match
     for (int i = 0; i < K; i++) {
       double rmin = INFINITY, cmin = INFINITY;
       for (int j = 0; j < K; j++) {
-        rmin = fmin(rmin, w[i * K + j]);
-        cmin = fmin(cmin, w[j * K + i]);
+        rmin = assign_dmin(rmin, w[i * K + j]);
+        cmin = assign_dmin(cmin, w[j * K + i]);
       }
       acc += rmin + cmin;
     }
@@ -161,11 +161,11 @@ assign_cost assign_plan_cost(const assign_problem *p, const assign_plan *plan) {
   assign_model_init(&m, p);
   int P = m.P, K = m.K, n = m.n;
   double dp = 0, path = 0;
-  for (int s = 0; s < P; s++) dp = fmax(dp, assign_model_group_dp(&m, plan->device + s * K));
+  for (int s = 0; s < P; s++) dp = assign_dmax(dp, assign_model_group_dp(&m, plan->device + s * K));
   for (int s = 0; s + 1 < P; s++) {
     double hop = 0;
     for (int r = 0; r < K; r++)
-      hop = fmax(hop, m.ppc[plan->device[s * K + r] * n + plan->device[(s + 1) * K + r]]);
+      hop = assign_dmax(hop, m.ppc[plan->device[s * K + r] * n + plan->device[(s + 1) * K + r]]);
     path += hop;
   }
   assign_cost c = s_finish(&m, dp, path);
@@ -191,7 +191,7 @@ static void s_layout(assign_model *m, int *rows, const int *order) {
 assign_cost assign_model_partition_cost(assign_model *m, int *rows, assign_order_mode mode) {
   int P = m->P, K = m->K;
   double dp = 0;
-  for (int s = 0; s < P; s++) dp = fmax(dp, assign_model_group_dp(m, rows + s * K));
+  for (int s = 0; s < P; s++) dp = assign_dmax(dp, assign_model_group_dp(m, rows + s * K));
   double *w = wt_xcalloc((size_t)P * P, sizeof(double));
   for (int a = 0; a < P; a++)
     for (int b = a + 1; b < P; b++)

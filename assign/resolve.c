@@ -45,9 +45,9 @@ static double s_partial_dp(const assign_model *m, const int *row, int d) {
     for (int j = 0; j < K; j++)
       if (row[j] >= 0) sum += m->dpc[row[i] * n + row[j]];
     own += m->dpc[d * n + row[i]];
-    worst = fmax(worst, sum);
+    worst = assign_dmax(worst, sum);
   }
-  return fmax(worst, own);
+  return assign_dmax(worst, own);
 }
 
 static void s_fill(const assign_model *m, int *rows, const char *placed) {

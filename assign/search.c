@@ -51,7 +51,7 @@ static double s_row_sums(const assign_search *s, const int *row, double *sum) {
     double acc = 0;
     for (int j = 0; j < K; j++) acc += dpc[row[i] * n + row[j]];
     sum[i] = acc;
-    worst = fmax(worst, acc);
+    worst = assign_dmax(worst, acc);
   }
   return worst;
 }
@@ -66,7 +66,8 @@ static double s_path(assign_search *s, const double *edge, int *order) {
     return path;
   }
   if (P <= ASSIGN_SEARCH_TSP_EXACT_MAX) return assign_tsp_open_path(P, edge, 1, order);
-  return assign_tsp_improve(P, edge, order);
+  for (int i = 0; i + 1 < P; i++) path += edge[order[i] * P + order[i + 1]]; /* held (lazy) */
+  return path;
 }
 
 /* Σ of the soft companions along the path. */
@@ -96,7 +97,7 @@ void assign_search_load_rows(assign_search *s, const int *rows) {
     double ps = s_row_sums(s, row, rsum);
     for (int i = 0; i < K; i++) s->sum[row[i]] = rsum[i];
     s->rowdp[r] = s_ring(s) ? assign_model_group_dp(s->m, row) : ps;
-    s->dp = fmax(s->dp, s->rowdp[r]);
+    s->dp = assign_dmax(s->dp, s->rowdp[r]);
     rowsum += s->rowdp[r];
   }
   free(rsum);
@@ -138,11 +139,35 @@ static double s_swapped_row(assign_search *s, int r, int slot, int in, int *trow
     int d = trow[i];
     tsum[i] = s->sum[d] - dpc[d * n + out] + dpc[d * n + in];
     in_sum += dpc[in * n + d];
-    worst = fmax(worst, tsum[i]);
+    worst = assign_dmax(worst, tsum[i]);
   }
   tsum[slot] = in_sum;
   /* the sums are kept in ring mode too, so the state stays consistent if the term changes */
-  return s_ring(s) ? assign_model_group_dp(s->m, trow) : fmax(worst, in_sum);
+  return s_ring(s) ? assign_model_group_dp(s->m, trow) : assign_dmax(worst, in_sum);
+}
+
+/* Lazy mode: the search evaluates a swap with the pipeline order held, so only the edges of
+ * the two rows to their path neighbours matter (4 matchings instead of 2(P−1)); a commit then
+ * refreshes the rest and re-orders (2-opt). Used where Held–Karp per evaluation is too costly and
+ * when resolve keeps the order. */
+static int s_lazy(const assign_search *s) {
+  return s->mode == ASSIGN_ORDER_KEEP || s->P > ASSIGN_SEARCH_TSP_EXACT_MAX;
+}
+
+static int s_need_edge(const assign_search *s, int a, int r) {
+  if (!s_lazy(s)) return 1;
+  for (int i = 0; i + 1 < s->P; i++) {
+    int u = s->order[i], v = s->order[i + 1];
+    if ((u == a && v == r) || (u == r && v == a)) return 1;
+  }
+  return 0;
+}
+
+static void s_set_edge(assign_search *s, double *edge, double *soft, int a, int r, const int *rowa,
+                       const int *rowr) {
+  int P = s->P;
+  edge[a * P + r] = edge[r * P + a] = assign_model_edge(s->m, rowa, rowr, NULL, &soft[a * P + r]);
+  soft[r * P + a] = soft[a * P + r];
 }
 
 double assign_search_try_swap(assign_search *s, int x, int y, double bound) {
@@ -152,11 +177,11 @@ double assign_search_try_swap(assign_search *s, int x, int y, double bound) {
   s->t_complete = 0;
   s->t_dpa = s_swapped_row(s, a, s->slot[x], y, s->t_rowa, s->t_sum_a);
   s->t_dpb = s_swapped_row(s, b, s->slot[y], x, s->t_rowb, s->t_sum_b);
-  s->t_dp = fmax(s->t_dpa, s->t_dpb);
+  s->t_dp = assign_dmax(s->t_dpa, s->t_dpb);
   double rowsum = 0;
   for (int r = 0; r < P; r++) {
     double v = r == a ? s->t_dpa : r == b ? s->t_dpb : s->rowdp[r];
-    s->t_dp = fmax(s->t_dp, v);
+    s->t_dp = assign_dmax(s->t_dp, v);
     rowsum += v;
   }
   if (s_total(s, s->t_dp, 0) > bound * (1 + 1e-12)) return INFINITY;
@@ -165,13 +190,8 @@ double assign_search_try_swap(assign_search *s, int x, int y, double bound) {
   for (int r = 0; r < P; r++) {
     if (r == a) continue;
     const int *row = r == b ? s->t_rowb : s->rows + r * K;
-    s->t_edge[a * P + r] = s->t_edge[r * P + a] =
-        assign_model_edge(s->m, s->t_rowa, row, NULL, &s->t_soft[a * P + r]);
-    s->t_soft[r * P + a] = s->t_soft[a * P + r];
-    if (r == b) continue;
-    s->t_edge[b * P + r] = s->t_edge[r * P + b] =
-        assign_model_edge(s->m, s->t_rowb, row, NULL, &s->t_soft[b * P + r]);
-    s->t_soft[r * P + b] = s->t_soft[b * P + r];
+    if (s_need_edge(s, a, r)) s_set_edge(s, s->t_edge, s->t_soft, a, r, s->t_rowa, row);
+    if (r != b && s_need_edge(s, b, r)) s_set_edge(s, s->t_edge, s->t_soft, b, r, s->t_rowb, row);
   }
   memcpy(s->t_order, s->order, (size_t)P * sizeof(int));
   s->t_path = s_path(s, s->t_edge, s->t_order);
@@ -179,6 +199,20 @@ double assign_search_try_swap(assign_search *s, int x, int y, double bound) {
   s->t_tie = rowsum + s_path_soft(s, s->t_soft, s->t_order);
   s->t_complete = 1;
   return s->t_cost;
+}
+
+/* After a lazy commit: every edge of rows a and b, then a 2-opt pass from the held order. */
+static void s_refresh(assign_search *s, int a, int b) {
+  int P = s->P, K = s->K;
+  for (int r = 0; r < P; r++) {
+    if (r != a) s_set_edge(s, s->edge, s->soft, a, r, s->rows + a * K, s->rows + r * K);
+    if (r != b && r != a) s_set_edge(s, s->edge, s->soft, b, r, s->rows + b * K, s->rows + r * K);
+  }
+  s->path = assign_tsp_improve(P, s->edge, s->order);
+  s->cost = s_total(s, s->dp, s->path);
+  double rowsum = 0;
+  for (int r = 0; r < P; r++) rowsum += s->rowdp[r];
+  s->tie = rowsum + s_path_soft(s, s->soft, s->order);
 }
 
 void assign_search_commit_swap(assign_search *s, int x, int y) {
@@ -205,13 +239,14 @@ void assign_search_commit_swap(assign_search *s, int x, int y) {
   s->cost = s->t_cost;
   s->tie = s->t_tie;
   s->t_complete = 0;
+  if (s_lazy(s) && s->mode != ASSIGN_ORDER_KEEP) s_refresh(s, a, b);
 }
 
 /* Equal within a relative 1e-9: costs are sums of the same terms in different orders. */
 static int s_cmp1(double a, double b) {
   if (a == b) return 0;
   if (isinf(a) || isinf(b)) return a < b ? -1 : 1;
-  double eps = 1e-9 * fmax(fabs(a), fabs(b));
+  double eps = 1e-9 * assign_dmax(fabs(a), fabs(b));
   return a < b - eps ? -1 : a > b + eps ? 1 : 0;
 }
 

@@ -33,8 +33,8 @@ static void s_thin(assign_stats *st) {
 }
 
 void assign_tracker_offer(assign_tracker *t, double cost) {
-  double eps = 1e-12 * fabs(t->best);
-  if (!(cost < t->best - eps)) return;
+  if (!(cost < t->best)) return;
+  if (isfinite(t->best) && cost > t->best - 1e-12 * fabs(t->best)) return; /* rounding noise */
   t->best = cost;
   assign_stats *st = t->st;
   st->best_cost_s = cost;

@@ -1,0 +1,175 @@
+/* bench_assign — how good and how fast the assign solvers are.
+ *
+ * 1. The world-wide scenario of Yuan et al. 2022 (8 regions × 8 GPUs): every solver's cost, and
+ *    for ga the time and evaluations to its best (the paper's GA: 49.218 s after ~525 s of
+ *    Python).
+ * 2. 1024 devices (D_PP=16, D_DP=64): the same 8 regions, 128 devices each, with seeded
+ *    per-pair jitter (±10% bandwidth, up to +1 ms latency) so no two devices are alike; ga's
+ *    best-cost curve over time.
+ * Prints a table, then one JSON line.
+ */
+#include "assign.h"
+#include "common.h"
+#include "config.h"
+#include "dtfm_worldwide.h"
+#include "rng.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  double ga_seconds, big_seconds;
+  long long random_evals, seed;
+  int big_dpp, big_ddp, skip_big;
+} bench_cfg;
+
+static const wt_option s_options[] = {
+    {"ga-seconds", WT_OPT_FLOAT, offsetof(bench_cfg, ga_seconds), 0.01, 3600, "1",
+     "ga budget on the world-wide scenario (seconds)", NULL},
+    {"big-seconds", WT_OPT_FLOAT, offsetof(bench_cfg, big_seconds), 0.01, 3600, "60",
+     "ga budget on the large instance (seconds)", NULL},
+    {"random-evals", WT_OPT_INT64, offsetof(bench_cfg, random_evals), 1, 1e9, "5000",
+     "random partitions to try", NULL},
+    {"seed", WT_OPT_INT64, offsetof(bench_cfg, seed), 0, 1e18, "1", "solver seed", NULL},
+    {"big-dpp", WT_OPT_INT, offsetof(bench_cfg, big_dpp), 1, 64, "16", "large instance D_PP", NULL},
+    {"big-ddp", WT_OPT_INT, offsetof(bench_cfg, big_ddp), 1, 256, "64", "large instance D_DP", NULL},
+    {"skip-big", WT_OPT_FLAG, offsetof(bench_cfg, skip_big), 0, 1, "0", "only the world-wide part",
+     NULL},
+    {0}};
+
+typedef struct {
+  assign_network net;
+  assign_problem prob;
+} s_instance;
+
+static void s_alloc(s_instance *in, int n, int d_pp, int d_dp) {
+  memset(in, 0, sizeof *in);
+  in->net.n = n;
+  in->net.latency_s = wt_xcalloc((size_t)n * n, sizeof(double));
+  in->net.bandwidth_Bps = wt_xcalloc((size_t)n * n, sizeof(double));
+  in->prob = (assign_problem){.net = &in->net, .d_pp = d_pp, .d_dp = d_dp,
+                              .c_dp_bytes = DTFM_WW_C_DP, .c_pp_bytes = DTFM_WW_C_PP};
+}
+
+static void s_free(s_instance *in) {
+  free(in->net.latency_s);
+  free(in->net.bandwidth_Bps);
+}
+
+/* 8 world-wide regions of n/8 devices, with per-pair jitter. */
+static void s_big(s_instance *in, int d_pp, int d_dp, uint64_t seed) {
+  int n = d_pp * d_dp, per = (n + 7) / 8;
+  wt_rng rng;
+  wt_rng_seed(&rng, seed);
+  s_alloc(in, n, d_pp, d_dp);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      int ri = i / per, rj = j / per;
+      in->net.latency_s[i * n + j] = dtfm_ww_latency_ms[ri][rj] / 1000.0 + 0.001 * wt_rng_double(&rng);
+      in->net.bandwidth_Bps[i * n + j] =
+          dtfm_ww_bandwidth_gbps[ri][rj] * 1e9 / 8 * (0.9 + 0.2 * wt_rng_double(&rng));
+    }
+  assign_network_symmetrize(&in->net);
+}
+
+typedef struct {
+  const char *name;
+  assign_cost cost;
+  assign_stats st;
+} s_result;
+
+static int s_run(const s_instance *in, assign_solver kind, const assign_budget *b, uint64_t seed,
+                 s_result *r) {
+  assign_plan *plan = NULL;
+  r->name = assign_solver_name(kind);
+  int rc = assign_solve(&in->prob, kind, b, seed, &plan, &r->st);
+  if (rc != WT_OK) {
+    fprintf(stderr, "bench-assign: %s failed: %s\n", r->name, wt_last_error());
+    return rc;
+  }
+  r->cost = assign_plan_cost(&in->prob, plan);
+  assign_plan_destroy(&plan);
+  printf("%-10s %-9s %10.3f %9.3f %9.3f %9.3f %9ld %9ld %9.3f\n", in->net.n == 64 ? "worldwide" : "big",
+         r->name, r->cost.comm_s, r->cost.dp_s, r->cost.pp_s, r->st.seconds, r->st.evals,
+         r->st.evals_to_best, r->st.seconds_to_best);
+  return WT_OK;
+}
+
+static void s_json_result(const s_result *r, int last) {
+  printf("\"%s\":{\"cost_s\":%.4f,\"dp_s\":%.4f,\"pp2_s\":%.4f,\"seconds\":%.4f,\"evals\":%ld,"
+         "\"evals_to_best\":%ld,\"seconds_to_best\":%.4f}%s",
+         r->name, r->cost.comm_s, r->cost.dp_s, r->cost.pp_s, r->st.seconds, r->st.evals,
+         r->st.evals_to_best, r->st.seconds_to_best, last ? "" : ",");
+}
+
+static int s_worldwide(const bench_cfg *cfg, s_result *res) {
+  s_instance in;
+  s_alloc(&in, 64, 8, 8);
+  dtfm_ww_fill(in.net.latency_s, in.net.bandwidth_Bps);
+  assign_budget rnd = {.max_evals = cfg->random_evals}, ga = {.max_seconds = cfg->ga_seconds};
+  const assign_solver kinds[5] = {ASSIGN_SOLVER_RANDOM, ASSIGN_SOLVER_MEGATRON,
+                                  ASSIGN_SOLVER_DEEPSPEED, ASSIGN_SOLVER_GREEDY, ASSIGN_SOLVER_GA};
+  int rc = WT_OK;
+  for (int i = 0; i < 5 && rc == WT_OK; i++)
+    rc = s_run(&in, kinds[i], kinds[i] == ASSIGN_SOLVER_GA ? &ga : &rnd, (uint64_t)cfg->seed,
+               &res[i]);
+  s_free(&in);
+  return rc;
+}
+
+static int s_large(const bench_cfg *cfg, s_result *res) {
+  s_instance in;
+  s_big(&in, cfg->big_dpp, cfg->big_ddp, 7);
+  assign_budget ga = {.max_seconds = cfg->big_seconds};
+  int rc = s_run(&in, ASSIGN_SOLVER_MEGATRON, NULL, 0, &res[0]);
+  if (rc == WT_OK) rc = s_run(&in, ASSIGN_SOLVER_GREEDY, NULL, 0, &res[1]);
+  if (rc == WT_OK) rc = s_run(&in, ASSIGN_SOLVER_GA, &ga, (uint64_t)cfg->seed, &res[2]);
+  s_free(&in);
+  if (rc != WT_OK) return rc;
+  printf("\nga cost curve on %d devices (t_s, evals, best cost s):\n", cfg->big_dpp * cfg->big_ddp);
+  const assign_stats *st = &res[2].st;
+  for (int i = 0; i < st->n_curve; i++)
+    printf("  %8.3f %9ld %10.3f\n", st->curve[i].t_s, st->curve[i].evals, st->curve[i].cost_s);
+  return WT_OK;
+}
+
+static void s_json(const bench_cfg *cfg, const s_result *ww, const s_result *big) {
+  printf("{\"bench\":\"assign\",\"worldwide\":{\"paper_ga_cost_s\":49.218,");
+  for (int i = 0; i < 5; i++) s_json_result(&ww[i], i == 4);
+  printf("}");
+  if (!cfg->skip_big) {
+    printf(",\"big\":{\"n\":%d,\"d_pp\":%d,\"d_dp\":%d,", cfg->big_dpp * cfg->big_ddp,
+           cfg->big_dpp, cfg->big_ddp);
+    for (int i = 0; i < 3; i++) s_json_result(&big[i], 0);
+    printf("\"ga_curve\":[");
+    for (int i = 0; i < big[2].st.n_curve; i++)
+      printf("%s[%.4f,%ld,%.4f]", i ? "," : "", big[2].st.curve[i].t_s, big[2].st.curve[i].evals,
+             big[2].st.curve[i].cost_s);
+    printf("]}");
+  }
+  printf("}\n");
+}
+
+int main(int argc, char **argv) {
+  bench_cfg cfg;
+  int help = 0;
+  wt_config_defaults(s_options, &cfg);
+  if (wt_config_parse_args(s_options, &cfg, argc, argv, 1, NULL, 0, NULL, &help) != WT_OK) {
+    fprintf(stderr, "bench-assign: %s\n", wt_last_error());
+    return 2;
+  }
+  if (help) {
+    wt_config_print_help(stdout, "usage: bench-assign [options]", s_options);
+    return 0;
+  }
+  printf("%-10s %-9s %10s %9s %9s %9s %9s %9s %9s\n", "scenario", "solver", "cost_s", "dp_s",
+         "2pp_s", "time_s", "evals", "ev_best", "t_best");
+  s_result ww[5], big[3];
+  if (s_worldwide(&cfg, ww) != WT_OK) return 1;
+  if (!cfg.skip_big && s_large(&cfg, big) != WT_OK) return 1;
+  printf("\n");
+  s_json(&cfg, ww, big);
+  return 0;
+}
