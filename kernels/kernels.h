@@ -109,13 +109,16 @@ const kernels_ops *kernels_ref(void);
 
 /* Call first thing in main() of every wantrain program, before any thread starts.
  *
- * Debian 12's OpenBLAS 0.3.21 does not recognise Sapphire-Rapids-class CPUs and falls back to
- * its Prescott (SSE3) kernels, ~6x slower than its SkylakeX (AVX-512) kernels on the same CPU.
- * OpenBLAS picks its kernels when it loads, from OPENBLAS_CORETYPE, so setenv() in main is too
- * late. If OpenBLAS reports the Prescott fallback on a CPU that has AVX-512F, and the user has set
- * neither OPENBLAS_CORETYPE nor WANTRAIN_BLAS_REEXEC=0, this re-executes the program
- * (/proc/self/exe with the same argv) with OPENBLAS_CORETYPE=SkylakeX. The kernels it selects
- * compute the same sgemm, only faster; tests of all back ends pass under either.
+ * Two settings must be in the environment before OpenBLAS and libgomp load, so setenv() in main
+ * is too late for both; this function sets what is missing and re-executes the program once
+ * (/proc/self/exe with the same argv):
+ *   - OPENBLAS_CORETYPE=SkylakeX when OpenBLAS reports a generic core (Debian 12's 0.3.21 falls
+ *     back to Prescott/SSE3 on Sapphire-Rapids-class CPUs) on a CPU with AVX-512F. The kernels
+ *     it selects compute the same products ~6x faster; every test passes under either.
+ *   - OMP_WAIT_POLICY=PASSIVE: OpenMP threads spinning between regions and OpenBLAS' own
+ *     threads otherwise fight over the cores (measured 10-50x slowdowns on 2 cores).
+ * A variable the user already set is left alone (that is the override: OPENBLAS_CORETYPE=Haswell,
+ * OMP_WAIT_POLICY=ACTIVE, ...); WANTRAIN_BLAS_REEXEC=0 turns the re-exec off entirely.
  * Returns normally when nothing needs doing or the re-exec fails (logged at warn level). */
 void kernels_cpu_init(int argc, char **argv);
 

@@ -1,8 +1,84 @@
-/* gpt_backward — the backward pass of a layer-range stage (stub until implemented). */
+/* gpt_backward — the backward pass of a layer-range stage. The residual-stream gradient lives
+ * in one (N, C) buffer that every block updates in place, and each block's computation is the
+ * same whichever stage runs it: this is what makes split and unsplit gradients bitwise equal. */
+#include <string.h>
+
 #include "common.h"
 #include "gpt_internal.h"
 
+/* One transformer block. On entry s->dres holds dL/dy; on return dL/dx. */
+static void s_block_backward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_ptrs *g,
+                             const gpt_block_acts *a, const float *x, int B, int T) {
+  const kernels_ops *k = s->ops;
+  int C = s->cfg.channels, N = B * T, NH = s->cfg.n_head;
+  size_t NC = (size_t)N * C, N4C = (size_t)N * 4 * C;
+  /* y = resid2 + mlp(resid2): dres already is dL/dresid2's pass-through part. */
+  memset(s->dfch_gelu, 0, N4C * sizeof(float));
+  k->matmul_backward(s->dfch_gelu, g->fcprojw, g->fcprojb, s->dres, a->fch_gelu, p->fcprojw, N,
+                     4 * C, C, KERNELS_W_IN_OUT);
+  memset(s->dfch, 0, N4C * sizeof(float));
+  k->gelu_backward(s->dfch, a->fch, s->dfch_gelu, N4C);
+  memset(s->dln, 0, NC * sizeof(float));
+  k->matmul_backward(s->dln, g->fcw, g->fcb, s->dfch, a->ln2, p->fcw, N, C, 4 * C,
+                     KERNELS_W_IN_OUT);
+  k->layernorm_backward(s->dres, g->ln2w, g->ln2b, s->dln, a->resid2, p->ln2w, a->ln2_mean,
+                        a->ln2_rstd, N, C);
+  /* resid2 = x + attn(x): dres now is dL/dresid2, the pass-through part of dL/dx. */
+  memset(s->datty, 0, NC * sizeof(float));
+  k->matmul_backward(s->datty, g->attprojw, g->attprojb, s->dres, a->atty, p->attprojw, N, C, C,
+                     KERNELS_W_IN_OUT);
+  memset(s->dqkv, 0, NC * 3 * sizeof(float));
+  k->attention_backward(s->dqkv, s->datt, s->datty, a->qkv, a->att, B, T, C, NH);
+  memset(s->dln, 0, NC * sizeof(float));
+  k->matmul_backward(s->dln, g->qkvw, g->qkvb, s->dqkv, a->ln1, p->qkvw, N, C, 3 * C,
+                     KERNELS_W_IN_OUT);
+  k->layernorm_backward(s->dres, g->ln1w, g->ln1b, s->dln, x, p->ln1w, a->ln1_mean, a->ln1_rstd,
+                        N, C);
+}
+
+/* Last stage: cross-entropy, LM head and ln_f; leaves dL/d(top residual) in s->dres. */
+static void s_head_backward(gpt_stage *s, const float *top, float loss_scale, int N) {
+  const kernels_ops *k = s->ops;
+  int C = s->cfg.channels, V = s->cfg.vocab_size;
+  size_t NC = (size_t)N * C;
+  k->crossentropy_backward(s->dlogits, s->logits, s->lse, s->targets, loss_scale / (float)N, N,
+                           V);
+  float *dwte = s->dwte_head ? s->dwte_head : s->g_end.wte;
+  memset(s->dln, 0, NC * sizeof(float));
+  k->matmul_backward(s->dln, dwte, NULL, s->dlogits, s->lnf, s->p_end.wte, N, C, V,
+                     KERNELS_W_OUT_IN);
+  memset(s->dres, 0, NC * sizeof(float));
+  k->layernorm_backward(s->dres, s->g_end.lnfw, s->g_end.lnfb, s->dln, top, s->p_end.lnfw,
+                        s->lnf_mean, s->lnf_rstd, N, C);
+}
+
+/* A stage with both ends: grads' wte = LM-head part + embedding part, the same single addition
+ * gpt_tied_grads_sum makes for two stages. */
+static void s_tied_sum(gpt_stage *s) {
+  size_t n = (size_t)s->cfg.vocab_size * s->cfg.channels;
+  float *g = s->g_end.wte;
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; i++) g[i] = s->dwte_head[i] + s->dwte_emb[i];
+}
+
 int gpt_stage_backward(gpt_stage *s, const float *grad_out, float *grad_in, float loss_scale) {
-  (void)s, (void)grad_out, (void)grad_in, (void)loss_scale;
-  return wt_fail(WT_ENOTSUP, "gpt_stage_backward is not implemented yet");
+  if (s->B == 0) return wt_fail(WT_EINVAL, "gpt_stage_backward called before any forward");
+  if (!gpt_is_last(s) && !grad_out)
+    return wt_fail(WT_EINVAL, "stage [%d,%d) needs grad_out", s->first, s->last);
+  if (!gpt_is_first(s) && !grad_in)
+    return wt_fail(WT_EINVAL, "stage [%d,%d) needs grad_in", s->first, s->last);
+  int B = s->B, T = s->T, N = B * T, C = s->cfg.channels;
+  size_t NC = (size_t)N * C, slice = (size_t)s->max_batch * s->max_seq * C;
+  if (gpt_is_last(s)) s_head_backward(s, s->resid + (size_t)s->n_local * slice, loss_scale, N);
+  else memcpy(s->dres, grad_out, NC * sizeof(float));
+  for (int l = s->n_local - 1; l >= 0; l--)
+    s_block_backward(s, &s->p_blk[l], &s->g_blk[l], &s->acts[l], s->resid + l * slice, B, T);
+  if (gpt_is_first(s)) {
+    float *dwte = s->dwte_emb ? s->dwte_emb : s->g_end.wte;
+    s->ops->encoder_backward(dwte, s->g_end.wpe, s->dres, s->tokens, B, T, C);
+  } else {
+    memcpy(grad_in, s->dres, NC * sizeof(float));
+  }
+  if (s->dwte_head) s_tied_sum(s);
+  return WT_OK;
 }

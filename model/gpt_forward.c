@@ -1,9 +1,84 @@
-/* gpt_forward — the forward pass of a layer-range stage (stub until implemented). */
+/* gpt_forward — the forward pass of a layer-range stage: embed (first stage) or take the
+ * incoming activations, run the stage's blocks, and either hand the residual stream on or
+ * (last stage) apply ln_f, the tied LM head and the cross-entropy. */
+#include <string.h>
+
 #include "common.h"
 #include "gpt_internal.h"
 
+/* Checks the ids and the batch shape before anything is computed. */
+static int s_check_inputs(const gpt_stage *s, const int *tokens, const float *act_in,
+                          const int *targets, int B, int T, const float *act_out) {
+  if (B < 1 || B > s->max_batch || T < 1 || T > s->max_seq)
+    return wt_fail(WT_EINVAL, "batch %dx%d does not fit the stage (at most %dx%d)", B, T,
+                   s->max_batch, s->max_seq);
+  if (gpt_is_first(s) ? !tokens : !act_in)
+    return wt_fail(WT_EINVAL, "stage [%d,%d) needs %s", s->first, s->last,
+                   gpt_is_first(s) ? "tokens" : "act_in");
+  if (gpt_is_last(s) ? !targets : !act_out)
+    return wt_fail(WT_EINVAL, "stage [%d,%d) needs %s", s->first, s->last,
+                   gpt_is_last(s) ? "targets" : "act_out");
+  int V = s->cfg.vocab_size;
+  for (int i = 0; i < B * T; i++) {
+    if (gpt_is_first(s) && (tokens[i] < 0 || tokens[i] >= V))
+      return wt_fail(WT_EINVAL, "token id %d at position %d is outside [0, %d)", tokens[i], i, V);
+    if (gpt_is_last(s) && (targets[i] < 0 || targets[i] >= V))
+      return wt_fail(WT_EINVAL, "target id %d at position %d is outside [0, %d)", targets[i], i,
+                     V);
+  }
+  return WT_OK;
+}
+
+/* One transformer block: x (N,C) -> y (N,C), saving what the backward needs in a. */
+static void s_block_forward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_acts *a,
+                            const float *x, float *y, int B, int T) {
+  const kernels_ops *k = s->ops;
+  int C = s->cfg.channels, N = B * T, NH = s->cfg.n_head;
+  size_t NC = (size_t)N * C;
+  k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, N, C);
+  k->matmul_forward(a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C, KERNELS_W_IN_OUT);
+  k->attention_forward(a->atty, a->att, a->qkv, B, T, C, NH);
+  k->matmul_forward(s->tmp, a->atty, p->attprojw, p->attprojb, N, C, C, KERNELS_W_IN_OUT);
+  k->residual_forward(a->resid2, x, s->tmp, NC);
+  k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->resid2, p->ln2w, p->ln2b, N, C);
+  k->matmul_forward(a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * C, KERNELS_W_IN_OUT);
+  k->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
+  k->matmul_forward(s->tmp, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C, KERNELS_W_IN_OUT);
+  k->residual_forward(y, a->resid2, s->tmp, NC);
+}
+
+/* ln_f, logits = x @ wte^T, and the mean cross-entropy over the N positions. */
+static void s_head_forward(gpt_stage *s, const float *x, int N) {
+  const kernels_ops *k = s->ops;
+  int C = s->cfg.channels, V = s->cfg.vocab_size;
+  k->layernorm_forward(s->lnf, s->lnf_mean, s->lnf_rstd, x, s->p_end.lnfw, s->p_end.lnfb, N, C);
+  k->matmul_forward(s->logits, s->lnf, s->p_end.wte, NULL, N, C, V, KERNELS_W_OUT_IN);
+  k->crossentropy_forward(s->losses, s->lse, s->logits, s->targets, N, V);
+  double sum = 0; /* in position order: the same in every stage layout */
+  for (int i = 0; i < N; i++) sum += s->losses[i];
+  s->loss = (float)(sum / N);
+}
+
 int gpt_stage_forward(gpt_stage *s, const int *tokens, const float *act_in, const int *targets,
                       int B, int T, float *act_out) {
-  (void)s, (void)tokens, (void)act_in, (void)targets, (void)B, (void)T, (void)act_out;
-  return wt_fail(WT_ENOTSUP, "gpt_stage_forward is not implemented yet");
+  WT_CHECK(s_check_inputs(s, tokens, act_in, targets, B, T, act_out));
+  int C = s->cfg.channels, N = B * T;
+  size_t NC = (size_t)N * C;
+  s->B = B, s->T = T;
+  if (gpt_is_first(s)) {
+    memcpy(s->tokens, tokens, sizeof(int) * (size_t)N);
+    s->ops->encoder_forward(s->resid, tokens, s->p_end.wte, s->p_end.wpe, B, T, C);
+  } else {
+    memcpy(s->resid, act_in, sizeof(float) * NC);
+  }
+  if (gpt_is_last(s)) memcpy(s->targets, targets, sizeof(int) * (size_t)N);
+  /* resid holds n_local + 1 slices of the max batch size; slice l is block l's input. */
+  size_t slice = (size_t)s->max_batch * s->max_seq * C;
+  for (int l = 0; l < s->n_local; l++)
+    s_block_forward(s, &s->p_blk[l], &s->acts[l], s->resid + l * slice,
+                    s->resid + (l + 1) * slice, B, T);
+  const float *top = s->resid + (size_t)s->n_local * slice;
+  if (gpt_is_last(s)) s_head_forward(s, top, N);
+  else memcpy(act_out, top, sizeof(float) * NC);
+  return WT_OK;
 }

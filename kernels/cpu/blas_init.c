@@ -39,22 +39,34 @@ static int s_needs_skylakex(void) {
          strcasecmp(core, "Nehalem") == 0 || strcasecmp(core, "unknown") == 0;
 }
 
+/* Sets `name` to `value` unless the user set it; returns 1 if it changed the environment. */
+static int s_default_env(const char *name, const char *value) {
+  const char *cur = getenv(name);
+  if (cur && *cur) return 0;
+  setenv(name, value, 1);
+  return 1;
+}
+
 void kernels_cpu_init(int argc, char **argv) {
   (void)argc;
-  const char *user = getenv("OPENBLAS_CORETYPE");
   const char *reexec = getenv("WANTRAIN_BLAS_REEXEC");
-  if ((user && *user) || (reexec && strcmp(reexec, "0") == 0) || !s_needs_skylakex()) {
+  if ((reexec && strcmp(reexec, "0") == 0) || !argv || !argv[0]) return;
+  /* OpenMP threads that spin after a parallel region steal a core from OpenBLAS' threads (and
+   * OpenBLAS' from ours): with 2 cores that made small runs 10-50x slower. Passive waiting is
+   * read by libgomp when it loads, so it rides on the same re-exec. */
+  int changed = 0;
+  if (s_needs_skylakex()) changed |= s_default_env("OPENBLAS_CORETYPE", "SkylakeX");
+  changed |= s_default_env("OMP_WAIT_POLICY", "PASSIVE");
+  if (!changed) {
     WT_DEBUG("kernels: OpenBLAS core %s", kernels_blas_corename());
     return;
   }
-  if (!argv || !argv[0]) return;
-  setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-  WT_DEBUG("kernels: OpenBLAS chose %s on an AVX-512 CPU; re-executing with SkylakeX",
-           kernels_blas_corename());
+  WT_DEBUG("kernels: OpenBLAS chose %s; re-executing with OPENBLAS_CORETYPE=%s "
+           "OMP_WAIT_POLICY=%s", kernels_blas_corename(), getenv("OPENBLAS_CORETYPE"),
+           getenv("OMP_WAIT_POLICY"));
   execv("/proc/self/exe", argv);
-  /* Still here: the exec failed (no /proc, seccomp). Run on with the slow kernels. */
-  unsetenv("OPENBLAS_CORETYPE");
-  WT_WARN("kernels: could not re-execute with OPENBLAS_CORETYPE=SkylakeX (%s); sgemm runs on "
-          "OpenBLAS' %s kernels, several times slower — set OPENBLAS_CORETYPE=SkylakeX yourself",
+  /* Still here: the exec failed (no /proc, seccomp). Run on with what was loaded. */
+  WT_WARN("kernels: could not re-execute with OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE "
+          "(%s); sgemm runs on OpenBLAS' %s kernels — set those variables yourself",
           strerror(errno), kernels_blas_corename());
 }
