@@ -33,13 +33,13 @@ cJSON *netsim_assignment_to_json(const assign_plan *plan) {
 static int s_table(const char *path, const cJSON *arr, const char *key, int rows, int cols,
                    int transposed, assign_plan *plan) {
   if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) != rows)
-    return wt_fail(WT_EINVAL, "assignment %s: \"%s\" must be an array of %d lists (%s)", path,
-                   key, rows, transposed ? "one per replica" : "one per stage");
+    return wt_fail(WT_EINVAL, "assignment %s: \"%s\" must be an array of %d lists (%s)", path, key,
+                   rows, transposed ? "one per replica" : "one per stage");
   int i = 0;
   for (const cJSON *row = arr->child; row; row = row->next, i++) {
     if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != cols)
-      return wt_fail(WT_EINVAL, "assignment %s: \"%s\"[%d] must list %d device ids", path, key,
-                     i, cols);
+      return wt_fail(WT_EINVAL, "assignment %s: \"%s\"[%d] must list %d device ids", path, key, i,
+                     cols);
     int j = 0;
     for (const cJSON *v = row->child; v; v = v->next, j++) {
       if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
@@ -59,8 +59,10 @@ static int s_every_device_once(const char *path, const assign_plan *plan) {
   for (int i = 0; i < n; i++) count[plan->device[i]]++;
   for (int d = 0; d < n && rc == WT_OK; d++)
     if (count[d] != 1)
-      rc = wt_fail(WT_EINVAL, "assignment %s: device %d appears %d times; every device must "
-                   "appear exactly once", path, d, count[d]);
+      rc = wt_fail(WT_EINVAL,
+                   "assignment %s: device %d appears %d times; every device must "
+                   "appear exactly once",
+                   path, d, count[d]);
   free(count);
   return rc;
 }

@@ -91,9 +91,9 @@ static s_event s_heap_pop(s_heap *h) {
 /* ---- max-min fair rates by progressive filling --------------------------------------------- */
 
 typedef struct {
-  int *task;        /* active flows' task ids */
-  double *remaining;/* bytes left */
-  double *rate;     /* bytes/s */
+  int *task;         /* active flows' task ids */
+  double *remaining; /* bytes left */
+  double *rate;      /* bytes/s */
   int n, cap;
   /* scratch for the filling, sized to the devices */
   double *left_out, *left_in;
@@ -177,8 +177,6 @@ static void s_flows_remove(s_flows *f, int i) {
 
 typedef struct {
   netsim_graph *g;
-  const assign_network *net;
-  const double *nic;
   int free_pp;
   s_heap heap;
   s_flows flows;
@@ -196,7 +194,8 @@ static void s_start(s_engine *e, int id, double t) {
     s_heap_push(&e->heap, t, id);
   } else if (task->bytes <= 0 || (e->free_pp && task->xfer_kind == NETSIM_XFER_PP)) {
     task->send_end_s = t;
-    s_heap_push(&e->heap, t + (e->free_pp && task->xfer_kind == NETSIM_XFER_PP ? 0 : task->latency_s), id);
+    s_heap_push(&e->heap,
+                t + (e->free_pp && task->xfer_kind == NETSIM_XFER_PP ? 0 : task->latency_s), id);
   } else {
     s_flows_add(&e->flows, id, task->bytes);
     e->dirty = 1;
@@ -238,7 +237,7 @@ static double s_next_drain(const s_flows *f) {
 
 int netsim_engine_run(netsim_graph *g, const assign_network *net, const double *nic_Bps,
                       int free_pp) {
-  s_engine e = {.g = g, .net = net, .nic = nic_Bps, .free_pp = free_pp};
+  s_engine e = {.g = g, .free_pp = free_pp};
   int nd = net->n;
   e.flows.left_out = wt_xcalloc((size_t)nd, sizeof(double));
   e.flows.left_in = wt_xcalloc((size_t)nd, sizeof(double));

@@ -53,7 +53,8 @@ static void s_greedy(s_search *s) {
     for (int i = 1; i < s->k; i++) {
       int next = -1;
       for (int v = 0; v < s->k; v++)
-        if (!s->used[v] && (next < 0 || s->w[s->cur[i - 1] * s->k + v] < s->w[s->cur[i - 1] * s->k + next]))
+        if (!s->used[v] &&
+            (next < 0 || s->w[s->cur[i - 1] * s->k + v] < s->w[s->cur[i - 1] * s->k + next]))
           next = v;
       s->used[next] = 1;
       s->cur[i] = next;

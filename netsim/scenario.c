@@ -54,12 +54,24 @@ void netsim_scenario_default_nics(netsim_scenario *s) {
   }
 }
 
-const char *netsim_scenario_name(const netsim_scenario *self) { return self->name; }
-const assign_network *netsim_scenario_network(const netsim_scenario *self) { return &self->net; }
-int netsim_scenario_region_of(const netsim_scenario *self, int d) { return self->region_of[d]; }
-int netsim_scenario_region_count(const netsim_scenario *self) { return self->n_regions; }
-const double *netsim_scenario_nic(const netsim_scenario *self) { return self->nic_Bps; }
-double netsim_scenario_reference_flops(const netsim_scenario *self) { return self->ref_flops; }
+const char *netsim_scenario_name(const netsim_scenario *self) {
+  return self->name;
+}
+const assign_network *netsim_scenario_network(const netsim_scenario *self) {
+  return &self->net;
+}
+int netsim_scenario_region_of(const netsim_scenario *self, int d) {
+  return self->region_of[d];
+}
+int netsim_scenario_region_count(const netsim_scenario *self) {
+  return self->n_regions;
+}
+const double *netsim_scenario_nic(const netsim_scenario *self) {
+  return self->nic_Bps;
+}
+double netsim_scenario_reference_flops(const netsim_scenario *self) {
+  return self->ref_flops;
+}
 
 const char *netsim_scenario_region_name(const netsim_scenario *self, int region) {
   if (self->region_names[region]) return self->region_names[region];
@@ -104,7 +116,9 @@ void netsim_scenario_set_destroy(netsim_scenario_set **self_p) {
   *self_p = NULL;
 }
 
-int netsim_scenario_set_count(const netsim_scenario_set *self) { return self->count; }
+int netsim_scenario_set_count(const netsim_scenario_set *self) {
+  return self->count;
+}
 
 const netsim_scenario *netsim_scenario_set_get(const netsim_scenario_set *self, int i) {
   return self->items[i];

@@ -79,8 +79,8 @@ static int s_matrix(const s_ctx *c, const cJSON *obj, const char *key, int k, do
   const cJSON *m = cJSON_GetObjectItemCaseSensitive(obj, key);
   if (!m) return s_fail(c, key, "missing (a %d×%d matrix is required)", k, k);
   if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) != k)
-    return s_fail(c, key, "must be a square %d×%d matrix (an array of %d rows), got %d rows", k,
-                  k, k, cJSON_IsArray(m) ? cJSON_GetArraySize(m) : 0);
+    return s_fail(c, key, "must be a square %d×%d matrix (an array of %d rows), got %d rows", k, k,
+                  k, cJSON_IsArray(m) ? cJSON_GetArraySize(m) : 0);
   int r = 0;
   for (const cJSON *row = m->child; row; row = row->next, r++) {
     char field[96];
@@ -198,9 +198,10 @@ static int s_scenario_degrees(const s_ctx *c, const cJSON *js, const s_constants
   WT_CHECK(s_positive_int(c, js, "d_pp", 0, &s->d_pp));
   WT_CHECK(s_positive_int(c, js, "d_dp", 0, &s->d_dp));
   if (s->d_pp * s->d_dp != s->net.n)
-    return s_fail(c, "d_pp", "d_pp × d_dp = %d × %d = %d but the scenario has %d devices "
-                  "(set d_pp/d_dp in the scenario to match)", s->d_pp, s->d_dp,
-                  s->d_pp * s->d_dp, s->net.n);
+    return s_fail(c, "d_pp",
+                  "d_pp × d_dp = %d × %d = %d but the scenario has %d devices "
+                  "(set d_pp/d_dp in the scenario to match)",
+                  s->d_pp, s->d_dp, s->d_pp * s->d_dp, s->net.n);
   return WT_OK;
 }
 
@@ -258,7 +259,8 @@ static int s_scenario_parse(const s_ctx *c, const cJSON *js, const s_constants *
 static int s_constants_parse(const s_ctx *c, const cJSON *root, s_constants *k) {
   const cJSON *js = cJSON_GetObjectItemCaseSensitive(root, "cost_model_constants");
   if (!cJSON_IsObject(js)) return s_fail(c, "cost_model_constants", "missing or not an object");
-  *k = (s_constants){.tflops = NETSIM_DEFAULT_TFLOPS, .hidden = NETSIM_DEFAULT_HIDDEN,
+  *k = (s_constants){.tflops = NETSIM_DEFAULT_TFLOPS,
+                     .hidden = NETSIM_DEFAULT_HIDDEN,
                      .act_bytes = NETSIM_DEFAULT_ACT_BYTES};
   int d_pp = 0, d_dp = 0;
   WT_CHECK(s_number(c, js, "c_dp_bytes_per_stage", 1, &k->c_dp));
@@ -269,8 +271,7 @@ static int s_constants_parse(const s_ctx *c, const cJSON *root, s_constants *k) 
   k->d_dp = d_dp;
   if (k->c_dp < 0) return s_fail(c, "c_dp_bytes_per_stage", "must be >= 0, got %g", k->c_dp);
   if (k->c_pp < 0) return s_fail(c, "c_pp_bytes_per_cut", "must be >= 0, got %g", k->c_pp);
-  const char *pos[] = {"device_tflops", "nic_gbps", "memory_gb", "hidden_size",
-                       "activation_bytes"};
+  const char *pos[] = {"device_tflops", "nic_gbps", "memory_gb", "hidden_size", "activation_bytes"};
   double *dst[] = {&k->tflops, &k->nic, &k->mem, &k->hidden, &k->act_bytes};
   for (size_t i = 0; i < WT_ARRAY_LEN(pos); i++) {
     WT_CHECK(s_number(c, js, pos[i], 0, dst[i]));
@@ -283,8 +284,10 @@ static int s_constants_parse(const s_ctx *c, const cJSON *root, s_constants *k) 
 static int s_read_file(const char *path, char **text) {
   FILE *f = fopen(path, "rb");
   if (!f)
-    return wt_fail(WT_ENOTFOUND, "scenario file %s: %s (give an existing file with "
-                   "--scenario-file)", path, strerror(errno));
+    return wt_fail(WT_ENOTFOUND,
+                   "scenario file %s: %s (give an existing file with "
+                   "--scenario-file)",
+                   path, strerror(errno));
   fseek(f, 0, SEEK_END);
   long len = ftell(f);
   fseek(f, 0, SEEK_SET);
@@ -331,8 +334,10 @@ int netsim_scenario_set_load(const char *path, netsim_scenario_set **out) {
   s_ctx c = {path, ""};
   if (!cJSON_IsObject(root)) {
     cJSON_Delete(root);
-    return wt_fail(WT_EINVAL, "%s: not a JSON object (a document with cost_model_constants and "
-                   "scenarios)", path);
+    return wt_fail(WT_EINVAL,
+                   "%s: not a JSON object (a document with cost_model_constants and "
+                   "scenarios)",
+                   path);
   }
   netsim_scenario_set *set = wt_xcalloc(1, sizeof *set);
   int rc = s_scenarios_parse(&c, root, set);

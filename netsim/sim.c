@@ -15,20 +15,26 @@ typedef struct {
   const assign_plan *plan;
   const netsim_sim_config *cfg;
   netsim_graph g;
-  int *fwd, *bwd;  /* task ids, [(s * d_dp + r) * m + j] */
-  int *last;       /* each tasklet's last compute task */
-  int *done;       /* join: last pass computed and every outgoing gradient delivered */
+  int *fwd, *bwd; /* task ids, [(s * d_dp + r) * m + j] */
+  int *last;      /* each tasklet's last compute task */
+  int *done;      /* join: last pass computed and every outgoing gradient delivered */
 } s_builder;
 
-static int s_dev(const s_builder *b, int s, int r) { return b->plan->device[s * b->plan->d_dp + r]; }
+static int s_dev(const s_builder *b, int s, int r) {
+  return b->plan->device[s * b->plan->d_dp + r];
+}
 static int s_idx(const s_builder *b, int s, int r, int j) {
   return (s * b->plan->d_dp + r) * b->cfg->micro_batches + j;
 }
 
 static int s_transfer(s_builder *b, int src, int dst, double bytes, netsim_xfer_kind kind,
                       const char *label) {
-  netsim_task t = {.kind = NETSIM_TASK_XFER, .device = src, .dst = dst, .bytes = bytes,
-                   .latency_s = b->net->latency_s[src * b->net->n + dst], .xfer_kind = kind};
+  netsim_task t = {.kind = NETSIM_TASK_XFER,
+                   .device = src,
+                   .dst = dst,
+                   .bytes = bytes,
+                   .latency_s = b->net->latency_s[src * b->net->n + dst],
+                   .xfer_kind = kind};
   snprintf(t.label, sizeof t.label, "%s", label);
   return netsim_graph_add(&b->g, t);
 }
@@ -56,14 +62,16 @@ static void s_schedule_order(netsim_schedule kind, int s, int n_stages, int m, i
 static void s_add_compute(s_builder *b) {
   const assign_plan *p = b->plan;
   int m = b->cfg->micro_batches;
-  int *is_bwd = wt_xmalloc(sizeof(int) * 2 * (size_t)m), *mb = wt_xmalloc(sizeof(int) * 2 * (size_t)m);
+  int *is_bwd = wt_xmalloc(sizeof(int) * 2 * (size_t)m),
+      *mb = wt_xmalloc(sizeof(int) * 2 * (size_t)m);
   for (int s = 0; s < p->d_pp; s++) {
     s_schedule_order(b->cfg->schedule, s, p->d_pp, m, is_bwd, mb);
     for (int r = 0; r < p->d_dp; r++) {
       int dev = s_dev(b, s, r), prev = -1;
       double speed = b->net->compute_speed ? b->net->compute_speed[dev] : 1.0;
       for (int k = 0; k < 2 * m; k++) {
-        netsim_task t = {.kind = NETSIM_TASK_COMPUTE, .device = dev,
+        netsim_task t = {.kind = NETSIM_TASK_COMPUTE,
+                         .device = dev,
                          .duration = (is_bwd[k] ? b->cfg->bwd_s : b->cfg->fwd_s) / speed};
         snprintf(t.label, sizeof t.label, "%c mb%d s%d r%d", is_bwd[k] ? 'B' : 'F', mb[k], s, r);
         int id = netsim_graph_add(&b->g, t);
@@ -100,8 +108,8 @@ static void s_add_pipeline(s_builder *b) {
     for (int r = 0; r < p->d_dp; r++)
       for (int j = 0; j < b->cfg->micro_batches; j++) {
         snprintf(label, sizeof label, "act mb%d s%d>%d r%d", j, s, s + 1, r);
-        int a = s_transfer(b, s_dev(b, s, r), s_dev(b, s + 1, r), b->cfg->act_bytes,
-                           NETSIM_XFER_PP, label);
+        int a = s_transfer(b, s_dev(b, s, r), s_dev(b, s + 1, r), b->cfg->act_bytes, NETSIM_XFER_PP,
+                           label);
         netsim_graph_dep(&b->g, b->fwd[s_idx(b, s, r, j)], a);
         netsim_graph_dep(&b->g, a, b->fwd[s_idx(b, s + 1, r, j)]);
         snprintf(label, sizeof label, "grad mb%d s%d>%d r%d", j, s + 1, s, r);
@@ -127,8 +135,7 @@ static void s_add_ring(s_builder *b, int s) {
   for (int k = 0; k < steps; k++) {
     for (int i = 0; i < D; i++) {
       snprintf(label, sizeof label, "ring s%d step %d", s, k);
-      cur[i] = s_transfer(b, devs[ring[i]], devs[ring[(i + 1) % D]], chunk, NETSIM_XFER_DP,
-                          label);
+      cur[i] = s_transfer(b, devs[ring[i]], devs[ring[(i + 1) % D]], chunk, NETSIM_XFER_DP, label);
       netsim_graph_dep(&b->g, k == 0 ? b->done[s * D + ring[i]] : prev[i], cur[i]);
       if (k > 0) netsim_graph_dep(&b->g, prev[(i + D - 1) % D], cur[i]);
     }
@@ -175,9 +182,13 @@ static int s_check(const assign_network *net, const assign_plan *plan,
   int rc = WT_OK;
   for (int i = 0; i < net->n && rc == WT_OK; i++) {
     int d = plan->device[i];
-    if (d < 0 || d >= net->n || seen[d]) rc = wt_fail(WT_EINVAL, "simulate: device %d is out of "
-                                                      "range or appears twice in the plan", d);
-    else seen[d] = 1;
+    if (d < 0 || d >= net->n || seen[d])
+      rc = wt_fail(WT_EINVAL,
+                   "simulate: device %d is out of "
+                   "range or appears twice in the plan",
+                   d);
+    else
+      seen[d] = 1;
   }
   free(seen);
   WT_CHECK(rc);
@@ -199,8 +210,10 @@ static void s_build(s_builder *b) {
   s_add_pipeline(b);
   if (b->plan->d_dp > 1)
     for (int s = 0; s < b->plan->d_pp; s++) {
-      if (b->cfg->dp_algo == ASSIGN_DP_RING) s_add_ring(b, s);
-      else s_add_sharded_ps(b, s);
+      if (b->cfg->dp_algo == ASSIGN_DP_RING)
+        s_add_ring(b, s);
+      else
+        s_add_sharded_ps(b, s);
     }
 }
 
@@ -252,8 +265,10 @@ int netsim_simulate(const assign_network *net, const assign_plan *plan,
     double *busy = wt_xcalloc((size_t)net->n, sizeof(double));
     for (int i = 0; i < full.g.n; i++) {
       const netsim_task *t = &full.g.tasks[i];
-      if (t->kind == NETSIM_TASK_COMPUTE) busy[t->device] += t->duration, out->n_compute++;
-      else if (t->kind == NETSIM_TASK_XFER) out->n_transfers++;
+      if (t->kind == NETSIM_TASK_COMPUTE)
+        busy[t->device] += t->duration, out->n_compute++;
+      else if (t->kind == NETSIM_TASK_XFER)
+        out->n_transfers++;
       out->iteration_s = fmax(out->iteration_s, t->end_s);
     }
     for (int d = 0; d < net->n; d++) out->compute_s = fmax(out->compute_s, busy[d]);
@@ -299,7 +314,10 @@ int netsim_transfers_simulate(const assign_network *net, const double *nic_Bps, 
     /* A transfer that becomes ready later waits behind a compute task of that length. */
     netsim_task wait = {.kind = NETSIM_TASK_COMPUTE, .device = src[i], .duration = start_s[i]};
     int w = netsim_graph_add(&g, wait);
-    netsim_task t = {.kind = NETSIM_TASK_XFER, .device = src[i], .dst = dst[i], .bytes = bytes[i],
+    netsim_task t = {.kind = NETSIM_TASK_XFER,
+                     .device = src[i],
+                     .dst = dst[i],
+                     .bytes = bytes[i],
                      .latency_s = net->latency_s[src[i] * net->n + dst[i]]};
     netsim_graph_dep(&g, w, netsim_graph_add(&g, t));
   }

@@ -20,8 +20,8 @@ typedef struct {
   double duration; /* compute seconds */
   double bytes, latency_s;
   netsim_xfer_kind xfer_kind;
-  char label[64];  /* trace name: "F mb3 s1 r0", "act mb3 s1→2 r0", "dp ring step 2" */
-  int pending;     /* dependencies not yet done */
+  char label[64]; /* trace name: "F mb3 s1 r0", "act mb3 s1→2 r0", "dp ring step 2" */
+  int pending;    /* dependencies not yet done */
   int *succ, n_succ, cap_succ;
   /* Filled by the engine: */
   double start_s;    /* compute started / flow became ready */
@@ -48,8 +48,7 @@ int netsim_engine_run(netsim_graph *g, const assign_network *net, const double *
 
 /* The ring order (indices into devs[k]) whose slowest hop (latency + chunk / bandwidth) is
  * smallest: exhaustive for k <= 9, nearest-neighbour from every start above. */
-void netsim_ring_order(const assign_network *net, const int *devs, int k, double chunk,
-                       int *order);
+void netsim_ring_order(const assign_network *net, const int *devs, int k, double chunk, int *order);
 
 /* The timeline of a finished graph. */
 netsim_trace *netsim_trace_from_graph(const netsim_graph *g, int n_devices);

@@ -50,7 +50,8 @@ netsim_scenario *netsim_scenario_random(int n_regions, int gpus_per_region, uint
   wt_rng_seed(&rng, seed);
   double *pts = wt_xmalloc(sizeof(double) * 3 * (size_t)k);
   for (int r = 0; r < k; r++) s_random_point(&rng, pts + 3 * r);
-  double *lat = wt_xcalloc((size_t)k * k, sizeof(double)), *bw = wt_xcalloc((size_t)k * k, sizeof(double));
+  double *lat = wt_xcalloc((size_t)k * k, sizeof(double)),
+         *bw = wt_xcalloc((size_t)k * k, sizeof(double));
   for (int a = 0; a < k; a++) {
     lat[a * k + a] = S_INTRA_LATENCY_S;
     bw[a * k + a] = S_INTRA_GBPS * 1e9 / 8;

@@ -18,23 +18,42 @@
 typedef struct {
   char schedule[WT_CONFIG_STR_MAX]; /* gpipe | 1f1b */
   int micro_batches;
-  char dp_algo[WT_CONFIG_STR_MAX];  /* sharded-ps | ring */
-  double fwd_s, bwd_s;              /* 0 = derived from the model size and device speed */
+  char dp_algo[WT_CONFIG_STR_MAX]; /* sharded-ps | ring */
+  double fwd_s, bwd_s;             /* 0 = derived from the model size and device speed */
 } cli_sim_opts;
 
 /* The option table rows for cli_sim_opts living at `base` inside a command's config. */
-#define CLI_SIM_OPTIONS(type, member)                                                        \
-  {"schedule", WT_OPT_CHOICE, offsetof(type, member.schedule), 0, 0, "1f1b",                 \
-   "pipeline schedule", "gpipe|1f1b"},                                                       \
-  {"micro-batches", WT_OPT_INT, offsetof(type, member.micro_batches), 1, 4096, "8",           \
-   "micro-batches per iteration", NULL},                                                     \
-  {"dp-algo", WT_OPT_CHOICE, offsetof(type, member.dp_algo), 0, 0, "sharded-ps",             \
-   "data-parallel reduce (paper: sharded parameter server)", "sharded-ps|ring"},             \
-  {"fwd-s", WT_OPT_FLOAT, offsetof(type, member.fwd_s), 0, 1e6, "0",                          \
-   "forward of one micro-batch through one stage, speed-1 device (0 = from model size)",     \
-   NULL},                                                                                    \
-  {"bwd-s", WT_OPT_FLOAT, offsetof(type, member.bwd_s), 0, 1e6, "0",                          \
-   "backward of one micro-batch (0 = twice the forward derived from model size)", NULL}
+#define CLI_SIM_OPTIONS(type, member)                                                              \
+  {"schedule",          WT_OPT_CHOICE, offsetof(type, member.schedule), 0, 0, "1f1b",              \
+   "pipeline schedule", "gpipe|1f1b"},                                                             \
+      {"micro-batches",                                                                            \
+       WT_OPT_INT,                                                                                 \
+       offsetof(type, member.micro_batches),                                                       \
+       1,                                                                                          \
+       4096,                                                                                       \
+       "8",                                                                                        \
+       "micro-batches per iteration",                                                              \
+       NULL},                                                                                      \
+      {"dp-algo",                                                                                  \
+       WT_OPT_CHOICE,                                                                              \
+       offsetof(type, member.dp_algo),                                                             \
+       0,                                                                                          \
+       0,                                                                                          \
+       "sharded-ps",                                                                               \
+       "data-parallel reduce (paper: sharded parameter server)",                                   \
+       "sharded-ps|ring"},                                                                         \
+      {"fwd-s",                                                                                    \
+       WT_OPT_FLOAT,                                                                               \
+       offsetof(type, member.fwd_s),                                                               \
+       0,                                                                                          \
+       1e6,                                                                                        \
+       "0",                                                                                        \
+       "forward of one micro-batch through one stage, speed-1 device (0 = from model size)",       \
+       NULL},                                                                                      \
+  {                                                                                                \
+    "bwd-s", WT_OPT_FLOAT, offsetof(type, member.bwd_s), 0, 1e6, "0",                              \
+        "backward of one micro-batch (0 = twice the forward derived from model size)", NULL        \
+  }
 
 /* Turns the options into a simulator config for a scenario. */
 void cli_sim_config(const cli_sim_opts *o, const netsim_scenario *s, netsim_sim_config *cfg);
@@ -51,10 +70,10 @@ int cli_scenario_open(const char *file, const char *name, netsim_scenario_set **
 /* One solver's outcome on one scenario. */
 typedef struct {
   assign_solver solver;
-  assign_cost cost;        /* the paper's cost model for the plan */
-  netsim_sim_result sim;   /* the simulated iteration */
+  assign_cost cost;      /* the paper's cost model for the plan */
+  netsim_sim_result sim; /* the simulated iteration */
   double solve_s;
-  assign_plan *plan;       /* owned; cli_result_clear frees it */
+  assign_plan *plan; /* owned; cli_result_clear frees it */
 } cli_result;
 
 /* Runs `solver` (budget in seconds and/or evaluations, seed) on the scenario and simulates the

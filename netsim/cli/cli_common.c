@@ -11,8 +11,10 @@ void cli_sim_config(const cli_sim_opts *o, const netsim_scenario *s, netsim_sim_
   netsim_sim_config_from_scenario(s, kind, o->micro_batches, cfg);
   cfg->dp_algo = !strcmp(o->dp_algo, "ring") ? ASSIGN_DP_RING : ASSIGN_DP_SHARDED_PS;
   if (o->fwd_s > 0) cfg->fwd_s = o->fwd_s;
-  if (o->bwd_s > 0) cfg->bwd_s = o->bwd_s;
-  else if (o->fwd_s > 0) cfg->bwd_s = 2 * o->fwd_s;
+  if (o->bwd_s > 0)
+    cfg->bwd_s = o->bwd_s;
+  else if (o->fwd_s > 0)
+    cfg->bwd_s = 2 * o->fwd_s;
 }
 
 int cli_parse(const char *usage, const wt_option *table, void *cfg, int argc, char **argv) {
@@ -53,8 +55,10 @@ int cli_solvers_parse(const char *list, int n_devices, assign_solver *out, int *
     for (int i = 0; i < *count; i++)
       if (out[i] == kind) return wt_fail(WT_EINVAL, "--solvers: '%s' is listed twice", tok);
     if (kind == ASSIGN_SOLVER_EXACT && n_devices > 12)
-      return wt_fail(WT_EINVAL, "--solvers: exact search is limited to 12 devices and this "
-                     "scenario has %d; drop exact or use a smaller scenario", n_devices);
+      return wt_fail(WT_EINVAL,
+                     "--solvers: exact search is limited to 12 devices and this "
+                     "scenario has %d; drop exact or use a smaller scenario",
+                     n_devices);
     out[(*count)++] = kind;
   }
   if (*count == 0) return wt_fail(WT_EINVAL, "--solvers: give at least one solver");

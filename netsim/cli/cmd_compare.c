@@ -25,8 +25,10 @@ static const wt_option s_options[] = {
     {"scenario-file", WT_OPT_STRING, offsetof(compare_cfg, scenario_file), 0, 0, "",
      "scenario JSON (default: the shipped netsim/scenarios/dtfm-2022.json)", NULL},
     {"solvers", WT_OPT_STRING, offsetof(compare_cfg, solvers), 0, 0,
-     "random,megatron,deepspeed,greedy,ga", "comma list of random,megatron,deepspeed,greedy,ga,"
-     "exact (exact: 12 devices at most)", NULL},
+     "random,megatron,deepspeed,greedy,ga",
+     "comma list of random,megatron,deepspeed,greedy,ga,"
+     "exact (exact: 12 devices at most)",
+     NULL},
     {"seed", WT_OPT_INT64, offsetof(compare_cfg, seed), 0, 9e15, "1", "solver seed", NULL},
     {"budget-s", WT_OPT_FLOAT, offsetof(compare_cfg, budget_s), 0, 86400, "0",
      "time limit per search solver (0 = the solver's default)", NULL},
@@ -34,8 +36,8 @@ static const wt_option s_options[] = {
      "evaluation limit per search solver (0 = none); makes results machine-independent", NULL},
     {"json", WT_OPT_FLAG, offsetof(compare_cfg, json), 0, 1, "0", "print one JSON object", NULL},
     CLI_SIM_OPTIONS(compare_cfg, sim),
-    {"config", WT_OPT_STRING, offsetof(compare_cfg, config), 0, 0, "",
-     "JSON file of these options", NULL},
+    {"config", WT_OPT_STRING, offsetof(compare_cfg, config), 0, 0, "", "JSON file of these options",
+     NULL},
     {0}};
 
 static const char *s_usage =
@@ -64,9 +66,10 @@ static cJSON *s_result_json(const cli_result *r) {
 static void s_print_table(const netsim_scenario *s, const netsim_sim_config *sim,
                           const cli_result *r, int count) {
   printf("scenario %s: %d devices, %s, %d micro-batches, forward %.3f s / backward %.3f s per "
-         "micro-batch on a speed-1 device\n", netsim_scenario_name(s),
-         netsim_scenario_network(s)->n, sim->schedule == NETSIM_GPIPE ? "GPipe" : "1F1B",
-         sim->micro_batches, sim->fwd_s, sim->bwd_s);
+         "micro-batch on a speed-1 device\n",
+         netsim_scenario_name(s), netsim_scenario_network(s)->n,
+         sim->schedule == NETSIM_GPIPE ? "GPipe" : "1F1B", sim->micro_batches, sim->fwd_s,
+         sim->bwd_s);
   printf("%-10s %10s %9s %9s | %10s %9s %9s %9s %9s | %8s\n", "solver", "COMM s", "DATAP s",
          "2·PIPE s", "sim iter s", "compute", "bubble", "pp comm", "dp comm", "solve s");
   for (int i = 0; i < count; i++)
@@ -89,8 +92,8 @@ static int s_run(const compare_cfg *c, const netsim_scenario *s) {
   int done = 0, rc = WT_OK;
   for (; done < count && rc == WT_OK; done++) {
     if (!c->json) fprintf(stderr, "solving with %s...\n", assign_solver_name(kinds[done]));
-    rc = cli_solve_and_simulate(s, kinds[done], c->budget_s, (long)c->max_evals,
-                                (uint64_t)c->seed, &sim, &results[done]);
+    rc = cli_solve_and_simulate(s, kinds[done], c->budget_s, (long)c->max_evals, (uint64_t)c->seed,
+                                &sim, &results[done]);
   }
   if (rc != WT_OK) {
     fprintf(stderr, "netsim compare: %s\n", wt_last_error());

@@ -24,7 +24,8 @@ static const wt_option s_options[] = {
      "scenario JSON (default: the shipped netsim/scenarios/dtfm-2022.json)", NULL},
     {"assignment", WT_OPT_STRING, offsetof(simulate_cfg, assignment), 0, 0, "",
      "assignment JSON: {\"groups\": [[..] per stage]} and/or {\"pipelines\": [[..] per replica]}"
-     " (required)", NULL},
+     " (required)",
+     NULL},
     {"trace", WT_OPT_STRING, offsetof(simulate_cfg, trace), 0, 0, "",
      "write the timeline as Chrome trace JSON here (open in Perfetto)", NULL},
     {"json", WT_OPT_FLAG, offsetof(simulate_cfg, json), 0, 1, "0", "print one JSON object", NULL},
@@ -62,8 +63,8 @@ static void s_print(const simulate_cfg *c, const netsim_scenario *s, const assig
   printf("  cost model: COMM %.3f s = DATAP %.3f s + 2·PIPELINEP %.3f s\n", cost->comm_s,
          cost->dp_s, cost->pp_s);
   printf("  simulated iteration %.3f s = compute %.3f + bubble %.3f + pipeline comm %.3f + "
-         "data-parallel comm %.3f\n", r->iteration_s, r->compute_s, r->bubble_s, r->pp_comm_s,
-         r->dp_comm_s);
+         "data-parallel comm %.3f\n",
+         r->iteration_s, r->compute_s, r->bubble_s, r->pp_comm_s, r->dp_comm_s);
   printf("  %d compute passes, %d transfers\n", r->n_compute, r->n_transfers);
 }
 
@@ -83,8 +84,10 @@ static int s_run(const simulate_cfg *c, const netsim_scenario *s) {
   netsim_trace *trace = NULL;
   int rc = netsim_simulate(p.net, plan, &sim, &r, *c->trace ? &trace : NULL);
   if (rc == WT_OK && trace) rc = netsim_trace_write(trace, c->trace);
-  if (rc == WT_OK) s_print(c, s, &cost, &r);
-  else fprintf(stderr, "netsim simulate: %s\n", wt_last_error());
+  if (rc == WT_OK)
+    s_print(c, s, &cost, &r);
+  else
+    fprintf(stderr, "netsim simulate: %s\n", wt_last_error());
   if (rc == WT_OK && trace && !c->json) printf("  trace written to %s\n", c->trace);
   netsim_trace_destroy(&trace);
   assign_plan_destroy(&plan);

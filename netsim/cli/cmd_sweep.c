@@ -45,8 +45,8 @@ static const wt_option s_options[] = {
     {"out", WT_OPT_STRING, offsetof(sweep_cfg, out), 0, 0, "netsim-sweep",
      "output folder (created): sweep.csv, speedup.csv, sweep.gp, sweep.png", NULL},
     CLI_SIM_OPTIONS(sweep_cfg, sim),
-    {"config", WT_OPT_STRING, offsetof(sweep_cfg, config), 0, 0, "",
-     "JSON file of these options", NULL},
+    {"config", WT_OPT_STRING, offsetof(sweep_cfg, config), 0, 0, "", "JSON file of these options",
+     NULL},
     {0}};
 
 static const char *s_usage =
@@ -62,7 +62,9 @@ typedef struct {
   cli_result *res; /* [scenario * n_kinds + solver] */
 } s_sweep;
 
-static cli_result *s_at(const s_sweep *w, int sc, int k) { return &w->res[sc * w->n_kinds + k]; }
+static cli_result *s_at(const s_sweep *w, int sc, int k) {
+  return &w->res[sc * w->n_kinds + k];
+}
 
 static int s_run_all(const sweep_cfg *c, s_sweep *w) {
   int total = w->n_scen * w->n_kinds, step = 0;
@@ -73,9 +75,11 @@ static int s_run_all(const sweep_cfg *c, s_sweep *w) {
       cli_result *r = s_at(w, sc, k);
       WT_CHECK(cli_solve_and_simulate(w->scen[sc], w->kinds[k], c->budget_s, (long)c->max_evals,
                                       (uint64_t)c->seed, &sim, r));
-      fprintf(stderr, "[%d/%d] %-28s %-9s COMM %8.3f s  simulated iteration %8.3f s  (solved in "
-              "%.2f s)\n", ++step, total, netsim_scenario_name(w->scen[sc]),
-              assign_solver_name(w->kinds[k]), r->cost.comm_s, r->sim.iteration_s, r->solve_s);
+      fprintf(stderr,
+              "[%d/%d] %-28s %-9s COMM %8.3f s  simulated iteration %8.3f s  (solved in "
+              "%.2f s)\n",
+              ++step, total, netsim_scenario_name(w->scen[sc]), assign_solver_name(w->kinds[k]),
+              r->cost.comm_s, r->sim.iteration_s, r->solve_s);
     }
   }
   return WT_OK;
@@ -104,9 +108,9 @@ static int s_write_csv(const char *dir, const s_sweep *w) {
       const cli_result *r = s_at(w, sc, k);
       fprintf(f, "%s,%s,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f\n",
               netsim_scenario_name(w->scen[sc]), assign_solver_name(r->solver),
-              netsim_scenario_network(w->scen[sc])->n, r->cost.comm_s, r->cost.dp_s,
-              r->cost.pp_s, r->sim.iteration_s, r->sim.compute_s, r->sim.bubble_s,
-              r->sim.pp_comm_s, r->sim.dp_comm_s, r->solve_s);
+              netsim_scenario_network(w->scen[sc])->n, r->cost.comm_s, r->cost.dp_s, r->cost.pp_s,
+              r->sim.iteration_s, r->sim.compute_s, r->sim.bubble_s, r->sim.pp_comm_s,
+              r->sim.dp_comm_s, r->solve_s);
     }
   return s_close(f, path);
 }
@@ -193,19 +197,23 @@ static int s_write_gnuplot(const char *dir, const s_sweep *w) {
           "set multiplot layout %d,1 title 'netsim sweep: solvers per scenario (ga = genetic "
           "algorithm + local search)'\n",
           panels * 480, panels);
-  fprintf(f, "set title \"Communication cost per iteration in the paper's model (log scale; "
-             "lower is better)\"\nset ylabel 'COMM (s)'\nset logscale y\nset yrange [*:*]\n"
-             "plot for [i=2:%d] 'cost_wide.csv' using i:xtic(1) title columnheader(i)\n"
-             "unset logscale y\nset yrange [0:*]\n", w->n_kinds + 1);
-  fprintf(f, "set title 'Simulated end-to-end iteration time (compute + bubble + communication)'\n"
-             "set ylabel 'iteration (s)'\n"
-             "plot for [i=2:%d] 'iter_wide.csv' using i:xtic(1) title columnheader(i)\n",
+  fprintf(f,
+          "set title \"Communication cost per iteration in the paper's model (log scale; "
+          "lower is better)\"\nset ylabel 'COMM (s)'\nset logscale y\nset yrange [*:*]\n"
+          "plot for [i=2:%d] 'cost_wide.csv' using i:xtic(1) title columnheader(i)\n"
+          "unset logscale y\nset yrange [0:*]\n",
+          w->n_kinds + 1);
+  fprintf(f,
+          "set title 'Simulated end-to-end iteration time (compute + bubble + communication)'\n"
+          "set ylabel 'iteration (s)'\n"
+          "plot for [i=2:%d] 'iter_wide.csv' using i:xtic(1) title columnheader(i)\n",
           w->n_kinds + 1);
   if (ga >= 0)
-    fprintf(f, "set title 'Speed-up of ga over each baseline (simulated iteration time; 1 = "
-               "same)'\nset ylabel 'baseline / ga'\n"
-               "set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 2\n"
-               "plot for [i=2:%d] 'speedup_wide.csv' using i:xtic(1) title columnheader(i)\n",
+    fprintf(f,
+            "set title 'Speed-up of ga over each baseline (simulated iteration time; 1 = "
+            "same)'\nset ylabel 'baseline / ga'\n"
+            "set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 2\n"
+            "plot for [i=2:%d] 'speedup_wide.csv' using i:xtic(1) title columnheader(i)\n",
             w->n_kinds);
   fprintf(f, "unset multiplot\n");
   return s_close(f, path);
@@ -232,13 +240,17 @@ static int s_outputs(const sweep_cfg *c, const s_sweep *w) {
   WT_CHECK(s_write_wide(c->out, "iter_wide.csv", w, 1));
   WT_CHECK(s_write_gnuplot(c->out, w));
   printf("wrote %s/sweep.csv, %s/speedup.csv and %s/sweep.gp\n", c->out, c->out, c->out);
-  if (s_run_gnuplot(c->out)) printf("chart: %s/sweep.png\n", c->out);
-  else printf("gnuplot did not run (not installed?): the chart script is %s/sweep.gp — run "
-              "`gnuplot sweep.gp` in that folder to draw sweep.png\n", c->out);
+  if (s_run_gnuplot(c->out))
+    printf("chart: %s/sweep.png\n", c->out);
+  else
+    printf("gnuplot did not run (not installed?): the chart script is %s/sweep.gp — run "
+           "`gnuplot sweep.gp` in that folder to draw sweep.png\n",
+           c->out);
   int ga = s_ga_index(w);
   for (int sc = 0; sc < w->n_scen && ga >= 0; sc++) {
-    printf("%-28s ga COMM %8.3f s, iteration %8.3f s; ga faster than:", netsim_scenario_name(w->scen[sc]),
-           s_at(w, sc, ga)->cost.comm_s, s_at(w, sc, ga)->sim.iteration_s);
+    printf("%-28s ga COMM %8.3f s, iteration %8.3f s; ga faster than:",
+           netsim_scenario_name(w->scen[sc]), s_at(w, sc, ga)->cost.comm_s,
+           s_at(w, sc, ga)->sim.iteration_s);
     for (int k = 0; k < w->n_kinds; k++)
       if (k != ga)
         printf(" %s %.2fx", assign_solver_name(w->kinds[k]),

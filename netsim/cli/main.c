@@ -18,8 +18,10 @@ static const wt_option s_generate_options[] = {
     {"gpus-per-region", WT_OPT_INT, offsetof(generate_cfg, gpus_per_region), 1, 64, "8",
      "devices per region", NULL},
     {"seed", WT_OPT_INT64, offsetof(generate_cfg, seed), 0, 9e15, "1", "topology seed", NULL},
-    {"out", WT_OPT_STRING, offsetof(generate_cfg, out), 0, 0, "", "scenario file to write "
-     "(required)", NULL},
+    {"out", WT_OPT_STRING, offsetof(generate_cfg, out), 0, 0, "",
+     "scenario file to write "
+     "(required)",
+     NULL},
     {"config", WT_OPT_STRING, offsetof(generate_cfg, config), 0, 0, "",
      "JSON file of these options", NULL},
     {0}};
@@ -36,8 +38,10 @@ int cli_generate_main(int argc, char **argv) {
   }
   netsim_scenario *s = netsim_scenario_random(c.regions, c.gpus_per_region, (uint64_t)c.seed);
   rc = netsim_scenario_save(s, c.out);
-  if (rc == WT_OK) printf("wrote %s (scenario %s)\n", c.out, netsim_scenario_name(s));
-  else fprintf(stderr, "netsim generate: %s\n", wt_last_error());
+  if (rc == WT_OK)
+    printf("wrote %s (scenario %s)\n", c.out, netsim_scenario_name(s));
+  else
+    fprintf(stderr, "netsim generate: %s\n", wt_last_error());
   netsim_scenario_destroy(&s);
   return rc == WT_OK ? 0 : CLI_EXIT_FAIL;
 }
@@ -49,7 +53,8 @@ static void s_usage(FILE *out) {
           "  sweep     all scenarios (and --random K topologies) → CSV + chart\n"
           "  simulate  one assignment file → iteration breakdown and a Chrome trace\n"
           "  generate  write a random world-wide topology as a scenario file\n"
-          "Scenarios default to %s\n", netsim_scenario_default_path());
+          "Scenarios default to %s\n",
+          netsim_scenario_default_path());
 }
 
 int main(int argc, char **argv) {

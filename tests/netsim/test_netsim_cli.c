@@ -30,7 +30,8 @@ static int s_netsim(const char *args, char **out, char **err) {
     long len = ftell(f);
     fseek(f, 0, SEEK_SET);
     *dst[i] = calloc(1, (size_t)len + 1);
-    if (fread(*dst[i], 1, (size_t)len, f) != (size_t)len) len = 0;
+    size_t got = fread(*dst[i], 1, (size_t)len, f);
+    (*dst[i])[got] = 0;
     fclose(f);
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -38,7 +39,8 @@ static int s_netsim(const char *args, char **out, char **err) {
 
 /* Checks an assignment object is 8 groups of 8 with every device once, pipelines its transpose. */
 static void s_check_assignment(const cJSON *a, const char *solver) {
-  const cJSON *groups = cJSON_GetObjectItem(a, "groups"), *pipes = cJSON_GetObjectItem(a, "pipelines");
+  const cJSON *groups = cJSON_GetObjectItem(a, "groups"),
+              *pipes = cJSON_GetObjectItem(a, "pipelines");
   WT_TEST_REQUIRE(cJSON_GetArraySize(groups) == 8 && cJSON_GetArraySize(pipes) == 8, "%s shape",
                   solver);
   int seen[64] = {0};
@@ -49,7 +51,8 @@ static void s_check_assignment(const cJSON *a, const char *solver) {
       WT_TEST_ASSERT(d == e, "%s: groups[%d][%d] != pipelines[%d][%d]", solver, s, r, r, s);
       if (d >= 0 && d < 64) seen[d]++;
     }
-  for (int d = 0; d < 64; d++) WT_TEST_ASSERT(seen[d] == 1, "%s: device %d x%d", solver, d, seen[d]);
+  for (int d = 0; d < 64; d++)
+    WT_TEST_ASSERT(seen[d] == 1, "%s: device %d x%d", solver, d, seen[d]);
 }
 
 static void s_write(const char *path, const char *text) {
@@ -62,12 +65,14 @@ static void s_write(const char *path, const char *text) {
 static void test_compare_and_simulate(void) {
   char *out = NULL, *err = NULL;
   int rc = s_netsim("compare --scenario worldwide_geo_distributed --solvers megatron,ga,random "
-                    "--max-evals 300 --seed 3 --json", &out, &err);
+                    "--max-evals 300 --seed 3 --json",
+                    &out, &err);
   WT_TEST_REQUIRE(rc == 0, "compare exit %d: %s", rc, err);
   cJSON *root = cJSON_Parse(out);
   WT_TEST_REQUIRE(root, "compare --json output is not JSON: %.200s", out);
-  WT_TEST_ASSERT(!strcmp(cJSON_GetObjectItem(root, "scenario")->valuestring,
-                         "worldwide_geo_distributed"), "scenario name");
+  WT_TEST_ASSERT(
+      !strcmp(cJSON_GetObjectItem(root, "scenario")->valuestring, "worldwide_geo_distributed"),
+      "scenario name");
   const cJSON *results = cJSON_GetObjectItem(root, "results");
   const char *want[] = {"megatron", "ga", "random"};
   WT_TEST_REQUIRE(cJSON_GetArraySize(results) == 3, "3 results");
@@ -77,9 +82,11 @@ static void test_compare_and_simulate(void) {
     WT_TEST_ASSERT(!strcmp(cJSON_GetObjectItem(r, "solver")->valuestring, want[i]), "solver %d", i);
     const char *fields[] = {"comm_cost_s", "dp_s", "pp_s", "simulated_iteration_s", "solve_s"};
     for (size_t k = 0; k < WT_ARRAY_LEN(fields); k++)
-      WT_TEST_ASSERT(cJSON_IsNumber(cJSON_GetObjectItem(r, fields[k])), "%s.%s", want[i], fields[k]);
+      WT_TEST_ASSERT(cJSON_IsNumber(cJSON_GetObjectItem(r, fields[k])), "%s.%s", want[i],
+                     fields[k]);
     WT_TEST_CLOSE(cJSON_GetObjectItem(r, "comm_cost_s")->valuedouble,
-                  cJSON_GetObjectItem(r, "dp_s")->valuedouble + cJSON_GetObjectItem(r, "pp_s")->valuedouble,
+                  cJSON_GetObjectItem(r, "dp_s")->valuedouble +
+                      cJSON_GetObjectItem(r, "pp_s")->valuedouble,
                   1e-6, 1e-9, "COMM = DATAP + 2 PIPELINEP");
     s_check_assignment(cJSON_GetObjectItem(r, "assignment"), want[i]);
     if (i == 1) ga = r;
@@ -91,8 +98,10 @@ static void test_compare_and_simulate(void) {
   char *text = cJSON_Print(cJSON_GetObjectItem(ga, "assignment"));
   s_write(path, text);
   free(text);
-  snprintf(args, sizeof args, "simulate --scenario worldwide_geo_distributed --assignment '%s' "
-           "--schedule 1f1b --micro-batches 8 --trace '%s' --json", path, trace);
+  snprintf(args, sizeof args,
+           "simulate --scenario worldwide_geo_distributed --assignment '%s' "
+           "--schedule 1f1b --micro-batches 8 --trace '%s' --json",
+           path, trace);
   free(out);
   free(err);
   rc = s_netsim(args, &out, &err);
@@ -151,9 +160,10 @@ static void test_sweep(void) {
                 "\"bandwidth_gbps\":[[10,0.5],[0.5,10]]},"
                 "{\"name\":\"dc\",\"groups\":[2,2,2,2],\"intra_gbps\":100,\"inter_gbps\":5,"
                 "\"latency_ms\":0}]}");
-  snprintf(args, sizeof args, "sweep --scenario-file '%s' --random 1 --regions 2 "
-           "--gpus-per-region 4 --solvers megatron,ga,exact --max-evals 200 --out '%s'", file,
-           out_dir);
+  snprintf(args, sizeof args,
+           "sweep --scenario-file '%s' --random 1 --regions 2 "
+           "--gpus-per-region 4 --solvers megatron,ga,exact --max-evals 200 --out '%s'",
+           file, out_dir);
   int rc = s_netsim(args, &out, &err);
   WT_TEST_REQUIRE(rc == 0, "sweep exit %d: %s", rc, err);
   WT_TEST_ASSERT(strstr(err, "[9/9]") != NULL, "progress printed: %s", err);

@@ -40,8 +40,8 @@ static void test_shipped(void) {
     const netsim_scenario *s = netsim_scenario_set_get(set, i);
     assign_problem p;
     netsim_scenario_problem(s, &p);
-    WT_TEST_ASSERT(p.net->n == 64 && p.d_pp == 8 && p.d_dp == 8, "%s: n=%d", netsim_scenario_name(s),
-                   p.net->n);
+    WT_TEST_ASSERT(p.net->n == 64 && p.d_pp == 8 && p.d_dp == 8, "%s: n=%d",
+                   netsim_scenario_name(s), p.net->n);
     WT_TEST_CLOSE(p.c_dp_bytes, 650e6, 0, 1e-12, "c_dp");
     WT_TEST_ASSERT(assign_problem_validate(&p) == WT_OK, "%s", wt_last_error());
   }
@@ -80,37 +80,50 @@ typedef struct {
   int names_scenario;
 } s_bad_case;
 
-#define K "\"cost_model_constants\":{\"c_dp_bytes_per_stage\":1e6,\"c_pp_bytes_per_cut\":1e6," \
-          "\"d_pp\":2,\"d_dp\":2},"
+#define K                                                                                          \
+  "\"cost_model_constants\":{\"c_dp_bytes_per_stage\":1e6,\"c_pp_bytes_per_cut\":1e6,"             \
+  "\"d_pp\":2,\"d_dp\":2},"
 
 static const s_bad_case s_bad[] = {
     {"{\"scenarios\":[]}", "cost_model_constants", 0},
     {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":[2,2],"
-     "\"bandwidth_gbps\":[[1,1],[1,1]]}]}", "latency_ms", 1},
+     "\"bandwidth_gbps\":[[1,1],[1,1]]}]}",
+     "latency_ms", 1},
     {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":[2,2],\"latency_ms\":[[1,1],[1,1]],"
-     "\"bandwidth_gbps\":[[1,1],[1]]}]}", "bandwidth_gbps[1]", 1},
+     "\"bandwidth_gbps\":[[1,1],[1]]}]}",
+     "bandwidth_gbps[1]", 1},
     {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":[2,2],\"latency_ms\":[[1,1],[1,1],"
-     "[1,1]],\"bandwidth_gbps\":[[1,1],[1,1]]}]}", "latency_ms", 1},
+     "[1,1]],\"bandwidth_gbps\":[[1,1],[1,1]]}]}",
+     "latency_ms", 1},
     {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":[2,2],\"latency_ms\":[[1,1],[1,1]],"
-     "\"bandwidth_gbps\":[[1,-1],[1,1]]}]}", "bandwidth_gbps[0]", 1},
+     "\"bandwidth_gbps\":[[1,-1],[1,1]]}]}",
+     "bandwidth_gbps[0]", 1},
     {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":[2,3],\"latency_ms\":[[1,1],[1,1]],"
-     "\"bandwidth_gbps\":[[1,1],[1,1]]}]}", "d_pp", 1},
+     "\"bandwidth_gbps\":[[1,1],[1,1]]}]}",
+     "d_pp", 1},
     {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":\"4\",\"latency_ms\":[[1]],"
-     "\"bandwidth_gbps\":[[1]]}]}", "gpus_per_region", 1},
+     "\"bandwidth_gbps\":[[1]]}]}",
+     "gpus_per_region", 1},
     {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":[2,2],\"latency_ms\":[[1,\"a\"],"
-     "[1,1]],\"bandwidth_gbps\":[[1,1],[1,1]]}]}", "latency_ms[0]", 1},
+     "[1,1]],\"bandwidth_gbps\":[[1,1],[1,1]]}]}",
+     "latency_ms[0]", 1},
     {"{" K "\"scenarios\":[{\"name\":\"x\",\"groups\":[2,2],\"intra_gbps\":10,\"latency_ms\":0}]}",
      "inter_gbps", 1},
     {"{" K "\"scenarios\":[{\"name\":\"x\",\"groups\":[2,2],\"intra_gbps\":10,\"inter_gbps\":-1,"
-     "\"latency_ms\":0}]}", "inter_gbps", 1},
+     "\"latency_ms\":0}]}",
+     "inter_gbps", 1},
     {"{" K "\"scenarios\":[{\"gpus_per_region\":[4],\"latency_ms\":[[1]],"
-     "\"bandwidth_gbps\":[[1]]}]}", "name", 0},
+     "\"bandwidth_gbps\":[[1]]}]}",
+     "name", 0},
     {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus\":5,\"gpus_per_region\":[4],\"latency_ms\":[[1]],"
-     "\"bandwidth_gbps\":[[1]]}]}", "gpus", 1},
+     "\"bandwidth_gbps\":[[1]]}]}",
+     "gpus", 1},
     {"{\"cost_model_constants\":{\"c_dp_bytes_per_stage\":\"big\",\"c_pp_bytes_per_cut\":1,"
-     "\"d_pp\":1,\"d_dp\":1},\"scenarios\":[]}", "c_dp_bytes_per_stage", 0},
+     "\"d_pp\":1,\"d_dp\":1},\"scenarios\":[]}",
+     "c_dp_bytes_per_stage", 0},
     {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":[4],\"latency_ms\":[[1]],"
-     "\"bandwidth_gbps\":[[1]],\"device_tflops\":[1,2]}]}", "device_tflops", 1},
+     "\"bandwidth_gbps\":[[1]],\"device_tflops\":[1,2]}]}",
+     "device_tflops", 1},
     {"{" K "\"scenarios\":{}}", "scenarios", 0},
 };
 
@@ -155,7 +168,8 @@ static void test_optional_fields(void) {
   FILE *f = fopen(path, "w");
   fputs("{" K "\"scenarios\":[{\"name\":\"only\",\"gpus_per_region\":[2,2],\"latency_ms\":"
         "[[1,10],[12,1]],\"bandwidth_gbps\":[[8,1],[3,8]],\"device_tflops\":[30,60],"
-        "\"nic_gbps\":4,\"memory_gb\":[16,32]}]}", f);
+        "\"nic_gbps\":4,\"memory_gb\":[16,32]}]}",
+        f);
   fclose(f);
   netsim_scenario_set *set = NULL;
   WT_TEST_REQUIRE(netsim_scenario_set_load(path, &set) == WT_OK, "%s", wt_last_error());

@@ -38,8 +38,12 @@ static assign_plan *s_plan(int d_pp, int d_dp) {
 }
 
 static netsim_sim_config s_cfg(netsim_schedule kind, int m, double f, double b, double c) {
-  return (netsim_sim_config){.schedule = kind, .micro_batches = m, .fwd_s = f, .bwd_s = b,
-                             .act_bytes = c * B_PER_S, .dp_algo = ASSIGN_DP_SHARDED_PS};
+  return (netsim_sim_config){.schedule = kind,
+                             .micro_batches = m,
+                             .fwd_s = f,
+                             .bwd_s = b,
+                             .act_bytes = c * B_PER_S,
+                             .dp_algo = ASSIGN_DP_SHARDED_PS};
 }
 
 static netsim_sim_result s_sim(const assign_network *net, const assign_plan *p,
@@ -150,7 +154,8 @@ static void test_nic_sharing(void) {
   WT_TEST_CLOSE(arrive[0], 1.25, 1e-9, 0, "latency");
   int bad_dst[1] = {0};
   WT_TEST_ASSERT(netsim_transfers_simulate(&net, nic, 1, src, bad_dst, bytes, start, arrive) ==
-                     WT_EINVAL, "a transfer to itself is refused");
+                     WT_EINVAL,
+                 "a transfer to itself is refused");
   s_net_free(&far);
   s_net_free(&net);
 }
@@ -162,7 +167,7 @@ static void test_allreduce(void) {
   double G = 3e9;
   assign_network net = s_net(D, 0);
   assign_plan *p = s_plan(1, D);
-  assign_dp_algo algos[] = {ASSIGN_DP_RING, ASSIGN_DP_SHARDED_PS};
+  const assign_dp_algo algos[] = {ASSIGN_DP_RING, ASSIGN_DP_SHARDED_PS};
   for (size_t k = 0; k < 2; k++) {
     netsim_sim_config cfg = s_cfg(NETSIM_GPIPE, 1, 0, 0, 0);
     cfg.grad_bytes = G;
@@ -203,7 +208,11 @@ static void test_ring_matches_model(void) {
     }
   assign_plan *p = s_plan(1, D);
   p->device[0] = 3, p->device[3] = 0; /* not in id order */
-  assign_problem prob = {.net = &net, .d_pp = 1, .d_dp = D, .c_dp_bytes = 2e9, .c_pp_bytes = 0,
+  assign_problem prob = {.net = &net,
+                         .d_pp = 1,
+                         .d_dp = D,
+                         .c_dp_bytes = 2e9,
+                         .c_pp_bytes = 0,
                          .dp_algo = ASSIGN_DP_RING};
   netsim_sim_config cfg = s_cfg(NETSIM_GPIPE, 1, 0, 0, 0);
   cfg.grad_bytes = prob.c_dp_bytes;
@@ -260,7 +269,8 @@ static void test_trace(void) {
     recv += !strcmp(cat, "recv");
     int pid = cJSON_GetObjectItem(e, "pid")->valueint;
     WT_TEST_ASSERT(pid >= 0 && pid < 6, "pid %d is a device", pid);
-    double end = cJSON_GetObjectItem(e, "ts")->valuedouble + cJSON_GetObjectItem(e, "dur")->valuedouble;
+    double end =
+        cJSON_GetObjectItem(e, "ts")->valuedouble + cJSON_GetObjectItem(e, "dur")->valuedouble;
     last_end_us = fmax(last_end_us, end);
   }
   WT_TEST_ASSERT(compute == r.n_compute, "compute events %d vs %d", compute, r.n_compute);
@@ -320,14 +330,14 @@ static void test_assignment_files(void) {
   WT_TEST_ASSERT(!memcmp(back->device, p->device, 6 * sizeof(int)), "round trip");
   assign_plan_destroy(&back);
   const char *bad[] = {
-      "{\"groups\": [[0,1,2],[3,4,4]]}",            /* a device twice */
-      "{\"groups\": [[0,1,2],[3,4]]}",              /* short row */
-      "{\"groups\": [[0,1,2]]}",                    /* missing stage */
-      "{\"pipelines\": [[0,1],[2,3],[4,9]]}",       /* out of range */
-      "{\"pipelines\": [[0,1],[2,3],[4,\"5\"]]}",   /* wrong type */
+      "{\"groups\": [[0,1,2],[3,4,4]]}",                                     /* a device twice */
+      "{\"groups\": [[0,1,2],[3,4]]}",                                       /* short row */
+      "{\"groups\": [[0,1,2]]}",                                             /* missing stage */
+      "{\"pipelines\": [[0,1],[2,3],[4,9]]}",                                /* out of range */
+      "{\"pipelines\": [[0,1],[2,3],[4,\"5\"]]}",                            /* wrong type */
       "{\"groups\": [[0,1,2],[3,4,5]], \"pipelines\": [[1,0],[2,3],[4,5]]}", /* disagree */
-      "{\"stages\": []}",                           /* neither key */
-      "[1,2,3]",                                    /* not an object */
+      "{\"stages\": []}",                                                    /* neither key */
+      "[1,2,3]",                                                             /* not an object */
   };
   for (size_t i = 0; i < WT_ARRAY_LEN(bad); i++) {
     s_write(path, bad[i]);
