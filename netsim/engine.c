@@ -101,16 +101,19 @@ typedef struct {
   char *frozen;
 } s_flows;
 
-/* Raises all unfrozen flows together until a NIC or a pair's cap saturates, freezes the flows
- * it limits, and repeats: the classic water-filling that yields the max-min fair allocation. */
-static void s_flows_share(s_flows *f, const netsim_graph *g, const assign_network *net,
-                          const double *nic) {
-  int nd = net->n, active = f->n;
+static double s_cap(const netsim_graph *g, const assign_network *net, int task) {
+  const netsim_task *t = &g->tasks[task];
+  return net->bandwidth_Bps[t->device * net->n + t->dst];
+}
+
+/* Every flow at rate 0 and unfrozen; every NIC at full capacity, counting its flows. */
+static void s_share_reset(s_flows *f, const netsim_graph *g, int nd, const double *nic) {
   for (int d = 0; d < nd; d++) {
     f->left_out[d] = f->left_in[d] = nic[d];
     f->cnt_out[d] = f->cnt_in[d] = 0;
   }
   f->frozen = realloc(f->frozen, (size_t)(f->cap ? f->cap : 1));
+  if (!f->frozen) abort();
   for (int i = 0; i < f->n; i++) {
     const netsim_task *t = &g->tasks[f->task[i]];
     f->rate[i] = 0;
@@ -118,37 +121,58 @@ static void s_flows_share(s_flows *f, const netsim_graph *g, const assign_networ
     f->cnt_out[t->device]++;
     f->cnt_in[t->dst]++;
   }
-  while (active > 0) {
-    double inc = INFINITY;
-    for (int d = 0; d < nd; d++) {
-      if (f->cnt_out[d]) inc = fmin(inc, f->left_out[d] / f->cnt_out[d]);
-      if (f->cnt_in[d]) inc = fmin(inc, f->left_in[d] / f->cnt_in[d]);
+}
+
+/* The largest common raise of all unfrozen flows before a NIC or a pair's cap saturates. */
+static double s_share_increment(const s_flows *f, const netsim_graph *g,
+                                const assign_network *net) {
+  double inc = INFINITY;
+  for (int d = 0; d < net->n; d++) {
+    if (f->cnt_out[d]) inc = fmin(inc, f->left_out[d] / f->cnt_out[d]);
+    if (f->cnt_in[d]) inc = fmin(inc, f->left_in[d] / f->cnt_in[d]);
+  }
+  for (int i = 0; i < f->n; i++)
+    if (!f->frozen[i]) inc = fmin(inc, s_cap(g, net, f->task[i]) - f->rate[i]);
+  return fmax(inc, 0);
+}
+
+/* Raises the unfrozen flows by inc, then freezes those whose cap or NIC is now full (within
+ * rounding); returns how many froze. */
+static int s_share_raise(s_flows *f, const netsim_graph *g, const assign_network *net,
+                         const double *nic, double inc) {
+  for (int i = 0; i < f->n; i++) {
+    if (f->frozen[i]) continue;
+    const netsim_task *t = &g->tasks[f->task[i]];
+    f->rate[i] += inc;
+    f->left_out[t->device] -= inc;
+    f->left_in[t->dst] -= inc;
+  }
+  int frozen = 0;
+  for (int i = 0; i < f->n; i++) {
+    if (f->frozen[i]) continue;
+    const netsim_task *t = &g->tasks[f->task[i]];
+    if (f->rate[i] >= s_cap(g, net, f->task[i]) * (1 - 1e-12) ||
+        f->left_out[t->device] <= nic[t->device] * 1e-12 ||
+        f->left_in[t->dst] <= nic[t->dst] * 1e-12) {
+      f->frozen[i] = 1;
+      f->cnt_out[t->device]--;
+      f->cnt_in[t->dst]--;
+      frozen++;
     }
-    for (int i = 0; i < f->n; i++) {
-      if (f->frozen[i]) continue;
-      const netsim_task *t = &g->tasks[f->task[i]];
-      inc = fmin(inc, net->bandwidth_Bps[t->device * nd + t->dst] - f->rate[i]);
-    }
-    inc = fmax(inc, 0);
-    for (int i = 0; i < f->n; i++) {
-      if (f->frozen[i]) continue;
-      const netsim_task *t = &g->tasks[f->task[i]];
-      f->rate[i] += inc;
-      f->left_out[t->device] -= inc;
-      f->left_in[t->dst] -= inc;
-    }
-    for (int i = 0; i < f->n; i++) {
-      if (f->frozen[i]) continue;
-      const netsim_task *t = &g->tasks[f->task[i]];
-      double cap = net->bandwidth_Bps[t->device * nd + t->dst];
-      if (f->rate[i] >= cap * (1 - 1e-12) || f->left_out[t->device] <= nic[t->device] * 1e-12 ||
-          f->left_in[t->dst] <= nic[t->dst] * 1e-12) {
-        f->frozen[i] = 1;
-        f->cnt_out[t->device]--;
-        f->cnt_in[t->dst]--;
-        active--;
-      }
-    }
+  }
+  return frozen;
+}
+
+/* Raises all unfrozen flows together until a NIC or a pair's cap saturates, freezes the flows
+ * it limits, and repeats: the classic water-filling that yields the max-min fair allocation.
+ * Each round freezes at least one flow, so it ends after at most n rounds. */
+static void s_flows_share(s_flows *f, const netsim_graph *g, const assign_network *net,
+                          const double *nic) {
+  s_share_reset(f, g, net->n, nic);
+  for (int active = f->n; active > 0;) {
+    int frozen = s_share_raise(f, g, net, nic, s_share_increment(f, g, net));
+    if (frozen == 0) break; /* cannot happen (the minimum resource saturates); never spin */
+    active -= frozen;
   }
 }
 
