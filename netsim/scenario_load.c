@@ -205,29 +205,43 @@ static int s_scenario_degrees(const s_ctx *c, const cJSON *js, const s_constants
   return WT_OK;
 }
 
-static int s_scenario_parse(const s_ctx *c, const cJSON *js, const s_constants *k,
-                            netsim_scenario **out) {
-  int datacenter = cJSON_GetObjectItemCaseSensitive(js, "groups") != NULL;
+/* The layout: region sizes from either form, checked against the optional "gpus"; allocates
+ * the scenario with the constants' defaults. */
+static int s_scenario_layout(const s_ctx *c, const cJSON *js, const s_constants *k, int datacenter,
+                             netsim_scenario **out) {
   const char *size_key = datacenter ? "groups" : "gpus_per_region";
   if (!datacenter && !cJSON_GetObjectItemCaseSensitive(js, size_key))
     return s_fail(c, "gpus_per_region",
                   "missing (give gpus_per_region + latency_ms + bandwidth_gbps, or groups + "
                   "intra_gbps + inter_gbps + latency_ms)");
-  int *sizes = NULL, nr = 0, rc;
-  rc = s_region_sizes(c, js, size_key, &sizes, &nr);
-  int n = 0;
+  int *sizes = NULL, nr = 0, n = 0;
+  int rc = s_region_sizes(c, js, size_key, &sizes, &nr);
   for (int r = 0; rc == WT_OK && r < nr; r++) n += sizes[r];
   int gpus = n;
   if (rc == WT_OK) rc = s_positive_int(c, js, "gpus", 0, &gpus);
   if (rc == WT_OK && gpus != n)
     rc = s_fail(c, "gpus", "says %d but %s adds up to %d", gpus, size_key, n);
-  if (rc != WT_OK) {
-    free(sizes);
-    return rc;
+  if (rc == WT_OK) {
+    netsim_scenario *s = netsim_scenario_alloc(c->scenario, n, nr);
+    memcpy(s->region_size, sizes, (size_t)nr * sizeof(int));
+    s->c_dp_bytes = k->c_dp;
+    s->c_pp_bytes = k->c_pp;
+    s->hidden = k->hidden;
+    s->act_value_bytes = k->act_bytes;
+    s->ref_flops = k->tflops * 1e12;
+    *out = s;
   }
-  netsim_scenario *s = netsim_scenario_alloc(c->scenario, n, nr);
-  memcpy(s->region_size, sizes, (size_t)nr * sizeof(int));
   free(sizes);
+  return rc;
+}
+
+static int s_scenario_parse(const s_ctx *c, const cJSON *js, const s_constants *k,
+                            netsim_scenario **out) {
+  int datacenter = cJSON_GetObjectItemCaseSensitive(js, "groups") != NULL;
+  netsim_scenario *s = NULL;
+  *out = NULL;
+  WT_CHECK(s_scenario_layout(c, js, k, datacenter, &s));
+  int nr = s->n_regions;
   double *lat = wt_xcalloc((size_t)nr * nr, sizeof(double));
   double *bw = wt_xcalloc((size_t)nr * nr, sizeof(double));
   double *per = wt_xcalloc((size_t)nr * 3, sizeof(double)); /* tflops | nic | memory */
@@ -236,12 +250,7 @@ static int s_scenario_parse(const s_ctx *c, const cJSON *js, const s_constants *
     per[nr + r] = k->nic;
     per[2 * nr + r] = k->mem;
   }
-  s->c_dp_bytes = k->c_dp;
-  s->c_pp_bytes = k->c_pp;
-  s->hidden = k->hidden;
-  s->act_value_bytes = k->act_bytes;
-  s->ref_flops = k->tflops * 1e12;
-  rc = s_region_links(c, js, datacenter, nr, lat, bw);
+  int rc = s_region_links(c, js, datacenter, nr, lat, bw);
   if (rc == WT_OK) rc = s_region_names(c, js, s);
   if (rc == WT_OK) rc = s_per_region(c, js, "device_tflops", nr, per);
   if (rc == WT_OK) rc = s_per_region(c, js, "nic_gbps", nr, per + nr);
