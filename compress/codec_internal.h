@@ -62,6 +62,17 @@ static inline uint64_t compress_hash64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+/* Absmax quantization of one block (codec_quant.c), shared by int8 and int4. `simd` comes from
+ * compress_quant_simd() (AVX-512 usable and allowed); both paths give identical results.
+ * compress_quant_block writes q[0..m) in [-qmax, qmax] and returns the block's scale (absmax /
+ * qmax); `first` is x[0]'s index in the tensor, which seeds stochastic rounding.
+ * compress_dequant_block writes y = q * scale, or y = fmaf(alpha, q * scale, y) when add. */
+int compress_quant_simd(void);
+float compress_quant_block(const float *x, size_t m, float qmax, const compress_params *p,
+                           uint64_t first, int simd, int8_t *q);
+void compress_dequant_block(const int8_t *q, size_t m, float scale, float alpha, int add,
+                            int simd, float *y);
+
 /* Uniform float in [0, 1) for element i under seed (24 random bits). */
 static inline float compress_uniform(uint64_t seed, uint64_t i) {
   return (float)(compress_hash64(seed ^ (i * 0xd1b54a32d192ed03ull)) >> 40) * 0x1.0p-24f;

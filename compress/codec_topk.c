@@ -25,43 +25,64 @@ static inline uint32_t s_key(float f) {
   return u & 0x7fffffffu; // |f| as an integer: orders like the magnitude
 }
 
-/* hist[(key >> shift) & mask] counts the keys with key >> (match_shift) == match. */
-static void s_histogram(const float *x, size_t n, int match_shift, uint32_t match, int shift,
+/* hist[(key >> shift) & mask] counts the keys of v[0..m) with key >> match_shift == match. */
+static void s_histogram(const float *v, size_t m, int match_shift, uint32_t match, int shift,
                         uint32_t mask, uint64_t *hist) {
   memset(hist, 0, (mask + 1) * sizeof *hist);
-#pragma omp parallel if (n >= COMPRESS_OMP_MIN)
+#pragma omp parallel if (m >= COMPRESS_OMP_MIN)
   {
-    uint64_t local[S_BINS] = {0};
+    // Four interleaved counters per bin: runs of equal digits (common, values cluster) would
+    // otherwise chain every increment on the previous store. uint32 suffices: m <= UINT32_MAX.
+    uint32_t local[4][S_BINS];
+    memset(local, 0, sizeof local);
 #pragma omp for schedule(static) nowait
-    for (size_t i = 0; i < n; i++) {
-      uint32_t key = s_key(x[i]);
-      if ((uint32_t)((uint64_t)key >> match_shift) == match) local[(key >> shift) & mask]++;
+    for (size_t i = 0; i < m; i++) {
+      uint32_t key = s_key(v[i]);
+      if ((uint32_t)((uint64_t)key >> match_shift) == match) local[i & 3][(key >> shift) & mask]++;
     }
 #pragma omp critical
-    for (uint32_t b = 0; b <= mask; b++) hist[b] += local[b];
+    for (uint32_t b = 0; b <= mask; b++)
+      hist[b] += (uint64_t)local[0][b] + local[1][b] + local[2][b] + local[3][b];
   }
 }
 
-/* Finds the threshold key t and how many keys equal to t to take so that
- * count(key > t) + *ties == k (1 <= k <= n). */
-static void s_select(const float *x, size_t n, size_t k, uint32_t *t, size_t *ties) {
+/* One radix level (11 + 10 + 10 bits, from the top): among keys sharing *prefix above this
+ * level, picks the digit holding the *need-th largest, adds it to *prefix and subtracts what the
+ * higher digits hold from *need. Returns how many keys carry the chosen digit. */
+static uint64_t s_level(const float *v, size_t m, int level, uint32_t *prefix, size_t *need) {
   static const int shifts[3] = {20, 10, 0}, widths[3] = {11, 10, 10};
-  uint64_t *hist = wt_xmalloc(S_BINS * sizeof *hist);
-  uint32_t prefix = 0;
-  size_t need = k; // still to take among keys that share `prefix` above this level
-  for (int level = 0; level < 3; level++) {
-    int shift = shifts[level], top = shift + widths[level];
-    uint32_t mask = (1u << widths[level]) - 1;
-    s_histogram(x, n, top, (uint32_t)((uint64_t)prefix >> top), shift, mask, hist);
-    uint32_t d = mask;
-    for (; hist[d] < need; d--) need -= hist[d]; // bins above the k-th largest are all taken
-    prefix |= d << shift;
-  }
-  free(hist);
-  *t = prefix;
-  *ties = need;
+  uint64_t hist[S_BINS];
+  int shift = shifts[level], top = shift + widths[level];
+  uint32_t mask = (1u << widths[level]) - 1, d = mask;
+  s_histogram(v, m, top, (uint32_t)((uint64_t)*prefix >> top), shift, mask, hist);
+  for (; hist[d] < *need; d--) *need -= hist[d]; // the sum of all bins is >= *need
+  *prefix |= d << shift;
+  return hist[d];
 }
 
+/* Emits, in order, the entries of v[0..m) above key t and the first `ties` equal to it;
+ * idx == NULL means v's own positions. */
+static size_t s_emit(const float *v, const uint32_t *idx, size_t m, uint32_t t, size_t ties,
+                     uint8_t *out, size_t k, size_t j);
+
+/* Fast path for the usual case: after the first level, the elements that can still be chosen
+ * (those whose top digit is >= the chosen one) are few, so one pass gathers them in index
+ * order and the remaining levels and the emit run on that short list. Returns 0 (nothing
+ * written) when too many elements qualify, e.g. when most values are equal. */
+static int s_topk_gathered(const float *x, size_t n, size_t k, uint32_t prefix, size_t need,
+                           uint64_t candidates, uint8_t *out) {
+  size_t g = (k - need) + (size_t)candidates, j = 0;
+  if (g > n / 8) return 0;
+  uint32_t *gidx = wt_xmalloc((g + 1) * sizeof *gidx);
+  float *gval = wt_xmalloc((g + 1) * sizeof *gval);
+  for (size_t i = 0; i < n; i++)
+    if (s_key(x[i]) >= prefix) gidx[j] = (uint32_t)i, gval[j++] = x[i];
+  for (int level = 1; level < 3; level++) s_level(gval, g, level, &prefix, &need);
+  s_emit(gval, gidx, g, prefix, need, out, k, 0);
+  free(gidx);
+  free(gval);
+  return 1;
+}
 static size_t s_topk_max_size(size_t n, const compress_params *p) {
   return compress_topk_count(n, p->k_frac) * (sizeof(uint32_t) + sizeof(float));
 }
@@ -78,18 +99,28 @@ static void s_put(uint8_t *out, size_t k, size_t j, uint32_t index, float value)
   memcpy(out + k * sizeof index + j * sizeof value, &value, sizeof value);
 }
 
+static size_t s_emit(const float *v, const uint32_t *idx, size_t m, uint32_t t, size_t ties,
+                     uint8_t *out, size_t k, size_t j) {
+  for (size_t i = 0; i < m && j < k; i++) {
+    uint32_t key = s_key(v[i]);
+    if (key > t || (key == t && ties > 0 && ties--))
+      s_put(out, k, j++, idx ? idx[i] : (uint32_t)i, v[i]);
+  }
+  return j;
+}
+
 static int s_topk_encode(const float *x, size_t n, const compress_params *p, uint8_t *out,
                          size_t cap, size_t *len) {
   size_t need = s_topk_max_size(n, p), k = compress_topk_count(n, p->k_frac);
   WT_CHECK(compress_check_cap("topk", need, cap));
   WT_CHECK(s_check_n("topk", n));
   if (k > 0) {
-    uint32_t t;
-    size_t ties, j = 0;
-    s_select(x, n, k, &t, &ties);
-    for (size_t i = 0; i < n && j < k; i++) {
-      uint32_t key = s_key(x[i]);
-      if (key > t || (key == t && ties > 0 && ties--)) s_put(out, k, j++, (uint32_t)i, x[i]);
+    uint32_t prefix = 0;
+    size_t need = k;
+    uint64_t candidates = s_level(x, n, 0, &prefix, &need);
+    if (!s_topk_gathered(x, n, k, prefix, need, candidates, out)) {
+      for (int level = 1; level < 3; level++) s_level(x, n, level, &prefix, &need);
+      s_emit(x, NULL, n, prefix, need, out, k, 0);
     }
   }
   *len = need;

@@ -1,0 +1,5 @@
+# bench-codecs — encode + decode throughput of every gradient codec beside memcpy.
+if(TARGET wt_compress)
+  add_executable(bench-codecs ${CMAKE_SOURCE_DIR}/bench/bench_codecs.c)
+  target_link_libraries(bench-codecs PRIVATE wt_compress wt_common m z)
+endif()
