@@ -14,13 +14,13 @@ struct diloco {
   float *momentum; /* (n,) m */
   float *delta;    /* (n,) Δ, then Δ̄ after the all-reduce */
   long steps;
-  parallel_ef *ef;   /* ring residuals, made at the first step for (n, rank, world) */
-  compress_ef *sef;  /* sparse residual */
+  parallel_ef *ef;  /* ring residuals, made at the first step for (n, rank, world) */
+  compress_ef *sef; /* sparse residual */
 };
 
 diloco_config diloco_config_default(void) {
-  return (diloco_config){.lr = 0.7f, .momentum = 0.9f, .nesterov = 1, .codec = NULL,
-                         .error_feedback = 1, .sparse = 0};
+  return (diloco_config){
+      .lr = 0.7f, .momentum = 0.9f, .nesterov = 1, .codec = NULL, .error_feedback = 1, .sparse = 0};
 }
 
 int diloco_config_validate(const diloco_config *cfg) {
@@ -69,8 +69,8 @@ void diloco_init(diloco *d, const float *theta) {
 static void s_ensure_ef(diloco *d, parallel_comm *comm) {
   int rank = parallel_comm_rank(comm), world = parallel_comm_size(comm);
   if (d->ef && parallel_ef_rank(d->ef) == rank && parallel_ef_world(d->ef) == world) return;
-  if (d->ef) WT_WARN("diloco: group changed to rank %d of %d; error-feedback residuals reset",
-                     rank, world);
+  if (d->ef)
+    WT_WARN("diloco: group changed to rank %d of %d; error-feedback residuals reset", rank, world);
   parallel_ef_destroy(&d->ef);
   parallel_ef_new(&d->ef, d->n, rank, world);
 }
@@ -100,7 +100,9 @@ int diloco_outer_step(diloco *d, parallel_comm *comm, float *theta_inner) {
   return WT_OK;
 }
 
-const float *diloco_last_delta(const diloco *d) { return d->delta; }
+const float *diloco_last_delta(const diloco *d) {
+  return d->delta;
+}
 
 float *diloco_theta_outer(diloco *d, size_t *n) {
   if (n) *n = d->n;
@@ -112,7 +114,15 @@ float *diloco_momentum(diloco *d, size_t *n) {
   return d->momentum;
 }
 
-long diloco_step_count(const diloco *d) { return d->steps; }
-void diloco_set_step_count(diloco *d, long steps) { d->steps = steps; }
-parallel_ef *diloco_ef(diloco *d) { return d->ef; }
-compress_ef *diloco_sparse_ef(diloco *d) { return d->sef; }
+long diloco_step_count(const diloco *d) {
+  return d->steps;
+}
+void diloco_set_step_count(diloco *d, long steps) {
+  d->steps = steps;
+}
+parallel_ef *diloco_ef(diloco *d) {
+  return d->ef;
+}
+compress_ef *diloco_sparse_ef(diloco *d) {
+  return d->sef;
+}

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int s_mod(int a, int p) { return ((a % p) + p) % p; }
+static int s_mod(int a, int p) {
+  return ((a % p) + p) % p;
+}
 
 /* Ring all-gather of one u64 per rank into sizes[world]. */
 static int s_gather_sizes(parallel_comm *c, uint32_t seq, uint64_t *sizes) {
@@ -25,8 +27,8 @@ static int s_gather_sizes(parallel_comm *c, uint32_t seq, uint64_t *sizes) {
     size_t got = 0;
     WT_CHECK(parallel_frame_recv(c, s_mod(r - 1, p), rid, recv, sizeof recv, &data, &got));
     if (got != 8)
-      return wt_fail(WT_ECORRUPT, "all-gather-v: rank %d got a %zu-byte size from rank %d", r,
-                     got, s_mod(r - 1, p));
+      return wt_fail(WT_ECORRUPT, "all-gather-v: rank %d got a %zu-byte size from rank %d", r, got,
+                     s_mod(r - 1, p));
     sizes[recv_r] = 0;
     for (int i = 0; i < 8; i++) sizes[recv_r] |= (uint64_t)data[i] << (8 * i);
   }
@@ -42,8 +44,10 @@ static int s_offsets(const uint64_t *sizes, int p, size_t max_total, size_t *off
   for (int i = 0; i < p; i++) {
     offsets[i] = (size_t)total;
     if (sizes[i] > max_total || total + sizes[i] > max_total)
-      return wt_fail(WT_EMISMATCH, "all-gather-v: rank %d announced %llu bytes; the total would "
-                     "exceed the limit of %zu bytes", i, (unsigned long long)sizes[i], max_total);
+      return wt_fail(WT_EMISMATCH,
+                     "all-gather-v: rank %d announced %llu bytes; the total would "
+                     "exceed the limit of %zu bytes",
+                     i, (unsigned long long)sizes[i], max_total);
     total += sizes[i];
     *max_one = WT_MAX(*max_one, (size_t)sizes[i]);
   }
@@ -68,8 +72,10 @@ static int s_pass_blocks(parallel_comm *c, uint32_t seq, uint8_t *out, const siz
     size_t got = 0, want = offsets[recv_r + 1] - offsets[recv_r];
     rc = parallel_frame_recv(c, s_mod(r - 1, p), rid, recv, cap, &data, &got);
     if (rc == WT_OK && got != want)
-      rc = wt_fail(WT_ECORRUPT, "all-gather-v: rank %d got %zu bytes of rank %d's buffer, which "
-                   "announced %zu", r, got, recv_r, want);
+      rc = wt_fail(WT_ECORRUPT,
+                   "all-gather-v: rank %d got %zu bytes of rank %d's buffer, which "
+                   "announced %zu",
+                   r, got, recv_r, want);
     if (rc == WT_OK && got) memcpy(out + offsets[recv_r], data, got);
   }
   free(send);

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int s_mod(int a, int p) { return ((a % p) + p) % p; }
+static int s_mod(int a, int p) {
+  return ((a % p) + p) % p;
+}
 
 void parallel_chunk_range(size_t n, int world, int chunk, size_t *off, size_t *len) {
   size_t p = (size_t)world, base = n / p, rem = n % p, i = (size_t)chunk;
@@ -16,7 +18,9 @@ void parallel_chunk_range(size_t n, int world, int chunk, size_t *off, size_t *l
   *len = base + (i < rem ? 1 : 0);
 }
 
-int parallel_chunk_owner(int chunk, int world) { return s_mod(chunk - 1, world); }
+int parallel_chunk_owner(int chunk, int world) {
+  return s_mod(chunk - 1, world);
+}
 
 /* Scratch for one ring phase: a send frame and a receive frame, each big enough for the
  * largest chunk. */
@@ -40,9 +44,9 @@ static void s_bufs_free(s_ring_bufs *b) {
 }
 
 /* One ring step: send chunk `send_c` to the right, receive chunk `recv_c` from the left; on
- * success *payload points at recv_c's floats (checked to be exactly its length). */
+ * success *payload points at recv_c's bytes (checked to be exactly its length in floats). */
 static int s_ring_step(parallel_comm *c, s_ring_bufs *b, parallel_frame_kind kind, uint32_t seq,
-                       const float *x, size_t n, int send_c, int recv_c, const float **payload) {
+                       const float *x, size_t n, int send_c, int recv_c, const uint8_t **payload) {
   int r = parallel_comm_rank(c), p = parallel_comm_size(c);
   size_t off, len;
   parallel_chunk_range(n, p, send_c, &off, &len);
@@ -54,9 +58,9 @@ static int s_ring_step(parallel_comm *c, s_ring_bufs *b, parallel_frame_kind kin
   size_t bytes = 0;
   WT_CHECK(parallel_frame_recv(c, s_mod(r - 1, p), rid, b->recv, b->cap, &data, &bytes));
   if (bytes != len * sizeof(float))
-    return wt_fail(WT_ECORRUPT, "all-reduce: rank %d got %zu bytes for chunk %d, expected %zu",
-                   r, bytes, recv_c, len * sizeof(float));
-  *payload = (const float *)data; /* the header is 32 bytes, so floats stay aligned */
+    return wt_fail(WT_ECORRUPT, "all-reduce: rank %d got %zu bytes for chunk %d, expected %zu", r,
+                   bytes, recv_c, len * sizeof(float));
+  *payload = data;
   return WT_OK;
 }
 
@@ -65,12 +69,16 @@ static int s_reduce_scatter(parallel_comm *c, float *x, size_t n, parallel_op op
   s_ring_bufs b = s_bufs_new(n, p);
   for (int s = 0; s < p - 1 && rc == WT_OK; s++) {
     int recv_c = s_mod(r - s - 1, p);
-    const float *in = NULL;
+    const uint8_t *in = NULL;
     rc = s_ring_step(c, &b, PARALLEL_FRAME_RS, seq, x, n, s_mod(r - s, p), recv_c, &in);
     if (rc != WT_OK) break;
     size_t off, len;
     parallel_chunk_range(n, p, recv_c, &off, &len);
-    for (size_t i = 0; i < len; i++) x[off + i] += in[i];
+    for (size_t i = 0; i < len; i++) {
+      float v; /* memcpy, not a cast: the payload is bytes (compiles to a plain load) */
+      memcpy(&v, in + i * sizeof v, sizeof v);
+      x[off + i] += v;
+    }
   }
   s_bufs_free(&b);
   if (rc == WT_OK && op == PARALLEL_OP_AVG && p > 1) {
@@ -86,7 +94,7 @@ static int s_allgather(parallel_comm *c, float *x, size_t n, uint32_t seq) {
   s_ring_bufs b = s_bufs_new(n, p);
   for (int s = 0; s < p - 1 && rc == WT_OK; s++) {
     int recv_c = s_mod(r - s, p);
-    const float *in = NULL;
+    const uint8_t *in = NULL;
     rc = s_ring_step(c, &b, PARALLEL_FRAME_AG, seq, x, n, s_mod(r + 1 - s, p), recv_c, &in);
     if (rc != WT_OK) break;
     size_t off, len;

@@ -8,7 +8,9 @@
 
 #include <stdlib.h>
 
-static int s_mod(int a, int p) { return ((a % p) + p) % p; }
+static int s_mod(int a, int p) {
+  return ((a % p) + p) % p;
+}
 
 typedef struct {
   parallel_comm *c;
@@ -28,8 +30,8 @@ static int s_encode_chunk(s_ring *g, int chunk, uint8_t *buf, size_t *len) {
   parallel_chunk_range(g->n, g->p, chunk, &off, &n);
   uint8_t *out = buf + PARALLEL_FRAME_HEADER;
   size_t cap = g->cap - PARALLEL_FRAME_HEADER;
-  if (g->ef) return compress_ef_encode(parallel_ef_chunk(g->ef, chunk), g->codec, g->x + off, out,
-                                       cap, len);
+  if (g->ef)
+    return compress_ef_encode(parallel_ef_chunk(g->ef, chunk), g->codec, g->x + off, out, cap, len);
   return compress_codec_encode(g->codec, g->x + off, n, out, cap, len);
 }
 
@@ -84,16 +86,25 @@ static int s_allgather(s_ring *g, parallel_op op) {
   return WT_OK;
 }
 
-int parallel_allreduce_compressed(parallel_comm *c, const compress_codec *codec, float *x,
-                                  size_t n, parallel_op op, parallel_ef *ef) {
-  s_ring g = {c, codec, x, n, ef, parallel_comm_next_seq(c), parallel_comm_rank(c),
-              parallel_comm_size(c), NULL, NULL, 0};
-  if (ef && (parallel_ef_size(ef) != n || parallel_ef_world(ef) != g.p ||
-             parallel_ef_rank(ef) != g.r))
-    return wt_fail(WT_EMISMATCH, "compressed all-reduce: residuals were made for n=%zu world=%d "
+int parallel_allreduce_compressed(parallel_comm *c, const compress_codec *codec, float *x, size_t n,
+                                  parallel_op op, parallel_ef *ef) {
+  s_ring g = {c,
+              codec,
+              x,
+              n,
+              ef,
+              parallel_comm_next_seq(c),
+              parallel_comm_rank(c),
+              parallel_comm_size(c),
+              NULL,
+              NULL,
+              0};
+  if (ef &&
+      (parallel_ef_size(ef) != n || parallel_ef_world(ef) != g.p || parallel_ef_rank(ef) != g.r))
+    return wt_fail(WT_EMISMATCH,
+                   "compressed all-reduce: residuals were made for n=%zu world=%d "
                    "rank=%d, called with n=%zu world=%d rank=%d; reset them (parallel_ef_new)",
-                   parallel_ef_size(ef), parallel_ef_world(ef), parallel_ef_rank(ef), n, g.p,
-                   g.r);
+                   parallel_ef_size(ef), parallel_ef_world(ef), parallel_ef_rank(ef), n, g.p, g.r);
   if (g.p == 1) return WT_OK; /* nothing travels, so nothing is compressed */
   size_t off, len0;
   parallel_chunk_range(n, g.p, 0, &off, &len0); /* chunk 0 is the longest */

@@ -27,8 +27,8 @@ int parallel_allreduce_sparse(parallel_comm *c, const compress_codec *codec, flo
     float alpha = op == PARALLEL_OP_AVG ? 1.0f / (float)p : 1.0f;
     memset(x, 0, n * sizeof(float));
     for (int r = 0; r < p && rc == WT_OK; r++)
-      rc = compress_codec_decode_add(codec, all + offsets[r], offsets[r + 1] - offsets[r], alpha,
-                                     x, n);
+      rc = compress_codec_decode_add(codec, all + offsets[r], offsets[r + 1] - offsets[r], alpha, x,
+                                     n);
   }
   free(all);
   free(offsets);

@@ -152,8 +152,8 @@ int parallel_ef_load(parallel_ef *self, FILE *f);
  * must have been made for (n, this rank, world). All ranks end with identical bytes. Returns
  * WT_OK, WT_EMISMATCH (ef made for another geometry), WT_ECORRUPT (bad message) or the
  * transport's / codec's status. */
-int parallel_allreduce_compressed(parallel_comm *c, const compress_codec *codec, float *x,
-                                  size_t n, parallel_op op, parallel_ef *ef);
+int parallel_allreduce_compressed(parallel_comm *c, const compress_codec *codec, float *x, size_t n,
+                                  parallel_op op, parallel_ef *ef);
 
 /* In place: x becomes Σ_r decode(encode_r(x_r + e_r)) (times 1/world for AVG), summed in rank
  * order on every rank. ef (a compress_ef of n floats, or NULL for none) is this rank's sender

@@ -17,8 +17,7 @@ struct parallel_comm {
 /* The barrier's tag; a reserved value so user messages can never be mistaken for it. */
 #define S_TAG_BARRIER (PARALLEL_TAG_RESERVED + 1)
 
-parallel_comm *parallel_comm_new(const parallel_transport_ops *ops, void *ctx, int rank,
-                                 int size) {
+parallel_comm *parallel_comm_new(const parallel_transport_ops *ops, void *ctx, int rank, int size) {
   assert(ops && ops->send && ops->recv);
   if (size < 1 || rank < 0 || rank >= size) {
     wt_fail(WT_EINVAL, "communicator: rank %d out of range for size %d", rank, size);
@@ -40,10 +39,18 @@ void parallel_comm_destroy(parallel_comm **self_p) {
   *self_p = NULL;
 }
 
-int parallel_comm_rank(const parallel_comm *c) { return c->rank; }
-int parallel_comm_size(const parallel_comm *c) { return c->size; }
-const parallel_transport_ops *parallel_comm_ops(const parallel_comm *c) { return c->ops; }
-void *parallel_comm_ctx(const parallel_comm *c) { return c->ctx; }
+int parallel_comm_rank(const parallel_comm *c) {
+  return c->rank;
+}
+int parallel_comm_size(const parallel_comm *c) {
+  return c->size;
+}
+const parallel_transport_ops *parallel_comm_ops(const parallel_comm *c) {
+  return c->ops;
+}
+void *parallel_comm_ctx(const parallel_comm *c) {
+  return c->ctx;
+}
 
 int parallel_comm_send(parallel_comm *c, int peer, int tag, const void *buf, size_t bytes) {
   assert(peer >= 0 && peer < c->size && peer != c->rank);
@@ -75,12 +82,18 @@ int parallel_comm_barrier(parallel_comm *c) {
   return WT_OK;
 }
 
-uint64_t parallel_comm_bytes_sent(const parallel_comm *c) { return c->bytes_sent; }
-uint64_t parallel_comm_msgs_sent(const parallel_comm *c) { return c->msgs_sent; }
+uint64_t parallel_comm_bytes_sent(const parallel_comm *c) {
+  return c->bytes_sent;
+}
+uint64_t parallel_comm_msgs_sent(const parallel_comm *c) {
+  return c->msgs_sent;
+}
 
 void parallel_comm_reset_counters(parallel_comm *c) {
   c->bytes_sent = 0;
   c->msgs_sent = 0;
 }
 
-uint32_t parallel_comm_next_seq(parallel_comm *c) { return c->seq++; }
+uint32_t parallel_comm_next_seq(parallel_comm *c) {
+  return c->seq++;
+}

@@ -44,9 +44,15 @@ void parallel_ef_destroy(parallel_ef **self_p) {
   *self_p = NULL;
 }
 
-size_t parallel_ef_size(const parallel_ef *self) { return self->n; }
-int parallel_ef_world(const parallel_ef *self) { return self->world; }
-int parallel_ef_rank(const parallel_ef *self) { return self->rank; }
+size_t parallel_ef_size(const parallel_ef *self) {
+  return self->n;
+}
+int parallel_ef_world(const parallel_ef *self) {
+  return self->world;
+}
+int parallel_ef_rank(const parallel_ef *self) {
+  return self->rank;
+}
 
 compress_ef *parallel_ef_chunk(parallel_ef *self, int chunk) {
   return chunk >= 0 && chunk < self->world ? self->chunks[chunk] : NULL;
@@ -98,7 +104,8 @@ int parallel_ef_load(parallel_ef *self, FILE *f) {
                    (unsigned)s_get(h + 4, 4), S_VERSION);
   if (s_get(h + 8, 8) != self->n || s_get(h + 16, 4) != (uint64_t)self->world ||
       s_get(h + 20, 4) != (uint64_t)self->rank)
-    return wt_fail(WT_EMISMATCH, "parallel_ef: checkpoint is for n=%llu world=%llu rank=%llu, "
+    return wt_fail(WT_EMISMATCH,
+                   "parallel_ef: checkpoint is for n=%llu world=%llu rank=%llu, "
                    "not n=%zu world=%d rank=%d; reset the residuals instead",
                    (unsigned long long)s_get(h + 8, 8), (unsigned long long)s_get(h + 16, 4),
                    (unsigned long long)s_get(h + 20, 4), self->n, self->world, self->rank);

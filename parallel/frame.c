@@ -68,8 +68,8 @@ static const char *s_header_problem(const uint8_t *h, size_t got, parallel_frame
   return NULL;
 }
 
-int parallel_frame_recv(parallel_comm *c, int peer, parallel_frame_id id, uint8_t *buf,
-                        size_t cap, const uint8_t **payload, size_t *bytes) {
+int parallel_frame_recv(parallel_comm *c, int peer, parallel_frame_id id, uint8_t *buf, size_t cap,
+                        const uint8_t **payload, size_t *bytes) {
   size_t got = 0;
   WT_CHECK(parallel_comm_recv(c, peer, S_TAG_BASE + (int)id.kind, buf, cap, &got));
   const char *problem =

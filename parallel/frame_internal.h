@@ -52,7 +52,7 @@ int parallel_frame_send(parallel_comm *c, int peer, parallel_frame_id id, const 
  * *payload points into buf (after the header) and *bytes is its length. Returns WT_OK,
  * WT_ECORRUPT (bad magic, version, kind, sequence, index, length or checksum: the message names
  * the peer and what was wrong) or the transport's status. */
-int parallel_frame_recv(parallel_comm *c, int peer, parallel_frame_id id, uint8_t *buf,
-                        size_t cap, const uint8_t **payload, size_t *bytes);
+int parallel_frame_recv(parallel_comm *c, int peer, parallel_frame_id id, uint8_t *buf, size_t cap,
+                        const uint8_t **payload, size_t *bytes);
 
 #endif

@@ -84,13 +84,17 @@ static int s_send(void *vctx, int peer, int tag, const void *buf, size_t bytes) 
   pthread_mutex_lock(&b->mu);
   /* Bounded memory: wait while the mailbox is non-empty and this message would overflow it. */
   while (rc == WT_OK && b->queued_bytes > 0 && b->queued_bytes + bytes > g->max_queue) {
-    if (atomic_load(&g->closed[peer])) rc = WT_EIO;
-    else if (pthread_cond_timedwait(&b->not_full, &b->mu, &deadline) == ETIMEDOUT) rc = WT_ETIMEOUT;
+    if (atomic_load(&g->closed[peer]))
+      rc = WT_EIO;
+    else if (pthread_cond_timedwait(&b->not_full, &b->mu, &deadline) == ETIMEDOUT)
+      rc = WT_ETIMEOUT;
   }
   if (rc == WT_OK && atomic_load(&g->closed[peer])) rc = WT_EIO;
   if (rc == WT_OK) {
-    if (b->tail) b->tail->next = m;
-    else b->head = m;
+    if (b->tail)
+      b->tail->next = m;
+    else
+      b->head = m;
     b->tail = m;
     b->queued_bytes += bytes;
     pthread_cond_broadcast(&b->not_empty);
@@ -98,8 +102,8 @@ static int s_send(void *vctx, int peer, int tag, const void *buf, size_t bytes) 
   pthread_mutex_unlock(&b->mu);
   if (rc == WT_OK) return WT_OK;
   free(m);
-  if (rc == WT_EIO) return wt_fail(WT_EIO, "inproc: rank %d cannot send to rank %d: it has left",
-                                   ctx->rank, peer);
+  if (rc == WT_EIO)
+    return wt_fail(WT_EIO, "inproc: rank %d cannot send to rank %d: it has left", ctx->rank, peer);
   return wt_fail(WT_ETIMEOUT, "inproc: rank %d: send to rank %d blocked for %.1f s (queue full)",
                  ctx->rank, peer, g->timeout_s);
 }
@@ -109,8 +113,10 @@ static s_msg *s_box_take(s_mailbox *b, int tag) {
   s_msg *prev = NULL;
   for (s_msg *m = b->head; m; prev = m, m = m->next) {
     if (m->tag != tag) continue;
-    if (prev) prev->next = m->next;
-    else b->head = m->next;
+    if (prev)
+      prev->next = m->next;
+    else
+      b->head = m->next;
     if (b->tail == m) b->tail = prev;
     b->queued_bytes -= m->bytes;
     return m;
@@ -144,8 +150,10 @@ static int s_recv(void *vctx, int peer, int tag, void *buf, size_t cap, size_t *
                    ctx->rank, peer, tag, g->timeout_s);
   int rc = WT_OK;
   if (m->bytes > cap)
-    rc = wt_fail(WT_EMISMATCH, "inproc: rank %d: message from rank %d is %zu bytes, expected at "
-                 "most %zu", ctx->rank, peer, m->bytes, cap);
+    rc = wt_fail(WT_EMISMATCH,
+                 "inproc: rank %d: message from rank %d is %zu bytes, expected at "
+                 "most %zu",
+                 ctx->rank, peer, m->bytes, cap);
   else {
     if (m->bytes) memcpy(buf, m->data, m->bytes);
     if (got) *got = m->bytes;
@@ -218,7 +226,9 @@ void parallel_inproc_group_set_max_queue(parallel_inproc_group *g, size_t max_qu
   g->max_queue = max_queue_bytes;
 }
 
-int parallel_inproc_group_size(const parallel_inproc_group *g) { return g->size; }
+int parallel_inproc_group_size(const parallel_inproc_group *g) {
+  return g->size;
+}
 
 parallel_comm *parallel_inproc_group_comm(parallel_inproc_group *g, int rank) {
   assert(rank >= 0 && rank < g->size);

@@ -24,10 +24,10 @@
 
 typedef struct {
   int world, steps, H;
-  float eta;                    /* inner SGD learning rate */
+  float eta; /* inner SGD learning rate */
   float A[MAXW][B][D], b[MAXW][B];
   float theta0[D];
-  float theta[MAXW][D];         /* result per replica */
+  float theta[MAXW][D]; /* result per replica */
   diloco_config cfg;
   int rcs[MAXW];
 } s_toy;

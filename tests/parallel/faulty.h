@@ -27,11 +27,21 @@ static int s_faulty_send(void *vctx, int peer, int tag, const void *buf, size_t 
   memcpy(copy, buf, bytes);
   size_t len = bytes;
   switch (f->damage) {
-  case S_FLIP_HEADER: copy[13] ^= 0x01; break; /* the chunk index */
-  case S_FLIP_PAYLOAD: copy[bytes - 1] ^= 0x40; break;
-  case S_TRUNCATE: len = bytes - 3; break;
-  case S_EXTEND: memset(copy + bytes, 0xAB, 16), len = bytes + 16; break;
-  case S_DROP_TO_EMPTY: len = 0; break;
+  case S_FLIP_HEADER:
+    copy[13] ^= 0x01;
+    break; /* the chunk index */
+  case S_FLIP_PAYLOAD:
+    copy[bytes - 1] ^= 0x40;
+    break;
+  case S_TRUNCATE:
+    len = bytes - 3;
+    break;
+  case S_EXTEND:
+    memset(copy + bytes, 0xAB, 16), len = bytes + 16;
+    break;
+  case S_DROP_TO_EMPTY:
+    len = 0;
+    break;
   }
   int rc = parallel_comm_send(f->inner, peer, tag, copy, len);
   free(copy);

@@ -184,8 +184,8 @@ static void test_broadcast(void) {
       }
       WT_TEST_ASSERT(parallel_inproc_run(g, s_bcast_fn, &b, NULL) == WT_OK, "bcast");
       for (int r = 0; r < world; r++)
-        WT_TEST_ASSERT(!memcmp(b.bufs[r], b.bufs[root], bytes), "world %d root %d rank %d",
-                       world, root, r);
+        WT_TEST_ASSERT(!memcmp(b.bufs[r], b.bufs[root], bytes), "world %d root %d rank %d", world,
+                       root, r);
       for (int r = 0; r < world; r++) free(b.bufs[r]);
       free(b.bufs);
     }
@@ -197,7 +197,6 @@ typedef struct {
   size_t max_total;
   uint8_t **outs;
   size_t **offsets;
-  int *rcs;
 } s_gatherv_job;
 
 /* Rank r contributes r*5 bytes (rank 0 none), each byte (r, i) distinguishable. */
@@ -215,7 +214,7 @@ static void test_allgatherv(void) {
     for (int limited = 0; limited < 2; limited++) {
       size_t total = 5 * (size_t)world * (size_t)(world - 1) / 2;
       s_gatherv_job j = {limited ? total - 1 : total, wt_xcalloc((size_t)world, sizeof(uint8_t *)),
-                         wt_xcalloc((size_t)world, sizeof(size_t *)), NULL};
+                         wt_xcalloc((size_t)world, sizeof(size_t *))};
       for (int r = 0; r < world; r++) j.offsets[r] = wt_xcalloc((size_t)world + 1, sizeof(size_t));
       int rcs[8];
       parallel_inproc_run(g, s_gatherv_fn, &j, rcs);
@@ -271,7 +270,8 @@ static void test_faults(void) {
   parallel_inproc_group_set_timeout(g, 10.0);
   for (int d = S_FLIP_HEADER; d <= S_DROP_TO_EMPTY; d++) {
     s_fault_job fj = {s_job_new(world, 103, PARALLEL_OP_SUM),
-                      wt_xcalloc((size_t)world, sizeof(s_faulty_ctx)), {0}};
+                      wt_xcalloc((size_t)world, sizeof(s_faulty_ctx)),
+                      {0}};
     for (int r = 0; r < world; r++) fj.ctxs[r].victim_msg = r == 1 ? 0 : -1;
     fj.ctxs[1].damage = (s_damage)d;
     int rc = parallel_inproc_run(g, s_fault_fn, &fj, NULL);

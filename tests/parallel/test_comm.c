@@ -123,7 +123,8 @@ static int s_timeout_fn(parallel_comm *c, void *arg) {
     char b;
     size_t got;
     int rc;
-    while ((rc = parallel_comm_recv(c, 0, 9, &b, 1, &got)) == WT_ETIMEOUT) continue;
+    while ((rc = parallel_comm_recv(c, 0, 9, &b, 1, &got)) == WT_ETIMEOUT) {
+    }
     return rc == WT_EIO ? WT_OK : WT_EINVAL;
   }
   char b;

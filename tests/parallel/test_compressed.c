@@ -41,11 +41,11 @@ typedef struct {
   size_t n;
   parallel_op op;
   const compress_codec *codec;
-  int sparse;          /* 1: parallel_allreduce_sparse */
-  float **x;           /* [world][n], in place */
-  parallel_ef **ef;    /* [world] or NULL (ring) */
-  compress_ef **sef;   /* [world] or NULL (sparse) */
-  uint64_t *bytes;     /* [world] bytes sent by the last call */
+  int sparse;        /* 1: parallel_allreduce_sparse */
+  float **x;         /* [world][n], in place */
+  parallel_ef **ef;  /* [world] or NULL (ring) */
+  compress_ef **sef; /* [world] or NULL (sparse) */
+  uint64_t *bytes;   /* [world] bytes sent by the last call */
   int rcs[8];
 } s_job;
 
@@ -65,8 +65,10 @@ static int s_fn(parallel_comm *c, void *arg) {
 }
 
 static s_job s_job_new(int world, size_t n, const compress_codec *codec, int sparse, int ef) {
-  s_job j = {world, n, PARALLEL_OP_SUM, codec, sparse, wt_xcalloc((size_t)world, sizeof(float *)),
-             NULL, NULL, wt_xcalloc((size_t)world, sizeof(uint64_t)), {0}};
+  s_job j = {world, n,      PARALLEL_OP_SUM,
+             codec, sparse, wt_xcalloc((size_t)world, sizeof(float *)),
+             NULL,  NULL,   wt_xcalloc((size_t)world, sizeof(uint64_t)),
+             {0}};
   for (int r = 0; r < world; r++) j.x[r] = wt_xcalloc(n + 1, sizeof(float));
   if (ef && !sparse) {
     j.ef = wt_xcalloc((size_t)world, sizeof *j.ef);
@@ -151,8 +153,8 @@ static void test_ring_bounds(const char *name) {
           double tol = b < 0 ? INFINITY : 1.1 * world * b * smax * scale + 4e-7 * smax;
           for (size_t i = 0; i < n; i++)
             if (!(fabs(j.x[0][i] - exact[i] * scale) <= tol)) {
-              WT_TEST_ASSERT(0, "%s world %d n %zu i %zu: got %.7g want %.7g tol %.3g", name,
-                             world, n, i, j.x[0][i], exact[i] * scale, tol);
+              WT_TEST_ASSERT(0, "%s world %d n %zu i %zu: got %.7g want %.7g tol %.3g", name, world,
+                             n, i, j.x[0][i], exact[i] * scale, tol);
               break;
             }
         }
@@ -279,16 +281,19 @@ static void test_error_feedback(const char *name, int sparse) {
     printf("  %s: not implemented in this build, skipped\n", name);
   } else {
     printf("  %-5s %-6s relative gap to the exact sum after %d / %d steps: with EF %.2e / %.2e,"
-           " without %.2e / %.2e\n", name, sparse ? "sparse" : "ring", steps / 2, steps,
-           ef.gap_half, ef.gap, none.gap_half, none.gap);
+           " without %.2e / %.2e\n",
+           name, sparse ? "sparse" : "ring", steps / 2, steps, ef.gap_half, ef.gap, none.gap_half,
+           none.gap);
     WT_TEST_ASSERT(ef.identity < 1e-4, "%s: EF identity off by %.3g", name, ef.identity);
     /* bounded residual: the gap must shrink (like 1/T: ratio ~0.5; a residual growing
      * linearly would give 1) */
     if (ef.gap_half > 1e-4)
-      WT_TEST_ASSERT(ef.gap < 0.8 * ef.gap_half, "%s: with EF the gap does not shrink (%.3g -> "
-                     "%.3g): the residual grows", name, ef.gap_half, ef.gap);
-    WT_TEST_ASSERT(ef.gap <= none.gap * 1.0001 + 1e-7, "%s: EF made it worse (%.3g vs %.3g)",
-                   name, ef.gap, none.gap);
+      WT_TEST_ASSERT(ef.gap < 0.8 * ef.gap_half,
+                     "%s: with EF the gap does not shrink (%.3g -> "
+                     "%.3g): the residual grows",
+                     name, ef.gap_half, ef.gap);
+    WT_TEST_ASSERT(ef.gap <= none.gap * 1.0001 + 1e-7, "%s: EF made it worse (%.3g vs %.3g)", name,
+                   ef.gap, none.gap);
     if (!strcmp(name, "sign") || !strcmp(name, "topk") || !strcmp(name, "randk"))
       WT_TEST_ASSERT(ef.gap < 0.5 * none.gap, "%s: EF did not help (%.3g vs %.3g)", name, ef.gap,
                      none.gap);
@@ -321,12 +326,14 @@ static void test_sparse_equals_dense(const char *name) {
     }
     if (ok && s_run(g, &j, name)) {
       WT_TEST_ASSERT(s_identical(&j), "%s sparse world %d: ranks differ", name, world);
-      WT_TEST_ASSERT(!memcmp(j.x[0], want, n * sizeof(float)), "%s sparse world %d: not the "
-                     "dense sum of the selected entries", name, world);
+      WT_TEST_ASSERT(!memcmp(j.x[0], want, n * sizeof(float)),
+                     "%s sparse world %d: not the "
+                     "dense sum of the selected entries",
+                     name, world);
       size_t nnz = 0;
       for (size_t i = 0; i < n; i++) nnz += j.x[0][i] != 0;
-      WT_TEST_ASSERT(nnz <= (size_t)world * compress_topk_count(n, 0.1), "%s: %zu nonzeros",
-                     name, nnz);
+      WT_TEST_ASSERT(nnz <= (size_t)world * compress_topk_count(n, 0.1), "%s: %zu nonzeros", name,
+                     nnz);
     } else if (world == 1) {
       printf("  %s sparse: not implemented in this build, skipped\n", name);
     }
@@ -352,8 +359,8 @@ static int s_fault_fn(parallel_comm *inner, void *arg) {
   int r = parallel_comm_rank(inner);
   fj->ctxs[r].inner = inner;
   parallel_comm *c = parallel_comm_new(&s_faulty_ops, &fj->ctxs[r], r, parallel_comm_size(inner));
-  int rc = parallel_allreduce_compressed(c, fj->job.codec, fj->job.x[r], fj->job.n,
-                                         PARALLEL_OP_SUM, fj->job.ef[r]);
+  int rc = parallel_allreduce_compressed(c, fj->job.codec, fj->job.x[r], fj->job.n, PARALLEL_OP_SUM,
+                                         fj->job.ef[r]);
   fj->job.rcs[r] = rc;
   parallel_comm_destroy(&c);
   return rc;
