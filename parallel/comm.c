@@ -94,6 +94,10 @@ void parallel_comm_reset_counters(parallel_comm *c) {
   c->msgs_sent = 0;
 }
 
+void parallel_comm_reset_seq(parallel_comm *c) {
+  c->seq = 0;
+}
+
 uint32_t parallel_comm_next_seq(parallel_comm *c) {
   return c->seq++;
 }

@@ -76,6 +76,11 @@ void parallel_comm_reset_counters(parallel_comm *c);
  * different collective. Returns the value before the increment. */
 uint32_t parallel_comm_next_seq(parallel_comm *c);
 
+/* Restarts the sequence at 0: every rank of a group must do it together, when the group is
+ * (re)formed — e.g. parallel_inproc_run does it before each run, so a rank that gave up early in
+ * one run does not leave the next run's ranks out of step. */
+void parallel_comm_reset_seq(parallel_comm *c);
+
 /* Tags at or above this value are reserved for the library (barrier, collectives). */
 #define PARALLEL_TAG_RESERVED 0x40000000
 
@@ -106,8 +111,9 @@ void parallel_inproc_group_set_closed(parallel_inproc_group *g, int rank, int cl
 
 /* Runs fn(comm_of_rank, arg) on one thread per rank and waits for all; rcs[rank] receives
  * each return value (rcs may be NULL). Every rank starts open and is closed as its fn returns;
- * mailboxes are emptied before the run. Returns WT_OK if every rank returned WT_OK, else the
- * first nonzero rank's value, or WT_EIO if a thread could not be started. */
+ * mailboxes are emptied and sequence numbers restarted before the run. Returns WT_OK if every rank
+ * returned WT_OK, else the first nonzero rank's value, or WT_EIO if a thread could not be started.
+ */
 typedef int (*parallel_rank_fn)(parallel_comm *c, void *arg);
 int parallel_inproc_run(parallel_inproc_group *g, parallel_rank_fn fn, void *arg, int *rcs);
 

@@ -268,7 +268,10 @@ static void *s_thread_main(void *p) {
 
 int parallel_inproc_run(parallel_inproc_group *g, parallel_rank_fn fn, void *arg, int *rcs) {
   for (size_t i = 0; i < (size_t)g->size * (size_t)g->size; i++) s_box_clear(&g->boxes[i]);
-  for (int r = 0; r < g->size; r++) atomic_store(&g->closed[r], 0);
+  for (int r = 0; r < g->size; r++) {
+    atomic_store(&g->closed[r], 0);
+    parallel_comm_reset_seq(g->comms[r]);
+  }
   s_thread_arg *ts = wt_xcalloc((size_t)g->size, sizeof *ts);
   pthread_t *th = wt_xcalloc((size_t)g->size, sizeof *th);
   int started = 0, rc = WT_OK;

@@ -285,6 +285,24 @@ static void test_faults(void) {
   parallel_inproc_group_destroy(&g);
 }
 
+/* A run in which only rank 0 starts a collective (it fails: its peer has left) must not leave
+ * the next run's ranks out of step: each run restarts the sequence numbers. */
+static int s_lonely_fn(parallel_comm *c, void *arg) {
+  float x[3] = {1, 2, 3};
+  (void)arg;
+  if (parallel_comm_rank(c) != 0) return WT_OK;
+  return parallel_allreduce(c, x, 3, PARALLEL_OP_SUM) == WT_EIO ? WT_OK : WT_EINVAL;
+}
+
+static void test_runs_restart_sequence(void) {
+  parallel_inproc_group *g = parallel_inproc_group_new(2);
+  WT_TEST_ASSERT(parallel_inproc_run(g, s_lonely_fn, NULL, NULL) == WT_OK, "lonely rank");
+  s_job j = s_job_new(2, 5, PARALLEL_OP_SUM);
+  WT_TEST_ASSERT(parallel_inproc_run(g, s_allreduce_fn, &j, NULL) == WT_OK, "next run");
+  s_job_free(&j);
+  parallel_inproc_group_destroy(&g);
+}
+
 int main(void) {
   test_allreduce_exact();
   test_allreduce_random();
@@ -292,5 +310,6 @@ int main(void) {
   test_broadcast();
   test_allgatherv();
   test_faults();
+  test_runs_restart_sequence();
   return wt_test_finish("test_parallel_collectives");
 }
