@@ -190,7 +190,7 @@ static int s_write_gnuplot(const char *dir, const s_sweep *w) {
           "set style histogram clustered gap 1\n"
           "set style fill solid 0.85 border -1\n"
           "set boxwidth 0.9\n"
-          "set xtics rotate by -20 scale 0\n"
+          "set xtics rotate by 25 right scale 0\n"
           "set key outside right top\n"
           "set grid ytics\n"
           "set yrange [0:*]\n"
