@@ -1,0 +1,115 @@
+/* test_compress_experiments — runs the compress-experiments tool for a few steps on the
+ * synthetic corpus in three settings (int8 gradients with error feedback in data parallelism,
+ * DiLoCo with fp16 pseudo-gradients, AC-SGD 2-bit deltas at a pipeline cut) and checks that each
+ * prints one well-formed JSON line whose loss went down and whose byte counts fit the codec.
+ * Also checks that a bad flag is refused with a message and a nonzero status. */
+#include "common.h"
+#include "testing.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char s_tool[1024];
+
+/* Runs the tool with `args`; returns its parsed JSON line (caller frees) or NULL. */
+static cJSON *s_run(const char *args, int *status) {
+  char cmd[2048], line[8192] = "";
+  snprintf(cmd, sizeof cmd, "'%s' %s 2>/dev/null", s_tool, args);
+  FILE *p = popen(cmd, "r");
+  WT_TEST_REQUIRE(p != NULL, "popen %s", cmd);
+  int lines = 0;
+  char buf[8192];
+  while (fgets(buf, sizeof buf, p)) {
+    lines++;
+    snprintf(line, sizeof line, "%s", buf);
+  }
+  int st = pclose(p);
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (*status != 0) return NULL;
+  WT_TEST_ASSERT(lines == 1, "%s: %d output lines, want exactly one", args, lines);
+  cJSON *j = cJSON_Parse(line);
+  WT_TEST_ASSERT(j && cJSON_IsObject(j), "%s: output is not a JSON object: %s", args, line);
+  return j;
+}
+
+static double s_num(const cJSON *j, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+  WT_TEST_ASSERT(cJSON_IsNumber(v), "field %s missing or not a number", key);
+  return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static void s_check_common(const cJSON *j, const char *what) {
+  double v0 = s_num(j, "initial_val_loss"), v1 = s_num(j, "final_val_loss");
+  WT_TEST_ASSERT(v1 < v0 - 0.05, "%s: validation loss %.4f -> %.4f did not decrease", what, v0, v1);
+  WT_TEST_ASSERT(cJSON_IsFalse(cJSON_GetObjectItem(j, "diverged")), "%s diverged", what);
+}
+
+static void test_dp_int8_ef(void) {
+  int st;
+  cJSON *j = s_run("--experiment dp --codec int8 --ef --steps 30 --seed 3", &st);
+  WT_TEST_REQUIRE(j, "dp run failed with status %d", st);
+  s_check_common(j, "dp int8+ef");
+  WT_TEST_ASSERT(!strcmp(cJSON_GetObjectItem(j, "codec")->valuestring, "int8"), "codec field");
+  // int8 with a float scale per 64 values: ~ 4 / (1 + 4/64) = 3.76x fewer bytes than fp32.
+  double ratio = s_num(j, "ratio_vs_fp32_ring");
+  WT_TEST_ASSERT(ratio > 3.3 && ratio < 4.0, "int8 compression ratio %.3f", ratio);
+  cJSON_Delete(j);
+}
+
+static void test_diloco_fp16(void) {
+  int st;
+  cJSON *j = s_run("--experiment diloco --codec fp16 --steps 30 --H 10 --seed 3", &st);
+  WT_TEST_REQUIRE(j, "diloco run failed with status %d", st);
+  s_check_common(j, "diloco fp16");
+  WT_TEST_ASSERT(s_num(j, "rounds") == 3, "30 inner steps at H=10 are 3 outer rounds");
+  cJSON *dp = s_run("--experiment dp --codec fp16 --steps 30 --seed 3", &st);
+  WT_TEST_REQUIRE(dp, "dp fp16 run failed with status %d", st);
+  // Same tokens, one exchange per 10 steps instead of every step.
+  double a = s_num(j, "bytes_per_worker_per_step"), b = s_num(dp, "bytes_per_worker_per_step");
+  WT_TEST_ASSERT(a < 0.15 * b && a > 0.05 * b, "diloco H=10 bytes %.0f vs dp %.0f", a, b);
+  cJSON_Delete(j);
+  cJSON_Delete(dp);
+}
+
+static void test_acsgd_delta(void) {
+  int st;
+  cJSON *j =
+      s_run("--experiment acsgd --acsgd delta --bits 2 --subset 16 --epochs 6 --seed 3", &st);
+  WT_TEST_REQUIRE(j, "acsgd run failed with status %d", st);
+  s_check_common(j, "acsgd delta 2-bit");
+  const cJSON *curve = cJSON_GetObjectItem(j, "epoch_train_loss");
+  int n = cJSON_GetArraySize(curve);
+  WT_TEST_REQUIRE(n == 6, "6 epochs, got %d entries", n);
+  double first = cJSON_GetArrayItem(curve, 0)->valuedouble;
+  double last = cJSON_GetArrayItem(curve, n - 1)->valuedouble;
+  WT_TEST_ASSERT(last < first - 0.1, "training loss %.4f -> %.4f", first, last);
+  // 2-bit codes + 8 bytes of scale per 64-float row: far below the 16 KiB per sample of floats.
+  WT_TEST_ASSERT(s_num(j, "fwd_bytes_per_step") < 0.15 * 4 * 64 * 64 * 4, "forward bytes");
+  WT_TEST_ASSERT(s_num(j, "cache_bytes") == 16.0 * 64 * 64 * 4, "cache holds the 16 samples");
+  cJSON_Delete(j);
+}
+
+static void test_bad_flag(void) {
+  int st;
+  WT_TEST_ASSERT(s_run("--codec int3", &st) == NULL && st != 0, "unknown codec refused");
+  WT_TEST_ASSERT(s_run("--experiment acsgd --cut 2 --layers 2", &st) == NULL && st != 0,
+                 "a cut beyond the model refused");
+}
+
+int main(void) {
+  const char *bin = getenv("WT_BIN_DIR");
+  snprintf(s_tool, sizeof s_tool, "%s/compress-experiments", bin ? bin : "bin");
+  if (access(s_tool, X_OK) != 0) {
+    printf("skip: %s not built\n", s_tool);
+    return WT_TEST_SKIP;
+  }
+  test_dp_int8_ef();
+  test_diloco_fp16();
+  test_acsgd_delta();
+  test_bad_flag();
+  return wt_test_finish("test_compress_experiments");
+}

@@ -1,0 +1,191 @@
+/* dp — synchronous data parallelism with a gradient codec (with or without error feedback).
+ *
+ * Each step every worker computes the gradient of its own micro-batch; the workers then average
+ * their gradients with the parallel/ collectives over the in-process transport, one thread per
+ * rank: parallel_allreduce (none), parallel_allreduce_compressed (dense codecs; two-stage error
+ * feedback with --ef) or parallel_allreduce_sparse (top-k; sender-side error feedback). The
+ * collectives leave bitwise the same average on every rank — checked every step — so one
+ * optimizer on one copy of the parameters stands for all the replicas. */
+#include "experiments.h"
+
+#include "collectives.h"
+#include "common.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  const exp_config *cfg;
+  const compress_codec *codec; /* NULL: uncompressed fp32 ring */
+  int sparse;
+  float **grads; /* [rank] (n): in: the rank's gradient; out: the average */
+  size_t n;
+  parallel_ef **ring_ef;   /* [rank] or NULL */
+  compress_ef **sparse_ef; /* [rank] or NULL */
+} s_reduce;
+
+static int s_rank_reduce(parallel_comm *c, void *arg) {
+  s_reduce *x = arg;
+  int r = parallel_comm_rank(c);
+  exp_threads_apply(x->cfg);
+  if (!x->codec) return parallel_allreduce(c, x->grads[r], x->n, PARALLEL_OP_AVG);
+  if (x->sparse)
+    return parallel_allreduce_sparse(c, x->codec, x->grads[r], x->n, PARALLEL_OP_AVG,
+                                     x->sparse_ef ? x->sparse_ef[r] : NULL);
+  return parallel_allreduce_compressed(c, x->codec, x->grads[r], x->n, PARALLEL_OP_AVG,
+                                       x->ring_ef ? x->ring_ef[r] : NULL);
+}
+
+typedef struct {
+  const exp_config *cfg;
+  const data_set *d;
+  gpt_stage *s;
+  optim *opt;
+  optim_config oc;
+  parallel_inproc_group *g;
+  s_reduce red;
+  data_position *pos; /* [worker] */
+  int *in, *tg;       /* (B, T) */
+} s_run;
+
+/* Every worker's gradient, in turn, on the shared parameters; returns their mean loss. */
+static int s_worker_grads(s_run *r, double *loss) {
+  const int B = r->cfg->batch, T = r->cfg->seq, W = r->cfg->workers;
+  size_t n;
+  const float *g = gpt_stage_grads(r->s, &n);
+  *loss = 0;
+  for (int w = 0; w < W; w++) {
+    gpt_stage_zero_grad(r->s);
+    data_set_next_batch(r->d, &r->pos[w], B, T, r->in, r->tg);
+    WT_CHECK(gpt_stage_forward(r->s, r->in, NULL, r->tg, B, T, NULL));
+    *loss += gpt_stage_loss(r->s) / W;
+    WT_CHECK(gpt_stage_backward(r->s, NULL, NULL, 1.0f));
+    memcpy(r->red.grads[w], g, n * sizeof(float));
+  }
+  return WT_OK;
+}
+
+static int s_step(s_run *r, double *loss) {
+  WT_CHECK(s_worker_grads(r, loss));
+  int rcs[64];
+  WT_CHECK(parallel_inproc_run(r->g, s_rank_reduce, &r->red, rcs));
+  for (int w = 1; w < r->cfg->workers; w++)
+    if (memcmp(r->red.grads[0], r->red.grads[w], r->red.n * sizeof(float)) != 0)
+      return wt_fail(WT_EMISMATCH,
+                     "ranks 0 and %d hold different averaged gradients; the "
+                     "collective broke its contract",
+                     w);
+  size_t n;
+  float *g = gpt_stage_grads(r->s, &n);
+  memcpy(g, r->red.grads[0], n * sizeof(float));
+  return exp_optim_step(r->opt, r->s, &r->oc, optim_grad_sq_norm(g, n));
+}
+
+static int s_setup(s_run *r, const exp_config *cfg, const data_set *d) {
+  const int W = cfg->workers;
+  gpt_config gc = exp_model_config(cfg, d);
+  r->s = gpt_stage_new(&gc, 0, gc.n_layer, cfg->batch, cfg->seq);
+  if (!r->s) return WT_EINVAL;
+  gpt_stage_init_weights(r->s, (uint64_t)cfg->seed);
+  r->oc = exp_optim_config(cfg, cfg->steps);
+  r->opt = optim_new(&r->oc, gpt_stage_tensor(r->s, 0), gpt_stage_num_tensors(r->s));
+  r->g = parallel_inproc_group_new(W);
+  if (!r->opt || !r->g) return WT_EINVAL;
+  size_t n;
+  gpt_stage_params(r->s, &n);
+  compress_codec *codec;
+  WT_CHECK(exp_codec_new(cfg->codec, n, &codec, &r->red.sparse));
+  r->red.codec = codec;
+  r->red.cfg = cfg;
+  r->red.n = n;
+  r->red.grads = wt_xcalloc(W, sizeof(float *));
+  r->pos = wt_xcalloc(W, sizeof *r->pos);
+  for (int w = 0; w < W; w++) {
+    r->red.grads[w] = wt_xmalloc(n * sizeof(float));
+    data_position_init(&r->pos[w], (uint64_t)cfg->seed * 1000 + (uint64_t)w);
+  }
+  if (cfg->ef && codec && r->red.sparse) {
+    r->red.sparse_ef = wt_xcalloc(W, sizeof(compress_ef *));
+    for (int w = 0; w < W; w++) WT_CHECK(compress_ef_new(&r->red.sparse_ef[w], n));
+  } else if (cfg->ef && codec) {
+    r->red.ring_ef = wt_xcalloc(W, sizeof(parallel_ef *));
+    for (int w = 0; w < W; w++) WT_CHECK(parallel_ef_new(&r->red.ring_ef[w], n, w, W));
+  }
+  r->in = wt_xmalloc(sizeof(int) * cfg->batch * cfg->seq);
+  r->tg = wt_xmalloc(sizeof(int) * cfg->batch * cfg->seq);
+  return WT_OK;
+}
+
+static void s_teardown(s_run *r) {
+  for (int w = 0; w < r->cfg->workers && r->red.grads; w++) {
+    free(r->red.grads[w]);
+    if (r->red.ring_ef) parallel_ef_destroy(&r->red.ring_ef[w]);
+    if (r->red.sparse_ef) compress_ef_destroy(&r->red.sparse_ef[w]);
+  }
+  free(r->red.grads);
+  free(r->red.ring_ef);
+  free(r->red.sparse_ef);
+  compress_codec *codec = (compress_codec *)r->red.codec;
+  compress_codec_destroy(&codec);
+  free(r->pos);
+  free(r->in);
+  free(r->tg);
+  parallel_inproc_group_destroy(&r->g);
+  optim_destroy(&r->opt);
+  gpt_stage_destroy(&r->s);
+}
+
+/* Mean bytes one rank sent per step, over all ranks. */
+static double s_bytes_per_worker_step(s_run *r) {
+  double total = 0;
+  for (int w = 0; w < r->cfg->workers; w++)
+    total += (double)parallel_comm_bytes_sent(parallel_inproc_group_comm(r->g, w));
+  return total / r->cfg->workers / r->cfg->steps;
+}
+
+static void s_report(s_run *r, double val0, double val, double train, int diverged, double t0) {
+  const exp_config *cfg = r->cfg;
+  cJSON *j = exp_result_new(cfg);
+  cJSON_AddStringToObject(j, "codec", cfg->codec);
+  cJSON_AddBoolToObject(j, "ef", cfg->ef);
+  cJSON_AddStringToObject(j, "optimizer", cfg->optimizer);
+  cJSON_AddNumberToObject(j, "lr", r->oc.lr);
+  cJSON_AddNumberToObject(j, "workers", cfg->workers);
+  cJSON_AddNumberToObject(j, "steps", cfg->steps);
+  cJSON_AddNumberToObject(j, "tokens", (double)cfg->steps * cfg->workers * cfg->batch * cfg->seq);
+  cJSON_AddNumberToObject(j, "params", (double)r->red.n);
+  cJSON_AddStringToObject(j, "reduce", "parallel/ collectives, in-process transport");
+  cJSON_AddBoolToObject(j, "diverged", diverged);
+  cJSON_AddNumberToObject(j, "initial_val_loss", val0);
+  cJSON_AddNumberToObject(j, "final_val_loss", val);     // cJSON prints NaN as null
+  cJSON_AddNumberToObject(j, "final_train_loss", train); // mean over the last 10 steps
+  double bytes = s_bytes_per_worker_step(r);
+  double fp32 = 2.0 * (cfg->workers - 1) / cfg->workers * 4.0 * (double)r->red.n;
+  cJSON_AddNumberToObject(j, "bytes_per_worker_per_step", bytes);
+  cJSON_AddNumberToObject(j, "ratio_vs_fp32_ring", bytes > 0 ? fp32 / bytes : 0);
+  cJSON_AddNumberToObject(j, "wall_s", wt_now_s() - t0);
+  exp_print(j);
+}
+
+int exp_run_dp(const exp_config *cfg) {
+  double t0 = wt_now_s();
+  data_set *d = exp_data_open(cfg);
+  if (!d) return WT_EINVAL;
+  s_run r = {.cfg = cfg, .d = d};
+  int rc = s_setup(&r, cfg, d);
+  double train = 0, loss = 0, val0 = rc == WT_OK ? exp_eval_loss(&r.s, 1, d, cfg) : NAN;
+  int diverged = 0;
+  for (int step = 0; rc == WT_OK && step < cfg->steps && !diverged; step++) {
+    rc = s_step(&r, &loss);
+    diverged = !isfinite(loss) || loss > 1e3;
+    if (step >= cfg->steps - 10) train += loss / WT_MIN(10, cfg->steps);
+  }
+  if (rc == WT_OK) {
+    double val = diverged ? NAN : exp_eval_loss(&r.s, 1, d, cfg);
+    s_report(&r, val0, val, diverged ? NAN : train, diverged, t0);
+  }
+  s_teardown(&r);
+  data_set_destroy(&d);
+  return rc;
+}

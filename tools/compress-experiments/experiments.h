@@ -1,0 +1,99 @@
+/* experiments — PRIVATE header of the compress-experiments tool (tools/compress-experiments).
+ *
+ * The tool trains a small GPT under one compression setting and prints ONE JSON line with the
+ * result, so a script can sweep settings and docs/compression.md can tabulate them:
+ *
+ *   dp      synchronous data parallelism: `workers` ranks, each its own micro-batch per step,
+ *           gradients averaged through parallel/ collectives over the in-process transport with
+ *           a gradient codec (none, fp16, bf16, int8 one-scale / blockwise, top-k, sign), with or
+ *           without error feedback, under AdamW or SGD with momentum;
+ *   diloco  DiLoCo (Douillard et al. 2023): each worker takes H local AdamW steps, then the
+ *           workers average their pseudo-gradients (fp32, fp16 or int8) and an outer Nesterov
+ *           SGD step moves the shared weights;
+ *   acsgd   a 2-stage pipeline split at layer `cut`: the activation crosses the cut through the
+ *           AC-SGD sender/receiver (delta or direct quantization, or uncompressed), the gradient
+ *           back is quantized directly; a small training subset repeated for several epochs.
+ *
+ * Every run uses the same seed for weights and data, so rows of one table differ only by the
+ * compression setting. Replicas of synchronous DP are identical by construction (the collectives
+ * give every rank the same bytes), so one copy of the parameters stands for all of them; each
+ * worker's gradient is computed on it in turn and the collective runs on one thread per rank.
+ */
+#ifndef WT_TOOLS_EXPERIMENTS_H
+#define WT_TOOLS_EXPERIMENTS_H
+
+#include "codec.h"
+#include "config.h"
+#include "data.h"
+#include "gpt.h"
+#include "optim.h"
+
+#include <cjson/cJSON.h>
+
+typedef struct {
+  char experiment[WT_CONFIG_STR_MAX]; /* dp | diloco | acsgd */
+  char data[WT_CONFIG_STR_MAX];       /* "synthetic" or a text file */
+  int steps;                          /* dp: optimizer steps; diloco: inner steps per worker */
+  int workers;
+  int layers, channels, heads, seq, batch;
+  char codec[WT_CONFIG_STR_MAX];
+  int ef;
+  char optimizer[WT_CONFIG_STR_MAX];
+  double lr;       /* 0: the optimizer's default below */
+  double momentum; /* SGD */
+  int warmup;
+  int H; /* diloco: inner steps between synchronisations */
+  double outer_lr, outer_momentum;
+  char acsgd[WT_CONFIG_STR_MAX]; /* none | direct | delta */
+  int bits;                      /* acsgd: activation bits */
+  int grad_bits;                 /* acsgd: bits of the gradient sent back */
+  int cut;
+  int subset, epochs;
+  char cache_path[WT_CONFIG_STR_MAX];
+  int eval_batches;
+  long long seed;
+  int threads;                    /* OpenMP threads of the model's kernels */
+  char config[WT_CONFIG_STR_MAX]; /* the --config file, if any */
+} exp_config;
+
+/* The option table (main.c). */
+extern const wt_option exp_options[];
+
+/* ---- shared helpers (common.c) ---------------------------------------------------------- */
+
+/* Applies cfg->threads to the OpenMP team size of the calling thread (each rank thread of the
+ * in-process collectives starts with the runtime's default otherwise). */
+void exp_threads_apply(const exp_config *cfg);
+
+/* Opens cfg->data ("synthetic" builds the built-in Markov corpus). NULL with wt_last_error(). */
+data_set *exp_data_open(const exp_config *cfg);
+
+/* The model shape from cfg and the data's vocabulary. */
+gpt_config exp_model_config(const exp_config *cfg, const data_set *d);
+
+/* The optimizer from cfg: AdamW (lr 1e-3 by default) or SGD with momentum (lr 0.1 by default),
+ * warmup then cosine to 10% over total_steps, clip 1.0, weight decay 0 for SGD. */
+optim_config exp_optim_config(const exp_config *cfg, long total_steps);
+
+/* Mean validation loss of the model split over n_stages stages (1 or 2; activations passed
+ * exactly) over cfg->eval_batches fixed batches. Returns NAN if a forward fails. */
+double exp_eval_loss(gpt_stage **stages, int n_stages, const data_set *d, const exp_config *cfg);
+
+/* The codec for --codec `name` on tensors of n floats: *out is NULL for "none"; *sparse is 1
+ * for top-k (all-gathered, not ring-reduced). Returns WT_OK or the codec module's error. */
+int exp_codec_new(const char *name, size_t n, compress_codec **out, int *sparse);
+
+/* Gradient step on one stage (clip by the global norm sq_total, scheduled lr). */
+int exp_optim_step(optim *opt, gpt_stage *s, const optim_config *oc, double sq_total);
+
+/* A JSON object with the fields every run reports (experiment, data, model shape, seed). The
+ * caller adds its own and prints it with exp_print. */
+cJSON *exp_result_new(const exp_config *cfg);
+void exp_print(cJSON *result);
+
+/* ---- the three experiments; each returns WT_OK after printing its JSON line ------------- */
+int exp_run_dp(const exp_config *cfg);
+int exp_run_diloco(const exp_config *cfg);
+int exp_run_acsgd(const exp_config *cfg);
+
+#endif
