@@ -76,7 +76,8 @@ const char *netsim_scenario_default_path(void);
  * seed: regions are placed uniformly on the Earth's surface; one-way latency = great-circle
  * distance / (2/3 c) + 2 ms of routing overhead (5 ms within a region); bandwidth falls with
  * distance from ~1.2 Gbit/s to ~0.3 Gbit/s (2 Gbit/s within a region), ±10% noise. d_pp = n_regions
- * and d_dp = gpus_per_region; the cost constants are the paper's (GPT3-XL). Caller destroys. */
+ * and d_dp = gpus_per_region; the cost constants are the paper's (GPT3-XL). Caller destroys;
+ * NULL when a count is below 1. */
 netsim_scenario *netsim_scenario_random(int n_regions, int gpus_per_region, uint64_t seed);
 void netsim_scenario_destroy(netsim_scenario **self_p); /* only for netsim_scenario_random's */
 
