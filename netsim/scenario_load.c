@@ -14,6 +14,8 @@
 #include <string.h>
 
 #define S_MAX_DEVICES 4096
+/* Any number above this is a typo; bounding it keeps every derived time finite. */
+#define S_MAX_VALUE 1e15
 
 typedef struct {
   const char *file;
@@ -41,6 +43,8 @@ static int s_number(const s_ctx *c, const cJSON *obj, const char *key, int requi
   if (!item) return required ? s_fail(c, key, "missing (a number is required)") : WT_OK;
   if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble))
     return s_fail(c, key, "must be a finite number");
+  if (fabs(item->valuedouble) > S_MAX_VALUE)
+    return s_fail(c, key, "%g is beyond %g", item->valuedouble, S_MAX_VALUE);
   *out = item->valuedouble;
   return WT_OK;
 }
@@ -65,6 +69,8 @@ static int s_number_row(const s_ctx *c, const cJSON *arr, const char *field, int
   for (const cJSON *v = arr->child; v; v = v->next, i++) {
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
       return s_fail(c, field, "entry %d is not a finite number", i);
+    if (v->valuedouble > S_MAX_VALUE)
+      return s_fail(c, field, "entry %d is %g, beyond %g", i, v->valuedouble, S_MAX_VALUE);
     if (v->valuedouble < min || (strict && v->valuedouble <= min))
       return s_fail(c, field, "entry %d is %g; it must be %s %g", i, v->valuedouble,
                     strict ? ">" : ">=", min);
@@ -95,8 +101,8 @@ static int s_per_region(const s_ctx *c, const cJSON *obj, const char *key, int k
   const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
   if (!item) return WT_OK;
   if (cJSON_IsNumber(item)) {
-    if (!(item->valuedouble > 0) || !isfinite(item->valuedouble))
-      return s_fail(c, key, "must be > 0, got %g", item->valuedouble);
+    if (!(item->valuedouble > 0) || !(item->valuedouble <= S_MAX_VALUE))
+      return s_fail(c, key, "must be in (0, %g], got %g", S_MAX_VALUE, item->valuedouble);
     for (int r = 0; r < k; r++) out[r] = item->valuedouble;
     return WT_OK;
   }

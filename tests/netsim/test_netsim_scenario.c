@@ -3,7 +3,11 @@
  * reproducible and survive a save/load round trip. */
 #include "common.h"
 #include "netsim.h"
+#include "rng.h"
 #include "testing.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
 
 #include <math.h>
 
@@ -230,10 +234,92 @@ static void test_random(void) {
   netsim_scenario_destroy(&c);
 }
 
+/* Collects every node of a cJSON tree (depth first) with its parent, at most max. */
+static int s_collect(cJSON *node, cJSON **nodes, cJSON **parents, int n, int max) {
+  for (cJSON *c = node->child; c && n < max; c = c->next) {
+    nodes[n] = c;
+    parents[n++] = node;
+    n = s_collect(c, nodes, parents, n, max);
+  }
+  return n;
+}
+
+/* One random edit of one node: a number set to an awkward value, the node replaced by a
+ * string, null or an empty array, or removed. */
+static void s_mutate(wt_rng *rng, cJSON *parent, cJSON *node) {
+  static const double awkward[] = {-1, 0, 0.5, 3, 1e300, -1e-300, 4097, 7};
+  int kind = (int)wt_rng_below(rng, 4);
+  if (kind == 0 && cJSON_IsNumber(node)) {
+    cJSON_SetNumberValue(node, awkward[wt_rng_below(rng, WT_ARRAY_LEN(awkward))]);
+  } else if (kind == 3) {
+    cJSON_Delete(cJSON_DetachItemViaPointer(parent, node));
+  } else {
+    cJSON *with = kind == 1              ? cJSON_CreateString("x")
+                  : wt_rng_below(rng, 2) ? cJSON_CreateNull()
+                                         : cJSON_CreateArray();
+    cJSON_ReplaceItemViaPointer(parent, node, with);
+  }
+}
+
+/* A few hundred seeded random edits of the shipped file: each is either accepted (and then
+ * valid for the cost model) or refused with a message naming the file; never a crash. */
+static void test_mutations(void) {
+  char src[1024], dir[256], path[512];
+  snprintf(src, sizeof src, "%s/netsim/scenarios/dtfm-2022.json", wt_test_source_dir());
+  FILE *f = fopen(src, "rb");
+  WT_TEST_REQUIRE(f, "no %s", src);
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *text = calloc(1, (size_t)len + 1);
+  WT_TEST_REQUIRE(fread(text, 1, (size_t)len, f) == (size_t)len, "read");
+  fclose(f);
+  wt_test_tmpdir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/mutant.json", dir);
+  wt_rng rng;
+  wt_rng_seed(&rng, 2022);
+  int accepted = 0, refused = 0;
+  static cJSON *nodes[4096], *parents[4096];
+  for (int iter = 0; iter < 300; iter++) {
+    cJSON *root = cJSON_Parse(text);
+    int n = s_collect(root, nodes, parents, 0, (int)WT_ARRAY_LEN(nodes));
+    int pick = (int)wt_rng_below(&rng, (uint64_t)n);
+    s_mutate(&rng, parents[pick], nodes[pick]);
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    FILE *m = fopen(path, "w");
+    fputs(out ? out : "", m);
+    fclose(m);
+    free(out);
+    netsim_scenario_set *set = NULL;
+    int rc = netsim_scenario_set_load(path, &set);
+    if (rc == WT_OK) {
+      accepted++;
+      for (int i = 0; i < netsim_scenario_set_count(set); i++) {
+        assign_problem p;
+        netsim_scenario_problem(netsim_scenario_set_get(set, i), &p);
+        WT_TEST_ASSERT(assign_problem_validate(&p) == WT_OK, "iter %d: accepted but invalid: %s",
+                       iter, wt_last_error());
+      }
+    } else {
+      refused++;
+      WT_TEST_ASSERT(strstr(wt_last_error(), path), "iter %d: message: %s", iter, wt_last_error());
+    }
+    netsim_scenario_set_destroy(&set);
+  }
+  WT_TEST_ASSERT(accepted > 0 && refused > 0, "mutations: %d accepted, %d refused", accepted,
+                 refused);
+  printf("mutations: %d accepted, %d refused\n", accepted, refused);
+  remove(path);
+  rmdir(dir);
+  free(text);
+}
+
 int main(void) {
   test_shipped();
   test_bad_files();
   test_optional_fields();
   test_random();
+  test_mutations();
   return wt_test_finish("test_netsim_scenario");
 }
