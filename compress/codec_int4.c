@@ -29,14 +29,15 @@ static void s_pack(const int8_t *q, size_t m, uint8_t *packed) {
   if (m % 2) packed[m / 2] = (uint8_t)(q[m - 1] & 0xf); // the tensor's odd last element
 }
 
-/* Sign-extends each nibble by an arithmetic shift (branch-free, so it vectorizes). */
+/* Sign-extends a nibble v in [0, 15] without a branch, so the loop below vectorizes. */
+static inline int8_t s_sext4(unsigned v) { return (int8_t)((int)(v ^ 8) - 8); }
+
 static void s_unpack(const uint8_t *packed, size_t m, int8_t *q) {
   for (size_t i = 0; i + 1 < m; i += 2) {
-    int8_t b = (int8_t)packed[i / 2];
-    q[i] = (int8_t)((int8_t)(b << 4) >> 4);
-    q[i + 1] = (int8_t)(b >> 4);
+    q[i] = s_sext4(packed[i / 2] & 0xfu);
+    q[i + 1] = s_sext4(packed[i / 2] >> 4);
   }
-  if (m % 2) q[m - 1] = (int8_t)((int8_t)(packed[m / 2] << 4) >> 4);
+  if (m % 2) q[m - 1] = s_sext4(packed[m / 2] & 0xfu);
 }
 
 static int s_int4_encode(const float *x, size_t n, const compress_params *p, uint8_t *out,

@@ -10,6 +10,7 @@
  * randk keeps k indices drawn uniformly without replacement (Floyd's algorithm over a bitmap)
  * from the seed, so peers that share a seed pick the same coordinates.
  */
+#include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,29 +61,107 @@ static uint64_t s_level(const float *v, size_t m, int level, uint32_t *prefix, s
   return hist[d];
 }
 
-/* Emits, in order, the entries of v[0..m) above key t and the first `ties` equal to it;
- * idx == NULL means v's own positions. */
-static size_t s_emit(const float *v, const uint32_t *idx, size_t m, uint32_t t, size_t ties,
-                     uint8_t *out, size_t k, size_t j);
+static int s_use_avx512(void) {
+  return compress_simd_enabled() && __builtin_cpu_supports("avx512f");
+}
 
-/* Fast path for the usual case: after the first level, the elements that can still be chosen
- * (those whose top digit is >= the chosen one) are few, so one pass gathers them in index
- * order and the remaining levels and the emit run on that short list. Returns 0 (nothing
- * written) when too many elements qualify, e.g. when most values are equal. */
-static int s_topk_gathered(const float *x, size_t n, size_t k, uint32_t prefix, size_t need,
-                           uint64_t candidates, uint8_t *out) {
-  size_t g = (k - need) + (size_t)candidates, j = 0;
-  if (g > n / 8) return 0;
-  uint32_t *gidx = wt_xmalloc((g + 1) * sizeof *gidx);
-  float *gval = wt_xmalloc((g + 1) * sizeof *gval);
-  for (size_t i = 0; i < n; i++)
-    if (s_key(x[i]) >= prefix) gidx[j] = (uint32_t)i, gval[j++] = x[i];
-  for (int level = 1; level < 3; level++) s_level(gval, g, level, &prefix, &need);
-  s_emit(gval, gidx, g, prefix, need, out, k, 0);
-  free(gidx);
-  free(gval);
+/* The candidates of the fast paths: elements (in index order) whose key is >= some bound. */
+typedef struct {
+  uint32_t *idx;
+  float *val;
+  size_t len, cap, max; // max: give up beyond this many (the full-pass method is then cheaper)
+} s_list;
+
+/* Makes room for `more` entries; 0 if that would pass list->max. */
+static int s_list_reserve(s_list *l, size_t more) {
+  if (l->len + more <= l->cap) return 1;
+  if (l->len + more > l->max + 16) return 0;
+  l->cap = WT_MAX(l->len + more, 2 * l->cap);
+  l->idx = realloc(l->idx, l->cap * sizeof *l->idx);
+  l->val = realloc(l->val, l->cap * sizeof *l->val);
+  if (!l->idx || !l->val) wt_xmalloc((size_t)-1); // reports the failure and aborts
   return 1;
 }
+
+/* Appends x[i] for every i in [0, n) with key >= lo; 16 at a time, a tail left to the caller.
+ * Returns how far it got, or (size_t)-1 when the list would pass its max. */
+__attribute__((target("avx512f"))) static size_t s_gather_avx512(const float *x, size_t n,
+                                                                  uint32_t lo, s_list *l) {
+  __m512i mag = _mm512_set1_epi32(0x7fffffff), thr = _mm512_set1_epi32((int)lo);
+  __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512i step = _mm512_set1_epi32(16);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16, idx = _mm512_add_epi32(idx, step)) {
+    __m512i v = _mm512_loadu_si512(x + i);
+    __mmask16 k = _mm512_cmpge_epu32_mask(_mm512_and_si512(v, mag), thr);
+    if (k) { // rare: a percent or so of the elements
+      if (!s_list_reserve(l, 16)) return (size_t)-1;
+      _mm512_mask_compressstoreu_epi32(l->idx + l->len, k, idx);
+      _mm512_mask_compressstoreu_epi32(l->val + l->len, k, v);
+      l->len += (size_t)__builtin_popcount(k);
+    }
+  }
+  return i;
+}
+
+/* Gathers every element with key >= lo into l. Returns 0 if there are more than l->max. */
+static int s_gather(const float *x, size_t n, uint32_t lo, s_list *l) {
+  size_t i = s_use_avx512() ? s_gather_avx512(x, n, lo, l) : 0;
+  if (i == (size_t)-1) return 0;
+  for (; i < n; i++)
+    if (s_key(x[i]) >= lo) {
+      if (!s_list_reserve(l, 1)) return 0;
+      l->idx[l->len] = (uint32_t)i, l->val[l->len++] = x[i];
+    }
+  return 1;
+}
+
+static void s_put(uint8_t *out, size_t k, size_t j, uint32_t index, float value) {
+  memcpy(out + j * sizeof index, &index, sizeof index);
+  memcpy(out + k * sizeof index + j * sizeof value, &value, sizeof value);
+}
+
+/* Emits, in order, the entries of v[0..m) above key t and the first `ties` equal to it;
+ * idx == NULL means v's own positions. */
+static void s_emit(const float *v, const uint32_t *idx, size_t m, uint32_t t, size_t ties,
+                   uint8_t *out, size_t k) {
+  for (size_t i = 0, j = 0; i < m && j < k; i++) {
+    uint32_t key = s_key(v[i]);
+    if (key > t || (key == t && ties > 0 && ties--))
+      s_put(out, k, j++, idx ? idx[i] : (uint32_t)i, v[i]);
+  }
+}
+
+/* Exact top-k of a candidate list that holds all of them (levels from `level` on). */
+static void s_list_topk(s_list *l, int level, uint32_t prefix, size_t need, uint8_t *out,
+                        size_t k) {
+  for (; level < 3; level++) s_level(l->val, l->len, level, &prefix, &need);
+  s_emit(l->val, l->idx, l->len, prefix, need, out, k);
+}
+
+/* Fastest path (large n): a histogram of an evenly spread sample of the top digits picks a
+ * bound that a bit more than k elements should pass; one pass gathers those, and the exact
+ * selection runs on them. Exact whenever at least k pass, which is checked: returns 0 (nothing
+ * written) when fewer than k or more than n/16 pass. */
+static int s_topk_sampled(const float *x, size_t n, size_t k, uint8_t *out) {
+  enum { RUNS = 512, RUN = 64 }; // 32 Ki sampled elements in runs of a cache line pair
+  if (n < 64 * RUNS * RUN) return 0;
+  uint64_t hist[S_BINS] = {0};
+  for (size_t r = 0; r < RUNS; r++)
+    for (size_t i = r * (n / RUNS); i < r * (n / RUNS) + RUN; i++) hist[s_key(x[i]) >> 20]++;
+  double expect = (double)k * RUNS * RUN / (double)n; // sampled elements in the top k
+  double want = 1.25 * expect + 4 * sqrt(expect) + 8;  // margin so that >= k pass, usually
+  uint64_t above = 0;
+  uint32_t d = S_BINS - 1;
+  for (; d > 0 && (double)(above + hist[d]) < want; d--) above += hist[d];
+  s_list l = {NULL, NULL, 0, 0, n / 16};
+  int ok = s_gather(x, n, d << 20, &l) && l.len >= k;
+  if (ok) s_list_topk(&l, 0, 0, k, out, k);
+  free(l.idx);
+  free(l.val);
+  return ok;
+}
+
 static size_t s_topk_max_size(size_t n, const compress_params *p) {
   return compress_topk_count(n, p->k_frac) * (sizeof(uint32_t) + sizeof(float));
 }
@@ -94,19 +173,22 @@ static int s_check_n(const char *codec, size_t n) {
   return WT_OK;
 }
 
-static void s_put(uint8_t *out, size_t k, size_t j, uint32_t index, float value) {
-  memcpy(out + j * sizeof index, &index, sizeof index);
-  memcpy(out + k * sizeof index + j * sizeof value, &value, sizeof value);
-}
-
-static size_t s_emit(const float *v, const uint32_t *idx, size_t m, uint32_t t, size_t ties,
-                     uint8_t *out, size_t k, size_t j) {
-  for (size_t i = 0; i < m && j < k; i++) {
-    uint32_t key = s_key(v[i]);
-    if (key > t || (key == t && ties > 0 && ties--))
-      s_put(out, k, j++, idx ? idx[i] : (uint32_t)i, v[i]);
+/* The exact top-k of x in O(n): the sampled path, else a full first radix level followed by a
+ * gather of the few candidates, else (most values alike) all three levels over x. */
+static void s_topk(const float *x, size_t n, size_t k, uint8_t *out) {
+  if (s_topk_sampled(x, n, k, out)) return;
+  uint32_t prefix = 0;
+  size_t need = k;
+  uint64_t candidates = s_level(x, n, 0, &prefix, &need);
+  s_list l = {NULL, NULL, 0, 0, n / 8};
+  if ((k - need) + candidates <= l.max && s_gather(x, n, prefix, &l)) {
+    s_list_topk(&l, 1, prefix, need, out, k);
+  } else {
+    for (int level = 1; level < 3; level++) s_level(x, n, level, &prefix, &need);
+    s_emit(x, NULL, n, prefix, need, out, k);
   }
-  return j;
+  free(l.idx);
+  free(l.val);
 }
 
 static int s_topk_encode(const float *x, size_t n, const compress_params *p, uint8_t *out,
@@ -114,15 +196,7 @@ static int s_topk_encode(const float *x, size_t n, const compress_params *p, uin
   size_t need = s_topk_max_size(n, p), k = compress_topk_count(n, p->k_frac);
   WT_CHECK(compress_check_cap("topk", need, cap));
   WT_CHECK(s_check_n("topk", n));
-  if (k > 0) {
-    uint32_t prefix = 0;
-    size_t need = k;
-    uint64_t candidates = s_level(x, n, 0, &prefix, &need);
-    if (!s_topk_gathered(x, n, k, prefix, need, candidates, out)) {
-      for (int level = 1; level < 3; level++) s_level(x, n, level, &prefix, &need);
-      s_emit(x, NULL, n, prefix, need, out, k, 0);
-    }
-  }
+  if (k > 0) s_topk(x, n, k, out);
   *len = need;
   return WT_OK;
 }

@@ -330,8 +330,14 @@ static void test_topk(void) {
   s_check_topk(x, 1000, 0.3);
   s_check_topk(x, 1, 0.01);
   free(x);
-  float *big = s_randn(1 << 21, 23); // the multi-threaded histogram
-  s_check_topk(big, 1 << 21, 0.01);
+  size_t nb = 1 << 21;
+  float *big = s_randn(nb, 23); // large enough for the sampled path and the threaded histogram
+  s_check_topk(big, nb, 0.01);
+  // Large values exactly where a sparse evenly spread sample looks (the first 64 of every
+  // n/512), too few for k: the sampled bound lets fewer than k through, and the exact fallback
+  // must still find them all.
+  for (size_t i = 0; i < nb; i++) big[i] = (i % (nb / 512) < 64 ? 10.0f : 0.001f) * (1 + big[i] * 1e-3f);
+  s_check_topk(big, nb, 0.05);
   free(big);
 }
 
@@ -505,11 +511,11 @@ int main(void) {
     test_bf16();
     test_blockwise();
     test_sign();
+    test_topk();
   }
   compress_codec_set_simd(1);
   s_check_unbiased("int8", 127);
   s_check_unbiased("int4", 7);
-  test_topk();
   test_randk();
   test_simd_equal();
   test_decode_add();
