@@ -124,7 +124,8 @@ int assign_solver_parse(const char *name, assign_solver *out);
 typedef struct {
   double max_seconds;
   long max_evals;
-  int population;   /* ga population; 0 = default (min(100, max(20, n))) */
+  int population;   /* ga population; 0 = default (min(50, max(10, n/2)), at most 20000/n) */
+  int ga_random_only; /* 1: ga starts from random partitions only, without the greedy one */
 } assign_budget;
 
 typedef struct {

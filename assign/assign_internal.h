@@ -17,8 +17,8 @@
 static inline double assign_dmin(double a, double b) { return a < b ? a : b; }
 static inline double assign_dmax(double a, double b) { return a > b ? a : b; }
 
-/* Pipeline orders are found by Held–Karp up to this many stages inside searches (cheap), up to
- * ASSIGN_EXACT_TSP_MAX when a final plan is ordered, and by 2-opt above. */
+/* Inside searches the order is re-optimised after each committed move: Held–Karp up to this
+ * many groups, 2-opt above. Final plans are ordered by Held–Karp up to ASSIGN_EXACT_TSP_MAX. */
 #define ASSIGN_SEARCH_TSP_EXACT_MAX 10
 #define ASSIGN_EXACT_TSP_MAX 16
 /* Rings are ordered exactly (bottleneck Hamiltonian cycle) up to this many replicas. */
@@ -44,6 +44,11 @@ double assign_model_group_dp(assign_model *m, const int *devs);
  * bottleneck, the mean over the 2K members of their cheapest partner in the other group: it
  * falls as the two groups' members come closer even while the bottleneck pair stays put. */
 double assign_model_edge(assign_model *m, const int *a, const int *b, int *match, double *soft);
+/* The same with a guess of the answer (an old value of this edge; 0 = none): one probe at the
+ * guess halves the range the threshold search has to cover. */
+double assign_model_edge_hint(assign_model *m, const int *a, const int *b, double *soft, double hint);
+/* assign_bottleneck_matching with such a guess. */
+double assign_bottleneck_matching_hint(int k, const double *w, int *match, double hint);
 
 /* How a partition's pipeline order is chosen. */
 typedef enum {
@@ -81,23 +86,26 @@ typedef struct {
   int *t_rowa, *t_rowb;
   double t_dpa, t_dpb, t_dp, t_path, t_cost, t_tie;
   int t_complete; /* the tentative swap was fully evaluated (not rejected early) */
+  int t_x, t_y;   /* the pair it is about */
   long evals;
   assign_order_mode mode; /* how the path is found inside the search */
 } assign_search;
 
-/* mode: ASSIGN_ORDER_KEEP for resolve; otherwise Held–Karp per evaluation when P <= 
- * ASSIGN_SEARCH_TSP_EXACT_MAX, else 2-opt from the current order (the final plan is then
- * re-ordered exactly by assign_search_to_plan). */
+/* mode: ASSIGN_ORDER_KEEP for resolve (rows never re-ordered); otherwise a tentative swap is
+ * costed with the order held and a committed one re-orders (Held–Karp when P <=
+ * ASSIGN_SEARCH_TSP_EXACT_MAX, else 2-opt); assign_search_to_plan orders the final plan exactly. */
 void assign_search_init(assign_search *s, assign_model *m, assign_order_mode mode);
 void assign_search_free(assign_search *s);
 /* Loads a partition given as labels (row of each device, K per row) and evaluates it fully. */
 void assign_search_load_labels(assign_search *s, const int *label);
 /* Loads a partition given as rows[P*K] (kept in this row order). */
 void assign_search_load_rows(assign_search *s, const int *rows);
-/* Evaluates swapping devices x and y (different rows) into the tentative fields; returns the
- * tentative cost. Rejects early (returns +inf) when DATAP alone exceeds `bound`. */
+/* Evaluates swapping devices x and y (different rows) into the tentative fields, with the
+ * pipeline order held; returns the tentative cost. Rejects early (returns +inf, t_complete = 0)
+ * when DATAP alone exceeds `bound`. */
 double assign_search_try_swap(assign_search *s, int x, int y, double bound);
-/* Commits the last tentative swap of x and y (must follow try_swap on the same pair). */
+/* Commits the swap of x and y (re-evaluating it unless the last try_swap was that pair and
+ * complete), then re-orders the pipeline; s->cost may end below the tentative cost. */
 void assign_search_commit_swap(assign_search *s, int x, int y);
 /* Lexicographic (cost, tie) comparison with a relative tolerance: <0 if a better. */
 int assign_search_cmp(double ca, double ta, double cb, double tb);
@@ -124,7 +132,8 @@ void assign_tracker_offer(assign_tracker *t, double cost);
 /* Each solver writes its best partition as labels[n] (row per device). */
 int assign_solve_random(assign_search *s, assign_tracker *t, wt_rng *rng, int *labels);
 int assign_solve_greedy(assign_search *s, assign_tracker *t, wt_rng *rng, int *labels);
-int assign_solve_ga(assign_search *s, assign_tracker *t, wt_rng *rng, int population, int *labels);
+int assign_solve_ga(assign_search *s, assign_tracker *t, wt_rng *rng, int population,
+                    int random_only, int *labels);
 int assign_solve_exact(assign_search *s, assign_tracker *t, int *labels);
 /* One cyclic local search (chains of swaps, best prefix kept) on the search's current
  * partition; returns 1 if it improved. */

@@ -64,6 +64,7 @@ typedef struct {
   s_indiv *pop;
   int *map, *overlap, *count, *perm;
   long stale; /* generations since the population's best improved */
+  int random_only;
 } s_ga;
 
 static void s_evaluate(s_ga *g, s_indiv *ind, int rounds) {
@@ -147,15 +148,16 @@ static void s_generation(s_ga *g, s_indiv *child) {
 static void s_init_population(s_ga *g) {
   for (int q = 0; q < g->Q && (q == 0 || !assign_tracker_done(g->t)); q++) {
     s_indiv *ind = &g->pop[q];
-    if (q == 0) assign_solve_greedy(g->s, g->t, g->rng, ind->label);
+    if (q == 0 && !g->random_only) assign_solve_greedy(g->s, g->t, g->rng, ind->label);
     else s_random_individual(g, ind);
     s_evaluate(g, ind, 2);
   }
 }
 
-int assign_solve_ga(assign_search *s, assign_tracker *t, wt_rng *rng, int population, int *labels) {
+int assign_solve_ga(assign_search *s, assign_tracker *t, wt_rng *rng, int population,
+                    int random_only, int *labels) {
   int n = s->n, P = s->P;
-  s_ga g = {s, t, rng, n, P, s->K, WT_MAX(2, population), NULL, NULL, NULL, NULL, NULL, 0};
+  s_ga g = {s, t, rng, n, P, s->K, WT_MAX(2, population), NULL, NULL, NULL, NULL, NULL, 0, random_only};
   g.pop = wt_xcalloc((size_t)g.Q, sizeof(s_indiv));
   for (int q = 0; q < g.Q; q++) {
     g.pop[q].label = wt_xmalloc((size_t)n * sizeof(int));

@@ -4,8 +4,11 @@
  * matching is found by binary search over the costs (quickselect picks each probe, so nothing
  * is sorted: O(k²) selection work in all), starting from the lower
  * bound max(max_i min_j w_ij, max_j min_i w_ij) (every vertex needs some edge), which on networks
- * made of regions is usually already the answer. Each probe is a Hopcroft–Karp maximum matching
- * warm-started from the previous probe's matching, minus the edges above the new threshold.
+ * made of regions is usually already the answer. Each probe is a maximum matching by augmenting
+ * paths (Kuhn) over bitset adjacency — 64 right vertices per word, so a search from one vertex
+ * costs O(k²/64) — warm-started from the previous probe's matching minus the edges above the
+ * new threshold. (Hopcroft–Karp's phases bound the worst case better; with warm starts few
+ * augmentations are left per probe and the bitsets win.)
  */
 #include "assign_internal.h"
 
@@ -14,59 +17,61 @@
 #include <string.h>
 
 typedef struct {
-  int k;
+  int k, words;
   const double *w;
   double t;
-  int *ml, *mr, *dist, *queue;
+  uint64_t *adj; /* k rows of `words` words: bit j of row i set when w_ij <= t */
+  uint64_t *vis; /* right vertices reached by the current search */
+  int *ml, *mr;
 } s_hk;
 
-static int s_bfs(s_hk *h) {
-  int head = 0, tail = 0, found = 0, k = h->k;
-  for (int i = 0; i < k; i++) {
-    h->dist[i] = h->ml[i] < 0 ? 0 : -1;
-    if (h->ml[i] < 0) h->queue[tail++] = i;
-  }
-  while (head < tail) {
-    int i = h->queue[head++];
-    for (int j = 0; j < k; j++) {
-      if (h->w[i * k + j] > h->t) continue;
-      int i2 = h->mr[j];
-      if (i2 < 0) found = 1;
-      else if (h->dist[i2] < 0) {
-        h->dist[i2] = h->dist[i] + 1;
-        h->queue[tail++] = i2;
-      }
-    }
-  }
-  return found;
+static void s_build_adj(s_hk *h) {
+  int k = h->k, W = h->words;
+  memset(h->adj, 0, (size_t)k * W * sizeof(uint64_t));
+  for (int i = 0; i < k; i++)
+    for (int j = 0; j < k; j++)
+      if (h->w[i * k + j] <= h->t) h->adj[i * W + j / 64] |= (uint64_t)1 << (j % 64);
 }
 
-static int s_dfs(s_hk *h, int i) {
-  int k = h->k;
-  for (int j = 0; j < k; j++) {
-    if (h->w[i * k + j] > h->t) continue;
-    int i2 = h->mr[j];
-    if (i2 < 0 || (h->dist[i2] == h->dist[i] + 1 && s_dfs(h, i2))) {
-      h->ml[i] = j;
-      h->mr[j] = i;
-      return 1;
+/* Kuhn's augmenting path from left vertex i over right vertices not yet reached. */
+static int s_augment(s_hk *h, int i) {
+  int W = h->words;
+  for (int wi = 0; wi < W; wi++) {
+    uint64_t bits = h->adj[i * W + wi] & ~h->vis[wi];
+    while (bits) {
+      int b = __builtin_ctzll(bits);
+      bits &= bits - 1;
+      h->vis[wi] |= (uint64_t)1 << b;
+      int j = wi * 64 + b;
+      if (h->mr[j] < 0 || s_augment(h, h->mr[j])) {
+        h->ml[i] = j;
+        h->mr[j] = i;
+        return 1;
+      }
+      bits &= ~h->vis[wi]; /* the recursion may have reached more of this word */
     }
   }
-  h->dist[i] = -1; /* dead end: no augmenting path through i in this phase */
   return 0;
 }
 
-/* Maximum matching size at threshold h->t, reusing the pairs of ml/mr that are still allowed. */
+/* Maximum matching size at threshold h->t, reusing the pairs of ml/mr that are still allowed.
+ * One pass over the free left vertices suffices (a vertex with no augmenting path never gains
+ * one when others augment), and the reached set is only cleared after a success: what a failed
+ * search reached cannot lead to a free vertex while the matching is unchanged. */
 static int s_max_matching(s_hk *h) {
   int k = h->k, size = 0;
+  s_build_adj(h);
   for (int i = 0; i < k; i++) {
     int j = h->ml[i];
     if (j >= 0 && h->w[i * k + j] > h->t) h->ml[i] = h->mr[j] = -1;
     else if (j >= 0) size++;
   }
-  while (s_bfs(h))
-    for (int i = 0; i < k; i++)
-      if (h->ml[i] < 0 && s_dfs(h, i)) size++;
+  memset(h->vis, 0, (size_t)h->words * sizeof(uint64_t));
+  for (int i = 0; i < k && size < k; i++)
+    if (h->ml[i] < 0 && s_augment(h, i)) {
+      size++;
+      memset(h->vis, 0, (size_t)h->words * sizeof(uint64_t));
+    }
   return size;
 }
 
@@ -119,17 +124,27 @@ static double s_search(s_hk *h, double *vals, int cnt) {
   return vals[lo];
 }
 
-double assign_bottleneck_matching(int k, const double *w, int *match) {
+double assign_bottleneck_matching_hint(int k, const double *w, int *match, double hint) {
   if (k <= 0) return 0;
-  int *buf = wt_xmalloc((size_t)4 * k * sizeof(int));
-  s_hk h = {k, w, 0, buf, buf + k, buf + 2 * k, buf + 3 * k};
+  int W = (k + 63) / 64;
+  int *buf = wt_xmalloc((size_t)2 * k * sizeof(int));
+  uint64_t *bits = wt_xmalloc((size_t)(k + 1) * W * sizeof(uint64_t));
+  s_hk h = {k, W, w, 0, bits, bits + (size_t)k * W, buf, buf + k};
   memset(buf, 0xff, (size_t)2 * k * sizeof(int)); /* ml = mr = -1 */
-  h.t = s_lower_bound(k, w);
+  double lb = s_lower_bound(k, w);
+  h.t = lb;
   if (s_max_matching(&h) < k) {
+    /* the answer lies in (lo, hi]: narrowed first by the hint, when it falls inside */
+    double lo = lb, hi = INFINITY;
+    if (hint > lb) {
+      h.t = hint;
+      if (s_max_matching(&h) == k) hi = hint;
+      else lo = hint;
+    }
     double *vals = wt_xmalloc((size_t)k * k * sizeof(double));
     int cnt = 0;
     for (int i = 0; i < k * k; i++)
-      if (w[i] > h.t) vals[cnt++] = w[i];
+      if (w[i] > lo && w[i] <= hi) vals[cnt++] = w[i];
     h.t = s_search(&h, vals, cnt);
     s_max_matching(&h);
     free(vals);
@@ -138,5 +153,10 @@ double assign_bottleneck_matching(int k, const double *w, int *match) {
   for (int i = 0; i < k; i++) worst = w[i * k + h.ml[i]] > worst ? w[i * k + h.ml[i]] : worst;
   if (match) memcpy(match, h.ml, (size_t)k * sizeof(int));
   free(buf);
+  free(bits);
   return worst;
+}
+
+double assign_bottleneck_matching(int k, const double *w, int *match) {
+  return assign_bottleneck_matching_hint(k, w, match, 0);
 }

@@ -81,7 +81,6 @@ static void s_improve(assign_search *s, assign_tracker *t, wt_rng *rng) {
       if (s->t_complete && c < best) best = c, bx = x, by = y;
     }
     if (bx < 0) break;
-    assign_search_try_swap(s, bx, by, INFINITY);
     assign_search_commit_swap(s, bx, by);
     assign_tracker_offer(t, s->cost);
   }

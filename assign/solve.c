@@ -42,8 +42,10 @@ static int s_run(assign_search *s, assign_solver kind, assign_tracker *t, wt_rng
   case ASSIGN_SOLVER_GREEDY: return assign_solve_greedy(s, t, rng, labels);
   case ASSIGN_SOLVER_EXACT: return assign_solve_exact(s, t, labels);
   case ASSIGN_SOLVER_GA: {
-    int q = b && b->population > 0 ? b->population : WT_MIN(50, WT_MAX(10, n / 2));
-    return assign_solve_ga(s, t, rng, q, labels);
+    /* big instances: a smaller population leaves evaluations for the search itself */
+    int q = b && b->population > 0 ? b->population
+                                   : WT_MAX(4, WT_MIN(WT_MIN(50, WT_MAX(10, n / 2)), 20000 / n));
+    return assign_solve_ga(s, t, rng, q, b && b->ga_random_only, labels);
   }
   default: return wt_fail(WT_EINVAL, "assign: solver %d is not a search", (int)kind);
   }

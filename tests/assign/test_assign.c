@@ -264,7 +264,7 @@ static void test_ga_near_exact(void) {
     s_world w;
     s_random_world(&w, sh[0], sh[1], &rng);
     assign_plan *ex = NULL, *ga = NULL;
-    assign_budget budget = {.max_evals = 4000};
+    assign_budget budget = {.max_evals = 10000};
     WT_TEST_REQUIRE(assign_solve(&w.prob, ASSIGN_SOLVER_EXACT, NULL, 0, &ex, NULL) == WT_OK, "ex");
     WT_TEST_REQUIRE(assign_solve(&w.prob, ASSIGN_SOLVER_GA, &budget, trial, &ga, NULL) == WT_OK,
                     "ga");
