@@ -149,15 +149,18 @@ int parallel_ef_load(parallel_ef *self, FILE *f);
 
 /* In place, like parallel_allreduce, but each chunk is encoded with `codec` before it is sent
  * (two-stage error feedback above when ef is not NULL; plain lossy compression when it is). ef
- * must have been made for (n, this rank, world). All ranks end with identical bytes. Returns
- * WT_OK, WT_EMISMATCH (ef made for another geometry), WT_ECORRUPT (bad message) or the
- * transport's / codec's status. */
+ * must have been made for (n, this rank, world). All ranks end with identical bytes. With one
+ * rank nothing travels, so x is left exact (not compressed). rand-k should get a new seed each
+ * step, the same on every rank (compress_codec_set_seed between calls). Returns WT_OK,
+ * WT_EMISMATCH (ef made for another geometry), WT_ECORRUPT (bad message) or the transport's /
+ * codec's status. */
 int parallel_allreduce_compressed(parallel_comm *c, const compress_codec *codec, float *x, size_t n,
                                   parallel_op op, parallel_ef *ef);
 
 /* In place: x becomes Σ_r decode(encode_r(x_r + e_r)) (times 1/world for AVG), summed in rank
- * order on every rank. ef (a compress_ef of n floats, or NULL for none) is this rank's sender
- * residual. Returns as parallel_allreduce_compressed. */
+ * order on every rank (also with one rank: the result is then this rank's decoded selection).
+ * ef (a compress_ef of n floats, or NULL for none) is this rank's sender residual. Returns as
+ * parallel_allreduce_compressed. */
 int parallel_allreduce_sparse(parallel_comm *c, const compress_codec *codec, float *x, size_t n,
                               parallel_op op, compress_ef *ef);
 
