@@ -47,7 +47,9 @@ typedef struct {
   float momentum;              /* μ in [0, 1); default 0.9 */
   int nesterov;                /* 1 (default): Nesterov momentum; 0: heavy-ball */
   const compress_codec *codec; /* NULL (default): fp32 all-reduce; else compress Δ with it.
-                                * Borrowed: must outlive the diloco object */
+                                * Borrowed: must outlive the diloco object. For rand-k the
+                                * caller sets a new seed each round, the same on every replica
+                                * (compress_codec_set_seed), else the same entries are drawn */
   int error_feedback;          /* with a codec: keep residuals of what compression dropped */
   int sparse;                  /* with a codec: the sparse all-gather (meant for topk/randk)
                                 * instead of the compressed ring */
