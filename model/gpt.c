@@ -253,11 +253,20 @@ void gpt_stage_set_kernels(gpt_stage *s, const struct kernels_ops *ops) {
 float gpt_stage_loss(const gpt_stage *s) { return s->loss; }
 const float *gpt_stage_logits(const gpt_stage *s) { return s->logits; }
 
+/* memset by threads in 1 MiB pieces: a 124M-parameter model zeroes ~0.8 GB per step, and one
+ * core does not reach the memory bandwidth. */
+static void s_zero(float *a, size_t n) {
+  enum { PIECE = 1 << 18 };
+  size_t np = (n + PIECE - 1) / PIECE;
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < np; i++) memset(a + i * PIECE, 0, sizeof(float) * WT_MIN(PIECE, n - i * PIECE));
+}
+
 void gpt_stage_zero_grad(gpt_stage *s) {
-  memset(s->grads, 0, s->n_params * sizeof(float));
+  s_zero(s->grads, s->n_params);
   size_t vc = (size_t)s->cfg.vocab_size * s->cfg.channels;
-  if (s->dwte_head) memset(s->dwte_head, 0, vc * sizeof(float));
-  if (s->dwte_emb) memset(s->dwte_emb, 0, vc * sizeof(float));
+  if (s->dwte_head) s_zero(s->dwte_head, vc);
+  if (s->dwte_emb) s_zero(s->dwte_emb, vc);
 }
 
 float *gpt_stage_tied_grad(gpt_stage *s, size_t *n) {

@@ -86,15 +86,28 @@ void optim_destroy(optim **self_p) {
 
 const optim_config *optim_get_config(const optim *opt) { return &opt->cfg; }
 
-double optim_grad_sq_norm(const float *grads, size_t n) {
-  /* Four running sums let the compiler vectorise without reordering (no -ffast-math); the
-   * grouping is fixed by n alone, so the result is reproducible. */
+/* Sum of squares of one block, four running sums (vectorisable without reordering). */
+static double s_block_sq(const float *g, size_t n) {
   double acc[4] = {0, 0, 0, 0};
   size_t i = 0;
   for (; i + 4 <= n; i += 4)
-    for (int k = 0; k < 4; k++) acc[k] += (double)grads[i + k] * grads[i + k];
-  for (; i < n; i++) acc[0] += (double)grads[i] * grads[i];
+    for (int k = 0; k < 4; k++) acc[k] += (double)g[i + k] * g[i + k];
+  for (; i < n; i++) acc[0] += (double)g[i] * g[i];
   return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+double optim_grad_sq_norm(const float *grads, size_t n) {
+  /* Fixed-size blocks summed in block order: threads share the work, yet the grouping depends
+   * on n alone, so the result is the same for any thread count. */
+  enum { BLOCK = 1 << 16 };
+  size_t nb = (n + BLOCK - 1) / BLOCK;
+  double *part = wt_xmalloc(sizeof(double) * (nb ? nb : 1));
+#pragma omp parallel for schedule(static)
+  for (size_t b = 0; b < nb; b++) part[b] = s_block_sq(grads + b * BLOCK, WT_MIN(BLOCK, n - b * BLOCK));
+  double sum = 0;
+  for (size_t b = 0; b < nb; b++) sum += part[b];
+  free(part);
+  return sum;
 }
 
 float optim_clip_scale(const optim_config *cfg, double total_sq) {

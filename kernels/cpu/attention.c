@@ -12,6 +12,7 @@
 
 #include "backends.h"
 #include "common.h"
+#include "fastmath.h"
 
 /* dst (hs, T) = the hs columns at src + col of T rows of stride `stride`. */
 static void s_transpose(float *dst, const float *src, size_t stride, int T, int hs) {
@@ -19,25 +20,25 @@ static void s_transpose(float *dst, const float *src, size_t stride, int T, int 
     for (int i = 0; i < hs; i++) dst[(size_t)i * T + t] = src[(size_t)t * stride + i];
 }
 
+/* y += a x over n floats; restrict tells the compiler the rows do not overlap, so it
+ * vectorises without run-time alias checks (which it gives up on with six pointers). */
+static inline void s_axpy(float *restrict y, const float *restrict x, float a, int n) {
+  for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
 /* One query row: s[0..t] = scale * q . K[t2]; p = softmax(s); zeros after t. */
 static void s_softmax_row(float *p, const float *q, const float *kt, int t, int T, int hs,
                           float scale) {
   for (int t2 = 0; t2 <= t; t2++) p[t2] = 0.0f;
-  for (int i = 0; i < hs; i++) {
-    float qi = q[i];
-    const float *k = kt + (size_t)i * T;
-    for (int t2 = 0; t2 <= t; t2++) p[t2] += qi * k[t2];
-  }
+  for (int i = 0; i < hs; i++) s_axpy(p, kt + (size_t)i * T, q[i], t + 1);
   float maxv = -INFINITY;
   for (int t2 = 0; t2 <= t; t2++) {
     p[t2] *= scale;
     maxv = p[t2] > maxv ? p[t2] : maxv;
   }
+  for (int t2 = 0; t2 <= t; t2++) p[t2] = wt_fast_expf(p[t2] - maxv);
   double sum = 0;
-  for (int t2 = 0; t2 <= t; t2++) {
-    p[t2] = expf(p[t2] - maxv);
-    sum += p[t2];
-  }
+  for (int t2 = 0; t2 <= t; t2++) sum += p[t2];
   float inv = (float)(1.0 / sum);
   for (int t2 = 0; t2 <= t; t2++) p[t2] *= inv;
   for (int t2 = t + 1; t2 < T; t2++) p[t2] = 0.0f;
@@ -61,11 +62,7 @@ void cpu_attention_forward(float *out, float *att, const float *qkv, int B, int 
         s_softmax_row(p, base + t * row, kt, t, T, hs, scale);
         float *y = out + ((size_t)b * T + t) * C + (size_t)h * hs;
         for (int i = 0; i < hs; i++) y[i] = 0.0f;
-        for (int t2 = 0; t2 <= t; t2++) {
-          float pv = p[t2];
-          const float *v = base + 2 * C + t2 * row;
-          for (int i = 0; i < hs; i++) y[i] += pv * v[i];
-        }
+        for (int t2 = 0; t2 <= t; t2++) s_axpy(y, base + 2 * C + t2 * row, p[t2], hs);
       }
     }
     free(kt);
@@ -77,11 +74,7 @@ static void s_backward_row(float *dhead, float *dp, const float *base, const flo
                            const float *p, const float *dy, int t, int T, int hs, int C,
                            size_t row, float scale) {
   for (int t2 = 0; t2 <= t; t2++) dp[t2] = 0.0f;
-  for (int i = 0; i < hs; i++) { /* dp[t2] = dy . v[t2] */
-    float di = dy[i];
-    const float *v = vt + (size_t)i * T;
-    for (int t2 = 0; t2 <= t; t2++) dp[t2] += di * v[t2];
-  }
+  for (int i = 0; i < hs; i++) s_axpy(dp, vt + (size_t)i * T, dy[i], t + 1); /* dy . v[t2] */
   double dot = 0;
   for (int t2 = 0; t2 <= t; t2++) dot += p[t2] * dp[t2];
   float fdot = (float)dot;
@@ -91,11 +84,9 @@ static void s_backward_row(float *dhead, float *dp, const float *base, const flo
     float ds = p[t2] * (dp[t2] - fdot) * scale, pv = p[t2];
     const float *k = base + C + t2 * row;
     float *dk = dhead + C + t2 * row, *dv = dhead + 2 * C + t2 * row;
-    for (int i = 0; i < hs; i++) {
-      dq[i] += ds * k[i];
-      dk[i] += ds * q[i];
-      dv[i] += pv * dy[i];
-    }
+    s_axpy(dq, k, ds, hs);
+    s_axpy(dk, q, ds, hs);
+    s_axpy(dv, dy, pv, hs);
   }
 }
 

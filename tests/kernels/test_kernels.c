@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "cpu/fastmath.h" /* private to kernels/, tested here directly */
 #include "kernels.h"
 #include "rng.h"
 #include "testing.h"
@@ -337,6 +338,27 @@ static void test_adamw(size_t n) {
   free(p), free(g), free(m), free(v), free(p2), free(m2), free(v2);
 }
 
+/* ---- the vectorisable exp/tanh behind GELU and softmax ---------------------------------- */
+
+static void test_fastmath(void) {
+  double worst = 0, worst_tanh = 0;
+  for (int i = -870000; i <= 880000; i++) { /* every 1e-4 over the unclamped range */
+    float x = (float)(i * 1e-4);
+    double want = exp((double)x), rel = fabs(wt_fast_expf(x) - want) / want;
+    worst = rel > worst ? rel : worst;
+    double t = fabs(wt_fast_tanhf(x * 0.1f) - tanh((double)(x * 0.1f)));
+    worst_tanh = t > worst_tanh ? t : worst_tanh;
+  }
+  /* 3 ulp of float (2^-23 = 1.19e-7 each): the polynomial and the 2^k scaling add < 1 ulp to
+   * the rounding of r; tanh = 1 - 2/(1+e^2u) loses ~1 ulp of 1 near u = 0 (absolute). */
+  WT_TEST_ASSERT(worst < 3.6e-7, "fast expf max relative error %.3g", worst);
+  WT_TEST_ASSERT(worst_tanh < 2.4e-7, "fast tanhf max absolute error %.3g", worst_tanh);
+  WT_TEST_ASSERT(wt_fast_expf(-1e30f) > 0 && wt_fast_expf(-1e30f) < 1e-37f, "clamped below");
+  WT_TEST_ASSERT(isfinite(wt_fast_expf(1e30f)) && wt_fast_expf(1e30f) > 1e38f, "clamped above");
+  WT_TEST_ASSERT(wt_fast_tanhf(1e4f) == 1.0f && wt_fast_tanhf(-1e4f) == -1.0f, "tanh saturates");
+  WT_TEST_ASSERT(isnan(wt_fast_expf(NAN)), "NaN propagates");
+}
+
 /* ---- determinism and the registry ------------------------------------------------------ */
 
 static void test_determinism(void) {
@@ -368,6 +390,7 @@ int main(int argc, char **argv) {
   kernels_cpu_init(argc, argv);
   wt_rng_seed(&g_rng, 1234);
   test_registry();
+  test_fastmath();
   test_encoder();
   test_layernorm(4, 8);
   test_layernorm(37, 200);
