@@ -39,8 +39,8 @@ typedef struct kernels_ops {
   const char *name; /* "cpu", "ref", "cuda" */
 
   /* out (B,T,C) = wte[tokens[b,t]] + wpe[t].  tokens (B,T) already validated in [0, V). */
-  void (*encoder_forward)(float *out, const int *tokens, const float *wte, const float *wpe,
-                          int B, int T, int C);
+  void (*encoder_forward)(float *out, const int *tokens, const float *wte, const float *wpe, int B,
+                          int T, int C);
   /* dwte (V,C) += scatter of dout rows by token; dwpe (maxT,C) += sum over b. Rows are added
    * in (b, t) order so repeated tokens accumulate deterministically. */
   void (*encoder_backward)(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
@@ -66,8 +66,7 @@ typedef struct kernels_ops {
   /* Causal multi-head self-attention. qkv (B,T,3C) holds [q | k | v] per row, head h at
    * columns h*C/NH. Writes out (B,T,C) and saves the softmax probabilities att (B,NH,T,T)
    * (entries above the diagonal are written as 0). Scale 1/sqrt(C/NH). */
-  void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int C,
-                            int NH);
+  void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
   /* dqkv (B,T,3C) +=. scratch: at least B*NH*T*T floats the op may overwrite. */
   void (*attention_backward)(float *dqkv, float *scratch, const float *dout, const float *qkv,
                              const float *att, int B, int T, int C, int NH);

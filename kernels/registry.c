@@ -13,5 +13,9 @@ const kernels_ops *kernels_backend(const char *name) {
   return NULL;
 }
 
-const kernels_ops *kernels_cpu(void) { return &kernels_cpu_table; }
-const kernels_ops *kernels_ref(void) { return &kernels_ref_table; }
+const kernels_ops *kernels_cpu(void) {
+  return &kernels_cpu_table;
+}
+const kernels_ops *kernels_ref(void) {
+  return &kernels_ref_table;
+}

@@ -52,13 +52,15 @@ static void s_build_layout(gpt_stage *s) {
   s->tensors = wt_xcalloc((size_t)(4 + 12 * s->n_local), sizeof *s->tensors);
   if (gpt_is_first(s) || gpt_is_last(s)) s_add_tensor(s, "wte.weight", s->cfg.vocab_size, C, 1);
   if (gpt_is_first(s)) s_add_tensor(s, "wpe.weight", s->cfg.max_seq, C, 1);
-  static const struct { const char *suffix; int rows, cols, decay; } block[] = {
-      {"ln_1.weight", 1, 0, 0},      {"ln_1.bias", 1, 0, 0},
-      {"attn.c_attn.weight", 1, 3, 1}, {"attn.c_attn.bias", 3, 0, 0},
-      {"attn.c_proj.weight", 1, 1, 1}, {"attn.c_proj.bias", 1, 0, 0},
-      {"ln_2.weight", 1, 0, 0},      {"ln_2.bias", 1, 0, 0},
-      {"mlp.c_fc.weight", 1, 4, 1},  {"mlp.c_fc.bias", 4, 0, 0},
-      {"mlp.c_proj.weight", 4, 1, 1}, {"mlp.c_proj.bias", 1, 0, 0}};
+  static const struct {
+    const char *suffix;
+    int rows, cols, decay;
+  } block[] = {{"ln_1.weight", 1, 0, 0},        {"ln_1.bias", 1, 0, 0},
+               {"attn.c_attn.weight", 1, 3, 1}, {"attn.c_attn.bias", 3, 0, 0},
+               {"attn.c_proj.weight", 1, 1, 1}, {"attn.c_proj.bias", 1, 0, 0},
+               {"ln_2.weight", 1, 0, 0},        {"ln_2.bias", 1, 0, 0},
+               {"mlp.c_fc.weight", 1, 4, 1},    {"mlp.c_fc.bias", 4, 0, 0},
+               {"mlp.c_proj.weight", 4, 1, 1},  {"mlp.c_proj.bias", 1, 0, 0}};
   for (int l = s->first; l < s->last; l++) {
     for (size_t k = 0; k < WT_ARRAY_LEN(block); k++) {
       snprintf(name, sizeof name, "h.%d.%s", l, block[k].suffix);
@@ -78,9 +80,9 @@ static void s_bind(const gpt_stage *s, float *base, gpt_end_ptrs *end, gpt_block
   if (gpt_is_first(s) || gpt_is_last(s)) end->wte = base + s->tensors[i++].offset;
   if (gpt_is_first(s)) end->wpe = base + s->tensors[i++].offset;
   for (int l = 0; l < s->n_local; l++) {
-    float **f[12] = {&blk[l].ln1w, &blk[l].ln1b, &blk[l].qkvw,   &blk[l].qkvb,
-                     &blk[l].attprojw, &blk[l].attprojb, &blk[l].ln2w, &blk[l].ln2b,
-                     &blk[l].fcw,  &blk[l].fcb,  &blk[l].fcprojw, &blk[l].fcprojb};
+    float **f[12] = {&blk[l].ln1w,     &blk[l].ln1b,     &blk[l].qkvw,    &blk[l].qkvb,
+                     &blk[l].attprojw, &blk[l].attprojb, &blk[l].ln2w,    &blk[l].ln2b,
+                     &blk[l].fcw,      &blk[l].fcb,      &blk[l].fcprojw, &blk[l].fcprojb};
     for (int k = 0; k < 12; k++) *f[k] = base + s->tensors[i++].offset;
   }
   if (gpt_is_last(s)) {
@@ -91,7 +93,9 @@ static void s_bind(const gpt_stage *s, float *base, gpt_end_ptrs *end, gpt_block
 
 /* ---- activations -------------------------------------------------------------------------- */
 
-static float *s_floats(size_t n) { return wt_xcalloc(n ? n : 1, sizeof(float)); }
+static float *s_floats(size_t n) {
+  return wt_xcalloc(n ? n : 1, sizeof(float));
+}
 
 static void s_alloc_acts(gpt_stage *s) {
   size_t N = (size_t)s->max_batch * s->max_seq, C = (size_t)s->cfg.channels;
@@ -123,14 +127,14 @@ static void s_alloc_acts(gpt_stage *s) {
 static void s_free_acts(gpt_stage *s) {
   for (int l = 0; s->acts && l < s->n_local; l++) {
     gpt_block_acts *a = &s->acts[l];
-    float *bufs[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv,      a->att,     a->atty,
-                     a->resid2, a->ln2, a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu};
+    float *bufs[] = {a->ln1,    a->ln1_mean, a->ln1_rstd, a->qkv,      a->att, a->atty,
+                     a->resid2, a->ln2,      a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu};
     for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) free(bufs[k]);
   }
   free(s->acts);
-  float *bufs[] = {s->resid, s->lnf,  s->lnf_mean, s->lnf_rstd, s->logits, s->dlogits,
-                   s->lse,   s->losses, s->tmp,    s->dres,     s->dln,    s->datty,
-                   s->dqkv,  s->dfch, s->dfch_gelu, s->datt};
+  float *bufs[] = {s->resid, s->lnf,    s->lnf_mean,  s->lnf_rstd, s->logits, s->dlogits,
+                   s->lse,   s->losses, s->tmp,       s->dres,     s->dln,    s->datty,
+                   s->dqkv,  s->dfch,   s->dfch_gelu, s->datt};
   for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) free(bufs[k]);
   free(s->tokens);
   free(s->targets);
@@ -138,8 +142,7 @@ static void s_free_acts(gpt_stage *s) {
 
 /* ---- lifetime ----------------------------------------------------------------------------- */
 
-gpt_stage *gpt_stage_new(const gpt_config *cfg, int first, int last, int max_batch,
-                         int max_seq) {
+gpt_stage *gpt_stage_new(const gpt_config *cfg, int first, int last, int max_batch, int max_seq) {
   if (gpt_config_validate(cfg) != WT_OK) return NULL;
   if (first < 0 || last > cfg->n_layer || first >= last) {
     wt_fail(WT_EINVAL, "layer range [%d, %d) is not a non-empty part of [0, %d)", first, last,
@@ -147,8 +150,8 @@ gpt_stage *gpt_stage_new(const gpt_config *cfg, int first, int last, int max_bat
     return NULL;
   }
   if (max_batch < 1 || max_seq < 1 || max_seq > cfg->max_seq) {
-    wt_fail(WT_EINVAL, "max_batch %d must be >= 1 and max_seq %d in [1, %d]", max_batch,
-            max_seq, cfg->max_seq);
+    wt_fail(WT_EINVAL, "max_batch %d must be >= 1 and max_seq %d in [1, %d]", max_batch, max_seq,
+            cfg->max_seq);
     return NULL;
   }
   gpt_stage *s = wt_xcalloc(1, sizeof *s);
@@ -221,9 +224,15 @@ void gpt_stage_init_weights(gpt_stage *s, uint64_t seed) {
 
 /* ---- accessors ---------------------------------------------------------------------------- */
 
-const gpt_config *gpt_stage_config(const gpt_stage *s) { return &s->cfg; }
-int gpt_stage_first(const gpt_stage *s) { return s->first; }
-int gpt_stage_last(const gpt_stage *s) { return s->last; }
+const gpt_config *gpt_stage_config(const gpt_stage *s) {
+  return &s->cfg;
+}
+int gpt_stage_first(const gpt_stage *s) {
+  return s->first;
+}
+int gpt_stage_last(const gpt_stage *s) {
+  return s->last;
+}
 
 float *gpt_stage_params(gpt_stage *s, size_t *n) {
   if (n) *n = s->n_params;
@@ -235,7 +244,9 @@ float *gpt_stage_grads(gpt_stage *s, size_t *n) {
   return s->grads;
 }
 
-int gpt_stage_num_tensors(const gpt_stage *s) { return s->n_tensors; }
+int gpt_stage_num_tensors(const gpt_stage *s) {
+  return s->n_tensors;
+}
 
 const gpt_tensor_info *gpt_stage_tensor(const gpt_stage *s, int i) {
   return i >= 0 && i < s->n_tensors ? &s->tensors[i] : NULL;
@@ -250,8 +261,12 @@ void gpt_stage_set_kernels(gpt_stage *s, const struct kernels_ops *ops) {
   if (ops) s->ops = ops;
 }
 
-float gpt_stage_loss(const gpt_stage *s) { return s->loss; }
-const float *gpt_stage_logits(const gpt_stage *s) { return s->logits; }
+float gpt_stage_loss(const gpt_stage *s) {
+  return s->loss;
+}
+const float *gpt_stage_logits(const gpt_stage *s) {
+  return s->logits;
+}
 
 /* memset by threads in 1 MiB pieces: a 124M-parameter model zeroes ~0.8 GB per step, and one
  * core does not reach the memory bandwidth. */
@@ -259,7 +274,8 @@ static void s_zero(float *a, size_t n) {
   enum { PIECE = 1 << 18 };
   size_t np = (n + PIECE - 1) / PIECE;
 #pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < np; i++) memset(a + i * PIECE, 0, sizeof(float) * WT_MIN(PIECE, n - i * PIECE));
+  for (size_t i = 0; i < np; i++)
+    memset(a + i * PIECE, 0, sizeof(float) * WT_MIN(PIECE, n - i * PIECE));
 }
 
 void gpt_stage_zero_grad(gpt_stage *s) {

@@ -45,12 +45,12 @@ size_t gpt_config_num_params(const gpt_config *cfg);
 
 /* One tensor of a stage, in flat-buffer order. */
 typedef struct {
-  char name[64];      /* Hugging Face GPT2Model name: "wte.weight", "h.3.attn.c_attn.weight" */
-  int ndim;           /* 1 or 2 */
-  int shape[2];       /* as stored in safetensors (Conv1D [in, out] layout for h.*.weight) */
-  size_t offset;      /* element offset in the stage's flat parameter / gradient buffer */
+  char name[64]; /* Hugging Face GPT2Model name: "wte.weight", "h.3.attn.c_attn.weight" */
+  int ndim;      /* 1 or 2 */
+  int shape[2];  /* as stored in safetensors (Conv1D [in, out] layout for h.*.weight) */
+  size_t offset; /* element offset in the stage's flat parameter / gradient buffer */
   size_t numel;
-  int weight_decay;   /* 1 for matrices (incl. embeddings), 0 for biases and LayerNorm params */
+  int weight_decay; /* 1 for matrices (incl. embeddings), 0 for biases and LayerNorm params */
 } gpt_tensor_info;
 
 typedef struct gpt_stage gpt_stage;

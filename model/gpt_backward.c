@@ -32,8 +32,8 @@ static void s_block_backward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_pt
   memset(s->dln, 0, NC * sizeof(float));
   k->matmul_backward(s->dln, g->qkvw, g->qkvb, s->dqkv, a->ln1, p->qkvw, N, C, 3 * C,
                      KERNELS_W_IN_OUT);
-  k->layernorm_backward(s->dres, g->ln1w, g->ln1b, s->dln, x, p->ln1w, a->ln1_mean, a->ln1_rstd,
-                        N, C);
+  k->layernorm_backward(s->dres, g->ln1w, g->ln1b, s->dln, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N,
+                        C);
 }
 
 /* Last stage: cross-entropy, LM head and ln_f; leaves dL/d(top residual) in s->dres. */
@@ -41,8 +41,7 @@ static void s_head_backward(gpt_stage *s, const float *top, float loss_scale, in
   const kernels_ops *k = s->ops;
   int C = s->cfg.channels, V = s->cfg.vocab_size;
   size_t NC = (size_t)N * C;
-  k->crossentropy_backward(s->dlogits, s->logits, s->lse, s->targets, loss_scale / (float)N, N,
-                           V);
+  k->crossentropy_backward(s->dlogits, s->logits, s->lse, s->targets, loss_scale / (float)N, N, V);
   float *dwte = s->dwte_head ? s->dwte_head : s->g_end.wte;
   memset(s->dln, 0, NC * sizeof(float));
   k->matmul_backward(s->dln, dwte, NULL, s->dlogits, s->lnf, s->p_end.wte, N, C, V,
@@ -69,8 +68,10 @@ int gpt_stage_backward(gpt_stage *s, const float *grad_out, float *grad_in, floa
     return wt_fail(WT_EINVAL, "stage [%d,%d) needs grad_in", s->first, s->last);
   int B = s->B, T = s->T, N = B * T, C = s->cfg.channels;
   size_t NC = (size_t)N * C, slice = (size_t)s->max_batch * s->max_seq * C;
-  if (gpt_is_last(s)) s_head_backward(s, s->resid + (size_t)s->n_local * slice, loss_scale, N);
-  else memcpy(s->dres, grad_out, NC * sizeof(float));
+  if (gpt_is_last(s))
+    s_head_backward(s, s->resid + (size_t)s->n_local * slice, loss_scale, N);
+  else
+    memcpy(s->dres, grad_out, NC * sizeof(float));
   for (int l = s->n_local - 1; l >= 0; l--)
     s_block_backward(s, &s->p_blk[l], &s->g_blk[l], &s->acts[l], s->resid + l * slice, B, T);
   if (gpt_is_first(s)) {

@@ -23,8 +23,7 @@ static int s_check_inputs(const gpt_stage *s, const int *tokens, const float *ac
     if (gpt_is_first(s) && (tokens[i] < 0 || tokens[i] >= V))
       return wt_fail(WT_EINVAL, "token id %d at position %d is outside [0, %d)", tokens[i], i, V);
     if (gpt_is_last(s) && (targets[i] < 0 || targets[i] >= V))
-      return wt_fail(WT_EINVAL, "target id %d at position %d is outside [0, %d)", targets[i], i,
-                     V);
+      return wt_fail(WT_EINVAL, "target id %d at position %d is outside [0, %d)", targets[i], i, V);
   }
   return WT_OK;
 }
@@ -75,10 +74,12 @@ int gpt_stage_forward(gpt_stage *s, const int *tokens, const float *act_in, cons
   /* resid holds n_local + 1 slices of the max batch size; slice l is block l's input. */
   size_t slice = (size_t)s->max_batch * s->max_seq * C;
   for (int l = 0; l < s->n_local; l++)
-    s_block_forward(s, &s->p_blk[l], &s->acts[l], s->resid + l * slice,
-                    s->resid + (l + 1) * slice, B, T);
+    s_block_forward(s, &s->p_blk[l], &s->acts[l], s->resid + l * slice, s->resid + (l + 1) * slice,
+                    B, T);
   const float *top = s->resid + (size_t)s->n_local * slice;
-  if (gpt_is_last(s)) s_head_forward(s, top, N);
-  else memcpy(act_out, top, sizeof(float) * NC);
+  if (gpt_is_last(s))
+    s_head_forward(s, top, N);
+  else
+    memcpy(act_out, top, sizeof(float) * NC);
   return WT_OK;
 }

@@ -18,8 +18,8 @@ typedef struct {
 
 /* The ends of the model (NULL where the stage does not hold them). */
 typedef struct {
-  float *wte;        /* (V, C) */
-  float *wpe;        /* (maxT, C) */
+  float *wte;         /* (V, C) */
+  float *wpe;         /* (maxT, C) */
   float *lnfw, *lnfb; /* (C) */
 } gpt_end_ptrs;
 
@@ -53,8 +53,8 @@ struct gpt_stage {
   float *dwte_head, *dwte_emb; /* (V, C) each, or NULL */
 
   /* Activations (sized for max_batch x max_seq). */
-  float *resid;          /* (n_local + 1, N, C): block inputs, then the stage output */
-  gpt_block_acts *acts;  /* n_local */
+  float *resid;                     /* (n_local + 1, N, C): block inputs, then the stage output */
+  gpt_block_acts *acts;             /* n_local */
   float *lnf, *lnf_mean, *lnf_rstd; /* last stage: (N, C), (N), (N) */
   float *logits, *dlogits;          /* last stage: (N, V) each */
   float *lse, *losses;              /* last stage: (N) each */
@@ -70,7 +70,11 @@ struct gpt_stage {
 };
 
 /* Is the stage the first / last of the model? */
-static inline int gpt_is_first(const gpt_stage *s) { return s->first == 0; }
-static inline int gpt_is_last(const gpt_stage *s) { return s->last == s->cfg.n_layer; }
+static inline int gpt_is_first(const gpt_stage *s) {
+  return s->first == 0;
+}
+static inline int gpt_is_last(const gpt_stage *s) {
+  return s->last == s->cfg.n_layer;
+}
 
 #endif

@@ -14,10 +14,10 @@ struct optim {
   optim_config cfg;
   gpt_tensor_info *tensors; /* copy: offsets, sizes and decay flags */
   int n_tensors;
-  size_t n;    /* elements in the flat buffer */
-  float *m;    /* AdamW first moment, or SGD momentum buffer (n) */
-  float *v;    /* AdamW second moment (n); NULL for SGD */
-  long step;   /* updates taken */
+  size_t n;  /* elements in the flat buffer */
+  float *m;  /* AdamW first moment, or SGD momentum buffer (n) */
+  float *v;  /* AdamW second moment (n); NULL for SGD */
+  long step; /* updates taken */
 };
 
 optim_config optim_config_default(void) {
@@ -43,8 +43,8 @@ int optim_config_validate(const optim_config *c) {
   if (!(c->min_lr >= 0) || c->min_lr > c->lr)
     return wt_fail(WT_EINVAL, "min_lr %g must be in [0, lr=%g]", c->min_lr, c->lr);
   if (c->warmup_steps < 0 || c->total_steps < 0)
-    return wt_fail(WT_EINVAL, "warmup_steps %d and total_steps %ld must be >= 0",
-                   c->warmup_steps, c->total_steps);
+    return wt_fail(WT_EINVAL, "warmup_steps %d and total_steps %ld must be >= 0", c->warmup_steps,
+                   c->total_steps);
   if (!(c->weight_decay >= 0) || !isfinite(c->weight_decay))
     return wt_fail(WT_EINVAL, "weight_decay %g must be finite and >= 0", c->weight_decay);
   if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1))
@@ -84,7 +84,9 @@ void optim_destroy(optim **self_p) {
   *self_p = NULL;
 }
 
-const optim_config *optim_get_config(const optim *opt) { return &opt->cfg; }
+const optim_config *optim_get_config(const optim *opt) {
+  return &opt->cfg;
+}
 
 /* Sum of squares of one block, four running sums (vectorisable without reordering). */
 static double s_block_sq(const float *g, size_t n) {
@@ -103,7 +105,8 @@ double optim_grad_sq_norm(const float *grads, size_t n) {
   size_t nb = (n + BLOCK - 1) / BLOCK;
   double *part = wt_xmalloc(sizeof(double) * (nb ? nb : 1));
 #pragma omp parallel for schedule(static)
-  for (size_t b = 0; b < nb; b++) part[b] = s_block_sq(grads + b * BLOCK, WT_MIN(BLOCK, n - b * BLOCK));
+  for (size_t b = 0; b < nb; b++)
+    part[b] = s_block_sq(grads + b * BLOCK, WT_MIN(BLOCK, n - b * BLOCK));
   double sum = 0;
   for (size_t b = 0; b < nb; b++) sum += part[b];
   free(part);
@@ -139,8 +142,7 @@ static void s_sgd_update(float *p, const float *g, float *buf, size_t n, float l
 
 int optim_step(optim *o, float *params, const float *grads, float lr, float grad_scale) {
   if (!isfinite(lr) || !isfinite(grad_scale))
-    return wt_fail(WT_EINVAL, "optim_step: lr %g and grad_scale %g must be finite", lr,
-                   grad_scale);
+    return wt_fail(WT_EINVAL, "optim_step: lr %g and grad_scale %g must be finite", lr, grad_scale);
   const optim_config *c = &o->cfg;
   o->step++;
   float bc1 = 1.0f - powf(c->beta1, (float)o->step);
@@ -151,8 +153,8 @@ int optim_step(optim *o, float *params, const float *grads, float lr, float grad
     float wd = t->weight_decay ? c->weight_decay : 0.0f;
     size_t off = t->offset;
     if (c->kind == OPTIM_ADAMW)
-      ops->adamw_update(params + off, grads + off, o->m + off, o->v + off, t->numel, lr,
-                        c->beta1, c->beta2, c->eps, wd, bc1, bc2, grad_scale);
+      ops->adamw_update(params + off, grads + off, o->m + off, o->v + off, t->numel, lr, c->beta1,
+                        c->beta2, c->eps, wd, bc1, bc2, grad_scale);
     else
       s_sgd_update(params + off, grads + off, o->m + off, t->numel, lr, c->momentum, wd,
                    grad_scale);
@@ -160,7 +162,9 @@ int optim_step(optim *o, float *params, const float *grads, float lr, float grad
   return WT_OK;
 }
 
-int optim_num_states(const optim *o) { return o->v ? 2 : 1; }
+int optim_num_states(const optim *o) {
+  return o->v ? 2 : 1;
+}
 
 float *optim_state(optim *o, int i, size_t *n) {
   float *buf = i == 0 ? o->m : i == 1 ? o->v : NULL;
@@ -168,5 +172,9 @@ float *optim_state(optim *o, int i, size_t *n) {
   return buf;
 }
 
-long optim_step_count(const optim *o) { return o->step; }
-void optim_set_step_count(optim *o, long step) { o->step = step; }
+long optim_step_count(const optim *o) {
+  return o->step;
+}
+void optim_set_step_count(optim *o, long step) {
+  o->step = step;
+}

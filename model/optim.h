@@ -36,11 +36,11 @@ typedef enum { OPTIM_ADAMW = 0, OPTIM_SGD = 1 } optim_kind;
 
 typedef struct {
   optim_kind kind;
-  float lr;           /* peak learning rate */
-  float min_lr;       /* floor of the cosine decay */
-  int warmup_steps;   /* linear warmup from lr/warmup_steps to lr over this many steps */
-  long total_steps;   /* cosine decays to min_lr at this step; 0 = constant lr after warmup */
-  float weight_decay; /* decoupled (AdamW) / L2 (SGD); only tensors with weight_decay = 1 */
+  float lr;                /* peak learning rate */
+  float min_lr;            /* floor of the cosine decay */
+  int warmup_steps;        /* linear warmup from lr/warmup_steps to lr over this many steps */
+  long total_steps;        /* cosine decays to min_lr at this step; 0 = constant lr after warmup */
+  float weight_decay;      /* decoupled (AdamW) / L2 (SGD); only tensors with weight_decay = 1 */
   float beta1, beta2, eps; /* AdamW */
   float momentum;          /* SGD */
   float grad_clip;         /* max global gradient L2 norm; 0 = no clipping */

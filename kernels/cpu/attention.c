@@ -44,8 +44,7 @@ static void s_softmax_row(float *p, const float *q, const float *kt, int t, int 
   for (int t2 = t + 1; t2 < T; t2++) p[t2] = 0.0f;
 }
 
-void cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
-                           int NH) {
+void cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
   int hs = C / NH;
   float scale = 1.0f / sqrtf((float)hs);
   size_t row = (size_t)3 * C;
@@ -71,8 +70,8 @@ void cpu_attention_forward(float *out, float *att, const float *qkv, int B, int 
 
 /* Gradient of one query row t of one head; dp is T floats of scratch. */
 static void s_backward_row(float *dhead, float *dp, const float *base, const float *vt,
-                           const float *p, const float *dy, int t, int T, int hs, int C,
-                           size_t row, float scale) {
+                           const float *p, const float *dy, int t, int T, int hs, int C, size_t row,
+                           float scale) {
   for (int t2 = 0; t2 <= t; t2++) dp[t2] = 0.0f;
   for (int i = 0; i < hs; i++) s_axpy(dp, vt + (size_t)i * T, dy[i], t + 1); /* dy . v[t2] */
   double dot = 0;

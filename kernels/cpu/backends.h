@@ -15,59 +15,54 @@ const kernels_ops *kernels_cuda(void); /* kernels/cuda */
 #endif
 
 /* Fast CPU ops (cpu_*) and reference ops (ref_*): see kernels.h for the contract of each. */
-#define WT_KERNELS_DECLARE(prefix)                                                           \
-  void prefix##_encoder_forward(float *out, const int *tokens, const float *wte,            \
-                                const float *wpe, int B, int T, int C);                      \
-  void prefix##_encoder_backward(float *dwte, float *dwpe, const float *dout,               \
-                                 const int *tokens, int B, int T, int C);                    \
-  void prefix##_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,   \
-                                  const float *weight, const float *bias, int N, int C);     \
-  void prefix##_layernorm_backward(float *dinp, float *dweight, float *dbias,               \
-                                   const float *dout, const float *inp, const float *weight, \
-                                   const float *mean, const float *rstd, int N, int C);      \
-  void prefix##_matmul_forward(float *out, const float *inp, const float *weight,           \
-                               const float *bias, int N, int C, int OC,                      \
-                               kernels_wlayout layout);                                      \
-  void prefix##_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, \
-                                const float *inp, const float *weight, int N, int C, int OC, \
-                                kernels_wlayout layout);                                     \
-  void prefix##_attention_forward(float *out, float *att, const float *qkv, int B, int T,   \
-                                  int C, int NH);                                            \
-  void prefix##_attention_backward(float *dqkv, float *scratch, const float *dout,          \
-                                   const float *qkv, const float *att, int B, int T, int C,  \
-                                   int NH);                                                  \
-  void prefix##_gelu_forward(float *out, const float *inp, size_t n);                        \
-  void prefix##_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);   \
-  void prefix##_residual_forward(float *out, const float *a, const float *b, size_t n);      \
-  void prefix##_residual_backward(float *da, float *db, const float *dout, size_t n);        \
-  void prefix##_crossentropy_forward(float *losses, float *lse, const float *logits,        \
-                                     const int *targets, int N, int V);                      \
-  void prefix##_crossentropy_backward(float *dlogits, const float *logits, const float *lse, \
-                                      const int *targets, float dloss, int N, int V);        \
-  void prefix##_adamw_update(float *param, const float *grad, float *m, float *v, size_t n, \
-                             float lr, float b1, float b2, float eps, float wd, float bc1,   \
+#define WT_KERNELS_DECLARE(prefix)                                                                 \
+  void prefix##_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, \
+                                int B, int T, int C);                                              \
+  void prefix##_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,   \
+                                 int B, int T, int C);                                             \
+  void prefix##_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,          \
+                                  const float *weight, const float *bias, int N, int C);           \
+  void prefix##_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,   \
+                                   const float *inp, const float *weight, const float *mean,       \
+                                   const float *rstd, int N, int C);                               \
+  void prefix##_matmul_forward(float *out, const float *inp, const float *weight,                  \
+                               const float *bias, int N, int C, int OC, kernels_wlayout layout);   \
+  void prefix##_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,      \
+                                const float *inp, const float *weight, int N, int C, int OC,       \
+                                kernels_wlayout layout);                                           \
+  void prefix##_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,   \
+                                  int NH);                                                         \
+  void prefix##_attention_backward(float *dqkv, float *scratch, const float *dout,                 \
+                                   const float *qkv, const float *att, int B, int T, int C,        \
+                                   int NH);                                                        \
+  void prefix##_gelu_forward(float *out, const float *inp, size_t n);                              \
+  void prefix##_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);         \
+  void prefix##_residual_forward(float *out, const float *a, const float *b, size_t n);            \
+  void prefix##_residual_backward(float *da, float *db, const float *dout, size_t n);              \
+  void prefix##_crossentropy_forward(float *losses, float *lse, const float *logits,               \
+                                     const int *targets, int N, int V);                            \
+  void prefix##_crossentropy_backward(float *dlogits, const float *logits, const float *lse,       \
+                                      const int *targets, float dloss, int N, int V);              \
+  void prefix##_adamw_update(float *param, const float *grad, float *m, float *v, size_t n,        \
+                             float lr, float b1, float b2, float eps, float wd, float bc1,         \
                              float bc2, float grad_scale);
 
 WT_KERNELS_DECLARE(cpu)
 WT_KERNELS_DECLARE(ref)
 
 /* Fills a table with the ops of one prefix. */
-#define WT_KERNELS_TABLE(prefix)                                                             \
-  {.name = #prefix,                                                                          \
-   .encoder_forward = prefix##_encoder_forward,                                              \
-   .encoder_backward = prefix##_encoder_backward,                                            \
-   .layernorm_forward = prefix##_layernorm_forward,                                          \
-   .layernorm_backward = prefix##_layernorm_backward,                                        \
-   .matmul_forward = prefix##_matmul_forward,                                                \
-   .matmul_backward = prefix##_matmul_backward,                                              \
-   .attention_forward = prefix##_attention_forward,                                          \
-   .attention_backward = prefix##_attention_backward,                                        \
-   .gelu_forward = prefix##_gelu_forward,                                                    \
-   .gelu_backward = prefix##_gelu_backward,                                                  \
-   .residual_forward = prefix##_residual_forward,                                            \
-   .residual_backward = prefix##_residual_backward,                                          \
-   .crossentropy_forward = prefix##_crossentropy_forward,                                    \
-   .crossentropy_backward = prefix##_crossentropy_backward,                                  \
-   .adamw_update = prefix##_adamw_update}
+#define WT_KERNELS_TABLE(prefix)                                                                   \
+  {                                                                                                \
+    .name = #prefix, .encoder_forward = prefix##_encoder_forward,                                  \
+    .encoder_backward = prefix##_encoder_backward,                                                 \
+    .layernorm_forward = prefix##_layernorm_forward,                                               \
+    .layernorm_backward = prefix##_layernorm_backward, .matmul_forward = prefix##_matmul_forward,  \
+    .matmul_backward = prefix##_matmul_backward, .attention_forward = prefix##_attention_forward,  \
+    .attention_backward = prefix##_attention_backward, .gelu_forward = prefix##_gelu_forward,      \
+    .gelu_backward = prefix##_gelu_backward, .residual_forward = prefix##_residual_forward,        \
+    .residual_backward = prefix##_residual_backward,                                               \
+    .crossentropy_forward = prefix##_crossentropy_forward,                                         \
+    .crossentropy_backward = prefix##_crossentropy_backward, .adamw_update = prefix##_adamw_update \
+  }
 
 #endif

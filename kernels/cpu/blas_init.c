@@ -62,8 +62,8 @@ void kernels_cpu_init(int argc, char **argv) {
     return;
   }
   WT_DEBUG("kernels: OpenBLAS chose %s; re-executing with OPENBLAS_CORETYPE=%s "
-           "OMP_WAIT_POLICY=%s", kernels_blas_corename(), getenv("OPENBLAS_CORETYPE"),
-           getenv("OMP_WAIT_POLICY"));
+           "OMP_WAIT_POLICY=%s",
+           kernels_blas_corename(), getenv("OPENBLAS_CORETYPE"), getenv("OMP_WAIT_POLICY"));
   execv("/proc/self/exe", argv);
   /* Still here: the exec failed (no /proc, seccomp). Run on with what was loaded. */
   WT_WARN("kernels: could not re-execute with OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE "

@@ -3,8 +3,8 @@
 
 #include "backends.h"
 
-void cpu_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
-                         int B, int T, int C) {
+void cpu_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B,
+                         int T, int C) {
 #pragma omp parallel for schedule(static)
   for (int bt = 0; bt < B * T; bt++) {
     float *o = out + (size_t)bt * C;

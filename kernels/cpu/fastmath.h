@@ -18,7 +18,7 @@
 static inline float wt_fast_expf(float x) {
   x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
   float k = __builtin_floorf(x * 1.44269504089f + 0.5f);
-  float r = x - k * 0.693145751953125f; /* ln 2, high part (exact in float) */
+  float r = x - k * 0.693145751953125f;   /* ln 2, high part (exact in float) */
   r = r - k * 1.42860682030941723212e-6f; /* ln 2, low part */
   float p = 1.0f / 5040;
   p = p * r + 1.0f / 720;
@@ -35,6 +35,8 @@ static inline float wt_fast_expf(float x) {
 }
 
 /* tanh(u) = 1 - 2 / (1 + e^{2u}); saturates cleanly to +-1 through the clamp above. */
-static inline float wt_fast_tanhf(float u) { return 1.0f - 2.0f / (1.0f + wt_fast_expf(2.0f * u)); }
+static inline float wt_fast_tanhf(float u) {
+  return 1.0f - 2.0f / (1.0f + wt_fast_expf(2.0f * u));
+}
 
 #endif

@@ -4,8 +4,8 @@
 
 #include "backends.h"
 
-void cpu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
-                        int N, int C, int OC, kernels_wlayout layout) {
+void cpu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
+                        int C, int OC, kernels_wlayout layout) {
   float beta = 0.0f;
   if (bias) {
 #pragma omp parallel for schedule(static)
@@ -14,8 +14,8 @@ void cpu_matmul_forward(float *out, const float *inp, const float *weight, const
     beta = 1.0f;
   }
   int in_out = layout == KERNELS_W_IN_OUT;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasNoTrans : CblasTrans, N, OC, C, 1.0f,
-              inp, C, weight, in_out ? OC : C, beta, out, OC);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasNoTrans : CblasTrans, N, OC, C, 1.0f, inp,
+              C, weight, in_out ? OC : C, beta, out, OC);
 }
 
 /* dbias sums columns of dout; threads own column ranges and walk rows in order. */

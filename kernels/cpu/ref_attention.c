@@ -4,8 +4,7 @@
 
 #include "backends.h"
 
-void ref_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
-                           int NH) {
+void ref_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
   int hs = C / NH;
   double scale = 1.0 / sqrt((double)hs);
   for (int b = 0; b < B; b++)

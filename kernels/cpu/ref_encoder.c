@@ -1,8 +1,8 @@
 /* ref_encoder — reference token + position embedding, forward and backward. */
 #include "backends.h"
 
-void ref_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
-                         int B, int T, int C) {
+void ref_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B,
+                         int T, int C) {
   for (int b = 0; b < B; b++)
     for (int t = 0; t < T; t++) {
       float *o = out + ((size_t)b * T + t) * C;

@@ -13,7 +13,8 @@ void ref_layernorm_forward(float *out, float *mean, float *rstd, const float *in
     for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
     v /= C; /* biased variance, as torch.nn.LayerNorm */
     float s = (float)(1.0 / sqrt(v + 1e-5));
-    for (int c = 0; c < C; c++) out[(size_t)i * C + c] = (float)((x[c] - m) * s) * weight[c] + bias[c];
+    for (int c = 0; c < C; c++)
+      out[(size_t)i * C + c] = (float)((x[c] - m) * s) * weight[c] + bias[c];
     mean[i] = (float)m;
     rstd[i] = s;
   }

@@ -37,7 +37,9 @@ static float *s_randn(size_t n, float std) {
   return a;
 }
 
-static float *s_zeros(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
+static float *s_zeros(size_t n) {
+  return calloc(n ? n : 1, sizeof(float));
+}
 
 static float *s_copy(const float *a, size_t n) {
   float *b = malloc(sizeof(float) * (n ? n : 1));
@@ -96,7 +98,8 @@ static void test_encoder(void) {
   kernels_ref()->encoder_backward(dwte, dwpe, e.r, e.tokens, e.B, e.T, e.C);
   s_check_fd("encoder dwte", s_encoder_obj, &e, e.wte, (size_t)e.V * e.C, dwte);
   s_check_fd("encoder dwpe", s_encoder_obj, &e, e.wpe, (size_t)e.T * e.C, dwpe);
-  float *out2 = s_zeros(NC), *dwte2 = s_zeros((size_t)e.V * e.C), *dwpe2 = s_zeros((size_t)e.T * e.C);
+  float *out2 = s_zeros(NC), *dwte2 = s_zeros((size_t)e.V * e.C),
+        *dwpe2 = s_zeros((size_t)e.T * e.C);
   s_encoder_obj(&e);
   kernels_cpu()->encoder_forward(out2, e.tokens, e.wte, e.wpe, e.B, e.T, e.C);
   kernels_cpu()->encoder_backward(dwte2, dwpe2, e.r, e.tokens, e.B, e.T, e.C);
@@ -124,7 +127,8 @@ static void test_layernorm(int N, int C) {
   ln_case l = {.N = N, .C = C};
   size_t NC = (size_t)N * C;
   l.x = s_randn(NC, 1), l.w = s_randn((size_t)C, 1), l.b = s_randn((size_t)C, 1);
-  l.out = s_zeros(NC), l.mean = s_zeros((size_t)N), l.rstd = s_zeros((size_t)N), l.r = s_randn(NC, 1);
+  l.out = s_zeros(NC), l.mean = s_zeros((size_t)N), l.rstd = s_zeros((size_t)N),
+  l.r = s_randn(NC, 1);
   float *dx = s_randn(NC, 1), *dw = s_randn((size_t)C, 1), *db = s_randn((size_t)C, 1);
   float *dx2 = s_copy(dx, NC), *dw2 = s_copy(dw, (size_t)C), *db2 = s_copy(db, (size_t)C);
   float *dx0 = s_copy(dx, NC), *dw0 = s_copy(dw, (size_t)C), *db0 = s_copy(db, (size_t)C);
@@ -179,7 +183,8 @@ static void test_matmul(int N, int C, int OC, kernels_wlayout layout, int with_b
     if (with_bias) s_check_fd("matmul dbias", s_mm_obj, &m, m.b, (size_t)OC, db);
   }
   /* Fast path: also starts from nonzero gradients to check it accumulates. */
-  float *out2 = s_zeros(NO), *dx2 = s_randn(NC, 1), *dw2 = s_randn(W, 1), *db2 = s_randn((size_t)OC, 1);
+  float *out2 = s_zeros(NO), *dx2 = s_randn(NC, 1), *dw2 = s_randn(W, 1),
+        *db2 = s_randn((size_t)OC, 1);
   float *dx0 = s_copy(dx2, NC), *dw0 = s_copy(dw2, W), *db0 = s_copy(db2, (size_t)OC);
   s_mm_obj(&m);
   kernels_cpu()->matmul_forward(out2, m.x, m.w, m.b, N, C, OC, layout);

@@ -16,8 +16,8 @@
 #include "testing.h"
 
 static void test_config(void) {
-  gpt_config ok = {.vocab_size = 50257, .max_seq = 1024, .n_layer = 12, .n_head = 12,
-                   .channels = 768};
+  gpt_config ok = {
+      .vocab_size = 50257, .max_seq = 1024, .n_layer = 12, .n_head = 12, .channels = 768};
   WT_TEST_ASSERT(gpt_config_validate(&ok) == WT_OK, "%s", wt_last_error());
   /* GPT-2 small: the published 124,439,808 parameters (with wpe's 1024 rows, one wte). */
   WT_TEST_ASSERT(gpt_config_num_params(&ok) == 124439808u, "%zu", gpt_config_num_params(&ok));
@@ -74,9 +74,11 @@ static void test_layout(void) {
   /* Init draws per tensor name: the middle stage's block equals the full model's. */
   gpt_stage_init_weights(all, 7);
   gpt_stage_init_weights(mid, 7);
-  const gpt_tensor_info *a = s_find(all, "h.1.mlp.c_fc.weight"), *b = s_find(mid, "h.1.mlp.c_fc.weight");
-  WT_TEST_ASSERT(memcmp(gpt_stage_params(all, NULL) + a->offset, gpt_stage_params(mid, NULL) + b->offset,
-                        a->numel * sizeof(float)) == 0, "same weights in any stage");
+  const gpt_tensor_info *a = s_find(all, "h.1.mlp.c_fc.weight"),
+                        *b = s_find(mid, "h.1.mlp.c_fc.weight");
+  WT_TEST_ASSERT(memcmp(gpt_stage_params(all, NULL) + a->offset,
+                        gpt_stage_params(mid, NULL) + b->offset, a->numel * sizeof(float)) == 0,
+                 "same weights in any stage");
   const gpt_tensor_info *ln = s_find(all, "h.0.ln_1.weight");
   WT_TEST_ASSERT(gpt_stage_params(all, NULL)[ln->offset] == 1.0f, "LayerNorm weight starts at 1");
   gpt_stage_destroy(&all);
@@ -117,7 +119,8 @@ static void test_gradcheck(const kernels_ops *ops) {
   float *p = gpt_stage_params(s, &n), *g = gpt_stage_grads(s, NULL);
   for (size_t i = 0; i < n; i++) p[i] = (float)(0.3 * wt_rng_normal(&rng));
   int tok[10], tgt[10];
-  for (int i = 0; i < B * T; i++) tok[i] = (int)wt_rng_below(&rng, 13), tgt[i] = (int)wt_rng_below(&rng, 13);
+  for (int i = 0; i < B * T; i++)
+    tok[i] = (int)wt_rng_below(&rng, 13), tgt[i] = (int)wt_rng_below(&rng, 13);
   gpt_stage_zero_grad(s);
   WT_TEST_REQUIRE(gpt_stage_forward(s, tok, NULL, tgt, B, T, NULL) == WT_OK, "%s", wt_last_error());
   WT_TEST_REQUIRE(gpt_stage_backward(s, NULL, NULL, 1.0f) == WT_OK, "%s", wt_last_error());

@@ -17,8 +17,8 @@
 #include "rng.h"
 #include "testing.h"
 
-static const gpt_config CFG = {.vocab_size = 50, .max_seq = 8, .n_layer = 4, .n_head = 2,
-                               .channels = 16};
+static const gpt_config CFG = {
+    .vocab_size = 50, .max_seq = 8, .n_layer = 4, .n_head = 2, .channels = 16};
 enum { B = 3, T = 7, MAX_STAGES = 4 };
 
 typedef struct {
@@ -53,8 +53,8 @@ static void s_fwd_bwd(pipeline *p, const int *tok, const int *tgt) {
     WT_TEST_REQUIRE(rc == WT_OK, "%s", wt_last_error());
   }
   for (int i = p->n - 1; i >= 0; i--) {
-    int rc = gpt_stage_backward(p->s[i], i == p->n - 1 ? NULL : grad[i], i ? grad[i - 1] : NULL,
-                                1.0f);
+    int rc =
+        gpt_stage_backward(p->s[i], i == p->n - 1 ? NULL : grad[i], i ? grad[i - 1] : NULL, 1.0f);
     WT_TEST_REQUIRE(rc == WT_OK, "%s", wt_last_error());
   }
   WT_TEST_REQUIRE(gpt_tied_grads_sum(p->s[0], p->s[p->n - 1]) == WT_OK, "%s", wt_last_error());
@@ -72,8 +72,9 @@ static int s_same_tensors(pipeline *whole, pipeline *split, int grads, const cha
       for (int j = 0; j < gpt_stage_num_tensors(split->s[i]); j++) {
         const gpt_tensor_info *u = gpt_stage_tensor(split->s[i], j);
         if (strcmp(u->name, t->name) != 0) continue;
-        const float *got = (grads ? gpt_stage_grads(split->s[i], NULL)
-                                  : gpt_stage_params(split->s[i], NULL)) + u->offset;
+        const float *got =
+            (grads ? gpt_stage_grads(split->s[i], NULL) : gpt_stage_params(split->s[i], NULL)) +
+            u->offset;
         if (memcmp(got, ref, t->numel * sizeof(float)) != 0) {
           WT_TEST_ASSERT(0, "%s: %s differs in stage %d", what, t->name, i);
           ok = 0;
@@ -85,7 +86,8 @@ static int s_same_tensors(pipeline *whole, pipeline *split, int grads, const cha
 
 static void s_batch(wt_rng *rng, int *tok, int *tgt, int n) {
   for (int i = 0; i < n; i++)
-    tok[i] = (int)wt_rng_below(rng, CFG.vocab_size), tgt[i] = (int)wt_rng_below(rng, CFG.vocab_size);
+    tok[i] = (int)wt_rng_below(rng, CFG.vocab_size),
+    tgt[i] = (int)wt_rng_below(rng, CFG.vocab_size);
 }
 
 static void test_split_bitwise(void) {
@@ -102,7 +104,8 @@ static void test_split_bitwise(void) {
     s_fwd_bwd(&split, tok, tgt);
     gpt_stage *a = whole.s[0], *b = split.s[split.n - 1];
     WT_TEST_ASSERT(memcmp(gpt_stage_logits(a), gpt_stage_logits(b),
-                          sizeof(float) * B * T * CFG.vocab_size) == 0, "logits, cut %zu", c);
+                          sizeof(float) * B * T * CFG.vocab_size) == 0,
+                   "logits, cut %zu", c);
     float la = gpt_stage_loss(a), lb = gpt_stage_loss(b);
     WT_TEST_ASSERT(memcmp(&la, &lb, sizeof la) == 0, "loss %.9g vs %.9g, cut %zu", la, lb, c);
     char what[32];
@@ -193,11 +196,14 @@ static void test_accumulation(void) {
   s_batch(&rng, tok, tgt, BB * T);
   gpt_stage_zero_grad(big);
   gpt_stage_zero_grad(acc);
-  WT_TEST_REQUIRE(gpt_stage_forward(big, tok, NULL, tgt, BB, T, NULL) == WT_OK, "%s", wt_last_error());
+  WT_TEST_REQUIRE(gpt_stage_forward(big, tok, NULL, tgt, BB, T, NULL) == WT_OK, "%s",
+                  wt_last_error());
   WT_TEST_REQUIRE(gpt_stage_backward(big, NULL, NULL, 1.0f) == WT_OK, "%s", wt_last_error());
   double loss = 0;
   for (int m = 0; m < BB / HB; m++) {
-    WT_TEST_REQUIRE(gpt_stage_forward(acc, tok + m * HB * T, NULL, tgt + m * HB * T, HB, T, NULL) == WT_OK, "fwd");
+    WT_TEST_REQUIRE(gpt_stage_forward(acc, tok + m * HB * T, NULL, tgt + m * HB * T, HB, T, NULL) ==
+                        WT_OK,
+                    "fwd");
     WT_TEST_REQUIRE(gpt_stage_backward(acc, NULL, NULL, 1.0f / (BB / HB)) == WT_OK, "bwd");
     loss += gpt_stage_loss(acc) / (BB / HB);
   }

@@ -76,8 +76,8 @@ static int s_load(const char *path, fixture *x) {
 }
 
 static void s_check(const fixture *x, const kernels_ops *ops) {
-  gpt_config cfg = {.vocab_size = x->V, .max_seq = x->maxT, .n_layer = x->L, .n_head = x->NH,
-                    .channels = x->C};
+  gpt_config cfg = {
+      .vocab_size = x->V, .max_seq = x->maxT, .n_layer = x->L, .n_head = x->NH, .channels = x->C};
   gpt_stage *s = gpt_stage_new(&cfg, 0, x->L, x->B, x->T);
   WT_TEST_REQUIRE(s, "%s", wt_last_error());
   gpt_stage_set_kernels(s, ops);
