@@ -17,6 +17,11 @@
  * different stages, each keeps its own copy of wte (initialised identically) and the caller
  * must make their gradients equal to the sum before every update with gpt_tied_grads_sum (in one
  * process) or by exchanging gpt_stage_tied_grad buffers (across processes), as Megatron-LM does.
+ * So that both layouts give bitwise the same numbers, the one-stage model accumulates the two
+ * uses in separate hidden buffers (over all micro-batches since the last zero_grad) and writes
+ * their sum into its gradient after every backward: the same partial sums and the same single
+ * addition as two stages joined by gpt_tied_grads_sum. (The copies cost 2 x V x C floats.)
+ * Each stage's wte copy is the first tensor of its buffers (offset 0).
  *
  * Parameters and gradients are each one flat float32 buffer per stage, laid out tensor after
  * tensor in the order of gpt_stage_tensor(); optimizers, codecs and collectives work on them.
@@ -94,7 +99,8 @@ void gpt_stage_set_kernels(gpt_stage *s, const struct kernels_ops *ops);
 int gpt_stage_forward(gpt_stage *s, const int *tokens, const float *act_in, const int *targets,
                       int B, int T, float *act_out);
 
-/* After a forward on the last stage: the mean cross-entropy (nats) and logits (B, T, V). */
+/* After a forward on the last stage: the mean cross-entropy (nats) and logits (B, T, V), valid
+ * until the next forward. */
 float gpt_stage_loss(const gpt_stage *s);
 const float *gpt_stage_logits(const gpt_stage *s);
 
