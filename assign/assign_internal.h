@@ -44,11 +44,7 @@ double assign_model_group_dp(assign_model *m, const int *devs);
  * bottleneck, the mean over the 2K members of their cheapest partner in the other group: it
  * falls as the two groups' members come closer even while the bottleneck pair stays put. */
 double assign_model_edge(assign_model *m, const int *a, const int *b, int *match, double *soft);
-/* The same with a guess of the answer (an old value of this edge; 0 = none): one probe at the
- * guess halves the range the threshold search has to cover. */
-double assign_model_edge_hint(assign_model *m, const int *a, const int *b, double *soft, double hint);
-/* assign_bottleneck_matching with such a guess. */
-double assign_bottleneck_matching_hint(int k, const double *w, int *match, double hint);
+
 
 /* How a partition's pipeline order is chosen. */
 typedef enum {

@@ -1,14 +1,15 @@
 /* matching — bottleneck perfect matching between two groups of equal size.
  *
- * The smallest threshold t for which the bipartite graph {(i,j) : w_ij <= t} has a perfect
- * matching is found by binary search over the costs (quickselect picks each probe, so nothing
- * is sorted: O(k²) selection work in all), starting from the lower
- * bound max(max_i min_j w_ij, max_j min_i w_ij) (every vertex needs some edge), which on networks
- * made of regions is usually already the answer. Each probe is a maximum matching by augmenting
- * paths (Kuhn) over bitset adjacency — 64 right vertices per word, so a search from one vertex
- * costs O(k²/64) — warm-started from the previous probe's matching minus the edges above the
- * new threshold. (Hopcroft–Karp's phases bound the worst case better; with warm starts few
- * augmentations are left per probe and the bitsets win.)
+ * Two stages, both exact:
+ *  1. Every vertex needs some edge, so the answer is at least
+ *     lb = max(max_i min_j w_ij, max_j min_i w_ij); on networks made of regions it usually is
+ *     lb. A maximum matching of the graph {w_ij <= lb} is found by augmenting paths (Kuhn) over
+ *     bitset adjacency, 64 right vertices per word.
+ *  2. While the matching is not perfect, the augmenting path whose largest new edge is smallest
+ *     is found by a minimax Dijkstra over alternating paths (O(k²) with arrays) and applied.
+ *     The final threshold is optimal: if a perfect matching M* with all edges below the current
+ *     path's bottleneck b existed, M ⊕ M* would hold an augmenting path with edges below b.
+ * So the cost is one bitset matching plus O(k²) per missing pair, never a sort of k² values.
  */
 #include "assign_internal.h"
 
@@ -22,25 +23,16 @@ typedef struct {
   double t;
   uint64_t *adj; /* k rows of `words` words: bit j of row i set when w_ij <= t */
   uint64_t *vis; /* right vertices reached by the current search */
-  int *ml, *mr;
-} s_hk;
-
-static void s_build_adj(s_hk *h) {
-  int k = h->k, W = h->words;
-  memset(h->adj, 0, (size_t)k * W * sizeof(uint64_t));
-  for (int i = 0; i < k; i++)
-    for (int j = 0; j < k; j++)
-      if (h->w[i * k + j] <= h->t) h->adj[i * W + j / 64] |= (uint64_t)1 << (j % 64);
-}
+  int *ml, *mr;  /* match of each left / right vertex, -1 when free */
+} s_match;
 
 /* Kuhn's augmenting path from left vertex i over right vertices not yet reached. */
-static int s_augment(s_hk *h, int i) {
+static int s_augment(s_match *h, int i) {
   int W = h->words;
   for (int wi = 0; wi < W; wi++) {
     uint64_t bits = h->adj[i * W + wi] & ~h->vis[wi];
     while (bits) {
       int b = __builtin_ctzll(bits);
-      bits &= bits - 1;
       h->vis[wi] |= (uint64_t)1 << b;
       int j = wi * 64 + b;
       if (h->mr[j] < 0 || s_augment(h, h->mr[j])) {
@@ -54,23 +46,21 @@ static int s_augment(s_hk *h, int i) {
   return 0;
 }
 
-/* Maximum matching size at threshold h->t, reusing the pairs of ml/mr that are still allowed.
- * One pass over the free left vertices suffices (a vertex with no augmenting path never gains
- * one when others augment), and the reached set is only cleared after a success: what a failed
- * search reached cannot lead to a free vertex while the matching is unchanged. */
-static int s_max_matching(s_hk *h) {
-  int k = h->k, size = 0;
-  s_build_adj(h);
-  for (int i = 0; i < k; i++) {
-    int j = h->ml[i];
-    if (j >= 0 && h->w[i * k + j] > h->t) h->ml[i] = h->mr[j] = -1;
-    else if (j >= 0) size++;
-  }
-  memset(h->vis, 0, (size_t)h->words * sizeof(uint64_t));
-  for (int i = 0; i < k && size < k; i++)
-    if (h->ml[i] < 0 && s_augment(h, i)) {
+/* Maximum matching of {w_ij <= t} from scratch. One pass over the left vertices suffices (a
+ * vertex with no augmenting path never gains one when others augment), and the reached set is
+ * only cleared after a success: what a failed search reached cannot lead to a free vertex while
+ * the matching is unchanged. Returns the size. */
+static int s_threshold_matching(s_match *h) {
+  int k = h->k, W = h->words, size = 0;
+  memset(h->adj, 0, (size_t)k * W * sizeof(uint64_t));
+  for (int i = 0; i < k; i++)
+    for (int j = 0; j < k; j++)
+      if (h->w[i * k + j] <= h->t) h->adj[i * W + j / 64] |= (uint64_t)1 << (j % 64);
+  memset(h->vis, 0, (size_t)W * sizeof(uint64_t));
+  for (int i = 0; i < k; i++)
+    if (s_augment(h, i)) {
       size++;
-      memset(h->vis, 0, (size_t)h->words * sizeof(uint64_t));
+      memset(h->vis, 0, (size_t)W * sizeof(uint64_t));
     }
   return size;
 }
@@ -80,83 +70,76 @@ static double s_lower_bound(int k, const double *w) {
   for (int i = 0; i < k; i++) {
     double rmin = INFINITY, cmin = INFINITY;
     for (int j = 0; j < k; j++) {
-      rmin = w[i * k + j] < rmin ? w[i * k + j] : rmin;
-      cmin = w[j * k + i] < cmin ? w[j * k + i] : cmin;
+      rmin = assign_dmin(rmin, w[i * k + j]);
+      cmin = assign_dmin(cmin, w[j * k + i]);
     }
-    double m = rmin > cmin ? rmin : cmin;
-    lb = m > lb ? m : lb;
+    lb = assign_dmax(lb, assign_dmax(rmin, cmin));
   }
   return lb;
 }
 
-/* Rearranges a[0..n) so that a[nth] holds the value it would hold if sorted, with nothing
- * larger before it and nothing smaller after it (quickselect, middle pivot). */
-static void s_select(double *a, int n, int nth) {
-  int lo = 0, hi = n - 1;
-  while (lo < hi) {
-    double pivot = a[lo + (hi - lo) / 2];
-    int i = lo, j = hi;
-    while (i <= j) {
-      while (a[i] < pivot) i++;
-      while (a[j] > pivot) j--;
-      if (i <= j) {
-        double t = a[i];
-        a[i++] = a[j];
-        a[j--] = t;
-      }
+typedef struct {
+  double *best; /* k: smallest bottleneck of an alternating path reaching right vertex j */
+  int *par;     /* k: the left vertex that path arrives from */
+  char *done;   /* k: right vertex settled */
+} s_dijkstra;
+
+static void s_relax(const s_match *h, s_dijkstra *d, int i, double level) {
+  int k = h->k;
+  for (int j = 0; j < k; j++) {
+    double v = assign_dmax(level, h->w[i * k + j]);
+    if (!d->done[j] && v < d->best[j]) {
+      d->best[j] = v;
+      d->par[j] = i;
     }
-    if (nth <= j) hi = j;
-    else if (nth >= i) lo = i;
-    else return;
   }
 }
 
-/* The smallest feasible threshold among vals[0..cnt) (the largest is feasible). */
-static double s_search(s_hk *h, double *vals, int cnt) {
-  int lo = 0, hi = cnt;
-  while (hi - lo > 1) {
-    int mid = lo + (hi - lo - 1) / 2;
-    s_select(vals + lo, hi - lo, mid - lo);
-    h->t = vals[mid];
-    if (s_max_matching(h) == h->k) hi = mid + 1;
-    else lo = mid + 1;
-  }
-  return vals[lo];
-}
-
-double assign_bottleneck_matching_hint(int k, const double *w, int *match, double hint) {
-  if (k <= 0) return 0;
-  int W = (k + 63) / 64;
-  int *buf = wt_xmalloc((size_t)2 * k * sizeof(int));
-  uint64_t *bits = wt_xmalloc((size_t)(k + 1) * W * sizeof(uint64_t));
-  s_hk h = {k, W, w, 0, bits, bits + (size_t)k * W, buf, buf + k};
-  memset(buf, 0xff, (size_t)2 * k * sizeof(int)); /* ml = mr = -1 */
-  double lb = s_lower_bound(k, w);
-  h.t = lb;
-  if (s_max_matching(&h) < k) {
-    /* the answer lies in (lo, hi]: narrowed first by the hint, when it falls inside */
-    double lo = lb, hi = INFINITY;
-    if (hint > lb) {
-      h.t = hint;
-      if (s_max_matching(&h) == k) hi = hint;
-      else lo = hint;
+/* Finds and applies the augmenting path with the smallest largest edge. */
+static void s_minimax_augment(s_match *h, s_dijkstra *d) {
+  int k = h->k;
+  for (int j = 0; j < k; j++) d->best[j] = INFINITY, d->done[j] = 0, d->par[j] = -1;
+  for (int i = 0; i < k; i++)
+    if (h->ml[i] < 0) s_relax(h, d, i, 0);
+  for (;;) {
+    int j = -1;
+    for (int c = 0; c < k; c++)
+      if (!d->done[c] && (j < 0 || d->best[c] < d->best[j])) j = c;
+    d->done[j] = 1;
+    if (h->mr[j] >= 0) {
+      s_relax(h, d, h->mr[j], d->best[j]);
+      continue;
     }
-    double *vals = wt_xmalloc((size_t)k * k * sizeof(double));
-    int cnt = 0;
-    for (int i = 0; i < k * k; i++)
-      if (w[i] > lo && w[i] <= hi) vals[cnt++] = w[i];
-    h.t = s_search(&h, vals, cnt);
-    s_max_matching(&h);
-    free(vals);
+    while (j >= 0) { /* flip the path back to its free left end */
+      int i = d->par[j], next = h->ml[i];
+      h->ml[i] = j;
+      h->mr[j] = i;
+      j = next;
+    }
+    return;
   }
-  double worst = 0;
-  for (int i = 0; i < k; i++) worst = w[i * k + h.ml[i]] > worst ? w[i * k + h.ml[i]] : worst;
-  if (match) memcpy(match, h.ml, (size_t)k * sizeof(int));
-  free(buf);
-  free(bits);
-  return worst;
 }
 
 double assign_bottleneck_matching(int k, const double *w, int *match) {
-  return assign_bottleneck_matching_hint(k, w, match, 0);
+  if (k <= 0) return 0;
+  int W = (k + 63) / 64;
+  int *ibuf = wt_xmalloc((size_t)3 * k * sizeof(int));
+  uint64_t *bits = wt_xmalloc((size_t)(k + 1) * W * sizeof(uint64_t));
+  s_match h = {k, W, w, s_lower_bound(k, w), bits, bits + (size_t)k * W, ibuf, ibuf + k};
+  memset(ibuf, 0xff, (size_t)2 * k * sizeof(int)); /* ml = mr = -1 */
+  int size = s_threshold_matching(&h);
+  if (size < k) {
+    double *best = wt_xmalloc((size_t)k * sizeof(double));
+    char *done = wt_xmalloc((size_t)k);
+    s_dijkstra d = {best, ibuf + 2 * k, done};
+    for (; size < k; size++) s_minimax_augment(&h, &d);
+    free(best);
+    free(done);
+  }
+  double worst = 0;
+  for (int i = 0; i < k; i++) worst = assign_dmax(worst, w[i * k + h.ml[i]]);
+  if (match) memcpy(match, h.ml, (size_t)k * sizeof(int));
+  free(ibuf);
+  free(bits);
+  return worst;
 }

@@ -127,12 +127,6 @@ double assign_model_group_dp(assign_model *m, const int *devs) {
 }
 
 double assign_model_edge(assign_model *m, const int *a, const int *b, int *match, double *soft) {
-  double v = assign_model_edge_hint(m, a, b, soft, 0);
-  if (match) assign_bottleneck_matching(m->K, m->scratch_w, match);
-  return v;
-}
-
-double assign_model_edge_hint(assign_model *m, const int *a, const int *b, double *soft, double hint) {
   int K = m->K, n = m->n;
   double *w = m->scratch_w;
   for (int i = 0; i < K; i++)
@@ -149,7 +143,7 @@ double assign_model_edge_hint(assign_model *m, const int *a, const int *b, doubl
     }
     *soft = acc / (2 * K);
   }
-  return assign_bottleneck_matching_hint(K, w, NULL, hint);
+  return assign_bottleneck_matching(K, w, match);
 }
 
 static assign_cost s_finish(const assign_model *m, double dp, double path) {

@@ -159,9 +159,7 @@ static int s_need_edge(const assign_search *s, int a, int r) {
 static void s_set_edge(assign_search *s, double *edge, double *soft, int a, int r, const int *rowa,
                        const int *rowr) {
   int P = s->P;
-  /* one row changed by a device: the old value is a good guess of the new one */
-  edge[a * P + r] = edge[r * P + a] =
-      assign_model_edge_hint(s->m, rowa, rowr, &soft[a * P + r], s->edge[a * P + r]);
+  edge[a * P + r] = edge[r * P + a] = assign_model_edge(s->m, rowa, rowr, NULL, &soft[a * P + r]);
   soft[r * P + a] = soft[a * P + r];
 }
 

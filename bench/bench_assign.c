@@ -3,9 +3,11 @@
  * 1. The world-wide scenario of Yuan et al. 2022 (8 regions × 8 GPUs): every solver's cost, and
  *    for ga the time and evaluations to its best (the paper's GA: 49.218 s after ~525 s of
  *    Python).
+ *    "ga-rand" is ga started from random partitions only (no greedy individual): the search
+ *    itself, without the constructive head start.
  * 2. 1024 devices (D_PP=16, D_DP=64): the same 8 regions, 128 devices each, with seeded
- *    per-pair jitter (±10% bandwidth, up to +1 ms latency) so no two devices are alike; ga's
- *    best-cost curve over time.
+ *    per-pair jitter (±10% bandwidth, up to +1 ms latency) so no two devices are alike; the
+ *    best-cost curves of ga and ga-rand over time.
  * Prints a table, then one JSON line.
  */
 #include "assign.h"
@@ -74,6 +76,9 @@ static void s_big(s_instance *in, int d_pp, int d_dp, uint64_t seed) {
   assign_network_symmetrize(&in->net);
 }
 
+#define WW_RUNS 6  /* random, megatron, deepspeed, greedy, ga, ga-rand */
+#define BIG_RUNS 4 /* megatron, greedy, ga, ga-rand */
+
 typedef struct {
   const char *name;
   assign_cost cost;
@@ -83,7 +88,7 @@ typedef struct {
 static int s_run(const s_instance *in, assign_solver kind, const assign_budget *b, uint64_t seed,
                  s_result *r) {
   assign_plan *plan = NULL;
-  r->name = assign_solver_name(kind);
+  r->name = b && b->ga_random_only ? "ga-rand" : assign_solver_name(kind);
   int rc = assign_solve(&in->prob, kind, b, seed, &plan, &r->st);
   if (rc != WT_OK) {
     fprintf(stderr, "bench-assign: %s failed: %s\n", r->name, wt_last_error());
@@ -109,45 +114,61 @@ static int s_worldwide(const bench_cfg *cfg, s_result *res) {
   s_alloc(&in, 64, 8, 8);
   dtfm_ww_fill(in.net.latency_s, in.net.bandwidth_Bps);
   assign_budget rnd = {.max_evals = cfg->random_evals}, ga = {.max_seconds = cfg->ga_seconds};
-  const assign_solver kinds[5] = {ASSIGN_SOLVER_RANDOM, ASSIGN_SOLVER_MEGATRON,
-                                  ASSIGN_SOLVER_DEEPSPEED, ASSIGN_SOLVER_GREEDY, ASSIGN_SOLVER_GA};
+  assign_budget ga_rand = {.max_seconds = cfg->ga_seconds, .ga_random_only = 1};
+  const assign_solver kinds[WW_RUNS] = {ASSIGN_SOLVER_RANDOM, ASSIGN_SOLVER_MEGATRON,
+                                        ASSIGN_SOLVER_DEEPSPEED, ASSIGN_SOLVER_GREEDY,
+                                        ASSIGN_SOLVER_GA, ASSIGN_SOLVER_GA};
+  const assign_budget *budgets[WW_RUNS] = {&rnd, NULL, NULL, NULL, &ga, &ga_rand};
   int rc = WT_OK;
-  for (int i = 0; i < 5 && rc == WT_OK; i++)
-    rc = s_run(&in, kinds[i], kinds[i] == ASSIGN_SOLVER_GA ? &ga : &rnd, (uint64_t)cfg->seed,
-               &res[i]);
+  for (int i = 0; i < WW_RUNS && rc == WT_OK; i++)
+    rc = s_run(&in, kinds[i], budgets[i], (uint64_t)cfg->seed, &res[i]);
   s_free(&in);
   return rc;
+}
+
+static void s_print_curve(const s_result *r, int n) {
+  printf("\n%s cost curve on %d devices (t_s, evals, best cost s):\n", r->name, n);
+  for (int i = 0; i < r->st.n_curve; i++)
+    printf("  %8.3f %9ld %10.3f\n", r->st.curve[i].t_s, r->st.curve[i].evals, r->st.curve[i].cost_s);
 }
 
 static int s_large(const bench_cfg *cfg, s_result *res) {
   s_instance in;
   s_big(&in, cfg->big_dpp, cfg->big_ddp, 7);
   assign_budget ga = {.max_seconds = cfg->big_seconds};
+  assign_budget ga_rand = {.max_seconds = cfg->big_seconds, .ga_random_only = 1};
   int rc = s_run(&in, ASSIGN_SOLVER_MEGATRON, NULL, 0, &res[0]);
   if (rc == WT_OK) rc = s_run(&in, ASSIGN_SOLVER_GREEDY, NULL, 0, &res[1]);
   if (rc == WT_OK) rc = s_run(&in, ASSIGN_SOLVER_GA, &ga, (uint64_t)cfg->seed, &res[2]);
+  if (rc == WT_OK) rc = s_run(&in, ASSIGN_SOLVER_GA, &ga_rand, (uint64_t)cfg->seed, &res[3]);
   s_free(&in);
   if (rc != WT_OK) return rc;
-  printf("\nga cost curve on %d devices (t_s, evals, best cost s):\n", cfg->big_dpp * cfg->big_ddp);
-  const assign_stats *st = &res[2].st;
-  for (int i = 0; i < st->n_curve; i++)
-    printf("  %8.3f %9ld %10.3f\n", st->curve[i].t_s, st->curve[i].evals, st->curve[i].cost_s);
+  s_print_curve(&res[2], in.net.n);
+  s_print_curve(&res[3], in.net.n);
   return WT_OK;
+}
+
+static void s_json_curve(const char *key, const s_result *r) {
+  printf("\"%s\":[", key);
+  for (int i = 0; i < r->st.n_curve; i++)
+    printf("%s[%.4f,%ld,%.4f]", i ? "," : "", r->st.curve[i].t_s, r->st.curve[i].evals,
+           r->st.curve[i].cost_s);
+  printf("]");
 }
 
 static void s_json(const bench_cfg *cfg, const s_result *ww, const s_result *big) {
   printf("{\"bench\":\"assign\",\"worldwide\":{\"paper_ga_cost_s\":49.218,");
-  for (int i = 0; i < 5; i++) s_json_result(&ww[i], i == 4);
+  for (int i = 0; i < WW_RUNS; i++) s_json_result(&ww[i], 0);
+  s_json_curve("ga_rand_curve", &ww[WW_RUNS - 1]);
   printf("}");
   if (!cfg->skip_big) {
     printf(",\"big\":{\"n\":%d,\"d_pp\":%d,\"d_dp\":%d,", cfg->big_dpp * cfg->big_ddp,
            cfg->big_dpp, cfg->big_ddp);
-    for (int i = 0; i < 3; i++) s_json_result(&big[i], 0);
-    printf("\"ga_curve\":[");
-    for (int i = 0; i < big[2].st.n_curve; i++)
-      printf("%s[%.4f,%ld,%.4f]", i ? "," : "", big[2].st.curve[i].t_s, big[2].st.curve[i].evals,
-             big[2].st.curve[i].cost_s);
-    printf("]}");
+    for (int i = 0; i < BIG_RUNS; i++) s_json_result(&big[i], 0);
+    s_json_curve("ga_curve", &big[2]);
+    printf(",");
+    s_json_curve("ga_rand_curve", &big[3]);
+    printf("}");
   }
   printf("}\n");
 }
@@ -166,7 +187,7 @@ int main(int argc, char **argv) {
   }
   printf("%-10s %-9s %10s %9s %9s %9s %9s %9s %9s\n", "scenario", "solver", "cost_s", "dp_s",
          "2pp_s", "time_s", "evals", "ev_best", "t_best");
-  s_result ww[5], big[3];
+  s_result ww[WW_RUNS], big[BIG_RUNS];
   if (s_worldwide(&cfg, ww) != WT_OK) return 1;
   if (!cfg.skip_big && s_large(&cfg, big) != WT_OK) return 1;
   printf("\n");
