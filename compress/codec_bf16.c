@@ -91,13 +91,23 @@ static size_t s_bf16_max_size(size_t n, const compress_params *p) {
 static int s_bf16_encode(const float *x, size_t n, const compress_params *p, uint8_t *out,
                          size_t cap, size_t *len) {
   WT_CHECK(compress_check_cap("bf16", s_bf16_max_size(n, p), cap));
-  int simd = s_use_avx2();
+  int simd = s_use_avx2(), stream = simd && compress_stream_wanted(2 * n);
   size_t chunks = (n + S_CHUNK - 1) / S_CHUNK;
 #pragma omp parallel for if (n >= COMPRESS_OMP_MIN) schedule(static)
   for (size_t c = 0; c < chunks; c++) {
     size_t i0 = c * S_CHUNK, m = WT_MIN((size_t)S_CHUNK, n - i0);
-    if (simd) s_encode_avx2(x + i0, m, out + 2 * i0);
-    else s_encode_portable(x + i0, m, out + 2 * i0);
+    if (stream) { // piece by piece through a cached buffer, then past the caches
+      uint8_t piece[2 * COMPRESS_STREAM_PIECE];
+      for (size_t j = i0; j < i0 + m; j += COMPRESS_STREAM_PIECE) {
+        size_t pm = WT_MIN((size_t)COMPRESS_STREAM_PIECE, i0 + m - j);
+        s_encode_avx2(x + j, pm, piece);
+        compress_stream_store(out + 2 * j, piece, 2 * pm);
+      }
+    } else if (simd) {
+      s_encode_avx2(x + i0, m, out + 2 * i0);
+    } else {
+      s_encode_portable(x + i0, m, out + 2 * i0);
+    }
   }
   *len = 2 * n;
   return WT_OK;
@@ -106,13 +116,23 @@ static int s_bf16_encode(const float *x, size_t n, const compress_params *p, uin
 static int s_bf16_decode_any(const uint8_t *in, size_t len, size_t n, const compress_params *p,
                              float alpha, int add, float *y) {
   WT_CHECK(compress_check_len("bf16", len, s_bf16_max_size(n, p), n));
-  int simd = s_use_avx2();
+  int simd = s_use_avx2(), stream = simd && !add && compress_stream_wanted(n * sizeof(float));
   size_t chunks = (n + S_CHUNK - 1) / S_CHUNK;
 #pragma omp parallel for if (n >= COMPRESS_OMP_MIN) schedule(static)
   for (size_t c = 0; c < chunks; c++) {
     size_t i0 = c * S_CHUNK, m = WT_MIN((size_t)S_CHUNK, n - i0);
-    if (simd) s_decode_avx2(in + 2 * i0, m, alpha, add, y + i0);
-    else s_decode_portable(in + 2 * i0, m, alpha, add, y + i0);
+    if (stream) {
+      float piece[COMPRESS_STREAM_PIECE];
+      for (size_t j = i0; j < i0 + m; j += COMPRESS_STREAM_PIECE) {
+        size_t pm = WT_MIN((size_t)COMPRESS_STREAM_PIECE, i0 + m - j);
+        s_decode_avx2(in + 2 * j, pm, alpha, 0, piece);
+        compress_stream_store(y + j, piece, pm * sizeof(float));
+      }
+    } else if (simd) {
+      s_decode_avx2(in + 2 * i0, m, alpha, add, y + i0);
+    } else {
+      s_decode_portable(in + 2 * i0, m, alpha, add, y + i0);
+    }
   }
   return WT_OK;
 }

@@ -71,17 +71,21 @@ static int s_int4_decode_any(const uint8_t *in, size_t len, size_t n, const comp
   size_t per = s_per(block), chunks = (nb + per - 1) / per;
   const uint8_t *packed = in + nb * sizeof(float);
   int simd = compress_quant_simd();
+  int stream = simd && !add && compress_stream_wanted(n * sizeof(float)); // past the caches
 #pragma omp parallel for if (n >= COMPRESS_OMP_MIN) schedule(static)
   for (size_t c = 0; c < chunks; c++) {
     size_t b1 = WT_MIN(nb, (c + 1) * per), i0 = c * per * block, m = WT_MIN(n, b1 * block) - i0;
     int8_t *q = wt_xmalloc(m);
+    float *piece = stream ? wt_xmalloc(m * sizeof *piece) : NULL;
     s_unpack(packed + i0 / 2, m, q);
     for (size_t b = c * per; b < b1; b++) {
       size_t j = b * block;
-      float scale;
+      float scale, *dst = stream ? piece + (j - i0) : y + j;
       memcpy(&scale, in + b * sizeof scale, sizeof scale);
-      compress_dequant_block(q + (j - i0), WT_MIN(block, n - j), scale, alpha, add, simd, y + j);
+      compress_dequant_block(q + (j - i0), WT_MIN(block, n - j), scale, alpha, add, simd, dst);
     }
+    if (stream) compress_stream_store(y + i0, piece, m * sizeof *y);
+    free(piece);
     free(q);
   }
   return WT_OK;

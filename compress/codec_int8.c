@@ -42,12 +42,21 @@ static int s_int8_decode_any(const uint8_t *in, size_t len, size_t n, const comp
   size_t block = compress_block_of(n, p), nb = compress_nblocks(n, block);
   const int8_t *q = (const int8_t *)(in + nb * sizeof(float));
   int simd = compress_quant_simd();
+  // Large outputs go block run by block run through a cached buffer, then past the caches.
+  size_t per = WT_MAX((size_t)1, COMPRESS_STREAM_PIECE / block), chunks = (nb + per - 1) / per;
+  int stream = simd && !add && block <= COMPRESS_STREAM_PIECE &&
+               compress_stream_wanted(n * sizeof(float));
 #pragma omp parallel for if (n >= COMPRESS_OMP_MIN) schedule(static)
-  for (size_t b = 0; b < nb; b++) {
-    size_t i0 = b * block;
-    float scale;
-    memcpy(&scale, in + b * sizeof scale, sizeof scale);
-    compress_dequant_block(q + i0, WT_MIN(block, n - i0), scale, alpha, add, simd, y + i0);
+  for (size_t c = 0; c < chunks; c++) {
+    size_t b1 = WT_MIN(nb, (c + 1) * per), i0 = c * per * block;
+    float piece[COMPRESS_STREAM_PIECE];
+    for (size_t b = c * per; b < b1; b++) {
+      size_t j = b * block;
+      float scale, *dst = stream ? piece + (j - i0) : y + j;
+      memcpy(&scale, in + b * sizeof scale, sizeof scale);
+      compress_dequant_block(q + j, WT_MIN(block, n - j), scale, alpha, add, simd, dst);
+    }
+    if (stream) compress_stream_store(y + i0, piece, (WT_MIN(n, b1 * block) - i0) * sizeof *y);
   }
   return WT_OK;
 }

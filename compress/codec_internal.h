@@ -28,6 +28,17 @@ extern const compress_codec_ops compress_sign_ops;
 /* Below this many elements OpenMP's fork/join costs more than it saves. */
 #define COMPRESS_OMP_MIN 65536
 
+/* Outputs of at least this many bytes are written with non-temporal stores (codec_stream.c):
+ * they cannot stay in cache anyway, and skipping the read-for-ownership saves memory traffic. */
+#define COMPRESS_STREAM_MIN ((size_t)64 << 20)
+/* Elements a kernel decodes into its own buffer before streaming it out (16 KiB floats). */
+#define COMPRESS_STREAM_PIECE 4096
+
+/* Whether an output of out_bytes should be streamed (large, and the CPU has AVX-512). */
+int compress_stream_wanted(size_t out_bytes);
+/* Copies bytes from src (a kernel's cache-resident buffer) to dst with non-temporal stores. */
+void compress_stream_store(void *dst, const void *src, size_t bytes);
+
 /* Whether SIMD paths may run (compress_codec_set_simd); each path also checks the CPU. */
 int compress_simd_enabled(void);
 

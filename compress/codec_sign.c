@@ -120,13 +120,22 @@ static int s_sign_decode_any(const uint8_t *in, size_t len, size_t n, const comp
   size_t block = compress_block_of(n, p), nb = compress_nblocks(n, block);
   const uint8_t *bits = in + nb * sizeof(float);
   int simd = s_use_avx512();
+  // Large outputs go block run by block run through a cached buffer, then past the caches.
+  size_t per = WT_MAX((size_t)1, COMPRESS_STREAM_PIECE / block), chunks = (nb + per - 1) / per;
+  int stream = simd && !add && block <= COMPRESS_STREAM_PIECE &&
+               compress_stream_wanted(n * sizeof(float));
 #pragma omp parallel for if (n >= COMPRESS_OMP_MIN) schedule(static)
-  for (size_t b = 0; b < nb; b++) {
-    size_t i0 = b * block, m = WT_MIN(block, n - i0);
-    float scale;
-    memcpy(&scale, in + b * sizeof scale, sizeof scale);
-    if (simd) s_decode_avx512(bits, i0, m, scale, alpha, add, y + i0);
-    else s_decode_portable(bits, i0, m, scale, alpha, add, y + i0);
+  for (size_t c = 0; c < chunks; c++) {
+    size_t b1 = WT_MIN(nb, (c + 1) * per), i0 = c * per * block;
+    float piece[COMPRESS_STREAM_PIECE];
+    for (size_t b = c * per; b < b1; b++) {
+      size_t j = b * block, m = WT_MIN(block, n - j);
+      float scale, *dst = stream ? piece + (j - i0) : y + j;
+      memcpy(&scale, in + b * sizeof scale, sizeof scale);
+      if (simd) s_decode_avx512(bits, j, m, scale, alpha, add, dst);
+      else s_decode_portable(bits, j, m, scale, alpha, add, dst);
+    }
+    if (stream) compress_stream_store(y + i0, piece, (WT_MIN(n, b1 * block) - i0) * sizeof *y);
   }
   return WT_OK;
 }
