@@ -1,0 +1,23 @@
+/* cli — what the `wantrain` sub-commands share: their entry points and exit codes. */
+#ifndef WT_CLI_H
+#define WT_CLI_H
+
+#include "config.h"
+
+/* Exit statuses: 0 success, 1 a failure at run time (file, data, checkpoint), 2 a usage error
+ * (unknown or malformed flag, missing required option). */
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+
+/* Parses argv[2..] with `table` into cfg (defaults first). Prints help and returns -1 (caller
+ * exits 0) on --help; prints the error and returns CLI_USAGE on a bad flag; else CLI_OK. */
+int cli_parse(const char *command, const char *usage, const wt_option *table, void *cfg,
+              int argc, char **argv);
+
+/* Prints "wantrain <command>: error: <wt_last_error()>" and returns CLI_FAIL. */
+int cli_fail(const char *command);
+
+#endif

@@ -1,0 +1,223 @@
+/* cmd_train — `wantrain train`: the training loop around trainer_step, with progress on the
+ * terminal, a JSON-lines log, periodic validation, checkpoints, resume and a time limit. */
+#include "cli.h"
+
+#include "common.h"
+#include "data.h"
+#include "trainer.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  char config[WT_CONFIG_STR_MAX];
+  char data[WT_CONFIG_STR_MAX];
+  char data_sha256[WT_CONFIG_STR_MAX];
+  char cache_dir[WT_CONFIG_STR_MAX];
+  int steps, batch, micro_batches, seq, layers, channels, heads;
+  double lr, min_lr;
+  int warmup;
+  double weight_decay, grad_clip;
+  char optimizer[WT_CONFIG_STR_MAX];
+  long long seed;
+  int val_every, val_batches, log_every;
+  char checkpoint_dir[WT_CONFIG_STR_MAX];
+  int checkpoint_every, keep, resume;
+  char json_log[WT_CONFIG_STR_MAX];
+  double time_limit;
+} train_args;
+
+#define F(x) offsetof(train_args, x)
+static const wt_option s_options[] = {
+    {"config", WT_OPT_STRING, F(config), 0, 0, "", "JSON file of options (flags override it)", 0},
+    {"data", WT_OPT_STRING, F(data), 0, 0, "synthetic",
+     "corpus: synthetic, a text file, an llm.c .bin shard, or an http(s)/file URL", 0},
+    {"data-sha256", WT_OPT_STRING, F(data_sha256), 0, 0, "", "expected SHA-256 of the data file", 0},
+    {"cache-dir", WT_OPT_STRING, F(cache_dir), 0, 0, "",
+     "where URLs are downloaded (default $WANTRAIN_CACHE or ~/.cache/wantrain)", 0},
+    {"steps", WT_OPT_INT, F(steps), 1, 1e9, "300", "optimizer steps in total", 0},
+    {"batch", WT_OPT_INT, F(batch), 1, 65536, "16", "global batch: sequences per step", 0},
+    {"micro-batches", WT_OPT_INT, F(micro_batches), 1, 65536, "1",
+     "split each batch into this many accumulated micro-batches", 0},
+    {"seq", WT_OPT_INT, F(seq), 1, 65536, "64", "sequence length T (the model's context)", 0},
+    {"layers", WT_OPT_INT, F(layers), 1, 4096, "2", "transformer blocks L", 0},
+    {"channels", WT_OPT_INT, F(channels), 1, 65536, "64", "model width C", 0},
+    {"heads", WT_OPT_INT, F(heads), 1, 4096, "4", "attention heads (must divide channels)", 0},
+    {"lr", WT_OPT_FLOAT, F(lr), 0, 10, "3e-3", "peak learning rate", 0},
+    {"min-lr", WT_OPT_FLOAT, F(min_lr), 0, 10, "3e-4", "learning rate at the end of the cosine", 0},
+    {"warmup", WT_OPT_INT, F(warmup), 0, 1e9, "20", "linear warmup steps", 0},
+    {"weight-decay", WT_OPT_FLOAT, F(weight_decay), 0, 10, "0.0", "decoupled weight decay", 0},
+    {"grad-clip", WT_OPT_FLOAT, F(grad_clip), 0, 1e9, "1.0", "max gradient norm (0 = off)", 0},
+    {"optimizer", WT_OPT_CHOICE, F(optimizer), 0, 0, "adamw", "update rule", "adamw|sgd"},
+    {"seed", WT_OPT_INT64, F(seed), 0, 9e15, "1", "seed of weights and data order", 0},
+    {"val-every", WT_OPT_INT, F(val_every), 0, 1e9, "50", "validate every N steps (0 = at the end)",
+     0},
+    {"val-batches", WT_OPT_INT, F(val_batches), 1, 1e6, "8", "micro-batches per validation", 0},
+    {"log-every", WT_OPT_INT, F(log_every), 1, 1e9, "10", "print progress every N steps", 0},
+    {"checkpoint-dir", WT_OPT_STRING, F(checkpoint_dir), 0, 0, "",
+     "run directory for checkpoints (none if empty)", 0},
+    {"checkpoint-every", WT_OPT_INT, F(checkpoint_every), 0, 1e9, "0",
+     "save every N steps (0 = only at the end)", 0},
+    {"keep", WT_OPT_INT, F(keep), 1, 1000, "2", "checkpoints kept in --checkpoint-dir", 0},
+    {"resume", WT_OPT_FLAG, F(resume), 0, 1, "0", "continue from the latest checkpoint", 0},
+    {"json-log", WT_OPT_STRING, F(json_log), 0, 0, "", "append one JSON object per step here", 0},
+    {"time-limit", WT_OPT_FLOAT, F(time_limit), 0, 1e9, "0",
+     "stop (and checkpoint) after this many seconds (0 = none)", 0},
+    {0}};
+#undef F
+
+static const char *s_usage = "usage: wantrain train [options]\n\n"
+                             "Trains a GPT on one machine. Progress goes to the terminal, one JSON "
+                             "object per step to --json-log.";
+
+typedef struct {
+  const train_args *a;
+  FILE *log;
+  double t0;        /* start of this process's training */
+  long first_step;  /* steps already done when this process started */
+  char *config_json;
+} run_state;
+
+static int s_trainer_config(const train_args *a, const data_set *d, trainer_config *tc) {
+  memset(tc, 0, sizeof *tc);
+  tc->model = (gpt_config){.vocab_size = data_set_vocab_size(d), .max_seq = a->seq,
+                           .n_layer = a->layers, .n_head = a->heads, .channels = a->channels};
+  tc->batch = a->batch;
+  tc->micro_batches = a->micro_batches;
+  tc->steps = a->steps;
+  tc->val_batches = a->val_batches;
+  tc->seed = (uint64_t)a->seed;
+  tc->optim = optim_config_default();
+  tc->optim.kind = !strcmp(a->optimizer, "sgd") ? OPTIM_SGD : OPTIM_ADAMW;
+  tc->optim.lr = (float)a->lr;
+  tc->optim.min_lr = (float)WT_MIN(a->min_lr, a->lr);
+  tc->optim.warmup_steps = a->warmup;
+  tc->optim.weight_decay = (float)a->weight_decay;
+  tc->optim.grad_clip = (float)a->grad_clip;
+  if (a->resume && !a->checkpoint_dir[0])
+    return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir (the run directory to resume)");
+  return WT_OK;
+}
+
+static void s_fmt_duration(double s, char *buf, size_t size) {
+  long t = (long)(s + 0.5);
+  snprintf(buf, size, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+}
+
+static void s_progress(const run_state *r, const trainer_step_info *info, float val,
+                       double tok_s) {
+  char eta[32], vbuf[32] = "";
+  double per_step = (wt_now_s() - r->t0) / (double)(info->step - r->first_step);
+  s_fmt_duration(per_step * (double)(r->a->steps - info->step), eta, sizeof eta);
+  if (!isnan(val)) snprintf(vbuf, sizeof vbuf, " | val %.4f", val);
+  printf("step %6ld/%d | loss %.4f%s | lr %.2e | %8.0f tok/s | ETA %s\n", info->step,
+         r->a->steps, info->loss, vbuf, info->lr, tok_s, eta);
+  fflush(stdout);
+}
+
+static void s_log(FILE *log, const trainer_step_info *info, float val, double tok_s) {
+  if (!log) return;
+  char vbuf[32] = "null";
+  if (!isnan(val)) snprintf(vbuf, sizeof vbuf, "%.6f", val);
+  fprintf(log, "{\"step\":%ld,\"loss\":%.6f,\"val_loss\":%s,\"lr\":%.6g,\"grad_norm\":%.6g,"
+               "\"tokens_per_s\":%.1f}\n", info->step, info->loss, vbuf, info->lr,
+          info->grad_norm, tok_s);
+  fflush(log);
+}
+
+static int s_checkpoint(trainer *t, const run_state *r) {
+  if (!r->a->checkpoint_dir[0]) return WT_OK;
+  WT_CHECK(trainer_save(t, r->a->checkpoint_dir, r->a->keep, r->config_json));
+  printf("saved checkpoint step %ld in %s\n", trainer_steps_done(t), r->a->checkpoint_dir);
+  return WT_OK;
+}
+
+static int s_done(trainer *t, const run_state *r, float loss) {
+  float val = NAN;
+  WT_CHECK(trainer_val_loss(t, &val));
+  WT_CHECK(s_checkpoint(t, r));
+  printf("done: step %ld | loss %.4f | val %.4f | %.1f s\n", trainer_steps_done(t), loss, val,
+         wt_now_s() - r->t0);
+  char lbuf[32] = "null"; /* no step ran when a resumed run was already complete */
+  if (!isnan(loss)) snprintf(lbuf, sizeof lbuf, "%.6f", loss);
+  if (r->log)
+    fprintf(r->log, "{\"event\":\"done\",\"step\":%ld,\"loss\":%s,\"val_loss\":%.6f}\n",
+            trainer_steps_done(t), lbuf, val);
+  return WT_OK;
+}
+
+/* The loop: steps until --steps or --time-limit, validating and checkpointing on schedule. */
+static int s_train(trainer *t, run_state *r) {
+  const train_args *a = r->a;
+  const double tokens_per_step = (double)a->batch * a->seq;
+  float loss = NAN;
+  r->first_step = trainer_steps_done(t);
+  r->t0 = wt_now_s();
+  while (trainer_steps_done(t) < a->steps) {
+    trainer_step_info info;
+    WT_CHECK(trainer_step(t, &info));
+    loss = info.loss;
+    float val = NAN;
+    int last = info.step == a->steps;
+    if (a->val_every > 0 && info.step % a->val_every == 0 && !last)
+      WT_CHECK(trainer_val_loss(t, &val));
+    double tok_s = tokens_per_step / info.seconds;
+    s_log(r->log, &info, val, tok_s);
+    if (info.step % a->log_every == 0 || !isnan(val) || info.step == r->first_step + 1)
+      s_progress(r, &info, val, tok_s);
+    if (a->checkpoint_every > 0 && info.step % a->checkpoint_every == 0 && !last)
+      WT_CHECK(s_checkpoint(t, r));
+    if (a->time_limit > 0 && wt_now_s() - r->t0 >= a->time_limit && !last) {
+      printf("time limit of %.0f s reached at step %ld\n", a->time_limit, info.step);
+      break;
+    }
+  }
+  return s_done(t, r, loss);
+}
+
+static int s_run(const train_args *a, run_state *r) {
+  data_set *d = data_set_open(a->data, a->cache_dir, a->data_sha256);
+  if (!d) return WT_EINVAL;
+  trainer_config tc;
+  int rc = s_trainer_config(a, d, &tc);
+  trainer *t = rc == WT_OK ? trainer_new(&tc, d) : NULL;
+  if (rc == WT_OK && !t) rc = WT_EINVAL;
+  if (rc == WT_OK && a->resume) {
+    rc = trainer_resume(t, a->checkpoint_dir);
+    if (rc == WT_OK) printf("resumed from step %ld in %s\n", trainer_steps_done(t),
+                            a->checkpoint_dir);
+  }
+  if (rc == WT_OK) {
+    size_t np = gpt_config_num_params(&tc.model);
+    printf("model: %d layers, %d channels, %d heads, vocab %d, context %d: %.3f M parameters\n"
+           "data: %s (%zu tokens; %zu train, %zu validation)\n",
+           a->layers, a->channels, a->heads, tc.model.vocab_size, a->seq, (double)np / 1e6,
+           a->data, data_set_num_tokens(d), data_set_num_train(d), data_set_num_val(d));
+    if (data_set_tokenizer(d) == DATA_TOKENIZER_SYNTHETIC)
+      printf("synthetic corpus: entropy rate %.4f nats/token (the best loss possible)\n",
+             data_synthetic_entropy(data_synth_default().successors));
+    rc = s_train(t, r);
+  }
+  trainer_destroy(&t);
+  data_set_destroy(&d);
+  return rc;
+}
+
+int cmd_train(int argc, char **argv) {
+  train_args a;
+  int rc = cli_parse("train", s_usage, s_options, &a, argc, argv);
+  if (rc) return rc < 0 ? CLI_OK : rc;
+  run_state r = {.a = &a, .config_json = wt_config_to_json(s_options, &a)};
+  if (a.json_log[0] && !(r.log = fopen(a.json_log, "a"))) {
+    free(r.config_json);
+    wt_fail(WT_EIO, "cannot open --json-log %s", a.json_log);
+    return cli_fail("train");
+  }
+  if (r.log) fprintf(r.log, "{\"event\":\"start\",\"config\":%s}\n", r.config_json);
+  rc = s_run(&a, &r);
+  if (r.log) fclose(r.log);
+  free(r.config_json);
+  return rc == WT_OK ? CLI_OK : cli_fail("train");
+}

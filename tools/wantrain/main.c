@@ -1,0 +1,69 @@
+/* wantrain — train, evaluate and sample a GPT on one machine.
+ *
+ *   wantrain train  [options]    train (or resume) on the synthetic corpus, a file or a URL
+ *   wantrain eval   [options]    mean next-token cross-entropy of a checkpoint on a file
+ *   wantrain sample [options]    generate text from a checkpoint
+ *
+ * Every command's options come from one table in its cmd_*.c (common/config.h): --help lists
+ * them with their defaults; a bad flag exits with status 2.
+ */
+#include "cli.h"
+
+#include "common.h"
+#include "kernels.h"
+
+#include <string.h>
+
+static const struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *help;
+} s_commands[] = {
+    {"train", cmd_train, "train a GPT (or resume one) and write checkpoints"},
+    {"eval", cmd_eval, "mean next-token loss of a checkpoint on a data file"},
+    {"sample", cmd_sample, "generate text from a checkpoint"},
+};
+
+static void s_usage(FILE *out) {
+  fprintf(out, "usage: wantrain <command> [options]   (wantrain <command> --help for options)\n\n"
+               "commands:\n");
+  for (size_t i = 0; i < WT_ARRAY_LEN(s_commands); i++)
+    fprintf(out, "  %-8s %s\n", s_commands[i].name, s_commands[i].help);
+}
+
+int cli_parse(const char *command, const char *usage, const wt_option *table, void *cfg,
+              int argc, char **argv) {
+  int help = 0;
+  if (wt_config_defaults(table, cfg) != WT_OK ||
+      wt_config_parse_args(table, cfg, argc, argv, 2, NULL, 0, NULL, &help) != WT_OK) {
+    fprintf(stderr, "wantrain %s: error: %s\n", command, wt_last_error());
+    return CLI_USAGE;
+  }
+  if (help) {
+    wt_config_print_help(stdout, usage, table);
+    return -1;
+  }
+  return CLI_OK;
+}
+
+int cli_fail(const char *command) {
+  fprintf(stderr, "wantrain %s: error: %s\n", command, wt_last_error());
+  return CLI_FAIL;
+}
+
+int main(int argc, char **argv) {
+  kernels_cpu_init(argc, argv); /* may re-exec with the fast BLAS kernels: before anything else */
+  if (argc < 2) {
+    s_usage(stderr);
+    return CLI_USAGE;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    s_usage(stdout);
+    return CLI_OK;
+  }
+  for (size_t i = 0; i < WT_ARRAY_LEN(s_commands); i++)
+    if (!strcmp(argv[1], s_commands[i].name)) return s_commands[i].run(argc, argv);
+  fprintf(stderr, "wantrain: unknown command '%s'\n", argv[1]);
+  s_usage(stderr);
+  return CLI_USAGE;
+}
