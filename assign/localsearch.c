@@ -7,8 +7,10 @@
  * unchanged; two things keep the search moving on such plateaus: moves are ranked by
  * (cost, tie) where tie = Σ over groups of DATAP(C) (the non-bottleneck groups still improve),
  * and a chain walks through equal or worse states before judging its best prefix.
- * Half of each chain's first devices come from a critical group — the group with the largest
- * DATAP or an end of the most expensive pipeline edge — where a swap can lower the max at all.
+ * Half of the sampled swaps take their first device from a critical group — the group with the
+ * largest DATAP or an end of the most expensive pipeline edge, where a swap can lower the max
+ * at all — and half of those take that group's worst member (largest DATAP sum, or farthest
+ * from the group across the edge).
  */
 #include "assign_internal.h"
 
@@ -20,21 +22,40 @@ typedef struct {
   int x, y;
 } s_move;
 
-/* A group where a swap can lower the cost: the DATAP-max group, or an end of the longest edge
- * on the pipeline path. */
-static int s_critical_row(const assign_search *s, wt_rng *rng) {
-  int P = s->P, best = 0;
-  if (wt_rng_below(rng, 2) == 0) {
+/* The member of row r farthest from its nearest partner in row c (pipeline cost). */
+static int s_farthest_member(const assign_search *s, int r, int c) {
+  const double *ppc = s->m->ppc;
+  int K = s->K, n = s->n, best = s->rows[r * K];
+  double best_v = -1;
+  for (int i = 0; i < K; i++) {
+    int d = s->rows[r * K + i];
+    double near = INFINITY;
+    for (int j = 0; j < K; j++) near = assign_dmin(near, ppc[d * n + s->rows[c * K + j]]);
+    if (near > best_v) best_v = near, best = d;
+  }
+  return best;
+}
+
+/* A group where a swap can lower the cost — the DATAP-max group or an end of the longest edge on
+ * the pipeline path — and the member that makes it so: the one with the largest DATAP sum, or
+ * the one farthest from the group at the other end of the edge. */
+static int s_critical_row(const assign_search *s, wt_rng *rng, int *worst) {
+  int P = s->P, K = s->K, best = 0;
+  if (P < 2 || wt_rng_below(rng, 2) == 0) {
     for (int r = 1; r < P; r++)
       if (s->rowdp[r] > s->rowdp[best]) best = r;
+    *worst = s->rows[best * K];
+    for (int i = 1; i < K; i++)
+      if (s->sum[s->rows[best * K + i]] > s->sum[*worst]) *worst = s->rows[best * K + i];
     return best;
   }
-  if (P < 2) return 0;
   int at = 0;
   for (int i = 1; i + 1 < P; i++)
     if (s->edge[s->order[i] * P + s->order[i + 1]] > s->edge[s->order[at] * P + s->order[at + 1]])
       at = i;
-  return s->order[at + (int)wt_rng_below(rng, 2)];
+  int end = (int)wt_rng_below(rng, 2), r = s->order[at + end], c = s->order[at + 1 - end];
+  *worst = s_farthest_member(s, r, c);
+  return r;
 }
 
 static int s_pick_unlocked(const assign_search *s, wt_rng *rng, const char *locked, int row,
@@ -52,8 +73,10 @@ static int s_best_swap(assign_search *s, wt_rng *rng, const char *locked, int sa
   double best_c = INFINITY, best_t = INFINITY;
   int found = 0;
   for (int i = 0; i < samples; i++) {
-    int crit = i % 2 == 0 ? s_critical_row(s, rng) : -1;
-    int x = s_pick_unlocked(s, rng, locked, crit, -1);
+    /* a quarter of the samples move the worst member of a critical group, a quarter a random
+     * member of it, half any device */
+    int worst = -1, crit = i % 2 == 0 ? s_critical_row(s, rng, &worst) : -1;
+    int x = i % 4 == 0 && !locked[worst] ? worst : s_pick_unlocked(s, rng, locked, crit, -1);
     int y = x < 0 ? -1 : s_pick_unlocked(s, rng, locked, -1, s->label[x]);
     if (y < 0) continue;
     double c = assign_search_try_swap(s, x, y, best_c);
