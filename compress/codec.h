@@ -38,7 +38,8 @@
  * writes nothing outside y[0..n). Non-finite floats inside a payload are just values.
  *
  * Only compress_codec_set_seed changes a handle; encode/decode on one handle may run from
- * several threads at once. The codecs use OpenMP over blocks for large n.
+ * several threads at once. The codecs use OpenMP over blocks for large n, and write outputs of
+ * 64 MiB or more with non-temporal stores (they would not stay in cache anyway).
  */
 #ifndef WT_COMPRESS_CODEC_H
 #define WT_COMPRESS_CODEC_H
@@ -132,8 +133,9 @@ int compress_codec_encode(const compress_codec *self, const float *x, size_t n, 
 int compress_codec_decode(const compress_codec *self, const void *in, size_t len, float *y,
                           size_t n);
 
-/* y[i] += alpha * decoded[i]. Same checks as decode. For both, nothing is written to y unless
- * the whole payload is valid. */
+/* y[i] = fmaf(alpha, decoded[i], y[i]): one rounding, the same bits on every code path
+ * (compress_ef uses alpha = -1 to subtract exactly what was sent). Same checks as decode. For
+ * both, nothing is written to y unless the whole payload is valid. */
 int compress_codec_decode_add(const compress_codec *self, const void *in, size_t len,
                               float alpha, float *y, size_t n);
 

@@ -40,10 +40,7 @@ static S_AVX512 float s_absmax_avx512(const float *x, size_t m) {
   __m512 acc = _mm512_setzero_ps();
   for (size_t i = 0; i < m; i += 16)
     acc = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(s_tail_mask(m - i), x + i)), acc);
-  float lanes[16], amax = 0;
-  _mm512_storeu_ps(lanes, acc);
-  for (int j = 0; j < 16; j++) amax = s_max(lanes[j], amax); // no NaNs left: order-free
-  return amax;
+  return _mm512_reduce_max_ps(acc); // lanes hold no NaN, so the order of the max is free
 }
 
 static S_AVX512 void s_quant_avx512(const float *x, size_t m, float inv, float qmax,
