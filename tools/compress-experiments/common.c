@@ -43,7 +43,7 @@ optim_config exp_optim_config(const exp_config *cfg, long total_steps) {
   optim_config oc = optim_config_default();
   int sgd = !strcmp(cfg->optimizer, "sgd");
   oc.kind = sgd ? OPTIM_SGD : OPTIM_ADAMW;
-  oc.lr = (float)(cfg->lr > 0 ? cfg->lr : sgd ? 0.1 : 1e-3);
+  oc.lr = (float)(cfg->lr > 0 ? cfg->lr : sgd ? 0.3 : 3e-3);
   oc.min_lr = 0.1f * oc.lr;
   oc.warmup_steps = (int)WT_MIN((long)cfg->warmup, total_steps / 2);
   oc.total_steps = total_steps;

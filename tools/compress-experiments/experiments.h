@@ -71,7 +71,7 @@ data_set *exp_data_open(const exp_config *cfg);
 /* The model shape from cfg and the data's vocabulary. */
 gpt_config exp_model_config(const exp_config *cfg, const data_set *d);
 
-/* The optimizer from cfg: AdamW (lr 1e-3 by default) or SGD with momentum (lr 0.1 by default),
+/* The optimizer from cfg: AdamW (lr 3e-3 by default) or SGD with momentum (lr 0.3 by default),
  * warmup then cosine to 10% over total_steps, clip 1.0, weight decay 0 for SGD. */
 optim_config exp_optim_config(const exp_config *cfg, long total_steps);
 

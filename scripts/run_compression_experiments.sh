@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Runs the compression experiments of docs/compression.md: gradient codecs with and without
+# error feedback (AdamW and SGD), DiLoCo at several H, and AC-SGD at a pipeline cut. Every run
+# prints one JSON line; they are collected in $OUT/runs.jsonl and tabulated in $OUT/tables.md.
+#
+#   scripts/run_compression_experiments.sh            # tool in build/, results in build/compression
+#   BUILD=build-g OUT=/tmp/c JOBS=2 STEPS=300 scripts/run_compression_experiments.sh
+#   DATA=synthetic scripts/run_compression_experiments.sh   # without the Shakespeare text
+#
+# Sized for a 2-core machine: ~45 runs of a 2-layer, 64-wide GPT, about 10-25 minutes with
+# JOBS=2 depending on what else runs. The OpenMP team of each run is 1 thread (--threads 1), so
+# JOBS runs in parallel use JOBS cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+OUT=${OUT:-$BUILD/compression}
+JOBS=${JOBS:-2}
+STEPS=${STEPS:-300}
+EPOCHS=${EPOCHS:-30}
+SHARED=${WT_SHARED_DIR:-../shared}
+DATA=${DATA:-$SHARED/data/tinyshakespeare.txt}
+if [ "$DATA" != synthetic ] && [ ! -f "$DATA" ]; then
+  echo "note: $DATA not found; using the synthetic corpus" >&2
+  DATA=synthetic
+fi
+TOOL=$BUILD/bin/compress-experiments
+if [ ! -x "$TOOL" ]; then
+  echo "error: $TOOL not built; run: cmake --build $BUILD --target compress-experiments" >&2
+  exit 1
+fi
+mkdir -p "$OUT/runs"
+COMMON="--data $DATA --layers 2 --channels 64 --heads 4 --seq 64 --batch 4 --workers 4 --seed 1 --threads 1"
+
+# One line per run: NAME ARGS...
+plan() {
+  for opt in adamw sgd; do
+    echo "dp-$opt-none --experiment dp --optimizer $opt --codec none --steps $STEPS"
+    for codec in fp16 bf16 int8 int8-tensor topk sign; do
+      echo "dp-$opt-$codec --experiment dp --optimizer $opt --codec $codec --steps $STEPS"
+      echo "dp-$opt-$codec-ef --experiment dp --optimizer $opt --codec $codec --ef --steps $STEPS"
+    done
+  done
+  for H in 1 10 50 100; do
+    for codec in fp16 int8; do
+      echo "diloco-H$H-$codec --experiment diloco --codec $codec --H $H --steps $STEPS"
+    done
+  done
+  echo "diloco-H50-none --experiment diloco --codec none --H 50 --steps $STEPS"
+  # AC-SGD: 64 training windows, batch 8, $EPOCHS epochs; gradients back at 8 bits.
+  for mode in none direct delta; do
+    for bits in 2 4 8; do
+      [ $mode = none ] && [ $bits != 8 ] && continue
+      echo "acsgd-$mode-$bits --experiment acsgd --acsgd $mode --bits $bits --grad-bits 8 --subset 64 --batch 8 --epochs $EPOCHS --cut 1"
+    done
+  done
+}
+
+run_one() {
+  local name=$1
+  shift
+  # shellcheck disable=SC2086
+  if ! "$TOOL" $COMMON "$@" > "$OUT/runs/$name.json" 2> "$OUT/runs/$name.err"; then
+    echo "FAILED: $name (see $OUT/runs/$name.err)" >&2
+    return 0
+  fi
+  echo "done: $name" >&2
+}
+export -f run_one
+export TOOL OUT COMMON
+
+start=$(date +%s)
+plan > "$OUT/plan.txt"
+# Each line of the plan becomes one `run_one NAME ARGS...`, JOBS at a time.
+xargs -P "$JOBS" -L 1 bash -c 'run_one "$@"' _ < "$OUT/plan.txt"
+: > "$OUT/runs.jsonl"
+while read -r name _; do
+  [ -s "$OUT/runs/$name.json" ] && sed "s/^{/{\"name\":\"$name\",/" "$OUT/runs/$name.json" >> "$OUT/runs.jsonl"
+done < "$OUT/plan.txt"
+echo "$(wc -l < "$OUT/runs.jsonl") runs in $(( $(date +%s) - start )) s -> $OUT/runs.jsonl" >&2
+
+# ---- tables (markdown) from runs.jsonl ----------------------------------------------------------
+python3 - "$OUT/runs.jsonl" > "$OUT/tables.md" <<'PY'
+import json, sys
+runs = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    runs[r["name"]] = r
+
+def loss(name, key="final_val_loss"):
+    r = runs.get(name)
+    if r is None: return "not run"
+    v = r.get(key)
+    return "diverged" if r.get("diverged") or v is None else f"{v:.4f}"
+
+def kib(x): return f"{x / 1024:.1f}"
+
+print("### Gradient codecs, synchronous data parallelism (final validation loss)\n")
+print("| codec | AdamW | AdamW + EF | SGD-m | SGD-m + EF | KiB/worker/step | vs fp32 |")
+print("|---|---|---|---|---|---|---|")
+for codec in ["none", "fp16", "bf16", "int8", "int8-tensor", "topk", "sign"]:
+    ref = runs.get(f"dp-adamw-{codec}") or runs.get(f"dp-sgd-{codec}")
+    b = f"{kib(ref['bytes_per_worker_per_step'])} | {ref['ratio_vs_fp32_ring']:.2f}x" if ref else "- | -"
+    ef = lambda o: "n/a" if codec == "none" else loss(f"dp-{o}-{codec}-ef")
+    print(f"| {codec} | {loss(f'dp-adamw-{codec}')} | {ef('adamw')} | {loss(f'dp-sgd-{codec}')} | {ef('sgd')} | {b} |")
+
+print("\n### DiLoCo vs synchronous data parallelism at the same tokens (AdamW inner)\n")
+print("| run | H | pseudo-gradient | final val loss | KiB/worker/step | bytes vs sync fp32 |")
+print("|---|---|---|---|---|---|")
+sync = runs.get("dp-adamw-none")
+base = sync["bytes_per_worker_per_step"] if sync else None
+def row(name, H, codec):
+    r = runs.get(name)
+    if r is None: return
+    b = r["bytes_per_worker_per_step"]
+    rel = f"1/{base / b:.0f}" if base and b and base / b >= 1.5 else (f"{b / base:.2f}" if base else "-")
+    print(f"| {name} | {H} | {codec} | {loss(name)} | {kib(b)} | {rel} |")
+row("dp-adamw-none", "sync", "fp32 gradients")
+row("dp-adamw-fp16", "sync", "fp16 gradients")
+row("dp-adamw-int8", "sync", "int8 gradients")
+for H in [1, 10, 50, 100]:
+    for codec in ["fp16", "int8", "none"]:
+        row(f"diloco-H{H}-{codec}", H, "fp32" if codec == "none" else codec)
+
+print("\n### AC-SGD at a pipeline cut (2 stages, cut after layer 1; gradients back at 8 bits)\n")
+print("| activations | bits | final train loss (subset) | final val loss | activation rel. error, last epoch | fwd KiB/step | bwd KiB/step |")
+print("|---|---|---|---|---|---|---|")
+for mode in ["none", "direct", "delta"]:
+    for bits in [2, 4, 8]:
+        name = f"acsgd-{mode}-{bits}"
+        r = runs.get(name)
+        if r is None: continue
+        print(f"| {mode} | {r['bits']} | {loss(name, 'final_train_loss')} | {loss(name)} | "
+              f"{r['act_rel_err_last_epoch']:.4f} | {kib(r['fwd_bytes_per_step'])} | {kib(r['bwd_bytes_per_step'])} |")
+PY
+echo "tables -> $OUT/tables.md" >&2
