@@ -227,6 +227,53 @@ static void test_bounded_memory(void) {
   WT_TEST_ASSERT(acsgd_sender_new(&o) == NULL, "a bound smaller than one sample is refused");
 }
 
+/* EVICT under random traffic: both ends agree, and the cache holds exactly the `cap` most
+ * recently sent samples (checks the LRU rule and the index's deletions). */
+static void test_lru_random_traffic(void) {
+  enum { IDS = 120, CAP = 50, VISITS = 1500 };
+  acsgd_options o = s_opts(2, CAP);
+  o.overflow = ACSGD_OVERFLOW_EVICT;
+  acsgd_sender *snd = acsgd_sender_new(&o);
+  acsgd_receiver *rcv = acsgd_receiver_new(&o);
+  wt_rng rng;
+  wt_rng_seed(&rng, 21);
+  uint64_t ids[IDS];
+  long last_use[IDS];
+  for (int i = 0; i < IDS; i++) ids[i] = wt_rng_u64(&rng), last_use[i] = -1; // sparse 64-bit ids
+  size_t cap = acsgd_msg_bytes(ROWS, COLS, 2), len;
+  uint8_t *msg = malloc(cap);
+  float x[N], out[N];
+  for (long v = 0; v < VISITS; v++) {
+    int k = (int)wt_rng_below(&rng, v < 300 ? IDS : IDS / 2); // later, a hot half
+    s_fill_normal(&rng, x, N, 1.0);
+    WT_TEST_REQUIRE(acsgd_sender_encode(snd, ids[k], x, msg, cap, &len, NULL) == WT_OK, "enc");
+    WT_TEST_REQUIRE(acsgd_receiver_decode(rcv, msg, len, out, N, NULL, NULL) == WT_OK, "%s",
+                    wt_last_error());
+    last_use[k] = v;
+  }
+  long sorted[IDS];
+  memcpy(sorted, last_use, sizeof sorted);
+  for (int i = 0; i < IDS; i++) // selection of the CAP-th largest last use
+    for (int j = i + 1; j < IDS; j++)
+      if (sorted[j] > sorted[i]) {
+        long t = sorted[i];
+        sorted[i] = sorted[j], sorted[j] = t;
+      }
+  int agree = 1, lru = 1;
+  for (int i = 0; i < IDS; i++) {
+    const float *a = acsgd_sender_cached(snd, ids[i]), *b = acsgd_receiver_cached(rcv, ids[i]);
+    if ((a == NULL) != (b == NULL) || (a && memcmp(a, b, sizeof x))) agree = 0;
+    int want = last_use[i] >= 0 && last_use[i] >= sorted[CAP - 1];
+    if ((a != NULL) != want) lru = 0;
+  }
+  WT_TEST_ASSERT(agree, "sender and receiver caches differ under eviction");
+  WT_TEST_ASSERT(lru, "the cache does not hold exactly the %d most recently sent samples", CAP);
+  WT_TEST_ASSERT(acsgd_sender_stats(snd).cached_samples == CAP, "cache full");
+  acsgd_sender_destroy(&snd);
+  acsgd_receiver_destroy(&rcv);
+  free(msg);
+}
+
 /* Returns the receiver's verdict on a copy of msg with `len` bytes and byte `at` xor'ed. */
 static int s_decode_damaged(acsgd_receiver *r, const uint8_t *msg, size_t len, size_t at,
                             uint8_t xor_with) {
@@ -300,6 +347,7 @@ int main(void) {
   test_caches_identical_and_delta_helps();
   test_mmap_cache();
   test_bounded_memory();
+  test_lru_random_traffic();
   test_malformed_refused();
   return wt_test_finish("test_acsgd");
 }
