@@ -14,7 +14,7 @@ static size_t s_fp32_max_size(size_t n, const compress_params *p) {
 static int s_fp32_encode(const float *x, size_t n, const compress_params *p, uint8_t *out,
                          size_t cap, size_t *len) {
   WT_CHECK(compress_check_cap("fp32", s_fp32_max_size(n, p), cap));
-  memcpy(out, x, n * sizeof(float));
+  if (n) memcpy(out, x, n * sizeof(float)); // x may be NULL when n == 0
   *len = n * sizeof(float);
   return WT_OK;
 }
@@ -22,7 +22,7 @@ static int s_fp32_encode(const float *x, size_t n, const compress_params *p, uin
 static int s_fp32_decode(const uint8_t *in, size_t len, size_t n, const compress_params *p,
                          float *y) {
   WT_CHECK(compress_check_len("fp32", len, s_fp32_max_size(n, p), n));
-  memcpy(y, in, len);
+  if (len) memcpy(y, in, len);
   return WT_OK;
 }
 

@@ -247,7 +247,7 @@ static int s_topk_decode_any(const uint8_t *in, size_t len, size_t n, float alph
                              float *y) {
   size_t k = 0;
   WT_CHECK(s_check_payload(in, len, n, &k));
-  if (!add) memset(y, 0, n * sizeof *y);
+  if (!add && n) memset(y, 0, n * sizeof *y);
   for (size_t j = 0; j < k; j++) {
     uint32_t idx;
     float v;

@@ -72,6 +72,42 @@ static void test_convergence(void) {
                  no_ef_topk, no_ef_sign);
 }
 
+/* The framed variant updates the residual exactly as the raw one does, and its message decodes
+ * to what was subtracted. Also an empty tensor works. */
+static void test_wire_and_empty(void) {
+  size_t n = 1000, len1, len2;
+  compress_ef *a = NULL, *b = NULL, *empty = NULL;
+  compress_ef_new(&a, n);
+  compress_ef_new(&b, n);
+  compress_codec *codec = NULL;
+  compress_codec_new(&codec, "topk", NULL);
+  float *g = wt_xmalloc(n * 4), *sent = wt_xmalloc(n * 4);
+  wt_rng rng;
+  wt_rng_seed(&rng, 8);
+  size_t cap = compress_wire_max_size(codec, n);
+  uint8_t *raw = wt_xmalloc(cap), *msg = wt_xmalloc(cap);
+  for (int step = 0; step < 3; step++) {
+    for (size_t i = 0; i < n; i++) g[i] = (float)wt_rng_normal(&rng);
+    WT_TEST_REQUIRE(compress_ef_encode(a, codec, g, raw, cap, &len1) == WT_OK, "raw");
+    WT_TEST_REQUIRE(compress_ef_wire_encode(b, codec, g, msg, cap, &len2) == WT_OK, "%s",
+                    wt_last_error());
+    WT_TEST_ASSERT(len2 == len1 + COMPRESS_WIRE_HEADER_SIZE, "framed size");
+    WT_TEST_ASSERT(memcmp(compress_ef_residual(a), compress_ef_residual(b), n * 4) == 0,
+                   "step %d: residuals differ", step);
+    WT_TEST_ASSERT(compress_wire_decode(msg, len2, sent, n) == WT_OK, "%s", wt_last_error());
+  }
+  WT_TEST_ASSERT(compress_ef_wire_encode(b, codec, g, msg, len2 - 1, &len2) == WT_EINVAL, "cap");
+  compress_ef_new(&empty, 0);
+  size_t len = 1;
+  WT_TEST_ASSERT(compress_ef_encode(empty, codec, NULL, raw, cap, &len) == WT_OK && len == 0,
+                 "empty tensor: %s", wt_last_error());
+  compress_ef_destroy(&empty);
+  free(g), free(sent), free(raw), free(msg);
+  compress_codec_destroy(&codec);
+  compress_ef_destroy(&a);
+  compress_ef_destroy(&b);
+}
+
 static void test_checkpoint(void) {
   size_t n = 777, len;
   compress_ef *a = NULL, *b = NULL, *other = NULL;
@@ -139,6 +175,7 @@ static void test_checkpoint(void) {
 
 int main(void) {
   test_convergence();
+  test_wire_and_empty();
   test_checkpoint();
   return wt_test_finish("test_codec_ef");
 }
