@@ -5,8 +5,8 @@
  * reported. Throughput is in GB/s of float32 input: n * 4 bytes / seconds, for encode, decode
  * and the two together. Measured side by side in one run, the ratio to memcpy is the number
  * that survives a busy machine; so does "GB/cpu-s", input bytes per CPU-second of the process
- * (all threads), which leaves out the time other processes held the cores. Also the zlib CRC-32 that the wire format adds, per byte.
- * Prints a table, then one JSON line:
+ * (all threads), which leaves out the time other processes held the cores. Also the zlib CRC-32
+ * that the wire format adds, per byte. Prints a table, then one JSON line:
  *   {"n":..,"memcpy_gbps":..,"crc32_gbps":..,"codecs":{"fp16":{"gbps":..,"ratio":..,
  *    "enc_gbps":..,"dec_gbps":..,"vs_memcpy":..,"cpu_gbps":..,"bytes":..},..},
  *    "memcpy_cpu_gbps":..}
@@ -130,12 +130,13 @@ static void s_report(const bench_cfg *cfg, s_row *rows, int count, double memcpy
          gb * 1e3, cfg->reps, cfg->block, cfg->k_frac, cfg->simd);
   printf("%-8s %12s %8s %10s %10s %10s %9s %10s %9s\n", "codec", "bytes", "ratio", "enc GB/s",
          "dec GB/s", "both GB/s", "% memcpy", "GB/cpu-s", "% memcpy");
-  printf("%-8s %12lld %8.2f %10s %10s %10.2f %8.0f%% %10.2f %8.0f%%\n", "memcpy", cfg->n * 4,
-         1.0, "", "", memcpy_gbps, 100.0, memcpy_cpu, 100.0);
+  printf("%-8s %12lld %8.2f %10s %10s %10.2f %8.0f%% %10.2f %8.0f%%\n", "memcpy", cfg->n * 4, 1.0,
+         "", "", memcpy_gbps, 100.0, memcpy_cpu, 100.0);
   char json[8192];
-  int off = snprintf(json, sizeof json, "{\"n\":%lld,\"reps\":%d,\"memcpy_gbps\":%.3f,"
-                     "\"memcpy_cpu_gbps\":%.3f,\"crc32_gbps\":%.3f,\"codecs\":{", cfg->n,
-                     cfg->reps, memcpy_gbps, memcpy_cpu, crc_gbps);
+  int off = snprintf(json, sizeof json,
+                     "{\"n\":%lld,\"reps\":%d,\"memcpy_gbps\":%.3f,"
+                     "\"memcpy_cpu_gbps\":%.3f,\"crc32_gbps\":%.3f,\"codecs\":{",
+                     cfg->n, cfg->reps, memcpy_gbps, memcpy_cpu, crc_gbps);
   for (int r = 0; r < count; r++) {
     double enc = s_median(rows[r].enc_s, cfg->reps), dec = s_median(rows[r].dec_s, cfg->reps);
     double both = gb / (enc + dec), ratio = (double)cfg->n * 4 / (double)WT_MAX(rows[r].bytes, 1);

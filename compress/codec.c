@@ -25,11 +25,17 @@ static const compress_codec_ops *const s_registry[] = {
 
 static atomic_int s_simd = 1;
 
-int compress_simd_enabled(void) { return atomic_load_explicit(&s_simd, memory_order_relaxed); }
+int compress_simd_enabled(void) {
+  return atomic_load_explicit(&s_simd, memory_order_relaxed);
+}
 
-int compress_codec_set_simd(int enable) { return atomic_exchange(&s_simd, enable ? 1 : 0); }
+int compress_codec_set_simd(int enable) {
+  return atomic_exchange(&s_simd, enable ? 1 : 0);
+}
 
-const char *compress_codec_names(void) { return "fp32|fp16|bf16|int8|int4|topk|randk|sign"; }
+const char *compress_codec_names(void) {
+  return "fp32|fp16|bf16|int8|int4|topk|randk|sign";
+}
 
 const compress_codec_ops *compress_codec_ops_by_name(const char *name) {
   for (size_t i = 0; name && i < WT_ARRAY_LEN(s_registry); i++)
@@ -94,11 +100,21 @@ void compress_codec_destroy(compress_codec **self_p) {
   *self_p = NULL;
 }
 
-const char *compress_codec_name(const compress_codec *self) { return self->ops->name; }
-compress_codec_id compress_codec_get_id(const compress_codec *self) { return self->ops->id; }
-const compress_codec_ops *compress_codec_get_ops(const compress_codec *self) { return self->ops; }
-const compress_params *compress_codec_params(const compress_codec *self) { return &self->params; }
-void compress_codec_set_seed(compress_codec *self, uint64_t seed) { self->params.seed = seed; }
+const char *compress_codec_name(const compress_codec *self) {
+  return self->ops->name;
+}
+compress_codec_id compress_codec_get_id(const compress_codec *self) {
+  return self->ops->id;
+}
+const compress_codec_ops *compress_codec_get_ops(const compress_codec *self) {
+  return self->ops;
+}
+const compress_params *compress_codec_params(const compress_codec *self) {
+  return &self->params;
+}
+void compress_codec_set_seed(compress_codec *self, uint64_t seed) {
+  self->params.seed = seed;
+}
 
 size_t compress_codec_max_size(const compress_codec *self, size_t n) {
   return self->ops->max_size(n, &self->params);
@@ -115,8 +131,8 @@ int compress_codec_decode(const compress_codec *self, const void *in, size_t len
   return self->ops->decode(in, len, n, &self->params, y);
 }
 
-int compress_codec_decode_add(const compress_codec *self, const void *in, size_t len,
-                              float alpha, float *y, size_t n) {
+int compress_codec_decode_add(const compress_codec *self, const void *in, size_t len, float alpha,
+                              float *y, size_t n) {
   return self->ops->decode_add(in, len, n, &self->params, alpha, y);
 }
 

@@ -63,10 +63,10 @@ typedef enum {
 #define COMPRESS_DEFAULT_K_FRAC 0.01
 
 typedef struct {
-  size_t block;     /* int8/int4/sign: elements per scale; 0 = 64; >= n = one scale */
-  double k_frac;    /* topk/randk: fraction of elements kept, (0, 1]; 0 = 0.01 */
-  int stochastic;   /* int8/int4: 1 = stochastic rounding (unbiased), 0 = nearest-even */
-  uint64_t seed;    /* stochastic rounding and randk: same seed + input = same bytes */
+  size_t block;   /* int8/int4/sign: elements per scale; 0 = 64; >= n = one scale */
+  double k_frac;  /* topk/randk: fraction of elements kept, (0, 1]; 0 = 0.01 */
+  int stochastic; /* int8/int4: 1 = stochastic rounding (unbiased), 0 = nearest-even */
+  uint64_t seed;  /* stochastic rounding and randk: same seed + input = same bytes */
 } compress_params;
 
 /* The table every codec fills (one per codec, registered in codec.c). The functions take
@@ -80,8 +80,8 @@ typedef struct compress_codec_ops {
   int (*encode)(const float *x, size_t n, const compress_params *p, uint8_t *out, size_t cap,
                 size_t *len);
   int (*decode)(const uint8_t *in, size_t len, size_t n, const compress_params *p, float *y);
-  int (*decode_add)(const uint8_t *in, size_t len, size_t n, const compress_params *p,
-                    float alpha, float *y);
+  int (*decode_add)(const uint8_t *in, size_t len, size_t n, const compress_params *p, float alpha,
+                    float *y);
 } compress_codec_ops;
 
 typedef struct compress_codec compress_codec; /* opaque: ops + params */
@@ -136,8 +136,8 @@ int compress_codec_decode(const compress_codec *self, const void *in, size_t len
 /* y[i] = fmaf(alpha, decoded[i], y[i]): one rounding, the same bits on every code path
  * (compress_ef uses alpha = -1 to subtract exactly what was sent). Same checks as decode. For
  * both, nothing is written to y unless the whole payload is valid. */
-int compress_codec_decode_add(const compress_codec *self, const void *in, size_t len,
-                              float alpha, float *y, size_t n);
+int compress_codec_decode_add(const compress_codec *self, const void *in, size_t len, float alpha,
+                              float *y, size_t n);
 
 /* k for topk/randk: ceil(k_frac * n) clamped to [1, n] (0 when n == 0). */
 size_t compress_topk_count(size_t n, double k_frac);

@@ -53,7 +53,7 @@ __attribute__((target("avx2,fma"))) static inline __m256i s_round8(__m256i v) {
 }
 
 __attribute__((target("avx2,fma"))) static void s_encode_avx2(const float *x, size_t m,
-                                                               uint8_t *out) {
+                                                              uint8_t *out) {
   size_t i = 0;
   for (; i + 16 <= m; i += 16) {
     __m256i a = s_round8(_mm256_loadu_si256((const __m256i *)(x + i)));
@@ -66,7 +66,7 @@ __attribute__((target("avx2,fma"))) static void s_encode_avx2(const float *x, si
 }
 
 __attribute__((target("avx2,fma"))) static void s_decode_avx2(const uint8_t *in, size_t m,
-                                                               float alpha, int add, float *y) {
+                                                              float alpha, int add, float *y) {
   size_t i = 0;
   __m256 a = _mm256_set1_ps(alpha);
   for (; i + 8 <= m; i += 8) {
@@ -79,8 +79,7 @@ __attribute__((target("avx2,fma"))) static void s_decode_avx2(const uint8_t *in,
 }
 
 static int s_use_avx2(void) {
-  return compress_simd_enabled() && __builtin_cpu_supports("avx2") &&
-         __builtin_cpu_supports("fma");
+  return compress_simd_enabled() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
 static size_t s_bf16_max_size(size_t n, const compress_params *p) {

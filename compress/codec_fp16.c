@@ -20,8 +20,8 @@ static inline uint16_t s_f2h(float f) {
   uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
   uint32_t ax = x & 0x7fffffffu;
   if (ax > 0x7f800000u) return sign | 0x7e00 | (uint16_t)((ax >> 13) & 0x3ff); // NaN, quieted
-  if (ax >= 0x477ff000u) return sign | 0x7c00;  // >= 65520 rounds to infinity
-  if (ax < 0x38800000u) {                       // half subnormal or zero
+  if (ax >= 0x477ff000u) return sign | 0x7c00; // >= 65520 rounds to infinity
+  if (ax < 0x38800000u) {                      // half subnormal or zero
     // Adding 0.5f puts the half-subnormal bits at the bottom of the float's mantissa and lets
     // the FPU do the nearest-even rounding.
     float a, magic = 0.5f;
@@ -69,7 +69,7 @@ static void s_decode_portable(const uint8_t *in, size_t m, float alpha, int add,
 }
 
 __attribute__((target("f16c,avx2,fma"))) static void s_encode_f16c(const float *x, size_t m,
-                                                                      uint8_t *out) {
+                                                                   uint8_t *out) {
   size_t i = 0;
   for (; i + 8 <= m; i += 8) {
     __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
@@ -79,8 +79,7 @@ __attribute__((target("f16c,avx2,fma"))) static void s_encode_f16c(const float *
 }
 
 __attribute__((target("f16c,avx2,fma"))) static void s_decode_f16c(const uint8_t *in, size_t m,
-                                                                      float alpha, int add,
-                                                                      float *y) {
+                                                                   float alpha, int add, float *y) {
   size_t i = 0;
   __m256 a = _mm256_set1_ps(alpha);
   for (; i + 8 <= m; i += 8) {

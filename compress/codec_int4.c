@@ -21,7 +21,9 @@ static size_t s_int4_max_size(size_t n, const compress_params *p) {
 }
 
 /* Blocks per work item: even, so every item starts on an even element. */
-static size_t s_per(size_t block) { return WT_MAX((size_t)2, (S_CHUNK / block) & ~(size_t)1); }
+static size_t s_per(size_t block) {
+  return WT_MAX((size_t)2, (S_CHUNK / block) & ~(size_t)1);
+}
 
 static void s_pack(const int8_t *q, size_t m, uint8_t *packed) {
   for (size_t i = 0; i + 1 < m; i += 2)
@@ -30,7 +32,9 @@ static void s_pack(const int8_t *q, size_t m, uint8_t *packed) {
 }
 
 /* Sign-extends a nibble v in [0, 15] without a branch, so the loop below vectorizes. */
-static inline int8_t s_sext4(unsigned v) { return (int8_t)((int)(v ^ 8) - 8); }
+static inline int8_t s_sext4(unsigned v) {
+  return (int8_t)((int)(v ^ 8) - 8);
+}
 
 static void s_unpack(const uint8_t *packed, size_t m, int8_t *q) {
   for (size_t i = 0; i + 1 < m; i += 2) {
@@ -53,8 +57,8 @@ static int s_int4_encode(const float *x, size_t n, const compress_params *p, uin
     int8_t *q = wt_xmalloc(m);
     for (size_t b = c * per; b < b1; b++) {
       size_t j = b * block;
-      float scale = compress_quant_block(x + j, WT_MIN(block, n - j), S_QMAX, p, j, simd,
-                                         q + (j - i0));
+      float scale =
+          compress_quant_block(x + j, WT_MIN(block, n - j), S_QMAX, p, j, simd, q + (j - i0));
       memcpy(out + b * sizeof scale, &scale, sizeof scale);
     }
     s_pack(q, m, packed + i0 / 2);

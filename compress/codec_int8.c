@@ -27,8 +27,8 @@ static int s_int8_encode(const float *x, size_t n, const compress_params *p, uin
   for (size_t c = 0; c < chunks; c++) {
     for (size_t b = c * per; b < WT_MIN(nb, (c + 1) * per); b++) {
       size_t i0 = b * block;
-      float scale = compress_quant_block(x + i0, WT_MIN(block, n - i0), S_QMAX, p, i0, simd,
-                                         q + i0);
+      float scale =
+          compress_quant_block(x + i0, WT_MIN(block, n - i0), S_QMAX, p, i0, simd, q + i0);
       memcpy(out + b * sizeof scale, &scale, sizeof scale);
     }
   }
@@ -44,8 +44,8 @@ static int s_int8_decode_any(const uint8_t *in, size_t len, size_t n, const comp
   int simd = compress_quant_simd();
   // Large outputs go block run by block run through a cached buffer, then past the caches.
   size_t per = WT_MAX((size_t)1, COMPRESS_STREAM_PIECE / block), chunks = (nb + per - 1) / per;
-  int stream = simd && !add && block <= COMPRESS_STREAM_PIECE &&
-               compress_stream_wanted(n * sizeof(float));
+  int stream =
+      simd && !add && block <= COMPRESS_STREAM_PIECE && compress_stream_wanted(n * sizeof(float));
 #pragma omp parallel for if (n >= COMPRESS_OMP_MIN) schedule(static)
   for (size_t c = 0; c < chunks; c++) {
     size_t b1 = WT_MIN(nb, (c + 1) * per), i0 = c * per * block;

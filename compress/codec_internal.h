@@ -47,19 +47,24 @@ static inline size_t compress_block_of(size_t n, const compress_params *p) {
   size_t b = p->block ? p->block : COMPRESS_DEFAULT_BLOCK;
   return n > 0 && b > n ? n : b;
 }
-static inline size_t compress_nblocks(size_t n, size_t block) { return (n + block - 1) / block; }
+static inline size_t compress_nblocks(size_t n, size_t block) {
+  return (n + block - 1) / block;
+}
 
 /* Refusals with the codec's name in the message. */
 static inline int compress_check_cap(const char *codec, size_t need, size_t cap) {
   if (cap < need)
-    return wt_fail(WT_EINVAL, "%s encode: output buffer holds %zu bytes but %zu are needed; "
-                              "size it with compress_codec_max_size", codec, cap, need);
+    return wt_fail(WT_EINVAL,
+                   "%s encode: output buffer holds %zu bytes but %zu are needed; "
+                   "size it with compress_codec_max_size",
+                   codec, cap, need);
   return WT_OK;
 }
 static inline int compress_check_len(const char *codec, size_t len, size_t want, size_t n) {
   if (len != want)
-    return wt_fail(WT_ECORRUPT, "%s decode: payload is %zu bytes but %zu elements need %zu; the "
-                                "message is truncated, padded or for another tensor",
+    return wt_fail(WT_ECORRUPT,
+                   "%s decode: payload is %zu bytes but %zu elements need %zu; the "
+                   "message is truncated, padded or for another tensor",
                    codec, len, n, want);
   return WT_OK;
 }
@@ -81,8 +86,8 @@ static inline uint64_t compress_hash64(uint64_t x) {
 int compress_quant_simd(void);
 float compress_quant_block(const float *x, size_t m, float qmax, const compress_params *p,
                            uint64_t first, int simd, int8_t *q);
-void compress_dequant_block(const int8_t *q, size_t m, float scale, float alpha, int add,
-                            int simd, float *y);
+void compress_dequant_block(const int8_t *q, size_t m, float scale, float alpha, int add, int simd,
+                            float *y);
 
 /* Uniform float in [0, 1) for element i under seed (24 random bits). */
 static inline float compress_uniform(uint64_t seed, uint64_t i) {

@@ -12,8 +12,12 @@
 #include "codec_internal.h"
 
 /* a > b ? a : b, so a NaN `a` yields b: the semantics of vmaxps(a, b). */
-static inline float s_max(float a, float b) { return a > b ? a : b; }
-static inline float s_min(float a, float b) { return a < b ? a : b; }
+static inline float s_max(float a, float b) {
+  return a > b ? a : b;
+}
+static inline float s_min(float a, float b) {
+  return a < b ? a : b;
+}
 
 static float s_absmax_portable(const float *x, size_t m) {
   float amax = 0;
@@ -43,8 +47,7 @@ static S_AVX512 float s_absmax_avx512(const float *x, size_t m) {
   return _mm512_reduce_max_ps(acc); // lanes hold no NaN, so the order of the max is free
 }
 
-static S_AVX512 void s_quant_avx512(const float *x, size_t m, float inv, float qmax,
-                                    int8_t *q) {
+static S_AVX512 void s_quant_avx512(const float *x, size_t m, float inv, float qmax, int8_t *q) {
   __m512 vinv = _mm512_set1_ps(inv), lo = _mm512_set1_ps(-qmax), hi = _mm512_set1_ps(qmax);
   for (size_t i = 0; i < m; i += 16) {
     __mmask16 k = s_tail_mask(m - i);
@@ -55,8 +58,8 @@ static S_AVX512 void s_quant_avx512(const float *x, size_t m, float inv, float q
   }
 }
 
-static S_AVX512 void s_dequant_avx512(const int8_t *q, size_t m, float scale, float alpha,
-                                      int add, float *y) {
+static S_AVX512 void s_dequant_avx512(const int8_t *q, size_t m, float scale, float alpha, int add,
+                                      float *y) {
   __m512 s = _mm512_set1_ps(scale), a = _mm512_set1_ps(alpha);
   for (size_t i = 0; i < m; i += 16) {
     __mmask16 k = s_tail_mask(m - i);
@@ -84,13 +87,17 @@ float compress_quant_block(const float *x, size_t m, float qmax, const compress_
                            uint64_t first, int simd, int8_t *q) {
   float amax = simd ? s_absmax_avx512(x, m) : s_absmax_portable(x, m);
   float inv = amax > 0 ? qmax / amax : 0;
-  if (simd && !p->stochastic) s_quant_avx512(x, m, inv, qmax, q);
-  else s_quant_portable(x, m, inv, qmax, p->stochastic, p->seed, first, q);
+  if (simd && !p->stochastic)
+    s_quant_avx512(x, m, inv, qmax, q);
+  else
+    s_quant_portable(x, m, inv, qmax, p->stochastic, p->seed, first, q);
   return amax / qmax;
 }
 
-void compress_dequant_block(const int8_t *q, size_t m, float scale, float alpha, int add,
-                            int simd, float *y) {
-  if (simd) s_dequant_avx512(q, m, scale, alpha, add, y);
-  else s_dequant_portable(q, m, scale, alpha, add, y);
+void compress_dequant_block(const int8_t *q, size_t m, float scale, float alpha, int add, int simd,
+                            float *y) {
+  if (simd)
+    s_dequant_avx512(q, m, scale, alpha, add, y);
+  else
+    s_dequant_portable(q, m, scale, alpha, add, y);
 }

@@ -57,8 +57,10 @@ __attribute__((target("avx512f,avx512dq"))) static void s_bits_avx512(const floa
 }
 
 /* Decodes x[0..m) of one block starting at element i0 (bits are tensor-global). */
-__attribute__((target("avx512f,avx512dq"))) static void s_decode_avx512(
-    const uint8_t *bits, size_t i0, size_t m, float scale, float alpha, int add, float *y) {
+__attribute__((target("avx512f,avx512dq"))) static void s_decode_avx512(const uint8_t *bits,
+                                                                        size_t i0, size_t m,
+                                                                        float scale, float alpha,
+                                                                        int add, float *y) {
   __m512 pos = _mm512_set1_ps(scale), neg = _mm512_set1_ps(-scale), a = _mm512_set1_ps(alpha);
   for (size_t i = 0; i < m; i += 16) {
     size_t g = i0 + i, cnt = WT_MIN((size_t)16, m - i); // bits [g, g+cnt): at most 3 bytes
@@ -107,8 +109,10 @@ static int s_sign_encode(const float *x, size_t n, const compress_params *p, uin
       float scale = simd ? s_mean_abs_avx512(x + j, m) : s_mean_abs_portable(x + j, m);
       memcpy(out + b * sizeof scale, &scale, sizeof scale);
     }
-    if (simd) s_bits_avx512(x + i0, i1 - i0, bits + i0 / 8);
-    else s_bits_portable(x + i0, i1 - i0, bits + i0 / 8);
+    if (simd)
+      s_bits_avx512(x + i0, i1 - i0, bits + i0 / 8);
+    else
+      s_bits_portable(x + i0, i1 - i0, bits + i0 / 8);
   }
   *len = need;
   return WT_OK;
@@ -122,8 +126,8 @@ static int s_sign_decode_any(const uint8_t *in, size_t len, size_t n, const comp
   int simd = s_use_avx512();
   // Large outputs go block run by block run through a cached buffer, then past the caches.
   size_t per = WT_MAX((size_t)1, COMPRESS_STREAM_PIECE / block), chunks = (nb + per - 1) / per;
-  int stream = simd && !add && block <= COMPRESS_STREAM_PIECE &&
-               compress_stream_wanted(n * sizeof(float));
+  int stream =
+      simd && !add && block <= COMPRESS_STREAM_PIECE && compress_stream_wanted(n * sizeof(float));
 #pragma omp parallel for if (n >= COMPRESS_OMP_MIN) schedule(static)
   for (size_t c = 0; c < chunks; c++) {
     size_t b1 = WT_MIN(nb, (c + 1) * per), i0 = c * per * block;
@@ -132,8 +136,10 @@ static int s_sign_decode_any(const uint8_t *in, size_t len, size_t n, const comp
       size_t j = b * block, m = WT_MIN(block, n - j);
       float scale, *dst = stream ? piece + (j - i0) : y + j;
       memcpy(&scale, in + b * sizeof scale, sizeof scale);
-      if (simd) s_decode_avx512(bits, j, m, scale, alpha, add, dst);
-      else s_decode_portable(bits, j, m, scale, alpha, add, dst);
+      if (simd)
+        s_decode_avx512(bits, j, m, scale, alpha, add, dst);
+      else
+        s_decode_portable(bits, j, m, scale, alpha, add, dst);
     }
     if (stream) compress_stream_store(y + i0, piece, (WT_MIN(n, b1 * block) - i0) * sizeof *y);
   }

@@ -86,7 +86,7 @@ static int s_list_reserve(s_list *l, size_t more) {
 /* Appends x[i] for every i in [0, n) with key >= lo; 16 at a time, a tail left to the caller.
  * Returns how far it got, or (size_t)-1 when the list would pass its max. */
 __attribute__((target("avx512f"))) static size_t s_gather_avx512(const float *x, size_t n,
-                                                                  uint32_t lo, s_list *l) {
+                                                                 uint32_t lo, s_list *l) {
   __m512i mag = _mm512_set1_epi32(0x7fffffff), thr = _mm512_set1_epi32((int)lo);
   __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512i step = _mm512_set1_epi32(16);
@@ -150,7 +150,7 @@ static int s_topk_sampled(const float *x, size_t n, size_t k, uint8_t *out) {
   for (size_t r = 0; r < RUNS; r++)
     for (size_t i = r * (n / RUNS); i < r * (n / RUNS) + RUN; i++) hist[s_key(x[i]) >> 20]++;
   double expect = (double)k * RUNS * RUN / (double)n; // sampled elements in the top k
-  double want = 1.25 * expect + 4 * sqrt(expect) + 8;  // margin so that >= k pass, usually
+  double want = 1.25 * expect + 4 * sqrt(expect) + 8; // margin so that >= k pass, usually
   uint64_t above = 0;
   uint32_t d = S_BINS - 1;
   for (; d > 0 && (double)(above + hist[d]) < want; d--) above += hist[d];
@@ -168,8 +168,10 @@ static size_t s_topk_max_size(size_t n, const compress_params *p) {
 
 static int s_check_n(const char *codec, size_t n) {
   if (n > UINT32_MAX)
-    return wt_fail(WT_EINVAL, "%s: %zu elements do not fit 32-bit indices; compress the tensor "
-                              "in chunks of at most %u", codec, n, UINT32_MAX);
+    return wt_fail(WT_EINVAL,
+                   "%s: %zu elements do not fit 32-bit indices; compress the tensor "
+                   "in chunks of at most %u",
+                   codec, n, UINT32_MAX);
   return WT_OK;
 }
 
@@ -228,16 +230,20 @@ static int s_randk_encode(const float *x, size_t n, const compress_params *p, ui
 /* Checks a payload completely before anything is written: k <= n, indices increasing, < n. */
 static int s_check_payload(const uint8_t *in, size_t len, size_t n, size_t *k) {
   if (len % 8 != 0 || len / 8 > n)
-    return wt_fail(WT_ECORRUPT, "topk decode: payload of %zu bytes cannot hold index/value pairs "
-                                "for a %zu-element tensor; the message is damaged", len, n);
+    return wt_fail(WT_ECORRUPT,
+                   "topk decode: payload of %zu bytes cannot hold index/value pairs "
+                   "for a %zu-element tensor; the message is damaged",
+                   len, n);
   *k = len / 8;
   uint64_t prev = 0;
   for (size_t j = 0; j < *k; j++) {
     uint32_t idx;
     memcpy(&idx, in + j * sizeof idx, sizeof idx);
     if (idx >= n || (j > 0 && idx <= prev))
-      return wt_fail(WT_ECORRUPT, "topk decode: index %u at position %zu is %s; the message is "
-                                  "damaged", idx, j, idx >= n ? "out of range" : "out of order");
+      return wt_fail(WT_ECORRUPT,
+                     "topk decode: index %u at position %zu is %s; the message is "
+                     "damaged",
+                     idx, j, idx >= n ? "out of range" : "out of order");
     prev = idx;
   }
   return WT_OK;

@@ -36,12 +36,17 @@ void compress_ef_destroy(compress_ef **self_p) {
   *self_p = NULL;
 }
 
-size_t compress_ef_size(const compress_ef *self) { return self->n; }
-const float *compress_ef_residual(const compress_ef *self) { return self->r; }
-void compress_ef_reset(compress_ef *self) { memset(self->r, 0, self->n * sizeof(float)); }
+size_t compress_ef_size(const compress_ef *self) {
+  return self->n;
+}
+const float *compress_ef_residual(const compress_ef *self) {
+  return self->r;
+}
+void compress_ef_reset(compress_ef *self) {
+  memset(self->r, 0, self->n * sizeof(float));
+}
 
-typedef int (*s_encode_fn)(const compress_codec *, const float *, size_t, void *, size_t,
-                           size_t *);
+typedef int (*s_encode_fn)(const compress_codec *, const float *, size_t, void *, size_t, size_t *);
 
 static int s_ef_step(compress_ef *self, const compress_codec *codec, const float *g, void *out,
                      size_t cap, size_t *len, s_encode_fn encode, size_t header) {
@@ -71,8 +76,7 @@ int compress_ef_encode(compress_ef *self, const compress_codec *codec, const flo
 
 int compress_ef_wire_encode(compress_ef *self, const compress_codec *codec, const float *g,
                             void *out, size_t cap, size_t *len) {
-  return s_ef_step(self, codec, g, out, cap, len, compress_wire_encode,
-                   COMPRESS_WIRE_HEADER_SIZE);
+  return s_ef_step(self, codec, g, out, cap, len, compress_wire_encode, COMPRESS_WIRE_HEADER_SIZE);
 }
 
 /* ---- checkpoint ---------------------------------------------------------------------------- */
@@ -95,8 +99,10 @@ int compress_ef_save_buffer(const compress_ef *self, void *buf, size_t cap, size
   size_t need = compress_ef_saved_size(self);
   *len = 0;
   if (cap < need)
-    return wt_fail(WT_EINVAL, "ef save: buffer holds %zu bytes but the residual needs %zu; size "
-                              "it with compress_ef_saved_size", cap, need);
+    return wt_fail(WT_EINVAL,
+                   "ef save: buffer holds %zu bytes but the residual needs %zu; size "
+                   "it with compress_ef_saved_size",
+                   cap, need);
   uint8_t *p = buf;
   uint32_t version = S_VERSION;
   uint64_t n = self->n;
@@ -113,8 +119,10 @@ int compress_ef_save_buffer(const compress_ef *self, void *buf, size_t cap, size
 int compress_ef_load_buffer(compress_ef *self, const void *buf, size_t len) {
   const uint8_t *p = buf;
   if (len < S_HEADER + 4)
-    return wt_fail(WT_ECORRUPT, "ef load: %zu bytes is too short for a residual checkpoint; the "
-                                "file is truncated", len);
+    return wt_fail(WT_ECORRUPT,
+                   "ef load: %zu bytes is too short for a residual checkpoint; the "
+                   "file is truncated",
+                   len);
   if (memcmp(p, S_MAGIC, 4) != 0)
     return wt_fail(WT_ECORRUPT, "ef load: bad magic (want \"WTEF\"); this is not an error-"
                                 "feedback residual");
@@ -125,13 +133,15 @@ int compress_ef_load_buffer(compress_ef *self, const void *buf, size_t len) {
   if (version != S_VERSION)
     return wt_fail(WT_EMISMATCH, "ef load: version %u, this build reads %u", version, S_VERSION);
   if (n != self->n)
-    return wt_fail(WT_EMISMATCH, "ef load: checkpoint holds %llu elements but the tensor has "
-                                 "%zu; it belongs to another tensor", (unsigned long long)n,
-                   self->n);
+    return wt_fail(WT_EMISMATCH,
+                   "ef load: checkpoint holds %llu elements but the tensor has "
+                   "%zu; it belongs to another tensor",
+                   (unsigned long long)n, self->n);
   if (len != compress_ef_saved_size(self))
-    return wt_fail(WT_ECORRUPT, "ef load: %zu bytes but %zu elements need %zu; the checkpoint "
-                                "is truncated or padded", len, self->n,
-                   compress_ef_saved_size(self));
+    return wt_fail(WT_ECORRUPT,
+                   "ef load: %zu bytes but %zu elements need %zu; the checkpoint "
+                   "is truncated or padded",
+                   len, self->n, compress_ef_saved_size(self));
   memcpy(&crc, p + len - 4, 4);
   if (crc != s_crc(p, len - 4))
     return wt_fail(WT_ECORRUPT, "ef load: checksum mismatch; the residual checkpoint is corrupt "
@@ -156,8 +166,10 @@ int compress_ef_load(compress_ef *self, FILE *f) {
   uint8_t *buf = wt_xmalloc(want);
   size_t got = fread(buf, 1, want, f);
   int rc = WT_OK;
-  if (ferror(f)) rc = wt_fail(WT_EIO, "ef load: reading the residual checkpoint failed");
-  else rc = compress_ef_load_buffer(self, buf, got);
+  if (ferror(f))
+    rc = wt_fail(WT_EIO, "ef load: reading the residual checkpoint failed");
+  else
+    rc = compress_ef_load_buffer(self, buf, got);
   free(buf);
   return rc;
 }

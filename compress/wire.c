@@ -45,8 +45,7 @@ static uint32_t s_crc(const uint8_t *header, const uint8_t *payload, size_t len)
 /* The block size the header records: what the decoder must use to find the scales. */
 static uint64_t s_header_block(const compress_codec *self, size_t n) {
   compress_codec_id id = compress_codec_get_id(self);
-  if (id != COMPRESS_CODEC_INT8 && id != COMPRESS_CODEC_INT4 && id != COMPRESS_CODEC_SIGN)
-    return 1;
+  if (id != COMPRESS_CODEC_INT8 && id != COMPRESS_CODEC_INT4 && id != COMPRESS_CODEC_SIGN) return 1;
   return compress_block_of(n, compress_codec_params(self));
 }
 
@@ -59,8 +58,9 @@ int compress_wire_encode(const compress_codec *self, const float *x, size_t n, v
   *len = 0;
   uint64_t block = s_header_block(self, n);
   if (block > UINT32_MAX)
-    return wt_fail(WT_EINVAL, "wire encode: block size %llu does not fit the 32-bit header "
-                              "field; use a block of at most %u elements",
+    return wt_fail(WT_EINVAL,
+                   "wire encode: block size %llu does not fit the 32-bit header "
+                   "field; use a block of at most %u elements",
                    (unsigned long long)block, UINT32_MAX);
   if (cap < COMPRESS_WIRE_HEADER_SIZE)
     return compress_check_cap("wire", COMPRESS_WIRE_HEADER_SIZE, cap);
@@ -82,11 +82,15 @@ int compress_wire_encode(const compress_codec *self, const float *x, size_t n, v
 /* Header checks that need no checksum, so a damaged length field is reported as such. */
 static int s_check_header(const uint8_t *h, size_t len, compress_wire_info *info) {
   if (len < COMPRESS_WIRE_HEADER_SIZE)
-    return wt_fail(WT_ECORRUPT, "wire: message of %zu bytes is shorter than the %d-byte header; "
-                                "it was truncated", len, COMPRESS_WIRE_HEADER_SIZE);
+    return wt_fail(WT_ECORRUPT,
+                   "wire: message of %zu bytes is shorter than the %d-byte header; "
+                   "it was truncated",
+                   len, COMPRESS_WIRE_HEADER_SIZE);
   if (memcmp(h, COMPRESS_WIRE_MAGIC, 4) != 0)
-    return wt_fail(WT_ECORRUPT, "wire: bad magic %02x%02x%02x%02x (want \"WTCZ\"); this is not a "
-                                "compressed tensor message", h[0], h[1], h[2], h[3]);
+    return wt_fail(WT_ECORRUPT,
+                   "wire: bad magic %02x%02x%02x%02x (want \"WTCZ\"); this is not a "
+                   "compressed tensor message",
+                   h[0], h[1], h[2], h[3]);
   if (h[4] != COMPRESS_WIRE_VERSION)
     return wt_fail(WT_EMISMATCH, "wire: version %u, this build speaks %d; upgrade the older peer",
                    h[4], COMPRESS_WIRE_VERSION);
@@ -98,13 +102,15 @@ static int s_check_header(const uint8_t *h, size_t len, compress_wire_info *info
   info->block = s_get_u32(h + 16);
   info->payload_len = s_get_u64(h + 20);
   if (info->payload_len != len - COMPRESS_WIRE_HEADER_SIZE)
-    return wt_fail(WT_ECORRUPT, "wire: header announces a %llu-byte payload but %zu bytes "
-                                "follow it; the message is truncated or padded",
+    return wt_fail(WT_ECORRUPT,
+                   "wire: header announces a %llu-byte payload but %zu bytes "
+                   "follow it; the message is truncated or padded",
                    (unsigned long long)info->payload_len, len - COMPRESS_WIRE_HEADER_SIZE);
   if (info->block == 0 || (info->n > 0 && info->block > info->n) || h[6] || h[7])
-    return wt_fail(WT_ECORRUPT, "wire: block size %u for %llu elements (or flags %u) is "
-                                "impossible; the header is damaged", info->block,
-                   (unsigned long long)info->n, (unsigned)(h[6] | h[7] << 8));
+    return wt_fail(WT_ECORRUPT,
+                   "wire: block size %u for %llu elements (or flags %u) is "
+                   "impossible; the header is damaged",
+                   info->block, (unsigned long long)info->n, (unsigned)(h[6] | h[7] << 8));
   return WT_OK;
 }
 
@@ -115,8 +121,9 @@ int compress_wire_peek(const void *buf, size_t len, compress_wire_info *info) {
   uint32_t want = s_get_u32(h + S_CRC_OFFSET);
   uint32_t got = s_crc(h, h + COMPRESS_WIRE_HEADER_SIZE, len - COMPRESS_WIRE_HEADER_SIZE);
   if (want != got)
-    return wt_fail(WT_ECORRUPT, "wire: checksum mismatch (header says %08x, data gives %08x); "
-                                "the message was damaged in transit — drop it and resend",
+    return wt_fail(WT_ECORRUPT,
+                   "wire: checksum mismatch (header says %08x, data gives %08x); "
+                   "the message was damaged in transit — drop it and resend",
                    want, got);
   return WT_OK;
 }
@@ -125,8 +132,9 @@ static int s_decode_any(const void *buf, size_t len, float alpha, int add, float
   compress_wire_info info;
   WT_CHECK(compress_wire_peek(buf, len, &info));
   if (info.n != n)
-    return wt_fail(WT_EMISMATCH, "wire: message holds %llu elements but the tensor has %zu; "
-                                 "it belongs to another tensor or chunk",
+    return wt_fail(WT_EMISMATCH,
+                   "wire: message holds %llu elements but the tensor has %zu; "
+                   "it belongs to another tensor or chunk",
                    (unsigned long long)info.n, n);
   compress_params p = compress_params_default();
   p.block = info.block;

@@ -40,8 +40,7 @@ static void s_fuzz_encode(const compress_codec *c, const uint8_t *body, size_t l
   if (n) memcpy(x, body, n * sizeof *x);
   if (compress_codec_encode(c, x, n, buf, cap, &got) != WT_OK ||
       compress_codec_decode(c, buf, got, y, n) != WT_OK) {
-    fprintf(stderr, "%s: own encoding of %zu floats failed: %s\n", FUZZ_CODEC, n,
-            wt_last_error());
+    fprintf(stderr, "%s: own encoding of %zu floats failed: %s\n", FUZZ_CODEC, n, wt_last_error());
     abort();
   }
   free(x), free(y), free(buf);
@@ -49,7 +48,8 @@ static void s_fuzz_encode(const compress_codec *c, const uint8_t *body, size_t l
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 4) return 0;
-  size_t n = (size_t)(data[0] | data[1] << 8) % 4097, block = (size_t)(data[2] | data[3] << 8) % 300;
+  size_t n = (size_t)(data[0] | data[1] << 8) % 4097,
+         block = (size_t)(data[2] | data[3] << 8) % 300;
   compress_params p = compress_params_default();
   p.block = block;
   p.k_frac = 0.05;

@@ -109,8 +109,9 @@ static void test_fp16(void) {
   for (size_t i = 0; i < n && bad < 5; i++) {
     int nan = ((i >> 10) & 0x1f) == 31 && (i & 0x3ff);
     int inf = ((i >> 10) & 0x1f) == 31 && !(i & 0x3ff);
-    int ok = nan ? isnan(y[i]) : inf ? isinf(y[i]) && !!signbit(y[i]) == !!(i & 0x8000)
-                                     : (double)y[i] == s_half_value((uint16_t)i);
+    int ok = nan   ? isnan(y[i])
+             : inf ? isinf(y[i]) && !!signbit(y[i]) == !!(i & 0x8000)
+                   : (double)y[i] == s_half_value((uint16_t)i);
     if (!ok) bad++;
     WT_TEST_ASSERT(ok, "half %04zx decoded to %g", i, y[i]);
   }
@@ -163,7 +164,7 @@ static void test_bf16(void) {
   size_t n = 30000;
   float *x = wt_xmalloc(n * sizeof *x);
   uint16_t *want = wt_xmalloc(n * 2);
-  for (size_t i = 0; i < n; i += 3) { // midpoint, just below, just above
+  for (size_t i = 0; i < n; i += 3) {                   // midpoint, just below, just above
     uint32_t hi = (uint32_t)wt_rng_below(&rng, 0x7f7f); // finite, below the largest
     uint32_t bits[3] = {(hi << 16) | 0x8000, (hi << 16) | 0x7fff, (hi << 16) | 0x8001};
     uint16_t w[3] = {(uint16_t)(hi % 2 ? hi + 1 : hi), (uint16_t)hi, (uint16_t)(hi + 1)};
@@ -207,8 +208,8 @@ static void s_check_blockwise(const char *name, float qmax, size_t block, int st
       double err = fabs((double)y[i] - x[i]);
       worst = fmax(worst, bound > 0 ? err / bound : err);
       if (!(err <= bound)) {
-        WT_TEST_ASSERT(err <= bound, "%s block %zu sr=%d: x[%zu]=%g got %g err %g > bound %g",
-                       name, block, stochastic, i, x[i], y[i], err, bound);
+        WT_TEST_ASSERT(err <= bound, "%s block %zu sr=%d: x[%zu]=%g got %g err %g > bound %g", name,
+                       block, stochastic, i, x[i], y[i], err, bound);
         i0 = n; // one report per configuration
         break;
       }
@@ -336,7 +337,8 @@ static void test_topk(void) {
   // Large values exactly where a sparse evenly spread sample looks (the first 64 of every
   // n/512), too few for k: the sampled bound lets fewer than k through, and the exact fallback
   // must still find them all.
-  for (size_t i = 0; i < nb; i++) big[i] = (i % (nb / 512) < 64 ? 10.0f : 0.001f) * (1 + big[i] * 1e-3f);
+  for (size_t i = 0; i < nb; i++)
+    big[i] = (i % (nb / 512) < 64 ? 10.0f : 0.001f) * (1 + big[i] * 1e-3f);
   s_check_topk(big, nb, 0.05);
   free(big);
 }
@@ -424,8 +426,8 @@ static void test_simd_equal(void) {
       memcpy(a2, x, n * sizeof(float));
       WT_TEST_REQUIRE(compress_codec_decode_add(codec, e1, l1, -0.37f, a2, n) == WT_OK, "add");
       compress_codec_set_simd(1);
-      WT_TEST_ASSERT(l1 == l2 && memcmp(e1, e2, l1) == 0, "%s n=%zu: SIMD encode differs",
-                     s_all[c], n);
+      WT_TEST_ASSERT(l1 == l2 && memcmp(e1, e2, l1) == 0, "%s n=%zu: SIMD encode differs", s_all[c],
+                     n);
       WT_TEST_ASSERT(memcmp(y1, y2, n * sizeof(float)) == 0, "%s n=%zu: SIMD decode differs",
                      s_all[c], n);
       WT_TEST_ASSERT(memcmp(a1, a2, n * sizeof(float)) == 0, "%s n=%zu: SIMD decode_add differs",
@@ -444,7 +446,8 @@ static void test_streamed_outputs(void) {
   size_t n = ((size_t)16 << 20) + 37;
   wt_rng rng;
   wt_rng_seed(&rng, 81);
-  float *x = wt_xmalloc(n * sizeof *x), *y1 = wt_xmalloc((n + 1) * 4), *y2 = wt_xmalloc((n + 1) * 4);
+  float *x = wt_xmalloc(n * sizeof *x), *y1 = wt_xmalloc((n + 1) * 4),
+        *y2 = wt_xmalloc((n + 1) * 4);
   for (size_t i = 0; i < n; i++) x[i] = (wt_rng_float(&rng) - 0.5f) * (float)(1 + i % 1000);
   for (size_t c = 0; c < WT_ARRAY_LEN(names); c++) {
     compress_codec *codec = s_codec(names[c], 100, 0, 0, 0);
@@ -506,8 +509,8 @@ static void test_bad_payloads(void) {
     if (!sparse) // a sparse payload is valid for any larger tensor
       WT_TEST_ASSERT(compress_codec_decode(codec, e, len, y, n + 1) == WT_ECORRUPT, "%s wrong n",
                      s_all[c]);
-    WT_TEST_ASSERT(compress_codec_decode_add(codec, e, len + 3, 1, y, n) == WT_ECORRUPT,
-                   "%s long", s_all[c]);
+    WT_TEST_ASSERT(compress_codec_decode_add(codec, e, len + 3, 1, y, n) == WT_ECORRUPT, "%s long",
+                   s_all[c]);
     size_t small = 0;
     WT_TEST_ASSERT(compress_codec_encode(codec, x, n, e, len - 1, &small) == WT_EINVAL,
                    "%s cap too small", s_all[c]);

@@ -63,8 +63,10 @@ static void test_convergence(void) {
   for (size_t c = 0; c < WT_ARRAY_LEN(names); c++) {
     double short_run = s_run(names[c], 0.1, 1, 50), long_run = s_run(names[c], 0.1, 1, 400);
     // The residual is bounded, so the relative gap shrinks like 1/T.
-    WT_TEST_ASSERT(long_run < 0.05 && long_run < short_run, "%s with EF: gap %.4f after 50 steps,"
-                   " %.4f after 400", names[c], short_run, long_run);
+    WT_TEST_ASSERT(long_run < 0.05 && long_run < short_run,
+                   "%s with EF: gap %.4f after 50 steps,"
+                   " %.4f after 400",
+                   names[c], short_run, long_run);
   }
   // Control: without EF top-k (10%) and sign lose much of the signal, so the test above can fail.
   double no_ef_topk = s_run("topk", 0.1, 0, 400), no_ef_sign = s_run("sign", 0.1, 0, 400);
