@@ -8,7 +8,11 @@
  * Back ends, all reached through kernels_backend(name), the one registration point:
  *   "cpu"   fast CPU path: OpenBLAS sgemm for everything matrix-shaped, OpenMP elsewhere
  *   "ref"   readable reference loops (no BLAS, no threads); the fast paths are tested against it
- *   "cuda"  cuBLAS + CUDA kernels, present only in CUDA builds (NULL otherwise)
+ *   "cuda"  cuBLAS + CUDA kernels, present only in CUDA builds (NULL otherwise). kernels/cuda
+ *           provides `const kernels_ops *kernels_cuda(void)` in a CMake target wt_kernels_cuda;
+ *           the registry lists it when that target exists. A device back end will also need
+ *           alloc/free/copy entries: add them to this table (tables use designated
+ *           initialisers, so the CPU tables keep compiling) rather than a side API.
  *
  * Conventions shared by every op:
  *   - Shapes are given as comments: (B, T, C) means B*T*C floats, row-major, C fastest.
@@ -124,7 +128,8 @@ void kernels_cpu_init(int argc, char **argv);
 /* The BLAS core in use, e.g. "SkylakeX" or "Prescott" (OpenBLAS' own name). Never NULL. */
 const char *kernels_blas_corename(void);
 
-/* Threads the CPU back end uses (OpenMP threads; OpenBLAS is told the same). */
+/* OpenMP threads the CPU back end's own loops use (OMP_NUM_THREADS; default: all cores).
+ * OpenBLAS sizes its own pool the same way by default (OPENBLAS_NUM_THREADS). */
 int kernels_cpu_threads(void);
 
 #endif
