@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common.h"
 #include "cpu/fastmath.h" /* private to kernels/, tested here directly */
@@ -389,6 +390,14 @@ static void test_registry(void) {
   const char *core = kernels_blas_corename();
   WT_TEST_ASSERT(core && *core, "BLAS core name");
   printf("BLAS core: %s, %d threads\n", core, kernels_cpu_threads());
+  /* kernels_cpu_init ran first in main: unless turned off, the environment the libraries loaded
+   * with has a wait policy, and OpenBLAS runs the core OPENBLAS_CORETYPE names (ours or the
+   * user's override, e.g. OPENBLAS_CORETYPE=Prescott ctest ...). */
+  const char *off = getenv("WANTRAIN_BLAS_REEXEC"), *want = getenv("OPENBLAS_CORETYPE");
+  if (!off || strcmp(off, "0") != 0) {
+    WT_TEST_ASSERT(getenv("OMP_WAIT_POLICY") != NULL, "OMP_WAIT_POLICY was not set");
+    if (want) WT_TEST_ASSERT(strcasecmp(core, want) == 0, "core %s, asked for %s", core, want);
+  }
 }
 
 int main(int argc, char **argv) {
