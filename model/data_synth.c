@@ -17,7 +17,7 @@
 #define SYNTH_MAX_SUCC 8
 
 const char data_synthetic_alphabet[65] =
-    "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,";
+    "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.";
 
 data_synth_config data_synth_default(void) {
   data_synth_config c = {.vocab_size = 64, .successors = 4, .n_tokens = (size_t)1 << 20,
