@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h> /* sysconf: physical memory */
 
 #include "common.h"
 #include "gpt_internal.h"
@@ -142,6 +143,36 @@ static void s_free_acts(gpt_stage *s) {
 
 /* ---- lifetime ----------------------------------------------------------------------------- */
 
+/* Bytes the stage will allocate: parameters and gradients, the tied-wte accumulators, and the
+ * activations of its layers (mirrors s_alloc_acts; double precision so nothing overflows). */
+static double s_bytes_needed(const gpt_config *c, int first, int last, int max_batch,
+                             int max_seq) {
+  double N = (double)max_batch * max_seq, C = c->channels, V = c->vocab_size, nl = last - first;
+  double att = (double)max_batch * c->n_head * max_seq * max_seq;
+  double params = nl * (12 * C * C + 13 * C);
+  if (first == 0) params += V * C + (double)c->max_seq * C;
+  if (last == c->n_layer) params += (first == 0 ? 0 : V * C) + 2 * C;
+  double floats = 2 * params + (first == 0 && last == c->n_layer ? 2 * V * C : 0);
+  floats += (nl + 1) * N * C + nl * (N * 15 * C + 4 * N + att);
+  if (last == c->n_layer) floats += N * C + 2 * N * V + 4 * N;
+  floats += N * 15 * C + att;
+  return 4 * floats;
+}
+
+/* Refuses a stage that cannot fit in this machine's memory, with the sizes, instead of letting
+ * an allocation abort or the OOM killer end the process later. */
+static int s_check_memory(const gpt_config *c, int first, int last, int max_batch, int max_seq) {
+  double need = s_bytes_needed(c, first, last, max_batch, max_seq);
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  double have = pages > 0 && page > 0 ? (double)pages * page : INFINITY;
+  if (need > have)
+    return wt_fail(WT_ENOMEM,
+                   "layers [%d, %d) with batch %dx%d need %.1f GiB but this machine has %.1f "
+                   "GiB; use a smaller batch, sequence or model, or split it into more stages",
+                   first, last, max_batch, max_seq, need / 1073741824.0, have / 1073741824.0);
+  return WT_OK;
+}
+
 gpt_stage *gpt_stage_new(const gpt_config *cfg, int first, int last, int max_batch, int max_seq) {
   if (gpt_config_validate(cfg) != WT_OK) return NULL;
   if (first < 0 || last > cfg->n_layer || first >= last) {
@@ -154,6 +185,7 @@ gpt_stage *gpt_stage_new(const gpt_config *cfg, int first, int last, int max_bat
             cfg->max_seq);
     return NULL;
   }
+  if (s_check_memory(cfg, first, last, max_batch, max_seq) != WT_OK) return NULL;
   gpt_stage *s = wt_xcalloc(1, sizeof *s);
   s->cfg = *cfg;
   s->first = first, s->last = last, s->n_local = last - first;
