@@ -28,6 +28,7 @@ static inline float wt_fast_expf(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
+  k = k == k ? k : 0.0f; /* NaN in: p is NaN already; keep the int conversion defined */
   int32_t bits = ((int32_t)k + 127) << 23;
   float scale;
   memcpy(&scale, &bits, sizeof scale);
