@@ -30,7 +30,9 @@ extern const compress_codec_ops compress_sign_ops;
 
 /* Outputs of at least this many bytes are written with non-temporal stores (codec_stream.c):
  * they cannot stay in cache anyway, and skipping the read-for-ownership saves memory traffic. */
+#ifndef COMPRESS_STREAM_MIN /* overridable to measure what streaming buys */
 #define COMPRESS_STREAM_MIN ((size_t)64 << 20)
+#endif
 /* Elements a kernel decodes into its own buffer before streaming it out (16 KiB floats). */
 #define COMPRESS_STREAM_PIECE 4096
 
