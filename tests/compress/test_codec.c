@@ -13,6 +13,9 @@
 #include "common.h"
 #include "rng.h"
 #include "testing.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static const char *s_all[] = {"fp32", "fp16", "bf16", "int8", "int4", "topk", "randk", "sign"};
 
@@ -470,6 +473,38 @@ static void test_streamed_outputs(void) {
   free(x), free(y1), free(y2);
 }
 
+/* The payload does not depend on how many threads encode it (codec.h promises this): 1, 2
+ * and 3 threads (an uneven split) give the same bytes and decoded floats. */
+static void test_thread_count(void) {
+#ifdef _OPENMP
+  size_t n = (1 << 20) + 333;
+  float *x = s_randn(n, 91);
+  for (size_t c = 0; c < WT_ARRAY_LEN(s_all); c++) {
+    compress_codec *codec = s_codec(s_all[c], 100, 0.01, 1, 5); // stochastic where it applies
+    size_t l1, l3;
+    omp_set_num_threads(1);
+    uint8_t *e1 = s_encode(codec, x, n, &l1);
+    float *y1 = s_roundtrip(codec, x, n);
+    for (int threads = 2; threads <= 3; threads++) {
+      omp_set_num_threads(threads);
+      uint8_t *e3 = s_encode(codec, x, n, &l3);
+      float *y3 = s_roundtrip(codec, x, n);
+      WT_TEST_ASSERT(l1 == l3 && memcmp(e1, e3, l1) == 0, "%s: %d threads encode differently",
+                     s_all[c], threads);
+      WT_TEST_ASSERT(memcmp(y1, y3, n * 4) == 0, "%s: %d threads decode differently", s_all[c],
+                     threads);
+      free(e3), free(y3);
+    }
+    free(e1), free(y1);
+    compress_codec_destroy(&codec);
+  }
+  omp_set_num_threads(omp_get_num_procs());
+  free(x);
+#else
+  printf("test_thread_count: built without OpenMP, nothing to compare\n");
+#endif
+}
+
 /* decode_add(alpha) == fmaf(alpha, decode, y) element by element. */
 static void test_decode_add(void) {
   size_t n = 5003;
@@ -552,6 +587,7 @@ int main(void) {
   test_randk();
   test_simd_equal();
   test_streamed_outputs();
+  test_thread_count();
   test_decode_add();
   test_bad_payloads();
   return wt_test_finish("test_codec");
