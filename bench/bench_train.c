@@ -77,8 +77,10 @@ static double s_time_model(const gpt_config *cfg, int B, int T, int repeats) {
     rc = s_step(m, opt, x, y, B, T);
     t[r] = wt_now_s() - t0;
   }
-  if (rc == WT_OK) med = s_median(t, repeats);
-  else WT_ERROR("bench-train: %s", wt_last_error());
+  if (rc == WT_OK)
+    med = s_median(t, repeats);
+  else
+    WT_ERROR("bench-train: %s", wt_last_error());
   free(t), free(x), free(y);
   optim_destroy(&opt);
   gpt_stage_destroy(&m);
@@ -91,7 +93,7 @@ static double s_sgemm_gflops(void) {
   float *a = wt_xmalloc((size_t)n * n * 4), *b = wt_xmalloc((size_t)n * n * 4);
   float *c = wt_xmalloc((size_t)n * n * 4);
   for (size_t i = 0; i < (size_t)n * n; i++) a[i] = b[i] = (float)(i % 7) * 0.1f;
-  double t[5];
+  double t[5] = {0};
   for (int r = -1; r < 5; r++) {
     double t0 = wt_now_s();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);
@@ -125,7 +127,8 @@ __attribute__((target("avx2,fma"))) static double s_fma256(long iters) {
   return (double)iters * 12 * 8 * 2;
 }
 
-/* Peak fp32 GFLOP/s over all threads (best of 5 runs: the best is the least disturbed); *isa receives "avx512" or "avx2". */
+/* Peak fp32 GFLOP/s over all threads (best of 5 runs: the best is the least disturbed); *isa
+ * receives "avx512" or "avx2". */
 static double s_peak_gflops(const char **isa) {
   __builtin_cpu_init();
   int wide = __builtin_cpu_supports("avx512f");
@@ -155,10 +158,10 @@ int main(int argc, char **argv) {
     wt_config_print_help(stdout, "usage: bench-train [options]", s_options);
     return 0;
   }
-  const gpt_config big = {.vocab_size = 50257, .max_seq = 64, .n_layer = 12, .n_head = 12,
-                          .channels = 768};
-  const gpt_config small = {.vocab_size = 64, .max_seq = 64, .n_layer = 2, .n_head = 4,
-                            .channels = 64};
+  const gpt_config big = {
+      .vocab_size = 50257, .max_seq = 64, .n_layer = 12, .n_head = 12, .channels = 768};
+  const gpt_config small = {
+      .vocab_size = 64, .max_seq = 64, .n_layer = 2, .n_head = 4, .channels = 64};
   const char *isa;
   double peak = s_peak_gflops(&isa), sgemm = s_sgemm_gflops();
   double t_small = s_time_model(&small, 16, 64, a.repeats);
@@ -177,7 +180,7 @@ int main(int argc, char **argv) {
   printf("{\"step_s_124m\":%.6g,\"gflops_124m\":%.4g,\"sgemm_gflops\":%.4g,"
          "\"ratio_124m_to_sgemm\":%.4g,\"peak_gflops\":%.4g,\"ratio_sgemm_to_peak\":%.4g,"
          "\"step_s_small\":%.6g,\"gflops_small\":%.4g,\"blas_core\":\"%s\"}\n",
-         t_big, g_big, sgemm, g_big > 0 ? g_big / sgemm : -1, peak, sgemm / peak, t_small,
-         g_small, kernels_blas_corename());
+         t_big, g_big, sgemm, g_big > 0 ? g_big / sgemm : -1, peak, sgemm / peak, t_small, g_small,
+         kernels_blas_corename());
   return (t_small > 0 && (a.skip_124m || t_big > 0)) ? 0 : 1;
 }

@@ -26,7 +26,7 @@ static const char *const s_tokenizers[] = {"synthetic", "bytes", "gpt2"};
  * with buffers of 2 * CKPT_PATH_MAX nothing is ever cut. */
 #define CKPT_PATH_MAX 2048
 __attribute__((format(printf, 3, 4))) static void s_path(char *buf, size_t size, const char *fmt,
-                                                          ...) {
+                                                         ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(buf, size, fmt, ap);
@@ -98,8 +98,8 @@ static int s_write_model(const char *path, gpt_stage *model, const checkpoint_me
   safetensors_tensor *t = wt_xcalloc((size_t)n, sizeof *t);
   for (int i = 0; i < n; i++) {
     const gpt_tensor_info *ti = gpt_stage_tensor(model, i);
-    t[i] = (safetensors_tensor){ti->name, ti->ndim, {ti->shape[0], ti->shape[1]},
-                                params + ti->offset};
+    t[i] =
+        (safetensors_tensor){ti->name, ti->ndim, {ti->shape[0], ti->shape[1]}, params + ti->offset};
   }
   char v[5][16];
   snprintf(v[0], 16, "%d", c->vocab_size);
@@ -107,8 +107,13 @@ static int s_write_model(const char *path, gpt_stage *model, const checkpoint_me
   snprintf(v[2], 16, "%d", c->n_layer);
   snprintf(v[3], 16, "%d", c->n_head);
   snprintf(v[4], 16, "%d", c->channels);
-  const char *kv[] = {"format", "pt", "vocab_size", v[0], "max_seq", v[1], "n_layer", v[2],
-                      "n_head", v[3], "channels", v[4], "tokenizer", s_tokenizers[meta->tokenizer]};
+  const char *kv[] = {"format",     "pt",
+                      "vocab_size", v[0],
+                      "max_seq",    v[1],
+                      "n_layer",    v[2],
+                      "n_head",     v[3],
+                      "channels",   v[4],
+                      "tokenizer",  s_tokenizers[meta->tokenizer]};
   FILE *f = fopen(path, "wb");
   if (!f) {
     free(t);
@@ -157,7 +162,8 @@ static int s_write_state(const char *path, const checkpoint_meta *meta) {
   cJSON_Delete(root);
   FILE *f = fopen(path, "wb");
   int rc = WT_OK;
-  if (!f) rc = wt_fail(WT_EIO, "cannot create %s: %s", path, strerror(errno));
+  if (!f)
+    rc = wt_fail(WT_EIO, "cannot create %s: %s", path, strerror(errno));
   else if (fputs(text, f) == EOF || fputc('\n', f) == EOF)
     rc = wt_fail(WT_EIO, "cannot write %s: %s", path, strerror(errno));
   free(text);
@@ -263,8 +269,8 @@ int checkpoint_save(const char *dir, gpt_stage *model, optim *opt, const checkpo
   snprintf(name, sizeof name, "step-%08ld", meta->step);
   s_path(final, sizeof final, "%s/%s", dir, name);
   s_path(tmp, sizeof tmp, "%s/.tmp-%s-XXXXXX", dir, name);
-  if (!mkdtemp(tmp)) return wt_fail(WT_EIO, "cannot create a directory in %s: %s", dir,
-                                    strerror(errno));
+  if (!mkdtemp(tmp))
+    return wt_fail(WT_EIO, "cannot create a directory in %s: %s", dir, strerror(errno));
   int rc = s_write_all(tmp, model, opt, meta);
   if (rc == WT_OK) rc = s_install(tmp, final, dir);
   if (rc == WT_OK) rc = s_set_latest(dir, name);
@@ -272,8 +278,10 @@ int checkpoint_save(const char *dir, gpt_stage *model, optim *opt, const checkpo
     char msg[1200];
     snprintf(msg, sizeof msg, "%s", wt_last_error());
     s_remove_tree(tmp);
-    return wt_fail(rc, "checkpoint save of step %ld failed (%s); the previous checkpoint in %s "
-                   "is unchanged", meta->step, msg, dir);
+    return wt_fail(rc,
+                   "checkpoint save of step %ld failed (%s); the previous checkpoint in %s "
+                   "is unchanged",
+                   meta->step, msg, dir);
   }
   s_prune(dir, keep < 1 ? 1 : keep, name);
   return WT_OK;
@@ -298,9 +306,11 @@ int checkpoint_resolve(const char *path, char *out, size_t size) {
   }
   name[strcspn(name, "\r\n")] = 0;
   if (!*name || strchr(name, '/'))
-    return wt_fail(WT_ENOTFOUND, "no checkpoint in %s (neither a step directory with SHA256SUMS "
+    return wt_fail(WT_ENOTFOUND,
+                   "no checkpoint in %s (neither a step directory with SHA256SUMS "
                    "nor a run directory with a 'latest' file); check the path, or train without "
-                   "--resume to start one", path);
+                   "--resume to start one",
+                   path);
   s_path(out, size, "%s/%s", path, name);
   return WT_OK;
 }
@@ -311,8 +321,10 @@ static int s_verify(const char *stepdir) {
   s_path(path, sizeof path, "%s/SHA256SUMS", stepdir);
   FILE *f = fopen(path, "rb");
   if (!f)
-    return wt_fail(WT_ENOTFOUND, "checkpoint %s has no SHA256SUMS: it is incomplete; delete it "
-                   "and use an earlier step directory", stepdir);
+    return wt_fail(WT_ENOTFOUND,
+                   "checkpoint %s has no SHA256SUMS: it is incomplete; delete it "
+                   "and use an earlier step directory",
+                   stepdir);
   while (fgets(line, sizeof line, f)) {
     char hex[128], file[256];
     if (sscanf(line, "%127s %255s", hex, file) != 2 || strlen(hex) != 64) continue;
@@ -325,11 +337,14 @@ static int s_verify(const char *stepdir) {
     s_path(path, sizeof path, "%s/%s", stepdir, s_files[i]);
     int rc = data_file_sha256(path, got);
     if (!*want[i] || rc != WT_OK || strcmp(got, want[i]) != 0)
-      return wt_fail(WT_ECORRUPT, "checkpoint %s: %s %s its SHA-256 in SHA256SUMS; the checkpoint "
+      return wt_fail(WT_ECORRUPT,
+                     "checkpoint %s: %s %s its SHA-256 in SHA256SUMS; the checkpoint "
                      "is corrupt or truncated — delete %s and resume from an earlier step "
-                     "directory, or train without --resume", stepdir, s_files[i],
+                     "directory, or train without --resume",
+                     stepdir, s_files[i],
                      rc != WT_OK ? "is missing or unreadable, so cannot match"
-                                 : !*want[i] ? "is not listed with" : "does not match",
+                     : !*want[i] ? "is not listed with"
+                                 : "does not match",
                      stepdir);
   }
   return WT_OK;
@@ -379,8 +394,10 @@ static int s_read_state(const char *stepdir, checkpoint_meta *meta) {
   int rc = root ? s_parse_state(root, meta) : WT_ECORRUPT;
   cJSON_Delete(root);
   if (rc != WT_OK)
-    return wt_fail(WT_ECORRUPT, "%s is not a %s state file; the checkpoint is damaged or from "
-                   "another program — use another step directory", path, CKPT_FORMAT);
+    return wt_fail(WT_ECORRUPT,
+                   "%s is not a %s state file; the checkpoint is damaged or from "
+                   "another program — use another step directory",
+                   path, CKPT_FORMAT);
   return WT_OK;
 }
 
@@ -389,8 +406,10 @@ static int s_meta_int(const safetensors *st, const char *key, int *out) {
   char *end = NULL;
   long x = v ? strtol(v, &end, 10) : 0;
   if (!v || *end || x <= 0 || x > (1L << 30))
-    return wt_fail(WT_ECORRUPT, "model.safetensors: metadata \"%s\" is missing or not a positive "
-                   "integer; the checkpoint was not written by wantrain", key);
+    return wt_fail(WT_ECORRUPT,
+                   "model.safetensors: metadata \"%s\" is missing or not a positive "
+                   "integer; the checkpoint was not written by wantrain",
+                   key);
   *out = (int)x;
   return WT_OK;
 }
@@ -430,12 +449,13 @@ static int s_same_config(const char *stepdir, const gpt_config *a, const gpt_con
   if (a->vocab_size == b->vocab_size && a->max_seq == b->max_seq && a->n_layer == b->n_layer &&
       a->n_head == b->n_head && a->channels == b->channels)
     return WT_OK;
-  return wt_fail(WT_EMISMATCH, "checkpoint %s was written for a model with vocab %d, seq %d, "
+  return wt_fail(WT_EMISMATCH,
+                 "checkpoint %s was written for a model with vocab %d, seq %d, "
                  "layers %d, heads %d, channels %d, but this run builds vocab %d, seq %d, layers "
                  "%d, heads %d, channels %d; pass the checkpoint's --layers/--channels/--heads/"
-                 "--seq and data, or use another --checkpoint-dir", stepdir, a->vocab_size,
-                 a->max_seq, a->n_layer, a->n_head, a->channels, b->vocab_size, b->max_seq,
-                 b->n_layer, b->n_head, b->channels);
+                 "--seq and data, or use another --checkpoint-dir",
+                 stepdir, a->vocab_size, a->max_seq, a->n_layer, a->n_head, a->channels,
+                 b->vocab_size, b->max_seq, b->n_layer, b->n_head, b->channels);
 }
 
 /* Weights: with copy == 0 only checks every tensor's name and shape, so that a caller can
@@ -456,14 +476,16 @@ static int s_load_optim(const char *stepdir, optim *opt) {
   s_path(file, sizeof file, "%s/%s", stepdir, s_files[1]);
   safetensors *st = safetensors_load(file);
   if (!st) return WT_ECORRUPT;
-  const char *kind = safetensors_metadata(st, "kind"), *step = safetensors_metadata(st, "step_count");
+  const char *kind = safetensors_metadata(st, "kind"),
+             *step = safetensors_metadata(st, "step_count");
   const char *want = optim_get_config(opt)->kind == OPTIM_SGD ? "sgd" : "adamw";
   int rc = WT_OK, n = optim_num_states(opt);
   static const char *const names[] = {"state0", "state1", "state2", "state3"};
   if (!kind || !step || strcmp(kind, want) != 0)
-    rc = wt_fail(WT_EMISMATCH, "checkpoint %s holds %s optimizer state but this run uses %s; "
-                 "pass --optimizer %s or use another --checkpoint-dir", stepdir,
-                 kind ? kind : "no", want, kind && strcmp(kind, "none") ? kind : want);
+    rc = wt_fail(WT_EMISMATCH,
+                 "checkpoint %s holds %s optimizer state but this run uses %s; "
+                 "pass --optimizer %s or use another --checkpoint-dir",
+                 stepdir, kind ? kind : "no", want, kind && strcmp(kind, "none") ? kind : want);
   for (int pass = 0; pass < 2 && rc == WT_OK; pass++) {
     for (int i = 0; i < n && i < 4 && rc == WT_OK; i++) {
       size_t len;

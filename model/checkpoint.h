@@ -34,10 +34,10 @@
 
 /* What besides weights and optimizer buffers a checkpoint records. */
 typedef struct {
-  long step;                 /* optimizer steps completed */
-  data_position data_pos;    /* where the next training batch comes from */
-  data_tokenizer tokenizer;  /* how tokens print (for `wantrain sample`) */
-  char train_json[4096];     /* the effective training config (informational), "" if none */
+  long step;                /* optimizer steps completed */
+  data_position data_pos;   /* where the next training batch comes from */
+  data_tokenizer tokenizer; /* how tokens print (for `wantrain sample`) */
+  char train_json[4096];    /* the effective training config (informational), "" if none */
 } checkpoint_meta;
 
 /* Saves a whole model (a stage holding layers [0, n_layer)) and, if opt is non-NULL, its

@@ -41,12 +41,24 @@ void data_set_destroy(data_set **self_p) {
   *self_p = NULL;
 }
 
-int data_set_vocab_size(const data_set *d) { return d->vocab_size; }
-data_tokenizer data_set_tokenizer(const data_set *d) { return d->tokenizer; }
-size_t data_set_num_tokens(const data_set *d) { return d->n; }
-size_t data_set_num_train(const data_set *d) { return d->n_train; }
-size_t data_set_num_val(const data_set *d) { return d->n - d->n_train; }
-const uint16_t *data_set_tokens(const data_set *d) { return d->tokens; }
+int data_set_vocab_size(const data_set *d) {
+  return d->vocab_size;
+}
+data_tokenizer data_set_tokenizer(const data_set *d) {
+  return d->tokenizer;
+}
+size_t data_set_num_tokens(const data_set *d) {
+  return d->n;
+}
+size_t data_set_num_train(const data_set *d) {
+  return d->n_train;
+}
+size_t data_set_num_val(const data_set *d) {
+  return d->n - d->n_train;
+}
+const uint16_t *data_set_tokens(const data_set *d) {
+  return d->tokens;
+}
 
 int data_set_check_seq(const data_set *d, int T) {
   size_t need = (size_t)T + 1;
@@ -86,8 +98,7 @@ size_t data_set_num_val_windows(const data_set *d, int T) {
   return (data_set_num_val(d) - 1) / (size_t)T;
 }
 
-void data_set_val_batch(const data_set *d, size_t first, int B, int T, int *inputs,
-                        int *targets) {
+void data_set_val_batch(const data_set *d, size_t first, int B, int T, int *inputs, int *targets) {
   size_t nw = data_set_num_val_windows(d, T);
   for (int b = 0; b < B; b++) {
     size_t w = (first + (size_t)b) % nw;
@@ -103,7 +114,8 @@ void data_token_text(data_tokenizer tok, int token, char *buf, size_t size) {
     snprintf(buf, size, "%c", data_synthetic_alphabet[token]);
   else if (tok == DATA_TOKENIZER_BYTES && token >= 0 && token < 256)
     snprintf(buf, size, "%c", token);
-  else snprintf(buf, size, "<%d>", token);
+  else
+    snprintf(buf, size, "<%d>", token);
 }
 
 int data_text_encode(data_tokenizer tok, const char *text, int *out, int max, int *n) {
@@ -118,8 +130,8 @@ int data_text_encode(data_tokenizer tok, const char *text, int *out, int max, in
     }
     const char *hit = memchr(data_synthetic_alphabet, *c, 64);
     if (!hit)
-      return wt_fail(WT_EINVAL, "prompt character '%c' is not in the synthetic alphabet \"%s\"",
-                     *c, data_synthetic_alphabet);
+      return wt_fail(WT_EINVAL, "prompt character '%c' is not in the synthetic alphabet \"%s\"", *c,
+                     data_synthetic_alphabet);
     out[count++] = (int)(hit - data_synthetic_alphabet);
   }
   *n = count;
@@ -136,9 +148,13 @@ static int s_read_all(const char *path, unsigned char **buf, size_t *len) {
   int rc = WT_OK;
   long size = -1;
   if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-  if (size < 0 || fseek(f, 0, SEEK_SET) != 0) rc = wt_fail(WT_EIO, "data file %s: not a regular "
-                                                        "file", path);
-  else if (size == 0) rc = wt_fail(WT_EINVAL, "data file %s is empty", path);
+  if (size < 0 || fseek(f, 0, SEEK_SET) != 0)
+    rc = wt_fail(WT_EIO,
+                 "data file %s: not a regular "
+                 "file",
+                 path);
+  else if (size == 0)
+    rc = wt_fail(WT_EINVAL, "data file %s is empty", path);
   if (rc == WT_OK) {
     *buf = wt_xmalloc((size_t)size);
     *len = fread(*buf, 1, (size_t)size, f);
@@ -172,13 +188,14 @@ static data_set *s_open_shard(const char *path, unsigned char *buf, size_t len) 
     rc = wt_fail(WT_ECORRUPT, "shard %s: %zu bytes is shorter than the 1024-byte llm.c header",
                  path, len);
   else if (magic != DATA_SHARD_MAGIC)
-    rc = wt_fail(WT_ECORRUPT, "shard %s: magic %d is not %d; not an llm.c token shard", path,
-                 magic, DATA_SHARD_MAGIC);
+    rc = wt_fail(WT_ECORRUPT, "shard %s: magic %d is not %d; not an llm.c token shard", path, magic,
+                 DATA_SHARD_MAGIC);
   else if (version != DATA_SHARD_VERSION)
     rc = wt_fail(WT_ECORRUPT, "shard %s: version %d is not supported (only %d)", path, version,
                  DATA_SHARD_VERSION);
   else if (ntok <= 0 || (size_t)ntok * 2 != len - header)
-    rc = wt_fail(WT_ECORRUPT, "shard %s: header says %lld tokens (%lld bytes) but the file holds "
+    rc = wt_fail(WT_ECORRUPT,
+                 "shard %s: header says %lld tokens (%lld bytes) but the file holds "
                  "%zu bytes after the header; the file is truncated or corrupt",
                  path, (long long)ntok, (long long)ntok * 2, len - header);
   if (rc != WT_OK) {
@@ -224,8 +241,10 @@ data_set *data_set_open(const char *spec, const char *cache_dir, const char *sha
   char path[4096];
   if (s_is_url(spec)) {
     char dir[2048];
-    if (!cache_dir || !*cache_dir) data_default_cache_dir(dir, sizeof dir);
-    else snprintf(dir, sizeof dir, "%s", cache_dir);
+    if (!cache_dir || !*cache_dir)
+      data_default_cache_dir(dir, sizeof dir);
+    else
+      snprintf(dir, sizeof dir, "%s", cache_dir);
     if (data_fetch(spec, dir, sha256_hex, path, sizeof path) != WT_OK) return NULL;
   } else {
     snprintf(path, sizeof path, "%s", spec);

@@ -110,8 +110,7 @@ size_t data_set_num_val_windows(const data_set *d, int T);
 
 /* Fills (B, T) inputs/targets with validation windows first..first+B-1 (wrapping around the
  * validation split if first+B exceeds data_set_num_val_windows). */
-void data_set_val_batch(const data_set *d, size_t first, int B, int T, int *inputs,
-                        int *targets);
+void data_set_val_batch(const data_set *d, size_t first, int B, int T, int *inputs, int *targets);
 
 /* Text of one token into buf (NUL-terminated, at most size-1 bytes). */
 void data_token_text(data_tokenizer tok, int token, char *buf, size_t size);

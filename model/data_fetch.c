@@ -53,8 +53,7 @@ static int s_check_digest(const char *hex) {
   size_t n = strlen(hex);
   int ok = n == 64;
   for (size_t i = 0; ok && i < n; i++) ok = isxdigit((unsigned char)hex[i]);
-  if (!ok)
-    return wt_fail(WT_EINVAL, "--data-sha256 '%s' is not 64 hexadecimal digits", hex);
+  if (!ok) return wt_fail(WT_EINVAL, "--data-sha256 '%s' is not 64 hexadecimal digits", hex);
   return WT_OK;
 }
 
@@ -63,7 +62,8 @@ int data_fetch_verify(const char *path, const char *sha256_hex) {
   WT_CHECK(s_check_digest(sha256_hex));
   WT_CHECK(data_file_sha256(path, got));
   if (strcasecmp(got, sha256_hex) != 0)
-    return wt_fail(WT_ECORRUPT, "%s: SHA-256 is %s but %s was expected; the file is corrupt or "
+    return wt_fail(WT_ECORRUPT,
+                   "%s: SHA-256 is %s but %s was expected; the file is corrupt or "
                    "not the one intended — fetch it again or fix --data-sha256",
                    path, got, sha256_hex);
   return WT_OK;
@@ -72,10 +72,14 @@ int data_fetch_verify(const char *path, const char *sha256_hex) {
 void data_default_cache_dir(char *buf, size_t size) {
   const char *env = getenv("WANTRAIN_CACHE"), *xdg = getenv("XDG_CACHE_HOME");
   const char *home = getenv("HOME");
-  if (env && *env) snprintf(buf, size, "%s", env);
-  else if (xdg && *xdg) snprintf(buf, size, "%s/wantrain", xdg);
-  else if (home && *home) snprintf(buf, size, "%s/.cache/wantrain", home);
-  else snprintf(buf, size, "/tmp/wantrain-cache");
+  if (env && *env)
+    snprintf(buf, size, "%s", env);
+  else if (xdg && *xdg)
+    snprintf(buf, size, "%s/wantrain", xdg);
+  else if (home && *home)
+    snprintf(buf, size, "%s/.cache/wantrain", home);
+  else
+    snprintf(buf, size, "/tmp/wantrain-cache");
 }
 
 /* mkdir -p for the cache directory. */

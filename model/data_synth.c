@@ -20,8 +20,8 @@ const char data_synthetic_alphabet[65] =
     "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.";
 
 data_synth_config data_synth_default(void) {
-  data_synth_config c = {.vocab_size = 64, .successors = 4, .n_tokens = (size_t)1 << 20,
-                         .seed = DATA_SYNTH_SEED};
+  data_synth_config c = {
+      .vocab_size = 64, .successors = 4, .n_tokens = (size_t)1 << 20, .seed = DATA_SYNTH_SEED};
   return c;
 }
 
@@ -57,8 +57,8 @@ static void s_draw_successors(wt_rng *rng, int V, int K, int *succ) {
 
 static int s_validate(const data_synth_config *c) {
   if (c->vocab_size < 2 || c->vocab_size > SYNTH_MAX_VOCAB)
-    return wt_fail(WT_EINVAL, "synthetic corpus: vocab_size %d is outside [2, %d]",
-                   c->vocab_size, SYNTH_MAX_VOCAB);
+    return wt_fail(WT_EINVAL, "synthetic corpus: vocab_size %d is outside [2, %d]", c->vocab_size,
+                   SYNTH_MAX_VOCAB);
   if (c->successors < 1 || c->successors > WT_MIN(c->vocab_size, SYNTH_MAX_SUCC))
     return wt_fail(WT_EINVAL, "synthetic corpus: successors %d is outside [1, min(V, %d)]",
                    c->successors, SYNTH_MAX_SUCC);

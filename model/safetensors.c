@@ -12,7 +12,7 @@ struct safetensors {
   char path[1024];
   unsigned char *file; /* whole file */
   size_t size;
-  size_t data_start;   /* 8 + header length */
+  size_t data_start; /* 8 + header length */
   cJSON *header;
 };
 
@@ -61,8 +61,7 @@ int safetensors_write(FILE *f, const char *what, const safetensors_tensor *tenso
     size_t numel = s_numel(tensors[i].ndim, tensors[i].shape);
     ok = fwrite(tensors[i].data, sizeof(float), numel, f) == numel;
   }
-  if (!ok || fflush(f) != 0)
-    return wt_fail(WT_EIO, "cannot write %s: %s", what, strerror(errno));
+  if (!ok || fflush(f) != 0) return wt_fail(WT_EIO, "cannot write %s: %s", what, strerror(errno));
   return WT_OK;
 }
 
@@ -70,8 +69,7 @@ int safetensors_write(FILE *f, const char *what, const safetensors_tensor *tenso
 
 static int s_read_file(safetensors *st, const char *path) {
   FILE *f = fopen(path, "rb");
-  if (!f)
-    return wt_fail(errno == ENOENT ? WT_ENOTFOUND : WT_EIO, "%s: %s", path, strerror(errno));
+  if (!f) return wt_fail(errno == ENOENT ? WT_ENOTFOUND : WT_EIO, "%s: %s", path, strerror(errno));
   long size = -1;
   if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
   int rc = WT_OK;
@@ -107,10 +105,12 @@ static int s_check_entry(const safetensors *st, const cJSON *e) {
       return wt_fail(WT_ECORRUPT, "%s: tensor %s has a bad dimension", st->path, e->string);
     numel *= x->valuedouble;
   }
-  double b = cJSON_GetArrayItem(offs, 0)->valuedouble, end = cJSON_GetArrayItem(offs, 1)->valuedouble;
+  double b = cJSON_GetArrayItem(offs, 0)->valuedouble,
+         end = cJSON_GetArrayItem(offs, 1)->valuedouble;
   double data_size = (double)(st->size - st->data_start);
   if (b < 0 || end < b || end > data_size || end - b != numel * 4)
-    return wt_fail(WT_ECORRUPT, "%s: tensor %s has data_offsets [%.0f, %.0f] that do not fit its "
+    return wt_fail(WT_ECORRUPT,
+                   "%s: tensor %s has data_offsets [%.0f, %.0f] that do not fit its "
                    "shape or the %.0f data bytes; the file is truncated or corrupt",
                    st->path, e->string, b, end, data_size);
   return WT_OK;
@@ -120,8 +120,10 @@ static int s_parse_header(safetensors *st) {
   uint64_t hlen = 0;
   for (int i = 0; i < 8; i++) hlen |= (uint64_t)st->file[i] << (8 * i);
   if (hlen > st->size - 8)
-    return wt_fail(WT_ECORRUPT, "%s: header length %llu exceeds the file size %zu; the file is "
-                   "truncated or not safetensors", st->path, (unsigned long long)hlen, st->size);
+    return wt_fail(WT_ECORRUPT,
+                   "%s: header length %llu exceeds the file size %zu; the file is "
+                   "truncated or not safetensors",
+                   st->path, (unsigned long long)hlen, st->size);
   st->data_start = 8 + (size_t)hlen;
   st->header = cJSON_ParseWithLength((const char *)st->file + 8, (size_t)hlen);
   if (!cJSON_IsObject(st->header))
@@ -167,8 +169,7 @@ int safetensors_num_tensors(const safetensors *st) {
   return n;
 }
 
-static void s_entry_info(const cJSON *e, int *ndim, int64_t shape[2], size_t *begin,
-                         size_t *end) {
+static void s_entry_info(const cJSON *e, int *ndim, int64_t shape[2], size_t *begin, size_t *end) {
   const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
   const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
   *ndim = cJSON_GetArraySize(sh);
@@ -197,10 +198,11 @@ int safetensors_read(const safetensors *st, const char *name, int ndim, const in
   size_t begin, end;
   s_entry_info(e, &got_ndim, got, &begin, &end);
   if (got_ndim != ndim || got[0] != shape[0] || (ndim == 2 && got[1] != shape[1]))
-    return wt_fail(WT_EMISMATCH, "%s: tensor %s has shape [%lld, %lld] (ndim %d) but the model "
-                   "needs [%lld, %lld] (ndim %d)", st->path, name, (long long)got[0],
-                   (long long)(got_ndim == 2 ? got[1] : 1), got_ndim, (long long)shape[0],
-                   (long long)(ndim == 2 ? shape[1] : 1), ndim);
+    return wt_fail(WT_EMISMATCH,
+                   "%s: tensor %s has shape [%lld, %lld] (ndim %d) but the model "
+                   "needs [%lld, %lld] (ndim %d)",
+                   st->path, name, (long long)got[0], (long long)(got_ndim == 2 ? got[1] : 1),
+                   got_ndim, (long long)shape[0], (long long)(ndim == 2 ? shape[1] : 1), ndim);
   if (dst) memcpy(dst, st->file + st->data_start + begin, end - begin);
   return WT_OK;
 }
@@ -211,4 +213,6 @@ const char *safetensors_metadata(const safetensors *st, const char *key) {
   return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-size_t safetensors_data_start(const safetensors *st) { return st->data_start; }
+size_t safetensors_data_start(const safetensors *st) {
+  return st->data_start;
+}

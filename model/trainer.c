@@ -41,8 +41,8 @@ trainer *trainer_new(const trainer_config *cfg, const data_set *data) {
   t->model = gpt_stage_new(&cfg->model, 0, cfg->model.n_layer, mb, T);
   if (t->model) {
     gpt_stage_init_weights(t->model, cfg->seed);
-    t->opt = optim_new(&t->cfg.optim, gpt_stage_tensor(t->model, 0),
-                       gpt_stage_num_tensors(t->model));
+    t->opt =
+        optim_new(&t->cfg.optim, gpt_stage_tensor(t->model, 0), gpt_stage_num_tensors(t->model));
   }
   if (!t->model || !t->opt) {
     trainer_destroy(&t);
@@ -83,16 +83,17 @@ static int s_accumulate(trainer *t, float *loss) {
 int trainer_step(trainer *t, trainer_step_info *info) {
   double t0 = wt_now_s();
   data_position saved = t->pos;
-  data_set_next_batch(t->data, &t->pos, t->cfg.batch, t->cfg.model.max_seq, t->inputs,
-                      t->targets);
+  data_set_next_batch(t->data, &t->pos, t->cfg.batch, t->cfg.model.max_seq, t->inputs, t->targets);
   float loss = 0;
   int rc = s_accumulate(t, &loss);
   size_t n;
   float *params = gpt_stage_params(t->model, &n), *grads = gpt_stage_grads(t->model, &n);
   double sq = rc == WT_OK ? optim_grad_sq_norm(grads, n) : 0;
   if (rc == WT_OK && (!isfinite(loss) || !isfinite(sq)))
-    rc = wt_fail(WT_EINVAL, "step %ld: the loss (%g) or gradient norm (%g) is not finite; training "
-                 "diverged — lower --lr or raise --warmup", t->step + 1, loss, sqrt(sq));
+    rc = wt_fail(WT_EINVAL,
+                 "step %ld: the loss (%g) or gradient norm (%g) is not finite; training "
+                 "diverged — lower --lr or raise --warmup",
+                 t->step + 1, loss, sqrt(sq));
   float lr = optim_lr_at(&t->cfg.optim, optim_step_count(t->opt));
   if (rc == WT_OK) rc = optim_step(t->opt, params, grads, lr, optim_clip_scale(&t->cfg.optim, sq));
   if (rc != WT_OK) {
@@ -101,8 +102,11 @@ int trainer_step(trainer *t, trainer_step_info *info) {
   }
   t->step++;
   if (info)
-    *info = (trainer_step_info){.step = t->step, .loss = loss, .lr = lr,
-                                .grad_norm = (float)sqrt(sq), .seconds = wt_now_s() - t0};
+    *info = (trainer_step_info){.step = t->step,
+                                .loss = loss,
+                                .lr = lr,
+                                .grad_norm = (float)sqrt(sq),
+                                .seconds = wt_now_s() - t0};
   return WT_OK;
 }
 
@@ -121,13 +125,19 @@ int trainer_val_loss(trainer *t, float *loss) {
   return WT_OK;
 }
 
-long trainer_steps_done(const trainer *t) { return t->step; }
-gpt_stage *trainer_model(trainer *t) { return t->model; }
-const trainer_config *trainer_get_config(const trainer *t) { return &t->cfg; }
+long trainer_steps_done(const trainer *t) {
+  return t->step;
+}
+gpt_stage *trainer_model(trainer *t) {
+  return t->model;
+}
+const trainer_config *trainer_get_config(const trainer *t) {
+  return &t->cfg;
+}
 
 int trainer_save(trainer *t, const char *dir, int keep, const char *train_json) {
-  checkpoint_meta m = {.step = t->step, .data_pos = t->pos,
-                       .tokenizer = data_set_tokenizer(t->data)};
+  checkpoint_meta m = {
+      .step = t->step, .data_pos = t->pos, .tokenizer = data_set_tokenizer(t->data)};
   if (train_json) snprintf(m.train_json, sizeof m.train_json, "%s", train_json);
   return checkpoint_save(dir, t->model, t->opt, &m, keep);
 }

@@ -26,22 +26,22 @@
 #include "optim.h"
 
 typedef struct {
-  gpt_config model;     /* vocab_size must equal the data set's; max_seq is T */
-  int batch;            /* B: global batch, sequences per optimizer step */
-  int micro_batches;    /* m: B must be a multiple of m */
-  long steps;           /* total steps (the cosine schedule's horizon) */
-  int val_batches;      /* micro-batches of validation windows averaged by trainer_val_loss */
-  optim_config optim;   /* lr, schedule, weight decay, clip, kind; total_steps set from steps */
-  uint64_t seed;        /* weights and data order */
+  gpt_config model;   /* vocab_size must equal the data set's; max_seq is T */
+  int batch;          /* B: global batch, sequences per optimizer step */
+  int micro_batches;  /* m: B must be a multiple of m */
+  long steps;         /* total steps (the cosine schedule's horizon) */
+  int val_batches;    /* micro-batches of validation windows averaged by trainer_val_loss */
+  optim_config optim; /* lr, schedule, weight decay, clip, kind; total_steps set from steps */
+  uint64_t seed;      /* weights and data order */
 } trainer_config;
 
 /* What one step measured. */
 typedef struct {
-  long step;          /* 1-based number of the step just taken */
-  float loss;         /* mean training cross-entropy (nats) over the global batch */
-  float lr;           /* learning rate used */
-  float grad_norm;    /* global gradient norm before clipping */
-  double seconds;     /* wall time of the step */
+  long step;       /* 1-based number of the step just taken */
+  float loss;      /* mean training cross-entropy (nats) over the global batch */
+  float lr;        /* learning rate used */
+  float grad_norm; /* global gradient norm before clipping */
+  double seconds;  /* wall time of the step */
 } trainer_step_info;
 
 typedef struct trainer trainer;

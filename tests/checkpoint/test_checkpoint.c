@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 static char g_tmp[512];
-static const gpt_config g_cfg = {.vocab_size = 64, .max_seq = 16, .n_layer = 2, .n_head = 4,
-                                 .channels = 32};
+static const gpt_config g_cfg = {
+    .vocab_size = 64, .max_seq = 16, .n_layer = 2, .n_head = 4, .channels = 32};
 
 typedef struct {
   gpt_stage *model;
@@ -80,8 +80,7 @@ static void test_round_trip(const char *dir) {
                  "meta restored");
   WT_TEST_ASSERT(strstr(got.train_json, "\"lr\""), "train config echo: %s", got.train_json);
   gpt_config c;
-  WT_TEST_ASSERT(checkpoint_read_config(dir, &c, &got) == WT_OK &&
-                     !memcmp(&c, &g_cfg, sizeof c),
+  WT_TEST_ASSERT(checkpoint_read_config(dir, &c, &got) == WT_OK && !memcmp(&c, &g_cfg, sizeof c),
                  "config read back: %s", wt_last_error());
   s_run_destroy(&a);
   s_run_destroy(&b);
@@ -106,12 +105,19 @@ static void test_safetensors_layout(const char *dir) {
   cJSON *h = cJSON_Parse(json);
   WT_TEST_REQUIRE(cJSON_IsObject(h), "header is JSON");
   const int C = g_cfg.channels, V = g_cfg.vocab_size;
-  struct { const char *name; int d0, d1; } want[] = {
-      {"wte.weight", V, C},         {"wpe.weight", g_cfg.max_seq, C},
-      {"h.0.ln_1.weight", C, 0},    {"h.0.attn.c_attn.weight", C, 3 * C},
-      {"h.0.attn.c_attn.bias", 3 * C, 0}, {"h.1.attn.c_proj.weight", C, C},
-      {"h.1.mlp.c_fc.weight", C, 4 * C},  {"h.1.mlp.c_proj.weight", 4 * C, C},
-      {"h.1.ln_2.bias", C, 0},      {"ln_f.weight", C, 0}};
+  struct {
+    const char *name;
+    int d0, d1;
+  } want[] = {{"wte.weight", V, C},
+              {"wpe.weight", g_cfg.max_seq, C},
+              {"h.0.ln_1.weight", C, 0},
+              {"h.0.attn.c_attn.weight", C, 3 * C},
+              {"h.0.attn.c_attn.bias", 3 * C, 0},
+              {"h.1.attn.c_proj.weight", C, C},
+              {"h.1.mlp.c_fc.weight", C, 4 * C},
+              {"h.1.mlp.c_proj.weight", 4 * C, C},
+              {"h.1.ln_2.bias", C, 0},
+              {"ln_f.weight", C, 0}};
   for (size_t i = 0; i < WT_ARRAY_LEN(want); i++) {
     cJSON *e = cJSON_GetObjectItemCaseSensitive(h, want[i].name);
     cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
@@ -148,8 +154,8 @@ static void s_expect_refused(const char *dir, const char *what, int code, const 
   run r = s_run_new(&g_cfg, OPTIM_ADAMW, 5);
   checkpoint_meta got;
   int rc = checkpoint_load(dir, r.model, r.opt, &got);
-  WT_TEST_ASSERT(rc == code && strstr(wt_last_error(), words),
-                 "%s: rc %d (want %d), message: %s", what, rc, code, wt_last_error());
+  WT_TEST_ASSERT(rc == code && strstr(wt_last_error(), words), "%s: rc %d (want %d), message: %s",
+                 what, rc, code, wt_last_error());
   run fresh = s_run_new(&g_cfg, OPTIM_ADAMW, 5);
   WT_TEST_ASSERT(s_same_params(r.model, fresh.model), "%s: model unchanged", what);
   s_run_destroy(&r);
@@ -226,8 +232,8 @@ static void test_failed_save(const char *dir) {
   setrlimit(RLIMIT_FSIZE, &small);
   int rc = checkpoint_save(dir, r.model, r.opt, &m, 2);
   setrlimit(RLIMIT_FSIZE, &old);
-  WT_TEST_ASSERT(rc == WT_EIO && strstr(wt_last_error(), "unchanged"), "failed save: rc %d %s",
-                 rc, wt_last_error());
+  WT_TEST_ASSERT(rc == WT_EIO && strstr(wt_last_error(), "unchanged"), "failed save: rc %d %s", rc,
+                 wt_last_error());
   char stepdir[1024];
   WT_TEST_ASSERT(checkpoint_resolve(dir, stepdir, sizeof stepdir) == WT_OK &&
                      strstr(stepdir, "step-00000007"),

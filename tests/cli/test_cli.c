@@ -23,11 +23,13 @@ static int s_wantrain(const char *args) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
-#define EXPECT(args, code, words)                                                            \
-  do {                                                                                       \
-    int rc_ = s_wantrain(args);                                                              \
-    WT_TEST_ASSERT(rc_ == (code) && strstr(g_out, words), "wantrain %s: exit %d (want %d), "  \
-                   "want '%s' in:\n%s", args, rc_, code, words, g_out);                      \
+#define EXPECT(args, code, words)                                                                  \
+  do {                                                                                             \
+    int rc_ = s_wantrain(args);                                                                    \
+    WT_TEST_ASSERT(rc_ == (code) && strstr(g_out, words),                                          \
+                   "wantrain %s: exit %d (want %d), "                                              \
+                   "want '%s' in:\n%s",                                                            \
+                   args, rc_, code, words, g_out);                                                 \
   } while (0)
 
 static void s_write(const char *name, const void *data, size_t n) {
@@ -51,11 +53,28 @@ static void test_usage_errors(void) {
   EXPECT("eval --data x.txt", 2, "--checkpoint");
   EXPECT("sample", 2, "--checkpoint");
   EXPECT("--help", 0, "sample");
-  const char *train_opts[] = {"--config", "--data ", "--data-sha256", "--steps", "--batch",
-                              "--micro-batches", "--seq", "--layers", "--channels", "--heads",
-                              "--lr", "--warmup", "--weight-decay", "--grad-clip", "--optimizer",
-                              "--seed", "--val-every", "--checkpoint-dir", "--checkpoint-every",
-                              "--resume", "--json-log", "--time-limit"};
+  const char *train_opts[] = {"--config",
+                              "--data ",
+                              "--data-sha256",
+                              "--steps",
+                              "--batch",
+                              "--micro-batches",
+                              "--seq",
+                              "--layers",
+                              "--channels",
+                              "--heads",
+                              "--lr",
+                              "--warmup",
+                              "--weight-decay",
+                              "--grad-clip",
+                              "--optimizer",
+                              "--seed",
+                              "--val-every",
+                              "--checkpoint-dir",
+                              "--checkpoint-every",
+                              "--resume",
+                              "--json-log",
+                              "--time-limit"};
   WT_TEST_ASSERT(s_wantrain("train --help") == 0, "train --help");
   for (size_t i = 0; i < WT_ARRAY_LEN(train_opts); i++)
     WT_TEST_ASSERT(strstr(g_out, train_opts[i]), "train --help lacks %s", train_opts[i]);
@@ -71,8 +90,10 @@ static void test_data_errors(void) {
   char args[2048], text[4000];
   for (size_t i = 0; i < sizeof text; i++) text[i] = (char)('a' + (i * 7 + i / 13) % 26);
   s_write("corpus.txt", text, sizeof text);
-  snprintf(args, sizeof args, "train --data file://%s/corpus.txt --data-sha256 %064d "
-           "--cache-dir cache --steps 1", g_tmp, 0);
+  snprintf(args, sizeof args,
+           "train --data file://%s/corpus.txt --data-sha256 %064d "
+           "--cache-dir cache --steps 1",
+           g_tmp, 0);
   EXPECT(args, 1, "SHA-256");
   EXPECT("train --data corpus.txt --data-sha256 abc --steps 1", 1, "64 hexadecimal");
   int32_t header[256] = {20240520, 1, 1000}; /* claims 1000 tokens, holds none */
@@ -110,11 +131,15 @@ static void test_train_resume_eval_sample(void) {
   char args[2048];
   snprintf(args, sizeof args, "train %s --steps 6 --json-log full.jsonl", model);
   EXPECT(args, 0, "done: step 6");
-  snprintf(args, sizeof args, "train %s --steps 6 --checkpoint-dir run --checkpoint-every 2 "
-           "--time-limit 1e-9 --json-log part.jsonl", model);
+  snprintf(args, sizeof args,
+           "train %s --steps 6 --checkpoint-dir run --checkpoint-every 2 "
+           "--time-limit 1e-9 --json-log part.jsonl",
+           model);
   EXPECT(args, 0, "time limit");
-  snprintf(args, sizeof args, "train %s --steps 6 --checkpoint-dir run --resume "
-           "--json-log part.jsonl", model);
+  snprintf(args, sizeof args,
+           "train %s --steps 6 --checkpoint-dir run --resume "
+           "--json-log part.jsonl",
+           model);
   EXPECT(args, 0, "resumed from step 1");
   char full[16][32], part[16][32];
   int nf = s_losses("full.jsonl", full, 16), np = s_losses("part.jsonl", part, 16);
@@ -134,7 +159,8 @@ static void test_train_resume_eval_sample(void) {
   }
   if (f) fclose(f);
   WT_TEST_ASSERT(strstr(last, "{\"event\":\"done\",\"step\":6,\"loss\":") &&
-                     strstr(last, "\"val_loss\":"), "last line: %s", last);
+                     strstr(last, "\"val_loss\":"),
+                 "last line: %s", last);
 
   /* eval: windows of 17 at stride 16 over 4000 bytes = 249 windows, 3984 targets. */
   EXPECT("eval --checkpoint run --data corpus.txt --json", 0, "\"tokens\":3984}");

@@ -211,7 +211,8 @@ static void test_fetch(void) {
   WT_TEST_ASSERT(data_set_open(url, cache, bad) == NULL, "data_set_open refuses too");
   WT_TEST_ASSERT(data_fetch(url, cache, "xyz", out, sizeof out) == WT_EINVAL, "bad digest");
   WT_TEST_ASSERT(data_fetch("http://127.0.0.1:1/data.txt", cache, NULL, out, sizeof out) ==
-                     WT_EIO && strstr(wt_last_error(), "127.0.0.1"),
+                         WT_EIO &&
+                     strstr(wt_last_error(), "127.0.0.1"),
                  "refused connection: %s", wt_last_error());
   snprintf(url, sizeof url, "file://%s/nope.txt", g_tmp);
   WT_TEST_ASSERT(data_fetch(url, cache, NULL, out, sizeof out) == WT_EIO, "missing file URL");

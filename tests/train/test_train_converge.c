@@ -13,10 +13,13 @@ int main(void) {
   data_set *d = data_set_synthetic(&sc);
   WT_TEST_REQUIRE(d, "%s", wt_last_error());
   const double bound = data_synthetic_entropy(sc.successors);
-  trainer_config c = {.model = {.vocab_size = 64, .max_seq = 16, .n_layer = 1, .n_head = 1,
-                                .channels = 32},
-                      .batch = 16, .micro_batches = 1, .steps = MAX_STEPS, .val_batches = 16,
-                      .seed = 3};
+  trainer_config c = {
+      .model = {.vocab_size = 64, .max_seq = 16, .n_layer = 1, .n_head = 1, .channels = 32},
+      .batch = 16,
+      .micro_batches = 1,
+      .steps = MAX_STEPS,
+      .val_batches = 16,
+      .seed = 3};
   c.optim = optim_config_default();
   c.optim.lr = 2e-2f;
   c.optim.min_lr = 1e-3f;
@@ -37,11 +40,13 @@ int main(void) {
     }
   }
   WT_TEST_ASSERT(first > 3.5, "an untrained model is near ln(64) = 4.16: %g", first);
-  WT_TEST_ASSERT(val <= 1.10 * bound, "validation loss %.4f not within 10%% of the entropy rate "
-                 "%.4f after %ld steps", val, bound, step);
+  WT_TEST_ASSERT(val <= 1.10 * bound,
+                 "validation loss %.4f not within 10%% of the entropy rate "
+                 "%.4f after %ld steps",
+                 val, bound, step);
   /* 16 x 16 x 16 = 4096 validation targets: the mean's sampling noise is ~0.015 nats. */
-  WT_TEST_ASSERT(val >= bound - 0.06, "validation loss %.4f is below the entropy rate %.4f",
-                 val, bound);
+  WT_TEST_ASSERT(val >= bound - 0.06, "validation loss %.4f is below the entropy rate %.4f", val,
+                 bound);
   trainer_destroy(&t);
   data_set_destroy(&d);
   return wt_test_finish("test_train_converge");

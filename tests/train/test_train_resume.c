@@ -10,10 +10,13 @@
 enum { N_STEPS = 10, K_STEPS = 4 };
 
 static trainer_config s_config(optim_kind kind, int micro) {
-  trainer_config c = {.model = {.vocab_size = 64, .max_seq = 16, .n_layer = 2, .n_head = 2,
-                                .channels = 16},
-                      .batch = 4, .micro_batches = micro, .steps = N_STEPS, .val_batches = 2,
-                      .seed = 11};
+  trainer_config c = {
+      .model = {.vocab_size = 64, .max_seq = 16, .n_layer = 2, .n_head = 2, .channels = 16},
+      .batch = 4,
+      .micro_batches = micro,
+      .steps = N_STEPS,
+      .val_batches = 2,
+      .seed = 11};
   c.optim = optim_config_default();
   c.optim.kind = kind;
   c.optim.lr = 3e-3f;
@@ -60,8 +63,8 @@ static void test_resume(const data_set *d, optim_kind kind, const char *dir) {
   WT_TEST_ASSERT(straight[N_STEPS - 1] < straight[0], "loss went down: %g -> %g", straight[0],
                  straight[N_STEPS - 1]);
   float va, vr;
-  WT_TEST_ASSERT(trainer_val_loss(a, &va) == WT_OK && trainer_val_loss(r, &vr) == WT_OK &&
-                     va == vr, "validation loss equal");
+  WT_TEST_ASSERT(trainer_val_loss(a, &va) == WT_OK && trainer_val_loss(r, &vr) == WT_OK && va == vr,
+                 "validation loss equal");
   trainer_destroy(&a);
   trainer_destroy(&r);
 }

@@ -14,8 +14,8 @@ int cmd_sample(int argc, char **argv);
 
 /* Parses argv[2..] with `table` into cfg (defaults first). Prints help and returns -1 (caller
  * exits 0) on --help; prints the error and returns CLI_USAGE on a bad flag; else CLI_OK. */
-int cli_parse(const char *command, const char *usage, const wt_option *table, void *cfg,
-              int argc, char **argv);
+int cli_parse(const char *command, const char *usage, const wt_option *table, void *cfg, int argc,
+              char **argv);
 
 /* Prints "wantrain <command>: error: <wt_last_error()>" and returns CLI_FAIL. */
 int cli_fail(const char *command);

@@ -74,9 +74,10 @@ static int s_run(const eval_args *a) {
   if (!d) return WT_EINVAL;
   int rc = WT_OK;
   if (data_set_vocab_size(d) != cfg.vocab_size)
-    rc = wt_fail(WT_EMISMATCH, "the checkpoint's vocabulary is %d tokens but %s has %d; evaluate "
-                 "on data of the kind the model was trained on", cfg.vocab_size, a->data,
-                 data_set_vocab_size(d));
+    rc = wt_fail(WT_EMISMATCH,
+                 "the checkpoint's vocabulary is %d tokens but %s has %d; evaluate "
+                 "on data of the kind the model was trained on",
+                 cfg.vocab_size, a->data, data_set_vocab_size(d));
   gpt_stage *m = rc == WT_OK ? gpt_stage_new(&cfg, 0, cfg.n_layer, a->batch, cfg.max_seq) : NULL;
   if (rc == WT_OK && !m) rc = WT_EINVAL;
   if (rc == WT_OK) rc = checkpoint_load(a->checkpoint, m, NULL, &meta);

@@ -26,8 +26,8 @@ static const wt_option s_options[] = {
      "run directory (its latest step) or step directory (required)", 0},
     {"prompt", WT_OPT_STRING, F(prompt), 0, 0, "", "text to continue (empty: a start token)", 0},
     {"tokens", WT_OPT_INT, F(tokens), 0, 1e6, "200", "tokens to generate", 0},
-    {"temperature", WT_OPT_FLOAT, F(temperature), 0, 100, "1.0",
-     "softmax temperature (0 = greedy)", 0},
+    {"temperature", WT_OPT_FLOAT, F(temperature), 0, 100, "1.0", "softmax temperature (0 = greedy)",
+     0},
     {"seed", WT_OPT_INT64, F(seed), 0, 9e15, "1", "sampling seed", 0},
     {0}};
 #undef F

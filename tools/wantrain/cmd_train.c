@@ -34,7 +34,8 @@ static const wt_option s_options[] = {
     {"config", WT_OPT_STRING, F(config), 0, 0, "", "JSON file of options (flags override it)", 0},
     {"data", WT_OPT_STRING, F(data), 0, 0, "synthetic",
      "corpus: synthetic, a text file, an llm.c .bin shard, or an http(s)/file URL", 0},
-    {"data-sha256", WT_OPT_STRING, F(data_sha256), 0, 0, "", "expected SHA-256 of the data file", 0},
+    {"data-sha256", WT_OPT_STRING, F(data_sha256), 0, 0, "", "expected SHA-256 of the data file",
+     0},
     {"cache-dir", WT_OPT_STRING, F(cache_dir), 0, 0, "",
      "where URLs are downloaded (default $WANTRAIN_CACHE or ~/.cache/wantrain)", 0},
     {"steps", WT_OPT_INT, F(steps), 1, 1e9, "300", "optimizer steps in total", 0},
@@ -75,15 +76,18 @@ static const char *s_usage = "usage: wantrain train [options]\n\n"
 typedef struct {
   const train_args *a;
   FILE *log;
-  double t0;        /* start of this process's training */
-  long first_step;  /* steps already done when this process started */
+  double t0;       /* start of this process's training */
+  long first_step; /* steps already done when this process started */
   char *config_json;
 } run_state;
 
 static int s_trainer_config(const train_args *a, const data_set *d, trainer_config *tc) {
   memset(tc, 0, sizeof *tc);
-  tc->model = (gpt_config){.vocab_size = data_set_vocab_size(d), .max_seq = a->seq,
-                           .n_layer = a->layers, .n_head = a->heads, .channels = a->channels};
+  tc->model = (gpt_config){.vocab_size = data_set_vocab_size(d),
+                           .max_seq = a->seq,
+                           .n_layer = a->layers,
+                           .n_head = a->heads,
+                           .channels = a->channels};
   tc->batch = a->batch;
   tc->micro_batches = a->micro_batches;
   tc->steps = a->steps;
@@ -106,14 +110,13 @@ static void s_fmt_duration(double s, char *buf, size_t size) {
   snprintf(buf, size, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
 }
 
-static void s_progress(const run_state *r, const trainer_step_info *info, float val,
-                       double tok_s) {
+static void s_progress(const run_state *r, const trainer_step_info *info, float val, double tok_s) {
   char eta[32], vbuf[32] = "";
   double per_step = (wt_now_s() - r->t0) / (double)(info->step - r->first_step);
   s_fmt_duration(per_step * (double)(r->a->steps - info->step), eta, sizeof eta);
   if (!isnan(val)) snprintf(vbuf, sizeof vbuf, " | val %.4f", val);
-  printf("step %6ld/%d | loss %.4f%s | lr %.2e | %8.0f tok/s | ETA %s\n", info->step,
-         r->a->steps, info->loss, vbuf, info->lr, tok_s, eta);
+  printf("step %6ld/%d | loss %.4f%s | lr %.2e | %8.0f tok/s | ETA %s\n", info->step, r->a->steps,
+         info->loss, vbuf, info->lr, tok_s, eta);
   fflush(stdout);
 }
 
@@ -121,9 +124,10 @@ static void s_log(FILE *log, const trainer_step_info *info, float val, double to
   if (!log) return;
   char vbuf[32] = "null";
   if (!isnan(val)) snprintf(vbuf, sizeof vbuf, "%.6f", val);
-  fprintf(log, "{\"step\":%ld,\"loss\":%.6f,\"val_loss\":%s,\"lr\":%.6g,\"grad_norm\":%.6g,"
-               "\"tokens_per_s\":%.1f}\n", info->step, info->loss, vbuf, info->lr,
-          info->grad_norm, tok_s);
+  fprintf(log,
+          "{\"step\":%ld,\"loss\":%.6f,\"val_loss\":%s,\"lr\":%.6g,\"grad_norm\":%.6g,"
+          "\"tokens_per_s\":%.1f}\n",
+          info->step, info->loss, vbuf, info->lr, info->grad_norm, tok_s);
   fflush(log);
 }
 
@@ -186,15 +190,15 @@ static int s_run(const train_args *a, run_state *r) {
   if (rc == WT_OK && !t) rc = WT_EINVAL;
   if (rc == WT_OK && a->resume) {
     rc = trainer_resume(t, a->checkpoint_dir);
-    if (rc == WT_OK) printf("resumed from step %ld in %s\n", trainer_steps_done(t),
-                            a->checkpoint_dir);
+    if (rc == WT_OK)
+      printf("resumed from step %ld in %s\n", trainer_steps_done(t), a->checkpoint_dir);
   }
   if (rc == WT_OK) {
     size_t np = gpt_config_num_params(&tc.model);
     printf("model: %d layers, %d channels, %d heads, vocab %d, context %d: %.3f M parameters\n"
            "data: %s (%zu tokens; %zu train, %zu validation)\n",
-           a->layers, a->channels, a->heads, tc.model.vocab_size, a->seq, (double)np / 1e6,
-           a->data, data_set_num_tokens(d), data_set_num_train(d), data_set_num_val(d));
+           a->layers, a->channels, a->heads, tc.model.vocab_size, a->seq, (double)np / 1e6, a->data,
+           data_set_num_tokens(d), data_set_num_train(d), data_set_num_val(d));
     if (data_set_tokenizer(d) == DATA_TOKENIZER_SYNTHETIC)
       printf("synthetic corpus: entropy rate %.4f nats/token (the best loss possible)\n",
              data_synthetic_entropy(data_synth_default().successors));

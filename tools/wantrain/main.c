@@ -31,8 +31,8 @@ static void s_usage(FILE *out) {
     fprintf(out, "  %-8s %s\n", s_commands[i].name, s_commands[i].help);
 }
 
-int cli_parse(const char *command, const char *usage, const wt_option *table, void *cfg,
-              int argc, char **argv) {
+int cli_parse(const char *command, const char *usage, const wt_option *table, void *cfg, int argc,
+              char **argv) {
   int help = 0;
   if (wt_config_defaults(table, cfg) != WT_OK ||
       wt_config_parse_args(table, cfg, argc, argv, 2, NULL, 0, NULL, &help) != WT_OK) {
