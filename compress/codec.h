@@ -26,7 +26,9 @@
  *          bit i%8 of byte i/8 set when x[i] is negative (signbit). Decodes to ±scale.
  *   topk   the k = compress_topk_count(n, k_frac) largest |x|: k uint32 indices, strictly
  *          increasing, then the k float32 values. Ties at the threshold go to the lowest
- *          indices, so the result is deterministic. Selection is a radix select, O(n).
+ *          indices, so the result is deterministic. Selection is O(n), never a sort: a
+ *          radix select on |x|'s bits, over the ~1% of elements above a bound taken from a
+ *          sample when that bound lets at least k through. NaNs rank above infinity.
  *   randk  k indices drawn uniformly without replacement from `seed`, same layout as topk
  *          (the values are sent unscaled; multiply by n/k for an unbiased estimate).
  *
@@ -35,7 +37,7 @@
  *
  * Decoding never trusts its input: a payload whose length does not match (n, B), or a topk
  * payload with an index out of range or out of order, returns WT_ECORRUPT with a message and
- * writes nothing outside y[0..n). Non-finite floats inside a payload are just values.
+ * writes nothing to y. Non-finite floats inside a payload are just values.
  *
  * Only compress_codec_set_seed changes a handle; encode/decode on one handle may run from
  * several threads at once. The codecs use OpenMP over blocks for large n, and write outputs of
