@@ -7,7 +7,9 @@
 
 #include <stdint.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 static char g_tmp[512], g_bin[1024], g_out[1 << 16];
 
@@ -108,6 +110,14 @@ static void test_data_errors(void) {
   EXPECT("train --resume --steps 1", 1, "--checkpoint-dir");
   EXPECT("train --resume --checkpoint-dir nowhere --steps 1", 1, "no checkpoint");
   EXPECT("eval --checkpoint nowhere --data corpus.txt", 1, "no checkpoint");
+  /* A config file sets options; a flag beside it wins; an unknown key is a usage error. */
+  const char *cfg = "{\"data\": \"corpus.txt\", \"steps\": 3, \"layers\": 1, \"channels\": 16, "
+                    "\"heads\": 2, \"seq\": 16, \"batch\": 4}";
+  s_write("cfg.json", cfg, strlen(cfg));
+  EXPECT("train --config cfg.json --steps 2", 0, "done: step 2");
+  WT_TEST_ASSERT(strstr(g_out, "1 layers, 16 channels"), "config applied: %s", g_out);
+  s_write("bad.json", "{\"stepz\": 3}", 12);
+  EXPECT("train --config bad.json", 2, "stepz");
 }
 
 /* The "loss" values of step lines in a JSON log, as text (compared exactly). */
@@ -188,6 +198,59 @@ static void test_train_resume_eval_sample(void) {
   EXPECT("sample --checkpoint run", 1, "corrupt");
 }
 
+/* SIGTERM in the middle of a run: the step finishes, a checkpoint is written, the exit status is
+ * 128 + 15, and --resume then ends with the losses of a run that was never stopped. */
+static void test_signal_stop(void) {
+  const char *model = "--data corpus.txt --layers 1 --channels 16 --heads 2 --seq 16 --batch 4 "
+                      "--val-every 0 --log-every 1 --lr 1e-2 --steps 400";
+  char args[2048], cmd[4096];
+  snprintf(args, sizeof args, "train %s --json-log sig-full.jsonl", model);
+  WT_TEST_REQUIRE(s_wantrain(args) == 0, "uninterrupted run: %s", g_out);
+  int fds[2];
+  WT_TEST_REQUIRE(pipe(fds) == 0, "pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && exec %s train %s --checkpoint-dir sigrun "
+             "--json-log sig-part.jsonl",
+             g_tmp, g_bin, model);
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  FILE *out = fdopen(fds[0], "r");
+  char line[512];
+  while (fgets(line, sizeof line, out) && strncmp(line, "step ", 5) != 0) {
+  }
+  kill(pid, SIGTERM); /* after the first step's progress line: mid-run */
+  while (fgets(line, sizeof line, out)) {
+  }
+  fclose(out);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  WT_TEST_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM,
+                 "stopped run exits 143 (status %d)", st);
+  snprintf(args, sizeof args,
+           "train %s --checkpoint-dir sigrun --resume "
+           "--json-log sig-part.jsonl",
+           model);
+  EXPECT(args, 0, "done: step 400");
+  long resumed_at = -1;
+  const char *at = strstr(g_out, "resumed from step ");
+  if (at) resumed_at = atol(at + 18);
+  WT_TEST_ASSERT(resumed_at > 0 && resumed_at < 400, "stopped mid-run, at step %ld", resumed_at);
+  static char full[400][32], part[400][32];
+  int nf = s_losses("sig-full.jsonl", full, 400), np = s_losses("sig-part.jsonl", part, 400);
+  WT_TEST_ASSERT(nf == 400 && np == 400, "log lines: %d and %d", nf, np);
+  for (int i = 0; i < nf && i < np; i++)
+    if (strcmp(full[i], part[i])) {
+      WT_TEST_ASSERT(0, "step %d loss %s vs stopped+resumed %s", i + 1, full[i], part[i]);
+      break;
+    }
+}
+
 int main(void) {
   const char *bin = getenv("WT_BIN_DIR");
   snprintf(g_bin, sizeof g_bin, "%s/wantrain", bin && *bin ? bin : "bin");
@@ -195,5 +258,6 @@ int main(void) {
   test_usage_errors();
   test_data_errors();
   test_train_resume_eval_sample();
+  test_signal_stop();
   return wt_test_finish("test_cli");
 }

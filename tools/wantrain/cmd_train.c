@@ -7,6 +7,7 @@
 #include "trainer.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,14 @@ static const wt_option s_options[] = {
 static const char *s_usage = "usage: wantrain train [options]\n\n"
                              "Trains a GPT on one machine. Progress goes to the terminal, one JSON "
                              "object per step to --json-log.";
+
+/* Set by SIGINT/SIGTERM: the loop finishes its step, checkpoints and stops. */
+static volatile sig_atomic_t s_stop_signal = 0;
+
+static void s_on_signal(int sig) {
+  s_stop_signal = sig;
+  signal(sig, SIG_DFL); /* a second signal ends the process at once */
+}
 
 typedef struct {
   const train_args *a;
@@ -173,6 +182,11 @@ static int s_train(trainer *t, run_state *r) {
       s_progress(r, &info, val, tok_s);
     if (a->checkpoint_every > 0 && info.step % a->checkpoint_every == 0 && !last)
       WT_CHECK(s_checkpoint(t, r));
+    if (s_stop_signal && !last) {
+      printf("stopped by signal %d at step %ld; --resume continues from the checkpoint\n",
+             (int)s_stop_signal, info.step);
+      break;
+    }
     if (a->time_limit > 0 && wt_now_s() - r->t0 >= a->time_limit && !last) {
       printf("time limit of %.0f s reached at step %ld\n", a->time_limit, info.step);
       break;
@@ -220,8 +234,11 @@ int cmd_train(int argc, char **argv) {
     return cli_fail("train");
   }
   if (r.log) fprintf(r.log, "{\"event\":\"start\",\"config\":%s}\n", r.config_json);
+  signal(SIGINT, s_on_signal);
+  signal(SIGTERM, s_on_signal);
   rc = s_run(&a, &r);
   if (r.log) fclose(r.log);
   free(r.config_json);
-  return rc == WT_OK ? CLI_OK : cli_fail("train");
+  if (rc != WT_OK) return cli_fail("train");
+  return s_stop_signal ? 128 + (int)s_stop_signal : CLI_OK; /* the shell's "killed by" status */
 }
