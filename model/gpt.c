@@ -94,8 +94,15 @@ static void s_bind(const gpt_stage *s, float *base, gpt_end_ptrs *end, gpt_block
 
 /* ---- activations -------------------------------------------------------------------------- */
 
+/* Zeroed float buffers from the back end's allocator (huge pages for the big ones). The size
+ * was checked against the machine's memory in gpt_stage_new, so running out here is fatal. */
 static float *s_floats(size_t n) {
-  return wt_xcalloc(n ? n : 1, sizeof(float));
+  float *p = kernels_cpu_alloc(n * sizeof(float));
+  if (!p) {
+    WT_ERROR("gpt: out of memory allocating %zu floats", n);
+    abort();
+  }
+  return p;
 }
 
 static void s_alloc_acts(gpt_stage *s) {
@@ -130,13 +137,13 @@ static void s_free_acts(gpt_stage *s) {
     gpt_block_acts *a = &s->acts[l];
     float *bufs[] = {a->ln1,    a->ln1_mean, a->ln1_rstd, a->qkv,      a->att, a->atty,
                      a->resid2, a->ln2,      a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu};
-    for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) free(bufs[k]);
+    for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) kernels_cpu_free(bufs[k]);
   }
   free(s->acts);
   float *bufs[] = {s->resid, s->lnf,    s->lnf_mean,  s->lnf_rstd, s->logits, s->dlogits,
                    s->lse,   s->losses, s->tmp,       s->dres,     s->dln,    s->datty,
                    s->dqkv,  s->dfch,   s->dfch_gelu, s->datt};
-  for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) free(bufs[k]);
+  for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) kernels_cpu_free(bufs[k]);
   free(s->tokens);
   free(s->targets);
 }
@@ -211,12 +218,12 @@ void gpt_stage_destroy(gpt_stage **self_p) {
   gpt_stage *s = *self_p;
   s_free_acts(s);
   free(s->tensors);
-  free(s->params);
-  free(s->grads);
+  kernels_cpu_free(s->params);
+  kernels_cpu_free(s->grads);
   free(s->p_blk);
   free(s->g_blk);
-  free(s->dwte_head);
-  free(s->dwte_emb);
+  kernels_cpu_free(s->dwte_head);
+  kernels_cpu_free(s->dwte_emb);
   free(s);
   *self_p = NULL;
 }

@@ -69,8 +69,13 @@ optim *optim_new(const optim_config *cfg, const gpt_tensor_info *tensors, int n_
   o->tensors = wt_xmalloc(sizeof *tensors * (size_t)n_tensors);
   memcpy(o->tensors, tensors, sizeof *tensors * (size_t)n_tensors);
   for (int i = 0; i < n_tensors; i++) o->n = WT_MAX(o->n, tensors[i].offset + tensors[i].numel);
-  o->m = wt_xcalloc(o->n, sizeof(float));
-  if (cfg->kind == OPTIM_ADAMW) o->v = wt_xcalloc(o->n, sizeof(float));
+  o->m = kernels_cpu_alloc(o->n * sizeof(float)); /* zeroed; huge pages when large */
+  if (cfg->kind == OPTIM_ADAMW) o->v = kernels_cpu_alloc(o->n * sizeof(float));
+  if (!o->m || (cfg->kind == OPTIM_ADAMW && !o->v)) {
+    wt_fail(WT_ENOMEM, "optimizer state for %zu parameters does not fit in memory", o->n);
+    optim_destroy(&o);
+    return NULL;
+  }
   return o;
 }
 
@@ -78,8 +83,8 @@ void optim_destroy(optim **self_p) {
   if (!self_p || !*self_p) return;
   optim *o = *self_p;
   free(o->tensors);
-  free(o->m);
-  free(o->v);
+  kernels_cpu_free(o->m);
+  kernels_cpu_free(o->v);
   free(o);
   *self_p = NULL;
 }
