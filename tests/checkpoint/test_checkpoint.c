@@ -6,6 +6,8 @@
 #include "safetensors.h"
 #include "testing.h"
 
+#include <stdlib.h>
+
 #include <cjson/cJSON.h>
 #include <signal.h>
 #include <string.h>
@@ -265,5 +267,10 @@ int main(void) {
   test_corruption(dir);
   test_mismatch(dir);
   test_failed_save(dir);
+  if (!wt_test_failures) { /* scratch is kept when a check failed, for a look at it */
+    char rm[700];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", g_tmp);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+  }
   return wt_test_finish("test_checkpoint");
 }

@@ -7,6 +7,8 @@
 #include "common.h"
 #include "testing.h"
 
+#include <stdlib.h>
+
 #include <string.h>
 
 static const char *s_script =
@@ -71,5 +73,10 @@ int main(void) {
   WT_TEST_ASSERT(seen == gpt_stage_num_tensors(m), "torch read %d of %d tensors", seen,
                  gpt_stage_num_tensors(m));
   gpt_stage_destroy(&m);
+  if (!wt_test_failures) { /* scratch is kept when a check failed, for a look at it */
+    char rm[700];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", tmp);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+  }
   return wt_test_finish("test_checkpoint_torch");
 }

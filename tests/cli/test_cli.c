@@ -5,6 +5,8 @@
 #include "common.h"
 #include "testing.h"
 
+#include <stdlib.h>
+
 #include <stdint.h>
 #include <string.h>
 #include <signal.h>
@@ -259,5 +261,10 @@ int main(void) {
   test_data_errors();
   test_train_resume_eval_sample();
   test_signal_stop();
+  if (!wt_test_failures) { /* scratch is kept when a check failed, for a look at it */
+    char rm[700];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", g_tmp);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+  }
   return wt_test_finish("test_cli");
 }

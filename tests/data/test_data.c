@@ -4,6 +4,8 @@
 #include "data.h"
 #include "testing.h"
 
+#include <stdlib.h>
+
 #include <dirent.h>
 #include <math.h>
 #include <stdint.h>
@@ -230,5 +232,10 @@ int main(void) {
   test_batches();
   test_tokenizers();
   test_fetch();
+  if (!wt_test_failures) { /* scratch is kept when a check failed, for a look at it */
+    char rm[700];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", g_tmp);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+  }
   return wt_test_finish("test_data");
 }

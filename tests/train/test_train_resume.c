@@ -3,6 +3,8 @@
  * micro-batches matches one big batch up to rounding; a bad trainer config is refused. */
 #include "common.h"
 #include "testing.h"
+
+#include <stdlib.h>
 #include "trainer.h"
 
 #include <string.h>
@@ -114,5 +116,10 @@ int main(void) {
   test_accumulation(d);
   test_bad_config(d);
   data_set_destroy(&d);
+  if (!wt_test_failures) { /* scratch is kept when a check failed, for a look at it */
+    char rm[700];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", tmp);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+  }
   return wt_test_finish("test_train_resume");
 }
