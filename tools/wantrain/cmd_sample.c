@@ -65,6 +65,7 @@ static int s_generate(gpt_stage *m, data_tokenizer tok, const sample_args *a) {
   const int T = c->max_seq, V = c->vocab_size, cap = 4096 + a->tokens;
   int *ids = wt_xmalloc((size_t)cap * sizeof(int)), *dummy = wt_xcalloc((size_t)T, sizeof(int));
   int n = 0, rc = data_text_encode(tok, a->prompt, ids, 4096, &n);
+  if (rc != WT_OK) n = 0;
   if (rc == WT_OK && n == 0) /* a start token: newline for bytes, end-of-text for GPT-2 */
     ids[n++] = tok == DATA_TOKENIZER_BYTES ? '\n' : tok == DATA_TOKENIZER_GPT2 ? 50256 : 0;
   if (rc == WT_OK) s_print(tok, ids, n);
@@ -78,7 +79,7 @@ static int s_generate(gpt_stage *m, data_tokenizer tok, const sample_args *a) {
     s_print(tok, ids + n, 1);
     n++;
   }
-  printf("\n");
+  if (n > 0) printf("\n"); /* end the printed text (nothing was printed if the prompt failed) */
   free(ids);
   free(dummy);
   return rc;
