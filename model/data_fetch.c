@@ -146,6 +146,11 @@ static int s_download(const char *url, const char *dir, const char *final, const
   int fd = mkstemp(tmp);
   if (fd < 0) return wt_fail(WT_EIO, "cannot create a file in %s: %s", dir, strerror(errno));
   FILE *f = fdopen(fd, "wb");
+  if (!f) {
+    close(fd);
+    unlink(tmp);
+    return wt_fail(WT_EIO, "cannot open %s: %s", tmp, strerror(errno));
+  }
   int rc = s_curl_get(url, f);
   if (fflush(f) != 0 || fsync(fd) != 0)
     if (rc == WT_OK) rc = wt_fail(WT_EIO, "cannot write %s: %s", tmp, strerror(errno));
