@@ -187,6 +187,8 @@ static void test_train_resume_eval_sample(void) {
   snprintf(args, sizeof args, "train %s --channels 32 --steps 8 --checkpoint-dir run --resume",
            model);
   EXPECT(args, 1, "was written for");
+  snprintf(args, sizeof args, "train %s --steps 8 --checkpoint-dir run", model);
+  EXPECT(args, 1, "--resume to continue");
   EXPECT("eval --checkpoint run --data synthetic", 1, "vocabulary");
   snprintf(path, sizeof path, "%s/run/step-00000006/model.safetensors", g_tmp);
   f = fopen(path, "r+b");

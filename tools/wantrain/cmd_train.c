@@ -111,6 +111,14 @@ static int s_trainer_config(const train_args *a, const data_set *d, trainer_conf
   tc->optim.grad_clip = (float)a->grad_clip;
   if (a->resume && !a->checkpoint_dir[0])
     return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir (the run directory to resume)");
+  char existing[4200];
+  /* A fresh run would mix its steps into another run's directory and move its `latest`. */
+  if (!a->resume && a->checkpoint_dir[0] &&
+      checkpoint_resolve(a->checkpoint_dir, existing, sizeof existing) == WT_OK)
+    return wt_fail(WT_EINVAL,
+                   "--checkpoint-dir %s already holds a run (%s); pass --resume to "
+                   "continue it, or choose another directory",
+                   a->checkpoint_dir, existing);
   return WT_OK;
 }
 
