@@ -152,8 +152,7 @@ static void s_free_acts(gpt_stage *s) {
 
 /* Bytes the stage will allocate: parameters and gradients, the tied-wte accumulators, and the
  * activations of its layers (mirrors s_alloc_acts; double precision so nothing overflows). */
-static double s_bytes_needed(const gpt_config *c, int first, int last, int max_batch,
-                             int max_seq) {
+static double s_bytes_needed(const gpt_config *c, int first, int last, int max_batch, int max_seq) {
   double N = (double)max_batch * max_seq, C = c->channels, V = c->vocab_size, nl = last - first;
   double att = (double)max_batch * c->n_head * max_seq * max_seq;
   double params = nl * (12 * C * C + 13 * C);

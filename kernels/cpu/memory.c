@@ -22,4 +22,6 @@ void *kernels_cpu_alloc(size_t bytes) {
   return p;
 }
 
-void kernels_cpu_free(void *p) { free(p); }
+void kernels_cpu_free(void *p) {
+  free(p);
+}

@@ -36,8 +36,8 @@ static void test_config(void) {
   WT_TEST_ASSERT(gpt_stage_new(&tiny, 0, 3, 1, 9) == NULL, "max_seq beyond the config");
   WT_TEST_ASSERT(gpt_stage_new(&tiny, 0, 3, 0, 8) == NULL, "max_batch 0");
   /* A model far beyond any machine's memory is refused with the sizes, not an abort. */
-  gpt_config huge = {.vocab_size = 1 << 24, .max_seq = 1 << 16, .n_layer = 4096, .n_head = 64,
-                     .channels = 65536};
+  gpt_config huge = {
+      .vocab_size = 1 << 24, .max_seq = 1 << 16, .n_layer = 4096, .n_head = 64, .channels = 65536};
   WT_TEST_ASSERT(gpt_config_validate(&huge) == WT_OK, "%s", wt_last_error());
   WT_TEST_ASSERT(gpt_stage_new(&huge, 0, 4096, 64, 1 << 16) == NULL, "huge stage");
   WT_TEST_ASSERT(strstr(wt_last_error(), "GiB") != NULL, "message: %s", wt_last_error());
