@@ -52,7 +52,7 @@ static int s_int8_decode_any(const uint8_t *in, size_t len, size_t n, const comp
     float piece[COMPRESS_STREAM_PIECE];
     for (size_t b = c * per; b < b1; b++) {
       size_t j = b * block;
-      float scale, *dst = stream ? piece + (j - i0) : y + j;
+      float scale, *dst = stream ? &piece[j - i0] : &y[j];
       memcpy(&scale, in + b * sizeof scale, sizeof scale);
       compress_dequant_block(q + j, WT_MIN(block, n - j), scale, alpha, add, simd, dst);
     }

@@ -134,7 +134,7 @@ static int s_sign_decode_any(const uint8_t *in, size_t len, size_t n, const comp
     float piece[COMPRESS_STREAM_PIECE];
     for (size_t b = c * per; b < b1; b++) {
       size_t j = b * block, m = WT_MIN(block, n - j);
-      float scale, *dst = stream ? piece + (j - i0) : y + j;
+      float scale, *dst = stream ? &piece[j - i0] : &y[j];
       memcpy(&scale, in + b * sizeof scale, sizeof scale);
       if (simd)
         s_decode_avx512(bits, j, m, scale, alpha, add, dst);

@@ -286,7 +286,8 @@ static void s_check_topk(const float *x, size_t n, double k_frac) {
   size_t above = 0; // elements strictly above the k-th largest magnitude must all be kept
   for (size_t i = 0; i < n; i++) above += fabsf(x[i]) > kth;
   const uint32_t *idx = (const uint32_t *)enc;
-  const float *val = (const float *)(enc + 4 * k);
+  float *val = wt_xmalloc(4 * k); // the payload's value half, copied out (it may be unaligned)
+  memcpy(val, enc + 4 * k, 4 * k);
   unsigned char *kept = wt_xcalloc(n, 1);
   size_t n_above = 0, last_tie = 0, bad = 0;
   for (size_t j = 0; j < k && bad < 3; j++) {
@@ -316,6 +317,7 @@ static void s_check_topk(const float *x, size_t n, double k_frac) {
   free(y);
   free(kept);
   free(mag);
+  free(val);
   free(enc);
   compress_codec_destroy(&c);
 }
@@ -356,7 +358,8 @@ static void test_randk(void) {
   uint8_t *e3 = s_encode(b, x, n, &len3);
   WT_TEST_ASSERT(memcmp(e1, e3, len1) != 0, "another seed picks other indices");
   const uint32_t *idx = (const uint32_t *)e1;
-  const float *val = (const float *)(e1 + 200);
+  float val[50];
+  memcpy(val, e1 + 200, sizeof val);
   for (size_t j = 0; j < 50; j++)
     WT_TEST_ASSERT(idx[j] < n && (j == 0 || idx[j] > idx[j - 1]) && val[j] == x[idx[j]],
                    "randk entry %zu", j);
