@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 static char s_dir[256];
+static const char *s_env = ""; /* shell environment assignments before the program */
 
 /* Runs `netsim ARGS` with stdout and stderr into files of the scratch folder; returns the exit
  * status and the captured stdout (caller frees). */
@@ -17,8 +18,8 @@ static int s_netsim(const char *args, char **out, char **err) {
   char cmd[4096], out_path[512], err_path[512];
   snprintf(out_path, sizeof out_path, "%s/stdout", s_dir);
   snprintf(err_path, sizeof err_path, "%s/stderr", s_dir);
-  snprintf(cmd, sizeof cmd, "'%s/netsim' %s > '%s' 2> '%s'", bin ? bin : "bin", args, out_path,
-           err_path);
+  snprintf(cmd, sizeof cmd, "%s'%s/netsim' %s > '%s' 2> '%s'", s_env, bin ? bin : "bin", args,
+           out_path, err_path);
   int status = system(cmd);
   const char *paths[2] = {out_path, err_path};
   char **dst[2] = {out, err};
@@ -189,6 +190,27 @@ static void test_sweep(void) {
   snprintf(csv, sizeof csv, "%s/speedup.csv", out_dir);
   f = fopen(csv, "r");
   WT_TEST_ASSERT(f != NULL, "no speedup.csv");
+  if (f) fclose(f);
+  free(out);
+  free(err);
+  /* Without gnuplot on PATH the sweep still succeeds, says so and leaves the script. */
+  snprintf(out_dir, sizeof out_dir, "%s/sweep-nognuplot", s_dir);
+  snprintf(args, sizeof args,
+           "sweep --scenario-file '%s' --solvers megatron,ga --max-evals 100 "
+           "--out '%s'",
+           file, out_dir);
+  s_env = "PATH=/nonexistent ";
+  rc = s_netsim(args, &out, &err);
+  s_env = "";
+  WT_TEST_ASSERT(rc == 0, "sweep without gnuplot: exit %d: %s", rc, err);
+  WT_TEST_ASSERT(strstr(out, "gnuplot did not run") && strstr(out, "sweep.gp"), "says so: %s", out);
+  snprintf(csv, sizeof csv, "%s/sweep.gp", out_dir);
+  f = fopen(csv, "r");
+  WT_TEST_ASSERT(f != NULL, "no sweep.gp");
+  if (f) fclose(f);
+  snprintf(csv, sizeof csv, "%s/sweep.png", out_dir);
+  f = fopen(csv, "r");
+  WT_TEST_ASSERT(f == NULL, "a chart appeared without gnuplot");
   if (f) fclose(f);
   free(out);
   free(err);
