@@ -28,24 +28,24 @@
 #include <stdint.h>
 
 typedef struct {
-  int n;                  /* devices */
-  double *latency_s;      /* n*n, one way, symmetric after assign_network_symmetrize */
-  double *bandwidth_Bps;  /* n*n, bytes per second, > 0 off the diagonal */
-  double *compute_speed;  /* n, relative speed (1 = reference); NULL = all 1 */
-  double *memory_bytes;   /* n; NULL = unlimited */
+  int n;                 /* devices */
+  double *latency_s;     /* n*n, one way, symmetric after assign_network_symmetrize */
+  double *bandwidth_Bps; /* n*n, bytes per second, > 0 off the diagonal */
+  double *compute_speed; /* n, relative speed (1 = reference); NULL = all 1 */
+  double *memory_bytes;  /* n; NULL = unlimited */
 } assign_network;
 
 typedef enum { ASSIGN_DP_SHARDED_PS = 0, ASSIGN_DP_RING = 1 } assign_dp_algo;
 
 typedef struct {
   const assign_network *net;
-  int d_pp, d_dp;          /* d_pp * d_dp == net->n */
-  double c_dp_bytes;       /* gradient bytes of one stage */
-  double c_pp_bytes;       /* activation bytes per pipeline cut per iteration */
+  int d_pp, d_dp;    /* d_pp * d_dp == net->n */
+  double c_dp_bytes; /* gradient bytes of one stage */
+  double c_pp_bytes; /* activation bytes per pipeline cut per iteration */
   /* Beyond the paper (all off / zero by default = the paper's model): */
-  assign_dp_algo dp_algo;  /* data-parallel term: sharded parameter server (paper) or ring */
-  double compute_s;        /* compute time of one tasklet on a speed-1 device; 0 = not modelled.
-                              When > 0, COMM gains max over tasklets of compute_s / speed. */
+  assign_dp_algo dp_algo;    /* data-parallel term: sharded parameter server (paper) or ring */
+  double compute_s;          /* compute time of one tasklet on a speed-1 device; 0 = not modelled.
+                                When > 0, COMM gains max over tasklets of compute_s / speed. */
   double stage_memory_bytes; /* memory one tasklet needs; 0 = not checked. A plan placing a
                                 tasklet on a device with less memory is infeasible (cost +inf). */
 } assign_problem;
@@ -56,11 +56,11 @@ typedef struct {
 } assign_plan;
 
 typedef struct {
-  double comm_s;     /* total cost COMM (+ compute term when modelled) */
-  double dp_s;       /* DATAP */
-  double pp_s;       /* 2 · PIPELINEP */
-  double compute_s;  /* the compute term (0 when not modelled) */
-  int feasible;      /* 0 if a memory constraint is violated */
+  double comm_s;    /* total cost COMM (+ compute term when modelled) */
+  double dp_s;      /* DATAP */
+  double pp_s;      /* 2 · PIPELINEP */
+  double compute_s; /* the compute term (0 when not modelled) */
+  int feasible;     /* 0 if a memory constraint is violated */
 } assign_cost;
 
 /* Validates a problem: sizes, symmetric positive bandwidths, non-negative latencies.
@@ -78,12 +78,14 @@ assign_plan *assign_plan_copy(const assign_plan *src);
  * or WT_EINVAL naming the first bad entry. */
 int assign_plan_validate(const assign_problem *p, const assign_plan *plan);
 
-/* Cost of a plan exactly as laid out (row order = pipeline order, columns = matchings). */
+/* Cost of a plan exactly as laid out (row order = pipeline order, columns = matchings). The
+ * problem must be valid (assign_problem_validate). A plan that fails assign_plan_validate costs
+ * NaN in every field with feasible = 0, and wt_last_error() says why. */
 assign_cost assign_plan_cost(const assign_problem *p, const assign_plan *plan);
 
 /* Cost of the partition the plan's rows define, with the best pipeline order (Held–Karp for
  * d_pp <= 16, else a heuristic) and bottleneck matchings; rewrites the plan's row order and
- * columns to that optimum. */
+ * columns to that optimum. An invalid plan is left alone and costs NaN, as above. */
 assign_cost assign_plan_optimize_order(const assign_problem *p, assign_plan *plan);
 
 /* ---- building blocks (public so tests and netsim can check them) ------------------------- */
@@ -103,12 +105,12 @@ double assign_tsp_open_path(int m, const double *w, int exact, int *order);
 /* ---- solvers ------------------------------------------------------------------------------ */
 
 typedef enum {
-  ASSIGN_SOLVER_RANDOM = 0,  /* best of K random partitions, each ordered and matched optimally */
-  ASSIGN_SOLVER_MEGATRON,    /* rank order as Megatron-LM groups ranks; fixed, not optimised */
-  ASSIGN_SOLVER_DEEPSPEED,   /* the transposed rank order (pipelines on consecutive ranks) */
-  ASSIGN_SOLVER_GREEDY,      /* constructive: grow data-parallel groups around seeds */
-  ASSIGN_SOLVER_GA,          /* the paper's hybrid: genetic algorithm + cyclic local search */
-  ASSIGN_SOLVER_EXACT,       /* exhaustive with symmetry breaking; n <= 12 only */
+  ASSIGN_SOLVER_RANDOM = 0, /* best of K random partitions, each ordered and matched optimally */
+  ASSIGN_SOLVER_MEGATRON,   /* rank order as Megatron-LM groups ranks; fixed, not optimised */
+  ASSIGN_SOLVER_DEEPSPEED,  /* the transposed rank order (pipelines on consecutive ranks) */
+  ASSIGN_SOLVER_GREEDY,     /* constructive: grow groups, or pipelines, from the hardest device */
+  ASSIGN_SOLVER_GA,         /* the paper's hybrid: genetic algorithm + cyclic local search */
+  ASSIGN_SOLVER_EXACT,      /* exhaustive with symmetry breaking; n <= 12 only */
   ASSIGN_SOLVER_COUNT
 } assign_solver;
 
@@ -124,7 +126,7 @@ int assign_solver_parse(const char *name, assign_solver *out);
 typedef struct {
   double max_seconds;
   long max_evals;
-  int population;   /* ga population; 0 = default (min(50, max(10, n/2)), at most 20000/n) */
+  int population;     /* ga population; 0 = default (min(50, max(10, n/2)), at most 20000/n) */
   int ga_random_only; /* 1: ga starts from random partitions only, without the greedy one */
 } assign_budget;
 
@@ -142,8 +144,8 @@ typedef struct {
   double seconds;         /* wall time of the solve */
   double seconds_to_best; /* wall time when the final best was first reached */
   double best_cost_s;
-  int exact_order;        /* 1 if the pipeline order is Held–Karp optimal (d_pp <= 16) */
-  int n_curve;            /* samples in curve, one per improvement (thinned past the max) */
+  int exact_order; /* 1 if the pipeline order is Held–Karp optimal (d_pp <= 16) */
+  int n_curve;     /* samples in curve, one per improvement (thinned past the max) */
   assign_curve_point curve[ASSIGN_CURVE_MAX];
 } assign_stats;
 

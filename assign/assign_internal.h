@@ -14,8 +14,12 @@
 #include "rng.h"
 
 /* fmin/fmax without the NaN handling that keeps them library calls (inputs are validated). */
-static inline double assign_dmin(double a, double b) { return a < b ? a : b; }
-static inline double assign_dmax(double a, double b) { return a > b ? a : b; }
+static inline double assign_dmin(double a, double b) {
+  return a < b ? a : b;
+}
+static inline double assign_dmax(double a, double b) {
+  return a > b ? a : b;
+}
 
 /* Inside searches the order is re-optimised after each committed move: Held–Karp up to this
  * many groups, 2-opt above. Final plans are ordered by Held–Karp up to ASSIGN_EXACT_TSP_MAX. */
@@ -27,12 +31,12 @@ static inline double assign_dmax(double a, double b) { return a > b ? a : b; }
 typedef struct {
   const assign_problem *p;
   int n, P, K;
-  double *dpc;        /* n*n: PS: 2(α + c_dp/(K·β)); ring: one hop α + c_dp/(K·β) */
-  double *ppc;        /* n*n: α + c_pp/β */
-  double compute_s;   /* the placement-independent compute term */
-  int feasible;       /* memory check */
-  double *scratch_w;  /* K*K matching weights */
-  int *scratch_i;     /* work space for matching */
+  double *dpc;       /* n*n: PS: 2(α + c_dp/(K·β)); ring: one hop α + c_dp/(K·β) */
+  double *ppc;       /* n*n: α + c_pp/β */
+  double compute_s;  /* the placement-independent compute term */
+  int feasible;      /* memory check */
+  double *scratch_w; /* K*K matching weights */
+  int *scratch_i;    /* work space for matching */
 } assign_model;
 
 void assign_model_init(assign_model *m, const assign_problem *p);
@@ -44,7 +48,6 @@ double assign_model_group_dp(assign_model *m, const int *devs);
  * bottleneck, the mean over the 2K members of their cheapest partner in the other group: it
  * falls as the two groups' members come closer even while the bottleneck pair stays put. */
 double assign_model_edge(assign_model *m, const int *a, const int *b, int *match, double *soft);
-
 
 /* How a partition's pipeline order is chosen. */
 typedef enum {
@@ -61,19 +64,23 @@ assign_cost assign_model_partition_cost(assign_model *m, int *rows, assign_order
 /* 2-opt on an open path in place; returns its length. */
 double assign_tsp_improve(int m, const double *w, int *order);
 
+/* WT_EINVAL naming the first device whose memory is below stage_memory_bytes: every device runs
+ * a tasklet, so then no plan is feasible. */
+int assign_problem_check_feasible(const assign_problem *p);
+
 /* ---- search state -------------------------------------------------------------------------- */
 
 typedef struct {
   assign_model *m;
   int P, K, n;
-  int *rows;      /* P*K */
-  int *label;     /* n: row of each device */
-  int *slot;      /* n: index within its row */
-  double *sum;    /* n: PS: Σ over the row of dpc (the device's DATAP sum) */
-  double *rowdp;  /* P */
-  double *edge;   /* P*P */
-  double *soft;   /* P*P: the edges' smooth companions (see assign_model_edge) */
-  int *order;     /* P: pipeline order over rows */
+  int *rows;                  /* P*K */
+  int *label;                 /* n: row of each device */
+  int *slot;                  /* n: index within its row */
+  double *sum;                /* n: PS: Σ over the row of dpc (the device's DATAP sum) */
+  double *rowdp;              /* P */
+  double *edge;               /* P*P */
+  double *soft;               /* P*P: the edges' smooth companions (see assign_model_edge) */
+  int *order;                 /* P: pipeline order over rows */
   double dp, path, cost, tie; /* tie = Σ_rows DATAP(C) + Σ_path edges soft: breaks plateaus */
   /* scratch for a tentative swap */
   double *t_edge, *t_soft; /* P*P */
@@ -113,8 +120,8 @@ assign_cost assign_search_to_plan(assign_search *s, assign_plan *plan);
 typedef struct {
   double t0, max_s;
   long max_evals;
-  long *evals;          /* the search's counter */
-  assign_stats *st;     /* never NULL inside solvers */
+  long *evals;      /* the search's counter */
+  assign_stats *st; /* never NULL inside solvers */
   double best;
 } assign_tracker;
 

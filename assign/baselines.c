@@ -25,7 +25,8 @@ static void s_random_labels(wt_rng *rng, int P, int K, int *labels, int *perm) {
 }
 
 int assign_solve_random(assign_search *s, assign_tracker *t, wt_rng *rng, int *labels) {
-  int n = s->n, *cand = wt_xmalloc((size_t)n * sizeof(int)), *perm = wt_xmalloc((size_t)n * sizeof(int));
+  int n = s->n, *cand = wt_xmalloc((size_t)n * sizeof(int)),
+      *perm = wt_xmalloc((size_t)n * sizeof(int));
   double best = INFINITY;
   do {
     s_random_labels(rng, s->P, s->K, cand, perm);

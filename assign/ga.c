@@ -87,7 +87,8 @@ static void s_crossover(s_ga *g, const s_indiv *a, const s_indiv *b, s_indiv *ch
 static void s_mutate(s_ga *g, int *label) {
   int swaps = 1 + (int)wt_rng_below(g->rng, (uint64_t)WT_MAX(1, g->n / 16));
   for (int i = 0; i < swaps; i++) {
-    int x = (int)wt_rng_below(g->rng, (uint64_t)g->n), y = (int)wt_rng_below(g->rng, (uint64_t)g->n);
+    int x = (int)wt_rng_below(g->rng, (uint64_t)g->n),
+        y = (int)wt_rng_below(g->rng, (uint64_t)g->n);
     int t = label[x];
     label[x] = label[y];
     label[y] = t;
@@ -133,8 +134,8 @@ static void s_generation(s_ga *g, s_indiv *child) {
   s_crossover(g, &g->pop[i], &g->pop[j], child);
   s_mutate(g, child->label);
   s_evaluate(g, child, 4);
-  int worse = assign_search_cmp(g->pop[i].cost, g->pop[i].tie, g->pop[j].cost, g->pop[j].tie) > 0
-                  ? i : j;
+  int worse =
+      assign_search_cmp(g->pop[i].cost, g->pop[i].tie, g->pop[j].cost, g->pop[j].tie) > 0 ? i : j;
   if (assign_search_cmp(child->cost, child->tie, g->pop[worse].cost, g->pop[worse].tie) < 0 &&
       !s_is_duplicate(g, child)) {
     int *tmp = g->pop[worse].label;
@@ -148,8 +149,10 @@ static void s_generation(s_ga *g, s_indiv *child) {
 static void s_init_population(s_ga *g) {
   for (int q = 0; q < g->Q && (q == 0 || !assign_tracker_done(g->t)); q++) {
     s_indiv *ind = &g->pop[q];
-    if (q == 0 && !g->random_only) assign_solve_greedy(g->s, g->t, g->rng, ind->label);
-    else s_random_individual(g, ind);
+    if (q == 0 && !g->random_only)
+      assign_solve_greedy(g->s, g->t, g->rng, ind->label);
+    else
+      s_random_individual(g, ind);
     s_evaluate(g, ind, 2);
   }
 }
@@ -157,7 +160,8 @@ static void s_init_population(s_ga *g) {
 int assign_solve_ga(assign_search *s, assign_tracker *t, wt_rng *rng, int population,
                     int random_only, int *labels) {
   int n = s->n, P = s->P;
-  s_ga g = {s, t, rng, n, P, s->K, WT_MAX(2, population), NULL, NULL, NULL, NULL, NULL, 0, random_only};
+  s_ga g = {s,    t,    rng,  n,    P,    s->K, WT_MAX(2, population),
+            NULL, NULL, NULL, NULL, NULL, 0,    random_only};
   g.pop = wt_xcalloc((size_t)g.Q, sizeof(s_indiv));
   for (int q = 0; q < g.Q; q++) {
     g.pop[q].label = wt_xmalloc((size_t)n * sizeof(int));
@@ -170,7 +174,8 @@ int assign_solve_ga(assign_search *s, assign_tracker *t, wt_rng *rng, int popula
   g.perm = wt_xmalloc((size_t)n * sizeof(int));
   s_init_population(&g);
   /* an interrupted initialisation leaves unevaluated individuals at +inf: never parents */
-  while (P > 1 && !assign_tracker_done(t) && g.pop[g.Q - 1].cost < INFINITY) s_generation(&g, &child);
+  while (P > 1 && !assign_tracker_done(t) && g.pop[g.Q - 1].cost < INFINITY)
+    s_generation(&g, &child);
   int best = s_best_index(&g);
   memcpy(labels, g.pop[best].label, (size_t)n * sizeof(int));
   for (int q = 0; q < g.Q; q++) free(g.pop[q].label);

@@ -40,8 +40,9 @@ static int s_farthest_member(const assign_search *s, int r, int c) {
  * the pipeline path — and the member that makes it so: the one with the largest DATAP sum, or
  * the one farthest from the group at the other end of the edge. */
 static int s_critical_row(const assign_search *s, wt_rng *rng, int *worst) {
-  int P = s->P, K = s->K, best = 0;
+  int P = s->P, K = s->K;
   if (P < 2 || wt_rng_below(rng, 2) == 0) {
+    int best = 0;
     for (int r = 1; r < P; r++)
       if (s->rowdp[r] > s->rowdp[best]) best = r;
     *worst = s->rows[best * K];

@@ -83,8 +83,10 @@ static double s_ring_bottleneck(const assign_model *m, const int *devs, int k) {
     int lo = 0, hi = cnt - 1; /* the complete graph (vals[cnt-1]) always has a ring */
     while (lo < hi) {
       int mid = lo + (hi - lo) / 2;
-      if (s_ring_exists(m, devs, k, vals[mid], reach)) hi = mid;
-      else lo = mid + 1;
+      if (s_ring_exists(m, devs, k, vals[mid], reach))
+        hi = mid;
+      else
+        lo = mid + 1;
     }
     double best = vals[hi];
     free(reach);
@@ -101,7 +103,8 @@ static double s_ring_bottleneck(const assign_model *m, const int *devs, int k) {
     for (int step = 1; step < k; step++) {
       int nxt = -1;
       for (int x = 0; x < k; x++)
-        if (!used[x] && (nxt < 0 || m->dpc[devs[cur] * n + devs[x]] < m->dpc[devs[cur] * n + devs[nxt]]))
+        if (!used[x] &&
+            (nxt < 0 || m->dpc[devs[cur] * n + devs[x]] < m->dpc[devs[cur] * n + devs[nxt]]))
           nxt = x;
       worst = assign_dmax(worst, m->dpc[devs[cur] * n + devs[nxt]]);
       used[nxt] = 1;
@@ -156,7 +159,12 @@ static assign_cost s_finish(const assign_model *m, double dp, double path) {
   return c;
 }
 
+static assign_cost s_invalid(void) {
+  return (assign_cost){NAN, NAN, NAN, NAN, 0};
+}
+
 assign_cost assign_plan_cost(const assign_problem *p, const assign_plan *plan) {
+  if (assign_plan_validate(p, plan) != WT_OK) return s_invalid();
   assign_model m;
   assign_model_init(&m, p);
   int P = m.P, K = m.K, n = m.n;
@@ -201,7 +209,8 @@ assign_cost assign_model_partition_cost(assign_model *m, int *rows, assign_order
   if (mode == ASSIGN_ORDER_KEEP) {
     for (int i = 0; i < P; i++) order[i] = i;
     for (int i = 0; i + 1 < P; i++) path += w[i * P + i + 1];
-  } else path = assign_tsp_open_path(P, w, mode == ASSIGN_ORDER_EXACT, order);
+  } else
+    path = assign_tsp_open_path(P, w, mode == ASSIGN_ORDER_EXACT, order);
   s_layout(m, rows, order);
   free(w);
   free(order);
@@ -209,6 +218,7 @@ assign_cost assign_model_partition_cost(assign_model *m, int *rows, assign_order
 }
 
 assign_cost assign_plan_optimize_order(const assign_problem *p, assign_plan *plan) {
+  if (assign_plan_validate(p, plan) != WT_OK) return s_invalid();
   assign_model m;
   assign_model_init(&m, p);
   assign_cost c = assign_model_partition_cost(&m, plan->device, ASSIGN_ORDER_EXACT);

@@ -72,6 +72,18 @@ int assign_problem_validate(const assign_problem *p) {
   return s_validate_scalars(p);
 }
 
+int assign_problem_check_feasible(const assign_problem *p) {
+  const assign_network *net = p->net;
+  if (p->stage_memory_bytes <= 0 || !net->memory_bytes) return WT_OK;
+  for (int d = 0; d < net->n; d++)
+    if (net->memory_bytes[d] < p->stage_memory_bytes)
+      return wt_fail(WT_EINVAL,
+                     "assign: device %d has %.0f bytes of memory but a tasklet needs %.0f; every "
+                     "device runs a tasklet, so no plan fits — use more stages or drop the device",
+                     d, net->memory_bytes[d], p->stage_memory_bytes);
+  return WT_OK;
+}
+
 void assign_network_symmetrize(assign_network *net) {
   int n = net->n;
   for (int i = 0; i < n; i++)
@@ -116,8 +128,10 @@ int assign_plan_validate(const assign_problem *p, const assign_plan *plan) {
   for (int i = 0; i < n && rc == WT_OK; i++) {
     int d = plan->device[i];
     if (d < 0 || d >= n)
-      rc = wt_fail(WT_EINVAL, "assign: plan tasklet %d (stage %d, replica %d) has device %d, "
-                   "outside 0..%d", i, i / p->d_dp, i % p->d_dp, d, n - 1);
+      rc = wt_fail(WT_EINVAL,
+                   "assign: plan tasklet %d (stage %d, replica %d) has device %d, "
+                   "outside 0..%d",
+                   i, i / p->d_dp, i % p->d_dp, d, n - 1);
     else if (seen[d]++)
       rc = wt_fail(WT_EINVAL, "assign: plan places device %d twice (again at stage %d, replica %d)",
                    d, i / p->d_dp, i % p->d_dp);
@@ -141,7 +155,7 @@ int assign_plan_moved(const assign_plan *a, const assign_plan *b) {
 }
 
 static const char *s_names[ASSIGN_SOLVER_COUNT] = {"random", "megatron", "deepspeed",
-                                                    "greedy", "ga",       "exact"};
+                                                   "greedy", "ga",       "exact"};
 
 const char *assign_solver_name(assign_solver kind) {
   return (unsigned)kind < ASSIGN_SOLVER_COUNT ? s_names[kind] : "?";
@@ -153,7 +167,8 @@ int assign_solver_parse(const char *name, assign_solver *out) {
       *out = (assign_solver)k;
       return WT_OK;
     }
-  return wt_fail(WT_EINVAL,
-                 "assign: unknown solver '%s'; use random, megatron, deepspeed, greedy, ga or exact",
-                 name ? name : "(null)");
+  return wt_fail(
+      WT_EINVAL,
+      "assign: unknown solver '%s'; use random, megatron, deepspeed, greedy, ga or exact",
+      name ? name : "(null)");
 }

@@ -19,14 +19,18 @@ static int s_check_prev(const assign_problem *p, const assign_plan *prev, const 
                         int n_changed) {
   int n = p->net->n;
   if (!prev || prev->d_pp != p->d_pp || prev->d_dp != p->d_dp)
-    return wt_fail(WT_EINVAL, "assign: previous plan's shape %dx%d does not match the problem's %dx%d",
+    return wt_fail(WT_EINVAL,
+                   "assign: previous plan's shape %dx%d does not match the problem's %dx%d",
                    prev ? prev->d_pp : 0, prev ? prev->d_dp : 0, p->d_pp, p->d_dp);
   char *seen = wt_xcalloc((size_t)n, 1);
   int rc = WT_OK;
   for (int i = 0; i < n && rc == WT_OK; i++) {
     int d = prev->device[i];
-    if (d < -1 || d >= n) rc = wt_fail(WT_EINVAL, "assign: previous plan has device %d at tasklet %d, outside -1..%d", d, i, n - 1);
-    else if (d >= 0 && seen[d]++) rc = wt_fail(WT_EINVAL, "assign: previous plan places device %d twice", d);
+    if (d < -1 || d >= n)
+      rc = wt_fail(WT_EINVAL, "assign: previous plan has device %d at tasklet %d, outside -1..%d",
+                   d, i, n - 1);
+    else if (d >= 0 && seen[d]++)
+      rc = wt_fail(WT_EINVAL, "assign: previous plan places device %d twice", d);
   }
   for (int i = 0; i < n_changed && rc == WT_OK; i++)
     if (changed[i] < 0 || changed[i] >= n)
@@ -90,10 +94,11 @@ int assign_resolve(const assign_problem *p, const assign_plan *prev, const int *
                    int n_changed, const assign_budget *budget, uint64_t seed, assign_plan **out,
                    assign_stats *stats) {
   *out = NULL;
-  assign_stats local;
+  assign_stats local = {0};
   assign_stats *st = stats ? stats : &local;
   memset(st, 0, sizeof *st);
   WT_CHECK(assign_problem_validate(p));
+  WT_CHECK(assign_problem_check_feasible(p));
   WT_CHECK(s_check_prev(p, prev, changed, n_changed));
   double t0 = wt_now_s();
   int n = p->net->n;

@@ -36,8 +36,9 @@ void assign_search_init(assign_search *s, assign_model *m, assign_order_mode mod
 }
 
 void assign_search_free(assign_search *s) {
-  void *bufs[] = {s->soft, s->t_soft, s->rows,  s->label,  s->slot,    s->sum,     s->rowdp,  s->edge, s->t_edge,
-                  s->order, s->t_order, s->t_sum_a, s->t_sum_b, s->t_rowa, s->t_rowb};
+  void *bufs[] = {s->soft,    s->t_soft,  s->rows,    s->label,  s->slot,
+                  s->sum,     s->rowdp,   s->edge,    s->t_edge, s->order,
+                  s->t_order, s->t_sum_a, s->t_sum_b, s->t_rowa, s->t_rowb};
   for (size_t i = 0; i < WT_ARRAY_LEN(bufs); i++) free(bufs[i]);
   memset(s, 0, sizeof *s);
 }
@@ -56,7 +57,9 @@ static double s_row_sums(const assign_search *s, const int *row, double *sum) {
   return worst;
 }
 
-static int s_ring(const assign_search *s) { return s->m->p->dp_algo == ASSIGN_DP_RING; }
+static int s_ring(const assign_search *s) {
+  return s->m->p->dp_algo == ASSIGN_DP_RING;
+}
 
 /* Length of the path in the held order (the identity order in KEEP mode). */
 static double s_path(const assign_search *s, const double *edge, const int *order) {

@@ -15,18 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int s_check_feasible(const assign_problem *p) {
-  const assign_network *net = p->net;
-  if (p->stage_memory_bytes <= 0 || !net->memory_bytes) return WT_OK;
-  for (int d = 0; d < net->n; d++)
-    if (net->memory_bytes[d] < p->stage_memory_bytes)
-      return wt_fail(WT_EINVAL,
-                     "assign: device %d has %.0f bytes of memory but a tasklet needs %.0f; every "
-                     "device runs a tasklet, so no plan fits — use more stages or drop the device",
-                     d, net->memory_bytes[d], p->stage_memory_bytes);
-  return WT_OK;
-}
-
 static void s_rank_order(const assign_problem *p, assign_solver kind, assign_plan *plan) {
   int P = p->d_pp, K = p->d_dp;
   for (int s = 0; s < P; s++)
@@ -38,16 +26,20 @@ static int s_run(assign_search *s, assign_solver kind, assign_tracker *t, wt_rng
                  const assign_budget *b, int *labels) {
   int n = s->n;
   switch (kind) {
-  case ASSIGN_SOLVER_RANDOM: return assign_solve_random(s, t, rng, labels);
-  case ASSIGN_SOLVER_GREEDY: return assign_solve_greedy(s, t, rng, labels);
-  case ASSIGN_SOLVER_EXACT: return assign_solve_exact(s, t, labels);
+  case ASSIGN_SOLVER_RANDOM:
+    return assign_solve_random(s, t, rng, labels);
+  case ASSIGN_SOLVER_GREEDY:
+    return assign_solve_greedy(s, t, rng, labels);
+  case ASSIGN_SOLVER_EXACT:
+    return assign_solve_exact(s, t, labels);
   case ASSIGN_SOLVER_GA: {
     /* big instances: a smaller population leaves evaluations for the search itself */
     int q = b && b->population > 0 ? b->population
                                    : WT_MAX(4, WT_MIN(WT_MIN(50, WT_MAX(10, n / 2)), 20000 / n));
     return assign_solve_ga(s, t, rng, q, b && b->ga_random_only, labels);
   }
-  default: return wt_fail(WT_EINVAL, "assign: solver %d is not a search", (int)kind);
+  default:
+    return wt_fail(WT_EINVAL, "assign: solver %d is not a search", (int)kind);
   }
 }
 
@@ -61,11 +53,11 @@ static void s_defaults(assign_solver kind, int n, double *sec, long *evals) {
 int assign_solve(const assign_problem *p, assign_solver kind, const assign_budget *budget,
                  uint64_t seed, assign_plan **out, assign_stats *stats) {
   *out = NULL;
-  assign_stats local;
+  assign_stats local = {0};
   assign_stats *st = stats ? stats : &local;
   memset(st, 0, sizeof *st);
   WT_CHECK(assign_problem_validate(p));
-  WT_CHECK(s_check_feasible(p));
+  WT_CHECK(assign_problem_check_feasible(p));
   if ((unsigned)kind >= ASSIGN_SOLVER_COUNT)
     return wt_fail(WT_EINVAL, "assign: unknown solver %d", (int)kind);
   if (kind == ASSIGN_SOLVER_EXACT && p->net->n > 12)

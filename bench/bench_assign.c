@@ -37,7 +37,8 @@ static const wt_option s_options[] = {
      "random partitions to try", NULL},
     {"seed", WT_OPT_INT64, offsetof(bench_cfg, seed), 0, 1e18, "1", "solver seed", NULL},
     {"big-dpp", WT_OPT_INT, offsetof(bench_cfg, big_dpp), 1, 64, "16", "large instance D_PP", NULL},
-    {"big-ddp", WT_OPT_INT, offsetof(bench_cfg, big_ddp), 1, 256, "64", "large instance D_DP", NULL},
+    {"big-ddp", WT_OPT_INT, offsetof(bench_cfg, big_ddp), 1, 256, "64", "large instance D_DP",
+     NULL},
     {"skip-big", WT_OPT_FLAG, offsetof(bench_cfg, skip_big), 0, 1, "0", "only the world-wide part",
      NULL},
     {0}};
@@ -52,8 +53,11 @@ static void s_alloc(s_instance *in, int n, int d_pp, int d_dp) {
   in->net.n = n;
   in->net.latency_s = wt_xcalloc((size_t)n * n, sizeof(double));
   in->net.bandwidth_Bps = wt_xcalloc((size_t)n * n, sizeof(double));
-  in->prob = (assign_problem){.net = &in->net, .d_pp = d_pp, .d_dp = d_dp,
-                              .c_dp_bytes = DTFM_WW_C_DP, .c_pp_bytes = DTFM_WW_C_PP};
+  in->prob = (assign_problem){.net = &in->net,
+                              .d_pp = d_pp,
+                              .d_dp = d_dp,
+                              .c_dp_bytes = DTFM_WW_C_DP,
+                              .c_pp_bytes = DTFM_WW_C_PP};
 }
 
 static void s_free(s_instance *in) {
@@ -70,7 +74,8 @@ static void s_big(s_instance *in, int d_pp, int d_dp, uint64_t seed) {
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++) {
       int ri = i / per, rj = j / per;
-      in->net.latency_s[i * n + j] = dtfm_ww_latency_ms[ri][rj] / 1000.0 + 0.001 * wt_rng_double(&rng);
+      in->net.latency_s[i * n + j] =
+          dtfm_ww_latency_ms[ri][rj] / 1000.0 + 0.001 * wt_rng_double(&rng);
       in->net.bandwidth_Bps[i * n + j] =
           dtfm_ww_bandwidth_gbps[ri][rj] * 1e9 / 8 * (0.9 + 0.2 * wt_rng_double(&rng));
     }
@@ -97,9 +102,9 @@ static int s_run(const s_instance *in, assign_solver kind, const assign_budget *
   }
   r->cost = assign_plan_cost(&in->prob, plan);
   assign_plan_destroy(&plan);
-  printf("%-10s %-9s %10.3f %9.3f %9.3f %9.3f %9ld %9ld %9.3f\n", in->net.n == 64 ? "worldwide" : "big",
-         r->name, r->cost.comm_s, r->cost.dp_s, r->cost.pp_s, r->st.seconds, r->st.evals,
-         r->st.evals_to_best, r->st.seconds_to_best);
+  printf("%-10s %-9s %10.3f %9.3f %9.3f %9.3f %9ld %9ld %9.3f\n",
+         in->net.n == 64 ? "worldwide" : "big", r->name, r->cost.comm_s, r->cost.dp_s, r->cost.pp_s,
+         r->st.seconds, r->st.evals, r->st.evals_to_best, r->st.seconds_to_best);
   return WT_OK;
 }
 
@@ -116,9 +121,9 @@ static int s_worldwide(const bench_cfg *cfg, s_result *res) {
   dtfm_ww_fill(in.net.latency_s, in.net.bandwidth_Bps);
   assign_budget rnd = {.max_evals = cfg->random_evals}, ga = {.max_seconds = cfg->ga_seconds};
   assign_budget ga_rand = {.max_seconds = cfg->ga_seconds, .ga_random_only = 1};
-  const assign_solver kinds[WW_RUNS] = {ASSIGN_SOLVER_RANDOM, ASSIGN_SOLVER_MEGATRON,
+  const assign_solver kinds[WW_RUNS] = {ASSIGN_SOLVER_RANDOM,    ASSIGN_SOLVER_MEGATRON,
                                         ASSIGN_SOLVER_DEEPSPEED, ASSIGN_SOLVER_GREEDY,
-                                        ASSIGN_SOLVER_GA, ASSIGN_SOLVER_GA};
+                                        ASSIGN_SOLVER_GA,        ASSIGN_SOLVER_GA};
   const assign_budget *budgets[WW_RUNS] = {&rnd, NULL, NULL, NULL, &ga, &ga_rand};
   int rc = WT_OK;
   for (int i = 0; i < WW_RUNS && rc == WT_OK; i++)
@@ -130,7 +135,8 @@ static int s_worldwide(const bench_cfg *cfg, s_result *res) {
 static void s_print_curve(const s_result *r, int n) {
   printf("\n%s cost curve on %d devices (t_s, evals, best cost s):\n", r->name, n);
   for (int i = 0; i < r->st.n_curve; i++)
-    printf("  %8.3f %9ld %10.3f\n", r->st.curve[i].t_s, r->st.curve[i].evals, r->st.curve[i].cost_s);
+    printf("  %8.3f %9ld %10.3f\n", r->st.curve[i].t_s, r->st.curve[i].evals,
+           r->st.curve[i].cost_s);
 }
 
 static int s_large(const bench_cfg *cfg, s_result *res) {
@@ -163,8 +169,8 @@ static void s_json(const bench_cfg *cfg, const s_result *ww, const s_result *big
   s_json_curve("ga_rand_curve", &ww[WW_RUNS - 1]);
   printf("}");
   if (!cfg->skip_big) {
-    printf(",\"big\":{\"n\":%d,\"d_pp\":%d,\"d_dp\":%d,", cfg->big_dpp * cfg->big_ddp,
-           cfg->big_dpp, cfg->big_ddp);
+    printf(",\"big\":{\"n\":%d,\"d_pp\":%d,\"d_dp\":%d,", cfg->big_dpp * cfg->big_ddp, cfg->big_dpp,
+           cfg->big_ddp);
     for (int i = 0; i < BIG_RUNS; i++) s_json_result(&big[i], 0);
     s_json_curve("ga_curve", &big[2]);
     printf(",");
@@ -187,8 +193,10 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!cfg.skip_big && cfg.big_dpp * cfg.big_ddp > 4096) {
-    fprintf(stderr, "bench-assign: --big-dpp x --big-ddp = %d devices; at most 4096 (two n x n "
-                    "matrices of doubles must fit in memory)\n", cfg.big_dpp * cfg.big_ddp);
+    fprintf(stderr,
+            "bench-assign: --big-dpp x --big-ddp = %d devices; at most 4096 (two n x n "
+            "matrices of doubles must fit in memory)\n",
+            cfg.big_dpp * cfg.big_ddp);
     return 2;
   }
   printf("%-10s %-9s %10s %9s %9s %9s %9s %9s %9s\n", "scenario", "solver", "cost_s", "dp_s",

@@ -168,7 +168,48 @@ static void test_matching_and_tsp(void) {
   }
 }
 
-/* ---- exact against brute force over every plan ------------------------------------------------ */
+/* Ring DATAP of one group against every ring order (member 0 fixed first). */
+static double s_brute_ring(const assign_problem *p) {
+  int k = p->d_dp, n = p->net->n, perm[8] = {0}, c[8] = {0};
+  const double *a = p->net->latency_s, *b = p->net->bandwidth_Bps;
+  for (int i = 0; i < k - 1; i++) perm[i] = i + 1;
+  double best = INFINITY;
+  for (int i = 0;;) {
+    double worst = 0;
+    for (int s = 0; s < k; s++) {
+      int u = s == 0 ? 0 : perm[s - 1], v = s == k - 1 ? 0 : perm[s];
+      worst = fmax(worst, a[u * n + v] + p->c_dp_bytes / (k * b[u * n + v]));
+    }
+    best = fmin(best, worst);
+    while (i < k - 1 && c[i] >= i) c[i++] = 0;
+    if (i >= k - 1) break;
+    int j = i % 2 ? c[i] : 0, t = perm[j];
+    perm[j] = perm[i];
+    perm[i] = t;
+    c[i]++;
+    i = 0;
+  }
+  return 2.0 * (k - 1) * best;
+}
+
+static void test_ring_vs_brute(void) {
+  wt_rng rng;
+  wt_rng_seed(&rng, 55);
+  for (int trial = 0; trial < 30; trial++) {
+    int k = 2 + trial % 7; /* 2..8 members, all within the exact ring search */
+    s_world w;
+    s_random_world(&w, 1, k, &rng);
+    w.prob.dp_algo = ASSIGN_DP_RING;
+    assign_plan *plan = assign_plan_new(1, k);
+    assign_cost c = assign_plan_cost(&w.prob, plan);
+    WT_TEST_CLOSE(c.dp_s, s_brute_ring(&w.prob), 1e-12, 1e-12, "ring DATAP vs every ring order");
+    assign_plan_destroy(&plan);
+    s_world_free(&w);
+  }
+}
+
+/* ---- exact against brute force over every plan ------------------------------------------------
+ */
 
 /* Minimum of assign_plan_cost over all n! layouts (n <= 8). */
 static double s_brute_plans(const assign_problem *p) {
@@ -198,8 +239,8 @@ static void test_exact_vs_brute(void) {
     s_random_world(&w, shapes[i][0], shapes[i][1], &rng);
     if (i == WT_ARRAY_LEN(shapes) - 1) w.prob.dp_algo = ASSIGN_DP_RING;
     assign_plan *plan = NULL;
-    WT_TEST_REQUIRE(assign_solve(&w.prob, ASSIGN_SOLVER_EXACT, NULL, 1, &plan, NULL) == WT_OK,
-                    "%s", wt_last_error());
+    WT_TEST_REQUIRE(assign_solve(&w.prob, ASSIGN_SOLVER_EXACT, NULL, 1, &plan, NULL) == WT_OK, "%s",
+                    wt_last_error());
     WT_TEST_ASSERT(assign_plan_validate(&w.prob, plan) == WT_OK, "%s", wt_last_error());
     double got = assign_plan_cost(&w.prob, plan).comm_s, want = s_brute_plans(&w.prob);
     WT_TEST_CLOSE(got, want, 1e-12, 1e-9, "exact vs brute force");
@@ -208,7 +249,8 @@ static void test_exact_vs_brute(void) {
   }
 }
 
-/* ---- solvers ---------------------------------------------------------------------------------- */
+/* ---- solvers ----------------------------------------------------------------------------------
+ */
 
 static int s_same_plan(const assign_plan *a, const assign_plan *b) {
   return memcmp(a->device, b->device, (size_t)a->d_pp * a->d_dp * sizeof(int)) == 0;
@@ -246,7 +288,8 @@ static void test_rank_orders(void) {
   w.prob.d_dp = 16;
   assign_plan *mg = NULL, *ds = NULL;
   WT_TEST_REQUIRE(assign_solve(&w.prob, ASSIGN_SOLVER_MEGATRON, NULL, 0, &mg, NULL) == WT_OK, "mg");
-  WT_TEST_REQUIRE(assign_solve(&w.prob, ASSIGN_SOLVER_DEEPSPEED, NULL, 0, &ds, NULL) == WT_OK, "ds");
+  WT_TEST_REQUIRE(assign_solve(&w.prob, ASSIGN_SOLVER_DEEPSPEED, NULL, 0, &ds, NULL) == WT_OK,
+                  "ds");
   WT_TEST_ASSERT(mg->device[1 * 16 + 3] == 19, "megatron: stage 1 replica 3 is rank 1*16+3");
   WT_TEST_ASSERT(ds->device[1 * 16 + 3] == 13, "deepspeed: stage 1 replica 3 is rank 3*4+1");
   assign_plan_destroy(&mg);
@@ -287,7 +330,8 @@ static void test_ga_worldwide(void) {
   assign_stats st;
   assign_budget budget = {.max_evals = 20000};
   WT_TEST_REQUIRE(assign_solve(&w.prob, ASSIGN_SOLVER_GA, &budget, 1, &plan, &st) == WT_OK, "ga");
-  WT_TEST_REQUIRE(assign_solve(&w.prob, ASSIGN_SOLVER_GREEDY, NULL, 1, &greedy, NULL) == WT_OK, "g");
+  WT_TEST_REQUIRE(assign_solve(&w.prob, ASSIGN_SOLVER_GREEDY, NULL, 1, &greedy, NULL) == WT_OK,
+                  "g");
   double c = assign_plan_cost(&w.prob, plan).comm_s;
   WT_TEST_ASSERT(c <= 49.218 + 1e-3, "ga on world-wide: %.4f s, the paper's GA found 49.218", c);
   WT_TEST_ASSERT(c <= assign_plan_cost(&w.prob, greedy).comm_s + 1e-9, "ga no worse than greedy");
@@ -298,7 +342,8 @@ static void test_ga_worldwide(void) {
   s_world_free(&w);
 }
 
-/* ---- resolve ------------------------------------------------------------------------------------ */
+/* ---- resolve ------------------------------------------------------------------------------------
+ */
 
 static void test_resolve(void) {
   wt_rng rng;
@@ -408,7 +453,8 @@ static void test_invalid(void) {
   WT_TEST_ASSERT(assign_problem_validate(&w.prob) == WT_EINVAL && strstr(wt_last_error(), "7 x 8"),
                  "d_pp*d_dp != n named: %s", wt_last_error());
   WT_TEST_ASSERT(assign_solve(&w.prob, ASSIGN_SOLVER_GA, NULL, 0, &out, NULL) == WT_EINVAL &&
-                     out == NULL, "solve refuses it");
+                     out == NULL,
+                 "solve refuses it");
   w.prob.d_pp = 8;
   w.net.bandwidth_Bps[3 * 64 + 9] = w.net.bandwidth_Bps[9 * 64 + 3] = -1;
   WT_TEST_ASSERT(assign_problem_validate(&w.prob) == WT_EINVAL &&
@@ -421,12 +467,23 @@ static void test_invalid(void) {
   assign_network_symmetrize(&w.net);
   WT_TEST_ASSERT(assign_problem_validate(&w.prob) == WT_OK, "symmetrised: %s", wt_last_error());
   w.net.latency_s[1] = NAN;
-  WT_TEST_ASSERT(assign_problem_validate(&w.prob) == WT_EINVAL && strstr(wt_last_error(), "latency"),
+  WT_TEST_ASSERT(assign_problem_validate(&w.prob) == WT_EINVAL &&
+                     strstr(wt_last_error(), "latency"),
                  "NaN latency named: %s", wt_last_error());
   w.net.latency_s[1] = w.net.latency_s[64];
   WT_TEST_ASSERT(assign_solve(&w.prob, ASSIGN_SOLVER_EXACT, NULL, 0, &out, NULL) == WT_EINVAL &&
                      strstr(wt_last_error(), "12 devices"),
                  "exact too large: %s", wt_last_error());
+  assign_plan *bad = assign_plan_new(8, 8);
+  bad->device[5] = bad->device[6];
+  assign_cost c = assign_plan_cost(&w.prob, bad);
+  WT_TEST_ASSERT(isnan(c.comm_s) && !c.feasible && strstr(wt_last_error(), "twice"),
+                 "a plan with a device twice costs NaN: %s", wt_last_error());
+  bad->device[5] = 64;
+  c = assign_plan_optimize_order(&w.prob, bad);
+  WT_TEST_ASSERT(isnan(c.comm_s) && strstr(wt_last_error(), "outside"), "out of range: %s",
+                 wt_last_error());
+  assign_plan_destroy(&bad);
   assign_solver k;
   WT_TEST_ASSERT(assign_solver_parse("ga", &k) == WT_OK && k == ASSIGN_SOLVER_GA, "parse ga");
   WT_TEST_ASSERT(assign_solver_parse("gaa", &k) == WT_EINVAL, "parse unknown");
@@ -436,6 +493,7 @@ static void test_invalid(void) {
 int main(void) {
   test_reference_layouts();
   test_matching_and_tsp();
+  test_ring_vs_brute();
   test_exact_vs_brute();
   test_rank_orders();
   test_invalid();
