@@ -75,9 +75,9 @@ const char *netsim_scenario_default_path(void);
 /* A random world of n_regions regions with gpus_per_region devices each, reproducible from
  * seed: regions are placed uniformly on the Earth's surface; one-way latency = great-circle
  * distance / (2/3 c) + 2 ms of routing overhead (5 ms within a region); bandwidth falls with
- * distance from ~1.2 Gbit/s to ~0.3 Gbit/s (2 Gbit/s within a region), ±10% noise. d_pp = n_regions
- * and d_dp = gpus_per_region; the cost constants are the paper's (GPT3-XL). Caller destroys;
- * NULL when a count is below 1. */
+ * distance from ~1.2 Gbit/s to ~0.3 Gbit/s (2 Gbit/s within a region), ±10% noise.
+ * d_pp = n_regions and d_dp = gpus_per_region; the cost constants are the paper's (GPT3-XL).
+ * Caller destroys; NULL when a count is below 1. */
 netsim_scenario *netsim_scenario_random(int n_regions, int gpus_per_region, uint64_t seed);
 void netsim_scenario_destroy(netsim_scenario **self_p); /* only for netsim_scenario_random's */
 
@@ -99,15 +99,18 @@ double netsim_scenario_stage_flops(const netsim_scenario *self);
 /* Effective FLOP/s of a speed-1 device (compute_speed is relative to it). */
 double netsim_scenario_reference_flops(const netsim_scenario *self);
 
-/* Writes the scenario as a one-scenario document in the region form (loadable again). */
+/* Writes the scenario as a one-scenario document in the region form (loadable again): links,
+ * region sizes, cost constants and the reference FLOP/s; per-region compute speed, NIC and
+ * memory are not written. Returns WT_OK or WT_EIO naming the path. */
 int netsim_scenario_save(const netsim_scenario *self, const char *path);
 
 /* ---- assignment files ------------------------------------------------------------------------ */
 
 /* Reads an "assignment" object ({"groups": [[stage 0 devices], ...], "pipelines": [[device of
- * stage 0, ...] per replica]}; either key alone is enough, "pipelines" wins when both are
- * present and they must agree) and checks it against d_pp × d_dp devices: right shape, every
- * device exactly once. On WT_OK *out is a new plan. WT_EINVAL names the file and the problem. */
+ * stage 0, ...] per replica]}; either key alone is enough, and when both are given they must
+ * agree; a whole compare result entry {"assignment": {...}} is accepted too) and checks it against
+ * d_pp × d_dp devices: right shape, every device exactly once. On WT_OK *out is a new plan.
+ * WT_EINVAL names the file and the problem. */
 int netsim_assignment_load(const char *path, int d_pp, int d_dp, assign_plan **out);
 /* Builds the JSON "assignment" object of a plan (caller frees with cJSON_Delete). */
 struct cJSON *netsim_assignment_to_json(const assign_plan *plan);
@@ -147,13 +150,15 @@ void netsim_sim_config_from_scenario(const netsim_scenario *s, netsim_schedule s
 
 /* Simulates one iteration of `plan` on `net`. trace_p may be NULL; otherwise *trace_p receives
  * a new timeline the caller destroys. Returns WT_EINVAL for a plan that does not fit the network
- * or a config out of range. */
+ * (wrong shape, a device out of range or twice), a config out of range, or times that overflow
+ * (the simulation cannot finish). */
 int netsim_simulate(const assign_network *net, const assign_plan *plan,
                     const netsim_sim_config *cfg, netsim_sim_result *out, netsim_trace **trace_p);
 
 /* Transfers alone, for tests and for checking the emulated WAN: transfer i moves bytes[i] from
  * src[i] to dst[i], becoming ready at start_s[i]; writes when each arrives (sending done +
- * latency) into arrive_s[i]. Same sharing model as netsim_simulate. */
+ * latency) into arrive_s[i]. Same sharing model as netsim_simulate. WT_EINVAL for a transfer
+ * to itself, an endpoint out of range, or a negative size or start. */
 int netsim_transfers_simulate(const assign_network *net, const double *nic_Bps, int count,
                               const int *src, const int *dst, const double *bytes,
                               const double *start_s, double *arrive_s);
@@ -163,6 +168,7 @@ int netsim_transfers_simulate(const assign_network *net, const double *nic_Bps, 
  * receiver (cat "recv", tids 200+), pid = device; overlapping transfers get separate lanes so
  * slices nest; "M" events name processes and lanes). Caller frees the string. */
 char *netsim_trace_to_json(const netsim_trace *self);
+/* Writes the JSON to path; WT_OK or WT_EIO naming the path. */
 int netsim_trace_write(const netsim_trace *self, const char *path);
 void netsim_trace_destroy(netsim_trace **self_p);
 
