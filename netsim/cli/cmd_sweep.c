@@ -182,7 +182,12 @@ static int s_write_gnuplot(const char *dir, const s_sweep *w) {
   int ga = s_ga_index(w), panels = ga >= 0 ? 3 : 2;
   fprintf(f,
           "# netsim sweep chart: run `gnuplot sweep.gp` in this folder.\n"
-          "set terminal pngcairo size 1400,%d font 'sans,11'\n"
+          "# pngcairo draws nicer text; builds without cairo still have the libgd png terminal.\n"
+          "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+          "  set terminal pngcairo size 1400,%d font 'sans,11'\n"
+          "} else {\n"
+          "  set terminal png size 1400,%d\n"
+          "}\n"
           "set output 'sweep.png'\n"
           "set termoption noenhanced\n"
           "set datafile separator ','\n"
@@ -196,7 +201,7 @@ static int s_write_gnuplot(const char *dir, const s_sweep *w) {
           "set yrange [0:*]\n"
           "set multiplot layout %d,1 title 'netsim sweep: solvers per scenario (ga = genetic "
           "algorithm + local search)'\n",
-          panels * 480, panels);
+          panels * 480, panels * 480, panels);
   fprintf(f,
           "set title \"Communication cost per iteration in the paper's model (log scale; "
           "lower is better)\"\nset ylabel 'COMM (s)'\nset logscale y\nset yrange [*:*]\n"
