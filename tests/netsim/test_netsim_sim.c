@@ -224,6 +224,33 @@ static void test_ring_matches_model(void) {
   s_net_free(&net);
 }
 
+/* One micro-batch, no compute, one replica: nothing overlaps, so the activation crosses every
+ * cut forward and its gradient every cut back, one after another — exactly 2·PIPELINEP of
+ * assign's model for the plan's stage order. */
+static void test_pipeline_matches_model(void) {
+  int S = 5;
+  assign_network net = s_net(S, 0);
+  wt_rng rng;
+  wt_rng_seed(&rng, 11);
+  for (int a = 0; a < S; a++)
+    for (int b = a + 1; b < S; b++) {
+      double lat = 0.1 * wt_rng_double(&rng), bw = B_PER_S * (0.1 + wt_rng_double(&rng));
+      net.latency_s[a * S + b] = net.latency_s[b * S + a] = lat;
+      net.bandwidth_Bps[a * S + b] = net.bandwidth_Bps[b * S + a] = bw;
+    }
+  assign_plan *p = s_plan(S, 1);
+  int order[5] = {2, 0, 4, 1, 3};
+  memcpy(p->device, order, sizeof order);
+  assign_problem prob = {.net = &net, .d_pp = S, .d_dp = 1, .c_dp_bytes = 0, .c_pp_bytes = 3e8};
+  netsim_sim_config cfg = s_cfg(NETSIM_1F1B, 1, 0, 0, 0);
+  cfg.act_bytes = prob.c_pp_bytes;
+  netsim_sim_result r = s_sim(&net, p, &cfg);
+  WT_TEST_CLOSE(r.iteration_s, assign_plan_cost(&prob, p).pp_s, 1e-9, 1e-9,
+                "simulated m=1 pipeline = 2·PIPELINEP");
+  assign_plan_destroy(&p);
+  s_net_free(&net);
+}
+
 /* Slices on one (pid, tid) must nest or be disjoint for Perfetto; ours never nest, so disjoint. */
 static int s_lanes_disjoint(const cJSON *events) {
   int n = cJSON_GetArraySize(events), ok = 1;
@@ -356,6 +383,7 @@ int main(void) {
   test_nic_sharing();
   test_allreduce();
   test_ring_matches_model();
+  test_pipeline_matches_model();
   test_trace();
   test_bad_plans();
   test_assignment_files();
