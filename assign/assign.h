@@ -120,9 +120,11 @@ const char *assign_solver_name(assign_solver kind);
 int assign_solver_parse(const char *name, assign_solver *out);
 
 /* A search stops at whichever limit comes first; zero means "no limit of that kind". With both
- * zero a solver uses its default budget (random: 5000 partitions; ga: 2 s). A solver checks the
- * clock between evaluations, so max_seconds bounds the run within one evaluation's time; only
- * max_evals makes a run reproducible whatever the machine's speed. */
+ * zero a solver uses its default budget (random: 5000 partitions; ga: 200·n evaluations or 2 s,
+ * whichever comes first; resolve: 20·n evaluations or 1 s; exact ignores budgets). Limits are
+ * checked between local-search steps, so a run may pass them by one step (at most 33
+ * evaluations) plus the final ordering of the plan; only max_evals makes a run reproducible
+ * whatever the machine's speed. */
 typedef struct {
   double max_seconds;
   long max_evals;

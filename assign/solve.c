@@ -50,12 +50,7 @@ static void s_defaults(assign_solver kind, int n, double *sec, long *evals) {
   if (kind == ASSIGN_SOLVER_GA) *sec = 2.0, *evals = 200L * n;
 }
 
-int assign_solve(const assign_problem *p, assign_solver kind, const assign_budget *budget,
-                 uint64_t seed, assign_plan **out, assign_stats *stats) {
-  *out = NULL;
-  assign_stats local = {0};
-  assign_stats *st = stats ? stats : &local;
-  memset(st, 0, sizeof *st);
+static int s_check(const assign_problem *p, assign_solver kind) {
   WT_CHECK(assign_problem_validate(p));
   WT_CHECK(assign_problem_check_feasible(p));
   if ((unsigned)kind >= ASSIGN_SOLVER_COUNT)
@@ -63,36 +58,54 @@ int assign_solve(const assign_problem *p, assign_solver kind, const assign_budge
   if (kind == ASSIGN_SOLVER_EXACT && p->net->n > 12)
     return wt_fail(WT_EINVAL, "assign: exact search is limited to 12 devices (got %d); use ga",
                    p->net->n);
+  return WT_OK;
+}
+
+/* Runs a search solver and lays its best partition out as `plan`. */
+static int s_search_plan(const assign_problem *p, assign_solver kind, const assign_budget *budget,
+                         uint64_t seed, assign_plan *plan, assign_stats *st, assign_cost *c) {
+  assign_model m;
+  assign_search s;
+  assign_tracker t;
+  wt_rng rng;
+  double dsec;
+  long devals;
+  assign_model_init(&m, p);
+  assign_search_init(&s, &m, ASSIGN_ORDER_HEURISTIC);
+  s_defaults(kind, p->net->n, &dsec, &devals);
+  assign_tracker_init(&t, budget, st, &s.evals, dsec, devals);
+  wt_rng_seed(&rng, seed);
+  int *labels = wt_xmalloc((size_t)p->net->n * sizeof(int));
+  int rc = s_run(&s, kind, &t, &rng, budget, labels);
+  if (rc == WT_OK) {
+    assign_search_load_labels(&s, labels);
+    *c = assign_search_to_plan(&s, plan);
+    assign_tracker_offer(&t, c->comm_s); /* exact re-ordering may lower the search's cost */
+    st->evals = s.evals;
+  }
+  free(labels);
+  assign_search_free(&s);
+  assign_model_free(&m);
+  return rc;
+}
+
+int assign_solve(const assign_problem *p, assign_solver kind, const assign_budget *budget,
+                 uint64_t seed, assign_plan **out, assign_stats *stats) {
+  *out = NULL;
+  assign_stats local = {0};
+  assign_stats *st = stats ? stats : &local;
+  memset(st, 0, sizeof *st);
+  WT_CHECK(s_check(p, kind));
   double t0 = wt_now_s();
   assign_plan *plan = assign_plan_new(p->d_pp, p->d_dp);
   assign_cost c;
-  if (kind == ASSIGN_SOLVER_MEGATRON || kind == ASSIGN_SOLVER_DEEPSPEED) {
+  int rank_order = kind == ASSIGN_SOLVER_MEGATRON || kind == ASSIGN_SOLVER_DEEPSPEED;
+  if (rank_order) {
     s_rank_order(p, kind, plan);
     c = assign_plan_cost(p, plan);
     st->evals = st->evals_to_best = 1;
   } else {
-    assign_model m;
-    assign_search s;
-    assign_tracker t;
-    wt_rng rng;
-    double dsec;
-    long devals;
-    assign_model_init(&m, p);
-    assign_search_init(&s, &m, ASSIGN_ORDER_HEURISTIC);
-    s_defaults(kind, p->net->n, &dsec, &devals);
-    assign_tracker_init(&t, budget, st, &s.evals, dsec, devals);
-    wt_rng_seed(&rng, seed);
-    int *labels = wt_xmalloc((size_t)p->net->n * sizeof(int));
-    int rc = s_run(&s, kind, &t, &rng, budget, labels);
-    if (rc == WT_OK) {
-      assign_search_load_labels(&s, labels);
-      c = assign_search_to_plan(&s, plan);
-      assign_tracker_offer(&t, c.comm_s); /* exact re-ordering may lower the search's cost */
-      st->evals = s.evals;
-    }
-    free(labels);
-    assign_search_free(&s);
-    assign_model_free(&m);
+    int rc = s_search_plan(p, kind, budget, seed, plan, st, &c);
     if (rc != WT_OK) {
       assign_plan_destroy(&plan);
       return rc;
@@ -100,8 +113,7 @@ int assign_solve(const assign_problem *p, assign_solver kind, const assign_budge
   }
   st->seconds = wt_now_s() - t0;
   st->best_cost_s = c.comm_s;
-  st->exact_order = kind != ASSIGN_SOLVER_MEGATRON && kind != ASSIGN_SOLVER_DEEPSPEED &&
-                    p->d_pp <= ASSIGN_EXACT_TSP_MAX;
+  st->exact_order = !rank_order && p->d_pp <= ASSIGN_EXACT_TSP_MAX;
   if (st->n_curve == 0) {
     st->seconds_to_best = st->seconds;
     st->curve[st->n_curve++] = (assign_curve_point){st->seconds, st->evals, c.comm_s};
