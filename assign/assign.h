@@ -167,7 +167,8 @@ int assign_solve(const assign_problem *p, assign_solver kind, const assign_budge
  * Keeping a tasklet means a device stays in its stage (row): replicas of one stage hold the same
  * weights, so columns are re-matched freely, but the stage order is kept (reordering stages
  * would move every device's weights). Joined devices fill the vacated tasklets where they cost
- * least; then swaps that strictly lower the cost are taken within the budget, fewest first.
+ * least; then, within the budget, the best sampled swap is taken while it lowers the cost by
+ * at least 1% (each swap moves two devices' weights).
  * *out is a new plan; stats may be NULL. WT_EINVAL if prev's shape does not match p, or it
  * holds a device twice or out of range. */
 int assign_resolve(const assign_problem *p, const assign_plan *prev, const int *changed,

@@ -39,8 +39,9 @@ static int s_farthest_member(const assign_search *s, int r, int c) {
 /* A group where a swap can lower the cost — the DATAP-max group or an end of the longest edge on
  * the pipeline path — and the member that makes it so: the one with the largest DATAP sum, or
  * the one farthest from the group at the other end of the edge. */
-static int s_critical_row(const assign_search *s, wt_rng *rng, int *worst) {
+static int s_critical_row(const assign_search *s, wt_rng *rng, int *worst, int *across) {
   int P = s->P, K = s->K;
+  *across = -1;
   if (P < 2 || wt_rng_below(rng, 2) == 0) {
     int best = 0;
     for (int r = 1; r < P; r++)
@@ -56,7 +57,23 @@ static int s_critical_row(const assign_search *s, wt_rng *rng, int *worst) {
       at = i;
   int end = (int)wt_rng_below(rng, 2), r = s->order[at + end], c = s->order[at + 1 - end];
   *worst = s_farthest_member(s, r, c);
+  *across = c;
   return r;
+}
+
+/* Of a few random unlocked devices outside row r, the one nearest to row c. */
+static int s_pick_near(const assign_search *s, wt_rng *rng, const char *locked, int r, int c) {
+  const double *ppc = s->m->ppc;
+  int K = s->K, n = s->n, best = -1;
+  double best_v = INFINITY;
+  for (int tries = 0; tries < 8; tries++) {
+    int d = (int)wt_rng_below(rng, (uint64_t)n);
+    if (locked[d] || s->label[d] == r) continue;
+    double near = INFINITY;
+    for (int j = 0; j < K; j++) near = assign_dmin(near, ppc[d * n + s->rows[c * K + j]]);
+    if (near < best_v) best_v = near, best = d;
+  }
+  return best;
 }
 
 static int s_pick_unlocked(const assign_search *s, wt_rng *rng, const char *locked, int row,
@@ -76,9 +93,12 @@ static int s_best_swap(assign_search *s, wt_rng *rng, const char *locked, int sa
   for (int i = 0; i < samples; i++) {
     /* a quarter of the samples move the worst member of a critical group, a quarter a random
      * member of it, half any device */
-    int worst = -1, crit = i % 2 == 0 ? s_critical_row(s, rng, &worst) : -1;
-    int x = i % 4 == 0 && !locked[worst] ? worst : s_pick_unlocked(s, rng, locked, crit, -1);
-    int y = x < 0 ? -1 : s_pick_unlocked(s, rng, locked, -1, s->label[x]);
+    int worst = -1, across = -1, crit = i % 2 == 0 ? s_critical_row(s, rng, &worst, &across) : -1;
+    int targeted = i % 4 == 0 && !locked[worst];
+    int x = targeted ? worst : s_pick_unlocked(s, rng, locked, crit, -1);
+    /* the worst member across an edge is traded for a device close to the far group */
+    int y = targeted && across >= 0 ? s_pick_near(s, rng, locked, crit, across) : -1;
+    if (y < 0) y = x < 0 ? -1 : s_pick_unlocked(s, rng, locked, -1, s->label[x]);
     if (y < 0) continue;
     double c = assign_search_try_swap(s, x, y, best_c);
     if (!s->t_complete) continue;

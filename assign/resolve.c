@@ -6,7 +6,7 @@
  *  2. fill: each joined device (in id order) takes the vacancy whose group it raises least
  *     (the group's DATAP over its members so far);
  *  3. improve: hill-climb over swaps, taking the best sampled swap only when it lowers the cost
- *     by more than a relative 1e-6, so each accepted swap buys a real gain for its two moves.
+ *     by at least 1%, so each accepted swap buys a real gain for its two moves.
  * Columns are re-matched freely: replicas of one stage hold the same weights.
  */
 #include "assign_internal.h"
@@ -72,12 +72,16 @@ static void s_fill(const assign_model *m, int *rows, const char *placed) {
   }
 }
 
+/* Each accepted swap moves two devices' weights across the network, so it must buy at least
+ * this relative drop in the cost. */
+#define ASSIGN_RESOLVE_MIN_GAIN 0.01
+
 /* Hill climbing: best of a sample of swaps, taken only for a real gain. */
 static void s_improve(assign_search *s, assign_tracker *t, wt_rng *rng) {
   int samples = WT_MIN(64, s->n * (s->n - s->K) / 2);
   while (s->P > 1 && !assign_tracker_done(t)) {
     int bx = -1, by = -1;
-    double best = s->cost * (1 - 1e-6);
+    double best = s->cost * (1 - ASSIGN_RESOLVE_MIN_GAIN);
     for (int i = 0; i < samples && !assign_tracker_done(t); i++) {
       int x = (int)wt_rng_below(rng, (uint64_t)s->n), y = (int)wt_rng_below(rng, (uint64_t)s->n);
       if (s->label[x] == s->label[y]) continue;
