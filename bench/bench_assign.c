@@ -23,7 +23,7 @@
 
 typedef struct {
   double ga_seconds, big_seconds;
-  long long random_evals, seed;
+  long long random_evals, seed, ga_evals;
   int big_dpp, big_ddp, skip_big;
 } bench_cfg;
 
@@ -33,6 +33,9 @@ static const wt_option s_options[] = {
     /* 58 s of search + the final Held–Karp ordering and layout: a plan within 60 s */
     {"big-seconds", WT_OPT_FLOAT, offsetof(bench_cfg, big_seconds), 0.01, 3600, "58",
      "ga budget on the large instance (seconds)", NULL},
+    {"ga-evals", WT_OPT_INT64, offsetof(bench_cfg, ga_evals), 0, 1e12, "0",
+     "world-wide ga budget in evaluations instead of seconds (reproducible); 0 = use seconds",
+     NULL},
     {"random-evals", WT_OPT_INT64, offsetof(bench_cfg, random_evals), 1, 1e9, "5000",
      "random partitions to try", NULL},
     {"seed", WT_OPT_INT64, offsetof(bench_cfg, seed), 0, 1e18, "1", "solver seed", NULL},
@@ -120,7 +123,9 @@ static int s_worldwide(const bench_cfg *cfg, s_result *res) {
   s_alloc(&in, 64, 8, 8);
   dtfm_ww_fill(in.net.latency_s, in.net.bandwidth_Bps);
   assign_budget rnd = {.max_evals = cfg->random_evals}, ga = {.max_seconds = cfg->ga_seconds};
-  assign_budget ga_rand = {.max_seconds = cfg->ga_seconds, .ga_random_only = 1};
+  if (cfg->ga_evals > 0) ga = (assign_budget){.max_evals = cfg->ga_evals};
+  assign_budget ga_rand = ga;
+  ga_rand.ga_random_only = 1;
   const assign_solver kinds[WW_RUNS] = {ASSIGN_SOLVER_RANDOM,    ASSIGN_SOLVER_MEGATRON,
                                         ASSIGN_SOLVER_DEEPSPEED, ASSIGN_SOLVER_GREEDY,
                                         ASSIGN_SOLVER_GA,        ASSIGN_SOLVER_GA};
