@@ -7,9 +7,9 @@
 #   BUILD=build-g OUT=/tmp/c JOBS=2 STEPS=300 scripts/run_compression_experiments.sh
 #   DATA=synthetic scripts/run_compression_experiments.sh   # without the Shakespeare text
 #
-# Sized for a 2-core machine: ~45 runs of a 2-layer, 64-wide GPT, about 10-25 minutes with
-# JOBS=2 depending on what else runs. The OpenMP team of each run is 1 thread (--threads 1), so
-# JOBS runs in parallel use JOBS cores.
+# Sized for a 2-core machine: 55 runs of a 2-layer, 64-wide GPT, about 12-25 minutes with
+# JOBS=2 depending on what else runs (seed 1 unless a run says otherwise). The OpenMP team of
+# each run is 1 thread (--threads 1), so JOBS runs in parallel use JOBS cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -29,7 +29,7 @@ if [ ! -x "$TOOL" ]; then
   exit 1
 fi
 mkdir -p "$OUT/runs"
-COMMON="--data $DATA --layers 2 --channels 64 --heads 4 --seq 64 --batch 4 --workers 4 --seed 1 --threads 1"
+COMMON="--data $DATA --layers 2 --channels 64 --heads 4 --seq 64 --batch 4 --workers 4 --threads 1"
 
 # One line per run: NAME ARGS...
 plan() {
@@ -46,6 +46,21 @@ plan() {
     done
   done
   echo "diloco-H50-none --experiment diloco --codec none --H 50 --steps $STEPS"
+  # Controls: seed spread of the baselines, error feedback without momentum, DiLoCo as plain
+  # parameter averaging, and AC-SGD with its caches in mmapped files.
+  for seed in 2 3; do
+    for opt in adamw sgd; do
+      echo "seed$seed-$opt-none --experiment dp --optimizer $opt --codec none --steps $STEPS --seed $seed"
+    done
+  done
+  for codec in none sign topk; do
+    echo "m0-sgd-$codec --experiment dp --optimizer sgd --momentum 0 --lr 1 --codec $codec --steps $STEPS"
+    [ $codec != none ] && echo "m0-sgd-$codec-ef --experiment dp --optimizer sgd --momentum 0 --lr 1 --codec $codec --ef --steps $STEPS"
+  done
+  for H in 1 10 50; do
+    echo "avg-H$H-fp16 --experiment diloco --codec fp16 --H $H --outer-lr 1 --outer-momentum 0 --steps $STEPS"
+  done
+  echo "acsgd-delta-2-mmap --experiment acsgd --acsgd delta --bits 2 --grad-bits 8 --subset 64 --batch 8 --epochs $EPOCHS --cut 1 --cache-path $OUT/acsgd-cache"
   # AC-SGD: 64 training windows, batch 8, $EPOCHS epochs; gradients back at 8 bits.
   for mode in none direct delta; do
     for bits in 2 4 8; do
@@ -121,12 +136,21 @@ for H in [1, 10, 50, 100]:
     for codec in ["fp16", "int8", "none"]:
         row(f"diloco-H{H}-{codec}", H, "fp32" if codec == "none" else codec)
 
+print("\n### Controls\n")
+print("| run | final val loss | final train loss | KiB/worker/step |")
+print("|---|---|---|---|")
+for name in ["seed2-adamw-none", "seed3-adamw-none", "seed2-sgd-none", "seed3-sgd-none",
+             "m0-sgd-none", "m0-sgd-sign", "m0-sgd-sign-ef", "m0-sgd-topk", "m0-sgd-topk-ef",
+             "avg-H1-fp16", "avg-H10-fp16", "avg-H50-fp16"]:
+    r = runs.get(name)
+    if r: print(f"| {name} | {loss(name)} | {loss(name, 'final_train_loss')} | {kib(r['bytes_per_worker_per_step'])} |")
+
 print("\n### AC-SGD at a pipeline cut (2 stages, cut after layer 1; gradients back at 8 bits)\n")
 print("| activations | bits | final train loss (subset) | final val loss | activation rel. error, last epoch | fwd KiB/step | bwd KiB/step |")
 print("|---|---|---|---|---|---|---|")
-for mode in ["none", "direct", "delta"]:
+for mode in ["none", "direct", "delta", "delta-mmap"]:
     for bits in [2, 4, 8]:
-        name = f"acsgd-{mode}-{bits}"
+        name = f"acsgd-{mode}-{bits}" if mode != "delta-mmap" else f"acsgd-delta-{bits}-mmap"
         r = runs.get(name)
         if r is None: continue
         print(f"| {mode} | {r['bits']} | {loss(name, 'final_train_loss')} | {loss(name)} | "
