@@ -7,7 +7,7 @@
 #   BUILD=build-g OUT=/tmp/c JOBS=2 STEPS=300 scripts/run_compression_experiments.sh
 #   DATA=synthetic scripts/run_compression_experiments.sh   # without the Shakespeare text
 #
-# Sized for a 2-core machine: 55 runs of a 2-layer, 64-wide GPT, about 12-25 minutes with
+# Sized for a 2-core machine: 65 runs of a 2-layer, 64-wide GPT, about 12-25 minutes with
 # JOBS=2 depending on what else runs (seed 1 unless a run says otherwise). The OpenMP team of
 # each run is 1 thread (--threads 1), so JOBS runs in parallel use JOBS cores.
 set -euo pipefail
@@ -56,6 +56,16 @@ plan() {
   for codec in none sign topk; do
     echo "m0-sgd-$codec --experiment dp --optimizer sgd --momentum 0 --lr 1 --codec $codec --steps $STEPS"
     [ $codec != none ] && echo "m0-sgd-$codec-ef --experiment dp --optimizer sgd --momentum 0 --lr 1 --codec $codec --ef --steps $STEPS"
+  done
+  # Error feedback with momentum: without the clip, then with DGC's momentum correction
+  # (each worker applies momentum before compressing).
+  for codec in none sign topk; do
+    for lm in "" "--local-momentum"; do
+      tag=$([ -n "$lm" ] && echo lm || echo clip0)
+      [ $codec = none ] && echo "$tag-sgd-none --experiment dp --optimizer sgd --clip 0 $lm --codec none --steps $STEPS" && continue
+      echo "$tag-sgd-$codec --experiment dp --optimizer sgd --clip 0 $lm --codec $codec --steps $STEPS"
+      echo "$tag-sgd-$codec-ef --experiment dp --optimizer sgd --clip 0 $lm --codec $codec --ef --steps $STEPS"
+    done
   done
   for H in 1 10 50; do
     echo "avg-H$H-fp16 --experiment diloco --codec fp16 --H $H --outer-lr 1 --outer-momentum 0 --steps $STEPS"
@@ -141,7 +151,9 @@ print("| run | final val loss | final train loss | KiB/worker/step |")
 print("|---|---|---|---|")
 for name in ["seed2-adamw-none", "seed3-adamw-none", "seed2-sgd-none", "seed3-sgd-none",
              "m0-sgd-none", "m0-sgd-sign", "m0-sgd-sign-ef", "m0-sgd-topk", "m0-sgd-topk-ef",
-             "avg-H1-fp16", "avg-H10-fp16", "avg-H50-fp16"]:
+             "clip0-sgd-none", "clip0-sgd-sign", "clip0-sgd-sign-ef", "clip0-sgd-topk",
+             "clip0-sgd-topk-ef", "lm-sgd-none", "lm-sgd-sign", "lm-sgd-sign-ef", "lm-sgd-topk",
+             "lm-sgd-topk-ef", "avg-H1-fp16", "avg-H10-fp16", "avg-H50-fp16"]:
     r = runs.get(name)
     if r: print(f"| {name} | {loss(name)} | {loss(name, 'final_train_loss')} | {kib(r['bytes_per_worker_per_step'])} |")
 

@@ -2,7 +2,8 @@
  * synthetic corpus in three settings (int8 gradients with error feedback in data parallelism,
  * DiLoCo with fp16 pseudo-gradients, AC-SGD 2-bit deltas at a pipeline cut) and checks that each
  * prints one well-formed JSON line whose loss went down and whose byte counts fit the codec.
- * Also checks that a bad flag is refused with a message and a nonzero status. */
+ * Also checks that local momentum equals global momentum without compression, and that bad
+ * flags are refused with a nonzero status. */
 #include "common.h"
 #include "testing.h"
 
@@ -93,11 +94,28 @@ static void test_acsgd_delta(void) {
   cJSON_Delete(j);
 }
 
+/* Momentum is linear: workers that apply it locally and send their momenta (uncompressed) take
+ * the same steps as a global momentum on the averaged gradient, up to float rounding. */
+static void test_local_momentum_is_global(void) {
+  int st;
+  cJSON *g = s_run("--experiment dp --optimizer sgd --clip 0 --steps 20 --seed 3", &st);
+  cJSON *l =
+      s_run("--experiment dp --optimizer sgd --clip 0 --local-momentum --steps 20 --seed 3", &st);
+  WT_TEST_REQUIRE(g && l, "sgd runs failed with status %d", st);
+  WT_TEST_ASSERT(cJSON_IsTrue(cJSON_GetObjectItem(l, "local_momentum")), "flag reported");
+  double a = s_num(g, "final_val_loss"), b = s_num(l, "final_val_loss");
+  WT_TEST_CLOSE(b, a, 0, 1e-4, "final loss, local vs global momentum");
+  cJSON_Delete(g);
+  cJSON_Delete(l);
+}
+
 static void test_bad_flag(void) {
   int st;
   WT_TEST_ASSERT(s_run("--codec int3", &st) == NULL && st != 0, "unknown codec refused");
   WT_TEST_ASSERT(s_run("--experiment acsgd --cut 2 --layers 2", &st) == NULL && st != 0,
                  "a cut beyond the model refused");
+  WT_TEST_ASSERT(s_run("--local-momentum --optimizer adamw", &st) == NULL && st != 0,
+                 "local momentum with AdamW refused");
 }
 
 int main(void) {
@@ -110,6 +128,7 @@ int main(void) {
   test_dp_int8_ef();
   test_diloco_fp16();
   test_acsgd_delta();
+  test_local_momentum_is_global();
   test_bad_flag();
   return wt_test_finish("test_compress_experiments");
 }

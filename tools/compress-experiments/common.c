@@ -47,11 +47,13 @@ optim_config exp_optim_config(const exp_config *cfg, long total_steps) {
   oc.min_lr = 0.1f * oc.lr;
   oc.warmup_steps = (int)WT_MIN((long)cfg->warmup, total_steps / 2);
   oc.total_steps = total_steps;
-  oc.momentum = (float)cfg->momentum;
+  // With --local-momentum the workers have applied momentum already (linear, so the average of
+  // their momenta is the global momentum); the optimizer must not apply it twice.
+  oc.momentum = cfg->local_momentum ? 0.0f : (float)cfg->momentum;
   // Decoupled decay suits AdamW; for SGD it would be L2 on a tiny model run for a few hundred
   // steps, which only blurs the comparison between codecs.
   oc.weight_decay = sgd ? 0.0f : 0.1f;
-  oc.grad_clip = 1.0f;
+  oc.grad_clip = (float)cfg->clip;
   return oc;
 }
 

@@ -5,7 +5,13 @@
  * rank: parallel_allreduce (none), parallel_allreduce_compressed (dense codecs; two-stage error
  * feedback with --ef) or parallel_allreduce_sparse (top-k; sender-side error feedback). The
  * collectives leave bitwise the same average on every rank — checked every step — so one
- * optimizer on one copy of the parameters stands for all the replicas. */
+ * optimizer on one copy of the parameters stands for all the replicas.
+ *
+ * --local-momentum (SGD only): worker w keeps u_w = μ·u_w + g_w and sends u_w instead of g_w;
+ * the optimizer then applies the average as plain SGD. Uncompressed this is the same update as
+ * global momentum (momentum is linear), but error feedback now holds back momentum rather than
+ * raw gradient, so a delayed coordinate is not integrated by the momentum a second time (the
+ * momentum correction of DGC, Lin et al. 2018, without its factor masking). */
 #include "experiments.h"
 
 #include "collectives.h"
@@ -46,8 +52,17 @@ typedef struct {
   parallel_inproc_group *g;
   s_reduce red;
   data_position *pos; /* [worker] */
+  float **mom;        /* [worker] (n): local momentum, or NULL */
   int *in, *tg;       /* (B, T) */
 } s_run;
+
+/* u = μ·u + g, and g becomes u: what this worker sends. */
+static void s_local_momentum(float *u, float *g, size_t n, float mu) {
+  for (size_t i = 0; i < n; i++) {
+    u[i] = mu * u[i] + g[i];
+    g[i] = u[i];
+  }
+}
 
 /* Every worker's gradient, in turn, on the shared parameters; returns their mean loss. */
 static int s_worker_grads(s_run *r, double *loss) {
@@ -62,6 +77,7 @@ static int s_worker_grads(s_run *r, double *loss) {
     *loss += gpt_stage_loss(r->s) / W;
     WT_CHECK(gpt_stage_backward(r->s, NULL, NULL, 1.0f));
     memcpy(r->red.grads[w], g, n * sizeof(float));
+    if (r->mom) s_local_momentum(r->mom[w], r->red.grads[w], n, (float)r->cfg->momentum);
   }
   return WT_OK;
 }
@@ -112,6 +128,13 @@ static int s_setup(s_run *r, const exp_config *cfg, const data_set *d) {
     r->red.ring_ef = wt_xcalloc(W, sizeof(parallel_ef *));
     for (int w = 0; w < W; w++) WT_CHECK(parallel_ef_new(&r->red.ring_ef[w], n, w, W));
   }
+  if (cfg->local_momentum && strcmp(cfg->optimizer, "sgd") != 0)
+    return wt_fail(WT_EINVAL, "--local-momentum needs --optimizer sgd (AdamW's moments are not "
+                              "linear in the gradient)");
+  if (cfg->local_momentum) {
+    r->mom = wt_xcalloc(W, sizeof(float *));
+    for (int w = 0; w < W; w++) r->mom[w] = wt_xcalloc(n, sizeof(float));
+  }
   r->in = wt_xmalloc(sizeof(int) * cfg->batch * cfg->seq);
   r->tg = wt_xmalloc(sizeof(int) * cfg->batch * cfg->seq);
   return WT_OK;
@@ -122,7 +145,9 @@ static void s_teardown(s_run *r) {
     free(r->red.grads[w]);
     if (r->red.ring_ef) parallel_ef_destroy(&r->red.ring_ef[w]);
     if (r->red.sparse_ef) compress_ef_destroy(&r->red.sparse_ef[w]);
+    if (r->mom) free(r->mom[w]);
   }
+  free(r->mom);
   free(r->red.grads);
   free(r->red.ring_ef);
   free(r->red.sparse_ef);
@@ -150,6 +175,9 @@ static void s_report(s_run *r, double val0, double val, double train, int diverg
   cJSON_AddStringToObject(j, "codec", cfg->codec);
   cJSON_AddBoolToObject(j, "ef", cfg->ef);
   cJSON_AddStringToObject(j, "optimizer", cfg->optimizer);
+  cJSON_AddNumberToObject(j, "momentum", cfg->optimizer[0] == 's' ? cfg->momentum : 0);
+  cJSON_AddBoolToObject(j, "local_momentum", cfg->local_momentum);
+  cJSON_AddNumberToObject(j, "clip", cfg->clip);
   cJSON_AddNumberToObject(j, "lr", r->oc.lr);
   cJSON_AddNumberToObject(j, "workers", cfg->workers);
   cJSON_AddNumberToObject(j, "steps", cfg->steps);

@@ -39,8 +39,10 @@ typedef struct {
   char codec[WT_CONFIG_STR_MAX];
   int ef;
   char optimizer[WT_CONFIG_STR_MAX];
-  double lr;       /* 0: the optimizer's default below */
-  double momentum; /* SGD */
+  double lr;          /* 0: the optimizer's default below */
+  double momentum;    /* SGD */
+  int local_momentum; /* dp + SGD: each worker applies momentum before compressing (see dp.c) */
+  double clip;        /* global gradient-norm clip; 0 = off */
   int warmup;
   int H; /* diloco: inner steps between synchronisations */
   double outer_lr, outer_momentum;
@@ -72,7 +74,8 @@ data_set *exp_data_open(const exp_config *cfg);
 gpt_config exp_model_config(const exp_config *cfg, const data_set *d);
 
 /* The optimizer from cfg: AdamW (lr 3e-3 by default) or SGD with momentum (lr 0.3 by default),
- * warmup then cosine to 10% over total_steps, clip 1.0, weight decay 0 for SGD. */
+ * warmup then cosine to 10% over total_steps, clip cfg->clip, weight decay 0 for SGD, and no
+ * optimizer momentum when the workers apply it themselves (--local-momentum). */
 optim_config exp_optim_config(const exp_config *cfg, long total_steps);
 
 /* Mean validation loss of the model split over n_stages stages (1 or 2; activations passed

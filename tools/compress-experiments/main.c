@@ -32,6 +32,11 @@ const wt_option exp_options[] = {
     {"lr", WT_OPT_FLOAT, F(lr), 0, 100, "0",
      "peak lr; 0 = 3e-3 for AdamW, 0.3 for SGD (tuned: docs/compression.md)", NULL},
     {"momentum", WT_OPT_FLOAT, F(momentum), 0, 0.999, "0.9", "SGD momentum", NULL},
+    {"local-momentum", WT_OPT_FLAG, F(local_momentum), 0, 1, "0",
+     "dp with sgd: each worker keeps its own momentum and sends (compresses) it instead of the "
+     "gradient; the averaged momentum is applied as plain SGD (DGC's momentum correction)",
+     NULL},
+    {"clip", WT_OPT_FLOAT, F(clip), 0, 1e6, "1", "global gradient-norm clip (0 = off)", NULL},
     {"warmup", WT_OPT_INT, F(warmup), 0, 1e6, "20", "linear warmup steps", NULL},
     {"H", WT_OPT_INT, F(H), 1, 1e6, "10", "diloco: inner steps between synchronisations", NULL},
     {"outer-lr", WT_OPT_FLOAT, F(outer_lr), 0, 10, "0.7", "diloco: outer Nesterov lr", NULL},
