@@ -50,6 +50,20 @@
  * The cache lives on the heap, or in a file created at cache_path and mapped with mmap
  * (MAP_SHARED) when it is larger than memory should hold; the file is sparse until written.
  *
+ * Use (each side of the cut holds one end made with the same options):
+ *
+ *   acsgd_options o = {.bits = 4, .delta = 1, .rows = T, .cols = C, .max_samples = n_train,
+ *                      .overflow = ACSGD_OVERFLOW_EVICT, .cache_path = NULL};
+ *   acsgd_sender *snd = acsgd_sender_new(&o);           // stage k-1
+ *   acsgd_receiver *rcv = acsgd_receiver_new(&o);        // stage k
+ *   size_t cap = acsgd_msg_bytes(T, C, o.bits), len;
+ *   WT_CHECK(acsgd_sender_encode(snd, sample_id, act, buf, cap, &len, NULL));   // send buf
+ *   WT_CHECK(acsgd_receiver_decode(rcv, buf, len, act_in, T * C, NULL, NULL));  // on arrival
+ *   WT_CHECK(acsgd_quant_encode(grad, T, C, 8, sample_id, buf, cap8, &len));     // backward
+ *   WT_CHECK(acsgd_quant_decode(buf, len, grad_out, T * C, NULL));
+ *
+ * tools/compress-experiments/acsgd_run.c is a complete 2-stage training loop built on this.
+ *
  * Owner: compress module. Functions fed bytes from outside return a wt_status.
  */
 #ifndef WT_ACSGD_H
