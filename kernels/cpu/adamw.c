@@ -8,7 +8,9 @@ void cpu_adamw_update(float *param, const float *grad, float *m, float *v, size_
                       float b1, float b2, float eps, float wd, float bc1, float bc2,
                       float grad_scale) {
   float decay = 1.0f - lr * wd, step = lr / bc1, sbc2 = sqrtf(bc2);
-#pragma omp parallel for schedule(static)
+  /* The optimizer calls this once per tensor; biases and LayerNorm weights are a few hundred
+   * floats, where waking the thread pool costs more than the update. */
+#pragma omp parallel for schedule(static) if (n >= 65536)
   for (size_t i = 0; i < n; i++) {
     float g = grad[i] * grad_scale;
     float mi = b1 * m[i] + (1.0f - b1) * g;
