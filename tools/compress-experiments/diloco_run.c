@@ -91,7 +91,7 @@ static void s_teardown(s_run *r) {
   parallel_inproc_group_destroy(&r->g);
 }
 
-static void s_report(s_run *r, const data_set *d, double val0, double train, int rounds,
+static void s_report(s_run *r, const data_set *d, double val0, double train, int steps, int rounds,
                      int diverged, double t0) {
   const exp_config *cfg = r->cfg;
   cJSON *j = exp_result_new(cfg);
@@ -103,9 +103,9 @@ static void s_report(s_run *r, const data_set *d, double val0, double train, int
   cJSON_AddNumberToObject(j, "outer_lr", cfg->outer_lr);
   cJSON_AddNumberToObject(j, "outer_momentum", cfg->outer_momentum);
   cJSON_AddNumberToObject(j, "workers", cfg->workers);
-  cJSON_AddNumberToObject(j, "steps", cfg->steps);
+  cJSON_AddNumberToObject(j, "steps", steps);
   cJSON_AddNumberToObject(j, "rounds", rounds);
-  cJSON_AddNumberToObject(j, "tokens", (double)cfg->steps * cfg->workers * cfg->batch * cfg->seq);
+  cJSON_AddNumberToObject(j, "tokens", (double)steps * cfg->workers * cfg->batch * cfg->seq);
   cJSON_AddStringToObject(j, "reduce", "compress/diloco.h over parallel/ collectives, in-process");
   cJSON_AddBoolToObject(j, "diverged", diverged);
   cJSON_AddNumberToObject(j, "initial_val_loss", val0);
@@ -114,7 +114,7 @@ static void s_report(s_run *r, const data_set *d, double val0, double train, int
   double total = 0;
   for (int w = 0; w < cfg->workers; w++)
     total += (double)parallel_comm_bytes_sent(parallel_inproc_group_comm(r->g, w));
-  cJSON_AddNumberToObject(j, "bytes_per_worker_per_step", total / cfg->workers / cfg->steps);
+  cJSON_AddNumberToObject(j, "bytes_per_worker_per_step", total / cfg->workers / WT_MAX(steps, 1));
   cJSON_AddNumberToObject(j, "wall_s", wt_now_s() - t0);
   exp_print(j);
 }
@@ -124,9 +124,9 @@ int exp_run_diloco(const exp_config *cfg) {
   data_set *d = exp_data_open(cfg);
   if (!d) return WT_EINVAL;
   s_run r = {.cfg = cfg};
-  int rc = s_setup(&r, d), rounds = 0, diverged = 0;
+  int rc = s_setup(&r, d), rounds = 0, diverged = 0, steps = 0;
   double train = 0, val0 = rc == WT_OK ? exp_eval_loss(r.s, 1, d, cfg) : NAN;
-  for (int step = 0; rc == WT_OK && step < cfg->steps && !diverged; step++) {
+  for (int step = 0; rc == WT_OK && step < cfg->steps && !diverged; step++, steps++) {
     double mean = 0, loss = 0;
     for (int w = 0; rc == WT_OK && w < cfg->workers; w++) {
       rc = s_inner_step(&r, d, w, &loss);
@@ -140,7 +140,7 @@ int exp_run_diloco(const exp_config *cfg) {
       rounds++;
     }
   }
-  if (rc == WT_OK) s_report(&r, d, val0, diverged ? NAN : train, rounds, diverged, t0);
+  if (rc == WT_OK) s_report(&r, d, val0, diverged ? NAN : train, steps, rounds, diverged, t0);
   s_teardown(&r);
   data_set_destroy(&d);
   return rc;

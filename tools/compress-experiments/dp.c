@@ -54,6 +54,7 @@ typedef struct {
   data_position *pos; /* [worker] */
   float **mom;        /* [worker] (n): local momentum, or NULL */
   int *in, *tg;       /* (B, T) */
+  int steps_done;     /* fewer than cfg->steps when the run diverged */
 } s_run;
 
 /* u = μ·u + g, and g becomes u: what this worker sends. */
@@ -166,7 +167,7 @@ static double s_bytes_per_worker_step(s_run *r) {
   double total = 0;
   for (int w = 0; w < r->cfg->workers; w++)
     total += (double)parallel_comm_bytes_sent(parallel_inproc_group_comm(r->g, w));
-  return total / r->cfg->workers / r->cfg->steps;
+  return total / r->cfg->workers / WT_MAX(r->steps_done, 1);
 }
 
 static void s_report(s_run *r, double val0, double val, double train, int diverged, double t0) {
@@ -180,8 +181,9 @@ static void s_report(s_run *r, double val0, double val, double train, int diverg
   cJSON_AddNumberToObject(j, "clip", cfg->clip);
   cJSON_AddNumberToObject(j, "lr", r->oc.lr);
   cJSON_AddNumberToObject(j, "workers", cfg->workers);
-  cJSON_AddNumberToObject(j, "steps", cfg->steps);
-  cJSON_AddNumberToObject(j, "tokens", (double)cfg->steps * cfg->workers * cfg->batch * cfg->seq);
+  cJSON_AddNumberToObject(j, "steps", r->steps_done);
+  cJSON_AddNumberToObject(j, "tokens",
+                          (double)r->steps_done * cfg->workers * cfg->batch * cfg->seq);
   cJSON_AddNumberToObject(j, "params", (double)r->red.n);
   cJSON_AddStringToObject(j, "reduce", "parallel/ collectives, in-process transport");
   cJSON_AddBoolToObject(j, "diverged", diverged);
@@ -206,6 +208,7 @@ int exp_run_dp(const exp_config *cfg) {
   int diverged = 0;
   for (int step = 0; rc == WT_OK && step < cfg->steps && !diverged; step++) {
     rc = s_step(&r, &loss);
+    r.steps_done++;
     diverged = !isfinite(loss) || loss > 1e3;
     if (step >= cfg->steps - 10) train += loss / WT_MIN(10, cfg->steps);
   }
