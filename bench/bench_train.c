@@ -6,6 +6,15 @@
  * implies (trainer_flops_per_step); (c) the BLAS's sgemm on 1024³; (d) the CPU's fp32 FMA peak
  * from a register-only AVX-512 (or AVX2) kernel on every thread. Prints a table, then one JSON
  * line.
+ *
+ * On a shared machine the load changes within seconds, so a step and an sgemm rate timed a
+ * minute apart are not comparable: sgemm is also measured (median of 3 calls) right before every
+ * timed 124M step, and the JSON's sgemm_gflops and ratio_124m_to_sgemm use the median of those;
+ * ratio_124m_to_sgemm_paired is the median of the per-step ratios. cpu_share_124m (process CPU
+ * time / wall time / threads over the timed steps) and load_avg_1m say how disturbed a run was;
+ * ratio_124m_to_sgemm_per_cpu_s compares GFLOP per CPU-second of the steps and of the sgemm
+ * calls, which depends less on how much of the machine other jobs took (OpenBLAS threads that
+ * spin while waiting count as CPU time in both).
  */
 #include "common.h"
 #include "config.h"
@@ -19,6 +28,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h> /* clock_gettime: CPU time of the process */
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -56,10 +66,61 @@ static int s_step(gpt_stage *m, optim *opt, const int *x, const int *y, int B, i
   return optim_step(opt, p, g, optim_lr_at(oc, optim_step_count(opt)), scale);
 }
 
-/* Median seconds per step of model cfg at (B, T); -1 on failure. */
-static double s_time_model(const gpt_config *cfg, int B, int T, int repeats) {
+/* sgemm 1024^3 operands, allocated once so that interleaved measurements cost no page faults. */
+typedef struct {
+  float *a, *b, *c;
+} sgemm_bufs;
+
+enum { SGEMM_N = 1024 };
+
+static sgemm_bufs s_sgemm_bufs(void) {
+  size_t nn = (size_t)SGEMM_N * SGEMM_N;
+  sgemm_bufs g = {wt_xmalloc(nn * 4), wt_xmalloc(nn * 4), wt_xmalloc(nn * 4)};
+  for (size_t i = 0; i < nn; i++) g.a[i] = g.b[i] = (float)(i % 7) * 0.1f;
+  return g;
+}
+
+/* Seconds of CPU this process used so far, all threads. */
+static double s_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* sgemm 1024^3 GFLOP/s, median of `reps` calls (after one warm-up call); *per_cpu_s (may be
+ * NULL) receives the GFLOP per CPU-second of the timed calls. */
+static double s_sgemm_gflops(const sgemm_bufs *g, int reps, double *per_cpu_s) {
+  const int n = SGEMM_N;
+  double t[16] = {0}, cpu = 0, flops = 2.0 * n * n * n;
+  reps = WT_MIN(reps, 16);
+  for (int r = -1; r < reps; r++) {
+    double t0 = wt_now_s(), c0 = s_cpu_s();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, g->a, n, g->b, n, 0, g->c,
+                n);
+    if (r >= 0) t[r] = wt_now_s() - t0, cpu += s_cpu_s() - c0;
+  }
+  if (per_cpu_s) *per_cpu_s = flops * reps / cpu / 1e9;
+  return flops / s_median(t, reps) / 1e9;
+}
+
+/* What one model's timing gives: medians over the timed steps, and (when sgemm was measured
+ * next to every step) the median of the per-step ratio of model GFLOP/s to sgemm GFLOP/s. */
+typedef struct {
+  double step_s;    /* median seconds per step; -1 on failure */
+  double sgemm;     /* median sgemm GFLOP/s measured right before each step; 0 if not */
+  double ratio;     /* median of the paired ratios; 0 if sgemm was not measured */
+  double cpu_share; /* process CPU time / (wall time x threads) over the timed steps */
+  double ratio_cpu; /* model GFLOP per CPU-second / sgemm GFLOP per CPU-second (all steps) */
+} model_timing;
+
+/* Times `repeats` steps of model cfg at (B, T) after one warm-up. With g non-NULL, measures
+ * sgemm (median of 3 calls) right before each step: the machine's load changes within seconds
+ * when other jobs share it, and a ratio is only meaningful for two rates taken together. */
+static model_timing s_time_model(const gpt_config *cfg, int B, int T, int repeats,
+                                 const sgemm_bufs *g) {
+  model_timing res = {.step_s = -1};
   gpt_stage *m = gpt_stage_new(cfg, 0, cfg->n_layer, B, T);
-  if (!m) return -1;
+  if (!m) return res;
   gpt_stage_init_weights(m, 1);
   optim_config oc = optim_config_default();
   optim *opt = optim_new(&oc, gpt_stage_tensor(m, 0), gpt_stage_num_tensors(m));
@@ -70,37 +131,33 @@ static double s_time_model(const gpt_config *cfg, int B, int T, int repeats) {
     x[i] = (int)wt_rng_below(&rng, (uint64_t)cfg->vocab_size);
     y[i] = (int)wt_rng_below(&rng, (uint64_t)cfg->vocab_size);
   }
-  double *t = wt_xcalloc((size_t)repeats, sizeof *t), med = -1;
+  double *t = wt_xcalloc((size_t)repeats, sizeof *t), *sg = wt_xcalloc((size_t)repeats, sizeof *sg);
+  double *ratio = wt_xcalloc((size_t)repeats, sizeof *ratio),
+         flops = trainer_flops_per_step(cfg, B, T);
+  double wall = 0, cpu = 0, sg_cpu = 0;
   int rc = opt ? s_step(m, opt, x, y, B, T) : WT_EINVAL; /* warm-up: page in, first-touch */
   for (int r = 0; r < repeats && rc == WT_OK; r++) {
-    double t0 = wt_now_s();
+    double per_cpu = 0;
+    if (g) sg[r] = s_sgemm_gflops(g, 3, &per_cpu), sg_cpu += per_cpu / repeats;
+    double t0 = wt_now_s(), c0 = s_cpu_s();
     rc = s_step(m, opt, x, y, B, T);
     t[r] = wt_now_s() - t0;
+    wall += t[r], cpu += s_cpu_s() - c0;
+    if (g) ratio[r] = flops / t[r] / 1e9 / sg[r];
   }
-  if (rc == WT_OK)
-    med = s_median(t, repeats);
-  else
+  if (rc == WT_OK) {
+    res.step_s = s_median(t, repeats);
+    res.sgemm = g ? s_median(sg, repeats) : 0;
+    res.ratio = g ? s_median(ratio, repeats) : 0;
+    res.cpu_share = cpu / (wall * kernels_cpu_threads());
+    res.ratio_cpu = g ? flops * repeats / cpu / 1e9 / sg_cpu : 0;
+  } else {
     WT_ERROR("bench-train: %s", wt_last_error());
-  free(t), free(x), free(y);
+  }
+  free(t), free(sg), free(ratio), free(x), free(y);
   optim_destroy(&opt);
   gpt_stage_destroy(&m);
-  return med;
-}
-
-/* sgemm 1024³ GFLOP/s, median of 5 after a warm-up. */
-static double s_sgemm_gflops(void) {
-  const int n = 1024;
-  float *a = wt_xmalloc((size_t)n * n * 4), *b = wt_xmalloc((size_t)n * n * 4);
-  float *c = wt_xmalloc((size_t)n * n * 4);
-  for (size_t i = 0; i < (size_t)n * n; i++) a[i] = b[i] = (float)(i % 7) * 0.1f;
-  double t[5] = {0};
-  for (int r = -1; r < 5; r++) {
-    double t0 = wt_now_s();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);
-    if (r >= 0) t[r] = wt_now_s() - t0;
-  }
-  free(a), free(b), free(c);
-  return 2.0 * n * n * n / s_median(t, 5) / 1e9;
+  return res;
 }
 
 /* Register-only FMA chains: 16 independent accumulators hide the FMA latency on two ports.
@@ -163,24 +220,41 @@ int main(int argc, char **argv) {
   const gpt_config small = {
       .vocab_size = 64, .max_seq = 64, .n_layer = 2, .n_head = 4, .channels = 64};
   const char *isa;
-  double peak = s_peak_gflops(&isa), sgemm = s_sgemm_gflops();
-  double t_small = s_time_model(&small, 16, 64, a.repeats);
-  double t_big = a.skip_124m ? -1 : s_time_model(&big, 4, 64, a.repeats);
+  double load[1] = {-1};
+  if (getloadavg(load, 1) < 1) load[0] = -1;
+  sgemm_bufs gb = s_sgemm_bufs();
+  double peak = s_peak_gflops(&isa), sgemm = s_sgemm_gflops(&gb, 5, NULL);
+  model_timing small_t = s_time_model(&small, 16, 64, a.repeats, NULL);
+  model_timing big_t = {.step_s = -1};
+  if (!a.skip_124m) big_t = s_time_model(&big, 4, 64, a.repeats, &gb);
+  double t_small = small_t.step_s, t_big = big_t.step_s;
   double g_small = t_small > 0 ? trainer_flops_per_step(&small, 16, 64) / t_small / 1e9 : -1;
   double g_big = t_big > 0 ? trainer_flops_per_step(&big, 4, 64) / t_big / 1e9 : -1;
+  /* The reference rate: the sgemm medians taken between the 124M steps when there were any. */
+  double sgemm_ref = t_big > 0 ? big_t.sgemm : sgemm;
   printf("%-44s %12s %10s\n", "measurement", "value", "unit");
   printf("%-44s %12.1f %10s\n", "fp32 FMA peak (register-only, all threads)", peak, "GFLOP/s");
-  printf("%-44s %12.1f %10s\n", "sgemm 1024^3", sgemm, "GFLOP/s");
+  printf("%-44s %12.1f %10s\n", "sgemm 1024^3 (before the models)", sgemm, "GFLOP/s");
+  printf("%-44s %12.1f %10s\n", "sgemm 1024^3 (median, between 124M steps)", big_t.sgemm,
+         "GFLOP/s");
   printf("%-44s %12.4f %10s\n", "124M step (B=4, T=64) fwd+bwd+AdamW", t_big, "s");
   printf("%-44s %12.1f %10s\n", "124M achieved", g_big, "GFLOP/s");
+  printf("%-44s %12.3f %10s\n", "124M / sgemm (median of per-step pairs)", big_t.ratio, "");
+  printf("%-44s %12.2f %10s\n", "124M CPU share (cpu / (wall x threads))", big_t.cpu_share, "");
+  printf("%-44s %12.3f %10s\n", "124M / sgemm per CPU-second", big_t.ratio_cpu, "");
   printf("%-44s %12.4f %10s\n", "small step (L2 C64 B16 T64) fwd+bwd+AdamW", t_small, "s");
   printf("%-44s %12.2f %10s\n", "small achieved", g_small, "GFLOP/s");
-  printf("threads %d, BLAS core %s, FMA kernel %s, median of %d steps\n", kernels_cpu_threads(),
-         kernels_blas_corename(), isa, a.repeats);
+  printf("threads %d, BLAS core %s, FMA kernel %s, median of %d steps, load average %.2f\n",
+         kernels_cpu_threads(), kernels_blas_corename(), isa, a.repeats, load[0]);
   printf("{\"step_s_124m\":%.6g,\"gflops_124m\":%.4g,\"sgemm_gflops\":%.4g,"
-         "\"ratio_124m_to_sgemm\":%.4g,\"peak_gflops\":%.4g,\"ratio_sgemm_to_peak\":%.4g,"
-         "\"step_s_small\":%.6g,\"gflops_small\":%.4g,\"blas_core\":\"%s\"}\n",
-         t_big, g_big, sgemm, g_big > 0 ? g_big / sgemm : -1, peak, sgemm / peak, t_small, g_small,
-         kernels_blas_corename());
+         "\"ratio_124m_to_sgemm\":%.4g,\"ratio_124m_to_sgemm_paired\":%.4g,"
+         "\"ratio_124m_to_sgemm_per_cpu_s\":%.4g,\"sgemm_gflops_before\":%.4g,"
+         "\"cpu_share_124m\":%.3g,\"peak_gflops\":%.4g,"
+         "\"ratio_sgemm_to_peak\":%.4g,\"step_s_small\":%.6g,\"gflops_small\":%.4g,"
+         "\"load_avg_1m\":%.3g,\"threads\":%d,\"blas_core\":\"%s\"}\n",
+         t_big, g_big, sgemm_ref, g_big > 0 ? g_big / sgemm_ref : -1, big_t.ratio, big_t.ratio_cpu,
+         sgemm, big_t.cpu_share, peak, sgemm_ref / peak, t_small, g_small, load[0],
+         kernels_cpu_threads(), kernels_blas_corename());
+  free(gb.a), free(gb.b), free(gb.c);
   return (t_small > 0 && (a.skip_124m || t_big > 0)) ? 0 : 1;
 }

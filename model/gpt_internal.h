@@ -55,9 +55,9 @@ struct gpt_stage {
    * wte_head_rows, put back before the next backward) and the head part elsewhere, which equals
    * head + 0 bitwise because an accumulation that starts from +0 never yields -0. This avoids
    * zeroing and summing two more (V, C) arrays (~0.8 GB of memory traffic for GPT-2 124M). */
-  float *dwte_emb;      /* (V, C) embedding part; nonzero only on the listed rows, or NULL */
-  float *wte_head_rows; /* (V, C) head part of the listed rows while grads hold the sum */
-  int *tied_rows;       /* (V) rows of wte the embedding backward touched since zero_grad */
+  float *dwte_emb;            /* (V, C) embedding part; nonzero only on the listed rows, or NULL */
+  float *wte_head_rows;       /* (V, C) head part of the listed rows while grads hold the sum */
+  int *tied_rows;             /* (V) rows of wte the embedding backward touched since zero_grad */
   unsigned char *tied_listed; /* (V) 1 where a row is in tied_rows */
   int n_tied_rows;
 
