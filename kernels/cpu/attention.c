@@ -1,9 +1,10 @@
 /* attention — causal multi-head self-attention on the fast CPU path.
  *
  * Work is split over (batch, head) pairs, which write disjoint columns of the outputs, so no
- * reduction crosses threads. Inside a pair every inner loop is an axpy over contiguous memory
- * (keys and values are first transposed to (hs, T)), which the compiler vectorises without
- * reassociating sums: results do not depend on threads or on buffer alignment. At GPT-2 sizes
+ * reduction crosses threads. Inside a pair every output row is a sum of weighted contiguous
+ * rows (keys and values are first transposed to (hs, T) where needed), kept in vector registers
+ * across the sum and accumulated in a fixed order, never reassociated: results do not depend
+ * on threads or on buffer alignment. At GPT-2 sizes
  * (T <= 1024, hs = 64) this is a few percent of a step, so per-head sgemm calls — which would
  * fight OpenBLAS' own threads inside this parallel loop — do not pay. */
 #include <math.h>
@@ -20,14 +21,8 @@ static void s_transpose(float *dst, const float *src, size_t stride, int T, int 
     for (int i = 0; i < hs; i++) dst[(size_t)i * T + t] = src[(size_t)t * stride + i];
 }
 
-/* y += a x over n floats; restrict tells the compiler the rows do not overlap, so it
- * vectorises without run-time alias checks (which it gives up on with six pointers). */
-static inline void s_axpy(float *restrict y, const float *restrict x, float a, int n) {
-  for (int i = 0; i < n; i++) y[i] += a * x[i];
-}
-
 /* How many of a row's T columns to compute when t + 1 are needed: rounded up to whole vectors
- * of 8, so the hs axpys over a row have no scalar remainder (which, at T = 64, cost more than
+ * of 8, so the sums over a row need no scalar remainder (which, at T = 64, cost more than
  * their vector part). Every column is its own sum in the same order, so the extra columns
  * change nothing in the needed ones; callers overwrite or ignore them. */
 static inline int s_padded(int t, int T) {
