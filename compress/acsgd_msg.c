@@ -4,7 +4,7 @@
 #include "common.h"
 
 #include <string.h>
-#include <zlib.h> // crc32
+#include "bytes.h" // defines: wt_crc32 (zlib), little-endian fields
 
 static const uint8_t s_magic[4] = {'A', 'C', 'S', 'G'};
 #define S_VERSION 1
@@ -12,33 +12,11 @@ static const uint8_t s_magic[4] = {'A', 'C', 'S', 'G'};
  * size arithmetic below cannot overflow. */
 #define S_MAX_DIM (1 << 24)
 
-/* CRC-32 of header bytes [0, 28) then the payload (zlib's crc32 takes uInt lengths). */
+/* CRC-32 of header bytes [0, 28) then the payload. */
 static uint32_t s_crc(const uint8_t *h, const uint8_t *payload, size_t n) {
-  uLong crc = crc32(crc32(0L, Z_NULL, 0), h, 28);
-  for (size_t off = 0; off < n;) {
-    uInt part = (uInt)WT_MIN(n - off, (size_t)1 << 30);
-    crc = crc32(crc, payload + off, part);
-    off += part;
-  }
-  return (uint32_t)crc;
+  return wt_crc32(wt_crc32(0, h, 28), payload, n);
 }
 
-static void s_put_u32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void s_put_u64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t s_get_u32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-  return v;
-}
-static uint64_t s_get_u64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
 
 void acsgd_msg_write_header(uint8_t *h, acsgd_kind kind, int bits, uint64_t sample_id, int rows,
                             int cols, uint32_t slot) {
@@ -47,12 +25,12 @@ void acsgd_msg_write_header(uint8_t *h, acsgd_kind kind, int bits, uint64_t samp
   h[4] = S_VERSION;
   h[5] = (uint8_t)kind;
   h[6] = (uint8_t)bits;
-  s_put_u64(h + 8, sample_id);
-  s_put_u32(h + 16, (uint32_t)rows);
-  s_put_u32(h + 20, (uint32_t)cols);
-  s_put_u32(h + 24, slot);
-  s_put_u64(h + 32, acsgd_payload_bytes(rows, cols, bits));
-  s_put_u32(h + 28, s_crc(h, h + ACSGD_HEADER_BYTES, acsgd_payload_bytes(rows, cols, bits)));
+  wt_put_le64(h + 8, sample_id);
+  wt_put_le32(h + 16, (uint32_t)rows);
+  wt_put_le32(h + 20, (uint32_t)cols);
+  wt_put_le32(h + 24, slot);
+  wt_put_le64(h + 32, acsgd_payload_bytes(rows, cols, bits));
+  wt_put_le32(h + 28, s_crc(h, h + ACSGD_HEADER_BYTES, acsgd_payload_bytes(rows, cols, bits)));
 }
 
 static int s_check_fields(const uint8_t *h, acsgd_msg_info *info) {
@@ -67,14 +45,14 @@ static int s_check_fields(const uint8_t *h, acsgd_msg_info *info) {
     return wt_fail(WT_ECORRUPT, "acsgd message: unknown kind %d or nonzero reserved byte", h[5]);
   if (h[6] != 2 && h[6] != 4 && h[6] != 8)
     return wt_fail(WT_ECORRUPT, "acsgd message: %d bits (must be 2, 4 or 8)", h[6]);
-  uint32_t rows = s_get_u32(h + 16), cols = s_get_u32(h + 20), slot = s_get_u32(h + 24);
+  uint32_t rows = wt_get_le32(h + 16), cols = wt_get_le32(h + 20), slot = wt_get_le32(h + 24);
   if (rows == 0 || cols == 0 || rows > S_MAX_DIM || cols > S_MAX_DIM)
     return wt_fail(WT_ECORRUPT, "acsgd message: shape %ux%u out of range", rows, cols);
   if ((h[5] == ACSGD_PLAIN) != (slot == ACSGD_NO_SLOT))
     return wt_fail(WT_ECORRUPT, "acsgd message: kind %d with slot %u", h[5], slot);
   info->kind = (acsgd_kind)h[5];
   info->bits = h[6];
-  info->sample_id = s_get_u64(h + 8);
+  info->sample_id = wt_get_le64(h + 8);
   info->rows = (int)rows;
   info->cols = (int)cols;
   info->slot = slot;
@@ -87,7 +65,7 @@ int acsgd_msg_parse(const void *buf, size_t len, acsgd_msg_info *info) {
     return wt_fail(WT_ECORRUPT, "acsgd message: %zu bytes, shorter than its %d-byte header", len,
                    ACSGD_HEADER_BYTES);
   WT_CHECK(s_check_fields(h, info));
-  uint64_t payload = s_get_u64(h + 32);
+  uint64_t payload = wt_get_le64(h + 32);
   size_t want = acsgd_payload_bytes(info->rows, info->cols, info->bits);
   if (payload != want)
     return wt_fail(WT_ECORRUPT,
@@ -97,7 +75,7 @@ int acsgd_msg_parse(const void *buf, size_t len, acsgd_msg_info *info) {
   if (len - ACSGD_HEADER_BYTES < want)
     return wt_fail(WT_ECORRUPT, "acsgd message: truncated (%zu of %zu payload bytes present)",
                    len - ACSGD_HEADER_BYTES, want);
-  if (s_crc(h, h + ACSGD_HEADER_BYTES, want) != s_get_u32(h + 28))
+  if (s_crc(h, h + ACSGD_HEADER_BYTES, want) != wt_get_le32(h + 28))
     return wt_fail(WT_ECORRUPT,
                    "acsgd message for sample %llu: CRC mismatch; the bytes were "
                    "damaged in transit",

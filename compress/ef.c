@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
+#include "bytes.h" // defines: wt_crc32 (zlib), little-endian fields
 
 #include "codec_internal.h"
 #include "ef.h"
@@ -81,15 +81,7 @@ int compress_ef_wire_encode(compress_ef *self, const compress_codec *codec, cons
 
 /* ---- checkpoint ---------------------------------------------------------------------------- */
 
-static uint32_t s_crc(const uint8_t *p, size_t len) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  for (size_t off = 0; off < len;) {
-    size_t piece = WT_MIN(len - off, (size_t)1 << 30);
-    crc = crc32(crc, p + off, (uInt)piece);
-    off += piece;
-  }
-  return (uint32_t)crc;
-}
+static uint32_t s_crc(const uint8_t *p, size_t len) { return wt_crc32(0, p, len); }
 
 size_t compress_ef_saved_size(const compress_ef *self) {
   return S_HEADER + self->n * sizeof(float) + 4;

@@ -6,40 +6,17 @@
  * enough next to the network it protects.
  */
 #include <string.h>
-#include <zlib.h>
+#include "bytes.h" // defines: wt_crc32 (zlib), little-endian fields
 
 #include "codec.h"
 #include "codec_internal.h"
 
 #define S_CRC_OFFSET 28
 
-static void s_put_u32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void s_put_u64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t s_get_u32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
-static uint64_t s_get_u64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
 
-/* CRC-32 of header[0, 28) then the payload; zlib takes uInt lengths, so feed it in pieces. */
+/* CRC-32 of the header up to the CRC field, then the payload. */
 static uint32_t s_crc(const uint8_t *header, const uint8_t *payload, size_t len) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  crc = crc32(crc, header, S_CRC_OFFSET);
-  for (size_t off = 0; off < len;) {
-    size_t piece = WT_MIN(len - off, (size_t)1 << 30);
-    crc = crc32(crc, payload + off, (uInt)piece);
-    off += piece;
-  }
-  return (uint32_t)crc;
+  return wt_crc32(wt_crc32(0, header, S_CRC_OFFSET), payload, len);
 }
 
 /* The block size the header records: what the decoder must use to find the scales. */
@@ -71,10 +48,10 @@ int compress_wire_encode(const compress_codec *self, const float *x, size_t n, v
   h[4] = COMPRESS_WIRE_VERSION;
   h[5] = (uint8_t)compress_codec_get_id(self);
   h[6] = h[7] = 0;
-  s_put_u64(h + 8, n);
-  s_put_u32(h + 16, (uint32_t)block);
-  s_put_u64(h + 20, plen);
-  s_put_u32(h + S_CRC_OFFSET, s_crc(h, payload, plen));
+  wt_put_le64(h + 8, n);
+  wt_put_le32(h + 16, (uint32_t)block);
+  wt_put_le64(h + 20, plen);
+  wt_put_le32(h + S_CRC_OFFSET, s_crc(h, payload, plen));
   *len = COMPRESS_WIRE_HEADER_SIZE + plen;
   return WT_OK;
 }
@@ -98,9 +75,9 @@ static int s_check_header(const uint8_t *h, size_t len, compress_wire_info *info
     return wt_fail(WT_EMISMATCH, "wire: unknown codec id %u; known codecs are %s", h[5],
                    compress_codec_names());
   info->codec = (compress_codec_id)h[5];
-  info->n = s_get_u64(h + 8);
-  info->block = s_get_u32(h + 16);
-  info->payload_len = s_get_u64(h + 20);
+  info->n = wt_get_le64(h + 8);
+  info->block = wt_get_le32(h + 16);
+  info->payload_len = wt_get_le64(h + 20);
   if (info->payload_len != len - COMPRESS_WIRE_HEADER_SIZE)
     return wt_fail(WT_ECORRUPT,
                    "wire: header announces a %llu-byte payload but %zu bytes "
@@ -118,7 +95,7 @@ int compress_wire_peek(const void *buf, size_t len, compress_wire_info *info) {
   const uint8_t *h = buf;
   memset(info, 0, sizeof *info);
   WT_CHECK(s_check_header(h, len, info));
-  uint32_t want = s_get_u32(h + S_CRC_OFFSET);
+  uint32_t want = wt_get_le32(h + S_CRC_OFFSET);
   uint32_t got = s_crc(h, h + COMPRESS_WIRE_HEADER_SIZE, len - COMPRESS_WIRE_HEADER_SIZE);
   if (want != got)
     return wt_fail(WT_ECORRUPT,

@@ -4,39 +4,16 @@
 #include "common.h"
 
 #include <string.h>
-#include <zlib.h> // defines: crc32 (a checksum from a well-kept library, not our own)
+#include "bytes.h" // defines: wt_crc32 (zlib), little-endian fields
 
 #define S_MAGIC "WTPC"
 #define S_VERSION 1
 #define S_TAG_BASE (PARALLEL_TAG_RESERVED + 16)
 
-static void s_put_u32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void s_put_u64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t s_get_u32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-  return v;
-}
-static uint64_t s_get_u64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
 
-/* CRC-32 of header[0,24) then payload; zlib takes uInt lengths, so long payloads go in pieces. */
+/* CRC-32 of header[0,24) then the payload. */
 static uint32_t s_crc(const uint8_t *header, const uint8_t *payload, size_t bytes) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  crc = crc32(crc, header, 24);
-  for (size_t done = 0; done < bytes;) {
-    size_t step = WT_MIN(bytes - done, (size_t)1 << 30);
-    crc = crc32(crc, payload + done, (uInt)step);
-    done += step;
-  }
-  return (uint32_t)crc;
+  return wt_crc32(wt_crc32(0, header, 24), payload, bytes);
 }
 
 int parallel_frame_send(parallel_comm *c, int peer, parallel_frame_id id, const void *payload,
@@ -46,12 +23,12 @@ int parallel_frame_send(parallel_comm *c, int peer, parallel_frame_id id, const 
   memcpy(h, S_MAGIC, 4);
   h[4] = S_VERSION;
   h[5] = (uint8_t)id.kind;
-  s_put_u32(h + 8, id.seq);
-  s_put_u32(h + 12, id.index);
-  s_put_u64(h + 16, bytes);
+  wt_put_le32(h + 8, id.seq);
+  wt_put_le32(h + 12, id.index);
+  wt_put_le64(h + 16, bytes);
   if (bytes && payload != h + PARALLEL_FRAME_HEADER)
     memmove(h + PARALLEL_FRAME_HEADER, payload, bytes);
-  s_put_u32(h + 24, s_crc(h, h + PARALLEL_FRAME_HEADER, bytes));
+  wt_put_le32(h + 24, s_crc(h, h + PARALLEL_FRAME_HEADER, bytes));
   return parallel_comm_send(c, peer, S_TAG_BASE + (int)id.kind, h, PARALLEL_FRAME_HEADER + bytes);
 }
 
@@ -60,10 +37,10 @@ static const char *s_header_problem(const uint8_t *h, size_t got, parallel_frame
   if (memcmp(h, S_MAGIC, 4) != 0) return "bad magic";
   if (h[4] != S_VERSION) return "unknown version";
   if (h[5] != (uint8_t)id.kind) return "wrong collective phase";
-  if (s_get_u32(h + 8) != id.seq) return "wrong sequence number (peer runs another collective)";
-  if (s_get_u32(h + 12) != id.index) return "wrong chunk or rank index";
-  if (s_get_u64(h + 16) != got - PARALLEL_FRAME_HEADER) return "length does not match message";
-  if (s_get_u32(h + 24) != s_crc(h, h + PARALLEL_FRAME_HEADER, got - PARALLEL_FRAME_HEADER))
+  if (wt_get_le32(h + 8) != id.seq) return "wrong sequence number (peer runs another collective)";
+  if (wt_get_le32(h + 12) != id.index) return "wrong chunk or rank index";
+  if (wt_get_le64(h + 16) != got - PARALLEL_FRAME_HEADER) return "length does not match message";
+  if (wt_get_le32(h + 24) != s_crc(h, h + PARALLEL_FRAME_HEADER, got - PARALLEL_FRAME_HEADER))
     return "checksum mismatch";
   return NULL;
 }
