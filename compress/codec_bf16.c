@@ -10,8 +10,6 @@
 
 #include "codec_internal.h"
 
-#define S_CHUNK 16384 /* elements per OpenMP work item */
-
 static inline uint16_t s_f2bf(float f) {
   uint32_t x;
   memcpy(&x, &f, sizeof x);
@@ -87,63 +85,36 @@ static size_t s_bf16_max_size(size_t n, const compress_params *p) {
   return 2 * n;
 }
 
-static int s_bf16_encode(const float *x, size_t n, const compress_params *p, uint8_t *out,
-                         size_t cap, size_t *len) {
-  WT_CHECK(compress_check_cap("bf16", s_bf16_max_size(n, p), cap));
-  int simd = s_use_avx2(), stream = simd && compress_stream_wanted(2 * n);
-  size_t chunks = (n + S_CHUNK - 1) / S_CHUNK;
-#pragma omp parallel for if (n >= COMPRESS_OMP_MIN) schedule(static)
-  for (size_t c = 0; c < chunks; c++) {
-    size_t i0 = c * S_CHUNK, m = WT_MIN((size_t)S_CHUNK, n - i0);
-    if (stream) { // piece by piece through a cached buffer, then past the caches
-      uint8_t piece[2 * COMPRESS_STREAM_PIECE];
-      for (size_t j = i0; j < i0 + m; j += COMPRESS_STREAM_PIECE) {
-        size_t pm = WT_MIN((size_t)COMPRESS_STREAM_PIECE, i0 + m - j);
-        s_encode_avx2(x + j, pm, piece);
-        compress_stream_store(out + 2 * j, piece, 2 * pm);
-      }
-    } else if (simd) {
-      s_encode_avx2(x + i0, m, out + 2 * i0);
-    } else {
-      s_encode_portable(x + i0, m, out + 2 * i0);
-    }
-  }
-  *len = 2 * n;
-  return WT_OK;
+/* The element kernels this CPU runs (SIMD unless unavailable or turned off). */
+static compress_half_kernels s_kernels(void) {
+  int simd = s_use_avx2();
+  return (compress_half_kernels){"bf16", simd ? s_encode_avx2 : s_encode_portable,
+                                 simd ? s_decode_avx2 : s_decode_portable, simd};
 }
 
-static int s_bf16_decode_any(const uint8_t *in, size_t len, size_t n, const compress_params *p,
-                             float alpha, int add, float *y) {
-  WT_CHECK(compress_check_len("bf16", len, s_bf16_max_size(n, p), n));
-  int simd = s_use_avx2(), stream = simd && !add && compress_stream_wanted(n * sizeof(float));
-  size_t chunks = (n + S_CHUNK - 1) / S_CHUNK;
-#pragma omp parallel for if (n >= COMPRESS_OMP_MIN) schedule(static)
-  for (size_t c = 0; c < chunks; c++) {
-    size_t i0 = c * S_CHUNK, m = WT_MIN((size_t)S_CHUNK, n - i0);
-    if (stream) {
-      float piece[COMPRESS_STREAM_PIECE];
-      for (size_t j = i0; j < i0 + m; j += COMPRESS_STREAM_PIECE) {
-        size_t pm = WT_MIN((size_t)COMPRESS_STREAM_PIECE, i0 + m - j);
-        s_decode_avx2(in + 2 * j, pm, alpha, 0, piece);
-        compress_stream_store(y + j, piece, pm * sizeof(float));
-      }
-    } else if (simd) {
-      s_decode_avx2(in + 2 * i0, m, alpha, add, y + i0);
-    } else {
-      s_decode_portable(in + 2 * i0, m, alpha, add, y + i0);
-    }
-  }
-  return WT_OK;
+static int s_bf16_encode(const float *x, size_t n, const compress_params *p, uint8_t *out,
+                         size_t cap, size_t *len) {
+  (void)p;
+  compress_half_kernels k = s_kernels();
+  return compress_half_encode(&k, x, n, out, cap, len);
+}
+
+static int s_bf16_decode_any(const uint8_t *in, size_t len, size_t n, float alpha, int add,
+                             float *y) {
+  compress_half_kernels k = s_kernels();
+  return compress_half_decode(&k, in, len, n, alpha, add, y);
 }
 
 static int s_bf16_decode(const uint8_t *in, size_t len, size_t n, const compress_params *p,
                          float *y) {
-  return s_bf16_decode_any(in, len, n, p, 1.0f, 0, y);
+  (void)p;
+  return s_bf16_decode_any(in, len, n, 1.0f, 0, y);
 }
 
 static int s_bf16_decode_add(const uint8_t *in, size_t len, size_t n, const compress_params *p,
                              float alpha, float *y) {
-  return s_bf16_decode_any(in, len, n, p, alpha, 1, y);
+  (void)p;
+  return s_bf16_decode_any(in, len, n, alpha, 1, y);
 }
 
 const compress_codec_ops compress_bf16_ops = {

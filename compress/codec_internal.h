@@ -41,6 +41,20 @@ int compress_stream_wanted(size_t out_bytes);
 /* Copies bytes from src (a kernel's cache-resident buffer) to dst with non-temporal stores. */
 void compress_stream_store(void *dst, const void *src, size_t bytes);
 
+/* The two 16-bit codecs (fp16, bf16) differ only in their element kernels: the chunking over
+ * OpenMP, the streaming of large outputs and the size checks are shared (codec_half.c). */
+typedef struct {
+  const char *name;                                         /* for error messages */
+  void (*encode)(const float *x, size_t m, uint8_t *out);   /* m elements -> 2m bytes */
+  void (*decode)(const uint8_t *in, size_t m, float alpha, int add, float *y);
+  int simd; /* the kernels are the SIMD ones: large outputs may then be streamed */
+} compress_half_kernels;
+
+int compress_half_encode(const compress_half_kernels *k, const float *x, size_t n, uint8_t *out,
+                         size_t cap, size_t *len);
+int compress_half_decode(const compress_half_kernels *k, const uint8_t *in, size_t len, size_t n,
+                         float alpha, int add, float *y);
+
 /* Whether SIMD paths may run (compress_codec_set_simd); each path also checks the CPU. */
 int compress_simd_enabled(void);
 
