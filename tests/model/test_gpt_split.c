@@ -4,7 +4,9 @@
  *   - several steps of training (AdamW, global-norm clipping summed over stages, cosine lr)
  *     keep every parameter bitwise equal to unsplit training;
  *   - gradient accumulation over two micro-batches (loss_scale 1/2) equals one batch of twice
- *     the size up to float rounding (tolerance argued at the check).
+ *     the size up to float rounding (tolerance argued at the check);
+ *   - with accumulation over micro-batches, split stages (tied wte gradients joined once, before
+ *     the update) still give BITWISE the unsplit model's gradients, for several steps.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -181,6 +183,47 @@ static void test_split_training(void) {
   s_pipeline_free(&split);
 }
 
+/* Gradients accumulated over micro-batches, as a pipeline does: every micro-batch's backward adds
+ * into the stage gradients, and the tied wte halves are joined once, after the last one. */
+static void s_accumulate(pipeline *p, const int *tok, const int *tgt, int micro) {
+  static float act[MAX_STAGES][B * T * 16], grad[MAX_STAGES][B * T * 16];
+  for (int i = 0; i < p->n; i++) gpt_stage_zero_grad(p->s[i]);
+  for (int m = 0; m < micro; m++) {
+    const int *mt = tok + m * B * T, *mg = tgt + m * B * T;
+    for (int i = 0; i < p->n; i++) {
+      int last = i == p->n - 1;
+      WT_TEST_REQUIRE(gpt_stage_forward(p->s[i], i == 0 ? mt : NULL, i ? act[i - 1] : NULL,
+                                        last ? mg : NULL, B, T, last ? NULL : act[i]) == WT_OK,
+                      "%s", wt_last_error());
+    }
+    for (int i = p->n - 1; i >= 0; i--)
+      WT_TEST_REQUIRE(gpt_stage_backward(p->s[i], i == p->n - 1 ? NULL : grad[i],
+                                         i ? grad[i - 1] : NULL, 1.0f / (float)micro) == WT_OK,
+                      "%s", wt_last_error());
+  }
+  WT_TEST_REQUIRE(gpt_tied_grads_sum(p->s[0], p->s[p->n - 1]) == WT_OK, "%s", wt_last_error());
+}
+
+static void test_split_accumulation_bitwise(void) {
+  enum { MICRO = 3, STEPS = 3 };
+  static const int cuts[] = {1, 3};
+  pipeline whole = s_pipeline(NULL, 0, 21), split = s_pipeline(cuts, 2, 21);
+  wt_rng rng;
+  wt_rng_seed(&rng, 17);
+  for (int step = 0; step < STEPS; step++) {
+    int tok[MICRO * B * T], tgt[MICRO * B * T];
+    s_batch(&rng, tok, tgt, MICRO * B * T);
+    tok[B * T] = tok[0]; /* a token repeated across micro-batches: its wte rows accumulate */
+    s_accumulate(&whole, tok, tgt, MICRO);
+    s_accumulate(&split, tok, tgt, MICRO);
+    char what[48];
+    snprintf(what, sizeof what, "accumulated grads, step %d", step);
+    if (!s_same_tensors(&whole, &split, 1, what)) break;
+  }
+  s_pipeline_free(&whole);
+  s_pipeline_free(&split);
+}
+
 /* One batch of 4 sequences against two micro-batches of 2 with loss_scale 1/2 (B = 3 would not
  * split into equal halves, and unequal halves weigh rows differently). */
 static void test_accumulation(void) {
@@ -238,6 +281,7 @@ int main(int argc, char **argv) {
   test_split_bitwise();
   test_split_training();
   test_accumulation();
+  test_split_accumulation_bitwise();
   test_tied_sum_errors();
   return wt_test_finish("test_gpt_split");
 }
