@@ -25,6 +25,10 @@ static inline double assign_dmax(double a, double b) {
  * many groups, 2-opt above. Final plans are ordered by Held–Karp up to ASSIGN_EXACT_TSP_MAX. */
 #define ASSIGN_SEARCH_TSP_EXACT_MAX 10
 #define ASSIGN_EXACT_TSP_MAX 16
+/* The search keeps the all-pairs matching sum, and the local search ends with a chain led by it
+ * (see localsearch.c), when a partition has at most this many swaps: each one scanned costs
+ * 2(P−1) min-sum matchings of O(K³). */
+#define ASSIGN_ALIKE_SWAPS_MAX 4096
 /* Rings are ordered exactly (bottleneck Hamiltonian cycle) up to this many replicas. */
 #define ASSIGN_RING_EXACT_MAX 10
 
@@ -82,8 +86,17 @@ typedef struct {
   double *soft;               /* P*P: the edges' smooth companions (see assign_model_edge) */
   int *order;                 /* P: pipeline order over rows */
   double dp, path, cost, tie; /* tie = Σ_rows DATAP(C) + Σ_path edges soft: breaks plateaus */
+  /* The surrogate of the local search's last chain (kept only when `alike_on`): pairsum[a*P+b]
+   * is the min-sum matching cost of rows a and b under the pipeline pair cost, alike the Σ over
+   * all pairs of rows (see search.c for why). */
+  int alike_on;
+  double alike;
+  double *pairsum;                     /* P*P */
+  double *h_work, *h_work2, *h_work3; /* K+1 each: Hungarian potentials and slacks */
+  int *h_match, *h_way;               /* K+1 each */
+  char *h_used;                       /* K+1 */
   /* scratch for a tentative swap */
-  double *t_edge, *t_soft; /* P*P */
+  double *t_edge, *t_soft, *t_pairsum; /* P*P */
   int *t_order;
   double *t_sum_a, *t_sum_b;
   int *t_rowa, *t_rowb;
@@ -107,6 +120,9 @@ void assign_search_load_rows(assign_search *s, const int *rows);
  * pipeline order held; returns the tentative cost. Rejects early (returns +inf, t_complete = 0)
  * when DATAP alone exceeds `bound`. */
 double assign_search_try_swap(assign_search *s, int x, int y, double bound);
+/* s->alike after swapping x and y (different rows), without costing the swap or changing the
+ * state; counts as an evaluation. Only when s->alike_on. */
+double assign_search_try_alike(assign_search *s, int x, int y);
 /* Commits the swap of x and y (re-evaluating it unless the last try_swap was that pair and
  * complete), then re-orders the pipeline; s->cost may end below the tentative cost. */
 void assign_search_commit_swap(assign_search *s, int x, int y);

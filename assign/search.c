@@ -26,6 +26,15 @@ void assign_search_init(assign_search *s, assign_model *m, assign_order_mode mod
   s->t_edge = wt_xcalloc((size_t)P * P, sizeof(double));
   s->soft = wt_xcalloc((size_t)P * P, sizeof(double));
   s->t_soft = wt_xcalloc((size_t)P * P, sizeof(double));
+  s->alike_on = mode != ASSIGN_ORDER_KEEP && (long)n * (n - K) / 2 <= ASSIGN_ALIKE_SWAPS_MAX;
+  s->pairsum = wt_xcalloc((size_t)P * P, sizeof(double));
+  s->t_pairsum = wt_xcalloc((size_t)P * P, sizeof(double));
+  s->h_work = wt_xmalloc((size_t)(K + 1) * sizeof(double));
+  s->h_work2 = wt_xmalloc((size_t)(K + 1) * sizeof(double));
+  s->h_work3 = wt_xmalloc((size_t)(K + 1) * sizeof(double));
+  s->h_match = wt_xmalloc((size_t)(K + 1) * sizeof(int));
+  s->h_way = wt_xmalloc((size_t)(K + 1) * sizeof(int));
+  s->h_used = wt_xmalloc((size_t)(K + 1));
   s->order = wt_xmalloc((size_t)P * sizeof(int));
   s->t_order = wt_xmalloc((size_t)P * sizeof(int));
   s->t_sum_a = wt_xmalloc((size_t)K * sizeof(double));
@@ -36,9 +45,10 @@ void assign_search_init(assign_search *s, assign_model *m, assign_order_mode mod
 }
 
 void assign_search_free(assign_search *s) {
-  void *bufs[] = {s->soft,    s->t_soft,  s->rows,    s->label,  s->slot,
-                  s->sum,     s->rowdp,   s->edge,    s->t_edge, s->order,
-                  s->t_order, s->t_sum_a, s->t_sum_b, s->t_rowa, s->t_rowb};
+  void *bufs[] = {s->pairsum, s->t_pairsum, s->h_work,  s->h_work2, s->h_work3, s->h_match,
+                  s->h_way,   s->h_used,    s->soft,    s->t_soft,  s->rows,    s->label,
+                  s->slot,    s->sum,       s->rowdp,   s->edge,    s->t_edge,  s->order,
+                  s->t_order, s->t_sum_a,   s->t_sum_b, s->t_rowa,  s->t_rowb};
   for (size_t i = 0; i < WT_ARRAY_LEN(bufs); i++) free(bufs[i]);
   memset(s, 0, sizeof *s);
 }
@@ -77,6 +87,68 @@ static double s_path_soft(const assign_search *s, const double *soft, const int 
   return acc;
 }
 
+/* Min-sum perfect matching of row a to row b under the pipeline pair cost (Hungarian method with
+ * potentials, O(K³)). Unlike the bottleneck it counts every member that lacks a like partner, and
+ * unlike a greedy pass (tried first) it does not depend on the order of the rows' members, so
+ * swapping two alike devices does not look like progress. */
+static double s_pair_sum(const assign_search *s, const int *a, const int *b) {
+  const double *ppc = s->m->ppc;
+  int K = s->K, n = s->n;
+  double *u = s->h_work, *v = s->h_work2, *minv = s->h_work3;
+  char *used = s->h_used;
+  int *match = s->h_match, *way = s->h_way; /* match[j] = row (1-based) matched to column j */
+  for (int j = 0; j <= K; j++) u[j] = v[j] = 0, match[j] = way[j] = 0;
+  for (int i = 1; i <= K; i++) {
+    int j0 = 0;
+    match[0] = i;
+    for (int j = 0; j <= K; j++) minv[j] = INFINITY, used[j] = 0;
+    do { /* grow the alternating tree from row i until it reaches a free column */
+      used[j0] = 1;
+      int i0 = match[j0], j1 = 0;
+      double delta = INFINITY;
+      for (int j = 1; j <= K; j++) {
+        if (used[j]) continue;
+        double cur = ppc[a[i0 - 1] * n + b[j - 1]] - u[i0] - v[j];
+        if (cur < minv[j]) minv[j] = cur, way[j] = j0;
+        if (minv[j] < delta) delta = minv[j], j1 = j;
+      }
+      for (int j = 0; j <= K; j++)
+        if (used[j]) u[match[j]] += delta, v[j] -= delta;
+        else minv[j] -= delta;
+      j0 = j1;
+    } while (match[j0] != 0);
+    do { /* flip the path */
+      int j1 = way[j0];
+      match[j0] = match[j1];
+      j0 = j1;
+    } while (j0);
+  }
+  double acc = 0;
+  for (int j = 1; j <= K; j++) acc += ppc[a[match[j] - 1] * n + b[j - 1]];
+  return acc;
+}
+
+/* Refreshes pairsum for every pair that involves row a or row b (rows given) and returns the new
+ * Σ over all pairs. Why the local search looks at it: with a max objective a group that is
+ * incompatible with the others (say two devices of one region and none of another) costs only
+ * through the worst matched pair of the one or two path edges it touches, so each of the swaps
+ * that repair such groups but the last leaves cost, path and tie unchanged; this sum drops with
+ * every device that finds a like partner in every other group, which turns that plateau into a
+ * slope. */
+static double s_pair_sums(assign_search *s, double *ps, int a, const int *rowa, int b,
+                          const int *rowb) {
+  int P = s->P, K = s->K;
+  for (int r = 0; r < P; r++) {
+    const int *row = r == a ? rowa : r == b ? rowb : s->rows + r * K;
+    if (r != a) ps[a * P + r] = ps[r * P + a] = s_pair_sum(s, rowa, row);
+    if (r != b && r != a) ps[b * P + r] = ps[r * P + b] = s_pair_sum(s, rowb, row);
+  }
+  double acc = 0;
+  for (int x = 0; x < P; x++)
+    for (int y = x + 1; y < P; y++) acc += ps[x * P + y];
+  return acc;
+}
+
 static double s_total(const assign_search *s, double dp, double path) {
   return s->m->feasible ? dp + 2 * path + s->m->compute_s : INFINITY;
 }
@@ -106,6 +178,12 @@ void assign_search_load_rows(assign_search *s, const int *rows) {
           assign_model_edge(s->m, s->rows + a * K, s->rows + b * K, NULL, &s->soft[a * P + b]);
   for (int a = 0; a < P; a++)
     for (int b = 0; b < a; b++) s->soft[a * P + b] = s->soft[b * P + a];
+  s->alike = 0;
+  for (int a = 0; a < P && s->alike_on; a++)
+    for (int b = a + 1; b < P; b++) {
+      s->pairsum[a * P + b] = s_pair_sum(s, s->rows + a * K, s->rows + b * K);
+      s->alike += s->pairsum[a * P + b];
+    }
   for (int i = 0; i < P; i++) s->order[i] = i;
   s->path = s->mode == ASSIGN_ORDER_KEEP
                 ? s_path(s, s->edge, s->order)
@@ -199,6 +277,19 @@ double assign_search_try_swap(assign_search *s, int x, int y, double bound) {
   return s->t_cost;
 }
 
+double assign_search_try_alike(assign_search *s, int x, int y) {
+  int a = s->label[x], b = s->label[y], K = s->K, P = s->P;
+  assert(a != b && s->alike_on);
+  s->evals++;
+  memcpy(s->t_rowa, s->rows + a * K, (size_t)K * sizeof(int));
+  memcpy(s->t_rowb, s->rows + b * K, (size_t)K * sizeof(int));
+  s->t_rowa[s->slot[x]] = y;
+  s->t_rowb[s->slot[y]] = x;
+  memcpy(s->t_pairsum, s->pairsum, (size_t)P * P * sizeof(double));
+  s->t_complete = 0; /* the rows above are not a full tentative state */
+  return s_pair_sums(s, s->t_pairsum, a, s->t_rowa, b, s->t_rowb);
+}
+
 /* After a lazy commit: every edge of rows a and b, then a 2-opt pass from the held order. */
 static void s_refresh(assign_search *s, int a, int b) {
   int P = s->P, K = s->K;
@@ -206,6 +297,7 @@ static void s_refresh(assign_search *s, int a, int b) {
     if (r != a) s_set_edge(s, s->edge, s->soft, a, r, s->rows + a * K, s->rows + r * K);
     if (r != b && r != a) s_set_edge(s, s->edge, s->soft, b, r, s->rows + b * K, s->rows + r * K);
   }
+  if (s->alike_on) s->alike = s_pair_sums(s, s->pairsum, a, s->rows + a * K, b, s->rows + b * K);
   s->path = P <= ASSIGN_SEARCH_TSP_EXACT_MAX ? assign_tsp_open_path(P, s->edge, 1, s->order)
                                              : assign_tsp_improve(P, s->edge, s->order);
   s->cost = s_total(s, s->dp, s->path);
