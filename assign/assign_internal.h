@@ -154,6 +154,10 @@ int assign_solve_greedy(assign_search *s, assign_tracker *t, wt_rng *rng, int *l
 int assign_solve_ga(assign_search *s, assign_tracker *t, wt_rng *rng, int population,
                     int random_only, int *labels);
 int assign_solve_exact(assign_search *s, assign_tracker *t, int *labels);
+/* Swaps devices of a partition given as labels[n] while that lowers the sum of dpc over pairs
+ * inside groups, until `patience` random tries in a row fail; adds its tries to *evals. */
+void assign_cluster_descent(const assign_model *m, int *label, wt_rng *rng, long patience,
+                            long *evals);
 /* One cyclic local search (chains of swaps, best prefix kept) on the search's current
  * partition; returns 1 if it improved. */
 int assign_local_search(assign_search *s, assign_tracker *t, wt_rng *rng, int max_rounds);

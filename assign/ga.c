@@ -9,7 +9,8 @@
  * population diverse). Each child also gets a few random swaps (mutation) before its local
  * search, and when the best has not improved for 4·Q generations everyone but the best is
  * replaced by fresh random partitions (a restart). The first individual is the greedy
- * partition, the rest random.
+ * partition, the rest random; on large instances random partitions first go through the cheap
+ * clustering descent of cluster.c.
  */
 #include "assign_internal.h"
 
@@ -99,6 +100,12 @@ static void s_random_individual(s_ga *g, s_indiv *ind) {
   for (int d = 0; d < g->n; d++) g->perm[d] = d;
   wt_rng_shuffle_int(g->rng, g->perm, g->n);
   for (int d = 0; d < g->n; d++) ind->label[g->perm[d]] = d / g->K;
+  /* Large instances (no all-pairs matching chain, see localsearch.c) first sort the random
+   * partition into groups of close devices: at 1024 devices ga from random starts went from
+   * 142 s to 86 s after 20 s. Not below that size: on the world-wide scenario it pulls every
+   * group into one region (59.4 s, the opposite of the 49.2 s optimum) */
+  if (!g->s->alike_on)
+    assign_cluster_descent(g->s->m, ind->label, g->rng, 32L * g->n, &g->s->evals);
 }
 
 static int s_best_index(const s_ga *g) {
