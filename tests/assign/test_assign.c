@@ -365,6 +365,37 @@ static void test_ga_random_worldwide(void) {
   s_world_free(&w);
 }
 
+/* Above 4096 possible swaps random individuals first go through the clustering descent; on 8
+ * world-wide regions of 16 identical devices (where alike devices tie exactly, so the descent must
+ * not trade them forever) random-only ga must come within 1% of greedy. Without the descent it
+ * ends at 44.79 s here against greedy's 41.10 (and 136.5 s against 86.3 s at 1024 devices). */
+static void test_ga_random_large(void) {
+  s_world w;
+  s_world_alloc(&w, 128);
+  for (int i = 0; i < 128; i++)
+    for (int j = 0; j < 128; j++) {
+      w.net.latency_s[i * 128 + j] = dtfm_ww_latency_ms[i / 16][j / 16] / 1000.0;
+      w.net.bandwidth_Bps[i * 128 + j] = dtfm_ww_bandwidth_gbps[i / 16][j / 16] * 1e9 / 8;
+    }
+  w.prob.d_pp = 4;
+  w.prob.d_dp = 32;
+  w.prob.c_dp_bytes = DTFM_WW_C_DP;
+  w.prob.c_pp_bytes = DTFM_WW_C_PP;
+  assign_plan *plan = NULL, *greedy = NULL;
+  assign_stats st;
+  assign_budget budget = {.max_evals = 400000, .ga_random_only = 1};
+  WT_TEST_REQUIRE(assign_solve(&w.prob, ASSIGN_SOLVER_GA, &budget, 1, &plan, &st) == WT_OK, "ga");
+  WT_TEST_REQUIRE(assign_solve(&w.prob, ASSIGN_SOLVER_GREEDY, NULL, 1, &greedy, NULL) == WT_OK,
+                  "greedy");
+  double c = assign_plan_cost(&w.prob, plan).comm_s, cg = assign_plan_cost(&w.prob, greedy).comm_s;
+  WT_TEST_ASSERT(c <= cg * 1.01, "random-only ga on 128 devices: %.4f s, greedy %.4f s", c, cg);
+  printf("128 devices: random-only ga %.4f s (best at evaluation %ld), greedy %.4f s\n", c,
+         st.evals_to_best, cg);
+  assign_plan_destroy(&plan);
+  assign_plan_destroy(&greedy);
+  s_world_free(&w);
+}
+
 /* ---- resolve ------------------------------------------------------------------------------------
  */
 
@@ -528,5 +559,6 @@ int main(void) {
   test_ga_near_exact();
   test_ga_worldwide();
   test_ga_random_worldwide();
+  test_ga_random_large();
   return wt_test_finish("test_assign");
 }
