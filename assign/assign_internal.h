@@ -91,7 +91,7 @@ typedef struct {
    * all pairs of rows (see search.c for why). */
   int alike_on;
   double alike;
-  double *pairsum;                     /* P*P */
+  double *pairsum;                    /* P*P */
   double *h_work, *h_work2, *h_work3; /* K+1 each: Hungarian potentials and slacks */
   int *h_match, *h_way;               /* K+1 each */
   char *h_used;                       /* K+1 */

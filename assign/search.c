@@ -113,8 +113,10 @@ static double s_pair_sum(const assign_search *s, const int *a, const int *b) {
         if (minv[j] < delta) delta = minv[j], j1 = j;
       }
       for (int j = 0; j <= K; j++)
-        if (used[j]) u[match[j]] += delta, v[j] -= delta;
-        else minv[j] -= delta;
+        if (used[j])
+          u[match[j]] += delta, v[j] -= delta;
+        else
+          minv[j] -= delta;
       j0 = j1;
     } while (match[j0] != 0);
     do { /* flip the path */
