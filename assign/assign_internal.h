@@ -9,9 +9,9 @@
 #ifndef WT_ASSIGN_INTERNAL_H
 #define WT_ASSIGN_INTERNAL_H
 
-#include "assign.h"
-#include "common.h"
-#include "rng.h"
+#include "assign/assign.h"
+#include "common/common.h"
+#include "common/rng.h"
 
 /* fmin/fmax without the NaN handling that keeps them library calls (inputs are validated). */
 static inline double assign_dmin(double a, double b) {

@@ -11,7 +11,7 @@
  *   pipeline pair cost) from the farthest unplaced device, and group s takes the s-th device of
  *   every chain. The better of the two partitions is the greedy answer.
  */
-#include "assign_internal.h"
+#include "assign/assign_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

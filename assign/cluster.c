@@ -5,7 +5,7 @@
  * region-like groups in a fraction of a second where the full local search, at about 1.6k
  * evaluations per second there, cannot.
  */
-#include "assign_internal.h"
+#include "assign/assign_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * unplaced device. That enumerates each partition once: n! / (K!^P · P!) of them (15400 at
  * most for n = 12).
  */
-#include "assign_internal.h"
+#include "assign/assign_internal.h"
 
 #include <math.h>
 #include <string.h>

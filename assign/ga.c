@@ -12,7 +12,7 @@
  * partition, the rest random; on large instances random partitions first go through the cheap
  * clustering descent of cluster.c.
  */
-#include "assign_internal.h"
+#include "assign/assign_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

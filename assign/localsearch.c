@@ -12,7 +12,7 @@
  * at all — and half of those take that group's worst member (largest DATAP sum, or farthest
  * from the group across the edge).
  */
-#include "assign_internal.h"
+#include "assign/assign_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

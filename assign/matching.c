@@ -11,7 +11,7 @@
  *     path's bottleneck b existed, M ⊕ M* would hold an augmenting path with edges below b.
  * So the cost is one bitset matching plus O(k²) per missing pair, never a sort of k² values.
  */
-#include "assign_internal.h"
+#include "assign/assign_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

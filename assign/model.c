@@ -2,7 +2,7 @@
  * group (sharded parameter server or ring), the bottleneck-matching edge between two groups, and
  * the cost of a plan as laid out or of a partition with the best order.
  */
-#include "assign_internal.h"
+#include "assign/assign_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* problem — validating problems and plans, symmetrising networks, plan ownership, solver names. */
-#include "assign_internal.h"
+#include "assign/assign_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

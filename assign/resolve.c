@@ -9,7 +9,7 @@
  *     by at least 1%, so each accepted swap buys a real gain for its two moves.
  * Columns are re-matched freely: replicas of one stage hold the same weights.
  */
-#include "assign_internal.h"
+#include "assign/assign_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * the edge table between rows and a pipeline order. A swap of two devices touches two rows, so
  * it re-evaluates O(K) sums, 2(P−1) bottleneck matchings and the path, never the whole model.
  */
-#include "assign_internal.h"
+#include "assign/assign_internal.h"
 
 #include <assert.h>
 #include <math.h>

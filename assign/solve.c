@@ -9,7 +9,7 @@
  *   deepspeed: the transposed order, each pipeline on consecutive ranks: device r·D_PP + s runs
  *              stage s of replica r.
  */
-#include "assign_internal.h"
+#include "assign/assign_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* tracker — a solver's budget (time and evaluations) and its best-cost curve. */
-#include "assign_internal.h"
+#include "assign/assign_internal.h"
 
 #include <math.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * groups, or where a search needs many evaluations, nearest neighbour from every start followed
  * by 2-opt segment reversals gives a good path in O(m^3) per pass.
  */
-#include "assign_internal.h"
+#include "assign/assign_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -10,11 +10,11 @@
  *    best-cost curves of ga and ga-rand over time.
  * Prints a table, then one JSON line.
  */
-#include "assign.h"
-#include "common.h"
-#include "config.h"
-#include "dtfm_worldwide.h"
-#include "rng.h"
+#include "assign/assign.h"
+#include "common/common.h"
+#include "common/config.h"
+#include "tests/assign/dtfm_worldwide.h"
+#include "common/rng.h"
 
 #include <math.h>
 #include <stdio.h>

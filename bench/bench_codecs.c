@@ -19,10 +19,10 @@
 #include <time.h>
 #include <zlib.h>
 
-#include "codec.h"
-#include "common.h"
-#include "config.h"
-#include "rng.h"
+#include "compress/codec.h"
+#include "common/common.h"
+#include "common/config.h"
+#include "common/rng.h"
 
 typedef struct {
   long long n;

@@ -16,12 +16,12 @@
  * calls, which depends less on how much of the machine other jobs took (OpenBLAS threads that
  * spin while waiting count as CPU time in both).
  */
-#include "common.h"
-#include "config.h"
-#include "kernels.h"
-#include "optim.h"
-#include "rng.h"
-#include "trainer.h"
+#include "common/common.h"
+#include "common/config.h"
+#include "kernels/kernels.h"
+#include "model/optim.h"
+#include "common/rng.h"
+#include "model/trainer.h"
 
 #include <cblas.h>
 #include <immintrin.h>

@@ -1,5 +1,5 @@
 /* bytes — CRC-32 through zlib in pieces of at most 1 GiB (zlib's length type is 32-bit). */
-#include "bytes.h"
+#include "common/bytes.h"
 
 #include <zlib.h> // defines: crc32
 

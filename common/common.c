@@ -1,5 +1,5 @@
 /* common — status messages, logging, clock and checked allocation. */
-#include "common.h"
+#include "common/common.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

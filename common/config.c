@@ -1,7 +1,7 @@
 /* config — parsing, validation, help and JSON dump driven by one option table. */
-#include "config.h"
+#include "common/config.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

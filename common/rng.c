@@ -1,5 +1,5 @@
 /* rng — xoshiro256** (Blackman & Vigna) seeded through splitmix64. */
-#include "rng.h"
+#include "common/rng.h"
 
 #include <math.h>
 

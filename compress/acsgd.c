@@ -1,7 +1,7 @@
 /* acsgd — the sender and receiver ends of an AC-SGD pipeline cut (see acsgd.h). */
-#include "acsgd_private.h"
+#include "compress/acsgd_internal.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* acsgd_cache — slots on the heap or in an mmapped file, a sample-id map and LRU ticks. */
-#include "acsgd_private.h"
+#include "compress/acsgd_internal.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,10 +1,10 @@
 /* acsgd_msg — the self-describing AC-SGD message: header layout, checks, PLAIN encode/decode. */
-#include "acsgd_private.h"
+#include "compress/acsgd_internal.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <string.h>
-#include "bytes.h" // defines: wt_crc32 (zlib), little-endian fields
+#include "common/bytes.h" // defines: wt_crc32 (zlib), little-endian fields
 
 static const uint8_t s_magic[4] = {'A', 'C', 'S', 'G'};
 #define S_VERSION 1

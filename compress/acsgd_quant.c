@@ -1,7 +1,7 @@
 /* acsgd_quant — the per-row affine b-bit quantizer of AC-SGD (2, 4 or 8 bits). */
-#include "acsgd.h"
+#include "compress/acsgd.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <math.h>
 #include <string.h>

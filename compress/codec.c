@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
-#include "codec_internal.h"
-#include "common.h"
+#include "compress/codec.h"
+#include "compress/codec_internal.h"
+#include "common/common.h"
 
 struct compress_codec {
   const compress_codec_ops *ops;

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "codec_internal.h"
+#include "compress/codec_internal.h"
 
 static inline uint16_t s_f2bf(float f) {
   uint32_t x;

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "codec_internal.h"
+#include "compress/codec_internal.h"
 
 /* float -> half, round-to-nearest-even, by integer arithmetic on the bits. */
 static inline uint16_t s_f2h(float f) {

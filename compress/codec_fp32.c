@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "codec_internal.h"
+#include "compress/codec_internal.h"
 
 static size_t s_fp32_max_size(size_t n, const compress_params *p) {
   (void)p;

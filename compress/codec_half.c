@@ -1,7 +1,7 @@
 /* codec_half — the driver shared by the 16-bit codecs (fp16, bf16): 2 bytes per element, work
  * split into fixed chunks over OpenMP (so the bytes never depend on the thread count), and large
  * outputs written piece by piece through a cached buffer with non-temporal stores. */
-#include "codec_internal.h"
+#include "compress/codec_internal.h"
 
 #define S_CHUNK 16384 /* elements per OpenMP work item */
 

@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "codec_internal.h"
+#include "compress/codec_internal.h"
 
 #define S_CHUNK 16384 /* about this many elements per OpenMP work item */
 #define S_QMAX 127.0f

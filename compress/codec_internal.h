@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "codec.h"
-#include "common.h"
+#include "compress/codec.h"
+#include "common/common.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "compress payloads are little-endian and copied with memcpy: port the codecs first"

@@ -9,7 +9,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "codec_internal.h"
+#include "compress/codec_internal.h"
 
 /* a > b ? a : b, so a NaN `a` yields b: the semantics of vmaxps(a, b). */
 static inline float s_max(float a, float b) {

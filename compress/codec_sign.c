@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "codec_internal.h"
+#include "compress/codec_internal.h"
 
 #define S_CHUNK 16384 /* about this many elements per OpenMP work item */
 

@@ -9,7 +9,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "codec_internal.h"
+#include "compress/codec_internal.h"
 
 __attribute__((target("avx512f"))) static void s_stream_avx512(uint8_t *dst, const uint8_t *src,
                                                                size_t bytes) {

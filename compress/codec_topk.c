@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec_internal.h"
-#include "rng.h"
+#include "compress/codec_internal.h"
+#include "common/rng.h"
 
 #define S_BINS 2048 /* histogram size of the widest radix level */
 

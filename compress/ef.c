@@ -7,10 +7,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "bytes.h" // defines: wt_crc32 (zlib), little-endian fields
+#include "common/bytes.h" // defines: wt_crc32 (zlib), little-endian fields
 
-#include "codec_internal.h"
-#include "ef.h"
+#include "compress/codec_internal.h"
+#include "compress/ef.h"
 
 #define S_MAGIC "WTEF"
 #define S_VERSION 1u

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "codec.h"
+#include "compress/codec.h"
 
 typedef struct compress_ef compress_ef; /* opaque: the residual of one tensor */
 

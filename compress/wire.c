@@ -6,10 +6,10 @@
  * enough next to the network it protects.
  */
 #include <string.h>
-#include "bytes.h" // defines: wt_crc32 (zlib), little-endian fields
+#include "common/bytes.h" // defines: wt_crc32 (zlib), little-endian fields
 
-#include "codec.h"
-#include "codec_internal.h"
+#include "compress/codec.h"
+#include "compress/codec_internal.h"
 
 #define S_CRC_OFFSET 28
 

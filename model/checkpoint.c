@@ -1,9 +1,9 @@
 /* checkpoint — atomic, digest-verified save and load of model, optimizer and run position.
  * Layout and guarantees are in checkpoint.h. */
-#include "checkpoint.h"
+#include "model/checkpoint.h"
 
-#include "common.h"
-#include "safetensors.h"
+#include "common/common.h"
+#include "model/safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>

@@ -26,9 +26,9 @@
 #ifndef WT_CHECKPOINT_H
 #define WT_CHECKPOINT_H
 
-#include "data.h"
-#include "gpt.h"
-#include "optim.h"
+#include "model/data.h"
+#include "model/gpt.h"
+#include "model/optim.h"
 
 #include <stddef.h>
 

@@ -1,8 +1,8 @@
 /* data — the data set type: split, training and validation batches, tokenizers, file loading.
  * The synthetic corpus lives in data_synth.c, URL fetching and SHA-256 in data_fetch.c. */
-#include "data_internal.h"
+#include "model/data_internal.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <errno.h>
 #include <stdlib.h>

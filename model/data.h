@@ -29,7 +29,7 @@
 #ifndef WT_DATA_H
 #define WT_DATA_H
 
-#include "rng.h"
+#include "common/rng.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -3,9 +3,9 @@
  * A download is written to a temporary file beside the cached name and only renamed onto it
  * once complete and verified, so an interrupted or corrupt download never becomes the cache.
  */
-#include "data_internal.h"
+#include "model/data_internal.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <ctype.h>
 #include <curl/curl.h>

@@ -2,7 +2,7 @@
 #ifndef WT_DATA_INTERNAL_H
 #define WT_DATA_INTERNAL_H
 
-#include "data.h"
+#include "model/data.h"
 
 /* Wraps an owned token array (freed by data_set_destroy) into a data set with the train/val
  * split. Returns NULL with wt_last_error() set if any token is >= vocab_size. */

@@ -4,9 +4,9 @@
  * fixed probabilities p_k ∝ 2^-k. All rows share that profile, so H(next | s) = H(p) for every
  * s, and the per-token loss floor is H(p) no matter where a window starts.
  */
-#include "data_internal.h"
+#include "model/data_internal.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <assert.h>
 #include <math.h>

@@ -9,9 +9,9 @@
 #include <immintrin.h> /* _mm256_stream_ps: zeroing gradients without reading them */
 #endif
 
-#include "common.h"
-#include "gpt_internal.h"
-#include "rng.h"
+#include "common/common.h"
+#include "model/gpt_internal.h"
+#include "common/rng.h"
 
 int gpt_config_validate(const gpt_config *c) {
   if (!c) return wt_fail(WT_EINVAL, "gpt config is missing");

@@ -3,8 +3,8 @@
  * same whichever stage runs it: this is what makes split and unsplit gradients bitwise equal. */
 #include <string.h>
 
-#include "common.h"
-#include "gpt_internal.h"
+#include "common/common.h"
+#include "model/gpt_internal.h"
 
 /* One transformer block. On entry s->dres holds dL/dy; on return dL/dx. */
 static void s_block_backward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_ptrs *g,

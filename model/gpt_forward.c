@@ -3,8 +3,8 @@
  * (last stage) apply ln_f, the tied LM head and the cross-entropy. */
 #include <string.h>
 
-#include "common.h"
-#include "gpt_internal.h"
+#include "common/common.h"
+#include "model/gpt_internal.h"
 
 /* Checks the ids and the batch shape before anything is computed. */
 static int s_check_inputs(const gpt_stage *s, const int *tokens, const float *act_in,

@@ -3,8 +3,8 @@
 #ifndef WT_GPT_INTERNAL_H
 #define WT_GPT_INTERNAL_H
 
-#include "gpt.h"
-#include "kernels.h"
+#include "model/gpt.h"
+#include "kernels/kernels.h"
 
 /* Pointers into a flat buffer (parameters or gradients) for one transformer block. */
 typedef struct {

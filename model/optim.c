@@ -1,14 +1,14 @@
 /* optim — AdamW / SGD with momentum on flat buffers, clipping and the learning-rate schedule.
  * The update loops run per tensor so each tensor's weight_decay flag applies; the math lives in
  * the kernels back end's adamw_update (so a GPU back end can run the same optimizer). */
-#include "optim.h"
+#include "model/optim.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "kernels.h"
+#include "common/common.h"
+#include "kernels/kernels.h"
 
 struct optim {
   optim_config cfg;

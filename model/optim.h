@@ -30,7 +30,7 @@
 
 #include <stddef.h>
 
-#include "gpt.h"
+#include "model/gpt.h"
 
 typedef enum { OPTIM_ADAMW = 0, OPTIM_SGD = 1 } optim_kind;
 

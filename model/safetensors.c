@@ -1,7 +1,7 @@
 /* safetensors — writer and validating reader of float32 safetensors files (cJSON header). */
-#include "safetensors.h"
+#include "model/safetensors.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -1,8 +1,8 @@
 /* trainer — one optimizer step over a global batch with gradient accumulation, validation loss,
  * and checkpoint save/resume of the whole training state. */
-#include "trainer.h"
+#include "model/trainer.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <math.h>
 #include <stdlib.h>

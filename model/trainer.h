@@ -20,10 +20,10 @@
 #ifndef WT_TRAINER_H
 #define WT_TRAINER_H
 
-#include "checkpoint.h"
-#include "data.h"
-#include "gpt.h"
-#include "optim.h"
+#include "model/checkpoint.h"
+#include "model/data.h"
+#include "model/gpt.h"
+#include "model/optim.h"
 
 typedef struct {
   gpt_config model;   /* vocab_size must equal the data set's; max_seq is T */

@@ -1,8 +1,8 @@
 /* assignment — the JSON "assignment" object netsim prints and reads back: groups (one list of
  * devices per stage) and pipelines (one list of devices per replica, stage order). */
-#include "netsim.h"
+#include "netsim/netsim.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

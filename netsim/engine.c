@@ -4,9 +4,9 @@
  * Between two events every active flow moves at a constant rate, so time jumps straight to the
  * next event: the earliest timed completion (heap) or the earliest flow to drain its bytes.
  * Rates are recomputed by progressive filling whenever the set of flows changes. */
-#include "sim_internal.h"
+#include "netsim/sim_internal.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <math.h>
 #include <stdlib.h>

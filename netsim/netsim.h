@@ -45,7 +45,7 @@
 #ifndef WT_NETSIM_H
 #define WT_NETSIM_H
 
-#include "assign.h"
+#include "assign/assign.h"
 
 #include <stdint.h>
 

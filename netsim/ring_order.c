@@ -1,9 +1,9 @@
 /* ring_order — the order of a ring all-reduce: every step moves one chunk over every hop at
  * once, so a step lasts as long as the slowest hop, and the best ring minimises that bottleneck
  * (the same objective as assign's ring cost, so simulated and modelled rings agree). */
-#include "sim_internal.h"
+#include "netsim/sim_internal.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* scenario — the scenario object: allocation, accessors and the cost-model problem it implies. */
-#include "scenario_internal.h"
+#include "netsim/scenario_internal.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
 #ifndef WT_NETSIM_SCENARIO_INTERNAL_H
 #define WT_NETSIM_SCENARIO_INTERNAL_H
 
-#include "netsim.h"
+#include "netsim/netsim.h"
 
 #define NETSIM_DEFAULT_TFLOPS 30.0
 #define NETSIM_DEFAULT_HIDDEN 2048.0

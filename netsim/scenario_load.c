@@ -2,9 +2,9 @@
  *
  * Every refusal names the file, the scenario and the field, because these files are written by
  * hand and the person fixing one needs to know exactly where to look. */
-#include "scenario_internal.h"
+#include "netsim/scenario_internal.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -1,10 +1,10 @@
 /* sim — builds the task graph of one training iteration (pipeline schedule, activation and
  * gradient transfers, data-parallel reduce), runs it, and splits the time into compute, bubble,
  * pipeline communication and data-parallel communication. */
-#include "sim_internal.h"
+#include "netsim/sim_internal.h"
 
-#include "common.h"
-#include "scenario_internal.h"
+#include "common/common.h"
+#include "netsim/scenario_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
 #ifndef WT_NETSIM_SIM_INTERNAL_H
 #define WT_NETSIM_SIM_INTERNAL_H
 
-#include "netsim.h"
+#include "netsim/netsim.h"
 
 typedef enum {
   NETSIM_TASK_COMPUTE, /* occupies nothing shared: a device's passes are chained in order */

@@ -2,10 +2,10 @@
  *
  * Regions are points on a sphere; the numbers are fitted by eye to the paper's measured AWS
  * links (11 ms / 1.1 Gbit/s between Ohio and Virginia, ~230 ms / 0.34 Gbit/s Seoul–London). */
-#include "scenario_internal.h"
+#include "netsim/scenario_internal.h"
 
-#include "common.h"
-#include "rng.h"
+#include "common/common.h"
+#include "common/rng.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -2,9 +2,9 @@
  *
  * Slices on one thread must nest, but transfers overlap freely, so each device's sends (and
  * receives) are spread over as many lanes as overlap at once: a greedy interval partition. */
-#include "sim_internal.h"
+#include "netsim/sim_internal.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>

@@ -1,9 +1,9 @@
 /* allgatherv — every rank's byte buffer (sizes may differ) to every rank, around the ring:
  * first the sizes, so that every receiver knows exactly how long each message must be. */
-#include "collectives.h"
-#include "frame_internal.h"
+#include "parallel/collectives.h"
+#include "parallel/frame_internal.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <stdlib.h>
 #include <string.h>

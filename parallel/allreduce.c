@@ -1,9 +1,9 @@
 /* allreduce — the plain ring all-reduce on float32 buffers: reduce-scatter, then all-gather
  * (geometry and rounding are explained in collectives.h). */
-#include "collectives.h"
-#include "frame_internal.h"
+#include "parallel/collectives.h"
+#include "parallel/frame_internal.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,10 +1,10 @@
 /* allreduce_compressed — the ring all-reduce with every chunk encoded by a codec, and two-stage
  * error feedback (sender residual per chunk in the reduce-scatter, owner residual before the
  * all-gather); why two stages is explained in collectives.h. */
-#include "collectives.h"
-#include "frame_internal.h"
+#include "parallel/collectives.h"
+#include "parallel/frame_internal.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <stdlib.h>
 

@@ -1,9 +1,9 @@
 /* allreduce_sparse — the all-reduce for sparse codecs (top-k, rand-k): each rank encodes its
  * vector once (error feedback at the sender), the encoded vectors are all-gathered, and every
  * rank sums them in rank order, so all ranks hold identical bytes. */
-#include "collectives.h"
+#include "parallel/collectives.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* broadcast — root's bytes to every rank over a binomial tree (ceil(log2 world) rounds). */
-#include "collectives.h"
-#include "frame_internal.h"
+#include "parallel/collectives.h"
+#include "parallel/frame_internal.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <assert.h>
 #include <stdlib.h>

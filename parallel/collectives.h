@@ -76,9 +76,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "codec.h"
-#include "comm.h"
-#include "ef.h"
+#include "compress/codec.h"
+#include "parallel/comm.h"
+#include "compress/ef.h"
 
 typedef enum {
   PARALLEL_OP_SUM = 0, /* x = Σ_ranks x */

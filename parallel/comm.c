@@ -1,7 +1,7 @@
 /* comm — the transport-independent communicator: rank/size, byte counters, barrier. */
-#include "comm.h"
+#include "parallel/comm.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <assert.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* diloco — DiLoCo's outer step: average the pseudo-gradients, Nesterov SGD on θ_outer. */
-#include "diloco.h"
+#include "parallel/diloco.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -37,10 +37,10 @@
 
 #include <stddef.h>
 
-#include "codec.h"
-#include "collectives.h"
-#include "comm.h"
-#include "ef.h"
+#include "compress/codec.h"
+#include "parallel/collectives.h"
+#include "parallel/comm.h"
+#include "compress/ef.h"
 
 typedef struct {
   float lr;                    /* outer learning rate; default 0.7 */

@@ -1,8 +1,8 @@
 /* ef — the error-feedback state of one tensor on one rank for the compressed ring all-reduce:
  * one compress_ef per ring chunk, and its checkpoint (a small header, then ef.h's format). */
-#include "collectives.h"
+#include "parallel/collectives.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <stdlib.h>
 #include <string.h>

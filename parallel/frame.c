@@ -1,10 +1,10 @@
 /* frame — builds and checks the envelope of collective messages (layout in frame_internal.h). */
-#include "frame_internal.h"
+#include "parallel/frame_internal.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <string.h>
-#include "bytes.h" // defines: wt_crc32 (zlib), little-endian fields
+#include "common/bytes.h" // defines: wt_crc32 (zlib), little-endian fields
 
 #define S_MAGIC "WTPC"
 #define S_VERSION 1

@@ -19,7 +19,7 @@
 #ifndef WT_PARALLEL_FRAME_INTERNAL_H
 #define WT_PARALLEL_FRAME_INTERNAL_H
 
-#include "comm.h"
+#include "parallel/comm.h"
 
 #include <stddef.h>
 #include <stdint.h>

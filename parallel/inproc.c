@@ -1,9 +1,9 @@
 /* inproc — the in-process transport: ranks are threads, messages are copied through bounded
  * mailboxes (one per ordered src→dst pair), and a rank that returns is "closed" so that its
  * peers fail fast instead of waiting for a message that will never come. */
-#include "comm.h"
+#include "parallel/comm.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <assert.h>
 #include <errno.h>

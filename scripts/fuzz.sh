@@ -39,7 +39,7 @@ fi
 # The codec sources only (not the rest of compress/, which has other dependencies), compiled
 # once with coverage instrumentation and linked into every target.
 SRCS=(compress/codec*.c compress/wire.c compress/ef.c common/common.c common/rng.c common/bytes.c)
-FLAGS=(-g -O1 -std=gnu11 -Icompress -Icommon -Wno-unknown-pragmas
+FLAGS=(-g -O1 -std=gnu11 -I. -Wno-unknown-pragmas
        -fsanitize=address,undefined -fno-sanitize-recover=undefined)
 objs=()
 for src in "${SRCS[@]}"; do

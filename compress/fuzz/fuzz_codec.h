@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
-#include "common.h"
+#include "compress/codec.h"
+#include "common/common.h"
 
 #define FUZZ_MAX_WIRE_N (1u << 20) /* decode no larger tensors than this from a header */
 

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "codec.h"
-#include "common.h"
-#include "rng.h"
+#include "compress/codec.h"
+#include "common/common.h"
+#include "common/rng.h"
 
 static int s_write(const char *dir, const char *codec, int i, size_t n, size_t block,
                    const uint8_t *body, size_t len) {

@@ -2,7 +2,7 @@
  * torch.optim.AdamW to float rounding). */
 #include <math.h>
 
-#include "backends.h"
+#include "kernels/cpu/backends.h"
 
 void cpu_adamw_update(float *param, const float *grad, float *m, float *v, size_t n, float lr,
                       float b1, float b2, float eps, float wd, float bc1, float bc2,

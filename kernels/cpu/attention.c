@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends.h"
-#include "common.h"
-#include "fastmath.h"
+#include "kernels/cpu/backends.h"
+#include "common/common.h"
+#include "kernels/cpu/fastmath.h"
 
 /* dst (hs, T) = the hs columns at src + col of T rows of stride `stride`. */
 static void s_transpose(float *dst, const float *src, size_t stride, int T, int hs) {

@@ -3,7 +3,7 @@
 #ifndef WT_KERNELS_BACKENDS_H
 #define WT_KERNELS_BACKENDS_H
 
-#include "kernels.h"
+#include "kernels/kernels.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif

@@ -14,8 +14,8 @@
 #include <omp.h>
 #endif
 
-#include "common.h"
-#include "kernels.h"
+#include "common/common.h"
+#include "kernels/kernels.h"
 
 const char *kernels_blas_corename(void) {
   const char *name = openblas_get_corename();

@@ -1,4 +1,4 @@
 /* cpu_table — the fast CPU back end's ops table. */
-#include "backends.h"
+#include "kernels/cpu/backends.h"
 
 const kernels_ops kernels_cpu_table = WT_KERNELS_TABLE(cpu);

@@ -6,8 +6,8 @@
 #include <immintrin.h>
 #endif
 
-#include "backends.h"
-#include "fastmath.h"
+#include "kernels/cpu/backends.h"
+#include "kernels/cpu/fastmath.h"
 
 /* The row's maximum. With AVX, two vectors of running maxima: one running maximum is a serial
  * chain of compares, and the compiler does not vectorise that reduction by itself. Max is exact,

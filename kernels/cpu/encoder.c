@@ -1,7 +1,7 @@
 /* encoder — token + position embedding on the fast CPU path. */
 #include <string.h>
 
-#include "backends.h"
+#include "kernels/cpu/backends.h"
 
 void cpu_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B,
                          int T, int C) {

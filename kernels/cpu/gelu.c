@@ -2,8 +2,8 @@
  * contiguous chunks; tanh through fastmath.h so the loops vectorise. */
 #include <math.h>
 
-#include "backends.h"
-#include "fastmath.h"
+#include "kernels/cpu/backends.h"
+#include "kernels/cpu/fastmath.h"
 
 #define GELU_K 0.7978845608f /* sqrt(2/pi) */
 

@@ -3,7 +3,7 @@
  * depend on the thread count. */
 #include <math.h>
 
-#include "backends.h"
+#include "kernels/cpu/backends.h"
 
 void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                            const float *weight, const float *bias, int N, int C) {

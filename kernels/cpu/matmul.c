@@ -2,7 +2,7 @@
  * output first and sgemm adds the product (beta = 1), as PyTorch's addmm does. */
 #include <cblas.h>
 
-#include "backends.h"
+#include "kernels/cpu/backends.h"
 
 void cpu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
                         int C, int OC, kernels_wlayout layout) {

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 #define HUGE_PAGE ((size_t)2 << 20)
 

@@ -1,7 +1,7 @@
 /* ref_adamw — reference AdamW update (PyTorch's order of operations). */
 #include <math.h>
 
-#include "backends.h"
+#include "kernels/cpu/backends.h"
 
 void ref_adamw_update(float *param, const float *grad, float *m, float *v, size_t n, float lr,
                       float b1, float b2, float eps, float wd, float bc1, float bc2,

@@ -2,7 +2,7 @@
  * as the textbook formulas: S = Q K^T / sqrt(hs), P = softmax(S masked), Y = P V. */
 #include <math.h>
 
-#include "backends.h"
+#include "kernels/cpu/backends.h"
 
 void ref_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
   int hs = C / NH;

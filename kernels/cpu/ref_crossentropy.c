@@ -1,7 +1,7 @@
 /* ref_crossentropy — reference softmax + cross-entropy on logits, in double. */
 #include <math.h>
 
-#include "backends.h"
+#include "kernels/cpu/backends.h"
 
 void ref_crossentropy_forward(float *losses, float *lse, const float *logits, const int *targets,
                               int N, int V) {

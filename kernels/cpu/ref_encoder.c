@@ -1,5 +1,5 @@
 /* ref_encoder — reference token + position embedding, forward and backward. */
-#include "backends.h"
+#include "kernels/cpu/backends.h"
 
 void ref_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B,
                          int T, int C) {

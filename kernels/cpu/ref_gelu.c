@@ -1,7 +1,7 @@
 /* ref_gelu — reference GELU (tanh approximation, GPT-2's gelu_new), in double. */
 #include <math.h>
 
-#include "backends.h"
+#include "kernels/cpu/backends.h"
 
 #define GELU_K 0.7978845608028654 /* sqrt(2/pi) */
 

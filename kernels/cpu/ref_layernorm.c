@@ -1,7 +1,7 @@
 /* ref_layernorm — reference LayerNorm (eps 1e-5), forward and backward, row by row. */
 #include <math.h>
 
-#include "backends.h"
+#include "kernels/cpu/backends.h"
 
 void ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                            const float *weight, const float *bias, int N, int C) {

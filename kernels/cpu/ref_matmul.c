@@ -1,5 +1,5 @@
 /* ref_matmul — reference matrix product with bias: triple loops, double accumulators. */
-#include "backends.h"
+#include "kernels/cpu/backends.h"
 
 /* Element (i, o) of W in either layout. */
 static float s_w(const float *w, int C, int OC, int i, int o, kernels_wlayout layout) {

@@ -1,5 +1,5 @@
 /* ref_residual — reference residual connection: out = a + b and its gradient to both. */
-#include "backends.h"
+#include "kernels/cpu/backends.h"
 
 void ref_residual_forward(float *out, const float *a, const float *b, size_t n) {
   for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];

@@ -1,4 +1,4 @@
 /* ref_table — the reference back end's ops table (plain loops, one thread). */
-#include "backends.h"
+#include "kernels/cpu/backends.h"
 
 const kernels_ops kernels_ref_table = WT_KERNELS_TABLE(ref);

@@ -1,5 +1,5 @@
 /* residual — the residual connection: out = a + b, and its gradient to both branches. */
-#include "backends.h"
+#include "kernels/cpu/backends.h"
 
 void cpu_residual_forward(float *out, const float *a, const float *b, size_t n) {
 #pragma omp parallel for schedule(static)

@@ -1,5 +1,5 @@
 /* adamw — the AdamW update of kernels.h, one thread per element, PyTorch's order of operations. */
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 __global__ static void k_adamw(float *param, const float *grad, float *m, float *v, size_t n,
                                float lr, float b1, float b2, float eps, float wd, float bc1,

@@ -4,7 +4,7 @@
  * against), not a flash-attention kernel. The backward runs in two passes so that no two threads
  * ever add into the same gradient row: pass 1 (per query row) writes d(pre-softmax scores) into
  * the scratch and accumulates dq; pass 2 (per key row) sums dk and dv over the query rows. */
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 __global__ static void k_attention_forward(float *out, float *att, const float *qkv, int B, int T,
                                            int C, int NH) {

@@ -1,5 +1,5 @@
 /* crossentropy — softmax + cross-entropy fused with the logits, one block per row. */
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 #define CE_THREADS 256
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 extern "C" {
-#include "kernels.h"
+#include "kernels/kernels.h"
 }
 
 /* A failing CUDA call inside a kernel back end is a device or programming fault, not input

@@ -1,7 +1,7 @@
 /* cuda_table — the CUDA back end's ops table. Pointers passed to these ops are device pointers.
  * The table exists whenever the binary was built with CUDA; whether a device is present is for
  * the caller to ask (cudaGetDeviceCount), as the gpu-labelled tests do. */
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 static const kernels_ops s_cuda_table = {
     "cuda",

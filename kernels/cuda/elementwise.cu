@@ -1,5 +1,5 @@
 /* elementwise — GELU (tanh approximation, GPT-2's gelu_new) and the residual add. */
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 

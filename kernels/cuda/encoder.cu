@@ -1,7 +1,7 @@
 /* encoder — token + position embedding on the GPU. The backward gives each channel one thread
  * that walks the (b, t) rows in order, so repeated tokens accumulate in the same order as the
  * CPU back end and the result is deterministic without atomics. */
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 __global__ static void k_encoder_forward(float *out, const int *tokens, const float *wte,
                                          const float *wpe, int B, int T, int C) {

@@ -1,6 +1,6 @@
 /* layernorm — one block per row for the row statistics and the input gradient; one thread per
  * column for the weight and bias gradients (a fixed row order, no atomics). */
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 #define LN_THREADS 256
 

@@ -3,7 +3,7 @@
  * A row-major (r, c) buffer is the column-major (c, r) matrix with leading dimension c, so
  * every product below is computed as its transpose: out^T = W' · inp^T. Gradients accumulate
  * (beta = 1). Bias sums run one thread per output column over the rows in order. */
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 static cublasHandle_t s_handle;
 

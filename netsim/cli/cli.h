@@ -6,8 +6,8 @@
 #ifndef WT_NETSIM_CLI_H
 #define WT_NETSIM_CLI_H
 
-#include "config.h"
-#include "netsim.h"
+#include "common/config.h"
+#include "netsim/netsim.h"
 
 #include <stddef.h>
 

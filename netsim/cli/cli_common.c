@@ -1,7 +1,7 @@
 /* cli_common — flag parsing, scenario opening and solve-then-simulate shared by subcommands. */
-#include "cli.h"
+#include "netsim/cli/cli.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* cmd_compare — `netsim compare`: every requested solver on one scenario, as a table or JSON. */
-#include "cli.h"
+#include "netsim/cli/cli.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>

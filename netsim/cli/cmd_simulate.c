@@ -1,7 +1,7 @@
 /* cmd_simulate — `netsim simulate`: one assignment file, one iteration, a breakdown and a trace. */
-#include "cli.h"
+#include "netsim/cli/cli.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>

@@ -1,9 +1,9 @@
 /* cmd_sweep — `netsim sweep`: every solver on the five paper scenarios (and K random worlds),
  * written as CSV plus a gnuplot chart: cost per solver per scenario, simulated iteration time,
  * and the speed-up of ga over each baseline. */
-#include "cli.h"
+#include "netsim/cli/cli.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 /* netsim — experiments on simulated wide-area topologies: compare assignment solvers, sweep all
  * scenarios into a CSV and a chart, simulate one assignment with a timeline, generate worlds. */
-#include "cli.h"
+#include "netsim/cli/cli.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <string.h>
 

@@ -2,10 +2,10 @@
  * caches that stay bitwise equal when fed only message bytes, the delta path beating direct
  * quantization on slowly changing activations, the mmap-backed cache, the cache bound under
  * both overflow policies, and malformed messages refused without touching the cache. */
-#include "acsgd.h"
-#include "common.h"
-#include "rng.h"
-#include "testing.h"
+#include "compress/acsgd.h"
+#include "common/common.h"
+#include "common/rng.h"
+#include "common/testing.h"
 
 #include <math.h>
 #include <stdint.h>

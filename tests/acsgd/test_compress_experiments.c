@@ -4,8 +4,8 @@
  * prints one well-formed JSON line whose loss went down and whose byte counts fit the codec.
  * Also checks that local momentum equals global momentum without compression, and that bad
  * flags are refused with a nonzero status. */
-#include "common.h"
-#include "testing.h"
+#include "common/common.h"
+#include "common/testing.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -6,11 +6,11 @@
  * Held–Karp) and the exact solver are checked against brute force on random small inputs, the GA
  * against exact, and resolve / invalid input for their contracts.
  */
-#include "assign.h"
-#include "common.h"
-#include "rng.h"
-#include "testing.h"
-#include "dtfm_worldwide.h"
+#include "assign/assign.h"
+#include "common/common.h"
+#include "common/rng.h"
+#include "common/testing.h"
+#include "tests/assign/dtfm_worldwide.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,10 +1,10 @@
 /* test_checkpoint — save/load round trip (bit-exact), the safetensors header read back with a
  * separate little cJSON reader (HF GPT2Model names and shapes), and every refusal: flipped byte,
  * truncation, wrong model config, wrong optimizer, a save that fails half-way. */
-#include "checkpoint.h"
-#include "common.h"
-#include "safetensors.h"
-#include "testing.h"
+#include "model/checkpoint.h"
+#include "common/common.h"
+#include "model/safetensors.h"
+#include "common/testing.h"
 
 #include <stdlib.h>
 

@@ -3,9 +3,9 @@
  * data_offsets), checks the key set against GPT2Model's state dict for the config in
  * __metadata__, and prints each tensor's sum, which must equal the sum C computes.
  * Skips (77) where /usr/bin/python3 cannot import torch. */
-#include "checkpoint.h"
-#include "common.h"
-#include "testing.h"
+#include "model/checkpoint.h"
+#include "common/common.h"
+#include "common/testing.h"
 
 #include <stdlib.h>
 

@@ -2,8 +2,8 @@
  * (missing file, bad URL, SHA-256 mismatch, bad shard, corrupt or mismatched checkpoint) exits 1
  * with a message, and the happy paths (train with JSON log and checkpoints, resume, eval --json,
  * sample) produce what they document. */
-#include "common.h"
-#include "testing.h"
+#include "common/common.h"
+#include "common/testing.h"
 
 #include <stdlib.h>
 

@@ -1,8 +1,8 @@
 /* test_common — the option table (parse, bounds, choices, files, help) and the RNG. */
-#include "common.h"
-#include "config.h"
-#include "rng.h"
-#include "testing.h"
+#include "common/common.h"
+#include "common/config.h"
+#include "common/rng.h"
+#include "common/testing.h"
 
 #include <stddef.h>
 

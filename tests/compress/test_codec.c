@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
-#include "common.h"
-#include "rng.h"
-#include "testing.h"
+#include "compress/codec.h"
+#include "common/common.h"
+#include "common/rng.h"
+#include "common/testing.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif

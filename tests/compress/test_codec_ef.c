@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
-#include "common.h"
-#include "ef.h"
-#include "rng.h"
-#include "testing.h"
+#include "compress/codec.h"
+#include "common/common.h"
+#include "compress/ef.h"
+#include "common/rng.h"
+#include "common/testing.h"
 
 static double s_norm(const double *v, size_t n) {
   double s = 0;

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
-#include "common.h"
-#include "rng.h"
-#include "testing.h"
+#include "compress/codec.h"
+#include "common/common.h"
+#include "common/rng.h"
+#include "common/testing.h"
 
 static const char *s_all[] = {"fp32", "fp16", "bf16", "int8", "int4", "topk", "randk", "sign"};
 

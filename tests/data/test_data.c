@@ -1,8 +1,8 @@
 /* test_data — the synthetic corpus and its entropy, text files, llm.c shards (good and
  * malformed), batches and the restorable position, URL fetching with SHA-256 verification. */
-#include "common.h"
-#include "data.h"
-#include "testing.h"
+#include "common/common.h"
+#include "model/data.h"
+#include "common/testing.h"
 
 #include <stdlib.h>
 

@@ -7,13 +7,13 @@
  *    identical and still train the toy problem;
  *  - config validation.
  * The toy problem: least squares, replica i minimises 1/(2B)·|A_i θ − b_i|² on its own rows. */
-#include "diloco.h"
+#include "parallel/diloco.h"
 
-#include "collectives.h"
-#include "comm.h"
-#include "common.h"
-#include "rng.h"
-#include "testing.h"
+#include "parallel/collectives.h"
+#include "parallel/comm.h"
+#include "common/common.h"
+#include "common/rng.h"
+#include "common/testing.h"
 
 #include <float.h>
 #include <stdlib.h>

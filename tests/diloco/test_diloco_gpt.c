@@ -4,15 +4,15 @@
  * up to the float rounding argued in test_diloco.c; replicas stay bitwise identical.
  * Each replica trains on its own random token batches (seeded by rank). Then DiLoCo proper
  * (H = 4 AdamW steps, outer Nesterov 0.7 / 0.9, fp32 / int8 / sign pseudo-gradients) trains. */
-#include "diloco.h"
+#include "parallel/diloco.h"
 
-#include "collectives.h"
-#include "comm.h"
-#include "common.h"
-#include "gpt.h"
-#include "optim.h"
-#include "rng.h"
-#include "testing.h"
+#include "parallel/collectives.h"
+#include "parallel/comm.h"
+#include "common/common.h"
+#include "model/gpt.h"
+#include "model/optim.h"
+#include "common/rng.h"
+#include "common/testing.h"
 
 #include <float.h>
 #include <stdlib.h>

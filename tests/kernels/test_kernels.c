@@ -18,11 +18,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "common.h"
-#include "cpu/fastmath.h" /* private to kernels/, tested here directly */
-#include "kernels.h"
-#include "rng.h"
-#include "testing.h"
+#include "common/common.h"
+#include "kernels/cpu/fastmath.h" /* private to kernels/, tested here directly */
+#include "kernels/kernels.h"
+#include "common/rng.h"
+#include "common/testing.h"
 
 #define FD_H 1e-2
 #define FD_ATOL 1e-3

@@ -8,10 +8,10 @@
  * CUDA device is present. */
 #include <cuda_runtime.h>
 
-#include "common.h"
-#include "kernels.h"
-#include "rng.h"
-#include "testing.h"
+#include "common/common.h"
+#include "kernels/kernels.h"
+#include "common/rng.h"
+#include "common/testing.h"
 
 #define ATOL 1e-4
 #define RTOL 1e-4

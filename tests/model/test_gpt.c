@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "gpt.h"
-#include "kernels.h"
-#include "rng.h"
-#include "testing.h"
+#include "common/common.h"
+#include "model/gpt.h"
+#include "kernels/kernels.h"
+#include "common/rng.h"
+#include "common/testing.h"
 
 static void test_config(void) {
   gpt_config ok = {

@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "gpt.h"
-#include "kernels.h"
-#include "optim.h"
-#include "rng.h"
-#include "testing.h"
+#include "common/common.h"
+#include "model/gpt.h"
+#include "kernels/kernels.h"
+#include "model/optim.h"
+#include "common/rng.h"
+#include "common/testing.h"
 
 static const gpt_config CFG = {
     .vocab_size = 50, .max_seq = 8, .n_layer = 4, .n_head = 2, .channels = 16};

@@ -18,11 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "gpt.h"
-#include "kernels.h"
-#include "optim.h"
-#include "testing.h"
+#include "common/common.h"
+#include "model/gpt.h"
+#include "kernels/kernels.h"
+#include "model/optim.h"
+#include "common/testing.h"
 
 typedef struct {
   int V, maxT, L, NH, C, B, T, n_steps, n_params;

@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "kernels.h"
-#include "optim.h"
-#include "rng.h"
-#include "testing.h"
+#include "common/common.h"
+#include "kernels/kernels.h"
+#include "model/optim.h"
+#include "common/rng.h"
+#include "common/testing.h"
 
 /* Two tensors: a matrix with weight decay and a bias without. */
 static const gpt_tensor_info TENSORS[2] = {

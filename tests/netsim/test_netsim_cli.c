@@ -1,8 +1,8 @@
 /* test_netsim_cli — the netsim program end to end: compare --json has every requested solver
  * with a valid assignment, simulate reproduces compare's number from the printed assignment and
  * writes a parseable trace, bad requests exit 2 with a message, and sweep writes its CSV. */
-#include "common.h"
-#include "testing.h"
+#include "common/common.h"
+#include "common/testing.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>

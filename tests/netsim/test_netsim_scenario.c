@@ -1,10 +1,10 @@
 /* test_netsim_scenario — the shipped scenario file loads with the paper's numbers, every kind of
  * bad file is refused with a message naming file, scenario and field, and random worlds are
  * reproducible and survive a save/load round trip. */
-#include "common.h"
-#include "netsim.h"
-#include "rng.h"
-#include "testing.h"
+#include "common/common.h"
+#include "netsim/netsim.h"
+#include "common/rng.h"
+#include "common/testing.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>

@@ -1,10 +1,10 @@
 /* test_netsim_sim — the simulator against hand-computed cases: pipeline closed forms for GPipe
  * and 1F1B, NIC sharing with rates recomputed as transfers come and go, both all-reduce
  * algorithms, the breakdown, the Chrome trace, and refusal of bad plans and assignment files. */
-#include "common.h"
-#include "netsim.h"
-#include "rng.h"
-#include "testing.h"
+#include "common/common.h"
+#include "netsim/netsim.h"
+#include "common/rng.h"
+#include "common/testing.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

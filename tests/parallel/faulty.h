@@ -4,9 +4,9 @@
 #ifndef WT_TESTS_PARALLEL_FAULTY_H
 #define WT_TESTS_PARALLEL_FAULTY_H
 
-#include "comm.h"
+#include "parallel/comm.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,14 +2,14 @@
  * against a serial sum for every size 0..N and world 1..8, broadcast from every root,
  * all-gather-v of unequal sizes, and clean failure on garbled, truncated or foreign messages
  * injected by a test transport that wraps the in-process one. */
-#include "collectives.h"
-#include "comm.h"
+#include "parallel/collectives.h"
+#include "parallel/comm.h"
 
-#include "common.h"
-#include "rng.h"
-#include "testing.h"
+#include "common/common.h"
+#include "common/rng.h"
+#include "common/testing.h"
 
-#include "faulty.h"
+#include "tests/parallel/faulty.h"
 
 #include <float.h>
 #include <stdlib.h>

@@ -1,9 +1,9 @@
 /* test_comm — the in-process transport: point-to-point order and tags, bounded mailboxes,
  * barrier, peers that leave, timeouts, refusal of oversized messages. */
-#include "comm.h"
+#include "parallel/comm.h"
 
-#include "common.h"
-#include "testing.h"
+#include "common/common.h"
+#include "common/testing.h"
 
 #include <stdatomic.h>
 

@@ -8,16 +8,16 @@
  *  - the sparse all-reduce equals the dense sum of each rank's selected entries;
  *  - a damaged compressed message fails cleanly on the receiving rank; residual checkpoints.
  * It also prints the bytes each rank sends per all-reduce for every codec (docs/parallel.md). */
-#include "collectives.h"
-#include "comm.h"
+#include "parallel/collectives.h"
+#include "parallel/comm.h"
 
-#include "codec.h"
-#include "common.h"
-#include "ef.h"
-#include "rng.h"
-#include "testing.h"
+#include "compress/codec.h"
+#include "common/common.h"
+#include "compress/ef.h"
+#include "common/rng.h"
+#include "common/testing.h"
 
-#include "faulty.h"
+#include "tests/parallel/faulty.h"
 
 #include <stdlib.h>
 

@@ -1,9 +1,9 @@
 /* test_train_converge — a small GPT trained on the synthetic Markov corpus gets its validation
  * loss within 10% of the corpus' exact entropy rate, and not meaningfully below it (no model can
  * beat the entropy rate; a loss far under it would mean a broken loss or leaking targets). */
-#include "common.h"
-#include "testing.h"
-#include "trainer.h"
+#include "common/common.h"
+#include "common/testing.h"
+#include "model/trainer.h"
 
 enum { MAX_STEPS = 250, CHECK_EVERY = 25 };
 

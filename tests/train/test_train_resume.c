@@ -1,11 +1,11 @@
 /* test_train_resume — a run stopped after K steps and resumed from its checkpoint produces
  * bitwise the same losses and weights as the run that never stopped; gradient accumulation over
  * micro-batches matches one big batch up to rounding; a bad trainer config is refused. */
-#include "common.h"
-#include "testing.h"
+#include "common/common.h"
+#include "common/testing.h"
 
 #include <stdlib.h>
-#include "trainer.h"
+#include "model/trainer.h"
 
 #include <string.h>
 

@@ -5,11 +5,11 @@
  *
  * Modes: none (floats cross the cut), direct (each activation quantized on its own: the
  * baseline), delta (AC-SGD). Sample ids are the samples' indices in the subset. */
-#include "experiments.h"
+#include "tools/compress-experiments/experiments.h"
 
-#include "acsgd.h"
-#include "common.h"
-#include "rng.h"
+#include "compress/acsgd.h"
+#include "common/common.h"
+#include "common/rng.h"
 
 #include <math.h>
 #include <stdio.h>

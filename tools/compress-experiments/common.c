@@ -1,7 +1,7 @@
 /* common — what the three experiments share: data, model shape, optimizer, evaluation, output. */
-#include "experiments.h"
+#include "tools/compress-experiments/experiments.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #ifdef _OPENMP
 #include <omp.h>

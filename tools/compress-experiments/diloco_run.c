@@ -3,10 +3,10 @@
  * (fp32 ring, or compressed with --codec, error feedback with --ef) over the in-process
  * transport, one thread per rank, and take the outer Nesterov step. --steps counts inner steps
  * per worker, so a run sees exactly the tokens of a synchronous dp run with the same --steps. */
-#include "experiments.h"
+#include "tools/compress-experiments/experiments.h"
 
-#include "common.h"
-#include "diloco.h"
+#include "common/common.h"
+#include "parallel/diloco.h"
 
 #include <math.h>
 #include <stdlib.h>

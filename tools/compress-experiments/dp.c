@@ -12,10 +12,10 @@
  * global momentum (momentum is linear), but error feedback now holds back momentum rather than
  * raw gradient, so a delayed coordinate is not integrated by the momentum a second time (the
  * momentum correction of DGC, Lin et al. 2018, without its factor masking). */
-#include "experiments.h"
+#include "tools/compress-experiments/experiments.h"
 
-#include "collectives.h"
-#include "common.h"
+#include "parallel/collectives.h"
+#include "common/common.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -22,11 +22,11 @@
 #ifndef WT_TOOLS_EXPERIMENTS_H
 #define WT_TOOLS_EXPERIMENTS_H
 
-#include "codec.h"
-#include "config.h"
-#include "data.h"
-#include "gpt.h"
-#include "optim.h"
+#include "compress/codec.h"
+#include "common/config.h"
+#include "model/data.h"
+#include "model/gpt.h"
+#include "model/optim.h"
 
 #include <cjson/cJSON.h>
 

@@ -2,9 +2,9 @@
  * synchronous data parallelism, DiLoCo, or AC-SGD activation compression at a pipeline cut) and
  * prints one JSON result line. scripts/run_compression_experiments.sh sweeps the settings;
  * docs/compression.md holds the tables. */
-#include "experiments.h"
+#include "tools/compress-experiments/experiments.h"
 
-#include "common.h"
+#include "common/common.h"
 
 #include <stddef.h>
 #include <stdio.h>

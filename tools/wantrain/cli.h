@@ -2,7 +2,7 @@
 #ifndef WT_CLI_H
 #define WT_CLI_H
 
-#include "config.h"
+#include "common/config.h"
 
 /* Exit statuses: 0 success, 1 a failure at run time (file, data, checkpoint), 2 a usage error
  * (unknown or malformed flag, missing required option). */

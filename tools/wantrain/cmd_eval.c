@@ -1,10 +1,10 @@
 /* cmd_eval — `wantrain eval`: mean next-token cross-entropy of a checkpoint over a whole file,
  * in consecutive windows of T+1 tokens at stride T (a last partial window is dropped). */
-#include "cli.h"
+#include "tools/wantrain/cli.h"
 
-#include "checkpoint.h"
-#include "common.h"
-#include "data.h"
+#include "model/checkpoint.h"
+#include "common/common.h"
+#include "model/data.h"
 
 #include <math.h>
 #include <stddef.h>

@@ -1,11 +1,11 @@
 /* cmd_sample — `wantrain sample`: text from a checkpoint, one token at a time, each drawn from
  * the softmax of the last position's logits at a temperature (0 = always the likeliest). */
-#include "cli.h"
+#include "tools/wantrain/cli.h"
 
-#include "checkpoint.h"
-#include "common.h"
-#include "data.h"
-#include "rng.h"
+#include "model/checkpoint.h"
+#include "common/common.h"
+#include "model/data.h"
+#include "common/rng.h"
 
 #include <math.h>
 #include <stddef.h>

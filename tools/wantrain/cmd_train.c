@@ -1,10 +1,10 @@
 /* cmd_train — `wantrain train`: the training loop around trainer_step, with progress on the
  * terminal, a JSON-lines log, periodic validation, checkpoints, resume and a time limit. */
-#include "cli.h"
+#include "tools/wantrain/cli.h"
 
-#include "common.h"
-#include "data.h"
-#include "trainer.h"
+#include "common/common.h"
+#include "model/data.h"
+#include "model/trainer.h"
 
 #include <math.h>
 #include <signal.h>

@@ -7,10 +7,10 @@
  * Every command's options come from one table in its cmd_*.c (common/config.h): --help lists
  * them with their defaults; a bad flag exits with status 2.
  */
-#include "cli.h"
+#include "tools/wantrain/cli.h"
 
-#include "common.h"
-#include "kernels.h"
+#include "common/common.h"
+#include "kernels/kernels.h"
 
 #include <string.h>
 

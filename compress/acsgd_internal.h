@@ -1,17 +1,17 @@
-/* acsgd_private — PRIVATE to compress/acsgd*.c; the public API is compress/acsgd.h.
+/* acsgd_internal — PRIVATE to compress/acsgd*.c; the public API is compress/acsgd.h.
  *
  * The per-sample activation cache of one side of a pipeline cut:
  * `capacity` fixed-size slots, each one sample's (rows, cols) activation, on the heap or in an
  * mmapped file, plus a sample-id → slot map (open addressing, linear probing, backward-shift
  * deletion so no tombstones pile up under eviction) and a last-use tick per slot for LRU.
  */
-#ifndef WT_ACSGD_PRIVATE_H
-#define WT_ACSGD_PRIVATE_H
+#ifndef WT_ACSGD_INTERNAL_H
+#define WT_ACSGD_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "acsgd.h"
+#include "compress/acsgd.h"
 
 /* Writes the 40-byte header described in acsgd.h, with the CRC of itself and the payload that
  * must already follow it (acsgd_msg.c). */

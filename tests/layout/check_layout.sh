@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The boundaries between modules, checked on the source tree:
+#  1. every project #include names its header from the repository root and that file exists;
+#  2. internal headers (*_internal.h, and everything under kernels/cpu/ and kernels/cuda/) are
+#     included only by their own module and its tests (tests/<module>*);
+#  3. the library modules depend only on the modules the architecture allows (arrows one way).
+# Prints each violation as file:line and exits 1 if there is any.
+#   tests/layout/check_layout.sh [SOURCE_DIR]
+set -uo pipefail
+cd "${1:-$(dirname "$0")/../..}" || exit 2
+
+declare -A allowed=(
+  [common]=""
+  [kernels]="common"
+  [model]="common kernels"
+  [compress]="common"
+  [parallel]="common compress model kernels"
+  [assign]="common"
+  [netsim]="common assign"
+  [coordinator]="common assign parallel compress model kernels netsim"
+  [peer]="common parallel compress model kernels"
+)
+
+bad=0
+report() { echo "$1"; bad=1; }
+
+while IFS= read -r hit; do
+  file=${hit%%:*}
+  rest=${hit#*:}
+  line=${rest%%:*}
+  inc=$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"$rest")
+  from=${file#./}
+  from_mod=${from%%/*}
+  inc_mod=${inc%%/*}
+  if [[ "$inc" != */* ]]; then
+    report "$from:$line: #include \"$inc\" is not a path from the repository root"
+    continue
+  fi
+  if [ ! -f "$inc" ]; then
+    report "$from:$line: #include \"$inc\" names no file in the tree"
+    continue
+  fi
+  if [[ "$inc" =~ _internal\.h$ || "$inc" =~ ^kernels/(cpu|cuda)/ ]]; then
+    if [ "$from_mod" != "$inc_mod" ] && [[ "$from" != tests/"$inc_mod"* ]]; then
+      report "$from:$line: includes $inc, internal to $inc_mod/"
+    fi
+  fi
+  if [ -n "${allowed[$from_mod]+set}" ] && [ "$from_mod" != "$inc_mod" ]; then
+    if [[ " ${allowed[$from_mod]} " != *" $inc_mod "* ]]; then
+      report "$from:$line: $from_mod/ must not depend on $inc_mod/ ($inc)"
+    fi
+  fi
+done < <(grep -rn --include='*.c' --include='*.h' --include='*.cu' --include='*.cuh' \
+           -E '^[[:space:]]*#[[:space:]]*include[[:space:]]+"' . \
+           | grep -v -E '^\./(build[^/]*|\.git)/')
+
+if [ $bad -ne 0 ]; then
+  echo "layout: violations above"
+  exit 1
+fi
+echo "layout: includes and module dependencies hold"
