@@ -13,7 +13,7 @@ cmake --build "$build" -j"$(nproc)" --target wantrain
 bin="$build/bin/wantrain"
 run="$build/demo-run"
 
-rm -rf "$run"
+rm -rf "$run" "$run.jsonl"
 echo
 echo "== training the default small GPT on the synthetic corpus for up to ${seconds} s"
 "$bin" train --steps 3000 --time-limit "$seconds" --val-every 250 --log-every 100 \
