@@ -84,6 +84,25 @@ void *wt_xcalloc(size_t count, size_t size) {
   return p;
 }
 
+void *wt_xrealloc(void *p, size_t count, size_t size) {
+  if (size && count > SIZE_MAX / size) {
+    fprintf(stderr, "wantrain: out of memory: %zu x %zu bytes overflows\n", count, size);
+    abort();
+  }
+  size_t bytes = count * size;
+  void *q = realloc(p, bytes ? bytes : 1);
+  if (!q) {
+    fprintf(stderr, "wantrain: out of memory reallocating to %zu bytes\n", bytes);
+    abort();
+  }
+  return q;
+}
+
+char *wt_xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  return memcpy(wt_xmalloc(n), s, n);
+}
+
 int wt_mul_size(size_t a, size_t b, size_t *out) {
   if (a && b > SIZE_MAX / a) return wt_fail(WT_EINVAL, "size %zu x %zu overflows", a, b);
   *out = a * b;

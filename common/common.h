@@ -69,10 +69,15 @@ int wt_log_enabled(wt_log_level level);
 /* Monotonic wall clock in seconds. */
 double wt_now_s(void);
 
-/* malloc/calloc that abort with a message on failure: used for sizes the program chose itself.
- * Sizes that come from outside (a file header, a message) must be checked first. */
+/* The one out-of-memory policy: allocation that aborts with a message on failure (running out
+ * of memory is a resource failure, not outside input), used for sizes the program chose
+ * itself. Sizes that come from outside (a file header, a message) must be checked first.
+ * Zero sizes give a unique pointer; count x size overflowing aborts like a failed allocation.
+ * wt_xrealloc keeps the contents (p may be NULL); wt_xstrdup copies a string (s not NULL). */
 void *wt_xmalloc(size_t bytes);
 void *wt_xcalloc(size_t count, size_t size);
+void *wt_xrealloc(void *p, size_t count, size_t size);
+char *wt_xstrdup(const char *s);
 
 /* Checked size arithmetic for sizes read from outside: returns WT_EINVAL on overflow. */
 int wt_mul_size(size_t a, size_t b, size_t *out);

@@ -64,7 +64,7 @@
  *
  * tools/compress-experiments/acsgd_run.c is a complete 2-stage training loop built on this.
  *
- * Owner: compress module. Functions fed bytes from outside return a wt_status.
+ * Functions fed bytes from outside return a wt_status.
  */
 #ifndef WT_ACSGD_H
 #define WT_ACSGD_H

@@ -7,6 +7,7 @@
  *
  * Back ends, all reached through kernels_backend(name), the one registration point:
  *   "cpu"   fast CPU path: OpenBLAS sgemm for everything matrix-shaped, OpenMP elsewhere
+ *           (OpenBLAS is loaded at run time: see kernels_cpu_init)
  *   "ref"   readable reference loops (no BLAS, no threads); the fast paths are tested against it
  *   "cuda"  cuBLAS + CUDA kernels, present only in CUDA builds (NULL otherwise). kernels/cuda
  *           provides `const kernels_ops *kernels_cuda(void)` in a CMake target wt_kernels_cuda;
@@ -25,8 +26,6 @@
  *     same layer computed in an unsplit model).
  *   - Weights of the transformer blocks are in Hugging Face Conv1D layout (in, out); the LM head
  *     reuses the token embedding (V, C), i.e. a Linear (out, in) layout: matmul takes a flag.
- *
- * Owner: kernels module.
  */
 #ifndef WT_KERNELS_H
 #define WT_KERNELS_H
@@ -110,20 +109,22 @@ const kernels_ops *kernels_backend(const char *name);
 const kernels_ops *kernels_cpu(void);
 const kernels_ops *kernels_ref(void);
 
-/* Call first thing in main() of every wantrain program, before any thread starts.
+/* Loads OpenBLAS (libopenblas.so.0) for the "cpu" back end; call it early in main() to learn
+ * about a missing library as a status rather than as an abort at the first matmul, which loads
+ * it otherwise. Call it before other threads start (the load sets environment variables for a
+ * moment); later calls, and the lazy load, return the first call's result.
  *
- * Two settings must be in the environment before OpenBLAS and libgomp load, so setenv() in main
- * is too late for both; this function sets what is missing and re-executes the program once
- * (/proc/self/exe with the same argv):
- *   - OPENBLAS_CORETYPE=SkylakeX when OpenBLAS reports a generic core (Debian 12's 0.3.21 falls
- *     back to Prescott/SSE3 on Sapphire-Rapids-class CPUs) on a CPU with AVX-512F. The kernels
- *     it selects compute the same products ~6x faster; every test passes under either.
- *   - OMP_WAIT_POLICY=PASSIVE: OpenMP threads spinning between regions and OpenBLAS' own
- *     threads otherwise fight over the cores (measured 10-50x slowdowns on 2 cores).
- * A variable the user already set is left alone (that is the override: OPENBLAS_CORETYPE=Haswell,
- * OMP_WAIT_POLICY=ACTIVE, ...); WANTRAIN_BLAS_REEXEC=0 turns the re-exec off entirely.
- * Returns normally when nothing needs doing or the re-exec fails (logged at warn level). */
-void kernels_cpu_init(int argc, char **argv);
+ * The library is opened with dlopen so that its kernels can still be chosen: on a CPU with
+ * AVX-512 (F, BW, DQ, VL) OPENBLAS_CORETYPE=SkylakeX is set for the load, because Debian 12's
+ * OpenBLAS 0.3.21 falls back to its Prescott (SSE3) kernels, ~5x slower, on CPUs it does not
+ * know (Sapphire Rapids class). A value the user set is left alone (the override, e.g.
+ * OPENBLAS_CORETYPE=Haswell); if OpenBLAS is already loaded in the process its choice stands.
+ * The variable is removed again after the load: the host's environment does not change.
+ * OpenBLAS runs single-threaded; the back end splits each sgemm over its OpenMP threads (one
+ * pool, so idle threads of two pools never compete for the cores).
+ * Returns WT_OK, or WT_ENOTFOUND with a message naming the library and the package to
+ * install. */
+int kernels_cpu_init(void);
 
 /* Zeroed host memory for float buffers: 64-byte aligned; buffers of 2 MiB or more are 2 MiB
  * aligned with transparent huge pages requested (madvise), which cuts page faults and TLB misses
@@ -132,11 +133,12 @@ void kernels_cpu_init(int argc, char **argv);
 void *kernels_cpu_alloc(size_t bytes);
 void kernels_cpu_free(void *p);
 
-/* The BLAS core in use, e.g. "SkylakeX" or "Prescott" (OpenBLAS' own name). Never NULL. */
+/* The BLAS core in use, e.g. "SkylakeX" or "Prescott" (OpenBLAS' own name), loading OpenBLAS
+ * if needed; "unavailable" when it cannot be loaded. Never NULL. */
 const char *kernels_blas_corename(void);
 
-/* OpenMP threads the CPU back end's own loops use (OMP_NUM_THREADS; default: all cores).
- * OpenBLAS sizes its own pool the same way by default (OPENBLAS_NUM_THREADS). */
+/* OpenMP threads the CPU back end uses, sgemm included (OMP_NUM_THREADS; default: all
+ * cores). */
 int kernels_cpu_threads(void);
 
 #endif

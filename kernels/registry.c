@@ -1,7 +1,7 @@
 /* registry — the one place that knows which kernels back ends this binary holds. */
 #include <string.h>
 
-#include "kernels/cpu/backends.h"
+#include "kernels/cpu/cpu_internal.h"
 
 const kernels_ops *kernels_backend(const char *name) {
   if (!name) return NULL;

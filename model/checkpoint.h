@@ -20,8 +20,6 @@
  * Loading verifies every digest in SHA256SUMS before reading anything, then checks that the
  * config and optimizer kind match the model and optimizer it is loading into. A corrupt,
  * truncated or mismatched checkpoint is refused with a message that says what to do.
- *
- * Owner: model module (checkpoint engineer).
  */
 #ifndef WT_CHECKPOINT_H
 #define WT_CHECKPOINT_H

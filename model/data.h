@@ -23,8 +23,6 @@
  * train split with the data's own RNG; the position (RNG state + batches served) is a plain
  * struct that a checkpoint saves, so a resumed run draws exactly the batches it would have.
  * Validation batches are the first windows of the validation split at stride T, always the same.
- *
- * Owner: model module (data, checkpoint and trainer engineer).
  */
 #ifndef WT_DATA_H
 #define WT_DATA_H

@@ -26,7 +26,7 @@
  * Parameters and gradients are each one flat float32 buffer per stage, laid out tensor after
  * tensor in the order of gpt_stage_tensor(); optimizers, codecs and collectives work on them.
  *
- * Owner: model module. Every function that takes input from outside returns a wt_status.
+ * Every function that takes input from outside returns a wt_status.
  */
 #ifndef WT_GPT_H
 #define WT_GPT_H

@@ -23,7 +23,6 @@
  * them by writing into the same buffers and calling optim_set_step_count.
  *
  * Everything is deterministic: the same inputs give bitwise the same state on every run.
- * Owner: model module.
  */
 #ifndef WT_OPTIM_H
 #define WT_OPTIM_H

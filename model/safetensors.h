@@ -9,8 +9,6 @@
  *
  * Only F32 is written or read; anything else in a file is refused, as is any header whose
  * offsets do not fit the file (truncated or corrupt) — with a message naming the file.
- *
- * Owner: model module (checkpoint engineer).
  */
 #ifndef WT_SAFETENSORS_H
 #define WT_SAFETENSORS_H

@@ -14,8 +14,6 @@
  * never which data is seen. Everything is deterministic from the seed: a run saved with
  * trainer_save and continued with trainer_resume produces bitwise the same losses as one that
  * never stopped.
- *
- * Owner: model module (trainer engineer).
  */
 #ifndef WT_TRAINER_H
 #define WT_TRAINER_H

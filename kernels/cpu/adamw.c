@@ -2,11 +2,11 @@
  * torch.optim.AdamW to float rounding). */
 #include <math.h>
 
-#include "kernels/cpu/backends.h"
+#include "kernels/cpu/cpu_internal.h"
 
-void cpu_adamw_update(float *param, const float *grad, float *m, float *v, size_t n, float lr,
-                      float b1, float b2, float eps, float wd, float bc1, float bc2,
-                      float grad_scale) {
+void kernels_cpu_adamw_update(float *param, const float *grad, float *m, float *v, size_t n,
+                              float lr, float b1, float b2, float eps, float wd, float bc1,
+                              float bc2, float grad_scale) {
   float decay = 1.0f - lr * wd, step = lr / bc1, sbc2 = sqrtf(bc2);
   /* The optimizer calls this once per tensor; biases and LayerNorm weights are a few hundred
    * floats, where waking the thread pool costs more than the update. */

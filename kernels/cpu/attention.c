@@ -5,13 +5,12 @@
  * rows (keys and values are first transposed to (hs, T) where needed), kept in vector registers
  * across the sum and accumulated in a fixed order, never reassociated: results do not depend
  * on threads or on buffer alignment. At GPT-2 sizes
- * (T <= 1024, hs = 64) this is a few percent of a step, so per-head sgemm calls — which would
- * fight OpenBLAS' own threads inside this parallel loop — do not pay. */
+ * (T <= 1024, hs = 64) this is a few percent of a step, so per-head sgemm calls do not pay. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/backends.h"
+#include "kernels/cpu/cpu_internal.h"
 #include "common/common.h"
 #include "kernels/cpu/fastmath.h"
 
@@ -81,7 +80,8 @@ static void s_softmax_row(float *p, const float *q, const float *kt, int t, int 
   for (int t2 = t + 1; t2 < T; t2++) p[t2] = 0.0f;
 }
 
-void cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+void kernels_cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
+                                   int NH) {
   int hs = C / NH;
   float scale = 1.0f / sqrtf((float)hs);
   size_t row = (size_t)3 * C;
@@ -133,8 +133,9 @@ static void s_cols_accumulate(float *dst, size_t ldd, const float *m, const floa
 /* Sums are taken in the order the per-row loop of the reference takes them (dq over keys t2,
  * dk and dv over queries t, each ascending), so only the loop nest changed: every gradient row
  * is accumulated in registers in one go instead of one axpy per (t, t2) pair. */
-void cpu_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                            const float *att, int B, int T, int C, int NH) {
+void kernels_cpu_attention_backward(float *dqkv, float *scratch, const float *dout,
+                                    const float *qkv, const float *att, int B, int T, int C,
+                                    int NH) {
   int hs = C / NH;
   float scale = 1.0f / sqrtf((float)hs);
   size_t row = (size_t)3 * C;

@@ -6,7 +6,7 @@
 #include <immintrin.h>
 #endif
 
-#include "kernels/cpu/backends.h"
+#include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/fastmath.h"
 
 /* The row's maximum. With AVX, two vectors of running maxima: one running maximum is a serial
@@ -50,8 +50,8 @@ static double s_sum_double(const float *e, int n) {
 }
 
 /* sum over the row of exp(z - maxv) in double: V terms, and the loss is compared against
- * PyTorch. One running double sum (a dependent add per logit, 13M per GPT-2 124M step) was the
- * slowest part of the forward. */
+ * PyTorch. Blocked, because a single running double sum is a dependent add per logit (13M per
+ * GPT-2 124M step). */
 static double s_row_sumexp(const float *z, int V, float maxv) {
   enum { BLOCK = 256 };
   float e[BLOCK]; /* exps a block at a time: that loop vectorises on its own */
@@ -64,8 +64,8 @@ static double s_row_sumexp(const float *z, int V, float maxv) {
   return sum;
 }
 
-void cpu_crossentropy_forward(float *losses, float *lse, const float *logits, const int *targets,
-                              int N, int V) {
+void kernels_cpu_crossentropy_forward(float *losses, float *lse, const float *logits,
+                                      const int *targets, int N, int V) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const float *z = logits + (size_t)n * V;
@@ -76,8 +76,8 @@ void cpu_crossentropy_forward(float *losses, float *lse, const float *logits, co
   }
 }
 
-void cpu_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
-                               const int *targets, float dloss, int N, int V) {
+void kernels_cpu_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
+                                       const int *targets, float dloss, int N, int V) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const float *z = logits + (size_t)n * V;

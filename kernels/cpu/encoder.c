@@ -1,10 +1,10 @@
 /* encoder — token + position embedding on the fast CPU path. */
 #include <string.h>
 
-#include "kernels/cpu/backends.h"
+#include "kernels/cpu/cpu_internal.h"
 
-void cpu_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B,
-                         int T, int C) {
+void kernels_cpu_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
+                                 int B, int T, int C) {
 #pragma omp parallel for schedule(static)
   for (int bt = 0; bt < B * T; bt++) {
     float *o = out + (size_t)bt * C;
@@ -15,8 +15,8 @@ void cpu_encoder_forward(float *out, const int *tokens, const float *wte, const 
 
 /* Threads split the channels, not the rows: every element still receives its rows in (b, t)
  * order, so repeated tokens sum in the same order as the reference whatever the thread count. */
-void cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
-                          int T, int C) {
+void kernels_cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                                  int B, int T, int C) {
 #pragma omp parallel
   {
     int nt = 1, id = 0;

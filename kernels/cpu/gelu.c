@@ -2,12 +2,12 @@
  * contiguous chunks; tanh through fastmath.h so the loops vectorise. */
 #include <math.h>
 
-#include "kernels/cpu/backends.h"
+#include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/fastmath.h"
 
 #define GELU_K 0.7978845608f /* sqrt(2/pi) */
 
-void cpu_gelu_forward(float *out, const float *inp, size_t n) {
+void kernels_cpu_gelu_forward(float *out, const float *inp, size_t n) {
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; i++) {
     float x = inp[i];
@@ -15,7 +15,7 @@ void cpu_gelu_forward(float *out, const float *inp, size_t n) {
   }
 }
 
-void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+void kernels_cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; i++) {
     float x = inp[i];

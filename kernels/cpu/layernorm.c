@@ -3,10 +3,10 @@
  * depend on the thread count. */
 #include <math.h>
 
-#include "kernels/cpu/backends.h"
+#include "kernels/cpu/cpu_internal.h"
 
-void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                           const float *weight, const float *bias, int N, int C) {
+void kernels_cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                                   const float *weight, const float *bias, int N, int C) {
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; i++) {
     const float *x = inp + (size_t)i * C;
@@ -22,9 +22,9 @@ void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *in
   }
 }
 
-void cpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                            const float *inp, const float *weight, const float *mean,
-                            const float *rstd, int N, int C) {
+void kernels_cpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                                    const float *inp, const float *weight, const float *mean,
+                                    const float *rstd, int N, int C) {
 #pragma omp parallel
   {
 #pragma omp for schedule(static)

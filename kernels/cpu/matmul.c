@@ -1,11 +1,9 @@
-/* matmul — out = inp @ W + bias through OpenBLAS sgemm (row-major). Bias is broadcast into the
- * output first and sgemm adds the product (beta = 1), as PyTorch's addmm does. */
-#include <cblas.h>
+/* matmul — out = inp @ W + bias through sgemm (row-major, kernels_cpu_sgemm). Bias is broadcast
+ * into the output first and sgemm adds the product (beta = 1), as PyTorch's addmm does. */
+#include "kernels/cpu/cpu_internal.h"
 
-#include "kernels/cpu/backends.h"
-
-void cpu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
-                        int C, int OC, kernels_wlayout layout) {
+void kernels_cpu_matmul_forward(float *out, const float *inp, const float *weight,
+                                const float *bias, int N, int C, int OC, kernels_wlayout layout) {
   float beta = 0.0f;
   if (bias) {
 #pragma omp parallel for schedule(static)
@@ -14,8 +12,7 @@ void cpu_matmul_forward(float *out, const float *inp, const float *weight, const
     beta = 1.0f;
   }
   int in_out = layout == KERNELS_W_IN_OUT;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasNoTrans : CblasTrans, N, OC, C, 1.0f, inp,
-              C, weight, in_out ? OC : C, beta, out, OC);
+  kernels_cpu_sgemm(0, !in_out, N, OC, C, inp, C, weight, in_out ? OC : C, beta, out, OC);
 }
 
 /* dbias sums columns of dout; threads own column ranges and walk rows in order. */
@@ -32,18 +29,15 @@ static void s_bias_grad(float *dbias, const float *dout, int N, int OC) {
   }
 }
 
-void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                         const float *inp, const float *weight, int N, int C, int OC,
-                         kernels_wlayout layout) {
+void kernels_cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                                 const float *inp, const float *weight, int N, int C, int OC,
+                                 kernels_wlayout layout) {
   int in_out = layout == KERNELS_W_IN_OUT;
   if (dinp) /* dinp (N,C) += dout (N,OC) @ W^T */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasTrans : CblasNoTrans, N, C, OC, 1.0f,
-                dout, OC, weight, in_out ? OC : C, 1.0f, dinp, C);
+    kernels_cpu_sgemm(0, in_out, N, C, OC, dout, OC, weight, in_out ? OC : C, 1.0f, dinp, C);
   if (in_out) /* dW (C,OC) += inp^T @ dout */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f,
-                dweight, OC);
+    kernels_cpu_sgemm(1, 0, C, OC, N, inp, C, dout, OC, 1.0f, dweight, OC);
   else /* dW (OC,C) += dout^T @ inp */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
-                dweight, C);
+    kernels_cpu_sgemm(1, 0, OC, C, N, dout, OC, inp, C, 1.0f, dweight, C);
   if (dbias) s_bias_grad(dbias, dout, N, OC);
 }

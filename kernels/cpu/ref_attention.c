@@ -2,9 +2,10 @@
  * as the textbook formulas: S = Q K^T / sqrt(hs), P = softmax(S masked), Y = P V. */
 #include <math.h>
 
-#include "kernels/cpu/backends.h"
+#include "kernels/cpu/cpu_internal.h"
 
-void ref_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+void kernels_ref_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
+                                   int NH) {
   int hs = C / NH;
   double scale = 1.0 / sqrt((double)hs);
   for (int b = 0; b < B; b++)
@@ -33,8 +34,9 @@ void ref_attention_forward(float *out, float *att, const float *qkv, int B, int 
       }
 }
 
-void ref_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                            const float *att, int B, int T, int C, int NH) {
+void kernels_ref_attention_backward(float *dqkv, float *scratch, const float *dout,
+                                    const float *qkv, const float *att, int B, int T, int C,
+                                    int NH) {
   (void)scratch;
   int hs = C / NH;
   double scale = 1.0 / sqrt((double)hs);

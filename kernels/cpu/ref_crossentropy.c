@@ -1,10 +1,10 @@
 /* ref_crossentropy — reference softmax + cross-entropy on logits, in double. */
 #include <math.h>
 
-#include "kernels/cpu/backends.h"
+#include "kernels/cpu/cpu_internal.h"
 
-void ref_crossentropy_forward(float *losses, float *lse, const float *logits, const int *targets,
-                              int N, int V) {
+void kernels_ref_crossentropy_forward(float *losses, float *lse, const float *logits,
+                                      const int *targets, int N, int V) {
   for (int n = 0; n < N; n++) {
     const float *z = logits + (size_t)n * V;
     double maxv = -INFINITY, sum = 0;
@@ -16,8 +16,8 @@ void ref_crossentropy_forward(float *losses, float *lse, const float *logits, co
   }
 }
 
-void ref_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
-                               const int *targets, float dloss, int N, int V) {
+void kernels_ref_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
+                                       const int *targets, float dloss, int N, int V) {
   for (int n = 0; n < N; n++) {
     const float *z = logits + (size_t)n * V;
     float *dz = dlogits + (size_t)n * V;

@@ -1,8 +1,8 @@
 /* ref_encoder — reference token + position embedding, forward and backward. */
-#include "kernels/cpu/backends.h"
+#include "kernels/cpu/cpu_internal.h"
 
-void ref_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B,
-                         int T, int C) {
+void kernels_ref_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
+                                 int B, int T, int C) {
   for (int b = 0; b < B; b++)
     for (int t = 0; t < T; t++) {
       float *o = out + ((size_t)b * T + t) * C;
@@ -11,8 +11,8 @@ void ref_encoder_forward(float *out, const int *tokens, const float *wte, const 
     }
 }
 
-void ref_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
-                          int T, int C) {
+void kernels_ref_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                                  int B, int T, int C) {
   for (int b = 0; b < B; b++)
     for (int t = 0; t < T; t++) {
       const float *d = dout + ((size_t)b * T + t) * C;

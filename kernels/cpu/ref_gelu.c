@@ -1,18 +1,18 @@
 /* ref_gelu — reference GELU (tanh approximation, GPT-2's gelu_new), in double. */
 #include <math.h>
 
-#include "kernels/cpu/backends.h"
+#include "kernels/cpu/cpu_internal.h"
 
 #define GELU_K 0.7978845608028654 /* sqrt(2/pi) */
 
-void ref_gelu_forward(float *out, const float *inp, size_t n) {
+void kernels_ref_gelu_forward(float *out, const float *inp, size_t n) {
   for (size_t i = 0; i < n; i++) {
     double x = inp[i];
     out[i] = (float)(0.5 * x * (1.0 + tanh(GELU_K * (x + 0.044715 * x * x * x))));
   }
 }
 
-void ref_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+void kernels_ref_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
   for (size_t i = 0; i < n; i++) {
     double x = inp[i];
     double u = GELU_K * (x + 0.044715 * x * x * x);

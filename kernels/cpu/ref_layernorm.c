@@ -1,10 +1,10 @@
 /* ref_layernorm — reference LayerNorm (eps 1e-5), forward and backward, row by row. */
 #include <math.h>
 
-#include "kernels/cpu/backends.h"
+#include "kernels/cpu/cpu_internal.h"
 
-void ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                           const float *weight, const float *bias, int N, int C) {
+void kernels_ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                                   const float *weight, const float *bias, int N, int C) {
   for (int i = 0; i < N; i++) {
     const float *x = inp + (size_t)i * C;
     double m = 0, v = 0;
@@ -20,9 +20,9 @@ void ref_layernorm_forward(float *out, float *mean, float *rstd, const float *in
   }
 }
 
-void ref_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                            const float *inp, const float *weight, const float *mean,
-                            const float *rstd, int N, int C) {
+void kernels_ref_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                                    const float *inp, const float *weight, const float *mean,
+                                    const float *rstd, int N, int C) {
   for (int i = 0; i < N; i++) {
     const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
     /* dL/dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * weight */

@@ -1,13 +1,13 @@
 /* ref_matmul — reference matrix product with bias: triple loops, double accumulators. */
-#include "kernels/cpu/backends.h"
+#include "kernels/cpu/cpu_internal.h"
 
 /* Element (i, o) of W in either layout. */
 static float s_w(const float *w, int C, int OC, int i, int o, kernels_wlayout layout) {
   return layout == KERNELS_W_IN_OUT ? w[(size_t)i * OC + o] : w[(size_t)o * C + i];
 }
 
-void ref_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
-                        int C, int OC, kernels_wlayout layout) {
+void kernels_ref_matmul_forward(float *out, const float *inp, const float *weight,
+                                const float *bias, int N, int C, int OC, kernels_wlayout layout) {
   for (int n = 0; n < N; n++)
     for (int o = 0; o < OC; o++) {
       double acc = bias ? bias[o] : 0.0;
@@ -17,9 +17,9 @@ void ref_matmul_forward(float *out, const float *inp, const float *weight, const
     }
 }
 
-void ref_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                         const float *inp, const float *weight, int N, int C, int OC,
-                         kernels_wlayout layout) {
+void kernels_ref_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                                 const float *inp, const float *weight, int N, int C, int OC,
+                                 kernels_wlayout layout) {
   for (int n = 0; dinp && n < N; n++)
     for (int i = 0; i < C; i++) {
       double acc = 0;

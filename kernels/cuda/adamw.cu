@@ -1,5 +1,5 @@
 /* adamw — the AdamW update of kernels.h, one thread per element, PyTorch's order of operations. */
-#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_internal.cuh"
 
 __global__ static void k_adamw(float *param, const float *grad, float *m, float *v, size_t n,
                                float lr, float b1, float b2, float eps, float wd, float bc1,
@@ -15,9 +15,9 @@ __global__ static void k_adamw(float *param, const float *grad, float *m, float 
   param[i] = p - (lr / bc1) * mi / (sqrtf(vi) / sqrtf(bc2) + eps);
 }
 
-void cuda_adamw_update(float *param, const float *grad, float *m, float *v, size_t n, float lr,
-                       float b1, float b2, float eps, float wd, float bc1, float bc2,
-                       float grad_scale) {
+void kernels_cuda_adamw_update(float *param, const float *grad, float *m, float *v, size_t n,
+                               float lr, float b1, float b2, float eps, float wd, float bc1,
+                               float bc2, float grad_scale) {
   k_adamw<<<wt_cuda_blocks(n, 256), 256>>>(param, grad, m, v, n, lr, b1, b2, eps, wd, bc1, bc2,
                                            grad_scale);
   WT_CUDA_CHECK(cudaGetLastError());

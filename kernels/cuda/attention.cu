@@ -4,7 +4,7 @@
  * against), not a flash-attention kernel. The backward runs in two passes so that no two threads
  * ever add into the same gradient row: pass 1 (per query row) writes d(pre-softmax scores) into
  * the scratch and accumulates dq; pass 2 (per key row) sums dk and dv over the query rows. */
-#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_internal.cuh"
 
 __global__ static void k_attention_forward(float *out, float *att, const float *qkv, int B, int T,
                                            int C, int NH) {
@@ -43,8 +43,8 @@ __global__ static void k_attention_forward(float *out, float *att, const float *
 
 /* Pass 1: ds (B,NH,T,T) = scale · p ∘ (dp − Σ p·dp) with dp = dy · v; dq += ds · k. */
 __global__ static void k_attention_backward_query(float *dqkv, float *ds, const float *dout,
-                                                  const float *qkv, const float *att, int B,
-                                                  int T, int C, int NH) {
+                                                  const float *qkv, const float *att, int B, int T,
+                                                  int C, int NH) {
   int idx = blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= B * NH * T) return;
   int t = idx % T, bh = idx / T, h = bh % NH, b = bh / NH;
@@ -96,19 +96,20 @@ __global__ static void k_attention_backward_key(float *dqkv, const float *ds, co
   }
 }
 
-void cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
-                            int NH) {
+void kernels_cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
+                                    int NH) {
   int n = B * NH * T;
   k_attention_forward<<<wt_cuda_blocks(n, 128), 128>>>(out, att, qkv, B, T, C, NH);
   WT_CUDA_CHECK(cudaGetLastError());
 }
 
-void cuda_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                             const float *att, int B, int T, int C, int NH) {
+void kernels_cuda_attention_backward(float *dqkv, float *scratch, const float *dout,
+                                     const float *qkv, const float *att, int B, int T, int C,
+                                     int NH) {
   int n = B * NH * T;
-  k_attention_backward_query<<<wt_cuda_blocks(n, 128), 128>>>(dqkv, scratch, dout, qkv, att, B,
-                                                              T, C, NH);
-  k_attention_backward_key<<<wt_cuda_blocks(n, 128), 128>>>(dqkv, scratch, dout, qkv, att, B, T,
-                                                            C, NH);
+  k_attention_backward_query<<<wt_cuda_blocks(n, 128), 128>>>(dqkv, scratch, dout, qkv, att, B, T,
+                                                              C, NH);
+  k_attention_backward_key<<<wt_cuda_blocks(n, 128), 128>>>(dqkv, scratch, dout, qkv, att, B, T, C,
+                                                            NH);
   WT_CUDA_CHECK(cudaGetLastError());
 }

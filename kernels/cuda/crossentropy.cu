@@ -1,5 +1,5 @@
 /* crossentropy — softmax + cross-entropy fused with the logits, one block per row. */
-#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_internal.cuh"
 
 #define CE_THREADS 256
 
@@ -29,14 +29,14 @@ __global__ static void k_crossentropy_backward(float *dlogits, const float *logi
   }
 }
 
-void cuda_crossentropy_forward(float *losses, float *lse, const float *logits, const int *targets,
-                               int N, int V) {
+void kernels_cuda_crossentropy_forward(float *losses, float *lse, const float *logits,
+                                       const int *targets, int N, int V) {
   k_crossentropy_forward<<<N, CE_THREADS>>>(losses, lse, logits, targets, V);
   WT_CUDA_CHECK(cudaGetLastError());
 }
 
-void cuda_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
-                                const int *targets, float dloss, int N, int V) {
+void kernels_cuda_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
+                                        const int *targets, float dloss, int N, int V) {
   k_crossentropy_backward<<<N, CE_THREADS>>>(dlogits, logits, lse, targets, dloss, V);
   WT_CUDA_CHECK(cudaGetLastError());
 }

@@ -1,7 +1,7 @@
 /* encoder — token + position embedding on the GPU. The backward gives each channel one thread
  * that walks the (b, t) rows in order, so repeated tokens accumulate in the same order as the
  * CPU back end and the result is deterministic without atomics. */
-#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_internal.cuh"
 
 __global__ static void k_encoder_forward(float *out, const int *tokens, const float *wte,
                                          const float *wpe, int B, int T, int C) {
@@ -25,15 +25,15 @@ __global__ static void k_encoder_backward(float *dwte, float *dwpe, const float 
     }
 }
 
-void cuda_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
-                          int B, int T, int C) {
+void kernels_cuda_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
+                                  int B, int T, int C) {
   size_t n = (size_t)B * T * C;
   k_encoder_forward<<<wt_cuda_blocks(n, 256), 256>>>(out, tokens, wte, wpe, B, T, C);
   WT_CUDA_CHECK(cudaGetLastError());
 }
 
-void cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
-                           int T, int C) {
+void kernels_cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                                   int B, int T, int C) {
   k_encoder_backward<<<wt_cuda_blocks(C, 128), 128>>>(dwte, dwpe, dout, tokens, B, T, C);
   WT_CUDA_CHECK(cudaGetLastError());
 }

@@ -1,6 +1,6 @@
 /* layernorm — one block per row for the row statistics and the input gradient; one thread per
  * column for the weight and bias gradients (a fixed row order, no atomics). */
-#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_internal.cuh"
 
 #define LN_THREADS 256
 
@@ -22,9 +22,9 @@ __global__ static void k_layernorm_forward(float *out, float *mean, float *rstd,
   }
 }
 
-__global__ static void k_layernorm_backward_input(float *dinp, const float *dout,
-                                                  const float *inp, const float *weight,
-                                                  const float *mean, const float *rstd, int C) {
+__global__ static void k_layernorm_backward_input(float *dinp, const float *dout, const float *inp,
+                                                  const float *weight, const float *mean,
+                                                  const float *rstd, int C) {
   __shared__ float shared[LN_THREADS / 32];
   size_t row = blockIdx.x;
   const float *x = inp + row * C, *dy = dout + row * C;
@@ -59,15 +59,15 @@ __global__ static void k_layernorm_backward_params(float *dweight, float *dbias,
   dbias[i] += db;
 }
 
-void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                            const float *weight, const float *bias, int N, int C) {
+void kernels_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                                    const float *weight, const float *bias, int N, int C) {
   k_layernorm_forward<<<N, LN_THREADS>>>(out, mean, rstd, inp, weight, bias, C);
   WT_CUDA_CHECK(cudaGetLastError());
 }
 
-void cuda_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                             const float *inp, const float *weight, const float *mean,
-                             const float *rstd, int N, int C) {
+void kernels_cuda_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                                     const float *inp, const float *weight, const float *mean,
+                                     const float *rstd, int N, int C) {
   k_layernorm_backward_input<<<N, LN_THREADS>>>(dinp, dout, inp, weight, mean, rstd, C);
   k_layernorm_backward_params<<<wt_cuda_blocks(C, 128), 128>>>(dweight, dbias, dout, inp, mean,
                                                                rstd, N, C);

@@ -3,11 +3,11 @@
  * A row-major (r, c) buffer is the column-major (c, r) matrix with leading dimension c, so
  * every product below is computed as its transpose: out^T = W' · inp^T. Gradients accumulate
  * (beta = 1). Bias sums run one thread per output column over the rows in order. */
-#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_internal.cuh"
 
 static cublasHandle_t s_handle;
 
-cublasHandle_t wt_cublas_handle(void) {
+cublasHandle_t kernels_cuda_cublas_handle(void) {
   if (!s_handle) {
     WT_CUBLAS_CHECK(cublasCreate(&s_handle));
     WT_CUBLAS_CHECK(cublasSetMathMode(s_handle, CUBLAS_PEDANTIC_MATH));
@@ -28,10 +28,10 @@ __global__ static void k_bias_backward(float *dbias, const float *dout, int N, i
   dbias[o] += s;
 }
 
-void cuda_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
-                         int N, int C, int OC, kernels_wlayout layout) {
+void kernels_cuda_matmul_forward(float *out, const float *inp, const float *weight,
+                                 const float *bias, int N, int C, int OC, kernels_wlayout layout) {
   const float one = 1.0f, zero = 0.0f;
-  cublasHandle_t h = wt_cublas_handle();
+  cublasHandle_t h = kernels_cuda_cublas_handle();
   if (layout == KERNELS_W_IN_OUT) /* W row-major (C, OC) = col-major (OC, C), ld OC */
     WT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, OC, N, C, &one, weight, OC, inp, C,
                                 &zero, out, OC));
@@ -45,25 +45,25 @@ void cuda_matmul_forward(float *out, const float *inp, const float *weight, cons
   }
 }
 
-void cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                          const float *inp, const float *weight, int N, int C, int OC,
-                          kernels_wlayout layout) {
+void kernels_cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                                  const float *inp, const float *weight, int N, int C, int OC,
+                                  kernels_wlayout layout) {
   const float one = 1.0f;
-  cublasHandle_t h = wt_cublas_handle();
+  cublasHandle_t h = kernels_cuda_cublas_handle();
   if (layout == KERNELS_W_IN_OUT) {
     /* dinp (N,C) += dout (N,OC) @ W^T;  dW (C,OC) += inp^T @ dout */
     if (dinp)
-      WT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, C, N, OC, &one, weight, OC, dout,
-                                  OC, &one, dinp, C));
-    WT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, OC, C, N, &one, dout, OC, inp, C,
-                                &one, dweight, OC));
+      WT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, C, N, OC, &one, weight, OC, dout, OC,
+                                  &one, dinp, C));
+    WT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, OC, C, N, &one, dout, OC, inp, C, &one,
+                                dweight, OC));
   } else {
     /* dinp (N,C) += dout (N,OC) @ W;  dW (OC,C) += dout^T @ inp */
     if (dinp)
-      WT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, weight, C, dout,
-                                  OC, &one, dinp, C));
-    WT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout, OC,
-                                &one, dweight, C));
+      WT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, weight, C, dout, OC,
+                                  &one, dinp, C));
+    WT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout, OC, &one,
+                                dweight, C));
   }
   if (dbias) {
     k_bias_backward<<<wt_cuda_blocks(OC, 128), 128>>>(dbias, dout, N, OC);

@@ -1,10 +1,15 @@
-/* test_common — the option table (parse, bounds, choices, files, help) and the RNG. */
+/* test_common — the option table (parse, bounds, choices, files, help), the RNG and the
+ * aborting allocators. */
 #include "common/common.h"
 #include "common/config.h"
 #include "common/rng.h"
 #include "common/testing.h"
 
+#include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 typedef struct {
   int steps;
@@ -94,8 +99,52 @@ static void test_rng(void) {
   for (int k = 0; k < 5; k++) WT_TEST_CLOSE(counts[k], 10000, 400, 0, "below(5) bucket");
 }
 
+/* Runs fn in a child process; returns 1 when the child died of SIGABRT or exited nonzero (an
+ * ASan build reports an impossible size itself and exits 1), 0 when it returned normally. */
+static int s_child_fails(void (*fn)(void)) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    freopen("/dev/null", "w", stderr); /* the expected "out of memory" message */
+    fn();
+    _exit(0);
+  }
+  int st = 0;
+  if (pid < 0 || waitpid(pid, &st, 0) != pid) return 0;
+  return (WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) || (WIFEXITED(st) && WEXITSTATUS(st) != 0);
+}
+
+static void s_huge_malloc(void) {
+  (void)wt_xmalloc(SIZE_MAX - 4096);
+}
+static void s_huge_calloc(void) {
+  (void)wt_xcalloc(SIZE_MAX / 2, 4);
+}
+static void s_overflow_realloc(void) {
+  (void)wt_xrealloc(NULL, SIZE_MAX / 2, 3);
+}
+
+/* The allocators return usable memory or stop the program; they never return NULL. */
+static void test_alloc(void) {
+  int *a = wt_xrealloc(NULL, 4, sizeof(int));
+  for (int i = 0; i < 4; i++) a[i] = i + 1;
+  a = wt_xrealloc(a, 1000, sizeof(int));
+  WT_TEST_ASSERT(a[0] == 1 && a[3] == 4, "realloc keeps the contents");
+  free(a);
+  char *s = wt_xstrdup("wantrain");
+  WT_TEST_ASSERT(!strcmp(s, "wantrain"), "strdup copies");
+  free(s);
+  void *z = wt_xmalloc(0);
+  WT_TEST_ASSERT(z != NULL, "a zero size gives a pointer");
+  free(z);
+  WT_TEST_ASSERT(s_child_fails(s_huge_malloc), "wt_xmalloc of SIZE_MAX returned");
+  WT_TEST_ASSERT(s_child_fails(s_huge_calloc), "wt_xcalloc of an overflowing size returned");
+  WT_TEST_ASSERT(s_child_fails(s_overflow_realloc), "wt_xrealloc of an overflowing size returned");
+}
+
 int main(void) {
   test_parse();
+  test_alloc();
   test_errors();
   test_file();
   test_rng();

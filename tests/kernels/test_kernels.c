@@ -2,7 +2,8 @@
  *   1. the reference backward against central finite differences of the reference forward;
  *   2. the fast "cpu" ops against the "ref" ops on the same random inputs (forward outputs and
  *      every gradient), at a small size and at one big enough to reach sgemm's blocked paths;
- *   3. determinism: the fast ops give bitwise the same result twice.
+ *   3. determinism: the fast ops give bitwise the same result twice;
+ *   4. OpenBLAS is loaded in-process with the expected core, leaving the environment as it was.
  *
  * Tolerances (|got - want| <= atol + rtol |want|):
  *   - finite differences: objective L = sum(out * r) in double, step h = 1e-2 on inputs of size
@@ -23,6 +24,10 @@
 #include "kernels/kernels.h"
 #include "common/rng.h"
 #include "common/testing.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define FD_H 1e-2
 #define FD_ATOL 1e-3
@@ -387,22 +392,64 @@ static void test_registry(void) {
   WT_TEST_ASSERT(kernels_backend("ref") == kernels_ref(), "ref table");
   WT_TEST_ASSERT(kernels_backend("nope") == NULL, "unknown back end must be NULL");
   WT_TEST_ASSERT(kernels_backend(NULL) == NULL, "NULL name must be NULL");
-  const char *core = kernels_blas_corename();
-  WT_TEST_ASSERT(core && *core, "BLAS core name");
-  printf("BLAS core: %s, %d threads\n", core, kernels_cpu_threads());
-  /* kernels_cpu_init ran first in main: unless turned off, the environment the libraries loaded
-   * with has a wait policy, and OpenBLAS runs the core OPENBLAS_CORETYPE names (ours or the
-   * user's override, e.g. OPENBLAS_CORETYPE=Prescott ctest ...). */
-  const char *off = getenv("WANTRAIN_BLAS_REEXEC"), *want = getenv("OPENBLAS_CORETYPE");
-  if (!off || strcmp(off, "0") != 0) {
-    WT_TEST_ASSERT(getenv("OMP_WAIT_POLICY") != NULL, "OMP_WAIT_POLICY was not set");
-    if (want) WT_TEST_ASSERT(strcasecmp(core, want) == 0, "core %s, asked for %s", core, want);
-  }
 }
 
-int main(int argc, char **argv) {
-  kernels_cpu_init(argc, argv);
+/* A copy of getenv(name), or NULL when unset (getenv's pointer may not survive a setenv). */
+static char *s_env_copy(const char *name) {
+  const char *v = getenv(name);
+  return v ? strdup(v) : NULL;
+}
+
+static int s_same_env(const char *name, const char *before) {
+  const char *now = getenv(name);
+  return (!now && !before) || (now && before && strcmp(now, before) == 0);
+}
+
+/* Loading OpenBLAS: in this process (no restart: main() marks the environment on entry and
+ * refuses a second entry), with the core the user asked for or, on an AVX-512 CPU, SkylakeX
+ * rather than OpenBLAS' own fallback; and the environment is as it was before the load. */
+static void test_blas_load(void) {
+  char *core_before = s_env_copy("OPENBLAS_CORETYPE");
+  char *threads_before = s_env_copy("OPENBLAS_NUM_THREADS");
+  WT_TEST_REQUIRE(kernels_cpu_init() == WT_OK, "%s", wt_last_error());
+  WT_TEST_ASSERT(kernels_cpu_init() == WT_OK, "a second call must return the first's result");
+  const char *core = kernels_blas_corename();
+  printf("BLAS core: %s, %d threads\n", core, kernels_cpu_threads());
+  if (core_before) {
+    WT_TEST_ASSERT(strcasecmp(core, core_before) == 0, "core %s, but OPENBLAS_CORETYPE=%s", core,
+                   core_before);
+  } else {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+      WT_TEST_ASSERT(strcasecmp(core, "SkylakeX") == 0, "AVX-512 CPU but BLAS core %s", core);
+  }
+  WT_TEST_ASSERT(s_same_env("OPENBLAS_CORETYPE", core_before), "OPENBLAS_CORETYPE changed");
+  WT_TEST_ASSERT(s_same_env("OPENBLAS_NUM_THREADS", threads_before),
+                 "OPENBLAS_NUM_THREADS changed");
+  free(core_before);
+  free(threads_before);
+}
+
+/* The CPU sgemm splits the larger output dimension over the OpenMP threads: an uneven split
+ * (3 threads, 300 rows) and a single part must both match the reference. */
+static void test_matmul_threads(void) {
+#ifdef _OPENMP
+  int saved = omp_get_max_threads();
+  for (int threads = 1; threads <= 3; threads += 2) {
+    omp_set_num_threads(threads);
+    test_matmul(300, 40, 130, KERNELS_W_IN_OUT, 1);
+    test_matmul(40, 72, 300, KERNELS_W_OUT_IN, 0);
+  }
+  omp_set_num_threads(saved);
+#endif
+}
+
+int main(void) {
+  WT_TEST_REQUIRE(!getenv("WT_TEST_KERNELS_STARTED"), "the program was started again");
+  setenv("WT_TEST_KERNELS_STARTED", "1", 1);
   wt_rng_seed(&g_rng, 1234);
+  test_blas_load();
   test_registry();
   test_fastmath();
   test_encoder();
@@ -413,6 +460,7 @@ int main(int argc, char **argv) {
   test_matmul(4, 6, 5, KERNELS_W_OUT_IN, 1);
   test_matmul(70, 96, 130, KERNELS_W_IN_OUT, 1);
   test_matmul(70, 96, 257, KERNELS_W_OUT_IN, 0);
+  test_matmul_threads();
   test_attention(2, 4, 8, 2);
   test_attention(2, 33, 48, 3);
   test_elementwise(150);

@@ -151,8 +151,8 @@ static void test_gradcheck(const kernels_ops *ops) {
   gpt_stage_destroy(&s);
 }
 
-int main(int argc, char **argv) {
-  kernels_cpu_init(argc, argv);
+int main(void) {
+  kernels_cpu_init();
   test_config();
   test_layout();
   test_bad_inputs();

@@ -276,8 +276,8 @@ static void test_tied_sum_errors(void) {
   gpt_stage_destroy(&a), gpt_stage_destroy(&b), gpt_stage_destroy(&c);
 }
 
-int main(int argc, char **argv) {
-  kernels_cpu_init(argc, argv);
+int main(void) {
+  kernels_cpu_init();
   test_split_bitwise();
   test_split_training();
   test_accumulation();

@@ -123,8 +123,8 @@ static void s_check(const fixture *x, const kernels_ops *ops) {
   gpt_stage_destroy(&s);
 }
 
-int main(int argc, char **argv) {
-  kernels_cpu_init(argc, argv);
+int main(void) {
+  kernels_cpu_init();
   char path[4096];
   snprintf(path, sizeof path, "%s/tests/fixtures/gpt_tiny.bin", wt_test_source_dir());
   fixture x = {0};

@@ -141,8 +141,8 @@ static void test_state_restore(void) {
   optim_destroy(&a), optim_destroy(&b);
 }
 
-int main(int argc, char **argv) {
-  kernels_cpu_init(argc, argv);
+int main(void) {
+  kernels_cpu_init();
   test_config();
   test_schedule();
   test_clip();

@@ -52,7 +52,7 @@ int cli_fail(const char *command) {
 }
 
 int main(int argc, char **argv) {
-  kernels_cpu_init(argc, argv); /* may re-exec with the fast BLAS kernels: before anything else */
+  kernels_cpu_init(); /* loads OpenBLAS before any thread starts; a failure shows at first use */
   if (argc < 2) {
     s_usage(stderr);
     return CLI_USAGE;

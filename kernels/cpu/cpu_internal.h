@@ -1,7 +1,7 @@
-/* backends — private to kernels/: the static ops tables each back end defines, and the
- * per-op functions of the CPU back ends (one file per op pair under kernels/cpu/). */
-#ifndef WT_KERNELS_BACKENDS_H
-#define WT_KERNELS_BACKENDS_H
+/* cpu_internal — private to kernels/: the ops tables each back end defines, and the per-op
+ * functions of the two CPU back ends (one file per op pair under kernels/cpu/). */
+#ifndef WT_KERNELS_CPU_INTERNAL_H
+#define WT_KERNELS_CPU_INTERNAL_H
 
 #include "kernels/kernels.h"
 #ifdef _OPENMP
@@ -14,7 +14,8 @@ extern const kernels_ops kernels_ref_table; /* cpu/ref_table.c */
 const kernels_ops *kernels_cuda(void); /* kernels/cuda */
 #endif
 
-/* Fast CPU ops (cpu_*) and reference ops (ref_*): see kernels.h for the contract of each. */
+/* Fast CPU ops (kernels_cpu_*) and reference ops (kernels_ref_*): see kernels.h for the
+ * contract of each. */
 #define WT_KERNELS_DECLARE(prefix)                                                                 \
   void prefix##_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, \
                                 int B, int T, int C);                                              \
@@ -47,13 +48,20 @@ const kernels_ops *kernels_cuda(void); /* kernels/cuda */
                              float lr, float b1, float b2, float eps, float wd, float bc1,         \
                              float bc2, float grad_scale);
 
-WT_KERNELS_DECLARE(cpu)
-WT_KERNELS_DECLARE(ref)
+WT_KERNELS_DECLARE(kernels_cpu)
+WT_KERNELS_DECLARE(kernels_ref)
 
-/* Fills a table with the ops of one prefix. */
-#define WT_KERNELS_TABLE(prefix)                                                                   \
+/* C (M,N) = op(A) (M,K) @ op(B) (K,N) + beta * C, row-major, op = transpose when trans_x is 1:
+ * OpenBLAS sgemm (cpu/blas.c), one call per OpenMP thread on a slice of C. Loads OpenBLAS on
+ * first use; aborts with a message when it cannot be loaded (kernels_cpu_init reports that
+ * earlier as a status). Same shapes and thread count give bitwise the same C. */
+void kernels_cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda,
+                       const float *B, int ldb, float beta, float *C, int ldc);
+
+/* Fills a table named `name` with the ops of one prefix. */
+#define WT_KERNELS_TABLE(name_, prefix)                                                            \
   {                                                                                                \
-    .name = #prefix, .encoder_forward = prefix##_encoder_forward,                                  \
+    .name = name_, .encoder_forward = prefix##_encoder_forward,                                    \
     .encoder_backward = prefix##_encoder_backward,                                                 \
     .layernorm_forward = prefix##_layernorm_forward,                                               \
     .layernorm_backward = prefix##_layernorm_backward, .matmul_forward = prefix##_matmul_forward,  \

@@ -1,0 +1,99 @@
+/* cuda_internal — private helpers of the CUDA back end: launch geometry, error checks, the
+ * cuBLAS handle. Every op runs on the default stream and is deterministic: no atomics, every
+ * reduction has one fixed order (a gradient of a layer must not depend on the launch). */
+#ifndef WT_KERNELS_CUDA_INTERNAL_CUH
+#define WT_KERNELS_CUDA_INTERNAL_CUH
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+extern "C" {
+#include "kernels/kernels.h"
+}
+
+/* A failing CUDA call inside a kernel back end is a device or programming fault, not input
+ * from outside: report file:line and stop (the CPU back ends cannot fail at all). */
+#define WT_CUDA_CHECK(call)                                                                        \
+  do {                                                                                             \
+    cudaError_t wt_err_ = (call);                                                                  \
+    if (wt_err_ != cudaSuccess) {                                                                  \
+      fprintf(stderr, "%s:%d: CUDA error: %s\n", __FILE__, __LINE__, cudaGetErrorString(wt_err_)); \
+      abort();                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+#define WT_CUBLAS_CHECK(call)                                                                      \
+  do {                                                                                             \
+    cublasStatus_t wt_st_ = (call);                                                                \
+    if (wt_st_ != CUBLAS_STATUS_SUCCESS) {                                                         \
+      fprintf(stderr, "%s:%d: cuBLAS error %d\n", __FILE__, __LINE__, (int)wt_st_);                \
+      abort();                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static inline unsigned wt_cuda_blocks(size_t n, unsigned threads) {
+  return (unsigned)((n + threads - 1) / threads);
+}
+
+/* The process-wide cuBLAS handle, created on first use (pedantic fp32 math: no TF32, so the
+ * results compare with the CPU reference at fp32 tolerances). */
+cublasHandle_t kernels_cuda_cublas_handle(void);
+
+/* Sum over a block of 32*k threads; every thread gets the result. Fixed order. */
+__device__ inline float wt_block_sum(float x, float *shared) {
+  for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  __syncthreads();
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < nwarps; w++) total += shared[w];
+  return total;
+}
+
+__device__ inline float wt_block_max(float x, float *shared) {
+  for (int off = 16; off > 0; off >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  __syncthreads();
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  float m = shared[0];
+  for (int w = 1; w < nwarps; w++) m = fmaxf(m, shared[w]);
+  return m;
+}
+
+/* Per-op entry points (one .cu file per op pair); the table in cuda_table.cu. */
+void kernels_cuda_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
+                                  int B, int T, int C);
+void kernels_cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                                   int B, int T, int C);
+void kernels_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                                    const float *weight, const float *bias, int N, int C);
+void kernels_cuda_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                                     const float *inp, const float *weight, const float *mean,
+                                     const float *rstd, int N, int C);
+void kernels_cuda_matmul_forward(float *out, const float *inp, const float *weight,
+                                 const float *bias, int N, int C, int OC, kernels_wlayout layout);
+void kernels_cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                                  const float *inp, const float *weight, int N, int C, int OC,
+                                  kernels_wlayout layout);
+void kernels_cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
+                                    int NH);
+void kernels_cuda_attention_backward(float *dqkv, float *scratch, const float *dout,
+                                     const float *qkv, const float *att, int B, int T, int C,
+                                     int NH);
+void kernels_cuda_gelu_forward(float *out, const float *inp, size_t n);
+void kernels_cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void kernels_cuda_residual_forward(float *out, const float *a, const float *b, size_t n);
+void kernels_cuda_residual_backward(float *da, float *db, const float *dout, size_t n);
+void kernels_cuda_crossentropy_forward(float *losses, float *lse, const float *logits,
+                                       const int *targets, int N, int V);
+void kernels_cuda_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
+                                        const int *targets, float dloss, int N, int V);
+void kernels_cuda_adamw_update(float *param, const float *grad, float *m, float *v, size_t n,
+                               float lr, float b1, float b2, float eps, float wd, float bc1,
+                               float bc2, float grad_scale);
+
+#endif
