@@ -99,7 +99,8 @@ static void test_data_errors(void) {
            "--cache-dir cache --steps 1",
            g_tmp, 0);
   EXPECT(args, 1, "SHA-256");
-  EXPECT("train --data corpus.txt --data-sha256 abc --steps 1", 1, "64 hexadecimal");
+  EXPECT("train --data corpus.txt --data-sha256 abc --steps 1", 2, "64 hexadecimal");
+  EXPECT("eval --checkpoint run --data corpus.txt --data-sha256 xyz", 2, "64 hexadecimal");
   int32_t header[256] = {20240520, 1, 1000}; /* claims 1000 tokens, holds none */
   s_write("bad.bin", header, sizeof header);
   EXPECT("train --data bad.bin --steps 1", 1, "truncated");
@@ -107,7 +108,8 @@ static void test_data_errors(void) {
   s_write("bad.bin", header, sizeof header);
   EXPECT("train --data bad.bin --steps 1", 1, "magic");
   EXPECT("train --data corpus.txt --seq 1000 --steps 1", 1, "too short");
-  EXPECT("train --data corpus.txt --channels 30 --heads 4 --steps 1", 1, "n_head");
+  EXPECT("train --data corpus.txt --channels 30 --heads 4 --steps 1", 2,
+         "--heads 4 must divide --channels 30");
   EXPECT("train --data corpus.txt --batch 5 --micro-batches 2 --steps 1", 1, "multiple");
   EXPECT("train --resume --steps 1", 1, "--checkpoint-dir");
   EXPECT("train --resume --checkpoint-dir nowhere --steps 1", 1, "no checkpoint");
