@@ -7,12 +7,9 @@
 #include "model/checkpoint_internal.h"
 #include "model/safetensors.h"
 
-#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -21,9 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CKPT_FORMAT "wantrain-checkpoint-1"
 static const char *const s_files[] = {"model.safetensors", "optimizer.safetensors", "state.json"};
-static const char *const s_tokenizers[] = {"synthetic", "bytes", "gpt2"};
 
 static int (*s_fault_hook)(const char *point);
 
@@ -131,7 +126,7 @@ static int s_write_model(const char *path, gpt_stage *model, const checkpoint_me
                       "n_layer",    v[2],
                       "n_head",     v[3],
                       "channels",   v[4],
-                      "tokenizer",  s_tokenizers[meta->tokenizer]};
+                      "tokenizer",  checkpoint_tokenizer_name(meta->tokenizer)};
   FILE *f = fopen(path, "wb");
   if (!f) {
     free(t);
@@ -163,21 +158,7 @@ static int s_write_optim(const char *path, optim *opt) {
 }
 
 static int s_write_state(const char *path, const checkpoint_meta *meta) {
-  cJSON *root = cJSON_CreateObject();
-  cJSON_AddStringToObject(root, "format", CKPT_FORMAT);
-  cJSON_AddNumberToObject(root, "step", (double)meta->step);
-  cJSON_AddNumberToObject(root, "data_batches", (double)meta->data_pos.batches);
-  cJSON *rng = cJSON_AddArrayToObject(root, "data_rng"); /* hex: u64 does not fit a double */
-  for (int i = 0; i < 4; i++) {
-    char hex[17];
-    snprintf(hex, sizeof hex, "%016" PRIx64, meta->data_pos.rng.s[i]);
-    cJSON_AddItemToArray(rng, cJSON_CreateString(hex));
-  }
-  cJSON_AddStringToObject(root, "tokenizer", s_tokenizers[meta->tokenizer]);
-  cJSON *train = meta->train_json[0] ? cJSON_Parse(meta->train_json) : NULL;
-  if (train) cJSON_AddItemToObject(root, "train", train);
-  char *text = cJSON_Print(root);
-  cJSON_Delete(root);
+  char *text = checkpoint_state_print(meta);
   FILE *f = fopen(path, "wb");
   int rc = WT_OK;
   if (!f)
@@ -453,92 +434,6 @@ int checkpoint_resolve(const char *path, char *out, size_t size) {
                  path);
 }
 
-/* ---- validation of what is read from disk -------------------------------------------------- */
-
-/* A JSON number that must be a whole number in [lo, hi] (doubles are exact up to 2^53). */
-static int s_json_whole(const cJSON *root, const char *file, const char *key, double lo,
-                        double hi, double *out) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
-  if (!v)
-    return wt_fail(WT_ECORRUPT, "%s: field \"%s\" is missing; use another step directory", file,
-                   key);
-  if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo ||
-      v->valuedouble > hi) {
-    char *text = cJSON_PrintUnformatted(v);
-    int rc = wt_fail(WT_ECORRUPT,
-                     "%s: field \"%s\" is %.40s, not a whole number in [%.0f, %.0f]; the "
-                     "checkpoint is damaged — use another step directory",
-                     file, key, text ? text : "?", lo, hi);
-    free(text);
-    return rc;
-  }
-  *out = v->valuedouble;
-  return WT_OK;
-}
-
-static int s_tokenizer_index(const char *name) {
-  for (int i = 0; i < (int)WT_ARRAY_LEN(s_tokenizers); i++)
-    if (name && !strcmp(name, s_tokenizers[i])) return i;
-  return -1;
-}
-
-static int s_parse_rng(const cJSON *rng, const char *file, data_position *pos) {
-  int nonzero = 0;
-  if (!cJSON_IsArray(rng) || cJSON_GetArraySize(rng) != 4)
-    return wt_fail(WT_ECORRUPT, "%s: field \"data_rng\" is not an array of 4 hex strings", file);
-  for (int i = 0; i < 4; i++) {
-    const cJSON *item = cJSON_GetArrayItem(rng, i);
-    const char *hex = cJSON_IsString(item) ? item->valuestring : "";
-    char *end = NULL;
-    pos->rng.s[i] = strtoull(hex, &end, 16);
-    if (strlen(hex) != 16 || *end || hex[0] == '-' || hex[0] == '+')
-      return wt_fail(WT_ECORRUPT, "%s: field \"data_rng\"[%d] is not 16 hexadecimal digits",
-                     file, i);
-    nonzero |= pos->rng.s[i] != 0;
-  }
-  if (!nonzero)
-    return wt_fail(WT_ECORRUPT, "%s: field \"data_rng\" is all zero, which no generator state "
-                                "can be; the checkpoint is damaged",
-                   file);
-  return WT_OK;
-}
-
-int checkpoint_state_parse(const char *text, size_t len, const char *file, checkpoint_meta *meta) {
-  cJSON *root = cJSON_ParseWithLength(text, len);
-  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
-  const cJSON *tok = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
-  double step = 0, batches = 0;
-  checkpoint_meta m;
-  memset(&m, 0, sizeof m);
-  int rc = WT_OK;
-  if (!cJSON_IsObject(root) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, CKPT_FORMAT))
-    rc = wt_fail(WT_ECORRUPT,
-                 "%s is not a %s state file; the checkpoint is damaged or from "
-                 "another program — use another step directory",
-                 file, CKPT_FORMAT);
-  if (rc == WT_OK) rc = s_json_whole(root, file, "step", 0, CHECKPOINT_MAX_STEP, &step);
-  if (rc == WT_OK)
-    rc = s_json_whole(root, file, "data_batches", 0, 9007199254740992.0, &batches);
-  if (rc == WT_OK)
-    rc = s_parse_rng(cJSON_GetObjectItemCaseSensitive(root, "data_rng"), file, &m.data_pos);
-  int t = cJSON_IsString(tok) ? s_tokenizer_index(tok->valuestring) : -1;
-  if (rc == WT_OK && t < 0)
-    rc = wt_fail(WT_ECORRUPT, "%s: field \"tokenizer\" is not one of synthetic, bytes, gpt2",
-                 file);
-  if (rc == WT_OK) {
-    m.step = (long)step;
-    m.data_pos.batches = (uint64_t)batches;
-    m.tokenizer = (data_tokenizer)t;
-    const cJSON *train = cJSON_GetObjectItemCaseSensitive(root, "train");
-    char *json = cJSON_IsObject(train) ? cJSON_PrintUnformatted(train) : NULL;
-    if (json && strlen(json) < sizeof m.train_json) memcpy(m.train_json, json, strlen(json) + 1);
-    free(json);
-    *meta = m;
-  }
-  cJSON_Delete(root);
-  return rc;
-}
-
 static int s_read_state(const char *stepdir, checkpoint_meta *meta) {
   char path[4200];
   s_path(path, sizeof path, "%s/state.json", stepdir);
@@ -592,11 +487,11 @@ static int s_model_config(const safetensors *st, const char *file, const checkpo
     return wt_fail(WT_ECORRUPT, "%s: metadata describes an impossible model (%s)", file, msg);
   }
   const char *tok = safetensors_metadata(st, "tokenizer");
-  if (s_tokenizer_index(tok) != (int)meta->tokenizer)
+  if (checkpoint_tokenizer_index(tok) != (int)meta->tokenizer)
     return wt_fail(WT_ECORRUPT,
                    "%s: metadata \"tokenizer\" is %.40s but state.json says %s; the checkpoint "
                    "is damaged — use another step directory",
-                   file, tok ? tok : "missing", s_tokenizers[meta->tokenizer]);
+                   file, tok ? tok : "missing", checkpoint_tokenizer_name(meta->tokenizer));
   int V = cfg->vocab_size;
   int fits = meta->tokenizer == DATA_TOKENIZER_BYTES       ? V == 256
              : meta->tokenizer == DATA_TOKENIZER_SYNTHETIC ? V <= 64
@@ -605,7 +500,7 @@ static int s_model_config(const safetensors *st, const char *file, const checkpo
     return wt_fail(WT_ECORRUPT,
                    "%s: metadata \"vocab_size\" %d does not fit tokenizer %s; the checkpoint "
                    "is damaged — use another step directory",
-                   file, V, s_tokenizers[meta->tokenizer]);
+                   file, V, checkpoint_tokenizer_name(meta->tokenizer));
   return WT_OK;
 }
 
