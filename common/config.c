@@ -95,24 +95,31 @@ int wt_config_defaults(const wt_option *table, void *cfg) {
 static int s_json_value(const wt_option *table, const char *path, const cJSON *item, char *buf,
                         size_t size, const char **value) {
   const wt_option *o = wt_config_find(table, item->string);
-  if (!o) return wt_fail(WT_EINVAL, "config file %s: unknown option \"%s\" (see --help)", path,
-                         item->string);
+  if (!o)
+    return wt_fail(WT_EINVAL, "config file %s: unknown option \"%s\" (see --help)", path,
+                   item->string);
   const char *want = NULL;
   switch (o->type) {
   case WT_OPT_INT:
   case WT_OPT_INT64:
   case WT_OPT_FLOAT:
-    if (!cJSON_IsNumber(item)) want = "a number";
-    else snprintf(buf, size, "%.17g", item->valuedouble);
+    if (!cJSON_IsNumber(item))
+      want = "a number";
+    else
+      snprintf(buf, size, "%.17g", item->valuedouble);
     break;
   case WT_OPT_FLAG:
-    if (!cJSON_IsBool(item)) want = "true or false";
-    else snprintf(buf, size, "%s", cJSON_IsTrue(item) ? "1" : "0");
+    if (!cJSON_IsBool(item))
+      want = "true or false";
+    else
+      snprintf(buf, size, "%s", cJSON_IsTrue(item) ? "1" : "0");
     break;
   case WT_OPT_STRING:
   case WT_OPT_CHOICE:
-    if (!cJSON_IsString(item)) want = "a string";
-    else *value = item->valuestring;
+    if (!cJSON_IsString(item))
+      want = "a string";
+    else
+      *value = item->valuestring;
     break;
   }
   if (want)
@@ -125,7 +132,6 @@ static int s_json_value(const wt_option *table, const char *path, const cJSON *i
                                           : "an array or object");
   return WT_OK;
 }
-
 int wt_config_load_file(const wt_option *table, void *cfg, const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) return wt_fail(WT_ENOTFOUND, "config file %s: %s", path, strerror(errno));

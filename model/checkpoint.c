@@ -642,8 +642,9 @@ static int s_check_writable(const char *dir) {
   if (fd < 0 || write(fd, "x", 1) != 1 || fsync(fd) != 0) {
     int e = errno;
     if (fd >= 0) close(fd), unlink(probe);
-    return wt_fail(WT_EIO, "--checkpoint-dir %s is not writable: %s; choose a directory this "
-                           "user can write",
+    return wt_fail(WT_EIO,
+                   "--checkpoint-dir %s is not writable: %s; choose a directory this "
+                   "user can write",
                    dir, strerror(e));
   }
   close(fd);

@@ -44,8 +44,8 @@ char *checkpoint_state_print(const checkpoint_meta *meta) {
 }
 
 /* A JSON number that must be a whole number in [lo, hi] (doubles are exact up to 2^53). */
-static int s_json_whole(const cJSON *root, const char *file, const char *key, double lo,
-                        double hi, double *out) {
+static int s_json_whole(const cJSON *root, const char *file, const char *key, double lo, double hi,
+                        double *out) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
   if (!v)
     return wt_fail(WT_ECORRUPT, "%s: field \"%s\" is missing; use another step directory", file,
@@ -74,13 +74,14 @@ static int s_parse_rng(const cJSON *rng, const char *file, data_position *pos) {
     char *end = NULL;
     pos->rng.s[i] = strtoull(hex, &end, 16);
     if (strlen(hex) != 16 || *end || hex[0] == '-' || hex[0] == '+')
-      return wt_fail(WT_ECORRUPT, "%s: field \"data_rng\"[%d] is not 16 hexadecimal digits",
-                     file, i);
+      return wt_fail(WT_ECORRUPT, "%s: field \"data_rng\"[%d] is not 16 hexadecimal digits", file,
+                     i);
     nonzero |= pos->rng.s[i] != 0;
   }
   if (!nonzero)
-    return wt_fail(WT_ECORRUPT, "%s: field \"data_rng\" is all zero, which no generator state "
-                                "can be; the checkpoint is damaged",
+    return wt_fail(WT_ECORRUPT,
+                   "%s: field \"data_rng\" is all zero, which no generator state "
+                   "can be; the checkpoint is damaged",
                    file);
   return WT_OK;
 }
@@ -93,20 +94,19 @@ int checkpoint_state_parse(const char *text, size_t len, const char *file, check
   checkpoint_meta m;
   memset(&m, 0, sizeof m);
   int rc = WT_OK;
-  if (!cJSON_IsObject(root) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, CHECKPOINT_STATE_FORMAT))
+  if (!cJSON_IsObject(root) || !cJSON_IsString(fmt) ||
+      strcmp(fmt->valuestring, CHECKPOINT_STATE_FORMAT))
     rc = wt_fail(WT_ECORRUPT,
                  "%s is not a %s state file; the checkpoint is damaged or from "
                  "another program — use another step directory",
                  file, CHECKPOINT_STATE_FORMAT);
   if (rc == WT_OK) rc = s_json_whole(root, file, "step", 0, CHECKPOINT_MAX_STEP, &step);
-  if (rc == WT_OK)
-    rc = s_json_whole(root, file, "data_batches", 0, 9007199254740992.0, &batches);
+  if (rc == WT_OK) rc = s_json_whole(root, file, "data_batches", 0, 9007199254740992.0, &batches);
   if (rc == WT_OK)
     rc = s_parse_rng(cJSON_GetObjectItemCaseSensitive(root, "data_rng"), file, &m.data_pos);
   int t = cJSON_IsString(tok) ? checkpoint_tokenizer_index(tok->valuestring) : -1;
   if (rc == WT_OK && t < 0)
-    rc = wt_fail(WT_ECORRUPT, "%s: field \"tokenizer\" is not one of synthetic, bytes, gpt2",
-                 file);
+    rc = wt_fail(WT_ECORRUPT, "%s: field \"tokenizer\" is not one of synthetic, bytes, gpt2", file);
   if (rc == WT_OK) {
     m.step = (long)step;
     m.data_pos.batches = (uint64_t)batches;
@@ -120,4 +120,3 @@ int checkpoint_state_parse(const char *text, size_t len, const char *file, check
   cJSON_Delete(root);
   return rc;
 }
-

@@ -86,8 +86,8 @@ static int s_hook(const char *point) {
 /* Re-saving step 4 (as a resumed run with --steps 4 does), killed at each point in turn: the
  * run directory always loads step 4, with the old or the new weights, never a dangling one. */
 static void test_resave_killed(void) {
-  static const char *points[] = {"exchange", "exchanged", "installed", "latest-tmp",
-                                 "moved-aside", "moved-in"};
+  static const char *points[] = {"exchange",   "exchanged",   "installed",
+                                 "latest-tmp", "moved-aside", "moved-in"};
   char dir[700];
   for (size_t i = 0; i < WT_ARRAY_LEN(points); i++) {
     int fallback = i >= 3; /* the path for file systems without RENAME_EXCHANGE */
@@ -110,7 +110,10 @@ static void test_resave_killed(void) {
     long step = s_load(dir, 1, &old_w);
     s_load(dir, 2, &new_w);
     WT_TEST_ASSERT(step == 4 && (old_w || new_w), "killed at %s: loads step %ld (%s)", points[i],
-                   step, step < 0 ? wt_last_error() : old_w ? "old" : "new");
+                   step,
+                   step < 0 ? wt_last_error()
+                   : old_w  ? "old"
+                            : "new");
     /* And the next save cleans up and moves on. */
     s_save(dir, 3, 6);
     WT_TEST_ASSERT(s_load(dir, 3, &new_w) == 6 && new_w, "after %s: the next save loads",
@@ -232,8 +235,8 @@ static void s_expect_field(const char *dir, const char *what, const char *words)
   run r = s_run_new(7, 0);
   checkpoint_meta got;
   int rc = checkpoint_load(dir, r.model, r.opt, &got);
-  WT_TEST_ASSERT(rc == WT_ECORRUPT && strstr(wt_last_error(), words),
-                 "%s: rc %d, want '%s' in: %s", what, rc, words, wt_last_error());
+  WT_TEST_ASSERT(rc == WT_ECORRUPT && strstr(wt_last_error(), words), "%s: rc %d, want '%s' in: %s",
+                 what, rc, words, wt_last_error());
   s_run_destroy(&r);
 }
 
@@ -252,8 +255,8 @@ static void s_set_opt_steps(const char *stepdir, const char *count) {
                         WT_OK,
                     "info");
     bufs[i] = malloc(e - b + 4);
-    WT_TEST_REQUIRE(safetensors_read(st, t[i].name, t[i].ndim, t[i].shape, bufs[i]) == WT_OK,
-                    "%s", wt_last_error());
+    WT_TEST_REQUIRE(safetensors_read(st, t[i].name, t[i].ndim, t[i].shape, bufs[i]) == WT_OK, "%s",
+                    wt_last_error());
     t[i].data = bufs[i];
   }
   const char *kv[] = {"kind", "adamw", "step_count", count};
@@ -319,6 +322,35 @@ static void test_impossible_values(void) {
                  wt_last_error());
 }
 
+/* The safetensors reader refuses what the fuzz target found: a fractional dimension passed the
+ * size check ([1.5, 2] = 12 bytes) but read back as [1, 2], so a read copied 12 bytes into the
+ * 8 a caller holds for that shape. A directory is not a file either. */
+static void test_safetensors_shapes(void) {
+  static const char *headers[] = {
+      "{\"t\":{\"dtype\":\"F32\",\"shape\":[1.5,2],\"data_offsets\":[0,12]}}",
+      "{\"t\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0.5,12.5]}}",
+      "{\"t\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[\"0\",12]}}",
+  };
+  char path[700];
+  snprintf(path, sizeof path, "%s/frac.safetensors", g_tmp);
+  for (size_t i = 0; i < WT_ARRAY_LEN(headers); i++) {
+    FILE *f = fopen(path, "wb");
+    uint64_t n = strlen(headers[i]);
+    unsigned char len[8], data[16] = {0};
+    for (int b = 0; b < 8; b++) len[b] = (unsigned char)(n >> (8 * b));
+    fwrite(len, 1, 8, f);
+    fwrite(headers[i], 1, n, f);
+    fwrite(data, 1, 13, f);
+    fclose(f);
+    safetensors *st = safetensors_load(path);
+    WT_TEST_ASSERT(!st && strstr(wt_last_error(), "whole number"), "header %zu refused: %s", i,
+                   st ? "loaded" : wt_last_error());
+    safetensors_destroy(&st);
+  }
+  WT_TEST_ASSERT(!safetensors_load(g_tmp) && strstr(wt_last_error(), "not a regular file"),
+                 "a directory: %s", wt_last_error());
+}
+
 int main(void) {
   wt_test_tmpdir(g_tmp, sizeof g_tmp);
   test_resave_killed();
@@ -326,6 +358,7 @@ int main(void) {
   test_run_open();
   test_failed_first_save();
   test_impossible_values();
+  test_safetensors_shapes();
   if (!wt_test_failures) {
     char rm[700];
     snprintf(rm, sizeof rm, "rm -rf '%s'", g_tmp);

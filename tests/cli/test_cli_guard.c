@@ -81,7 +81,8 @@ static void test_existing_run(void) {
 /* One run per checkpoint directory at a time. */
 static void test_lock(void) {
   pid_t pid;
-  FILE *out = s_spawn("train " MODEL "--steps 1000000 --log-every 1 --checkpoint-dir held", 0, &pid);
+  FILE *out =
+      s_spawn("train " MODEL "--steps 1000000 --log-every 1 --checkpoint-dir held", 0, &pid);
   WT_TEST_REQUIRE(s_wait_line(out, "step "), "the first run started");
   EXPECT("train " MODEL "--steps 1000000 --checkpoint-dir held --resume", 1,
          "in use by another run");
@@ -107,8 +108,7 @@ static void test_messages(void) {
   EXPECT("train " MODEL "--steps 50 --time-limit 1e-9", 0, "time limit of 1e-09 s");
   EXPECT("eval --checkpoint nowhere --data corpus.txt", 1, "no checkpoint in nowhere");
   WT_TEST_ASSERT(!strstr(g_out, "--resume"), "eval does not talk about --resume: %s", g_out);
-  EXPECT("train " MODEL "--steps 2 --checkpoint-dir nowhere --resume", 1,
-         "train without --resume");
+  EXPECT("train " MODEL "--steps 2 --checkpoint-dir nowhere --resume", 1, "train without --resume");
   s_write("bool.json", "{\"steps\": true}", 15);
   EXPECT("train --config bool.json", 2, "\"steps\" must be a number");
   s_write("str.json", "{\"data\": 5}", 11);
@@ -133,7 +133,8 @@ static int s_count_files(const char *name) {
   snprintf(path, sizeof path, "%s/%s", g_tmp, name);
   DIR *d = opendir(path);
   int n = 0;
-  for (struct dirent *e; d && (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  for (struct dirent *e; d && (e = readdir(d));)
+    n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
   if (d) closedir(d);
   return n;
 }
