@@ -90,6 +90,48 @@ int wt_config_defaults(const wt_option *table, void *cfg) {
   return WT_OK;
 }
 
+/* The text of a config file's value, once its JSON type fits the option's: numbers for numeric
+ * options, true/false for flags, strings for the rest (a boolean is no step count). */
+static int s_json_value(const wt_option *table, const char *path, const cJSON *item, char *buf,
+                        size_t size, const char **value) {
+  const wt_option *o = wt_config_find(table, item->string);
+  if (!o)
+    return wt_fail(WT_EINVAL, "config file %s: unknown option \"%s\" (see --help)", path,
+                   item->string);
+  const char *want = NULL;
+  switch (o->type) {
+  case WT_OPT_INT:
+  case WT_OPT_INT64:
+  case WT_OPT_FLOAT:
+    if (!cJSON_IsNumber(item))
+      want = "a number";
+    else
+      snprintf(buf, size, "%.17g", item->valuedouble);
+    break;
+  case WT_OPT_FLAG:
+    if (!cJSON_IsBool(item))
+      want = "true or false";
+    else
+      snprintf(buf, size, "%s", cJSON_IsTrue(item) ? "1" : "0");
+    break;
+  case WT_OPT_STRING:
+  case WT_OPT_CHOICE:
+    if (!cJSON_IsString(item))
+      want = "a string";
+    else
+      *value = item->valuestring;
+    break;
+  }
+  if (want)
+    return wt_fail(WT_EINVAL, "config file %s: \"%s\" must be %s (as --%s takes), not %s", path,
+                   item->string, want, item->string,
+                   cJSON_IsBool(item)     ? "a boolean"
+                   : cJSON_IsNumber(item) ? "a number"
+                   : cJSON_IsString(item) ? "a string"
+                   : cJSON_IsNull(item)   ? "null"
+                                          : "an array or object");
+  return WT_OK;
+}
 int wt_config_load_file(const wt_option *table, void *cfg, const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) return wt_fail(WT_ENOTFOUND, "config file %s: %s", path, strerror(errno));
@@ -114,14 +156,8 @@ int wt_config_load_file(const wt_option *table, void *cfg, const char *path) {
   for (cJSON *item = root->child; item && rc == WT_OK; item = item->next) {
     char buf[64];
     const char *value = buf;
-    if (cJSON_IsString(item)) value = item->valuestring;
-    else if (cJSON_IsBool(item)) value = cJSON_IsTrue(item) ? "1" : "0";
-    else if (cJSON_IsNumber(item)) snprintf(buf, sizeof buf, "%.17g", item->valuedouble);
-    else {
-      rc = wt_fail(WT_EINVAL, "config file %s: \"%s\" must be a string, number or boolean",
-                   path, item->string);
-      break;
-    }
+    rc = s_json_value(table, path, item, buf, sizeof buf, &value);
+    if (rc != WT_OK) break;
     rc = wt_config_set(table, cfg, item->string, value);
     if (rc != WT_OK) {
       char msg[1200];

@@ -1,24 +1,37 @@
 /* checkpoint — atomic, digest-verified save and load of model, optimizer and run position.
  * Layout and guarantees are in checkpoint.h. */
+#define _GNU_SOURCE /* renameat2 and RENAME_EXCHANGE */
 #include "model/checkpoint.h"
 
 #include "common/common.h"
+#include "model/checkpoint_internal.h"
 #include "model/safetensors.h"
 
-#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CKPT_FORMAT "wantrain-checkpoint-1"
 static const char *const s_files[] = {"model.safetensors", "optimizer.safetensors", "state.json"};
-static const char *const s_tokenizers[] = {"synthetic", "bytes", "gpt2"};
+
+static int (*s_fault_hook)(const char *point);
+
+void checkpoint_set_fault_hook(int (*hook)(const char *point)) {
+  s_fault_hook = hook;
+}
+
+/* Lets a test stop a save between two of its file-system steps. */
+static int s_fault(const char *point) {
+  if (!s_fault_hook || !s_fault_hook(point)) return 0;
+  wt_fail(WT_EIO, "checkpoint save stopped by the fault hook at \"%s\"", point);
+  return 1;
+}
 
 /* ---- small file-system helpers ------------------------------------------------------------- */
 
@@ -113,7 +126,7 @@ static int s_write_model(const char *path, gpt_stage *model, const checkpoint_me
                       "n_layer",    v[2],
                       "n_head",     v[3],
                       "channels",   v[4],
-                      "tokenizer",  s_tokenizers[meta->tokenizer]};
+                      "tokenizer",  checkpoint_tokenizer_name(meta->tokenizer)};
   FILE *f = fopen(path, "wb");
   if (!f) {
     free(t);
@@ -145,21 +158,7 @@ static int s_write_optim(const char *path, optim *opt) {
 }
 
 static int s_write_state(const char *path, const checkpoint_meta *meta) {
-  cJSON *root = cJSON_CreateObject();
-  cJSON_AddStringToObject(root, "format", CKPT_FORMAT);
-  cJSON_AddNumberToObject(root, "step", (double)meta->step);
-  cJSON_AddNumberToObject(root, "data_batches", (double)meta->data_pos.batches);
-  cJSON *rng = cJSON_AddArrayToObject(root, "data_rng"); /* hex: u64 does not fit a double */
-  for (int i = 0; i < 4; i++) {
-    char hex[17];
-    snprintf(hex, sizeof hex, "%016" PRIx64, meta->data_pos.rng.s[i]);
-    cJSON_AddItemToArray(rng, cJSON_CreateString(hex));
-  }
-  cJSON_AddStringToObject(root, "tokenizer", s_tokenizers[meta->tokenizer]);
-  cJSON *train = meta->train_json[0] ? cJSON_Parse(meta->train_json) : NULL;
-  if (train) cJSON_AddItemToObject(root, "train", train);
-  char *text = cJSON_Print(root);
-  cJSON_Delete(root);
+  char *text = checkpoint_state_print(meta);
   FILE *f = fopen(path, "wb");
   int rc = WT_OK;
   if (!f)
@@ -198,24 +197,6 @@ static int s_write_all(const char *tmp, gpt_stage *model, optim *opt, const chec
   return s_fsync_path(tmp);
 }
 
-/* Renames the finished temp directory to its final name (moving an older copy of the same step
- * aside first, since rename cannot replace a non-empty directory). */
-static int s_install(const char *tmp, const char *final, const char *dir) {
-  char old[4200] = "";
-  struct stat st;
-  if (stat(final, &st) == 0) {
-    s_path(old, sizeof old, "%s.old", final);
-    s_remove_tree(old);
-    if (rename(final, old) != 0)
-      return wt_fail(WT_EIO, "cannot move %s aside: %s", final, strerror(errno));
-  }
-  if (rename(tmp, final) != 0)
-    return wt_fail(WT_EIO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
-  WT_CHECK(s_fsync_path(dir));
-  if (*old) s_remove_tree(old);
-  return WT_OK;
-}
-
 static int s_set_latest(const char *dir, const char *name) {
   char tmp[4200], path[4200];
   s_path(tmp, sizeof tmp, "%s/.latest.tmp", dir);
@@ -229,33 +210,104 @@ static int s_set_latest(const char *dir, const char *name) {
   return s_fsync_path(dir);
 }
 
+/* Replaces an existing step directory `final` (which `latest` may name) by the finished `tmp`
+ * so that `latest` always names a complete checkpoint. RENAME_EXCHANGE swaps the two in one
+ * step; where the file system lacks it, `latest` first names `tmp` while the old copy moves
+ * aside, and during the one rename in which it then dangles, loading falls back to the newest
+ * complete step directory — which is the new `final`. */
+static int s_replace(const char *tmp, const char *final, const char *dir) {
+  int unsupported = s_fault("exchange");
+  if (!unsupported && renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
+    if (s_fault("exchanged")) return WT_EIO;
+    WT_CHECK(s_fsync_path(dir));
+    s_remove_tree(tmp); /* now the old copy */
+    return WT_OK;
+  }
+  if (!unsupported && errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+    return wt_fail(WT_EIO, "cannot exchange %s and %s: %s", tmp, final, strerror(errno));
+  char old[4200];
+  s_path(old, sizeof old, "%s.old", tmp); /* a `.tmp-step-` leftover if interrupted */
+  WT_CHECK(s_set_latest(dir, strrchr(tmp, '/') + 1));
+  if (s_fault("latest-tmp")) return WT_EIO;
+  if (rename(final, old) != 0)
+    return wt_fail(WT_EIO, "cannot move %s aside: %s", final, strerror(errno));
+  if (s_fault("moved-aside")) return WT_EIO;
+  if (rename(tmp, final) != 0)
+    return wt_fail(WT_EIO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+  if (s_fault("moved-in")) return WT_EIO;
+  WT_CHECK(s_fsync_path(dir));
+  s_remove_tree(old);
+  return WT_OK;
+}
+
+/* Renames the finished temp directory to its final name. */
+static int s_install(const char *tmp, const char *final, const char *dir) {
+  struct stat st;
+  if (stat(final, &st) == 0) return s_replace(tmp, final, dir);
+  if (rename(tmp, final) != 0)
+    return wt_fail(WT_EIO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+  return s_fsync_path(dir);
+}
+
 static int s_cmp_str(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A step directory's name: "step-" and digits only (not a leftover of a save). */
+static int s_is_step_name(const char *name) {
+  if (strncmp(name, "step-", 5) != 0 || !name[5]) return 0;
+  for (const char *p = name + 5; *p; p++)
+    if (*p < '0' || *p > '9') return 0;
+  return 1;
+}
+
+/* The step directory names in dir, sorted oldest first (zero-padded: lexical = numeric); the
+ * caller frees each and the array. */
+static int s_list_steps(const char *dir, char ***names_out) {
+  DIR *d = opendir(dir);
+  int n = 0, cap = 16;
+  char **names = wt_xmalloc((size_t)cap * sizeof *names);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (!s_is_step_name(e->d_name)) continue;
+    if (n == cap) {
+      char **more = wt_xmalloc((size_t)(cap *= 2) * sizeof *more);
+      memcpy(more, names, (size_t)n * sizeof *names);
+      free(names);
+      names = more;
+    }
+    names[n++] = strdup(e->d_name);
+  }
+  if (d) closedir(d);
+  qsort(names, (size_t)n, sizeof *names, s_cmp_str);
+  *names_out = names;
+  return n;
+}
+
+static void s_free_names(char **names, int n) {
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
 }
 
 /* Removes all but the newest `keep` step directories (never `current`, the one just saved) and
  * leftovers of interrupted saves. */
 static void s_prune(const char *dir, int keep, const char *current) {
   DIR *d = opendir(dir);
-  char *names[4096], path[4200];
-  int n = 0;
+  char path[4200];
   for (struct dirent *e; d && (e = readdir(d));) {
     if (!strncmp(e->d_name, ".tmp-step-", 10)) {
       s_path(path, sizeof path, "%s/%s", dir, e->d_name);
       s_remove_tree(path);
-    } else if (!strncmp(e->d_name, "step-", 5) && !strchr(e->d_name, '.') && n < 4096) {
-      names[n++] = strdup(e->d_name);
     }
   }
   if (d) closedir(d);
-  qsort(names, (size_t)n, sizeof *names, s_cmp_str); /* zero-padded: lexical = numeric */
-  for (int i = 0; i < n; i++) {
-    if (i < n - keep && strcmp(names[i], current) != 0) {
-      s_path(path, sizeof path, "%s/%s", dir, names[i]);
-      s_remove_tree(path);
-    }
-    free(names[i]);
+  char **names;
+  int n = s_list_steps(dir, &names);
+  for (int i = 0; i < n - keep; i++) {
+    if (strcmp(names[i], current) == 0) continue;
+    s_path(path, sizeof path, "%s/%s", dir, names[i]);
+    s_remove_tree(path);
   }
+  s_free_names(names, n);
 }
 
 int checkpoint_save(const char *dir, gpt_stage *model, optim *opt, const checkpoint_meta *meta,
@@ -263,25 +315,31 @@ int checkpoint_save(const char *dir, gpt_stage *model, optim *opt, const checkpo
   if (gpt_stage_first(model) != 0 || gpt_stage_last(model) != gpt_stage_config(model)->n_layer)
     return wt_fail(WT_EINVAL, "checkpoint_save needs a whole model, not layers [%d, %d)",
                    gpt_stage_first(model), gpt_stage_last(model));
+  if (meta->step < 0 || meta->step > CHECKPOINT_MAX_STEP)
+    return wt_fail(WT_EINVAL, "checkpoint step %ld is outside [0, %.0f]", meta->step,
+                   (double)CHECKPOINT_MAX_STEP);
   WT_CHECK(s_check_len(dir));
   WT_CHECK(s_mkdirs(dir));
-  char name[64], final[4200], tmp[4200];
+  char name[64], final[4200], tmp[4200], latest[4200];
   snprintf(name, sizeof name, "step-%08ld", meta->step);
   s_path(final, sizeof final, "%s/%s", dir, name);
+  s_path(latest, sizeof latest, "%s/latest", dir);
+  int had_checkpoint = access(latest, F_OK) == 0;
   s_path(tmp, sizeof tmp, "%s/.tmp-%s-XXXXXX", dir, name);
   if (!mkdtemp(tmp))
     return wt_fail(WT_EIO, "cannot create a directory in %s: %s", dir, strerror(errno));
   int rc = s_write_all(tmp, model, opt, meta);
   if (rc == WT_OK) rc = s_install(tmp, final, dir);
+  if (rc == WT_OK && s_fault("installed")) return WT_EIO;
   if (rc == WT_OK) rc = s_set_latest(dir, name);
   if (rc != WT_OK) {
     char msg[1200];
     snprintf(msg, sizeof msg, "%s", wt_last_error());
     s_remove_tree(tmp);
-    return wt_fail(rc,
-                   "checkpoint save of step %ld failed (%s); the previous checkpoint in %s "
-                   "is unchanged",
-                   meta->step, msg, dir);
+    return wt_fail(rc, "checkpoint save of step %ld failed (%s); %s %s", meta->step, msg,
+                   had_checkpoint ? "the previous checkpoint is unchanged in"
+                                  : "no checkpoint was written to",
+                   dir);
   }
   s_prune(dir, keep < 1 ? 1 : keep, name);
   return WT_OK;
@@ -289,30 +347,10 @@ int checkpoint_save(const char *dir, gpt_stage *model, optim *opt, const checkpo
 
 /* ---- loading ------------------------------------------------------------------------------- */
 
-int checkpoint_resolve(const char *path, char *out, size_t size) {
+static int s_is_step_dir(const char *path) {
   char probe[4200];
-  WT_CHECK(s_check_len(path));
   s_path(probe, sizeof probe, "%s/SHA256SUMS", path);
-  if (access(probe, F_OK) == 0) {
-    s_path(out, size, "%s", path);
-    return WT_OK;
-  }
-  s_path(probe, sizeof probe, "%s/latest", path);
-  FILE *f = fopen(probe, "rb");
-  char name[256] = "";
-  if (f) {
-    if (!fgets(name, sizeof name, f)) name[0] = 0;
-    fclose(f);
-  }
-  name[strcspn(name, "\r\n")] = 0;
-  if (!*name || strchr(name, '/'))
-    return wt_fail(WT_ENOTFOUND,
-                   "no checkpoint in %s (neither a step directory with SHA256SUMS "
-                   "nor a run directory with a 'latest' file); check the path, or train without "
-                   "--resume to start one",
-                   path);
-  s_path(out, size, "%s/%s", path, name);
-  return WT_OK;
+  return access(probe, F_OK) == 0;
 }
 
 /* Checks every file listed as required against SHA256SUMS. */
@@ -322,8 +360,8 @@ static int s_verify(const char *stepdir) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return wt_fail(WT_ENOTFOUND,
-                   "checkpoint %s has no SHA256SUMS: it is incomplete; delete it "
-                   "and use an earlier step directory",
+                   "checkpoint %s has no SHA256SUMS: it is incomplete; delete it (its run "
+                   "directory then loads from the newest complete step directory)",
                    stepdir);
   while (fgets(line, sizeof line, f)) {
     char hex[128], file[256];
@@ -339,8 +377,9 @@ static int s_verify(const char *stepdir) {
     if (!*want[i] || rc != WT_OK || strcmp(got, want[i]) != 0)
       return wt_fail(WT_ECORRUPT,
                      "checkpoint %s: %s %s its SHA-256 in SHA256SUMS; the checkpoint "
-                     "is corrupt or truncated — delete %s and resume from an earlier step "
-                     "directory, or train without --resume",
+                     "is corrupt or truncated — delete %s (its run directory then loads from "
+                     "the newest complete earlier step directory) or pass an earlier step "
+                     "directory",
                      stepdir, s_files[i],
                      rc != WT_OK ? "is missing or unreadable, so cannot match"
                      : !*want[i] ? "is not listed with"
@@ -350,35 +389,49 @@ static int s_verify(const char *stepdir) {
   return WT_OK;
 }
 
-static int s_parse_u64_hex(const cJSON *item, uint64_t *out) {
-  char *end = NULL;
-  if (!cJSON_IsString(item)) return WT_ECORRUPT;
-  *out = strtoull(item->valuestring, &end, 16);
-  return *end || !*item->valuestring ? WT_ECORRUPT : WT_OK;
+/* The newest step directory of run directory `dir` whose digests verify, into out. */
+static int s_newest_verified(const char *dir, char *out, size_t size) {
+  char **names;
+  int n = s_list_steps(dir, &names), found = 0;
+  for (int i = n - 1; i >= 0 && !found; i--) {
+    s_path(out, size, "%s/%s", dir, names[i]);
+    found = s_verify(out) == WT_OK;
+  }
+  s_free_names(names, n);
+  return found ? WT_OK : WT_ENOTFOUND;
 }
 
-static int s_parse_state(const cJSON *root, checkpoint_meta *meta) {
-  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
-  const cJSON *step = cJSON_GetObjectItemCaseSensitive(root, "step");
-  const cJSON *batches = cJSON_GetObjectItemCaseSensitive(root, "data_batches");
-  const cJSON *rng = cJSON_GetObjectItemCaseSensitive(root, "data_rng");
-  const cJSON *tok = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
-  if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, CKPT_FORMAT) || !cJSON_IsNumber(step) ||
-      !cJSON_IsNumber(batches) || cJSON_GetArraySize(rng) != 4 || !cJSON_IsString(tok))
-    return WT_ECORRUPT;
-  meta->step = (long)step->valuedouble;
-  meta->data_pos.batches = (uint64_t)batches->valuedouble;
-  for (int i = 0; i < 4; i++)
-    if (s_parse_u64_hex(cJSON_GetArrayItem(rng, i), &meta->data_pos.rng.s[i]) != WT_OK)
-      return WT_ECORRUPT;
-  int found = 0;
-  for (int i = 0; i < 3; i++)
-    if (!strcmp(tok->valuestring, s_tokenizers[i])) meta->tokenizer = (data_tokenizer)i, found = 1;
-  const cJSON *train = cJSON_GetObjectItemCaseSensitive(root, "train");
-  char *text = train ? cJSON_PrintUnformatted(train) : NULL;
-  snprintf(meta->train_json, sizeof meta->train_json, "%s", text ? text : "");
-  free(text);
-  return found ? WT_OK : WT_ECORRUPT;
+int checkpoint_resolve(const char *path, char *out, size_t size) {
+  char probe[4200], why[300];
+  WT_CHECK(s_check_len(path));
+  if (s_is_step_dir(path)) {
+    s_path(out, size, "%s", path);
+    return WT_OK;
+  }
+  s_path(probe, sizeof probe, "%s/latest", path);
+  FILE *f = fopen(probe, "rb");
+  char name[256] = "";
+  if (f) {
+    if (!fgets(name, sizeof name, f)) name[0] = 0;
+    fclose(f);
+  }
+  name[strcspn(name, "\r\n")] = 0;
+  if (*name && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..")) {
+    s_path(out, size, "%s/%s", path, name);
+    if (s_is_step_dir(out)) return WT_OK;
+    snprintf(why, sizeof why, "'latest' names %.200s, which is missing or incomplete", name);
+  } else {
+    snprintf(why, sizeof why, "'latest' is %s", f ? "empty or malformed" : "missing");
+  }
+  /* `latest` is only a pointer: the step directories themselves say what is complete. */
+  if (s_newest_verified(path, out, size) == WT_OK) {
+    WT_WARN("%s: %s; using %s, the newest step directory whose digests verify", path, why, out);
+    return WT_OK;
+  }
+  return wt_fail(WT_ENOTFOUND,
+                 "no checkpoint in %s (neither a step directory with SHA256SUMS nor a run "
+                 "directory with a complete step directory); check the path",
+                 path);
 }
 
 static int s_read_state(const char *stepdir, checkpoint_meta *meta) {
@@ -389,37 +442,66 @@ static int s_read_state(const char *stepdir, checkpoint_meta *meta) {
   char *text = wt_xcalloc(1, 1 << 16);
   size_t len = fread(text, 1, (1 << 16) - 1, f);
   fclose(f);
-  cJSON *root = cJSON_ParseWithLength(text, len);
+  int rc = checkpoint_state_parse(text, len, path, meta);
   free(text);
-  int rc = root ? s_parse_state(root, meta) : WT_ECORRUPT;
-  cJSON_Delete(root);
-  if (rc != WT_OK)
+  return rc;
+}
+
+/* A metadata value of a checkpoint's safetensors file that must be a whole number in
+ * [lo, hi]; `file` is the path for the message. */
+static int s_meta_long(const safetensors *st, const char *file, const char *key, long lo, long hi,
+                       long *out) {
+  const char *v = safetensors_metadata(st, key);
+  char *end = NULL;
+  errno = 0;
+  long x = v ? strtol(v, &end, 10) : 0;
+  if (!v || !*v || *end || errno || x < lo || x > hi)
     return wt_fail(WT_ECORRUPT,
-                   "%s is not a %s state file; the checkpoint is damaged or from "
-                   "another program — use another step directory",
-                   path, CKPT_FORMAT);
+                   "%s: metadata \"%s\" is %s%.40s%s, not a whole number in [%ld, %ld]; the "
+                   "checkpoint is damaged or was not written by wantrain — use another step "
+                   "directory",
+                   file, key, v ? "\"" : "", v ? v : "missing", v ? "\"" : "", lo, hi);
+  *out = x;
   return WT_OK;
 }
 
-static int s_meta_int(const safetensors *st, const char *key, int *out) {
-  const char *v = safetensors_metadata(st, key);
-  char *end = NULL;
-  long x = v ? strtol(v, &end, 10) : 0;
-  if (!v || *end || x <= 0 || x > (1L << 30))
-    return wt_fail(WT_ECORRUPT,
-                   "model.safetensors: metadata \"%s\" is missing or not a positive "
-                   "integer; the checkpoint was not written by wantrain",
-                   key);
+static int s_meta_int(const safetensors *st, const char *file, const char *key, int *out) {
+  long x = 0;
+  WT_CHECK(s_meta_long(st, file, key, 1, 1L << 30, &x));
   *out = (int)x;
   return WT_OK;
 }
 
-static int s_model_config(const safetensors *st, gpt_config *cfg) {
-  WT_CHECK(s_meta_int(st, "vocab_size", &cfg->vocab_size));
-  WT_CHECK(s_meta_int(st, "max_seq", &cfg->max_seq));
-  WT_CHECK(s_meta_int(st, "n_layer", &cfg->n_layer));
-  WT_CHECK(s_meta_int(st, "n_head", &cfg->n_head));
-  return s_meta_int(st, "channels", &cfg->channels);
+/* The model config in model.safetensors' metadata, checked for consistency with itself and
+ * with the tokenizer that state.json recorded. */
+static int s_model_config(const safetensors *st, const char *file, const checkpoint_meta *meta,
+                          gpt_config *cfg) {
+  WT_CHECK(s_meta_int(st, file, "vocab_size", &cfg->vocab_size));
+  WT_CHECK(s_meta_int(st, file, "max_seq", &cfg->max_seq));
+  WT_CHECK(s_meta_int(st, file, "n_layer", &cfg->n_layer));
+  WT_CHECK(s_meta_int(st, file, "n_head", &cfg->n_head));
+  WT_CHECK(s_meta_int(st, file, "channels", &cfg->channels));
+  if (gpt_config_validate(cfg) != WT_OK) {
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", wt_last_error());
+    return wt_fail(WT_ECORRUPT, "%s: metadata describes an impossible model (%s)", file, msg);
+  }
+  const char *tok = safetensors_metadata(st, "tokenizer");
+  if (checkpoint_tokenizer_index(tok) != (int)meta->tokenizer)
+    return wt_fail(WT_ECORRUPT,
+                   "%s: metadata \"tokenizer\" is %.40s but state.json says %s; the checkpoint "
+                   "is damaged — use another step directory",
+                   file, tok ? tok : "missing", checkpoint_tokenizer_name(meta->tokenizer));
+  int V = cfg->vocab_size;
+  int fits = meta->tokenizer == DATA_TOKENIZER_BYTES       ? V == 256
+             : meta->tokenizer == DATA_TOKENIZER_SYNTHETIC ? V <= 64
+                                                           : V >= DATA_GPT2_VOCAB;
+  if (!fits)
+    return wt_fail(WT_ECORRUPT,
+                   "%s: metadata \"vocab_size\" %d does not fit tokenizer %s; the checkpoint "
+                   "is damaged — use another step directory",
+                   file, V, checkpoint_tokenizer_name(meta->tokenizer));
+  return WT_OK;
 }
 
 /* Verifies and opens a checkpoint's model file. */
@@ -432,7 +514,7 @@ static int s_open(const char *path, char *stepdir, size_t size, safetensors **st
   s_path(file, sizeof file, "%s/%s", stepdir, s_files[0]);
   *st = safetensors_load(file);
   if (!*st) return WT_ECORRUPT;
-  int rc = s_model_config(*st, cfg);
+  int rc = s_model_config(*st, file, meta, cfg);
   if (rc != WT_OK) safetensors_destroy(st);
   return rc;
 }
@@ -471,21 +553,23 @@ static int s_load_weights(const safetensors *st, gpt_stage *model, int copy) {
   return WT_OK;
 }
 
-static int s_load_optim(const char *stepdir, optim *opt) {
+/* The optimizer's state and step count, which cannot exceed the steps the run took. */
+static int s_load_optim(const char *stepdir, optim *opt, long run_step) {
   char file[4200];
   s_path(file, sizeof file, "%s/%s", stepdir, s_files[1]);
   safetensors *st = safetensors_load(file);
   if (!st) return WT_ECORRUPT;
-  const char *kind = safetensors_metadata(st, "kind"),
-             *step = safetensors_metadata(st, "step_count");
+  const char *kind = safetensors_metadata(st, "kind");
   const char *want = optim_get_config(opt)->kind == OPTIM_SGD ? "sgd" : "adamw";
   int rc = WT_OK, n = optim_num_states(opt);
   static const char *const names[] = {"state0", "state1", "state2", "state3"};
-  if (!kind || !step || strcmp(kind, want) != 0)
+  long step = 0;
+  if (!kind || strcmp(kind, want) != 0)
     rc = wt_fail(WT_EMISMATCH,
                  "checkpoint %s holds %s optimizer state but this run uses %s; "
                  "pass --optimizer %s or use another --checkpoint-dir",
                  stepdir, kind ? kind : "no", want, kind && strcmp(kind, "none") ? kind : want);
+  if (rc == WT_OK) rc = s_meta_long(st, file, "step_count", 0, run_step, &step);
   for (int pass = 0; pass < 2 && rc == WT_OK; pass++) {
     for (int i = 0; i < n && i < 4 && rc == WT_OK; i++) {
       size_t len;
@@ -494,7 +578,7 @@ static int s_load_optim(const char *stepdir, optim *opt) {
       rc = safetensors_read(st, names[i], 1, shape, pass ? buf : NULL);
     }
   }
-  if (rc == WT_OK) optim_set_step_count(opt, strtol(step, NULL, 10));
+  if (rc == WT_OK) optim_set_step_count(opt, step);
   safetensors_destroy(&st);
   return rc;
 }
@@ -509,9 +593,106 @@ int checkpoint_load(const char *path, gpt_stage *model, optim *opt, checkpoint_m
   if (rc == WT_OK) rc = s_load_weights(st, model, 0);
   /* The optimizer checks all of its own file before writing its buffers; once it has, the
      weights (already checked) cannot fail to copy. */
-  if (rc == WT_OK && opt) rc = s_load_optim(stepdir, opt);
+  if (rc == WT_OK && opt) rc = s_load_optim(stepdir, opt, m.step);
   if (rc == WT_OK) rc = s_load_weights(st, model, 1);
   if (rc == WT_OK) *meta = m;
   safetensors_destroy(&st);
   return rc;
+}
+
+/* ---- a run directory held by one run ------------------------------------------------------- */
+
+struct checkpoint_run {
+  int lock_fd; /* holds the flock on DIR/.lock until closed */
+};
+
+/* Refuses a directory that is a step directory, or, for a fresh run, one that holds a run. */
+static int s_check_run_dir(const char *dir, int fresh) {
+  char probe[4200];
+  const char *base = strrchr(dir, '/');
+  base = base ? base + 1 : dir;
+  s_path(probe, sizeof probe, "%s/state.json", dir);
+  if (s_is_step_dir(dir) || access(probe, F_OK) == 0 || s_is_step_name(base))
+    return wt_fail(WT_EINVAL,
+                   "--checkpoint-dir %s is a step directory inside a run directory; pass "
+                   "the run directory that holds it (its parent)",
+                   dir);
+  if (!fresh) return WT_OK;
+  char **names;
+  int n = s_list_steps(dir, &names);
+  s_path(probe, sizeof probe, "%s/latest", dir);
+  int has_latest = access(probe, F_OK) == 0;
+  int rc = WT_OK;
+  if (n > 0 || has_latest)
+    rc = wt_fail(WT_EINVAL,
+                 "--checkpoint-dir %s already holds a run (%s%s); pass --resume to continue "
+                 "it, or choose another directory",
+                 dir, n > 0 ? names[n - 1] : "a 'latest' file",
+                 n > 1 ? " and older step directories" : "");
+  s_free_names(names, n);
+  return rc;
+}
+
+/* Creates and removes a file, so that a directory that cannot take a checkpoint is found now
+ * rather than at the first save. */
+static int s_check_writable(const char *dir) {
+  char probe[4200];
+  s_path(probe, sizeof probe, "%s/.write-test-XXXXXX", dir);
+  int fd = mkstemp(probe);
+  if (fd < 0 || write(fd, "x", 1) != 1 || fsync(fd) != 0) {
+    int e = errno;
+    if (fd >= 0) close(fd), unlink(probe);
+    return wt_fail(WT_EIO,
+                   "--checkpoint-dir %s is not writable: %s; choose a directory this "
+                   "user can write",
+                   dir, strerror(e));
+  }
+  close(fd);
+  unlink(probe);
+  return WT_OK;
+}
+
+checkpoint_run *checkpoint_run_open(const char *dir, int fresh) {
+  struct stat st;
+  if (s_check_len(dir) != WT_OK) return NULL;
+  if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+    wt_fail(WT_EINVAL, "--checkpoint-dir %s exists and is not a directory; choose a directory",
+            dir);
+    return NULL;
+  }
+  if (s_mkdirs(dir) != WT_OK || s_check_run_dir(dir, fresh) != WT_OK) return NULL;
+  char path[4200];
+  s_path(path, sizeof path, "%s/.lock", dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    wt_fail(WT_EIO, "--checkpoint-dir %s is not writable: cannot create %s: %s", dir, path,
+            strerror(errno));
+    return NULL;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    close(fd);
+    if (e == EWOULDBLOCK)
+      wt_fail(WT_EINVAL,
+              "--checkpoint-dir %s is in use by another run (it holds the lock on %s); wait "
+              "for that run to end, or choose another directory",
+              dir, path);
+    else
+      wt_fail(WT_EIO, "cannot lock %s: %s", path, strerror(e));
+    return NULL;
+  }
+  if (s_check_writable(dir) != WT_OK) {
+    close(fd);
+    return NULL;
+  }
+  checkpoint_run *self = wt_xcalloc(1, sizeof *self);
+  self->lock_fd = fd;
+  return self;
+}
+
+void checkpoint_run_close(checkpoint_run **self_p) {
+  if (!self_p || !*self_p) return;
+  close((*self_p)->lock_fd); /* releases the flock */
+  free(*self_p);
+  *self_p = NULL;
 }

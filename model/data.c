@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 struct data_set {
   uint16_t *tokens; /* (n,) */
@@ -145,22 +146,28 @@ static int s_read_all(const char *path, unsigned char **buf, size_t *len) {
   if (!f)
     return wt_fail(errno == ENOENT ? WT_ENOTFOUND : WT_EIO, "data file %s: %s", path,
                    strerror(errno));
+  /* fopen succeeds on a directory, and seeking there reports a size of LONG_MAX. */
+  struct stat st;
   int rc = WT_OK;
-  long size = -1;
-  if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-  if (size < 0 || fseek(f, 0, SEEK_SET) != 0)
-    rc = wt_fail(WT_EIO,
-                 "data file %s: not a regular "
-                 "file",
+  if (fstat(fileno(f), &st) != 0)
+    rc = wt_fail(WT_EIO, "data file %s: %s", path, strerror(errno));
+  else if (S_ISDIR(st.st_mode))
+    rc = wt_fail(WT_EINVAL,
+                 "data file %s is a directory; pass one file inside it (a text file or an "
+                 "llm.c .bin shard)",
                  path);
-  else if (size == 0)
+  else if (!S_ISREG(st.st_mode))
+    rc = wt_fail(WT_EINVAL, "data file %s is not a regular file; pass a text file or a .bin shard",
+                 path);
+  else if (st.st_size == 0)
     rc = wt_fail(WT_EINVAL, "data file %s is empty", path);
   if (rc == WT_OK) {
-    *buf = wt_xmalloc((size_t)size);
-    *len = fread(*buf, 1, (size_t)size, f);
-    if (*len != (size_t)size) {
+    size_t size = (size_t)st.st_size;
+    *buf = wt_xmalloc(size);
+    *len = fread(*buf, 1, size, f);
+    if (*len != size) {
       free(*buf);
-      rc = wt_fail(WT_EIO, "data file %s: read %zu of %ld bytes", path, *len, size);
+      rc = wt_fail(WT_EIO, "data file %s: read %zu of %zu bytes", path, *len, size);
     }
   }
   fclose(f);
@@ -207,7 +214,12 @@ static data_set *s_open_shard(const char *path, unsigned char *buf, size_t len) 
     tok[i] = (uint16_t)(buf[header + 2 * i] | buf[header + 2 * i + 1] << 8);
   free(buf);
   data_set *d = data_set_from_tokens(tok, (size_t)ntok, DATA_GPT2_VOCAB, DATA_TOKENIZER_GPT2);
-  if (!d) wt_fail(WT_ECORRUPT, "shard %s: %s", path, wt_last_error());
+  if (!d) {
+    /* wt_fail writes the buffer wt_last_error() points at: copy the message out first. */
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", wt_last_error());
+    wt_fail(WT_ECORRUPT, "shard %s: %s", path, msg);
+  }
   return d;
 }
 

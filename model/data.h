@@ -29,6 +29,7 @@
 
 #include "common/rng.h"
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -127,6 +128,17 @@ int data_file_sha256(const char *path, char hex[65]);
  * message), WT_ECORRUPT (SHA-256 mismatch; nothing is kept) or WT_EINVAL (bad URL or digest). */
 int data_fetch(const char *url, const char *cache_dir, const char *sha256_hex, char *out_path,
                size_t out_size);
+
+/* Process-wide settings of data_fetch (set them before fetching; not thread-safe): a download
+ * that receives less than 1 byte/s for `stall_s` seconds (<= 0: the default, 60) is abandoned
+ * with WT_ETIMEOUT; when abort_flag is non-NULL, a download in progress is abandoned with WT_EIO
+ * within about a second of *abort_flag becoming nonzero (a SIGINT/SIGTERM handler sets it).
+ * An abandoned download leaves nothing in the cache. */
+void data_fetch_configure(long stall_s, const volatile sig_atomic_t *abort_flag);
+
+/* Checks that hex is a SHA-256 digest: 64 hexadecimal digits. Returns WT_OK or WT_EINVAL with a
+ * message naming --data-sha256. */
+int data_sha256_check(const char *hex);
 
 /* The default cache directory: $WANTRAIN_CACHE, else $XDG_CACHE_HOME/wantrain, else
  * $HOME/.cache/wantrain, else /tmp/wantrain-cache. Written into buf. */

@@ -49,7 +49,7 @@ int data_file_sha256(const char *path, char hex[65]) {
   return WT_OK;
 }
 
-static int s_check_digest(const char *hex) {
+int data_sha256_check(const char *hex) {
   size_t n = strlen(hex);
   int ok = n == 64;
   for (size_t i = 0; ok && i < n; i++) ok = isxdigit((unsigned char)hex[i]);
@@ -59,7 +59,7 @@ static int s_check_digest(const char *hex) {
 
 int data_fetch_verify(const char *path, const char *sha256_hex) {
   char got[65];
-  WT_CHECK(s_check_digest(sha256_hex));
+  WT_CHECK(data_sha256_check(sha256_hex));
   WT_CHECK(data_file_sha256(path, got));
   if (strcasecmp(got, sha256_hex) != 0)
     return wt_fail(WT_ECORRUPT,
@@ -112,6 +112,22 @@ static int s_cache_path(const char *url, const char *dir, char *out, size_t size
   return WT_OK;
 }
 
+/* Process-wide download settings (data_fetch_configure). */
+static long s_stall_s = 60;
+static const volatile sig_atomic_t *s_abort_flag;
+
+void data_fetch_configure(long stall_s, const volatile sig_atomic_t *abort_flag) {
+  s_stall_s = stall_s > 0 ? stall_s : 60;
+  s_abort_flag = abort_flag;
+}
+
+/* libcurl calls this about once a second even while no byte arrives; nonzero aborts. */
+static int s_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                      curl_off_t ulnow) {
+  (void)user, (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+  return s_abort_flag && *s_abort_flag;
+}
+
 static size_t s_write(void *ptr, size_t size, size_t nmemb, void *user) {
   return fwrite(ptr, size, nmemb, (FILE *)user);
 }
@@ -131,8 +147,20 @@ static int s_curl_get(const char *url, FILE *f) {
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  /* A server that stops sending would otherwise hold the download open forever. */
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, s_stall_s);
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, s_progress);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
   CURLcode rc = curl_easy_perform(c);
   curl_easy_cleanup(c);
+  if (rc == CURLE_ABORTED_BY_CALLBACK)
+    return wt_fail(WT_EIO, "download of %s interrupted by a signal; nothing was kept", url);
+  if (rc == CURLE_OPERATION_TIMEDOUT)
+    return wt_fail(WT_ETIMEOUT,
+                   "download of %s stalled: nothing arrived for %ld s; nothing was kept — "
+                   "check the server, or download the file yourself and pass its path",
+                   url, s_stall_s);
   if (rc != CURLE_OK)
     return wt_fail(WT_EIO, "cannot fetch %s: %s; check the URL and the network", url,
                    *err ? err : curl_easy_strerror(rc));
@@ -172,7 +200,7 @@ static int s_download(const char *url, const char *dir, const char *final, const
 int data_fetch(const char *url, const char *cache_dir, const char *sha256_hex, char *out_path,
                size_t out_size) {
   int has_sha = sha256_hex && *sha256_hex;
-  if (has_sha) WT_CHECK(s_check_digest(sha256_hex));
+  if (has_sha) WT_CHECK(data_sha256_check(sha256_hex));
   if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8) && strncmp(url, "file://", 7))
     return wt_fail(WT_EINVAL, "'%s' is not an http://, https:// or file:// URL", url);
   WT_CHECK(s_mkdirs(cache_dir));

@@ -6,7 +6,9 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
 struct safetensors {
   char path[1024];
@@ -70,19 +72,27 @@ int safetensors_write(FILE *f, const char *what, const safetensors_tensor *tenso
 static int s_read_file(safetensors *st, const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) return wt_fail(errno == ENOENT ? WT_ENOTFOUND : WT_EIO, "%s: %s", path, strerror(errno));
-  long size = -1;
-  if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+  struct stat sb;
   int rc = WT_OK;
-  if (size < 8 || fseek(f, 0, SEEK_SET) != 0) {
-    rc = wt_fail(WT_ECORRUPT, "%s: %ld bytes is too short for a safetensors file", path, size);
-  } else {
-    st->size = (size_t)size;
+  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) /* a directory "reads" as LONG_MAX */
+    rc = wt_fail(WT_ECORRUPT, "%s is not a regular file", path);
+  else if (sb.st_size < 8)
+    rc = wt_fail(WT_ECORRUPT, "%s: %lld bytes is too short for a safetensors file", path,
+                 (long long)sb.st_size);
+  if (rc == WT_OK) {
+    st->size = (size_t)sb.st_size;
     st->file = wt_xmalloc(st->size);
     if (fread(st->file, 1, st->size, f) != st->size)
       rc = wt_fail(WT_EIO, "%s: read error: %s", path, strerror(errno));
   }
   fclose(f);
   return rc;
+}
+
+/* A JSON number that is a whole number in [0, 2^53] (where doubles are exact). */
+static int s_whole(const cJSON *x) {
+  return cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble <= 9007199254740992.0 &&
+         x->valuedouble == floor(x->valuedouble);
 }
 
 /* Checks one tensor entry: F32, a 1-D or 2-D shape of non-negative ints, offsets in the data
@@ -101,10 +111,14 @@ static int s_check_entry(const safetensors *st, const cJSON *e) {
   double numel = 1;
   for (int d = 0; d < ndim; d++) {
     const cJSON *x = cJSON_GetArrayItem(shape, d);
-    if (!cJSON_IsNumber(x) || x->valuedouble < 0)
-      return wt_fail(WT_ECORRUPT, "%s: tensor %s has a bad dimension", st->path, e->string);
+    if (!s_whole(x))
+      return wt_fail(WT_ECORRUPT, "%s: tensor %s has a dimension that is not a whole number",
+                     st->path, e->string);
     numel *= x->valuedouble;
   }
+  if (!s_whole(cJSON_GetArrayItem(offs, 0)) || !s_whole(cJSON_GetArrayItem(offs, 1)))
+    return wt_fail(WT_ECORRUPT, "%s: tensor %s has data_offsets that are not whole numbers",
+                   st->path, e->string);
   double b = cJSON_GetArrayItem(offs, 0)->valuedouble,
          end = cJSON_GetArrayItem(offs, 1)->valuedouble;
   double data_size = (double)(st->size - st->data_start);
@@ -142,6 +156,21 @@ safetensors *safetensors_load(const char *path) {
   if (s_read_file(st, path) != WT_OK || s_parse_header(st) != WT_OK) {
     safetensors_destroy(&st);
     return NULL;
+  }
+  return st;
+}
+
+safetensors *safetensors_parse(const void *data, size_t size, const char *what) {
+  safetensors *st = wt_xcalloc(1, sizeof *st);
+  snprintf(st->path, sizeof st->path, "%s", what);
+  st->size = size;
+  st->file = wt_xmalloc(size);
+  if (size) memcpy(st->file, data, size);
+  if (size < 8) {
+    wt_fail(WT_ECORRUPT, "%s: %zu bytes is too short for a safetensors file", what, size);
+    safetensors_destroy(&st);
+  } else if (s_parse_header(st) != WT_OK) {
+    safetensors_destroy(&st);
   }
   return st;
 }
@@ -203,6 +232,7 @@ int safetensors_read(const safetensors *st, const char *name, int ndim, const in
                    "needs [%lld, %lld] (ndim %d)",
                    st->path, name, (long long)got[0], (long long)(got_ndim == 2 ? got[1] : 1),
                    got_ndim, (long long)shape[0], (long long)(ndim == 2 ? shape[1] : 1), ndim);
+  /* The header check tied the byte count to the stored shape, which equals the requested one. */
   if (dst) memcpy(dst, st->file + st->data_start + begin, end - begin);
   return WT_OK;
 }

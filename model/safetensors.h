@@ -38,6 +38,9 @@ typedef struct safetensors safetensors;
 safetensors *safetensors_load(const char *path);
 void safetensors_destroy(safetensors **self_p);
 
+/* The same from `size` bytes in memory (copied); `what` names them in messages. */
+safetensors *safetensors_parse(const void *data, size_t size, const char *what);
+
 int safetensors_num_tensors(const safetensors *st);
 
 /* The i-th tensor in header order: name (owned by st), ndim, shape, and byte offsets relative

@@ -1,28 +1,44 @@
 #!/usr/bin/env bash
-# Builds the codec decoders' libFuzzer targets (compress/fuzz/fuzz_<codec>.c) with clang,
-# ASan and UBSan, seeds each with valid encodings, and runs each for a bounded time.
-#   scripts/fuzz.sh [--time SECONDS] [--out DIR] [--rss MB] [codec ...]
-# Defaults: 10 s per target, build-fuzz/, 2048 MB, every codec. Exits 77 (skip) when clang or
+# Builds libFuzzer targets with clang, ASan and UBSan, seeds each, and runs each for a bounded
+# time. A target is a file */fuzz/fuzz_<name>.c; the lines of its header comment say what it
+# links:
+#   fuzz-sources: model/safetensors.c common/common.c    (globs allowed)
+#   fuzz-flags:   -DNAME=value                           (optional compile flags)
+#   fuzz-libs:    -lcjson -lm                            (optional)
+# and its seeds are the files in <its folder>/seeds/<name>/ if there are any. The codec targets
+# (compress/fuzz/) name no sources: they share the codec sources and the valid encodings that
+# compress/fuzz/gen_corpus.c writes.
+#   scripts/fuzz.sh [--time SECONDS] [--out DIR] [--rss MB] [name ...]
+# Defaults: 10 s per target, build-fuzz/, 2048 MB, every target. Exits 77 (skip) when clang or
 # libFuzzer is missing, nonzero when a target finds a crash (the input is left in DIR/crashes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TIME=10
 OUT=build-fuzz
 RSS=2048
-CODECS=()
+NAMES=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --time) TIME="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --rss) RSS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
-    *) CODECS+=("$1"); shift ;;
+    *) NAMES+=("$1"); shift ;;
   esac
 done
-if [ ${#CODECS[@]} -eq 0 ]; then
-  CODECS=(fp32 fp16 bf16 int8 int4 topk randk sign)
+if [ ${#NAMES[@]} -eq 0 ]; then
+  for f in */fuzz/fuzz_*.c; do
+    n=$(basename "$f" .c)
+    NAMES+=("${n#fuzz_}")
+  done
 fi
+TARGETS=()
+for n in "${NAMES[@]}"; do
+  found=(*/fuzz/fuzz_"$n".c)
+  [ -f "${found[0]}" ] || { echo "fuzz.sh: no target */fuzz/fuzz_$n.c" >&2; exit 2; }
+  TARGETS+=("${found[0]}")
+done
 CC=${FUZZ_CC:-clang}
 if ! command -v "$CC" >/dev/null; then
   echo "fuzz.sh: $CC not found; install clang and libclang-rt-14-dev (scripts/deps.sh)"
@@ -36,37 +52,68 @@ if ! "$CC" -fsanitize=fuzzer "$probe" -o "$OUT/probe" 2>/dev/null; then
   exit 77
 fi
 
-# The codec sources only (not the rest of compress/, which has other dependencies), compiled
-# once with coverage instrumentation and linked into every target.
-SRCS=(compress/codec*.c compress/wire.c compress/ef.c common/common.c common/rng.c common/bytes.c)
 FLAGS=(-g -O1 -std=gnu11 -I. -Wno-unknown-pragmas
        -fsanitize=address,undefined -fno-sanitize-recover=undefined)
-objs=()
-for src in "${SRCS[@]}"; do
-  obj="$OUT/obj/$(basename "${src%.c}").o"
-  "$CC" "${FLAGS[@]}" -fsanitize=fuzzer-no-link -c "$src" -o "$obj"
-  objs+=("$obj")
-done
-"$CC" "${FLAGS[@]}" compress/fuzz/gen_corpus.c "${objs[@]}" -lz -lm -o "$OUT/gen_corpus" \
-  -fsanitize=fuzzer-no-link
-rm -rf "$OUT/seeds"
-"$OUT/gen_corpus" "$OUT/seeds"
+CODEC_SRCS=(compress/codec*.c compress/wire.c compress/ef.c common/common.c common/rng.c
+            common/bytes.c)
 
+# The value of a "fuzz-KEY:" line in a target's header comment ("" if none).
+header_line() { sed -n "s/^ \* fuzz-$2: *//p" "$1" | head -1; }
+
+# Compiles sources (with coverage instrumentation) into objects under $OUT/obj/<tag>/ and
+# prints their paths; each source compiles once per tag.
+compile() {
+  local tag=$1; shift
+  local extra=$1; shift
+  mkdir -p "$OUT/obj/$tag"
+  for src in "$@"; do
+    local obj="$OUT/obj/$tag/$(echo "${src%.c}" | tr / _).o"
+    if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ]; then
+      # shellcheck disable=SC2086
+      "$CC" "${FLAGS[@]}" $extra -fsanitize=fuzzer-no-link -c "$src" -o "$obj"
+    fi
+    echo "$obj"
+  done
+}
+
+codec_objs=()
 status=0
-for c in "${CODECS[@]}"; do
-  src="compress/fuzz/fuzz_$c.c"
-  [ -f "$src" ] || { echo "fuzz.sh: no target $src" >&2; exit 2; }
-  "$CC" "${FLAGS[@]}" -fsanitize=fuzzer "$src" "${objs[@]}" -lz -lm -o "$OUT/fuzz_$c"
-  mkdir -p "$OUT/corpus/$c"
-  echo "== fuzz_$c for ${TIME}s"
-  if ! "$OUT/fuzz_$c" -max_total_time="$TIME" -rss_limit_mb="$RSS" -timeout=20 \
-      -artifact_prefix="$OUT/crashes/$c-" -print_final_stats=0 \
-      "$OUT/corpus/$c" "$OUT/seeds/$c" 2>"$OUT/fuzz_$c.log"; then
-    tail -40 "$OUT/fuzz_$c.log"
-    echo "fuzz.sh: fuzz_$c FAILED; reproduce with $OUT/fuzz_$c $OUT/crashes/$c-*"
+for target in "${TARGETS[@]}"; do
+  name=$(basename "$target" .c)
+  name=${name#fuzz_}
+  srcs=$(header_line "$target" sources)
+  seeds=()
+  if [ -z "$srcs" ]; then # a codec target
+    if [ ${#codec_objs[@]} -eq 0 ]; then
+      mapfile -t codec_objs < <(compile codecs "" "${CODEC_SRCS[@]}")
+      "$CC" "${FLAGS[@]}" compress/fuzz/gen_corpus.c "${codec_objs[@]}" -lz -lm \
+        -o "$OUT/gen_corpus" -fsanitize=fuzzer-no-link
+      rm -rf "$OUT/seeds"
+      "$OUT/gen_corpus" "$OUT/seeds"
+    fi
+    objs=("${codec_objs[@]}")
+    libs="-lz -lm"
+    seeds=("$OUT/seeds/$name")
+  else
+    flags=$(header_line "$target" flags)
+    # shellcheck disable=SC2086
+    mapfile -t objs < <(compile "$name" "$flags" $srcs)
+    libs=$(header_line "$target" libs)
+    seed_dir="$(dirname "$target")/seeds/$name"
+    [ -d "$seed_dir" ] && seeds=("$seed_dir")
+  fi
+  # shellcheck disable=SC2086
+  "$CC" "${FLAGS[@]}" -fsanitize=fuzzer "$target" "${objs[@]}" $libs -o "$OUT/fuzz_$name"
+  mkdir -p "$OUT/corpus/$name"
+  echo "== fuzz_$name for ${TIME}s"
+  if ! "$OUT/fuzz_$name" -max_total_time="$TIME" -rss_limit_mb="$RSS" -timeout=20 \
+      -artifact_prefix="$OUT/crashes/$name-" -print_final_stats=0 \
+      "$OUT/corpus/$name" "${seeds[@]}" 2>"$OUT/fuzz_$name.log"; then
+    tail -40 "$OUT/fuzz_$name.log"
+    echo "fuzz.sh: fuzz_$name FAILED; reproduce with $OUT/fuzz_$name $OUT/crashes/$name-*"
     status=1
   else
-    grep -E "^Done" "$OUT/fuzz_$c.log" | tail -1 || true
+    grep -E "^Done" "$OUT/fuzz_$name.log" | tail -1 || true
   fi
 done
 exit $status

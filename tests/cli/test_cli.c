@@ -4,6 +4,7 @@
  * sample) produce what they document. */
 #include "common/common.h"
 #include "common/testing.h"
+#include "tests/cli/cli_harness.h"
 
 #include <stdlib.h>
 
@@ -12,38 +13,6 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static char g_tmp[512], g_bin[1024], g_out[1 << 16];
-
-/* Runs `wantrain <args>` with stderr merged into g_out; returns the exit status. */
-static int s_wantrain(const char *args) {
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, "cd %s && %s %s 2>&1", g_tmp, g_bin, args);
-  FILE *p = popen(cmd, "r");
-  WT_TEST_REQUIRE(p, "popen");
-  size_t n = fread(g_out, 1, sizeof g_out - 1, p);
-  g_out[n] = 0;
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-#define EXPECT(args, code, words)                                                                  \
-  do {                                                                                             \
-    int rc_ = s_wantrain(args);                                                                    \
-    WT_TEST_ASSERT(rc_ == (code) && strstr(g_out, words),                                          \
-                   "wantrain %s: exit %d (want %d), "                                              \
-                   "want '%s' in:\n%s",                                                            \
-                   args, rc_, code, words, g_out);                                                 \
-  } while (0)
-
-static void s_write(const char *name, const void *data, size_t n) {
-  char path[700];
-  snprintf(path, sizeof path, "%s/%s", g_tmp, name);
-  FILE *f = fopen(path, "wb");
-  WT_TEST_REQUIRE(f, "create %s", path);
-  fwrite(data, 1, n, f);
-  fclose(f);
-}
 
 static void test_usage_errors(void) {
   EXPECT("", 2, "usage");
@@ -99,7 +68,8 @@ static void test_data_errors(void) {
            "--cache-dir cache --steps 1",
            g_tmp, 0);
   EXPECT(args, 1, "SHA-256");
-  EXPECT("train --data corpus.txt --data-sha256 abc --steps 1", 1, "64 hexadecimal");
+  EXPECT("train --data corpus.txt --data-sha256 abc --steps 1", 2, "64 hexadecimal");
+  EXPECT("eval --checkpoint run --data corpus.txt --data-sha256 xyz", 2, "64 hexadecimal");
   int32_t header[256] = {20240520, 1, 1000}; /* claims 1000 tokens, holds none */
   s_write("bad.bin", header, sizeof header);
   EXPECT("train --data bad.bin --steps 1", 1, "truncated");
@@ -107,7 +77,8 @@ static void test_data_errors(void) {
   s_write("bad.bin", header, sizeof header);
   EXPECT("train --data bad.bin --steps 1", 1, "magic");
   EXPECT("train --data corpus.txt --seq 1000 --steps 1", 1, "too short");
-  EXPECT("train --data corpus.txt --channels 30 --heads 4 --steps 1", 1, "n_head");
+  EXPECT("train --data corpus.txt --channels 30 --heads 4 --steps 1", 2,
+         "--heads 4 must divide --channels 30");
   EXPECT("train --data corpus.txt --batch 5 --micro-batches 2 --steps 1", 1, "multiple");
   EXPECT("train --resume --steps 1", 1, "--checkpoint-dir");
   EXPECT("train --resume --checkpoint-dir nowhere --steps 1", 1, "no checkpoint");
@@ -207,28 +178,15 @@ static void test_train_resume_eval_sample(void) {
 static void test_signal_stop(void) {
   const char *model = "--data corpus.txt --layers 1 --channels 16 --heads 2 --seq 16 --batch 4 "
                       "--val-every 0 --log-every 1 --lr 1e-2 --steps 400";
-  char args[2048], cmd[4096];
+  char args[2048];
   snprintf(args, sizeof args, "train %s --json-log sig-full.jsonl", model);
   WT_TEST_REQUIRE(s_wantrain(args) == 0, "uninterrupted run: %s", g_out);
-  int fds[2];
-  WT_TEST_REQUIRE(pipe(fds) == 0, "pipe");
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    close(fds[0]);
-    snprintf(cmd, sizeof cmd,
-             "cd %s && exec %s train %s --checkpoint-dir sigrun "
-             "--json-log sig-part.jsonl",
-             g_tmp, g_bin, model);
-    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-    _exit(127);
-  }
-  close(fds[1]);
-  FILE *out = fdopen(fds[0], "r");
-  char line[512];
-  while (fgets(line, sizeof line, out) && strncmp(line, "step ", 5) != 0) {
-  }
+  snprintf(args, sizeof args, "train %s --checkpoint-dir sigrun --json-log sig-part.jsonl", model);
+  pid_t pid;
+  FILE *out = s_spawn(args, 0, &pid);
+  s_wait_line(out, "step ");
   kill(pid, SIGTERM); /* after the first step's progress line: mid-run */
+  char line[512];
   while (fgets(line, sizeof line, out)) {
   }
   fclose(out);
@@ -256,9 +214,7 @@ static void test_signal_stop(void) {
 }
 
 int main(void) {
-  const char *bin = getenv("WT_BIN_DIR");
-  snprintf(g_bin, sizeof g_bin, "%s/wantrain", bin && *bin ? bin : "bin");
-  wt_test_tmpdir(g_tmp, sizeof g_tmp);
+  cli_harness_init();
   test_usage_errors();
   test_data_errors();
   test_train_resume_eval_sample();

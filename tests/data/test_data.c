@@ -3,6 +3,7 @@
 #include "common/common.h"
 #include "model/data.h"
 #include "common/testing.h"
+#include "tests/data/stall_server.h"
 
 #include <stdlib.h>
 
@@ -10,6 +11,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static char g_tmp[512];
 
@@ -127,6 +129,13 @@ static void test_shards(void) {
                    "bad shard %zu: want '%s', got '%s'", i, bad[i].expect, wt_last_error());
     data_set_destroy(&d);
   }
+  /* The out-of-vocabulary message keeps its token and position (wt_fail once formatted its own
+     buffer into itself here). */
+  snprintf(path, sizeof path, "%s/bad5.bin", g_tmp);
+  d = data_set_open(path, NULL, NULL);
+  WT_TEST_ASSERT(!d && strstr(wt_last_error(), "bad5.bin: token 50257 at index 50257 is outside "
+                                               "the vocabulary of 50257"),
+                 "OOV message: %s", wt_last_error());
   snprintf(path, sizeof path, "%s/short.bin", g_tmp);
   s_write_file(path, "hello", 5);
   WT_TEST_ASSERT(!data_set_open(path, NULL, NULL) && strstr(wt_last_error(), "header"),
@@ -224,6 +233,57 @@ static void test_fetch(void) {
                  "local path mismatch: %s", wt_last_error());
 }
 
+/* A directory is not a data file (fopen accepts it and its "size" is LONG_MAX). */
+static void test_directory(void) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/adir", g_tmp);
+  WT_TEST_REQUIRE(mkdir(path, 0755) == 0, "mkdir %s", path);
+  data_set *d = data_set_open(path, NULL, NULL);
+  WT_TEST_ASSERT(!d && strstr(wt_last_error(), "is a directory") && strstr(wt_last_error(), path),
+                 "directory refused: %s", wt_last_error());
+  data_set_destroy(&d);
+}
+
+static volatile sig_atomic_t g_alarm;
+static void s_on_alarm(int sig) {
+  g_alarm = sig;
+}
+
+/* A server that stops sending: the download ends after the stall timeout, or at once when the
+ * abort flag is raised, and nothing is left in the cache. */
+static void test_stalled_fetch(void) {
+  static const char *replies[] = {"", "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\nabc"};
+  char cache[600], url[128], out[1024];
+  for (size_t i = 0; i < WT_ARRAY_LEN(replies); i++) {
+    stall_server srv;
+    WT_TEST_REQUIRE(stall_server_start(&srv, replies[i]) == 0, "loopback server");
+    snprintf(cache, sizeof cache, "%s/stall-cache-%zu", g_tmp, i);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/corpus.txt", srv.port);
+    data_fetch_configure(1, NULL);
+    double t0 = wt_now_s();
+    int rc = data_fetch(url, cache, NULL, out, sizeof out);
+    double took = wt_now_s() - t0;
+    WT_TEST_ASSERT(rc == WT_ETIMEOUT && strstr(wt_last_error(), "stalled") && took < 30,
+                   "stalled server (reply %zu): rc %d after %.1f s: %s", i, rc, took,
+                   wt_last_error());
+    WT_TEST_ASSERT(s_count_files(cache) == 0, "no partial file left: %d", s_count_files(cache));
+    /* The abort flag ends a download that the stall timeout would let run for a minute. */
+    data_fetch_configure(60, &g_alarm);
+    g_alarm = 0;
+    signal(SIGALRM, s_on_alarm);
+    alarm(1);
+    t0 = wt_now_s();
+    rc = data_fetch(url, cache, NULL, out, sizeof out);
+    took = wt_now_s() - t0;
+    WT_TEST_ASSERT(rc == WT_EIO && strstr(wt_last_error(), "interrupted") && took < 30,
+                   "aborted download (reply %zu): rc %d after %.1f s: %s", i, rc, took,
+                   wt_last_error());
+    WT_TEST_ASSERT(s_count_files(cache) == 0, "no partial file left: %d", s_count_files(cache));
+    data_fetch_configure(0, NULL);
+    stall_server_stop(&srv);
+  }
+}
+
 int main(void) {
   wt_test_tmpdir(g_tmp, sizeof g_tmp);
   test_synthetic();
@@ -232,6 +292,8 @@ int main(void) {
   test_batches();
   test_tokenizers();
   test_fetch();
+  test_directory();
+  test_stalled_fetch();
   if (!wt_test_failures) { /* scratch is kept when a check failed, for a look at it */
     char rm[700];
     snprintf(rm, sizeof rm, "rm -rf '%s'", g_tmp);

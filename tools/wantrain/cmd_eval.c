@@ -28,7 +28,8 @@ static const wt_option s_options[] = {
     {"data-sha256", WT_OPT_STRING, F(data_sha256), 0, 0, "", "expected SHA-256 of the data", 0},
     {"cache-dir", WT_OPT_STRING, F(cache_dir), 0, 0, "", "where URLs are downloaded", 0},
     {"batch", WT_OPT_INT, F(batch), 1, 4096, "8", "windows per forward pass", 0},
-    {"json", WT_OPT_FLAG, F(json), 0, 1, "0", "print {\"loss\":..,\"tokens\":..} only", 0},
+    {"json", WT_OPT_FLAG, F(json), 0, 1, "0",
+     "print {\"loss\":..,\"tokens\":..} only (loss null, with an \"error\", if not finite)", 0},
     {0}};
 #undef F
 
@@ -84,8 +85,13 @@ static int s_run(const eval_args *a) {
   double sum = 0;
   size_t tokens = 0;
   if (rc == WT_OK) rc = s_eval(m, d, a->batch, &sum, &tokens);
-  if (rc == WT_OK && a->json)
-    printf("{\"loss\":%.6f,\"tokens\":%zu}\n", sum / (double)tokens, tokens);
+  double loss = tokens ? sum / (double)tokens : NAN;
+  if (rc == WT_OK && a->json && !isfinite(loss)) /* JSON has no NaN or infinity */
+    printf("{\"loss\":null,\"tokens\":%zu,\"error\":\"the loss is not finite (%s): the "
+           "checkpoint's weights overflow on this data\"}\n",
+           tokens, isnan(loss) ? "nan" : "inf");
+  else if (rc == WT_OK && a->json)
+    printf("{\"loss\":%.6f,\"tokens\":%zu}\n", loss, tokens);
   else if (rc == WT_OK)
     printf("loss %.4f nats/token (perplexity %.3f) over %zu predicted tokens of %s\n",
            sum / (double)tokens, exp(sum / (double)tokens), tokens, a->data);
@@ -100,6 +106,10 @@ int cmd_eval(int argc, char **argv) {
   if (rc) return rc < 0 ? CLI_OK : rc;
   if (!a.checkpoint[0] || !a.data[0]) {
     fprintf(stderr, "wantrain eval: error: --checkpoint and --data are required (see --help)\n");
+    return CLI_USAGE;
+  }
+  if (a.data_sha256[0] && data_sha256_check(a.data_sha256) != WT_OK) {
+    fprintf(stderr, "wantrain eval: error: %s\n", wt_last_error());
     return CLI_USAGE;
   }
   return s_run(&a) == WT_OK ? CLI_OK : cli_fail("eval");

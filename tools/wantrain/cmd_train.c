@@ -3,14 +3,18 @@
 #include "tools/wantrain/cli.h"
 
 #include "common/common.h"
+#include "model/checkpoint.h"
 #include "model/data.h"
 #include "model/trainer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct {
   char config[WT_CONFIG_STR_MAX];
@@ -64,7 +68,8 @@ static const wt_option s_options[] = {
      "save every N steps (0 = only at the end)", 0},
     {"keep", WT_OPT_INT, F(keep), 1, 1000, "2", "checkpoints kept in --checkpoint-dir", 0},
     {"resume", WT_OPT_FLAG, F(resume), 0, 1, "0", "continue from the latest checkpoint", 0},
-    {"json-log", WT_OPT_STRING, F(json_log), 0, 0, "", "append one JSON object per step here", 0},
+    {"json-log", WT_OPT_STRING, F(json_log), 0, 0, "",
+     "write one JSON object per step here (a new file; --resume appends)", 0},
     {"time-limit", WT_OPT_FLOAT, F(time_limit), 0, 1e9, "0",
      "stop (and checkpoint) after this many seconds (0 = none)", 0},
     {0}};
@@ -85,6 +90,7 @@ static void s_on_signal(int sig) {
 typedef struct {
   const train_args *a;
   FILE *log;
+  int log_errno;   /* the first write error of the log (0 = none) */
   double t0;       /* start of this process's training */
   long first_step; /* steps already done when this process started */
   char *config_json;
@@ -109,16 +115,6 @@ static int s_trainer_config(const train_args *a, const data_set *d, trainer_conf
   tc->optim.warmup_steps = a->warmup;
   tc->optim.weight_decay = (float)a->weight_decay;
   tc->optim.grad_clip = (float)a->grad_clip;
-  if (a->resume && !a->checkpoint_dir[0])
-    return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir (the run directory to resume)");
-  char existing[4200];
-  /* A fresh run would mix its steps into another run's directory and move its `latest`. */
-  if (!a->resume && a->checkpoint_dir[0] &&
-      checkpoint_resolve(a->checkpoint_dir, existing, sizeof existing) == WT_OK)
-    return wt_fail(WT_EINVAL,
-                   "--checkpoint-dir %s already holds a run (%s); pass --resume to "
-                   "continue it, or choose another directory",
-                   a->checkpoint_dir, existing);
   return WT_OK;
 }
 
@@ -137,15 +133,31 @@ static void s_progress(const run_state *r, const trainer_step_info *info, float 
   fflush(stdout);
 }
 
-static void s_log(FILE *log, const trainer_step_info *info, float val, double tok_s) {
-  if (!log) return;
+/* Writes one line to the JSON log. The first write error is reported at once; the run goes on
+ * (its checkpoints matter more than its log) and exits with status 1 at the end. */
+__attribute__((format(printf, 2, 3))) static void s_log_line(run_state *r, const char *fmt, ...) {
+  if (!r->log || r->log_errno) return;
+  va_list ap;
+  va_start(ap, fmt);
+  errno = 0;
+  int bad = vfprintf(r->log, fmt, ap) < 0;
+  va_end(ap);
+  bad = bad || fflush(r->log) != 0;
+  if (!bad) return;
+  r->log_errno = errno ? errno : EIO;
+  fprintf(stderr,
+          "wantrain train: warning: cannot write --json-log %s: %s; training goes on, the log "
+          "stops here and the run will exit with status 1\n",
+          r->a->json_log, strerror(r->log_errno));
+}
+
+static void s_log(run_state *r, const trainer_step_info *info, float val, double tok_s) {
   char vbuf[32] = "null";
   if (!isnan(val)) snprintf(vbuf, sizeof vbuf, "%.6f", val);
-  fprintf(log,
-          "{\"step\":%ld,\"loss\":%.6f,\"val_loss\":%s,\"lr\":%.6g,\"grad_norm\":%.6g,"
-          "\"tokens_per_s\":%.1f}\n",
-          info->step, info->loss, vbuf, info->lr, info->grad_norm, tok_s);
-  fflush(log);
+  s_log_line(r,
+             "{\"step\":%ld,\"loss\":%.6f,\"val_loss\":%s,\"lr\":%.6g,\"grad_norm\":%.6g,"
+             "\"tokens_per_s\":%.1f}\n",
+             info->step, info->loss, vbuf, info->lr, info->grad_norm, tok_s);
 }
 
 static int s_checkpoint(trainer *t, const run_state *r) {
@@ -155,7 +167,7 @@ static int s_checkpoint(trainer *t, const run_state *r) {
   return WT_OK;
 }
 
-static int s_done(trainer *t, const run_state *r, float loss) {
+static int s_done(trainer *t, run_state *r, float loss) {
   float val = NAN;
   WT_CHECK(trainer_val_loss(t, &val));
   WT_CHECK(s_checkpoint(t, r));
@@ -163,9 +175,8 @@ static int s_done(trainer *t, const run_state *r, float loss) {
          wt_now_s() - r->t0);
   char lbuf[32] = "null"; /* no step ran when a resumed run was already complete */
   if (!isnan(loss)) snprintf(lbuf, sizeof lbuf, "%.6f", loss);
-  if (r->log)
-    fprintf(r->log, "{\"event\":\"done\",\"step\":%ld,\"loss\":%s,\"val_loss\":%.6f}\n",
-            trainer_steps_done(t), lbuf, val);
+  s_log_line(r, "{\"event\":\"done\",\"step\":%ld,\"loss\":%s,\"val_loss\":%.6f}\n",
+             trainer_steps_done(t), lbuf, val);
   return WT_OK;
 }
 
@@ -185,7 +196,7 @@ static int s_train(trainer *t, run_state *r) {
     if (a->val_every > 0 && info.step % a->val_every == 0 && !last)
       WT_CHECK(trainer_val_loss(t, &val));
     double tok_s = tokens_per_step / info.seconds;
-    s_log(r->log, &info, val, tok_s);
+    s_log(r, &info, val, tok_s);
     if (info.step % a->log_every == 0 || !isnan(val) || info.step == r->first_step + 1)
       s_progress(r, &info, val, tok_s);
     if (a->checkpoint_every > 0 && info.step % a->checkpoint_every == 0 && !last)
@@ -196,7 +207,7 @@ static int s_train(trainer *t, run_state *r) {
       break;
     }
     if (a->time_limit > 0 && wt_now_s() - r->t0 >= a->time_limit && !last) {
-      printf("time limit of %.0f s reached at step %ld\n", a->time_limit, info.step);
+      printf("time limit of %g s reached at step %ld\n", a->time_limit, info.step);
       break;
     }
   }
@@ -214,6 +225,11 @@ static int s_run(const train_args *a, run_state *r) {
     rc = trainer_resume(t, a->checkpoint_dir);
     if (rc == WT_OK)
       printf("resumed from step %ld in %s\n", trainer_steps_done(t), a->checkpoint_dir);
+    else if (rc == WT_ENOTFOUND) {
+      char msg[1200];
+      snprintf(msg, sizeof msg, "%s", wt_last_error());
+      wt_fail(rc, "%s; or train without --resume to start a new run", msg);
+    }
   }
   if (rc == WT_OK) {
     size_t np = gpt_config_num_params(&tc.model);
@@ -231,22 +247,70 @@ static int s_run(const train_args *a, run_state *r) {
   return rc;
 }
 
+/* Checks of flag values and combinations that need no file: a failure is a usage error. */
+static int s_check_flags(const train_args *a) {
+  if (a->channels % a->heads != 0)
+    return wt_fail(WT_EINVAL, "--heads %d must divide --channels %d", a->heads, a->channels);
+  if (a->data_sha256[0]) WT_CHECK(data_sha256_check(a->data_sha256));
+  return WT_OK;
+}
+
+/* A fresh run starts a new log; appending to another run's lines would mix the two. */
+static int s_open_log(const train_args *a, run_state *r) {
+  struct stat st;
+  if (!a->json_log[0]) return WT_OK;
+  if (!a->resume && stat(a->json_log, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+    return wt_fail(WT_EINVAL,
+                   "--json-log %s already holds a log; remove it or choose another file for a "
+                   "new run (--resume appends to it)",
+                   a->json_log);
+  if (!(r->log = fopen(a->json_log, "a")))
+    return wt_fail(WT_EIO, "cannot open --json-log %s: %s", a->json_log, strerror(errno));
+  s_log_line(r, "{\"event\":\"start\",\"config\":%s}\n", r->config_json);
+  return WT_OK;
+}
+
+/* Closes the log; any write error of the run is a failure of the run. */
+static int s_close_log(run_state *r, int rc) {
+  if (!r->log) return rc;
+  if (fclose(r->log) != 0 && !r->log_errno) r->log_errno = errno ? errno : EIO;
+  r->log = NULL;
+  if (r->log_errno && rc == WT_OK)
+    rc = wt_fail(WT_EIO, "--json-log %s could not be written (%s); the log is incomplete",
+                 r->a->json_log, strerror(r->log_errno));
+  return rc;
+}
+
 int cmd_train(int argc, char **argv) {
   train_args a;
   int rc = cli_parse("train", s_usage, s_options, &a, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;
-  run_state r = {.a = &a, .config_json = wt_config_to_json(s_options, &a)};
-  if (a.json_log[0] && !(r.log = fopen(a.json_log, "a"))) {
-    free(r.config_json);
-    wt_fail(WT_EIO, "cannot open --json-log %s", a.json_log);
+  if (s_check_flags(&a) != WT_OK) {
+    fprintf(stderr, "wantrain train: error: %s\n", wt_last_error());
+    return CLI_USAGE;
+  }
+  if (a.resume && !a.checkpoint_dir[0]) {
+    wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir (the run directory to resume)");
     return cli_fail("train");
   }
-  if (r.log) fprintf(r.log, "{\"event\":\"start\",\"config\":%s}\n", r.config_json);
+  /* The checkpoint directory is checked and locked before anything else runs, so that a
+     directory the run cannot use fails now, not at the first save. */
+  checkpoint_run *held = NULL;
+  if (a.checkpoint_dir[0] && !(held = checkpoint_run_open(a.checkpoint_dir, !a.resume)))
+    return cli_fail("train");
+  run_state r = {.a = &a, .config_json = wt_config_to_json(s_options, &a)};
+  rc = s_open_log(&a, &r);
   signal(SIGINT, s_on_signal);
   signal(SIGTERM, s_on_signal);
-  rc = s_run(&a, &r);
-  if (r.log) fclose(r.log);
+  data_fetch_configure(0, &s_stop_signal); /* a signal also ends a download */
+  if (rc == WT_OK) rc = s_run(&a, &r);
+  rc = s_close_log(&r, rc);
   free(r.config_json);
-  if (rc != WT_OK) return cli_fail("train");
+  checkpoint_run_close(&held);
+  if (rc != WT_OK) {
+    cli_fail("train");
+    /* A signal that interrupted a download is still the reason the run ended. */
+    return s_stop_signal && !r.log_errno ? 128 + (int)s_stop_signal : CLI_FAIL;
+  }
   return s_stop_signal ? 128 + (int)s_stop_signal : CLI_OK; /* the shell's "killed by" status */
 }
