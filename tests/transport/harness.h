@@ -28,8 +28,9 @@ typedef struct {
 /* Builds `size` connected communicators from *base (rank/size/endpoints/keys filled in here;
  * per-rank shaping arrays come from shape(rank, &cfg, user) when given). Returns WT_OK or the
  * first failure, with every comm made so far destroyed. */
-static int s_group_open(s_group *g, int size, const parallel_zmq_config *base,
-                        void (*shape)(int rank, parallel_zmq_config *cfg, void *user), void *user) {
+static inline int s_group_open(s_group *g, int size, const parallel_zmq_config *base,
+                               void (*shape)(int rank, parallel_zmq_config *cfg, void *user),
+                               void *user) {
   memset(g, 0, sizeof *g);
   g->size = size;
   for (int r = 0; r < size; r++) {
@@ -70,7 +71,7 @@ static int s_group_open(s_group *g, int size, const parallel_zmq_config *base,
   return rc;
 }
 
-static void s_group_close(s_group *g) {
+static inline void s_group_close(s_group *g) {
   for (int r = 0; r < g->size; r++) parallel_comm_destroy(&g->comms[r]);
 }
 
@@ -91,7 +92,8 @@ static void *s_thread_main(void *p) {
 
 /* Runs fn on one thread per rank; rcs[r] and errs[r] (may be NULL) receive each result and
  * message. Returns the first nonzero status, else WT_OK. */
-static int s_group_run(s_group *g, parallel_rank_fn fn, void *arg, int *rcs, char (*errs)[512]) {
+static inline int s_group_run(s_group *g, parallel_rank_fn fn, void *arg, int *rcs,
+                              char (*errs)[512]) {
   s_thread_job jobs[S_MAX_RANKS];
   pthread_t th[S_MAX_RANKS];
   for (int r = 0; r < g->size; r++) {
