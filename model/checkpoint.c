@@ -655,8 +655,16 @@ static int s_check_writable(const char *dir) {
 checkpoint_run *checkpoint_run_open(const char *dir, int fresh) {
   struct stat st;
   if (s_check_len(dir) != WT_OK) return NULL;
-  if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+  int exists = stat(dir, &st) == 0;
+  if (exists && !S_ISDIR(st.st_mode)) {
     wt_fail(WT_EINVAL, "--checkpoint-dir %s exists and is not a directory; choose a directory",
+            dir);
+    return NULL;
+  }
+  if (!exists && !fresh) {
+    wt_fail(WT_ENOTFOUND,
+            "no checkpoint in %s: the directory does not exist; check the path, or train "
+            "without --resume to start a run there",
             dir);
     return NULL;
   }

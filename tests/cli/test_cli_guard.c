@@ -139,30 +139,35 @@ static int s_count_files(const char *name) {
   return n;
 }
 
-/* SIGTERM during a download that has stalled ends the run at once and keeps nothing. */
+/* SIGTERM during a download that has stalled ends train or eval at once and keeps nothing. */
 static void test_download_signal(void) {
-  stall_server srv;
-  WT_TEST_REQUIRE(stall_server_start(&srv, "HTTP/1.1 200 OK\r\nContent-Length: 9999\r\n\r\nab") ==
-                      0,
-                  "loopback server");
-  char args[512];
-  snprintf(args, sizeof args,
-           "train " MODEL "--data http://127.0.0.1:%d/corpus.txt --cache-dir dl --steps 1",
-           srv.port);
-  pid_t pid;
-  FILE *out = s_spawn(args, 1, &pid);
-  usleep(1500 * 1000); /* connected, three bytes in, stalled */
-  kill(pid, SIGTERM);
-  int st = s_wait_deadline(pid, 15);
-  char text[4096] = "";
-  size_t n = fread(text, 1, sizeof text - 1, out);
-  text[n] = 0;
-  fclose(out);
-  stall_server_stop(&srv);
-  WT_TEST_ASSERT(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM &&
-                     strstr(text, "interrupted"),
-                 "the first SIGTERM ends the download (status %d):\n%s", st, text);
-  WT_TEST_ASSERT(s_count_files("dl") == 0, "no partial file in the cache: %d", s_count_files("dl"));
+  static const char *commands[] = {"train " MODEL "--steps 1 --data",
+                                   "eval --checkpoint run --data"};
+  for (size_t i = 0; i < WT_ARRAY_LEN(commands); i++) {
+    stall_server srv;
+    WT_TEST_REQUIRE(stall_server_start(&srv, "HTTP/1.1 200 OK\r\nContent-Length: 9999\r\n\r\nab") ==
+                        0,
+                    "loopback server");
+    char args[512], cache[32];
+    snprintf(cache, sizeof cache, "dl%zu", i);
+    snprintf(args, sizeof args, "%s http://127.0.0.1:%d/corpus.txt --cache-dir %s", commands[i],
+             srv.port, cache);
+    pid_t pid;
+    FILE *out = s_spawn(args, 1, &pid);
+    usleep(1500 * 1000); /* connected, two bytes in, stalled */
+    kill(pid, SIGTERM);
+    int st = s_wait_deadline(pid, 15);
+    char text[4096] = "";
+    size_t n = fread(text, 1, sizeof text - 1, out);
+    text[n] = 0;
+    fclose(out);
+    stall_server_stop(&srv);
+    WT_TEST_ASSERT(
+        st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM && strstr(text, "interrupted"),
+        "%s: the first SIGTERM ends the download (status %d):\n%s", commands[i], st, text);
+    WT_TEST_ASSERT(s_count_files(cache) == 0, "%s: no partial file in the cache: %d", commands[i],
+                   s_count_files(cache));
+  }
 }
 
 int main(void) {
