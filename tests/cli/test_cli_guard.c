@@ -73,7 +73,9 @@ static void test_existing_run(void) {
   s_sh("test ! -e run/step-00000004/step-00000006 && test ! -e run/step-00000004/.lock");
   /* A fresh run's log is a new file; --resume appends. */
   int before = s_count_lines("run.jsonl");
-  EXPECT("train " MODEL "--steps 2 --json-log run.jsonl", 1, "already holds a log");
+  EXPECT("train " MODEL "--steps 2 --json-log run.jsonl --checkpoint-dir run2", 1,
+         "already holds a log");
+  s_sh("test ! -e run2"); /* refused before anything was created */
   WT_TEST_ASSERT(s_count_lines("run.jsonl") == before, "log untouched: %d -> %d lines", before,
                  s_count_lines("run.jsonl"));
 }
