@@ -510,6 +510,13 @@ static int s_open(const char *path, char *stepdir, size_t size, safetensors **st
   WT_CHECK(checkpoint_resolve(path, stepdir, size));
   WT_CHECK(s_verify(stepdir));
   WT_CHECK(s_read_state(stepdir, meta));
+  const char *base = strrchr(stepdir, '/');
+  base = base ? base + 1 : stepdir;
+  if (s_is_step_name(base) && strtol(base + 5, NULL, 10) != meta->step)
+    return wt_fail(WT_ECORRUPT,
+                   "%s/state.json: field \"step\" is %ld but the directory is %s; the checkpoint "
+                   "is damaged — use another step directory",
+                   stepdir, meta->step, base);
   char file[4200];
   s_path(file, sizeof file, "%s/%s", stepdir, s_files[0]);
   *st = safetensors_load(file);

@@ -276,6 +276,7 @@ static void test_impossible_values(void) {
       {"\"step\":\t5", "\"step\":\t1000000000000000000", "field \"step\""},
       {"\"step\":\t5", "\"step\":\t5.5", "field \"step\" is 5.5"},
       {"\"step\":\t5", "\"step\":\t\"5\"", "field \"step\""},
+      {"\"step\":\t5", "\"step\":\t4", "field \"step\" is 4 but the directory is step-00000005"},
       {"\"step\":\t5,", "", "field \"step\" is missing"},
       {"\"data_batches\":\t5", "\"data_batches\":\t-1", "field \"data_batches\" is -1"},
       {"\"tokenizer\":\t\"synthetic\"", "\"tokenizer\":\t\"klingon\"", "field \"tokenizer\""},
