@@ -107,9 +107,9 @@ static int s_run(const eval_args *a) {
   if (rc == WT_OK) rc = s_eval(m, d, a->batch, &sum, &tokens);
   double loss = tokens ? sum / (double)tokens : NAN;
   if (rc == WT_OK && a->json && !isfinite(loss)) /* JSON has no NaN or infinity */
-    printf("{\"loss\":null,\"tokens\":%zu,\"error\":\"the loss is not finite (%s): the "
-           "checkpoint's weights overflow on this data\"}\n",
-           tokens, isnan(loss) ? "nan" : "inf");
+    printf("{\"loss\":null,\"tokens\":%zu,\"error\":\"the mean loss is %s, not a finite "
+           "number: the checkpoint's weights have diverged or are damaged\"}\n",
+           tokens, isnan(loss) ? "NaN" : "infinite");
   else if (rc == WT_OK && a->json)
     printf("{\"loss\":%.6f,\"tokens\":%zu}\n", loss, tokens);
   else if (rc == WT_OK)
