@@ -323,9 +323,9 @@ static void test_impossible_values(void) {
                  wt_last_error());
 }
 
-/* The safetensors reader refuses what the fuzz target found: a fractional dimension passed the
- * size check ([1.5, 2] = 12 bytes) but read back as [1, 2], so a read copied 12 bytes into the
- * 8 a caller holds for that shape. A directory is not a file either. */
+/* The safetensors reader refuses fractional dimensions and offsets: [1.5, 2] passed the size
+ * check (12 bytes) but read back as [1, 2], so a read copied 12 bytes into the 8 a caller holds
+ * for that shape. A directory is not a file either. */
 static void test_safetensors_shapes(void) {
   static const char *headers[] = {
       "{\"t\":{\"dtype\":\"F32\",\"shape\":[1.5,2],\"data_offsets\":[0,12]}}",
