@@ -229,11 +229,19 @@ static int s_replace(const char *tmp, const char *final, const char *dir) {
   s_path(old, sizeof old, "%s.old", tmp); /* a `.tmp-step-` leftover if interrupted */
   WT_CHECK(s_set_latest(dir, strrchr(tmp, '/') + 1));
   if (s_fault("latest-tmp")) return WT_EIO;
-  if (rename(final, old) != 0)
-    return wt_fail(WT_EIO, "cannot move %s aside: %s", final, strerror(errno));
+  const char *final_name = strrchr(final, '/') + 1;
+  /* On a failure, `latest` goes back to the old copy before the caller removes tmp. */
+  if (rename(final, old) != 0) {
+    int e = errno;
+    s_set_latest(dir, final_name);
+    return wt_fail(WT_EIO, "cannot move %s aside: %s", final, strerror(e));
+  }
   if (s_fault("moved-aside")) return WT_EIO;
-  if (rename(tmp, final) != 0)
-    return wt_fail(WT_EIO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+  if (rename(tmp, final) != 0) {
+    int e = errno;
+    if (rename(old, final) == 0) s_set_latest(dir, final_name);
+    return wt_fail(WT_EIO, "cannot rename %s to %s: %s", tmp, final, strerror(e));
+  }
   if (s_fault("moved-in")) return WT_EIO;
   WT_CHECK(s_fsync_path(dir));
   s_remove_tree(old);
