@@ -111,6 +111,7 @@ static void test_messages(void) {
   EXPECT("eval --checkpoint nowhere --data corpus.txt", 1, "no checkpoint in nowhere");
   WT_TEST_ASSERT(!strstr(g_out, "--resume"), "eval does not talk about --resume: %s", g_out);
   EXPECT("train " MODEL "--steps 2 --checkpoint-dir nowhere --resume", 1, "train without --resume");
+  EXPECT("train --config adir", 2, "config file adir is not a regular file");
   s_write("bool.json", "{\"steps\": true}", 15);
   EXPECT("train --config bool.json", 2, "\"steps\" must be a number");
   s_write("str.json", "{\"data\": 5}", 11);
