@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 const wt_option *wt_config_find(const wt_option *table, const char *name) {
   for (const wt_option *o = table; o->name; o++)
@@ -135,6 +136,11 @@ static int s_json_value(const wt_option *table, const char *path, const cJSON *i
 int wt_config_load_file(const wt_option *table, void *cfg, const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) return wt_fail(WT_ENOTFOUND, "config file %s: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) { /* fopen accepts a directory */
+    fclose(f);
+    return wt_fail(WT_EINVAL, "config file %s is not a regular file; pass a JSON file", path);
+  }
   fseek(f, 0, SEEK_END);
   long len = ftell(f);
   fseek(f, 0, SEEK_SET);

@@ -229,11 +229,19 @@ static int s_replace(const char *tmp, const char *final, const char *dir) {
   s_path(old, sizeof old, "%s.old", tmp); /* a `.tmp-step-` leftover if interrupted */
   WT_CHECK(s_set_latest(dir, strrchr(tmp, '/') + 1));
   if (s_fault("latest-tmp")) return WT_EIO;
-  if (rename(final, old) != 0)
-    return wt_fail(WT_EIO, "cannot move %s aside: %s", final, strerror(errno));
+  const char *final_name = strrchr(final, '/') + 1;
+  /* On a failure, `latest` goes back to the old copy before the caller removes tmp. */
+  if (rename(final, old) != 0) {
+    int e = errno;
+    s_set_latest(dir, final_name);
+    return wt_fail(WT_EIO, "cannot move %s aside: %s", final, strerror(e));
+  }
   if (s_fault("moved-aside")) return WT_EIO;
-  if (rename(tmp, final) != 0)
-    return wt_fail(WT_EIO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+  if (rename(tmp, final) != 0) {
+    int e = errno;
+    if (rename(old, final) == 0) s_set_latest(dir, final_name);
+    return wt_fail(WT_EIO, "cannot rename %s to %s: %s", tmp, final, strerror(e));
+  }
   if (s_fault("moved-in")) return WT_EIO;
   WT_CHECK(s_fsync_path(dir));
   s_remove_tree(old);
@@ -510,6 +518,13 @@ static int s_open(const char *path, char *stepdir, size_t size, safetensors **st
   WT_CHECK(checkpoint_resolve(path, stepdir, size));
   WT_CHECK(s_verify(stepdir));
   WT_CHECK(s_read_state(stepdir, meta));
+  const char *base = strrchr(stepdir, '/');
+  base = base ? base + 1 : stepdir;
+  if (s_is_step_name(base) && strtol(base + 5, NULL, 10) != meta->step)
+    return wt_fail(WT_ECORRUPT,
+                   "%s/state.json: field \"step\" is %ld but the directory is %s; the checkpoint "
+                   "is damaged — use another step directory",
+                   stepdir, meta->step, base);
   char file[4200];
   s_path(file, sizeof file, "%s/%s", stepdir, s_files[0]);
   *st = safetensors_load(file);
@@ -655,8 +670,16 @@ static int s_check_writable(const char *dir) {
 checkpoint_run *checkpoint_run_open(const char *dir, int fresh) {
   struct stat st;
   if (s_check_len(dir) != WT_OK) return NULL;
-  if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+  int exists = stat(dir, &st) == 0;
+  if (exists && !S_ISDIR(st.st_mode)) {
     wt_fail(WT_EINVAL, "--checkpoint-dir %s exists and is not a directory; choose a directory",
+            dir);
+    return NULL;
+  }
+  if (!exists && !fresh) {
+    wt_fail(WT_ENOTFOUND,
+            "no checkpoint in %s: the directory does not exist; check the path, or train "
+            "without --resume to start a run there",
             dir);
     return NULL;
   }

@@ -78,12 +78,13 @@ int checkpoint_load(const char *path, gpt_stage *model, optim *opt, checkpoint_m
 typedef struct checkpoint_run checkpoint_run;
 
 /* Prepares run directory `dir` for a run that will save into it, before its first step:
- * creates it (and its parents); refuses a path that is a file or a step directory (the message
+ * creates it (and its parents) for a fresh run (a resumed one needs it to exist, WT_ENOTFOUND);
+ * refuses a path that is a file or a step directory (the message
  * says to pass its parent); with `fresh` set (a new run, not a resume) refuses a directory that
  * already holds a run (a `latest` file or any step-* directory); takes an exclusive flock on
  * DIR/.lock, refusing with a message naming the directory while another run holds it; and
- * checks that a file can be written there. Returns NULL with wt_last_error() set (WT_EINVAL or
- * WT_EIO). The lock lasts until checkpoint_run_close or the end of the process. */
+ * checks that a file can be written there. Returns NULL with wt_last_error() set (WT_EINVAL,
+ * WT_ENOTFOUND or WT_EIO). The lock lasts until checkpoint_run_close or the end of the process. */
 checkpoint_run *checkpoint_run_open(const char *dir, int fresh);
 void checkpoint_run_close(checkpoint_run **self_p);
 

@@ -133,7 +133,9 @@ int data_fetch(const char *url, const char *cache_dir, const char *sha256_hex, c
  * that receives less than 1 byte/s for `stall_s` seconds (<= 0: the default, 60) is abandoned
  * with WT_ETIMEOUT; when abort_flag is non-NULL, a download in progress is abandoned with WT_EIO
  * within about a second of *abort_flag becoming nonzero (a SIGINT/SIGTERM handler sets it).
- * An abandoned download leaves nothing in the cache. */
+ * An abandoned download leaves nothing in the cache; temporary files of downloads that a kill
+ * cut short are removed by the next fetch into the same cache once they are older than
+ * 2 × stall_s + 60 s. */
 void data_fetch_configure(long stall_s, const volatile sig_atomic_t *abort_flag);
 
 /* Checks that hex is a SHA-256 digest: 64 hexadecimal digits. Returns WT_OK or WT_EINVAL with a

@@ -9,11 +9,13 @@
 
 #include <ctype.h>
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void s_hex(const unsigned char *md, unsigned n, char *hex) {
@@ -197,6 +199,21 @@ static int s_download(const char *url, const char *dir, const char *final, const
   return rc;
 }
 
+/* Removes temporary files of downloads that a kill cut short: a live download would have been
+ * abandoned by the stall timeout long before its file got this old. */
+static void s_remove_stale(const char *dir) {
+  DIR *d = opendir(dir);
+  char path[4200];
+  struct stat st;
+  time_t now = time(NULL);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (strncmp(e->d_name, ".fetch-", 7) != 0) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (stat(path, &st) == 0 && now - st.st_mtime > 2 * s_stall_s + 60) unlink(path);
+  }
+  if (d) closedir(d);
+}
+
 int data_fetch(const char *url, const char *cache_dir, const char *sha256_hex, char *out_path,
                size_t out_size) {
   int has_sha = sha256_hex && *sha256_hex;
@@ -204,6 +221,7 @@ int data_fetch(const char *url, const char *cache_dir, const char *sha256_hex, c
   if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8) && strncmp(url, "file://", 7))
     return wt_fail(WT_EINVAL, "'%s' is not an http://, https:// or file:// URL", url);
   WT_CHECK(s_mkdirs(cache_dir));
+  s_remove_stale(cache_dir);
   WT_CHECK(s_cache_path(url, cache_dir, out_path, out_size));
   /* Only a digest makes a cached copy trustworthy; without one, fetch afresh every time. */
   if (has_sha && access(out_path, R_OK) == 0) {

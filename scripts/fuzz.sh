@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
     --time) TIME="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --rss) RSS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) NAMES+=("$1"); shift ;;
   esac
@@ -67,7 +67,8 @@ compile() {
   local extra=$1; shift
   mkdir -p "$OUT/obj/$tag"
   for src in "$@"; do
-    local obj="$OUT/obj/$tag/$(echo "${src%.c}" | tr / _).o"
+    local obj
+    obj="$OUT/obj/$tag/$(echo "${src%.c}" | tr / _).o"
     if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ]; then
       # shellcheck disable=SC2086
       "$CC" "${FLAGS[@]}" $extra -fsanitize=fuzzer-no-link -c "$src" -o "$obj"

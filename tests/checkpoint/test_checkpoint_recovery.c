@@ -276,6 +276,7 @@ static void test_impossible_values(void) {
       {"\"step\":\t5", "\"step\":\t1000000000000000000", "field \"step\""},
       {"\"step\":\t5", "\"step\":\t5.5", "field \"step\" is 5.5"},
       {"\"step\":\t5", "\"step\":\t\"5\"", "field \"step\""},
+      {"\"step\":\t5", "\"step\":\t4", "field \"step\" is 4 but the directory is step-00000005"},
       {"\"step\":\t5,", "", "field \"step\" is missing"},
       {"\"data_batches\":\t5", "\"data_batches\":\t-1", "field \"data_batches\" is -1"},
       {"\"tokenizer\":\t\"synthetic\"", "\"tokenizer\":\t\"klingon\"", "field \"tokenizer\""},
@@ -322,9 +323,9 @@ static void test_impossible_values(void) {
                  wt_last_error());
 }
 
-/* The safetensors reader refuses what the fuzz target found: a fractional dimension passed the
- * size check ([1.5, 2] = 12 bytes) but read back as [1, 2], so a read copied 12 bytes into the
- * 8 a caller holds for that shape. A directory is not a file either. */
+/* The safetensors reader refuses fractional dimensions and offsets: [1.5, 2] passed the size
+ * check (12 bytes) but read back as [1, 2], so a read copied 12 bytes into the 8 a caller holds
+ * for that shape. A directory is not a file either. */
 static void test_safetensors_shapes(void) {
   static const char *headers[] = {
       "{\"t\":{\"dtype\":\"F32\",\"shape\":[1.5,2],\"data_offsets\":[0,12]}}",

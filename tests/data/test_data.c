@@ -12,6 +12,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <utime.h>
 
 static char g_tmp[512];
 
@@ -284,6 +287,26 @@ static void test_stalled_fetch(void) {
   }
 }
 
+/* A kill during a download (the second signal) leaves its temporary file; the next fetch into
+ * that cache removes it once it is older than any live download's could be. */
+static void test_stale_downloads(void) {
+  char cache[600], old[700], young[700], src[600], url[700], out[1024];
+  snprintf(cache, sizeof cache, "%s/stale-cache", g_tmp);
+  WT_TEST_REQUIRE(mkdir(cache, 0755) == 0, "mkdir");
+  snprintf(old, sizeof old, "%s/.fetch-old123", cache);
+  snprintf(young, sizeof young, "%s/.fetch-new123", cache);
+  s_write_file(old, "x", 1);
+  s_write_file(young, "x", 1);
+  struct utimbuf day_ago = {.actime = time(NULL) - 86400, .modtime = time(NULL) - 86400};
+  WT_TEST_REQUIRE(utime(old, &day_ago) == 0, "utime");
+  snprintf(src, sizeof src, "%s/stale-src.txt", g_tmp);
+  s_write_file(src, "hello", 5);
+  snprintf(url, sizeof url, "file://%s", src);
+  WT_TEST_ASSERT(data_fetch(url, cache, NULL, out, sizeof out) == WT_OK, "%s", wt_last_error());
+  WT_TEST_ASSERT(access(old, F_OK) != 0, "the day-old temporary file is removed");
+  WT_TEST_ASSERT(access(young, F_OK) == 0, "a young one (maybe a live download) stays");
+}
+
 int main(void) {
   wt_test_tmpdir(g_tmp, sizeof g_tmp);
   test_synthetic();
@@ -294,6 +317,7 @@ int main(void) {
   test_fetch();
   test_directory();
   test_stalled_fetch();
+  test_stale_downloads();
   if (!wt_test_failures) { /* scratch is kept when a check failed, for a look at it */
     char rm[700];
     snprintf(rm, sizeof rm, "rm -rf '%s'", g_tmp);

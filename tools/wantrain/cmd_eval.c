@@ -7,6 +7,7 @@
 #include "model/data.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,25 @@ static const char *s_usage =
     "usage: wantrain eval --checkpoint PATH --data PATH [--json]\n\n"
     "Mean next-token cross-entropy (nats) over the whole file, cut into consecutive windows of\n"
     "T+1 tokens with stride T (T = the model's context); a last partial window is dropped.";
+
+/* Set by SIGINT/SIGTERM while the data downloads: the download stops and leaves nothing. */
+static volatile sig_atomic_t s_stop_signal = 0;
+
+static void s_on_signal(int sig) {
+  s_stop_signal = sig;
+  signal(sig, SIG_DFL); /* a second signal ends the process at once */
+}
+
+/* Opens the data with signals that end a download cleanly; afterwards they end eval at once. */
+static data_set *s_open_data(const eval_args *a) {
+  signal(SIGINT, s_on_signal);
+  signal(SIGTERM, s_on_signal);
+  data_fetch_configure(0, &s_stop_signal);
+  data_set *d = data_set_open(a->data, a->cache_dir, a->data_sha256);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  return d;
+}
 
 /* Sums loss × targets over every full window; *tokens receives the number of targets. */
 static int s_eval(gpt_stage *m, const data_set *d, int B, double *sum, size_t *tokens) {
@@ -71,7 +91,7 @@ static int s_run(const eval_args *a) {
   gpt_config cfg;
   checkpoint_meta meta;
   WT_CHECK(checkpoint_read_config(a->checkpoint, &cfg, &meta));
-  data_set *d = data_set_open(a->data, a->cache_dir, a->data_sha256);
+  data_set *d = s_open_data(a);
   if (!d) return WT_EINVAL;
   int rc = WT_OK;
   if (data_set_vocab_size(d) != cfg.vocab_size)
@@ -87,9 +107,9 @@ static int s_run(const eval_args *a) {
   if (rc == WT_OK) rc = s_eval(m, d, a->batch, &sum, &tokens);
   double loss = tokens ? sum / (double)tokens : NAN;
   if (rc == WT_OK && a->json && !isfinite(loss)) /* JSON has no NaN or infinity */
-    printf("{\"loss\":null,\"tokens\":%zu,\"error\":\"the loss is not finite (%s): the "
-           "checkpoint's weights overflow on this data\"}\n",
-           tokens, isnan(loss) ? "nan" : "inf");
+    printf("{\"loss\":null,\"tokens\":%zu,\"error\":\"the mean loss is %s, not a finite "
+           "number: the checkpoint's weights have diverged or are damaged\"}\n",
+           tokens, isnan(loss) ? "NaN" : "infinite");
   else if (rc == WT_OK && a->json)
     printf("{\"loss\":%.6f,\"tokens\":%zu}\n", loss, tokens);
   else if (rc == WT_OK)
@@ -112,5 +132,7 @@ int cmd_eval(int argc, char **argv) {
     fprintf(stderr, "wantrain eval: error: %s\n", wt_last_error());
     return CLI_USAGE;
   }
-  return s_run(&a) == WT_OK ? CLI_OK : cli_fail("eval");
+  if (s_run(&a) == WT_OK) return CLI_OK;
+  cli_fail("eval");
+  return s_stop_signal ? 128 + (int)s_stop_signal : CLI_FAIL;
 }

@@ -256,14 +256,19 @@ static int s_check_flags(const train_args *a) {
 }
 
 /* A fresh run starts a new log; appending to another run's lines would mix the two. */
-static int s_open_log(const train_args *a, run_state *r) {
+static int s_check_log_fresh(const train_args *a) {
   struct stat st;
-  if (!a->json_log[0]) return WT_OK;
-  if (!a->resume && stat(a->json_log, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+  if (!a->json_log[0] || a->resume) return WT_OK;
+  if (stat(a->json_log, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
     return wt_fail(WT_EINVAL,
                    "--json-log %s already holds a log; remove it or choose another file for a "
                    "new run (--resume appends to it)",
                    a->json_log);
+  return WT_OK;
+}
+
+static int s_open_log(const train_args *a, run_state *r) {
+  if (!a->json_log[0]) return WT_OK;
   if (!(r->log = fopen(a->json_log, "a")))
     return wt_fail(WT_EIO, "cannot open --json-log %s: %s", a->json_log, strerror(errno));
   s_log_line(r, "{\"event\":\"start\",\"config\":%s}\n", r->config_json);
@@ -293,6 +298,7 @@ int cmd_train(int argc, char **argv) {
     wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir (the run directory to resume)");
     return cli_fail("train");
   }
+  if (s_check_log_fresh(&a) != WT_OK) return cli_fail("train");
   /* The checkpoint directory is checked and locked before anything else runs, so that a
      directory the run cannot use fails now, not at the first save. */
   checkpoint_run *held = NULL;
