@@ -266,6 +266,56 @@ static void s_check_loopback_only(int port) {
   WT_TEST_ASSERT(found, "no listening socket on port %d", port);
 }
 
+typedef struct {
+  int port;
+  int bad; /* snapshots whose peers belong to another generation than their step */
+  int failed;
+} s_client;
+
+/* Fetches /status repeatedly while the fake advances: each reply must be one consistent
+ * snapshot (its peers from the same generation as its step). */
+static void *s_client_run(void *arg) {
+  s_client *c = arg;
+  for (int i = 0; i < 25; i++) {
+    s_reply r = s_request(c->port, NULL, "/status");
+    cJSON *st = cJSON_Parse(r.body);
+    if (r.code != 200 || !st) {
+      c->failed++;
+    } else {
+      int step = cJSON_GetObjectItem(st, "step")->valueint, g = (step - fake_step(0)) / 17;
+      char want[64];
+      fake_peer_id(want, sizeof want, g, 0, 0);
+      const char *id = cJSON_GetStringValue(
+          cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(st, "peers"), 0), "id"));
+      if (step != fake_step(g) || !id || strcmp(id, want) != 0) c->bad++;
+    }
+    cJSON_Delete(st);
+    s_reply_free(&r);
+  }
+  return NULL;
+}
+
+/* Four clients at once while the state changes under them. */
+static void s_concurrent(int port, fake_status *f) {
+  enum { N = 4 };
+  s_client clients[N];
+  pthread_t threads[N];
+  for (int i = 0; i < N; i++) {
+    clients[i] = (s_client){.port = port};
+    pthread_create(&threads[i], NULL, s_client_run, &clients[i]);
+  }
+  for (int g = 100; g < 400; g++) {
+    fake_status_set(f, g);
+    usleep(200);
+  }
+  for (int i = 0; i < N; i++) {
+    pthread_join(threads[i], NULL);
+    WT_TEST_ASSERT(clients[i].failed == 0 && clients[i].bad == 0,
+                   "client %d: %d failed, %d inconsistent snapshots", i, clients[i].failed,
+                   clients[i].bad);
+  }
+}
+
 static void s_bad_options(int port_in_use) {
   fake_status f = {.lock = PTHREAD_MUTEX_INITIALIZER};
   coordinator_http *h = coordinator_http_new(&(coordinator_http_opts){.port = 0});
@@ -333,6 +383,7 @@ int main(void) {
   }
   s_bad_requests(port, &f);
   s_hostile_label(port, &f);
+  s_concurrent(port, &f);
   fake_status_set(&f, 42);
   s_check_status(port, &f, 42); /* still serving after all of the above */
   s_bad_options(port);
