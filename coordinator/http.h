@@ -63,10 +63,10 @@
 #include <cjson/cJSON.h>
 #include <pthread.h>
 
-/* Bounds that keep responses and the page small whatever the caller returns. */
-#define COORDINATOR_HTTP_LOSS_MAX 2000 /* loss_history pairs the page draws (extra ones dropped)   \
-                                        */
-#define COORDINATOR_HTTP_STR_MAX 256   /* longest id/region/state/class string that is valid */
+/* Bounds of a valid snapshot (coordinator_http_status_check): loss_history pairs, and bytes in
+ * an id, region, state or link class (longer ones are also cut in /metrics labels). */
+#define COORDINATOR_HTTP_LOSS_MAX 2000
+#define COORDINATOR_HTTP_STR_MAX 256
 
 typedef struct coordinator_http coordinator_http;
 
