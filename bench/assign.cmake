@@ -1,5 +1,3 @@
 # bench-assign — solvers on the paper's world-wide scenario and on 1024 devices (cost curve).
-if(TARGET wt_assign)
-  add_executable(bench-assign ${CMAKE_SOURCE_DIR}/bench/bench_assign.c)
-  target_link_libraries(bench-assign PRIVATE wt_assign wt_common)
-endif()
+add_executable(bench-assign ${CMAKE_SOURCE_DIR}/bench/bench_assign.c)
+target_link_libraries(bench-assign PRIVATE wt_assign wt_common)

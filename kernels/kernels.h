@@ -114,14 +114,19 @@ const kernels_ops *kernels_ref(void);
  * it otherwise. Call it before other threads start (the load sets environment variables for a
  * moment); later calls, and the lazy load, return the first call's result.
  *
- * The library is opened with dlopen so that its kernels can still be chosen: on a CPU with
- * AVX-512 (F, BW, DQ, VL) OPENBLAS_CORETYPE=SkylakeX is set for the load, because Debian 12's
+ * The library is opened with dlopen so that its kernels can still be chosen: Debian 12's
  * OpenBLAS 0.3.21 falls back to its Prescott (SSE3) kernels, ~5x slower, on CPUs it does not
- * know (Sapphire Rapids class). A value the user set is left alone (the override, e.g.
+ * know (Sapphire Rapids class). When it reports such a generic core on a CPU with AVX-512 (F,
+ * BW, DQ, VL), it is closed and opened again with OPENBLAS_CORETYPE=SkylakeX; a core it chose
+ * itself otherwise stands. A value the user set is left alone (the override, e.g.
  * OPENBLAS_CORETYPE=Haswell); if OpenBLAS is already loaded in the process its choice stands.
- * The variable is removed again after the load: the host's environment does not change.
- * OpenBLAS runs single-threaded; the back end splits each sgemm over its OpenMP threads (one
- * pool, so idle threads of two pools never compete for the cores).
+ * Variables set for the load are removed after it: the host's environment does not change.
+ *
+ * Threads: OpenBLAS runs single-threaded and the back end splits each sgemm over its OpenMP
+ * threads, so one pool serves every op. How idle OpenMP threads wait is the host's choice,
+ * read by libgomp when it loads: on a machine shared with other jobs run programs with
+ * OMP_WAIT_POLICY=PASSIVE (spinning threads then lose their cores to the other jobs and steps
+ * get many times slower; docs/performance.md has numbers). The tests run that way.
  * Returns WT_OK, or WT_ENOTFOUND with a message naming the library and the package to
  * install. */
 int kernels_cpu_init(void);

@@ -3,18 +3,23 @@
  * Why dlopen instead of linking: OpenBLAS (Debian's DYNAMIC_ARCH build) picks its kernels in a
  * constructor when the library loads, from OPENBLAS_CORETYPE or its own CPU detection, and
  * 0.3.21 does not know Sapphire-Rapids-class CPUs: it falls back to Prescott (SSE3) kernels,
- * about 5x slower. A linked library has made that choice before main() runs; loading it here
- * lets us set the variable first, without restarting the host program. The variable is set only
- * for the load and removed again, so the host's environment (and its children's) is unchanged.
+ * about 5x slower. A linked library has made that choice before main() runs. Loaded here, its
+ * choice can be read and, when it is such a fallback on a CPU with AVX-512, the library closed
+ * and opened again with OPENBLAS_CORETYPE=SkylakeX, without restarting the host program. A
+ * good choice of its own (e.g. Cooperlake on AMD Zen 4) stands. Variables are set only for the
+ * load and removed again, so the host's environment (and its children's) is unchanged.
  *
  * Why one thread pool: OpenBLAS' own pthreads and the OpenMP threads of the other ops each spin
- * for a while when idle, and on few cores each steals the other's cores. So OpenBLAS runs single
- * threaded and kernels_cpu_sgemm splits the output among the OpenMP threads instead. */
+ * for a while when idle, and on few cores each steals the other's cores; the only cure for two
+ * pools is a wait policy set before libgomp loads, which a library cannot do for its host. So
+ * OpenBLAS runs single threaded and kernels_cpu_sgemm splits the output among the OpenMP
+ * threads instead. */
 #include <cblas.h> /* the sgemm prototype and enums only: the symbols come from dlsym */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h> /* strcasecmp */
 
 #include "common/common.h"
 #include "kernels/cpu/cpu_internal.h"
@@ -42,21 +47,46 @@ static int s_cpu_has_avx512(void) {
 /* Sets `name` to `value` for the load unless the user set it (theirs wins); returns 1 if set. */
 static int s_env_default(const char *name, const char *value) {
   const char *user = getenv(name);
-  if (!value || (user && *user)) return 0;
+  if (user && *user) return 0;
   setenv(name, value, 1);
   return 1;
 }
 
-/* Opens the library; when something else in the process loaded it already, its core stands. */
+/* OpenBLAS' names for the cores it falls back to on a CPU it does not know. */
+static int s_generic_core(const char *name) {
+  static const char *generic[] = {"Prescott", "Core2", "Penryn", "Dunnington",
+                                  "Nehalem",  "Atom",  "Unknown"};
+  for (size_t i = 0; i < WT_ARRAY_LEN(generic); i++)
+    if (!name || strcasecmp(name, generic[i]) == 0) return 1;
+  return 0;
+}
+
+/* dlopen with `core` as OPENBLAS_CORETYPE (NULL: none of ours) and no thread pool of its own
+ * (OPENBLAS_NUM_THREADS=1), unless the user set either; the environment is restored after. */
+static void *s_dlopen(const char *core) {
+  int set_core = core && s_env_default("OPENBLAS_CORETYPE", core);
+  int set_threads = s_env_default("OPENBLAS_NUM_THREADS", "1");
+  void *h = dlopen(WT_OPENBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+  if (set_core) unsetenv("OPENBLAS_CORETYPE");
+  if (set_threads) unsetenv("OPENBLAS_NUM_THREADS");
+  return h;
+}
+
+/* Opens the library. When something else in the process loaded it already, its core stands. */
 static void *s_open(void) {
   void *h = dlopen(WT_OPENBLAS_SONAME, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   if (h) return h;
-  int core = s_env_default("OPENBLAS_CORETYPE", s_cpu_has_avx512() ? "SkylakeX" : NULL);
-  int threads = s_env_default("OPENBLAS_NUM_THREADS", "1"); /* no idle pool to start */
-  h = dlopen(WT_OPENBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
-  if (core) unsetenv("OPENBLAS_CORETYPE");
-  if (threads) unsetenv("OPENBLAS_NUM_THREADS");
-  return h;
+  h = s_dlopen(NULL);
+  const char *user = getenv("OPENBLAS_CORETYPE");
+  if (!h || (user && *user) || !s_cpu_has_avx512()) return h;
+  __typeof__(openblas_get_corename) *corename =
+      (__typeof__(openblas_get_corename) *)dlsym(h, "openblas_get_corename");
+  if (!corename || !s_generic_core(corename())) return h;
+  /* Closing runs OpenBLAS' destructor and unmaps it, so the next open runs its constructor
+   * again. If it stays mapped (someone else holds it), the open just returns it. */
+  WT_DEBUG("kernels: OpenBLAS chose %s on an AVX-512 CPU; reloading it with SkylakeX", corename());
+  dlclose(h);
+  return s_dlopen("SkylakeX");
 }
 
 static void s_load(void) {
