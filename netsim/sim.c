@@ -278,7 +278,12 @@ int netsim_simulate(const assign_network *net, const assign_plan *plan,
     out->bubble_s = end_free - out->compute_s;
     out->pp_comm_s = out->pipeline_end_s - end_free;
     out->dp_comm_s = out->iteration_s - out->pipeline_end_s;
-    if (trace_p) *trace_p = netsim_trace_from_graph(&full.g, net->n);
+    if (!isfinite(out->iteration_s))
+      rc = wt_fail(WT_EINVAL,
+                   "simulate: the iteration's time overflows (links too slow or too far for "
+                   "double-precision seconds); use faster links or smaller sizes");
+    else if (trace_p)
+      *trace_p = netsim_trace_from_graph(&full.g, net->n);
   }
   s_builder_free(&full);
   s_builder_free(&free_pp);

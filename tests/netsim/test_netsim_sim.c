@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define B_PER_S 1e9 /* every link in these hand-made networks */
 
@@ -158,6 +159,40 @@ static void test_nic_sharing(void) {
                  "a transfer to itself is refused");
   s_net_free(&far);
   s_net_free(&net);
+}
+
+/* Links far slower or farther than any real one still simulate, and quickly: on a clock of 1e10 s
+ * a 100-byte transfer lasts less than the clock's rounding step, and the engine must still end
+ * it (it takes events by identity, not by bytes reaching zero). A hang here trips the alarm. */
+static void test_extreme_values(void) {
+  alarm(20);
+  assign_network net = s_net(3, 0);
+  double nic[3] = {B_PER_S, B_PER_S, B_PER_S};
+  int src[2] = {0, 0}, dst[2] = {1, 2};
+  double bytes[2] = {100, 100}, start[2] = {1e10, 1e10}, arrive[2];
+  int rc = netsim_transfers_simulate(&net, nic, 2, src, dst, bytes, start, arrive);
+  WT_TEST_REQUIRE(rc == WT_OK, "%s", wt_last_error());
+  for (int i = 0; i < 2; i++) WT_TEST_CLOSE(arrive[i], 1e10, 1e-5, 0, "tiny transfer, huge clock");
+  /* A whole iteration across 1e7 s of latency (1e10 ms) and another over 1e-12 Gbit/s links. */
+  assign_network far = s_net(4, 1e7), slow = s_net(4, 0);
+  for (int i = 0; i < 16; i++) slow.bandwidth_Bps[i] = 1e-12 * 1e9 / 8;
+  assign_plan *p = s_plan(2, 2);
+  netsim_sim_config cfg = s_cfg(NETSIM_1F1B, 8, 1e-3, 2e-3, 0);
+  cfg.act_bytes = 1e6;
+  cfg.grad_bytes = 1e9;
+  netsim_sim_result r = s_sim(&far, p, &cfg);
+  WT_TEST_ASSERT(isfinite(r.iteration_s) && r.iteration_s >= 2 * 1e7 + 2 * 1e7,
+                 "far: %g s, at least one activation, one gradient and the reduce's latencies",
+                 r.iteration_s);
+  r = s_sim(&slow, p, &cfg);
+  double one_byte_s = 8 / (1e-12 * 1e9);
+  WT_TEST_ASSERT(isfinite(r.iteration_s) && r.dp_comm_s >= 1e9 / 2 * one_byte_s,
+                 "slow: %g s, dp %g s", r.iteration_s, r.dp_comm_s);
+  assign_plan_destroy(&p);
+  s_net_free(&far);
+  s_net_free(&slow);
+  s_net_free(&net);
+  alarm(0);
 }
 
 /* One stage, D replicas, no compute: both all-reduce algorithms move 2(D−1)/D of the gradient
@@ -381,6 +416,7 @@ int main(void) {
   test_gpipe_closed_form();
   test_1f1b();
   test_nic_sharing();
+  test_extreme_values();
   test_allreduce();
   test_ring_matches_model();
   test_pipeline_matches_model();
