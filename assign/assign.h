@@ -102,6 +102,16 @@ double assign_bottleneck_matching(int k, const double *w, int *match);
  * 2-opt, the heuristic used above 16. */
 double assign_tsp_open_path(int m, const double *w, int exact, int *order);
 
+/* Ring all-reduce order over k members with hop costs w (k×k, row-major, w[i*k+j] = seconds for
+ * one chunk from member i to member j): every step of the ring moves a chunk over every hop at
+ * once, so the best ring is the one whose slowest hop is fastest. Writes the members in ring
+ * order into order[k] (starting with member 0) when order is not NULL, and returns that slowest
+ * hop (0 for k <= 1). Exact for k <= 10 (binary search over the hop costs, each step a
+ * Hamiltonian-cycle test by dynamic programming over subsets, 2^k·k² work); above, the best
+ * nearest-neighbour ring over all starts. The cost model's ring term (2(D−1) times this, with
+ * w = α + c_DP/(D·β)) and netsim's simulated ring both use it, so they agree on the order. */
+double assign_ring_order(int k, const double *w, int *order);
+
 /* ---- solvers ------------------------------------------------------------------------------ */
 
 typedef enum {

@@ -59,7 +59,8 @@ void netsim_graph_free(netsim_graph *g) {
   memset(g, 0, sizeof *g);
 }
 
-/* realloc that aborts like wt_xmalloc: every size here is the simulator's own, bounded by the plan. */
+/* realloc that aborts like wt_xmalloc: every size here is the simulator's own, bounded by the plan.
+ */
 static void *s_xrealloc(void *p, size_t bytes) {
   void *grown = realloc(p, bytes);
   if (!grown) {
@@ -113,10 +114,10 @@ static s_event s_heap_pop(s_heap *h) {
 /* ---- active flows and the NICs they load --------------------------------------------------- */
 
 typedef struct {
-  int task;          /* -1 while the slot is free */
-  int src, dst;      /* devices */
-  double cap;        /* the pair's bandwidth, bytes/s */
-  double remaining;  /* bytes left at t_upd */
+  int task;         /* -1 while the slot is free */
+  int src, dst;     /* devices */
+  double cap;       /* the pair's bandwidth, bytes/s */
+  double remaining; /* bytes left at t_upd */
   double rate, t_upd;
   int ver;           /* bumped whenever its drain time changes or it ends */
   int at_out, at_in; /* positions in its devices' lists */
@@ -137,11 +138,11 @@ static void s_list_push(s_list *l, int v) {
 
 /* A resource is one direction of one NIC: 2d egress of device d, 2d+1 its ingress. */
 typedef struct {
-  s_list flows;   /* flow slots using it */
-  double left;    /* capacity not yet given to frozen flows (during a filling) */
-  int unfrozen;   /* its flows still rising (during a filling) */
-  int mark;       /* component search stamp */
-  int dirty;      /* its flow set changed since the last sharing */
+  s_list flows; /* flow slots using it */
+  double left;  /* capacity not yet given to frozen flows (during a filling) */
+  int unfrozen; /* its flows still rising (during a filling) */
+  int mark;     /* component search stamp */
+  int dirty;    /* its flow set changed since the last sharing */
 } s_res;
 
 typedef struct {

@@ -121,16 +121,24 @@ static void s_add_pipeline(s_builder *b) {
       }
 }
 
-/* Ring all-reduce over the group in its best order: 2(D−1) steps; in step k member i passes a
- * chunk to member i+1 once it has the chunk from i−1 of step k−1 and its own previous send is
- * done. */
+/* Ring all-reduce over the group in the order assign_ring_order picks (the cost model's ring):
+ * 2(D−1) steps; in step k member i passes a chunk to member i+1 once it has the chunk from i−1
+ * of step k−1 and its own previous send is done. */
 static void s_add_ring(s_builder *b, int s) {
   int D = b->plan->d_dp, steps = 2 * (D - 1);
   double chunk = b->cfg->grad_bytes / D;
   int *prev = wt_xmalloc(sizeof(int) * (size_t)D), *cur = wt_xmalloc(sizeof(int) * (size_t)D);
   int *devs = wt_xmalloc(sizeof(int) * (size_t)D), *ring = wt_xmalloc(sizeof(int) * (size_t)D);
   for (int r = 0; r < D; r++) devs[r] = s_dev(b, s, r);
-  netsim_ring_order(b->net, devs, D, chunk, ring); /* ring[i] = replica at ring position i */
+  double *hop = wt_xmalloc(sizeof(double) * (size_t)D * D);
+  const assign_network *net = b->net;
+  for (int x = 0; x < D; x++)
+    for (int y = 0; y < D; y++)
+      hop[x * D + y] = x == y ? 0
+                              : net->latency_s[devs[x] * net->n + devs[y]] +
+                                    chunk / net->bandwidth_Bps[devs[x] * net->n + devs[y]];
+  assign_ring_order(D, hop, ring); /* ring[i] = replica at ring position i */
+  free(hop);
   char label[64];
   for (int k = 0; k < steps; k++) {
     for (int i = 0; i < D; i++) {

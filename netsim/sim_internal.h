@@ -46,10 +46,6 @@ void netsim_graph_free(netsim_graph *g);
 int netsim_engine_run(netsim_graph *g, const assign_network *net, const double *nic_Bps,
                       int free_pp);
 
-/* The ring order (indices into devs[k]) whose slowest hop (latency + chunk / bandwidth) is
- * smallest: exhaustive for k <= 9, nearest-neighbour from every start above. */
-void netsim_ring_order(const assign_network *net, const int *devs, int k, double chunk, int *order);
-
 /* The timeline of a finished graph. */
 netsim_trace *netsim_trace_from_graph(const netsim_graph *g, int n_devices);
 

@@ -229,34 +229,39 @@ static void test_allreduce(void) {
 }
 
 /* On uneven links the simulated ring takes its best order and each of its 2(D−1) steps lasts as
- * long as the slowest hop: exactly the ring term of assign's cost model. */
+ * long as the slowest hop: exactly the ring term of assign's cost model, for groups ordered
+ * exactly (D <= 10) and heuristically (D = 12), on many random networks. */
 static void test_ring_matches_model(void) {
-  int D = 5;
-  assign_network net = s_net(D, 0);
-  wt_rng rng;
-  wt_rng_seed(&rng, 7);
-  for (int a = 0; a < D; a++)
-    for (int b = a + 1; b < D; b++) {
-      double lat = 0.05 * wt_rng_double(&rng), bw = B_PER_S * (0.2 + wt_rng_double(&rng));
-      net.latency_s[a * D + b] = net.latency_s[b * D + a] = lat;
-      net.bandwidth_Bps[a * D + b] = net.bandwidth_Bps[b * D + a] = bw;
+  const int sizes[] = {5, 9, 10, 12};
+  for (size_t z = 0; z < WT_ARRAY_LEN(sizes); z++)
+    for (uint64_t seed = 1; seed <= 12; seed++) {
+      int D = sizes[z];
+      assign_network net = s_net(D, 0);
+      wt_rng rng;
+      wt_rng_seed(&rng, 7 + 100 * seed + (uint64_t)D);
+      for (int a = 0; a < D; a++)
+        for (int b = a + 1; b < D; b++) {
+          double lat = 0.05 * wt_rng_double(&rng), bw = B_PER_S * (0.2 + wt_rng_double(&rng));
+          net.latency_s[a * D + b] = net.latency_s[b * D + a] = lat;
+          net.bandwidth_Bps[a * D + b] = net.bandwidth_Bps[b * D + a] = bw;
+        }
+      assign_plan *p = s_plan(1, D);
+      p->device[0] = 3, p->device[3] = 0; /* not in id order */
+      assign_problem prob = {.net = &net,
+                             .d_pp = 1,
+                             .d_dp = D,
+                             .c_dp_bytes = 2e9,
+                             .c_pp_bytes = 0,
+                             .dp_algo = ASSIGN_DP_RING};
+      netsim_sim_config cfg = s_cfg(NETSIM_GPIPE, 1, 0, 0, 0);
+      cfg.grad_bytes = prob.c_dp_bytes;
+      cfg.dp_algo = ASSIGN_DP_RING;
+      netsim_sim_result r = s_sim(&net, p, &cfg);
+      assign_cost cost = assign_plan_cost(&prob, p);
+      WT_TEST_CLOSE(r.dp_comm_s, cost.dp_s, 1e-9, 1e-9, "simulated ring = modelled ring");
+      assign_plan_destroy(&p);
+      s_net_free(&net);
     }
-  assign_plan *p = s_plan(1, D);
-  p->device[0] = 3, p->device[3] = 0; /* not in id order */
-  assign_problem prob = {.net = &net,
-                         .d_pp = 1,
-                         .d_dp = D,
-                         .c_dp_bytes = 2e9,
-                         .c_pp_bytes = 0,
-                         .dp_algo = ASSIGN_DP_RING};
-  netsim_sim_config cfg = s_cfg(NETSIM_GPIPE, 1, 0, 0, 0);
-  cfg.grad_bytes = prob.c_dp_bytes;
-  cfg.dp_algo = ASSIGN_DP_RING;
-  netsim_sim_result r = s_sim(&net, p, &cfg);
-  assign_cost cost = assign_plan_cost(&prob, p);
-  WT_TEST_CLOSE(r.dp_comm_s, cost.dp_s, 1e-9, 1e-9, "simulated ring = modelled ring");
-  assign_plan_destroy(&p);
-  s_net_free(&net);
 }
 
 /* One micro-batch, no compute, one replica: nothing overlaps, so the activation crosses every
