@@ -443,7 +443,7 @@ static void s_engine_free(s_engine *e) {
 }
 
 int netsim_engine_run(netsim_graph *g, const assign_network *net, const double *nic_Bps,
-                      int free_pp) {
+                      int free_pp, double deadline_s) {
   s_engine e = {.g = g, .net = net, .nic = nic_Bps, .free_pp = free_pp};
   e.res = wt_xcalloc(2 * (size_t)net->n, sizeof *e.res);
   for (int i = 0; i < g->n; i++)
@@ -455,7 +455,14 @@ int netsim_engine_run(netsim_graph *g, const assign_network *net, const double *
   for (;;) {
     s_share_dirty(&e);
     if (!s_step(&e)) break;
-    if (++turns > max_turns) {
+    if ((++turns & 255) == 0 && deadline_s > 0 && wt_now_s() > deadline_s) {
+      rc = wt_fail(WT_ETIMEOUT,
+                   "simulation stopped at its time limit after %ld events (%d of %d tasks done, "
+                   "simulated clock %g s)",
+                   turns, e.done, g->n, e.t);
+      break;
+    }
+    if (turns > max_turns) {
       rc = wt_fail(WT_EINVAL, "simulation made no progress after %ld events (clock %g s)", turns,
                    e.t);
       break;

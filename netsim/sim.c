@@ -202,7 +202,8 @@ static int s_check(const assign_network *net, const assign_plan *plan,
   WT_CHECK(rc);
   if (cfg->micro_batches < 1 || cfg->micro_batches > 100000)
     return wt_fail(WT_EINVAL, "simulate: micro_batches must be in [1, 100000]");
-  if (!(cfg->fwd_s >= 0) || !(cfg->bwd_s >= 0) || !(cfg->act_bytes >= 0) || !(cfg->grad_bytes >= 0))
+  if (!(cfg->fwd_s >= 0) || !(cfg->bwd_s >= 0) || !(cfg->act_bytes >= 0) ||
+      !(cfg->grad_bytes >= 0) || !(cfg->max_seconds >= 0))
     return wt_fail(WT_EINVAL, "simulate: times and sizes must be >= 0");
   return WT_OK;
 }
@@ -242,10 +243,10 @@ static double s_pipeline_end(const netsim_graph *g) {
 
 /* Runs the graph (free_pp: pipeline transfers cost nothing) and returns the pipeline end. */
 static int s_run(const assign_network *net, const assign_plan *plan, const netsim_sim_config *cfg,
-                 int free_pp, s_builder *b, const double *nic) {
+                 int free_pp, s_builder *b, const double *nic, double deadline_s) {
   *b = (s_builder){.net = net, .plan = plan, .cfg = cfg};
   s_build(b);
-  return netsim_engine_run(&b->g, net, nic, free_pp);
+  return netsim_engine_run(&b->g, net, nic, free_pp, deadline_s);
 }
 
 static double *s_default_nics(const assign_network *net) {
@@ -266,9 +267,10 @@ int netsim_simulate(const assign_network *net, const assign_plan *plan,
   WT_CHECK(s_check(net, plan, cfg));
   double *own_nic = cfg->nic_Bps ? NULL : s_default_nics(net);
   const double *nic = cfg->nic_Bps ? cfg->nic_Bps : own_nic;
-  s_builder full, free_pp;
-  int rc = s_run(net, plan, cfg, 0, &full, nic);
-  if (rc == WT_OK) rc = s_run(net, plan, cfg, 1, &free_pp, nic);
+  double deadline = cfg->max_seconds > 0 ? wt_now_s() + cfg->max_seconds : 0;
+  s_builder full, free_pp = {0};
+  int rc = s_run(net, plan, cfg, 0, &full, nic, deadline);
+  if (rc == WT_OK) rc = s_run(net, plan, cfg, 1, &free_pp, nic, deadline);
   if (rc == WT_OK) {
     double *busy = wt_xcalloc((size_t)net->n, sizeof(double));
     for (int i = 0; i < full.g.n; i++) {
@@ -335,7 +337,7 @@ int netsim_transfers_simulate(const assign_network *net, const double *nic_Bps, 
     netsim_graph_dep(&g, w, netsim_graph_add(&g, t));
   }
   double *own_nic = nic_Bps ? NULL : s_default_nics(net);
-  int rc = netsim_engine_run(&g, net, nic_Bps ? nic_Bps : own_nic, 0);
+  int rc = netsim_engine_run(&g, net, nic_Bps ? nic_Bps : own_nic, 0, 0);
   for (int i = 0; rc == WT_OK && i < count; i++) arrive_s[i] = g.tasks[2 * i + 1].end_s;
   netsim_graph_free(&g);
   free(own_nic);

@@ -195,6 +195,27 @@ static void test_extreme_values(void) {
   alarm(0);
 }
 
+/* A wall-clock limit stops a simulation with WT_ETIMEOUT and a message saying so; without one
+ * the same simulation finishes. */
+static void test_time_limit(void) {
+  assign_network net = s_net(64, 0.01);
+  assign_plan *p = s_plan(8, 8);
+  netsim_sim_config cfg = s_cfg(NETSIM_1F1B, 8, 0.1, 0.2, 0.05);
+  cfg.grad_bytes = 1e9;
+  cfg.max_seconds = 1e-9;
+  netsim_sim_result r;
+  int rc = netsim_simulate(&net, p, &cfg, &r, NULL);
+  WT_TEST_ASSERT(rc == WT_ETIMEOUT && strstr(wt_last_error(), "time limit"), "rc %d: %s", rc,
+                 wt_last_error());
+  cfg.max_seconds = 0;
+  r = s_sim(&net, p, &cfg);
+  WT_TEST_ASSERT(r.iteration_s > 0, "no limit: finishes");
+  cfg.max_seconds = -1;
+  WT_TEST_ASSERT(netsim_simulate(&net, p, &cfg, &r, NULL) == WT_EINVAL, "negative limit refused");
+  assign_plan_destroy(&p);
+  s_net_free(&net);
+}
+
 /* One stage, D replicas, no compute: both all-reduce algorithms move 2(D−1)/D of the gradient
  * through each NIC, so on uniform links both take 2(D−1)·G/(D·B). */
 static void test_allreduce(void) {
@@ -422,6 +443,7 @@ int main(void) {
   test_1f1b();
   test_nic_sharing();
   test_extreme_values();
+  test_time_limit();
   test_allreduce();
   test_ring_matches_model();
   test_pipeline_matches_model();
