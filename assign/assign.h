@@ -119,7 +119,8 @@ typedef enum {
   ASSIGN_SOLVER_MEGATRON,   /* rank order as Megatron-LM groups ranks; fixed, not optimised */
   ASSIGN_SOLVER_DEEPSPEED,  /* the transposed rank order (pipelines on consecutive ranks) */
   ASSIGN_SOLVER_GREEDY,     /* constructive: grow groups, or pipelines, from the hardest device */
-  ASSIGN_SOLVER_GA,         /* the paper's hybrid: genetic algorithm + cyclic local search */
+  ASSIGN_SOLVER_GA,         /* the paper's hybrid: genetic algorithm + cyclic local search; on
+                               n <= 12 devices every partition instead (as exact: the optimum) */
   ASSIGN_SOLVER_EXACT,      /* exhaustive with symmetry breaking; n <= 12 only */
   ASSIGN_SOLVER_COUNT
 } assign_solver;
@@ -130,8 +131,9 @@ const char *assign_solver_name(assign_solver kind);
 int assign_solver_parse(const char *name, assign_solver *out);
 
 /* A search stops at whichever limit comes first; zero means "no limit of that kind". With both
- * zero a solver uses its default budget (random: 5000 partitions; ga: 200·n evaluations or 2 s,
- * whichever comes first; resolve: 20·n evaluations or 1 s; exact ignores budgets). Limits are
+ * zero a solver uses its default budget (random: 5000 partitions; ga: 1 s; resolve: 20·n
+ * evaluations or 1 s). exact, and ga on n <= 12 devices, enumerate every partition and ignore
+ * budgets (at most 15400 partitions, ~6 ms). Limits are
  * checked between local-search steps, so a run may pass them by one step (at most 33
  * evaluations) plus the final ordering of the plan; only max_evals makes a run reproducible
  * whatever the machine's speed. */
