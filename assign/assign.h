@@ -102,6 +102,16 @@ double assign_bottleneck_matching(int k, const double *w, int *match);
  * 2-opt, the heuristic used above 16. */
 double assign_tsp_open_path(int m, const double *w, int exact, int *order);
 
+/* Ring all-reduce order over k members with hop costs w (k×k, row-major, w[i*k+j] = seconds for
+ * one chunk from member i to member j): every step of the ring moves a chunk over every hop at
+ * once, so the best ring is the one whose slowest hop is fastest. Writes the members in ring
+ * order into order[k] (starting with member 0) when order is not NULL, and returns that slowest
+ * hop (0 for k <= 1). Exact for k <= 10 (binary search over the hop costs, each step a
+ * Hamiltonian-cycle test by dynamic programming over subsets, 2^k·k² work); above, the best
+ * nearest-neighbour ring over all starts. The cost model's ring term (2(D−1) times this, with
+ * w = α + c_DP/(D·β)) and netsim's simulated ring both use it, so they agree on the order. */
+double assign_ring_order(int k, const double *w, int *order);
+
 /* ---- solvers ------------------------------------------------------------------------------ */
 
 typedef enum {
@@ -109,7 +119,8 @@ typedef enum {
   ASSIGN_SOLVER_MEGATRON,   /* rank order as Megatron-LM groups ranks; fixed, not optimised */
   ASSIGN_SOLVER_DEEPSPEED,  /* the transposed rank order (pipelines on consecutive ranks) */
   ASSIGN_SOLVER_GREEDY,     /* constructive: grow groups, or pipelines, from the hardest device */
-  ASSIGN_SOLVER_GA,         /* the paper's hybrid: genetic algorithm + cyclic local search */
+  ASSIGN_SOLVER_GA,         /* the paper's hybrid: genetic algorithm + cyclic local search; on
+                               n <= 12 devices every partition instead (as exact: the optimum) */
   ASSIGN_SOLVER_EXACT,      /* exhaustive with symmetry breaking; n <= 12 only */
   ASSIGN_SOLVER_COUNT
 } assign_solver;
@@ -120,8 +131,9 @@ const char *assign_solver_name(assign_solver kind);
 int assign_solver_parse(const char *name, assign_solver *out);
 
 /* A search stops at whichever limit comes first; zero means "no limit of that kind". With both
- * zero a solver uses its default budget (random: 5000 partitions; ga: 200·n evaluations or 2 s,
- * whichever comes first; resolve: 20·n evaluations or 1 s; exact ignores budgets). Limits are
+ * zero a solver uses its default budget (random: 5000 partitions; ga: 1 s; resolve: 20·n
+ * evaluations or 1 s). exact, and ga on n <= 12 devices, enumerate every partition and ignore
+ * budgets (at most 15400 partitions, ~6 ms). Limits are
  * checked between local-search steps, so a run may pass them by one step (at most 33
  * evaluations) plus the final ordering of the plan; only max_evals makes a run reproducible
  * whatever the machine's speed. */

@@ -29,6 +29,10 @@ static inline double assign_dmax(double a, double b) {
  * (see localsearch.c), when a partition has at most this many swaps: each one scanned costs
  * 2(P−1) min-sum matchings of O(K³). */
 #define ASSIGN_ALIKE_SWAPS_MAX 4096
+/* ga enumerates every partition (the exact solver, ~6 ms at 12 devices) up to this many devices. */
+#define ASSIGN_GA_EXACT_MAX 12
+/* ga's default budget when the caller gives none. */
+#define ASSIGN_GA_DEFAULT_S 1.0
 /* Rings are ordered exactly (bottleneck Hamiltonian cycle) up to this many replicas. */
 #define ASSIGN_RING_EXACT_MAX 10
 

@@ -53,6 +53,8 @@ int assign_solve_exact(assign_search *s, assign_tracker *t, int *labels) {
   int label[12];
   for (int d = 0; d < 12; d++) label[d] = -1;
   s_exact e = {s, t, label, labels, INFINITY, INFINITY};
+  /* The all-pairs matching surrogate only steers local search; enumeration never reads it. */
+  s->alike_on = 0;
   s_place(&e, 0, 0);
   return WT_OK;
 }

@@ -45,74 +45,13 @@ void assign_model_free(assign_model *m) {
   memset(m, 0, sizeof *m);
 }
 
-static int s_cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* Is there a ring through all k members whose hops all cost <= t? Hamiltonian-cycle DP from
- * member 0 over subsets (k <= ASSIGN_RING_EXACT_MAX). */
-static int s_ring_exists(const assign_model *m, const int *devs, int k, double t, char *reach) {
-  int n = m->n;
-  size_t states = (size_t)1 << k;
-  memset(reach, 0, states * k);
-  reach[1 * k + 0] = 1;
-  for (size_t mask = 1; mask < states; mask += 2)
-    for (int j = 0; j < k; j++) {
-      if (!reach[mask * k + j]) continue;
-      for (int x = 1; x < k; x++)
-        if (!(mask >> x & 1) && m->dpc[devs[j] * n + devs[x]] <= t)
-          reach[(mask | (size_t)1 << x) * k + x] = 1;
-    }
-  for (int j = 1; j < k; j++)
-    if (reach[(states - 1) * k + j] && m->dpc[devs[j] * n + devs[0]] <= t) return 1;
-  return 0;
-}
-
-/* Slowest hop of the best ring: exact by thresholds for small groups, else the best
- * nearest-neighbour ring over all starts. */
+/* Slowest hop of the best ring through the group (assign_ring_order on the ring hop costs). */
 static double s_ring_bottleneck(const assign_model *m, const int *devs, int k) {
-  int n = m->n;
-  if (k <= ASSIGN_RING_EXACT_MAX) {
-    double *vals = wt_xmalloc((size_t)k * k * sizeof(double));
-    int cnt = 0;
-    for (int i = 0; i < k; i++)
-      for (int j = i + 1; j < k; j++) vals[cnt++] = m->dpc[devs[i] * n + devs[j]];
-    qsort(vals, (size_t)cnt, sizeof(double), s_cmp_double);
-    char *reach = wt_xmalloc(((size_t)1 << k) * k);
-    int lo = 0, hi = cnt - 1; /* the complete graph (vals[cnt-1]) always has a ring */
-    while (lo < hi) {
-      int mid = lo + (hi - lo) / 2;
-      if (s_ring_exists(m, devs, k, vals[mid], reach))
-        hi = mid;
-      else
-        lo = mid + 1;
-    }
-    double best = vals[hi];
-    free(reach);
-    free(vals);
-    return best;
-  }
-  double best = INFINITY;
-  char *used = wt_xmalloc((size_t)k);
-  for (int s = 0; s < k; s++) {
-    memset(used, 0, (size_t)k);
-    int cur = s;
-    double worst = 0;
-    used[s] = 1;
-    for (int step = 1; step < k; step++) {
-      int nxt = -1;
-      for (int x = 0; x < k; x++)
-        if (!used[x] &&
-            (nxt < 0 || m->dpc[devs[cur] * n + devs[x]] < m->dpc[devs[cur] * n + devs[nxt]]))
-          nxt = x;
-      worst = assign_dmax(worst, m->dpc[devs[cur] * n + devs[nxt]]);
-      used[nxt] = 1;
-      cur = nxt;
-    }
-    best = assign_dmin(best, assign_dmax(worst, m->dpc[devs[cur] * n + devs[s]]));
-  }
-  free(used);
+  double *w = wt_xmalloc((size_t)k * k * sizeof(double));
+  for (int i = 0; i < k; i++)
+    for (int j = 0; j < k; j++) w[i * k + j] = m->dpc[devs[i] * m->n + devs[j]];
+  double best = assign_ring_order(k, w, NULL);
+  free(w);
   return best;
 }
 

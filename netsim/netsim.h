@@ -127,6 +127,7 @@ typedef struct {
   double grad_bytes;      /* gradient bytes of one stage, reduced across its replicas */
   assign_dp_algo dp_algo; /* ring or sharded parameter server */
   const double *nic_Bps;  /* n per-device NIC capacities; NULL = each device's fastest link */
+  double max_seconds;     /* wall-clock limit of one netsim_simulate call; 0 = none */
 } netsim_sim_config;
 
 typedef struct {
@@ -151,7 +152,11 @@ void netsim_sim_config_from_scenario(const netsim_scenario *s, netsim_schedule s
 /* Simulates one iteration of `plan` on `net`. trace_p may be NULL; otherwise *trace_p receives
  * a new timeline the caller destroys. Returns WT_EINVAL for a plan that does not fit the network
  * (wrong shape, a device out of range or twice), a config out of range, or times that overflow
- * (the simulation cannot finish). */
+ * double-precision seconds; WT_ETIMEOUT when cfg->max_seconds of wall time pass first.
+ * Any finite latencies and positive bandwidths simulate: every event retires a transfer or a
+ * task, so a run takes at most 2·(tasks) events whatever the clock reads. Cost: each start or end
+ * of a transfer re-shares the connected group of transfers it touches (through shared NICs), so
+ * all-to-all reduces (sharded PS, d_dp replicas) cost ~d_dp² per event; see docs/netsim.md. */
 int netsim_simulate(const assign_network *net, const assign_plan *plan,
                     const netsim_sim_config *cfg, netsim_sim_result *out, netsim_trace **trace_p);
 

@@ -7,11 +7,13 @@
 #include "common/common.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define S_MAX_DEVICES 4096
 /* Any number above this is a typo; bounding it keeps every derived time finite. */
@@ -334,17 +336,67 @@ static int s_scenarios_parse(const s_ctx *file_ctx, const cJSON *root, netsim_sc
     if (!cJSON_IsString(name) || !*name->valuestring)
       return s_fail(&c, "name", "missing or not a non-empty string");
     c.scenario = name->valuestring;
+    for (int j = 0; j < set->count; j++)
+      if (!strcmp(set->items[j]->name, name->valuestring))
+        return s_fail(&c, "name",
+                      "scenario #%d has the same name; names must be unique (--scenario picks "
+                      "one by name)",
+                      j);
     WT_CHECK(s_scenario_parse(&c, js, &k, &set->items[set->count]));
     set->count++;
   }
   return WT_OK;
 }
 
+/* The key of the innermost "key": before `at` (the field a bad value belongs to), or "?". */
+static void s_key_before(const char *text, const char *at, char *key, size_t cap) {
+  snprintf(key, cap, "?");
+  for (const char *p = at; p > text; p--) {
+    if (*p != ':') continue;
+    const char *q = p - 1;
+    while (q > text && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')) q--;
+    if (*q != '"') continue;
+    const char *open = q - 1;
+    while (open > text && *open != '"') open--;
+    if (*open == '"')
+      snprintf(key, cap, "%.*s", (int)WT_MIN((size_t)(q - open - 1), cap - 1), open + 1);
+    return;
+  }
+}
+
+/* Why cJSON stopped at `at`: NaN and Infinity are what other tools write for non-finite numbers
+ * and JSON has neither, so they get a message of their own naming the field. */
+static int s_parse_error(const char *path, const char *text, const char *at) {
+  int line = 1;
+  for (const char *p = text; p < at; p++) line += *p == '\n';
+  const char *v = at + (*at == '-' || *at == '+');
+  if (!strncasecmp(v, "nan", 3) || !strncasecmp(v, "inf", 3)) {
+    char key[64];
+    s_key_before(text, at, key, sizeof key);
+    int len = (int)(v - at);
+    while (len < 16 && isalpha((unsigned char)at[len])) len++;
+    return wt_fail(WT_EINVAL,
+                   "%s: line %d: field '%s': %.*s is not a valid value (JSON has no NaN or "
+                   "Infinity); write a finite number",
+                   path, line, key, len, at);
+  }
+  return wt_fail(WT_EINVAL,
+                 "%s: line %d: not valid JSON near \"%.20s\" (the file must be one JSON object "
+                 "with cost_model_constants and scenarios)",
+                 path, line, at);
+}
+
 int netsim_scenario_set_load(const char *path, netsim_scenario_set **out) {
   *out = NULL;
   char *text = NULL;
   WT_CHECK(s_read_file(path, &text));
-  cJSON *root = cJSON_Parse(text);
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithOpts(text, &end, 0);
+  if (!root) {
+    int rc = s_parse_error(path, text, end ? end : text);
+    free(text);
+    return rc;
+  }
   free(text);
   s_ctx c = {path, ""};
   if (!cJSON_IsObject(root)) {

@@ -121,16 +121,24 @@ static void s_add_pipeline(s_builder *b) {
       }
 }
 
-/* Ring all-reduce over the group in its best order: 2(D−1) steps; in step k member i passes a
- * chunk to member i+1 once it has the chunk from i−1 of step k−1 and its own previous send is
- * done. */
+/* Ring all-reduce over the group in the order assign_ring_order picks (the cost model's ring):
+ * 2(D−1) steps; in step k member i passes a chunk to member i+1 once it has the chunk from i−1
+ * of step k−1 and its own previous send is done. */
 static void s_add_ring(s_builder *b, int s) {
   int D = b->plan->d_dp, steps = 2 * (D - 1);
   double chunk = b->cfg->grad_bytes / D;
   int *prev = wt_xmalloc(sizeof(int) * (size_t)D), *cur = wt_xmalloc(sizeof(int) * (size_t)D);
   int *devs = wt_xmalloc(sizeof(int) * (size_t)D), *ring = wt_xmalloc(sizeof(int) * (size_t)D);
   for (int r = 0; r < D; r++) devs[r] = s_dev(b, s, r);
-  netsim_ring_order(b->net, devs, D, chunk, ring); /* ring[i] = replica at ring position i */
+  double *hop = wt_xmalloc(sizeof(double) * (size_t)D * D);
+  const assign_network *net = b->net;
+  for (int x = 0; x < D; x++)
+    for (int y = 0; y < D; y++)
+      hop[x * D + y] = x == y ? 0
+                              : net->latency_s[devs[x] * net->n + devs[y]] +
+                                    chunk / net->bandwidth_Bps[devs[x] * net->n + devs[y]];
+  assign_ring_order(D, hop, ring); /* ring[i] = replica at ring position i */
+  free(hop);
   char label[64];
   for (int k = 0; k < steps; k++) {
     for (int i = 0; i < D; i++) {
@@ -194,7 +202,8 @@ static int s_check(const assign_network *net, const assign_plan *plan,
   WT_CHECK(rc);
   if (cfg->micro_batches < 1 || cfg->micro_batches > 100000)
     return wt_fail(WT_EINVAL, "simulate: micro_batches must be in [1, 100000]");
-  if (!(cfg->fwd_s >= 0) || !(cfg->bwd_s >= 0) || !(cfg->act_bytes >= 0) || !(cfg->grad_bytes >= 0))
+  if (!(cfg->fwd_s >= 0) || !(cfg->bwd_s >= 0) || !(cfg->act_bytes >= 0) ||
+      !(cfg->grad_bytes >= 0) || !(cfg->max_seconds >= 0))
     return wt_fail(WT_EINVAL, "simulate: times and sizes must be >= 0");
   return WT_OK;
 }
@@ -234,10 +243,10 @@ static double s_pipeline_end(const netsim_graph *g) {
 
 /* Runs the graph (free_pp: pipeline transfers cost nothing) and returns the pipeline end. */
 static int s_run(const assign_network *net, const assign_plan *plan, const netsim_sim_config *cfg,
-                 int free_pp, s_builder *b, const double *nic) {
+                 int free_pp, s_builder *b, const double *nic, double deadline_s) {
   *b = (s_builder){.net = net, .plan = plan, .cfg = cfg};
   s_build(b);
-  return netsim_engine_run(&b->g, net, nic, free_pp);
+  return netsim_engine_run(&b->g, net, nic, free_pp, deadline_s);
 }
 
 static double *s_default_nics(const assign_network *net) {
@@ -258,9 +267,10 @@ int netsim_simulate(const assign_network *net, const assign_plan *plan,
   WT_CHECK(s_check(net, plan, cfg));
   double *own_nic = cfg->nic_Bps ? NULL : s_default_nics(net);
   const double *nic = cfg->nic_Bps ? cfg->nic_Bps : own_nic;
-  s_builder full, free_pp;
-  int rc = s_run(net, plan, cfg, 0, &full, nic);
-  if (rc == WT_OK) rc = s_run(net, plan, cfg, 1, &free_pp, nic);
+  double deadline = cfg->max_seconds > 0 ? wt_now_s() + cfg->max_seconds : 0;
+  s_builder full, free_pp = {0};
+  int rc = s_run(net, plan, cfg, 0, &full, nic, deadline);
+  if (rc == WT_OK) rc = s_run(net, plan, cfg, 1, &free_pp, nic, deadline);
   if (rc == WT_OK) {
     double *busy = wt_xcalloc((size_t)net->n, sizeof(double));
     for (int i = 0; i < full.g.n; i++) {
@@ -278,7 +288,12 @@ int netsim_simulate(const assign_network *net, const assign_plan *plan,
     out->bubble_s = end_free - out->compute_s;
     out->pp_comm_s = out->pipeline_end_s - end_free;
     out->dp_comm_s = out->iteration_s - out->pipeline_end_s;
-    if (trace_p) *trace_p = netsim_trace_from_graph(&full.g, net->n);
+    if (!isfinite(out->iteration_s))
+      rc = wt_fail(WT_EINVAL,
+                   "simulate: the iteration's time overflows (links too slow or too far for "
+                   "double-precision seconds); use faster links or smaller sizes");
+    else if (trace_p)
+      *trace_p = netsim_trace_from_graph(&full.g, net->n);
   }
   s_builder_free(&full);
   s_builder_free(&free_pp);
@@ -322,7 +337,7 @@ int netsim_transfers_simulate(const assign_network *net, const double *nic_Bps, 
     netsim_graph_dep(&g, w, netsim_graph_add(&g, t));
   }
   double *own_nic = nic_Bps ? NULL : s_default_nics(net);
-  int rc = netsim_engine_run(&g, net, nic_Bps ? nic_Bps : own_nic, 0);
+  int rc = netsim_engine_run(&g, net, nic_Bps ? nic_Bps : own_nic, 0, 0);
   for (int i = 0; rc == WT_OK && i < count; i++) arrive_s[i] = g.tasks[2 * i + 1].end_s;
   netsim_graph_free(&g);
   free(own_nic);

@@ -20,6 +20,7 @@ typedef struct {
   int micro_batches;
   char dp_algo[WT_CONFIG_STR_MAX]; /* sharded-ps | ring */
   double fwd_s, bwd_s;             /* 0 = derived from the model size and device speed */
+  double limit_s;                  /* wall-clock limit of one simulation; 0 = none */
 } cli_sim_opts;
 
 /* The option table rows for cli_sim_opts living at `base` inside a command's config. */
@@ -50,9 +51,18 @@ typedef struct {
        "0",                                                                                        \
        "forward of one micro-batch through one stage, speed-1 device (0 = from model size)",       \
        NULL},                                                                                      \
+      {"bwd-s",                                                                                    \
+       WT_OPT_FLOAT,                                                                               \
+       offsetof(type, member.bwd_s),                                                               \
+       0,                                                                                          \
+       1e6,                                                                                        \
+       "0",                                                                                        \
+       "backward of one micro-batch (0 = twice the forward derived from model size)",              \
+       NULL},                                                                                      \
   {                                                                                                \
-    "bwd-s", WT_OPT_FLOAT, offsetof(type, member.bwd_s), 0, 1e6, "0",                              \
-        "backward of one micro-batch (0 = twice the forward derived from model size)", NULL        \
+    "sim-limit-s", WT_OPT_FLOAT, offsetof(type, member.limit_s), 0, 86400, "300",                  \
+        "wall-clock limit of one simulation; past it the command stops with an error (0 = none)",  \
+        NULL                                                                                       \
   }
 
 /* Turns the options into a simulator config for a scenario. */
@@ -76,11 +86,13 @@ typedef struct {
   assign_plan *plan; /* owned; cli_result_clear frees it */
 } cli_result;
 
-/* Runs `solver` (budget in seconds and/or evaluations, seed) on the scenario and simulates the
- * plan with `sim`. Returns WT_OK or the solver's error. */
+/* Runs `solver` (budget in seconds and/or evaluations, seed) on the scenario, pricing with
+ * sim->dp_algo, and simulates the plan with `sim` when `simulate` (else out->sim stays zero).
+ * Returns WT_OK, the solver's error, or the simulator's (WT_ETIMEOUT past sim->max_seconds, with a
+ * message naming the flag). */
 int cli_solve_and_simulate(const netsim_scenario *s, assign_solver solver, double budget_s,
                            long max_evals, uint64_t seed, const netsim_sim_config *sim,
-                           cli_result *out);
+                           int simulate, cli_result *out);
 void cli_result_clear(cli_result *r);
 
 /* Parses "a,b,c" into solver kinds (at most ASSIGN_SOLVER_COUNT, no repeats); refuses exact on

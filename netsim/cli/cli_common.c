@@ -10,6 +10,7 @@ void cli_sim_config(const cli_sim_opts *o, const netsim_scenario *s, netsim_sim_
   netsim_schedule kind = !strcmp(o->schedule, "gpipe") ? NETSIM_GPIPE : NETSIM_1F1B;
   netsim_sim_config_from_scenario(s, kind, o->micro_batches, cfg);
   cfg->dp_algo = !strcmp(o->dp_algo, "ring") ? ASSIGN_DP_RING : ASSIGN_DP_SHARDED_PS;
+  cfg->max_seconds = o->limit_s;
   if (o->fwd_s > 0) cfg->fwd_s = o->fwd_s;
   if (o->bwd_s > 0)
     cfg->bwd_s = o->bwd_s;
@@ -67,7 +68,7 @@ int cli_solvers_parse(const char *list, int n_devices, assign_solver *out, int *
 
 int cli_solve_and_simulate(const netsim_scenario *s, assign_solver solver, double budget_s,
                            long max_evals, uint64_t seed, const netsim_sim_config *sim,
-                           cli_result *out) {
+                           int simulate, cli_result *out) {
   memset(out, 0, sizeof *out);
   out->solver = solver;
   assign_problem p;
@@ -79,7 +80,17 @@ int cli_solve_and_simulate(const netsim_scenario *s, assign_solver solver, doubl
   WT_CHECK(assign_solve(&p, solver, &budget, seed, &out->plan, &stats));
   out->solve_s = wt_now_s() - t0;
   out->cost = assign_plan_cost(&p, out->plan);
-  return netsim_simulate(p.net, out->plan, sim, &out->sim, NULL);
+  if (!simulate) return WT_OK;
+  int rc = netsim_simulate(p.net, out->plan, sim, &out->sim, NULL);
+  if (rc == WT_ETIMEOUT) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", wt_last_error());
+    return wt_fail(rc,
+                   "simulating the %s plan on %d devices took longer than --sim-limit-s %g: %s; "
+                   "raise --sim-limit-s (0 = no limit) or, with compare, pass --no-simulate",
+                   assign_solver_name(solver), p.net->n, sim->max_seconds, msg);
+  }
+  return rc;
 }
 
 void cli_result_clear(cli_result *r) {

@@ -86,6 +86,9 @@ static int s_run(const simulate_cfg *c, const netsim_scenario *s) {
   if (rc == WT_OK && trace) rc = netsim_trace_write(trace, c->trace);
   if (rc == WT_OK)
     s_print(c, s, &cost, &r);
+  else if (rc == WT_ETIMEOUT)
+    fprintf(stderr, "netsim simulate: %s; raise --sim-limit-s (now %g s; 0 = no limit)\n",
+            wt_last_error(), c->sim.limit_s);
   else
     fprintf(stderr, "netsim simulate: %s\n", wt_last_error());
   if (rc == WT_OK && trace && !c->json) printf("  trace written to %s\n", c->trace);

@@ -74,7 +74,7 @@ static int s_run_all(const sweep_cfg *c, s_sweep *w) {
     for (int k = 0; k < w->n_kinds; k++) {
       cli_result *r = s_at(w, sc, k);
       WT_CHECK(cli_solve_and_simulate(w->scen[sc], w->kinds[k], c->budget_s, (long)c->max_evals,
-                                      (uint64_t)c->seed, &sim, r));
+                                      (uint64_t)c->seed, &sim, 1, r));
       fprintf(stderr,
               "[%d/%d] %-28s %-9s COMM %8.3f s  simulated iteration %8.3f s  (solved in "
               "%.2f s)\n",

@@ -208,6 +208,51 @@ static void test_ring_vs_brute(void) {
   }
 }
 
+/* assign_ring_order on asymmetric hop tables: the order it writes is a ring through every member
+ * starting at 0 whose slowest hop is the value returned; up to 8 members that value is the best
+ * over every ring (brute force), and at 10 and 11 the returned ring is checked the same way. */
+static double s_brute_ring_table(int k, const double *w) {
+  int perm[8], c[8] = {0};
+  for (int i = 0; i < k - 1; i++) perm[i] = i + 1;
+  double best = INFINITY;
+  for (int i = 0;;) {
+    double worst = 0;
+    for (int s = 0; s < k; s++) {
+      int u = s == 0 ? 0 : perm[s - 1], v = s == k - 1 ? 0 : perm[s];
+      worst = fmax(worst, w[u * k + v]);
+    }
+    best = fmin(best, worst);
+    while (i < k - 1 && c[i] >= i) c[i++] = 0;
+    if (i >= k - 1) break;
+    int j = i % 2 ? c[i] : 0, t = perm[j];
+    perm[j] = perm[i];
+    perm[i] = t;
+    c[i]++;
+    i = 0;
+  }
+  return best;
+}
+
+static void test_ring_order(void) {
+  wt_rng rng;
+  wt_rng_seed(&rng, 77);
+  for (int trial = 0; trial < 40; trial++) {
+    int k = trial < 35 ? 1 + trial % 8 : 10 + trial % 2;
+    double w[11 * 11];
+    int order[11], seen[11] = {0};
+    for (int i = 0; i < k * k; i++) w[i] = i % (k + 1) == 0 ? 0 : wt_rng_double(&rng);
+    double got = assign_ring_order(k, w, order);
+    double walked = 0;
+    WT_TEST_ASSERT(order[0] == 0, "ring starts at member 0");
+    for (int i = 0; i < k; i++) {
+      WT_TEST_REQUIRE(order[i] >= 0 && order[i] < k && !seen[order[i]]++, "k=%d: bad order", k);
+      if (k > 1) walked = fmax(walked, w[order[i] * k + order[(i + 1) % k]]);
+    }
+    WT_TEST_CLOSE(walked, got, 0, 0, "the ring written attains the bottleneck returned");
+    if (k <= 8) WT_TEST_CLOSE(got, k > 1 ? s_brute_ring_table(k, w) : 0, 0, 0, "vs every ring");
+  }
+}
+
 /* ---- exact against brute force over every plan ------------------------------------------------
  */
 
@@ -550,6 +595,7 @@ int main(void) {
   test_reference_layouts();
   test_matching_and_tsp();
   test_ring_vs_brute();
+  test_ring_order();
   test_exact_vs_brute();
   test_rank_orders();
   test_invalid();

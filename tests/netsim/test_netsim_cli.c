@@ -121,6 +121,44 @@ static void test_compare_and_simulate(void) {
   free(err);
 }
 
+/* --no-simulate prices the same plans without simulating them; --sim-limit-s stops a simulation
+ * that runs past it with exit 1 and a message naming the flag. */
+static void test_no_simulate_and_limit(void) {
+  char *out = NULL, *err = NULL, *out2 = NULL;
+  const char *args = "compare --scenario worldwide_geo_distributed --solvers greedy,ga "
+                     "--max-evals 300 --seed 3 --json";
+  int rc = s_netsim(args, &out, &err);
+  WT_TEST_REQUIRE(rc == 0, "compare exit %d: %s", rc, err);
+  free(err);
+  char no_sim[512];
+  snprintf(no_sim, sizeof no_sim, "%s --no-simulate", args);
+  rc = s_netsim(no_sim, &out2, &err);
+  WT_TEST_REQUIRE(rc == 0, "compare --no-simulate exit %d: %s", rc, err);
+  cJSON *a = cJSON_Parse(out), *b = cJSON_Parse(out2);
+  WT_TEST_REQUIRE(a && b, "not JSON");
+  for (int i = 0; i < 2; i++) {
+    const cJSON *ra = cJSON_GetArrayItem(cJSON_GetObjectItem(a, "results"), i),
+                *rb = cJSON_GetArrayItem(cJSON_GetObjectItem(b, "results"), i);
+    WT_TEST_REQUIRE(ra && rb, "result %d", i);
+    WT_TEST_ASSERT(cJSON_GetObjectItem(rb, "simulated_iteration_s") == NULL, "not simulated");
+    WT_TEST_CLOSE(cJSON_GetObjectItem(rb, "comm_cost_s")->valuedouble,
+                  cJSON_GetObjectItem(ra, "comm_cost_s")->valuedouble, 0, 1e-12, "same plan cost");
+    WT_TEST_CLOSE(cJSON_GetObjectItem(rb, "pipelinep_s")->valuedouble * 2,
+                  cJSON_GetObjectItem(rb, "pp_s")->valuedouble, 0, 1e-12, "pp_s = 2·PIPELINEP");
+  }
+  cJSON_Delete(a);
+  cJSON_Delete(b);
+  free(out);
+  free(out2);
+  free(err);
+  rc = s_netsim("compare --scenario worldwide_geo_distributed --solvers megatron "
+                "--sim-limit-s 1e-9",
+                NULL, &err);
+  WT_TEST_ASSERT(rc == 1 && strstr(err, "--sim-limit-s") && strstr(err, "--no-simulate"),
+                 "limit: exit %d: %s", rc, err);
+  free(err);
+}
+
 static void test_refusals(void) {
   char path[512], args[1024], *err = NULL;
   snprintf(path, sizeof path, "%s/bad.json", s_dir);
@@ -220,6 +258,7 @@ int main(void) {
   wt_test_tmpdir(s_dir, sizeof s_dir);
   test_compare_and_simulate();
   test_refusals();
+  test_no_simulate_and_limit();
   test_sweep();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);

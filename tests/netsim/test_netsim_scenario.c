@@ -129,6 +129,10 @@ static const s_bad_case s_bad[] = {
      "\"bandwidth_gbps\":[[1]],\"device_tflops\":[1,2]}]}",
      "device_tflops", 1},
     {"{" K "\"scenarios\":{}}", "scenarios", 0},
+    {"{" K "\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":[4],\"latency_ms\":[[1]],"
+     "\"bandwidth_gbps\":[[1]]},{\"name\":\"x\",\"gpus_per_region\":[4],\"latency_ms\":[[2]],"
+     "\"bandwidth_gbps\":[[1]]}]}",
+     "name", 1},
 };
 
 static void test_bad_files(void) {
@@ -150,6 +154,27 @@ static void test_bad_files(void) {
     WT_TEST_ASSERT(strstr(msg, field) != NULL, "case %zu: no field %s in: %s", i, field, msg);
     if (s_bad[i].names_scenario)
       WT_TEST_ASSERT(strstr(msg, "scenario 'x'") != NULL, "case %zu: no scenario in: %s", i, msg);
+    remove(path);
+  }
+  /* NaN and Infinity (not JSON, but what other tools print) are named as such, with the field. */
+  const char *nonfinite[][2] = {{"[[1,NaN],[1,1]]", "NaN"}, {"[[1,1],[-Infinity,1]]", "-Infinity"}};
+  for (size_t i = 0; i < WT_ARRAY_LEN(nonfinite); i++) {
+    snprintf(path, sizeof path, "%s/nan%zu.json", dir, i);
+    FILE *f = fopen(path, "w");
+    fprintf(f,
+            "{" K "\n\"scenarios\":[{\"name\":\"x\",\"gpus_per_region\":[2,2],\n"
+            "\"latency_ms\":[[1,1],[1,1]],\n\"bandwidth_gbps\": %s}]}",
+            nonfinite[i][0]);
+    fclose(f);
+    netsim_scenario_set *set = NULL;
+    WT_TEST_ASSERT(netsim_scenario_set_load(path, &set) == WT_EINVAL && !set, "%s accepted",
+                   nonfinite[i][1]);
+    char want[64];
+    snprintf(want, sizeof want, "%s is not a valid value", nonfinite[i][1]);
+    const char *msg = wt_last_error();
+    WT_TEST_ASSERT(strstr(msg, path) && strstr(msg, "line 4") && strstr(msg, "'bandwidth_gbps'") &&
+                       strstr(msg, want),
+                   "message: %s", msg);
     remove(path);
   }
   /* Not JSON at all, and no file. */

@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define B_PER_S 1e9 /* every link in these hand-made networks */
 
@@ -160,6 +161,61 @@ static void test_nic_sharing(void) {
   s_net_free(&net);
 }
 
+/* Links far slower or farther than any real one still simulate, and quickly: on a clock of 1e10 s
+ * a 100-byte transfer lasts less than the clock's rounding step, and the engine must still end
+ * it (it takes events by identity, not by bytes reaching zero). A hang here trips the alarm. */
+static void test_extreme_values(void) {
+  alarm(20);
+  assign_network net = s_net(3, 0);
+  double nic[3] = {B_PER_S, B_PER_S, B_PER_S};
+  int src[2] = {0, 0}, dst[2] = {1, 2};
+  double bytes[2] = {100, 100}, start[2] = {1e10, 1e10}, arrive[2];
+  int rc = netsim_transfers_simulate(&net, nic, 2, src, dst, bytes, start, arrive);
+  WT_TEST_REQUIRE(rc == WT_OK, "%s", wt_last_error());
+  for (int i = 0; i < 2; i++) WT_TEST_CLOSE(arrive[i], 1e10, 1e-5, 0, "tiny transfer, huge clock");
+  /* A whole iteration across 1e7 s of latency (1e10 ms) and another over 1e-12 Gbit/s links. */
+  assign_network far = s_net(4, 1e7), slow = s_net(4, 0);
+  for (int i = 0; i < 16; i++) slow.bandwidth_Bps[i] = 1e-12 * 1e9 / 8;
+  assign_plan *p = s_plan(2, 2);
+  netsim_sim_config cfg = s_cfg(NETSIM_1F1B, 8, 1e-3, 2e-3, 0);
+  cfg.act_bytes = 1e6;
+  cfg.grad_bytes = 1e9;
+  netsim_sim_result r = s_sim(&far, p, &cfg);
+  WT_TEST_ASSERT(isfinite(r.iteration_s) && r.iteration_s >= 2 * 1e7 + 2 * 1e7,
+                 "far: %g s, at least one activation, one gradient and the reduce's latencies",
+                 r.iteration_s);
+  r = s_sim(&slow, p, &cfg);
+  double one_byte_s = 8 / (1e-12 * 1e9);
+  WT_TEST_ASSERT(isfinite(r.iteration_s) && r.dp_comm_s >= 1e9 / 2 * one_byte_s,
+                 "slow: %g s, dp %g s", r.iteration_s, r.dp_comm_s);
+  assign_plan_destroy(&p);
+  s_net_free(&far);
+  s_net_free(&slow);
+  s_net_free(&net);
+  alarm(0);
+}
+
+/* A wall-clock limit stops a simulation with WT_ETIMEOUT and a message saying so; without one
+ * the same simulation finishes. */
+static void test_time_limit(void) {
+  assign_network net = s_net(64, 0.01);
+  assign_plan *p = s_plan(8, 8);
+  netsim_sim_config cfg = s_cfg(NETSIM_1F1B, 8, 0.1, 0.2, 0.05);
+  cfg.grad_bytes = 1e9;
+  cfg.max_seconds = 1e-9;
+  netsim_sim_result r;
+  int rc = netsim_simulate(&net, p, &cfg, &r, NULL);
+  WT_TEST_ASSERT(rc == WT_ETIMEOUT && strstr(wt_last_error(), "time limit"), "rc %d: %s", rc,
+                 wt_last_error());
+  cfg.max_seconds = 0;
+  r = s_sim(&net, p, &cfg);
+  WT_TEST_ASSERT(r.iteration_s > 0, "no limit: finishes");
+  cfg.max_seconds = -1;
+  WT_TEST_ASSERT(netsim_simulate(&net, p, &cfg, &r, NULL) == WT_EINVAL, "negative limit refused");
+  assign_plan_destroy(&p);
+  s_net_free(&net);
+}
+
 /* One stage, D replicas, no compute: both all-reduce algorithms move 2(D−1)/D of the gradient
  * through each NIC, so on uniform links both take 2(D−1)·G/(D·B). */
 static void test_allreduce(void) {
@@ -194,34 +250,39 @@ static void test_allreduce(void) {
 }
 
 /* On uneven links the simulated ring takes its best order and each of its 2(D−1) steps lasts as
- * long as the slowest hop: exactly the ring term of assign's cost model. */
+ * long as the slowest hop: exactly the ring term of assign's cost model, for groups ordered
+ * exactly (D <= 10) and heuristically (D = 12), on many random networks. */
 static void test_ring_matches_model(void) {
-  int D = 5;
-  assign_network net = s_net(D, 0);
-  wt_rng rng;
-  wt_rng_seed(&rng, 7);
-  for (int a = 0; a < D; a++)
-    for (int b = a + 1; b < D; b++) {
-      double lat = 0.05 * wt_rng_double(&rng), bw = B_PER_S * (0.2 + wt_rng_double(&rng));
-      net.latency_s[a * D + b] = net.latency_s[b * D + a] = lat;
-      net.bandwidth_Bps[a * D + b] = net.bandwidth_Bps[b * D + a] = bw;
+  const int sizes[] = {5, 9, 10, 12};
+  for (size_t z = 0; z < WT_ARRAY_LEN(sizes); z++)
+    for (uint64_t seed = 1; seed <= 12; seed++) {
+      int D = sizes[z];
+      assign_network net = s_net(D, 0);
+      wt_rng rng;
+      wt_rng_seed(&rng, 7 + 100 * seed + (uint64_t)D);
+      for (int a = 0; a < D; a++)
+        for (int b = a + 1; b < D; b++) {
+          double lat = 0.05 * wt_rng_double(&rng), bw = B_PER_S * (0.2 + wt_rng_double(&rng));
+          net.latency_s[a * D + b] = net.latency_s[b * D + a] = lat;
+          net.bandwidth_Bps[a * D + b] = net.bandwidth_Bps[b * D + a] = bw;
+        }
+      assign_plan *p = s_plan(1, D);
+      p->device[0] = 3, p->device[3] = 0; /* not in id order */
+      assign_problem prob = {.net = &net,
+                             .d_pp = 1,
+                             .d_dp = D,
+                             .c_dp_bytes = 2e9,
+                             .c_pp_bytes = 0,
+                             .dp_algo = ASSIGN_DP_RING};
+      netsim_sim_config cfg = s_cfg(NETSIM_GPIPE, 1, 0, 0, 0);
+      cfg.grad_bytes = prob.c_dp_bytes;
+      cfg.dp_algo = ASSIGN_DP_RING;
+      netsim_sim_result r = s_sim(&net, p, &cfg);
+      assign_cost cost = assign_plan_cost(&prob, p);
+      WT_TEST_CLOSE(r.dp_comm_s, cost.dp_s, 1e-9, 1e-9, "simulated ring = modelled ring");
+      assign_plan_destroy(&p);
+      s_net_free(&net);
     }
-  assign_plan *p = s_plan(1, D);
-  p->device[0] = 3, p->device[3] = 0; /* not in id order */
-  assign_problem prob = {.net = &net,
-                         .d_pp = 1,
-                         .d_dp = D,
-                         .c_dp_bytes = 2e9,
-                         .c_pp_bytes = 0,
-                         .dp_algo = ASSIGN_DP_RING};
-  netsim_sim_config cfg = s_cfg(NETSIM_GPIPE, 1, 0, 0, 0);
-  cfg.grad_bytes = prob.c_dp_bytes;
-  cfg.dp_algo = ASSIGN_DP_RING;
-  netsim_sim_result r = s_sim(&net, p, &cfg);
-  assign_cost cost = assign_plan_cost(&prob, p);
-  WT_TEST_CLOSE(r.dp_comm_s, cost.dp_s, 1e-9, 1e-9, "simulated ring = modelled ring");
-  assign_plan_destroy(&p);
-  s_net_free(&net);
 }
 
 /* One micro-batch, no compute, one replica: nothing overlaps, so the activation crosses every
@@ -381,6 +442,8 @@ int main(void) {
   test_gpipe_closed_form();
   test_1f1b();
   test_nic_sharing();
+  test_extreme_values();
+  test_time_limit();
   test_allreduce();
   test_ring_matches_model();
   test_pipeline_matches_model();
