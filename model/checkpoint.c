@@ -260,9 +260,6 @@ static void s_prune(const char *dir, int keep, const char *current) {
 
 int checkpoint_save(const char *dir, gpt_stage *model, optim *opt, const checkpoint_meta *meta,
                     int keep) {
-  if (gpt_stage_first(model) != 0 || gpt_stage_last(model) != gpt_stage_config(model)->n_layer)
-    return wt_fail(WT_EINVAL, "checkpoint_save needs a whole model, not layers [%d, %d)",
-                   gpt_stage_first(model), gpt_stage_last(model));
   WT_CHECK(s_check_len(dir));
   WT_CHECK(s_mkdirs(dir));
   char name[64], final[4200], tmp[4200];

@@ -84,6 +84,25 @@ void parallel_comm_reset_seq(parallel_comm *c);
 /* Tags at or above this value are reserved for the library (barrier, collectives). */
 #define PARALLEL_TAG_RESERVED 0x40000000
 
+/* ---- sub-communicators ---------------------------------------------------------------------- */
+
+/* A communicator over a subset of a parent's ranks: rank i of the result is parent rank
+ * ranks[i] (n distinct entries, which must include the parent's own rank), so a stage's
+ * data-parallel group or a replica's pipeline can run the collectives of collectives.h among its
+ * members only. Messages travel through the parent's transport with the tags mapped into a space
+ * of their own per `id` (1..63): user tags t < 2^23 of the sub-communicator become parent tags
+ * id·2^24 + t, its reserved tags (collectives, barrier) id·2^24 + 2^23 + (t − RESERVED). So
+ * communicators with different ids never see each other's messages, as long as the parent's own
+ * user tags stay below 2^24 and every member of one sub-communicator passes the same id and the
+ * same ranks in the same order. Sub-communicators do not nest (the parent must not be one).
+ * Bytes count on both the sub-communicator and the parent. The parent must outlive the result;
+ * destroy it with parallel_comm_destroy (the parent is untouched). Returns NULL with
+ * wt_last_error() set when ranks are out of range, repeated, or miss the parent's rank, or id
+ * is out of range. */
+parallel_comm *parallel_comm_split(parallel_comm *parent, const int *ranks, int n, int id);
+
+#define PARALLEL_SPLIT_MAX_ID 63
+
 /* ---- in-process transport ------------------------------------------------------------------ */
 
 typedef struct parallel_inproc_group parallel_inproc_group;

@@ -9,6 +9,7 @@
 
 #include "compress/acsgd.h"
 #include "common/common.h"
+#include "model/trainer.h"
 #include "common/rng.h"
 
 #include <math.h>
@@ -76,17 +77,6 @@ static int s_cross_backward(s_run *r, const int *ids, int B) {
   return WT_OK;
 }
 
-/* Squared gradient norm of both stages, counting the tied wte once (optim.h): stage 1's copy
- * of wte (its tensor 0, "wte.weight") is left out. */
-static double s_sq_norm(s_run *r) {
-  size_t n0, n1;
-  const float *g0 = gpt_stage_grads(r->s[0], &n0), *g1 = gpt_stage_grads(r->s[1], &n1);
-  const gpt_tensor_info *wte = gpt_stage_tensor(r->s[1], 0);
-  size_t end = wte->offset + wte->numel;
-  return optim_grad_sq_norm(g0, n0) + optim_grad_sq_norm(g1, wte->offset) +
-         optim_grad_sq_norm(g1 + end, n1 - end);
-}
-
 static int s_step(s_run *r, const int *ids, int B, int last_epoch, double *loss) {
   const int T = r->cfg->seq;
   for (int b = 0; b < B; b++) {
@@ -103,9 +93,10 @@ static int s_step(s_run *r, const int *ids, int B, int last_epoch, double *loss)
   WT_CHECK(s_cross_backward(r, ids, B));
   WT_CHECK(gpt_stage_backward(r->s[0], r->gout, NULL, 1.0f));
   WT_CHECK(gpt_tied_grads_sum(r->s[0], r->s[1]));
-  double sq = s_sq_norm(r);
-  WT_CHECK(exp_optim_step(r->opt[0], r->s[0], &r->oc, sq));
-  return exp_optim_step(r->opt[1], r->s[1], &r->oc, sq);
+  /* The global norm counts the tied wte once (trainer_grad_sq_norm leaves out stage 1's copy). */
+  double sq = trainer_grad_sq_norm(r->s[0]) + trainer_grad_sq_norm(r->s[1]);
+  WT_CHECK(exp_optim_step(r->opt[0], r->s[0], sq, *loss));
+  return exp_optim_step(r->opt[1], r->s[1], sq, *loss);
 }
 
 /* Exact (uncompressed) mean loss over the whole training subset. */

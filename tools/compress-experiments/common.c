@@ -2,6 +2,7 @@
 #include "tools/compress-experiments/experiments.h"
 
 #include "common/common.h"
+#include "model/trainer.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -90,12 +91,12 @@ int exp_codec_new(const char *name, size_t n, compress_codec **out, int *sparse)
   return compress_codec_new(out, strcmp(name, "int8-tensor") ? name : "int8", &p);
 }
 
-int exp_optim_step(optim *opt, gpt_stage *s, const optim_config *oc, double sq_total) {
+int exp_optim_step(optim *opt, gpt_stage *s, double sq_total, double loss) {
+  if (!isfinite(sq_total) || !isfinite(loss)) return WT_OK;
   size_t n;
   float *params = gpt_stage_params(s, &n);
   const float *grads = gpt_stage_grads(s, &n);
-  float lr = optim_lr_at(oc, optim_step_count(opt));
-  return optim_step(opt, params, grads, lr, optim_clip_scale(oc, sq_total));
+  return trainer_apply(opt, params, grads, optim_step_count(opt), sq_total, (float)loss, NULL);
 }
 
 cJSON *exp_result_new(const exp_config *cfg) {

@@ -6,6 +6,7 @@
 #include "tools/compress-experiments/experiments.h"
 
 #include "common/common.h"
+#include "model/trainer.h"
 #include "parallel/diloco.h"
 
 #include <math.h>
@@ -38,12 +39,10 @@ static int s_inner_step(s_run *r, const data_set *d, int w, double *loss) {
   gpt_stage *s = r->s[w];
   gpt_stage_zero_grad(s);
   data_set_next_batch(d, &r->pos[w], B, T, r->in, r->tg);
-  WT_CHECK(gpt_stage_forward(s, r->in, NULL, r->tg, B, T, NULL));
-  *loss = gpt_stage_loss(s);
-  WT_CHECK(gpt_stage_backward(s, NULL, NULL, 1.0f));
-  size_t n;
-  const float *g = gpt_stage_grads(s, &n);
-  return exp_optim_step(r->opt[w], s, &r->oc, optim_grad_sq_norm(g, n));
+  float l;
+  WT_CHECK(trainer_micro_grads(s, r->in, r->tg, B, T, 1.0f, &l));
+  *loss = l;
+  return exp_optim_step(r->opt[w], s, trainer_grad_sq_norm(s), l);
 }
 
 static int s_setup(s_run *r, const data_set *d) {

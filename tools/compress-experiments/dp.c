@@ -16,6 +16,7 @@
 
 #include "parallel/collectives.h"
 #include "common/common.h"
+#include "model/trainer.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -74,9 +75,9 @@ static int s_worker_grads(s_run *r, double *loss) {
   for (int w = 0; w < W; w++) {
     gpt_stage_zero_grad(r->s);
     data_set_next_batch(r->d, &r->pos[w], B, T, r->in, r->tg);
-    WT_CHECK(gpt_stage_forward(r->s, r->in, NULL, r->tg, B, T, NULL));
-    *loss += gpt_stage_loss(r->s) / W;
-    WT_CHECK(gpt_stage_backward(r->s, NULL, NULL, 1.0f));
+    float l;
+    WT_CHECK(trainer_micro_grads(r->s, r->in, r->tg, B, T, 1.0f, &l));
+    *loss += l / W;
     memcpy(r->red.grads[w], g, n * sizeof(float));
     if (r->mom) s_local_momentum(r->mom[w], r->red.grads[w], n, (float)r->cfg->momentum);
   }
@@ -96,7 +97,7 @@ static int s_step(s_run *r, double *loss) {
   size_t n;
   float *g = gpt_stage_grads(r->s, &n);
   memcpy(g, r->red.grads[0], n * sizeof(float));
-  return exp_optim_step(r->opt, r->s, &r->oc, optim_grad_sq_norm(g, n));
+  return exp_optim_step(r->opt, r->s, trainer_grad_sq_norm(r->s), *loss);
 }
 
 static int s_setup(s_run *r, const exp_config *cfg, const data_set *d) {

@@ -86,8 +86,10 @@ double exp_eval_loss(gpt_stage **stages, int n_stages, const data_set *d, const 
  * for top-k (all-gathered, not ring-reduced). Returns WT_OK or the codec module's error. */
 int exp_codec_new(const char *name, size_t n, compress_codec **out, int *sparse);
 
-/* Gradient step on one stage (clip by the global norm sq_total, scheduled lr). */
-int exp_optim_step(optim *opt, gpt_stage *s, const optim_config *oc, double sq_total);
+/* The update of one stage through the trainer's apply step (model/trainer.h: scheduled lr, clip
+ * by the global norm sq_total). A non-finite loss or norm skips the update and returns WT_OK:
+ * the caller sees the loss, stops and reports the run as diverged. */
+int exp_optim_step(optim *opt, gpt_stage *s, double sq_total, double loss);
 
 /* A JSON object with the fields every run reports (experiment, data, model shape, seed). The
  * caller adds its own and prints it with exp_print. */

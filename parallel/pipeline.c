@@ -1,0 +1,269 @@
+/* pipeline — runs one stage's GPipe / 1F1B action list: passes on the gpt_stage, activations and
+ * gradients across the cuts (raw floats or AC-SGD messages), recomputing a forward when the
+ * stage no longer holds a micro-batch's activations (pipeline.h). */
+#include "parallel/pipeline.h"
+
+#include "common/common.h"
+#include "compress/acsgd.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Pipeline tags (user tags of the pipeline communicator): micro-batch j's activation 2j, its
+ * gradient 2j + 1, the tied embedding's gradient S_TAG_TIED. */
+#define S_TAG_TIED (1 << 22)
+#define S_GRAD_BITS 8
+
+struct parallel_pipeline {
+  parallel_pipeline_config cfg;
+  gpt_stage *s;
+  parallel_comm *pipe;
+  int S, me, first, last;
+  size_t TC, mb_floats; /* T·C, rows·T·C */
+  int bits, delta;      /* activation codec: bits 0 = none */
+  float *act_in;        /* (m, rows, T, C) inputs received, stages > 0 */
+  float *act_out;       /* (rows, T, C) */
+  float *gout, *gin;    /* (rows, T, C) gradient from the next stage / to the previous */
+  float *losses;        /* (m) last stage */
+  uint64_t *ids;        /* (m·rows) AC-SGD sample ids */
+  uint8_t *msg;
+  size_t msg_cap;
+  acsgd_sender *snd;   /* cut to the next stage */
+  acsgd_receiver *rcv; /* cut from the previous stage */
+  int held;            /* micro-batch whose activations the stage holds, or -1 */
+  double compute_s;
+};
+
+int parallel_pipeline_codec_check(const char *c) {
+  static const char *names[] = {"none", "delta2", "delta4", "delta8", "direct8"};
+  for (size_t i = 0; i < WT_ARRAY_LEN(names); i++)
+    if (!strcmp(c, names[i])) return WT_OK;
+  return wt_fail(WT_EINVAL,
+                 "activation codec '%s' is unknown; use none, delta2, delta4, delta8 "
+                 "or direct8",
+                 c);
+}
+
+static int s_make_codec(parallel_pipeline *p, int T, int C) {
+  const char *c = p->cfg.act_codec;
+  if (!strcmp(c, "none")) return WT_OK;
+  p->delta = !strncmp(c, "delta", 5);
+  p->bits = atoi(c + (p->delta ? 5 : 6));
+  acsgd_options o = {.bits = p->bits,
+                     .delta = p->delta,
+                     .rows = T,
+                     .cols = C,
+                     .max_samples = p->cfg.act_cache_samples ? p->cfg.act_cache_samples : 4096,
+                     .overflow = ACSGD_OVERFLOW_EVICT};
+  if (!p->last && !(p->snd = acsgd_sender_new(&o))) return WT_EINVAL;
+  if (!p->first && !(p->rcv = acsgd_receiver_new(&o))) return WT_EINVAL;
+  return WT_OK;
+}
+
+parallel_pipeline *parallel_pipeline_new(const parallel_pipeline_config *cfg, gpt_stage *stage,
+                                         parallel_comm *pipe) {
+  const gpt_config *g = gpt_stage_config(stage);
+  int S = parallel_comm_size(pipe), me = parallel_comm_rank(pipe);
+  if (parallel_pipeline_codec_check(cfg->act_codec) != WT_OK) return NULL;
+  if (cfg->micro_batches < 1 || cfg->micro_batches >= (1 << 21) || cfg->rows < 1 || cfg->seq < 1 ||
+      cfg->seq > g->max_seq) {
+    wt_fail(WT_EINVAL, "pipeline: %d micro-batches of %d x %d tokens is not a valid shape",
+            cfg->micro_batches, cfg->rows, cfg->seq);
+    return NULL;
+  }
+  int first = gpt_stage_first(stage) == 0, last = gpt_stage_last(stage) == g->n_layer;
+  if (first != (me == 0) || last != (me == S - 1)) {
+    wt_fail(WT_EINVAL,
+            "pipeline: stage %d of %d holds layers [%d, %d) of %d, which does not fit "
+            "its place in the pipeline",
+            me, S, gpt_stage_first(stage), gpt_stage_last(stage), g->n_layer);
+    return NULL;
+  }
+  parallel_pipeline *p = wt_xcalloc(1, sizeof *p);
+  p->cfg = *cfg;
+  p->s = stage, p->pipe = pipe, p->S = S, p->me = me, p->first = first, p->last = last;
+  p->held = -1;
+  const int m = cfg->micro_batches, rows = cfg->rows, T = cfg->seq, C = g->channels;
+  p->TC = (size_t)T * C;
+  p->mb_floats = (size_t)rows * p->TC;
+  if (!first) p->act_in = wt_xmalloc(sizeof(float) * p->mb_floats * (size_t)m);
+  p->act_out = wt_xmalloc(sizeof(float) * p->mb_floats);
+  p->gout = wt_xmalloc(sizeof(float) * p->mb_floats);
+  p->gin = wt_xmalloc(sizeof(float) * p->mb_floats);
+  p->losses = wt_xcalloc((size_t)m, sizeof(float));
+  p->ids = wt_xcalloc((size_t)m * rows, sizeof(uint64_t));
+  if (s_make_codec(p, T, C) != WT_OK) {
+    parallel_pipeline_destroy(&p);
+    return NULL;
+  }
+  p->msg_cap = sizeof(float) * p->mb_floats;
+  if (p->bits) p->msg_cap = (size_t)rows * acsgd_msg_bytes(T, C, WT_MAX(p->bits, S_GRAD_BITS));
+  p->msg = wt_xmalloc(p->msg_cap);
+  return p;
+}
+
+void parallel_pipeline_destroy(parallel_pipeline **self_p) {
+  if (!self_p || !*self_p) return;
+  parallel_pipeline *p = *self_p;
+  acsgd_sender_destroy(&p->snd);
+  acsgd_receiver_destroy(&p->rcv);
+  free(p->act_in), free(p->act_out), free(p->gout), free(p->gin);
+  free(p->losses), free(p->ids), free(p->msg);
+  free(p);
+  *self_p = NULL;
+}
+
+double parallel_pipeline_compute_s(const parallel_pipeline *p) {
+  return p->compute_s;
+}
+
+/* FNV-1a over a sample's tokens: the same window gives the same id on every stage. */
+static uint64_t s_sample_id(const int *tokens, int T) {
+  uint64_t h = 1469598103934665603ull;
+  for (int t = 0; t < T; t++) h = (h ^ (uint32_t)tokens[t]) * 1099511628211ull;
+  return h;
+}
+
+/* ---- the cut: encode and send, receive and decode ----------------------------------------- */
+
+static int s_send(parallel_pipeline *p, int peer, int tag, int j, const float *x, int grad) {
+  const int rows = p->cfg.rows, T = p->cfg.seq, C = (int)(p->TC / (size_t)T);
+  if (!p->bits) return parallel_comm_send(p->pipe, peer, tag, x, sizeof(float) * p->mb_floats);
+  size_t off = 0;
+  for (int b = 0; b < rows; b++) {
+    size_t len = 0;
+    uint64_t id = p->ids[(size_t)j * rows + b];
+    const float *row = x + (size_t)b * p->TC;
+    if (grad)
+      WT_CHECK(
+          acsgd_quant_encode(row, T, C, S_GRAD_BITS, id, p->msg + off, p->msg_cap - off, &len));
+    else
+      WT_CHECK(acsgd_sender_encode(p->snd, id, row, p->msg + off, p->msg_cap - off, &len, NULL));
+    off += len;
+  }
+  return parallel_comm_send(p->pipe, peer, tag, p->msg, off);
+}
+
+static int s_recv(parallel_pipeline *p, int peer, int tag, int j, float *x, int grad) {
+  const int rows = p->cfg.rows;
+  const char *what = grad ? "gradient" : "activation";
+  size_t got = 0;
+  if (!p->bits) {
+    WT_CHECK(parallel_comm_recv(p->pipe, peer, tag, x, sizeof(float) * p->mb_floats, &got));
+    if (got != sizeof(float) * p->mb_floats)
+      return wt_fail(WT_ECORRUPT,
+                     "pipeline: the %s of micro-batch %d from stage %d is %zu bytes, "
+                     "expected %zu",
+                     what, j, peer, got, sizeof(float) * p->mb_floats);
+    return WT_OK;
+  }
+  WT_CHECK(parallel_comm_recv(p->pipe, peer, tag, p->msg, p->msg_cap, &got));
+  size_t off = 0;
+  for (int b = 0; b < rows; b++) {
+    acsgd_msg_info info;
+    float *row = x + (size_t)b * p->TC;
+    int rc = acsgd_msg_parse(p->msg + off, got - off, &info);
+    if (rc == WT_OK && info.sample_id != p->ids[(size_t)j * rows + b])
+      rc = wt_fail(WT_ECORRUPT, "names another sample");
+    if (rc == WT_OK && grad)
+      rc = acsgd_quant_decode(p->msg + off, info.total_bytes, row, p->TC, NULL);
+    if (rc == WT_OK && !grad)
+      rc = acsgd_receiver_decode(p->rcv, p->msg + off, info.total_bytes, row, p->TC, NULL, NULL);
+    if (rc != WT_OK) {
+      char why[512];
+      snprintf(why, sizeof why, "%s", wt_last_error());
+      return wt_fail(rc, "pipeline: the %s of micro-batch %d row %d from stage %d is refused: %s",
+                     what, j, b, peer, why);
+    }
+    off += info.total_bytes;
+  }
+  if (off != got)
+    return wt_fail(WT_ECORRUPT,
+                   "pipeline: %zu stray bytes after the %s of micro-batch %d from "
+                   "stage %d",
+                   got - off, what, j, peer);
+  return WT_OK;
+}
+
+/* ---- passes ----------------------------------------------------------------------------- */
+
+static int s_forward(parallel_pipeline *p, int j, const int *inputs, const int *targets) {
+  const int rows = p->cfg.rows, T = p->cfg.seq;
+  size_t tok = (size_t)j * rows * T;
+  double t0 = wt_now_s();
+  int rc = gpt_stage_forward(p->s, p->first ? inputs + tok : NULL,
+                             p->first ? NULL : p->act_in + (size_t)j * p->mb_floats,
+                             p->last ? targets + tok : NULL, rows, T, p->last ? NULL : p->act_out);
+  p->compute_s += wt_now_s() - t0;
+  p->held = rc == WT_OK ? j : -1;
+  if (rc == WT_OK && p->last) p->losses[j] = gpt_stage_loss(p->s);
+  return rc;
+}
+
+static int s_backward(parallel_pipeline *p, int j, const int *inputs, const int *targets) {
+  if (p->held != j) WT_CHECK(s_forward(p, j, inputs, targets)); /* recompute (pipeline.h) */
+  double t0 = wt_now_s();
+  int rc = gpt_stage_backward(p->s, p->last ? NULL : p->gout, p->first ? NULL : p->gin,
+                              1.0f / (float)p->cfg.micro_batches);
+  p->compute_s += wt_now_s() - t0;
+  p->held = -1;
+  return rc;
+}
+
+static int s_action(parallel_pipeline *p, assign_action a, const int *inputs, const int *targets) {
+  int j = a.micro_batch;
+  switch (a.kind) {
+  case ASSIGN_ACT_RECV_ACT:
+    return s_recv(p, p->me - 1, 2 * j, j, p->act_in + (size_t)j * p->mb_floats, 0);
+  case ASSIGN_ACT_FORWARD:
+    return s_forward(p, j, inputs, targets);
+  case ASSIGN_ACT_SEND_ACT:
+    return s_send(p, p->me + 1, 2 * j, j, p->act_out, 0);
+  case ASSIGN_ACT_RECV_GRAD:
+    return s_recv(p, p->me + 1, 2 * j + 1, j, p->gout, 1);
+  case ASSIGN_ACT_BACKWARD:
+    return s_backward(p, j, inputs, targets);
+  case ASSIGN_ACT_SEND_GRAD:
+    return s_send(p, p->me - 1, 2 * j + 1, j, p->gin, 1);
+  }
+  return wt_fail(WT_EINVAL, "pipeline: unknown action %d", (int)a.kind);
+}
+
+int parallel_pipeline_run(parallel_pipeline *p, const int *inputs, const int *targets,
+                          float *loss) {
+  const int m = p->cfg.micro_batches, rows = p->cfg.rows, T = p->cfg.seq;
+  for (int i = 0; i < m * rows; i++) p->ids[i] = s_sample_id(inputs + (size_t)i * T, T);
+  assign_action *acts = wt_xmalloc(sizeof *acts * ASSIGN_SCHEDULE_MAX_ACTIONS(m));
+  int n = assign_schedule_stage(p->cfg.schedule, p->me, p->S, m, acts), rc = WT_OK;
+  if (n < 0) rc = wt_fail(WT_EINVAL, "pipeline: schedule %d is unknown", (int)p->cfg.schedule);
+  for (int k = 0; k < n && rc == WT_OK; k++) rc = s_action(p, acts[k], inputs, targets);
+  free(acts);
+  double sum = 0;
+  for (int j = 0; j < m; j++) sum += p->losses[j];
+  *loss = p->last ? (float)(sum / m) : 0.0f;
+  return rc;
+}
+
+int parallel_pipeline_tied_sum(parallel_pipeline *p) {
+  if (p->S == 1 || (!p->first && !p->last)) return WT_OK;
+  size_t n = 0, got = 0;
+  float *mine = gpt_stage_tied_grad(p->s, &n);
+  float *other = wt_xmalloc(sizeof(float) * n);
+  int peer = p->first ? p->S - 1 : 0;
+  int rc = parallel_comm_send(p->pipe, peer, S_TAG_TIED, mine, sizeof(float) * n);
+  if (rc == WT_OK)
+    rc = parallel_comm_recv(p->pipe, peer, S_TAG_TIED, other, sizeof(float) * n, &got);
+  if (rc == WT_OK && got != sizeof(float) * n)
+    rc = wt_fail(WT_ECORRUPT,
+                 "pipeline: the tied embedding gradient from stage %d is %zu bytes, "
+                 "expected %zu",
+                 peer, got, sizeof(float) * n);
+  /* last + first on both ends, the order of gpt_tied_grads_sum: bitwise equal copies. */
+  const float *first = p->first ? mine : other;
+  for (size_t i = 0; rc == WT_OK && i < n; i++) {
+    float last_v = p->first ? other[i] : mine[i];
+    mine[i] = last_v + first[i];
+  }
+  free(other);
+  return rc;
+}

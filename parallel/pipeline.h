@@ -1,0 +1,81 @@
+/* pipeline — the executor of one pipeline stage's schedule (assign/schedule.h) for one training
+ * step: forward and backward passes of m micro-batches on a gpt_stage, with activations sent to
+ * the next stage (its act_in) and their gradients sent back (the previous stage's grad_out),
+ * optionally compressed at the cut with AC-SGD (compress/acsgd.h).
+ *
+ * The communicator is the replica's pipeline: rank s is stage s of S (parallel_comm_split of the
+ * world). Sends do not wait for the receiver (the transports buffer or send asynchronously), so
+ * a stage's next pass overlaps the transfer of what it just sent; every receive waits at most
+ * the transport's deadline.
+ *
+ * Stored activations: a gpt_stage keeps the activations of its LAST forward only. A backward of
+ * micro-batch j that does not directly follow j's forward (every stage but the last in 1F1B,
+ * every stage with m > 1 in GPipe) first runs j's forward again from the stored input (the
+ * stage's act_in, or its tokens): activation recomputation, bitwise the same numbers, at the cost
+ * of one more forward per such micro-batch. The executor keeps only the inputs of micro-batches
+ * in flight (rows × T × C floats each).
+ *
+ * Activation codec at each cut (both sides must use the same one):
+ *   none      float32 activations and gradients, bit-exact
+ *   deltaB    AC-SGD, B in {2, 4, 8}: each sample's activation as a B-bit delta against the
+ *             last one sent for that sample (both ends cache it; a sample is identified by a
+ *             hash of its tokens, so it is recognised when the data repeats)
+ *   direct8   each activation quantized to 8 bits on its own (the baseline without a cache)
+ * With a codec on, the gradients going back are quantized directly to 8 bits. Loss scaling: the
+ * last stage differentiates (1/m) × each micro-batch's mean loss, so the accumulated gradient is
+ * that of the mean over the step's m micro-batches.
+ *
+ *   parallel_pipeline *p = parallel_pipeline_new(&cfg, stage, pipe_comm);
+ *   gpt_stage_zero_grad(stage);
+ *   WT_CHECK(parallel_pipeline_run(p, inputs, targets, &loss));   // one step's passes
+ *   WT_CHECK(parallel_pipeline_tied_sum(p));                       // wte gradient of both ends
+ */
+#ifndef WT_PARALLEL_PIPELINE_H
+#define WT_PARALLEL_PIPELINE_H
+
+#include "assign/schedule.h"
+#include "model/gpt.h"
+#include "parallel/comm.h"
+
+#include <stddef.h>
+
+typedef struct {
+  assign_schedule_kind schedule;
+  int micro_batches;        /* m >= 1 */
+  int rows;                 /* sequences per micro-batch (<= the stage's max_batch) */
+  int seq;                  /* T */
+  char act_codec[16];       /* none | delta2 | delta4 | delta8 | direct8 */
+  size_t act_cache_samples; /* AC-SGD cache bound per cut, in samples (0: 4096); least
+                               recently sent samples are evicted beyond it */
+} parallel_pipeline_config;
+
+typedef struct parallel_pipeline parallel_pipeline;
+
+/* Returns WT_OK or WT_EINVAL naming an unknown activation codec. */
+int parallel_pipeline_codec_check(const char *act_codec);
+
+/* An executor for `stage` (borrowed), stage index parallel_comm_rank(pipe) of
+ * parallel_comm_size(pipe) (borrowed; both must outlive the executor). The stage's layer range
+ * must be this rank's part of the model (first stage holds layer 0 iff rank 0, last iff rank
+ * S-1). Returns NULL with wt_last_error() set on a bad config. */
+parallel_pipeline *parallel_pipeline_new(const parallel_pipeline_config *cfg, gpt_stage *stage,
+                                         parallel_comm *pipe);
+void parallel_pipeline_destroy(parallel_pipeline **self_p);
+
+/* Runs the stage's schedule for one step. inputs/targets: (m·rows, T) token ids of this
+ * replica's part of the batch (every stage passes them: the first reads the tokens, the last the
+ * targets, all hash them into AC-SGD sample ids). Gradients ACCUMULATE into the stage (zero them
+ * first). *loss receives the mean loss over the m micro-batches on the last stage, 0 elsewhere.
+ * Returns WT_OK, a model error, or the transport's / codec's status (WT_EIO, WT_ETIMEOUT,
+ * WT_ECORRUPT, WT_EMISMATCH) with a message naming the micro-batch and the peer stage. */
+int parallel_pipeline_run(parallel_pipeline *p, const int *inputs, const int *targets, float *loss);
+
+/* Tied embedding (gpt.h): stages 0 and S-1 exchange their wte gradients and both keep
+ * last + first (bitwise the same on both, as gpt_tied_grads_sum). A no-op on other stages and
+ * when S = 1. Returns WT_OK or the transport's status. */
+int parallel_pipeline_tied_sum(parallel_pipeline *p);
+
+/* Seconds spent in forward / backward passes (recomputation included) since creation. */
+double parallel_pipeline_compute_s(const parallel_pipeline *p);
+
+#endif

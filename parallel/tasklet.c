@@ -1,0 +1,315 @@
+/* tasklet — one pipeline stage of one data-parallel replica for a whole run: builds the stage's
+ * trainer, the pipeline executor and the data-parallel machinery, and plugs them into
+ * trainer_step's hooks (tasklet.h). */
+#include "parallel/tasklet.h"
+
+#include "common/bytes.h" /* defines: wt_put_le64 / wt_get_le64 for the norm message */
+#include "common/common.h"
+#include "parallel/collectives.h"
+#include "parallel/diloco.h"
+#include "parallel/pipeline.h"
+#include "parallel/tasklet_internal.h"
+#include "parallel/zero.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Split ids (comm.h): no two ranks share both a stage and a replica, so every data-parallel
+ * group can use one id and every pipeline another. */
+#define S_SPLIT_DP 1
+#define S_SPLIT_PIPE 2
+
+parallel_tasklet_config parallel_tasklet_config_default(void) {
+  parallel_tasklet_config c;
+  memset(&c, 0, sizeof c);
+  c.stages = c.replicas = 1;
+  c.schedule = ASSIGN_SCHEDULE_GPIPE;
+  snprintf(c.grad_codec, sizeof c.grad_codec, "none");
+  snprintf(c.act_codec, sizeof c.act_codec, "none");
+  c.grad_ef = 1;
+  c.diloco_lr = 0.7f;
+  c.diloco_momentum = 0.9f;
+  c.keep = 2;
+  return c;
+}
+
+int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world_size) {
+  if (c->stages < 1 || c->replicas < 1 || c->stages * c->replicas != world_size)
+    return wt_fail(WT_EINVAL, "%d stages x %d replicas do not make the world of %d processes",
+                   c->stages, c->replicas, world_size);
+  if (c->stage < 0 || c->stage >= c->stages || c->replica < 0 || c->replica >= c->replicas)
+    return wt_fail(WT_EINVAL, "tasklet (stage %d, replica %d) is outside %d x %d", c->stage,
+                   c->replica, c->stages, c->replicas);
+  if (c->first_layer == 0 && c->last_layer == 0 && c->train.model.n_layer < c->stages)
+    return wt_fail(WT_EINVAL, "%d layers cannot be split into %d stages; use fewer --stages",
+                   c->train.model.n_layer, c->stages);
+  if (!c->data) return wt_fail(WT_EINVAL, "tasklet: no data set");
+  if (strcmp(c->grad_codec, "none") && !compress_codec_ops_by_name(c->grad_codec))
+    return wt_fail(WT_EINVAL, "--grad-codec %s is unknown; use none or one of %s", c->grad_codec,
+                   compress_codec_names());
+  WT_CHECK(parallel_pipeline_codec_check(c->act_codec));
+  if (c->diloco_h < 0) return wt_fail(WT_EINVAL, "--diloco %d must be >= 0", c->diloco_h);
+  if (c->zero != 0 && c->zero != 1) return wt_fail(WT_EINVAL, "--zero %d: use 0 or 1", c->zero);
+  if (c->zero && (strcmp(c->grad_codec, "none") || c->diloco_h))
+    return wt_fail(WT_EINVAL, "--zero 1 shards the uncompressed synchronous update; drop "
+                              "--grad-codec and --diloco");
+  if (c->keep < 1) return wt_fail(WT_EINVAL, "keep %d must be >= 1", c->keep);
+  if (c->checkpoint_dir[0] &&
+      (c->diloco_h || strcmp(c->grad_codec, "none") || !strncmp(c->act_codec, "delta", 5)))
+    return wt_fail(WT_EINVAL, "checkpoints hold the model, optimizer and data position only; "
+                              "runs with --diloco, a --grad-codec or a delta --act-codec keep "
+                              "more state (outer momentum, residuals, caches) and cannot be "
+                              "resumed bit-exactly: drop those options or --checkpoint-dir");
+  if (c->resume && !c->checkpoint_dir[0])
+    return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir");
+  return WT_OK;
+}
+
+/* This stage's layers: the config's, or an even split. */
+static void s_layers(const parallel_tasklet_config *c, int *first, int *last) {
+  if (c->first_layer || c->last_layer) {
+    *first = c->first_layer, *last = c->last_layer;
+    return;
+  }
+  int L = c->train.model.n_layer;
+  *first = c->stage * L / c->stages;
+  *last = (c->stage + 1) * L / c->stages;
+}
+
+/* ---- hooks ---------------------------------------------------------------------------------- */
+
+static int s_grads(void *ctx, trainer *t, const int *inputs, const int *targets, int rows,
+                   float *loss) {
+  parallel_tasklet *k = ctx;
+  (void)t, (void)rows;
+  return parallel_pipeline_run(k->pipeline, inputs, targets, loss);
+}
+
+static int s_sync(void *ctx, trainer *t) {
+  parallel_tasklet *k = ctx;
+  size_t n;
+  float *g = gpt_stage_grads(trainer_model(t), &n);
+  WT_CHECK(parallel_pipeline_tied_sum(k->pipeline));
+  if (k->cfg.replicas == 1 || k->cfg.diloco_h) return WT_OK; /* DiLoCo: replicas step alone */
+  if (k->zero) return parallel_zero_reduce(k->zero, g);
+  if (!k->codec) return parallel_allreduce(k->dp, g, n, PARALLEL_OP_AVG);
+  compress_codec_set_seed(k->codec, (uint64_t)trainer_steps_done(t) + 1); /* randk: same draw */
+  if (k->sparse) return parallel_allreduce_sparse(k->dp, k->codec, g, n, PARALLEL_OP_AVG, k->sef);
+  return parallel_allreduce_compressed(k->dp, k->codec, g, n, PARALLEL_OP_AVG, k->ef);
+}
+
+/* This tasklet's share of the squared norm: its ZeRO shard, or the whole stage summed chunk by
+ * chunk over the ring's chunks (the same grouping as the shards, so both agree bitwise). */
+static double s_sq_share(parallel_tasklet *k, gpt_stage *s) {
+  size_t n, off, len;
+  gpt_stage_grads(s, &n);
+  if (k->zero) {
+    parallel_zero_shard(k->zero, &off, &len);
+    return trainer_grad_sq_norm_range(s, off, off + len);
+  }
+  double sq = 0;
+  for (int c = 0; c < k->cfg.replicas; c++) {
+    parallel_chunk_range(n, k->cfg.replicas, c, &off, &len);
+    sq += trainer_grad_sq_norm_range(s, off, off + len);
+  }
+  return sq;
+}
+
+static int s_norm(void *ctx, trainer *t, float local_loss, double *sq, float *loss) {
+  parallel_tasklet *k = ctx;
+  const int S = k->cfg.stages, R = k->cfg.replicas;
+  uint8_t mine[16], *all = NULL;
+  double share = s_sq_share(k, trainer_model(t)), l = local_loss;
+  uint64_t bits;
+  memcpy(&bits, &share, 8), wt_put_le64(mine, bits);
+  memcpy(&bits, &l, 8), wt_put_le64(mine + 8, bits);
+  size_t *offsets = wt_xmalloc(sizeof(size_t) * (size_t)(S * R + 1));
+  int rc = parallel_allgatherv(k->world, mine, sizeof mine, (size_t)S * R * 16, &all, offsets);
+  for (int w = 0; rc == WT_OK && w < S * R; w++)
+    if (offsets[w + 1] - offsets[w] != 16)
+      rc = wt_fail(WT_ECORRUPT, "norm exchange: rank %d sent %zu bytes, expected 16", w,
+                   offsets[w + 1] - offsets[w]);
+  if (rc == WT_OK) {
+    /* entry(s, r, f): field f (0 sq share, 1 loss) of world rank s·R + r. */
+#define ENTRY(s, r, f)                                                                             \
+  (bits = wt_get_le64(all + offsets[(s)*R + (r)] + 8 * (f)), memcpy(&l, &bits, 8), l)
+    double total = 0, loss_sum = 0;
+    for (int s = 0; s < S; s++) {
+      double stage = 0;
+      if (k->zero)
+        for (int c = 0; c < R; c++) stage += ENTRY(s, parallel_chunk_owner(c, R), 0);
+      else
+        stage = ENTRY(s, k->cfg.replica, 0);
+      total += stage;
+    }
+    for (int r = 0; r < R; r++) loss_sum += ENTRY(S - 1, r, 1);
+#undef ENTRY
+    *sq = total;
+    *loss = (float)(loss_sum / R);
+  }
+  free(all);
+  free(offsets);
+  return rc;
+}
+
+static int s_update(void *ctx, trainer *t, float lr, float grad_scale) {
+  parallel_tasklet *k = ctx;
+  size_t n;
+  float *params = gpt_stage_params(trainer_model(t), &n);
+  return parallel_zero_update(k->zero, params, gpt_stage_grads(trainer_model(t), &n), lr,
+                              grad_scale);
+}
+
+/* ---- setup ---------------------------------------------------------------------------------- */
+
+static int s_split(parallel_tasklet *k) {
+  const int S = k->cfg.stages, R = k->cfg.replicas, s = k->cfg.stage, r = k->cfg.replica;
+  int *ranks = wt_xmalloc(sizeof(int) * (size_t)(S > R ? S : R));
+  for (int i = 0; i < R; i++) ranks[i] = s * R + i;
+  k->dp = parallel_comm_split(k->world, ranks, R, S_SPLIT_DP);
+  for (int i = 0; i < S; i++) ranks[i] = i * R + r;
+  k->pipe = k->dp ? parallel_comm_split(k->world, ranks, S, S_SPLIT_PIPE) : NULL;
+  free(ranks);
+  return k->pipe ? WT_OK : WT_EINVAL;
+}
+
+static int s_data_parallel(parallel_tasklet *k) {
+  const parallel_tasklet_config *c = &k->cfg;
+  gpt_stage *s = trainer_model(k->t);
+  size_t n;
+  gpt_stage_params(s, &n);
+  if (c->zero) {
+    int nt;
+    const gpt_tensor_info *ti = gpt_stage_tensors(s, &nt);
+    optim_config oc = c->train.optim;
+    oc.total_steps = c->train.steps;
+    if (!(k->zero = parallel_zero_new(&oc, ti, nt, k->dp))) return WT_EINVAL;
+  }
+  if (strcmp(c->grad_codec, "none")) {
+    compress_params p = compress_params_default();
+    WT_CHECK(compress_codec_new(&k->codec, c->grad_codec, &p));
+    k->sparse = !strcmp(c->grad_codec, "topk") || !strcmp(c->grad_codec, "randk");
+  }
+  if (c->diloco_h) {
+    diloco_config dc = diloco_config_default();
+    dc.lr = c->diloco_lr;
+    dc.momentum = c->diloco_momentum;
+    dc.codec = k->codec;
+    dc.error_feedback = c->grad_ef;
+    dc.sparse = k->sparse;
+    if (!(k->outer = diloco_new(n, &dc))) return WT_EINVAL;
+    diloco_init(k->outer, gpt_stage_params(s, &n));
+  } else if (k->codec && c->grad_ef && k->sparse) {
+    WT_CHECK(compress_ef_new(&k->sef, n));
+  } else if (k->codec && c->grad_ef) {
+    WT_CHECK(parallel_ef_new(&k->ef, n, parallel_comm_rank(k->dp), c->replicas));
+  }
+  return WT_OK;
+}
+
+int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *cfg,
+                           parallel_comm *world) {
+  memset(k, 0, sizeof *k);
+  k->cfg = *cfg;
+  k->world = world;
+  WT_CHECK(parallel_tasklet_config_validate(cfg, parallel_comm_size(world)));
+  if (parallel_comm_rank(world) != cfg->stage * cfg->replicas + cfg->replica)
+    return wt_fail(WT_EINVAL, "tasklet (stage %d, replica %d) must be world rank %d, not %d",
+                   cfg->stage, cfg->replica, cfg->stage * cfg->replicas + cfg->replica,
+                   parallel_comm_rank(world));
+  WT_CHECK(s_split(k));
+  trainer_config tc = cfg->train;
+  s_layers(cfg, &tc.first_layer, &tc.last_layer);
+  tc.replicas = cfg->replicas;
+  tc.replica = cfg->replica;
+  tc.external_optimizer = cfg->zero;
+  if (!(k->t = trainer_new(&tc, cfg->data))) return WT_EINVAL;
+  parallel_pipeline_config pc = {.schedule = cfg->schedule,
+                                 .micro_batches = tc.micro_batches,
+                                 .rows = trainer_micro_rows(k->t),
+                                 .seq = tc.model.max_seq};
+  snprintf(pc.act_codec, sizeof pc.act_codec, "%s", cfg->act_codec);
+  if (!(k->pipeline = parallel_pipeline_new(&pc, trainer_model(k->t), k->pipe))) return WT_EINVAL;
+  WT_CHECK(s_data_parallel(k));
+  trainer_hooks h = {.ctx = k, .grads = s_grads, .sync = s_sync, .norm = s_norm};
+  if (k->zero) h.update = s_update;
+  trainer_set_hooks(k->t, &h);
+  return WT_OK;
+}
+
+void parallel_tasklet_teardown(parallel_tasklet *k) {
+  parallel_pipeline_destroy(&k->pipeline);
+  parallel_zero_destroy(&k->zero);
+  diloco_destroy(&k->outer);
+  parallel_ef_destroy(&k->ef);
+  compress_ef_destroy(&k->sef);
+  compress_codec_destroy(&k->codec);
+  trainer_destroy(&k->t);
+  parallel_comm_destroy(&k->dp);
+  parallel_comm_destroy(&k->pipe);
+}
+
+/* ---- the run -------------------------------------------------------------------------------- */
+
+static void s_bytes(parallel_tasklet *k, uint64_t *pipe, uint64_t *dp, uint64_t *control) {
+  *pipe = parallel_comm_bytes_sent(k->pipe);
+  *dp = parallel_comm_bytes_sent(k->dp);
+  *control = parallel_comm_bytes_sent(k->world) - *pipe - *dp;
+}
+
+/* One step plus, every H steps and at the end, DiLoCo's outer step. */
+static int s_step(parallel_tasklet *k, trainer_step_info *info) {
+  WT_CHECK(trainer_step(k->t, info));
+  long done = trainer_steps_done(k->t);
+  if (k->outer && (done % k->cfg.diloco_h == 0 || done == k->cfg.train.steps)) {
+    size_t n;
+    WT_CHECK(diloco_outer_step(k->outer, k->dp, gpt_stage_params(trainer_model(k->t), &n)));
+  }
+  return WT_OK;
+}
+
+int parallel_tasklet_train(parallel_tasklet *k, parallel_tasklet_result *res) {
+  const parallel_tasklet_config *c = &k->cfg;
+  long end = c->train.steps;
+  if (c->stop_after > 0 && c->stop_after < end) end = c->stop_after;
+  int rc = WT_OK;
+  while (rc == WT_OK && trainer_steps_done(k->t) < end) {
+    parallel_tasklet_step st = {.stage = c->stage, .replica = c->replica};
+    rc = s_step(k, &st.info);
+    if (rc != WT_OK) break;
+    res->steps_done = st.info.step;
+    res->last_loss = st.info.loss;
+    s_bytes(k, &st.bytes_pipeline, &st.bytes_data, &st.bytes_control);
+    if (c->on_step) c->on_step(c->on_step_arg, &st);
+    int last = st.info.step == end;
+    if (c->checkpoint_dir[0] &&
+        (last || (c->checkpoint_every > 0 && st.info.step % c->checkpoint_every == 0)))
+      rc = parallel_tasklet_checkpoint(k);
+  }
+  return rc;
+}
+
+int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *world,
+                         parallel_tasklet_result *result) {
+  double t0 = wt_now_s();
+  parallel_tasklet_result res = {.last_loss = NAN};
+  parallel_tasklet *k = wt_xcalloc(1, sizeof *k);
+  int rc = parallel_tasklet_setup(k, cfg, world);
+  if (rc == WT_OK && cfg->resume) rc = parallel_tasklet_resume(k);
+  if (rc == WT_OK) res.steps_done = trainer_steps_done(k->t);
+  if (rc == WT_OK) rc = parallel_tasklet_train(k, &res);
+  if (rc != WT_OK) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", wt_last_error());
+    rc = wt_fail(rc, "tasklet stage %d replica %d, step %ld: %s", cfg->stage, cfg->replica,
+                 k->t ? trainer_steps_done(k->t) + 1 : 0L, why);
+  }
+  if (k->pipeline) res.compute_s = parallel_pipeline_compute_s(k->pipeline);
+  if (k->pipe && k->dp) s_bytes(k, &res.bytes_pipeline, &res.bytes_data, &res.bytes_control);
+  res.seconds = wt_now_s() - t0;
+  parallel_tasklet_teardown(k);
+  free(k);
+  if (result) *result = res;
+  return rc;
+}

@@ -1,0 +1,116 @@
+/* tasklet — the per-process entry point of distributed training: one pipeline stage of one
+ * data-parallel replica, run for a number of steps over a world communicator handed in.
+ * `wantrain launch` runs one per process, `peerd` will run one per assignment, and the tests run
+ * S × R of them as threads over the in-process transport.
+ *
+ * World layout: S stages × R replicas = parallel_comm_size(world) ranks, and the tasklet of
+ * stage s, replica r is world rank s·R + r (the index of assign_plan.device). Inside, the world
+ * is split (parallel_comm_split) into the stage's data-parallel group (ranks s·R .. s·R+R-1) and
+ * the replica's pipeline (ranks r, R+r, ..., (S-1)·R+r).
+ *
+ * One step (model/trainer.h's trainer_step with these hooks):
+ *   every tasklet draws the same global batch (B sequences) from the same seed; replica r takes
+ *   rows [r·B/R, (r+1)·B/R) and splits them into m micro-batches
+ *   grads  the pipeline executor (parallel/pipeline.h) runs the schedule: activations go forward
+ *          as gpt.h's act_in, their gradients back as grad_in (through the activation codec)
+ *   sync   tied embedding: stages 0 and S-1 exchange their wte gradients and both keep the sum;
+ *          then the stage's data-parallel group averages the gradient: ring all-reduce,
+ *          compressed all-reduce (grad_codec, with error feedback), ZeRO-1's reduce-scatter, or
+ *          nothing (DiLoCo: replicas step alone; every H steps an outer step averages them)
+ *   norm   one all-gather over the world of each tasklet's (gradient sq-norm share, loss): the
+ *          global norm for clipping and the step's mean loss, identical on every tasklet
+ *   update AdamW / SGD on the stage; ZeRO-1: on this replica's 1/R shard, then an all-gather
+ * Without compression, R × S tasklets compute what trainer_step computes on one process with
+ * micro_batches = R·m, up to float rounding (docs/runtime.md has the measured differences).
+ *
+ * Failures: every wait is bounded by the transport's deadline, and a tasklet that fails returns
+ * its error; on the in-process transport its rank is then closed, on ZeroMQ its process exits,
+ * so each peer's next receive from it fails at once (WT_EIO) and the failure spreads through
+ * the pipeline and the groups instead of leaving anyone waiting. parallel_tasklet_run returns
+ * the first error with a message naming the stage, replica and step.
+ *
+ * Checkpoints (checkpoint_dir set): every checkpoint_every steps and at the end, replica 0 of
+ * each stage saves DIR/stage-<s>/ (model/checkpoint.h's format: safetensors + SHA-256, one run
+ * directory per stage), then world rank 0 writes DIR/manifest.json (S, R, layer ranges, the
+ * step) once every stage has saved. resume = 1 loads the step the manifest names on every
+ * tasklet and continues bit-exactly.
+ *
+ *   parallel_tasklet_config c = parallel_tasklet_config_default();
+ *   c.stages = 2, c.replicas = 2, c.stage = s, c.replica = r;
+ *   c.train = trainer_cfg;  c.data = data;           // global batch, steps, optimizer, seed
+ *   parallel_tasklet_result res;
+ *   int rc = parallel_tasklet_run(&c, world, &res);  // world: S·R ranks, this one s·R + r
+ */
+#ifndef WT_PARALLEL_TASKLET_H
+#define WT_PARALLEL_TASKLET_H
+
+#include "assign/schedule.h"
+#include "model/data.h"
+#include "model/trainer.h"
+#include "parallel/comm.h"
+
+#include <stdint.h>
+
+#define PARALLEL_TASKLET_NAME_MAX 16
+
+/* What one step reported (to on_step). loss is the step's mean loss over the whole global
+ * batch, the same on every tasklet. */
+typedef struct {
+  int stage, replica;
+  trainer_step_info info;  /* step, loss, lr, global grad norm, seconds */
+  uint64_t bytes_pipeline; /* bytes this tasklet sent to its pipeline neighbours so far */
+  uint64_t bytes_data;     /* ... to its data-parallel group (gradients, ZeRO, DiLoCo) */
+  uint64_t bytes_control;  /* ... for norms, losses, checkpoint agreement */
+} parallel_tasklet_step;
+
+typedef void (*parallel_tasklet_step_fn)(void *arg, const parallel_tasklet_step *step);
+
+typedef struct {
+  int stages, replicas;          /* S >= 1, R >= 1: S·R must equal the world's size */
+  int stage, replica;            /* this tasklet */
+  int first_layer, last_layer;   /* this stage's layers; 0, 0 = an even split of n_layer */
+  assign_schedule_kind schedule; /* GPipe or 1F1B */
+  trainer_config train;          /* model, GLOBAL batch B, micro_batches m PER REPLICA, steps,
+                                    optimizer, seed; the stage and replica fields are set here */
+  const data_set *data;          /* borrowed; the same corpus on every tasklet */
+  char grad_codec[PARALLEL_TASKLET_NAME_MAX]; /* none|fp16|bf16|int8|int4|sign|topk|randk */
+  int grad_ef; /* error feedback for the lossy gradient codecs (default 1) */
+  char act_codec[PARALLEL_TASKLET_NAME_MAX]; /* none|delta2|delta4|delta8|direct8 */
+  int diloco_h;                     /* 0: synchronous; H >= 1: DiLoCo outer step every H steps */
+  float diloco_lr, diloco_momentum; /* outer Nesterov SGD (defaults 0.7, 0.9) */
+  int zero;                         /* 0, or 1 for ZeRO-1 (needs grad_codec none, no DiLoCo) */
+  char checkpoint_dir[1024];        /* "" = no checkpoints */
+  int checkpoint_every;             /* steps between checkpoints (0 = only at the end) */
+  int keep;                         /* checkpoints kept per stage (>= 1) */
+  int resume;                       /* 1: continue from checkpoint_dir's manifest */
+  long stop_after;                  /* 0, or stop (after checkpointing) once this many steps are
+                                       done in total: a run cut short and resumed later */
+  parallel_tasklet_step_fn on_step; /* called after every step, may be NULL */
+  void *on_step_arg;
+} parallel_tasklet_config;
+
+/* What a run did. */
+typedef struct {
+  long steps_done;  /* optimizer steps completed in total (resumed ones included) */
+  float last_loss;  /* the last step's mean loss (NAN if no step ran) */
+  double seconds;   /* wall time of parallel_tasklet_run */
+  double compute_s; /* of it, in forward / backward passes */
+  uint64_t bytes_pipeline, bytes_data, bytes_control; /* sent by this tasklet */
+} parallel_tasklet_result;
+
+/* S = R = 1, GPipe, no codecs, no DiLoCo, no ZeRO, grad_ef 1, DiLoCo 0.7 / 0.9, keep 2. */
+parallel_tasklet_config parallel_tasklet_config_default(void);
+
+/* Checks a config against itself and a world size: ranges, S·R = world_size, layer ranges,
+ * codec names, B divisible by R·m, ZeRO with a codec or DiLoCo. Returns WT_OK or WT_EINVAL
+ * naming the field and what to do. */
+int parallel_tasklet_config_validate(const parallel_tasklet_config *cfg, int world_size);
+
+/* Runs the tasklet for cfg->train.steps steps (fewer with stop_after) over world (borrowed; its
+ * rank must be cfg->stage·R + cfg->replica). Fills *result (may be NULL). Returns WT_OK, or the
+ * first error (a bad config, a transport error or deadline, a corrupt message, a checkpoint
+ * error, a diverged loss), with wt_last_error() naming the stage, replica and step. */
+int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *world,
+                         parallel_tasklet_result *result);
+
+#endif

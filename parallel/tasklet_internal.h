@@ -1,0 +1,41 @@
+/* tasklet_internal — the tasklet's state, shared by tasklet.c (setup, hooks, the run) and
+ * tasklet_checkpoint.c (per-stage checkpoints and the run manifest). Not part of the API. */
+#ifndef WT_PARALLEL_TASKLET_INTERNAL_H
+#define WT_PARALLEL_TASKLET_INTERNAL_H
+
+#include "compress/codec.h"
+#include "compress/ef.h"
+#include "parallel/collectives.h"
+#include "parallel/diloco.h"
+#include "parallel/pipeline.h"
+#include "parallel/tasklet.h"
+#include "parallel/zero.h"
+
+typedef struct {
+  parallel_tasklet_config cfg;
+  parallel_comm *world; /* borrowed */
+  parallel_comm *dp;    /* this stage's replicas */
+  parallel_comm *pipe;  /* this replica's stages */
+  trainer *t;
+  parallel_pipeline *pipeline;
+  compress_codec *codec; /* gradient codec, or NULL */
+  int sparse;            /* topk / randk: all-gathered */
+  parallel_ef *ef;       /* compressed ring residuals */
+  compress_ef *sef;      /* sparse sender residual */
+  diloco *outer;         /* DiLoCo, or NULL */
+  parallel_zero *zero;   /* ZeRO-1, or NULL */
+} parallel_tasklet;
+
+int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *cfg,
+                           parallel_comm *world);
+void parallel_tasklet_teardown(parallel_tasklet *k);
+int parallel_tasklet_train(parallel_tasklet *k, parallel_tasklet_result *res);
+
+/* Saves this stage's checkpoint (replica 0) and, once every stage has, the manifest (world rank
+ * 0); every tasklet takes part in the agreement. Returns WT_OK or the first error. */
+int parallel_tasklet_checkpoint(parallel_tasklet *k);
+
+/* Loads the step the manifest names into this tasklet. */
+int parallel_tasklet_resume(parallel_tasklet *k);
+
+#endif
