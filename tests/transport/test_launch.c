@@ -3,6 +3,8 @@
  *  - 2 stages × 2 replicas, 4 × 1 and 1 × 4 with SGD and no compression: every step's loss (from
  *    --json-log) equals `wantrain train` with the same global batch and R·m micro-batches to a
  *    relative 1e-5, and the summary reports bytes per link class;
+ *  - --scenario emulates a netsim scenario's links (a 40 ms pipeline cut makes every iteration
+ *    take at least 80 ms) and prints netsim's prediction beside the measured iteration time;
  *  - a process that dies in step 3 ends the run: exit 1 within the deadline, naming the process,
  *    its stage and replica, and the errors the others stopped with. */
 #include "common/common.h"
@@ -90,6 +92,35 @@ static void s_equivalence(int stages, int replicas, int m) {
   for (int i = 0; i < 5; i++) WT_TEST_CLOSE(a[i], b[i], 0, 1e-5, "launch vs train loss");
 }
 
+/* --scenario: the links between the two sites (40 ms one way) carry the pipeline cut, so every
+ * iteration takes at least a forward and a backward crossing (80 ms); the summary shows netsim's
+ * prediction beside the measurement. A scenario of the wrong size is a usage error. */
+static void test_scenario(void) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/two_sites.json", g_tmp);
+  FILE *f = fopen(path, "w");
+  WT_TEST_REQUIRE(f, "create %s", path);
+  fprintf(f, "{\"cost_model_constants\":{\"c_dp_bytes_per_stage\":1e6,\"c_pp_bytes_per_cut\":1e5,"
+             "\"d_pp\":2,\"d_dp\":2},\"scenarios\":[{\"name\":\"two_sites\","
+             "\"gpus_per_region\":[2,2],\"latency_ms\":[[1,40],[40,1]],"
+             "\"bandwidth_gbps\":[[1,0.02],[0.02,1]]}]}\n");
+  fclose(f);
+  int rc = s_wantrain("", "launch " MODEL " --stages 2 --replicas 2 --micro-batches 2 "
+                          "--timeout 30 --scenario two_sites.json --json-log scen.jsonl");
+  WT_TEST_ASSERT(rc == 0 && strstr(g_out, "emulating scenario two_sites") &&
+                     strstr(g_out, "netsim predicts"),
+                 "exit %d\n%s", rc, g_out);
+  const char *it = strstr(g_out, "iteration time ");
+  double iter = it ? atof(it + strlen("iteration time ")) : 0;
+  WT_TEST_ASSERT(iter >= 0.08, "an iteration across a 40 ms cut took %.4f s", iter);
+  rc = s_wantrain("", "launch " MODEL " --stages 4 --replicas 2 --micro-batches 1 "
+                      "--scenario two_sites.json");
+  WT_TEST_ASSERT(rc == 2 && strstr(g_out, "has 4 devices"), "exit %d\n%s", rc, g_out);
+  WT_TEST_ASSERT(s_wantrain("", "launch " MODEL " --assignment a.json") == 2 &&
+                     strstr(g_out, "--assignment needs --scenario"),
+                 "%s", g_out);
+}
+
 static void test_failure(void) {
   double t0 = wt_now_s();
   int rc = s_wantrain("WANTRAIN_LAUNCH_DIE=1:3",
@@ -116,6 +147,7 @@ int main(void) {
   s_equivalence(2, 2, 2);
   s_equivalence(4, 1, 2);
   s_equivalence(1, 4, 1);
+  test_scenario();
   test_failure();
   if (!wt_test_failures) {
     char rm[700];

@@ -18,6 +18,7 @@
 #include "common/common.h"
 #include "model/data.h"
 #include "model/trainer.h"
+#include "netsim/netsim.h"
 #include "parallel/tasklet.h"
 #include "parallel/zmq.h"
 
@@ -45,6 +46,9 @@ typedef struct {
   int diloco, zero;
   double timeout;
   int insecure;
+  char scenario[WT_CONFIG_STR_MAX], scenario_name[WT_CONFIG_STR_MAX];
+  char assignment[WT_CONFIG_STR_MAX];
+  double time_scale;
   char data[WT_CONFIG_STR_MAX];
   char data_sha256[WT_CONFIG_STR_MAX];
   char cache_dir[WT_CONFIG_STR_MAX];
@@ -81,6 +85,14 @@ static const wt_option s_options[] = {
      "seconds any process waits for a peer before failing", 0},
     {"insecure", WT_OPT_FLAG, F(insecure), 0, 1, "0",
      "plaintext links without CurveZMQ (debugging only)", 0},
+    {"scenario", WT_OPT_STRING, F(scenario), 0, 0, "",
+     "emulate this netsim scenario's links (JSON; it must have S x R devices)", 0},
+    {"scenario-name", WT_OPT_STRING, F(scenario_name), 0, 0, "",
+     "which scenario of the file (default: its only one)", 0},
+    {"assignment", WT_OPT_STRING, F(assignment), 0, 0, "",
+     "device of each tasklet (netsim's assignment JSON; default: rank s*R+r on device s*R+r)", 0},
+    {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-6, 1e6, "1",
+     "wall seconds per emulated second of network time", 0},
     {"data", WT_OPT_STRING, F(data), 0, 0, "synthetic",
      "corpus: synthetic, a text file, an llm.c .bin shard, or an http(s)/file URL", 0},
     {"data-sha256", WT_OPT_STRING, F(data_sha256), 0, 0, "", "expected SHA-256 of the data file",
@@ -161,6 +173,56 @@ static void s_key_path(const char *dir, int rank, const char *ext, char *out, si
   snprintf(out, cap, "%s/rank-%d.%s", dir, rank, ext);
 }
 
+/* ---- emulated WAN: a netsim scenario and an assignment of tasklets to its devices ---------- */
+
+typedef struct {
+  netsim_scenario_set *set;
+  const netsim_scenario *sc;
+  assign_plan *plan; /* device of world rank w = plan->device[w] */
+} s_wan;
+
+static void s_wan_close(s_wan *w) {
+  netsim_scenario_set_destroy(&w->set);
+  if (w->plan) assign_plan_destroy(&w->plan);
+}
+
+/* Loads --scenario (and --assignment) when given; the scenario must have one device per process.
+ * Leaves w zeroed without a scenario. */
+static int s_wan_open(const launch_args *a, s_wan *w) {
+  memset(w, 0, sizeof *w);
+  if (!a->scenario[0]) {
+    if (a->assignment[0]) return wt_fail(WT_EINVAL, "--assignment needs --scenario");
+    return WT_OK;
+  }
+  WT_CHECK(netsim_scenario_set_load(a->scenario, &w->set));
+  int rc = netsim_scenario_set_find(w->set, a->scenario_name, &w->sc);
+  int n = rc == WT_OK ? netsim_scenario_network(w->sc)->n : 0;
+  if (rc == WT_OK && n != a->stages * a->replicas)
+    rc = wt_fail(WT_EINVAL,
+                 "scenario %s has %d devices but the run has %d x %d = %d processes; choose "
+                 "--stages and --replicas to match, or a scenario of that size",
+                 netsim_scenario_name(w->sc), n, a->stages, a->replicas, a->stages * a->replicas);
+  if (rc == WT_OK && a->assignment[0])
+    rc = netsim_assignment_load(a->assignment, a->stages, a->replicas, &w->plan);
+  if (rc == WT_OK && !a->assignment[0]) {
+    w->plan = assign_plan_new(a->stages, a->replicas);
+    for (int d = 0; d < n; d++) w->plan->device[d] = d;
+  }
+  if (rc != WT_OK) s_wan_close(w);
+  return rc;
+}
+
+/* The emulated links from world rank `rank` to every rank. */
+static void s_wan_links(const s_wan *w, int rank, int world, double *lat, double *bw) {
+  const assign_network *net = netsim_scenario_network(w->sc);
+  int me = w->plan->device[rank];
+  for (int j = 0; j < world; j++) {
+    int dj = w->plan->device[j];
+    lat[j] = j == rank ? 0 : net->latency_s[me * net->n + dj];
+    bw[j] = j == rank ? 0 : net->bandwidth_Bps[me * net->n + dj];
+  }
+}
+
 /* ---- the worker: one process, one tasklet ------------------------------------------------- */
 
 typedef struct {
@@ -216,6 +278,16 @@ static int s_worker_comm(const launch_args *a, int rank, const char *dir, parall
   z.timeout_s = a->timeout;
   z.run_id = (uint64_t)a->seed;
   z.insecure = a->insecure;
+  double lat[S_MAX_RANKS], bw[S_MAX_RANKS];
+  s_wan wan;
+  WT_CHECK(s_wan_open(a, &wan));
+  if (wan.sc) {
+    s_wan_links(&wan, rank, world, lat, bw);
+    z.latency_s = lat;
+    z.bandwidth_Bps = bw;
+    z.time_scale = a->time_scale;
+  }
+  s_wan_close(&wan);
   if (!a->insecure) {
     s_key_path(dir, rank, "key", path, sizeof path);
     WT_CHECK(parallel_zmq_keypair_load(path, pub, sec));
@@ -306,6 +378,7 @@ typedef struct {
   long step_count;
   int failed_rank; /* first failure, -1 none */
   double failed_at;
+  s_wan wan; /* the emulated network, when --scenario is given */
 } s_run;
 
 static volatile sig_atomic_t s_signal = 0;
@@ -506,6 +579,46 @@ static int s_start(s_run *r, const char *dir, int argc, char **argv) {
   return WT_OK;
 }
 
+/* netsim's iteration time for this run's assignment and schedule, fed with what the run
+ * measured: per-pass compute (mean over processes), the bytes that crossed a cut per
+ * micro-batch, and a stage's gradient bytes; the network's times scaled like the emulation's. */
+static int s_predict(const s_run *r, double *out) {
+  const launch_args *a = r->a;
+  int S = a->stages, R = a->replicas, m = a->micro_batches;
+  double steps = (double)r->printed;
+  if (steps < 1) return wt_fail(WT_EINVAL, "no step ran");
+  double compute = 0, bp = 0, bd = 0;
+  for (int w = 0; w < r->world; w++) {
+    compute += r->p[w].compute_s / steps / r->world;
+    bp += (double)r->p[w].bytes[0];
+    bd += (double)r->p[w].bytes[1];
+  }
+  netsim_sim_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.schedule = !strcmp(a->schedule, "gpipe") ? NETSIM_GPIPE : NETSIM_1F1B;
+  cfg.micro_batches = m;
+  cfg.fwd_s = compute / m / 3; /* a backward pass costs about twice a forward */
+  cfg.bwd_s = 2 * cfg.fwd_s;
+  cfg.act_bytes = S > 1 ? bp / (steps * R * (S - 1) * m * 2) : 0;
+  cfg.grad_bytes = R > 1 && !a->diloco ? bd / (steps * S * 2 * (R - 1)) : 0;
+  cfg.dp_algo = ASSIGN_DP_RING;
+  const assign_network *net = netsim_scenario_network(r->wan.sc);
+  size_t nn = (size_t)net->n * (size_t)net->n;
+  assign_network scaled = {.n = net->n,
+                           .latency_s = wt_xmalloc(nn * sizeof(double)),
+                           .bandwidth_Bps = wt_xmalloc(nn * sizeof(double))};
+  for (size_t i = 0; i < nn; i++) {
+    scaled.latency_s[i] = net->latency_s[i] * a->time_scale;
+    scaled.bandwidth_Bps[i] = net->bandwidth_Bps[i] / a->time_scale;
+  }
+  netsim_sim_result res;
+  int rc = netsim_simulate(&scaled, r->wan.plan, &cfg, &res, NULL);
+  free(scaled.latency_s);
+  free(scaled.bandwidth_Bps);
+  if (rc == WT_OK) *out = res.iteration_s;
+  return rc;
+}
+
 static int s_summary(s_run *r) {
   const launch_args *a = r->a;
   if (r->failed_rank >= 0) {
@@ -542,12 +655,22 @@ static int s_summary(s_run *r) {
          iter, steps, seconds > 0 ? 100 * compute / (seconds * r->world) : 0.0);
   printf("bytes sent: pipeline %.3f MB, data-parallel %.3f MB, control %.3f MB\n", b[0] / 1e6,
          b[1] / 1e6, b[2] / 1e6);
+  double predicted = NAN;
+  if (r->wan.sc) {
+    if (s_predict(r, &predicted) == WT_OK)
+      printf("netsim predicts %.4f s per iteration for scenario %s with this assignment and "
+             "schedule (measured %.4f s, %+.1f%%)\n",
+             predicted, netsim_scenario_name(r->wan.sc), iter, 100 * (iter / predicted - 1));
+    else
+      printf("netsim prediction unavailable: %s\n", wt_last_error());
+  }
   if (r->log)
     fprintf(r->log,
             "{\"event\":\"done\",\"steps\":%ld,\"loss\":%.6f,\"iteration_s\":%.6f,"
-            "\"bytes_pipeline\":%llu,\"bytes_data\":%llu,\"bytes_control\":%llu}\n",
-            steps, r->p[0].loss, iter, (unsigned long long)b[0], (unsigned long long)b[1],
-            (unsigned long long)b[2]);
+            "\"predicted_iteration_s\":%.6f,\"bytes_pipeline\":%llu,\"bytes_data\":%llu,"
+            "\"bytes_control\":%llu}\n",
+            steps, r->p[0].loss, iter, isnan(predicted) ? -1.0 : predicted,
+            (unsigned long long)b[0], (unsigned long long)b[1], (unsigned long long)b[2]);
   return WT_OK;
 }
 
@@ -587,6 +710,13 @@ int cmd_launch(int argc, char **argv) {
   }
   static s_run r;
   memset(&r, 0, sizeof r);
+  if (s_wan_open(&a, &r.wan) != WT_OK) {
+    fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
+    return CLI_USAGE;
+  }
+  if (r.wan.sc)
+    printf("emulating scenario %s (%d devices) at time scale %g\n", netsim_scenario_name(r.wan.sc),
+           netsim_scenario_network(r.wan.sc)->n, a.time_scale);
   r.a = &a;
   r.world = world;
   r.failed_rank = -1;
@@ -615,6 +745,7 @@ int cmd_launch(int argc, char **argv) {
   rc = s_summary(&r);
   if (r.log) fclose(r.log);
   s_remove_run_dir(dir, world);
+  s_wan_close(&r.wan);
   if (s_signal) return 128 + (int)s_signal;
   return rc == WT_OK ? CLI_OK : CLI_FAIL;
 }
