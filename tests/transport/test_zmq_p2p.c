@@ -254,7 +254,72 @@ static void test_insecure_warns(void) {
                  "each rank warns: '%s'", text);
 }
 
+/* ipc:// endpoints on one host, through parallel_zmq_comm_new with concrete endpoints. */
+typedef struct {
+  const char *eps[2];
+  char pub[2][41], sec[2][41];
+  const char *pubs[2];
+} s_ipc;
+
+static int s_ipc_rank_fn(parallel_comm *c, void *arg);
+
+static void *s_ipc_thread(void *p) {
+  s_ipc *ipc = ((void **)p)[0];
+  intptr_t rank = (intptr_t)((void **)p)[1];
+  parallel_zmq_config cfg = parallel_zmq_config_default();
+  cfg.rank = (int)rank;
+  cfg.size = 2;
+  cfg.endpoints = ipc->eps;
+  cfg.timeout_s = 10;
+  cfg.secret_key = ipc->sec[rank];
+  cfg.public_key = ipc->pub[rank];
+  cfg.peer_public_keys = ipc->pubs;
+  parallel_comm *c = parallel_zmq_comm_new(&cfg);
+  intptr_t rc = c ? s_ipc_rank_fn(c, NULL) : WT_EIO;
+  if (rc != WT_OK) fprintf(stderr, "ipc rank %d: %s\n", (int)rank, wt_last_error());
+  parallel_comm_destroy(&c);
+  return (void *)rc;
+}
+
+static int s_ipc_rank_fn(parallel_comm *c, void *arg) {
+  (void)arg;
+  int me = parallel_comm_rank(c), v = 100 + me, w = 0;
+  size_t got = 0;
+  WT_CHECK(parallel_comm_send(c, 1 - me, 9, &v, sizeof v));
+  WT_CHECK(parallel_comm_recv(c, 1 - me, 9, &w, sizeof w, &got));
+  if (got != sizeof w || w != 101 - me) return wt_fail(WT_ECORRUPT, "ipc: got %d", w);
+  return parallel_comm_barrier(c);
+}
+
+static void test_ipc(void) {
+  char dir[] = "/tmp/wt_zmq_ipcXXXXXX";
+  WT_TEST_REQUIRE(mkdtemp(dir), "mkdtemp");
+  char ep0[128], ep1[128];
+  snprintf(ep0, sizeof ep0, "ipc://%s/r0", dir);
+  snprintf(ep1, sizeof ep1, "ipc://%s/r1", dir);
+  s_ipc ipc = {.eps = {ep0, ep1}};
+  for (int r = 0; r < 2; r++) {
+    parallel_zmq_keypair_new(ipc.pub[r], ipc.sec[r]);
+    ipc.pubs[r] = ipc.pub[r];
+  }
+  pthread_t th[2];
+  void *args[2][2] = {{&ipc, (void *)0}, {&ipc, (void *)1}};
+  for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, s_ipc_thread, args[r]);
+  for (int r = 0; r < 2; r++) {
+    void *rc = NULL;
+    pthread_join(th[r], &rc);
+    WT_TEST_ASSERT(rc == (void *)WT_OK, "ipc rank %d rc %ld", r, (long)(intptr_t)rc);
+  }
+  char path[160];
+  snprintf(path, sizeof path, "%s/r0", dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/r1", dir);
+  unlink(path);
+  rmdir(dir);
+}
+
 int main(void) {
+  test_ipc();
   test_order_sizes_barrier();
   test_bounded_queue();
   test_context();
