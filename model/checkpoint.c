@@ -312,9 +312,6 @@ static void s_prune(const char *dir, int keep, const char *current) {
 
 int checkpoint_save(const char *dir, gpt_stage *model, optim *opt, const checkpoint_meta *meta,
                     int keep) {
-  if (gpt_stage_first(model) != 0 || gpt_stage_last(model) != gpt_stage_config(model)->n_layer)
-    return wt_fail(WT_EINVAL, "checkpoint_save needs a whole model, not layers [%d, %d)",
-                   gpt_stage_first(model), gpt_stage_last(model));
   if (meta->step < 0 || meta->step > CHECKPOINT_MAX_STEP)
     return wt_fail(WT_EINVAL, "checkpoint step %ld is outside [0, %.0f]", meta->step,
                    (double)CHECKPOINT_MAX_STEP);

@@ -50,10 +50,11 @@ typedef struct {
   char train_json[4096];    /* the effective training config (informational), "" if none */
 } checkpoint_meta;
 
-/* Saves a whole model (a stage holding layers [0, n_layer)) and, if opt is non-NULL, its
- * optimizer, as DIR/step-<step> and makes it `latest`; keeps the newest `keep` (>= 1) steps.
- * Returns WT_OK, WT_EIO (with the failing path and errno text; the previous checkpoint is
- * intact) or WT_EINVAL (the stage is not a whole model). */
+/* Saves a model stage (its own tensors: the whole model, or one pipeline stage's layers, which
+ * then loads only into a stage with the same layers, the tensor names being checked) and, if
+ * opt is non-NULL, its optimizer, as DIR/step-<step> and makes it `latest`; keeps the newest
+ * `keep` (>= 1) steps. Returns WT_OK or WT_EIO (with the failing path and errno text; the
+ * previous checkpoint is intact). */
 int checkpoint_save(const char *dir, gpt_stage *model, optim *opt, const checkpoint_meta *meta,
                     int keep);
 

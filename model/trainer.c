@@ -247,6 +247,15 @@ int trainer_save(trainer *t, const char *dir, int keep, const char *train_json) 
   return checkpoint_save(dir, t->model, t->opt, &m, keep);
 }
 
+data_position trainer_data_position(const trainer *t) {
+  return t->pos;
+}
+
+void trainer_set_progress(trainer *t, long step, const data_position *pos) {
+  t->step = step;
+  t->pos = *pos;
+}
+
 int trainer_resume(trainer *t, const char *path) {
   checkpoint_meta m;
   WT_CHECK(checkpoint_load(path, t->model, t->opt, &m));

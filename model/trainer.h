@@ -104,6 +104,11 @@ long trainer_steps_done(const trainer *t);
  * train_json (may be NULL) recorded as the effective config. */
 int trainer_save(trainer *t, const char *dir, int keep, const char *train_json);
 
+/* Where the next step's batch comes from, and setting it together with the steps done (for a
+ * caller that writes and reads its checkpoints itself, e.g. one per pipeline stage). */
+data_position trainer_data_position(const trainer *t);
+void trainer_set_progress(trainer *t, long step, const data_position *pos);
+
 /* Restores model, optimizer, step and data position from a checkpoint (run or step directory).
  * Returns checkpoint_load's status; on failure the trainer is unchanged. */
 int trainer_resume(trainer *t, const char *path);

@@ -3,6 +3,7 @@
  * pipeline communication and data-parallel communication. */
 #include "netsim/sim_internal.h"
 
+#include "assign/schedule.h"
 #include "common/common.h"
 #include "netsim/scenario_internal.h"
 
@@ -39,23 +40,16 @@ static int s_transfer(s_builder *b, int src, int dst, double bytes, netsim_xfer_
   return netsim_graph_add(&b->g, t);
 }
 
-/* The order of one tasklet's passes: (is_backward, micro-batch) pairs. */
+/* The order of one tasklet's passes: (is_backward, micro-batch) pairs, from the same schedule
+ * description the runtime executes (assign/schedule.h), so the two cannot drift apart. */
 static void s_schedule_order(netsim_schedule kind, int s, int n_stages, int m, int *is_bwd,
                              int *mb) {
-  int k = 0;
-  if (kind == NETSIM_GPIPE) {
-    for (int j = 0; j < m; j++, k++) is_bwd[k] = 0, mb[k] = j;
-    for (int j = 0; j < m; j++, k++) is_bwd[k] = 1, mb[k] = j;
-    return;
-  }
-  /* 1F1B: enough forwards in flight to fill the pipeline below, then alternate. */
-  int warm = WT_MIN(n_stages - s - 1, m);
-  for (int j = 0; j < warm; j++, k++) is_bwd[k] = 0, mb[k] = j;
-  for (int i = 0; i < m - warm; i++) {
-    is_bwd[k] = 0, mb[k++] = warm + i;
-    is_bwd[k] = 1, mb[k++] = i;
-  }
-  for (int j = m - warm; j < m; j++, k++) is_bwd[k] = 1, mb[k] = j;
+  assign_schedule_kind k = kind == NETSIM_GPIPE ? ASSIGN_SCHEDULE_GPIPE : ASSIGN_SCHEDULE_1F1B;
+  assign_action *passes = wt_xmalloc(sizeof *passes * 2 * (size_t)m);
+  int n = assign_schedule_passes(k, s, n_stages, m, passes);
+  for (int i = 0; i < n; i++)
+    is_bwd[i] = passes[i].kind == ASSIGN_ACT_BACKWARD, mb[i] = passes[i].micro_batch;
+  free(passes);
 }
 
 /* Compute passes of every tasklet, chained in schedule order on its device. */

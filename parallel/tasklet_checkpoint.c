@@ -1,14 +1,260 @@
-/* tasklet_checkpoint — per-stage checkpoints and the run manifest (tasklet.h). */
+/* tasklet_checkpoint — per-stage checkpoints and the run manifest that ties them together
+ * (tasklet.h): replica 0 of each stage saves its stage with model/checkpoint.h, every tasklet
+ * reports whether its part succeeded in one all-gather, and world rank 0 then writes
+ * DIR/manifest.json atomically. Resume loads the step the manifest names, never a newer step a
+ * stage may have saved before the run stopped. */
 #include "parallel/tasklet_internal.h"
 
+#include "common/bytes.h" /* defines: wt_put_le32 / wt_get_le32 */
 #include "common/common.h"
+#include "model/checkpoint.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define S_MANIFEST_FORMAT "wantrain-run-1"
+
+static void s_stage_dir(const parallel_tasklet *k, int stage, char *out, size_t size) {
+  snprintf(out, size, "%s/stage-%d", k->cfg.checkpoint_dir, stage);
+}
+
+/* ZeRO-1: the whole stage's optimizer, its state all-gathered from the shards (every replica of
+ * the stage takes part). NULL with wt_last_error() set on failure. */
+static optim *s_gather_optim(parallel_tasklet *k) {
+  gpt_stage *s = trainer_model(k->t);
+  int nt;
+  const gpt_tensor_info *ti = gpt_stage_tensors(s, &nt);
+  optim *shard = parallel_zero_optim(k->zero), *full = optim_new(optim_get_config(shard), ti, nt);
+  size_t off, len, n;
+  parallel_zero_shard(k->zero, &off, &len);
+  for (int i = 0; full && i < optim_num_states(full); i++) {
+    float *buf = optim_state(full, i, &n);
+    memcpy(buf + off, optim_state(shard, i, NULL), sizeof(float) * len);
+    if (parallel_allgather_chunks(k->dp, buf, n) != WT_OK) optim_destroy(&full);
+  }
+  if (full) optim_set_step_count(full, optim_step_count(shard));
+  return full;
+}
+
+static int s_save_stage(parallel_tasklet *k) {
+  optim *full = NULL;
+  if (k->zero && !(full = s_gather_optim(k))) return WT_EIO;
+  int rc = WT_OK;
+  if (k->cfg.replica == 0) {
+    char dir[1200];
+    s_stage_dir(k, k->cfg.stage, dir, sizeof dir);
+    checkpoint_meta m = {.step = trainer_steps_done(k->t),
+                         .data_pos = trainer_data_position(k->t),
+                         .tokenizer = data_set_tokenizer(k->cfg.data)};
+    /* Two kept at least: the manifest may still name the previous step while this one lands. */
+    rc = checkpoint_save(dir, trainer_model(k->t), full ? full : trainer_optim(k->t), &m,
+                         WT_MAX(k->cfg.keep, 2));
+  }
+  optim_destroy(&full);
+  return rc;
+}
+
+/* Writes text to dir/name through a temporary file, fsync and rename, then fsyncs dir: the file
+ * is either the old one or the complete new one. */
+static int s_write_atomic(const char *dir, const char *name, const char *text) {
+  char path[1300], tmp[1300];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return wt_fail(WT_EIO, "cannot create %s: %s", tmp, strerror(errno));
+  int ok = fputs(text, f) != EOF && fflush(f) == 0 && fsync(fileno(f)) == 0;
+  ok = fclose(f) == 0 && ok;
+  if (!ok || rename(tmp, path) != 0) {
+    int e = errno;
+    remove(tmp);
+    return wt_fail(WT_EIO, "cannot write %s: %s", path, strerror(e));
+  }
+  int dfd = open(dir, O_RDONLY);
+  if (dfd < 0 || fsync(dfd) != 0) {
+    int e = errno;
+    if (dfd >= 0) close(dfd);
+    return wt_fail(WT_EIO, "cannot sync directory %s: %s", dir, strerror(e));
+  }
+  close(dfd);
+  return WT_OK;
+}
+
+/* The manifest: run shape, the step every stage saved, and each stage's layers and directory.
+ * `parts` holds each world rank's (ok, first_layer, last_layer) as 9 bytes. */
+static int s_write_manifest(parallel_tasklet *k, const uint8_t *parts) {
+  const parallel_tasklet_config *c = &k->cfg;
+  const gpt_config *g = &c->train.model;
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "format", S_MANIFEST_FORMAT);
+  cJSON_AddNumberToObject(root, "step", (double)trainer_steps_done(k->t));
+  cJSON_AddNumberToObject(root, "stages", c->stages);
+  cJSON_AddNumberToObject(root, "replicas", c->replicas);
+  cJSON *model = cJSON_AddObjectToObject(root, "model");
+  cJSON_AddNumberToObject(model, "vocab_size", g->vocab_size);
+  cJSON_AddNumberToObject(model, "max_seq", g->max_seq);
+  cJSON_AddNumberToObject(model, "n_layer", g->n_layer);
+  cJSON_AddNumberToObject(model, "n_head", g->n_head);
+  cJSON_AddNumberToObject(model, "channels", g->channels);
+  cJSON *stages = cJSON_AddArrayToObject(root, "stage");
+  for (int s = 0; s < c->stages; s++) {
+    const uint8_t *p = parts + (size_t)9 * (s * c->replicas); /* replica 0 of stage s */
+    char dir[64], step_dir[96];
+    snprintf(dir, sizeof dir, "stage-%d", s);
+    snprintf(step_dir, sizeof step_dir, "%s/step-%08ld", dir, trainer_steps_done(k->t));
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddNumberToObject(e, "stage", s);
+    cJSON_AddNumberToObject(e, "first_layer", wt_get_le32(p + 1));
+    cJSON_AddNumberToObject(e, "last_layer", wt_get_le32(p + 5));
+    cJSON_AddStringToObject(e, "dir", dir);
+    cJSON_AddStringToObject(e, "step_dir", step_dir);
+    cJSON_AddItemToArray(stages, e);
+  }
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  int rc = s_write_atomic(c->checkpoint_dir, "manifest.json", text);
+  free(text);
+  return rc;
+}
 
 int parallel_tasklet_checkpoint(parallel_tasklet *k) {
-  (void)k;
-  return wt_fail(WT_ENOTSUP, "tasklet checkpoints are not written yet");
+  const parallel_tasklet_config *c = &k->cfg;
+  const int W = c->stages * c->replicas;
+  int rc = s_save_stage(k);
+  char why[1024] = "";
+  if (rc != WT_OK) snprintf(why, sizeof why, "%s", wt_last_error());
+  /* Every tasklet learns whether every stage saved, so all of them stop on a failure. */
+  uint8_t mine[9] = {rc == WT_OK}, *all = NULL;
+  wt_put_le32(mine + 1, (uint32_t)gpt_stage_first(trainer_model(k->t)));
+  wt_put_le32(mine + 5, (uint32_t)gpt_stage_last(trainer_model(k->t)));
+  size_t *offsets = wt_xmalloc(sizeof(size_t) * (size_t)(W + 1));
+  int grc = parallel_allgatherv(k->world, mine, sizeof mine, (size_t)W * 9, &all, offsets);
+  int failed = -1;
+  for (int w = 0; grc == WT_OK && w < W; w++) {
+    if (offsets[w + 1] - offsets[w] != 9)
+      grc = wt_fail(WT_ECORRUPT, "checkpoint agreement: rank %d sent %zu bytes, expected 9", w,
+                    offsets[w + 1] - offsets[w]);
+    else if (!all[offsets[w]] && failed < 0)
+      failed = w;
+  }
+  if (rc != WT_OK)
+    rc = wt_fail(rc, "saving stage %d in %s failed: %s", c->stage, c->checkpoint_dir, why);
+  else if (grc != WT_OK)
+    rc = grc;
+  else if (failed >= 0)
+    rc = wt_fail(WT_EIO,
+                 "stage %d (world rank %d) could not save its checkpoint; the manifest "
+                 "still names the previous step",
+                 failed / c->replicas, failed);
+  else if (parallel_comm_rank(k->world) == 0)
+    rc = s_write_manifest(k, all);
+  free(all);
+  free(offsets);
+  return rc;
+}
+
+/* ---- resume ------------------------------------------------------------------------------- */
+
+static int s_read_text(const char *path, char **text) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return wt_fail(WT_ENOTFOUND,
+                   "no run manifest %s: %s; resume a directory a multi-stage run "
+                   "wrote, or start without --resume",
+                   path, strerror(errno));
+  size_t cap = 1 << 16, n = 0;
+  *text = wt_xmalloc(cap + 1);
+  n = fread(*text, 1, cap, f);
+  int big = !feof(f);
+  fclose(f);
+  (*text)[n] = 0;
+  if (big) {
+    free(*text), *text = NULL;
+    return wt_fail(WT_ECORRUPT, "run manifest %s is larger than 64 KiB: not a manifest", path);
+  }
+  return WT_OK;
+}
+
+static int s_num(const cJSON *o, const char *key, long *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!cJSON_IsNumber(v)) return WT_ECORRUPT;
+  *out = (long)v->valuedouble;
+  return WT_OK;
+}
+
+/* Checks the manifest against this run and finds this stage's step directory. */
+static int s_parse_manifest(parallel_tasklet *k, const char *path, const cJSON *root, long *step,
+                            char *step_dir, size_t size) {
+  const parallel_tasklet_config *c = &k->cfg;
+  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+  long stages, first, last;
+  if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, S_MANIFEST_FORMAT) ||
+      s_num(root, "step", step) || s_num(root, "stages", &stages))
+    return wt_fail(WT_ECORRUPT,
+                   "run manifest %s is malformed (format, step or stages missing); "
+                   "restore it from a backup or start a new run",
+                   path);
+  if (stages != c->stages)
+    return wt_fail(WT_EMISMATCH,
+                   "run manifest %s was written by %ld stages, this run has %d; "
+                   "resume with --stages %ld",
+                   path, stages, c->stages, stages);
+  const cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "stage"), c->stage);
+  const cJSON *dir = cJSON_GetObjectItemCaseSensitive(e, "step_dir");
+  if (!cJSON_IsString(dir) || s_num(e, "first_layer", &first) || s_num(e, "last_layer", &last) ||
+      strstr(dir->valuestring, ".."))
+    return wt_fail(WT_ECORRUPT, "run manifest %s: the entry of stage %d is malformed", path,
+                   c->stage);
+  gpt_stage *s = trainer_model(k->t);
+  if (first != gpt_stage_first(s) || last != gpt_stage_last(s))
+    return wt_fail(WT_EMISMATCH,
+                   "run manifest %s: stage %d held layers [%ld, %ld), this run "
+                   "gives it [%d, %d); use the same layer split",
+                   path, c->stage, first, last, gpt_stage_first(s), gpt_stage_last(s));
+  snprintf(step_dir, size, "%s/%s", c->checkpoint_dir, dir->valuestring);
+  return WT_OK;
+}
+
+/* Loads the stage; ZeRO-1 keeps only its shard of the optimizer state. */
+static int s_load_stage(parallel_tasklet *k, const char *step_dir, checkpoint_meta *m) {
+  if (!k->zero) return checkpoint_load(step_dir, trainer_model(k->t), trainer_optim(k->t), m);
+  gpt_stage *s = trainer_model(k->t);
+  int nt;
+  const gpt_tensor_info *ti = gpt_stage_tensors(s, &nt);
+  optim *shard = parallel_zero_optim(k->zero), *full = optim_new(optim_get_config(shard), ti, nt);
+  int rc = full ? checkpoint_load(step_dir, s, full, m) : WT_EINVAL;
+  size_t off, len;
+  parallel_zero_shard(k->zero, &off, &len);
+  for (int i = 0; rc == WT_OK && i < optim_num_states(full); i++)
+    memcpy(optim_state(shard, i, NULL), optim_state(full, i, NULL) + off, sizeof(float) * len);
+  if (rc == WT_OK) optim_set_step_count(shard, optim_step_count(full));
+  optim_destroy(&full);
+  return rc;
 }
 
 int parallel_tasklet_resume(parallel_tasklet *k) {
-  (void)k;
-  return wt_fail(WT_ENOTSUP, "tasklet resume is not written yet");
+  char path[1200], step_dir[1400];
+  snprintf(path, sizeof path, "%s/manifest.json", k->cfg.checkpoint_dir);
+  char *text = NULL;
+  WT_CHECK(s_read_text(path, &text));
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  long step = 0;
+  int rc = root ? s_parse_manifest(k, path, root, &step, step_dir, sizeof step_dir)
+                : wt_fail(WT_ECORRUPT,
+                          "run manifest %s is not JSON; restore it or start a new "
+                          "run",
+                          path);
+  cJSON_Delete(root);
+  checkpoint_meta m;
+  if (rc == WT_OK) rc = s_load_stage(k, step_dir, &m);
+  if (rc == WT_OK && m.step != step)
+    rc = wt_fail(WT_ECORRUPT, "%s holds step %ld but the manifest names step %ld", step_dir, m.step,
+                 step);
+  if (rc == WT_OK) trainer_set_progress(k->t, m.step, &m.data_pos);
+  return rc;
 }

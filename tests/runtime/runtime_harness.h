@@ -27,6 +27,7 @@ typedef struct {
   int rcs[H_MAX_RANKS];
   char err[H_MAX_RANKS][512];
   double returned_s[H_MAX_RANKS]; /* seconds from the start until the tasklet returned */
+  uint64_t msgs[H_MAX_RANKS];     /* messages each tasklet sent on the world (splits included) */
   double t0;
   parallel_tasklet_result res[H_MAX_RANKS];
 } h_run;
@@ -77,6 +78,7 @@ static int h_rank(parallel_comm *world, void *arg) {
   h->steps[w] = h->res[w].steps_done;
   snprintf(h->err[w], sizeof h->err[w], "%s", rc == WT_OK ? "" : wt_last_error());
   h->returned_s[w] = wt_now_s() - h->t0;
+  h->msgs[w] = parallel_comm_msgs_sent(world);
   parallel_comm_destroy(&wrapped);
   return rc;
 }

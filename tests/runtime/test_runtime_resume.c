@@ -1,0 +1,152 @@
+/* test_runtime_resume — checkpoints of a 2 x 2 run (one directory per stage plus the manifest):
+ *   - a run whose tasklet dies mid-run (its link fails) stops on every tasklet with an error;
+ *     resuming from the manifest's step continues bitwise as the run that never stopped;
+ *   - ZeRO-1 (AdamW, sharded state gathered into the ordinary format) resumes bitwise, and its
+ *     checkpoint resumes bitwise in an unsharded run too;
+ *   - a damaged manifest, a missing one and a different stage count are refused with a message. */
+#include "model/trainer.h"
+#include "tests/runtime/runtime_harness.h"
+
+#include <cjson/cJSON.h>
+
+enum { STEPS = 8 };
+
+static data_set *s_data;
+static char s_tmp[512];
+
+static parallel_tasklet_config s_config(int zero, const char *dir) {
+  parallel_tasklet_config c = parallel_tasklet_config_default();
+  c.stages = 2, c.replicas = 2, c.zero = zero, c.schedule = ASSIGN_SCHEDULE_1F1B;
+  c.train = (trainer_config){
+      .model = {.vocab_size = 64, .max_seq = 16, .n_layer = 2, .n_head = 2, .channels = 16},
+      .batch = 8,
+      .micro_batches = 2,
+      .steps = STEPS,
+      .val_batches = 1,
+      .seed = 9};
+  c.train.optim = optim_config_default();
+  c.train.optim.lr = 3e-3f;
+  c.train.optim.warmup_steps = 2;
+  c.train.optim.grad_clip = 0.5f;
+  c.data = s_data;
+  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s/%s", s_tmp, dir);
+  return c;
+}
+
+static long s_manifest_step(const char *dir) {
+  char path[1100], text[8192] = "";
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  FILE *f = fopen(path, "rb");
+  WT_TEST_REQUIRE(f, "no manifest in %s", dir);
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  cJSON *j = cJSON_Parse(text);
+  long step = j ? (long)cJSON_GetObjectItem(j, "step")->valuedouble : -1;
+  cJSON_Delete(j);
+  return step;
+}
+
+static void s_same_from(const h_run *a, const h_run *b, long from, const char *what) {
+  for (long i = from; i < STEPS; i++)
+    for (int w = 0; w < 4; w++)
+      WT_TEST_ASSERT(a->loss[0][i] == b->loss[w][i], "%s step %ld rank %d: %.9g vs %.9g", what,
+                     i + 1, w, b->loss[w][i], a->loss[0][i]);
+}
+
+static void test_killed_run_resumes(void) {
+  static h_run straight, killed, resumed;
+  parallel_tasklet_config c = s_config(0, "straight");
+  h_init(&straight, &c);
+  WT_TEST_REQUIRE(h_run_all(&straight) == WT_OK, "%s", straight.err[0]);
+  c = s_config(0, "killed");
+  c.checkpoint_every = 2;
+  h_init(&killed, &c);
+  /* Rank 3's link goes down in step 6: messages per step from the straight run (whose only
+   * checkpoint agreement, at the end, sends a few more). */
+  killed.fail_rank = 3;
+  killed.fail_after = (int)(straight.msgs[3] / STEPS * 5 + 2);
+  WT_TEST_ASSERT(h_run_all(&killed) != WT_OK, "the run with a dead link failed");
+  for (int w = 0; w < 4; w++)
+    WT_TEST_ASSERT(killed.rcs[w] != WT_OK && killed.steps[w] < STEPS,
+                   "rank %d returned %d after %ld steps", w, killed.rcs[w], killed.steps[w]);
+  WT_TEST_ASSERT(strstr(killed.err[3], "injected"), "rank 3: %s", killed.err[3]);
+  long at = s_manifest_step(c.checkpoint_dir);
+  WT_TEST_ASSERT(at == 4 || at == 6, "the manifest names step %ld", at);
+  c.resume = 1;
+  c.checkpoint_every = 0;
+  h_init(&resumed, &c);
+  WT_TEST_REQUIRE(h_run_all(&resumed) == WT_OK, "%s", resumed.err[0]);
+  WT_TEST_ASSERT(resumed.steps[0] == STEPS, "resumed to %ld", resumed.steps[0]);
+  s_same_from(&straight, &resumed, at, "killed + resumed");
+  printf("killed in step %ld..%ld, resumed from step %ld: steps %ld-%d bitwise\n",
+         killed.steps[3] + 1, killed.steps[0] + 1, at, at + 1, STEPS);
+}
+
+/* Stops a ZeRO-1 run after 3 steps in DIR, then resumes it (sharded or not) to the end. */
+static void s_zero_part_then_resume(h_run *h, const char *dir, int zero_on_resume) {
+  parallel_tasklet_config c = s_config(1, dir);
+  c.stop_after = 3;
+  h_init(h, &c);
+  WT_TEST_REQUIRE(h_run_all(h) == WT_OK, "%s", h->err[0]);
+  WT_TEST_ASSERT(h->steps[0] == 3 && s_manifest_step(c.checkpoint_dir) == 3, "stopped at 3");
+  c.stop_after = 0;
+  c.resume = 1;
+  c.zero = zero_on_resume;
+  h_init(h, &c);
+  WT_TEST_REQUIRE(h_run_all(h) == WT_OK, "%s", h->err[0]);
+}
+
+static void test_zero_resumes(void) {
+  static h_run straight, resumed;
+  parallel_tasklet_config c = s_config(1, "zero-straight");
+  h_init(&straight, &c);
+  WT_TEST_REQUIRE(h_run_all(&straight) == WT_OK, "%s", straight.err[0]);
+  s_zero_part_then_resume(&resumed, "zero-part", 1);
+  s_same_from(&straight, &resumed, 3, "zero-1 resumed");
+  /* The same checkpoint into an unsharded run: the optimizer state was gathered whole. */
+  s_zero_part_then_resume(&resumed, "zero-part-unsharded", 0);
+  s_same_from(&straight, &resumed, 3, "zero-1 checkpoint resumed unsharded");
+}
+
+static void test_bad_manifest(void) {
+  static h_run h;
+  parallel_tasklet_config c = s_config(0, "zero-part"); /* a run directory from above */
+  c.resume = 1;
+  c.stages = 1, c.replicas = 4;
+  h_init(&h, &c);
+  WT_TEST_ASSERT(h_run_all(&h) != WT_OK && strstr(h.err[0], "--stages 2"), "stage count: %s",
+                 h.err[0]);
+  c = s_config(0, "zero-part");
+  c.resume = 1;
+  char path[1100];
+  snprintf(path, sizeof path, "%s/manifest.json", c.checkpoint_dir);
+  FILE *f = fopen(path, "wb");
+  fputs("{\"format\": \"wantrain-run-1\", \"step\": ", f);
+  fclose(f);
+  h_init(&h, &c);
+  WT_TEST_ASSERT(h_run_all(&h) != WT_OK && strstr(h.err[0], "not JSON"), "damaged: %s", h.err[0]);
+  c = s_config(0, "nothing-here");
+  c.resume = 1;
+  h_init(&h, &c);
+  WT_TEST_ASSERT(h_run_all(&h) != WT_OK && strstr(h.err[0], "no run manifest"), "missing: %s",
+                 h.err[0]);
+}
+
+int main(void) {
+  wt_test_tmpdir(s_tmp, sizeof s_tmp);
+  data_synth_config sc = data_synth_default();
+  sc.n_tokens = 10000;
+  s_data = data_set_synthetic(&sc);
+  WT_TEST_REQUIRE(s_data, "%s", wt_last_error());
+  test_killed_run_resumes();
+  test_zero_resumes();
+  test_bad_manifest();
+  data_set_destroy(&s_data);
+  if (!wt_test_failures) {
+    char rm[700];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", s_tmp);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", s_tmp);
+  }
+  return wt_test_finish("test_runtime_resume");
+}

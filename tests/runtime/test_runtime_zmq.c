@@ -1,0 +1,151 @@
+/* test_runtime_zmq — tasklets as separate processes over the ZeroMQ transport (CurveZMQ on
+ * loopback, ephemeral ports; parallel_zmq_fork_run):
+ *   - 2 stages x 2 replicas, SGD, 1F1B: every step's loss within a relative 1e-5 of one process
+ *     and bitwise equal to the same run as threads over the in-process transport;
+ *   - a process killed in step 4 (it exits after the update, before that step's checkpoint):
+ *     every other process returns an error well within its deadline; a new set of processes
+ *     resumes from the manifest's step (2) and continues bitwise as the run that never
+ *     stopped. */
+#include "model/trainer.h"
+#include "parallel/zmq.h"
+#include "tests/runtime/runtime_harness.h"
+
+#include <unistd.h>
+
+enum { S = 2, R = 2, STEPS = 6 };
+
+static data_set *s_data;
+static char s_tmp[512];
+
+typedef struct {
+  parallel_tasklet_config base;
+  int die_rank; /* this process exits in step die_step (after the step's update); -1 none */
+  long die_step;
+  const char *tag; /* file name prefix for the losses */
+} s_job;
+
+static void s_on_step(void *arg, const parallel_tasklet_step *st) {
+  const s_job *j = arg;
+  int w = st->stage * R + st->replica;
+  char path[700];
+  snprintf(path, sizeof path, "%s/%s-%d.txt", s_tmp, j->tag, w);
+  FILE *f = fopen(path, "a");
+  if (f) fprintf(f, "%ld %a\n", st->info.step, st->info.loss), fclose(f);
+  if (w == j->die_rank && st->info.step == j->die_step) _exit(3); /* a process dies */
+}
+
+static int s_process(parallel_comm *world, void *arg) {
+  s_job *j = arg;
+  parallel_tasklet_config c = j->base;
+  int w = parallel_comm_rank(world);
+  c.stage = w / R, c.replica = w % R;
+  c.on_step = s_on_step, c.on_step_arg = j;
+  return parallel_tasklet_run(&c, world, NULL);
+}
+
+/* Losses the processes wrote for `tag`, rank w; NAN where a step is missing. */
+static void s_read_losses(const char *tag, int w, float *loss) {
+  for (int i = 0; i < STEPS; i++) loss[i] = NAN;
+  char path[700], line[128];
+  snprintf(path, sizeof path, "%s/%s-%d.txt", s_tmp, tag, w);
+  FILE *f = fopen(path, "r");
+  while (f && fgets(line, sizeof line, f)) {
+    long step;
+    float v;
+    if (sscanf(line, "%ld %a", &step, &v) == 2 && step >= 1 && step <= STEPS) loss[step - 1] = v;
+  }
+  if (f) fclose(f);
+}
+
+static parallel_tasklet_config s_config(void) {
+  parallel_tasklet_config c = parallel_tasklet_config_default();
+  c.stages = S, c.replicas = R, c.schedule = ASSIGN_SCHEDULE_1F1B;
+  c.train = (trainer_config){
+      .model = {.vocab_size = 64, .max_seq = 16, .n_layer = 2, .n_head = 2, .channels = 16},
+      .batch = 8,
+      .micro_batches = 2,
+      .steps = STEPS,
+      .val_batches = 1,
+      .seed = 21};
+  c.train.optim = optim_config_default();
+  c.train.optim.kind = OPTIM_SGD;
+  c.train.optim.lr = 0.05f;
+  c.train.optim.grad_clip = 0.5f;
+  c.data = s_data;
+  return c;
+}
+
+static int s_fork(s_job *j) {
+  parallel_zmq_config z = parallel_zmq_config_default();
+  z.timeout_s = 20;
+  int rcs[S * R];
+  return parallel_zmq_fork_run(S * R, &z, s_process, j, rcs);
+}
+
+static void test_equivalence(void) {
+  s_job j = {.base = s_config(), .die_rank = -1, .tag = "equiv"};
+  WT_TEST_REQUIRE(s_fork(&j) == WT_OK, "the processes failed");
+  static h_run threads;
+  h_init(&threads, &j.base);
+  WT_TEST_REQUIRE(h_run_all(&threads) == WT_OK, "%s", threads.err[0]);
+  trainer_config tc = j.base.train;
+  tc.micro_batches = R * tc.micro_batches;
+  trainer *t = trainer_new(&tc, s_data);
+  WT_TEST_REQUIRE(t, "%s", wt_last_error());
+  float loss[STEPS];
+  for (int w = 0; w < S * R; w++) {
+    s_read_losses("equiv", w, loss);
+    for (int i = 0; i < STEPS; i++)
+      WT_TEST_ASSERT(loss[i] == threads.loss[0][i], "process %d step %d: %.9g, threads %.9g", w,
+                     i + 1, loss[i], threads.loss[0][i]);
+  }
+  for (int i = 0; i < STEPS; i++) {
+    trainer_step_info info;
+    WT_TEST_REQUIRE(trainer_step(t, &info) == WT_OK, "%s", wt_last_error());
+    WT_TEST_CLOSE(loss[i], info.loss, 0, 1e-5, "processes vs one process");
+  }
+  trainer_destroy(&t);
+}
+
+static void test_kill_and_resume(void) {
+  s_job straight = {.base = s_config(), .die_rank = -1, .tag = "straight"};
+  WT_TEST_REQUIRE(s_fork(&straight) == WT_OK, "the straight run failed");
+  s_job killed = {.base = s_config(), .die_rank = 1, .die_step = 4, .tag = "killed"};
+  snprintf(killed.base.checkpoint_dir, sizeof killed.base.checkpoint_dir, "%s/ckpt", s_tmp);
+  killed.base.checkpoint_every = 2;
+  double t0 = wt_now_s();
+  WT_TEST_ASSERT(s_fork(&killed) != WT_OK, "a run with a dead process fails");
+  double took = wt_now_s() - t0;
+  WT_TEST_ASSERT(took < 15, "the others gave up after %.1f s (deadline 20 s)", took);
+  s_job resumed = {.base = killed.base, .die_rank = -1, .tag = "resumed"};
+  resumed.base.resume = 1;
+  WT_TEST_REQUIRE(s_fork(&resumed) == WT_OK, "the resumed run failed");
+  float a[STEPS], b[STEPS];
+  s_read_losses("straight", 0, a);
+  for (int w = 0; w < S * R; w++) {
+    s_read_losses("resumed", w, b);
+    WT_TEST_ASSERT(isnan(b[1]) && !isnan(b[2]), "rank %d resumed from step 2", w);
+    for (int i = 2; i < STEPS; i++)
+      WT_TEST_ASSERT(a[i] == b[i], "rank %d step %d: resumed %.9g, straight %.9g", w, i + 1, b[i],
+                     a[i]);
+  }
+  printf("killed process 1 in step 4: the run ended in %.2f s; resumed from step 2 bitwise\n",
+         took);
+}
+
+int main(void) {
+  wt_test_tmpdir(s_tmp, sizeof s_tmp);
+  data_synth_config sc = data_synth_default();
+  sc.n_tokens = 10000;
+  s_data = data_set_synthetic(&sc);
+  WT_TEST_REQUIRE(s_data, "%s", wt_last_error());
+  test_equivalence();
+  test_kill_and_resume();
+  data_set_destroy(&s_data);
+  if (!wt_test_failures) {
+    char rm[700];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", s_tmp);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", s_tmp);
+  }
+  return wt_test_finish("test_runtime_zmq");
+}
