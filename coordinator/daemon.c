@@ -413,7 +413,7 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
   memcpy(p->route, route, rlen);
   p->route_len = rlen;
   p->last_seen = wt_now_s();
-  if (m.cmd != COORD_CMD_HEARTBEAT || m.seq % 8 == 0) coord_state_save_peer(c, p);
+  coord_state_save_peer(c, p); /* the sequence survives a restart: no replay window */
   switch (m.cmd) {
   case COORD_CMD_HEARTBEAT: s_heartbeat(c, p, m.body); break;
   case COORD_CMD_BOUND: coord_epoch_on_bound(c, p, m.body); break;

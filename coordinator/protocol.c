@@ -26,6 +26,13 @@ static int s_is_hex(const char *s, size_t n) {
 
 static int s_check(const cJSON *root, coordinator_msg *out) {
   if (!cJSON_IsObject(root)) return wt_fail(WT_EINVAL, "control message is not a JSON object");
+  /* A repeated envelope field would let two readers see two different messages. */
+  static const char *const envelope[] = {"v", "cmd", "sid", "seq"};
+  int seen[4] = {0};
+  for (const cJSON *it = root->child; it; it = it->next)
+    for (int k = 0; k < 4; k++)
+      if (it->string && !strcmp(it->string, envelope[k]) && ++seen[k] > 1)
+        return wt_fail(WT_EINVAL, "control message repeats the field \"%s\"", envelope[k]);
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "v");
   if (!cJSON_IsNumber(v)) return wt_fail(WT_EINVAL, "control message has no version field \"v\"");
   if (v->valuedouble != COORD_PROTOCOL_VERSION)
