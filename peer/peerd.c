@@ -7,6 +7,7 @@
 #include "kernels/kernels.h"
 #include "peer/peer_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -195,6 +196,7 @@ static void s_report_failure(s_peer *p, int epoch, const char *why) {
 
 static void s_on_epoch(s_peer *p, const cJSON *body) {
   peer_work_destroy(&p->work);
+  p->reported_ckpt = 0; /* the stage may differ from the last epoch's */
   int epoch = (int)s_num(body, "epoch", -1);
   const cJSON *train = cJSON_GetObjectItemCaseSensitive(body, "train");
   if (train && s_data(p, train) != WT_OK) {
@@ -232,32 +234,45 @@ static void s_on_start(s_peer *p, const cJSON *body) {
   }
 }
 
-/* Replica 0 of each stage reports its newest saved shard: DIR/stage-<s>/latest names the step
- * directory; the digest is the SHA-256 of its SHA256SUMS (which covers every file). */
+/* Replica 0 of each stage reports every shard it saved since the last report (a heartbeat may
+ * span several checkpoints): DIR/stage-<s>/step-<n>/, whose SHA256SUMS covers every file; the
+ * digest reported is the SHA-256 of that SHA256SUMS. Only complete directories have one. */
+static int s_cmp_long(const void *a, const void *b) {
+  long x = *(const long *)a, y = *(const long *)b;
+  return (x > y) - (x < y);
+}
+
 static void s_report_checkpoint(s_peer *p) {
   peer_work *w = p->work;
   if (!w || !w->is_train || w->replica != 0) return;
   const char *dir = s_str(cJSON_GetObjectItemCaseSensitive(w->body, "train"), "checkpoint_dir");
   if (!dir[0]) return;
-  char path[2200], name[64] = "";
-  snprintf(path, sizeof path, "%s/stage-%d/latest", dir, w->stage);
-  FILE *f = fopen(path, "r");
-  if (!f) return;
-  if (!fgets(name, sizeof name, f)) name[0] = 0;
-  fclose(f);
-  name[strcspn(name, "\r\n")] = 0;
-  long step = 0;
-  if (sscanf(name, "step-%ld", &step) != 1 || step <= p->reported_ckpt) return;
-  char hex[65];
-  snprintf(path, sizeof path, "%s/stage-%d/%s/SHA256SUMS", dir, w->stage, name);
-  if (data_file_sha256(path, hex) != WT_OK) return;
-  cJSON *b = cJSON_CreateObject();
-  cJSON_AddNumberToObject(b, "step", step);
-  cJSON_AddNumberToObject(b, "stage", w->stage);
-  cJSON_AddStringToObject(b, "digest", hex);
-  s_send(p, COORD_CMD_CHECKPOINT, b);
-  cJSON_Delete(b);
-  p->reported_ckpt = step;
+  char path[2200];
+  snprintf(path, sizeof path, "%s/stage-%d", dir, w->stage);
+  DIR *d = opendir(path);
+  if (!d) return;
+  long steps[64];
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) && n < 64;) {
+    long step;
+    char tail;
+    if (sscanf(e->d_name, "step-%ld%c", &step, &tail) == 1 && step > p->reported_ckpt)
+      steps[n++] = step;
+  }
+  closedir(d);
+  qsort(steps, (size_t)n, sizeof(long), s_cmp_long);
+  for (int i = 0; i < n; i++) {
+    char hex[65];
+    snprintf(path, sizeof path, "%s/stage-%d/step-%08ld/SHA256SUMS", dir, w->stage, steps[i]);
+    if (data_file_sha256(path, hex) != WT_OK) return; /* not complete yet: try next heartbeat */
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddNumberToObject(b, "step", steps[i]);
+    cJSON_AddNumberToObject(b, "stage", w->stage);
+    cJSON_AddStringToObject(b, "digest", hex);
+    s_send(p, COORD_CMD_CHECKPOINT, b);
+    cJSON_Delete(b);
+    p->reported_ckpt = steps[i];
+  }
 }
 
 static void s_heartbeat(s_peer *p) {
