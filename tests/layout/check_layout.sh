@@ -18,7 +18,7 @@ declare -A allowed=(
   [assign]="common"
   [netsim]="common assign"
   [coordinator]="common assign parallel compress model kernels netsim"
-  [peer]="common parallel compress model kernels"
+  [peer]="common parallel compress model kernels coordinator"
 )
 
 bad=0

@@ -1,0 +1,92 @@
+/* coordinator — the daemon that admits peers, measures their links, places tasklets with
+ * `assign`, publishes numbered epochs, watches heartbeats and re-places after churn. The
+ * protocol is coordinator/protocol.h (docs/coordinator.md); this header is the daemon's API,
+ * used by the `coordinator` program and the tests.
+ *
+ * State lives in SQLite (WAL) in <state_dir>/state.db: run config, peers seen with their session
+ * and last sequence number, tokens, probed links, epochs with their assignments, reported
+ * checkpoint shards and the latest complete checkpoint, and an event history. Every change is
+ * written before it is acted on, so a coordinator killed with kill -9 and started again on the
+ * same state directory carries on: peers keep their sessions and their running epoch.
+ * <state_dir>/coordinator.key holds the CURVE key pair (0600, made on first start),
+ * coordinator.pub its public key, token.key the 32-byte token key (0600) and `endpoint` the
+ * bound address (an ephemeral port resolved).
+ *
+ * Failure semantics: nothing a peer sends can stop the daemon. Malformed, oversized, truncated,
+ * wrong-version or replayed messages and messages from unregistered keys are logged at warn
+ * level, counted (coordinator_refused) and dropped. Every wait has a deadline: heartbeats
+ * (liveness × interval), binding of an epoch, results of an aborted epoch.
+ */
+#ifndef WT_COORDINATOR_H
+#define WT_COORDINATOR_H
+
+#include "common/config.h"
+
+#include <signal.h>
+#include <stdint.h>
+
+typedef struct {
+  char state_dir[WT_CONFIG_STR_MAX];
+  char bind[WT_CONFIG_STR_MAX]; /* tcp://127.0.0.1:* by default */
+  int open;                     /* 1: admit peers without a token */
+  int stages, replicas;         /* S × R tasklets; S·R peers start a run */
+  /* training */
+  int steps, batch, micro_batches, seq, layers, channels, heads;
+  double lr;
+  long long seed;
+  char data[WT_CONFIG_STR_MAX], data_sha256[WT_CONFIG_STR_MAX];
+  char grad_codec[WT_CONFIG_STR_MAX], act_codec[WT_CONFIG_STR_MAX];
+  char checkpoint_dir[WT_CONFIG_STR_MAX]; /* shared by the peers; "" = <state_dir>/checkpoints */
+  int checkpoint_every;
+  /* placement */
+  char solver[WT_CONFIG_STR_MAX]; /* ga by default */
+  int probe_kib;                  /* bytes of each link's bandwidth probe, KiB */
+  /* WAN emulation: a netsim scenario file and the name of one of its scenarios ("" = none) */
+  char scenario[WT_CONFIG_STR_MAX], scenario_name[WT_CONFIG_STR_MAX];
+  double time_scale;
+  /* liveness */
+  double heartbeat_s;
+  int liveness;
+  double peer_timeout_s; /* the data transport's deadline, sent to the peers */
+  int exit_when_done;    /* 1: exit once the run is complete */
+} coordinator_config;
+
+/* The option table of coordinator_config (names, bounds, defaults, help), for the program. */
+const wt_option *coordinator_options(void);
+
+typedef struct coordinator coordinator;
+
+/* Opens (or creates) the state directory, loads the state, makes or loads the key pair, binds
+ * the ROUTER socket and writes `endpoint` and coordinator.pub. The run config of an existing
+ * state directory wins over cfg's training fields (logged when they differ). Returns NULL with
+ * wt_last_error() set (a bad state directory or database, a bind failure, a bad scenario). */
+coordinator *coordinator_new(const coordinator_config *cfg);
+void coordinator_destroy(coordinator **self_p);
+
+/* The public key (Z85, 40 chars) and bound endpoint, owned by the coordinator. */
+const char *coordinator_public_key(const coordinator *c);
+const char *coordinator_endpoint(const coordinator *c);
+
+/* Serves until *stop becomes nonzero (a signal handler sets it) or, with exit_when_done, the
+ * run completes. Returns WT_OK, or an error if the socket itself fails. */
+int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop);
+
+/* A JSON snapshot of the state for /status (peers, roles, epoch, step, loss, tokens/s, bytes),
+ * malloc'd; the HTTP side calls it. */
+char *coordinator_status_json(coordinator *c);
+
+/* Control messages refused since start. */
+uint64_t coordinator_refused(const coordinator *c);
+
+/* ---- tokens -------------------------------------------------------------------------------- */
+
+/* Mints a join token for the state directory: usable until now + expires_s (0 = no expiry) and
+ * at most `uses` times (0 = unlimited). Writes it (NUL-terminated) into out. Returns WT_OK or
+ * WT_EIO / WT_EINVAL. */
+int coordinator_token_new(const char *state_dir, double expires_s, int uses, char *out,
+                          size_t size);
+
+/* Parses a duration: "90", "90s", "15m", "2h", "7d" → seconds. WT_EINVAL on anything else. */
+int coordinator_duration_parse(const char *text, double *seconds);
+
+#endif

@@ -1,0 +1,115 @@
+/* coordinator_internal — the daemon's state shared between its files (coordinator.h is the
+ * contract). Included only by coordinator/ and tests/coordinator. */
+#ifndef WT_COORDINATOR_INTERNAL_H
+#define WT_COORDINATOR_INTERNAL_H
+
+#include "assign/assign.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/protocol.h"
+#include "netsim/netsim.h"
+
+#include <cjson/cJSON.h>
+#include <sqlite3.h>
+#include <stdint.h>
+
+#define COORD_MAX_PEERS 256
+#define COORD_KEY_LEN 40
+
+typedef enum { PEER_GONE = 0, PEER_LIVE = 1 } coord_peer_status;
+
+typedef struct {
+  int id;
+  char key[COORD_KEY_LEN + 1];
+  unsigned char route[256]; /* ROUTER routing id of its latest message */
+  size_t route_len;
+  char sid[COORD_SID_CHARS + 1];
+  uint64_t last_seq;
+  coord_peer_status status;
+  char region[64], kind[32], host[256];
+  int region_index; /* in the scenario, -1 without one */
+  double flops, memory;
+  double last_seen; /* wt_now_s() */
+  /* last heartbeat */
+  long step;
+  double loss, tokens_s, bytes_sent, bytes_recv;
+  /* per epoch */
+  int epoch_rank;          /* rank in the current epoch, -1 = not a member */
+  char endpoint[256];      /* bound for the current epoch */
+  int result;              /* 0 none yet, 1 ok, -1 failed */
+  long steps_done;
+} coord_peer;
+
+typedef enum {
+  EPOCH_NONE = 0,
+  EPOCH_BINDING, /* sent EPOCH, waiting for every member's BOUND */
+  EPOCH_RUNNING, /* sent START, waiting for RESULTs */
+  EPOCH_DRAINING /* aborted, waiting for the live members' RESULTs */
+} coord_epoch_phase;
+
+struct coordinator {
+  coordinator_config cfg;
+  char dir[1200];
+  sqlite3 *db;
+  void *zctx, *router, *zap;
+  void *zap_thread;
+  char pub[COORD_KEY_LEN + 1], sec[COORD_KEY_LEN + 1], endpoint[256];
+  unsigned char token_key[32];
+  char sid[COORD_SID_CHARS + 1];
+  uint64_t out_seq, refused;
+  coord_peer peers[COORD_MAX_PEERS];
+  int n_peers;
+  /* scenario (WAN emulation) */
+  netsim_scenario_set *scenario_set;
+  const netsim_scenario *scenario; /* the emulated WAN, or NULL */
+  /* the run */
+  uint64_t run_id;
+  int run_complete;
+  long committed_step; /* latest complete checkpoint */
+  int epoch;            /* current epoch number (0 = none yet) */
+  char epoch_kind[8];   /* "probe" or "train" */
+  coord_epoch_phase phase;
+  double phase_deadline;
+  int members[COORD_MAX_PEERS]; /* peer indices by epoch rank */
+  int n_members;
+  int plan_members[COORD_MAX_PEERS]; /* the last train epoch's peers, by world rank */
+  int n_plan;
+  double cost_ga, cost_random;
+  int failed_epochs; /* consecutive train epochs that ended without progress */
+  char last_error[1024];
+  double first_loss, last_loss;
+  long last_step;
+  double lost_at, recovery_s; /* when a member was lost; how long until training resumed */
+  /* probed links between peer ids: latency (s) and bandwidth (B/s), -1 = not measured */
+  double *lat, *bw; /* COORD_MAX_PEERS² by peer index */
+};
+
+/* state.c — SQLite */
+int coord_state_open(coordinator *c);
+void coord_state_close(coordinator *c);
+int coord_state_load(coordinator *c);
+void coord_event(coordinator *c, const char *kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void coord_state_save_peer(coordinator *c, const coord_peer *p);
+void coord_state_save_run(coordinator *c);
+void coord_state_save_link(coordinator *c, int a, int b);
+int coord_state_checkpoint(coordinator *c, long step, int stage, const char *digest,
+                           int *complete);
+int coord_state_session_seen(coordinator *c, const char *key, const char *sid);
+void coord_state_save_epoch(coordinator *c, const char *plan_json);
+
+/* token.c */
+int coord_token_verify(coordinator *c, const char *token, char *why, size_t why_size);
+int coord_token_key_load(const char *dir, unsigned char key[32]);
+
+/* daemon.c */
+void coord_send(coordinator *c, coord_peer *p, coordinator_cmd cmd, const cJSON *body);
+
+/* epoch.c */
+void coord_epoch_tick(coordinator *c);
+void coord_epoch_on_bound(coordinator *c, coord_peer *p, const cJSON *body);
+void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body);
+void coord_epoch_on_lost(coordinator *c, coord_peer *p, const char *why);
+int coord_scenario_load(coordinator *c);
+int coord_region_index(coordinator *c, const char *label, char *why, size_t size);
+
+#endif

@@ -1,0 +1,510 @@
+/* daemon — the coordinator's socket, CURVE/ZAP, main loop and message dispatch (admission,
+ * heartbeats, leaving, checkpoint reports). Epoch logic lives in epoch.c, the database in
+ * state.c. */
+#include "coordinator/coordinator_internal.h"
+
+#include "common/common.h"
+#include "parallel/zmq.h" /* defines: the CURVE key-pair helpers */
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zmq.h>
+
+#define F(x) offsetof(coordinator_config, x)
+static const wt_option s_options[] = {
+    {"state-dir", WT_OPT_STRING, F(state_dir), 0, 0, "coordinator-state",
+     "directory of the state database, keys and tokens (made if missing)", 0},
+    {"bind", WT_OPT_STRING, F(bind), 0, 0, "tcp://127.0.0.1:*",
+     "control endpoint (tcp://HOST:PORT; port * picks a free one)", 0},
+    {"open", WT_OPT_FLAG, F(open), 0, 1, "0", "admit peers without a join token", 0},
+    {"stages", WT_OPT_INT, F(stages), 1, 64, "2", "pipeline stages S", 0},
+    {"replicas", WT_OPT_INT, F(replicas), 1, 64, "4", "data-parallel replicas R", 0},
+    {"steps", WT_OPT_INT, F(steps), 1, 1e9, "200", "optimizer steps of the run", 0},
+    {"batch", WT_OPT_INT, F(batch), 1, 65536, "16", "global batch (sequences per step)", 0},
+    {"micro-batches", WT_OPT_INT, F(micro_batches), 1, 1024, "2", "micro-batches per replica", 0},
+    {"seq", WT_OPT_INT, F(seq), 2, 4096, "32", "sequence length T", 0},
+    {"layers", WT_OPT_INT, F(layers), 1, 256, "2", "transformer blocks", 0},
+    {"channels", WT_OPT_INT, F(channels), 8, 8192, "32", "model width", 0},
+    {"heads", WT_OPT_INT, F(heads), 1, 128, "2", "attention heads", 0},
+    {"lr", WT_OPT_FLOAT, F(lr), 0, 10, "3e-3", "peak learning rate (AdamW)", 0},
+    {"seed", WT_OPT_INT64, F(seed), 0, 9e15, "1", "seed of weights and data order", 0},
+    {"data", WT_OPT_STRING, F(data), 0, 0, "synthetic",
+     "corpus: synthetic, or a URL / path every peer fetches and verifies", 0},
+    {"data-sha256", WT_OPT_STRING, F(data_sha256), 0, 0, "", "SHA-256 the corpus must have", 0},
+    {"grad-codec", WT_OPT_STRING, F(grad_codec), 0, 0, "none",
+     "gradient compression: none|fp16|bf16|int8|int4|sign|topk|randk", 0},
+    {"act-codec", WT_OPT_STRING, F(act_codec), 0, 0, "none",
+     "activation compression: none|delta2|delta4|delta8|direct8", 0},
+    {"checkpoint-dir", WT_OPT_STRING, F(checkpoint_dir), 0, 0, "",
+     "checkpoint directory the peers share (default STATE_DIR/checkpoints)", 0},
+    {"checkpoint-every", WT_OPT_INT, F(checkpoint_every), 1, 1e9, "10",
+     "steps between checkpoints", 0},
+    {"solver", WT_OPT_CHOICE, F(solver), 0, 0, "ga", "placement solver",
+     "ga|random|greedy|megatron|deepspeed"},
+    {"probe-kib", WT_OPT_INT, F(probe_kib), 16, 65536, "512",
+     "bytes of each link's bandwidth probe, KiB", 0},
+    {"scenario", WT_OPT_STRING, F(scenario), 0, 0, "",
+     "netsim scenario file to emulate the WAN from (peers give --region)", 0},
+    {"scenario-name", WT_OPT_STRING, F(scenario_name), 0, 0, "",
+     "the scenario in --scenario (default: its first)", 0},
+    {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-4, 100, "1",
+     "wall seconds per emulated second", 0},
+    {"heartbeat", WT_OPT_FLOAT, F(heartbeat_s), 0.05, 60, "0.5", "heartbeat interval, seconds", 0},
+    {"liveness", WT_OPT_INT, F(liveness), 2, 100, "6",
+     "missed heartbeats before a peer is dropped", 0},
+    {"peer-timeout", WT_OPT_FLOAT, F(peer_timeout_s), 1, 3600, "15",
+     "deadline of every data-plane wait on the peers, seconds", 0},
+    {"exit-when-done", WT_OPT_FLAG, F(exit_when_done), 0, 1, "0",
+     "exit once the run is complete", 0},
+    {0}};
+#undef F
+
+const wt_option *coordinator_options(void) { return s_options; }
+
+/* ---- ZAP: every CURVE client may connect; the daemon admits by token. The handler tells the
+ * ROUTER the client's key as the User-Id of its messages. ---------------------------------- */
+
+static void *s_zap_loop(void *arg) {
+  void *rep = arg;
+  for (;;) {
+    char frames[7][256];
+    size_t lens[7];
+    int n = 0, more = 1;
+    while (more && n < 7) {
+      int got = zmq_recv(rep, frames[n], sizeof frames[n], 0);
+      if (got < 0) goto out;
+      lens[n] = (size_t)WT_MIN(got, 255);
+      size_t sz = sizeof more;
+      zmq_getsockopt(rep, ZMQ_RCVMORE, &more, &sz);
+      n++;
+    }
+    while (more) { /* drain an oversized request */
+      char junk[256];
+      if (zmq_recv(rep, junk, sizeof junk, 0) < 0) goto out;
+      size_t sz = sizeof more;
+      zmq_getsockopt(rep, ZMQ_RCVMORE, &more, &sz);
+    }
+    char user[41] = "";
+    int ok = n >= 7 && lens[5] == 5 && !memcmp(frames[5], "CURVE", 5) && lens[6] == 32;
+    if (ok) zmq_z85_encode(user, (const uint8_t *)frames[6], 32);
+    zmq_send(rep, "1.0", 3, ZMQ_SNDMORE);
+    zmq_send(rep, frames[1], n > 1 ? lens[1] : 0, ZMQ_SNDMORE);
+    zmq_send(rep, ok ? "200" : "400", 3, ZMQ_SNDMORE);
+    zmq_send(rep, ok ? "OK" : "CURVE only", ok ? 2 : 10, ZMQ_SNDMORE);
+    zmq_send(rep, user, strlen(user), ZMQ_SNDMORE);
+    zmq_send(rep, "", 0, 0);
+  }
+out:
+  zmq_close(rep);
+  return NULL;
+}
+
+static int s_keys(coordinator *c) {
+  char path[1300];
+  snprintf(path, sizeof path, "%s/coordinator.key", c->dir);
+  int rc = parallel_zmq_keypair_load(path, c->pub, c->sec);
+  if (rc == WT_ENOTFOUND) {
+    WT_CHECK(parallel_zmq_keypair_new(c->pub, c->sec));
+    WT_CHECK(parallel_zmq_keypair_save(path, c->pub, c->sec));
+    rc = WT_OK;
+  }
+  if (rc != WT_OK) return rc;
+  snprintf(path, sizeof path, "%s/coordinator.pub", c->dir);
+  FILE *f = fopen(path, "w");
+  if (!f || fprintf(f, "%s\n", c->pub) < 0 || fclose(f) != 0)
+    return wt_fail(WT_EIO, "cannot write %s: %s", path, strerror(errno));
+  return WT_OK;
+}
+
+static int s_bind(coordinator *c) {
+  c->zctx = zmq_ctx_new();
+  c->zap = zmq_socket(c->zctx, ZMQ_REP);
+  if (zmq_bind(c->zap, "inproc://zeromq.zap.01") != 0)
+    return wt_fail(WT_EIO, "cannot bind the ZAP handler: %s", zmq_strerror(errno));
+  pthread_t *th = wt_xmalloc(sizeof *th);
+  if (pthread_create(th, NULL, s_zap_loop, c->zap) != 0) {
+    free(th);
+    return wt_fail(WT_EIO, "cannot start the ZAP thread");
+  }
+  c->zap_thread = th;
+  c->router = zmq_socket(c->zctx, ZMQ_ROUTER);
+  int one = 1, linger = 0, hwm = 10000;
+  zmq_setsockopt(c->router, ZMQ_CURVE_SERVER, &one, sizeof one);
+  zmq_setsockopt(c->router, ZMQ_CURVE_SECRETKEY, c->sec, 40);
+  zmq_setsockopt(c->router, ZMQ_ZAP_DOMAIN, "wantrain", 8);
+  zmq_setsockopt(c->router, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(c->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
+  zmq_setsockopt(c->router, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
+  int maxmsg = COORD_MSG_MAX + 1024; /* larger frames are cut off by zmq before we read them */
+  int64_t maxsize = maxmsg;
+  zmq_setsockopt(c->router, ZMQ_MAXMSGSIZE, &maxsize, sizeof maxsize);
+  if (zmq_bind(c->router, c->cfg.bind) != 0)
+    return wt_fail(WT_EIO, "cannot bind the control socket to %s: %s; choose another --bind",
+                   c->cfg.bind, zmq_strerror(errno));
+  size_t sz = sizeof c->endpoint;
+  zmq_getsockopt(c->router, ZMQ_LAST_ENDPOINT, c->endpoint, &sz);
+  char path[1300];
+  snprintf(path, sizeof path, "%s/endpoint", c->dir);
+  FILE *f = fopen(path, "w");
+  if (!f || fprintf(f, "%s\n", c->endpoint) < 0 || fclose(f) != 0)
+    return wt_fail(WT_EIO, "cannot write %s: %s", path, strerror(errno));
+  return WT_OK;
+}
+
+coordinator *coordinator_new(const coordinator_config *cfg) {
+  if (sodium_init() < 0) {
+    wt_fail(WT_EIO, "libsodium failed to initialise");
+    return NULL;
+  }
+  coordinator *c = wt_xcalloc(1, sizeof *c);
+  c->cfg = *cfg;
+  snprintf(c->dir, sizeof c->dir, "%s", cfg->state_dir);
+  if (!c->cfg.checkpoint_dir[0])
+    snprintf(c->cfg.checkpoint_dir, sizeof c->cfg.checkpoint_dir, "%.1000s/checkpoints", c->dir);
+  c->lat = wt_xmalloc(sizeof(double) * COORD_MAX_PEERS * COORD_MAX_PEERS);
+  c->bw = wt_xmalloc(sizeof(double) * COORD_MAX_PEERS * COORD_MAX_PEERS);
+  for (int i = 0; i < COORD_MAX_PEERS * COORD_MAX_PEERS; i++) c->lat[i] = c->bw[i] = -1;
+  c->first_loss = NAN;
+  coordinator_sid_new(c->sid);
+  int rc = mkdir(c->dir, 0700) == 0 || errno == EEXIST
+               ? WT_OK
+               : wt_fail(WT_EIO, "cannot create the state directory %s: %s", c->dir,
+                         strerror(errno));
+  if (rc == WT_OK) rc = coord_scenario_load(c);
+  if (rc == WT_OK) rc = coord_token_key_load(c->dir, c->token_key);
+  if (rc == WT_OK) rc = coord_state_open(c);
+  if (rc == WT_OK) rc = coord_state_load(c);
+  if (rc == WT_OK) rc = s_keys(c);
+  if (rc == WT_OK) rc = s_bind(c);
+  if (rc != WT_OK) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", wt_last_error());
+    coordinator_destroy(&c);
+    wt_fail(rc, "%s", why);
+    return NULL;
+  }
+  return c;
+}
+
+void coordinator_destroy(coordinator **self_p) {
+  coordinator *c = *self_p;
+  if (!c) return;
+  if (c->router) zmq_close(c->router);
+  if (c->zctx) {
+    zmq_ctx_shutdown(c->zctx);
+    if (c->zap_thread) {
+      pthread_join(*(pthread_t *)c->zap_thread, NULL);
+      free(c->zap_thread);
+    } else if (c->zap) {
+      zmq_close(c->zap);
+    }
+    zmq_ctx_term(c->zctx);
+  }
+  coord_state_close(c);
+  netsim_scenario_set_destroy(&c->scenario_set);
+  free(c->lat);
+  free(c->bw);
+  sodium_memzero(c->sec, sizeof c->sec);
+  free(c);
+  *self_p = NULL;
+}
+
+const char *coordinator_public_key(const coordinator *c) { return c->pub; }
+const char *coordinator_endpoint(const coordinator *c) { return c->endpoint; }
+uint64_t coordinator_refused(const coordinator *c) { return c->refused; }
+
+void coord_send(coordinator *c, coord_peer *p, coordinator_cmd cmd, const cJSON *body) {
+  if (!p->route_len) return;
+  char *text = coordinator_msg_encode(cmd, c->sid, ++c->out_seq, body);
+  if (!text) {
+    WT_ERROR("coordinator: cannot send %s to peer %d: %s", coordinator_cmd_name(cmd), p->id,
+             wt_last_error());
+    return;
+  }
+  if (zmq_send(c->router, p->route, p->route_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+      zmq_send(c->router, text, strlen(text), ZMQ_DONTWAIT) < 0)
+    WT_DEBUG("coordinator: %s to peer %d not sent: %s", coordinator_cmd_name(cmd), p->id,
+             zmq_strerror(errno));
+  free(text);
+}
+
+/* A reply to a sender that has no peer record (refused registration, unknown key). */
+static void s_refuse(coordinator *c, const unsigned char *route, size_t rlen, const char *reason) {
+  coord_peer tmp = {0};
+  memcpy(tmp.route, route, rlen);
+  tmp.route_len = rlen;
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddStringToObject(b, "reason", reason);
+  coord_send(c, &tmp, COORD_CMD_REFUSED, b);
+  cJSON_Delete(b);
+}
+
+static int s_find(coordinator *c, const char *key) {
+  for (int i = 0; i < c->n_peers; i++)
+    if (!strcmp(c->peers[i].key, key)) return i;
+  return -1;
+}
+
+static double s_num(const cJSON *o, const char *name, double def) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+  return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : def;
+}
+
+static const char *s_str(const cJSON *o, const char *name) {
+  const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
+  return s ? s : "";
+}
+
+static void s_register(coordinator *c, const unsigned char *route, size_t rlen, const char *key,
+                       const coordinator_msg *m) {
+  char why[512];
+  int i = s_find(c, key);
+  if (coord_state_session_seen(c, key, m->sid)) {
+    c->refused++;
+    WT_WARN("coordinator: dropped a replayed registration (session %.8s… of key %.8s… was seen "
+            "before)", m->sid, key);
+    return;
+  }
+  const cJSON *dev = cJSON_GetObjectItemCaseSensitive(m->body, "device");
+  double flops = s_num(dev, "flops", -1), memory = s_num(dev, "memory", 0);
+  const char *kind = s_str(dev, "kind"), *region = s_str(m->body, "region");
+  const char *host = s_str(m->body, "host");
+  if (!cJSON_IsObject(dev) || !(flops > 0 && flops < 1e18) || memory < 0 || !kind[0] ||
+      strlen(kind) >= 32 || strlen(region) >= 64 || strlen(host) >= 256) {
+    c->refused++;
+    s_refuse(c, route, rlen, "registration without a valid device report (kind, flops > 0, "
+             "memory >= 0, region < 64 chars); upgrade peerd");
+    WT_WARN("coordinator: refused a registration from key %.8s…: bad device report", key);
+    return;
+  }
+  int ri = coord_region_index(c, region, why, sizeof why);
+  if (ri < 0 && c->scenario) {
+    c->refused++;
+    s_refuse(c, route, rlen, why);
+    coord_event(c, "refused", "key %.8s…: %s", key, why);
+    return;
+  }
+  if (i < 0 && !c->cfg.open &&
+      coord_token_verify(c, s_str(m->body, "token"), why, sizeof why) != WT_OK) {
+    c->refused++;
+    s_refuse(c, route, rlen, why);
+    coord_event(c, "refused", "key %.8s…: %s", key, why);
+    return;
+  }
+  if (i < 0) {
+    if (c->n_peers == COORD_MAX_PEERS) {
+      s_refuse(c, route, rlen, "the coordinator is full; try another run");
+      return;
+    }
+    i = c->n_peers++;
+    memset(&c->peers[i], 0, sizeof c->peers[i]);
+    c->peers[i].id = i + 1;
+    snprintf(c->peers[i].key, sizeof c->peers[i].key, "%s", key);
+    c->peers[i].epoch_rank = -1;
+  }
+  coord_peer *p = &c->peers[i];
+  int was_member = p->epoch_rank >= 0 && p->status == PEER_LIVE;
+  p->status = PEER_LIVE;
+  memcpy(p->sid, m->sid, sizeof p->sid);
+  p->last_seq = m->seq;
+  memcpy(p->route, route, rlen);
+  p->route_len = rlen;
+  p->last_seen = wt_now_s();
+  p->flops = flops, p->memory = memory, p->region_index = ri;
+  snprintf(p->kind, sizeof p->kind, "%s", kind);
+  snprintf(p->region, sizeof p->region, "%s", region);
+  snprintf(p->host, sizeof p->host, "%s", host[0] ? host : "127.0.0.1");
+  coord_state_save_peer(c, p);
+  coord_event(c, "joined", "peer %d (key %.8s…, %s, %.1f GFLOP/s, region '%s')", p->id, key,
+              p->kind, p->flops / 1e9, p->region);
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddNumberToObject(b, "peer_id", p->id);
+  cJSON_AddNumberToObject(b, "heartbeat_s", c->cfg.heartbeat_s);
+  cJSON_AddNumberToObject(b, "liveness", c->cfg.liveness);
+  coord_send(c, p, COORD_CMD_WELCOME, b);
+  cJSON_Delete(b);
+  if (was_member) coord_epoch_on_lost(c, p, "it registered again (the process restarted)");
+}
+
+static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
+  p->step = (long)s_num(b, "step", 0);
+  p->loss = s_num(b, "loss", NAN);
+  p->tokens_s = s_num(b, "tokens_s", 0);
+  p->bytes_sent = s_num(b, "bytes_sent", 0);
+  p->bytes_recv = s_num(b, "bytes_recv", 0);
+  int ep = (int)s_num(b, "epoch", -1);
+  if (ep == c->epoch && p->epoch_rank >= 0 && c->phase == EPOCH_RUNNING &&
+      !strcmp(c->epoch_kind, "train") && p->step > 0) {
+    if (p->step > c->last_step) c->last_step = p->step, c->last_loss = p->loss;
+    double first = s_num(b, "first_loss", NAN);
+    if (isnan(c->first_loss) && isfinite(first)) c->first_loss = first;
+    if (c->lost_at > 0 && p->step > c->committed_step) {
+      c->recovery_s = wt_now_s() - c->lost_at;
+      c->lost_at = 0;
+      coord_event(c, "recovered", "training resumed past step %ld %.1f s after the loss",
+                  c->committed_step, c->recovery_s);
+      coord_state_save_run(c);
+    }
+  }
+  cJSON *a = cJSON_CreateObject();
+  cJSON_AddNumberToObject(a, "epoch", c->epoch);
+  coord_send(c, p, COORD_CMD_ACK, a);
+  cJSON_Delete(a);
+}
+
+static void s_checkpoint(coordinator *c, coord_peer *p, const cJSON *b) {
+  long step = (long)s_num(b, "step", -1);
+  int stage = (int)s_num(b, "stage", -1);
+  const char *digest = s_str(b, "digest");
+  if (step < 1 || stage < 0 || stage >= c->cfg.stages || strlen(digest) != 64) {
+    c->refused++;
+    WT_WARN("coordinator: peer %d sent an impossible checkpoint report (step %ld, stage %d); "
+            "dropped", p->id, step, stage);
+    return;
+  }
+  int complete = 0;
+  coord_state_checkpoint(c, step, stage, digest, &complete);
+  if (complete && step > c->committed_step) {
+    c->committed_step = step;
+    coord_state_save_run(c);
+    coord_event(c, "checkpoint", "step %ld complete: all %d stages reported their shards", step,
+                c->cfg.stages);
+  }
+}
+
+static void s_message(coordinator *c, const unsigned char *route, size_t rlen, const char *key,
+                      const void *data, size_t n) {
+  coordinator_msg m;
+  if (coordinator_msg_decode(data, n, &m) != WT_OK) {
+    c->refused++;
+    WT_WARN("coordinator: dropped a message from key %.8s…: %s", key, wt_last_error());
+    return;
+  }
+  if (m.cmd == COORD_CMD_REGISTER) {
+    s_register(c, route, rlen, key, &m);
+    coordinator_msg_clear(&m);
+    return;
+  }
+  int i = s_find(c, key);
+  if (i < 0 || c->peers[i].status != PEER_LIVE) {
+    c->refused++;
+    WT_WARN("coordinator: dropped \"%s\" from key %.8s…: %s", coordinator_cmd_name(m.cmd), key,
+            i < 0 ? "an unknown key" : "a peer that was dropped");
+    s_refuse(c, route, rlen, i < 0 ? "unknown peer key: register first with a join token"
+                                   : "this peer was dropped (missed heartbeats); register again");
+    coordinator_msg_clear(&m);
+    return;
+  }
+  coord_peer *p = &c->peers[i];
+  if (coordinator_seq_accept(p->sid, &p->last_seq, m.sid, m.seq) != WT_OK) {
+    c->refused++;
+    WT_WARN("coordinator: dropped \"%s\" from peer %d: %s", coordinator_cmd_name(m.cmd), p->id,
+            wt_last_error());
+    coordinator_msg_clear(&m);
+    return;
+  }
+  memcpy(p->route, route, rlen);
+  p->route_len = rlen;
+  p->last_seen = wt_now_s();
+  coord_state_save_peer(c, p); /* the sequence survives a restart: no replay window */
+  switch (m.cmd) {
+  case COORD_CMD_HEARTBEAT: s_heartbeat(c, p, m.body); break;
+  case COORD_CMD_BOUND: coord_epoch_on_bound(c, p, m.body); break;
+  case COORD_CMD_RESULT: coord_epoch_on_result(c, p, m.body); break;
+  case COORD_CMD_CHECKPOINT: s_checkpoint(c, p, m.body); break;
+  case COORD_CMD_LEAVE:
+    p->status = PEER_GONE;
+    coord_state_save_peer(c, p);
+    coord_event(c, "left", "peer %d said it leaves", p->id);
+    coord_epoch_on_lost(c, p, "it left");
+    break;
+  default:
+    c->refused++;
+    WT_WARN("coordinator: dropped \"%s\" from peer %d: peers do not send it",
+            coordinator_cmd_name(m.cmd), p->id);
+  }
+  coordinator_msg_clear(&m);
+}
+
+/* Reads one [route][body] message. A message with more frames or an over-long route is
+ * drained and dropped. */
+static void s_recv(coordinator *c) {
+  unsigned char route[256];
+  int rlen = zmq_recv(c->router, route, sizeof route, ZMQ_DONTWAIT);
+  if (rlen < 0) return;
+  zmq_msg_t msg;
+  zmq_msg_init(&msg);
+  int more = 0;
+  size_t sz = sizeof more;
+  zmq_getsockopt(c->router, ZMQ_RCVMORE, &more, &sz);
+  if (!more || zmq_msg_recv(&msg, c->router, 0) < 0) {
+    zmq_msg_close(&msg);
+    c->refused++;
+    WT_WARN("coordinator: dropped an empty message");
+    return;
+  }
+  const char *user = zmq_msg_gets(&msg, "User-Id");
+  int extra = zmq_msg_more(&msg);
+  while (zmq_getsockopt(c->router, ZMQ_RCVMORE, &more, &sz) == 0 && more) {
+    zmq_msg_t junk;
+    zmq_msg_init(&junk);
+    zmq_msg_recv(&junk, c->router, 0);
+    zmq_msg_close(&junk);
+  }
+  if (extra || rlen > 255 || !user || strlen(user) != COORD_KEY_LEN) {
+    c->refused++;
+    WT_WARN("coordinator: dropped a message with %s", extra ? "more than one frame"
+                                                            : "no authenticated key");
+  } else {
+    s_message(c, route, (size_t)rlen, user, zmq_msg_data(&msg), zmq_msg_size(&msg));
+  }
+  zmq_msg_close(&msg);
+}
+
+static void s_liveness(coordinator *c) {
+  double limit = c->cfg.liveness * c->cfg.heartbeat_s, now = wt_now_s();
+  for (int i = 0; i < c->n_peers; i++) {
+    coord_peer *p = &c->peers[i];
+    if (p->status != PEER_LIVE || now - p->last_seen <= limit) continue;
+    p->status = PEER_GONE;
+    coord_state_save_peer(c, p);
+    coord_event(c, "lost", "peer %d missed %d heartbeats (%.1f s silent)", p->id,
+                c->cfg.liveness, now - p->last_seen);
+    coord_epoch_on_lost(c, p, "it stopped sending heartbeats");
+  }
+}
+
+int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
+  printf("coordinator: listening on %s\ncoordinator: public key %s (in %s/coordinator.pub)\n",
+         c->endpoint, c->pub, c->dir);
+  fflush(stdout);
+  double done_at = 0;
+  while (!*stop) {
+    zmq_pollitem_t item = {c->router, 0, ZMQ_POLLIN, 0};
+    /* the next deadline: the nearest liveness or phase check, at most one heartbeat away */
+    long timeout_ms = (long)(c->cfg.heartbeat_s * 1000 / 2) + 1;
+    if (zmq_poll(&item, 1, timeout_ms) < 0 && errno != EINTR)
+      return wt_fail(WT_EIO, "control socket poll failed: %s", zmq_strerror(errno));
+    for (int k = 0; k < 256 && (item.revents & ZMQ_POLLIN); k++) {
+      int ev = 0;
+      size_t sz = sizeof ev;
+      zmq_getsockopt(c->router, ZMQ_EVENTS, &ev, &sz);
+      if (!(ev & ZMQ_POLLIN)) break;
+      s_recv(c);
+    }
+    s_liveness(c);
+    coord_epoch_tick(c);
+    if (c->cfg.exit_when_done && c->run_complete) {
+      if (done_at == 0) done_at = wt_now_s();
+      if (wt_now_s() - done_at > 2 * c->cfg.heartbeat_s) break; /* let FINISH go out */
+    }
+  }
+  return c->run_complete == 2 ? wt_fail(WT_EIO, "the run stopped: %s", c->last_error) : WT_OK;
+}

@@ -1,0 +1,434 @@
+/* epoch — numbered groups of peers: a probe epoch measures every link among the live peers, a
+ * train epoch runs the assignment. Forming one: choose members, place them (assign: ga for the
+ * first, assign_resolve from the current plan after churn, standbys first), send EPOCH, wait for
+ * every member to bind (deadline), send START with everyone's endpoint. A lost member aborts
+ * the epoch; once the survivors have reported, the next epoch is formed. */
+#include "coordinator/coordinator_internal.h"
+
+#include "common/common.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_BIND_DEADLINE_S 30.0
+#define S_PROBE_DEADLINE_S 120.0
+
+int coord_scenario_load(coordinator *c) {
+  if (!c->cfg.scenario[0]) return WT_OK;
+  WT_CHECK(netsim_scenario_set_load(c->cfg.scenario, &c->scenario_set));
+  if (!c->cfg.scenario_name[0]) {
+    c->scenario = netsim_scenario_set_get(c->scenario_set, 0);
+    return WT_OK;
+  }
+  return netsim_scenario_set_find(c->scenario_set, c->cfg.scenario_name, &c->scenario);
+}
+
+int coord_region_index(coordinator *c, const char *label, char *why, size_t size) {
+  if (!c->scenario) return -1;
+  int k = netsim_scenario_region_count(c->scenario);
+  for (int r = 0; r < k; r++)
+    if (!strcmp(label, netsim_scenario_region_name(c->scenario, r))) return r;
+  char names[512] = "";
+  for (int r = 0; r < k; r++) {
+    strncat(names, netsim_scenario_region_name(c->scenario, r), sizeof names - strlen(names) - 3);
+    if (r + 1 < k) strcat(names, ", ");
+  }
+  snprintf(why, size, "region '%s' is not in the emulated scenario %s; start peerd with "
+           "--region one of: %s", label, netsim_scenario_name(c->scenario), names);
+  return -1;
+}
+
+/* The emulated one-way latency and bandwidth between two peers' regions. */
+static void s_emulated(coordinator *c, int a, int b, double *lat, double *bw) {
+  const assign_network *net = netsim_scenario_network(c->scenario);
+  int ra = c->peers[a].region_index, rb = c->peers[b].region_index, da = -1, db = -1;
+  for (int d = 0; d < net->n && da < 0; d++)
+    if (netsim_scenario_region_of(c->scenario, d) == ra) da = d;
+  for (int d = 0; d < net->n && db < 0; d++)
+    if (netsim_scenario_region_of(c->scenario, d) == rb && d != da) db = d;
+  if (da < 0 || db < 0) da = 0, db = net->n > 1 ? 1 : 0; /* a one-device region: any link */
+  *lat = net->latency_s[da * net->n + db];
+  *bw = net->bandwidth_Bps[da * net->n + db];
+}
+
+static void s_send_all(coordinator *c, coordinator_cmd cmd, const cJSON *body) {
+  for (int r = 0; r < c->n_members; r++) {
+    coord_peer *p = &c->peers[c->members[r]];
+    if (p->status == PEER_LIVE) coord_send(c, p, cmd, body);
+  }
+}
+
+static cJSON *s_train_json(coordinator *c, int rank) {
+  const coordinator_config *g = &c->cfg;
+  cJSON *t = cJSON_CreateObject();
+  cJSON_AddNumberToObject(t, "stages", g->stages);
+  cJSON_AddNumberToObject(t, "replicas", g->replicas);
+  cJSON_AddNumberToObject(t, "stage", rank / g->replicas);
+  cJSON_AddNumberToObject(t, "replica", rank % g->replicas);
+  cJSON_AddNumberToObject(t, "steps", g->steps);
+  cJSON_AddNumberToObject(t, "batch", g->batch);
+  cJSON_AddNumberToObject(t, "micro_batches", g->micro_batches);
+  cJSON_AddNumberToObject(t, "seq", g->seq);
+  cJSON_AddNumberToObject(t, "layers", g->layers);
+  cJSON_AddNumberToObject(t, "channels", g->channels);
+  cJSON_AddNumberToObject(t, "heads", g->heads);
+  cJSON_AddNumberToObject(t, "lr", g->lr);
+  cJSON_AddNumberToObject(t, "seed", (double)g->seed);
+  cJSON_AddStringToObject(t, "data", g->data);
+  cJSON_AddStringToObject(t, "data_sha256", g->data_sha256);
+  cJSON_AddStringToObject(t, "grad_codec", g->grad_codec);
+  cJSON_AddStringToObject(t, "act_codec", g->act_codec);
+  cJSON_AddStringToObject(t, "checkpoint_dir", g->checkpoint_dir);
+  cJSON_AddNumberToObject(t, "checkpoint_every", g->checkpoint_every);
+  cJSON_AddNumberToObject(t, "resume", c->committed_step > 0);
+  cJSON_AddNumberToObject(t, "resume_step", (double)c->committed_step);
+  /* the data shard: this replica's rows of every global batch */
+  cJSON_AddNumberToObject(t, "shard_first_row", (rank % g->replicas) * g->batch / g->replicas);
+  cJSON_AddNumberToObject(t, "shard_rows", g->batch / g->replicas);
+  return t;
+}
+
+static void s_publish(coordinator *c) {
+  for (int r = 0; r < c->n_members; r++) {
+    coord_peer *p = &c->peers[c->members[r]];
+    p->epoch_rank = r, p->endpoint[0] = 0, p->result = 0, p->steps_done = 0;
+  }
+  for (int r = 0; r < c->n_members; r++) {
+    coord_peer *p = &c->peers[c->members[r]];
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddNumberToObject(b, "epoch", c->epoch);
+    cJSON_AddStringToObject(b, "kind", c->epoch_kind);
+    cJSON_AddNumberToObject(b, "rank", r);
+    cJSON_AddNumberToObject(b, "size", c->n_members);
+    cJSON_AddNumberToObject(b, "run_id", (double)(c->run_id & 0xFFFFFFFFFFFFull));
+    cJSON_AddNumberToObject(b, "timeout_s", c->cfg.peer_timeout_s);
+    cJSON_AddNumberToObject(b, "time_scale", c->cfg.time_scale);
+    cJSON_AddNumberToObject(b, "probe_bytes", c->cfg.probe_kib * 1024.0);
+    cJSON *keys = cJSON_AddArrayToObject(b, "keys");
+    cJSON *ids = cJSON_AddArrayToObject(b, "peer_ids");
+    for (int j = 0; j < c->n_members; j++) {
+      cJSON_AddItemToArray(keys, cJSON_CreateString(c->peers[c->members[j]].key));
+      cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->peers[c->members[j]].id));
+    }
+    if (c->scenario) {
+      cJSON *la = cJSON_AddArrayToObject(b, "latency_s"), *bw = cJSON_AddArrayToObject(b, "bandwidth_Bps");
+      for (int j = 0; j < c->n_members; j++) {
+        double l = 0, w = 0;
+        if (j != r) s_emulated(c, c->members[r], c->members[j], &l, &w);
+        cJSON_AddItemToArray(la, cJSON_CreateNumber(l));
+        cJSON_AddItemToArray(bw, cJSON_CreateNumber(w));
+      }
+    }
+    if (!strcmp(c->epoch_kind, "train")) cJSON_AddItemToObject(b, "train", s_train_json(c, r));
+    coord_send(c, p, COORD_CMD_EPOCH, b);
+    cJSON_Delete(b);
+  }
+  c->phase = EPOCH_BINDING;
+  c->phase_deadline = wt_now_s() + S_BIND_DEADLINE_S;
+}
+
+/* Links measured between peer indices a and b (the mean of both directions when both exist). */
+static int s_link(coordinator *c, int a, int b, double *lat, double *bw) {
+  double l1 = c->lat[a * COORD_MAX_PEERS + b], l2 = c->lat[b * COORD_MAX_PEERS + a];
+  double b1 = c->bw[a * COORD_MAX_PEERS + b], b2 = c->bw[b * COORD_MAX_PEERS + a];
+  if (l1 < 0 && l2 < 0) return 0;
+  *lat = l1 >= 0 && l2 >= 0 ? (l1 + l2) / 2 : (l1 >= 0 ? l1 : l2);
+  *bw = b1 > 0 && b2 > 0 ? (b1 + b2) / 2 : (b1 > 0 ? b1 : b2);
+  return *bw > 0;
+}
+
+static int s_live(coordinator *c, int *out) {
+  int n = 0;
+  for (int i = 0; i < c->n_peers; i++)
+    if (c->peers[i].status == PEER_LIVE) out[n++] = i;
+  return n;
+}
+
+static int s_all_probed(coordinator *c, const int *who, int n) {
+  double l, b;
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (!s_link(c, who[i], who[j], &l, &b)) return 0;
+  return 1;
+}
+
+/* The cost model's problem over the peers `list` (network index = position in list). */
+static void s_problem(coordinator *c, const int *list, int n, assign_network *net,
+                      assign_problem *p) {
+  const coordinator_config *g = &c->cfg;
+  net->n = n;
+  net->latency_s = wt_xcalloc((size_t)n * n, sizeof(double));
+  net->bandwidth_Bps = wt_xcalloc((size_t)n * n, sizeof(double));
+  net->compute_speed = wt_xcalloc((size_t)n, sizeof(double));
+  net->memory_bytes = NULL;
+  double ref = 0;
+  for (int i = 0; i < n; i++) ref = fmax(ref, c->peers[list[i]].flops);
+  for (int i = 0; i < n; i++) {
+    net->compute_speed[i] = ref > 0 ? c->peers[list[i]].flops / ref : 1;
+    for (int j = 0; j < n; j++) {
+      double l = 0, b = 1e12;
+      if (i != j) s_link(c, list[i], list[j], &l, &b);
+      net->latency_s[i * n + j] = l;
+      net->bandwidth_Bps[i * n + j] = i == j ? 1e12 : b;
+    }
+  }
+  assign_network_symmetrize(net);
+  double params = 12.0 * g->layers * g->channels * g->channels + 64.0 * g->channels;
+  *p = (assign_problem){.net = net, .d_pp = g->stages, .d_dp = g->replicas,
+                        .c_dp_bytes = 4.0 * params / g->stages,
+                        .c_pp_bytes = 4.0 * g->batch * g->seq * g->channels};
+}
+
+static void s_network_free(assign_network *net) {
+  free(net->latency_s);
+  free(net->bandwidth_Bps);
+  free(net->compute_speed);
+}
+
+static int s_in(const int *list, int n, int x) {
+  for (int i = 0; i < n; i++)
+    if (list[i] == x) return 1;
+  return 0;
+}
+
+/* Chooses the train epoch's peers and places them. Returns 1 when members[] is set. */
+static int s_place(coordinator *c, const int *live, int n_live) {
+  int n = c->cfg.stages * c->cfg.replicas, list[COORD_MAX_PEERS], changed[COORD_MAX_PEERS];
+  int n_changed = 0, resolve = c->n_plan == n;
+  if (resolve) {
+    memcpy(list, c->plan_members, sizeof(int) * n);
+    for (int i = 0; i < n; i++) {
+      if (c->peers[list[i]].status == PEER_LIVE) continue;
+      int best = -1; /* standbys first: the fastest live peer outside the plan */
+      for (int k = 0; k < n_live; k++)
+        if (!s_in(list, n, live[k]) && (best < 0 || c->peers[live[k]].flops > c->peers[best].flops))
+          best = live[k];
+      if (best < 0) return 0;
+      coord_event(c, "standby", "peer %d takes over world rank %d from peer %d",
+                  c->peers[best].id, i, c->peers[list[i]].id);
+      list[i] = best;
+      changed[n_changed++] = i;
+    }
+  } else {
+    memcpy(list, live, sizeof(int) * n_live); /* fastest first; the rest wait as standbys */
+    for (int i = 1; i < n_live; i++)
+      for (int j = i; j > 0 && c->peers[list[j]].flops > c->peers[list[j - 1]].flops; j--) {
+        int t = list[j];
+        list[j] = list[j - 1], list[j - 1] = t;
+      }
+  }
+  assign_network net;
+  assign_problem prob;
+  s_problem(c, list, n, &net, &prob);
+  assign_plan *plan = NULL;
+  assign_stats st;
+  int rc;
+  if (resolve) {
+    assign_plan *prev = assign_plan_new(c->cfg.stages, c->cfg.replicas);
+    for (int w = 0; w < n; w++) prev->device[w] = w;
+    assign_budget b = {.max_evals = 400};
+    rc = assign_resolve(&prob, prev, changed, n_changed, &b, (uint64_t)c->epoch, &plan, &st);
+    assign_plan_destroy(&prev);
+  } else {
+    assign_solver kind = ASSIGN_SOLVER_GA;
+    assign_solver_parse(c->cfg.solver, &kind);
+    assign_budget b = {.max_evals = 4000, .max_seconds = 2};
+    rc = assign_solve(&prob, kind, &b, (uint64_t)c->cfg.seed, &plan, &st);
+    assign_plan *rnd = NULL;
+    assign_budget rb = {.max_evals = 1};
+    if (rc == WT_OK && assign_solve(&prob, ASSIGN_SOLVER_RANDOM, &rb, (uint64_t)c->cfg.seed, &rnd,
+                                    NULL) == WT_OK)
+      c->cost_random = assign_plan_cost(&prob, rnd).comm_s;
+    assign_plan_destroy(&rnd);
+  }
+  if (rc == WT_OK) {
+    c->cost_ga = assign_plan_cost(&prob, plan).comm_s;
+    for (int w = 0; w < n; w++) c->members[w] = list[plan->device[w]];
+    c->n_members = n;
+    memcpy(c->plan_members, c->members, sizeof(int) * n);
+    c->n_plan = n;
+  } else {
+    coord_event(c, "error", "placement failed: %s", wt_last_error());
+  }
+  assign_plan_destroy(&plan);
+  s_network_free(&net);
+  return rc == WT_OK;
+}
+
+static void s_start_epoch(coordinator *c, const char *kind, const int *who, int n) {
+  c->epoch++;
+  snprintf(c->epoch_kind, sizeof c->epoch_kind, "%s", kind);
+  if (who) {
+    memcpy(c->members, who, sizeof(int) * n);
+    c->n_members = n;
+  }
+  cJSON *plan = cJSON_CreateArray();
+  char ids[1024] = "";
+  for (int r = 0; r < c->n_members; r++) {
+    cJSON_AddItemToArray(plan, cJSON_CreateNumber(c->peers[c->members[r]].id));
+    snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", r ? " " : "",
+             c->peers[c->members[r]].id);
+  }
+  char *text = cJSON_PrintUnformatted(plan);
+  cJSON_Delete(plan);
+  coord_state_save_epoch(c, text);
+  free(text);
+  if (!strcmp(kind, "train"))
+    coord_event(c, "epoch", "epoch %d: train %d stages x %d replicas, peers by world rank [%s], "
+                "predicted cost %.4f s (random placement %.4f s), from step %ld", c->epoch,
+                c->cfg.stages, c->cfg.replicas, ids, c->cost_ga, c->cost_random,
+                c->committed_step);
+  else
+    coord_event(c, "epoch", "epoch %d: probe the links among peers [%s]", c->epoch, ids);
+  s_publish(c);
+}
+
+static void s_abort(coordinator *c, const char *why) {
+  coord_event(c, "abort", "epoch %d (%s): %s", c->epoch, c->epoch_kind, why);
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddNumberToObject(b, "epoch", c->epoch);
+  cJSON_AddStringToObject(b, "reason", why);
+  s_send_all(c, COORD_CMD_ABORT, b);
+  cJSON_Delete(b);
+  c->phase = EPOCH_DRAINING;
+  c->phase_deadline = wt_now_s() + c->cfg.peer_timeout_s + 10;
+  coord_state_save_run(c);
+}
+
+static int s_all_reported(coordinator *c) {
+  for (int r = 0; r < c->n_members; r++) {
+    coord_peer *p = &c->peers[c->members[r]];
+    if (p->status == PEER_LIVE && p->result == 0) return 0;
+  }
+  return 1;
+}
+
+static void s_epoch_over(coordinator *c) {
+  for (int r = 0; r < c->n_members; r++) c->peers[c->members[r]].epoch_rank = -1;
+  c->n_members = 0;
+  c->phase = EPOCH_NONE;
+  coord_state_save_run(c);
+}
+
+void coord_epoch_tick(coordinator *c) {
+  if (c->run_complete) return;
+  double now = wt_now_s();
+  if (c->phase == EPOCH_BINDING && now > c->phase_deadline) {
+    s_abort(c, "not every member bound its data socket within the deadline");
+  } else if (c->phase == EPOCH_RUNNING && !strcmp(c->epoch_kind, "probe") &&
+             now > c->phase_deadline) {
+    s_abort(c, "the link probe did not finish within its deadline");
+  } else if (c->phase == EPOCH_DRAINING && (s_all_reported(c) || now > c->phase_deadline)) {
+    s_epoch_over(c);
+  }
+  if (c->phase != EPOCH_NONE) return;
+  int live[COORD_MAX_PEERS], n_live = s_live(c, live), need = c->cfg.stages * c->cfg.replicas;
+  if (n_live < need) return;
+  if (!s_all_probed(c, live, n_live)) {
+    s_start_epoch(c, "probe", live, WT_MIN(n_live, 64));
+    return;
+  }
+  if (c->failed_epochs >= 3) {
+    c->run_complete = 2;
+    coord_event(c, "stopped", "three epochs in a row failed without progress; last error: %s",
+                c->last_error);
+    coord_state_save_run(c);
+    return;
+  }
+  if (s_place(c, live, n_live)) s_start_epoch(c, "train", NULL, 0);
+}
+
+void coord_epoch_on_bound(coordinator *c, coord_peer *p, const cJSON *body) {
+  const cJSON *ep = cJSON_GetObjectItemCaseSensitive(body, "epoch");
+  const char *endpoint = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "endpoint"));
+  if (!cJSON_IsNumber(ep) || ep->valueint != c->epoch || c->phase != EPOCH_BINDING ||
+      p->epoch_rank < 0)
+    return; /* a late answer to an epoch that is over */
+  if (!endpoint || strncmp(endpoint, "tcp://", 6) || strlen(endpoint) >= sizeof p->endpoint) {
+    c->refused++;
+    WT_WARN("coordinator: peer %d bound an impossible endpoint; aborting the epoch", p->id);
+    s_abort(c, "a member reported an impossible endpoint");
+    return;
+  }
+  snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
+  for (int r = 0; r < c->n_members; r++)
+    if (!c->peers[c->members[r]].endpoint[0]) return;
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddNumberToObject(b, "epoch", c->epoch);
+  cJSON *eps = cJSON_AddArrayToObject(b, "endpoints");
+  for (int r = 0; r < c->n_members; r++)
+    cJSON_AddItemToArray(eps, cJSON_CreateString(c->peers[c->members[r]].endpoint));
+  s_send_all(c, COORD_CMD_START, b);
+  cJSON_Delete(b);
+  c->phase = EPOCH_RUNNING;
+  c->phase_deadline = wt_now_s() + S_PROBE_DEADLINE_S;
+  coord_state_save_run(c);
+}
+
+static void s_probe_result(coordinator *c, coord_peer *p, const cJSON *body) {
+  const cJSON *la = cJSON_GetObjectItemCaseSensitive(body, "latency_s");
+  const cJSON *bw = cJSON_GetObjectItemCaseSensitive(body, "bandwidth_Bps");
+  if (cJSON_GetArraySize(la) != c->n_members || cJSON_GetArraySize(bw) != c->n_members) {
+    p->result = -1;
+    return;
+  }
+  int a = c->members[p->epoch_rank];
+  for (int j = 0; j < c->n_members; j++) {
+    double l = cJSON_GetNumberValue(cJSON_GetArrayItem(la, j));
+    double w = cJSON_GetNumberValue(cJSON_GetArrayItem(bw, j));
+    if (j == p->epoch_rank || !(l >= 0 && l < 100) || !(w > 0 && w < 1e13)) continue;
+    int b = c->members[j];
+    c->lat[a * COORD_MAX_PEERS + b] = l;
+    c->bw[a * COORD_MAX_PEERS + b] = w;
+    coord_state_save_link(c, a, b);
+  }
+}
+
+void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
+  const cJSON *ep = cJSON_GetObjectItemCaseSensitive(body, "epoch");
+  if (!cJSON_IsNumber(ep) || ep->valueint != c->epoch || p->epoch_rank < 0 ||
+      c->phase == EPOCH_NONE)
+    return;
+  int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "ok"));
+  const char *err = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "error"));
+  long steps = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "steps"));
+  p->result = ok ? 1 : -1;
+  p->steps_done = steps;
+  if (ok && !strcmp(c->epoch_kind, "probe")) s_probe_result(c, p, body);
+  if (!ok) {
+    snprintf(c->last_error, sizeof c->last_error, "peer %d: %s", p->id, err ? err : "failed");
+    if (c->phase != EPOCH_DRAINING) {
+      if (!strcmp(c->epoch_kind, "train") && steps <= c->committed_step) c->failed_epochs++;
+      if (!strcmp(c->epoch_kind, "train") && c->lost_at == 0) c->lost_at = wt_now_s();
+      s_abort(c, c->last_error);
+    }
+    return;
+  }
+  if (!s_all_reported(c) || c->phase == EPOCH_DRAINING) return;
+  if (!strcmp(c->epoch_kind, "train")) {
+    c->failed_epochs = 0;
+    if (steps >= c->cfg.steps) {
+      c->run_complete = 1;
+      c->last_step = steps;
+      coord_event(c, "complete", "the run finished %ld steps (epoch %d); final loss %.4f", steps,
+                  c->epoch, cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "loss")));
+      c->last_loss = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "loss"));
+      for (int i = 0; i < c->n_peers; i++)
+        if (c->peers[i].status == PEER_LIVE) coord_send(c, &c->peers[i], COORD_CMD_FINISH, NULL);
+    }
+  }
+  s_epoch_over(c);
+}
+
+void coord_epoch_on_lost(coordinator *c, coord_peer *p, const char *why) {
+  if (p->epoch_rank < 0 || c->phase == EPOCH_NONE) return;
+  p->result = -1;
+  if (c->phase == EPOCH_DRAINING) return;
+  if (!strcmp(c->epoch_kind, "train")) c->lost_at = wt_now_s();
+  char msg[512];
+  snprintf(msg, sizeof msg, "member peer %d (world rank %d) was lost: %s", p->id, p->epoch_rank,
+           why);
+  s_abort(c, msg);
+}

@@ -1,0 +1,88 @@
+/* protocol — the control protocol between `coordinator` and `peerd` (docs/coordinator.md is the
+ * written spec): version and command constants, and the envelope codec both daemons use.
+ *
+ * Transport: the coordinator binds a ZeroMQ ROUTER, each peer connects a DEALER; CurveZMQ is
+ * always on (the coordinator's ZAP handler tells it which public key sent each message). One
+ * message = one frame holding one JSON object:
+ *   {"v": 1, "cmd": "heartbeat", "sid": "<32 hex>", "seq": 17, ...command fields...}
+ *   v    protocol version; anything else is refused (the sender is told which one we speak)
+ *   cmd  one of the commands below
+ *   sid  the sender's session: a peer draws a fresh one for every `register`
+ *   seq  1, 2, 3, ... per session; a message whose seq is not above the last one accepted in
+ *        its session is a replay and is refused
+ *
+ * Contract: coordinator_msg_decode never trusts its input. Empty, oversized (> COORD_MSG_MAX),
+ * truncated or non-JSON text, a non-object, a missing or mistyped field, another version or an
+ * unknown command are refused with a status and a message saying what was wrong; the caller
+ * logs it, drops the message and keeps serving. Replay checks need the session state and live
+ * with the coordinator (coordinator_seq_accept is the rule).
+ *
+ *   coordinator_msg m;
+ *   if (coordinator_msg_decode(buf, n, &m) != WT_OK) { WT_WARN("dropped: %s", wt_last_error()); }
+ *   else { ...m.cmd, m.body (cJSON object, owned by m)...; coordinator_msg_clear(&m); }
+ */
+#ifndef WT_COORDINATOR_PROTOCOL_H
+#define WT_COORDINATOR_PROTOCOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct cJSON;
+
+#define COORD_PROTOCOL_VERSION 1
+#define COORD_MSG_MAX 65536   /* bytes of one control message */
+#define COORD_SID_CHARS 32    /* hex characters of a session id */
+#define COORD_SEQ_MAX 9007199254740991.0 /* 2^53 - 1: exact in a JSON number */
+
+/* Commands. Peer → coordinator: REGISTER .. LEAVE; coordinator → peer: WELCOME .. FINISH. */
+typedef enum {
+  COORD_CMD_REGISTER = 0, /* token, device {kind, flops, memory, region}, host */
+  COORD_CMD_HEARTBEAT,    /* epoch, state, step, loss, tokens_s, bytes_sent, bytes_recv */
+  COORD_CMD_BOUND,        /* epoch, endpoint: the peer's data socket for that epoch is bound */
+  COORD_CMD_RESULT,       /* epoch, ok, error, steps, loss | probe rows (latency_s, bandwidth) */
+  COORD_CMD_CHECKPOINT,   /* step, stage, digest: this stage's shard of step is on disk */
+  COORD_CMD_LEAVE,        /* the peer is going away */
+  COORD_CMD_WELCOME,      /* peer_id, role: admitted */
+  COORD_CMD_REFUSED,      /* reason: not admitted (the peer prints it and exits) */
+  COORD_CMD_ACK,          /* reply to a heartbeat: the coordinator is alive */
+  COORD_CMD_EPOCH,        /* a numbered group: kind probe|train, rank, size, keys, links, config */
+  COORD_CMD_START,        /* epoch, endpoints: connect and run */
+  COORD_CMD_ABORT,        /* epoch: stop that group's work (a member was lost) */
+  COORD_CMD_STANDBY,      /* no role now; stay connected */
+  COORD_CMD_FINISH,       /* the run is complete; the peer may exit */
+  COORD_CMD_COUNT
+} coordinator_cmd;
+
+/* "register", "heartbeat", ...; "?" for a value out of range. */
+const char *coordinator_cmd_name(coordinator_cmd cmd);
+
+typedef struct {
+  coordinator_cmd cmd;
+  char sid[COORD_SID_CHARS + 1];
+  uint64_t seq;
+  struct cJSON *body; /* the whole object (v, cmd, sid, seq included); owned */
+} coordinator_msg;
+
+/* Parses and checks one message (see the contract). On WT_OK *out holds the message (free it
+ * with coordinator_msg_clear). WT_EINVAL for garbage, a truncated or oversized message, a missing
+ * or mistyped field or an unknown command; WT_EMISMATCH for another protocol version. *out is
+ * zeroed on failure. */
+int coordinator_msg_decode(const void *data, size_t n, coordinator_msg *out);
+
+void coordinator_msg_clear(coordinator_msg *m);
+
+/* Serialises body (borrowed; may be NULL for no fields) with the envelope fields set to
+ * (COORD_PROTOCOL_VERSION, cmd, sid, seq). Returns a malloc'd NUL-terminated string, or NULL
+ * with wt_last_error() set when it would exceed COORD_MSG_MAX. */
+char *coordinator_msg_encode(coordinator_cmd cmd, const char *sid, uint64_t seq,
+                             const struct cJSON *body);
+
+/* The replay rule: a message of session `sid` with sequence `seq` is accepted when the session
+ * is the current one and seq > *last (then *last = seq). Returns WT_OK or WT_EINVAL naming why
+ * (stale session, replayed or out-of-order sequence). */
+int coordinator_seq_accept(const char *current_sid, uint64_t *last, const char *sid, uint64_t seq);
+
+/* A fresh random session id (libsodium randombytes), 32 hex chars + NUL. */
+void coordinator_sid_new(char sid[COORD_SID_CHARS + 1]);
+
+#endif

@@ -1,0 +1,279 @@
+/* state — the coordinator's SQLite database (WAL): schema, load on start, and the writes that
+ * make every decision survive a kill -9. Writes go through before the daemon acts on them. */
+#include "coordinator/coordinator_internal.h"
+
+#include "common/common.h"
+
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *s_schema =
+    "PRAGMA journal_mode=WAL;"
+    "PRAGMA synchronous=NORMAL;"
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
+    "CREATE TABLE IF NOT EXISTS tokens(id TEXT PRIMARY KEY, expires REAL, uses_left INTEGER,"
+    " created REAL);"
+    "CREATE TABLE IF NOT EXISTS peers(key TEXT PRIMARY KEY, id INTEGER, status INTEGER,"
+    " sid TEXT, last_seq INTEGER, region TEXT, kind TEXT, host TEXT, flops REAL, memory REAL);"
+    "CREATE TABLE IF NOT EXISTS sessions(key TEXT, sid TEXT, PRIMARY KEY(key, sid));"
+    "CREATE TABLE IF NOT EXISTS links(a TEXT, b TEXT, latency_s REAL, bandwidth_Bps REAL,"
+    " PRIMARY KEY(a, b));"
+    "CREATE TABLE IF NOT EXISTS epochs(n INTEGER PRIMARY KEY, kind TEXT, plan TEXT,"
+    " cost_ga_s REAL, cost_random_s REAL, created REAL);"
+    "CREATE TABLE IF NOT EXISTS checkpoints(step INTEGER, stage INTEGER, digest TEXT,"
+    " PRIMARY KEY(step, stage));"
+    "CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY AUTOINCREMENT, t REAL, kind TEXT,"
+    " detail TEXT);";
+
+static int s_exec(coordinator *c, const char *sql) {
+  char *err = NULL;
+  if (sqlite3_exec(c->db, sql, NULL, NULL, &err) != SQLITE_OK) {
+    int rc = wt_fail(WT_EIO, "state database %s/state.db: %s", c->dir, err ? err : "?");
+    sqlite3_free(err);
+    return rc;
+  }
+  return WT_OK;
+}
+
+/* Runs one statement with text/number arguments given as a format of 't' (text), 'd' (double),
+ * 'i' (int64). Logs a failure: a lost write is reported, the daemon goes on. */
+static void s_run(coordinator *c, const char *sql, const char *types, ...) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(c->db, sql, -1, &st, NULL) != SQLITE_OK) {
+    WT_ERROR("coordinator: state database: %s", sqlite3_errmsg(c->db));
+    return;
+  }
+  va_list ap;
+  va_start(ap, types);
+  for (int i = 0; types[i]; i++) {
+    if (types[i] == 't') sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1, SQLITE_TRANSIENT);
+    if (types[i] == 'd') sqlite3_bind_double(st, i + 1, va_arg(ap, double));
+    if (types[i] == 'i') sqlite3_bind_int64(st, i + 1, va_arg(ap, long long));
+  }
+  va_end(ap);
+  if (sqlite3_step(st) != SQLITE_DONE)
+    WT_ERROR("coordinator: state database write failed: %s", sqlite3_errmsg(c->db));
+  sqlite3_finalize(st);
+}
+
+int coord_state_open(coordinator *c) {
+  char path[1300];
+  snprintf(path, sizeof path, "%s/state.db", c->dir);
+  if (sqlite3_open(path, &c->db) != SQLITE_OK) {
+    int rc = wt_fail(WT_EIO, "cannot open the state database %s: %s", path,
+                     c->db ? sqlite3_errmsg(c->db) : "out of memory");
+    sqlite3_close(c->db);
+    c->db = NULL;
+    return rc;
+  }
+  sqlite3_busy_timeout(c->db, 5000);
+  return s_exec(c, s_schema);
+}
+
+void coord_state_close(coordinator *c) {
+  if (c->db) sqlite3_close(c->db);
+  c->db = NULL;
+}
+
+void coord_event(coordinator *c, const char *kind, const char *fmt, ...) {
+  char detail[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  WT_INFO("coordinator: %s: %s", kind, detail);
+  s_run(c, "INSERT INTO events(t, kind, detail) VALUES(?, ?, ?)", "dtt", (double)time(NULL), kind,
+        detail);
+}
+
+static void s_meta_set(coordinator *c, const char *key, const char *value) {
+  s_run(c, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", "tt", key, value);
+}
+
+static int s_meta_get(coordinator *c, const char *key, char *out, size_t size) {
+  sqlite3_stmt *st = NULL;
+  int found = 0;
+  if (sqlite3_prepare_v2(c->db, "SELECT value FROM meta WHERE key = ?", -1, &st, NULL) ==
+      SQLITE_OK) {
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
+      snprintf(out, size, "%s", (const char *)sqlite3_column_text(st, 0));
+      found = 1;
+    }
+  }
+  sqlite3_finalize(st);
+  return found;
+}
+
+void coord_state_save_run(coordinator *c) {
+  cJSON *run = cJSON_CreateObject();
+  cJSON_AddNumberToObject(run, "run_id", (double)c->run_id);
+  cJSON_AddNumberToObject(run, "complete", c->run_complete);
+  cJSON_AddNumberToObject(run, "committed_step", (double)c->committed_step);
+  cJSON_AddNumberToObject(run, "epoch", c->epoch);
+  cJSON_AddStringToObject(run, "epoch_kind", c->epoch_kind);
+  cJSON_AddNumberToObject(run, "running", c->phase == EPOCH_RUNNING);
+  cJSON_AddNumberToObject(run, "cost_ga_s", c->cost_ga);
+  cJSON_AddNumberToObject(run, "cost_random_s", c->cost_random);
+  cJSON_AddNumberToObject(run, "first_loss", c->first_loss);
+  cJSON_AddNumberToObject(run, "recovery_s", c->recovery_s);
+  cJSON *m = cJSON_AddArrayToObject(run, "members"), *pm = cJSON_AddArrayToObject(run, "plan");
+  for (int i = 0; i < c->n_members; i++) cJSON_AddItemToArray(m, cJSON_CreateNumber(c->peers[c->members[i]].id));
+  for (int i = 0; i < c->n_plan; i++) cJSON_AddItemToArray(pm, cJSON_CreateNumber(c->peers[c->plan_members[i]].id));
+  char *text = cJSON_PrintUnformatted(run);
+  s_meta_set(c, "run", text);
+  free(text);
+  cJSON_Delete(run);
+}
+
+void coord_state_save_peer(coordinator *c, const coord_peer *p) {
+  s_run(c,
+        "INSERT OR REPLACE INTO peers(key, id, status, sid, last_seq, region, kind, host, flops,"
+        " memory) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "tiititttdd", p->key, (long long)p->id, (long long)p->status, p->sid,
+        (long long)p->last_seq, p->region, p->kind, p->host, p->flops, p->memory);
+}
+
+void coord_state_save_link(coordinator *c, int a, int b) {
+  s_run(c, "INSERT OR REPLACE INTO links(a, b, latency_s, bandwidth_Bps) VALUES(?, ?, ?, ?)",
+        "ttdd", c->peers[a].key, c->peers[b].key, c->lat[a * COORD_MAX_PEERS + b],
+        c->bw[a * COORD_MAX_PEERS + b]);
+}
+
+int coord_state_session_seen(coordinator *c, const char *key, const char *sid) {
+  sqlite3_stmt *st = NULL;
+  int seen = 0;
+  if (sqlite3_prepare_v2(c->db, "SELECT 1 FROM sessions WHERE key = ? AND sid = ?", -1, &st,
+                         NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, sid, -1, SQLITE_STATIC);
+    seen = sqlite3_step(st) == SQLITE_ROW;
+  }
+  sqlite3_finalize(st);
+  if (!seen) s_run(c, "INSERT INTO sessions(key, sid) VALUES(?, ?)", "tt", key, sid);
+  return seen;
+}
+
+int coord_state_checkpoint(coordinator *c, long step, int stage, const char *digest,
+                           int *complete) {
+  s_run(c, "INSERT OR REPLACE INTO checkpoints(step, stage, digest) VALUES(?, ?, ?)", "iit",
+        (long long)step, (long long)stage, digest);
+  sqlite3_stmt *st = NULL;
+  int n = 0;
+  if (sqlite3_prepare_v2(c->db, "SELECT COUNT(DISTINCT stage) FROM checkpoints WHERE step = ?",
+                         -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_int64(st, 1, step);
+    if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int(st, 0);
+  }
+  sqlite3_finalize(st);
+  *complete = n >= c->cfg.stages;
+  return WT_OK;
+}
+
+void coord_state_save_epoch(coordinator *c, const char *plan_json) {
+  s_run(c, "INSERT OR REPLACE INTO epochs(n, kind, plan, cost_ga_s, cost_random_s, created)"
+        " VALUES(?, ?, ?, ?, ?, ?)", "ittddd", (long long)c->epoch, c->epoch_kind, plan_json,
+        c->cost_ga, c->cost_random, (double)time(NULL));
+  coord_state_save_run(c);
+}
+
+static int s_peer_by_id(coordinator *c, int id) {
+  for (int i = 0; i < c->n_peers; i++)
+    if (c->peers[i].id == id) return i;
+  return -1;
+}
+
+static int s_peer_by_key(coordinator *c, const char *key) {
+  for (int i = 0; i < c->n_peers; i++)
+    if (!strcmp(c->peers[i].key, key)) return i;
+  return -1;
+}
+
+static void s_load_peers(coordinator *c) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(c->db, "SELECT key, id, status, sid, last_seq, region, kind, host, "
+                         "flops, memory FROM peers ORDER BY id", -1, &st, NULL) != SQLITE_OK)
+    return;
+  while (sqlite3_step(st) == SQLITE_ROW && c->n_peers < COORD_MAX_PEERS) {
+    coord_peer *p = &c->peers[c->n_peers++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->key, sizeof p->key, "%s", (const char *)sqlite3_column_text(st, 0));
+    p->id = sqlite3_column_int(st, 1);
+    p->status = sqlite3_column_int(st, 2) ? PEER_LIVE : PEER_GONE;
+    snprintf(p->sid, sizeof p->sid, "%s", (const char *)sqlite3_column_text(st, 3));
+    p->last_seq = (uint64_t)sqlite3_column_int64(st, 4);
+    snprintf(p->region, sizeof p->region, "%s", (const char *)sqlite3_column_text(st, 5));
+    snprintf(p->kind, sizeof p->kind, "%s", (const char *)sqlite3_column_text(st, 6));
+    snprintf(p->host, sizeof p->host, "%s", (const char *)sqlite3_column_text(st, 7));
+    p->flops = sqlite3_column_double(st, 8);
+    p->memory = sqlite3_column_double(st, 9);
+    p->last_seen = wt_now_s(); /* a restarted coordinator gives every peer a full liveness */
+    p->epoch_rank = -1;
+    char why[256];
+    p->region_index = coord_region_index(c, p->region, why, sizeof why);
+  }
+  sqlite3_finalize(st);
+  if (sqlite3_prepare_v2(c->db, "SELECT a, b, latency_s, bandwidth_Bps FROM links", -1, &st,
+                         NULL) != SQLITE_OK)
+    return;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    int a = s_peer_by_key(c, (const char *)sqlite3_column_text(st, 0));
+    int b = s_peer_by_key(c, (const char *)sqlite3_column_text(st, 1));
+    if (a < 0 || b < 0) continue;
+    c->lat[a * COORD_MAX_PEERS + b] = sqlite3_column_double(st, 2);
+    c->bw[a * COORD_MAX_PEERS + b] = sqlite3_column_double(st, 3);
+  }
+  sqlite3_finalize(st);
+}
+
+static void s_ids_to_peers(coordinator *c, const cJSON *arr, int *out, int *n) {
+  *n = 0;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, arr) {
+    int i = s_peer_by_id(c, it->valueint);
+    if (i >= 0 && *n < COORD_MAX_PEERS) out[(*n)++] = i;
+  }
+}
+
+int coord_state_load(coordinator *c) {
+  s_load_peers(c);
+  char text[16384];
+  if (!s_meta_get(c, "run", text, sizeof text)) {
+    randombytes_buf(&c->run_id, sizeof c->run_id);
+    coord_state_save_run(c);
+    return WT_OK;
+  }
+  cJSON *run = cJSON_Parse(text);
+  if (!run) return wt_fail(WT_ECORRUPT, "state database %s/state.db: the run record is not JSON; "
+                           "move the state directory away to start a new run", c->dir);
+  c->run_id = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "run_id"));
+  c->run_complete = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "complete"));
+  c->committed_step = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "committed_step"));
+  c->epoch = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "epoch"));
+  const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(run, "epoch_kind"));
+  snprintf(c->epoch_kind, sizeof c->epoch_kind, "%s", kind ? kind : "");
+  c->cost_ga = cJSON_GetNumberValue(cJSON_GetObjectItem(run, "cost_ga_s"));
+  c->cost_random = cJSON_GetNumberValue(cJSON_GetObjectItem(run, "cost_random_s"));
+  c->first_loss = cJSON_GetNumberValue(cJSON_GetObjectItem(run, "first_loss"));
+  c->recovery_s = cJSON_GetNumberValue(cJSON_GetObjectItem(run, "recovery_s"));
+  s_ids_to_peers(c, cJSON_GetObjectItem(run, "members"), c->members, &c->n_members);
+  s_ids_to_peers(c, cJSON_GetObjectItem(run, "plan"), c->plan_members, &c->n_plan);
+  if (cJSON_GetNumberValue(cJSON_GetObjectItem(run, "running")) == 1 &&
+      !strcmp(c->epoch_kind, "train")) {
+    /* The members train without us; they report their results to whoever serves now. */
+    c->phase = EPOCH_RUNNING;
+    for (int r = 0; r < c->n_members; r++) c->peers[c->members[r]].epoch_rank = r;
+  } else {
+    c->n_members = 0;
+  }
+  cJSON_Delete(run);
+  coord_event(c, "restart", "state loaded: run %016llx, epoch %d (%s), %d peers known, "
+              "committed step %ld%s", (unsigned long long)c->run_id, c->epoch,
+              c->phase == EPOCH_RUNNING ? "running" : "idle", c->n_peers, c->committed_step,
+              c->run_complete ? ", run complete" : "");
+  return WT_OK;
+}

@@ -1,0 +1,43 @@
+/* peer — peerd, the volunteer's daemon: registers with a coordinator (coordinator/protocol.h),
+ * measures its device, probes links when asked, trains the tasklet each epoch assigns it
+ * (parallel/tasklet.h over a ZeroMQ communicator built from the epoch), heartbeats, reports
+ * checkpoint shards, and leaves cleanly on SIGINT/SIGTERM.
+ *
+ * Contract: nothing the coordinator or another peer sends can crash or hang peerd; a message it
+ * cannot decode is logged and dropped; every wait has a deadline (registration: register_timeout_s;
+ * the data plane: the epoch's timeout_s). A refused registration ends peerd_run with WT_EINVAL and
+ * the coordinator's reason in wt_last_error(). An epoch that fails (a neighbour died, a corrupt
+ * checkpoint) is reported to the coordinator with the error text; peerd then waits for the next.
+ *
+ *   peerd_config cfg; wt_config_defaults(peerd_options(), &cfg); ...set coordinator, key, token...
+ *   int rc = peerd_run(&cfg, &stop_flag);   // returns when the run is over, on stop, or refused
+ */
+#ifndef WT_PEER_H
+#define WT_PEER_H
+
+#include "common/config.h"
+
+#include <signal.h>
+
+typedef struct {
+  char coordinator[WT_CONFIG_STR_MAX];     /* tcp://HOST:PORT */
+  char coordinator_key[WT_CONFIG_STR_MAX]; /* a file holding the Z85 key, or the key itself */
+  char token[WT_CONFIG_STR_MAX];
+  char device[WT_CONFIG_STR_MAX]; /* cpu | cuda:N */
+  char region[WT_CONFIG_STR_MAX];
+  char data_dir[WT_CONFIG_STR_MAX]; /* key file, data cache */
+  char key[WT_CONFIG_STR_MAX];      /* key pair file; default DATA_DIR/peer.key */
+  char host[WT_CONFIG_STR_MAX];     /* address other peers reach this one at */
+  double register_timeout_s;
+  int quiet;
+} peerd_config;
+
+/* The option table of peerd_config. */
+const wt_option *peerd_options(void);
+
+/* Runs peerd until the coordinator says the run is complete (WT_OK), *stop becomes nonzero
+ * (tells the coordinator it leaves; WT_OK), or registration fails (WT_EINVAL refused / WT_ETIMEOUT
+ * no answer / WT_EIO, with wt_last_error() saying why and what to do). */
+int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop);
+
+#endif

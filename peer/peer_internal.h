@@ -1,0 +1,50 @@
+/* peer_internal — the work of one epoch (a link probe or a training tasklet) running on its own
+ * thread beside peerd's control loop. Included only by peer/ and tests/peer*. */
+#ifndef WT_PEER_INTERNAL_H
+#define WT_PEER_INTERNAL_H
+
+#include "model/data.h"
+#include "parallel/zmq.h"
+
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+
+typedef struct {
+  int epoch, rank, size, is_train;
+  cJSON *body; /* the EPOCH message, owned */
+  parallel_zmq_transport *transport;
+  char keys[64][41];
+  double *lat, *bw; /* emulated link rows, or NULL */
+  pthread_t thread;
+  int started;
+  volatile int finished;
+  volatile sig_atomic_t abort;
+  const data_set *data; /* borrowed from peerd's cache */
+  /* written by the worker, read after it finished (or under mu for progress) */
+  pthread_mutex_t mu;
+  int rc;
+  char error[1024];
+  long steps, step, total_steps;
+  double first_loss; /* the loss of step 1 when this epoch ran it, else NaN */
+  double loss, tokens_s, bytes_sent, bytes_recv, t_last;
+  int stage, replica;
+  double *probe_lat, *probe_bw; /* size entries, -1 unmeasured */
+} peer_work;
+
+/* Parses an EPOCH body and binds the data socket (tcp://host:*). NULL with wt_last_error(). */
+peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, const char *sec,
+                         const data_set *data);
+const char *peer_work_endpoint(const peer_work *w);
+/* Connects to the endpoints of START and starts the thread. */
+int peer_work_start(peer_work *w, const cJSON *start);
+/* Asks the work to stop, waits for it (bounded by the epoch's deadline) and frees it. */
+void peer_work_destroy(peer_work **self_p);
+/* The RESULT body for a finished work (caller frees with cJSON_Delete). */
+cJSON *peer_work_result(peer_work *w);
+
+/* Short local sgemm benchmark: the best FLOP/s of a few 256³ products on the CPU back end. */
+double peer_device_flops(void);
+
+#endif

@@ -1,0 +1,440 @@
+/* peerd — the control loop: register, heartbeat, follow epochs (bind, start, abort), report
+ * results and checkpoint shards, print progress, leave on a signal. */
+#include "peer/peer.h"
+
+#include "common/common.h"
+#include "coordinator/protocol.h"
+#include "kernels/kernels.h"
+#include "peer/peer_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define F(x) offsetof(peerd_config, x)
+static const wt_option s_options[] = {
+    {"coordinator", WT_OPT_STRING, F(coordinator), 0, 0, "",
+     "the coordinator's control endpoint, tcp://HOST:PORT", 0},
+    {"coordinator-key", WT_OPT_STRING, F(coordinator_key), 0, 0, "",
+     "the coordinator's public key: a file (coordinator.pub) or the 40-character key", 0},
+    {"token", WT_OPT_STRING, F(token), 0, 0, "", "join token from the operator", 0},
+    {"device", WT_OPT_STRING, F(device), 0, 0, "cpu", "cpu or cuda:N", 0},
+    {"region", WT_OPT_STRING, F(region), 0, 0, "", "region label (for emulated WANs)", 0},
+    {"data-dir", WT_OPT_STRING, F(data_dir), 0, 0, "peerd-data",
+     "where the key pair and downloaded data live", 0},
+    {"key", WT_OPT_STRING, F(key), 0, 0, "", "key pair file (default DATA_DIR/peer.key)", 0},
+    {"host", WT_OPT_STRING, F(host), 0, 0, "127.0.0.1",
+     "address the other peers reach this one at", 0},
+    {"register-timeout", WT_OPT_FLOAT, F(register_timeout_s), 1, 3600, "30",
+     "seconds to wait for the coordinator's answer", 0},
+    {"quiet", WT_OPT_FLAG, F(quiet), 0, 1, "0", "no progress lines", 0},
+    {0}};
+#undef F
+
+const wt_option *peerd_options(void) { return s_options; }
+
+typedef struct {
+  const peerd_config *cfg;
+  char pub[41], sec[41], server[41];
+  void *ctx, *sock;
+  char sid[COORD_SID_CHARS + 1];
+  uint64_t seq;
+  int peer_id;
+  double heartbeat_s;
+  int liveness;
+  double last_heard, next_beat, last_print;
+  double flops, memory;
+  peer_work *work;
+  int work_epoch;
+  long reported_ckpt;
+  data_set *data;
+  char data_spec[WT_CONFIG_STR_MAX];
+} s_peer;
+
+static int s_send(s_peer *p, coordinator_cmd cmd, const cJSON *body) {
+  char *text = coordinator_msg_encode(cmd, p->sid, ++p->seq, body);
+  if (!text) return WT_EINVAL;
+  int rc = zmq_send(p->sock, text, strlen(text), ZMQ_DONTWAIT) < 0 ? WT_EIO : WT_OK;
+  free(text);
+  return rc;
+}
+
+static int s_keys(s_peer *p) {
+  const peerd_config *c = p->cfg;
+  if (mkdir(c->data_dir, 0700) != 0 && errno != EEXIST)
+    return wt_fail(WT_EIO, "cannot create --data-dir %s: %s", c->data_dir, strerror(errno));
+  char path[2100];
+  snprintf(path, sizeof path, "%s", c->key);
+  if (!path[0]) snprintf(path, sizeof path, "%s/peer.key", c->data_dir);
+  int rc = parallel_zmq_keypair_load(path, p->pub, p->sec);
+  if (rc == WT_ENOTFOUND) {
+    WT_CHECK(parallel_zmq_keypair_new(p->pub, p->sec));
+    WT_CHECK(parallel_zmq_keypair_save(path, p->pub, p->sec));
+    printf("peerd: made a new key pair in %s (public key %s)\n", path, p->pub);
+  } else if (rc != WT_OK) {
+    return rc;
+  }
+  const char *k = c->coordinator_key;
+  uint8_t raw[32];
+  if (strlen(k) == 40 && zmq_z85_decode(raw, k)) {
+    memcpy(p->server, k, 41);
+  } else {
+    FILE *f = fopen(k, "r");
+    char line[128] = "";
+    if (!f) return wt_fail(WT_EINVAL, "--coordinator-key '%s' is neither a 40-character key nor "
+                           "a readable file: %s", k, strerror(errno));
+    if (!fgets(line, sizeof line, f)) line[0] = 0;
+    fclose(f);
+    line[strcspn(line, "\r\n ")] = 0;
+    if (strlen(line) != 40 || !zmq_z85_decode(raw, line))
+      return wt_fail(WT_EINVAL, "--coordinator-key file %s does not hold a 40-character Z85 key "
+                     "(copy coordinator.pub from the coordinator's state directory)", k);
+    memcpy(p->server, line, 41);
+  }
+  return WT_OK;
+}
+
+static int s_connect(s_peer *p) {
+  p->ctx = zmq_ctx_new();
+  p->sock = zmq_socket(p->ctx, ZMQ_DEALER);
+  int linger = 200, ivl = 100, ivl_max = 1000;
+  zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(p->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+  zmq_setsockopt(p->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
+  int64_t maxsize = COORD_MSG_MAX + 1024;
+  zmq_setsockopt(p->sock, ZMQ_MAXMSGSIZE, &maxsize, sizeof maxsize);
+  zmq_setsockopt(p->sock, ZMQ_CURVE_SERVERKEY, p->server, 40);
+  zmq_setsockopt(p->sock, ZMQ_CURVE_PUBLICKEY, p->pub, 40);
+  zmq_setsockopt(p->sock, ZMQ_CURVE_SECRETKEY, p->sec, 40);
+  if (zmq_connect(p->sock, p->cfg->coordinator) != 0)
+    return wt_fail(WT_EINVAL, "--coordinator '%s': %s (expected tcp://HOST:PORT)",
+                   p->cfg->coordinator, zmq_strerror(errno));
+  return WT_OK;
+}
+
+static int s_register(s_peer *p) {
+  coordinator_sid_new(p->sid);
+  p->seq = 0;
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddStringToObject(b, "token", p->cfg->token);
+  cJSON_AddStringToObject(b, "region", p->cfg->region);
+  cJSON_AddStringToObject(b, "host", p->cfg->host);
+  cJSON *d = cJSON_AddObjectToObject(b, "device");
+  cJSON_AddStringToObject(d, "kind", "cpu");
+  cJSON_AddNumberToObject(d, "flops", p->flops);
+  cJSON_AddNumberToObject(d, "memory", p->memory);
+  int rc = s_send(p, COORD_CMD_REGISTER, b);
+  cJSON_Delete(b);
+  return rc;
+}
+
+/* Receives one message within timeout_ms; 1 = got one into *m, 0 = none. Undecodable ones are
+ * logged and dropped. */
+static int s_recv(s_peer *p, long timeout_ms, coordinator_msg *m) {
+  zmq_pollitem_t it = {p->sock, 0, ZMQ_POLLIN, 0};
+  if (zmq_poll(&it, 1, timeout_ms) <= 0 || !(it.revents & ZMQ_POLLIN)) return 0;
+  zmq_msg_t msg;
+  zmq_msg_init(&msg);
+  if (zmq_msg_recv(&msg, p->sock, ZMQ_DONTWAIT) < 0) {
+    zmq_msg_close(&msg);
+    return 0;
+  }
+  int rc = coordinator_msg_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), m);
+  zmq_msg_close(&msg);
+  if (rc != WT_OK) {
+    WT_WARN("peerd: dropped a control message: %s", wt_last_error());
+    return 0;
+  }
+  p->last_heard = wt_now_s();
+  return 1;
+}
+
+static double s_num(const cJSON *o, const char *name, double def) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+  return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : def;
+}
+
+static const char *s_str(const cJSON *o, const char *name) {
+  const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
+  return s ? s : "";
+}
+
+/* The corpus an epoch names, opened once and kept (fetched, cached and verified for URLs). */
+static int s_data(s_peer *p, const cJSON *train) {
+  const char *spec = s_str(train, "data"), *sha = s_str(train, "data_sha256");
+  if (p->data && !strcmp(spec, p->data_spec)) return WT_OK;
+  data_set_destroy(&p->data);
+  if (!strcmp(spec, "synthetic") || !spec[0]) {
+    data_synth_config sc = data_synth_default();
+    p->data = data_set_synthetic(&sc);
+  } else {
+    char cache[2100];
+    snprintf(cache, sizeof cache, "%s/cache", p->cfg->data_dir);
+    p->data = data_set_open(spec, cache, sha[0] ? sha : NULL);
+  }
+  if (!p->data) return WT_EIO;
+  snprintf(p->data_spec, sizeof p->data_spec, "%s", spec);
+  return WT_OK;
+}
+
+static void s_report_failure(s_peer *p, int epoch, const char *why) {
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddNumberToObject(b, "epoch", epoch);
+  cJSON_AddBoolToObject(b, "ok", 0);
+  cJSON_AddStringToObject(b, "error", why);
+  cJSON_AddNumberToObject(b, "steps", 0);
+  s_send(p, COORD_CMD_RESULT, b);
+  cJSON_Delete(b);
+}
+
+static void s_on_epoch(s_peer *p, const cJSON *body) {
+  peer_work_destroy(&p->work);
+  p->reported_ckpt = 0; /* the stage may differ from the last epoch's */
+  int epoch = (int)s_num(body, "epoch", -1);
+  const cJSON *train = cJSON_GetObjectItemCaseSensitive(body, "train");
+  if (train && s_data(p, train) != WT_OK) {
+    char why[1200];
+    snprintf(why, sizeof why, "data: %s", wt_last_error());
+    fprintf(stderr, "peerd: epoch %d: %s\n", epoch, why);
+    s_report_failure(p, epoch, why);
+    return;
+  }
+  p->work = peer_work_new(body, p->cfg->host, p->pub, p->sec, p->data);
+  if (!p->work) {
+    fprintf(stderr, "peerd: epoch %d: %s\n", epoch, wt_last_error());
+    s_report_failure(p, epoch, wt_last_error());
+    return;
+  }
+  p->work_epoch = epoch;
+  if (!p->cfg->quiet)
+    printf("peerd %d: epoch %d: %s, rank %d of %d%s\n", p->peer_id, epoch, s_str(body, "kind"),
+           (int)s_num(body, "rank", 0), (int)s_num(body, "size", 0),
+           train ? (s_num(train, "resume", 0) ? " (resuming from the latest checkpoint)" : "")
+                 : "");
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddNumberToObject(b, "epoch", epoch);
+  cJSON_AddStringToObject(b, "endpoint", peer_work_endpoint(p->work));
+  s_send(p, COORD_CMD_BOUND, b);
+  cJSON_Delete(b);
+}
+
+static void s_on_start(s_peer *p, const cJSON *body) {
+  if (!p->work || (int)s_num(body, "epoch", -1) != p->work_epoch || p->work->started) return;
+  if (peer_work_start(p->work, body) != WT_OK) {
+    fprintf(stderr, "peerd: epoch %d: %s\n", p->work_epoch, wt_last_error());
+    s_report_failure(p, p->work_epoch, wt_last_error());
+    peer_work_destroy(&p->work);
+  }
+}
+
+/* Replica 0 of each stage reports every shard it saved since the last report (a heartbeat may
+ * span several checkpoints): DIR/stage-<s>/step-<n>/, whose SHA256SUMS covers every file; the
+ * digest reported is the SHA-256 of that SHA256SUMS. Only complete directories have one. */
+static int s_cmp_long(const void *a, const void *b) {
+  long x = *(const long *)a, y = *(const long *)b;
+  return (x > y) - (x < y);
+}
+
+static void s_report_checkpoint(s_peer *p) {
+  peer_work *w = p->work;
+  if (!w || !w->is_train || w->replica != 0) return;
+  const char *dir = s_str(cJSON_GetObjectItemCaseSensitive(w->body, "train"), "checkpoint_dir");
+  if (!dir[0]) return;
+  char path[2200];
+  snprintf(path, sizeof path, "%s/stage-%d", dir, w->stage);
+  DIR *d = opendir(path);
+  if (!d) return;
+  long steps[64];
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) && n < 64;) {
+    long step;
+    char tail;
+    if (sscanf(e->d_name, "step-%ld%c", &step, &tail) == 1 && step > p->reported_ckpt)
+      steps[n++] = step;
+  }
+  closedir(d);
+  qsort(steps, (size_t)n, sizeof(long), s_cmp_long);
+  for (int i = 0; i < n; i++) {
+    char hex[65];
+    snprintf(path, sizeof path, "%s/stage-%d/step-%08ld/SHA256SUMS", dir, w->stage, steps[i]);
+    if (data_file_sha256(path, hex) != WT_OK) return; /* not complete yet: try next heartbeat */
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddNumberToObject(b, "step", steps[i]);
+    cJSON_AddNumberToObject(b, "stage", w->stage);
+    cJSON_AddStringToObject(b, "digest", hex);
+    s_send(p, COORD_CMD_CHECKPOINT, b);
+    cJSON_Delete(b);
+    p->reported_ckpt = steps[i];
+  }
+}
+
+static void s_heartbeat(s_peer *p) {
+  cJSON *b = cJSON_CreateObject();
+  peer_work *w = p->work;
+  long step = 0;
+  double loss = NAN, tok = 0, sent = 0, recv = 0;
+  if (w && w->is_train) {
+    pthread_mutex_lock(&w->mu);
+    step = w->step, loss = w->loss, tok = w->tokens_s, sent = w->bytes_sent, recv = w->bytes_recv;
+    pthread_mutex_unlock(&w->mu);
+  }
+  cJSON_AddNumberToObject(b, "epoch", w ? w->epoch : -1);
+  cJSON_AddStringToObject(b, "state", !w ? "idle" : w->started ? "working" : "bound");
+  cJSON_AddNumberToObject(b, "step", (double)step);
+  if (w && isfinite(w->first_loss)) cJSON_AddNumberToObject(b, "first_loss", w->first_loss);
+  if (isfinite(loss)) cJSON_AddNumberToObject(b, "loss", loss);
+  cJSON_AddNumberToObject(b, "tokens_s", tok);
+  cJSON_AddNumberToObject(b, "bytes_sent", sent);
+  cJSON_AddNumberToObject(b, "bytes_recv", recv);
+  s_send(p, COORD_CMD_HEARTBEAT, b);
+  cJSON_Delete(b);
+  double now = wt_now_s();
+  if (!p->cfg->quiet && w && w->is_train && w->started && step > 0 && now - p->last_print >= 2) {
+    p->last_print = now;
+    printf("peerd %d: stage %d replica %d step %ld/%ld loss %.4f tok/s %.0f sent %.1f MB\n",
+           p->peer_id, w->stage, w->replica, step, w->total_steps, loss, tok, sent / 1e6);
+    fflush(stdout);
+  }
+}
+
+static void s_work_done(s_peer *p) {
+  peer_work *w = p->work;
+  if (!w || !w->started || !w->finished) return;
+  s_report_checkpoint(p); /* the last shard, written just before the tasklet returned */
+  cJSON *b = peer_work_result(w);
+  s_send(p, COORD_CMD_RESULT, b);
+  cJSON_Delete(b);
+  if (!p->cfg->quiet) {
+    if (w->rc == WT_OK)
+      printf("peerd %d: epoch %d done%s\n", p->peer_id, w->epoch, w->is_train ? " (training)" : "");
+    else
+      printf("peerd %d: epoch %d ended: %s\n", p->peer_id, w->epoch, w->error);
+    fflush(stdout);
+  }
+  peer_work_destroy(&p->work);
+}
+
+/* Waits for WELCOME (1), REFUSED (-1, reason in wt_last_error) or the deadline (0). */
+static int s_await_welcome(s_peer *p, double deadline, const volatile sig_atomic_t *stop) {
+  while (wt_now_s() < deadline && !*stop) {
+    coordinator_msg m;
+    if (!s_recv(p, 200, &m)) continue;
+    int r = 0;
+    if (m.cmd == COORD_CMD_WELCOME) {
+      p->peer_id = (int)s_num(m.body, "peer_id", 0);
+      p->heartbeat_s = fmin(fmax(s_num(m.body, "heartbeat_s", 1), 0.05), 60);
+      p->liveness = (int)fmin(fmax(s_num(m.body, "liveness", 5), 2), 100);
+      r = 1;
+    } else if (m.cmd == COORD_CMD_REFUSED) {
+      wt_fail(WT_EINVAL, "the coordinator refused this peer: %s", s_str(m.body, "reason"));
+      r = -1;
+    }
+    coordinator_msg_clear(&m);
+    if (r) return r;
+  }
+  return 0;
+}
+
+static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
+  int warned = 0;
+  while (!*stop) {
+    double now = wt_now_s();
+    long wait_ms = (long)fmax(1, (p->next_beat - now) * 1000);
+    coordinator_msg m;
+    if (s_recv(p, WT_MIN(wait_ms, 100), &m)) {
+      warned = 0;
+      switch (m.cmd) {
+      case COORD_CMD_EPOCH: s_on_epoch(p, m.body); break;
+      case COORD_CMD_START: s_on_start(p, m.body); break;
+      case COORD_CMD_ABORT:
+        if (p->work && (int)s_num(m.body, "epoch", -1) == p->work_epoch) {
+          if (!p->cfg->quiet) printf("peerd %d: epoch %d aborted: %s\n", p->peer_id,
+                                     p->work_epoch, s_str(m.body, "reason"));
+          p->work->abort = 1;
+          if (!p->work->started) peer_work_destroy(&p->work);
+        }
+        break;
+      case COORD_CMD_FINISH:
+        coordinator_msg_clear(&m);
+        if (!p->cfg->quiet) printf("peerd %d: the run is complete\n", p->peer_id);
+        return WT_OK;
+      case COORD_CMD_REFUSED: /* dropped or forgotten by the coordinator: register again */
+        WT_WARN("peerd: the coordinator says: %s; registering again", s_str(m.body, "reason"));
+        peer_work_destroy(&p->work);
+        s_register(p);
+        break;
+      default: break;
+      }
+      coordinator_msg_clear(&m);
+    }
+    s_work_done(p);
+    now = wt_now_s();
+    if (now >= p->next_beat) {
+      s_heartbeat(p);
+      s_report_checkpoint(p);
+      p->next_beat = now + p->heartbeat_s;
+    }
+    if (!warned && now - p->last_heard > p->liveness * p->heartbeat_s) {
+      WT_WARN("peerd: no word from the coordinator for %.1f s; still trying (it may be "
+              "restarting)", now - p->last_heard);
+      warned = 1;
+    }
+  }
+  /* leaving: stop the work (its comm says goodbye to the neighbours), then tell the coordinator */
+  peer_work_destroy(&p->work);
+  s_send(p, COORD_CMD_LEAVE, NULL);
+  if (!p->cfg->quiet) printf("peerd %d: left the run\n", p->peer_id);
+  return WT_OK;
+}
+
+int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
+  if (strncmp(cfg->device, "cpu", 4)) {
+    if (strncmp(cfg->device, "cuda:", 5) || !cfg->device[5])
+      return wt_fail(WT_EINVAL, "--device '%s': expected cpu or cuda:N", cfg->device);
+    if (!kernels_backend("cuda"))
+      return wt_fail(WT_ENOTSUP, "--device %s: this peerd was built without CUDA (configure with "
+                     "-DWANTRAIN_CUDA=ON on a machine with the CUDA toolkit), so it can only use "
+                     "--device cpu", cfg->device);
+    return wt_fail(WT_ENOTSUP, "--device %s: the distributed tasklet runs on the CPU back end in "
+                   "this release; use --device cpu", cfg->device);
+  }
+  if (!cfg->coordinator[0] || !cfg->coordinator_key[0])
+    return wt_fail(WT_EINVAL, "--coordinator tcp://HOST:PORT and --coordinator-key are required");
+  s_peer p = {.cfg = cfg, .heartbeat_s = 1, .liveness = 5};
+  int rc = s_keys(&p);
+  if (rc == WT_OK) {
+    p.flops = peer_device_flops();
+    p.memory = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    rc = s_connect(&p);
+  }
+  if (rc == WT_OK) {
+    if (!cfg->quiet)
+      printf("peerd: device cpu, %.1f GFLOP/s (256^3 sgemm), %.1f GiB; registering with %s\n",
+             p.flops / 1e9, p.memory / (1 << 30), cfg->coordinator);
+    s_register(&p);
+    int w = s_await_welcome(&p, wt_now_s() + cfg->register_timeout_s, stop);
+    if (w < 0) rc = WT_EINVAL;
+    else if (w == 0 && !*stop)
+      rc = wt_fail(WT_ETIMEOUT, "no answer from the coordinator at %s within %.0f s; check the "
+                   "address and that --coordinator-key is its public key", cfg->coordinator,
+                   cfg->register_timeout_s);
+  }
+  if (rc == WT_OK && !*stop) {
+    if (!cfg->quiet) printf("peerd %d: admitted; waiting for an epoch\n", p.peer_id);
+    fflush(stdout);
+    p.last_heard = wt_now_s();
+    rc = s_loop(&p, stop);
+  }
+  peer_work_destroy(&p.work);
+  data_set_destroy(&p.data);
+  if (p.sock) zmq_close(p.sock);
+  if (p.ctx) zmq_ctx_term(p.ctx);
+  return rc;
+}

@@ -1,0 +1,342 @@
+/* work — one epoch's work on its own thread: a link probe (round-robin pairs, ping-pong for
+ * latency, one bounded bulk message for bandwidth, through the same ZeroMQ links and WAN
+ * emulation training uses) or a training tasklet. */
+#include "peer/peer_internal.h"
+
+#include "common/common.h"
+#include "kernels/kernels.h"
+#include "parallel/tasklet.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define S_TAG_PING 9001
+#define S_TAG_PONG 9002
+#define S_TAG_BULK 9003
+#define S_TAG_ACK 9004
+#define S_PINGS 5
+
+static double s_num(const cJSON *o, const char *name, double def) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+  return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : def;
+}
+
+static const char *s_str(const cJSON *o, const char *name) {
+  const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
+  return s ? s : "";
+}
+
+/* ---- the aborting wrapper: once w->abort is set every op fails, so the tasklet returns and
+ * its comm says goodbye, which ends the neighbours' waits at once ---------------------------- */
+
+typedef struct {
+  parallel_comm *inner;
+  peer_work *w;
+} s_wrap;
+
+static int s_wsend(void *ctx, int peer, int tag, const void *buf, size_t bytes) {
+  s_wrap *x = ctx;
+  if (x->w->abort) return wt_fail(WT_EIO, "the coordinator aborted epoch %d", x->w->epoch);
+  return parallel_comm_send(x->inner, peer, tag, buf, bytes);
+}
+
+static int s_wrecv(void *ctx, int peer, int tag, void *buf, size_t cap, size_t *got) {
+  s_wrap *x = ctx;
+  if (x->w->abort) return wt_fail(WT_EIO, "the coordinator aborted epoch %d", x->w->epoch);
+  return parallel_comm_recv(x->inner, peer, tag, buf, cap, got);
+}
+
+static const parallel_transport_ops s_wrap_ops = {"peerd", s_wsend, s_wrecv, NULL};
+
+peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, const char *sec,
+                         const data_set *data) {
+  peer_work *w = wt_xcalloc(1, sizeof *w);
+  pthread_mutex_init(&w->mu, NULL);
+  w->body = cJSON_Duplicate(epoch, 1);
+  w->epoch = (int)s_num(epoch, "epoch", -1);
+  w->rank = (int)s_num(epoch, "rank", -1);
+  w->size = (int)s_num(epoch, "size", 0);
+  w->is_train = !strcmp(s_str(epoch, "kind"), "train");
+  w->data = data;
+  w->loss = w->first_loss = NAN;
+  const cJSON *keys = cJSON_GetObjectItemCaseSensitive(epoch, "keys");
+  const cJSON *la = cJSON_GetObjectItemCaseSensitive(epoch, "latency_s");
+  const cJSON *bw = cJSON_GetObjectItemCaseSensitive(epoch, "bandwidth_Bps");
+  int ok = w->size >= 1 && w->size <= 64 && w->rank >= 0 && w->rank < w->size &&
+           cJSON_GetArraySize(keys) == w->size && (!la || cJSON_GetArraySize(la) == w->size) &&
+           (!bw || cJSON_GetArraySize(bw) == w->size) && !la == !bw;
+  for (int i = 0; ok && i < w->size; i++) {
+    const char *k = cJSON_GetStringValue(cJSON_GetArrayItem(keys, i));
+    ok = k && strlen(k) == 40;
+    if (ok) memcpy(w->keys[i], k, 41);
+  }
+  if (ok && la) {
+    w->lat = wt_xcalloc((size_t)w->size, sizeof(double));
+    w->bw = wt_xcalloc((size_t)w->size, sizeof(double));
+    for (int i = 0; i < w->size; i++) {
+      w->lat[i] = cJSON_GetNumberValue(cJSON_GetArrayItem(la, i));
+      w->bw[i] = cJSON_GetNumberValue(cJSON_GetArrayItem(bw, i));
+      ok = ok && w->lat[i] >= 0 && w->lat[i] < 10 && w->bw[i] >= 0;
+    }
+  }
+  if (!ok) {
+    wt_fail(WT_EINVAL, "the coordinator sent an impossible epoch (rank, size, keys or links)");
+    peer_work_destroy(&w);
+    return NULL;
+  }
+  char ep[300];
+  snprintf(ep, sizeof ep, "tcp://%s:*", host);
+  const char *eps[64];
+  for (int i = 0; i < w->size; i++) eps[i] = ep;
+  const char *pubs[64];
+  for (int i = 0; i < w->size; i++) pubs[i] = w->keys[i];
+  parallel_zmq_config z = parallel_zmq_config_default();
+  z.rank = w->rank, z.size = w->size, z.endpoints = eps;
+  z.run_id = (uint64_t)s_num(epoch, "run_id", 1);
+  z.epoch = (uint32_t)w->epoch;
+  z.timeout_s = s_num(epoch, "timeout_s", 30);
+  z.secret_key = sec, z.public_key = pub, z.peer_public_keys = pubs;
+  z.latency_s = w->lat, z.bandwidth_Bps = w->bw;
+  z.time_scale = s_num(epoch, "time_scale", 1);
+  w->transport = parallel_zmq_transport_new(&z);
+  if (!w->transport) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", wt_last_error());
+    peer_work_destroy(&w);
+    wt_fail(WT_EIO, "cannot open the data socket for epoch: %s", why);
+    return NULL;
+  }
+  return w;
+}
+
+const char *peer_work_endpoint(const peer_work *w) {
+  return parallel_zmq_transport_endpoint(w->transport);
+}
+
+/* ---- the probe ---------------------------------------------------------------------------- */
+
+static int s_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static int s_probe_pair(peer_work *w, parallel_comm *c, int other, size_t bulk_bytes,
+                        unsigned char *bulk) {
+  double ts = s_num(w->body, "time_scale", 1), rtt[S_PINGS];
+  unsigned char small[64] = {0};
+  size_t got;
+  if (w->rank < other) {
+    for (int k = 0; k < S_PINGS; k++) {
+      double t0 = wt_now_s();
+      WT_CHECK(parallel_comm_send(c, other, S_TAG_PING, small, sizeof small));
+      WT_CHECK(parallel_comm_recv(c, other, S_TAG_PONG, small, sizeof small, &got));
+      rtt[k] = wt_now_s() - t0;
+    }
+    qsort(rtt, S_PINGS, sizeof(double), s_cmp);
+    double alpha = rtt[S_PINGS / 2] / 2;
+    double t0 = wt_now_s();
+    WT_CHECK(parallel_comm_send(c, other, S_TAG_BULK, bulk, bulk_bytes));
+    WT_CHECK(parallel_comm_recv(c, other, S_TAG_ACK, small, sizeof small, &got));
+    double transfer = fmax(wt_now_s() - t0 - 2 * alpha, 1e-7);
+    w->probe_lat[other] = alpha / ts;
+    w->probe_bw[other] = (double)bulk_bytes / (transfer / ts);
+  } else {
+    for (int k = 0; k < S_PINGS; k++) {
+      WT_CHECK(parallel_comm_recv(c, other, S_TAG_PING, small, sizeof small, &got));
+      WT_CHECK(parallel_comm_send(c, other, S_TAG_PONG, small, sizeof small));
+    }
+    WT_CHECK(parallel_comm_recv(c, other, S_TAG_BULK, bulk, bulk_bytes, &got));
+    WT_CHECK(parallel_comm_send(c, other, S_TAG_ACK, small, sizeof small));
+  }
+  return WT_OK;
+}
+
+/* Round-robin (circle method): in round k every peer meets one other, so each link is measured
+ * once, pairs of a round in parallel, and the traffic is size·(size-1)/2 bulk messages. */
+static int s_probe(peer_work *w, parallel_comm *c) {
+  int n = w->size, m = n % 2 ? n + 1 : n;
+  size_t bulk_bytes = (size_t)s_num(w->body, "probe_bytes", 512 * 1024);
+  if (bulk_bytes < 1024 || bulk_bytes > (64u << 20)) bulk_bytes = 512 * 1024;
+  unsigned char *bulk = wt_xcalloc(bulk_bytes, 1);
+  w->probe_lat = wt_xmalloc(sizeof(double) * n);
+  w->probe_bw = wt_xmalloc(sizeof(double) * n);
+  for (int i = 0; i < n; i++) w->probe_lat[i] = w->probe_bw[i] = -1;
+  int rc = WT_OK;
+  for (int round = 0; round < m - 1 && rc == WT_OK; round++) {
+    /* position 0 stays; the others rotate. pos[i] pairs with pos[m-1-i]. */
+    int pos[130];
+    pos[0] = 0;
+    for (int i = 1; i < m; i++) pos[i] = 1 + (i - 1 + round) % (m - 1);
+    for (int i = 0; i < m / 2 && rc == WT_OK; i++) {
+      int a = pos[i], b = pos[m - 1 - i];
+      if (a >= n || b >= n || (a != w->rank && b != w->rank)) continue;
+      rc = s_probe_pair(w, c, a == w->rank ? b : a, bulk_bytes, bulk);
+    }
+  }
+  free(bulk);
+  return rc;
+}
+
+/* ---- training ---------------------------------------------------------------------------- */
+
+static void s_on_step(void *arg, const parallel_tasklet_step *st) {
+  peer_work *w = arg;
+  pthread_mutex_lock(&w->mu);
+  double now = wt_now_s(), dt = now - w->t_last;
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(w->body, "train");
+  double tokens = s_num(t, "batch", 1) * s_num(t, "seq", 1) / fmax(s_num(t, "replicas", 1), 1);
+  if (w->t_last > 0 && dt > 0) w->tokens_s = tokens / dt;
+  w->t_last = now;
+  w->step = st->info.step;
+  if (st->info.step == 1) w->first_loss = st->info.loss;
+  w->loss = st->info.loss;
+  w->bytes_sent = (double)(st->bytes_pipeline + st->bytes_data + st->bytes_control);
+  pthread_mutex_unlock(&w->mu);
+}
+
+static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(w->body, "train");
+  if (!cJSON_IsObject(t)) return wt_fail(WT_EINVAL, "train epoch without a training config");
+  parallel_tasklet_config c = parallel_tasklet_config_default();
+  c.stages = (int)s_num(t, "stages", 1);
+  c.replicas = (int)s_num(t, "replicas", 1);
+  c.stage = (int)s_num(t, "stage", 0);
+  c.replica = (int)s_num(t, "replica", 0);
+  c.schedule = ASSIGN_SCHEDULE_1F1B;
+  c.train.model = (gpt_config){.vocab_size = data_set_vocab_size(w->data),
+                               .max_seq = (int)s_num(t, "seq", 32),
+                               .n_layer = (int)s_num(t, "layers", 2),
+                               .n_head = (int)s_num(t, "heads", 2),
+                               .channels = (int)s_num(t, "channels", 32)};
+  c.train.batch = (int)s_num(t, "batch", 16);
+  c.train.micro_batches = (int)s_num(t, "micro_batches", 1);
+  c.train.steps = (long)s_num(t, "steps", 10);
+  c.train.val_batches = 1;
+  c.train.seed = (uint64_t)s_num(t, "seed", 1);
+  c.train.optim = optim_config_default();
+  c.train.optim.lr = (float)s_num(t, "lr", 3e-3);
+  c.train.optim.min_lr = c.train.optim.lr / 10;
+  c.train.optim.weight_decay = 0;
+  c.data = w->data;
+  snprintf(c.grad_codec, sizeof c.grad_codec, "%s", s_str(t, "grad_codec"));
+  snprintf(c.act_codec, sizeof c.act_codec, "%s", s_str(t, "act_codec"));
+  if (!c.grad_codec[0]) snprintf(c.grad_codec, sizeof c.grad_codec, "none");
+  if (!c.act_codec[0]) snprintf(c.act_codec, sizeof c.act_codec, "none");
+  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s", s_str(t, "checkpoint_dir"));
+  c.checkpoint_every = (int)s_num(t, "checkpoint_every", 0);
+  c.keep = 3;
+  c.resume = (int)s_num(t, "resume", 0);
+  c.on_step = s_on_step;
+  c.on_step_arg = w;
+  pthread_mutex_lock(&w->mu);
+  w->stage = c.stage, w->replica = c.replica, w->total_steps = c.train.steps;
+  pthread_mutex_unlock(&w->mu);
+  WT_CHECK(parallel_tasklet_config_validate(&c, parallel_comm_size(world)));
+  parallel_tasklet_result res;
+  int rc = parallel_tasklet_run(&c, world, &res);
+  uint64_t recv = 0;
+  for (int p = 0; p < w->size; p++) recv += parallel_zmq_link_stats_get(zc, p).bytes_recv;
+  pthread_mutex_lock(&w->mu);
+  w->steps = res.steps_done;
+  w->bytes_recv = (double)recv;
+  if (rc == WT_OK) w->loss = res.last_loss;
+  pthread_mutex_unlock(&w->mu);
+  return rc;
+}
+
+typedef struct {
+  peer_work *w;
+  parallel_comm *zc;
+} s_job;
+
+static void *s_main(void *arg) {
+  s_job *j = arg;
+  peer_work *w = j->w;
+  s_wrap x = {j->zc, w};
+  parallel_comm *world = parallel_comm_new(&s_wrap_ops, &x, w->rank, w->size);
+  int rc = !world ? WT_EINVAL : w->is_train ? s_train(w, world, j->zc) : s_probe(w, world);
+  w->rc = rc;
+  if (rc != WT_OK) snprintf(w->error, sizeof w->error, "%s", wt_last_error());
+  parallel_comm_destroy(&world);
+  parallel_comm_destroy(&j->zc); /* says goodbye: neighbours still waiting on us fail at once */
+  free(j);
+  w->finished = 1;
+  return NULL;
+}
+
+int peer_work_start(peer_work *w, const cJSON *start) {
+  const cJSON *eps = cJSON_GetObjectItemCaseSensitive(start, "endpoints");
+  if (cJSON_GetArraySize(eps) != w->size)
+    return wt_fail(WT_EINVAL, "START lists %d endpoints for a group of %d",
+                   cJSON_GetArraySize(eps), w->size);
+  const char *list[64];
+  for (int i = 0; i < w->size; i++) {
+    list[i] = cJSON_GetStringValue(cJSON_GetArrayItem(eps, i));
+    if (!list[i] || strncmp(list[i], "tcp://", 6))
+      return wt_fail(WT_EINVAL, "START endpoint %d is not tcp://", i);
+  }
+  parallel_comm *zc = parallel_zmq_transport_connect(&w->transport, list);
+  if (!zc) return WT_EIO;
+  s_job *j = wt_xmalloc(sizeof *j);
+  j->w = w, j->zc = zc;
+  w->t_last = 0;
+  if (pthread_create(&w->thread, NULL, s_main, j) != 0) {
+    parallel_comm_destroy(&j->zc);
+    free(j);
+    return wt_fail(WT_EIO, "cannot start the work thread");
+  }
+  w->started = 1;
+  return WT_OK;
+}
+
+cJSON *peer_work_result(peer_work *w) {
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddNumberToObject(b, "epoch", w->epoch);
+  cJSON_AddBoolToObject(b, "ok", w->rc == WT_OK);
+  if (w->rc != WT_OK) cJSON_AddStringToObject(b, "error", w->error);
+  cJSON_AddNumberToObject(b, "steps", (double)w->steps);
+  if (isfinite(w->loss)) cJSON_AddNumberToObject(b, "loss", w->loss);
+  if (!w->is_train && w->rc == WT_OK) {
+    cJSON *la = cJSON_AddArrayToObject(b, "latency_s"), *bw = cJSON_AddArrayToObject(b, "bandwidth_Bps");
+    for (int i = 0; i < w->size; i++) {
+      cJSON_AddItemToArray(la, cJSON_CreateNumber(w->probe_lat[i]));
+      cJSON_AddItemToArray(bw, cJSON_CreateNumber(w->probe_bw[i]));
+    }
+  }
+  return b;
+}
+
+void peer_work_destroy(peer_work **self_p) {
+  peer_work *w = *self_p;
+  if (!w) return;
+  w->abort = 1;
+  if (w->started) pthread_join(w->thread, NULL); /* every wait inside has the epoch's deadline */
+  parallel_zmq_transport_destroy(&w->transport);
+  cJSON_Delete(w->body);
+  free(w->lat);
+  free(w->bw);
+  free(w->probe_lat);
+  free(w->probe_bw);
+  pthread_mutex_destroy(&w->mu);
+  free(w);
+  *self_p = NULL;
+}
+
+double peer_device_flops(void) {
+  enum { N = 256 };
+  const kernels_ops *k = kernels_cpu();
+  float *a = wt_xcalloc(N * N, sizeof(float)), *b = wt_xcalloc(N * N, sizeof(float));
+  float *o = wt_xcalloc(N * N, sizeof(float));
+  for (int i = 0; i < N * N; i++) a[i] = (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.1f;
+  double best = 1e9;
+  for (int r = 0; r < 5; r++) {
+    double t0 = wt_now_s();
+    k->matmul_forward(o, a, b, NULL, N, N, N, KERNELS_W_IN_OUT);
+    best = fmin(best, wt_now_s() - t0);
+  }
+  free(a), free(b), free(o);
+  return 2.0 * N * N * N / fmax(best, 1e-9);
+}
