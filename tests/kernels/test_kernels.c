@@ -20,7 +20,7 @@
 #include <strings.h>
 
 #include "common/common.h"
-#include "kernels/cpu/fastmath.h" /* private to kernels/, tested here directly */
+#include "kernels/cpu/fastmath_internal.h" /* private to kernels/, tested here directly */
 #include "kernels/kernels.h"
 #include "common/rng.h"
 #include "common/testing.h"
