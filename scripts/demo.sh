@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 build="${WANTRAIN_BUILD_DIR:-build}"
+# Idle OpenMP threads sleep instead of spinning: the demo may share the machine (README).
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 bash scripts/deps.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build "$build" -j"$(nproc)" --target wantrain

@@ -12,7 +12,7 @@
 
 #include "kernels/cpu/cpu_internal.h"
 #include "common/common.h"
-#include "kernels/cpu/fastmath.h"
+#include "kernels/cpu/fastmath_internal.h"
 
 /* dst (hs, T) = the hs columns at src + col of T rows of stride `stride`. */
 static void s_transpose(float *dst, const float *src, size_t stride, int T, int hs) {

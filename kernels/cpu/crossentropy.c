@@ -7,7 +7,7 @@
 #endif
 
 #include "kernels/cpu/cpu_internal.h"
-#include "kernels/cpu/fastmath.h"
+#include "kernels/cpu/fastmath_internal.h"
 
 /* The row's maximum. With AVX, two vectors of running maxima: one running maximum is a serial
  * chain of compares, and the compiler does not vectorise that reduction by itself. Max is exact,

@@ -1,9 +1,9 @@
 /* gelu — GELU with the tanh approximation (GPT-2's gelu_new), elementwise, threads over
- * contiguous chunks; tanh through fastmath.h so the loops vectorise. */
+ * contiguous chunks; tanh through fastmath_internal.h so the loops vectorise. */
 #include <math.h>
 
 #include "kernels/cpu/cpu_internal.h"
-#include "kernels/cpu/fastmath.h"
+#include "kernels/cpu/fastmath_internal.h"
 
 #define GELU_K 0.7978845608f /* sqrt(2/pi) */
 

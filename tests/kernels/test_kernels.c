@@ -20,7 +20,7 @@
 #include <strings.h>
 
 #include "common/common.h"
-#include "kernels/cpu/fastmath.h" /* private to kernels/, tested here directly */
+#include "kernels/cpu/fastmath_internal.h" /* private to kernels/, tested here directly */
 #include "kernels/kernels.h"
 #include "common/rng.h"
 #include "common/testing.h"
@@ -38,17 +38,17 @@
 static wt_rng g_rng;
 
 static float *s_randn(size_t n, float std) {
-  float *a = malloc(sizeof(float) * (n ? n : 1));
+  float *a = wt_xmalloc(sizeof(float) * n);
   for (size_t i = 0; i < n; i++) a[i] = (float)(std * wt_rng_normal(&g_rng));
   return a;
 }
 
 static float *s_zeros(size_t n) {
-  return calloc(n ? n : 1, sizeof(float));
+  return wt_xcalloc(n, sizeof(float));
 }
 
 static float *s_copy(const float *a, size_t n) {
-  float *b = malloc(sizeof(float) * (n ? n : 1));
+  float *b = wt_xmalloc(sizeof(float) * n);
   memcpy(b, a, sizeof(float) * n);
   return b;
 }
@@ -96,7 +96,7 @@ static double s_encoder_obj(void *p) {
 static void test_encoder(void) {
   encoder_case e = {.B = 2, .T = 6, .C = 8, .V = 5}; /* V < B*T: tokens repeat */
   size_t N = (size_t)e.B * e.T, NC = N * e.C;
-  e.tokens = malloc(sizeof(int) * N);
+  e.tokens = wt_xmalloc(sizeof(int) * N);
   for (size_t i = 0; i < N; i++) e.tokens[i] = (int)wt_rng_below(&g_rng, (uint64_t)e.V);
   e.wte = s_randn((size_t)e.V * e.C, 1), e.wpe = s_randn((size_t)e.T * e.C, 1);
   e.out = s_zeros(NC), e.r = s_randn(NC, 1);
@@ -311,7 +311,7 @@ static double s_ce_obj(void *p) {
 static void test_crossentropy(int N, int V) {
   ce_case c = {.N = N, .V = V, .dloss = 0.7f};
   size_t NV = (size_t)N * V;
-  c.targets = malloc(sizeof(int) * (size_t)N);
+  c.targets = wt_xmalloc(sizeof(int) * (size_t)N);
   for (int i = 0; i < N; i++) c.targets[i] = (int)wt_rng_below(&g_rng, (uint64_t)V);
   c.logits = s_randn(NV, 3), c.losses = s_zeros((size_t)N), c.lse = s_zeros((size_t)N);
   float *dz = s_zeros(NV), *dz2 = s_zeros(NV), *l2 = s_zeros((size_t)N), *lse2 = s_zeros((size_t)N);

@@ -19,7 +19,7 @@
 static wt_rng s_rng;
 
 static float *s_host_random(size_t n, float scale) {
-  float *x = malloc(n * sizeof(float));
+  float *x = wt_xmalloc(n * sizeof(float));
   for (size_t i = 0; i < n; i++) x[i] = scale * (float)wt_rng_normal(&s_rng);
   return x;
 }
@@ -33,7 +33,7 @@ static void *s_to_device(const void *host, size_t bytes) {
 
 /* Copies n floats back from the device and compares them with `want`. */
 static void s_check(const float *dev, const float *want, size_t n, const char *what) {
-  float *got = malloc(n * sizeof(float));
+  float *got = wt_xmalloc(n * sizeof(float));
   WT_TEST_REQUIRE(cudaMemcpy(got, dev, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess,
                   "d2h %s", what);
   wt_test_allclose(got, want, n, ATOL, RTOL, what);
@@ -41,7 +41,7 @@ static void s_check(const float *dev, const float *want, size_t n, const char *w
 }
 
 static float *s_copy(const float *x, size_t n) {
-  float *y = malloc(n * sizeof(float));
+  float *y = wt_xmalloc(n * sizeof(float));
   memcpy(y, x, n * sizeof(float));
   return y;
 }
@@ -50,7 +50,7 @@ static void test_matmul(const kernels_ops *ref, const kernels_ops *gpu, kernels_
   int N = 37, C = 48, OC = 80;
   float *inp = s_host_random((size_t)N * C, 1), *w = s_host_random((size_t)C * OC, 0.2f);
   float *bias = s_host_random(OC, 1), *dout = s_host_random((size_t)N * OC, 1);
-  float *out = calloc((size_t)N * OC, 4), *dinp = s_host_random((size_t)N * C, 1);
+  float *out = wt_xcalloc((size_t)N * OC, 4), *dinp = s_host_random((size_t)N * C, 1);
   float *dw = s_host_random((size_t)C * OC, 1), *db = s_host_random(OC, 1);
   float *d_inp = s_to_device(inp, (size_t)N * C * 4), *d_w = s_to_device(w, (size_t)C * OC * 4);
   float *d_bias = s_to_device(bias, OC * 4), *d_dout = s_to_device(dout, (size_t)N * OC * 4);
@@ -74,10 +74,11 @@ static void test_layernorm(const kernels_ops *ref, const kernels_ops *gpu) {
   int N = 19, C = 96;
   size_t nc = (size_t)N * C;
   float *inp = s_host_random(nc, 2), *w = s_host_random(C, 1), *b = s_host_random(C, 1);
-  float *dout = s_host_random(nc, 1), *out = calloc(nc, 4), *mean = calloc(N, 4),
-        *rstd = calloc(N, 4);
+  float *dout = s_host_random(nc, 1), *out = wt_xcalloc(nc, 4), *mean = wt_xcalloc(N, 4),
+        *rstd = wt_xcalloc(N, 4);
   float *dinp = s_host_random(nc, 1), *dw = s_host_random(C, 1), *db = s_host_random(C, 1);
-  float *d_inp = s_to_device(inp, nc * 4), *d_w = s_to_device(w, C * 4), *d_b = s_to_device(b, C * 4);
+  float *d_inp = s_to_device(inp, nc * 4), *d_w = s_to_device(w, C * 4),
+        *d_b = s_to_device(b, C * 4);
   float *d_dout = s_to_device(dout, nc * 4), *d_out = s_to_device(out, nc * 4);
   float *d_mean = s_to_device(mean, N * 4), *d_rstd = s_to_device(rstd, N * 4);
   float *d_dinp = s_to_device(dinp, nc * 4), *d_dw = s_to_device(dw, C * 4),
@@ -94,15 +95,15 @@ static void test_layernorm(const kernels_ops *ref, const kernels_ops *gpu) {
   s_check(d_db, db, C, "layernorm dbias");
   void *all[] = {d_inp, d_w, d_b, d_dout, d_out, d_mean, d_rstd, d_dinp, d_dw, d_db};
   for (size_t i = 0; i < WT_ARRAY_LEN(all); i++) cudaFree(all[i]);
-  free(inp), free(w), free(b), free(dout), free(out), free(mean), free(rstd), free(dinp),
-      free(dw), free(db);
+  free(inp), free(w), free(b), free(dout), free(out), free(mean), free(rstd), free(dinp), free(dw),
+      free(db);
 }
 
 static void test_attention(const kernels_ops *ref, const kernels_ops *gpu) {
   int B = 2, T = 13, C = 32, NH = 4;
   size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
   float *qkv = s_host_random(nqkv, 1), *dout = s_host_random(nout, 1);
-  float *out = calloc(nout, 4), *att = calloc(natt, 4), *scratch = calloc(natt, 4);
+  float *out = wt_xcalloc(nout, 4), *att = wt_xcalloc(natt, 4), *scratch = wt_xcalloc(natt, 4);
   float *dqkv = s_host_random(nqkv, 1);
   float *d_qkv = s_to_device(qkv, nqkv * 4), *d_dout = s_to_device(dout, nout * 4);
   float *d_out = s_to_device(out, nout * 4), *d_att = s_to_device(att, natt * 4);
@@ -125,7 +126,7 @@ static void test_encoder_and_loss(const kernels_ops *ref, const kernels_ops *gpu
   int tokens[21];
   for (size_t i = 0; i < nbt; i++) tokens[i] = (int)wt_rng_below(&s_rng, 5); /* repeats */
   float *wte = s_host_random((size_t)V * C, 1), *wpe = s_host_random((size_t)T * C, 1);
-  float *out = calloc(nbt * C, 4), *dout = s_host_random(nbt * C, 1);
+  float *out = wt_xcalloc(nbt * C, 4), *dout = s_host_random(nbt * C, 1);
   float *dwte = s_host_random((size_t)V * C, 1), *dwpe = s_host_random((size_t)T * C, 1);
   int *d_tok = s_to_device(tokens, sizeof tokens);
   float *d_wte = s_to_device(wte, (size_t)V * C * 4), *d_wpe = s_to_device(wpe, (size_t)T * C * 4);
@@ -141,8 +142,9 @@ static void test_encoder_and_loss(const kernels_ops *ref, const kernels_ops *gpu
   s_check(d_dwpe, dwpe, (size_t)T * C, "encoder dwpe");
 
   /* cross-entropy over logits (nbt, V) with targets = tokens */
-  float *logits = s_host_random(nbt * V, 3), *losses = calloc(nbt, 4), *lse = calloc(nbt, 4);
-  float *dlogits = calloc(nbt * V, 4);
+  float *logits = s_host_random(nbt * V, 3), *losses = wt_xcalloc(nbt, 4),
+        *lse = wt_xcalloc(nbt, 4);
+  float *dlogits = wt_xcalloc(nbt * V, 4);
   float *d_logits = s_to_device(logits, nbt * V * 4), *d_losses = s_to_device(losses, nbt * 4);
   float *d_lse = s_to_device(lse, nbt * 4), *d_dlogits = s_to_device(dlogits, nbt * V * 4);
   ref->crossentropy_forward(losses, lse, logits, tokens, (int)nbt, V);
@@ -152,17 +154,17 @@ static void test_encoder_and_loss(const kernels_ops *ref, const kernels_ops *gpu
   ref->crossentropy_backward(dlogits, logits, lse, tokens, 0.25f, (int)nbt, V);
   gpu->crossentropy_backward(d_dlogits, d_logits, d_lse, d_tok, 0.25f, (int)nbt, V);
   s_check(d_dlogits, dlogits, nbt * V, "crossentropy dlogits");
-  void *all[] = {d_tok, d_wte, d_wpe, d_out, d_dout, d_dwte, d_dwpe, d_logits, d_losses, d_lse,
-                 d_dlogits};
+  void *all[] = {d_tok,  d_wte,    d_wpe,    d_out, d_dout,   d_dwte,
+                 d_dwpe, d_logits, d_losses, d_lse, d_dlogits};
   for (size_t i = 0; i < WT_ARRAY_LEN(all); i++) cudaFree(all[i]);
-  free(wte), free(wpe), free(out), free(dout), free(dwte), free(dwpe), free(logits),
-      free(losses), free(lse), free(dlogits);
+  free(wte), free(wpe), free(out), free(dout), free(dwte), free(dwpe), free(logits), free(losses),
+      free(lse), free(dlogits);
 }
 
 static void test_elementwise_and_adamw(const kernels_ops *ref, const kernels_ops *gpu) {
   size_t n = 1000;
   float *x = s_host_random(n, 2), *y = s_host_random(n, 1), *dout = s_host_random(n, 1);
-  float *out = calloc(n, 4), *dx = s_host_random(n, 1), *dy = s_copy(dx, n);
+  float *out = wt_xcalloc(n, 4), *dx = s_host_random(n, 1), *dy = s_copy(dx, n);
   float *d_x = s_to_device(x, n * 4), *d_y = s_to_device(y, n * 4);
   float *d_dout = s_to_device(dout, n * 4), *d_out = s_to_device(out, n * 4);
   float *d_dx = s_to_device(dx, n * 4), *d_dy = s_to_device(dy, n * 4);
@@ -180,7 +182,7 @@ static void test_elementwise_and_adamw(const kernels_ops *ref, const kernels_ops
   s_check(d_dx, dx, n, "residual da");
   s_check(d_dy, dy, n, "residual db");
   /* AdamW: param x, grad dout, m = y, v = y^2 */
-  float *v = malloc(n * 4);
+  float *v = wt_xmalloc(n * 4);
   for (size_t i = 0; i < n; i++) v[i] = y[i] * y[i];
   float *d_v = s_to_device(v, n * 4);
   for (int step = 1; step <= 3; step++) {

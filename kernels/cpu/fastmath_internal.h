@@ -1,4 +1,5 @@
-/* fastmath — an exp() the compiler can vectorise, for the CPU back end's elementwise loops.
+/* fastmath_internal — an exp() the compiler can vectorise, for the CPU back end's elementwise
+ * loops.
  *
  * glibc's expf/tanhf are calls the compiler cannot vectorise without -ffast-math (which we do
  * not use: tests compare bitwise and against PyTorch), and GELU and softmax spend most of their
@@ -9,8 +10,8 @@
  * clamped to [-87, 88] so 2^k stays a normal float: exp(-87) = 1.6e-38 stands in for smaller
  * values, which only ever add to sums of much larger terms here. Accuracy: within 2 ulp of
  * expf over the clamped range (test_kernels compares against double exp). */
-#ifndef WT_KERNELS_FASTMATH_H
-#define WT_KERNELS_FASTMATH_H
+#ifndef WT_KERNELS_FASTMATH_INTERNAL_H
+#define WT_KERNELS_FASTMATH_INTERNAL_H
 
 #include <stdint.h>
 #include <string.h>
