@@ -202,6 +202,7 @@ static double s_peak_gflops(const char **isa) {
 }
 
 int main(int argc, char **argv) {
+  wt_program_init(argv); /* OMP_WAIT_POLICY=PASSIVE unless the user chose */
   bench_args a;
   int help = 0;
   if (wt_config_defaults(s_options, &a) != WT_OK ||

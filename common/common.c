@@ -1,10 +1,13 @@
 /* common — status messages, logging, clock and checked allocation. */
 #include "common/common.h"
 
+#include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static _Thread_local char s_last_error[1024];
 
@@ -107,4 +110,11 @@ int wt_mul_size(size_t a, size_t b, size_t *out) {
   if (a && b > SIZE_MAX / a) return wt_fail(WT_EINVAL, "size %zu x %zu overflows", a, b);
   *out = a * b;
   return WT_OK;
+}
+
+void wt_program_init(char **argv) {
+  if (getenv("OMP_WAIT_POLICY") || !argv || !argv[0]) return;
+  if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  WT_DEBUG("cannot re-execute with OMP_WAIT_POLICY=PASSIVE: %s", strerror(errno));
 }

@@ -79,6 +79,13 @@ void *wt_xcalloc(size_t count, size_t size);
 void *wt_xrealloc(void *p, size_t count, size_t size);
 char *wt_xstrdup(const char *s);
 
+/* For a program's main(), before anything else — never called by a library. libgomp's idle
+ * threads spin by default (OMP_WAIT_POLICY=ACTIVE), holding cores that the other processes of a
+ * launch or a demo need, and libgomp reads the variable only when it loads, before main. When
+ * the user has not set it, this sets OMP_WAIT_POLICY=PASSIVE and re-executes the program once
+ * with the same arguments; if that fails it returns and the program runs as it is. */
+void wt_program_init(char **argv);
+
 /* Checked size arithmetic for sizes read from outside: returns WT_EINVAL on overflow. */
 int wt_mul_size(size_t a, size_t b, size_t *out);
 

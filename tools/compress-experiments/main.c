@@ -69,6 +69,7 @@ static const char s_usage[] =
     "Trains a small GPT under one compression setting and prints one JSON result line.\n";
 
 int main(int argc, char **argv) {
+  wt_program_init(argv); /* OMP_WAIT_POLICY=PASSIVE unless the user chose */
   exp_config cfg;
   int help = 0;
   if (wt_config_defaults(exp_options, &cfg) != WT_OK ||

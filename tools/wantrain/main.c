@@ -53,6 +53,7 @@ int cli_fail(const char *command) {
 }
 
 int main(int argc, char **argv) {
+  wt_program_init(argv); /* OMP_WAIT_POLICY=PASSIVE unless the user chose */
   kernels_cpu_init(); /* loads OpenBLAS before any thread starts; a failure shows at first use */
   if (argc < 2) {
     s_usage(stderr);
