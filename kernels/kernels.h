@@ -124,9 +124,9 @@ const kernels_ops *kernels_ref(void);
  *
  * Threads: OpenBLAS runs single-threaded and the back end splits each sgemm over its OpenMP
  * threads, so one pool serves every op. How idle OpenMP threads wait is the host's choice,
- * read by libgomp when it loads: on a machine shared with other jobs run programs with
- * OMP_WAIT_POLICY=PASSIVE (idle threads otherwise spin on cores the other jobs need, and steps
- * get many times slower; docs/performance.md has numbers). The tests run that way.
+ * read by libgomp when it loads: the programs choose OMP_WAIT_POLICY=PASSIVE through
+ * wt_program_init (idle threads otherwise spin on cores the other jobs need, and steps get many
+ * times slower; docs/performance.md has numbers). The tests run that way.
  * Returns WT_OK, or WT_ENOTFOUND with a message naming the library and the package to
  * install. */
 int kernels_cpu_init(void);
