@@ -42,23 +42,36 @@ int assign_solve_random(assign_search *s, assign_tracker *t, wt_rng *rng, int *l
   return WT_OK;
 }
 
-/* The unplaced device with the largest summed DP cost to the other unplaced devices. */
-static int s_farthest(const assign_model *m, const double *cost, const int *label) {
-  int n = m->n, best = -1;
-  double best_sum = -1;
-  for (int d = 0; d < n; d++) {
-    if (label[d] >= 0) continue;
-    double sum = 0;
-    for (int e = 0; e < n; e++)
-      if (label[e] < 0) sum += cost[d * n + e];
-    if (sum > best_sum) best_sum = sum, best = d;
-  }
+/* far[d] = Σ over unplaced devices e of cost[d][e], kept current as devices are placed: O(n) per
+ * placement instead of O(n²) per search for the farthest device. */
+static double *s_far_new(const assign_model *m, const double *cost) {
+  int n = m->n;
+  double *far = wt_xcalloc((size_t)n, sizeof(double));
+  for (int d = 0; d < n; d++)
+    for (int e = 0; e < n; e++) far[d] += cost[(size_t)d * n + e];
+  return far;
+}
+
+static void s_far_place(const assign_model *m, const double *cost, double *far, int x) {
+  for (int d = 0; d < m->n; d++) far[d] -= cost[(size_t)d * m->n + x];
+}
+
+/* The unplaced device with the largest summed cost to the other unplaced devices; among sums
+ * equal to within rounding (identical devices), the lowest id, so the pick does not depend on
+ * the order the sums were accumulated in. */
+static int s_farthest(const assign_model *m, const double *far, const int *label) {
+  int best = -1;
+  double best_sum = -INFINITY;
+  for (int d = 0; d < m->n; d++)
+    if (label[d] < 0 && (best < 0 || far[d] > best_sum + 1e-9 * fabs(best_sum)))
+      best_sum = far[d], best = d;
   return best;
 }
 
 /* Grows group r from its seed: each step adds the unplaced device whose arrival leaves the
  * smallest largest per-member sum (the group's DATAP under the sharded PS model). */
-static void s_grow(const assign_model *m, int r, int *label, int *members, double *sum) {
+static void s_grow(const assign_model *m, int r, int *label, int *members, double *sum,
+                   double *far) {
   int n = m->n, K = m->K;
   for (int size = 1; size < K; size++) {
     int pick = -1;
@@ -78,38 +91,46 @@ static void s_grow(const assign_model *m, int r, int *label, int *members, doubl
     for (int i = 0; i < size; i++) sum[size] += m->dpc[pick * n + members[i]];
     members[size] = pick;
     label[pick] = r;
+    s_far_place(m, m->dpc, far, pick);
   }
 }
 
 static void s_greedy_groups(const assign_model *m, int *labels) {
   int *members = wt_xmalloc((size_t)m->K * sizeof(int));
   double *sum = wt_xmalloc((size_t)m->K * sizeof(double));
+  double *far = s_far_new(m, m->dpc);
   for (int d = 0; d < m->n; d++) labels[d] = -1;
   for (int r = 0; r < m->P; r++) {
-    members[0] = s_farthest(m, m->dpc, labels);
+    members[0] = s_farthest(m, far, labels);
     labels[members[0]] = r;
+    s_far_place(m, m->dpc, far, members[0]);
     sum[0] = 0;
-    s_grow(m, r, labels, members, sum);
+    s_grow(m, r, labels, members, sum, far);
   }
   free(members);
   free(sum);
+  free(far);
 }
 
 /* Pipelines as nearest-neighbour chains; a device's group is its position in its chain. */
 static void s_greedy_pipelines(const assign_model *m, int *labels) {
   int n = m->n;
+  double *far = s_far_new(m, m->ppc);
   for (int d = 0; d < n; d++) labels[d] = -1;
   for (int c = 0; c < m->K; c++) {
-    int last = s_farthest(m, m->ppc, labels);
+    int last = s_farthest(m, far, labels);
     labels[last] = 0;
+    s_far_place(m, m->ppc, far, last);
     for (int pos = 1; pos < m->P; pos++) {
       int next = -1;
       for (int d = 0; d < n; d++)
         if (labels[d] < 0 && (next < 0 || m->ppc[last * n + d] < m->ppc[last * n + next])) next = d;
       labels[next] = pos;
+      s_far_place(m, m->ppc, far, next);
       last = next;
     }
   }
+  free(far);
 }
 
 int assign_solve_greedy(assign_search *s, assign_tracker *t, wt_rng *rng, int *labels) {
