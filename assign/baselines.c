@@ -52,8 +52,10 @@ static double *s_far_new(const assign_model *m, const double *cost) {
   return far;
 }
 
+/* Costs are symmetric (assign_problem_validate), so x's row serves: read along memory. */
 static void s_far_place(const assign_model *m, const double *cost, double *far, int x) {
-  for (int d = 0; d < m->n; d++) far[d] -= cost[(size_t)d * m->n + x];
+  const double *row = cost + (size_t)x * m->n;
+  for (int d = 0; d < m->n; d++) far[d] -= row[d];
 }
 
 /* The unplaced device with the largest summed cost to the other unplaced devices; among sums
