@@ -1,5 +1,5 @@
 /* netsim — network scenarios, random topologies and a discrete-event simulator of one training
- * iteration for an assignment (assign_plan). The `netsim` program (netsim/main.c) builds the
+ * iteration for an assignment (assign_plan). The `netsim` program (netsim/cli/) builds the
  * experiments on top of it: compare solvers, sweep scenarios, simulate and trace one plan.
  *
  * Scenario files are JSON (the format of shared/scenarios/dtfm-2022.json; the project ships its
