@@ -71,29 +71,30 @@ static int s_farthest(const assign_model *m, const double *far, const int *label
 }
 
 /* Grows group r from its seed: each step adds the unplaced device whose arrival leaves the
- * smallest largest per-member sum (the group's DATAP under the sharded PS model). */
-static void s_grow(const assign_model *m, int r, int *label, int *members, double *sum,
-                   double *far) {
+ * smallest largest per-member sum (the group's DATAP under the sharded PS model). Candidates are
+ * scored member by member along each member's row of costs (symmetric), so the O(n·K) work of a
+ * step streams through memory; own[d] (d's sum to the members) only grows and is kept. */
+static void s_grow(const assign_model *m, int r, int *label, int *members, double *sum, double *far,
+                   double *own, double *worst) {
   int n = m->n, K = m->K;
+  for (int d = 0; d < n; d++) own[d] = m->dpc[(size_t)members[0] * n + d];
   for (int size = 1; size < K; size++) {
+    for (int d = 0; d < n; d++) worst[d] = own[d];
+    for (int i = 0; i < size; i++) {
+      const double *row = m->dpc + (size_t)members[i] * n;
+      for (int d = 0; d < n; d++) worst[d] = assign_dmax(worst[d], sum[i] + row[d]);
+    }
     int pick = -1;
     double pick_cost = INFINITY;
-    for (int d = 0; d < n; d++) {
-      if (label[d] >= 0) continue;
-      double own = 0, worst = 0;
-      for (int i = 0; i < size; i++) {
-        own += m->dpc[d * n + members[i]];
-        worst = assign_dmax(worst, sum[i] + m->dpc[members[i] * n + d]);
-      }
-      worst = assign_dmax(worst, own);
-      if (worst < pick_cost) pick_cost = worst, pick = d;
-    }
-    for (int i = 0; i < size; i++) sum[i] += m->dpc[members[i] * n + pick];
-    sum[size] = 0;
-    for (int i = 0; i < size; i++) sum[size] += m->dpc[pick * n + members[i]];
+    for (int d = 0; d < n; d++)
+      if (label[d] < 0 && worst[d] < pick_cost) pick_cost = worst[d], pick = d;
+    const double *prow = m->dpc + (size_t)pick * n;
+    for (int i = 0; i < size; i++) sum[i] += prow[members[i]];
+    sum[size] = own[pick];
     members[size] = pick;
     label[pick] = r;
     s_far_place(m, m->dpc, far, pick);
+    for (int d = 0; d < n; d++) own[d] += prow[d];
   }
 }
 
@@ -101,17 +102,21 @@ static void s_greedy_groups(const assign_model *m, int *labels) {
   int *members = wt_xmalloc((size_t)m->K * sizeof(int));
   double *sum = wt_xmalloc((size_t)m->K * sizeof(double));
   double *far = s_far_new(m, m->dpc);
+  double *own = wt_xmalloc((size_t)m->n * sizeof(double)),
+         *worst = wt_xmalloc((size_t)m->n * sizeof(double));
   for (int d = 0; d < m->n; d++) labels[d] = -1;
   for (int r = 0; r < m->P; r++) {
     members[0] = s_farthest(m, far, labels);
     labels[members[0]] = r;
     s_far_place(m, m->dpc, far, members[0]);
     sum[0] = 0;
-    s_grow(m, r, labels, members, sum, far);
+    s_grow(m, r, labels, members, sum, far, own, worst);
   }
   free(members);
   free(sum);
   free(far);
+  free(own);
+  free(worst);
 }
 
 /* Pipelines as nearest-neighbour chains; a device's group is its position in its chain. */
