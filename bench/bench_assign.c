@@ -53,7 +53,7 @@ static const wt_option s_options[] = {
     {"skip-big", WT_OPT_FLAG, offsetof(bench_cfg, skip_big), 0, 1, "0", "only the world-wide part",
      NULL},
     {"scale", WT_OPT_STRING, offsetof(bench_cfg, scale), 0, 0, "64,256,1024",
-     "device counts of the scale part, each a square g*g (4096 = 64x64 fits in memory; \"\" "
+     "device counts of the scale part, each a square g*g up to 10000 (~5 GB of matrices at 10000; \"\" "
      "skips the part)",
      NULL},
     {"scale-seeds", WT_OPT_INT, offsetof(bench_cfg, scale_seeds), 1, 100, "3",
@@ -231,8 +231,8 @@ static int s_scale_sizes(const bench_cfg *cfg, int *g, int *count) {
   *count = 0;
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     int n = atoi(tok), side = (int)lround(sqrt(n));
-    if (side < 2 || side * side != n || n > 4096)
-      return wt_fail(WT_EINVAL, "--scale: %s is not a square g*g of 4 to 4096 devices", tok);
+    if (side < 2 || side * side != n || n > 10000)
+      return wt_fail(WT_EINVAL, "--scale: %s is not a square g*g of 4 to 10000 devices", tok);
     if ((*count + 1) * cfg->scale_seeds > SCALE_MAX)
       return wt_fail(WT_EINVAL, "--scale: more than %d runs with --scale-seeds", SCALE_MAX);
     g[(*count)++] = side;
