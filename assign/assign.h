@@ -135,7 +135,10 @@ int assign_solver_parse(const char *name, assign_solver *out);
  * evaluations or 1 s). exact, and ga on n <= 12 devices, enumerate every partition and ignore
  * budgets (at most 15400 partitions, ~6 ms). Limits are checked between local-search steps, so a
  * run may pass them by one step (at most 33 evaluations) plus the final ordering of the plan;
- * only max_evals makes a run reproducible whatever the machine's speed. */
+ * under a time limit, random and ga also skip a new partition or generation that the previous
+ * one's duration says would not finish in time (one costs seconds at 4096 devices), and greedy's
+ * construction always runs to the end. Only max_evals makes a run reproducible whatever the
+ * machine's speed. */
 typedef struct {
   double max_seconds;
   long max_evals;
