@@ -131,12 +131,14 @@ const char *assign_solver_name(assign_solver kind);
 int assign_solver_parse(const char *name, assign_solver *out);
 
 /* A search stops at whichever limit comes first; zero means "no limit of that kind". With both
- * zero a solver uses its default budget (random: 5000 partitions; ga: 1 s; resolve: 20·n
+ * zero a solver uses its default budget (random: 5000 partitions or 1 s; ga: 1 s; resolve: 20·n
  * evaluations or 1 s). exact, and ga on n <= 12 devices, enumerate every partition and ignore
- * budgets (at most 15400 partitions, ~6 ms). Limits are
- * checked between local-search steps, so a run may pass them by one step (at most 33
- * evaluations) plus the final ordering of the plan; only max_evals makes a run reproducible
- * whatever the machine's speed. */
+ * budgets (at most 15400 partitions, ~6 ms). Limits are checked between local-search steps, so a
+ * run may pass them by one step (at most 33 evaluations) plus the final ordering of the plan;
+ * under a time limit, random and ga also skip a new partition or generation that the previous
+ * one's duration says would not finish in time (one costs seconds at 4096 devices), and greedy's
+ * construction always runs to the end. Only max_evals makes a run reproducible whatever the
+ * machine's speed. */
 typedef struct {
   double max_seconds;
   long max_evals;

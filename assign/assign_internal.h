@@ -149,6 +149,9 @@ void assign_tracker_init(assign_tracker *t, const assign_budget *b, assign_stats
                          double default_s, long default_evals);
 /* 1 when the budget is spent. */
 int assign_tracker_done(const assign_tracker *t);
+/* 1 when the budget is spent or a step expected to take next_s seconds would overrun its time
+ * limit: on large instances one step (a full evaluation) can cost many times the whole budget. */
+int assign_tracker_done_before(const assign_tracker *t, double next_s);
 /* Records cost if it improves the best (a curve point). */
 void assign_tracker_offer(assign_tracker *t, double cost);
 

@@ -66,15 +66,18 @@ typedef struct {
   int *map, *overlap, *count, *perm;
   long stale; /* generations since the population's best improved */
   int random_only;
+  double step_s; /* wall time of the last individual's evaluation or generation */
 } s_ga;
 
 static void s_evaluate(s_ga *g, s_indiv *ind, int rounds) {
+  double t0 = wt_now_s();
   assign_search_load_labels(g->s, ind->label);
   assign_tracker_offer(g->t, g->s->cost);
   assign_local_search(g->s, g->t, g->rng, rounds);
   memcpy(ind->label, g->s->label, (size_t)g->n * sizeof(int));
   ind->cost = g->s->cost;
   ind->tie = g->s->tie;
+  g->step_s = wt_now_s() - t0;
 }
 
 static void s_crossover(s_ga *g, const s_indiv *a, const s_indiv *b, s_indiv *child) {
@@ -119,7 +122,7 @@ static int s_best_index(const s_ga *g) {
 /* Everyone but the best starts again from a random partition. */
 static void s_restart(s_ga *g) {
   int keep = s_best_index(g);
-  for (int q = 0; q < g->Q && !assign_tracker_done(g->t); q++) {
+  for (int q = 0; q < g->Q && !assign_tracker_done_before(g->t, g->step_s); q++) {
     if (q == keep) continue;
     s_random_individual(g, &g->pop[q]);
     s_evaluate(g, &g->pop[q], 2);
@@ -154,7 +157,9 @@ static void s_generation(s_ga *g, s_indiv *child) {
 }
 
 static void s_init_population(s_ga *g) {
-  for (int q = 0; q < g->Q && (q == 0 || !assign_tracker_done(g->t)); q++) {
+  /* The next individual is not started when it would not finish within the time budget (its
+   * predecessor's evaluation time is the estimate): at 4096 devices one costs seconds. */
+  for (int q = 0; q < g->Q && (q == 0 || !assign_tracker_done_before(g->t, g->step_s)); q++) {
     s_indiv *ind = &g->pop[q];
     if (q == 0 && !g->random_only)
       assign_solve_greedy(g->s, g->t, g->rng, ind->label);
@@ -167,8 +172,14 @@ static void s_init_population(s_ga *g) {
 int assign_solve_ga(assign_search *s, assign_tracker *t, wt_rng *rng, int population,
                     int random_only, int *labels) {
   int n = s->n, P = s->P;
-  s_ga g = {s,    t,    rng,  n,    P,    s->K, WT_MAX(2, population),
-            NULL, NULL, NULL, NULL, NULL, 0,    random_only};
+  s_ga g = {.s = s,
+            .t = t,
+            .rng = rng,
+            .n = n,
+            .P = P,
+            .K = s->K,
+            .Q = WT_MAX(2, population),
+            .random_only = random_only};
   g.pop = wt_xcalloc((size_t)g.Q, sizeof(s_indiv));
   for (int q = 0; q < g.Q; q++) {
     g.pop[q].label = wt_xmalloc((size_t)n * sizeof(int));
@@ -181,7 +192,7 @@ int assign_solve_ga(assign_search *s, assign_tracker *t, wt_rng *rng, int popula
   g.perm = wt_xmalloc((size_t)n * sizeof(int));
   s_init_population(&g);
   /* an interrupted initialisation leaves unevaluated individuals at +inf: never parents */
-  while (P > 1 && !assign_tracker_done(t) && g.pop[g.Q - 1].cost < INFINITY)
+  while (P > 1 && !assign_tracker_done_before(t, g.step_s) && g.pop[g.Q - 1].cost < INFINITY)
     s_generation(&g, &child);
   int best = s_best_index(&g);
   memcpy(labels, g.pop[best].label, (size_t)n * sizeof(int));

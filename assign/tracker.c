@@ -24,6 +24,11 @@ int assign_tracker_done(const assign_tracker *t) {
   return t->max_s > 0 && wt_now_s() - t->t0 >= t->max_s;
 }
 
+int assign_tracker_done_before(const assign_tracker *t, double next_s) {
+  if (assign_tracker_done(t)) return 1;
+  return t->max_s > 0 && wt_now_s() - t->t0 + next_s > t->max_s;
+}
+
 /* Keeps the curve within ASSIGN_CURVE_MAX points by dropping every other one (the first and the
  * latest stay), so a long run still shows its whole shape. */
 static void s_thin(assign_stats *st) {

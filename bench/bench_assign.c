@@ -8,13 +8,19 @@
  * 2. 1024 devices (D_PP=16, D_DP=64): the same 8 regions, 128 devices each, with seeded
  *    per-pair jitter (±10% bandwidth, up to +1 ms latency) so no two devices are alike; the
  *    best-cost curves of ga and ga-rand over time.
+ * 3. Scale: `netsim generate`-style worlds of g regions × g devices (n = g², d_pp = d_dp = g),
+ *    every pair jittered ±10% and the ids shuffled (netsim_scenario_jitter), several seeds per
+ *    size: greedy, ga and random at their default budgets (ga: 1 s; random: 5000 partitions or
+ *    1 s),
+ *    cost and time to solution, and whether ga beat greedy.
  * Prints a table, then one JSON line.
  */
 #include "assign/assign.h"
 #include "common/common.h"
 #include "common/config.h"
-#include "tests/assign/dtfm_worldwide.h"
 #include "common/rng.h"
+#include "netsim/netsim.h"
+#include "tests/assign/dtfm_worldwide.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +31,8 @@ typedef struct {
   double ga_seconds, big_seconds;
   long long random_evals, seed, ga_evals;
   int big_dpp, big_ddp, skip_big;
+  char scale[WT_CONFIG_STR_MAX];
+  int scale_seeds;
 } bench_cfg;
 
 static const wt_option s_options[] = {
@@ -44,6 +52,12 @@ static const wt_option s_options[] = {
      NULL},
     {"skip-big", WT_OPT_FLAG, offsetof(bench_cfg, skip_big), 0, 1, "0", "only the world-wide part",
      NULL},
+    {"scale", WT_OPT_STRING, offsetof(bench_cfg, scale), 0, 0, "64,256,1024",
+     "device counts of the scale part, each a square g*g up to 10000 (~5 GB of matrices at 10000; \"\" "
+     "skips the part)",
+     NULL},
+    {"scale-seeds", WT_OPT_INT, offsetof(bench_cfg, scale_seeds), 1, 100, "3",
+     "jittered worlds per size", NULL},
     {0}};
 
 typedef struct {
@@ -168,7 +182,88 @@ static void s_json_curve(const char *key, const s_result *r) {
   printf("]");
 }
 
-static void s_json(const bench_cfg *cfg, const s_result *ww, const s_result *big) {
+/* ---- scale: jittered, shuffled worlds ------------------------------------------------------- */
+
+#define SCALE_MAX 64 /* (size, seed) runs */
+#define SCALE_SOLVERS 3
+
+typedef struct {
+  int n, seed;
+  double cost[SCALE_SOLVERS], secs[SCALE_SOLVERS]; /* greedy, ga, random */
+} s_scale_row;
+
+static const assign_solver s_scale_kinds[SCALE_SOLVERS] = {ASSIGN_SOLVER_GREEDY, ASSIGN_SOLVER_GA,
+                                                           ASSIGN_SOLVER_RANDOM};
+
+static int s_scale_one(int g, int seed, s_scale_row *row) {
+  netsim_scenario *base = netsim_scenario_random(g, g, (uint64_t)seed);
+  netsim_scenario *s = netsim_scenario_jitter(base, 0.1, 1, (uint64_t)seed + 1000);
+  netsim_scenario_destroy(&base);
+  assign_problem p;
+  netsim_scenario_problem(s, &p);
+  *row = (s_scale_row){.n = g * g, .seed = seed};
+  int rc = WT_OK;
+  for (int k = 0; k < SCALE_SOLVERS && rc == WT_OK; k++) {
+    assign_plan *plan = NULL;
+    assign_stats st;
+    rc = assign_solve(&p, s_scale_kinds[k], NULL, (uint64_t)seed, &plan, &st);
+    if (rc != WT_OK) {
+      fprintf(stderr, "bench-assign: %s on %d devices: %s\n", assign_solver_name(s_scale_kinds[k]),
+              g * g, wt_last_error());
+      break;
+    }
+    row->cost[k] = assign_plan_cost(&p, plan).comm_s;
+    row->secs[k] = st.seconds;
+    assign_plan_destroy(&plan);
+  }
+  netsim_scenario_destroy(&s);
+  if (rc == WT_OK)
+    printf("%6d %4d %10.3f %10.3f %10.3f %8.2f %8.2f %8.2f %+9.3f%%\n", row->n, seed, row->cost[0],
+           row->cost[1], row->cost[2], row->secs[0], row->secs[1], row->secs[2],
+           100 * (row->cost[1] / row->cost[0] - 1));
+  return rc;
+}
+
+/* Parses --scale into side lengths g (n = g²); WT_EINVAL naming a bad entry. */
+static int s_scale_sizes(const bench_cfg *cfg, int *g, int *count) {
+  char buf[WT_CONFIG_STR_MAX];
+  snprintf(buf, sizeof buf, "%s", cfg->scale);
+  *count = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    int n = atoi(tok), side = (int)lround(sqrt(n));
+    if (side < 2 || side * side != n || n > 10000)
+      return wt_fail(WT_EINVAL, "--scale: %s is not a square g*g of 4 to 10000 devices", tok);
+    if ((*count + 1) * cfg->scale_seeds > SCALE_MAX)
+      return wt_fail(WT_EINVAL, "--scale: more than %d runs with --scale-seeds", SCALE_MAX);
+    g[(*count)++] = side;
+  }
+  return WT_OK;
+}
+
+static int s_scale(const bench_cfg *cfg, const int *g, int n_sizes, s_scale_row *rows, int *count) {
+  *count = 0;
+  if (n_sizes == 0) return WT_OK;
+  printf("\nscale: jittered (±10%%), shuffled g×g worlds, default budgets\n");
+  printf("%6s %4s %10s %10s %10s %8s %8s %8s %10s\n", "n", "seed", "greedy_s", "ga_s", "random_s",
+         "t_grdy", "t_ga", "t_rand", "ga/greedy");
+  for (int i = 0; i < n_sizes; i++)
+    for (int seed = 1; seed <= cfg->scale_seeds; seed++)
+      WT_CHECK(s_scale_one(g[i], seed, &rows[(*count)++]));
+  return WT_OK;
+}
+
+static void s_json_scale(const s_scale_row *rows, int count) {
+  printf(",\"scale\":[");
+  for (int i = 0; i < count; i++)
+    printf("%s{\"n\":%d,\"seed\":%d,\"greedy_s\":%.4f,\"ga_s\":%.4f,\"random_s\":%.4f,"
+           "\"greedy_time_s\":%.3f,\"ga_time_s\":%.3f,\"random_time_s\":%.3f}",
+           i ? "," : "", rows[i].n, rows[i].seed, rows[i].cost[0], rows[i].cost[1], rows[i].cost[2],
+           rows[i].secs[0], rows[i].secs[1], rows[i].secs[2]);
+  printf("]");
+}
+
+static void s_json(const bench_cfg *cfg, const s_result *ww, const s_result *big,
+                   const s_scale_row *scale, int n_scale) {
   printf("{\"bench\":\"assign\",\"worldwide\":{\"paper_ga_cost_s\":49.218,");
   for (int i = 0; i < WW_RUNS; i++) s_json_result(&ww[i], 0);
   s_json_curve("ga_rand_curve", &ww[WW_RUNS - 1]);
@@ -182,6 +277,7 @@ static void s_json(const bench_cfg *cfg, const s_result *ww, const s_result *big
     s_json_curve("ga_rand_curve", &big[3]);
     printf("}");
   }
+  s_json_scale(scale, n_scale);
   printf("}\n");
 }
 
@@ -204,12 +300,19 @@ int main(int argc, char **argv) {
             cfg.big_dpp * cfg.big_ddp);
     return 2;
   }
+  s_scale_row scale[SCALE_MAX];
+  int sides[SCALE_MAX], n_sides = 0, n_scale = 0;
+  if (s_scale_sizes(&cfg, sides, &n_sides) != WT_OK) {
+    fprintf(stderr, "bench-assign: %s\n", wt_last_error());
+    return 2;
+  }
   printf("%-10s %-9s %10s %9s %9s %9s %9s %9s %9s\n", "scenario", "solver", "cost_s", "dp_s",
          "2pp_s", "time_s", "evals", "ev_best", "t_best");
   s_result ww[WW_RUNS], big[BIG_RUNS];
   if (s_worldwide(&cfg, ww) != WT_OK) return 1;
   if (!cfg.skip_big && s_large(&cfg, big) != WT_OK) return 1;
+  if (s_scale(&cfg, sides, n_sides, scale, &n_scale) != WT_OK) return 1;
   printf("\n");
-  s_json(&cfg, ww, big);
+  s_json(&cfg, ww, big, scale, n_scale);
   return 0;
 }

@@ -351,10 +351,11 @@ static void s_share_component(s_engine *e) {
 
 /* Re-shares every component that holds a resource whose flow set changed. */
 static void s_share_dirty(s_engine *e) {
+  /* One stamp for the pass: a component holding several dirty resources is shared once. */
+  e->stamp++;
   for (int i = 0; i < e->dirty.n; i++) {
     int r = e->dirty.a[i];
     e->res[r].dirty = 0;
-    e->stamp++;
     e->comp_res.n = e->comp_flows.n = 0;
     s_component(e, r);
     if (e->comp_flows.n) s_share_component(e);

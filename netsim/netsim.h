@@ -79,7 +79,16 @@ const char *netsim_scenario_default_path(void);
  * d_pp = n_regions and d_dp = gpus_per_region; the cost constants are the paper's (GPT3-XL).
  * Caller destroys; NULL when a count is below 1. */
 netsim_scenario *netsim_scenario_random(int n_regions, int gpus_per_region, uint64_t seed);
-void netsim_scenario_destroy(netsim_scenario **self_p); /* only for netsim_scenario_random's */
+/* A copy of `base` in which every pair of devices has its own link: latency and bandwidth each
+ * scaled by a factor drawn uniformly from [1 − jitter, 1 + jitter] (symmetric, 4 significant
+ * digits in ms and Gbit/s), and, when shuffle is set, device ids permuted at random, so that no
+ * solver can read regions from the numbering. Every device is its own region (a saved file holds
+ * n×n matrices); NICs are recomputed as each device's fastest link. Reproducible from seed.
+ * Caller destroys; NULL when jitter is outside [0, 1). */
+netsim_scenario *netsim_scenario_jitter(const netsim_scenario *base, double jitter, int shuffle,
+                                        uint64_t seed);
+/* Destroys a scenario made by netsim_scenario_random or netsim_scenario_jitter. */
+void netsim_scenario_destroy(netsim_scenario **self_p);
 
 const char *netsim_scenario_name(const netsim_scenario *self);
 /* The devices' network (latency s, bandwidth B/s, compute speed, memory), owned by the scenario. */

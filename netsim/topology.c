@@ -81,6 +81,58 @@ netsim_scenario *netsim_scenario_random(int n_regions, int gpus_per_region, uint
   return s;
 }
 
+/* A value scaled by a factor drawn from [1 − jitter, 1 + jitter], kept to 4 significant digits in
+ * the file's units so a saved world stays small (n² numbers each way). */
+static double s_jittered(wt_rng *rng, double v, double jitter, double unit) {
+  double x = v * (1 - jitter + 2 * jitter * wt_rng_double(rng)) * unit;
+  if (x <= 0) return v;
+  double scale = pow(10, 3 - floor(log10(x)));
+  return round(x * scale) / scale / unit;
+}
+
+netsim_scenario *netsim_scenario_jitter(const netsim_scenario *base, double jitter, int shuffle,
+                                        uint64_t seed) {
+  if (!(jitter >= 0 && jitter < 1)) return NULL;
+  int n = base->net.n;
+  char name[128];
+  snprintf(name, sizeof name, "%s_jitter%g%s", base->name, jitter, shuffle ? "_shuffled" : "");
+  netsim_scenario *s = netsim_scenario_alloc(name, n, n);
+  wt_rng rng;
+  wt_rng_seed(&rng, seed);
+  int *id = wt_xmalloc(sizeof(int) * (size_t)n); /* id[new] = device of base */
+  for (int d = 0; d < n; d++) id[d] = d;
+  for (int d = n - 1; shuffle && d > 0; d--) {
+    int e = (int)wt_rng_below(&rng, (uint64_t)d + 1), t = id[d];
+    id[d] = id[e];
+    id[e] = t;
+  }
+  const assign_network *b = &base->net;
+  for (int x = 0; x < n; x++) {
+    s->region_size[x] = 1;
+    s->region_of[x] = x;
+    s->net.compute_speed[x] = b->compute_speed[id[x]];
+    /* The diagonal is a device's link to itself: never used, but the file format requires it. */
+    s->net.bandwidth_Bps[x * n + x] = b->bandwidth_Bps[id[x] * n + id[x]];
+    for (int y = x + 1; y < n; y++) {
+      int u = id[x], v = id[y];
+      double lat = s_jittered(&rng, b->latency_s[u * n + v], jitter, 1e3);
+      double bw = s_jittered(&rng, b->bandwidth_Bps[u * n + v], jitter, 8e-9);
+      s->net.latency_s[x * n + y] = s->net.latency_s[y * n + x] = lat;
+      s->net.bandwidth_Bps[x * n + y] = s->net.bandwidth_Bps[y * n + x] = bw;
+    }
+  }
+  netsim_scenario_default_nics(s);
+  s->d_pp = base->d_pp;
+  s->d_dp = base->d_dp;
+  s->c_dp_bytes = base->c_dp_bytes;
+  s->c_pp_bytes = base->c_pp_bytes;
+  s->hidden = base->hidden;
+  s->act_value_bytes = base->act_value_bytes;
+  s->ref_flops = base->ref_flops;
+  free(id);
+  return s;
+}
+
 /* The region-level value of a device matrix (devices are numbered region by region). */
 static cJSON *s_region_matrix(const netsim_scenario *s, const double *m, double scale) {
   int n = s->net.n, k = s->n_regions;

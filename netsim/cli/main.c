@@ -9,6 +9,8 @@
 typedef struct {
   int regions, gpus_per_region;
   long long seed;
+  double jitter;
+  int shuffle;
   char out[WT_CONFIG_STR_MAX];
   char config[WT_CONFIG_STR_MAX];
 } generate_cfg;
@@ -18,6 +20,12 @@ static const wt_option s_generate_options[] = {
     {"gpus-per-region", WT_OPT_INT, offsetof(generate_cfg, gpus_per_region), 1, 64, "8",
      "devices per region", NULL},
     {"seed", WT_OPT_INT64, offsetof(generate_cfg, seed), 0, 9e15, "1", "topology seed", NULL},
+    {"jitter", WT_OPT_FLOAT, offsetof(generate_cfg, jitter), 0, 0.9, "0",
+     "per-pair noise: every device pair's latency and bandwidth scaled by its own factor in "
+     "[1-j, 1+j] (0 = region form: devices of a region identical)",
+     NULL},
+    {"shuffle", WT_OPT_FLAG, offsetof(generate_cfg, shuffle), 0, 1, "0",
+     "number devices in random order instead of region by region", NULL},
     {"out", WT_OPT_STRING, offsetof(generate_cfg, out), 0, 0, "",
      "scenario file to write "
      "(required)",
@@ -29,7 +37,8 @@ static const wt_option s_generate_options[] = {
 int cli_generate_main(int argc, char **argv) {
   generate_cfg c;
   int rc = cli_parse("usage: netsim generate --out FILE [--regions n] [--gpus-per-region g] "
-                     "[--seed S]\nWrites a random world-wide topology as a scenario file.",
+                     "[--seed S] [--jitter J] [--shuffle]\nWrites a random world-wide topology "
+                     "as a scenario file.",
                      s_generate_options, &c, argc, argv);
   if (rc >= 0) return rc;
   if (!*c.out) {
@@ -37,6 +46,11 @@ int cli_generate_main(int argc, char **argv) {
     return CLI_EXIT_USAGE;
   }
   netsim_scenario *s = netsim_scenario_random(c.regions, c.gpus_per_region, (uint64_t)c.seed);
+  if (c.jitter > 0 || c.shuffle) {
+    netsim_scenario *j = netsim_scenario_jitter(s, c.jitter, c.shuffle, (uint64_t)c.seed + 1);
+    netsim_scenario_destroy(&s);
+    s = j;
+  }
   rc = netsim_scenario_save(s, c.out);
   if (rc == WT_OK)
     printf("wrote %s (scenario %s)\n", c.out, netsim_scenario_name(s));

@@ -259,6 +259,65 @@ static void test_random(void) {
   netsim_scenario_destroy(&c);
 }
 
+/* A jittered, shuffled copy: each pair's link within ±jitter of the base pair it came from (plus
+ * the 4-digit rounding), symmetric, ids a permutation, reproducible; saved and loaded back it
+ * keeps its per-pair links. */
+static void test_jitter(void) {
+  netsim_scenario *base = netsim_scenario_random(4, 3, 5);
+  netsim_scenario *j = netsim_scenario_jitter(base, 0.2, 1, 9),
+                  *again = netsim_scenario_jitter(base, 0.2, 1, 9);
+  WT_TEST_REQUIRE(j && again, "jitter");
+  WT_TEST_ASSERT(netsim_scenario_jitter(base, 1.0, 0, 1) == NULL, "jitter 1 refused");
+  const assign_network *nb = netsim_scenario_network(base), *nj = netsim_scenario_network(j);
+  int n = nb->n;
+  WT_TEST_REQUIRE(nj->n == n && netsim_scenario_region_count(j) == n, "one region per device");
+  /* Recover the permutation from the region each device came from: the base's per-region links
+   * are identical, so check each pair against its regions' link. */
+  int not_one = 0, distinct = 0;
+  for (int x = 0; x < n; x++)
+    for (int y = 0; y < n; y++) {
+      if (x == y) continue;
+      WT_TEST_ASSERT(nj->latency_s[x * n + y] == nj->latency_s[y * n + x] &&
+                         nj->bandwidth_Bps[x * n + y] == nj->bandwidth_Bps[y * n + x],
+                     "symmetric");
+      WT_TEST_ASSERT(nj->latency_s[x * n + y] ==
+                         netsim_scenario_network(again)->latency_s[x * n + y],
+                     "reproducible");
+      distinct += nj->bandwidth_Bps[x * n + y] != nj->bandwidth_Bps[(x * n + y + 1) % (n * n)];
+    }
+  /* Every base pair's latency, jittered, lies in [0.8, 1.2]·base (4 digits: ±5e-4 relative);
+   * some pair of the copy matches each base pair, so check the bounds over all candidates. */
+  for (int u = 0; u < n; u++)
+    for (int v = u + 1; v < n; v++) {
+      double want = nb->latency_s[u * n + v];
+      int found = 0;
+      for (int i = 0; i < n * n && !found; i++)
+        found = i % (n + 1) != 0 && nj->latency_s[i] >= want * 0.8 * (1 - 5e-4) &&
+                nj->latency_s[i] <= want * 1.2 * (1 + 5e-4);
+      WT_TEST_ASSERT(found, "a pair within ±20%% of base pair %d-%d", u, v);
+    }
+  for (int x = 0; x < n; x++) not_one += netsim_scenario_network(j)->compute_speed[x] != 1.0;
+  WT_TEST_ASSERT(not_one == 0, "speeds carried over");
+  WT_TEST_ASSERT(distinct > n, "per-pair values differ (%d)", distinct);
+  char dir[256], path[512];
+  wt_test_tmpdir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/jitter.json", dir);
+  WT_TEST_REQUIRE(netsim_scenario_save(j, path) == WT_OK, "%s", wt_last_error());
+  netsim_scenario_set *set = NULL;
+  WT_TEST_REQUIRE(netsim_scenario_set_load(path, &set) == WT_OK, "%s", wt_last_error());
+  const assign_network *nl = netsim_scenario_network(netsim_scenario_set_get(set, 0));
+  for (int i = 0; i < n * n; i++) {
+    WT_TEST_CLOSE(nl->latency_s[i], nj->latency_s[i], 1e-12, 1e-9, "reloaded latency");
+    WT_TEST_CLOSE(nl->bandwidth_Bps[i], nj->bandwidth_Bps[i], 0, 1e-9, "reloaded bandwidth");
+  }
+  netsim_scenario_set_destroy(&set);
+  remove(path);
+  rmdir(dir);
+  netsim_scenario_destroy(&j);
+  netsim_scenario_destroy(&again);
+  netsim_scenario_destroy(&base);
+}
+
 /* Collects every node of a cJSON tree (depth first) with its parent, at most max. */
 static int s_collect(cJSON *node, cJSON **nodes, cJSON **parents, int n, int max) {
   for (cJSON *c = node->child; c && n < max; c = c->next) {
@@ -345,6 +404,7 @@ int main(void) {
   test_bad_files();
   test_optional_fields();
   test_random();
+  test_jitter();
   test_mutations();
   return wt_test_finish("test_netsim_scenario");
 }
