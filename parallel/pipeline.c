@@ -31,6 +31,7 @@ struct parallel_pipeline {
   acsgd_sender *snd;   /* cut to the next stage */
   acsgd_receiver *rcv; /* cut from the previous stage */
   int held;            /* micro-batch whose activations the stage holds, or -1 */
+  long recomputes;     /* forwards run again for a backward */
   double compute_s;
 };
 
@@ -117,6 +118,10 @@ double parallel_pipeline_compute_s(const parallel_pipeline *p) {
   return p->compute_s;
 }
 
+long parallel_pipeline_recomputes(const parallel_pipeline *p) {
+  return p->recomputes;
+}
+
 /* FNV-1a over a sample's tokens: the same window gives the same id on every stage. */
 static uint64_t s_sample_id(const int *tokens, int T) {
   uint64_t h = 1469598103934665603ull;
@@ -201,7 +206,10 @@ static int s_forward(parallel_pipeline *p, int j, const int *inputs, const int *
 }
 
 static int s_backward(parallel_pipeline *p, int j, const int *inputs, const int *targets) {
-  if (p->held != j) WT_CHECK(s_forward(p, j, inputs, targets)); /* recompute (pipeline.h) */
+  if (p->held != j) { /* recompute (pipeline.h) */
+    WT_CHECK(s_forward(p, j, inputs, targets));
+    p->recomputes++;
+  }
   double t0 = wt_now_s();
   int rc = gpt_stage_backward(p->s, p->last ? NULL : p->gout, p->first ? NULL : p->gin,
                               1.0f / (float)p->cfg.micro_batches);

@@ -78,4 +78,7 @@ int parallel_pipeline_tied_sum(parallel_pipeline *p);
 /* Seconds spent in forward / backward passes (recomputation included) since creation. */
 double parallel_pipeline_compute_s(const parallel_pipeline *p);
 
+/* Forward passes run again for a backward (activation recomputation) since creation. */
+long parallel_pipeline_recomputes(const parallel_pipeline *p);
+
 #endif

@@ -306,6 +306,7 @@ int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *worl
                  k->t ? trainer_steps_done(k->t) + 1 : 0L, why);
   }
   if (k->pipeline) res.compute_s = parallel_pipeline_compute_s(k->pipeline);
+  if (k->pipeline) res.recomputes = parallel_pipeline_recomputes(k->pipeline);
   if (k->pipe && k->dp) s_bytes(k, &res.bytes_pipeline, &res.bytes_data, &res.bytes_control);
   res.seconds = wt_now_s() - t0;
   parallel_tasklet_teardown(k);

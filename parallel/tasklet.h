@@ -95,6 +95,7 @@ typedef struct {
   float last_loss;  /* the last step's mean loss (NAN if no step ran) */
   double seconds;   /* wall time of parallel_tasklet_run */
   double compute_s; /* of it, in forward / backward passes */
+  long recomputes;  /* forward passes run again for a backward (pipeline.h) */
   uint64_t bytes_pipeline, bytes_data, bytes_control; /* sent by this tasklet */
 } parallel_tasklet_result;
 
