@@ -45,6 +45,7 @@
 #define WT_PARALLEL_TASKLET_H
 
 #include "assign/schedule.h"
+#include "model/checkpoint.h"
 #include "model/data.h"
 #include "model/trainer.h"
 #include "parallel/comm.h"
@@ -113,5 +114,19 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *cfg, int wor
  * error, a diverged loss), with wt_last_error() naming the stage, replica and step. */
 int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *world,
                          parallel_tasklet_result *result);
+
+/* ---- a multi-stage run as one model (wantrain eval / sample) ------------------------------- */
+
+/* 1 if path is a multi-stage run directory (it holds manifest.json). */
+int parallel_run_is_multistage(const char *path);
+
+/* As checkpoint_read_config and checkpoint_load (model/checkpoint.h, no optimizer), for either a
+ * single-process checkpoint or a multi-stage run directory: then every stage's checkpoint at the
+ * step the manifest names is verified and its tensors are copied into `model`, which must be a
+ * whole model of the run's config; *meta is stage 0's. Returns checkpoint_load's statuses, or
+ * WT_ECORRUPT for a malformed manifest, a stage at another step or layers no stage holds; the
+ * model is unchanged on failure. */
+int parallel_run_read_config(const char *path, gpt_config *cfg, checkpoint_meta *meta);
+int parallel_run_load_model(const char *path, gpt_stage *model, checkpoint_meta *meta);
 
 #endif

@@ -3,6 +3,8 @@
  *     resuming from the manifest's step continues bitwise as the run that never stopped;
  *   - ZeRO-1 (AdamW, sharded state gathered into the ordinary format) resumes bitwise, and its
  *     checkpoint resumes bitwise in an unsharded run too;
+ *   - a 4-stage run directory loads as one whole model (what `wantrain eval` / `sample` do)
+ *     bitwise equal to the single-process trainer's model after the same steps;
  *   - a damaged manifest, a missing one and a different stage count are refused with a message. */
 #include "model/trainer.h"
 #include "tests/runtime/runtime_harness.h"
@@ -109,6 +111,47 @@ static void test_zero_resumes(void) {
   s_same_from(&straight, &resumed, 3, "zero-1 checkpoint resumed unsharded");
 }
 
+static void test_whole_model_from_stages(void) {
+  static h_run h;
+  parallel_tasklet_config c = s_config(0, "four-stages");
+  c.stages = 4, c.replicas = 1;
+  c.train.model.n_layer = 4;
+  h_init(&h, &c);
+  WT_TEST_REQUIRE(h_run_all(&h) == WT_OK, "%s", h.err[0]);
+  trainer *t = trainer_new(&c.train, s_data); /* one process, the same m: bitwise (gpt.h) */
+  WT_TEST_REQUIRE(t, "%s", wt_last_error());
+  for (int i = 0; i < STEPS; i++) WT_TEST_REQUIRE(trainer_step(t, NULL) == WT_OK, "step");
+  gpt_config cfg;
+  checkpoint_meta meta;
+  WT_TEST_ASSERT(parallel_run_is_multistage(c.checkpoint_dir), "a run directory");
+  WT_TEST_REQUIRE(parallel_run_read_config(c.checkpoint_dir, &cfg, &meta) == WT_OK, "%s",
+                  wt_last_error());
+  WT_TEST_ASSERT(cfg.n_layer == 4 && meta.step == STEPS, "config and step");
+  gpt_stage *m = gpt_stage_new(&cfg, 0, cfg.n_layer, 1, cfg.max_seq);
+  WT_TEST_REQUIRE(m && parallel_run_load_model(c.checkpoint_dir, m, &meta) == WT_OK, "%s",
+                  wt_last_error());
+  size_t n, n_ref;
+  const float *p = gpt_stage_params(m, &n), *ref = gpt_stage_params(trainer_model(t), &n_ref);
+  WT_TEST_ASSERT(n == n_ref && !memcmp(p, ref, sizeof(float) * n),
+                 "the stages put together are the one-process model");
+  /* A stage missing from the manifest's ranges is refused and leaves the model as it was. */
+  char path[1100];
+  snprintf(path, sizeof path, "%s/manifest.json", c.checkpoint_dir);
+  FILE *f = fopen(path, "r+b");
+  char text[8192];
+  size_t len = fread(text, 1, sizeof text - 1, f);
+  text[len] = 0;
+  char *hole = strstr(text, "\"last_layer\":\t2");
+  WT_TEST_REQUIRE(hole, "manifest layout: %s", text);
+  hole[14] = '1'; /* stage 1 now claims [1, 1): malformed */
+  rewind(f), fwrite(text, 1, len, f), fclose(f);
+  WT_TEST_ASSERT(parallel_run_load_model(c.checkpoint_dir, m, &meta) == WT_ECORRUPT,
+                 "a bad stage entry: %s", wt_last_error());
+  WT_TEST_ASSERT(!memcmp(gpt_stage_params(m, &n), ref, sizeof(float) * n), "model unchanged");
+  gpt_stage_destroy(&m);
+  trainer_destroy(&t);
+}
+
 static void test_bad_manifest(void) {
   static h_run h;
   parallel_tasklet_config c = s_config(0, "zero-part"); /* a run directory from above */
@@ -141,6 +184,7 @@ int main(void) {
   WT_TEST_REQUIRE(s_data, "%s", wt_last_error());
   test_killed_run_resumes();
   test_zero_resumes();
+  test_whole_model_from_stages();
   test_bad_manifest();
   data_set_destroy(&s_data);
   if (!wt_test_failures) {
