@@ -19,6 +19,8 @@
  * group can use one id and every pipeline another. */
 #define S_SPLIT_DP 1
 #define S_SPLIT_PIPE 2
+/* The world's user tag of the per-step norm exchange (below 2^24: comm.h's split rule). */
+#define S_TAG_NORM 1
 
 parallel_tasklet_config parallel_tasklet_config_default(void) {
   parallel_tasklet_config c;
@@ -116,24 +118,56 @@ static double s_sq_share(parallel_tasklet *k, gpt_stage *s) {
   return sq;
 }
 
+/* Every tasklet's 16-byte (norm share, loss) to every other, each message stamped with the step:
+ * one message latency per step instead of a ring's 2(W-1) (the messages are tiny, so W-1 of them
+ * per tasklet cost nothing next to a WAN latency). all receives W entries of 16 bytes in world
+ * rank order. A peer at another step is refused (WT_ECORRUPT). */
+static int s_exchange(parallel_tasklet *k, const uint8_t mine[16], long step, uint8_t *all) {
+  const int W = parallel_comm_size(k->world), me = parallel_comm_rank(k->world);
+  uint8_t msg[24], got_msg[24];
+  wt_put_le64(msg, (uint64_t)step);
+  memcpy(msg + 8, mine, 16);
+  memcpy(all + (size_t)me * 16, mine, 16);
+  for (int w = 0; w < W; w++)
+    if (w != me) WT_CHECK(parallel_comm_send(k->world, w, S_TAG_NORM, msg, sizeof msg));
+  for (int w = 0; w < W; w++) {
+    if (w == me) continue;
+    size_t got = 0;
+    WT_CHECK(parallel_comm_recv(k->world, w, S_TAG_NORM, got_msg, sizeof got_msg, &got));
+    if (got != sizeof got_msg || wt_get_le64(got_msg) != (uint64_t)step)
+      return wt_fail(WT_ECORRUPT,
+                     "norm exchange: world rank %d sent %zu bytes for step %llu, "
+                     "expected 24 for step %ld",
+                     w, got, (unsigned long long)(got >= 8 ? wt_get_le64(got_msg) : 0), step);
+    memcpy(all + (size_t)w * 16, got_msg + 8, 16);
+  }
+  return WT_OK;
+}
+
+static double s_get_double(const uint8_t *p) {
+  uint64_t bits = wt_get_le64(p);
+  double v;
+  memcpy(&v, &bits, 8);
+  return v;
+}
+
+static void s_put_double(uint8_t *p, double v) {
+  uint64_t bits;
+  memcpy(&bits, &v, 8);
+  wt_put_le64(p, bits);
+}
+
 static int s_norm(void *ctx, trainer *t, float local_loss, double *sq, float *loss) {
   parallel_tasklet *k = ctx;
   const int S = k->cfg.stages, R = k->cfg.replicas;
-  uint8_t mine[16], *all = NULL;
-  double share = s_sq_share(k, trainer_model(t)), l = local_loss;
-  uint64_t bits;
-  memcpy(&bits, &share, 8), wt_put_le64(mine, bits);
-  memcpy(&bits, &l, 8), wt_put_le64(mine + 8, bits);
-  size_t *offsets = wt_xmalloc(sizeof(size_t) * (size_t)(S * R + 1));
-  int rc = parallel_allgatherv(k->world, mine, sizeof mine, (size_t)S * R * 16, &all, offsets);
-  for (int w = 0; rc == WT_OK && w < S * R; w++)
-    if (offsets[w + 1] - offsets[w] != 16)
-      rc = wt_fail(WT_ECORRUPT, "norm exchange: rank %d sent %zu bytes, expected 16", w,
-                   offsets[w + 1] - offsets[w]);
+  uint8_t mine[16];
+  s_put_double(mine, s_sq_share(k, trainer_model(t)));
+  s_put_double(mine + 8, local_loss);
+  uint8_t *all = wt_xmalloc((size_t)S * R * 16);
+  int rc = s_exchange(k, mine, trainer_steps_done(t) + 1, all);
   if (rc == WT_OK) {
-    /* entry(s, r, f): field f (0 sq share, 1 loss) of world rank s·R + r. */
-#define ENTRY(s, r, f)                                                                             \
-  (bits = wt_get_le64(all + offsets[(s)*R + (r)] + 8 * (f)), memcpy(&l, &bits, 8), l)
+    /* field f (0 sq share, 1 loss) of tasklet (s, r) = world rank s·R + r */
+#define ENTRY(s, r, f) s_get_double(all + ((size_t)(s)*R + (size_t)(r)) * 16 + 8 * (f))
     double total = 0, loss_sum = 0;
     for (int s = 0; s < S; s++) {
       double stage = 0;
@@ -149,7 +183,6 @@ static int s_norm(void *ctx, trainer *t, float local_loss, double *sq, float *lo
     *loss = (float)(loss_sum / R);
   }
   free(all);
-  free(offsets);
   return rc;
 }
 

@@ -17,8 +17,9 @@
  *          then the stage's data-parallel group averages the gradient: ring all-reduce,
  *          compressed all-reduce (grad_codec, with error feedback), ZeRO-1's reduce-scatter, or
  *          nothing (DiLoCo: replicas step alone; every H steps an outer step averages them)
- *   norm   one all-gather over the world of each tasklet's (gradient sq-norm share, loss): the
- *          global norm for clipping and the step's mean loss, identical on every tasklet
+ *   norm   every tasklet sends its (gradient sq-norm share, loss) to every other, stamped with
+ *          the step (one message latency): the global norm for clipping and the step's mean
+ *          loss, identical on every tasklet
  *   update AdamW / SGD on the stage; ZeRO-1: on this replica's 1/R shard, then an all-gather
  * Without compression, R × S tasklets compute what trainer_step computes on one process with
  * micro_batches = R·m, up to float rounding (docs/runtime.md has the measured differences).

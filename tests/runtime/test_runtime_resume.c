@@ -1,6 +1,7 @@
 /* test_runtime_resume — checkpoints of a 2 x 2 run (one directory per stage plus the manifest):
  *   - a run whose tasklet dies mid-run (its link fails) stops on every tasklet with an error;
- *     resuming from the manifest's step continues bitwise as the run that never stopped;
+ *     resuming from the step the manifest names (the last checkpoint every stage completed)
+ *     continues bitwise as the run that never stopped;
  *   - ZeRO-1 (AdamW, sharded state gathered into the ordinary format) resumes bitwise, and its
  *     checkpoint resumes bitwise in an unsharded run too;
  *   - a 4-stage run directory loads as one whole model (what `wantrain eval` / `sample` do)
@@ -64,8 +65,8 @@ static void test_killed_run_resumes(void) {
   c = s_config(0, "killed");
   c.checkpoint_every = 2;
   h_init(&killed, &c);
-  /* Rank 3's link goes down in step 6: messages per step from the straight run (whose only
-   * checkpoint agreement, at the end, sends a few more). */
+  /* Rank 3's link goes down after about 5 steps' messages (counted in the straight run, whose
+   * only checkpoint agreement, at the end, sends a few more). */
   killed.fail_rank = 3;
   killed.fail_after = (int)(straight.msgs[3] / STEPS * 5 + 2);
   WT_TEST_ASSERT(h_run_all(&killed) != WT_OK, "the run with a dead link failed");
@@ -74,7 +75,8 @@ static void test_killed_run_resumes(void) {
                    "rank %d returned %d after %ld steps", w, killed.rcs[w], killed.steps[w]);
   WT_TEST_ASSERT(strstr(killed.err[3], "injected"), "rank 3: %s", killed.err[3]);
   long at = s_manifest_step(c.checkpoint_dir);
-  WT_TEST_ASSERT(at == 4 || at == 6, "the manifest names step %ld", at);
+  /* A checkpoint every 2 steps; the link may die inside one, which then does not count. */
+  WT_TEST_ASSERT(at >= 2 && at <= 6 && at % 2 == 0, "the manifest names step %ld", at);
   c.resume = 1;
   c.checkpoint_every = 0;
   h_init(&resumed, &c);
