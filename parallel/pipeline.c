@@ -55,6 +55,7 @@ static int s_make_codec(parallel_pipeline *p, int T, int C) {
                      .rows = T,
                      .cols = C,
                      .max_samples = p->cfg.act_cache_samples ? p->cfg.act_cache_samples : 4096,
+                     .max_bytes = (size_t)1 << 30, /* GPT-2 sized rows: 341 samples of T=1024 */
                      .overflow = ACSGD_OVERFLOW_EVICT};
   if (!p->last && !(p->snd = acsgd_sender_new(&o))) return WT_EINVAL;
   if (!p->first && !(p->rcv = acsgd_receiver_new(&o))) return WT_EINVAL;

@@ -45,8 +45,8 @@ typedef struct {
   int rows;                 /* sequences per micro-batch (<= the stage's max_batch) */
   int seq;                  /* T */
   char act_codec[16];       /* none | delta2 | delta4 | delta8 | direct8 */
-  size_t act_cache_samples; /* AC-SGD cache bound per cut, in samples (0: 4096); least
-                               recently sent samples are evicted beyond it */
+  size_t act_cache_samples; /* AC-SGD cache bound per cut, in samples (0: 4096), and at most
+                               1 GiB per end; least recently sent samples are evicted beyond */
 } parallel_pipeline_config;
 
 typedef struct parallel_pipeline parallel_pipeline;
