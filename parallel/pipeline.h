@@ -75,6 +75,15 @@ int parallel_pipeline_run(parallel_pipeline *p, const int *inputs, const int *ta
  * when S = 1. Returns WT_OK or the transport's status. */
 int parallel_pipeline_tied_sum(parallel_pipeline *p);
 
+/* Forward-only evaluation of n batches of `rows` sequences (rows <= the config's rows): inputs /
+ * targets (n·rows, T). Activations go across the cuts as float32 whatever the codec (the AC-SGD
+ * caches are for training samples). *loss receives the mean of the n batch losses on the last
+ * stage (summed in double, as trainer_val_loss), 0 elsewhere. Returns WT_OK or the transport's /
+ * model's status. */
+#define PARALLEL_PIPELINE_MAX_EVAL (1 << 20)
+int parallel_pipeline_eval(parallel_pipeline *p, const int *inputs, const int *targets, int n,
+                           int rows, float *loss);
+
 /* Seconds spent in forward / backward passes (recomputation included) since creation. */
 double parallel_pipeline_compute_s(const parallel_pipeline *p);
 

@@ -60,6 +60,7 @@
 typedef struct {
   int stage, replica;
   trainer_step_info info;  /* step, loss, lr, global grad norm, seconds */
+  float val_loss;          /* validation loss after this step, NAN when none was taken */
   uint64_t bytes_pipeline; /* bytes this tasklet sent to its pipeline neighbours so far */
   uint64_t bytes_data;     /* ... to its data-parallel group (gradients, ZeRO, DiLoCo) */
   uint64_t bytes_control;  /* ... for norms, losses, checkpoint agreement */
@@ -85,19 +86,23 @@ typedef struct {
   int checkpoint_every;             /* steps between checkpoints (0 = only at the end) */
   int keep;                         /* checkpoints kept per stage (>= 1) */
   int resume;                       /* 1: continue from checkpoint_dir's manifest */
-  long stop_after;                  /* 0, or stop (after checkpointing) once this many steps are
-                                       done in total: a run cut short and resumed later */
+  int val_every;   /* validation loss every N steps and after the last (0: after the last only),
+                      over train.val_batches batches of the validation split, computed by
+                      replica 0's pipeline and sent to every tasklet */
+  long stop_after; /* 0, or stop (after checkpointing) once this many steps are
+                      done in total: a run cut short and resumed later */
   parallel_tasklet_step_fn on_step; /* called after every step, may be NULL */
   void *on_step_arg;
 } parallel_tasklet_config;
 
 /* What a run did. */
 typedef struct {
-  long steps_done;  /* optimizer steps completed in total (resumed ones included) */
-  float last_loss;  /* the last step's mean loss (NAN if no step ran) */
-  double seconds;   /* wall time of parallel_tasklet_run */
-  double compute_s; /* of it, in forward / backward passes */
-  long recomputes;  /* forward passes run again for a backward (pipeline.h) */
+  long steps_done;     /* optimizer steps completed in total (resumed ones included) */
+  float last_val_loss; /* the last validation loss (NAN if none was taken) */
+  float last_loss;     /* the last step's mean loss (NAN if no step ran) */
+  double seconds;      /* wall time of parallel_tasklet_run */
+  double compute_s;    /* of it, in forward / backward passes */
+  long recomputes;     /* forward passes run again for a backward (pipeline.h) */
   uint64_t bytes_pipeline, bytes_data, bytes_control; /* sent by this tasklet */
 } parallel_tasklet_result;
 
