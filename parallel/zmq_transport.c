@@ -499,22 +499,22 @@ static void s_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m) {
   pthread_cond_signal(&t->cv_send);
 }
 
-static s_out *s_out_new(parallel_zmq_transport *t, int kind, int tag, const void *buf,
-                        size_t bytes) {
+static s_out *s_out_new(const parallel_zmq_transport *t, const parallel_zmq_msg_context *ctx,
+                        int kind, int tag, const void *buf, size_t bytes) {
   s_out *m = wt_xcalloc(1, sizeof *m);
   m->data = bytes ? wt_xmalloc(bytes) : NULL;
   if (bytes) memcpy(m->data, buf, bytes);
   m->bytes = bytes;
   atomic_init(&m->refs, 1);
   parallel_zmq_header h = {.kind = (uint8_t)kind,
-                           .codec = t->msg.codec,
+                           .codec = ctx->codec,
                            .run_id = t->run_id,
                            .epoch = t->epoch,
                            .src_rank = t->rank,
                            .tag = tag,
-                           .step = t->msg.step,
-                           .micro_batch = t->msg.micro_batch,
-                           .tensor_id = t->msg.tensor_id,
+                           .step = ctx->step,
+                           .micro_batch = ctx->micro_batch,
+                           .tensor_id = ctx->tensor_id,
                            .length = bytes};
   parallel_zmq_header_encode(&h, m->header);
   return m;
@@ -530,6 +530,11 @@ static int s_send(void *vctx, int peer, int tag, const void *buf, size_t bytes) 
   parallel_zmq_transport *t = vctx;
   s_link *l = &t->links[peer];
   double t0 = wt_now_s(), deadline = t0 + t->timeout_s;
+  /* The copy is made outside the lock, so a large message does not stall the other threads. */
+  pthread_mutex_lock(&t->mu);
+  parallel_zmq_msg_context ctx = t->msg;
+  pthread_mutex_unlock(&t->mu);
+  s_out *m = s_out_new(t, &ctx, ctx.kind, tag, buf, bytes);
   pthread_mutex_lock(&t->mu);
   int rc = WT_OK;
   while (l->queued_bytes > 0 && l->queued_bytes + bytes > t->max_queue) {
@@ -545,11 +550,12 @@ static int s_send(void *vctx, int peer, int tag, const void *buf, size_t bytes) 
     s_wait_until(&t->cv_out, &t->mu, WT_MIN(deadline, now + 0.1));
   }
   if (rc == WT_OK && s_gone_for_good(l, wt_now_s())) rc = WT_EIO;
-  if (rc == WT_OK) s_enqueue(t, l, s_out_new(t, t->msg.kind, tag, buf, bytes));
+  if (rc == WT_OK) s_enqueue(t, l, m);
   l->st.wait_s += wt_now_s() - t0;
-  uint32_t step = t->msg.step;
+  uint32_t step = ctx.step;
   const char *why = l->gone_why;
   pthread_mutex_unlock(&t->mu);
+  if (rc != WT_OK) s_out_unref(m);
   char tagbuf[48];
   if (rc == WT_EIO)
     return wt_fail(WT_EIO, "zmq: rank %d cannot send to rank %d (%s), %s, step %u: %s", t->rank,
@@ -644,7 +650,7 @@ static void s_destroy(void *vctx) {
     pthread_mutex_lock(&t->mu);
     for (int r = 0; r < t->size; r++)
       if (r != t->rank && !t->links[r].gone)
-        s_enqueue(t, &t->links[r], s_out_new(t, PARALLEL_ZMQ_KIND_BYE, 0, NULL, 0));
+        s_enqueue(t, &t->links[r], s_out_new(t, &t->msg, PARALLEL_ZMQ_KIND_BYE, 0, NULL, 0));
     double deadline = wt_now_s() + WT_MIN(t->timeout_s, 5.0);
     for (;;) {
       int pending = 0;
