@@ -19,9 +19,11 @@
 #include "model/data.h"
 #include "model/trainer.h"
 #include "netsim/netsim.h"
+#include "assign/assign.h"
 #include "parallel/tasklet.h"
 #include "parallel/zmq.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -47,7 +49,7 @@ typedef struct {
   double timeout;
   int insecure;
   char scenario[WT_CONFIG_STR_MAX], scenario_name[WT_CONFIG_STR_MAX];
-  char assignment[WT_CONFIG_STR_MAX];
+  char assignment[WT_CONFIG_STR_MAX], solver[WT_CONFIG_STR_MAX];
   double time_scale;
   char data[WT_CONFIG_STR_MAX];
   char data_sha256[WT_CONFIG_STR_MAX];
@@ -91,6 +93,10 @@ static const wt_option s_options[] = {
      "which scenario of the file (default: its only one)", 0},
     {"assignment", WT_OPT_STRING, F(assignment), 0, 0, "",
      "device of each tasklet (netsim's assignment JSON; default: rank s*R+r on device s*R+r)", 0},
+    {"solver", WT_OPT_CHOICE, F(solver), 0, 0, "none",
+     "place the tasklets on the scenario's devices with this assign/ solver (reproducible: "
+     "a fixed budget of evaluations, seeded by --seed)",
+     "none|random|megatron|deepspeed|greedy|ga|exact"},
     {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-6, 1e6, "1",
      "wall seconds per emulated second of network time", 0},
     {"data", WT_OPT_STRING, F(data), 0, 0, "synthetic",
@@ -191,7 +197,8 @@ static void s_wan_close(s_wan *w) {
 static int s_wan_open(const launch_args *a, s_wan *w) {
   memset(w, 0, sizeof *w);
   if (!a->scenario[0]) {
-    if (a->assignment[0]) return wt_fail(WT_EINVAL, "--assignment needs --scenario");
+    if (a->assignment[0] || strcmp(a->solver, "none"))
+      return wt_fail(WT_EINVAL, "--assignment and --solver need --scenario");
     return WT_OK;
   }
   WT_CHECK(netsim_scenario_set_load(a->scenario, &w->set));
@@ -202,14 +209,43 @@ static int s_wan_open(const launch_args *a, s_wan *w) {
                  "scenario %s has %d devices but the run has %d x %d = %d processes; choose "
                  "--stages and --replicas to match, or a scenario of that size",
                  netsim_scenario_name(w->sc), n, a->stages, a->replicas, a->stages * a->replicas);
+  int solve = strcmp(a->solver, "none") != 0;
+  if (rc == WT_OK && solve && a->assignment[0])
+    rc = wt_fail(WT_EINVAL, "--assignment and --solver both place the tasklets; give one");
   if (rc == WT_OK && a->assignment[0])
     rc = netsim_assignment_load(a->assignment, a->stages, a->replicas, &w->plan);
-  if (rc == WT_OK && !a->assignment[0]) {
+  if (rc == WT_OK && solve) {
+    assign_problem prob;
+    netsim_scenario_problem(w->sc, &prob);
+    prob.d_pp = a->stages;
+    prob.d_dp = a->replicas;
+    prob.dp_algo = ASSIGN_DP_RING;
+    assign_solver kind;
+    assign_budget budget = {.max_evals = 2000};
+    rc = assign_solver_parse(a->solver, &kind);
+    if (rc == WT_OK) rc = assign_solve(&prob, kind, &budget, (uint64_t)a->seed, &w->plan, NULL);
+  }
+  if (rc == WT_OK && !w->plan) {
     w->plan = assign_plan_new(a->stages, a->replicas);
     for (int d = 0; d < n; d++) w->plan->device[d] = d;
   }
   if (rc != WT_OK) s_wan_close(w);
   return rc;
+}
+
+/* Writes the plan to DIR/assignment.json, which every worker reads: one placement, decided
+ * once by the launcher. */
+static int s_wan_save(const s_wan *w, const char *dir) {
+  char path[1100];
+  snprintf(path, sizeof path, "%s/assignment.json", dir);
+  cJSON *j = netsim_assignment_to_json(w->plan);
+  char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+  cJSON_Delete(j);
+  FILE *f = text ? fopen(path, "w") : NULL;
+  int ok = f && fprintf(f, "{\"assignment\":%s}\n", text) > 0;
+  if (f && fclose(f) != 0) ok = 0;
+  free(text);
+  return ok ? WT_OK : wt_fail(WT_EIO, "cannot write %s", path);
 }
 
 /* The emulated links from world rank `rank` to every rank. */
@@ -280,7 +316,10 @@ static int s_worker_comm(const launch_args *a, int rank, const char *dir, parall
   z.insecure = a->insecure;
   double lat[S_MAX_RANKS], bw[S_MAX_RANKS];
   s_wan wan;
-  WT_CHECK(s_wan_open(a, &wan));
+  launch_args placed = *a; /* the launcher's placement, whatever chose it */
+  snprintf(placed.assignment, sizeof placed.assignment, "%.1000s/assignment.json", dir);
+  snprintf(placed.solver, sizeof placed.solver, "none");
+  WT_CHECK(s_wan_open(a->scenario[0] ? &placed : a, &wan));
   if (wan.sc) {
     s_wan_links(&wan, rank, world, lat, bw);
     z.latency_s = lat;
@@ -534,6 +573,8 @@ static int s_make_run_dir(const launch_args *a, int world, char *dir, size_t cap
 static void s_remove_run_dir(const char *dir, int world) {
   const char *ext[] = {"key", "pub", "sock"};
   char path[1100];
+  snprintf(path, sizeof path, "%s/assignment.json", dir);
+  unlink(path);
   for (int w = 0; w < world; w++)
     for (int k = 0; k < 3; k++) {
       s_key_path(dir, w, ext[k], path, sizeof path);
@@ -714,9 +755,14 @@ int cmd_launch(int argc, char **argv) {
     fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
     return CLI_USAGE;
   }
-  if (r.wan.sc)
-    printf("emulating scenario %s (%d devices) at time scale %g\n", netsim_scenario_name(r.wan.sc),
-           netsim_scenario_network(r.wan.sc)->n, a.time_scale);
+  if (r.wan.sc) {
+    printf("emulating scenario %s (%d devices) at time scale %g; device of each process:",
+           netsim_scenario_name(r.wan.sc), netsim_scenario_network(r.wan.sc)->n, a.time_scale);
+    for (int w = 0; w < world; w++) printf(" %d", r.wan.plan->device[w]);
+    printf(" (%s)\n", strcmp(a.solver, "none") ? a.solver
+                      : a.assignment[0]        ? a.assignment
+                                               : "rank order");
+  }
   r.a = &a;
   r.world = world;
   r.failed_rank = -1;
@@ -726,6 +772,7 @@ int cmd_launch(int argc, char **argv) {
   }
   char dir[1024];
   rc = s_make_run_dir(&a, world, dir, sizeof dir);
+  if (rc == WT_OK && r.wan.sc) rc = s_wan_save(&r.wan, dir);
   if (rc != WT_OK) {
     if (r.log) fclose(r.log);
     return cli_fail("launch");
