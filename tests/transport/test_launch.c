@@ -7,7 +7,8 @@
  *    take at least 80 ms), --solver places the tasklets, and netsim's prediction is printed
  *    beside the measured iteration time;
  *  - a process that dies in step 3 ends the run: exit 1 within the deadline, naming the process,
- *    its stage and replica, and the errors the others stopped with. */
+ *    its stage and replica, and the errors the others stopped with; a checkpointed run killed
+ *    in step 4 and resumed continues with the losses of a run that never stopped. */
 #include "common/common.h"
 #include "common/testing.h"
 
@@ -134,6 +135,25 @@ static void test_failure(void) {
                  "names the dead process and what the others stopped with:\n%s", g_out);
   WT_TEST_ASSERT(took < 15, "the run ended %.1f s after it started (deadline 20 s)", took);
   printf("a process dying in step 3 ended the run in %.1f s\n", took);
+
+  /* Killed in step 4 of a checkpointed run, then resumed: steps 3..5 equal a run that never
+   * stopped (the launch log prints losses to 6 decimals; the tasklets resume bit-exactly). */
+  WT_TEST_ASSERT(s_wantrain("", "launch " MODEL " --stages 2 --replicas 2 --micro-batches 2 "
+                                "--json-log straight.jsonl") == 0,
+                 "%s", g_out);
+  rc = s_wantrain("WANTRAIN_LAUNCH_DIE=3:4", "launch " MODEL " --stages 2 --replicas 2 "
+                                             "--micro-batches 2 --checkpoint-dir ck "
+                                             "--checkpoint-every 2 --timeout 20");
+  WT_TEST_ASSERT(rc == 1 && strstr(g_out, "process 3 (stage 1, replica 1) failed"), "%s", g_out);
+  rc = s_wantrain("", "launch " MODEL " --stages 2 --replicas 2 --micro-batches 2 "
+                      "--checkpoint-dir ck --resume --json-log resumed.jsonl");
+  WT_TEST_ASSERT(rc == 0 && strstr(g_out, "done: 5 steps"), "resume: exit %d\n%s", rc, g_out);
+  double a[5] = {NAN, NAN, NAN, NAN, NAN}, b[5] = {NAN, NAN, NAN, NAN, NAN};
+  s_losses("straight.jsonl", a);
+  WT_TEST_ASSERT(s_losses("resumed.jsonl", b) == 3 && isnan(b[1]) && !isnan(b[2]),
+                 "the resumed launch ran steps 3..5");
+  for (int i = 2; i < 5; i++)
+    WT_TEST_ASSERT(a[i] == b[i], "step %d: resumed %.6f, straight %.6f", i + 1, b[i], a[i]);
 }
 
 int main(void) {

@@ -411,7 +411,8 @@ typedef struct {
   int world;
   s_proc p[S_MAX_RANKS];
   FILE *log;
-  long printed; /* last step printed */
+  long printed;    /* last step printed; -1 before the first */
+  long first_step; /* the first step this launch ran (later than 1 on --resume) */
   double t0;
   double step_sum; /* sum of rank 0's step seconds, from step 2 on */
   long step_count;
@@ -425,14 +426,16 @@ static void s_on_signal(int sig) {
   s_signal = sig;
 }
 
-static void s_progress(s_run *r, long step) {
-  float loss = r->p[0].loss;
-  double step_s = r->p[0].step_s;
+/* Progress of `step`, which every process has finished; `slow` is the process that finished it
+ * last, so its loss and time are that step's (the loss is the same on every process). */
+static void s_progress(s_run *r, long step, const s_proc *slow) {
+  float loss = slow->loss;
+  double step_s = slow->step_s;
   uint64_t b[3] = {0, 0, 0};
   for (int w = 0; w < r->world; w++)
     for (int k = 0; k < 3; k++) b[k] += r->p[w].bytes[k];
   double tok_s = (double)r->a->batch * r->a->seq / step_s;
-  if (step % r->a->log_every == 0 || step == 1 || step == r->a->steps) {
+  if (step % r->a->log_every == 0 || step == r->first_step || step == r->a->steps) {
     printf("step %6ld/%d | loss %.4f | %8.0f tok/s | sent MB: pipeline %.2f, data-parallel %.2f, "
            "control %.3f\n",
            step, r->a->steps, loss, tok_s, b[0] / 1e6, b[1] / 1e6, b[2] / 1e6);
@@ -446,7 +449,7 @@ static void s_progress(s_run *r, long step) {
             (unsigned long long)b[2]);
     fflush(r->log);
   }
-  if (step > 1 || r->a->steps == 1) {
+  if (step > r->first_step || r->a->steps == r->first_step) { /* the first includes start-up */
     r->step_sum += step_s;
     r->step_count++;
   }
@@ -464,9 +467,12 @@ static void s_handle_line(s_run *r, int w, char *line) {
   if (!strncmp(line, "step ", 5) && sscanf(line + 5, "%ld %f %lf %llu %llu %llu", &p->steps,
                                            &p->loss, &p->step_s, &b0, &b1, &b2) == 6) {
     p->bytes[0] = b0, p->bytes[1] = b1, p->bytes[2] = b2;
-    long all = p->steps;
-    for (int k = 0; k < r->world; k++) all = WT_MIN(all, r->p[k].steps);
-    while (r->printed < all) s_progress(r, ++r->printed);
+    int slow = w;
+    for (int k = 0; k < r->world; k++)
+      if (r->p[k].steps < r->p[slow].steps) slow = k;
+    long all = r->p[slow].steps;
+    if (r->printed < 0 && all > 0) r->printed = (r->first_step = all) - 1;
+    while (r->printed >= 0 && r->printed < all) s_progress(r, ++r->printed, &r->p[slow]);
   } else if (!strncmp(line, "done ", 5) &&
              sscanf(line + 5, "%ld %f %lf %lf %llu %llu %llu", &p->steps, &p->loss, &p->seconds,
                     &p->compute_s, &b0, &b1, &b2) == 7) {
@@ -626,8 +632,8 @@ static int s_start(s_run *r, const char *dir, int argc, char **argv) {
 static int s_predict(const s_run *r, double *out) {
   const launch_args *a = r->a;
   int S = a->stages, R = a->replicas, m = a->micro_batches;
-  double steps = (double)r->printed;
-  if (steps < 1) return wt_fail(WT_EINVAL, "no step ran");
+  double steps = (double)(r->printed - r->first_step + 1);
+  if (r->printed < 0 || steps < 1) return wt_fail(WT_EINVAL, "no step ran");
   double compute = 0, bp = 0, bd = 0;
   for (int w = 0; w < r->world; w++) {
     compute += r->p[w].compute_s / steps / r->world;
@@ -692,8 +698,10 @@ static int s_summary(s_run *r) {
   printf("done: %ld steps | loss %.6f | %.0f tok/s | %.1f s (%.1f s training)\n", steps,
          r->p[0].loss, (double)a->batch * a->seq * (double)r->step_count / r->step_sum, wall,
          seconds);
-  printf("iteration time %.4f s (mean of steps 2..%ld); compute %.0f%% of the processes' time\n",
-         iter, steps, seconds > 0 ? 100 * compute / (seconds * r->world) : 0.0);
+  printf("iteration time %.4f s (mean of steps %ld..%ld); compute %.0f%% of the processes' "
+         "time\n",
+         iter, WT_MIN(r->first_step + 1, steps), steps,
+         seconds > 0 ? 100 * compute / (seconds * r->world) : 0.0);
   printf("bytes sent: pipeline %.3f MB, data-parallel %.3f MB, control %.3f MB\n", b[0] / 1e6,
          b[1] / 1e6, b[2] / 1e6);
   double predicted = NAN;
@@ -765,6 +773,7 @@ int cmd_launch(int argc, char **argv) {
   }
   r.a = &a;
   r.world = world;
+  r.printed = -1;
   r.failed_rank = -1;
   if (a.json_log[0] && !(r.log = fopen(a.json_log, "a"))) {
     wt_fail(WT_EIO, "cannot open --json-log %s: %s", a.json_log, strerror(errno));
