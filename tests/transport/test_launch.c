@@ -72,7 +72,8 @@ static void s_equivalence(int stages, int replicas, int m) {
            "--json-log %s",
            stages, replicas, m, log);
   int rc = s_wantrain("", args);
-  WT_TEST_ASSERT(rc == 0 && strstr(g_out, "done: 5 steps") && strstr(g_out, "bytes sent:"),
+  WT_TEST_ASSERT(rc == 0 && strstr(g_out, "done: 5 steps") && strstr(g_out, "bytes sent:") &&
+                     strstr(g_out, "0 messages refused"),
                  "%dx%d: exit %d\n%s", stages, replicas, rc, g_out);
   if (stages > 1)
     WT_TEST_ASSERT(!strstr(g_out, "pipeline 0.000 MB"), "%dx%d sends activations: %s", stages,

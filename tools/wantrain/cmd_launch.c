@@ -377,10 +377,19 @@ int cmd_launch_worker(int argc, char **argv) {
     c.on_step_arg = &w;
     rc = parallel_tasklet_run(&c, world, &res);
   }
+  /* The transport's own counters, over every link of this process. */
+  parallel_zmq_link_stats tot = {0};
+  for (int peer = 0; world && peer < parallel_comm_size(world); peer++) {
+    parallel_zmq_link_stats st = parallel_zmq_link_stats_get(world, peer);
+    tot.bytes_sent += st.bytes_sent;
+    tot.wait_s += st.wait_s;
+  }
   if (rc == WT_OK)
-    fprintf(status, "done %ld %.9g %.6f %.6f %llu %llu %llu\n", res.steps_done, res.last_loss,
-            res.seconds, res.compute_s, (unsigned long long)res.bytes_pipeline,
-            (unsigned long long)res.bytes_data, (unsigned long long)res.bytes_control);
+    fprintf(status, "done %ld %.9g %.6f %.6f %llu %llu %llu %llu %.6f %llu\n", res.steps_done,
+            res.last_loss, res.seconds, res.compute_s, (unsigned long long)res.bytes_pipeline,
+            (unsigned long long)res.bytes_data, (unsigned long long)res.bytes_control,
+            (unsigned long long)tot.bytes_sent, tot.wait_s,
+            (unsigned long long)parallel_zmq_refused(world));
   else
     fprintf(status, "error %s\n", wt_last_error());
   fclose(status);
@@ -403,6 +412,8 @@ typedef struct {
   uint64_t bytes[3]; /* pipeline, data, control: sent so far */
   int done;
   double seconds, compute_s;
+  unsigned long long wire_bytes, refused; /* the transport's counters */
+  double wait_s;
   char error[1024];
 } s_proc;
 
@@ -474,8 +485,9 @@ static void s_handle_line(s_run *r, int w, char *line) {
     if (r->printed < 0 && all > 0) r->printed = (r->first_step = all) - 1;
     while (r->printed >= 0 && r->printed < all) s_progress(r, ++r->printed, &r->p[slow]);
   } else if (!strncmp(line, "done ", 5) &&
-             sscanf(line + 5, "%ld %f %lf %lf %llu %llu %llu", &p->steps, &p->loss, &p->seconds,
-                    &p->compute_s, &b0, &b1, &b2) == 7) {
+             sscanf(line + 5, "%ld %f %lf %lf %llu %llu %llu %llu %lf %llu", &p->steps, &p->loss,
+                    &p->seconds, &p->compute_s, &b0, &b1, &b2, &p->wire_bytes, &p->wait_s,
+                    &p->refused) == 10) {
     p->bytes[0] = b0, p->bytes[1] = b1, p->bytes[2] = b2;
     p->done = 1;
   } else if (!strncmp(line, "error ", 6)) {
@@ -704,6 +716,16 @@ static int s_summary(s_run *r) {
          seconds > 0 ? 100 * compute / (seconds * r->world) : 0.0);
   printf("bytes sent: pipeline %.3f MB, data-parallel %.3f MB, control %.3f MB\n", b[0] / 1e6,
          b[1] / 1e6, b[2] / 1e6);
+  double wire = 0, wait = 0;
+  unsigned long long refused = 0;
+  for (int w = 0; w < r->world; w++) {
+    wire += (double)r->p[w].wire_bytes;
+    wait += r->p[w].wait_s / r->world;
+    refused += r->p[w].refused;
+  }
+  printf("transport: %.3f MB on the wire (collective envelopes included), %.2f s waited on peers "
+         "per process, %llu messages refused\n",
+         wire / 1e6, wait, refused);
   double predicted = NAN;
   if (r->wan.sc) {
     if (s_predict(r, &predicted) == WT_OK)
