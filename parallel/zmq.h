@@ -131,7 +131,8 @@ typedef struct {
   uint64_t bytes_sent, msgs_sent; /* payload bytes / messages put on the wire to the peer */
   uint64_t bytes_recv, msgs_recv; /* accepted from the peer (refused ones are not counted) */
   double wait_s;   /* seconds this rank's recv calls waited for the peer, plus blocked sends */
-  double shaped_s; /* seconds of emulated delay (latency + serialisation) added on the link */
+  double shaped_s; /* emulated delay on the link: the sum over messages of (emulated arrival −
+                      queueing time), so queueing behind earlier messages counts too */
 } parallel_zmq_link_stats;
 
 /* Counters of the link between this rank and `peer` (zeros for self or a non-zmq comm). */
