@@ -481,10 +481,13 @@ static void *s_send_main(void *p) {
   return NULL;
 }
 
-/* Appends a message to the link's queue, stamping its emulated start. Caller holds t->mu. */
-static void s_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m) {
+/* Appends a message to the link's queue, stamping its emulated start: when it was handed over
+ * (`ready`, the wall time of the send call, since a NIC starts serialising while the rest of a
+ * buffer is still being copied) or when the link is free, whichever is later. Caller holds
+ * t->mu. */
+static void s_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m, double ready) {
   if (t->shaped) {
-    double now = wt_now_s();
+    double now = ready;
     double start = WT_MAX(now, l->link_free);
     l->link_free = start + (double)m->bytes * l->sec_per_byte;
     m->start = start > 0 ? start : 1e-9;
@@ -536,9 +539,10 @@ static int s_send(void *vctx, int peer, int tag, const void *buf, size_t bytes) 
   pthread_mutex_unlock(&t->mu);
   s_out *m = s_out_new(t, &ctx, ctx.kind, tag, buf, bytes);
   pthread_mutex_lock(&t->mu);
-  int rc = WT_OK;
+  int rc = WT_OK, waited = 0;
   while (l->queued_bytes > 0 && l->queued_bytes + bytes > t->max_queue) {
     double now = wt_now_s();
+    waited = 1;
     if (s_gone_for_good(l, now)) {
       rc = WT_EIO;
       break;
@@ -550,7 +554,7 @@ static int s_send(void *vctx, int peer, int tag, const void *buf, size_t bytes) 
     s_wait_until(&t->cv_out, &t->mu, WT_MIN(deadline, now + 0.1));
   }
   if (rc == WT_OK && s_gone_for_good(l, wt_now_s())) rc = WT_EIO;
-  if (rc == WT_OK) s_enqueue(t, l, m);
+  if (rc == WT_OK) s_enqueue(t, l, m, waited ? wt_now_s() : t0);
   l->st.wait_s += wt_now_s() - t0;
   uint32_t step = ctx.step;
   const char *why = l->gone_why;
@@ -650,7 +654,8 @@ static void s_destroy(void *vctx) {
     pthread_mutex_lock(&t->mu);
     for (int r = 0; r < t->size; r++)
       if (r != t->rank && !t->links[r].gone)
-        s_enqueue(t, &t->links[r], s_out_new(t, &t->msg, PARALLEL_ZMQ_KIND_BYE, 0, NULL, 0));
+        s_enqueue(t, &t->links[r], s_out_new(t, &t->msg, PARALLEL_ZMQ_KIND_BYE, 0, NULL, 0),
+                  wt_now_s());
     double deadline = wt_now_s() + WT_MIN(t->timeout_s, 5.0);
     for (;;) {
       int pending = 0;
