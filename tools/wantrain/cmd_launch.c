@@ -312,7 +312,13 @@ static int s_worker_comm(const launch_args *a, int rank, const char *dir, parall
   z.size = world;
   z.endpoints = eps;
   z.timeout_s = a->timeout;
-  z.run_id = (uint64_t)a->seed;
+  snprintf(path, sizeof path, "%.1000s/run-id", dir);
+  FILE *f = fopen(path, "r");
+  unsigned long long run_id = 0;
+  int got = f ? fscanf(f, "%llx", &run_id) : 0;
+  if (f) fclose(f);
+  if (got != 1) return wt_fail(WT_EIO, "cannot read the run id from %s", path);
+  z.run_id = run_id;
   z.insecure = a->insecure;
   double lat[S_MAX_RANKS], bw[S_MAX_RANKS];
   s_wan wan;
@@ -566,12 +572,28 @@ static void s_supervise(s_run *r) {
   }
 }
 
+/* A random id every message of this run carries, so a process of another run that reaches one
+ * of ours is refused even if it had the keys. */
+static int s_write_run_id(const char *dir) {
+  uint64_t id = 0;
+  FILE *r = fopen("/dev/urandom", "rb");
+  int ok = r && fread(&id, sizeof id, 1, r) == 1;
+  if (r) fclose(r);
+  char path[1100];
+  snprintf(path, sizeof path, "%s/run-id", dir);
+  FILE *f = ok ? fopen(path, "w") : NULL;
+  ok = f && fprintf(f, "%016llx\n", (unsigned long long)id) > 0;
+  if (f && fclose(f) != 0) ok = 0;
+  return ok ? WT_OK : wt_fail(WT_EIO, "cannot write %s", path);
+}
+
 static int s_make_run_dir(const launch_args *a, int world, char *dir, size_t cap) {
   const char *tmp = getenv("TMPDIR");
   snprintf(dir, cap, "%s/wantrain-launch-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
   if (!mkdtemp(dir))
     return wt_fail(WT_EIO, "cannot create a run directory in %s: %s", tmp ? tmp : "/tmp",
                    strerror(errno));
+  WT_CHECK(s_write_run_id(dir));
   if (a->insecure) return WT_OK;
   for (int w = 0; w < world; w++) {
     char pub[41], sec[41], path[1100];
@@ -592,6 +614,8 @@ static void s_remove_run_dir(const char *dir, int world) {
   const char *ext[] = {"key", "pub", "sock"};
   char path[1100];
   snprintf(path, sizeof path, "%s/assignment.json", dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/run-id", dir);
   unlink(path);
   for (int w = 0; w < world; w++)
     for (int k = 0; k < 3; k++) {
