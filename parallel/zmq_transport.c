@@ -256,8 +256,16 @@ static void s_recv_one(parallel_zmq_transport *t) {
   zmq_msg_t *parts = wt_xmalloc((size_t)cap * sizeof *parts);
   uint64_t total = 0;
   while (more) {
-    if (n == cap) parts = realloc(parts, (size_t)(cap *= 2) * sizeof *parts);
-    if (!parts) abort();
+    if (n == cap) {
+      zmq_msg_t *more_parts = wt_xmalloc((size_t)(cap *= 2) * sizeof *parts);
+      for (int i = 0; i < n; i++) { /* ZeroMQ messages are moved through its API, never copied */
+        zmq_msg_init(&more_parts[i]);
+        zmq_msg_move(&more_parts[i], &parts[i]);
+        zmq_msg_close(&parts[i]);
+      }
+      free(parts);
+      parts = more_parts;
+    }
     zmq_msg_init(&parts[n]);
     if (zmq_msg_recv(&parts[n], t->pull, 0) < 0) {
       zmq_msg_close(&parts[n]);
