@@ -28,6 +28,7 @@
 #define S_POLL_MS 50                     /* how often the threads look at their stop flags */
 #define S_GONE_GRACE_S 0.5               /* a dropped peer's last messages may still be in flight */
 #define S_HWM 16                         /* messages ZeroMQ may hold per pipe */
+#define S_MAX_PARTS (1 << 18) /* payload frames of one message: 64 GiB in 256 KiB parts */
 
 /* One queued outgoing message; its buffer is shared by the ZeroMQ frames that carry it. */
 typedef struct s_out {
@@ -251,11 +252,19 @@ static void s_recv_one(parallel_zmq_transport *t) {
     zmq_msg_close(&head);
     return;
   }
-  int more = zmq_msg_more(&head);
+  int more = zmq_msg_more(&head), too_many = 0;
   int cap = 4, n = 0;
   zmq_msg_t *parts = wt_xmalloc((size_t)cap * sizeof *parts);
   uint64_t total = 0;
   while (more) {
+    if (n == S_MAX_PARTS) { /* a flood of frames: drain the rest without keeping it */
+      zmq_msg_t extra;
+      zmq_msg_init(&extra);
+      more = zmq_msg_recv(&extra, t->pull, 0) >= 0 && zmq_msg_more(&extra);
+      zmq_msg_close(&extra);
+      too_many = 1;
+      continue;
+    }
     if (n == cap) {
       zmq_msg_t *more_parts = wt_xmalloc((size_t)(cap *= 2) * sizeof *parts);
       for (int i = 0; i < n; i++) { /* ZeroMQ messages are moved through its API, never copied */
@@ -280,6 +289,7 @@ static void s_recv_one(parallel_zmq_transport *t) {
   const char *problem = parallel_zmq_header_decode(zmq_msg_data(&head), zmq_msg_size(&head), &h);
   parallel_zmq_expect e = {t->run_id, t->epoch, t->size, t->rank};
   int decoded = problem == NULL;
+  if (!problem && too_many) problem = "more payload frames than any sender makes";
   if (!problem) problem = parallel_zmq_header_check(&h, &e, total);
   if (!problem && user) {
     char want[32];
