@@ -11,6 +11,10 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
+int cmd_launch(int argc, char **argv);
+/* The hidden `wantrain __tasklet RANK RUN_DIR STATUS_FD <launch options>` that `launch` execs
+ * once per process (cmd_launch.c). */
+int cmd_launch_worker(int argc, char **argv);
 
 /* Parses argv[2..] with `table` into cfg (defaults first). Prints help and returns -1 (caller
  * exits 0) on --help; prints the error and returns CLI_USAGE on a bad flag; else CLI_OK. */

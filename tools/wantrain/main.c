@@ -22,6 +22,7 @@ static const struct {
     {"train", cmd_train, "train a GPT (or resume one) and write checkpoints"},
     {"eval", cmd_eval, "mean next-token loss of a checkpoint on a data file"},
     {"sample", cmd_sample, "generate text from a checkpoint"},
+    {"launch", cmd_launch, "train with S stages x R replicas as local processes over ZeroMQ"},
 };
 
 static void s_usage(FILE *out) {
@@ -63,6 +64,7 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; i < WT_ARRAY_LEN(s_commands); i++)
     if (!strcmp(argv[1], s_commands[i].name)) return s_commands[i].run(argc, argv);
+  if (!strcmp(argv[1], "__tasklet")) return cmd_launch_worker(argc, argv); /* launch's workers */
   fprintf(stderr, "wantrain: unknown command '%s'\n", argv[1]);
   s_usage(stderr);
   return CLI_USAGE;

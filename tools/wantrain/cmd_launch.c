@@ -1,0 +1,853 @@
+/* cmd_launch — `wantrain launch`: trains one model with S stages × R replicas as S·R local
+ * processes over the ZeroMQ transport, with live progress and a run summary.
+ *
+ * The launcher makes a private run directory (mode 0700) with one CURVE key pair per rank and
+ * the ipc:// sockets, then fork+execs this binary once per rank as the hidden command
+ *   wantrain __tasklet RANK RUN_DIR STATUS_FD <the launch options>
+ * which builds its communicator (parallel/zmq.h) and runs the per-process entry point
+ * (parallel_tasklet_run). Each worker reports on its status pipe, one line per event:
+ *   step STEP LOSS SECONDS BYTES_PIPELINE BYTES_DATA BYTES_CONTROL
+ *   done STEPS LOSS SECONDS COMPUTE_S BYTES_PIPELINE BYTES_DATA BYTES_CONTROL
+ *   error MESSAGE
+ * The launcher prints progress when every rank has finished a step, and the summary at the end.
+ * A worker that fails or dies ends the run: the others notice through the transport (a dropped
+ * connection or a goodbye) and stop with their own errors; whoever is still running after a
+ * grace period is terminated, and the launcher exits 1 naming the first failure. */
+#include "tools/wantrain/cli.h"
+
+#include "common/common.h"
+#include "model/data.h"
+#include "model/trainer.h"
+#include "netsim/netsim.h"
+#include "assign/assign.h"
+#include "parallel/tasklet.h"
+#include "parallel/zmq.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define S_MAX_RANKS 64
+#define S_GRACE_S 3.0 /* after a failure, time the others get to stop on their own */
+
+typedef struct {
+  char config[WT_CONFIG_STR_MAX];
+  int stages, replicas;
+  char schedule[WT_CONFIG_STR_MAX];
+  char grad_codec[WT_CONFIG_STR_MAX], act_codec[WT_CONFIG_STR_MAX];
+  int diloco, zero;
+  double timeout;
+  int insecure;
+  char scenario[WT_CONFIG_STR_MAX], scenario_name[WT_CONFIG_STR_MAX];
+  char assignment[WT_CONFIG_STR_MAX], solver[WT_CONFIG_STR_MAX];
+  double time_scale;
+  char data[WT_CONFIG_STR_MAX];
+  char data_sha256[WT_CONFIG_STR_MAX];
+  char cache_dir[WT_CONFIG_STR_MAX];
+  int steps, batch, micro_batches, seq, layers, channels, heads;
+  double lr, min_lr;
+  int warmup;
+  double weight_decay, grad_clip;
+  char optimizer[WT_CONFIG_STR_MAX];
+  long long seed;
+  int log_every;
+  char checkpoint_dir[WT_CONFIG_STR_MAX];
+  int checkpoint_every, keep, resume;
+  char json_log[WT_CONFIG_STR_MAX];
+} launch_args;
+
+/* The training options mirror `wantrain train`'s (same names, bounds and defaults), so a
+ * command line moves between the two; micro-batches here are per replica. */
+#define F(x) offsetof(launch_args, x)
+static const wt_option s_options[] = {
+    {"config", WT_OPT_STRING, F(config), 0, 0, "", "JSON file of options (flags override it)", 0},
+    {"stages", WT_OPT_INT, F(stages), 1, S_MAX_RANKS, "1", "pipeline stages S", 0},
+    {"replicas", WT_OPT_INT, F(replicas), 1, S_MAX_RANKS, "1",
+     "data-parallel replicas R (S x R processes)", 0},
+    {"schedule", WT_OPT_CHOICE, F(schedule), 0, 0, "1f1b", "pipeline schedule", "1f1b|gpipe"},
+    {"grad-codec", WT_OPT_CHOICE, F(grad_codec), 0, 0, "none",
+     "gradient compression in the data-parallel all-reduce",
+     "none|fp16|bf16|int8|int4|sign|topk|randk"},
+    {"act-codec", WT_OPT_CHOICE, F(act_codec), 0, 0, "none",
+     "activation compression across pipeline cuts", "none|delta2|delta4|delta8|direct8"},
+    {"diloco", WT_OPT_INT, F(diloco), 0, 1e9, "0",
+     "DiLoCo: average the replicas every H steps (0 = synchronous)", 0},
+    {"zero", WT_OPT_INT, F(zero), 0, 1, "0", "1 = ZeRO-1 optimizer-state sharding", 0},
+    {"timeout", WT_OPT_FLOAT, F(timeout), 0.1, 1e6, "60",
+     "seconds any process waits for a peer before failing", 0},
+    {"insecure", WT_OPT_FLAG, F(insecure), 0, 1, "0",
+     "plaintext links without CurveZMQ (debugging only)", 0},
+    {"scenario", WT_OPT_STRING, F(scenario), 0, 0, "",
+     "emulate this netsim scenario's links (JSON; it must have S x R devices)", 0},
+    {"scenario-name", WT_OPT_STRING, F(scenario_name), 0, 0, "",
+     "which scenario of the file (default: its only one)", 0},
+    {"assignment", WT_OPT_STRING, F(assignment), 0, 0, "",
+     "device of each tasklet (netsim's assignment JSON; default: rank s*R+r on device s*R+r)", 0},
+    {"solver", WT_OPT_CHOICE, F(solver), 0, 0, "none",
+     "place the tasklets on the scenario's devices with this assign/ solver (reproducible: "
+     "a fixed budget of evaluations, seeded by --seed)",
+     "none|random|megatron|deepspeed|greedy|ga|exact"},
+    {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-6, 1e6, "1",
+     "wall seconds per emulated second of network time", 0},
+    {"data", WT_OPT_STRING, F(data), 0, 0, "synthetic",
+     "corpus: synthetic, a text file, an llm.c .bin shard, or an http(s)/file URL", 0},
+    {"data-sha256", WT_OPT_STRING, F(data_sha256), 0, 0, "", "expected SHA-256 of the data file",
+     0},
+    {"cache-dir", WT_OPT_STRING, F(cache_dir), 0, 0, "",
+     "where URLs are downloaded (default $WANTRAIN_CACHE or ~/.cache/wantrain)", 0},
+    {"steps", WT_OPT_INT, F(steps), 1, 1e9, "300", "optimizer steps in total", 0},
+    {"batch", WT_OPT_INT, F(batch), 1, 65536, "16",
+     "global batch: sequences per step, split over the replicas", 0},
+    {"micro-batches", WT_OPT_INT, F(micro_batches), 1, 65536, "1",
+     "micro-batches per replica per step (the pipeline's m)", 0},
+    {"seq", WT_OPT_INT, F(seq), 1, 65536, "64", "sequence length T (the model's context)", 0},
+    {"layers", WT_OPT_INT, F(layers), 1, 4096, "2", "transformer blocks L", 0},
+    {"channels", WT_OPT_INT, F(channels), 1, 65536, "64", "model width C", 0},
+    {"heads", WT_OPT_INT, F(heads), 1, 4096, "4", "attention heads (must divide channels)", 0},
+    {"lr", WT_OPT_FLOAT, F(lr), 0, 10, "3e-3", "peak learning rate", 0},
+    {"min-lr", WT_OPT_FLOAT, F(min_lr), 0, 10, "3e-4", "learning rate at the end of the cosine", 0},
+    {"warmup", WT_OPT_INT, F(warmup), 0, 1e9, "20", "linear warmup steps", 0},
+    {"weight-decay", WT_OPT_FLOAT, F(weight_decay), 0, 10, "0.0", "decoupled weight decay", 0},
+    {"grad-clip", WT_OPT_FLOAT, F(grad_clip), 0, 1e9, "1.0", "max gradient norm (0 = off)", 0},
+    {"optimizer", WT_OPT_CHOICE, F(optimizer), 0, 0, "adamw", "update rule", "adamw|sgd"},
+    {"seed", WT_OPT_INT64, F(seed), 0, 9e15, "1", "seed of weights and data order", 0},
+    {"log-every", WT_OPT_INT, F(log_every), 1, 1e9, "10", "print progress every N steps", 0},
+    {"checkpoint-dir", WT_OPT_STRING, F(checkpoint_dir), 0, 0, "",
+     "run directory for checkpoints: one directory per stage plus a manifest (none if empty)", 0},
+    {"checkpoint-every", WT_OPT_INT, F(checkpoint_every), 0, 1e9, "0",
+     "save every N steps (0 = only at the end)", 0},
+    {"keep", WT_OPT_INT, F(keep), 1, 1000, "2", "checkpoints kept per stage", 0},
+    {"resume", WT_OPT_FLAG, F(resume), 0, 1, "0", "continue from --checkpoint-dir's manifest", 0},
+    {"json-log", WT_OPT_STRING, F(json_log), 0, 0, "", "append one JSON object per step here", 0},
+    {0}};
+#undef F
+
+static const char *s_usage =
+    "usage: wantrain launch --stages S --replicas R [options]\n\n"
+    "Trains one GPT as S x R local processes (one pipeline stage of one data-parallel replica "
+    "each) over CurveZMQ-encrypted ZeroMQ links. Progress goes to the terminal, one JSON object "
+    "per step to --json-log, a summary with the bytes sent per link class at the end.";
+
+/* ---- the configuration both sides build from the options ---------------------------------- */
+
+static void s_tasklet_config(const launch_args *a, const data_set *d, parallel_tasklet_config *c) {
+  *c = parallel_tasklet_config_default();
+  c->stages = a->stages;
+  c->replicas = a->replicas;
+  c->schedule = !strcmp(a->schedule, "gpipe") ? ASSIGN_SCHEDULE_GPIPE : ASSIGN_SCHEDULE_1F1B;
+  trainer_config *tc = &c->train;
+  memset(tc, 0, sizeof *tc);
+  tc->model = (gpt_config){.vocab_size = data_set_vocab_size(d),
+                           .max_seq = a->seq,
+                           .n_layer = a->layers,
+                           .n_head = a->heads,
+                           .channels = a->channels};
+  tc->batch = a->batch;
+  tc->micro_batches = a->micro_batches;
+  tc->steps = a->steps;
+  tc->val_batches = 1;
+  tc->seed = (uint64_t)a->seed;
+  tc->optim = optim_config_default();
+  tc->optim.kind = !strcmp(a->optimizer, "sgd") ? OPTIM_SGD : OPTIM_ADAMW;
+  tc->optim.lr = (float)a->lr;
+  tc->optim.min_lr = (float)WT_MIN(a->min_lr, a->lr);
+  tc->optim.warmup_steps = a->warmup;
+  tc->optim.weight_decay = (float)a->weight_decay;
+  tc->optim.grad_clip = (float)a->grad_clip;
+  c->data = d;
+  snprintf(c->grad_codec, sizeof c->grad_codec, "%.15s", a->grad_codec); /* a choice: short */
+  snprintf(c->act_codec, sizeof c->act_codec, "%.15s", a->act_codec);
+  c->diloco_h = a->diloco;
+  c->zero = a->zero;
+  snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "%s", a->checkpoint_dir);
+  c->checkpoint_every = a->checkpoint_every;
+  c->keep = a->keep;
+  c->resume = a->resume;
+}
+
+static void s_key_path(const char *dir, int rank, const char *ext, char *out, size_t cap) {
+  snprintf(out, cap, "%s/rank-%d.%s", dir, rank, ext);
+}
+
+/* ---- emulated WAN: a netsim scenario and an assignment of tasklets to its devices ---------- */
+
+typedef struct {
+  netsim_scenario_set *set;
+  const netsim_scenario *sc;
+  assign_plan *plan; /* device of world rank w = plan->device[w] */
+} s_wan;
+
+static void s_wan_close(s_wan *w) {
+  netsim_scenario_set_destroy(&w->set);
+  if (w->plan) assign_plan_destroy(&w->plan);
+}
+
+/* Loads --scenario (and --assignment) when given; the scenario must have one device per process.
+ * Leaves w zeroed without a scenario. */
+static int s_wan_open(const launch_args *a, s_wan *w) {
+  memset(w, 0, sizeof *w);
+  if (!a->scenario[0]) {
+    if (a->assignment[0] || strcmp(a->solver, "none"))
+      return wt_fail(WT_EINVAL, "--assignment and --solver need --scenario");
+    return WT_OK;
+  }
+  WT_CHECK(netsim_scenario_set_load(a->scenario, &w->set));
+  int rc = netsim_scenario_set_find(w->set, a->scenario_name, &w->sc);
+  int n = rc == WT_OK ? netsim_scenario_network(w->sc)->n : 0;
+  if (rc == WT_OK && n != a->stages * a->replicas)
+    rc = wt_fail(WT_EINVAL,
+                 "scenario %s has %d devices but the run has %d x %d = %d processes; choose "
+                 "--stages and --replicas to match, or a scenario of that size",
+                 netsim_scenario_name(w->sc), n, a->stages, a->replicas, a->stages * a->replicas);
+  int solve = strcmp(a->solver, "none") != 0;
+  if (rc == WT_OK && solve && a->assignment[0])
+    rc = wt_fail(WT_EINVAL, "--assignment and --solver both place the tasklets; give one");
+  if (rc == WT_OK && a->assignment[0])
+    rc = netsim_assignment_load(a->assignment, a->stages, a->replicas, &w->plan);
+  if (rc == WT_OK && solve) {
+    assign_problem prob;
+    netsim_scenario_problem(w->sc, &prob);
+    prob.d_pp = a->stages;
+    prob.d_dp = a->replicas;
+    prob.dp_algo = ASSIGN_DP_RING;
+    assign_solver kind;
+    assign_budget budget = {.max_evals = 2000};
+    rc = assign_solver_parse(a->solver, &kind);
+    if (rc == WT_OK) rc = assign_solve(&prob, kind, &budget, (uint64_t)a->seed, &w->plan, NULL);
+  }
+  if (rc == WT_OK && !w->plan) {
+    w->plan = assign_plan_new(a->stages, a->replicas);
+    for (int d = 0; d < n; d++) w->plan->device[d] = d;
+  }
+  if (rc != WT_OK) s_wan_close(w);
+  return rc;
+}
+
+/* Writes the plan to DIR/assignment.json, which every worker reads: one placement, decided
+ * once by the launcher. */
+static int s_wan_save(const s_wan *w, const char *dir) {
+  char path[1100];
+  snprintf(path, sizeof path, "%s/assignment.json", dir);
+  cJSON *j = netsim_assignment_to_json(w->plan);
+  char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+  cJSON_Delete(j);
+  FILE *f = text ? fopen(path, "w") : NULL;
+  int ok = f && fprintf(f, "{\"assignment\":%s}\n", text) > 0;
+  if (f && fclose(f) != 0) ok = 0;
+  free(text);
+  return ok ? WT_OK : wt_fail(WT_EIO, "cannot write %s", path);
+}
+
+/* The emulated links from world rank `rank` to every rank. */
+static void s_wan_links(const s_wan *w, int rank, int world, double *lat, double *bw) {
+  const assign_network *net = netsim_scenario_network(w->sc);
+  int me = w->plan->device[rank];
+  for (int j = 0; j < world; j++) {
+    int dj = w->plan->device[j];
+    lat[j] = j == rank ? 0 : net->latency_s[me * net->n + dj];
+    bw[j] = j == rank ? 0 : net->bandwidth_Bps[me * net->n + dj];
+  }
+}
+
+/* ---- the worker: one process, one tasklet ------------------------------------------------- */
+
+typedef struct {
+  FILE *status;
+  parallel_comm *world;
+} s_worker;
+
+static void s_worker_on_step(void *arg, const parallel_tasklet_step *st) {
+  s_worker *w = arg;
+  fprintf(w->status, "step %ld %.9g %.6f %llu %llu %llu\n", st->info.step, st->info.loss,
+          st->info.seconds, (unsigned long long)st->bytes_pipeline,
+          (unsigned long long)st->bytes_data, (unsigned long long)st->bytes_control);
+  fflush(w->status);
+}
+
+/* Fault injection for the tests: WANTRAIN_LAUNCH_DIE=RANK:STEP makes that process exit
+ * abruptly after that step (no goodbye, no error line), as a crash would. */
+static int s_worker_die_rank = -1, s_worker_die_step = -1, s_worker_rank = -1;
+
+static void s_worker_step(void *arg, const parallel_tasklet_step *st) {
+  s_worker *w = arg;
+  /* The next messages belong to the next step: the transport stamps it on them and names it in
+   * its errors. */
+  parallel_zmq_msg_context ctx = {.kind = PARALLEL_ZMQ_KIND_DATA,
+                                  .step = (uint32_t)st->info.step + 1};
+  parallel_zmq_set_context(w->world, &ctx);
+  s_worker_on_step(arg, st);
+  if (s_worker_rank == s_worker_die_rank && st->info.step == s_worker_die_step) _exit(3);
+}
+
+static int s_worker_comm(const launch_args *a, int rank, const char *dir, parallel_comm **out) {
+  int world = a->stages * a->replicas;
+  static char eps_buf[S_MAX_RANKS][1100], pubs_buf[S_MAX_RANKS][41];
+  const char *eps[S_MAX_RANKS], *pubs[S_MAX_RANKS];
+  char path[1100], pub[41], sec[41];
+  for (int r = 0; r < world; r++) {
+    snprintf(eps_buf[r], sizeof eps_buf[r], "ipc://%s/rank-%d.sock", dir, r);
+    eps[r] = eps_buf[r];
+    if (a->insecure) continue;
+    s_key_path(dir, r, "pub", path, sizeof path);
+    FILE *f = fopen(path, "r");
+    if (!f || fscanf(f, "%40s", pubs_buf[r]) != 1) {
+      if (f) fclose(f);
+      return wt_fail(WT_EIO, "cannot read the public key of rank %d from %s", r, path);
+    }
+    fclose(f);
+    pubs[r] = pubs_buf[r];
+  }
+  parallel_zmq_config z = parallel_zmq_config_default();
+  z.rank = rank;
+  z.size = world;
+  z.endpoints = eps;
+  z.timeout_s = a->timeout;
+  snprintf(path, sizeof path, "%.1000s/run-id", dir);
+  FILE *f = fopen(path, "r");
+  unsigned long long run_id = 0;
+  int got = f ? fscanf(f, "%llx", &run_id) : 0;
+  if (f) fclose(f);
+  if (got != 1) return wt_fail(WT_EIO, "cannot read the run id from %s", path);
+  z.run_id = run_id;
+  z.insecure = a->insecure;
+  double lat[S_MAX_RANKS], bw[S_MAX_RANKS];
+  s_wan wan;
+  launch_args placed = *a; /* the launcher's placement, whatever chose it */
+  snprintf(placed.assignment, sizeof placed.assignment, "%.1000s/assignment.json", dir);
+  snprintf(placed.solver, sizeof placed.solver, "none");
+  WT_CHECK(s_wan_open(a->scenario[0] ? &placed : a, &wan));
+  if (wan.sc) {
+    s_wan_links(&wan, rank, world, lat, bw);
+    z.latency_s = lat;
+    z.bandwidth_Bps = bw;
+    z.time_scale = a->time_scale;
+  }
+  s_wan_close(&wan);
+  if (!a->insecure) {
+    s_key_path(dir, rank, "key", path, sizeof path);
+    WT_CHECK(parallel_zmq_keypair_load(path, pub, sec));
+    z.public_key = pub;
+    z.secret_key = sec;
+    z.peer_public_keys = pubs;
+  }
+  *out = parallel_zmq_comm_new(&z);
+  memset(sec, 0, sizeof sec);
+  return *out ? WT_OK : WT_EIO;
+}
+
+int cmd_launch_worker(int argc, char **argv) {
+  if (argc < 5) {
+    fprintf(stderr, "wantrain __tasklet: internal command of `wantrain launch`\n");
+    return CLI_USAGE;
+  }
+  int rank = atoi(argv[2]), fd = atoi(argv[4]);
+  const char *dir = argv[3];
+  FILE *status = fdopen(fd, "w");
+  launch_args a;
+  int help = 0;
+  if (!status || wt_config_defaults(s_options, &a) != WT_OK ||
+      wt_config_parse_args(s_options, &a, argc, argv, 5, NULL, 0, NULL, &help) != WT_OK) {
+    fprintf(stderr, "wantrain __tasklet %d: %s\n", rank, wt_last_error());
+    return CLI_USAGE;
+  }
+  const char *die = getenv("WANTRAIN_LAUNCH_DIE");
+  if (die) sscanf(die, "%d:%d", &s_worker_die_rank, &s_worker_die_step);
+  s_worker_rank = rank;
+  s_worker w = {status, NULL};
+  data_set *d = data_set_open(a.data, a.cache_dir, a.data_sha256);
+  parallel_comm *world = NULL;
+  int rc = d ? s_worker_comm(&a, rank, dir, &world) : WT_EINVAL;
+  parallel_tasklet_result res;
+  memset(&res, 0, sizeof res);
+  if (rc == WT_OK) {
+    w.world = world;
+    if (!a.resume) {
+      parallel_zmq_msg_context ctx = {.kind = PARALLEL_ZMQ_KIND_DATA, .step = 1};
+      parallel_zmq_set_context(world, &ctx);
+    }
+    parallel_tasklet_config c;
+    s_tasklet_config(&a, d, &c);
+    c.stage = rank / a.replicas;
+    c.replica = rank % a.replicas;
+    c.on_step = s_worker_step;
+    c.on_step_arg = &w;
+    rc = parallel_tasklet_run(&c, world, &res);
+  }
+  /* The transport's own counters, over every link of this process. */
+  parallel_zmq_link_stats tot = {0};
+  for (int peer = 0; world && peer < parallel_comm_size(world); peer++) {
+    parallel_zmq_link_stats st = parallel_zmq_link_stats_get(world, peer);
+    tot.bytes_sent += st.bytes_sent;
+    tot.wait_s += st.wait_s;
+  }
+  if (rc == WT_OK)
+    fprintf(status, "done %ld %.9g %.6f %.6f %llu %llu %llu %llu %.6f %llu\n", res.steps_done,
+            res.last_loss, res.seconds, res.compute_s, (unsigned long long)res.bytes_pipeline,
+            (unsigned long long)res.bytes_data, (unsigned long long)res.bytes_control,
+            (unsigned long long)tot.bytes_sent, tot.wait_s,
+            (unsigned long long)parallel_zmq_refused(world));
+  else
+    fprintf(status, "error %s\n", wt_last_error());
+  fclose(status);
+  parallel_comm_destroy(&world);
+  data_set_destroy(&d);
+  return rc == WT_OK ? CLI_OK : CLI_FAIL;
+}
+
+/* ---- the launcher ------------------------------------------------------------------------- */
+
+typedef struct {
+  pid_t pid;
+  int fd;          /* status pipe, -1 once closed */
+  char line[4096]; /* partial line */
+  size_t len;
+  int running, exit_code; /* exit_code: status, or 128+signal */
+  long steps;             /* last step reported */
+  float loss;
+  double step_s;
+  uint64_t bytes[3]; /* pipeline, data, control: sent so far */
+  int done;
+  double seconds, compute_s;
+  unsigned long long wire_bytes, refused; /* the transport's counters */
+  double wait_s;
+  char error[1024];
+} s_proc;
+
+typedef struct {
+  const launch_args *a;
+  int world;
+  s_proc p[S_MAX_RANKS];
+  FILE *log;
+  long printed;    /* last step printed; -1 before the first */
+  long first_step; /* the first step this launch ran (later than 1 on --resume) */
+  double t0;
+  double step_sum; /* sum of rank 0's step seconds, from step 2 on */
+  long step_count;
+  int failed_rank; /* first failure, -1 none */
+  double failed_at;
+  s_wan wan; /* the emulated network, when --scenario is given */
+} s_run;
+
+static volatile sig_atomic_t s_signal = 0;
+static void s_on_signal(int sig) {
+  s_signal = sig;
+}
+
+/* Progress of `step`, which every process has finished; `slow` is the process that finished it
+ * last, so its loss and time are that step's (the loss is the same on every process). */
+static void s_progress(s_run *r, long step, const s_proc *slow) {
+  float loss = slow->loss;
+  double step_s = slow->step_s;
+  uint64_t b[3] = {0, 0, 0};
+  for (int w = 0; w < r->world; w++)
+    for (int k = 0; k < 3; k++) b[k] += r->p[w].bytes[k];
+  double tok_s = (double)r->a->batch * r->a->seq / step_s;
+  if (step % r->a->log_every == 0 || step == r->first_step || step == r->a->steps) {
+    printf("step %6ld/%d | loss %.4f | %8.0f tok/s | sent MB: pipeline %.2f, data-parallel %.2f, "
+           "control %.3f\n",
+           step, r->a->steps, loss, tok_s, b[0] / 1e6, b[1] / 1e6, b[2] / 1e6);
+    fflush(stdout);
+  }
+  if (r->log) {
+    fprintf(r->log,
+            "{\"step\":%ld,\"loss\":%.6f,\"tokens_per_s\":%.1f,\"step_s\":%.6f,"
+            "\"bytes_pipeline\":%llu,\"bytes_data\":%llu,\"bytes_control\":%llu}\n",
+            step, loss, tok_s, step_s, (unsigned long long)b[0], (unsigned long long)b[1],
+            (unsigned long long)b[2]);
+    fflush(r->log);
+  }
+  if (step > r->first_step || r->a->steps == r->first_step) { /* the first includes start-up */
+    r->step_sum += step_s;
+    r->step_count++;
+  }
+}
+
+static void s_fail(s_run *r, int w) {
+  if (r->failed_rank >= 0) return;
+  r->failed_rank = w;
+  r->failed_at = wt_now_s();
+}
+
+static void s_handle_line(s_run *r, int w, char *line) {
+  s_proc *p = &r->p[w];
+  unsigned long long b0, b1, b2;
+  if (!strncmp(line, "step ", 5) && sscanf(line + 5, "%ld %f %lf %llu %llu %llu", &p->steps,
+                                           &p->loss, &p->step_s, &b0, &b1, &b2) == 6) {
+    p->bytes[0] = b0, p->bytes[1] = b1, p->bytes[2] = b2;
+    int slow = w;
+    for (int k = 0; k < r->world; k++)
+      if (r->p[k].steps < r->p[slow].steps) slow = k;
+    long all = r->p[slow].steps;
+    if (r->printed < 0 && all > 0) r->printed = (r->first_step = all) - 1;
+    while (r->printed >= 0 && r->printed < all) s_progress(r, ++r->printed, &r->p[slow]);
+  } else if (!strncmp(line, "done ", 5) &&
+             sscanf(line + 5, "%ld %f %lf %lf %llu %llu %llu %llu %lf %llu", &p->steps, &p->loss,
+                    &p->seconds, &p->compute_s, &b0, &b1, &b2, &p->wire_bytes, &p->wait_s,
+                    &p->refused) == 10) {
+    p->bytes[0] = b0, p->bytes[1] = b1, p->bytes[2] = b2;
+    p->done = 1;
+  } else if (!strncmp(line, "error ", 6)) {
+    snprintf(p->error, sizeof p->error, "%s", line + 6);
+    s_fail(r, w);
+  }
+}
+
+/* Reads what a worker wrote; returns 0 at end of file. */
+static int s_read_status(s_run *r, int w) {
+  s_proc *p = &r->p[w];
+  ssize_t n = read(p->fd, p->line + p->len, sizeof p->line - 1 - p->len);
+  if (n < 0 && errno == EINTR) return 1;
+  if (n <= 0) return 0;
+  p->len += (size_t)n;
+  p->line[p->len] = 0;
+  char *start = p->line, *nl;
+  while ((nl = strchr(start, '\n'))) {
+    *nl = 0;
+    s_handle_line(r, w, start);
+    start = nl + 1;
+  }
+  p->len = strlen(start);
+  memmove(p->line, start, p->len + 1);
+  if (p->len == sizeof p->line - 1) p->len = 0; /* an over-long line: drop it */
+  return 1;
+}
+
+static void s_reap(s_run *r) {
+  for (int w = 0; w < r->world; w++) {
+    s_proc *p = &r->p[w];
+    int st;
+    if (!p->running || waitpid(p->pid, &st, WNOHANG) != p->pid) continue;
+    p->running = 0;
+    p->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (p->exit_code != 0) s_fail(r, w);
+  }
+}
+
+/* Runs until every worker has exited; after a failure the others get S_GRACE_S to stop on their
+ * own, then SIGTERM, then SIGKILL. */
+static void s_supervise(s_run *r) {
+  int term_sent = 0, kill_sent = 0;
+  for (;;) {
+    struct pollfd fds[S_MAX_RANKS];
+    int idx[S_MAX_RANKS], n = 0, running = 0;
+    for (int w = 0; w < r->world; w++) {
+      if (r->p[w].fd >= 0) {
+        fds[n] = (struct pollfd){r->p[w].fd, POLLIN, 0};
+        idx[n++] = w;
+      }
+      running += r->p[w].running;
+    }
+    if (!running && !n) break;
+    poll(fds, (nfds_t)n, 100);
+    for (int i = 0; i < n; i++)
+      if ((fds[i].revents & (POLLIN | POLLHUP)) && !s_read_status(r, idx[i])) {
+        close(r->p[idx[i]].fd);
+        r->p[idx[i]].fd = -1;
+      }
+    s_reap(r);
+    if (s_signal && r->failed_rank < 0) {
+      fprintf(stderr, "wantrain launch: stopped by signal %d; stopping every process\n",
+              (int)s_signal);
+      r->failed_rank = S_MAX_RANKS; /* no rank's fault */
+      r->failed_at = wt_now_s() - S_GRACE_S;
+    }
+    double since = r->failed_rank >= 0 ? wt_now_s() - r->failed_at : 0;
+    for (int w = 0; w < r->world; w++) {
+      if (!r->p[w].running) continue;
+      if (r->failed_rank >= 0 && since > S_GRACE_S && !term_sent) kill(r->p[w].pid, SIGTERM);
+      if (r->failed_rank >= 0 && since > S_GRACE_S + 2 && !kill_sent) kill(r->p[w].pid, SIGKILL);
+    }
+    if (r->failed_rank >= 0 && since > S_GRACE_S) term_sent = 1;
+    if (r->failed_rank >= 0 && since > S_GRACE_S + 2) kill_sent = 1;
+  }
+}
+
+/* A random id every message of this run carries, so a process of another run that reaches one
+ * of ours is refused even if it had the keys. */
+static int s_write_run_id(const char *dir) {
+  uint64_t id = 0;
+  FILE *r = fopen("/dev/urandom", "rb");
+  int ok = r && fread(&id, sizeof id, 1, r) == 1;
+  if (r) fclose(r);
+  char path[1100];
+  snprintf(path, sizeof path, "%s/run-id", dir);
+  FILE *f = ok ? fopen(path, "w") : NULL;
+  ok = f && fprintf(f, "%016llx\n", (unsigned long long)id) > 0;
+  if (f && fclose(f) != 0) ok = 0;
+  return ok ? WT_OK : wt_fail(WT_EIO, "cannot write %s", path);
+}
+
+static int s_make_run_dir(const launch_args *a, int world, char *dir, size_t cap) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, cap, "%s/wantrain-launch-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+  if (!mkdtemp(dir))
+    return wt_fail(WT_EIO, "cannot create a run directory in %s: %s", tmp ? tmp : "/tmp",
+                   strerror(errno));
+  WT_CHECK(s_write_run_id(dir));
+  if (a->insecure) return WT_OK;
+  for (int w = 0; w < world; w++) {
+    char pub[41], sec[41], path[1100];
+    WT_CHECK(parallel_zmq_keypair_new(pub, sec));
+    s_key_path(dir, w, "key", path, sizeof path);
+    int rc = parallel_zmq_keypair_save(path, pub, sec);
+    memset(sec, 0, sizeof sec);
+    WT_CHECK(rc);
+    s_key_path(dir, w, "pub", path, sizeof path);
+    FILE *f = fopen(path, "w");
+    if (!f || fprintf(f, "%s\n", pub) < 0 || fclose(f) != 0)
+      return wt_fail(WT_EIO, "cannot write %s", path);
+  }
+  return WT_OK;
+}
+
+static void s_remove_run_dir(const char *dir, int world) {
+  const char *ext[] = {"key", "pub", "sock"};
+  char path[1100];
+  snprintf(path, sizeof path, "%s/assignment.json", dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/run-id", dir);
+  unlink(path);
+  for (int w = 0; w < world; w++)
+    for (int k = 0; k < 3; k++) {
+      s_key_path(dir, w, ext[k], path, sizeof path);
+      unlink(path);
+    }
+  rmdir(dir);
+}
+
+static int s_start(s_run *r, const char *dir, int argc, char **argv) {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return wt_fail(WT_EIO, "cannot find this program's path: %s", strerror(errno));
+  exe[n] = 0;
+  fflush(stdout);
+  fflush(stderr);
+  for (int w = 0; w < r->world; w++) {
+    int fds[2];
+    if (pipe(fds) != 0) return wt_fail(WT_EIO, "pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) return wt_fail(WT_EIO, "cannot start process %d: %s", w, strerror(errno));
+    if (pid == 0) {
+      close(fds[0]);
+      for (int k = 0; k < w; k++)
+        if (r->p[k].fd >= 0) close(r->p[k].fd);
+      char rank[16], fd[16];
+      snprintf(rank, sizeof rank, "%d", w);
+      snprintf(fd, sizeof fd, "%d", fds[1]);
+      char **args = calloc((size_t)argc + 4, sizeof *args);
+      args[0] = argv[0];
+      args[1] = "__tasklet";
+      args[2] = rank;
+      args[3] = (char *)dir;
+      args[4] = fd;
+      for (int i = 2; i < argc; i++) args[i + 3] = argv[i];
+      execv(exe, args);
+      fprintf(stderr, "wantrain launch: cannot run %s: %s\n", exe, strerror(errno));
+      _exit(127);
+    }
+    close(fds[1]);
+    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    r->p[w] = (s_proc){.pid = pid, .fd = fds[0], .running = 1, .loss = NAN};
+  }
+  return WT_OK;
+}
+
+/* netsim's iteration time for this run's assignment and schedule, fed with what the run
+ * measured: per-pass compute (mean over processes), the bytes that crossed a cut per
+ * micro-batch, and a stage's gradient bytes; the network's times scaled like the emulation's. */
+static int s_predict(const s_run *r, double *out) {
+  const launch_args *a = r->a;
+  int S = a->stages, R = a->replicas, m = a->micro_batches;
+  double steps = (double)(r->printed - r->first_step + 1);
+  if (r->printed < 0 || steps < 1) return wt_fail(WT_EINVAL, "no step ran");
+  double compute = 0, bp = 0, bd = 0;
+  for (int w = 0; w < r->world; w++) {
+    compute += r->p[w].compute_s / steps / r->world;
+    bp += (double)r->p[w].bytes[0];
+    bd += (double)r->p[w].bytes[1];
+  }
+  netsim_sim_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.schedule = !strcmp(a->schedule, "gpipe") ? NETSIM_GPIPE : NETSIM_1F1B;
+  cfg.micro_batches = m;
+  cfg.fwd_s = compute / m / 3; /* a backward pass costs about twice a forward */
+  cfg.bwd_s = 2 * cfg.fwd_s;
+  cfg.act_bytes = S > 1 ? bp / (steps * R * (S - 1) * m * 2) : 0;
+  cfg.grad_bytes = R > 1 && !a->diloco ? bd / (steps * S * 2 * (R - 1)) : 0;
+  cfg.dp_algo = ASSIGN_DP_RING;
+  const assign_network *net = netsim_scenario_network(r->wan.sc);
+  size_t nn = (size_t)net->n * (size_t)net->n;
+  assign_network scaled = {.n = net->n,
+                           .latency_s = wt_xmalloc(nn * sizeof(double)),
+                           .bandwidth_Bps = wt_xmalloc(nn * sizeof(double))};
+  for (size_t i = 0; i < nn; i++) {
+    scaled.latency_s[i] = net->latency_s[i] * a->time_scale;
+    scaled.bandwidth_Bps[i] = net->bandwidth_Bps[i] / a->time_scale;
+  }
+  netsim_sim_result res;
+  int rc = netsim_simulate(&scaled, r->wan.plan, &cfg, &res, NULL);
+  free(scaled.latency_s);
+  free(scaled.bandwidth_Bps);
+  if (rc == WT_OK) *out = res.iteration_s;
+  return rc;
+}
+
+static int s_summary(s_run *r) {
+  const launch_args *a = r->a;
+  if (r->failed_rank >= 0) {
+    if (r->failed_rank < r->world) {
+      s_proc *p = &r->p[r->failed_rank];
+      fprintf(stderr, "wantrain launch: error: process %d (stage %d, replica %d) failed: %s\n",
+              r->failed_rank, r->failed_rank / a->replicas, r->failed_rank % a->replicas,
+              p->error[0]           ? p->error
+              : p->exit_code >= 128 ? "it was killed by a signal"
+                                    : "it exited without saying why (crashed?)");
+      if (!p->error[0] && p->exit_code > 0 && p->exit_code < 128)
+        fprintf(stderr, "  (exit status %d)\n", p->exit_code);
+    }
+    for (int w = 0; w < r->world; w++)
+      if (w != r->failed_rank && r->p[w].error[0])
+        fprintf(stderr, "  process %d (stage %d, replica %d) stopped: %s\n", w, w / a->replicas,
+                w % a->replicas, r->p[w].error);
+    return WT_EIO;
+  }
+  uint64_t b[3] = {0, 0, 0};
+  double compute = 0, seconds = 0;
+  for (int w = 0; w < r->world; w++) {
+    for (int k = 0; k < 3; k++) b[k] += r->p[w].bytes[k];
+    compute += r->p[w].compute_s;
+    seconds = WT_MAX(seconds, r->p[w].seconds);
+  }
+  double wall = wt_now_s() - r->t0;
+  long steps = r->p[0].steps;
+  double iter = r->step_count ? r->step_sum / (double)r->step_count : NAN;
+  printf("done: %ld steps | loss %.6f | %.0f tok/s | %.1f s (%.1f s training)\n", steps,
+         r->p[0].loss, (double)a->batch * a->seq * (double)r->step_count / r->step_sum, wall,
+         seconds);
+  printf("iteration time %.4f s (mean of steps %ld..%ld); compute %.0f%% of the processes' "
+         "time\n",
+         iter, WT_MIN(r->first_step + 1, steps), steps,
+         seconds > 0 ? 100 * compute / (seconds * r->world) : 0.0);
+  printf("bytes sent: pipeline %.3f MB, data-parallel %.3f MB, control %.3f MB\n", b[0] / 1e6,
+         b[1] / 1e6, b[2] / 1e6);
+  double wire = 0, wait = 0;
+  unsigned long long refused = 0;
+  for (int w = 0; w < r->world; w++) {
+    wire += (double)r->p[w].wire_bytes;
+    wait += r->p[w].wait_s / r->world;
+    refused += r->p[w].refused;
+  }
+  printf("transport: %.3f MB on the wire (collective envelopes included), %.2f s waited on peers "
+         "per process, %llu messages refused\n",
+         wire / 1e6, wait, refused);
+  double predicted = NAN;
+  if (r->wan.sc) {
+    if (s_predict(r, &predicted) == WT_OK)
+      printf("netsim predicts %.4f s per iteration for scenario %s with this assignment and "
+             "schedule (measured %.4f s, %+.1f%%)\n",
+             predicted, netsim_scenario_name(r->wan.sc), iter, 100 * (iter / predicted - 1));
+    else
+      printf("netsim prediction unavailable: %s\n", wt_last_error());
+  }
+  if (r->log)
+    fprintf(r->log,
+            "{\"event\":\"done\",\"steps\":%ld,\"loss\":%.6f,\"iteration_s\":%.6f,"
+            "\"predicted_iteration_s\":%.6f,\"bytes_pipeline\":%llu,\"bytes_data\":%llu,"
+            "\"bytes_control\":%llu}\n",
+            steps, r->p[0].loss, iter, isnan(predicted) ? -1.0 : predicted,
+            (unsigned long long)b[0], (unsigned long long)b[1], (unsigned long long)b[2]);
+  return WT_OK;
+}
+
+int cmd_launch(int argc, char **argv) {
+  launch_args a;
+  int rc = cli_parse("launch", s_usage, s_options, &a, argc, argv);
+  if (rc) return rc < 0 ? CLI_OK : rc;
+  int world = a.stages * a.replicas;
+  if (world > S_MAX_RANKS) {
+    fprintf(stderr, "wantrain launch: error: %d x %d = %d processes; at most %d on one host\n",
+            a.stages, a.replicas, world, S_MAX_RANKS);
+    return CLI_USAGE;
+  }
+  /* Validate everything a worker would, here, before starting anyone. */
+  data_set *d = data_set_open(a.data, a.cache_dir, a.data_sha256);
+  if (!d) return cli_fail("launch");
+  parallel_tasklet_config c;
+  s_tasklet_config(&a, d, &c);
+  rc = parallel_tasklet_config_validate(&c, world);
+  /* The trainer checks this too, but only once every process is up. */
+  if (rc == WT_OK && a.batch % (a.replicas * a.micro_batches) != 0)
+    rc = wt_fail(WT_EINVAL,
+                 "--batch %d must be a multiple of --replicas %d times --micro-batches %d", a.batch,
+                 a.replicas, a.micro_batches);
+  if (rc == WT_OK && a.resume && !a.checkpoint_dir[0])
+    rc = wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir (the run directory to resume)");
+  if (rc == WT_OK)
+    printf("launch: %d stages x %d replicas = %d processes, %s, grad codec %s, act codec %s%s; "
+           "model %.3f M parameters; data %s\n",
+           a.stages, a.replicas, world, a.schedule, a.grad_codec, a.act_codec,
+           a.insecure ? ", INSECURE links" : ", CurveZMQ links",
+           (double)gpt_config_num_params(&c.train.model) / 1e6, a.data);
+  data_set_destroy(&d);
+  if (rc != WT_OK) {
+    fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
+    return CLI_USAGE;
+  }
+  static s_run r;
+  memset(&r, 0, sizeof r);
+  if (s_wan_open(&a, &r.wan) != WT_OK) {
+    fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
+    return CLI_USAGE;
+  }
+  if (r.wan.sc) {
+    printf("emulating scenario %s (%d devices) at time scale %g; device of each process:",
+           netsim_scenario_name(r.wan.sc), netsim_scenario_network(r.wan.sc)->n, a.time_scale);
+    for (int w = 0; w < world; w++) printf(" %d", r.wan.plan->device[w]);
+    printf(" (%s)\n", strcmp(a.solver, "none") ? a.solver
+                      : a.assignment[0]        ? a.assignment
+                                               : "rank order");
+  }
+  r.a = &a;
+  r.world = world;
+  r.printed = -1;
+  r.failed_rank = -1;
+  if (a.json_log[0] && !(r.log = fopen(a.json_log, "a"))) {
+    wt_fail(WT_EIO, "cannot open --json-log %s: %s", a.json_log, strerror(errno));
+    return cli_fail("launch");
+  }
+  char dir[1024];
+  rc = s_make_run_dir(&a, world, dir, sizeof dir);
+  if (rc == WT_OK && r.wan.sc) rc = s_wan_save(&r.wan, dir);
+  if (rc != WT_OK) {
+    if (r.log) fclose(r.log);
+    return cli_fail("launch");
+  }
+  signal(SIGINT, s_on_signal);
+  signal(SIGTERM, s_on_signal);
+  signal(SIGPIPE, SIG_IGN);
+  r.t0 = wt_now_s();
+  rc = s_start(&r, dir, argc, argv);
+  if (rc != WT_OK) {
+    fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
+    for (int w = 0; w < world; w++)
+      if (r.p[w].running) kill(r.p[w].pid, SIGTERM);
+    s_fail(&r, S_MAX_RANKS);
+  }
+  s_supervise(&r);
+  rc = s_summary(&r);
+  if (r.log) fclose(r.log);
+  s_remove_run_dir(dir, world);
+  s_wan_close(&r.wan);
+  if (s_signal) return 128 + (int)s_signal;
+  return rc == WT_OK ? CLI_OK : CLI_FAIL;
+}
