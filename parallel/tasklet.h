@@ -34,7 +34,8 @@
  * each stage saves DIR/stage-<s>/ (model/checkpoint.h's format: safetensors + SHA-256, one run
  * directory per stage), then world rank 0 writes DIR/manifest.json (S, R, layer ranges, the
  * step) once every stage has saved. resume = 1 loads the step the manifest names on every
- * tasklet and continues bit-exactly.
+ * tasklet and continues bit-exactly. Runs that keep more state (DiLoCo, error-feedback residuals,
+ * AC-SGD delta caches) refuse checkpoint_dir.
  *
  *   parallel_tasklet_config c = parallel_tasklet_config_default();
  *   c.stages = 2, c.replicas = 2, c.stage = s, c.replica = r;

@@ -113,6 +113,30 @@ static void test_zero_resumes(void) {
   s_same_from(&straight, &resumed, 3, "zero-1 checkpoint resumed unsharded");
 }
 
+/* int8 gradients without error feedback and 8-bit activations are stateless: they checkpoint
+ * and resume bitwise like an uncompressed run. */
+static void test_stateless_codecs_resume(void) {
+  static h_run straight, resumed;
+  parallel_tasklet_config c = s_config(0, "int8-straight");
+  snprintf(c.grad_codec, sizeof c.grad_codec, "int8");
+  snprintf(c.act_codec, sizeof c.act_codec, "direct8");
+  c.grad_ef = 0;
+  h_init(&straight, &c);
+  WT_TEST_REQUIRE(h_run_all(&straight) == WT_OK, "%s", straight.err[0]);
+  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s/int8-part", s_tmp);
+  c.stop_after = 5;
+  h_init(&resumed, &c);
+  WT_TEST_REQUIRE(h_run_all(&resumed) == WT_OK, "%s", resumed.err[0]);
+  c.stop_after = 0, c.resume = 1;
+  h_init(&resumed, &c);
+  WT_TEST_REQUIRE(h_run_all(&resumed) == WT_OK, "%s", resumed.err[0]);
+  s_same_from(&straight, &resumed, 5, "int8 without error feedback, resumed");
+  c.grad_ef = 1;
+  WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) != WT_OK &&
+                     strstr(wt_last_error(), "error feedback"),
+                 "with error feedback: %s", wt_last_error());
+}
+
 static void test_whole_model_from_stages(void) {
   static h_run h;
   parallel_tasklet_config c = s_config(0, "four-stages");
@@ -186,6 +210,7 @@ int main(void) {
   WT_TEST_REQUIRE(s_data, "%s", wt_last_error());
   test_killed_run_resumes();
   test_zero_resumes();
+  test_stateless_codecs_resume();
   test_whole_model_from_stages();
   test_bad_manifest();
   data_set_destroy(&s_data);
