@@ -29,14 +29,27 @@ static int s_tag(const s_split *sp, int tag) {
   return base | tag;
 }
 
+static int s_explain(const s_split *sp, int rc, int peer, int tag, const char *op);
+
 static int s_send(void *ctx, int peer, int tag, const void *buf, size_t bytes) {
   s_split *sp = ctx;
-  return parallel_comm_send(sp->parent, sp->ranks[peer], s_tag(sp, tag), buf, bytes);
+  int rc = parallel_comm_send(sp->parent, sp->ranks[peer], s_tag(sp, tag), buf, bytes);
+  return rc == WT_OK ? WT_OK : s_explain(sp, rc, peer, tag, "send");
+}
+
+/* The parent's error names parent ranks and the mapped tag; say what they are here. */
+static int s_explain(const s_split *sp, int rc, int peer, int tag, const char *op) {
+  char why[900];
+  snprintf(why, sizeof why, "%s", wt_last_error());
+  return wt_fail(rc, "%s [%s on sub-communicator %d: peer %d is parent rank %d, tag %s%d]", why, op,
+                 sp->id, peer, sp->ranks[peer], tag >= PARALLEL_TAG_RESERVED ? "library " : "",
+                 tag >= PARALLEL_TAG_RESERVED ? tag - PARALLEL_TAG_RESERVED : tag);
 }
 
 static int s_recv(void *ctx, int peer, int tag, void *buf, size_t cap, size_t *got) {
   s_split *sp = ctx;
-  return parallel_comm_recv(sp->parent, sp->ranks[peer], s_tag(sp, tag), buf, cap, got);
+  int rc = parallel_comm_recv(sp->parent, sp->ranks[peer], s_tag(sp, tag), buf, cap, got);
+  return rc == WT_OK ? WT_OK : s_explain(sp, rc, peer, tag, "recv");
 }
 
 static void s_destroy(void *ctx) {

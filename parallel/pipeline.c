@@ -12,6 +12,7 @@
 /* Pipeline tags (user tags of the pipeline communicator): micro-batch j's activation 2j, its
  * gradient 2j + 1, the tied embedding's gradient S_TAG_TIED. */
 #define S_TAG_TIED (1 << 22)
+#define S_TAG_EVAL (S_TAG_TIED + 1) /* + j: evaluation micro-batch j's activation */
 #define S_GRAD_BITS 8
 
 struct parallel_pipeline {
@@ -31,6 +32,7 @@ struct parallel_pipeline {
   acsgd_sender *snd;   /* cut to the next stage */
   acsgd_receiver *rcv; /* cut from the previous stage */
   int held;            /* micro-batch whose activations the stage holds, or -1 */
+  long recomputes;     /* forwards run again for a backward */
   double compute_s;
 };
 
@@ -54,6 +56,7 @@ static int s_make_codec(parallel_pipeline *p, int T, int C) {
                      .rows = T,
                      .cols = C,
                      .max_samples = p->cfg.act_cache_samples ? p->cfg.act_cache_samples : 4096,
+                     .max_bytes = (size_t)1 << 30, /* GPT-2 sized rows: 341 samples of T=1024 */
                      .overflow = ACSGD_OVERFLOW_EVICT};
   if (!p->last && !(p->snd = acsgd_sender_new(&o))) return WT_EINVAL;
   if (!p->first && !(p->rcv = acsgd_receiver_new(&o))) return WT_EINVAL;
@@ -115,6 +118,10 @@ void parallel_pipeline_destroy(parallel_pipeline **self_p) {
 
 double parallel_pipeline_compute_s(const parallel_pipeline *p) {
   return p->compute_s;
+}
+
+long parallel_pipeline_recomputes(const parallel_pipeline *p) {
+  return p->recomputes;
 }
 
 /* FNV-1a over a sample's tokens: the same window gives the same id on every stage. */
@@ -201,7 +208,10 @@ static int s_forward(parallel_pipeline *p, int j, const int *inputs, const int *
 }
 
 static int s_backward(parallel_pipeline *p, int j, const int *inputs, const int *targets) {
-  if (p->held != j) WT_CHECK(s_forward(p, j, inputs, targets)); /* recompute (pipeline.h) */
+  if (p->held != j) { /* recompute (pipeline.h) */
+    WT_CHECK(s_forward(p, j, inputs, targets));
+    p->recomputes++;
+  }
   double t0 = wt_now_s();
   int rc = gpt_stage_backward(p->s, p->last ? NULL : p->gout, p->first ? NULL : p->gin,
                               1.0f / (float)p->cfg.micro_batches);
@@ -265,5 +275,36 @@ int parallel_pipeline_tied_sum(parallel_pipeline *p) {
     mine[i] = last_v + first[i];
   }
   free(other);
+  return rc;
+}
+
+int parallel_pipeline_eval(parallel_pipeline *p, const int *inputs, const int *targets, int n,
+                           int rows, float *loss) {
+  if (n < 1 || n > PARALLEL_PIPELINE_MAX_EVAL || rows < 1 || rows > p->cfg.rows)
+    return wt_fail(WT_EINVAL, "pipeline eval: %d batches of %d rows (at most %d of %d)", n, rows,
+                   PARALLEL_PIPELINE_MAX_EVAL, p->cfg.rows);
+  const int T = p->cfg.seq;
+  const size_t floats = (size_t)rows * p->TC, bytes = sizeof(float) * floats;
+  double sum = 0;
+  int rc = WT_OK;
+  p->held = -1; /* the stage's saved activations are overwritten below */
+  for (int j = 0; j < n && rc == WT_OK; j++) {
+    size_t got = 0, tok = (size_t)j * rows * T;
+    if (!p->first) {
+      rc = parallel_comm_recv(p->pipe, p->me - 1, S_TAG_EVAL + j, p->act_in, bytes, &got);
+      if (rc == WT_OK && got != bytes)
+        rc = wt_fail(WT_ECORRUPT,
+                     "pipeline eval: batch %d from stage %d is %zu bytes, expected "
+                     "%zu",
+                     j, p->me - 1, got, bytes);
+    }
+    if (rc == WT_OK)
+      rc = gpt_stage_forward(p->s, p->first ? inputs + tok : NULL, p->first ? NULL : p->act_in,
+                             p->last ? targets + tok : NULL, rows, T, p->last ? NULL : p->act_out);
+    if (rc == WT_OK && p->last) sum += gpt_stage_loss(p->s);
+    if (rc == WT_OK && !p->last)
+      rc = parallel_comm_send(p->pipe, p->me + 1, S_TAG_EVAL + j, p->act_out, bytes);
+  }
+  *loss = p->last ? (float)(sum / n) : 0.0f;
   return rc;
 }

@@ -45,8 +45,8 @@ typedef struct {
   int rows;                 /* sequences per micro-batch (<= the stage's max_batch) */
   int seq;                  /* T */
   char act_codec[16];       /* none | delta2 | delta4 | delta8 | direct8 */
-  size_t act_cache_samples; /* AC-SGD cache bound per cut, in samples (0: 4096); least
-                               recently sent samples are evicted beyond it */
+  size_t act_cache_samples; /* AC-SGD cache bound per cut, in samples (0: 4096), and at most
+                               1 GiB per end; least recently sent samples are evicted beyond */
 } parallel_pipeline_config;
 
 typedef struct parallel_pipeline parallel_pipeline;
@@ -75,7 +75,19 @@ int parallel_pipeline_run(parallel_pipeline *p, const int *inputs, const int *ta
  * when S = 1. Returns WT_OK or the transport's status. */
 int parallel_pipeline_tied_sum(parallel_pipeline *p);
 
+/* Forward-only evaluation of n batches of `rows` sequences (rows <= the config's rows): inputs /
+ * targets (n·rows, T). Activations go across the cuts as float32 whatever the codec (the AC-SGD
+ * caches are for training samples). *loss receives the mean of the n batch losses on the last
+ * stage (summed in double, as trainer_val_loss), 0 elsewhere. Returns WT_OK or the transport's /
+ * model's status. */
+#define PARALLEL_PIPELINE_MAX_EVAL (1 << 20)
+int parallel_pipeline_eval(parallel_pipeline *p, const int *inputs, const int *targets, int n,
+                           int rows, float *loss);
+
 /* Seconds spent in forward / backward passes (recomputation included) since creation. */
 double parallel_pipeline_compute_s(const parallel_pipeline *p);
+
+/* Forward passes run again for a backward (activation recomputation) since creation. */
+long parallel_pipeline_recomputes(const parallel_pipeline *p);
 
 #endif

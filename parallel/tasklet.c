@@ -19,6 +19,9 @@
  * group can use one id and every pipeline another. */
 #define S_SPLIT_DP 1
 #define S_SPLIT_PIPE 2
+/* The world's user tag of the per-step norm exchange (below 2^24: comm.h's split rule). */
+#define S_TAG_NORM 1
+#define S_TAG_VAL 2 /* the validation loss, from the last stage of replica 0 */
 
 parallel_tasklet_config parallel_tasklet_config_default(void) {
   parallel_tasklet_config c;
@@ -50,17 +53,20 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world
                    compress_codec_names());
   WT_CHECK(parallel_pipeline_codec_check(c->act_codec));
   if (c->diloco_h < 0) return wt_fail(WT_EINVAL, "--diloco %d must be >= 0", c->diloco_h);
+  if (c->val_every < 0) return wt_fail(WT_EINVAL, "--val-every %d must be >= 0", c->val_every);
   if (c->zero != 0 && c->zero != 1) return wt_fail(WT_EINVAL, "--zero %d: use 0 or 1", c->zero);
   if (c->zero && (strcmp(c->grad_codec, "none") || c->diloco_h))
     return wt_fail(WT_EINVAL, "--zero 1 shards the uncompressed synchronous update; drop "
                               "--grad-codec and --diloco");
   if (c->keep < 1) return wt_fail(WT_EINVAL, "keep %d must be >= 1", c->keep);
-  if (c->checkpoint_dir[0] &&
-      (c->diloco_h || strcmp(c->grad_codec, "none") || !strncmp(c->act_codec, "delta", 5)))
+  /* A codec without error feedback is stateless (rand-k's seed is the step). */
+  if (c->checkpoint_dir[0] && (c->diloco_h || (strcmp(c->grad_codec, "none") && c->grad_ef) ||
+                               !strncmp(c->act_codec, "delta", 5)))
     return wt_fail(WT_EINVAL, "checkpoints hold the model, optimizer and data position only; "
-                              "runs with --diloco, a --grad-codec or a delta --act-codec keep "
-                              "more state (outer momentum, residuals, caches) and cannot be "
-                              "resumed bit-exactly: drop those options or --checkpoint-dir");
+                              "runs with --diloco, a --grad-codec with error feedback or a "
+                              "delta --act-codec keep more state (outer momentum, residuals, "
+                              "caches) and cannot be resumed bit-exactly: drop those options or "
+                              "--checkpoint-dir");
   if (c->resume && !c->checkpoint_dir[0])
     return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir");
   return WT_OK;
@@ -116,24 +122,56 @@ static double s_sq_share(parallel_tasklet *k, gpt_stage *s) {
   return sq;
 }
 
+/* Every tasklet's 16-byte (norm share, loss) to every other, each message stamped with the step:
+ * one message latency per step instead of a ring's 2(W-1) (the messages are tiny, so W-1 of them
+ * per tasklet cost nothing next to a WAN latency). all receives W entries of 16 bytes in world
+ * rank order. A peer at another step is refused (WT_ECORRUPT). */
+static int s_exchange(parallel_tasklet *k, const uint8_t mine[16], long step, uint8_t *all) {
+  const int W = parallel_comm_size(k->world), me = parallel_comm_rank(k->world);
+  uint8_t msg[24], got_msg[24];
+  wt_put_le64(msg, (uint64_t)step);
+  memcpy(msg + 8, mine, 16);
+  memcpy(all + (size_t)me * 16, mine, 16);
+  for (int w = 0; w < W; w++)
+    if (w != me) WT_CHECK(parallel_comm_send(k->world, w, S_TAG_NORM, msg, sizeof msg));
+  for (int w = 0; w < W; w++) {
+    if (w == me) continue;
+    size_t got = 0;
+    WT_CHECK(parallel_comm_recv(k->world, w, S_TAG_NORM, got_msg, sizeof got_msg, &got));
+    if (got != sizeof got_msg || wt_get_le64(got_msg) != (uint64_t)step)
+      return wt_fail(WT_ECORRUPT,
+                     "norm exchange: world rank %d sent %zu bytes for step %llu, "
+                     "expected 24 for step %ld",
+                     w, got, (unsigned long long)(got >= 8 ? wt_get_le64(got_msg) : 0), step);
+    memcpy(all + (size_t)w * 16, got_msg + 8, 16);
+  }
+  return WT_OK;
+}
+
+static double s_get_double(const uint8_t *p) {
+  uint64_t bits = wt_get_le64(p);
+  double v;
+  memcpy(&v, &bits, 8);
+  return v;
+}
+
+static void s_put_double(uint8_t *p, double v) {
+  uint64_t bits;
+  memcpy(&bits, &v, 8);
+  wt_put_le64(p, bits);
+}
+
 static int s_norm(void *ctx, trainer *t, float local_loss, double *sq, float *loss) {
   parallel_tasklet *k = ctx;
   const int S = k->cfg.stages, R = k->cfg.replicas;
-  uint8_t mine[16], *all = NULL;
-  double share = s_sq_share(k, trainer_model(t)), l = local_loss;
-  uint64_t bits;
-  memcpy(&bits, &share, 8), wt_put_le64(mine, bits);
-  memcpy(&bits, &l, 8), wt_put_le64(mine + 8, bits);
-  size_t *offsets = wt_xmalloc(sizeof(size_t) * (size_t)(S * R + 1));
-  int rc = parallel_allgatherv(k->world, mine, sizeof mine, (size_t)S * R * 16, &all, offsets);
-  for (int w = 0; rc == WT_OK && w < S * R; w++)
-    if (offsets[w + 1] - offsets[w] != 16)
-      rc = wt_fail(WT_ECORRUPT, "norm exchange: rank %d sent %zu bytes, expected 16", w,
-                   offsets[w + 1] - offsets[w]);
+  uint8_t mine[16];
+  s_put_double(mine, s_sq_share(k, trainer_model(t)));
+  s_put_double(mine + 8, local_loss);
+  uint8_t *all = wt_xmalloc((size_t)S * R * 16);
+  int rc = s_exchange(k, mine, trainer_steps_done(t) + 1, all);
   if (rc == WT_OK) {
-    /* entry(s, r, f): field f (0 sq share, 1 loss) of world rank s·R + r. */
-#define ENTRY(s, r, f)                                                                             \
-  (bits = wt_get_le64(all + offsets[(s)*R + (r)] + 8 * (f)), memcpy(&l, &bits, 8), l)
+    /* field f (0 sq share, 1 loss) of tasklet (s, r) = world rank s·R + r */
+#define ENTRY(s, r, f) s_get_double(all + ((size_t)(s)*R + (size_t)(r)) * 16 + 8 * (f))
     double total = 0, loss_sum = 0;
     for (int s = 0; s < S; s++) {
       double stage = 0;
@@ -149,7 +187,6 @@ static int s_norm(void *ctx, trainer *t, float local_loss, double *sq, float *lo
     *loss = (float)(loss_sum / R);
   }
   free(all);
-  free(offsets);
   return rc;
 }
 
@@ -258,6 +295,51 @@ static void s_bytes(parallel_tasklet *k, uint64_t *pipe, uint64_t *dp, uint64_t 
   *control = parallel_comm_bytes_sent(k->world) - *pipe - *dp;
 }
 
+/* Validation as trainer_val_loss batches it (train.val_batches batches of the stage's micro-batch
+ * rows), run by replica 0's pipeline; the last stage of replica 0 sends the loss to every other
+ * tasklet, stamped with the step. */
+static int s_validate(parallel_tasklet *k, float *val) {
+  const int S = k->cfg.stages, R = k->cfg.replicas, T = k->cfg.train.model.max_seq;
+  const int W = S * R, me = parallel_comm_rank(k->world), from = (S - 1) * R;
+  const long step = trainer_steps_done(k->t);
+  int rc = WT_OK;
+  float v = NAN;
+  if (k->cfg.replica == 0) {
+    const int mb = trainer_micro_rows(k->t);
+    size_t windows = data_set_num_val_windows(k->cfg.data, T);
+    int nb = (int)WT_MIN((size_t)k->cfg.train.val_batches, (windows + (size_t)mb - 1) / (size_t)mb);
+    int b = (int)WT_MIN((size_t)mb, windows);
+    nb = WT_MIN(nb, PARALLEL_PIPELINE_MAX_EVAL);
+    int *in = wt_xmalloc(sizeof(int) * (size_t)nb * b * T);
+    int *tg = wt_xmalloc(sizeof(int) * (size_t)nb * b * T);
+    for (int i = 0; i < nb; i++)
+      data_set_val_batch(k->cfg.data, (size_t)i * b, b, T, in + (size_t)i * b * T,
+                         tg + (size_t)i * b * T);
+    rc = parallel_pipeline_eval(k->pipeline, in, tg, nb, b, &v);
+    free(in), free(tg);
+  }
+  uint8_t msg[16];
+  if (rc == WT_OK && me == from) {
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    wt_put_le64(msg, (uint64_t)step), wt_put_le64(msg + 8, bits);
+    for (int w = 0; w < W && rc == WT_OK; w++)
+      if (w != me) rc = parallel_comm_send(k->world, w, S_TAG_VAL, msg, sizeof msg);
+  } else if (rc == WT_OK) {
+    size_t got = 0;
+    rc = parallel_comm_recv(k->world, from, S_TAG_VAL, msg, sizeof msg, &got);
+    if (rc == WT_OK && (got != sizeof msg || wt_get_le64(msg) != (uint64_t)step))
+      rc = wt_fail(WT_ECORRUPT,
+                   "validation loss from world rank %d: %zu bytes for step %llu, "
+                   "expected 16 for step %ld",
+                   from, got, (unsigned long long)(got >= 8 ? wt_get_le64(msg) : 0), step);
+    uint32_t bits = rc == WT_OK ? (uint32_t)wt_get_le64(msg + 8) : 0;
+    memcpy(&v, &bits, 4);
+  }
+  *val = v;
+  return rc;
+}
+
 /* One step plus, every H steps and at the end, DiLoCo's outer step. */
 static int s_step(parallel_tasklet *k, trainer_step_info *info) {
   WT_CHECK(trainer_step(k->t, info));
@@ -275,14 +357,18 @@ int parallel_tasklet_train(parallel_tasklet *k, parallel_tasklet_result *res) {
   if (c->stop_after > 0 && c->stop_after < end) end = c->stop_after;
   int rc = WT_OK;
   while (rc == WT_OK && trainer_steps_done(k->t) < end) {
-    parallel_tasklet_step st = {.stage = c->stage, .replica = c->replica};
+    parallel_tasklet_step st = {.stage = c->stage, .replica = c->replica, .val_loss = NAN};
     rc = s_step(k, &st.info);
+    if (rc != WT_OK) break;
+    int last = st.info.step == end;
+    if (last || (c->val_every > 0 && st.info.step % c->val_every == 0))
+      rc = s_validate(k, &st.val_loss);
     if (rc != WT_OK) break;
     res->steps_done = st.info.step;
     res->last_loss = st.info.loss;
+    if (!isnan(st.val_loss)) res->last_val_loss = st.val_loss;
     s_bytes(k, &st.bytes_pipeline, &st.bytes_data, &st.bytes_control);
     if (c->on_step) c->on_step(c->on_step_arg, &st);
-    int last = st.info.step == end;
     if (c->checkpoint_dir[0] &&
         (last || (c->checkpoint_every > 0 && st.info.step % c->checkpoint_every == 0)))
       rc = parallel_tasklet_checkpoint(k);
@@ -293,7 +379,7 @@ int parallel_tasklet_train(parallel_tasklet *k, parallel_tasklet_result *res) {
 int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *world,
                          parallel_tasklet_result *result) {
   double t0 = wt_now_s();
-  parallel_tasklet_result res = {.last_loss = NAN};
+  parallel_tasklet_result res = {.last_loss = NAN, .last_val_loss = NAN};
   parallel_tasklet *k = wt_xcalloc(1, sizeof *k);
   int rc = parallel_tasklet_setup(k, cfg, world);
   if (rc == WT_OK && cfg->resume) rc = parallel_tasklet_resume(k);
@@ -306,6 +392,7 @@ int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *worl
                  k->t ? trainer_steps_done(k->t) + 1 : 0L, why);
   }
   if (k->pipeline) res.compute_s = parallel_pipeline_compute_s(k->pipeline);
+  if (k->pipeline) res.recomputes = parallel_pipeline_recomputes(k->pipeline);
   if (k->pipe && k->dp) s_bytes(k, &res.bytes_pipeline, &res.bytes_data, &res.bytes_control);
   res.seconds = wt_now_s() - t0;
   parallel_tasklet_teardown(k);

@@ -17,8 +17,9 @@
  *          then the stage's data-parallel group averages the gradient: ring all-reduce,
  *          compressed all-reduce (grad_codec, with error feedback), ZeRO-1's reduce-scatter, or
  *          nothing (DiLoCo: replicas step alone; every H steps an outer step averages them)
- *   norm   one all-gather over the world of each tasklet's (gradient sq-norm share, loss): the
- *          global norm for clipping and the step's mean loss, identical on every tasklet
+ *   norm   every tasklet sends its (gradient sq-norm share, loss) to every other, stamped with
+ *          the step (one message latency): the global norm for clipping and the step's mean
+ *          loss, identical on every tasklet
  *   update AdamW / SGD on the stage; ZeRO-1: on this replica's 1/R shard, then an all-gather
  * Without compression, R × S tasklets compute what trainer_step computes on one process with
  * micro_batches = R·m, up to float rounding (docs/runtime.md has the measured differences).
@@ -33,7 +34,8 @@
  * each stage saves DIR/stage-<s>/ (model/checkpoint.h's format: safetensors + SHA-256, one run
  * directory per stage), then world rank 0 writes DIR/manifest.json (S, R, layer ranges, the
  * step) once every stage has saved. resume = 1 loads the step the manifest names on every
- * tasklet and continues bit-exactly.
+ * tasklet and continues bit-exactly. Runs that keep more state (DiLoCo, error-feedback residuals,
+ * AC-SGD delta caches) refuse checkpoint_dir.
  *
  *   parallel_tasklet_config c = parallel_tasklet_config_default();
  *   c.stages = 2, c.replicas = 2, c.stage = s, c.replica = r;
@@ -45,6 +47,7 @@
 #define WT_PARALLEL_TASKLET_H
 
 #include "assign/schedule.h"
+#include "model/checkpoint.h"
 #include "model/data.h"
 #include "model/trainer.h"
 #include "parallel/comm.h"
@@ -58,6 +61,7 @@
 typedef struct {
   int stage, replica;
   trainer_step_info info;  /* step, loss, lr, global grad norm, seconds */
+  float val_loss;          /* validation loss after this step, NAN when none was taken */
   uint64_t bytes_pipeline; /* bytes this tasklet sent to its pipeline neighbours so far */
   uint64_t bytes_data;     /* ... to its data-parallel group (gradients, ZeRO, DiLoCo) */
   uint64_t bytes_control;  /* ... for norms, losses, checkpoint agreement */
@@ -83,18 +87,23 @@ typedef struct {
   int checkpoint_every;             /* steps between checkpoints (0 = only at the end) */
   int keep;                         /* checkpoints kept per stage (>= 1) */
   int resume;                       /* 1: continue from checkpoint_dir's manifest */
-  long stop_after;                  /* 0, or stop (after checkpointing) once this many steps are
-                                       done in total: a run cut short and resumed later */
+  int val_every;   /* validation loss every N steps and after the last (0: after the last only),
+                      over train.val_batches batches of the validation split, computed by
+                      replica 0's pipeline and sent to every tasklet */
+  long stop_after; /* 0, or stop (after checkpointing) once this many steps are
+                      done in total: a run cut short and resumed later */
   parallel_tasklet_step_fn on_step; /* called after every step, may be NULL */
   void *on_step_arg;
 } parallel_tasklet_config;
 
 /* What a run did. */
 typedef struct {
-  long steps_done;  /* optimizer steps completed in total (resumed ones included) */
-  float last_loss;  /* the last step's mean loss (NAN if no step ran) */
-  double seconds;   /* wall time of parallel_tasklet_run */
-  double compute_s; /* of it, in forward / backward passes */
+  long steps_done;     /* optimizer steps completed in total (resumed ones included) */
+  float last_val_loss; /* the last validation loss (NAN if none was taken) */
+  float last_loss;     /* the last step's mean loss (NAN if no step ran) */
+  double seconds;      /* wall time of parallel_tasklet_run */
+  double compute_s;    /* of it, in forward / backward passes */
+  long recomputes;     /* forward passes run again for a backward (pipeline.h) */
   uint64_t bytes_pipeline, bytes_data, bytes_control; /* sent by this tasklet */
 } parallel_tasklet_result;
 
@@ -112,5 +121,19 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *cfg, int wor
  * error, a diverged loss), with wt_last_error() naming the stage, replica and step. */
 int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *world,
                          parallel_tasklet_result *result);
+
+/* ---- a multi-stage run as one model (wantrain eval / sample) ------------------------------- */
+
+/* 1 if path is a multi-stage run directory (it holds manifest.json). */
+int parallel_run_is_multistage(const char *path);
+
+/* As checkpoint_read_config and checkpoint_load (model/checkpoint.h, no optimizer), for either a
+ * single-process checkpoint or a multi-stage run directory: then every stage's checkpoint at the
+ * step the manifest names is verified and its tensors are copied into `model`, which must be a
+ * whole model of the run's config; *meta is stage 0's. Returns checkpoint_load's statuses, or
+ * WT_ECORRUPT for a malformed manifest, a stage at another step or layers no stage holds; the
+ * model is unchanged on failure. */
+int parallel_run_read_config(const char *path, gpt_config *cfg, checkpoint_meta *meta);
+int parallel_run_load_model(const char *path, gpt_stage *model, checkpoint_meta *meta);
 
 #endif

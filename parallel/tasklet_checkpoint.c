@@ -186,36 +186,78 @@ static int s_num(const cJSON *o, const char *key, long *out) {
   return WT_OK;
 }
 
-/* Checks the manifest against this run and finds this stage's step directory. */
-static int s_parse_manifest(parallel_tasklet *k, const char *path, const cJSON *root, long *step,
-                            char *step_dir, size_t size) {
-  const parallel_tasklet_config *c = &k->cfg;
+/* A parsed manifest: the step and, per stage, its layers and step directory (absolute). */
+typedef struct {
+  long step;
+  int stages;
+  int *first, *last;
+  char (*step_dir)[1400];
+} s_manifest;
+
+static void s_manifest_free(s_manifest *m) {
+  free(m->first), free(m->last), free(m->step_dir);
+  memset(m, 0, sizeof *m);
+}
+
+/* Reads and checks DIR/manifest.json. Returns WT_OK, WT_ENOTFOUND or WT_ECORRUPT. */
+static int s_manifest_read(const char *dir, s_manifest *out) {
+  char path[1200], *text = NULL;
+  memset(out, 0, sizeof *out);
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  WT_CHECK(s_read_text(path, &text));
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  if (!root)
+    return wt_fail(WT_ECORRUPT, "run manifest %s is not JSON; restore it or start a new run", path);
   const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
-  long stages, first, last;
+  const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "stage");
+  long stages = 0;
+  int rc = WT_OK;
   if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, S_MANIFEST_FORMAT) ||
-      s_num(root, "step", step) || s_num(root, "stages", &stages))
-    return wt_fail(WT_ECORRUPT,
-                   "run manifest %s is malformed (format, step or stages missing); "
-                   "restore it from a backup or start a new run",
-                   path);
-  if (stages != c->stages)
-    return wt_fail(WT_EMISMATCH,
-                   "run manifest %s was written by %ld stages, this run has %d; "
-                   "resume with --stages %ld",
-                   path, stages, c->stages, stages);
-  const cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "stage"), c->stage);
-  const cJSON *dir = cJSON_GetObjectItemCaseSensitive(e, "step_dir");
-  if (!cJSON_IsString(dir) || s_num(e, "first_layer", &first) || s_num(e, "last_layer", &last) ||
-      strstr(dir->valuestring, ".."))
-    return wt_fail(WT_ECORRUPT, "run manifest %s: the entry of stage %d is malformed", path,
-                   c->stage);
+      s_num(root, "step", &out->step) || s_num(root, "stages", &stages) || stages < 1 ||
+      stages > 4096 || cJSON_GetArraySize(list) != stages)
+    rc = wt_fail(WT_ECORRUPT,
+                 "run manifest %s is malformed (format, step or stages); restore "
+                 "it from a backup or start a new run",
+                 path);
+  if (rc == WT_OK) {
+    out->stages = (int)stages;
+    out->first = wt_xcalloc((size_t)stages, sizeof(int));
+    out->last = wt_xcalloc((size_t)stages, sizeof(int));
+    out->step_dir = wt_xcalloc((size_t)stages, sizeof *out->step_dir);
+  }
+  for (int s = 0; rc == WT_OK && s < stages; s++) {
+    const cJSON *e = cJSON_GetArrayItem(list, s);
+    const cJSON *sd = cJSON_GetObjectItemCaseSensitive(e, "step_dir");
+    long first, last;
+    if (!cJSON_IsString(sd) || s_num(e, "first_layer", &first) || s_num(e, "last_layer", &last) ||
+        strstr(sd->valuestring, "..") || sd->valuestring[0] == '/' || first < 0 || last <= first)
+      rc = wt_fail(WT_ECORRUPT, "run manifest %s: the entry of stage %d is malformed", path, s);
+    else {
+      out->first[s] = (int)first, out->last[s] = (int)last;
+      snprintf(out->step_dir[s], sizeof out->step_dir[s], "%s/%s", dir, sd->valuestring);
+    }
+  }
+  cJSON_Delete(root);
+  if (rc != WT_OK) s_manifest_free(out);
+  return rc;
+}
+
+/* Checks the manifest against this run. */
+static int s_manifest_check(parallel_tasklet *k, const s_manifest *m) {
+  const parallel_tasklet_config *c = &k->cfg;
   gpt_stage *s = trainer_model(k->t);
-  if (first != gpt_stage_first(s) || last != gpt_stage_last(s))
+  if (m->stages != c->stages)
     return wt_fail(WT_EMISMATCH,
-                   "run manifest %s: stage %d held layers [%ld, %ld), this run "
+                   "run manifest in %s was written by %d stages, this run has %d; "
+                   "resume with --stages %d",
+                   c->checkpoint_dir, m->stages, c->stages, m->stages);
+  if (m->first[c->stage] != gpt_stage_first(s) || m->last[c->stage] != gpt_stage_last(s))
+    return wt_fail(WT_EMISMATCH,
+                   "run manifest in %s: stage %d held layers [%d, %d), this run "
                    "gives it [%d, %d); use the same layer split",
-                   path, c->stage, first, last, gpt_stage_first(s), gpt_stage_last(s));
-  snprintf(step_dir, size, "%s/%s", c->checkpoint_dir, dir->valuestring);
+                   c->checkpoint_dir, c->stage, m->first[c->stage], m->last[c->stage],
+                   gpt_stage_first(s), gpt_stage_last(s));
   return WT_OK;
 }
 
@@ -237,24 +279,88 @@ static int s_load_stage(parallel_tasklet *k, const char *step_dir, checkpoint_me
 }
 
 int parallel_tasklet_resume(parallel_tasklet *k) {
-  char path[1200], step_dir[1400];
-  snprintf(path, sizeof path, "%s/manifest.json", k->cfg.checkpoint_dir);
-  char *text = NULL;
-  WT_CHECK(s_read_text(path, &text));
-  cJSON *root = cJSON_Parse(text);
-  free(text);
-  long step = 0;
-  int rc = root ? s_parse_manifest(k, path, root, &step, step_dir, sizeof step_dir)
-                : wt_fail(WT_ECORRUPT,
-                          "run manifest %s is not JSON; restore it or start a new "
-                          "run",
-                          path);
-  cJSON_Delete(root);
+  s_manifest man;
+  WT_CHECK(s_manifest_read(k->cfg.checkpoint_dir, &man));
+  int rc = s_manifest_check(k, &man);
   checkpoint_meta m;
-  if (rc == WT_OK) rc = s_load_stage(k, step_dir, &m);
-  if (rc == WT_OK && m.step != step)
-    rc = wt_fail(WT_ECORRUPT, "%s holds step %ld but the manifest names step %ld", step_dir, m.step,
-                 step);
+  if (rc == WT_OK) rc = s_load_stage(k, man.step_dir[k->cfg.stage], &m);
+  if (rc == WT_OK && m.step != man.step)
+    rc = wt_fail(WT_ECORRUPT, "%s holds step %ld but the manifest names step %ld",
+                 man.step_dir[k->cfg.stage], m.step, man.step);
   if (rc == WT_OK) trainer_set_progress(k->t, m.step, &m.data_pos);
+  s_manifest_free(&man);
+  return rc;
+}
+
+/* ---- a whole model from a multi-stage run ---------------------------------------------------- */
+
+int parallel_run_is_multistage(const char *path) {
+  char probe[1200];
+  snprintf(probe, sizeof probe, "%s/manifest.json", path);
+  return access(probe, F_OK) == 0;
+}
+
+int parallel_run_read_config(const char *path, gpt_config *cfg, checkpoint_meta *meta) {
+  if (!parallel_run_is_multistage(path)) return checkpoint_read_config(path, cfg, meta);
+  s_manifest man;
+  WT_CHECK(s_manifest_read(path, &man));
+  int rc = checkpoint_read_config(man.step_dir[0], cfg, meta);
+  s_manifest_free(&man);
+  return rc;
+}
+
+/* Copies every tensor of `part` into the tensor of the same name in `whole`; counts them. */
+static int s_copy_tensors(gpt_stage *part, gpt_stage *whole, unsigned char *filled) {
+  size_t n;
+  const float *src = gpt_stage_params(part, &n);
+  float *dst = gpt_stage_params(whole, &n);
+  for (int i = 0; i < gpt_stage_num_tensors(part); i++) {
+    const gpt_tensor_info *t = gpt_stage_tensor(part, i);
+    int found = 0;
+    for (int k = 0; k < gpt_stage_num_tensors(whole) && !found; k++) {
+      const gpt_tensor_info *w = gpt_stage_tensor(whole, k);
+      if (strcmp(w->name, t->name) || w->numel != t->numel) continue;
+      memcpy(dst + w->offset, src + t->offset, sizeof(float) * t->numel);
+      filled[k] = found = 1;
+    }
+    if (!found)
+      return wt_fail(WT_EMISMATCH, "stage tensor %s has no place in the whole model", t->name);
+  }
+  return WT_OK;
+}
+
+int parallel_run_load_model(const char *path, gpt_stage *model, checkpoint_meta *meta) {
+  if (!parallel_run_is_multistage(path)) return checkpoint_load(path, model, NULL, meta);
+  const gpt_config *cfg = gpt_stage_config(model);
+  if (gpt_stage_first(model) != 0 || gpt_stage_last(model) != cfg->n_layer)
+    return wt_fail(WT_EINVAL, "a multi-stage run loads into a whole model only");
+  s_manifest man;
+  WT_CHECK(s_manifest_read(path, &man));
+  unsigned char *filled = wt_xcalloc((size_t)gpt_stage_num_tensors(model), 1);
+  size_t np;
+  float *keep = wt_xmalloc(sizeof(float) * (gpt_stage_params(model, &np), np));
+  memcpy(keep, gpt_stage_params(model, &np), sizeof(float) * np); /* restored on failure */
+  int rc = WT_OK;
+  for (int s = 0; rc == WT_OK && s < man.stages; s++) {
+    checkpoint_meta m;
+    gpt_stage *part = gpt_stage_new(cfg, man.first[s], man.last[s], 1, cfg->max_seq);
+    rc = part ? checkpoint_load(man.step_dir[s], part, NULL, &m) : WT_EINVAL;
+    if (rc == WT_OK && m.step != man.step)
+      rc = wt_fail(WT_ECORRUPT, "%s holds step %ld but the manifest names step %ld",
+                   man.step_dir[s], m.step, man.step);
+    if (rc == WT_OK) rc = s_copy_tensors(part, model, filled);
+    if (rc == WT_OK && s == 0 && meta) *meta = m;
+    gpt_stage_destroy(&part);
+  }
+  for (int k = 0; rc == WT_OK && k < gpt_stage_num_tensors(model); k++)
+    if (!filled[k])
+      rc = wt_fail(WT_ECORRUPT,
+                   "run %s: no stage holds %s; the manifest's layer ranges do not "
+                   "cover the model",
+                   path, gpt_stage_tensor(model, k)->name);
+  if (rc != WT_OK) memcpy(gpt_stage_params(model, &np), keep, sizeof(float) * np);
+  free(keep);
+  free(filled);
+  s_manifest_free(&man);
   return rc;
 }

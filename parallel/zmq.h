@@ -34,12 +34,12 @@
  * tag. The receiver uses the header's run id, epoch, source and length for checks, the tag for
  * matching, and logs the rest when it refuses a message.
  *
- * WAN emulation (latency_s / bandwidth_Bps given): a message of b bytes to peer j, queued at t,
- * starts serialising at s = max(t, when the link's previous message finished serialising) and
- * occupies the link for b/β_j; its bytes leave in parts of at most 1 MiB, part k at
- * s + α_j + (k+1)·part/β_j, so the last byte arrives α_j + b/β_j after s — a pipe of latency α_j
- * and rate β_j with back-to-back messages not paying α twice. time_scale multiplies every
- * emulated duration into wall time (1 = real time; 0.01 emulates a 100 ms link with 1 ms).
+ * WAN emulation (latency_s / bandwidth_Bps given): a message of b bytes to peer j, handed to
+ * send at t, starts serialising at s = max(t, when the link's previous message finished
+ * serialising) and occupies the link for b/β_j; its bytes leave in parts of at most 256 KiB,
+ * part k at s + α_j + (k+1)·part/β_j, so the last byte arrives α_j + b/β_j after s — a pipe of
+ * latency α_j and rate β_j with back-to-back messages not paying α twice. time_scale multiplies
+ * every emulated duration into wall time (1 = real time; 0.01 emulates a 100 ms link with 1 ms).
  *
  * Usage (each process):
  *   parallel_zmq_config cfg = parallel_zmq_config_default();
@@ -131,7 +131,8 @@ typedef struct {
   uint64_t bytes_sent, msgs_sent; /* payload bytes / messages put on the wire to the peer */
   uint64_t bytes_recv, msgs_recv; /* accepted from the peer (refused ones are not counted) */
   double wait_s;   /* seconds this rank's recv calls waited for the peer, plus blocked sends */
-  double shaped_s; /* seconds of emulated delay (latency + serialisation) added on the link */
+  double shaped_s; /* emulated delay on the link: the sum over messages of (emulated arrival −
+                      queueing time), so queueing behind earlier messages counts too */
 } parallel_zmq_link_stats;
 
 /* Counters of the link between this rank and `peer` (zeros for self or a non-zmq comm). */

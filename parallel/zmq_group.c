@@ -46,34 +46,24 @@ static int s_read_all(int fd, void *buf, size_t n, double deadline) {
   return 0;
 }
 
-static int s_child(int rank, int size, const parallel_zmq_config *base, char (*pub)[41],
-                   char (*sec)[41], int up, int down, parallel_rank_fn fn, void *arg) {
-  parallel_zmq_config cfg = *base;
-  cfg.rank = rank;
-  cfg.size = size;
-  const char **eps = calloc((size_t)size, sizeof *eps);
-  char(*lines)[S_EP_CHARS] = calloc((size_t)size, S_EP_CHARS);
-  const char **pubs = calloc((size_t)size, sizeof *pubs);
-  if (!eps || !lines || !pubs) return WT_ENOMEM;
-  eps[rank] = "tcp://127.0.0.1:*";
-  cfg.endpoints = eps;
-  if (!cfg.insecure && !cfg.secret_key) {
-    for (int r = 0; r < size; r++) pubs[r] = pub[r];
-    cfg.secret_key = sec[rank];
-    cfg.public_key = pub[rank];
-    cfg.peer_public_keys = pubs;
-  }
+/* The body of one child: bind, report the endpoint, learn everyone's, connect, run fn. The
+ * arrays (size entries each) are the caller's. */
+static int s_child_run(int rank, int size, parallel_zmq_config *cfg, const char **eps,
+                       char (*lines)[S_EP_CHARS], int up, int down, parallel_rank_fn fn,
+                       void *arg) {
   char mine[S_EP_CHARS] = "";
-  parallel_zmq_transport *t = parallel_zmq_transport_new(&cfg);
+  parallel_zmq_transport *t = parallel_zmq_transport_new(cfg);
   if (t) snprintf(mine, sizeof mine, "%s", parallel_zmq_transport_endpoint(t));
   /* An empty line tells the parent this rank could not start. */
   if (s_write_all(up, mine, sizeof mine) != 0 || !t) {
     if (!t) fprintf(stderr, "rank %d: %s\n", rank, wt_last_error());
+    parallel_zmq_transport_destroy(&t);
     return WT_EIO;
   }
-  double deadline = wt_now_s() + base->timeout_s + 30;
+  double deadline = wt_now_s() + cfg->timeout_s + 30;
   if (s_read_all(down, lines, (size_t)size * S_EP_CHARS, deadline) != 0) {
     fprintf(stderr, "rank %d: the group did not start (another rank failed)\n", rank);
+    parallel_zmq_transport_destroy(&t);
     return WT_EIO;
   }
   for (int r = 0; r < size; r++) {
@@ -88,6 +78,29 @@ static int s_child(int rank, int size, const parallel_zmq_config *base, char (*p
   int rc = fn(c, arg);
   if (rc != WT_OK) fprintf(stderr, "rank %d failed: %s\n", rank, wt_last_error());
   parallel_comm_destroy(&c);
+  return rc;
+}
+
+static int s_child(int rank, int size, const parallel_zmq_config *base, char (*pub)[41],
+                   char (*sec)[41], int up, int down, parallel_rank_fn fn, void *arg) {
+  parallel_zmq_config cfg = *base;
+  cfg.rank = rank;
+  cfg.size = size;
+  const char **eps = wt_xcalloc((size_t)size, sizeof *eps);
+  char(*lines)[S_EP_CHARS] = wt_xcalloc((size_t)size, S_EP_CHARS);
+  const char **pubs = wt_xcalloc((size_t)size, sizeof *pubs);
+  eps[rank] = "tcp://127.0.0.1:*";
+  cfg.endpoints = eps;
+  if (!cfg.insecure && !cfg.secret_key) {
+    for (int r = 0; r < size; r++) pubs[r] = pub[r];
+    cfg.secret_key = sec[rank];
+    cfg.public_key = pub[rank];
+    cfg.peer_public_keys = pubs;
+  }
+  int rc = s_child_run(rank, size, &cfg, eps, lines, up, down, fn, arg);
+  free(eps);
+  free(lines);
+  free(pubs);
   return rc;
 }
 

@@ -28,6 +28,7 @@
 #define S_POLL_MS 50                     /* how often the threads look at their stop flags */
 #define S_GONE_GRACE_S 0.5               /* a dropped peer's last messages may still be in flight */
 #define S_HWM 16                         /* messages ZeroMQ may hold per pipe */
+#define S_MAX_PARTS (1 << 18) /* payload frames of one message: 64 GiB in 256 KiB parts */
 
 /* One queued outgoing message; its buffer is shared by the ZeroMQ frames that carry it. */
 typedef struct s_out {
@@ -251,13 +252,29 @@ static void s_recv_one(parallel_zmq_transport *t) {
     zmq_msg_close(&head);
     return;
   }
-  int more = zmq_msg_more(&head);
+  int more = zmq_msg_more(&head), too_many = 0;
   int cap = 4, n = 0;
   zmq_msg_t *parts = wt_xmalloc((size_t)cap * sizeof *parts);
   uint64_t total = 0;
   while (more) {
-    if (n == cap) parts = realloc(parts, (size_t)(cap *= 2) * sizeof *parts);
-    if (!parts) abort();
+    if (n == S_MAX_PARTS) { /* a flood of frames: drain the rest without keeping it */
+      zmq_msg_t extra;
+      zmq_msg_init(&extra);
+      more = zmq_msg_recv(&extra, t->pull, 0) >= 0 && zmq_msg_more(&extra);
+      zmq_msg_close(&extra);
+      too_many = 1;
+      continue;
+    }
+    if (n == cap) {
+      zmq_msg_t *more_parts = wt_xmalloc((size_t)(cap *= 2) * sizeof *parts);
+      for (int i = 0; i < n; i++) { /* ZeroMQ messages are moved through its API, never copied */
+        zmq_msg_init(&more_parts[i]);
+        zmq_msg_move(&more_parts[i], &parts[i]);
+        zmq_msg_close(&parts[i]);
+      }
+      free(parts);
+      parts = more_parts;
+    }
     zmq_msg_init(&parts[n]);
     if (zmq_msg_recv(&parts[n], t->pull, 0) < 0) {
       zmq_msg_close(&parts[n]);
@@ -272,6 +289,7 @@ static void s_recv_one(parallel_zmq_transport *t) {
   const char *problem = parallel_zmq_header_decode(zmq_msg_data(&head), zmq_msg_size(&head), &h);
   parallel_zmq_expect e = {t->run_id, t->epoch, t->size, t->rank};
   int decoded = problem == NULL;
+  if (!problem && too_many) problem = "more payload frames than any sender makes";
   if (!problem) problem = parallel_zmq_header_check(&h, &e, total);
   if (!problem && user) {
     char want[32];
@@ -481,10 +499,13 @@ static void *s_send_main(void *p) {
   return NULL;
 }
 
-/* Appends a message to the link's queue, stamping its emulated start. Caller holds t->mu. */
-static void s_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m) {
+/* Appends a message to the link's queue, stamping its emulated start: when it was handed over
+ * (`ready`, the wall time of the send call, since a NIC starts serialising while the rest of a
+ * buffer is still being copied) or when the link is free, whichever is later. Caller holds
+ * t->mu. */
+static void s_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m, double ready) {
   if (t->shaped) {
-    double now = wt_now_s();
+    double now = ready;
     double start = WT_MAX(now, l->link_free);
     l->link_free = start + (double)m->bytes * l->sec_per_byte;
     m->start = start > 0 ? start : 1e-9;
@@ -499,22 +520,22 @@ static void s_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m) {
   pthread_cond_signal(&t->cv_send);
 }
 
-static s_out *s_out_new(parallel_zmq_transport *t, int kind, int tag, const void *buf,
-                        size_t bytes) {
+static s_out *s_out_new(const parallel_zmq_transport *t, const parallel_zmq_msg_context *ctx,
+                        int kind, int tag, const void *buf, size_t bytes) {
   s_out *m = wt_xcalloc(1, sizeof *m);
   m->data = bytes ? wt_xmalloc(bytes) : NULL;
   if (bytes) memcpy(m->data, buf, bytes);
   m->bytes = bytes;
   atomic_init(&m->refs, 1);
   parallel_zmq_header h = {.kind = (uint8_t)kind,
-                           .codec = t->msg.codec,
+                           .codec = ctx->codec,
                            .run_id = t->run_id,
                            .epoch = t->epoch,
                            .src_rank = t->rank,
                            .tag = tag,
-                           .step = t->msg.step,
-                           .micro_batch = t->msg.micro_batch,
-                           .tensor_id = t->msg.tensor_id,
+                           .step = ctx->step,
+                           .micro_batch = ctx->micro_batch,
+                           .tensor_id = ctx->tensor_id,
                            .length = bytes};
   parallel_zmq_header_encode(&h, m->header);
   return m;
@@ -530,10 +551,16 @@ static int s_send(void *vctx, int peer, int tag, const void *buf, size_t bytes) 
   parallel_zmq_transport *t = vctx;
   s_link *l = &t->links[peer];
   double t0 = wt_now_s(), deadline = t0 + t->timeout_s;
+  /* The copy is made outside the lock, so a large message does not stall the other threads. */
   pthread_mutex_lock(&t->mu);
-  int rc = WT_OK;
+  parallel_zmq_msg_context ctx = t->msg;
+  pthread_mutex_unlock(&t->mu);
+  s_out *m = s_out_new(t, &ctx, ctx.kind, tag, buf, bytes);
+  pthread_mutex_lock(&t->mu);
+  int rc = WT_OK, waited = 0;
   while (l->queued_bytes > 0 && l->queued_bytes + bytes > t->max_queue) {
     double now = wt_now_s();
+    waited = 1;
     if (s_gone_for_good(l, now)) {
       rc = WT_EIO;
       break;
@@ -545,11 +572,12 @@ static int s_send(void *vctx, int peer, int tag, const void *buf, size_t bytes) 
     s_wait_until(&t->cv_out, &t->mu, WT_MIN(deadline, now + 0.1));
   }
   if (rc == WT_OK && s_gone_for_good(l, wt_now_s())) rc = WT_EIO;
-  if (rc == WT_OK) s_enqueue(t, l, s_out_new(t, t->msg.kind, tag, buf, bytes));
+  if (rc == WT_OK) s_enqueue(t, l, m, waited ? wt_now_s() : t0);
   l->st.wait_s += wt_now_s() - t0;
-  uint32_t step = t->msg.step;
+  uint32_t step = ctx.step;
   const char *why = l->gone_why;
   pthread_mutex_unlock(&t->mu);
+  if (rc != WT_OK) s_out_unref(m);
   char tagbuf[48];
   if (rc == WT_EIO)
     return wt_fail(WT_EIO, "zmq: rank %d cannot send to rank %d (%s), %s, step %u: %s", t->rank,
@@ -644,7 +672,8 @@ static void s_destroy(void *vctx) {
     pthread_mutex_lock(&t->mu);
     for (int r = 0; r < t->size; r++)
       if (r != t->rank && !t->links[r].gone)
-        s_enqueue(t, &t->links[r], s_out_new(t, PARALLEL_ZMQ_KIND_BYE, 0, NULL, 0));
+        s_enqueue(t, &t->links[r], s_out_new(t, &t->msg, PARALLEL_ZMQ_KIND_BYE, 0, NULL, 0),
+                  wt_now_s());
     double deadline = wt_now_s() + WT_MIN(t->timeout_s, 5.0);
     for (;;) {
       int pending = 0;

@@ -6,7 +6,9 @@
  *   - AdamW: the largest relative loss difference over the run is printed (docs/runtime.md) and
  *     held under 1e-4;
  *   - ZeRO-1 (2x2, SGD and AdamW): bitwise the losses of the unsharded run.
- * Clipping is on (0.5) so the cross-stage global norm is exercised. */
+ * Clipping is on (0.5) so the cross-stage global norm is exercised. The validation loss after the
+ * last step (replica 0's pipeline, sent to every tasklet) equals trainer_val_loss to 1e-5, and
+ * bitwise when only the layers are split. */
 #include "model/trainer.h"
 #include "tests/runtime/runtime_harness.h"
 
@@ -20,7 +22,7 @@ static trainer_config s_train_config(optim_kind kind) {
       .batch = BATCH,
       .micro_batches = M,
       .steps = STEPS,
-      .val_batches = 1,
+      .val_batches = 2,
       .seed = 5};
   c.optim = optim_config_default();
   c.optim.kind = kind;
@@ -30,7 +32,9 @@ static trainer_config s_train_config(optim_kind kind) {
   return c;
 }
 
-/* The single-process losses with R·m micro-batches. */
+/* The single-process losses with R·m micro-batches, and its validation loss at the end. */
+static float s_ref_val;
+
 static void s_reference(optim_kind kind, int R, float *loss, float *norm) {
   trainer_config c = s_train_config(kind);
   c.micro_batches = R * M;
@@ -41,6 +45,7 @@ static void s_reference(optim_kind kind, int R, float *loss, float *norm) {
     WT_TEST_REQUIRE(trainer_step(t, &info) == WT_OK, "%s", wt_last_error());
     loss[i] = info.loss, norm[i] = info.grad_norm;
   }
+  WT_TEST_REQUIRE(trainer_val_loss(t, &s_ref_val) == WT_OK, "%s", wt_last_error());
   trainer_destroy(&t);
 }
 
@@ -55,6 +60,7 @@ static void s_distributed(h_run *h, optim_kind kind, int S, int R, assign_schedu
   WT_TEST_REQUIRE(rc == WT_OK, "%dx%d %s: %s", S, R, assign_schedule_name(sched), h->err[0]);
   for (int w = 0; w < S * R; w++) {
     WT_TEST_ASSERT(h->steps[w] == STEPS, "rank %d did %ld steps", w, h->steps[w]);
+    WT_TEST_ASSERT(h->res[w].last_val_loss == h->res[0].last_val_loss, "rank %d val loss", w);
     for (int i = 0; i < STEPS; i++)
       WT_TEST_ASSERT(h->loss[w][i] == h->loss[0][i] && h->norm[w][i] == h->norm[0][i],
                      "%dx%d rank %d step %d: loss %.9g norm %.9g differ from rank 0's", S, R, w,
@@ -82,6 +88,10 @@ static void test_sgd_equivalence(void) {
         WT_TEST_CLOSE(h.loss[0][i], ref[i], 0, 1e-5, "sgd loss vs one process");
         WT_TEST_CLOSE(h.norm[0][i], ref_norm[i], 0, 1e-4, "sgd grad norm vs one process");
       }
+      WT_TEST_CLOSE(h.res[0].last_val_loss, s_ref_val, 0, 1e-5, "validation loss vs one process");
+      if (R == 1) /* only the layers are split: bitwise (gpt.h) */
+        WT_TEST_ASSERT(h.res[0].last_val_loss == s_ref_val, "%dx1 validation loss %.9g vs %.9g", S,
+                       h.res[0].last_val_loss, s_ref_val);
       printf("sgd %dx%d %-5s: max relative loss difference vs one process %.3g (loss %.4f -> "
              "%.4f)\n",
              S, R, assign_schedule_name(sched), s_max_rel(h.loss[0], ref), ref[0], ref[STEPS - 1]);

@@ -4,9 +4,11 @@
  *    --json-log) equals `wantrain train` with the same global batch and R·m micro-batches to a
  *    relative 1e-5, and the summary reports bytes per link class;
  *  - --scenario emulates a netsim scenario's links (a 40 ms pipeline cut makes every iteration
- *    take at least 80 ms) and prints netsim's prediction beside the measured iteration time;
+ *    take at least 80 ms), --solver places the tasklets, and netsim's prediction is printed
+ *    beside the measured iteration time;
  *  - a process that dies in step 3 ends the run: exit 1 within the deadline, naming the process,
- *    its stage and replica, and the errors the others stopped with. */
+ *    its stage and replica, and the errors the others stopped with; a checkpointed run killed
+ *    in step 4 and resumed continues with the losses of a run that never stopped. */
 #include "common/common.h"
 #include "common/testing.h"
 
@@ -70,7 +72,8 @@ static void s_equivalence(int stages, int replicas, int m) {
            "--json-log %s",
            stages, replicas, m, log);
   int rc = s_wantrain("", args);
-  WT_TEST_ASSERT(rc == 0 && strstr(g_out, "done: 5 steps") && strstr(g_out, "bytes sent:"),
+  WT_TEST_ASSERT(rc == 0 && strstr(g_out, "done: 5 steps") && strstr(g_out, "bytes sent:") &&
+                     strstr(g_out, "0 messages refused"),
                  "%dx%d: exit %d\n%s", stages, replicas, rc, g_out);
   if (stages > 1)
     WT_TEST_ASSERT(!strstr(g_out, "pipeline 0.000 MB"), "%dx%d sends activations: %s", stages,
@@ -105,10 +108,11 @@ static void test_scenario(void) {
              "\"gpus_per_region\":[2,2],\"latency_ms\":[[1,40],[40,1]],"
              "\"bandwidth_gbps\":[[1,0.02],[0.02,1]]}]}\n");
   fclose(f);
-  int rc = s_wantrain("", "launch " MODEL " --stages 2 --replicas 2 --micro-batches 2 "
-                          "--timeout 30 --scenario two_sites.json --json-log scen.jsonl");
+  int rc =
+      s_wantrain("", "launch " MODEL " --stages 2 --replicas 2 --micro-batches 2 "
+                     "--timeout 30 --scenario two_sites.json --solver ga --json-log scen.jsonl");
   WT_TEST_ASSERT(rc == 0 && strstr(g_out, "emulating scenario two_sites") &&
-                     strstr(g_out, "netsim predicts"),
+                     strstr(g_out, "netsim predicts") && strstr(g_out, "(ga)"),
                  "exit %d\n%s", rc, g_out);
   const char *it = strstr(g_out, "iteration time ");
   double iter = it ? atof(it + strlen("iteration time ")) : 0;
@@ -117,7 +121,7 @@ static void test_scenario(void) {
                       "--scenario two_sites.json");
   WT_TEST_ASSERT(rc == 2 && strstr(g_out, "has 4 devices"), "exit %d\n%s", rc, g_out);
   WT_TEST_ASSERT(s_wantrain("", "launch " MODEL " --assignment a.json") == 2 &&
-                     strstr(g_out, "--assignment needs --scenario"),
+                     strstr(g_out, "need --scenario"),
                  "%s", g_out);
 }
 
@@ -132,6 +136,25 @@ static void test_failure(void) {
                  "names the dead process and what the others stopped with:\n%s", g_out);
   WT_TEST_ASSERT(took < 15, "the run ended %.1f s after it started (deadline 20 s)", took);
   printf("a process dying in step 3 ended the run in %.1f s\n", took);
+
+  /* Killed in step 4 of a checkpointed run, then resumed: steps 3..5 equal a run that never
+   * stopped (the launch log prints losses to 6 decimals; the tasklets resume bit-exactly). */
+  WT_TEST_ASSERT(s_wantrain("", "launch " MODEL " --stages 2 --replicas 2 --micro-batches 2 "
+                                "--json-log straight.jsonl") == 0,
+                 "%s", g_out);
+  rc = s_wantrain("WANTRAIN_LAUNCH_DIE=3:4", "launch " MODEL " --stages 2 --replicas 2 "
+                                             "--micro-batches 2 --checkpoint-dir ck "
+                                             "--checkpoint-every 2 --timeout 20");
+  WT_TEST_ASSERT(rc == 1 && strstr(g_out, "process 3 (stage 1, replica 1) failed"), "%s", g_out);
+  rc = s_wantrain("", "launch " MODEL " --stages 2 --replicas 2 --micro-batches 2 "
+                      "--checkpoint-dir ck --resume --json-log resumed.jsonl");
+  WT_TEST_ASSERT(rc == 0 && strstr(g_out, "done: 5 steps"), "resume: exit %d\n%s", rc, g_out);
+  double a[5] = {NAN, NAN, NAN, NAN, NAN}, b[5] = {NAN, NAN, NAN, NAN, NAN};
+  s_losses("straight.jsonl", a);
+  WT_TEST_ASSERT(s_losses("resumed.jsonl", b) == 3 && isnan(b[1]) && !isnan(b[2]),
+                 "the resumed launch ran steps 3..5");
+  for (int i = 2; i < 5; i++)
+    WT_TEST_ASSERT(a[i] == b[i], "step %d: resumed %.6f, straight %.6f", i + 1, b[i], a[i]);
 }
 
 int main(void) {

@@ -1,6 +1,7 @@
 /* test_zmq_faults — what the ZeroMQ transport does when the outside misbehaves:
  *  - malformed or foreign frames (wrong version, kind, codec, flags, run id, epoch, length, a
- *    short header, a source rank that is not the sender's key) sent with a raw socket are
+ *    short header, a source rank that is not the sender's key, a flood of payload frames) sent
+ *    with a raw socket are
  *    refused, logged and counted, and the rank goes on receiving good messages;
  *  - a connection with a key outside the group is refused by the ZAP handler, and so is a
  *    plaintext client on a CURVE link: nothing of theirs is delivered;
@@ -101,6 +102,13 @@ static void test_bad_frames(void) {
     if (cases[k].offset >= 0) hb[cases[k].offset] = cases[k].value;
     s_raw_send(raw, hb, cases[k].hlen, &payload, sizeof payload);
   }
+  /* A flood of empty payload frames, more than any sender makes (2^18 + 1). */
+  parallel_zmq_header flood = s_good_header(1, 5, 0);
+  parallel_zmq_header_encode(&flood, hb);
+  zmq_send(raw, hb, PARALLEL_ZMQ_HEADER_BYTES, ZMQ_SNDMORE);
+  for (int k = 0; k < (1 << 18); k++) zmq_send(raw, "", 0, ZMQ_SNDMORE);
+  zmq_send(raw, "", 0, 0);
+  ncases++;
   uint64_t refused = s_wait_refused(g.comms[0], (uint64_t)ncases);
   WT_TEST_ASSERT(refused == (uint64_t)ncases, "refused %llu of %d bad frames",
                  (unsigned long long)refused, ncases);

@@ -1,7 +1,8 @@
 /* test_zmq_p2p — the ZeroMQ transport's point-to-point contract, on threads of one process with
  * one transport (context, sockets, CURVE key pair) each: per (peer, tag) order with demux of
  * other tags, empty and large messages, refusal of an oversized message, barrier, the message
- * context in the header, per-link counters, config errors, key files, and the insecure warning. */
+ * context in the header (seen in a refusal), per-link counters, config errors, key files, ipc
+ * endpoints, and the insecure warning. */
 #include "parallel/zmq.h"
 
 #include "common/common.h"
@@ -116,34 +117,69 @@ static void test_bounded_queue(void) {
   s_group_close(&g);
 }
 
-/* The message context reaches the header: a wrong step is visible in the receiver's refusal
- * log only, so here we check the setter's validation and that messages still flow with it. */
+/* Rank 0 of a group joins with another epoch (a process of another assignment). */
+static void s_epoch9(int rank, parallel_zmq_config *cfg, void *user) {
+  (void)user;
+  if (rank == 0) cfg->epoch = 9;
+}
+
+/* Runs fn with stderr captured into text (cap bytes). */
+static void s_capture_stderr(void (*fn)(void *), void *arg, char *text, size_t cap) {
+  char logp[] = "/tmp/wt_zmq_logXXXXXX";
+  int lfd = mkstemp(logp);
+  WT_TEST_REQUIRE(lfd >= 0, "mkstemp");
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(lfd, 2);
+  fn(arg);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  lseek(lfd, 0, SEEK_SET);
+  ssize_t n = read(lfd, text, cap - 1);
+  text[n > 0 ? n : 0] = 0;
+  close(lfd);
+  unlink(logp);
+}
+
+static void s_send_foreign_epoch(void *arg) {
+  s_group *g = arg;
+  parallel_zmq_msg_context ctx = {PARALLEL_ZMQ_KIND_ACTIVATION, 2, 17, 3, 5};
+  WT_TEST_ASSERT(parallel_zmq_set_context(g->comms[0], &ctx) == WT_OK, "%s", wt_last_error());
+  int v = 42;
+  WT_TEST_ASSERT(parallel_comm_send(g->comms[0], 1, 3, &v, sizeof v) == WT_OK, "send");
+  double end = wt_now_s() + 5;
+  while (parallel_zmq_refused(g->comms[1]) < 1 && wt_now_s() < end) usleep(10000);
+}
+
+/* The message context travels in the header: a message from another epoch is refused, and the
+ * refusal names the step, micro-batch and tensor its sender set. The setter checks its input,
+ * and a receive that times out names the peer, its endpoint, the tag and this rank's step. */
 static void test_context(void) {
   parallel_zmq_config base = parallel_zmq_config_default();
   base.timeout_s = 10;
+  base.epoch = 3;
   s_group g;
-  WT_TEST_REQUIRE(s_group_open(&g, 2, &base, NULL, NULL) == WT_OK, "%s", wt_last_error());
-  parallel_zmq_msg_context ctx = {PARALLEL_ZMQ_KIND_ACTIVATION, 2, 17, 3, 5};
-  WT_TEST_ASSERT(parallel_zmq_set_context(g.comms[0], &ctx) == WT_OK, "%s", wt_last_error());
-  parallel_zmq_msg_context bad = ctx;
-  bad.kind = PARALLEL_ZMQ_KIND_BYE;
+  WT_TEST_REQUIRE(s_group_open(&g, 2, &base, s_epoch9, NULL) == WT_OK, "%s", wt_last_error());
+  parallel_zmq_msg_context bad = {PARALLEL_ZMQ_KIND_BYE, 0, 0, 0, 0};
   WT_TEST_ASSERT(parallel_zmq_set_context(g.comms[0], &bad) == WT_EINVAL, "BYE is reserved");
-  bad = ctx;
+  bad.kind = PARALLEL_ZMQ_KIND_DATA;
   bad.codec = PARALLEL_ZMQ_CODEC_MAX + 1;
   WT_TEST_ASSERT(parallel_zmq_set_context(g.comms[0], &bad) == WT_EINVAL, "codec range");
-  int v = 42, w = 0;
-  size_t got = 0;
-  WT_TEST_ASSERT(parallel_comm_send(g.comms[0], 1, 3, &v, sizeof v) == WT_OK, "send");
-  WT_TEST_ASSERT(parallel_comm_recv(g.comms[1], 0, 3, &w, sizeof w, &got) == WT_OK && w == 42,
-                 "recv %s", wt_last_error());
-  /* After a recv timeout the error names the peer, its endpoint, the tag and the step. */
-  ctx.step = 99;
-  parallel_zmq_set_context(g.comms[1], &ctx);
+  char text[4096];
+  s_capture_stderr(s_send_foreign_epoch, &g, text, sizeof text);
+  WT_TEST_ASSERT(parallel_zmq_refused(g.comms[1]) == 1, "the foreign epoch was refused");
+  WT_TEST_ASSERT(strstr(text, "wrong epoch") && strstr(text, "epoch 9 step 17 micro-batch 3 "
+                                                             "tensor 5"),
+                 "the refusal shows the sender's context: '%s'", text);
   s_group_close(&g);
 
   base.timeout_s = 0.3;
   WT_TEST_REQUIRE(s_group_open(&g, 2, &base, NULL, NULL) == WT_OK, "%s", wt_last_error());
+  parallel_zmq_msg_context ctx = {PARALLEL_ZMQ_KIND_DATA, 0, 99, 0, 0};
   parallel_zmq_set_context(g.comms[1], &ctx);
+  int w = 0;
+  size_t got = 0;
   double t0 = wt_now_s();
   int rc = parallel_comm_recv(g.comms[1], 0, 4, &w, sizeof w, &got);
   double dt = wt_now_s() - t0;
@@ -221,35 +257,31 @@ static void test_keys(void) {
   rmdir(dir);
 }
 
-/* insecure = 1 works and says so on stderr (captured through a temp file). */
-static void test_insecure_warns(void) {
-  char logp[] = "/tmp/wt_zmq_logXXXXXX";
-  int lfd = mkstemp(logp);
-  WT_TEST_REQUIRE(lfd >= 0, "mkstemp");
-  fflush(stderr);
-  int saved = dup(2);
-  dup2(lfd, 2);
+typedef struct {
+  s_group g;
+  int rc;
+} s_insecure;
+
+static void s_open_insecure(void *arg) {
+  s_insecure *x = arg;
   parallel_zmq_config base = parallel_zmq_config_default();
   base.insecure = 1;
   base.timeout_s = 10;
-  s_group g;
-  int rc = s_group_open(&g, 2, &base, NULL, NULL);
-  fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  WT_TEST_REQUIRE(rc == WT_OK, "%s", wt_last_error());
+  x->rc = s_group_open(&x->g, 2, &base, NULL, NULL);
+}
+
+/* insecure = 1 works and says so on stderr, once per rank. */
+static void test_insecure_warns(void) {
+  s_insecure x;
+  char text[4096];
+  s_capture_stderr(s_open_insecure, &x, text, sizeof text);
+  WT_TEST_REQUIRE(x.rc == WT_OK, "%s", wt_last_error());
   int v = 7, w = 0;
   size_t got;
-  WT_TEST_ASSERT(parallel_comm_send(g.comms[0], 1, 1, &v, sizeof v) == WT_OK &&
-                     parallel_comm_recv(g.comms[1], 0, 1, &w, sizeof w, &got) == WT_OK && w == 7,
+  WT_TEST_ASSERT(parallel_comm_send(x.g.comms[0], 1, 1, &v, sizeof v) == WT_OK &&
+                     parallel_comm_recv(x.g.comms[1], 0, 1, &w, sizeof w, &got) == WT_OK && w == 7,
                  "insecure link carries data: %s", wt_last_error());
-  s_group_close(&g);
-  char text[4096] = "";
-  lseek(lfd, 0, SEEK_SET);
-  ssize_t n = read(lfd, text, sizeof text - 1);
-  text[n > 0 ? n : 0] = 0;
-  close(lfd);
-  unlink(logp);
+  s_group_close(&x.g);
   WT_TEST_ASSERT(strstr(text, "INSECURE") && strstr(text, "rank 0") && strstr(text, "rank 1"),
                  "each rank warns: '%s'", text);
 }

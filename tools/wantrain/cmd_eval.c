@@ -3,6 +3,7 @@
 #include "tools/wantrain/cli.h"
 
 #include "model/checkpoint.h"
+#include "parallel/tasklet.h" /* a multi-stage run directory as one model */
 #include "common/common.h"
 #include "model/data.h"
 
@@ -90,7 +91,7 @@ static int s_run(const eval_args *a) {
     return wt_fail(WT_EINVAL, "--checkpoint and --data are required (see --help)");
   gpt_config cfg;
   checkpoint_meta meta;
-  WT_CHECK(checkpoint_read_config(a->checkpoint, &cfg, &meta));
+  WT_CHECK(parallel_run_read_config(a->checkpoint, &cfg, &meta));
   data_set *d = s_open_data(a);
   if (!d) return WT_EINVAL;
   int rc = WT_OK;
@@ -101,7 +102,7 @@ static int s_run(const eval_args *a) {
                  cfg.vocab_size, a->data, data_set_vocab_size(d));
   gpt_stage *m = rc == WT_OK ? gpt_stage_new(&cfg, 0, cfg.n_layer, a->batch, cfg.max_seq) : NULL;
   if (rc == WT_OK && !m) rc = WT_EINVAL;
-  if (rc == WT_OK) rc = checkpoint_load(a->checkpoint, m, NULL, &meta);
+  if (rc == WT_OK) rc = parallel_run_load_model(a->checkpoint, m, &meta);
   double sum = 0;
   size_t tokens = 0;
   if (rc == WT_OK) rc = s_eval(m, d, a->batch, &sum, &tokens);

@@ -19,9 +19,11 @@
 #include "model/data.h"
 #include "model/trainer.h"
 #include "netsim/netsim.h"
+#include "assign/assign.h"
 #include "parallel/tasklet.h"
 #include "parallel/zmq.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -47,7 +49,7 @@ typedef struct {
   double timeout;
   int insecure;
   char scenario[WT_CONFIG_STR_MAX], scenario_name[WT_CONFIG_STR_MAX];
-  char assignment[WT_CONFIG_STR_MAX];
+  char assignment[WT_CONFIG_STR_MAX], solver[WT_CONFIG_STR_MAX];
   double time_scale;
   char data[WT_CONFIG_STR_MAX];
   char data_sha256[WT_CONFIG_STR_MAX];
@@ -91,6 +93,10 @@ static const wt_option s_options[] = {
      "which scenario of the file (default: its only one)", 0},
     {"assignment", WT_OPT_STRING, F(assignment), 0, 0, "",
      "device of each tasklet (netsim's assignment JSON; default: rank s*R+r on device s*R+r)", 0},
+    {"solver", WT_OPT_CHOICE, F(solver), 0, 0, "none",
+     "place the tasklets on the scenario's devices with this assign/ solver (reproducible: "
+     "a fixed budget of evaluations, seeded by --seed)",
+     "none|random|megatron|deepspeed|greedy|ga|exact"},
     {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-6, 1e6, "1",
      "wall seconds per emulated second of network time", 0},
     {"data", WT_OPT_STRING, F(data), 0, 0, "synthetic",
@@ -191,7 +197,8 @@ static void s_wan_close(s_wan *w) {
 static int s_wan_open(const launch_args *a, s_wan *w) {
   memset(w, 0, sizeof *w);
   if (!a->scenario[0]) {
-    if (a->assignment[0]) return wt_fail(WT_EINVAL, "--assignment needs --scenario");
+    if (a->assignment[0] || strcmp(a->solver, "none"))
+      return wt_fail(WT_EINVAL, "--assignment and --solver need --scenario");
     return WT_OK;
   }
   WT_CHECK(netsim_scenario_set_load(a->scenario, &w->set));
@@ -202,14 +209,43 @@ static int s_wan_open(const launch_args *a, s_wan *w) {
                  "scenario %s has %d devices but the run has %d x %d = %d processes; choose "
                  "--stages and --replicas to match, or a scenario of that size",
                  netsim_scenario_name(w->sc), n, a->stages, a->replicas, a->stages * a->replicas);
+  int solve = strcmp(a->solver, "none") != 0;
+  if (rc == WT_OK && solve && a->assignment[0])
+    rc = wt_fail(WT_EINVAL, "--assignment and --solver both place the tasklets; give one");
   if (rc == WT_OK && a->assignment[0])
     rc = netsim_assignment_load(a->assignment, a->stages, a->replicas, &w->plan);
-  if (rc == WT_OK && !a->assignment[0]) {
+  if (rc == WT_OK && solve) {
+    assign_problem prob;
+    netsim_scenario_problem(w->sc, &prob);
+    prob.d_pp = a->stages;
+    prob.d_dp = a->replicas;
+    prob.dp_algo = ASSIGN_DP_RING;
+    assign_solver kind;
+    assign_budget budget = {.max_evals = 2000};
+    rc = assign_solver_parse(a->solver, &kind);
+    if (rc == WT_OK) rc = assign_solve(&prob, kind, &budget, (uint64_t)a->seed, &w->plan, NULL);
+  }
+  if (rc == WT_OK && !w->plan) {
     w->plan = assign_plan_new(a->stages, a->replicas);
     for (int d = 0; d < n; d++) w->plan->device[d] = d;
   }
   if (rc != WT_OK) s_wan_close(w);
   return rc;
+}
+
+/* Writes the plan to DIR/assignment.json, which every worker reads: one placement, decided
+ * once by the launcher. */
+static int s_wan_save(const s_wan *w, const char *dir) {
+  char path[1100];
+  snprintf(path, sizeof path, "%s/assignment.json", dir);
+  cJSON *j = netsim_assignment_to_json(w->plan);
+  char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+  cJSON_Delete(j);
+  FILE *f = text ? fopen(path, "w") : NULL;
+  int ok = f && fprintf(f, "{\"assignment\":%s}\n", text) > 0;
+  if (f && fclose(f) != 0) ok = 0;
+  free(text);
+  return ok ? WT_OK : wt_fail(WT_EIO, "cannot write %s", path);
 }
 
 /* The emulated links from world rank `rank` to every rank. */
@@ -276,11 +312,20 @@ static int s_worker_comm(const launch_args *a, int rank, const char *dir, parall
   z.size = world;
   z.endpoints = eps;
   z.timeout_s = a->timeout;
-  z.run_id = (uint64_t)a->seed;
+  snprintf(path, sizeof path, "%.1000s/run-id", dir);
+  FILE *f = fopen(path, "r");
+  unsigned long long run_id = 0;
+  int got = f ? fscanf(f, "%llx", &run_id) : 0;
+  if (f) fclose(f);
+  if (got != 1) return wt_fail(WT_EIO, "cannot read the run id from %s", path);
+  z.run_id = run_id;
   z.insecure = a->insecure;
   double lat[S_MAX_RANKS], bw[S_MAX_RANKS];
   s_wan wan;
-  WT_CHECK(s_wan_open(a, &wan));
+  launch_args placed = *a; /* the launcher's placement, whatever chose it */
+  snprintf(placed.assignment, sizeof placed.assignment, "%.1000s/assignment.json", dir);
+  snprintf(placed.solver, sizeof placed.solver, "none");
+  WT_CHECK(s_wan_open(a->scenario[0] ? &placed : a, &wan));
   if (wan.sc) {
     s_wan_links(&wan, rank, world, lat, bw);
     z.latency_s = lat;
@@ -338,10 +383,19 @@ int cmd_launch_worker(int argc, char **argv) {
     c.on_step_arg = &w;
     rc = parallel_tasklet_run(&c, world, &res);
   }
+  /* The transport's own counters, over every link of this process. */
+  parallel_zmq_link_stats tot = {0};
+  for (int peer = 0; world && peer < parallel_comm_size(world); peer++) {
+    parallel_zmq_link_stats st = parallel_zmq_link_stats_get(world, peer);
+    tot.bytes_sent += st.bytes_sent;
+    tot.wait_s += st.wait_s;
+  }
   if (rc == WT_OK)
-    fprintf(status, "done %ld %.9g %.6f %.6f %llu %llu %llu\n", res.steps_done, res.last_loss,
-            res.seconds, res.compute_s, (unsigned long long)res.bytes_pipeline,
-            (unsigned long long)res.bytes_data, (unsigned long long)res.bytes_control);
+    fprintf(status, "done %ld %.9g %.6f %.6f %llu %llu %llu %llu %.6f %llu\n", res.steps_done,
+            res.last_loss, res.seconds, res.compute_s, (unsigned long long)res.bytes_pipeline,
+            (unsigned long long)res.bytes_data, (unsigned long long)res.bytes_control,
+            (unsigned long long)tot.bytes_sent, tot.wait_s,
+            (unsigned long long)parallel_zmq_refused(world));
   else
     fprintf(status, "error %s\n", wt_last_error());
   fclose(status);
@@ -364,6 +418,8 @@ typedef struct {
   uint64_t bytes[3]; /* pipeline, data, control: sent so far */
   int done;
   double seconds, compute_s;
+  unsigned long long wire_bytes, refused; /* the transport's counters */
+  double wait_s;
   char error[1024];
 } s_proc;
 
@@ -372,7 +428,8 @@ typedef struct {
   int world;
   s_proc p[S_MAX_RANKS];
   FILE *log;
-  long printed; /* last step printed */
+  long printed;    /* last step printed; -1 before the first */
+  long first_step; /* the first step this launch ran (later than 1 on --resume) */
   double t0;
   double step_sum; /* sum of rank 0's step seconds, from step 2 on */
   long step_count;
@@ -386,14 +443,16 @@ static void s_on_signal(int sig) {
   s_signal = sig;
 }
 
-static void s_progress(s_run *r, long step) {
-  float loss = r->p[0].loss;
-  double step_s = r->p[0].step_s;
+/* Progress of `step`, which every process has finished; `slow` is the process that finished it
+ * last, so its loss and time are that step's (the loss is the same on every process). */
+static void s_progress(s_run *r, long step, const s_proc *slow) {
+  float loss = slow->loss;
+  double step_s = slow->step_s;
   uint64_t b[3] = {0, 0, 0};
   for (int w = 0; w < r->world; w++)
     for (int k = 0; k < 3; k++) b[k] += r->p[w].bytes[k];
   double tok_s = (double)r->a->batch * r->a->seq / step_s;
-  if (step % r->a->log_every == 0 || step == 1 || step == r->a->steps) {
+  if (step % r->a->log_every == 0 || step == r->first_step || step == r->a->steps) {
     printf("step %6ld/%d | loss %.4f | %8.0f tok/s | sent MB: pipeline %.2f, data-parallel %.2f, "
            "control %.3f\n",
            step, r->a->steps, loss, tok_s, b[0] / 1e6, b[1] / 1e6, b[2] / 1e6);
@@ -407,7 +466,7 @@ static void s_progress(s_run *r, long step) {
             (unsigned long long)b[2]);
     fflush(r->log);
   }
-  if (step > 1 || r->a->steps == 1) {
+  if (step > r->first_step || r->a->steps == r->first_step) { /* the first includes start-up */
     r->step_sum += step_s;
     r->step_count++;
   }
@@ -425,12 +484,16 @@ static void s_handle_line(s_run *r, int w, char *line) {
   if (!strncmp(line, "step ", 5) && sscanf(line + 5, "%ld %f %lf %llu %llu %llu", &p->steps,
                                            &p->loss, &p->step_s, &b0, &b1, &b2) == 6) {
     p->bytes[0] = b0, p->bytes[1] = b1, p->bytes[2] = b2;
-    long all = p->steps;
-    for (int k = 0; k < r->world; k++) all = WT_MIN(all, r->p[k].steps);
-    while (r->printed < all) s_progress(r, ++r->printed);
+    int slow = w;
+    for (int k = 0; k < r->world; k++)
+      if (r->p[k].steps < r->p[slow].steps) slow = k;
+    long all = r->p[slow].steps;
+    if (r->printed < 0 && all > 0) r->printed = (r->first_step = all) - 1;
+    while (r->printed >= 0 && r->printed < all) s_progress(r, ++r->printed, &r->p[slow]);
   } else if (!strncmp(line, "done ", 5) &&
-             sscanf(line + 5, "%ld %f %lf %lf %llu %llu %llu", &p->steps, &p->loss, &p->seconds,
-                    &p->compute_s, &b0, &b1, &b2) == 7) {
+             sscanf(line + 5, "%ld %f %lf %lf %llu %llu %llu %llu %lf %llu", &p->steps, &p->loss,
+                    &p->seconds, &p->compute_s, &b0, &b1, &b2, &p->wire_bytes, &p->wait_s,
+                    &p->refused) == 10) {
     p->bytes[0] = b0, p->bytes[1] = b1, p->bytes[2] = b2;
     p->done = 1;
   } else if (!strncmp(line, "error ", 6)) {
@@ -509,12 +572,28 @@ static void s_supervise(s_run *r) {
   }
 }
 
+/* A random id every message of this run carries, so a process of another run that reaches one
+ * of ours is refused even if it had the keys. */
+static int s_write_run_id(const char *dir) {
+  uint64_t id = 0;
+  FILE *r = fopen("/dev/urandom", "rb");
+  int ok = r && fread(&id, sizeof id, 1, r) == 1;
+  if (r) fclose(r);
+  char path[1100];
+  snprintf(path, sizeof path, "%s/run-id", dir);
+  FILE *f = ok ? fopen(path, "w") : NULL;
+  ok = f && fprintf(f, "%016llx\n", (unsigned long long)id) > 0;
+  if (f && fclose(f) != 0) ok = 0;
+  return ok ? WT_OK : wt_fail(WT_EIO, "cannot write %s", path);
+}
+
 static int s_make_run_dir(const launch_args *a, int world, char *dir, size_t cap) {
   const char *tmp = getenv("TMPDIR");
   snprintf(dir, cap, "%s/wantrain-launch-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
   if (!mkdtemp(dir))
     return wt_fail(WT_EIO, "cannot create a run directory in %s: %s", tmp ? tmp : "/tmp",
                    strerror(errno));
+  WT_CHECK(s_write_run_id(dir));
   if (a->insecure) return WT_OK;
   for (int w = 0; w < world; w++) {
     char pub[41], sec[41], path[1100];
@@ -534,6 +613,10 @@ static int s_make_run_dir(const launch_args *a, int world, char *dir, size_t cap
 static void s_remove_run_dir(const char *dir, int world) {
   const char *ext[] = {"key", "pub", "sock"};
   char path[1100];
+  snprintf(path, sizeof path, "%s/assignment.json", dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/run-id", dir);
+  unlink(path);
   for (int w = 0; w < world; w++)
     for (int k = 0; k < 3; k++) {
       s_key_path(dir, w, ext[k], path, sizeof path);
@@ -585,8 +668,8 @@ static int s_start(s_run *r, const char *dir, int argc, char **argv) {
 static int s_predict(const s_run *r, double *out) {
   const launch_args *a = r->a;
   int S = a->stages, R = a->replicas, m = a->micro_batches;
-  double steps = (double)r->printed;
-  if (steps < 1) return wt_fail(WT_EINVAL, "no step ran");
+  double steps = (double)(r->printed - r->first_step + 1);
+  if (r->printed < 0 || steps < 1) return wt_fail(WT_EINVAL, "no step ran");
   double compute = 0, bp = 0, bd = 0;
   for (int w = 0; w < r->world; w++) {
     compute += r->p[w].compute_s / steps / r->world;
@@ -651,10 +734,22 @@ static int s_summary(s_run *r) {
   printf("done: %ld steps | loss %.6f | %.0f tok/s | %.1f s (%.1f s training)\n", steps,
          r->p[0].loss, (double)a->batch * a->seq * (double)r->step_count / r->step_sum, wall,
          seconds);
-  printf("iteration time %.4f s (mean of steps 2..%ld); compute %.0f%% of the processes' time\n",
-         iter, steps, seconds > 0 ? 100 * compute / (seconds * r->world) : 0.0);
+  printf("iteration time %.4f s (mean of steps %ld..%ld); compute %.0f%% of the processes' "
+         "time\n",
+         iter, WT_MIN(r->first_step + 1, steps), steps,
+         seconds > 0 ? 100 * compute / (seconds * r->world) : 0.0);
   printf("bytes sent: pipeline %.3f MB, data-parallel %.3f MB, control %.3f MB\n", b[0] / 1e6,
          b[1] / 1e6, b[2] / 1e6);
+  double wire = 0, wait = 0;
+  unsigned long long refused = 0;
+  for (int w = 0; w < r->world; w++) {
+    wire += (double)r->p[w].wire_bytes;
+    wait += r->p[w].wait_s / r->world;
+    refused += r->p[w].refused;
+  }
+  printf("transport: %.3f MB on the wire (collective envelopes included), %.2f s waited on peers "
+         "per process, %llu messages refused\n",
+         wire / 1e6, wait, refused);
   double predicted = NAN;
   if (r->wan.sc) {
     if (s_predict(r, &predicted) == WT_OK)
@@ -714,11 +809,17 @@ int cmd_launch(int argc, char **argv) {
     fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
     return CLI_USAGE;
   }
-  if (r.wan.sc)
-    printf("emulating scenario %s (%d devices) at time scale %g\n", netsim_scenario_name(r.wan.sc),
-           netsim_scenario_network(r.wan.sc)->n, a.time_scale);
+  if (r.wan.sc) {
+    printf("emulating scenario %s (%d devices) at time scale %g; device of each process:",
+           netsim_scenario_name(r.wan.sc), netsim_scenario_network(r.wan.sc)->n, a.time_scale);
+    for (int w = 0; w < world; w++) printf(" %d", r.wan.plan->device[w]);
+    printf(" (%s)\n", strcmp(a.solver, "none") ? a.solver
+                      : a.assignment[0]        ? a.assignment
+                                               : "rank order");
+  }
   r.a = &a;
   r.world = world;
+  r.printed = -1;
   r.failed_rank = -1;
   if (a.json_log[0] && !(r.log = fopen(a.json_log, "a"))) {
     wt_fail(WT_EIO, "cannot open --json-log %s: %s", a.json_log, strerror(errno));
@@ -726,6 +827,7 @@ int cmd_launch(int argc, char **argv) {
   }
   char dir[1024];
   rc = s_make_run_dir(&a, world, dir, sizeof dir);
+  if (rc == WT_OK && r.wan.sc) rc = s_wan_save(&r.wan, dir);
   if (rc != WT_OK) {
     if (r.log) fclose(r.log);
     return cli_fail("launch");

@@ -3,6 +3,7 @@
 #include "tools/wantrain/cli.h"
 
 #include "model/checkpoint.h"
+#include "parallel/tasklet.h" /* a multi-stage run directory as one model */
 #include "common/common.h"
 #include "model/data.h"
 #include "common/rng.h"
@@ -95,9 +96,9 @@ int cmd_sample(int argc, char **argv) {
   }
   gpt_config cfg;
   checkpoint_meta meta;
-  if (checkpoint_read_config(a.checkpoint, &cfg, &meta) != WT_OK) return cli_fail("sample");
+  if (parallel_run_read_config(a.checkpoint, &cfg, &meta) != WT_OK) return cli_fail("sample");
   gpt_stage *m = gpt_stage_new(&cfg, 0, cfg.n_layer, 1, cfg.max_seq);
-  rc = m ? checkpoint_load(a.checkpoint, m, NULL, &meta) : WT_EINVAL;
+  rc = m ? parallel_run_load_model(a.checkpoint, m, &meta) : WT_EINVAL;
   if (rc == WT_OK) rc = s_generate(m, meta.tokenizer, &a);
   gpt_stage_destroy(&m);
   return rc == WT_OK ? CLI_OK : cli_fail("sample");
