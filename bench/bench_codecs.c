@@ -82,7 +82,7 @@ static int s_rows_new(const bench_cfg *cfg, s_row *rows, int max) {
   for (char *save = NULL, *name = strtok_r(list, ",", &save); name && count < max;
        name = strtok_r(NULL, ",", &save)) {
     memset(&rows[count], 0, sizeof rows[count]);
-    WT_CHECK(compress_codec_new(&rows[count].codec, name, &p));
+    WT_CHECK_NEW(rows[count].codec, compress_codec_new(name, &p));
     rows[count].enc_s = wt_xcalloc((size_t)cfg->reps, sizeof(double));
     rows[count].dec_s = wt_xcalloc((size_t)cfg->reps, sizeof(double));
     rows[count].cpu_s = wt_xcalloc((size_t)cfg->reps, sizeof(double));

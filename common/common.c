@@ -10,16 +10,20 @@
 #include <unistd.h>
 
 static _Thread_local char s_last_error[1024];
+static _Thread_local int s_last_status;
 
 int wt_fail(int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(s_last_error, sizeof s_last_error, fmt, ap);
   va_end(ap);
+  s_last_status = code;
   return code;
 }
 
 const char *wt_last_error(void) { return s_last_error; }
+
+int wt_last_status(void) { return s_last_status; }
 
 const char *wt_status_name(int code) {
   switch (code) {

@@ -34,6 +34,10 @@ int wt_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3))
  * valid until the next wt_fail on this thread. */
 const char *wt_last_error(void);
 
+/* The code of the last wt_fail on this thread (WT_OK if none): what a constructor that returned
+ * NULL failed with, so its caller can propagate it (WT_CHECK_NEW). */
+int wt_last_status(void);
+
 /* A short name for a status code ("invalid input", "I/O error", ...). Never NULL. */
 const char *wt_status_name(int code);
 
@@ -63,6 +67,17 @@ int wt_log_enabled(wt_log_level level);
     if ((rc) != WT_OK) {                                                                     \
       WT_DEBUG("%s:%d: %s -> %s", __FILE__, __LINE__, #call, wt_status_name(rc));          \
       goto label;                                                                            \
+    }                                                                                        \
+  } while (0)
+
+/* Assigns a constructor's result (T *T_new(...), NULL with wt_last_error() set on failure) and
+ * propagates its status when it is NULL. */
+#define WT_CHECK_NEW(lhs, call)                                                              \
+  do {                                                                                       \
+    if (!((lhs) = (call))) {                                                                 \
+      WT_DEBUG("%s:%d: %s -> NULL (%s)", __FILE__, __LINE__, #call,                        \
+               wt_status_name(wt_last_status()));                                            \
+      return wt_last_status();                                                               \
     }                                                                                        \
   } while (0)
 

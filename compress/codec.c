@@ -65,33 +65,32 @@ int compress_params_normalize(compress_params *p) {
   return WT_OK;
 }
 
-static int s_codec_make(compress_codec **self_p, const compress_codec_ops *ops,
-                        const compress_params *params) {
+static compress_codec *s_codec_make(const compress_codec_ops *ops, const compress_params *params) {
   compress_params p = params ? *params : compress_params_default();
-  WT_CHECK(compress_params_normalize(&p));
+  if (compress_params_normalize(&p) != WT_OK) return NULL;
   compress_codec *self = wt_xcalloc(1, sizeof *self);
   self->ops = ops;
   self->params = p;
-  *self_p = self;
-  return WT_OK;
+  return self;
 }
 
-int compress_codec_new(compress_codec **self_p, const char *name, const compress_params *params) {
-  *self_p = NULL;
+compress_codec *compress_codec_new(const char *name, const compress_params *params) {
   const compress_codec_ops *ops = compress_codec_ops_by_name(name);
-  if (!ops)
-    return wt_fail(WT_ENOTFOUND, "unknown codec '%s'; choose one of %s", name ? name : "(null)",
-                   compress_codec_names());
-  return s_codec_make(self_p, ops, params);
+  if (!ops) {
+    wt_fail(WT_ENOTFOUND, "unknown codec '%s'; choose one of %s", name ? name : "(null)",
+            compress_codec_names());
+    return NULL;
+  }
+  return s_codec_make(ops, params);
 }
 
-int compress_codec_new_by_id(compress_codec **self_p, int id, const compress_params *params) {
-  *self_p = NULL;
+compress_codec *compress_codec_new_by_id(int id, const compress_params *params) {
   const compress_codec_ops *ops = compress_codec_ops_by_id(id);
-  if (!ops)
-    return wt_fail(WT_ENOTFOUND, "unknown codec id %d; known codecs are %s", id,
-                   compress_codec_names());
-  return s_codec_make(self_p, ops, params);
+  if (!ops) {
+    wt_fail(WT_ENOTFOUND, "unknown codec id %d; known codecs are %s", id, compress_codec_names());
+    return NULL;
+  }
+  return s_codec_make(ops, params);
 }
 
 void compress_codec_destroy(compress_codec **self_p) {

@@ -8,7 +8,7 @@
  *   compress_params p = compress_params_default();
  *   p.block = 128;
  *   compress_codec *c = NULL;
- *   WT_CHECK(compress_codec_new(&c, "int8", &p));
+ *   WT_CHECK_NEW(c, compress_codec_new("int8", &p));
  *   size_t cap = compress_codec_max_size(c, n), len = 0;
  *   uint8_t *buf = wt_xmalloc(cap);
  *   WT_CHECK(compress_codec_encode(c, grad, n, buf, cap, &len));       // raw payload
@@ -102,11 +102,12 @@ const compress_codec_ops *compress_codec_ops_by_id(int id);
 /* "fp32|fp16|bf16|int8|int4|topk|randk|sign": for WT_OPT_CHOICE tables and messages. Static. */
 const char *compress_codec_names(void);
 
-/* Creates a codec handle; params may be NULL (defaults). The caller owns *self_p and frees it
- * with compress_codec_destroy. Returns WT_OK; WT_ENOTFOUND for an unknown name or id (the
- * message lists the known ones); WT_EINVAL for bad params. *self_p is NULL on failure. */
-int compress_codec_new(compress_codec **self_p, const char *name, const compress_params *params);
-int compress_codec_new_by_id(compress_codec **self_p, int id, const compress_params *params);
+/* Creates a codec handle; params may be NULL (defaults). The caller owns it and frees it with
+ * compress_codec_destroy. Returns NULL with wt_last_error() set on failure: wt_last_status() is
+ * WT_ENOTFOUND for an unknown name or id (the message lists the known ones), WT_EINVAL for bad
+ * params. */
+compress_codec *compress_codec_new(const char *name, const compress_params *params);
+compress_codec *compress_codec_new_by_id(int id, const compress_params *params);
 
 /* Frees the handle and sets *self_p = NULL; NULL or *NULL is a no-op. */
 void compress_codec_destroy(compress_codec **self_p);

@@ -21,12 +21,11 @@ struct compress_ef {
   float *r; // (n,) what earlier steps did not send
 };
 
-int compress_ef_new(compress_ef **self_p, size_t n) {
+compress_ef *compress_ef_new(size_t n) {
   compress_ef *self = wt_xcalloc(1, sizeof *self);
   self->n = n;
   self->r = wt_xcalloc(n ? n : 1, sizeof(float));
-  *self_p = self;
-  return WT_OK;
+  return self;
 }
 
 void compress_ef_destroy(compress_ef **self_p) {

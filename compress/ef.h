@@ -6,7 +6,7 @@
  * current residual, which stays bounded: biased codecs (topk, sign) still converge.
  *
  *   compress_ef *ef = NULL;
- *   WT_CHECK(compress_ef_new(&ef, n));
+ *   compress_ef *ef = compress_ef_new(n);
  *   WT_CHECK(compress_ef_encode(ef, codec, grad, buf, cap, &len));      // raw payload
  *   WT_CHECK(compress_ef_save(ef, file));                                // with the checkpoint
  *   compress_ef_destroy(&ef);
@@ -25,9 +25,9 @@
 
 typedef struct compress_ef compress_ef; /* opaque: the residual of one tensor */
 
-/* Creates a zero residual for a tensor of n floats. The caller owns *self_p and frees it with
- * compress_ef_destroy. Returns WT_OK (allocation failure aborts: n is the program's own). */
-int compress_ef_new(compress_ef **self_p, size_t n);
+/* Creates a zero residual for a tensor of n floats. The caller owns it and frees it with
+ * compress_ef_destroy. Never NULL (allocation failure aborts: n is the program's own). */
+compress_ef *compress_ef_new(size_t n);
 
 /* Frees the residual and sets *self_p = NULL; NULL or *NULL is a no-op. */
 void compress_ef_destroy(compress_ef **self_p);

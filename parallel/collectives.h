@@ -121,9 +121,9 @@ int parallel_allgatherv(parallel_comm *c, const void *mine, size_t bytes, size_t
  * residuals for the chunks this rank sends, the stage-2 residual for the chunk it owns). */
 typedef struct parallel_ef parallel_ef;
 
-/* Zero residuals for a tensor of n floats on rank `rank` of `world`. The caller owns *self_p.
- * Returns WT_OK or WT_EINVAL (rank/world out of range). */
-int parallel_ef_new(parallel_ef **self_p, size_t n, int rank, int world);
+/* Zero residuals for a tensor of n floats on rank `rank` of `world`. The caller owns the result.
+ * Returns NULL with wt_last_error() set (WT_EINVAL) when rank/world are out of range. */
+parallel_ef *parallel_ef_new(size_t n, int rank, int world);
 void parallel_ef_destroy(parallel_ef **self_p);
 
 size_t parallel_ef_size(const parallel_ef *self);

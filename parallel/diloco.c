@@ -41,7 +41,7 @@ diloco *diloco_new(size_t n_params, const diloco_config *cfg) {
   d->theta = wt_xcalloc(n_params + 1, sizeof(float));
   d->momentum = wt_xcalloc(n_params + 1, sizeof(float));
   d->delta = wt_xcalloc(n_params + 1, sizeof(float));
-  if (cfg->codec && cfg->error_feedback && cfg->sparse) compress_ef_new(&d->sef, n_params);
+  if (cfg->codec && cfg->error_feedback && cfg->sparse) d->sef = compress_ef_new(n_params);
   return d;
 }
 
@@ -72,7 +72,7 @@ static void s_ensure_ef(diloco *d, parallel_comm *comm) {
   if (d->ef)
     WT_WARN("diloco: group changed to rank %d of %d; error-feedback residuals reset", rank, world);
   parallel_ef_destroy(&d->ef);
-  parallel_ef_new(&d->ef, d->n, rank, world);
+  d->ef = parallel_ef_new(d->n, rank, world);
 }
 
 /* Δ̄ = mean over replicas of Δ, with whichever collective the config asks for. */

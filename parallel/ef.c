@@ -17,10 +17,11 @@ struct parallel_ef {
   compress_ef **chunks; /* [world]: chunk c covers parallel_chunk_range(n, world, c) */
 };
 
-int parallel_ef_new(parallel_ef **self_p, size_t n, int rank, int world) {
-  *self_p = NULL;
-  if (world < 1 || rank < 0 || rank >= world)
-    return wt_fail(WT_EINVAL, "parallel_ef: rank %d out of range for world %d", rank, world);
+parallel_ef *parallel_ef_new(size_t n, int rank, int world) {
+  if (world < 1 || rank < 0 || rank >= world) {
+    wt_fail(WT_EINVAL, "parallel_ef: rank %d out of range for world %d", rank, world);
+    return NULL;
+  }
   parallel_ef *self = wt_xcalloc(1, sizeof *self);
   self->n = n;
   self->rank = rank;
@@ -29,10 +30,9 @@ int parallel_ef_new(parallel_ef **self_p, size_t n, int rank, int world) {
   for (int c = 0; c < world; c++) {
     size_t off, len;
     parallel_chunk_range(n, world, c, &off, &len);
-    compress_ef_new(&self->chunks[c], len);
+    self->chunks[c] = compress_ef_new(len);
   }
-  *self_p = self;
-  return WT_OK;
+  return self;
 }
 
 void parallel_ef_destroy(parallel_ef **self_p) {

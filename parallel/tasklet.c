@@ -225,7 +225,7 @@ static int s_data_parallel(parallel_tasklet *k) {
   }
   if (strcmp(c->grad_codec, "none")) {
     compress_params p = compress_params_default();
-    WT_CHECK(compress_codec_new(&k->codec, c->grad_codec, &p));
+    WT_CHECK_NEW(k->codec, compress_codec_new(c->grad_codec, &p));
     k->sparse = !strcmp(c->grad_codec, "topk") || !strcmp(c->grad_codec, "randk");
   }
   if (c->diloco_h) {
@@ -238,9 +238,9 @@ static int s_data_parallel(parallel_tasklet *k) {
     if (!(k->outer = diloco_new(n, &dc))) return WT_EINVAL;
     diloco_init(k->outer, gpt_stage_params(s, &n));
   } else if (k->codec && c->grad_ef && k->sparse) {
-    WT_CHECK(compress_ef_new(&k->sef, n));
+    k->sef = compress_ef_new(n);
   } else if (k->codec && c->grad_ef) {
-    WT_CHECK(parallel_ef_new(&k->ef, n, parallel_comm_rank(k->dp), c->replicas));
+    WT_CHECK_NEW(k->ef, parallel_ef_new(n, parallel_comm_rank(k->dp), c->replicas));
   }
   return WT_OK;
 }

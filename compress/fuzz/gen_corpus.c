@@ -35,7 +35,7 @@ static int s_seeds(const char *dir, const char *name) {
     p.block = shapes[s][1];
     p.k_frac = 0.05;
     compress_codec *c = NULL;
-    WT_CHECK(compress_codec_new(&c, name, &p));
+    WT_CHECK_NEW(c, compress_codec_new(name, &p));
     float *x = wt_xmalloc((n + 1) * sizeof *x);
     for (size_t i = 0; i < n; i++) x[i] = (float)wt_rng_normal(&rng);
     size_t cap = compress_wire_max_size(c, n), len = 0;

@@ -25,9 +25,10 @@ static double s_run(const char *name, double k_frac, int use_ef, int steps) {
   compress_params p = compress_params_default();
   p.k_frac = k_frac;
   compress_codec *codec = NULL;
-  WT_TEST_REQUIRE(compress_codec_new(&codec, name, &p) == WT_OK, "%s", wt_last_error());
+  codec = compress_codec_new(name, &p);
+  WT_TEST_REQUIRE(codec != NULL, "%s", wt_last_error());
   compress_ef *ef = NULL;
-  compress_ef_new(&ef, n);
+  ef = compress_ef_new(n);
   wt_rng rng;
   wt_rng_seed(&rng, 99);
   float *base = wt_xmalloc(n * 4), *g = wt_xmalloc(n * 4), *sent = wt_xmalloc(n * 4);
@@ -79,10 +80,10 @@ static void test_convergence(void) {
 static void test_wire_and_empty(void) {
   size_t n = 1000, len1, len2;
   compress_ef *a = NULL, *b = NULL, *empty = NULL;
-  compress_ef_new(&a, n);
-  compress_ef_new(&b, n);
+  a = compress_ef_new(n);
+  b = compress_ef_new(n);
   compress_codec *codec = NULL;
-  compress_codec_new(&codec, "topk", NULL);
+  codec = compress_codec_new("topk", NULL);
   float *g = wt_xmalloc(n * 4), *sent = wt_xmalloc(n * 4);
   wt_rng rng;
   wt_rng_seed(&rng, 8);
@@ -99,7 +100,7 @@ static void test_wire_and_empty(void) {
     WT_TEST_ASSERT(compress_wire_decode(msg, len2, sent, n) == WT_OK, "%s", wt_last_error());
   }
   WT_TEST_ASSERT(compress_ef_wire_encode(b, codec, g, msg, len2 - 1, &len2) == WT_EINVAL, "cap");
-  compress_ef_new(&empty, 0);
+  empty = compress_ef_new(0);
   size_t len = 1;
   WT_TEST_ASSERT(compress_ef_encode(empty, codec, NULL, raw, cap, &len) == WT_OK && len == 0,
                  "empty tensor: %s", wt_last_error());
@@ -113,11 +114,11 @@ static void test_wire_and_empty(void) {
 static void test_checkpoint(void) {
   size_t n = 777, len;
   compress_ef *a = NULL, *b = NULL, *other = NULL;
-  compress_ef_new(&a, n);
-  compress_ef_new(&b, n);
-  compress_ef_new(&other, n + 1);
+  a = compress_ef_new(n);
+  b = compress_ef_new(n);
+  other = compress_ef_new(n + 1);
   compress_codec *codec = NULL;
-  compress_codec_new(&codec, "sign", NULL);
+  codec = compress_codec_new("sign", NULL);
   float *g = wt_xmalloc(n * 4);
   wt_rng rng;
   wt_rng_seed(&rng, 5);

@@ -30,7 +30,8 @@ static void test_roundtrip(void) {
     p.block = 100;
     p.k_frac = 0.05;
     compress_codec *codec = NULL;
-    WT_TEST_REQUIRE(compress_codec_new(&codec, s_all[c], &p) == WT_OK, "%s", wt_last_error());
+    codec = compress_codec_new(s_all[c], &p);
+    WT_TEST_REQUIRE(codec != NULL, "%s", wt_last_error());
     size_t cap = compress_wire_max_size(codec, n), len = 0, plen = 0;
     uint8_t *msg = wt_xmalloc(cap), *raw = wt_xmalloc(cap);
     WT_TEST_REQUIRE(compress_wire_encode(codec, x, n, msg, cap, &len) == WT_OK, "%s",
@@ -74,7 +75,8 @@ static void test_refusals(void) {
   float *x = s_randn(n, 2), *y = wt_xmalloc((n + 1) * sizeof *y);
   for (size_t i = 0; i <= n; i++) y[i] = 7.0f;
   compress_codec *codec = NULL;
-  WT_TEST_REQUIRE(compress_codec_new(&codec, "int8", NULL) == WT_OK, "int8");
+  codec = compress_codec_new("int8", NULL);
+  WT_TEST_REQUIRE(codec != NULL, "int8");
   size_t cap = compress_wire_max_size(codec, n) + 16, len;
   uint8_t *msg = wt_xmalloc(cap), *bad = wt_xmalloc(cap);
   WT_TEST_REQUIRE(compress_wire_encode(codec, x, n, msg, cap, &len) == WT_OK, "encode");

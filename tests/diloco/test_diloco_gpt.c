@@ -156,7 +156,7 @@ static void test_diloco_h4(void) {
   const char *names[] = {"fp32", "int8", "sign"};
   for (size_t k = 0; k < WT_ARRAY_LEN(names); k++) {
     compress_codec *codec = NULL;
-    if (k > 0) compress_codec_new(&codec, names[k], NULL);
+    if (k > 0) codec = compress_codec_new(names[k], NULL);
     s_h4_job j = {.codec = codec};
     parallel_inproc_group *g = parallel_inproc_group_new(MAXW);
     int rc = parallel_inproc_run(g, s_h4_fn, &j, NULL);

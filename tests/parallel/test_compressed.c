@@ -77,11 +77,11 @@ static s_job s_job_new(int world, size_t n, const compress_codec *codec, int spa
   for (int r = 0; r < world; r++) j.x[r] = wt_xcalloc(n + 1, sizeof(float));
   if (ef && !sparse) {
     j.ef = wt_xcalloc((size_t)world, sizeof *j.ef);
-    for (int r = 0; r < world; r++) parallel_ef_new(&j.ef[r], n, r, world);
+    for (int r = 0; r < world; r++) j.ef[r] = parallel_ef_new(n, r, world);
   }
   if (ef && sparse) {
     j.sef = wt_xcalloc((size_t)world, sizeof *j.sef);
-    for (int r = 0; r < world; r++) compress_ef_new(&j.sef[r], n);
+    for (int r = 0; r < world; r++) j.sef[r] = compress_ef_new(n);
   }
   return j;
 }
@@ -121,7 +121,8 @@ static compress_codec *s_codec(const char *name) {
   p.k_frac = 0.1;
   p.seed = 5;
   compress_codec *c = NULL;
-  WT_TEST_REQUIRE(compress_codec_new(&c, name, &p) == WT_OK, "%s: %s", name, wt_last_error());
+  c = compress_codec_new(name, &p);
+  WT_TEST_REQUIRE(c != NULL, "%s: %s", name, wt_last_error());
   return c;
 }
 
@@ -415,10 +416,12 @@ static void test_faults(void) {
 /* Residual checkpoints round-trip, and a checkpoint of another geometry is refused. */
 static void test_ef_checkpoint(void) {
   parallel_ef *a = NULL, *b = NULL, *other = NULL;
-  WT_TEST_REQUIRE(parallel_ef_new(&a, 50, 1, 3) == WT_OK, "new");
-  parallel_ef_new(&b, 50, 1, 3);
-  WT_TEST_ASSERT(parallel_ef_new(&other, 50, 3, 3) == WT_EINVAL && !other, "rank 3 of 3");
-  parallel_ef_new(&other, 50, 2, 3);
+  a = parallel_ef_new(50, 1, 3);
+  WT_TEST_REQUIRE(a != NULL, "new");
+  b = parallel_ef_new(50, 1, 3);
+  other = parallel_ef_new(50, 3, 3);
+  WT_TEST_ASSERT(!other && wt_last_status() == WT_EINVAL, "rank 3 of 3");
+  other = parallel_ef_new(50, 2, 3);
   compress_codec *codec = s_codec("bf16");
   float g[17];
   for (int i = 0; i < 17; i++) g[i] = 1.0f + (float)i / 1000.0f;
@@ -458,7 +461,7 @@ static void test_bytes_table(void) {
     compress_params p = compress_params_default();
     p.k_frac = 0.01;
     compress_codec *codec = NULL;
-    compress_codec_new(&codec, s_codecs[k], &p);
+    codec = compress_codec_new(s_codecs[k], &p);
     int sparse = !strcmp(s_codecs[k], "topk") || !strcmp(s_codecs[k], "randk");
     for (int pass = 0; pass < 1 + sparse; pass++) {
       int use_sparse = sparse && pass == 0;

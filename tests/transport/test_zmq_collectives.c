@@ -53,12 +53,12 @@ static int s_sequence(parallel_comm *c, s_result *o) {
 
   compress_params prm = compress_params_default();
   compress_codec *int8 = NULL, *topk = NULL;
-  WT_CHECK(compress_codec_new(&int8, "int8", &prm));
-  WT_CHECK(compress_codec_new(&topk, "topk", &prm));
+  WT_CHECK_NEW(int8, compress_codec_new("int8", &prm));
+  WT_CHECK_NEW(topk, compress_codec_new("topk", &prm));
   parallel_ef *ef = NULL;
   compress_ef *sef = NULL;
-  WT_CHECK(parallel_ef_new(&ef, S_N, r, p));
-  WT_CHECK(compress_ef_new(&sef, S_N));
+  WT_CHECK_NEW(ef, parallel_ef_new(S_N, r, p));
+  sef = compress_ef_new(S_N);
   float *x = wt_xmalloc(S_N * sizeof(float));
   for (int step = 0; step < S_STEPS && rc == WT_OK; step++) {
     for (size_t i = 0; i < S_N; i++) x[i] = s_input(r, step + 1, i);

@@ -88,7 +88,8 @@ int exp_codec_new(const char *name, size_t n, compress_codec **out, int *sparse)
   // One scale for everything a message carries: the ring sends chunks of the flat gradient
   // buffer, so this is one scale per chunk of all tensors together.
   if (!strcmp(name, "int8-tensor")) p.block = n;
-  return compress_codec_new(out, strcmp(name, "int8-tensor") ? name : "int8", &p);
+  *out = compress_codec_new(strcmp(name, "int8-tensor") ? name : "int8", &p);
+  return *out ? WT_OK : wt_last_status();
 }
 
 int exp_optim_step(optim *opt, gpt_stage *s, double sq_total, double loss) {

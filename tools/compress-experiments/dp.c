@@ -125,10 +125,10 @@ static int s_setup(s_run *r, const exp_config *cfg, const data_set *d) {
   }
   if (cfg->ef && codec && r->red.sparse) {
     r->red.sparse_ef = wt_xcalloc(W, sizeof(compress_ef *));
-    for (int w = 0; w < W; w++) WT_CHECK(compress_ef_new(&r->red.sparse_ef[w], n));
+    for (int w = 0; w < W; w++) r->red.sparse_ef[w] = compress_ef_new(n);
   } else if (cfg->ef && codec) {
     r->red.ring_ef = wt_xcalloc(W, sizeof(parallel_ef *));
-    for (int w = 0; w < W; w++) WT_CHECK(parallel_ef_new(&r->red.ring_ef[w], n, w, W));
+    for (int w = 0; w < W; w++) WT_CHECK_NEW(r->red.ring_ef[w], parallel_ef_new(n, w, W));
   }
   if (cfg->local_momentum && strcmp(cfg->optimizer, "sgd") != 0)
     return wt_fail(WT_EINVAL, "--local-momentum needs --optimizer sgd (AdamW's moments are not "
