@@ -4,7 +4,8 @@
  *     n bytes is compared with the bound 2(p−1)/p · n/β (its fraction of the bound: ≥ 0.85 is
  *     the target);
  *  2. unshaped: its bus bandwidth 2(p−1)/p · n / t beside plain ZeroMQ streams (raw PUSH/PULL
- *     sockets with CURVE, messages of the ring's chunk size, no transport code), both a single
+ *     sockets with CURVE, 256 KiB messages as the transport frames its payloads, the bytes one
+ *     rank sends in the all-reduce, no transport code), both a single
  *     pair streaming alone and every ring link streaming at once — the same links and the same
  *     number of busy processes as the all-reduce, which on a small machine is the fair ceiling.
  * Medians over --runs repetitions. Prints a table, then one JSON line:
@@ -103,10 +104,11 @@ static int s_stream(void *push, void *pull, int sending, int receiving, size_t b
                             {pull, 0, receiving && got < bytes ? ZMQ_POLLIN : 0, 0}};
     if (zmq_poll(it, 2, 10000) <= 0) rc = wt_fail(WT_ETIMEOUT, "bench stream stalled");
     if (it[0].revents & ZMQ_POLLOUT) {
+      size_t len = WT_MIN(msg, bytes - sent); /* exactly `bytes`: nothing left for the next run */
       zmq_msg_t m;
-      zmq_msg_init_size(&m, msg);
+      zmq_msg_init_size(&m, len);
       zmq_msg_send(&m, push, 0);
-      sent += msg;
+      sent += len;
     }
     if (it[1].revents & ZMQ_POLLIN) {
       zmq_msg_t m;
@@ -151,11 +153,12 @@ static int s_streams_fn(parallel_comm *c, void *arg) {
   zmq_setsockopt(push, ZMQ_LINGER, &zero, sizeof zero);
   zmq_connect(push, right_ep);
   /* One small message around the ring so the handshakes are done before any clock starts. */
-  size_t bytes = (size_t)sh->cfg.mib << 20, msg = bytes / (size_t)p;
+  size_t bytes = (size_t)sh->cfg.mib << 20, chunk = bytes / (size_t)p;
+  size_t msg = WT_MIN(chunk, (size_t)256 << 10); /* a stream pipelines its messages */
   double t = 0;
   int rc = s_stream(push, pull, 1, 1, 1, 1, c, &t);
   /* What one rank sends in an all-reduce: 2(p-1) chunks of n/p. */
-  size_t stream_bytes = 2 * (size_t)(p - 1) * msg;
+  size_t stream_bytes = 2 * (size_t)(p - 1) * chunk;
   for (int r = 0; rc == WT_OK && r < sh->cfg.runs; r++) {
     rc = s_stream(push, pull, me == 0, me == 1, stream_bytes, msg, c, &t); /* one pair alone */
     if (me == 0) sh->pair_s[r] = t;

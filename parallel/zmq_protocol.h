@@ -6,8 +6,9 @@
  * One ZeroMQ multipart message per transport message:
  *   frame 0: the 48-byte header below;
  *   frames 1..k: the payload, cut into k ≥ 0 parts (k = 0 for an empty payload) whose lengths
- *     add up to the header's length field. Parts exist so the sender can pace a large message
- *     (WAN emulation) without copying it; the receiver concatenates them.
+ *     add up to the header's length field. Parts let the sender pace a large message (WAN
+ *     emulation) and let CURVE encrypt, send and decrypt one part while the next is in
+ *     flight; the receiver concatenates them.
  *
  *   offset size field
  *    0     4    magic "WTZM"

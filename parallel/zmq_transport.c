@@ -427,7 +427,7 @@ static int s_push_some(parallel_zmq_transport *t, s_link *l, s_out *m, double no
   l->blocked = 0;
   while (m->sent < m->bytes) {
     if (m->start != 0 && s_due(l, m) > now) return 0;
-    size_t len = m->start != 0 ? WT_MIN(S_PART_BYTES, m->bytes - m->sent) : m->bytes - m->sent;
+    size_t len = WT_MIN(S_PART_BYTES, m->bytes - m->sent);
     zmq_msg_t f;
     atomic_fetch_add(&m->refs, 1);
     zmq_msg_init_data(&f, m->data + m->sent, len, s_free_frame, m);
