@@ -96,7 +96,10 @@ void assign_network_symmetrize(assign_network *net) {
 }
 
 assign_plan *assign_plan_new(int d_pp, int d_dp) {
-  if (d_pp <= 0 || d_dp <= 0) return NULL;
+  if (d_pp <= 0 || d_dp <= 0) {
+    wt_fail(WT_EINVAL, "a plan needs at least one stage and one replica (got %d x %d)", d_pp, d_dp);
+    return NULL;
+  }
   assign_plan *plan = wt_xcalloc(1, sizeof *plan);
   plan->d_pp = d_pp;
   plan->d_dp = d_dp;

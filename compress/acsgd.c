@@ -48,7 +48,7 @@ static int s_end_init(s_end *e, const acsgd_options *o) {
   if (o->overflow != ACSGD_OVERFLOW_REFUSE && o->overflow != ACSGD_OVERFLOW_EVICT)
     return wt_fail(WT_EINVAL, "acsgd: unknown overflow policy %d", (int)o->overflow);
   e->opts = *o;
-  e->path = o->cache_path ? strdup(o->cache_path) : NULL;
+  e->path = o->cache_path ? wt_xstrdup(o->cache_path) : NULL;
   e->opts.cache_path = e->path;
   e->scratch = wt_xmalloc((size_t)o->rows * o->cols * sizeof(float));
   if (!o->delta) return WT_OK;

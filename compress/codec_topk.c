@@ -77,9 +77,8 @@ static int s_list_reserve(s_list *l, size_t more) {
   if (l->len + more <= l->cap) return 1;
   if (l->len + more > l->max + 16) return 0;
   l->cap = WT_MAX(l->len + more, 2 * l->cap);
-  l->idx = realloc(l->idx, l->cap * sizeof *l->idx);
-  l->val = realloc(l->val, l->cap * sizeof *l->val);
-  if (!l->idx || !l->val) wt_xmalloc((size_t)-1); // reports the failure and aborts
+  l->idx = wt_xrealloc(l->idx, l->cap, sizeof *l->idx);
+  l->val = wt_xrealloc(l->val, l->cap, sizeof *l->val);
   return 1;
 }
 

@@ -283,7 +283,7 @@ static int s_list_steps(const char *dir, char ***names_out) {
       free(names);
       names = more;
     }
-    names[n++] = strdup(e->d_name);
+    names[n++] = wt_xstrdup(e->d_name);
   }
   if (d) closedir(d);
   qsort(names, (size_t)n, sizeof *names, s_cmp_str);

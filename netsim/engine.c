@@ -29,9 +29,7 @@
 int netsim_graph_add(netsim_graph *g, netsim_task task) {
   if (g->n == g->cap) {
     g->cap = g->cap ? 2 * g->cap : 256;
-    netsim_task *grown = realloc(g->tasks, (size_t)g->cap * sizeof *grown);
-    if (!grown) abort(); /* sizes are ours, bounded by the plan */
-    g->tasks = grown;
+    g->tasks = wt_xrealloc(g->tasks, (size_t)g->cap, sizeof *g->tasks);
   }
   task.pending = 0;
   task.succ = NULL;
@@ -45,9 +43,7 @@ void netsim_graph_dep(netsim_graph *g, int before, int after) {
   netsim_task *t = &g->tasks[before];
   if (t->n_succ == t->cap_succ) {
     t->cap_succ = t->cap_succ ? 2 * t->cap_succ : 4;
-    int *grown = realloc(t->succ, (size_t)t->cap_succ * sizeof(int));
-    if (!grown) abort();
-    t->succ = grown;
+    t->succ = wt_xrealloc(t->succ, (size_t)t->cap_succ, sizeof *t->succ);
   }
   t->succ[t->n_succ++] = after;
   g->tasks[after].pending++;
@@ -57,17 +53,6 @@ void netsim_graph_free(netsim_graph *g) {
   for (int i = 0; i < g->n; i++) free(g->tasks[i].succ);
   free(g->tasks);
   memset(g, 0, sizeof *g);
-}
-
-/* realloc that aborts like wt_xmalloc: every size here is the simulator's own, bounded by the plan.
- */
-static void *s_xrealloc(void *p, size_t bytes) {
-  void *grown = realloc(p, bytes);
-  if (!grown) {
-    fprintf(stderr, "netsim: out of memory allocating %zu bytes\n", bytes);
-    abort();
-  }
-  return grown;
 }
 
 /* ---- binary min-heaps of (time, id, version) ----------------------------------------------- */
@@ -86,7 +71,7 @@ typedef struct {
 static void s_heap_push(s_heap *h, double t, int id, int ver) {
   if (h->n == h->cap) {
     h->cap = h->cap ? 2 * h->cap : 256;
-    h->a = s_xrealloc(h->a, (size_t)h->cap * sizeof *h->a);
+    h->a = wt_xrealloc(h->a, (size_t)h->cap, sizeof *h->a);
   }
   int i = h->n++;
   while (i > 0 && h->a[(i - 1) / 2].t > t) {
@@ -131,7 +116,7 @@ typedef struct {
 static void s_list_push(s_list *l, int v) {
   if (l->n == l->cap) {
     l->cap = l->cap ? 2 * l->cap : 8;
-    l->a = s_xrealloc(l->a, (size_t)l->cap * sizeof(int));
+    l->a = wt_xrealloc(l->a, (size_t)l->cap, sizeof(int));
   }
   l->a[l->n++] = v;
 }
@@ -188,8 +173,8 @@ static void s_flow_add(s_engine *e, int task) {
   } else {
     if (e->n_slots == e->cap_slots) {
       e->cap_slots = e->cap_slots ? 2 * e->cap_slots : 64;
-      e->flows = s_xrealloc(e->flows, (size_t)e->cap_slots * sizeof *e->flows);
-      e->frozen = s_xrealloc(e->frozen, (size_t)e->cap_slots);
+      e->flows = wt_xrealloc(e->flows, (size_t)e->cap_slots, sizeof *e->flows);
+      e->frozen = wt_xrealloc(e->frozen, (size_t)e->cap_slots, 1);
     }
     slot = e->n_slots++;
     e->flows[slot].ver = 0;
@@ -320,7 +305,7 @@ static void s_share_component(s_engine *e) {
   int rising = e->comp_flows.n;
   if (caps->cap < rising) {
     caps->cap = rising;
-    caps->a = s_xrealloc(caps->a, (size_t)rising * sizeof *caps->a);
+    caps->a = wt_xrealloc(caps->a, (size_t)rising, sizeof *caps->a);
   }
   for (int i = 0; i < rising; i++) {
     int slot = e->comp_flows.a[i];

@@ -8,7 +8,7 @@
 
 netsim_scenario *netsim_scenario_alloc(const char *name, int n, int k) {
   netsim_scenario *s = wt_xcalloc(1, sizeof *s);
-  s->name = strdup(name);
+  s->name = wt_xstrdup(name);
   s->n_regions = k;
   s->region_names = wt_xcalloc((size_t)k, sizeof(char *));
   s->region_size = wt_xcalloc((size_t)k, sizeof(int));

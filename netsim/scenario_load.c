@@ -165,7 +165,7 @@ static int s_region_names(const s_ctx *c, const cJSON *js, netsim_scenario *s) {
   int r = 0;
   for (const cJSON *v = names->child; v; v = v->next, r++) {
     if (!cJSON_IsString(v)) return s_fail(c, "regions", "entry %d is not a string", r);
-    s->region_names[r] = strdup(v->valuestring);
+    s->region_names[r] = wt_xstrdup(v->valuestring);
   }
   return WT_OK;
 }

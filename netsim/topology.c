@@ -40,7 +40,11 @@ static double s_bandwidth_gbps(wt_rng *rng, double km) {
 }
 
 netsim_scenario *netsim_scenario_random(int n_regions, int gpus_per_region, uint64_t seed) {
-  if (n_regions < 1 || gpus_per_region < 1) return NULL;
+  if (n_regions < 1 || gpus_per_region < 1) {
+    wt_fail(WT_EINVAL, "a random world needs at least one region and one GPU per region (got %d x %d)",
+            n_regions, gpus_per_region);
+    return NULL;
+  }
   char name[64];
   snprintf(name, sizeof name, "random_%dx%d_seed%llu", n_regions, gpus_per_region,
            (unsigned long long)seed);

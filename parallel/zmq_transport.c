@@ -136,13 +136,6 @@ static void s_in_free(s_in *m) {
   free(m);
 }
 
-static char *s_strdup(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *d = wt_xmalloc(n);
-  memcpy(d, s, n);
-  return d;
-}
-
 /* "tag 5" or "reserved tag 0x40000011" — collective tags read better in hex. */
 static const char *s_tag_name(int tag, char *buf, size_t cap) {
   if (tag >= PARALLEL_TAG_RESERVED)
@@ -822,7 +815,7 @@ static int s_open(parallel_zmq_transport *t, const parallel_zmq_config *c) {
   char bound[256];
   size_t blen = sizeof bound;
   zmq_getsockopt(t->pull, ZMQ_LAST_ENDPOINT, bound, &blen);
-  t->bound = s_strdup(bound);
+  t->bound = wt_xstrdup(bound);
   for (int r = 0; r < t->size; r++) {
     if (r == t->rank) continue;
     s_link *l = &t->links[r];
@@ -921,7 +914,7 @@ parallel_comm *parallel_zmq_transport_connect(parallel_zmq_transport **t_p,
       wt_fail(rc, "%s", msg);
       return NULL;
     }
-    l->endpoint = s_strdup(endpoints[r]);
+    l->endpoint = wt_xstrdup(endpoints[r]);
   }
   if (pthread_create(&t->th_send, NULL, s_send_main, t) != 0) {
     s_destroy(t);
