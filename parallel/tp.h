@@ -1,0 +1,110 @@
+/* tp — tensor parallelism (Shoeybi et al. 2019, Megatron-LM) for a GPT-2 transformer block, with
+ * optional sequence parallelism (Korthikanti et al. 2022), over the kernels ops table and the
+ * tensor-parallel group of a device mesh.
+ *
+ * One block = ln_1, attn.c_attn (C→3C), attention, attn.c_proj (C→C), ln_2, mlp.c_fc (C→4C),
+ * GELU, mlp.c_proj (4C→C), two residuals: the same maths as a block of model/gpt.h. With t ranks
+ * in the TP group, rank r holds:
+ *   c_attn     column-parallel: the q, k and v columns of heads [r·NH/t, (r+1)·NH/t), (C, 3C/t)
+ *   attention  its NH/t heads, entirely local
+ *   attn.c_proj row-parallel: rows [r·C/t, (r+1)·C/t) of (C, C); its bias is added once, after
+ *              the reduction
+ *   mlp.c_fc   column-parallel: columns [r·4C/t, (r+1)·4C/t), (C, 4C/t)
+ *   mlp.c_proj row-parallel: rows [r·4C/t, (r+1)·4C/t) of (4C, C); bias added after reduction
+ *   ln_1, ln_2 replicated
+ * and the f / g conjugate operators join them: f (before each column-parallel matmul) is the
+ * identity forward and an all-reduce of the input gradient backward; g (after each row-parallel
+ * matmul) is an all-reduce forward and the identity backward. So a forward + backward makes
+ * exactly 4 all-reduces of (B·T, C) floats on the TP group (docs/parallel.md has the byte count).
+ *
+ * Sequence parallelism (sequence_parallel = 1): outside the two column/row-parallel regions —
+ * LayerNorms, residuals, bias additions — each rank holds only its 1/t of the B·T token rows.
+ * f becomes an all-gather forward (reduce-scatter backward), g a reduce-scatter forward (all-gather
+ * backward): the same bytes as the all-reduces, but LayerNorm work and its activations shrink by t.
+ * The LayerNorm weight and bias gradients, then partial sums over each rank's rows, are summed
+ * over the group once per backward (one all-reduce of 4C floats). Rank r's rows are chunk
+ * (r + 1) mod t of the flattened (B·T) rows — the chunk parallel_reduce_scatter leaves on it;
+ * parallel_tp_block_rows() says which. B·T must be a multiple of t.
+ *
+ * Numbers: splitting a matmul's inner sum into t partial sums that the all-reduce adds changes
+ * float32 rounding, so results equal the single-device block within rounding (tests use
+ * atol 1e-5 + rtol 1e-4 and report the max error), not bitwise. Every rank of the group ends up
+ * with bitwise the same replicated activations and gradients (the ring all-reduce hands each
+ * chunk's one sum to all ranks), so replicated weights never drift apart.
+ *
+ * Buffers are host floats for the CPU tables; the ops are called only through the kernels table
+ * and the collectives only through the communicator, so a device table and an NCCL communicator
+ * run the same code.
+ *
+ *   parallel_tp_block *b = parallel_tp_block_new(mesh, kernels_cpu(), C, NH, B, T, 0);
+ *   parallel_tp_block_load(b, full);              // 12 GPT-2 tensors, each rank takes its shard
+ *   parallel_tp_block_forward(b, x, y, B, T);     // x, y (B, T, C) (or this rank's rows with SP)
+ *   parallel_tp_block_backward(b, dy, dx);        // dx +=; parameter gradients +=
+ */
+#ifndef WT_PARALLEL_TP_H
+#define WT_PARALLEL_TP_H
+
+#include "parallel/mesh.h"
+
+#include <stddef.h>
+
+struct kernels_ops;
+
+/* The block's tensors, in the order of model/gpt.h's block (h.L.<name>). */
+typedef enum {
+  PARALLEL_TP_LN1_W = 0,   /* (C)        replicated */
+  PARALLEL_TP_LN1_B,       /* (C)        replicated */
+  PARALLEL_TP_QKV_W,       /* (C, 3C/t)  column shard (q | k | v of this rank's heads) */
+  PARALLEL_TP_QKV_B,       /* (3C/t) */
+  PARALLEL_TP_ATTN_PROJ_W, /* (C/t, C) row shard */
+  PARALLEL_TP_ATTN_PROJ_B, /* (C)        replicated */
+  PARALLEL_TP_LN2_W,       /* (C) */
+  PARALLEL_TP_LN2_B,       /* (C) */
+  PARALLEL_TP_FC_W,        /* (C, 4C/t)  column shard */
+  PARALLEL_TP_FC_B,        /* (4C/t) */
+  PARALLEL_TP_FC_PROJ_W,   /* (4C/t, C)  row shard */
+  PARALLEL_TP_FC_PROJ_B,   /* (C)        replicated */
+  PARALLEL_TP_TENSORS
+} parallel_tp_tensor;
+
+typedef struct parallel_tp_block parallel_tp_block;
+
+/* A block of width C with NH heads for up to max_batch × max_seq tokens, on the mesh's TP group
+ * (the mesh must outlive the block). Returns NULL with wt_last_error() set unless NH and C are
+ * multiples of the TP degree t and C of NH. Parameters start at zero. */
+parallel_tp_block *parallel_tp_block_new(const parallel_mesh *mesh, const struct kernels_ops *k,
+                                         int channels, int n_head, int max_batch, int max_seq,
+                                         int sequence_parallel);
+void parallel_tp_block_destroy(parallel_tp_block **self_p);
+
+/* This rank's shard of tensor i (owned by the block); *n receives its element count. */
+float *parallel_tp_block_param(parallel_tp_block *b, parallel_tp_tensor i, size_t *n);
+float *parallel_tp_block_grad(parallel_tp_block *b, parallel_tp_tensor i, size_t *n);
+
+/* All local parameters / gradients as one flat buffer (tensor after tensor, enum order). */
+float *parallel_tp_block_params(parallel_tp_block *b, size_t *n);
+float *parallel_tp_block_grads(parallel_tp_block *b, size_t *n);
+void parallel_tp_block_zero_grad(parallel_tp_block *b);
+
+/* Writes rank `rank`'s shard (of `t`) of the full single-device tensor i (GPT-2 layout, as in
+ * model/gpt.h) to `local`. Pure layout: the inverse view of what each rank holds. */
+void parallel_tp_shard(parallel_tp_tensor i, int channels, int n_head, int rank, int t,
+                       const float *full, float *local);
+
+/* Loads this rank's shards from the 12 full tensors (enum order). */
+void parallel_tp_block_load(parallel_tp_block *b, const float *const full[PARALLEL_TP_TENSORS]);
+
+/* With sequence parallelism: this rank's token rows of the flattened (B·T) rows for the given
+ * B, T are [*first, *first + *count); without it, all of them. */
+void parallel_tp_block_rows(const parallel_tp_block *b, int B, int T, int *first, int *count);
+
+/* Forward. x and out hold this rank's rows (parallel_tp_block_rows) × C. Returns WT_EINVAL for a
+ * batch larger than the block was made for (or B·T not a multiple of t with SP), else WT_OK or
+ * the communicator's error. The block keeps what its backward needs. */
+int parallel_tp_block_forward(parallel_tp_block *b, const float *x, float *out, int B, int T);
+
+/* Backward of the last forward: dx (rows × C) += the input gradient, parameter gradients +=.
+ * Returns WT_OK or the communicator's error. */
+int parallel_tp_block_backward(parallel_tp_block *b, const float *dout, float *dx);
+
+#endif
