@@ -107,4 +107,61 @@ int parallel_tp_block_forward(parallel_tp_block *b, const float *x, float *out, 
  * Returns WT_OK or the communicator's error. */
 int parallel_tp_block_backward(parallel_tp_block *b, const float *dout, float *dx);
 
+/* ---- vocabulary-parallel embedding, LM head and cross-entropy ------------------------------- *
+ *
+ * The token embedding wte (V, C), tied to the LM head, is split by vocabulary rows: rank r holds
+ * rows [v0, v0 + Vr) (parallel_chunk_range of V over t). The position embedding wpe (maxT, C) is
+ * replicated.
+ *   embed:  each rank writes the rows of the tokens it holds (zeros elsewhere), one all-reduce of
+ *           (N, C) sums them, then wpe is added: every rank has the full (N, C) embedding.
+ *   head:   logits (N, Vr) = h @ wte_rows^T — each rank holds only its own columns of the
+ *           logits; no rank ever holds all N × V.
+ *   loss:   each rank takes its rows' log-sum-exp over its columns and the target's logit where
+ *           it holds the target; one all-reduce of (t + 1)·N floats hands every rank all t
+ *           partial log-sum-exps and the target logits, from which the loss follows exactly.
+ *   backward: dlogits (N, Vr) = (softmax − onehot)·dloss stays local; dh (N, C) = dlogits @
+ *           wte_rows is a partial sum — one all-reduce (the f operator of the head); wte's
+ *           gradient rows are local; the embedding's backward needs no communication (its input
+ *           gradient is already complete on every rank).
+ * Per step: 3 all-reduces of N·C floats (embed, head backward) and (t + 1)·N floats (loss).
+ * The softmax of the loss runs as a host loop over the logits. */
+typedef struct parallel_tp_vocab parallel_tp_vocab;
+
+/* Vocabulary V (>= t), width C, wpe of max_pos rows, for up to max_batch × max_seq tokens, on the
+ * mesh's TP group. Returns NULL with wt_last_error() set on bad sizes. Parameters start at 0. */
+parallel_tp_vocab *parallel_tp_vocab_new(const parallel_mesh *mesh, const struct kernels_ops *k,
+                                         int vocab, int channels, int max_pos, int max_batch,
+                                         int max_seq);
+void parallel_tp_vocab_destroy(parallel_tp_vocab **self_p);
+
+/* This rank's vocabulary rows [*first, *first + *count). */
+void parallel_tp_vocab_range(const parallel_tp_vocab *v, int *first, int *count);
+
+/* This rank's wte rows (count × C) and the replicated wpe (max_pos × C), and their gradients
+ * (owned by the layer); *n receives the element count. */
+float *parallel_tp_vocab_wte(parallel_tp_vocab *v, size_t *n);
+float *parallel_tp_vocab_wpe(parallel_tp_vocab *v, size_t *n);
+float *parallel_tp_vocab_wte_grad(parallel_tp_vocab *v, size_t *n);
+float *parallel_tp_vocab_wpe_grad(parallel_tp_vocab *v, size_t *n);
+void parallel_tp_vocab_zero_grad(parallel_tp_vocab *v);
+
+/* Copies this rank's rows of the full wte (V, C) and all of wpe (max_pos, C). */
+void parallel_tp_vocab_load(parallel_tp_vocab *v, const float *wte_full, const float *wpe_full);
+
+/* out (B·T, C) = wte[tokens] + wpe[position] on every rank. WT_EINVAL for a token outside
+ * [0, V) (checked on every rank before anything is sent, so all ranks refuse together) or a batch
+ * larger than the layer was made for. */
+int parallel_tp_vocab_embed(parallel_tp_vocab *v, const int *tokens, int B, int T, float *out);
+/* wte rows += dout of this rank's tokens, wpe += dout summed over the batch. No communication. */
+void parallel_tp_vocab_embed_backward(parallel_tp_vocab *v, const float *dout);
+
+/* Logits of this rank's columns for h (B·T, C), then the mean cross-entropy over the B·T rows
+ * into *loss (the same on every rank). Targets are checked like tokens. */
+int parallel_tp_vocab_loss(parallel_tp_vocab *v, const float *h, const int *targets, int B, int T,
+                           float *loss);
+/* This rank's logits (B·T, count) of the last parallel_tp_vocab_loss. */
+const float *parallel_tp_vocab_logits(const parallel_tp_vocab *v);
+/* Backward of loss_scale × mean loss: dh (B·T, C) += (complete on every rank), wte rows +=. */
+int parallel_tp_vocab_loss_backward(parallel_tp_vocab *v, float loss_scale, float *dh);
+
 #endif
