@@ -103,6 +103,10 @@ static int s_rank_fn(parallel_comm *world, void *arg) {
     WT_CHECK_GOTO(s_close(ref, g, shard, n, what, r), rc, done);
   }
   uint64_t sent = parallel_comm_bytes_sent(tp);
+  if (r == 0)
+    printf("tp %d sequence-parallel %d: %llu bytes sent per rank per forward + backward "
+           "(B %d, T %d, C %d)\n",
+           t, ref->sp, (unsigned long long)sent, B, T, C);
   if (sent != s_expected_bytes(t, ref->sp)) {
     rc = wt_fail(WT_EMISMATCH, "rank %d sent %llu bytes, formula says %llu", r,
                  (unsigned long long)sent, (unsigned long long)s_expected_bytes(t, ref->sp));

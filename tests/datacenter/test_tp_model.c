@@ -2,7 +2,8 @@
  * embedding, L tensor-parallel blocks (with and without sequence parallelism), a replicated ln_f
  * and the vocabulary-parallel LM head with its parallel cross-entropy, on t = 1, 2, 4 in-process
  * ranks, against the single-device model (model/gpt.h) on the same weights and batch: the loss,
- * this rank's columns of the logits, every gradient and the weights after one SGD step agree.
+ * this rank's columns of the logits, every gradient and the weights after one SGD step agree,
+ * and the vocabulary-parallel layer sends the bytes of docs/parallel.md.
  * Both sides run the reference kernels. Tolerance atol 1e-5 + rtol 1e-4, as in test_tp.c (the
  * split inner sums of the row-parallel matmuls and of the head's input gradient round
  * differently in float32; a wrong shard or a missing reduction is off by ~1e-1). */
@@ -70,15 +71,41 @@ static int s_gather_rows(s_model *m, const float *rows, float *full) {
   return m->sp ? parallel_allgather_chunks(m->tp, full, (size_t)N * C) : WT_OK;
 }
 
+/* Bytes one rank sends in a ring all-reduce of n floats (docs/parallel.md): every chunk but
+ * (r+1) mod p in the reduce-scatter and every chunk but (r+2) mod p in the all-gather, each
+ * message with a 32-byte frame header. */
+static uint64_t s_allreduce_bytes(size_t n, int p, int r) {
+  if (p == 1) return 0;
+  size_t off, a, b;
+  parallel_chunk_range(n, p, (r + 1) % p, &off, &a);
+  parallel_chunk_range(n, p, (r + 2) % p, &off, &b);
+  return 4 * (2 * n - a - b) + 2 * (uint64_t)(p - 1) * 32;
+}
+
+/* Checks the bytes the TP group sent since the last check against one all-reduce of n floats. */
+static int s_check_bytes(s_model *m, size_t n, const char *what) {
+  int p = parallel_comm_size(m->tp), r = parallel_comm_rank(m->tp);
+  uint64_t got = parallel_comm_bytes_sent(m->tp), want = s_allreduce_bytes(n, p, r);
+  parallel_comm_reset_counters(m->tp);
+  if (got != want)
+    return wt_fail(WT_EMISMATCH, "rank %d: %s sent %llu bytes, formula %llu", r, what,
+                   (unsigned long long)got, (unsigned long long)want);
+  return WT_OK;
+}
+
 static int s_step(s_model *m, const s_ref *ref, float *loss) {
   const kernels_ops *k = kernels_ref();
+  parallel_comm_reset_counters(m->tp);
   WT_CHECK(parallel_tp_vocab_embed(m->voc, ref->tokens, B, T, m->emb));
+  WT_CHECK(s_check_bytes(m, (size_t)N * C, "vocabulary-parallel embedding"));
   memcpy(m->act[0], m->emb + (size_t)m->first * C, sizeof(float) * (size_t)m->rows * C);
   for (int l = 0; l < L; l++)
     WT_CHECK(parallel_tp_block_forward(m->blk[l], m->act[l], m->act[l + 1], B, T));
   WT_CHECK(s_gather_rows(m, m->act[L], m->h));
   k->layernorm_forward(m->lnf, m->mean, m->rstd, m->h, m->lnf_w, m->lnf_b, N, C);
+  parallel_comm_reset_counters(m->tp);
   WT_CHECK(parallel_tp_vocab_loss(m->voc, m->lnf, ref->targets, B, T, loss));
+  WT_CHECK(s_check_bytes(m, (size_t)N * (parallel_comm_size(m->tp) + 1), "parallel loss"));
   return WT_OK;
 }
 
@@ -86,7 +113,9 @@ static int s_backward(s_model *m) {
   const kernels_ops *k = kernels_ref();
   memset(m->d_lnf, 0, sizeof m->d_lnf), memset(m->d_h, 0, sizeof m->d_h);
   memset(m->d_act, 0, sizeof m->d_act);
+  parallel_comm_reset_counters(m->tp);
   WT_CHECK(parallel_tp_vocab_loss_backward(m->voc, 1.0f, m->d_lnf));
+  WT_CHECK(s_check_bytes(m, (size_t)N * C, "LM head backward"));
   k->layernorm_backward(m->d_h, m->d_lnf_w, m->d_lnf_b, m->d_lnf, m->h, m->lnf_w, m->mean, m->rstd,
                         N, C);
   memcpy(m->d_act[L], m->d_h + (size_t)m->first * C, sizeof(float) * (size_t)m->rows * C);
