@@ -61,11 +61,14 @@ void parallel_cp_attention_destroy(parallel_cp_attention **self_p) {
   *self_p = NULL;
 }
 
-/* Positions of the rows rank `owner` holds: chunk owner, then chunk 2c − 1 − owner. */
+/* Rank `owner` holds chunk owner, then chunk 2c − 1 − owner. */
+int parallel_cp_position(int c, int owner, int T, int i) {
+  int S = T / (2 * c);
+  return c == 1 ? i : i < S ? owner * S + i : (2 * c - 1 - owner) * S + (i - S);
+}
+
 static void s_positions(int c, int owner, int T, int *pos) {
-  int Tl = T / c, S = T / (2 * c);
-  for (int i = 0; i < Tl; i++)
-    pos[i] = c == 1 ? i : i < S ? owner * S + i : (2 * c - 1 - owner) * S + (i - S);
+  for (int i = 0; i < T / c; i++) pos[i] = parallel_cp_position(c, owner, T, i);
 }
 
 void parallel_cp_positions(const parallel_cp_attention *a, int T, int *pos) {

@@ -44,6 +44,10 @@ parallel_cp_attention *parallel_cp_attention_new(const parallel_mesh *mesh, int 
                                                  int n_head, int max_batch, int max_seq);
 void parallel_cp_attention_destroy(parallel_cp_attention **self_p);
 
+/* The global position of local row i (0 .. T/c − 1) of CP rank `rank` of c, for a sequence of T
+ * (pure layout; T a multiple of 2c when c > 1). */
+int parallel_cp_position(int c, int rank, int T, int i);
+
 /* The global positions of this rank's T/c local rows for a sequence of T, into pos (T/c ints). */
 void parallel_cp_positions(const parallel_cp_attention *a, int T, int *pos);
 

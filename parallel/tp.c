@@ -5,6 +5,7 @@
 #include "common/common.h"
 #include "kernels/kernels.h"
 #include "parallel/collectives.h"
+#include "parallel/cp.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -13,7 +14,8 @@
 struct parallel_tp_block {
   parallel_comm *tp;
   const kernels_ops *k;
-  int C, NH, t, rank, sp, max_rows, max_B, max_T;
+  parallel_cp_attention *cpa; /* ring attention over the CP group; NULL without CP */
+  int C, NH, t, rank, sp, max_rows, max_B, max_T, c;
   int Cl, NHl; /* this rank's channels (C/t) and heads (NH/t) */
   float *params, *grads;
   size_t off[PARALLEL_TP_TENSORS + 1];
@@ -108,6 +110,14 @@ parallel_tp_block *parallel_tp_block_new(const parallel_mesh *mesh, const kernel
   b->tp = tp, b->k = k, b->C = C, b->NH = NH, b->t = t, b->rank = parallel_comm_rank(tp);
   b->sp = sp != 0, b->max_B = max_B, b->max_T = max_T, b->max_rows = max_B * max_T;
   b->Cl = C / t, b->NHl = NH / t;
+  b->c = parallel_comm_size(parallel_mesh_group(mesh, PARALLEL_GROUP_CP));
+  if (b->c > 1) { /* this rank's heads, over the ranks that share its TP coordinate */
+    b->cpa = parallel_cp_attention_new(mesh, b->Cl, b->NHl, max_B, max_T);
+    if (!b->cpa) {
+      free(b);
+      return NULL;
+    }
+  }
   for (int i = 0; i < PARALLEL_TP_TENSORS; i++)
     b->off[i + 1] = b->off[i] + s_numel((parallel_tp_tensor)i, C, b->Cl);
   b->params = s_alloc(b->off[PARALLEL_TP_TENSORS]);
@@ -134,6 +144,7 @@ void parallel_tp_block_destroy(parallel_tp_block **self_p) {
                    b->d_rows,    b->d_res1,   b->d_gelu, b->d_fc,     b->d_atty,   b->d_qkv,
                    b->d_scratch, b->d_ln};
   for (size_t i = 0; i < WT_ARRAY_LEN(bufs); i++) free(bufs[i]);
+  parallel_cp_attention_destroy(&b->cpa);
   free(b);
   *self_p = NULL;
 }
@@ -169,7 +180,7 @@ void parallel_tp_block_load(parallel_tp_block *b, const float *const full[PARALL
 }
 
 void parallel_tp_block_rows(const parallel_tp_block *b, int B, int T, int *first, int *count) {
-  int N = B * T;
+  int N = B * T / b->c;
   if (!b->sp) {
     *first = 0, *count = N;
     return;
@@ -215,12 +226,15 @@ static void s_add_bias(float *x, const float *bias, int rows, int C) {
 /* ---- forward --------------------------------------------------------------------------------- */
 
 int parallel_tp_block_forward(parallel_tp_block *b, const float *x, float *out, int B, int T) {
-  if (B < 1 || T < 1 || B > b->max_B || T > b->max_T || (b->sp && (B * T) % b->t))
-    return wt_fail(WT_EINVAL, "tp block: batch %d × %d exceeds %d × %d%s", B, T, b->max_B, b->max_T,
-                   b->sp ? " or B·T is not a multiple of the TP degree" : "");
+  if (B < 1 || T < 1 || B > b->max_B || T > b->max_T || (b->c > 1 && T % (2 * b->c)) ||
+      (b->sp && (B * T / b->c) % b->t))
+    return wt_fail(WT_EINVAL,
+                   "tp block: batch %d × %d exceeds %d × %d, or T is not a multiple of 2 × CP %d, "
+                   "or (with SP) the rows do not split over TP %d",
+                   B, T, b->max_B, b->max_T, b->c, b->t);
   const kernels_ops *k = b->k;
   int C = b->C, Cl = b->Cl;
-  b->B = B, b->T = T, b->N = B * T, b->x = x;
+  b->B = B, b->T = T, b->N = B * T / b->c, b->x = x;
   parallel_tp_block_rows(b, B, T, &b->row0, &b->rows);
   int N = b->N, R = b->rows;
   const float *in = NULL;
@@ -233,7 +247,10 @@ int parallel_tp_block_forward(parallel_tp_block *b, const float *x, float *out, 
   k->matmul_forward(b->qkv, in, parallel_tp_block_param(b, PARALLEL_TP_QKV_W, NULL),
                     parallel_tp_block_param(b, PARALLEL_TP_QKV_B, NULL), N, C, 3 * Cl,
                     KERNELS_W_IN_OUT);
-  k->attention_forward(b->atty, b->att, b->qkv, B, T, Cl, b->NHl);
+  if (b->cpa)
+    WT_CHECK(parallel_cp_attention_forward(b->cpa, b->atty, b->qkv, B, T));
+  else
+    k->attention_forward(b->atty, b->att, b->qkv, B, T, Cl, b->NHl);
   k->matmul_forward(b->red, b->atty, parallel_tp_block_param(b, PARALLEL_TP_ATTN_PROJ_W, NULL),
                     NULL, N, Cl, C, KERNELS_W_IN_OUT);
   WT_CHECK(s_reduce(b, b->red, b->d_rows));
@@ -312,7 +329,11 @@ int parallel_tp_block_backward(parallel_tp_block *b, const float *dout, float *d
   /* attention branch: res1 = x + attn(x) */
   WT_CHECK(s_back_row_parallel(b, b->d_res1, b->atty, PARALLEL_TP_ATTN_PROJ_W, b->d_atty, Cl));
   memset(b->d_qkv, 0, sizeof(float) * (size_t)N * 3 * Cl);
-  k->attention_backward(b->d_qkv, b->d_scratch, b->d_atty, b->qkv, b->att, b->B, b->T, Cl, b->NHl);
+  if (b->cpa)
+    WT_CHECK(parallel_cp_attention_backward(b->cpa, b->d_qkv, b->d_atty));
+  else
+    k->attention_backward(b->d_qkv, b->d_scratch, b->d_atty, b->qkv, b->att, b->B, b->T, Cl,
+                          b->NHl);
   WT_CHECK(s_back_col_parallel(b, b->d_qkv, ln1_in, PARALLEL_TP_QKV_W, 3 * Cl, b->x,
                                PARALLEL_TP_LN1_W, b->ln1_mean, b->ln1_rstd, d_ln1, dx));
   for (size_t i = 0; i < RC; i++) dx[i] += b->d_res1[i]; /* the residual's skip path */

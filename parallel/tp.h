@@ -32,6 +32,11 @@
  * with bitwise the same replicated activations and gradients (the ring all-reduce hands each
  * chunk's one sum to all ranks), so replicated weights never drift apart.
  *
+ * Context parallelism: when the mesh's CP group has c > 1 ranks, each rank holds B × T/c rows
+ * (its positions of the load-balanced split, cp.h) and the block's attention runs as ring
+ * attention over the CP group on this rank's heads; everything else in the block is row-wise and
+ * unchanged. B and T passed to the block are then the full shape (T a multiple of 2c).
+ *
  * Buffers are host floats for the CPU tables; the ops are called only through the kernels table
  * and the collectives only through the communicator, so a device table and an NCCL communicator
  * run the same code.
@@ -94,8 +99,8 @@ void parallel_tp_shard(parallel_tp_tensor i, int channels, int n_head, int rank,
 /* Loads this rank's shards from the 12 full tensors (enum order). */
 void parallel_tp_block_load(parallel_tp_block *b, const float *const full[PARALLEL_TP_TENSORS]);
 
-/* With sequence parallelism: this rank's token rows of the flattened (B·T) rows for the given
- * B, T are [*first, *first + *count); without it, all of them. */
+/* With sequence parallelism: this rank's token rows of the flattened (B·T/c) rows it holds are
+ * [*first, *first + *count); without it, all of them. */
 void parallel_tp_block_rows(const parallel_tp_block *b, int B, int T, int *first, int *count);
 
 /* Forward. x and out hold this rank's rows (parallel_tp_block_rows) × C. Returns WT_EINVAL for a
@@ -124,6 +129,9 @@ int parallel_tp_block_backward(parallel_tp_block *b, const float *dout, float *d
  *           gradient rows are local; the embedding's backward needs no communication (its input
  *           gradient is already complete on every rank).
  * Per step: 3 all-reduces of N·C floats (embed, head backward) and (t + 1)·N floats (loss).
+ * With context parallelism (CP group of c > 1) a rank holds B × T/c rows — its positions of
+ * cp.h's split, which the embedding uses for wpe — so N = B·T/c, and the loss is the mean over
+ * this rank's rows (the mean over the sequence is the average over the CP group).
  * The softmax of the loss runs as a host loop over the logits. */
 typedef struct parallel_tp_vocab parallel_tp_vocab;
 
@@ -148,7 +156,8 @@ void parallel_tp_vocab_zero_grad(parallel_tp_vocab *v);
 /* Copies this rank's rows of the full wte (V, C) and all of wpe (max_pos, C). */
 void parallel_tp_vocab_load(parallel_tp_vocab *v, const float *wte_full, const float *wpe_full);
 
-/* out (B·T, C) = wte[tokens] + wpe[position] on every rank. WT_EINVAL for a token outside
+/* out (N, C) = wte[tokens] + wpe[position] on every rank of the TP group (N = B·T/c rows; with
+ * CP tokens are this rank's rows, B and T the full shape). WT_EINVAL for a token outside
  * [0, V) (checked on every rank before anything is sent, so all ranks refuse together) or a batch
  * larger than the layer was made for. */
 int parallel_tp_vocab_embed(parallel_tp_vocab *v, const int *tokens, int B, int T, float *out);

@@ -5,6 +5,7 @@
 #include "common/common.h"
 #include "kernels/kernels.h"
 #include "parallel/collectives.h"
+#include "parallel/cp.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -14,9 +15,11 @@ struct parallel_tp_vocab {
   parallel_comm *tp;
   const kernels_ops *k;
   int V, C, max_pos, max_rows, max_T, t, rank, v0, Vr;
+  int c, cp_rank;                 /* the CP group: rows are this rank's positions of the sequence */
   float *wte, *wpe, *dwte, *dwpe; // (Vr, C), (max_pos, C) and their gradients
   /* State of the last embed / loss. */
   int *tokens, *targets; // (N)
+  int *pos;              // (N) position of each row in its sequence
   int B, T, N;
   const float *h; // (N, C) input of the head (the caller's buffer, kept until backward)
   float *logits;  // (N, Vr)
@@ -39,6 +42,8 @@ parallel_tp_vocab *parallel_tp_vocab_new(const parallel_mesh *mesh, const kernel
   parallel_tp_vocab *v = wt_xcalloc(1, sizeof *v);
   v->tp = tp, v->k = k, v->V = V, v->C = C, v->max_pos = max_pos, v->max_T = max_T;
   v->max_rows = max_B * max_T, v->t = t, v->rank = parallel_comm_rank(tp);
+  parallel_comm *cp = parallel_mesh_group(mesh, PARALLEL_GROUP_CP);
+  v->c = parallel_comm_size(cp), v->cp_rank = parallel_comm_rank(cp);
   size_t off, len;
   parallel_chunk_range((size_t)V, t, v->rank, &off, &len);
   v->v0 = (int)off, v->Vr = (int)len;
@@ -48,6 +53,7 @@ parallel_tp_vocab *parallel_tp_vocab_new(const parallel_mesh *mesh, const kernel
   v->wpe = wt_xcalloc((size_t)max_pos * C, sizeof(float));
   v->dwpe = wt_xcalloc((size_t)max_pos * C, sizeof(float));
   v->tokens = wt_xcalloc(N, sizeof(int)), v->targets = wt_xcalloc(N, sizeof(int));
+  v->pos = wt_xcalloc(N, sizeof(int));
   v->logits = wt_xcalloc(N * v->Vr, sizeof(float)), v->lse = wt_xcalloc(N, sizeof(float));
   v->exch = wt_xcalloc(N * (size_t)(t + 1), sizeof(float));
   v->dh_part = wt_xcalloc(N * (size_t)C, sizeof(float));
@@ -57,7 +63,8 @@ parallel_tp_vocab *parallel_tp_vocab_new(const parallel_mesh *mesh, const kernel
 void parallel_tp_vocab_destroy(parallel_tp_vocab **self_p) {
   if (!self_p || !*self_p) return;
   parallel_tp_vocab *v = *self_p;
-  free(v->wte), free(v->dwte), free(v->wpe), free(v->dwpe), free(v->tokens), free(v->targets);
+  free(v->wte), free(v->dwte), free(v->wpe), free(v->dwpe), free(v->tokens), free(v->targets),
+      free(v->pos);
   free(v->logits), free(v->lse), free(v->exch), free(v->dh_part);
   free(v);
   *self_p = NULL;
@@ -97,10 +104,12 @@ void parallel_tp_vocab_load(parallel_tp_vocab *v, const float *wte_full, const f
 /* Checks ids and the batch before anything is sent, so every rank refuses the same input
  * together instead of leaving its peers waiting in a collective. */
 static int s_check(const parallel_tp_vocab *v, const int *ids, int B, int T, const char *what) {
-  if (B < 1 || T < 1 || B * T > v->max_rows || T > v->max_T)
-    return wt_fail(WT_EINVAL, "tp vocab: batch %d × %d is larger than the layer was made for", B,
-                   T);
-  for (int i = 0; i < B * T; i++)
+  if (B < 1 || T < 1 || T > v->max_T || B * T > v->max_rows || (v->c > 1 && T % (2 * v->c)))
+    return wt_fail(WT_EINVAL,
+                   "tp vocab: batch %d × %d is larger than the layer was made for, or T is not a "
+                   "multiple of 2 × CP %d",
+                   B, T, v->c);
+  for (int i = 0; i < B * T / v->c; i++)
     if (ids[i] < 0 || ids[i] >= v->V)
       return wt_fail(WT_EINVAL, "tp vocab: %s %d at position %d is outside [0, %d)", what, ids[i],
                      i, v->V);
@@ -109,8 +118,9 @@ static int s_check(const parallel_tp_vocab *v, const int *ids, int B, int T, con
 
 int parallel_tp_vocab_embed(parallel_tp_vocab *v, const int *tokens, int B, int T, float *out) {
   WT_CHECK(s_check(v, tokens, B, T, "token"));
-  int C = v->C, N = B * T;
+  int C = v->C, N = B * T / v->c, Tl = T / v->c;
   v->B = B, v->T = T, v->N = N;
+  for (int i = 0; i < N; i++) v->pos[i] = parallel_cp_position(v->c, v->cp_rank, T, i % Tl);
   memcpy(v->tokens, tokens, sizeof(int) * (size_t)N);
   memset(out, 0, sizeof(float) * (size_t)N * C);
   for (int i = 0; i < N; i++) {
@@ -120,7 +130,7 @@ int parallel_tp_vocab_embed(parallel_tp_vocab *v, const int *tokens, int B, int 
   }
   WT_CHECK(parallel_allreduce(v->tp, out, (size_t)N * C, PARALLEL_OP_SUM));
   for (int i = 0; i < N; i++)
-    for (int j = 0; j < C; j++) out[(size_t)i * C + j] += v->wpe[(size_t)(i % T) * C + j];
+    for (int j = 0; j < C; j++) out[(size_t)i * C + j] += v->wpe[(size_t)v->pos[i] * C + j];
   return WT_OK;
 }
 
@@ -128,7 +138,7 @@ void parallel_tp_vocab_embed_backward(parallel_tp_vocab *v, const float *dout) {
   int C = v->C;
   for (int i = 0; i < v->N; i++) {
     const float *d = dout + (size_t)i * C;
-    float *p = v->dwpe + (size_t)(i % v->T) * C;
+    float *p = v->dwpe + (size_t)v->pos[i] * C;
     for (int j = 0; j < C; j++) p[j] += d[j];
     int row = v->tokens[i] - v->v0;
     if (row >= 0 && row < v->Vr)
@@ -139,7 +149,7 @@ void parallel_tp_vocab_embed_backward(parallel_tp_vocab *v, const float *dout) {
 int parallel_tp_vocab_loss(parallel_tp_vocab *v, const float *h, const int *targets, int B, int T,
                            float *loss) {
   WT_CHECK(s_check(v, targets, B, T, "target"));
-  int N = B * T, Vr = v->Vr, t = v->t;
+  int N = B * T / v->c, Vr = v->Vr, t = v->t;
   v->B = B, v->T = T, v->N = N, v->h = h;
   memcpy(v->targets, targets, sizeof(int) * (size_t)N);
   v->k->matmul_forward(v->logits, h, v->wte, NULL, N, v->C, Vr, KERNELS_W_OUT_IN);
