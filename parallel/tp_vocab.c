@@ -160,8 +160,8 @@ int parallel_tp_vocab_loss(parallel_tp_vocab *v, const float *h, const int *targ
     const float *x = v->logits + (size_t)i * Vr;
     float m = -INFINITY;
     for (int j = 0; j < Vr; j++) m = fmaxf(m, x[j]);
-    double s = 0;
-    for (int j = 0; j < Vr; j++) s += exp((double)x[j] - m);
+    double s = exp((double)x[0] - m); /* Vr >= 1: the constructor gives each rank a row */
+    for (int j = 1; j < Vr; j++) s += exp((double)x[j] - m);
     v->exch[(size_t)v->rank * N + i] = m + (float)log(s);
     int col = targets[i] - v->v0;
     if (col >= 0 && col < Vr) v->exch[(size_t)t * N + i] = x[col];
@@ -171,8 +171,8 @@ int parallel_tp_vocab_loss(parallel_tp_vocab *v, const float *h, const int *targ
   for (int i = 0; i < N; i++) {
     float m = -INFINITY;
     for (int r = 0; r < t; r++) m = fmaxf(m, v->exch[(size_t)r * N + i]);
-    double s = 0;
-    for (int r = 0; r < t; r++) s += exp((double)v->exch[(size_t)r * N + i] - m);
+    double s = exp((double)v->exch[i] - m);
+    for (int r = 1; r < t; r++) s += exp((double)v->exch[(size_t)r * N + i] - m);
     v->lse[i] = m + (float)log(s);
     total += (double)v->lse[i] - v->exch[(size_t)t * N + i];
   }
