@@ -123,7 +123,8 @@ parallel_tp_block *parallel_tp_block_new(const parallel_mesh *mesh, const kernel
   b->params = s_alloc(b->off[PARALLEL_TP_TENSORS]);
   b->grads = s_alloc(b->off[PARALLEL_TP_TENSORS]);
   size_t N = (size_t)b->max_rows, NC = N * C, Cl = (size_t)b->Cl;
-  size_t att = (size_t)max_B * b->NHl * max_T * max_T;
+  /* The probabilities of the whole-sequence attention op; ring attention keeps its own state. */
+  size_t att = b->cpa ? 0 : (size_t)max_B * b->NHl * max_T * max_T;
   b->ln1 = s_alloc(NC), b->ln1_mean = s_alloc(N), b->ln1_rstd = s_alloc(N);
   b->ln1_full = s_alloc(NC), b->qkv = s_alloc(N * 3 * Cl), b->att = s_alloc(att);
   b->atty = s_alloc(N * Cl), b->res1 = s_alloc(NC), b->ln2 = s_alloc(NC);
