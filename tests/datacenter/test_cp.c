@@ -1,7 +1,8 @@
 /* test_cp — ring attention (parallel/cp.h) on c = 1, 2, 4 in-process ranks against single-device
  * causal attention (the reference kernels): each rank's output rows and its rows of the qkv
  * gradient agree, the load-balanced split gives every rank the same number of unmasked
- * query-key pairs, and the bytes sent equal the formula in cp.h.
+ * query-key pairs, the bytes sent equal the formula in cp.h, and a rank whose batch differs from
+ * its peers' is refused with a message instead of hanging.
  *
  * Tolerance atol 1e-5 + rtol 1e-4: the ring adds each query's softmax in c blocks merged by the
  * online-softmax recurrence instead of one pass, so float32 rounding differs by a few ulps; a
@@ -130,7 +131,37 @@ static int s_bad_fn(parallel_comm *world, void *arg) {
   return rc;
 }
 
+/* A rank whose batch differs from its peers' is refused with a message, and nobody hangs. */
+static int s_mismatch_fn(parallel_comm *world, void *arg) {
+  const float *qkv = arg;
+  int r = parallel_comm_rank(world);
+  parallel_mesh_shape shape = {.dp = 1, .pp = 1, .tp = 1, .cp = parallel_comm_size(world), .ep = 1};
+  parallel_mesh *mesh = parallel_mesh_new(world, &shape, 1);
+  parallel_cp_attention *a = parallel_cp_attention_new(mesh, C, NH, B, T);
+  float *out = wt_xcalloc((size_t)B * T * C, sizeof(float));
+  int rc = parallel_cp_attention_forward(a, out, qkv, r == 1 ? 1 : B, T);
+  if (rc == WT_ECORRUPT && !strstr(wt_last_error(), "disagree on the batch shape")) rc = WT_EINVAL;
+  free(out);
+  parallel_cp_attention_destroy(&a);
+  parallel_mesh_destroy(&mesh);
+  return rc;
+}
+
+static void test_mismatch(void) {
+  float *qkv = wt_xcalloc((size_t)B * T * 3 * C, sizeof(float));
+  parallel_inproc_group *g = parallel_inproc_group_new(2);
+  parallel_inproc_group_set_timeout(g, 10);
+  int rcs[2];
+  parallel_inproc_run(g, s_mismatch_fn, qkv, rcs);
+  WT_TEST_ASSERT((rcs[0] == WT_ECORRUPT || rcs[1] == WT_ECORRUPT) && rcs[0] != WT_EINVAL &&
+                     rcs[1] != WT_EINVAL,
+                 "a mismatched batch was not refused with a message: rcs %d %d", rcs[0], rcs[1]);
+  parallel_inproc_group_destroy(&g);
+  free(qkv);
+}
+
 int main(void) {
+  test_mismatch();
   test_cp(1);
   test_cp(2);
   test_cp(4);

@@ -9,6 +9,7 @@
  *    rank's tokens, and each rank's expert gradients equal the one-device ones summed over all
  *    ranks' batches — with a loose capacity (nothing dropped) and a tight one (tokens dropped).
  *    Bytes sent equal 4·(P−1)·(E/P)·cap·C·4.
+ * 3. A rank that passes another token count than its peers is refused with a message.
  * Tolerances: EP vs one device atol 1e-5 + rtol 1e-4 (the same kernels on the same rows, but
  * padded expert batches of other sizes may sum in another order); brute force 1e-5 + 1e-4;
  * finite differences (float32, step 1e-2) 2e-3 + 2e-2·|ref|. */
@@ -286,7 +287,39 @@ static void test_ep(int P, int E, float cf, int expect_drops) {
   parallel_inproc_group_destroy(&g);
 }
 
+/* A rank that passes another token count than its peers (so another capacity) is refused with a
+ * message on the rank that receives the odd-sized block, and nobody hangs. */
+static int s_mismatch_fn(parallel_comm *world, void *arg) {
+  const s_case *k = arg;
+  int r = parallel_comm_rank(world);
+  parallel_mesh_shape shape = {.dp = 1, .pp = 1, .tp = 1, .cp = 1, .ep = parallel_comm_size(world)};
+  parallel_mesh *mesh = parallel_mesh_new(world, &shape, 1);
+  parallel_moe *m = parallel_moe_new(mesh, kernels_ref(), C, &k->cfg, N);
+  float y[N * C];
+  int rc = parallel_moe_forward(m, k->x[r], y, r == 1 ? N / 2 : N);
+  int ok = rc == WT_ECORRUPT ? strstr(wt_last_error(), "same number of tokens") != NULL
+                             : rc == WT_EIO || rc == WT_OK;
+  parallel_moe_destroy(&m);
+  parallel_mesh_destroy(&mesh);
+  return ok ? rc : WT_EINVAL; /* the run reports the first nonzero: ECORRUPT expected */
+}
+
+static void test_mismatch(void) {
+  static s_case k;
+  s_fill(&k, 4, 4.0f, 5);
+  parallel_inproc_group *g = parallel_inproc_group_new(2);
+  parallel_inproc_group_set_timeout(g, 10);
+  int rcs[2];
+  parallel_inproc_run(g, s_mismatch_fn, &k, rcs);
+  WT_TEST_ASSERT(rcs[0] == WT_ECORRUPT || rcs[1] == WT_ECORRUPT,
+                 "a mismatched token count was not refused: rcs %d %d", rcs[0], rcs[1]);
+  WT_TEST_ASSERT(rcs[0] != WT_EINVAL && rcs[1] != WT_EINVAL, "wrong error: rcs %d %d", rcs[0],
+                 rcs[1]);
+  parallel_inproc_group_destroy(&g);
+}
+
 int main(void) {
+  test_mismatch();
   static s_case k;
   s_fill(&k, 4, 0.75f, 99); /* tight: the brute force must drop the same tokens */
   test_one_device(&k);
