@@ -1,0 +1,94 @@
+/* moe — expert parallelism: a Mixture-of-Experts MLP (GShard / Switch Transformer) whose E experts
+ * are spread over the ranks of the mesh's EP group, tokens dispatched and combined by all-to-all.
+ *
+ * The layer replaces a block's MLP: for each token x (C) of this rank,
+ *   router    probs = softmax(x @ Wr), Wr (C, E) replicated on every rank
+ *   top-k     the k experts of highest probability (ties to the lower index), gate = their
+ *             probabilities (not renormalised, as in Switch for k = 1)
+ *   capacity  each expert takes at most cap = ceil(capacity_factor · N·k / E) of this rank's N
+ *             tokens; slots are given first choices first, then second choices, each in token
+ *             order (GShard); a choice that finds its expert full is dropped (counted) and adds
+ *             nothing — the block's residual carries the token on
+ *   experts   GPT-2 MLPs: c_fc (C, 4C) + bias, GELU, c_proj (4C, C) + bias; rank p of P holds
+ *             experts [p·E/P, (p+1)·E/P)
+ *   output    y = Σ over kept choices gate · expert(x)
+ *   aux loss  Switch load balancing: aux = E · Σ_e f_e · P_e, f_e the fraction of this rank's
+ *             N·k choices that picked e (before dropping), P_e the mean router probability of e;
+ *             the backward adds aux_weight · ∂aux/∂probs (f_e is a count and has no gradient).
+ * Dispatch: each rank packs, for every destination, a (E/P, cap, C) block of the rows routed to
+ * that destination's experts (unused slots zero), and one all-to-all delivers them; the expert
+ * outputs return the same way. The same all-to-all runs twice more in the backward. All ranks of
+ * the EP group must pass the same N (cap must agree; a block of the wrong size is WT_ECORRUPT).
+ * Capacity and dropping are per rank's batch, so a single device that processes each rank's batch
+ * with all E experts drops exactly the same tokens (the tests do this).
+ *
+ * Bytes per rank per forward + backward: 4 · (P − 1) · (E/P) · cap · C · 4 (four all-to-alls).
+ * Expert gradients are complete on their owner (summed over all source ranks' tokens); the
+ * router's gradient covers this rank's tokens and is averaged over the dense-gradient group by
+ * the caller, like any replicated weight.
+ *
+ *   parallel_moe_config cfg = {.experts = 8, .top_k = 2, .capacity_factor = 1.25f,
+ *                              .aux_weight = 0.01f};
+ *   parallel_moe *m = parallel_moe_new(mesh, kernels_cpu(), C, &cfg, N);
+ *   parallel_moe_forward(m, x, y, N);            // y (N, C)
+ *   parallel_moe_backward(m, dy, dx);            // dx +=
+ */
+#ifndef WT_PARALLEL_MOE_H
+#define WT_PARALLEL_MOE_H
+
+#include "parallel/mesh.h"
+
+struct kernels_ops;
+
+typedef struct {
+  int experts;           /* E, a multiple of the EP degree */
+  int top_k;             /* k in [1, E] */
+  float capacity_factor; /* > 0 */
+  float aux_weight;      /* weight of the load-balancing loss in the objective (>= 0) */
+} parallel_moe_config;
+
+/* One local expert's tensors, in this order in parallel_moe_expert's block. */
+typedef enum {
+  PARALLEL_MOE_FC_W = 0, /* (C, 4C) */
+  PARALLEL_MOE_FC_B,     /* (4C) */
+  PARALLEL_MOE_PROJ_W,   /* (4C, C) */
+  PARALLEL_MOE_PROJ_B,   /* (C) */
+  PARALLEL_MOE_TENSORS
+} parallel_moe_tensor;
+
+typedef struct parallel_moe parallel_moe;
+
+/* A layer of width C for up to max_tokens tokens per rank on the mesh's EP group (the mesh must
+ * outlive it). Returns NULL with wt_last_error() set on a bad config. Parameters start at 0. */
+parallel_moe *parallel_moe_new(const parallel_mesh *mesh, const struct kernels_ops *k, int channels,
+                               const parallel_moe_config *cfg, int max_tokens);
+void parallel_moe_destroy(parallel_moe **self_p);
+
+/* This rank's experts: global indices [*first, *first + *count). */
+void parallel_moe_experts(const parallel_moe *m, int *first, int *count);
+
+/* The router Wr (C, E) and tensor i of local expert `local` (0 .. count−1), and their gradients;
+ * *n receives the element count. Owned by the layer. */
+float *parallel_moe_router(parallel_moe *m, size_t *n);
+float *parallel_moe_router_grad(parallel_moe *m, size_t *n);
+float *parallel_moe_expert(parallel_moe *m, int local, parallel_moe_tensor i, size_t *n);
+float *parallel_moe_expert_grad(parallel_moe *m, int local, parallel_moe_tensor i, size_t *n);
+void parallel_moe_zero_grad(parallel_moe *m);
+
+/* y (N, C) = the layer's output for x (N, C) (x is copied). Returns WT_EINVAL if N is outside
+ * [1, max_tokens], WT_ECORRUPT if a peer's block has the wrong size, or the communicator's
+ * error. */
+int parallel_moe_forward(parallel_moe *m, const float *x, float *y, int N);
+
+/* After a forward: the load-balancing loss of this rank's tokens (not yet weighted), the number
+ * of dropped (token, choice) pairs, and kept[e] (E ints) the choices each expert accepted from
+ * this rank — the per-rank token load. */
+float parallel_moe_aux_loss(const parallel_moe *m);
+int parallel_moe_dropped(const parallel_moe *m);
+void parallel_moe_load(const parallel_moe *m, int *kept);
+
+/* dx (N, C) += the input gradient of the last forward for dy (N, C), plus aux_weight × the aux
+ * loss's; router and local expert gradients +=. Errors as the forward. */
+int parallel_moe_backward(parallel_moe *m, const float *dy, float *dx);
+
+#endif
