@@ -37,6 +37,12 @@
  *   - after its last backward pass each stage's data-parallel group reduces grad_bytes:
  *     ring (2(D−1) steps of grad_bytes/D around the replicas in column order) or sharded
  *     parameter server (every device sends shard j to device j, then j sends it back reduced).
+ *   - what wantrain's runtime adds, each switched on in the config: passes timed per stage;
+ *     recomputation (the executor holds one micro-batch's activations, so any other backward
+ *     runs its forward again first); the tied embedding's gradient swapped between the first
+ *     and last stage of each replica before their reduce; and a one-round exchange of a small
+ *     message (gradient-norm share, loss) between every pair of tasklets after the reduce,
+ *     which ends the step.
  *   - breakdown: compute = the busiest device's compute time; bubble = the end of the pipeline
  *     phase with free pipeline transfers minus compute; pipeline comm = what real pipeline
  *     transfers add to that end; data-parallel comm = iteration − end of the pipeline phase.
@@ -137,6 +143,12 @@ typedef struct {
   assign_dp_algo dp_algo; /* ring or sharded parameter server */
   const double *nic_Bps;  /* n per-device NIC capacities; NULL = each device's fastest link */
   double max_seconds;     /* wall-clock limit of one netsim_simulate call; 0 = none */
+  /* What wantrain's runtime does besides (all off when zero, as in the cost model): */
+  const double *stage_fwd_s; /* d_pp forward times, one per stage (backward = 2×); NULL = fwd_s */
+  int recompute;     /* a backward whose micro-batch is not the latest forward reruns it first */
+  double tied_bytes; /* first and last stage swap the tied embedding's gradient before reducing */
+  int norm_exchange; /* after its reduce each tasklet sends norm_bytes to every other */
+  double norm_bytes;
 } netsim_sim_config;
 
 typedef struct {
@@ -148,7 +160,13 @@ typedef struct {
   double pipeline_end_s; /* last backward pass ends */
   int n_compute;         /* compute events (2 · m · tasklets) */
   int n_transfers;       /* pipeline + data-parallel transfers */
+  int n_recomputes;      /* backward passes that reran their forward (cfg.recompute) */
 } netsim_sim_result;
+
+/* Backward passes of stage `stage` (of n_stages, m micro-batches) that rerun their forward when
+ * the executor keeps only its latest forward's activations (cfg.recompute): m for GPipe when
+ * m > 1, fewer for 1F1B. -1 for a stage or m out of range. */
+int netsim_schedule_recomputes(netsim_schedule schedule, int stage, int n_stages, int m);
 
 typedef struct netsim_trace netsim_trace;
 

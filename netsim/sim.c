@@ -19,6 +19,9 @@ typedef struct {
   int *fwd, *bwd; /* task ids, [(s * d_dp + r) * m + j] */
   int *last;      /* each tasklet's last compute task */
   int *done;      /* join: last pass computed and every outgoing gradient delivered */
+  int *ready;     /* join: done and, on the first and last stage, the tied gradient exchanged */
+  int *synced;    /* each tasklet's data-parallel reduce finished on it */
+  int recomputes; /* backward passes that ran their forward again */
 } s_builder;
 
 static int s_dev(const s_builder *b, int s, int r) {
@@ -61,13 +64,21 @@ static void s_add_compute(s_builder *b) {
   for (int s = 0; s < p->d_pp; s++) {
     s_schedule_order(b->cfg->schedule, s, p->d_pp, m, is_bwd, mb);
     for (int r = 0; r < p->d_dp; r++) {
-      int dev = s_dev(b, s, r), prev = -1;
+      int dev = s_dev(b, s, r), prev = -1, held = -1;
       double speed = b->net->compute_speed ? b->net->compute_speed[dev] : 1.0;
+      double fwd = b->cfg->stage_fwd_s ? b->cfg->stage_fwd_s[s] : b->cfg->fwd_s;
+      double bwd = b->cfg->stage_fwd_s ? 2 * fwd : b->cfg->bwd_s;
       for (int k = 0; k < 2 * m; k++) {
+        /* The executor keeps the activations of its latest forward only: any other backward
+         * runs its forward again first (parallel/pipeline.h). */
+        int again = b->cfg->recompute && is_bwd[k] && held != mb[k];
+        held = is_bwd[k] ? -1 : mb[k];
+        b->recomputes += again;
         netsim_task t = {.kind = NETSIM_TASK_COMPUTE,
                          .device = dev,
-                         .duration = (is_bwd[k] ? b->cfg->bwd_s : b->cfg->fwd_s) / speed};
-        snprintf(t.label, sizeof t.label, "%c mb%d s%d r%d", is_bwd[k] ? 'B' : 'F', mb[k], s, r);
+                         .duration = (is_bwd[k] ? bwd + (again ? fwd : 0) : fwd) / speed};
+        snprintf(t.label, sizeof t.label, "%c%s mb%d s%d r%d", is_bwd[k] ? 'B' : 'F',
+                 again ? "+F" : "", mb[k], s, r);
         int id = netsim_graph_add(&b->g, t);
         (is_bwd[k] ? b->bwd : b->fwd)[s_idx(b, s, r, mb[k])] = id;
         if (prev >= 0) netsim_graph_dep(&b->g, prev, id);
@@ -92,6 +103,33 @@ static void s_add_done(s_builder *b) {
       netsim_graph_dep(&b->g, b->last[s * b->plan->d_dp + r], id);
       b->done[s * b->plan->d_dp + r] = id;
     }
+}
+
+/* The tied embedding's gradient, exchanged between the first and the last stage of each replica
+ * once both have finished their passes; each joins its data-parallel reduce only with the
+ * other's copy in hand (the runtime sums them before reducing). Elsewhere ready = done. */
+static void s_add_tied(s_builder *b) {
+  const assign_plan *p = b->plan;
+  const int S = p->d_pp, R = p->d_dp;
+  for (int i = 0; i < S * R; i++) b->ready[i] = b->done[i];
+  if (S < 2 || !(b->cfg->tied_bytes > 0)) return;
+  char label[64];
+  for (int r = 0; r < R; r++) {
+    int ends[2] = {0, S - 1};
+    for (int e = 0; e < 2; e++) {
+      int from = ends[e], to = ends[1 - e];
+      snprintf(label, sizeof label, "tied s%d>%d r%d", from, to, r);
+      int x = s_transfer(b, s_dev(b, from, r), s_dev(b, to, r), b->cfg->tied_bytes, NETSIM_XFER_DP,
+                         label);
+      netsim_graph_dep(&b->g, b->done[from * R + r], x);
+      netsim_task join = {.kind = NETSIM_TASK_JOIN, .device = s_dev(b, to, r)};
+      snprintf(join.label, sizeof join.label, "s%d r%d tied summed", to, r);
+      int id = netsim_graph_add(&b->g, join);
+      netsim_graph_dep(&b->g, b->done[to * R + r], id);
+      netsim_graph_dep(&b->g, x, id);
+      b->ready[to * R + r] = id;
+    }
+  }
 }
 
 /* Activations forward and their gradients backward across every cut of every pipeline. */
@@ -138,10 +176,19 @@ static void s_add_ring(s_builder *b, int s) {
     for (int i = 0; i < D; i++) {
       snprintf(label, sizeof label, "ring s%d step %d", s, k);
       cur[i] = s_transfer(b, devs[ring[i]], devs[ring[(i + 1) % D]], chunk, NETSIM_XFER_DP, label);
-      netsim_graph_dep(&b->g, k == 0 ? b->done[s * D + ring[i]] : prev[i], cur[i]);
+      netsim_graph_dep(&b->g, k == 0 ? b->ready[s * D + ring[i]] : prev[i], cur[i]);
       if (k > 0) netsim_graph_dep(&b->g, prev[(i + D - 1) % D], cur[i]);
     }
     memcpy(prev, cur, sizeof(int) * (size_t)D);
+  }
+  for (int i = 0; i < D; i++) { /* member i holds the result once the last chunk reaches it */
+    netsim_task join = {.kind = NETSIM_TASK_JOIN, .device = devs[ring[i]]};
+    snprintf(join.label, sizeof join.label, "s%d r%d reduced", s, ring[i]);
+    int id = netsim_graph_add(&b->g, join);
+    netsim_graph_dep(&b->g, b->ready[s * D + ring[i]], id);
+    netsim_graph_dep(&b->g, prev[(i + D - 1) % D], id);
+    netsim_graph_dep(&b->g, prev[i], id);
+    b->synced[s * D + ring[i]] = id;
   }
   free(prev);
   free(cur);
@@ -155,16 +202,22 @@ static void s_add_sharded_ps(s_builder *b, int s) {
   int D = b->plan->d_dp;
   double chunk = b->cfg->grad_bytes / D;
   char label[64];
+  for (int i = 0; i < D; i++) {
+    netsim_task join = {.kind = NETSIM_TASK_JOIN, .device = s_dev(b, s, i)};
+    snprintf(join.label, sizeof join.label, "s%d r%d reduced", s, i);
+    b->synced[s * D + i] = netsim_graph_add(&b->g, join);
+  }
   for (int j = 0; j < D; j++) {
     netsim_task join = {.kind = NETSIM_TASK_JOIN, .device = s_dev(b, s, j)};
     snprintf(join.label, sizeof join.label, "ps s%d shard %d reduced", s, j);
     int reduced = netsim_graph_add(&b->g, join);
-    netsim_graph_dep(&b->g, b->done[s * D + j], reduced);
+    netsim_graph_dep(&b->g, b->ready[s * D + j], reduced);
+    netsim_graph_dep(&b->g, reduced, b->synced[s * D + j]);
     for (int i = 0; i < D; i++) {
       if (i == j) continue;
       snprintf(label, sizeof label, "ps s%d push shard %d", s, j);
       int push = s_transfer(b, s_dev(b, s, i), s_dev(b, s, j), chunk, NETSIM_XFER_DP, label);
-      netsim_graph_dep(&b->g, b->done[s * D + i], push);
+      netsim_graph_dep(&b->g, b->ready[s * D + i], push);
       netsim_graph_dep(&b->g, push, reduced);
     }
     for (int i = 0; i < D; i++) {
@@ -172,8 +225,34 @@ static void s_add_sharded_ps(s_builder *b, int s) {
       snprintf(label, sizeof label, "ps s%d pull shard %d", s, j);
       int pull = s_transfer(b, s_dev(b, s, j), s_dev(b, s, i), chunk, NETSIM_XFER_DP, label);
       netsim_graph_dep(&b->g, reduced, pull);
+      netsim_graph_dep(&b->g, pull, b->synced[s * D + i]);
     }
   }
+}
+
+/* The per-step exchange of (squared-norm share, loss) for gradient clipping: once its reduce
+ * is done every tasklet sends norm_bytes to every other, in one round; the step ends on a
+ * tasklet when all the others' have arrived. */
+static void s_add_norm(s_builder *b) {
+  const int W = b->plan->d_pp * b->plan->d_dp;
+  int *end = wt_xmalloc(sizeof(int) * (size_t)W);
+  for (int v = 0; v < W; v++) {
+    netsim_task join = {.kind = NETSIM_TASK_JOIN, .device = b->plan->device[v]};
+    snprintf(join.label, sizeof join.label, "rank %d norms gathered", v);
+    end[v] = netsim_graph_add(&b->g, join);
+    netsim_graph_dep(&b->g, b->synced[v], end[v]);
+  }
+  for (int w = 0; w < W; w++)
+    for (int v = 0; v < W; v++) {
+      if (v == w) continue;
+      char label[64];
+      snprintf(label, sizeof label, "norm %d>%d", w, v);
+      int x = s_transfer(b, b->plan->device[w], b->plan->device[v], b->cfg->norm_bytes,
+                         NETSIM_XFER_DP, label);
+      netsim_graph_dep(&b->g, b->synced[w], x);
+      netsim_graph_dep(&b->g, x, end[v]);
+    }
+  free(end);
 }
 
 static int s_check(const assign_network *net, const assign_plan *plan,
@@ -196,8 +275,12 @@ static int s_check(const assign_network *net, const assign_plan *plan,
   WT_CHECK(rc);
   if (cfg->micro_batches < 1 || cfg->micro_batches > 100000)
     return wt_fail(WT_EINVAL, "simulate: micro_batches must be in [1, 100000]");
+  for (int s = 0; cfg->stage_fwd_s && s < plan->d_pp; s++)
+    if (!(cfg->stage_fwd_s[s] >= 0))
+      return wt_fail(WT_EINVAL, "simulate: stage %d's forward time must be >= 0", s);
   if (!(cfg->fwd_s >= 0) || !(cfg->bwd_s >= 0) || !(cfg->act_bytes >= 0) ||
-      !(cfg->grad_bytes >= 0) || !(cfg->max_seconds >= 0))
+      !(cfg->grad_bytes >= 0) || !(cfg->max_seconds >= 0) || !(cfg->tied_bytes >= 0) ||
+      !(cfg->norm_bytes >= 0))
     return wt_fail(WT_EINVAL, "simulate: times and sizes must be >= 0");
   return WT_OK;
 }
@@ -208,9 +291,13 @@ static void s_build(s_builder *b) {
   b->bwd = wt_xmalloc(sizeof(int) * cells * (size_t)b->cfg->micro_batches);
   b->last = wt_xmalloc(sizeof(int) * cells);
   b->done = wt_xmalloc(sizeof(int) * cells);
+  b->ready = wt_xmalloc(sizeof(int) * cells);
+  b->synced = wt_xmalloc(sizeof(int) * cells);
   s_add_compute(b);
   s_add_done(b);
   s_add_pipeline(b);
+  s_add_tied(b);
+  memcpy(b->synced, b->ready, sizeof(int) * cells);
   if (b->plan->d_dp > 1)
     for (int s = 0; s < b->plan->d_pp; s++) {
       if (b->cfg->dp_algo == ASSIGN_DP_RING)
@@ -218,6 +305,7 @@ static void s_build(s_builder *b) {
       else
         s_add_sharded_ps(b, s);
     }
+  if (b->cfg->norm_exchange && cells > 1) s_add_norm(b);
 }
 
 static void s_builder_free(s_builder *b) {
@@ -226,6 +314,8 @@ static void s_builder_free(s_builder *b) {
   free(b->bwd);
   free(b->last);
   free(b->done);
+  free(b->ready);
+  free(b->synced);
 }
 
 static double s_pipeline_end(const netsim_graph *g) {
@@ -276,6 +366,7 @@ int netsim_simulate(const assign_network *net, const assign_plan *plan,
       out->iteration_s = fmax(out->iteration_s, t->end_s);
     }
     for (int d = 0; d < net->n; d++) out->compute_s = fmax(out->compute_s, busy[d]);
+    out->n_recomputes = full.recomputes;
     free(busy);
     out->pipeline_end_s = s_pipeline_end(&full.g);
     double end_free = s_pipeline_end(&free_pp.g);
@@ -293,6 +384,21 @@ int netsim_simulate(const assign_network *net, const assign_plan *plan,
   s_builder_free(&free_pp);
   free(own_nic);
   return rc;
+}
+
+int netsim_schedule_recomputes(netsim_schedule schedule, int stage, int n_stages, int m) {
+  if (stage < 0 || stage >= n_stages || m < 1) return -1;
+  int *is_bwd = wt_xmalloc(sizeof(int) * 2 * (size_t)m),
+      *mb = wt_xmalloc(sizeof(int) * 2 * (size_t)m);
+  s_schedule_order(schedule, stage, n_stages, m, is_bwd, mb);
+  int held = -1, n = 0;
+  for (int k = 0; k < 2 * m; k++) {
+    n += is_bwd[k] && held != mb[k];
+    held = is_bwd[k] ? -1 : mb[k];
+  }
+  free(is_bwd);
+  free(mb);
+  return n;
 }
 
 void netsim_sim_config_from_scenario(const netsim_scenario *s, netsim_schedule schedule, int m,

@@ -89,20 +89,32 @@ static int s_grads(void *ctx, trainer *t, const int *inputs, const int *targets,
                    float *loss) {
   parallel_tasklet *k = ctx;
   (void)t, (void)rows;
-  return parallel_pipeline_run(k->pipeline, inputs, targets, loss);
+  double t0 = wt_now_s();
+  int rc = parallel_pipeline_run(k->pipeline, inputs, targets, loss);
+  k->pipeline_s += wt_now_s() - t0;
+  return rc;
 }
 
-static int s_sync(void *ctx, trainer *t) {
-  parallel_tasklet *k = ctx;
+static int s_reduce(parallel_tasklet *k, trainer *t) {
   size_t n;
   float *g = gpt_stage_grads(trainer_model(t), &n);
-  WT_CHECK(parallel_pipeline_tied_sum(k->pipeline));
   if (k->cfg.replicas == 1 || k->cfg.diloco_h) return WT_OK; /* DiLoCo: replicas step alone */
   if (k->zero) return parallel_zero_reduce(k->zero, g);
   if (!k->codec) return parallel_allreduce(k->dp, g, n, PARALLEL_OP_AVG);
   compress_codec_set_seed(k->codec, (uint64_t)trainer_steps_done(t) + 1); /* randk: same draw */
   if (k->sparse) return parallel_allreduce_sparse(k->dp, k->codec, g, n, PARALLEL_OP_AVG, k->sef);
   return parallel_allreduce_compressed(k->dp, k->codec, g, n, PARALLEL_OP_AVG, k->ef);
+}
+
+static int s_sync(void *ctx, trainer *t) {
+  parallel_tasklet *k = ctx;
+  double t0 = wt_now_s();
+  WT_CHECK(parallel_pipeline_tied_sum(k->pipeline));
+  double t1 = wt_now_s();
+  int rc = s_reduce(k, t);
+  k->tied_s += t1 - t0;
+  k->reduce_s += wt_now_s() - t1;
+  return rc;
 }
 
 /* This tasklet's share of the squared norm: its ZeRO shard, or the whole stage summed chunk by
@@ -168,7 +180,9 @@ static int s_norm(void *ctx, trainer *t, float local_loss, double *sq, float *lo
   s_put_double(mine, s_sq_share(k, trainer_model(t)));
   s_put_double(mine + 8, local_loss);
   uint8_t *all = wt_xmalloc((size_t)S * R * 16);
+  double t0 = wt_now_s();
   int rc = s_exchange(k, mine, trainer_steps_done(t) + 1, all);
+  k->norm_s += wt_now_s() - t0;
   if (rc == WT_OK) {
     /* field f (0 sq share, 1 loss) of tasklet (s, r) = world rank s·R + r */
 #define ENTRY(s, r, f) s_get_double(all + ((size_t)(s)*R + (size_t)(r)) * 16 + 8 * (f))
@@ -346,7 +360,10 @@ static int s_step(parallel_tasklet *k, trainer_step_info *info) {
   long done = trainer_steps_done(k->t);
   if (k->outer && (done % k->cfg.diloco_h == 0 || done == k->cfg.train.steps)) {
     size_t n;
+    double t0 = wt_now_s();
     WT_CHECK(diloco_outer_step(k->outer, k->dp, gpt_stage_params(trainer_model(k->t), &n)));
+    info->seconds += wt_now_s() - t0; /* the step's time includes its share of the outer sync */
+    k->reduce_s += wt_now_s() - t0;
   }
   return WT_OK;
 }
@@ -393,6 +410,8 @@ int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *worl
   }
   if (k->pipeline) res.compute_s = parallel_pipeline_compute_s(k->pipeline);
   if (k->pipeline) res.recomputes = parallel_pipeline_recomputes(k->pipeline);
+  res.pipeline_s = k->pipeline_s, res.tied_s = k->tied_s;
+  res.reduce_s = k->reduce_s, res.norm_s = k->norm_s;
   if (k->pipe && k->dp) s_bytes(k, &res.bytes_pipeline, &res.bytes_data, &res.bytes_control);
   res.seconds = wt_now_s() - t0;
   parallel_tasklet_teardown(k);

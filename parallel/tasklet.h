@@ -104,6 +104,9 @@ typedef struct {
   double seconds;      /* wall time of parallel_tasklet_run */
   double compute_s;    /* of it, in forward / backward passes */
   long recomputes;     /* forward passes run again for a backward (pipeline.h) */
+  /* Where the steps' time went: the pipeline's passes and transfers, the tied embedding's
+   * exchange, the data-parallel reduce, and the (norm share, loss) exchange between all. */
+  double pipeline_s, tied_s, reduce_s, norm_s;
   uint64_t bytes_pipeline, bytes_data, bytes_control; /* sent by this tasklet */
 } parallel_tasklet_result;
 

@@ -24,6 +24,8 @@ typedef struct {
   compress_ef *sef;      /* sparse sender residual */
   diloco *outer;         /* DiLoCo, or NULL */
   parallel_zero *zero;   /* ZeRO-1, or NULL */
+  /* wall time of each part of the steps so far (parallel_tasklet_result) */
+  double pipeline_s, tied_s, reduce_s, norm_s;
 } parallel_tasklet;
 
 int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *cfg,

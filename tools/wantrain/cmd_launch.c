@@ -391,11 +391,12 @@ int cmd_launch_worker(int argc, char **argv) {
     tot.wait_s += st.wait_s;
   }
   if (rc == WT_OK)
-    fprintf(status, "done %ld %.9g %.6f %.6f %llu %llu %llu %llu %.6f %llu\n", res.steps_done,
-            res.last_loss, res.seconds, res.compute_s, (unsigned long long)res.bytes_pipeline,
-            (unsigned long long)res.bytes_data, (unsigned long long)res.bytes_control,
-            (unsigned long long)tot.bytes_sent, tot.wait_s,
-            (unsigned long long)parallel_zmq_refused(world));
+    fprintf(status, "done %ld %.9g %.6f %.6f %llu %llu %llu %llu %.6f %llu %.6f %.6f %.6f %.6f\n",
+            res.steps_done, res.last_loss, res.seconds, res.compute_s,
+            (unsigned long long)res.bytes_pipeline, (unsigned long long)res.bytes_data,
+            (unsigned long long)res.bytes_control, (unsigned long long)tot.bytes_sent, tot.wait_s,
+            (unsigned long long)parallel_zmq_refused(world), res.pipeline_s, res.tied_s,
+            res.reduce_s, res.norm_s);
   else
     fprintf(status, "error %s\n", wt_last_error());
   fclose(status);
@@ -418,6 +419,7 @@ typedef struct {
   uint64_t bytes[3]; /* pipeline, data, control: sent so far */
   int done;
   double seconds, compute_s;
+  double phase_s[4]; /* pipeline, tied exchange, reduce, norm exchange (all steps) */
   unsigned long long wire_bytes, refused; /* the transport's counters */
   double wait_s;
   char error[1024];
@@ -435,7 +437,8 @@ typedef struct {
   long step_count;
   int failed_rank; /* first failure, -1 none */
   double failed_at;
-  s_wan wan; /* the emulated network, when --scenario is given */
+  s_wan wan;         /* the emulated network, when --scenario is given */
+  double tied_bytes; /* the tied embedding's gradient (V x C floats) */
 } s_run;
 
 static volatile sig_atomic_t s_signal = 0;
@@ -491,9 +494,10 @@ static void s_handle_line(s_run *r, int w, char *line) {
     if (r->printed < 0 && all > 0) r->printed = (r->first_step = all) - 1;
     while (r->printed >= 0 && r->printed < all) s_progress(r, ++r->printed, &r->p[slow]);
   } else if (!strncmp(line, "done ", 5) &&
-             sscanf(line + 5, "%ld %f %lf %lf %llu %llu %llu %llu %lf %llu", &p->steps, &p->loss,
-                    &p->seconds, &p->compute_s, &b0, &b1, &b2, &p->wire_bytes, &p->wait_s,
-                    &p->refused) == 10) {
+             sscanf(line + 5, "%ld %f %lf %lf %llu %llu %llu %llu %lf %llu %lf %lf %lf %lf",
+                    &p->steps, &p->loss, &p->seconds, &p->compute_s, &b0, &b1, &b2, &p->wire_bytes,
+                    &p->wait_s, &p->refused, &p->phase_s[0], &p->phase_s[1], &p->phase_s[2],
+                    &p->phase_s[3]) == 14) {
     p->bytes[0] = b0, p->bytes[1] = b1, p->bytes[2] = b2;
     p->done = 1;
   } else if (!strncmp(line, "error ", 6)) {
@@ -663,28 +667,48 @@ static int s_start(s_run *r, const char *dir, int argc, char **argv) {
 }
 
 /* netsim's iteration time for this run's assignment and schedule, fed with what the run
- * measured: per-pass compute (mean over processes), the bytes that crossed a cut per
- * micro-batch, and a stage's gradient bytes; the network's times scaled like the emulation's. */
-static int s_predict(const s_run *r, double *out) {
+ * measured: per-pass compute of each stage (mean over its replicas, recomputed forwards counted
+ * as netsim counts them), the bytes that crossed a cut per micro-batch, and a stage's gradient
+ * bytes; the network's times scaled like the emulation's. It models what the runtime does
+ * besides the passes and the reduce: recomputation, the tied embedding's exchange and the
+ * per-step norm exchange (docs/runtime.md). */
+enum { S_MODEL_RECOMPUTE = 1, S_MODEL_TIED = 2, S_MODEL_NORM = 4, S_MODEL_ALL = 7 };
+
+static int s_predict(const s_run *r, int model, double *out) {
   const launch_args *a = r->a;
   int S = a->stages, R = a->replicas, m = a->micro_batches;
   double steps = (double)(r->printed - r->first_step + 1);
   if (r->printed < 0 || steps < 1) return wt_fail(WT_EINVAL, "no step ran");
-  double compute = 0, bp = 0, bd = 0;
-  for (int w = 0; w < r->world; w++) {
-    compute += r->p[w].compute_s / steps / r->world;
-    bp += (double)r->p[w].bytes[0];
-    bd += (double)r->p[w].bytes[1];
-  }
   netsim_sim_config cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.schedule = !strcmp(a->schedule, "gpipe") ? NETSIM_GPIPE : NETSIM_1F1B;
   cfg.micro_batches = m;
-  cfg.fwd_s = compute / m / 3; /* a backward pass costs about twice a forward */
-  cfg.bwd_s = 2 * cfg.fwd_s;
-  cfg.act_bytes = S > 1 ? bp / (steps * R * (S - 1) * m * 2) : 0;
+  cfg.recompute = 1;
+  cfg.tied_bytes = S > 1 ? r->tied_bytes : 0;
+  cfg.norm_exchange = 1;
+  double tied_model = model & S_MODEL_TIED ? cfg.tied_bytes : 0;
+  cfg.norm_bytes = 24;
+  double *fwd = wt_xcalloc((size_t)S, sizeof(double)), bp = 0, bd = 0;
+  for (int w = 0; w < r->world; w++) {
+    int s = w / R;
+    /* a pass's compute: forward f, backward 2f, each recomputed forward f more */
+    int passes = 3 * m + netsim_schedule_recomputes(cfg.schedule, s, S, m);
+    fwd[s] += r->p[w].compute_s / steps / passes / R;
+    bp += (double)r->p[w].bytes[0];
+    bd += (double)r->p[w].bytes[1];
+  }
+  cfg.stage_fwd_s = fwd;
+  /* parts switched off (to show what each costs): compute spread evenly over 3m passes */
+  for (int s = 0; s < S && !(model & S_MODEL_RECOMPUTE); s++)
+    fwd[s] *= (3.0 * m + netsim_schedule_recomputes(cfg.schedule, s, S, m)) / (3.0 * m);
+  cfg.recompute = !!(model & S_MODEL_RECOMPUTE);
+  cfg.norm_exchange = !!(model & S_MODEL_NORM);
+  /* the pipeline links carry the tied gradient too (both ways, every replica) */
+  double act = S > 1 ? bp / steps - (double)R * 2 * cfg.tied_bytes : 0;
+  cfg.act_bytes = S > 1 ? WT_MAX(act, 0.0) / (R * (S - 1) * m * 2) : 0;
   cfg.grad_bytes = R > 1 && !a->diloco ? bd / (steps * S * 2 * (R - 1)) : 0;
   cfg.dp_algo = ASSIGN_DP_RING;
+  cfg.tied_bytes = tied_model;
   const assign_network *net = netsim_scenario_network(r->wan.sc);
   size_t nn = (size_t)net->n * (size_t)net->n;
   assign_network scaled = {.n = net->n,
@@ -698,6 +722,7 @@ static int s_predict(const s_run *r, double *out) {
   int rc = netsim_simulate(&scaled, r->wan.plan, &cfg, &res, NULL);
   free(scaled.latency_s);
   free(scaled.bandwidth_Bps);
+  free(fwd);
   if (rc == WT_OK) *out = res.iteration_s;
   return rc;
 }
@@ -750,22 +775,36 @@ static int s_summary(s_run *r) {
   printf("transport: %.3f MB on the wire (collective envelopes included), %.2f s waited on peers "
          "per process, %llu messages refused\n",
          wire / 1e6, wait, refused);
+  double ph[4] = {0, 0, 0, 0}, ran = (double)(r->printed - r->first_step + 1);
+  for (int w = 0; w < r->world; w++)
+    for (int k = 0; k < 4; k++) ph[k] += r->p[w].phase_s[k] / r->world / WT_MAX(ran, 1.0);
+  printf("per step (mean over processes): pipeline %.4f s, tied exchange %.4f s, reduce %.4f s, "
+         "norm exchange %.4f s\n",
+         ph[0], ph[1], ph[2], ph[3]);
   double predicted = NAN;
   if (r->wan.sc) {
-    if (s_predict(r, &predicted) == WT_OK)
+    double part[3];
+    if (s_predict(r, S_MODEL_ALL, &predicted) == WT_OK && s_predict(r, 0, &part[0]) == WT_OK &&
+        s_predict(r, S_MODEL_RECOMPUTE, &part[1]) == WT_OK &&
+        s_predict(r, S_MODEL_RECOMPUTE | S_MODEL_TIED, &part[2]) == WT_OK) {
       printf("netsim predicts %.4f s per iteration for scenario %s with this assignment and "
              "schedule (measured %.4f s, %+.1f%%)\n",
              predicted, netsim_scenario_name(r->wan.sc), iter, 100 * (iter / predicted - 1));
-    else
+      printf("netsim, part by part: passes and reduce %.4f s, + recomputed forwards %.4f s, "
+             "+ tied exchange %.4f s, + norm exchange %.4f s\n",
+             part[0], part[1], part[2], predicted);
+    } else
       printf("netsim prediction unavailable: %s\n", wt_last_error());
   }
   if (r->log)
     fprintf(r->log,
             "{\"event\":\"done\",\"steps\":%ld,\"loss\":%.6f,\"iteration_s\":%.6f,"
             "\"predicted_iteration_s\":%.6f,\"bytes_pipeline\":%llu,\"bytes_data\":%llu,"
-            "\"bytes_control\":%llu}\n",
+            "\"bytes_control\":%llu,\"pipeline_s\":%.6f,\"tied_s\":%.6f,\"reduce_s\":%.6f,"
+            "\"norm_s\":%.6f}\n",
             steps, r->p[0].loss, iter, isnan(predicted) ? -1.0 : predicted,
-            (unsigned long long)b[0], (unsigned long long)b[1], (unsigned long long)b[2]);
+            (unsigned long long)b[0], (unsigned long long)b[1], (unsigned long long)b[2], ph[0],
+            ph[1], ph[2], ph[3]);
   return WT_OK;
 }
 
@@ -819,6 +858,7 @@ int cmd_launch(int argc, char **argv) {
   }
   r.a = &a;
   r.world = world;
+  r.tied_bytes = 4.0 * c.train.model.vocab_size * c.train.model.channels;
   r.printed = -1;
   r.failed_rank = -1;
   if (a.json_log[0] && !(r.log = fopen(a.json_log, "a"))) {
