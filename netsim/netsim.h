@@ -149,7 +149,15 @@ typedef struct {
   double tied_bytes; /* first and last stage swap the tied embedding's gradient before reducing */
   int norm_exchange; /* after its reduce each tasklet sends norm_bytes to every other */
   double norm_bytes;
+  const int *dp_ring; /* d_pp × d_dp: each stage's replicas in ring order; NULL = the order
+                         netsim_ring_order picks for grad_bytes */
 } netsim_sim_config;
+
+/* The order of stage `stage`'s data-parallel ring: its replicas (ring[0..d_dp-1], starting with
+ * replica 0) in the order assign_ring_order picks for hop costs α + (grad_bytes/d_dp)/β between
+ * their devices — the ring the cost model and the simulator use, and the one a run should use. */
+void netsim_ring_order(const assign_network *net, const assign_plan *plan, int stage,
+                       double grad_bytes, int *ring);
 
 typedef struct {
   double iteration_s;    /* the whole iteration: pipeline phase + exposed all-reduce */

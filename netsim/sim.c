@@ -153,6 +153,21 @@ static void s_add_pipeline(s_builder *b) {
       }
 }
 
+void netsim_ring_order(const assign_network *net, const assign_plan *plan, int stage,
+                       double grad_bytes, int *ring) {
+  int D = plan->d_dp;
+  double chunk = grad_bytes / D;
+  const int *devs = plan->device + (size_t)stage * D;
+  double *hop = wt_xmalloc(sizeof(double) * (size_t)D * D);
+  for (int x = 0; x < D; x++)
+    for (int y = 0; y < D; y++)
+      hop[x * D + y] = x == y ? 0
+                              : net->latency_s[devs[x] * net->n + devs[y]] +
+                                    chunk / net->bandwidth_Bps[devs[x] * net->n + devs[y]];
+  assign_ring_order(D, hop, ring);
+  free(hop);
+}
+
 /* Ring all-reduce over the group in the order assign_ring_order picks (the cost model's ring):
  * 2(D−1) steps; in step k member i passes a chunk to member i+1 once it has the chunk from i−1
  * of step k−1 and its own previous send is done. */
@@ -162,15 +177,10 @@ static void s_add_ring(s_builder *b, int s) {
   int *prev = wt_xmalloc(sizeof(int) * (size_t)D), *cur = wt_xmalloc(sizeof(int) * (size_t)D);
   int *devs = wt_xmalloc(sizeof(int) * (size_t)D), *ring = wt_xmalloc(sizeof(int) * (size_t)D);
   for (int r = 0; r < D; r++) devs[r] = s_dev(b, s, r);
-  double *hop = wt_xmalloc(sizeof(double) * (size_t)D * D);
-  const assign_network *net = b->net;
-  for (int x = 0; x < D; x++)
-    for (int y = 0; y < D; y++)
-      hop[x * D + y] = x == y ? 0
-                              : net->latency_s[devs[x] * net->n + devs[y]] +
-                                    chunk / net->bandwidth_Bps[devs[x] * net->n + devs[y]];
-  assign_ring_order(D, hop, ring); /* ring[i] = replica at ring position i */
-  free(hop);
+  if (b->cfg->dp_ring)
+    memcpy(ring, b->cfg->dp_ring + (size_t)s * D, sizeof(int) * (size_t)D);
+  else
+    netsim_ring_order(b->net, b->plan, s, b->cfg->grad_bytes, ring);
   char label[64];
   for (int k = 0; k < steps; k++) {
     for (int i = 0; i < D; i++) {

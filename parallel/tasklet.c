@@ -37,6 +37,20 @@ parallel_tasklet_config parallel_tasklet_config_default(void) {
   return c;
 }
 
+/* A ring order must name every replica once and start at replica 0, which stays data-parallel
+ * rank 0 (the rank that gathers and saves). */
+static int s_check_ring(const int *ring, int R) {
+  if (ring[0] != 0) return wt_fail(WT_EINVAL, "dp_ring starts at replica %d, not 0", ring[0]);
+  for (int i = 0; i < R; i++) {
+    int seen = 0;
+    for (int j = 0; j < R; j++) seen += ring[j] == i;
+    if (seen != 1)
+      return wt_fail(WT_EINVAL, "dp_ring names replica %d %d times; it must be a permutation of "
+                                "0..%d", i, seen, R - 1);
+  }
+  return WT_OK;
+}
+
 int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world_size) {
   if (c->stages < 1 || c->replicas < 1 || c->stages * c->replicas != world_size)
     return wt_fail(WT_EINVAL, "%d stages x %d replicas do not make the world of %d processes",
@@ -59,6 +73,7 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world
     return wt_fail(WT_EINVAL, "--zero 1 shards the uncompressed synchronous update; drop "
                               "--grad-codec and --diloco");
   if (c->keep < 1) return wt_fail(WT_EINVAL, "keep %d must be >= 1", c->keep);
+  if (c->dp_ring) WT_CHECK(s_check_ring(c->dp_ring, c->replicas));
   /* A codec without error feedback is stateless (rand-k's seed is the step). */
   if (c->checkpoint_dir[0] && (c->diloco_h || (strcmp(c->grad_codec, "none") && c->grad_ef) ||
                                !strncmp(c->act_codec, "delta", 5)))
@@ -217,7 +232,7 @@ static int s_update(void *ctx, trainer *t, float lr, float grad_scale) {
 static int s_split(parallel_tasklet *k) {
   const int S = k->cfg.stages, R = k->cfg.replicas, s = k->cfg.stage, r = k->cfg.replica;
   int *ranks = wt_xmalloc(sizeof(int) * (size_t)(S > R ? S : R));
-  for (int i = 0; i < R; i++) ranks[i] = s * R + i;
+  for (int i = 0; i < R; i++) ranks[i] = s * R + (k->cfg.dp_ring ? k->cfg.dp_ring[i] : i);
   k->dp = parallel_comm_split(k->world, ranks, R, S_SPLIT_DP);
   for (int i = 0; i < S; i++) ranks[i] = i * R + r;
   k->pipe = k->dp ? parallel_comm_split(k->world, ranks, S, S_SPLIT_PIPE) : NULL;

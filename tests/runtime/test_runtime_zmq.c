@@ -5,7 +5,10 @@
  *   - a process killed in step 4 (it exits after the update, before that step's checkpoint):
  *     every other process returns an error well within its deadline; a new set of processes
  *     resumes from the manifest's step (2) and continues bitwise as the run that never
- *     stopped. */
+ *     stopped;
+ *   - 1 stage x 4 replicas with dp_ring = {0, 2, 1, 3}: the gradient bytes each process sends go
+ *     to its successor on that ring (the transport's per-link counters), and the losses still
+ *     match one process. */
 #include "model/trainer.h"
 #include "parallel/zmq.h"
 #include "tests/runtime/runtime_harness.h"
@@ -133,6 +136,65 @@ static void test_kill_and_resume(void) {
          took);
 }
 
+/* ---- the data-parallel ring follows dp_ring -------------------------------------------------- */
+
+enum { RING_R = 4 };
+static const int s_ring[RING_R] = {0, 2, 1, 3};
+
+static int s_process_ring(parallel_comm *world, void *arg) {
+  parallel_tasklet_config c = *(const parallel_tasklet_config *)arg;
+  int w = parallel_comm_rank(world);
+  c.stage = 0, c.replica = w;
+  c.dp_ring = s_ring;
+  parallel_tasklet_result res;
+  int rc = parallel_tasklet_run(&c, world, &res);
+  char path[700];
+  snprintf(path, sizeof path, "%s/ring-%d.txt", s_tmp, w);
+  FILE *f = fopen(path, "w");
+  if (!f) return WT_EIO;
+  fprintf(f, "%a\n", res.last_loss);
+  for (int peer = 0; peer < RING_R; peer++)
+    fprintf(f, "%llu\n", (unsigned long long)parallel_zmq_link_stats_get(world, peer).bytes_sent);
+  fclose(f);
+  return rc;
+}
+
+static void test_ring_order(void) {
+  parallel_tasklet_config c = s_config();
+  c.stages = 1, c.replicas = RING_R;
+  parallel_zmq_config z = parallel_zmq_config_default();
+  z.timeout_s = 20;
+  int rcs[RING_R];
+  WT_TEST_REQUIRE(parallel_zmq_fork_run(RING_R, &z, s_process_ring, &c, rcs) == WT_OK,
+                  "the ring run failed");
+  trainer_config tc = c.train;
+  tc.micro_batches = RING_R * tc.micro_batches;
+  trainer *t = trainer_new(&tc, s_data);
+  WT_TEST_REQUIRE(t, "%s", wt_last_error());
+  trainer_step_info info;
+  for (int i = 0; i < STEPS; i++) WT_TEST_REQUIRE(trainer_step(t, &info) == WT_OK, "step");
+  trainer_destroy(&t);
+  for (int pos = 0; pos < RING_R; pos++) {
+    int w = s_ring[pos], next = s_ring[(pos + 1) % RING_R];
+    char path[700];
+    snprintf(path, sizeof path, "%s/ring-%d.txt", s_tmp, w);
+    FILE *f = fopen(path, "r");
+    WT_TEST_REQUIRE(f, "process %d wrote no counters", w);
+    float loss = NAN;
+    unsigned long long sent[RING_R] = {0};
+    int ok = fscanf(f, "%a", &loss) == 1;
+    for (int p = 0; p < RING_R; p++) ok = ok && fscanf(f, "%llu", &sent[p]) == 1;
+    fclose(f);
+    WT_TEST_REQUIRE(ok, "process %d: unreadable counters", w);
+    WT_TEST_CLOSE(loss, info.loss, 0, 1e-5, "ring-ordered processes vs one process");
+    for (int p = 0; p < RING_R; p++)
+      if (p != w && p != next)
+        WT_TEST_ASSERT(sent[next] > 10 * sent[p],
+                       "process %d sent %llu bytes to its ring successor %d but %llu to %d", w,
+                       sent[next], next, sent[p], p);
+  }
+}
+
 int main(void) {
   wt_test_tmpdir(s_tmp, sizeof s_tmp);
   data_synth_config sc = data_synth_default();
@@ -141,6 +203,7 @@ int main(void) {
   WT_TEST_REQUIRE(s_data, "%s", wt_last_error());
   test_equivalence();
   test_kill_and_resume();
+  test_ring_order();
   data_set_destroy(&s_data);
   if (!wt_test_failures) {
     char rm[700];

@@ -249,6 +249,17 @@ static int s_wan_save(const s_wan *w, const char *dir) {
 }
 
 /* The emulated links from world rank `rank` to every rank. */
+/* Each stage's data-parallel ring on the emulated network (rings[s·R + i]: the replica at ring
+ * position i of stage s): netsim's choice for a stage's share of the gradient bytes. The
+ * launcher hands the same rings to netsim and every worker to its tasklet, so the ring that runs
+ * is the ring that is simulated. */
+static void s_wan_rings(const s_wan *w, const gpt_config *model, int *rings) {
+  int S = w->plan->d_pp, R = w->plan->d_dp;
+  double grad_bytes = 4.0 * (double)gpt_config_num_params(model) / S;
+  const assign_network *net = netsim_scenario_network(w->sc);
+  for (int s = 0; s < S; s++) netsim_ring_order(net, w->plan, s, grad_bytes, rings + (size_t)s * R);
+}
+
 static void s_wan_links(const s_wan *w, int rank, int world, double *lat, double *bw) {
   const assign_network *net = netsim_scenario_network(w->sc);
   int me = w->plan->device[rank];
@@ -289,7 +300,10 @@ static void s_worker_step(void *arg, const parallel_tasklet_step *st) {
   if (s_worker_rank == s_worker_die_rank && st->info.step == s_worker_die_step) _exit(3);
 }
 
-static int s_worker_comm(const launch_args *a, int rank, const char *dir, parallel_comm **out) {
+/* This worker's communicator; with a scenario also its links' shaping and, in ring (R entries),
+ * its stage's data-parallel ring (ring[0] = -1 without a scenario). */
+static int s_worker_comm(const launch_args *a, const gpt_config *model, int rank, const char *dir,
+                         parallel_comm **out, int *ring) {
   int world = a->stages * a->replicas;
   static char eps_buf[S_MAX_RANKS][1100], pubs_buf[S_MAX_RANKS][41];
   const char *eps[S_MAX_RANKS], *pubs[S_MAX_RANKS];
@@ -326,7 +340,11 @@ static int s_worker_comm(const launch_args *a, int rank, const char *dir, parall
   snprintf(placed.assignment, sizeof placed.assignment, "%.1000s/assignment.json", dir);
   snprintf(placed.solver, sizeof placed.solver, "none");
   WT_CHECK(s_wan_open(a->scenario[0] ? &placed : a, &wan));
+  ring[0] = -1;
   if (wan.sc) {
+    int rings[S_MAX_RANKS];
+    s_wan_rings(&wan, model, rings);
+    memcpy(ring, rings + (size_t)(rank / a->replicas) * a->replicas, sizeof(int) * a->replicas);
     s_wan_links(&wan, rank, world, lat, bw);
     z.latency_s = lat;
     z.bandwidth_Bps = bw;
@@ -366,7 +384,10 @@ int cmd_launch_worker(int argc, char **argv) {
   s_worker w = {status, NULL};
   data_set *d = data_set_open(a.data, a.cache_dir, a.data_sha256);
   parallel_comm *world = NULL;
-  int rc = d ? s_worker_comm(&a, rank, dir, &world) : WT_EINVAL;
+  parallel_tasklet_config c;
+  int ring[S_MAX_RANKS];
+  if (d) s_tasklet_config(&a, d, &c);
+  int rc = d ? s_worker_comm(&a, &c.train.model, rank, dir, &world, ring) : WT_EINVAL;
   parallel_tasklet_result res;
   memset(&res, 0, sizeof res);
   if (rc == WT_OK) {
@@ -375,8 +396,7 @@ int cmd_launch_worker(int argc, char **argv) {
       parallel_zmq_msg_context ctx = {.kind = PARALLEL_ZMQ_KIND_DATA, .step = 1};
       parallel_zmq_set_context(world, &ctx);
     }
-    parallel_tasklet_config c;
-    s_tasklet_config(&a, d, &c);
+    if (ring[0] >= 0) c.dp_ring = ring;
     c.stage = rank / a.replicas;
     c.replica = rank % a.replicas;
     c.on_step = s_worker_step;
@@ -439,6 +459,7 @@ typedef struct {
   double failed_at;
   s_wan wan;         /* the emulated network, when --scenario is given */
   double tied_bytes; /* the tied embedding's gradient (V x C floats) */
+  int rings[S_MAX_RANKS]; /* with a scenario: each stage's data-parallel ring (s_wan_rings) */
 } s_run;
 
 static volatile sig_atomic_t s_signal = 0;
@@ -708,6 +729,7 @@ static int s_predict(const s_run *r, int model, double *out) {
   cfg.act_bytes = S > 1 ? WT_MAX(act, 0.0) / (R * (S - 1) * m * 2) : 0;
   cfg.grad_bytes = R > 1 && !a->diloco ? bd / (steps * S * 2 * (R - 1)) : 0;
   cfg.dp_algo = ASSIGN_DP_RING;
+  cfg.dp_ring = r->rings;
   cfg.tied_bytes = tied_model;
   const assign_network *net = netsim_scenario_network(r->wan.sc);
   size_t nn = (size_t)net->n * (size_t)net->n;
@@ -859,6 +881,7 @@ int cmd_launch(int argc, char **argv) {
   r.a = &a;
   r.world = world;
   r.tied_bytes = 4.0 * c.train.model.vocab_size * c.train.model.channels;
+  if (r.wan.sc) s_wan_rings(&r.wan, &c.train.model, r.rings);
   r.printed = -1;
   r.failed_rank = -1;
   if (a.json_log[0] && !(r.log = fopen(a.json_log, "a"))) {
