@@ -248,6 +248,50 @@ void assign_refine_commit_swap(assign_refine *r, int x, int y) {
   r->t_x = r->t_y = -1;
 }
 
+/* The device at stage s of column c once stages s1..s2 of that column are reversed. */
+static int s_rev_at(const assign_refine *r, int s, int c, int s1, int s2) {
+  return r->dev[((s >= s1 && s <= s2) ? s1 + s2 - s : s) * r->K + c];
+}
+
+double assign_refine_try_reverse(assign_refine *r, int c, int s1, int s2) {
+  int K = r->K, P = r->P;
+  (*r->evals)++;
+  double dp = 0, rows = 0, path = r->path, hops = r->hops;
+  for (int s = 0; s < P; s++) {
+    double v = r->rowdp[s];
+    int out = r->dev[s * K + c], in = s_rev_at(r, s, c, s1, s2);
+    if (in != out) v = s_row_swapped(r, s, out, in, r->t_sum);
+    dp = assign_dmax(dp, v);
+    rows += v;
+  }
+  for (int s = WT_MAX(0, s1 - 1); s <= WT_MIN(P - 2, s2); s++) {
+    double nh = s_ppc(r, s_rev_at(r, s, c, s1, s2), s_rev_at(r, s + 1, c, s1, s2)), m = nh;
+    for (int j = 0; j < K; j++)
+      if (j != c) m = assign_dmax(m, r->hop[s * K + j]);
+    path += m - r->cutmax[s];
+    hops += nh - r->hop[s * K + c];
+  }
+  r->t_x = r->t_y = -1;
+  r->t_cost = s_total(r, dp, path);
+  r->t_tie = rows + hops;
+  return r->t_cost;
+}
+
+void assign_refine_commit_reverse(assign_refine *r, int c, int s1, int s2) {
+  int K = r->K, P = r->P;
+  for (int a = s1, b = s2; a < b; a++, b--) {
+    int x = r->dev[a * K + c], y = r->dev[b * K + c];
+    r->dev[a * K + c] = y;
+    r->dev[b * K + c] = x;
+    r->pos[y] = a * K + c;
+    r->pos[x] = b * K + c;
+  }
+  for (int s = s1; s <= s2; s++) s_eval_row(r, s);
+  for (int s = WT_MAX(0, s1 - 1); s <= WT_MIN(P - 2, s2); s++) s_eval_cut(r, s);
+  s_totals(r);
+  r->t_x = r->t_y = -1;
+}
+
 /* ---- the search ---------------------------------------------------------------------------- */
 
 /* The best improving swap of x with a candidate near one of `anchors`; 1 if one was committed. */
@@ -277,6 +321,23 @@ static int s_improve_device(assign_refine *r, int x) {
   return s_improve_place(r, x, anchors, na);
 }
 
+/* The best improving reversal of column c that moves the hop at cut s elsewhere: stages s+1..s2
+ * or s1..s reversed; 1 if one was committed. Each hop of a pipeline keeps its length but lands on
+ * another cut, so a slow hop can go where that cut's slowest hop is slower anyway. */
+static int s_improve_reverse(assign_refine *r, int s, int c) {
+  double bc = r->cost, bt = r->tie;
+  int b1 = -1, b2 = -1;
+  for (int e = 0; e < r->P; e++) {
+    int s1 = e > s ? s + 1 : e, s2 = e > s ? e : s;
+    if (s2 - s1 < 1) continue;
+    double cost = assign_refine_try_reverse(r, c, s1, s2);
+    if (assign_search_cmp(cost, r->t_tie, bc, bt) < 0) bc = cost, bt = r->t_tie, b1 = s1, b2 = s2;
+  }
+  if (b1 < 0) return 0;
+  assign_refine_commit_reverse(r, c, b1, b2);
+  return 1;
+}
+
 /* One sweep: both ends of every cut's slowest hop, and the worst member of the DATAP-max row.
  * Returns how many moves were committed. */
 static int s_sweep(assign_refine *r, const assign_tracker *t) {
@@ -287,6 +348,7 @@ static int s_sweep(assign_refine *r, const assign_tracker *t) {
       if (r->hop[s * K + c] > r->hop[s * K + at]) at = c;
     moved += s_improve_device(r, r->dev[s * K + at]);
     moved += s_improve_device(r, r->dev[(s + 1) * K + at]);
+    moved += s_improve_reverse(r, s, at);
   }
   int worst_row = 0;
   for (int s = 1; s < P; s++)

@@ -3,7 +3,8 @@
  * 1. Incremental pricing: on random jittered worlds (sharded PS and ring DATAP, with and without
  *    the compute term), every tentative swap's cost and tie equal a full evaluation of the swapped
  *    layout to 1e-9 relative, the cost also equals assign_plan_cost of that layout (the public,
- *    independent evaluator), and the state after a run of committed swaps equals a fresh load.
+ *    independent evaluator), the same for reversals of a column's stage segment, and the state
+ *    after a run of committed moves equals a fresh load.
  * 2. On a 256-device jittered world with shuffled ids (16 regions of 16, built here, seeded),
  *    default-settings ga must be strictly better than greedy.
  */
@@ -80,7 +81,7 @@ static int s_close(double a, double b) {
   return fabs(a - b) <= 1e-9 * assign_dmax(fabs(a), fabs(b));
 }
 
-/* Tentative swaps against a full evaluation, then committed swaps against a fresh load. */
+/* Tentative moves against a full evaluation, then committed moves against a fresh load. */
 static void s_check_incremental(s_world *w, uint64_t seed) {
   assign_model m;
   assign_model_init(&m, &w->prob);
@@ -115,6 +116,24 @@ static void s_check_incremental(s_world *w, uint64_t seed) {
                    tie, full.tie);
     worst = assign_dmax(worst, fabs(c - ref) / ref);
     if (wt_rng_below(&rng, 2)) assign_refine_commit_swap(&r, x, y);
+  }
+  for (int it = 0; it < 200 && m.P > 1; it++) { /* segment reversals of one column */
+    int c = (int)wt_rng_below(&rng, (uint64_t)m.K), s1 = (int)wt_rng_below(&rng, (uint64_t)m.P - 1);
+    int s2 = s1 + 1 + (int)wt_rng_below(&rng, (uint64_t)(m.P - 1 - s1));
+    double cost = assign_refine_try_reverse(&r, c, s1, s2), tie = r.t_tie;
+    memcpy(plan->device, r.dev, (size_t)n * sizeof(int));
+    for (int a = s1, b = s2; a < b; a++, b--) {
+      plan->device[a * m.K + c] = r.dev[b * m.K + c];
+      plan->device[b * m.K + c] = r.dev[a * m.K + c];
+    }
+    assign_refine_load(&full, plan->device);
+    double ref = assign_plan_cost(&w->prob, plan).comm_s;
+    WT_TEST_ASSERT(s_close(cost, full.cost) && s_close(cost, ref) && s_close(tie, full.tie),
+                   "reverse column %d stages %d..%d: incremental %.12g / %.12g, full %.12g / "
+                   "%.12g, assign_plan_cost %.12g",
+                   c, s1, s2, cost, tie, full.cost, full.tie, ref);
+    worst = assign_dmax(worst, fabs(cost - ref) / ref);
+    if (wt_rng_below(&rng, 2)) assign_refine_commit_reverse(&r, c, s1, s2);
   }
   assign_refine_load(&full, r.dev);
   WT_TEST_ASSERT(s_close(r.cost, full.cost) && s_close(r.tie, full.tie),
