@@ -209,8 +209,9 @@ double assign_refine_try_swap(assign_refine *r, int x, int y);
 void assign_refine_commit_swap(assign_refine *r, int x, int y);
 /* Cost of the layout after stages s1..s2 (s1 < s2) of column c are reversed (hops keep their
  * lengths and move between cuts; the rows in between each trade one member); tie in r->t_tie.
- * O((s2 − s1 + 2)·K + P·K). */
-double assign_refine_try_reverse(assign_refine *r, int c, int s1, int s2);
+ * O((s2 − s1 + 2)·K + P). Returns +inf (tie +inf) without pricing the rows when the new path
+ * alone already puts the cost above `bound`. */
+double assign_refine_try_reverse(assign_refine *r, int c, int s1, int s2, double bound);
 void assign_refine_commit_reverse(assign_refine *r, int c, int s1, int s2);
 /* Iterated local search from the loaded layout until the tracker's budget is spent, but for at
  * least min_evals moves; leaves the best layout found loaded and offers improvements to t. */

@@ -166,7 +166,8 @@ assign_cost assign_model_rematch(assign_model *m, int *rows) {
   for (int s = 0; s < P; s++) dp = assign_dmax(dp, assign_model_group_dp(m, rows + s * K));
   for (int s = 0; s + 1 < P; s++) {
     double hop = 0;
-    for (int r = 0; r < K; r++) hop = assign_dmax(hop, m->ppc[rows[s * K + r] * n + rows[(s + 1) * K + r]]);
+    for (int r = 0; r < K; r++)
+      hop = assign_dmax(hop, m->ppc[rows[s * K + r] * n + rows[(s + 1) * K + r]]);
     path += hop;
   }
   return s_finish(m, dp, path);

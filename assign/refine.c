@@ -253,17 +253,12 @@ static int s_rev_at(const assign_refine *r, int s, int c, int s1, int s2) {
   return r->dev[((s >= s1 && s <= s2) ? s1 + s2 - s : s) * r->K + c];
 }
 
-double assign_refine_try_reverse(assign_refine *r, int c, int s1, int s2) {
+double assign_refine_try_reverse(assign_refine *r, int c, int s1, int s2, double bound) {
   int K = r->K, P = r->P;
   (*r->evals)++;
   double dp = 0, rows = 0, path = r->path, hops = r->hops;
-  for (int s = 0; s < P; s++) {
-    double v = r->rowdp[s];
-    int out = r->dev[s * K + c], in = s_rev_at(r, s, c, s1, s2);
-    if (in != out) v = s_row_swapped(r, s, out, in, r->t_sum);
-    dp = assign_dmax(dp, v);
-    rows += v;
-  }
+  /* the hops first: they live in one small table, while the rows' DATAP reads scattered pair
+   * costs, so a reversal that lengthens the path is rejected before touching them */
   for (int s = WT_MAX(0, s1 - 1); s <= WT_MIN(P - 2, s2); s++) {
     double nh = s_ppc(r, s_rev_at(r, s, c, s1, s2), s_rev_at(r, s + 1, c, s1, s2)), m = nh;
     for (int j = 0; j < K; j++)
@@ -272,6 +267,19 @@ double assign_refine_try_reverse(assign_refine *r, int c, int s1, int s2) {
     hops += nh - r->hop[s * K + c];
   }
   r->t_x = r->t_y = -1;
+  for (int s = 0; s < P; s++)
+    if (s < s1 || s > s2) dp = assign_dmax(dp, r->rowdp[s]);
+  if (s_total(r, dp, path) > bound * (1 + 1e-12)) {
+    r->t_tie = INFINITY;
+    return r->t_cost = INFINITY;
+  }
+  for (int s = 0; s < P; s++) {
+    double v = r->rowdp[s];
+    int out = r->dev[s * K + c], in = s_rev_at(r, s, c, s1, s2);
+    if (in != out) v = s_row_swapped(r, s, out, in, r->t_sum);
+    dp = assign_dmax(dp, v);
+    rows += v;
+  }
   r->t_cost = s_total(r, dp, path);
   r->t_tie = rows + hops;
   return r->t_cost;
@@ -330,7 +338,7 @@ static int s_improve_reverse(assign_refine *r, int s, int c) {
   for (int e = 0; e < r->P; e++) {
     int s1 = e > s ? s + 1 : e, s2 = e > s ? e : s;
     if (s2 - s1 < 1) continue;
-    double cost = assign_refine_try_reverse(r, c, s1, s2);
+    double cost = assign_refine_try_reverse(r, c, s1, s2, bc);
     if (assign_search_cmp(cost, r->t_tie, bc, bt) < 0) bc = cost, bt = r->t_tie, b1 = s1, b2 = s2;
   }
   if (b1 < 0) return 0;

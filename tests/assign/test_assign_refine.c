@@ -110,8 +110,8 @@ static void s_check_incremental(s_world *w, uint64_t seed) {
     assign_refine_load(&full, plan->device);
     double ref = assign_plan_cost(&w->prob, plan).comm_s;
     WT_TEST_ASSERT(s_close(c, full.cost) && s_close(c, ref),
-                   "swap %d<->%d: incremental cost %.12g, full %.12g, assign_plan_cost %.12g", x,
-                   y, c, full.cost, ref);
+                   "swap %d<->%d: incremental cost %.12g, full %.12g, assign_plan_cost %.12g", x, y,
+                   c, full.cost, ref);
     WT_TEST_ASSERT(s_close(tie, full.tie), "swap %d<->%d: incremental tie %.12g, full %.12g", x, y,
                    tie, full.tie);
     worst = assign_dmax(worst, fabs(c - ref) / ref);
@@ -120,7 +120,7 @@ static void s_check_incremental(s_world *w, uint64_t seed) {
   for (int it = 0; it < 200 && m.P > 1; it++) { /* segment reversals of one column */
     int c = (int)wt_rng_below(&rng, (uint64_t)m.K), s1 = (int)wt_rng_below(&rng, (uint64_t)m.P - 1);
     int s2 = s1 + 1 + (int)wt_rng_below(&rng, (uint64_t)(m.P - 1 - s1));
-    double cost = assign_refine_try_reverse(&r, c, s1, s2), tie = r.t_tie;
+    double cost = assign_refine_try_reverse(&r, c, s1, s2, INFINITY), tie = r.t_tie;
     memcpy(plan->device, r.dev, (size_t)n * sizeof(int));
     for (int a = s1, b = s2; a < b; a++, b--) {
       plan->device[a * m.K + c] = r.dev[b * m.K + c];
@@ -140,8 +140,8 @@ static void s_check_incremental(s_world *w, uint64_t seed) {
                  "after commits: state %.12g / %.12g, fresh load %.12g / %.12g", r.cost, r.tie,
                  full.cost, full.tie);
   printf("incremental vs full (n=%d, %s%s): largest relative difference %.2e\n", n,
-         w->prob.dp_algo == ASSIGN_DP_RING ? "ring" : "PS", w->prob.compute_s > 0 ? ", compute" : "",
-         worst);
+         w->prob.dp_algo == ASSIGN_DP_RING ? "ring" : "PS",
+         w->prob.compute_s > 0 ? ", compute" : "", worst);
   assign_plan_destroy(&plan);
   free(layout);
   assign_refine_free(&r);
