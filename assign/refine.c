@@ -166,7 +166,7 @@ static double s_row_swapped(assign_refine *r, int s, int out, int in, double *ts
 /* The cuts whose hops the swap of places px and py changes (sorted, unique); returns how many. */
 static int s_cuts(const assign_refine *r, int px, int py, int *cuts) {
   int K = r->K, P = r->P, cnt = 0;
-  int cand[4] = {px / K - 1, px / K, py / K - 1, py / K};
+  const int cand[4] = {px / K - 1, px / K, py / K - 1, py / K};
   for (int i = 0; i < 4; i++) {
     int s = cand[i], dup = 0;
     if (s < 0 || s + 1 >= P) continue;
