@@ -186,6 +186,8 @@ typedef struct {
   double *rowdp;  /* P */
   double *hop;    /* (P-1)*K: ppc between dev[s*K+c] and dev[(s+1)*K+c] */
   double *cutmax; /* P-1: each cut's slowest hop */
+  int *cutarg;    /* P-1: its column */
+  double *cut2;   /* P-1: the slowest hop of the other columns */
   double dp, path, hops, cost, tie; /* hops = Σ all hops; tie = Σ rows' DATAP + hops */
   int L;          /* nearest neighbours per device (by ppc) */
   int *knn;       /* n*L */
@@ -209,8 +211,8 @@ double assign_refine_try_swap(assign_refine *r, int x, int y);
 void assign_refine_commit_swap(assign_refine *r, int x, int y);
 /* Cost of the layout after stages s1..s2 (s1 < s2) of column c are reversed (hops keep their
  * lengths and move between cuts; the rows in between each trade one member); tie in r->t_tie.
- * O((s2 − s1 + 2)·K + P). Returns +inf (tie +inf) without pricing the rows when the new path
- * alone already puts the cost above `bound`. */
+ * Returns +inf (tie +inf) without pricing the rows when the new path alone already puts the
+ * cost above `bound`: O(s2 − s1 + P) then, plus O((s2 − s1)·K) for the rows otherwise. */
 double assign_refine_try_reverse(assign_refine *r, int c, int s1, int s2, double bound);
 void assign_refine_commit_reverse(assign_refine *r, int c, int s1, int s2);
 /* Iterated local search from the loaded layout until the tracker's budget is spent, but for at

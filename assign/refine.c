@@ -63,6 +63,8 @@ void assign_refine_init(assign_refine *r, assign_model *m, long *evals) {
   r->rowdp = wt_xcalloc((size_t)P, sizeof(double));
   r->hop = wt_xcalloc((size_t)n, sizeof(double));
   r->cutmax = wt_xcalloc((size_t)P, sizeof(double));
+  r->cut2 = wt_xcalloc((size_t)P, sizeof(double));
+  r->cutarg = wt_xcalloc((size_t)P, sizeof(int));
   r->t_sum = wt_xmalloc((size_t)2 * K * sizeof(double));
   r->t_row = wt_xmalloc((size_t)K * sizeof(int));
   r->L = WT_MIN(S_KNN, n - 1);
@@ -71,7 +73,8 @@ void assign_refine_init(assign_refine *r, assign_model *m, long *evals) {
 }
 
 void assign_refine_free(assign_refine *r) {
-  void *bufs[] = {r->dev, r->pos, r->sum, r->rowdp, r->hop, r->cutmax, r->t_sum, r->t_row, r->knn};
+  void *bufs[] = {r->dev,  r->pos,    r->sum,   r->rowdp, r->hop, r->cutmax,
+                  r->cut2, r->cutarg, r->t_sum, r->t_row, r->knn};
   for (size_t i = 0; i < WT_ARRAY_LEN(bufs); i++) free(bufs[i]);
   memset(r, 0, sizeof *r);
 }
@@ -113,14 +116,21 @@ static void s_eval_row(assign_refine *r, int s) {
   r->rowdp[s] = s_ring(r) ? assign_model_group_dp(r->m, row) : worst;
 }
 
+/* Prices cut s's hops, its slowest hop (and column) and the slowest of the other columns. */
 static void s_eval_cut(assign_refine *r, int s) {
-  int K = r->K;
-  double mx = 0;
+  int K = r->K, arg = 0;
+  double mx = 0, second = 0;
   for (int c = 0; c < K; c++) {
-    r->hop[s * K + c] = s_ppc(r, r->dev[s * K + c], r->dev[(s + 1) * K + c]);
-    mx = assign_dmax(mx, r->hop[s * K + c]);
+    double h = s_ppc(r, r->dev[s * K + c], r->dev[(s + 1) * K + c]);
+    r->hop[s * K + c] = h;
+    if (h > mx)
+      second = mx, mx = h, arg = c;
+    else
+      second = assign_dmax(second, h);
   }
   r->cutmax[s] = mx;
+  r->cutarg[s] = arg;
+  r->cut2[s] = second;
 }
 
 void assign_refine_load(assign_refine *r, const int *layout) {
@@ -260,10 +270,9 @@ double assign_refine_try_reverse(assign_refine *r, int c, int s1, int s2, double
   /* the hops first: they live in one small table, while the rows' DATAP reads scattered pair
    * costs, so a reversal that lengthens the path is rejected before touching them */
   for (int s = WT_MAX(0, s1 - 1); s <= WT_MIN(P - 2, s2); s++) {
-    double nh = s_ppc(r, s_rev_at(r, s, c, s1, s2), s_rev_at(r, s + 1, c, s1, s2)), m = nh;
-    for (int j = 0; j < K; j++)
-      if (j != c) m = assign_dmax(m, r->hop[s * K + j]);
-    path += m - r->cutmax[s];
+    double nh = s_ppc(r, s_rev_at(r, s, c, s1, s2), s_rev_at(r, s + 1, c, s1, s2));
+    double others = r->cutarg[s] == c ? r->cut2[s] : r->cutmax[s];
+    path += assign_dmax(nh, others) - r->cutmax[s];
     hops += nh - r->hop[s * K + c];
   }
   r->t_x = r->t_y = -1;
