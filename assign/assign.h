@@ -119,8 +119,11 @@ typedef enum {
   ASSIGN_SOLVER_MEGATRON,   /* rank order as Megatron-LM groups ranks; fixed, not optimised */
   ASSIGN_SOLVER_DEEPSPEED,  /* the transposed rank order (pipelines on consecutive ranks) */
   ASSIGN_SOLVER_GREEDY,     /* constructive: grow groups, or pipelines, from the hardest device */
-  ASSIGN_SOLVER_GA,         /* the paper's hybrid: genetic algorithm + cyclic local search; on
-                               n <= 12 devices every partition instead (as exact: the optimum) */
+  ASSIGN_SOLVER_GA,         /* the paper's hybrid: genetic algorithm + cyclic local search, then
+                               a local search on the laid-out plan; on n <= 12 devices every
+                               partition instead (as exact: the optimum); on large instances
+                               (more than 4096 possible swaps) greedy's plan refined by that
+                               layout search, without the genetic part */
   ASSIGN_SOLVER_EXACT,      /* exhaustive with symmetry breaking; n <= 12 only */
   ASSIGN_SOLVER_COUNT
 } assign_solver;
@@ -137,8 +140,10 @@ int assign_solver_parse(const char *name, assign_solver *out);
  * run may pass them by one step (at most 33 evaluations) plus the final ordering of the plan;
  * under a time limit, random and ga also skip a new partition or generation that the previous
  * one's duration says would not finish in time (one costs seconds at 4096 devices), and greedy's
- * construction always runs to the end. Only max_evals makes a run reproducible whatever the
- * machine's speed. */
+ * construction always runs to the end; ga's final layout refinement runs at least 20·n move
+ * evaluations (O(D_DP + D_PP) to O(D_PP·D_DP) each) even past the budget, so that a
+ * construction that used up the budget is still refined. Only max_evals makes a run
+ * reproducible whatever the machine's speed. */
 typedef struct {
   double max_seconds;
   long max_evals;

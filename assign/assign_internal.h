@@ -69,6 +69,10 @@ typedef enum {
  * columns matched). */
 assign_cost assign_model_partition_cost(assign_model *m, int *rows, assign_order_mode mode);
 
+/* Re-matches the columns of rows[P*K] along the row order as given (P−1 bottleneck matchings,
+ * the best columns for that order) and returns the plan's cost. */
+assign_cost assign_model_rematch(assign_model *m, int *rows);
+
 /* 2-opt on an open path in place; returns its length. */
 double assign_tsp_improve(int m, const double *w, int *order);
 
@@ -168,5 +172,51 @@ void assign_cluster_descent(const assign_model *m, int *label, wt_rng *rng, long
 /* One cyclic local search (chains of swaps, best prefix kept) on the search's current
  * partition; returns 1 if it improved. */
 int assign_local_search(assign_search *s, assign_tracker *t, wt_rng *rng, int max_rounds);
+
+/* ---- layout refinement (refine.c) ------------------------------------------------------------
+ * A local search on a laid-out plan (dev[s*K + c] runs stage s of pipeline c, rows in pipeline
+ * order): order and matchings are held, so a swap of two devices re-prices at most two rows and
+ * the hops of two columns at four cuts, O(K + P) whatever n is. */
+typedef struct {
+  assign_model *m;
+  int n, P, K;
+  int *dev;       /* n: the layout */
+  int *pos;       /* n: place (s*K + c) of each device */
+  double *sum;    /* n: PS: the device's DATAP sum within its row */
+  double *rowdp;  /* P */
+  double *hop;    /* (P-1)*K: ppc between dev[s*K+c] and dev[(s+1)*K+c] */
+  double *cutmax; /* P-1: each cut's slowest hop */
+  int *cutarg;    /* P-1: its column */
+  double *cut2;   /* P-1: the slowest hop of the other columns */
+  double dp, path, hops, cost, tie; /* hops = Σ all hops; tie = Σ rows' DATAP + hops */
+  int L;          /* nearest neighbours per device (by ppc) */
+  int *knn;       /* n*L */
+  long *evals;    /* counter the moves add to (the search's) */
+  /* the last tentative swap */
+  int t_x, t_y;
+  double t_dpx, t_dpy, t_cost, t_tie;
+  double *t_sum; /* 2K: new DATAP sums of x's row, then y's row */
+  int *t_row;    /* K: ring DATAP work row */
+} assign_refine;
+
+/* Precomputes the nearest-neighbour lists (O(n²) reads of ppc); evals is the counter to add to. */
+void assign_refine_init(assign_refine *r, assign_model *m, long *evals);
+void assign_refine_free(assign_refine *r);
+/* Loads a layout (n entries, rows in pipeline order) and prices it fully. */
+void assign_refine_load(assign_refine *r, const int *layout);
+/* Cost of the layout after x and y trade places (any two devices), without changing the state;
+ * the tie goes to r->t_tie. */
+double assign_refine_try_swap(assign_refine *r, int x, int y);
+/* Trades the places of x and y. */
+void assign_refine_commit_swap(assign_refine *r, int x, int y);
+/* Cost of the layout after stages s1..s2 (s1 < s2) of column c are reversed (hops keep their
+ * lengths and move between cuts; the rows in between each trade one member); tie in r->t_tie.
+ * Returns +inf (tie +inf) without pricing the rows when the new path alone already puts the
+ * cost above `bound`: O(s2 − s1 + P) then, plus O((s2 − s1)·K) for the rows otherwise. */
+double assign_refine_try_reverse(assign_refine *r, int c, int s1, int s2, double bound);
+void assign_refine_commit_reverse(assign_refine *r, int c, int s1, int s2);
+/* Iterated local search from the loaded layout until the tracker's budget is spent, but for at
+ * least min_evals moves; leaves the best layout found loaded and offers improvements to t. */
+void assign_refine_run(assign_refine *r, assign_tracker *t, wt_rng *rng, long min_evals);
 
 #endif

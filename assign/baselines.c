@@ -72,31 +72,57 @@ static int s_farthest(const assign_model *m, const double *far, const int *label
   return best;
 }
 
-/* Grows group r from its seed: each step adds the unplaced device whose arrival leaves the
- * smallest largest per-member sum (the group's DATAP under the sharded PS model). Candidates are
- * scored member by member along each member's row of costs (symmetric), so the O(n·K) work of a
- * step streams through memory; own[d] (d's sum to the members) only grows and is kept. */
+/* Candidates for a group: all unplaced devices while there are few, else the S_POOL(K) unplaced
+ * devices nearest its seed (by DP pair cost). A group of K grows from its seed's surroundings,
+ * so scoring every unplaced device at every step (O(n·K) each, O(n²·K) in all: 6 s at 10,000
+ * devices) mostly scores devices that cannot win; the pool makes a group O(n + K²·pool). */
+#define S_POOL(K) WT_MAX(256, 4 * (K))
+
+static int s_cmp_key(const void *a, const void *b) {
+  const double *x = a, *y = b;
+  return x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : (x[1] < y[1] ? -1 : x[1] > y[1]);
+}
+
+/* Fills cand with the candidates of a group seeded at `seed`; returns how many. */
+static int s_pool(const assign_model *m, int seed, const int *label, int *cand, double *key) {
+  int n = m->n, cnt = 0, pool = S_POOL(m->K);
+  const double *row = m->dpc + (size_t)seed * n;
+  for (int d = 0; d < n; d++)
+    if (label[d] < 0) key[2 * cnt] = row[d], key[2 * cnt + 1] = d, cnt++;
+  if (cnt > pool) { /* sorted by (cost, id): the pool does not depend on ties' order */
+    qsort(key, (size_t)cnt, 2 * sizeof(double), s_cmp_key);
+    cnt = pool;
+  }
+  for (int i = 0; i < cnt; i++) cand[i] = (int)key[2 * i + 1];
+  return cnt;
+}
+
+/* Grows group r from its seed: each step adds the candidate whose arrival leaves the smallest
+ * largest per-member sum (the group's DATAP under the sharded PS model). Candidates are scored
+ * member by member along each member's row of costs (symmetric); own[i] (candidate i's sum to
+ * the members) only grows and is kept. */
 static void s_grow(const assign_model *m, int r, int *label, int *members, double *sum, double *far,
-                   double *own, double *worst) {
-  int n = m->n, K = m->K;
-  for (int d = 0; d < n; d++) own[d] = m->dpc[(size_t)members[0] * n + d];
+                   double *own, double *worst, int *cand, double *key) {
+  int n = m->n, K = m->K, nc = s_pool(m, members[0], label, cand, key);
+  for (int i = 0; i < nc; i++) own[i] = m->dpc[(size_t)members[0] * n + cand[i]];
   for (int size = 1; size < K; size++) {
-    for (int d = 0; d < n; d++) worst[d] = own[d];
-    for (int i = 0; i < size; i++) {
-      const double *row = m->dpc + (size_t)members[i] * n;
-      for (int d = 0; d < n; d++) worst[d] = assign_dmax(worst[d], sum[i] + row[d]);
+    for (int i = 0; i < nc; i++) worst[i] = own[i];
+    for (int j = 0; j < size; j++) {
+      const double *row = m->dpc + (size_t)members[j] * n;
+      for (int i = 0; i < nc; i++) worst[i] = assign_dmax(worst[i], sum[j] + row[cand[i]]);
     }
     int pick = -1;
     double pick_cost = INFINITY;
-    for (int d = 0; d < n; d++)
-      if (label[d] < 0 && worst[d] < pick_cost) pick_cost = worst[d], pick = d;
-    const double *prow = m->dpc + (size_t)pick * n;
-    for (int i = 0; i < size; i++) sum[i] += prow[members[i]];
+    for (int i = 0; i < nc; i++)
+      if (label[cand[i]] < 0 && worst[i] < pick_cost) pick_cost = worst[i], pick = i;
+    int d = cand[pick];
+    const double *prow = m->dpc + (size_t)d * n;
+    for (int j = 0; j < size; j++) sum[j] += prow[members[j]];
     sum[size] = own[pick];
-    members[size] = pick;
-    label[pick] = r;
-    s_far_place(m, m->dpc, far, pick);
-    for (int d = 0; d < n; d++) own[d] += prow[d];
+    members[size] = d;
+    label[d] = r;
+    s_far_place(m, m->dpc, far, d);
+    for (int i = 0; i < nc; i++) own[i] += prow[cand[i]];
   }
 }
 
@@ -106,19 +132,23 @@ static void s_greedy_groups(const assign_model *m, int *labels) {
   double *far = s_far_new(m, m->dpc);
   double *own = wt_xmalloc((size_t)m->n * sizeof(double)),
          *worst = wt_xmalloc((size_t)m->n * sizeof(double));
+  int *cand = wt_xmalloc((size_t)m->n * sizeof(int));
+  double *key = wt_xmalloc((size_t)m->n * 2 * sizeof(double));
   for (int d = 0; d < m->n; d++) labels[d] = -1;
   for (int r = 0; r < m->P; r++) {
     members[0] = s_farthest(m, far, labels);
     labels[members[0]] = r;
     s_far_place(m, m->dpc, far, members[0]);
     sum[0] = 0;
-    s_grow(m, r, labels, members, sum, far, own, worst);
+    s_grow(m, r, labels, members, sum, far, own, worst, cand, key);
   }
   free(members);
   free(sum);
   free(far);
   free(own);
   free(worst);
+  free(cand);
+  free(key);
 }
 
 /* Pipelines as nearest-neighbour chains; a device's group is its position in its chain. */

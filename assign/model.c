@@ -156,6 +156,23 @@ assign_cost assign_model_partition_cost(assign_model *m, int *rows, assign_order
   return s_finish(m, dp, path);
 }
 
+assign_cost assign_model_rematch(assign_model *m, int *rows) {
+  int P = m->P, K = m->K, n = m->n;
+  int *order = wt_xmalloc((size_t)P * sizeof(int));
+  for (int i = 0; i < P; i++) order[i] = i;
+  s_layout(m, rows, order);
+  free(order);
+  double dp = 0, path = 0;
+  for (int s = 0; s < P; s++) dp = assign_dmax(dp, assign_model_group_dp(m, rows + s * K));
+  for (int s = 0; s + 1 < P; s++) {
+    double hop = 0;
+    for (int r = 0; r < K; r++)
+      hop = assign_dmax(hop, m->ppc[rows[s * K + r] * n + rows[(s + 1) * K + r]]);
+    path += hop;
+  }
+  return s_finish(m, dp, path);
+}
+
 assign_cost assign_plan_optimize_order(const assign_problem *p, assign_plan *plan) {
   if (assign_plan_validate(p, plan) != WT_OK) return s_invalid();
   assign_model m;

@@ -36,6 +36,18 @@ static int s_run(assign_search *s, assign_solver kind, assign_tracker *t, wt_rng
     /* Every partition of a small instance costs less than one genetic generation of a large one:
      * enumerate them and the answer is the optimum, whatever the budget. */
     if (n <= ASSIGN_GA_EXACT_MAX) return assign_solve_exact(s, t, labels);
+    /* Large instances (no all-pairs matching chain): the genetic search did not improve on its
+     * greedy individual from 256 devices up, even in 10 s; its budget goes to refining the
+     * layout (s_refine) instead, from greedy's partition or a clustered random one. */
+    if (!s->alike_on) {
+      if (b && b->ga_random_only) {
+        for (int d = 0; d < n; d++) labels[d] = d / s->K;
+        wt_rng_shuffle_int(rng, labels, n);
+        assign_cluster_descent(s->m, labels, rng, 32L * n, &s->evals);
+        return WT_OK;
+      }
+      return assign_solve_greedy(s, t, rng, labels);
+    }
     /* big instances: a smaller population leaves evaluations for the search itself */
     int q = b && b->population > 0 ? b->population
                                    : WT_MAX(4, WT_MIN(WT_MIN(50, WT_MAX(10, n / 2)), 20000 / n));
@@ -68,6 +80,37 @@ static int s_check(const assign_problem *p, assign_solver kind) {
   return WT_OK;
 }
 
+/* Layout refinement after ga (refine.c) for the rest of the budget, but at least this many moves
+ * per device, so that a construction which used up the budget still gets refined. */
+#define S_REFINE_MIN_EVALS_PER_DEVICE 20
+
+/* Refines the laid-out plan; keeps the result, re-matched along its order (and re-ordered where
+ * that is exact), when it is better. */
+static void s_refine(assign_model *m, assign_tracker *t, wt_rng *rng, long *evals,
+                     assign_plan *plan, assign_cost *c) {
+  int n = m->n;
+  assign_refine r;
+  assign_refine_init(&r, m, evals);
+  assign_refine_load(&r, plan->device);
+  assign_refine_run(&r, t, rng, (long)S_REFINE_MIN_EVALS_PER_DEVICE * n);
+  int *rows = wt_xmalloc((size_t)n * sizeof(int));
+  memcpy(rows, r.dev, (size_t)n * sizeof(int));
+  assign_cost rc = assign_model_rematch(m, rows);
+  if (m->P <= ASSIGN_EXACT_TSP_MAX) {
+    int *ord = wt_xmalloc((size_t)n * sizeof(int));
+    memcpy(ord, r.dev, (size_t)n * sizeof(int));
+    assign_cost oc = assign_model_partition_cost(m, ord, ASSIGN_ORDER_EXACT);
+    if (oc.comm_s < rc.comm_s) rc = oc, memcpy(rows, ord, (size_t)n * sizeof(int));
+    free(ord);
+  }
+  if (rc.comm_s < c->comm_s) {
+    memcpy(plan->device, rows, (size_t)n * sizeof(int));
+    *c = rc;
+  }
+  free(rows);
+  assign_refine_free(&r);
+}
+
 /* Runs a search solver and lays its best partition out as `plan`. */
 static int s_search_plan(const assign_problem *p, assign_solver kind, const assign_budget *budget,
                          uint64_t seed, assign_plan *plan, assign_stats *st, assign_cost *c) {
@@ -87,6 +130,8 @@ static int s_search_plan(const assign_problem *p, assign_solver kind, const assi
   if (rc == WT_OK) {
     assign_search_load_labels(&s, labels);
     *c = assign_search_to_plan(&s, plan);
+    if (kind == ASSIGN_SOLVER_GA && p->net->n > ASSIGN_GA_EXACT_MAX)
+      s_refine(&m, &t, &rng, &s.evals, plan, c);
     assign_tracker_offer(&t, c->comm_s); /* exact re-ordering may lower the search's cost */
     st->evals = s.evals;
   }
