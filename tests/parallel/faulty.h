@@ -53,6 +53,7 @@ static int s_faulty_recv(void *vctx, int peer, int tag, void *buf, size_t cap, s
   return parallel_comm_recv(f->inner, peer, tag, buf, cap, got);
 }
 
-static const parallel_transport_ops s_faulty_ops = {"faulty", s_faulty_send, s_faulty_recv, NULL};
+static const parallel_transport_ops s_faulty_ops = {
+    .name = "faulty", .send = s_faulty_send, .recv = s_faulty_recv};
 
 #endif
