@@ -262,23 +262,28 @@ static int s_bcast_fn(parallel_comm *c, void *arg) {
   return parallel_broadcast(c, b->bufs[parallel_comm_rank(c)], b->bytes, b->root);
 }
 
+/* Small buffers (one message per tree edge) and one of three and a bit pieces, which every
+ * rank forwards piece by piece. */
 static void test_broadcast(void) {
   for (int world = 1; world <= 8; world++) {
     parallel_inproc_group *g = parallel_inproc_group_new(world);
-    for (int root = 0; root < world; root++) {
-      size_t bytes = 1 + (size_t)root * 37;
-      s_bcast_job b = {root, bytes, wt_xcalloc((size_t)world, sizeof(uint8_t *))};
-      for (int r = 0; r < world; r++) {
-        b.bufs[r] = wt_xmalloc(bytes);
-        for (size_t i = 0; i < bytes; i++) b.bufs[r][i] = (uint8_t)(r * 31 + i);
+    for (int root = 0; root < world; root++)
+      for (int large = 0; large < 2; large++) {
+        size_t bytes =
+            large ? 3 * PARALLEL_RING_PIECE_FLOATS * sizeof(float) + 5 : 1 + (size_t)root * 37;
+        s_bcast_job b = {root, bytes, wt_xcalloc((size_t)world, sizeof(uint8_t *))};
+        for (int r = 0; r < world; r++) {
+          b.bufs[r] = wt_xmalloc(bytes);
+          for (size_t i = 0; i < bytes; i++) b.bufs[r][i] = (uint8_t)(r * 31 + i * 7 + i / 251);
+        }
+        WT_TEST_ASSERT(parallel_inproc_run(g, s_bcast_fn, &b, NULL) == WT_OK, "bcast: %s",
+                       wt_last_error());
+        for (int r = 0; r < world; r++)
+          WT_TEST_ASSERT(!memcmp(b.bufs[r], b.bufs[root], bytes), "world %d root %d rank %d %zu B",
+                         world, root, r, bytes);
+        for (int r = 0; r < world; r++) free(b.bufs[r]);
+        free(b.bufs);
       }
-      WT_TEST_ASSERT(parallel_inproc_run(g, s_bcast_fn, &b, NULL) == WT_OK, "bcast");
-      for (int r = 0; r < world; r++)
-        WT_TEST_ASSERT(!memcmp(b.bufs[r], b.bufs[root], bytes), "world %d root %d rank %d", world,
-                       root, r);
-      for (int r = 0; r < world; r++) free(b.bufs[r]);
-      free(b.bufs);
-    }
     parallel_inproc_group_destroy(&g);
   }
 }
