@@ -380,6 +380,48 @@ static void test_faults(void) {
   parallel_inproc_group_destroy(&g);
 }
 
+/* The payload CRC is left out only where the transport guarantees integrity: there a damaged
+ * header is still refused (the header CRC), and a receiver whose own link gives no such
+ * guarantee refuses a frame whose CRC leaves the payload out (a sender that wrongly claims it). */
+static void test_integrity_checksums(void) {
+  int world = 4;
+  parallel_inproc_group *g = parallel_inproc_group_new(world);
+  parallel_inproc_group_set_timeout(g, 10.0);
+  for (int all = 0; all < 2; all++) {
+    s_fault_job fj = {s_job_new(world, 103, PARALLEL_OP_SUM),
+                      wt_xcalloc((size_t)world, sizeof(s_faulty_ctx)),
+                      {0}};
+    for (int r = 0; r < world; r++) {
+      fj.ctxs[r].victim_msg = all && r == 1 ? 0 : -1;
+      fj.ctxs[r].integrity = all || r == 1;
+    }
+    fj.ctxs[1].damage = S_FLIP_HEADER;
+    int rc = parallel_inproc_run(g, s_fault_fn, &fj, NULL);
+    WT_TEST_ASSERT(rc != WT_OK && fj.rcs[2] == WT_ECORRUPT, "%s: rank 2 returned %s",
+                   all ? "header flip with integrity" : "unchecksummed payload",
+                   wt_status_name(fj.rcs[2]));
+    s_job_free(&fj.job);
+    free(fj.ctxs);
+  }
+  /* Every rank with integrity and nothing damaged: the header-only frames go through. */
+  s_fault_job fj = {s_job_new(world, 1001, PARALLEL_OP_SUM),
+                    wt_xcalloc((size_t)world, sizeof(s_faulty_ctx)),
+                    {0}};
+  float *want = wt_xcalloc(fj.job.n, sizeof(float));
+  for (int r = 0; r < world; r++) {
+    fj.ctxs[r].victim_msg = -1;
+    fj.ctxs[r].integrity = 1;
+    for (size_t i = 0; i < fj.job.n; i++) want[i] += fj.job.in[r][i] = (float)((int)i - r);
+  }
+  WT_TEST_ASSERT(parallel_inproc_run(g, s_fault_fn, &fj, NULL) == WT_OK, "integrity: %s",
+                 wt_last_error());
+  WT_TEST_ASSERT(!memcmp(fj.job.out[3], want, fj.job.n * sizeof(float)), "integrity: wrong sum");
+  free(want);
+  s_job_free(&fj.job);
+  free(fj.ctxs);
+  parallel_inproc_group_destroy(&g);
+}
+
 /* A run in which only rank 0 starts a collective (it fails: its peer has left) must not leave
  * the next run's ranks out of step: each run restarts the sequence numbers. */
 static int s_lonely_fn(parallel_comm *c, void *arg) {
@@ -407,6 +449,7 @@ int main(void) {
   test_broadcast();
   test_allgatherv();
   test_faults();
+  test_integrity_checksums();
   test_runs_restart_sequence();
   return wt_test_finish("test_parallel_collectives");
 }
