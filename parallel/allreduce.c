@@ -1,12 +1,28 @@
 /* allreduce — the plain ring all-reduce on float32 buffers: reduce-scatter, then all-gather
- * (geometry and rounding are explained in collectives.h). */
+ * (geometry and rounding are explained in collectives.h), pipelined in pieces.
+ *
+ * Each ring step moves one chunk of n/world floats. Sending a whole chunk and then waiting for a
+ * whole one would leave the link idle while the receiver checks and reduces, and the CPU idle
+ * while the link moves the bytes. So every chunk is cut into K pieces of at most
+ * PARALLEL_RING_PIECE_FLOATS and the (step, piece) units of the call run as one stream: unit
+ * u = step·K + piece. The piece a rank sends in step s+1 is the piece it received and reduced in
+ * step s, so unit u+K can leave as soon as unit u is done; a rank keeps up to two units in flight
+ * (it sends unit u+1 before it reduces unit u), so the transport moves the next piece while this
+ * rank adds the last one. Every element still gets exactly the adds of the unpipelined ring, in
+ * the same order (chunk c: rank c's value, + rank c+1's, …, + rank c−1's), so the result does
+ * not depend on the piece size. Received pieces are reduced straight from the receive buffer. */
 #include "parallel/collectives.h"
 #include "parallel/frame_internal.h"
 
 #include "common/common.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Units in flight per link: the one being reduced and the next one. More would not overlap more
+ * (one reduction at a time) and would ask more of the transport's queue. */
+#define S_WINDOW 2
 
 static int s_mod(int a, int p) {
   return ((a % p) + p) % p;
@@ -22,99 +38,123 @@ int parallel_chunk_owner(int chunk, int world) {
   return s_mod(chunk - 1, world);
 }
 
-/* Scratch for one ring phase: a send frame and a receive frame, each big enough for the
- * largest chunk. */
+/* One ring run: steps [first, last) of the 2(p−1) steps of an all-reduce; steps below p−1
+ * reduce (reduce-scatter), the others copy (all-gather). */
 typedef struct {
-  uint8_t *send, *recv;
+  parallel_comm *c;
+  float *x;
+  size_t n;
+  parallel_op op;
+  uint32_t seq;
+  int r, p, first, last, pieces; /* pieces per chunk (K) */
+  uint8_t *send, *recv;          /* one frame each: header + the largest piece */
   size_t cap;
-} s_ring_bufs;
+} s_ring;
 
-static s_ring_bufs s_bufs_new(size_t n, int world) {
-  size_t off, len;
-  parallel_chunk_range(n, world, 0, &off, &len); /* chunk 0 is the longest */
-  s_ring_bufs b = {NULL, NULL, PARALLEL_FRAME_HEADER + len * sizeof(float)};
-  b.send = wt_xmalloc(b.cap);
-  b.recv = wt_xmalloc(b.cap);
-  return b;
+/* The chunk rank r sends in step s (in step s it receives the chunk it sends in step s+1). */
+static int s_send_chunk(const s_ring *g, int s) {
+  return s < g->p - 1 ? s_mod(g->r - s, g->p) : s_mod(g->r + 1 - (s - (g->p - 1)), g->p);
 }
 
-static void s_bufs_free(s_ring_bufs *b) {
-  free(b->send);
-  free(b->recv);
+/* Unit u's step, chunk and element range [*off, *off + *len) of x, as sent or as received. */
+static void s_unit(const s_ring *g, int u, int sending, int *step, int *chunk, size_t *off,
+                   size_t *len) {
+  *step = g->first + u / g->pieces;
+  *chunk = s_send_chunk(g, sending ? *step : *step + 1);
+  size_t c_off, c_len, p_off;
+  parallel_chunk_range(g->n, g->p, *chunk, &c_off, &c_len);
+  parallel_chunk_range(c_len, g->pieces, u % g->pieces, &p_off, len);
+  *off = c_off + p_off;
 }
 
-/* One ring step: send chunk `send_c` to the right, receive chunk `recv_c` from the left; on
- * success *payload points at recv_c's bytes (checked to be exactly its length in floats). */
-static int s_ring_step(parallel_comm *c, s_ring_bufs *b, parallel_frame_kind kind, uint32_t seq,
-                       const float *x, size_t n, int send_c, int recv_c, const uint8_t **payload) {
-  int r = parallel_comm_rank(c), p = parallel_comm_size(c);
+static parallel_frame_id s_id(const s_ring *g, int step, int chunk, int u) {
+  parallel_frame_kind kind = step < g->p - 1 ? PARALLEL_FRAME_RS : PARALLEL_FRAME_AG;
+  return (parallel_frame_id){kind, g->seq, (uint32_t)(chunk * g->pieces + u % g->pieces)};
+}
+
+static int s_send_unit(s_ring *g, int u) {
+  int step, chunk;
   size_t off, len;
-  parallel_chunk_range(n, p, send_c, &off, &len);
-  parallel_frame_id sid = {kind, seq, (uint32_t)send_c};
-  WT_CHECK(parallel_frame_send(c, s_mod(r + 1, p), sid, x + off, len * sizeof(float), b->send));
-  parallel_chunk_range(n, p, recv_c, &off, &len);
-  parallel_frame_id rid = {kind, seq, (uint32_t)recv_c};
-  const uint8_t *data = NULL;
-  size_t bytes = 0;
-  WT_CHECK(parallel_frame_recv(c, s_mod(r - 1, p), rid, b->recv, b->cap, &data, &bytes));
+  s_unit(g, u, 1, &step, &chunk, &off, &len);
+  return parallel_frame_send(g->c, s_mod(g->r + 1, g->p), s_id(g, step, chunk, u), g->x + off,
+                             len * sizeof(float), g->send);
+}
+
+/* Receives unit u from the left and adds it in (reduce-scatter; the last step also scales for
+ * AVG, which makes this rank's owned chunk final) or copies it in (all-gather). */
+static int s_recv_unit(s_ring *g, int u) {
+  int step, chunk;
+  size_t off, len, bytes = 0;
+  s_unit(g, u, 0, &step, &chunk, &off, &len);
+  const uint8_t *in = NULL;
+  WT_CHECK(parallel_frame_recv(g->c, s_mod(g->r - 1, g->p), s_id(g, step, chunk, u), g->recv,
+                               g->cap, &in, &bytes));
   if (bytes != len * sizeof(float))
-    return wt_fail(WT_ECORRUPT, "all-reduce: rank %d got %zu bytes for chunk %d, expected %zu", r,
-                   bytes, recv_c, len * sizeof(float));
-  *payload = data;
+    return wt_fail(WT_ECORRUPT, "all-reduce: rank %d got %zu bytes for chunk %d, expected %zu",
+                   g->r, bytes, chunk, len * sizeof(float));
+  float *x = g->x + off;
+  if (step >= g->p - 1) {
+    memcpy(x, in, bytes);
+    return WT_OK;
+  }
+  /* memcpy, not a cast: the payload is bytes (compiles to a plain load) */
+  for (size_t i = 0; i < len; i++) {
+    float v;
+    memcpy(&v, in + i * sizeof v, sizeof v);
+    x[i] += v;
+  }
+  if (g->op == PARALLEL_OP_AVG && step == g->p - 2) /* the rounded sum, divided once */
+    for (size_t i = 0; i < len; i++) x[i] /= (float)g->p;
   return WT_OK;
 }
 
-static int s_reduce_scatter(parallel_comm *c, float *x, size_t n, parallel_op op, uint32_t seq) {
-  int r = parallel_comm_rank(c), p = parallel_comm_size(c), rc = WT_OK;
-  s_ring_bufs b = s_bufs_new(n, p);
-  for (int s = 0; s < p - 1 && rc == WT_OK; s++) {
-    int recv_c = s_mod(r - s - 1, p);
-    const uint8_t *in = NULL;
-    rc = s_ring_step(c, &b, PARALLEL_FRAME_RS, seq, x, n, s_mod(r - s, p), recv_c, &in);
-    if (rc != WT_OK) break;
-    size_t off, len;
-    parallel_chunk_range(n, p, recv_c, &off, &len);
-    for (size_t i = 0; i < len; i++) {
-      float v; /* memcpy, not a cast: the payload is bytes (compiles to a plain load) */
-      memcpy(&v, in + i * sizeof v, sizeof v);
-      x[off + i] += v;
-    }
+static int s_ring_run(parallel_comm *c, float *x, size_t n, parallel_op op, uint32_t seq, int first,
+                      int last, size_t piece_floats) {
+  int p = parallel_comm_size(c);
+  if (p == 1 || first >= last) return WT_OK;
+  size_t off, longest;
+  parallel_chunk_range(n, p, 0, &off, &longest); /* chunk 0 is the longest */
+  size_t k = longest > piece_floats ? (longest + piece_floats - 1) / piece_floats : 1;
+  if (k > (size_t)INT_MAX / (size_t)(2 * p)) /* units and piece indices must fit an int */
+    return wt_fail(WT_EINVAL, "all-reduce: %zu floats in pieces of %zu is too many pieces", n,
+                   piece_floats);
+  s_ring g = {c, x, n, op, seq, parallel_comm_rank(c), p, first, last, (int)k, NULL, NULL, 0};
+  size_t piece_max = (longest + k - 1) / k;
+  g.cap = PARALLEL_FRAME_HEADER + piece_max * sizeof(float);
+  g.send = wt_xmalloc(g.cap);
+  g.recv = wt_xmalloc(g.cap);
+  /* Unit u+K depends on unit u, so with K == 1 only one unit can be in flight. */
+  int units = (last - first) * g.pieces, ahead = WT_MIN(S_WINDOW, g.pieces) - 1, sent = 0;
+  int rc = WT_OK;
+  for (int u = 0; u < units && rc == WT_OK; u++) {
+    while (rc == WT_OK && sent < units && sent <= u + ahead) rc = s_send_unit(&g, sent++);
+    if (rc == WT_OK) rc = s_recv_unit(&g, u);
   }
-  s_bufs_free(&b);
-  if (rc == WT_OK && op == PARALLEL_OP_AVG && p > 1) {
-    size_t off, len;
-    parallel_chunk_range(n, p, s_mod(r + 1, p), &off, &len);
-    for (size_t i = 0; i < len; i++) x[off + i] /= (float)p;
-  }
+  free(g.send);
+  free(g.recv);
   return rc;
 }
 
-static int s_allgather(parallel_comm *c, float *x, size_t n, uint32_t seq) {
-  int r = parallel_comm_rank(c), p = parallel_comm_size(c), rc = WT_OK;
-  s_ring_bufs b = s_bufs_new(n, p);
-  for (int s = 0; s < p - 1 && rc == WT_OK; s++) {
-    int recv_c = s_mod(r - s, p);
-    const uint8_t *in = NULL;
-    rc = s_ring_step(c, &b, PARALLEL_FRAME_AG, seq, x, n, s_mod(r + 1 - s, p), recv_c, &in);
-    if (rc != WT_OK) break;
-    size_t off, len;
-    parallel_chunk_range(n, p, recv_c, &off, &len);
-    memcpy(x + off, in, len * sizeof(float));
-  }
-  s_bufs_free(&b);
-  return rc;
+int parallel_ring_allreduce(parallel_comm *c, float *x, size_t n, parallel_op op,
+                            size_t piece_floats, int halves) {
+  uint32_t seq = parallel_comm_next_seq(c); /* taken first so ranks stay in step on failure */
+  int p = parallel_comm_size(c);
+  int first = halves & PARALLEL_RING_REDUCE_SCATTER ? 0 : p - 1;
+  int last = halves & PARALLEL_RING_ALLGATHER ? 2 * (p - 1) : p - 1;
+  return s_ring_run(c, x, n, op, seq, first, last, WT_MAX(piece_floats, (size_t)1));
 }
 
 int parallel_reduce_scatter(parallel_comm *c, float *x, size_t n, parallel_op op) {
-  return s_reduce_scatter(c, x, n, op, parallel_comm_next_seq(c));
+  return parallel_ring_allreduce(c, x, n, op, PARALLEL_RING_PIECE_FLOATS,
+                                 PARALLEL_RING_REDUCE_SCATTER);
 }
 
 int parallel_allgather_chunks(parallel_comm *c, float *x, size_t n) {
-  return s_allgather(c, x, n, parallel_comm_next_seq(c));
+  return parallel_ring_allreduce(c, x, n, PARALLEL_OP_SUM, PARALLEL_RING_PIECE_FLOATS,
+                                 PARALLEL_RING_ALLGATHER);
 }
 
 int parallel_allreduce(parallel_comm *c, float *x, size_t n, parallel_op op) {
-  uint32_t seq = parallel_comm_next_seq(c); /* taken first so ranks stay in step on failure */
-  WT_CHECK(s_reduce_scatter(c, x, n, op, seq));
-  return s_allgather(c, x, n, seq);
+  return parallel_ring_allreduce(c, x, n, op, PARALLEL_RING_PIECE_FLOATS,
+                                 PARALLEL_RING_REDUCE_SCATTER | PARALLEL_RING_ALLGATHER);
 }

@@ -17,6 +17,10 @@
  * Afterwards rank r holds the full reduction of chunk (r + 1) mod world — it "owns" that chunk
  * (parallel_chunk_owner). The all-gather then passes owned chunks around the ring. Each rank
  * sends 2 (world-1)/world × 4n bytes plus headers: optimal bandwidth, 2 (world-1) latencies.
+ * The plain ring (and parallel_broadcast) moves each chunk as pieces of at most 256 KiB, streamed
+ * with two in flight per link so that the link moves one piece while the rank reduces the other;
+ * a transport must therefore queue at least two 256 KiB messages per link (both in this module
+ * queue 64 MiB by default). The pieces change the number of messages, never a result.
  *
  * Rounding: chunk c is summed in the fixed order rank c, c+1, …, c-1 (float32 adds), so the
  * result is deterministic and, after the all-gather, BITWISE IDENTICAL on every rank (chunks are

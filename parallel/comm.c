@@ -51,6 +51,9 @@ const parallel_transport_ops *parallel_comm_ops(const parallel_comm *c) {
 void *parallel_comm_ctx(const parallel_comm *c) {
   return c->ctx;
 }
+int parallel_comm_integrity(const parallel_comm *c) {
+  return c->ops->integrity ? c->ops->integrity(c->ctx) : 0;
+}
 
 int parallel_comm_send(parallel_comm *c, int peer, int tag, const void *buf, size_t bytes) {
   assert(peer >= 0 && peer < c->size && peer != c->rank);

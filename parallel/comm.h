@@ -42,6 +42,10 @@ typedef struct {
   int (*recv)(void *ctx, int peer, int tag, void *buf, size_t cap, size_t *got);
   /* Frees ctx (may be NULL when the context is owned elsewhere, e.g. by an in-process group). */
   void (*destroy)(void *ctx);
+  /* Optional (NULL means 0): 1 when the transport itself guarantees that a delivered message is
+   * exactly the bytes its authenticated sender sent (CurveZMQ's per-message MAC does), so the
+   * collectives can leave their payload checksum out. */
+  int (*integrity)(void *ctx);
 } parallel_transport_ops;
 
 typedef struct parallel_comm parallel_comm;
@@ -56,6 +60,9 @@ int parallel_comm_rank(const parallel_comm *c);
 int parallel_comm_size(const parallel_comm *c);
 const parallel_transport_ops *parallel_comm_ops(const parallel_comm *c);
 void *parallel_comm_ctx(const parallel_comm *c);
+
+/* 1 when the transport guarantees message integrity (parallel_transport_ops.integrity), else 0. */
+int parallel_comm_integrity(const parallel_comm *c);
 
 /* Point-to-point, through the transport. A peer outside [0, size) or equal to rank is a
  * programming error (assert). Counts bytes sent. Errors as in parallel_transport_ops. */

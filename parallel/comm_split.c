@@ -58,8 +58,12 @@ static void s_destroy(void *ctx) {
   free(sp);
 }
 
+static int s_integrity(void *ctx) {
+  return parallel_comm_integrity(((s_split *)ctx)->parent);
+}
+
 static const parallel_transport_ops s_split_ops = {
-    .name = "split", .send = s_send, .recv = s_recv, .destroy = s_destroy};
+    .name = "split", .send = s_send, .recv = s_recv, .destroy = s_destroy, .integrity = s_integrity};
 
 parallel_comm *parallel_comm_split(parallel_comm *parent, const int *ranks, int n, int id) {
   int size = parallel_comm_size(parent), me = parallel_comm_rank(parent), sub_rank = -1;

@@ -7,13 +7,14 @@
 #include "common/bytes.h" // defines: wt_crc32 (zlib), little-endian fields
 
 #define S_MAGIC "WTPC"
-#define S_VERSION 1
+#define S_VERSION 2
+#define S_FLAG_PAYLOAD_CRC 0x01
 #define S_TAG_BASE (PARALLEL_TAG_RESERVED + 16)
 
-
-/* CRC-32 of header[0,24) then the payload. */
+/* CRC-32 of header[0,24), then of the payload when the header's flag says it is covered. */
 static uint32_t s_crc(const uint8_t *header, const uint8_t *payload, size_t bytes) {
-  return wt_crc32(wt_crc32(0, header, 24), payload, bytes);
+  uint32_t crc = wt_crc32(0, header, 24);
+  return header[6] & S_FLAG_PAYLOAD_CRC ? wt_crc32(crc, payload, bytes) : crc;
 }
 
 int parallel_frame_send(parallel_comm *c, int peer, parallel_frame_id id, const void *payload,
@@ -23,6 +24,7 @@ int parallel_frame_send(parallel_comm *c, int peer, parallel_frame_id id, const 
   memcpy(h, S_MAGIC, 4);
   h[4] = S_VERSION;
   h[5] = (uint8_t)id.kind;
+  h[6] = parallel_comm_integrity(c) ? 0 : S_FLAG_PAYLOAD_CRC;
   wt_put_le32(h + 8, id.seq);
   wt_put_le32(h + 12, id.index);
   wt_put_le64(h + 16, bytes);
@@ -33,10 +35,14 @@ int parallel_frame_send(parallel_comm *c, int peer, parallel_frame_id id, const 
 }
 
 /* Names the first header field that is not what the receiver expects, or NULL. */
-static const char *s_header_problem(const uint8_t *h, size_t got, parallel_frame_id id) {
+static const char *s_header_problem(const uint8_t *h, size_t got, parallel_frame_id id,
+                                    int integrity) {
   if (memcmp(h, S_MAGIC, 4) != 0) return "bad magic";
   if (h[4] != S_VERSION) return "unknown version";
   if (h[5] != (uint8_t)id.kind) return "wrong collective phase";
+  if (h[6] & ~S_FLAG_PAYLOAD_CRC || h[7]) return "unknown flags";
+  if (!integrity && !(h[6] & S_FLAG_PAYLOAD_CRC))
+    return "payload not checksummed on a link that does not guarantee integrity";
   if (wt_get_le32(h + 8) != id.seq) return "wrong sequence number (peer runs another collective)";
   if (wt_get_le32(h + 12) != id.index) return "wrong chunk or rank index";
   if (wt_get_le64(h + 16) != got - PARALLEL_FRAME_HEADER) return "length does not match message";
@@ -49,8 +55,9 @@ int parallel_frame_recv(parallel_comm *c, int peer, parallel_frame_id id, uint8_
                         const uint8_t **payload, size_t *bytes) {
   size_t got = 0;
   WT_CHECK(parallel_comm_recv(c, peer, S_TAG_BASE + (int)id.kind, buf, cap, &got));
-  const char *problem =
-      got < PARALLEL_FRAME_HEADER ? "shorter than a header" : s_header_problem(buf, got, id);
+  const char *problem = got < PARALLEL_FRAME_HEADER
+                            ? "shorter than a header"
+                            : s_header_problem(buf, got, id, parallel_comm_integrity(c));
   if (problem)
     return wt_fail(WT_ECORRUPT,
                    "collective: rank %d refused a %zu-byte message from rank %d (phase %d, "

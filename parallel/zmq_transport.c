@@ -719,8 +719,13 @@ static void s_destroy(void *vctx) {
   free(t);
 }
 
+/* CURVE authenticates and encrypts every frame; plaintext links carry only TCP's checksum. */
+static int s_integrity(void *vctx) {
+  return !((parallel_zmq_transport *)vctx)->insecure;
+}
+
 static const parallel_transport_ops s_zmq_ops = {
-    .name = "zmq", .send = s_send, .recv = s_recv, .destroy = s_destroy};
+    .name = "zmq", .send = s_send, .recv = s_recv, .destroy = s_destroy, .integrity = s_integrity};
 
 /* ---- construction -------------------------------------------------------------------------- */
 

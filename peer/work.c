@@ -49,7 +49,7 @@ static int s_wrecv(void *ctx, int peer, int tag, void *buf, size_t cap, size_t *
   return parallel_comm_recv(x->inner, peer, tag, buf, cap, got);
 }
 
-static const parallel_transport_ops s_wrap_ops = {"peerd", s_wsend, s_wrecv, NULL};
+static const parallel_transport_ops s_wrap_ops = {.name = "peerd", .send = s_wsend, .recv = s_wrecv};
 
 peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, const char *sec,
                          const data_set *data) {

@@ -18,6 +18,7 @@ typedef struct {
   int victim_msg;       /* which of this rank's sends to damage (0-based), -1 none */
   s_damage damage;
   int sent;
+  int integrity; /* what this rank's transport claims (parallel_transport_ops.integrity) */
 } s_faulty_ctx;
 
 static int s_faulty_send(void *vctx, int peer, int tag, const void *buf, size_t bytes) {
@@ -53,6 +54,13 @@ static int s_faulty_recv(void *vctx, int peer, int tag, void *buf, size_t cap, s
   return parallel_comm_recv(f->inner, peer, tag, buf, cap, got);
 }
 
-static const parallel_transport_ops s_faulty_ops = {"faulty", s_faulty_send, s_faulty_recv, NULL};
+static int s_faulty_integrity(void *vctx) {
+  return ((s_faulty_ctx *)vctx)->integrity;
+}
+
+static const parallel_transport_ops s_faulty_ops = {.name = "faulty",
+                                                    .send = s_faulty_send,
+                                                    .recv = s_faulty_recv,
+                                                    .integrity = s_faulty_integrity};
 
 #endif

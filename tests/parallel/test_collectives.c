@@ -4,6 +4,7 @@
  * injected by a test transport that wraps the in-process one. */
 #include "parallel/collectives.h"
 #include "parallel/comm.h"
+#include "parallel/frame_internal.h"
 
 #include "common/common.h"
 #include "common/rng.h"
@@ -159,6 +160,95 @@ static void test_reduce_scatter_small_queue(void) {
   parallel_inproc_group_destroy(&g);
 }
 
+/* ---- pipelined pieces ------------------------------------------------------------------------ */
+
+typedef struct {
+  s_job job;
+  size_t piece;
+  int split; /* 1: reduce-scatter and all-gather as two calls */
+} s_piece_job;
+
+static int s_piece_fn(parallel_comm *c, void *arg) {
+  s_piece_job *pj = arg;
+  s_job *j = &pj->job;
+  int r = parallel_comm_rank(c);
+  memcpy(j->out[r], j->in[r], j->n * sizeof(float));
+  if (!pj->split)
+    return parallel_ring_allreduce(c, j->out[r], j->n, j->op, pj->piece,
+                                   PARALLEL_RING_REDUCE_SCATTER | PARALLEL_RING_ALLGATHER);
+  WT_CHECK(
+      parallel_ring_allreduce(c, j->out[r], j->n, j->op, pj->piece, PARALLEL_RING_REDUCE_SCATTER));
+  return parallel_ring_allreduce(c, j->out[r], j->n, j->op, pj->piece, PARALLEL_RING_ALLGATHER);
+}
+
+/* The unpipelined ring's order for element i of chunk c: rank c's value, then + rank c+1's, …,
+ * + rank c−1's, each add rounded to float32; AVG divides the rounded sum once. */
+static float s_ring_order(const s_job *j, size_t i) {
+  int p = j->world, c = 0;
+  for (int k = 0; k < p; k++) {
+    size_t off, len;
+    parallel_chunk_range(j->n, p, k, &off, &len);
+    if (i >= off && i < off + len) c = k;
+  }
+  float acc = j->in[c][i];
+  for (int k = 1; k < p; k++) acc = j->in[(c + k) % p][i] + acc;
+  return j->op == PARALLEL_OP_AVG ? acc / (float)p : acc;
+}
+
+/* Chunks cut into pieces of 1, 3 and 64 floats and the default: general floats (so any other
+ * order of the adds would show in the last bits) must give bitwise the unpipelined ring's sums,
+ * on odd sizes for world 2..5, with one call or the two halves. */
+static void test_pieces_bitwise(void) {
+  wt_rng rng;
+  wt_rng_seed(&rng, 13);
+  size_t sizes[] = {1, 7, 33, 101, 1237, 4099}, pieces[] = {1, 3, 64, PARALLEL_RING_PIECE_FLOATS};
+  for (int world = 2; world <= 5; world++) {
+    parallel_inproc_group *g = parallel_inproc_group_new(world);
+    for (size_t t = 0; t < WT_ARRAY_LEN(sizes); t++)
+      for (size_t q = 0; q < WT_ARRAY_LEN(pieces); q++)
+        for (int op = 0; op < 2; op++) {
+          s_piece_job pj = {s_job_new(world, sizes[t], (parallel_op)op), pieces[q],
+                            (int)(t + q) % 2};
+          for (int r = 0; r < world; r++)
+            for (size_t i = 0; i < pj.job.n; i++) pj.job.in[r][i] = (float)wt_rng_normal(&rng);
+          int rc = parallel_inproc_run(g, s_piece_fn, &pj, NULL);
+          WT_TEST_ASSERT(rc == WT_OK, "world %d n %zu piece %zu", world, sizes[t], pieces[q]);
+          WT_TEST_ASSERT(s_ranks_identical(&pj.job), "world %d n %zu piece %zu: ranks differ",
+                         world, sizes[t], pieces[q]);
+          for (size_t i = 0; i < pj.job.n; i++) {
+            float want = s_ring_order(&pj.job, i);
+            if (memcmp(&pj.job.out[0][i], &want, sizeof want) != 0) {
+              WT_TEST_ASSERT(0, "world %d n %zu piece %zu op %d i %zu: %.9g, ring order gives %.9g",
+                             world, sizes[t], pieces[q], op, i, pj.job.out[0][i], want);
+              break;
+            }
+          }
+          s_job_free(&pj.job);
+        }
+    parallel_inproc_group_destroy(&g);
+  }
+}
+
+/* Two pieces in flight per link: a mailbox that holds exactly two piece frames must suffice. */
+static void test_pieces_two_frame_queue(void) {
+  int world = 5;
+  size_t piece = 16;
+  parallel_inproc_group *g = parallel_inproc_group_new(world);
+  parallel_inproc_group_set_max_queue(g, 2 * (PARALLEL_FRAME_HEADER + piece * sizeof(float)));
+  parallel_inproc_group_set_timeout(g, 20.0);
+  s_piece_job pj = {s_job_new(world, 10001, PARALLEL_OP_SUM), piece, 0};
+  float *want = wt_xcalloc(pj.job.n, sizeof(float));
+  for (int r = 0; r < world; r++)
+    for (size_t i = 0; i < pj.job.n; i++) want[i] += pj.job.in[r][i] = (float)((int)(i % 89) - r);
+  WT_TEST_ASSERT(parallel_inproc_run(g, s_piece_fn, &pj, NULL) == WT_OK, "two-frame queue: %s",
+                 wt_last_error());
+  for (int r = 0; r < world; r++)
+    WT_TEST_ASSERT(!memcmp(pj.job.out[r], want, pj.job.n * sizeof(float)), "rank %d wrong", r);
+  free(want);
+  s_job_free(&pj.job);
+  parallel_inproc_group_destroy(&g);
+}
+
 /* ---- broadcast and all-gather-v ---------------------------------------------------------- */
 
 typedef struct {
@@ -172,23 +262,28 @@ static int s_bcast_fn(parallel_comm *c, void *arg) {
   return parallel_broadcast(c, b->bufs[parallel_comm_rank(c)], b->bytes, b->root);
 }
 
+/* Small buffers (one message per tree edge) and one of three and a bit pieces, which every
+ * rank forwards piece by piece. */
 static void test_broadcast(void) {
   for (int world = 1; world <= 8; world++) {
     parallel_inproc_group *g = parallel_inproc_group_new(world);
-    for (int root = 0; root < world; root++) {
-      size_t bytes = 1 + (size_t)root * 37;
-      s_bcast_job b = {root, bytes, wt_xcalloc((size_t)world, sizeof(uint8_t *))};
-      for (int r = 0; r < world; r++) {
-        b.bufs[r] = wt_xmalloc(bytes);
-        for (size_t i = 0; i < bytes; i++) b.bufs[r][i] = (uint8_t)(r * 31 + i);
+    for (int root = 0; root < world; root++)
+      for (int large = 0; large < 2; large++) {
+        size_t bytes =
+            large ? 3 * PARALLEL_RING_PIECE_FLOATS * sizeof(float) + 5 : 1 + (size_t)root * 37;
+        s_bcast_job b = {root, bytes, wt_xcalloc((size_t)world, sizeof(uint8_t *))};
+        for (int r = 0; r < world; r++) {
+          b.bufs[r] = wt_xmalloc(bytes);
+          for (size_t i = 0; i < bytes; i++) b.bufs[r][i] = (uint8_t)(r * 31 + i * 7 + i / 251);
+        }
+        WT_TEST_ASSERT(parallel_inproc_run(g, s_bcast_fn, &b, NULL) == WT_OK, "bcast: %s",
+                       wt_last_error());
+        for (int r = 0; r < world; r++)
+          WT_TEST_ASSERT(!memcmp(b.bufs[r], b.bufs[root], bytes), "world %d root %d rank %d %zu B",
+                         world, root, r, bytes);
+        for (int r = 0; r < world; r++) free(b.bufs[r]);
+        free(b.bufs);
       }
-      WT_TEST_ASSERT(parallel_inproc_run(g, s_bcast_fn, &b, NULL) == WT_OK, "bcast");
-      for (int r = 0; r < world; r++)
-        WT_TEST_ASSERT(!memcmp(b.bufs[r], b.bufs[root], bytes), "world %d root %d rank %d", world,
-                       root, r);
-      for (int r = 0; r < world; r++) free(b.bufs[r]);
-      free(b.bufs);
-    }
     parallel_inproc_group_destroy(&g);
   }
 }
@@ -285,6 +380,48 @@ static void test_faults(void) {
   parallel_inproc_group_destroy(&g);
 }
 
+/* The payload CRC is left out only where the transport guarantees integrity: there a damaged
+ * header is still refused (the header CRC), and a receiver whose own link gives no such
+ * guarantee refuses a frame whose CRC leaves the payload out (a sender that wrongly claims it). */
+static void test_integrity_checksums(void) {
+  int world = 4;
+  parallel_inproc_group *g = parallel_inproc_group_new(world);
+  parallel_inproc_group_set_timeout(g, 10.0);
+  for (int all = 0; all < 2; all++) {
+    s_fault_job fj = {s_job_new(world, 103, PARALLEL_OP_SUM),
+                      wt_xcalloc((size_t)world, sizeof(s_faulty_ctx)),
+                      {0}};
+    for (int r = 0; r < world; r++) {
+      fj.ctxs[r].victim_msg = all && r == 1 ? 0 : -1;
+      fj.ctxs[r].integrity = all || r == 1;
+    }
+    fj.ctxs[1].damage = S_FLIP_HEADER;
+    int rc = parallel_inproc_run(g, s_fault_fn, &fj, NULL);
+    WT_TEST_ASSERT(rc != WT_OK && fj.rcs[2] == WT_ECORRUPT, "%s: rank 2 returned %s",
+                   all ? "header flip with integrity" : "unchecksummed payload",
+                   wt_status_name(fj.rcs[2]));
+    s_job_free(&fj.job);
+    free(fj.ctxs);
+  }
+  /* Every rank with integrity and nothing damaged: the header-only frames go through. */
+  s_fault_job fj = {s_job_new(world, 1001, PARALLEL_OP_SUM),
+                    wt_xcalloc((size_t)world, sizeof(s_faulty_ctx)),
+                    {0}};
+  float *want = wt_xcalloc(fj.job.n, sizeof(float));
+  for (int r = 0; r < world; r++) {
+    fj.ctxs[r].victim_msg = -1;
+    fj.ctxs[r].integrity = 1;
+    for (size_t i = 0; i < fj.job.n; i++) want[i] += fj.job.in[r][i] = (float)((int)i - r);
+  }
+  WT_TEST_ASSERT(parallel_inproc_run(g, s_fault_fn, &fj, NULL) == WT_OK, "integrity: %s",
+                 wt_last_error());
+  WT_TEST_ASSERT(!memcmp(fj.job.out[3], want, fj.job.n * sizeof(float)), "integrity: wrong sum");
+  free(want);
+  s_job_free(&fj.job);
+  free(fj.ctxs);
+  parallel_inproc_group_destroy(&g);
+}
+
 /* A run in which only rank 0 starts a collective (it fails: its peer has left) must not leave
  * the next run's ranks out of step: each run restarts the sequence numbers. */
 static int s_lonely_fn(parallel_comm *c, void *arg) {
@@ -307,9 +444,12 @@ int main(void) {
   test_allreduce_exact();
   test_allreduce_random();
   test_reduce_scatter_small_queue();
+  test_pieces_bitwise();
+  test_pieces_two_frame_queue();
   test_broadcast();
   test_allgatherv();
   test_faults();
+  test_integrity_checksums();
   test_runs_restart_sequence();
   return wt_test_finish("test_parallel_collectives");
 }
