@@ -124,36 +124,47 @@ parallel_tp_block *parallel_tp_block_new(const parallel_mesh *mesh, const kernel
   }
   for (int i = 0; i < PARALLEL_TP_TENSORS; i++)
     b->off[i + 1] = b->off[i] + s_numel((parallel_tp_tensor)i, C, b->Cl);
-  b->params = parallel_group_alloc(tp, b->off[PARALLEL_TP_TENSORS]);
-  b->grads = parallel_group_alloc(tp, b->off[PARALLEL_TP_TENSORS]);
-  size_t N = (size_t)b->max_rows, NC = N * C, Cl = (size_t)b->Cl;
+  size_t N = (size_t)b->max_rows, NC = N * C, Cl = (size_t)b->Cl, P = b->off[PARALLEL_TP_TENSORS];
   /* The probabilities of the whole-sequence attention op; ring attention keeps its own state. */
   size_t att = b->cpa ? 0 : (size_t)max_B * b->NHl * max_T * max_T;
-  b->ln1 = parallel_group_alloc(tp, NC), b->ln1_mean = parallel_group_alloc(tp, N),
-  b->ln1_rstd = parallel_group_alloc(tp, N);
-  b->ln1_full = parallel_group_alloc(tp, NC), b->qkv = parallel_group_alloc(tp, N * 3 * Cl),
-  b->att = parallel_group_alloc(tp, att);
-  b->atty = parallel_group_alloc(tp, N * Cl), b->res1 = parallel_group_alloc(tp, NC),
-  b->ln2 = parallel_group_alloc(tp, NC);
-  b->ln2_mean = parallel_group_alloc(tp, N), b->ln2_rstd = parallel_group_alloc(tp, N),
-  b->ln2_full = parallel_group_alloc(tp, NC);
-  b->fc = parallel_group_alloc(tp, N * 4 * Cl), b->gelu = parallel_group_alloc(tp, N * 4 * Cl),
-  b->red = parallel_group_alloc(tp, NC);
-  b->d_full = parallel_group_alloc(tp, NC), b->d_rows = parallel_group_alloc(tp, NC),
-  b->d_res1 = parallel_group_alloc(tp, NC);
-  b->d_gelu = parallel_group_alloc(tp, N * 4 * Cl), b->d_fc = parallel_group_alloc(tp, N * 4 * Cl),
-  b->d_atty = parallel_group_alloc(tp, N * Cl);
-  b->d_qkv = parallel_group_alloc(tp, N * 3 * Cl), b->d_scratch = parallel_group_alloc(tp, att),
-  b->d_ln = parallel_group_alloc(tp, 4 * (size_t)C);
-  if (!b->params || !b->grads || !b->ln1 || !b->ln1_mean || !b->ln1_rstd || !b->ln1_full ||
-      !b->qkv || !b->att || !b->atty || !b->res1 || !b->ln2 || !b->ln2_mean || !b->ln2_rstd ||
-      !b->ln2_full || !b->fc || !b->gelu || !b->red || !b->d_full || !b->d_rows || !b->d_res1 ||
-      !b->d_gelu || !b->d_fc || !b->d_atty || !b->d_qkv || !b->d_scratch || !b->d_ln) {
-    int code = wt_last_status(); /* a device allocation failed; keep its message */
-    parallel_tp_block_destroy(&b);
-    wt_fail(code ? code : WT_ENOMEM, "tp block: cannot allocate its buffers on the %s back end",
-            tp->ops->name);
-    return NULL;
+  const struct {
+    float **p;
+    size_t n;
+  } bufs[] = {{&b->params, P},
+              {&b->grads, P},
+              {&b->ln1, NC},
+              {&b->ln1_mean, N},
+              {&b->ln1_rstd, N},
+              {&b->ln1_full, NC},
+              {&b->qkv, N * 3 * Cl},
+              {&b->att, att},
+              {&b->atty, N * Cl},
+              {&b->res1, NC},
+              {&b->ln2, NC},
+              {&b->ln2_mean, N},
+              {&b->ln2_rstd, N},
+              {&b->ln2_full, NC},
+              {&b->fc, N * 4 * Cl},
+              {&b->gelu, N * 4 * Cl},
+              {&b->red, NC},
+              {&b->d_full, NC},
+              {&b->d_rows, NC},
+              {&b->d_res1, NC},
+              {&b->d_gelu, N * 4 * Cl},
+              {&b->d_fc, N * 4 * Cl},
+              {&b->d_atty, N * Cl},
+              {&b->d_qkv, N * 3 * Cl},
+              {&b->d_scratch, att},
+              {&b->d_ln, 4 * (size_t)C}};
+  for (size_t i = 0; i < WT_ARRAY_LEN(bufs); i++) {
+    *bufs[i].p = parallel_group_alloc(tp, bufs[i].n);
+    if (!*bufs[i].p) { /* a device allocation failed: keep its status */
+      int code = wt_last_status();
+      parallel_tp_block_destroy(&b);
+      wt_fail(code ? code : WT_ENOMEM, "tp block: cannot allocate its buffers on the %s back end",
+              tp->ops->name);
+      return NULL;
+    }
   }
   return b;
 }

@@ -23,8 +23,8 @@
  * backward): the same bytes as the all-reduces, but LayerNorm work and its activations shrink by t.
  * The LayerNorm weight and bias gradients, then partial sums over each rank's rows, are summed
  * over the group once per backward (one all-reduce of 4C floats). Rank r's rows are chunk
- * (r + 1) mod t of the flattened (B·T) rows — the chunk parallel_reduce_scatter leaves on it;
- * parallel_tp_block_rows() says which. B·T must be a multiple of t.
+ * (r + 1) mod t of the flattened (B·T) rows — the chunk a group reduce-scatter leaves on it
+ * (group.h); parallel_tp_block_rows() says which. B·T must be a multiple of t.
  *
  * Numbers: splitting a matmul's inner sum into t partial sums that the all-reduce adds changes
  * float32 rounding, so results equal the single-device block within rounding (tests use

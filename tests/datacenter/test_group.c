@@ -122,6 +122,7 @@ static int s_dispatch_rank(parallel_comm *world, void *arg) {
         rc = wt_fail(WT_EMISMATCH, "rank %d: element %zu of its chunk is %g, want %g", r, i, x[i],
                      (double)(2 * i + 1));
   }
+  if (rc != WT_OK) fprintf(stderr, "rank %d: %s\n", parallel_comm_rank(world), wt_last_error());
   free(g0), free(g1);
   parallel_mesh_destroy(&m);
   return rc;
@@ -146,8 +147,8 @@ static void test_dispatch(void) {
   for (k.sp = 0; k.sp <= 1; k.sp++) {
     int rcs[2];
     int rc = parallel_inproc_run(g, s_dispatch_rank, &k, rcs);
-    WT_TEST_ASSERT(rc == WT_OK, "sp %d: %s", k.sp, wt_last_error());
-    printf("dispatch sp %d: ranks returned %d %d\n", k.sp, rcs[0], rcs[1]);
+    WT_TEST_ASSERT(rc == WT_OK, "sp %d: ranks returned %d %d (messages above)", k.sp, rcs[0],
+                   rcs[1]);
   }
   parallel_inproc_group_destroy(&g);
   for (int i = 0; i < PARALLEL_TP_TENSORS; i++) free(k.full[i]);
@@ -186,6 +187,7 @@ static int s_refuse_rank(parallel_comm *world, void *arg) {
   parallel_cp_attention_destroy(&a);
   parallel_tp_block_destroy(&b);
   parallel_tp_vocab_destroy(&v);
+  if (rc != WT_OK) fprintf(stderr, "rank %d: %s\n", r, wt_last_error());
   parallel_mesh_destroy(&m);
   return rc;
 }
