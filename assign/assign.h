@@ -197,4 +197,18 @@ int assign_resolve(const assign_problem *p, const assign_plan *prev, const int *
 /* Number of devices that run a different stage in b than in a (same shape required). */
 int assign_plan_moved(const assign_plan *a, const assign_plan *b);
 
+/* ---- sites ---------------------------------------------------------------------------------- */
+
+/* A site: `gpus` identical GPUs behind one fast fabric (NVLink, InfiniBand) that run their
+ * pipeline stage with tensor/context/expert parallelism inside (parallel/mesh.h). The WAN
+ * solvers see it as ONE device whose
+ *   compute speed = gpus × efficiency × the speed of one GPU
+ *   memory        = gpus × the memory of one GPU (0 = unlimited stays unlimited)
+ * where efficiency in (0, 1] is the stated fraction of linear scaling the site's inner
+ * parallelism keeps (its collectives and bubbles). Writes the site's speed and memory; returns
+ * WT_OK, or WT_EINVAL (nothing written) for gpus < 1, efficiency outside (0, 1], a speed that is
+ * not > 0 or a negative memory. */
+int assign_site_device(int gpus, double efficiency, double gpu_speed, double gpu_memory_bytes,
+                       double *site_speed, double *site_memory_bytes);
+
 #endif

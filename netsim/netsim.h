@@ -18,6 +18,13 @@
  *   "nic_gbps"              each device's NIC (ingress and egress each); a number or one per
  *                           region — default: the device's fastest link
  *   "memory_gb"             a number or one per region; default unlimited
+ *   "site_gpus"             GPUs inside each device of the region (group), a number or one per
+ *                           region; default 1. A device with N > 1 is a site that runs its stage
+ *                           with TP/CP/EP inside (parallel/mesh.h); the solvers and the
+ *                           simulator see one device of N × site_efficiency × device_tflops and
+ *                           N × memory_gb (assign_site_device); its NIC stays nic_gbps
+ *   "site_efficiency"       the fraction of linear scaling a site keeps, in (0, 1]; a number or
+ *                           one per region (also a constant); default 1
  *   "hidden_size", "activation_bytes"  (constants only) to derive tokens per iteration from
  *                           c_pp (defaults 2048 and 2, GPT3-XL in fp16)
  * Units on load: latency ms one way → s; bandwidth Gbit/s → bytes/s = Gbps·1e9/8. Devices are

@@ -170,9 +170,11 @@ static int s_region_names(const s_ctx *c, const cJSON *js, netsim_scenario *s) {
   return WT_OK;
 }
 
-/* Expands region-level links and per-region values to devices. */
+/* Expands region-level links and per-region values to devices; a device that is a site of
+ * several GPUs gets the site's aggregate compute and memory (assign_site_device). */
 static void s_expand(netsim_scenario *s, const double *lat, const double *bw, const double *tflops,
-                     const double *nic, const double *mem) {
+                     const double *nic, const double *mem, const double *site_gpus,
+                     const double *site_eff) {
   int n = s->net.n, k = s->n_regions, d = 0;
   for (int r = 0; r < k; r++)
     for (int i = 0; i < s->region_size[r]; i++) s->region_of[d++] = r;
@@ -184,20 +186,37 @@ static void s_expand(netsim_scenario *s, const double *lat, const double *bw, co
     }
   assign_network_symmetrize(&s->net);
   netsim_scenario_default_nics(s);
+  if (mem[0] > 0) s->net.memory_bytes = wt_xcalloc((size_t)n, sizeof(double));
   for (int a = 0; a < n; a++) {
     int r = s->region_of[a];
-    s->net.compute_speed[a] = tflops[r] * 1e12 / s->ref_flops;
+    double speed = 0, memory = 0; /* the values were checked on parse, so this cannot fail */
+    (void)assign_site_device((int)site_gpus[r], site_eff[r], tflops[r] * 1e12 / s->ref_flops,
+                             mem[r] > 0 ? mem[r] * 1e9 : 0, &speed, &memory);
+    s->net.compute_speed[a] = speed;
+    if (s->net.memory_bytes) s->net.memory_bytes[a] = memory;
     if (nic[r] > 0) s->nic_Bps[a] = nic[r] * 1e9 / 8.0;
-  }
-  if (mem[0] > 0) {
-    s->net.memory_bytes = wt_xcalloc((size_t)n, sizeof(double));
-    for (int a = 0; a < n; a++) s->net.memory_bytes[a] = mem[s->region_of[a]] * 1e9;
   }
 }
 
 typedef struct {
-  double c_dp, c_pp, d_pp, d_dp, tflops, nic, mem, hidden, act_bytes;
+  double c_dp, c_pp, d_pp, d_dp, tflops, nic, mem, hidden, act_bytes, site_eff;
 } s_constants;
+
+/* A site has a whole number of GPUs and keeps at most linear scaling. */
+#define S_MAX_SITE_GPUS 65536
+
+static int s_check_sites(const s_ctx *c, int nr, const double *gpus, const double *eff) {
+  for (int r = 0; r < nr; r++) {
+    if (gpus[r] != floor(gpus[r]) || gpus[r] < 1 || gpus[r] > S_MAX_SITE_GPUS)
+      return s_fail(c, "site_gpus", "entry %d is %g; give a whole number of GPUs in 1..%d", r,
+                    gpus[r], S_MAX_SITE_GPUS);
+    if (!(eff[r] > 0 && eff[r] <= 1))
+      return s_fail(c, "site_efficiency",
+                    "entry %d is %g; give the fraction of linear scaling a site keeps, in (0, 1]",
+                    r, eff[r]);
+  }
+  return WT_OK;
+}
 
 static int s_scenario_degrees(const s_ctx *c, const cJSON *js, const s_constants *k,
                               netsim_scenario *s) {
@@ -252,19 +271,25 @@ static int s_scenario_parse(const s_ctx *c, const cJSON *js, const s_constants *
   int nr = s->n_regions;
   double *lat = wt_xcalloc((size_t)nr * nr, sizeof(double));
   double *bw = wt_xcalloc((size_t)nr * nr, sizeof(double));
-  double *per = wt_xcalloc((size_t)nr * 3, sizeof(double)); /* tflops | nic | memory */
+  /* tflops | nic | memory | site_gpus | site_efficiency */
+  double *per = wt_xcalloc((size_t)nr * 5, sizeof(double));
   for (int r = 0; r < nr; r++) {
     per[r] = k->tflops;
     per[nr + r] = k->nic;
     per[2 * nr + r] = k->mem;
+    per[3 * nr + r] = 1;
+    per[4 * nr + r] = k->site_eff;
   }
   int rc = s_region_links(c, js, datacenter, nr, lat, bw);
   if (rc == WT_OK) rc = s_region_names(c, js, s);
   if (rc == WT_OK) rc = s_per_region(c, js, "device_tflops", nr, per);
   if (rc == WT_OK) rc = s_per_region(c, js, "nic_gbps", nr, per + nr);
   if (rc == WT_OK) rc = s_per_region(c, js, "memory_gb", nr, per + 2 * nr);
+  if (rc == WT_OK) rc = s_per_region(c, js, "site_gpus", nr, per + 3 * nr);
+  if (rc == WT_OK) rc = s_per_region(c, js, "site_efficiency", nr, per + 4 * nr);
+  if (rc == WT_OK) rc = s_check_sites(c, nr, per + 3 * nr, per + 4 * nr);
   if (rc == WT_OK) rc = s_scenario_degrees(c, js, k, s);
-  if (rc == WT_OK) s_expand(s, lat, bw, per, per + nr, per + 2 * nr);
+  if (rc == WT_OK) s_expand(s, lat, bw, per, per + nr, per + 2 * nr, per + 3 * nr, per + 4 * nr);
   free(lat);
   free(bw);
   free(per);
@@ -277,6 +302,7 @@ static int s_constants_parse(const s_ctx *c, const cJSON *root, s_constants *k) 
   const cJSON *js = cJSON_GetObjectItemCaseSensitive(root, "cost_model_constants");
   if (!cJSON_IsObject(js)) return s_fail(c, "cost_model_constants", "missing or not an object");
   *k = (s_constants){.tflops = NETSIM_DEFAULT_TFLOPS,
+                     .site_eff = 1,
                      .hidden = NETSIM_DEFAULT_HIDDEN,
                      .act_bytes = NETSIM_DEFAULT_ACT_BYTES};
   int d_pp = 0, d_dp = 0;
@@ -288,8 +314,9 @@ static int s_constants_parse(const s_ctx *c, const cJSON *root, s_constants *k) 
   k->d_dp = d_dp;
   if (k->c_dp < 0) return s_fail(c, "c_dp_bytes_per_stage", "must be >= 0, got %g", k->c_dp);
   if (k->c_pp < 0) return s_fail(c, "c_pp_bytes_per_cut", "must be >= 0, got %g", k->c_pp);
-  const char *pos[] = {"device_tflops", "nic_gbps", "memory_gb", "hidden_size", "activation_bytes"};
-  double *dst[] = {&k->tflops, &k->nic, &k->mem, &k->hidden, &k->act_bytes};
+  const char *pos[] = {"device_tflops", "nic_gbps",         "memory_gb",
+                       "hidden_size",   "activation_bytes", "site_efficiency"};
+  double *dst[] = {&k->tflops, &k->nic, &k->mem, &k->hidden, &k->act_bytes, &k->site_eff};
   for (size_t i = 0; i < WT_ARRAY_LEN(pos); i++) {
     WT_CHECK(s_number(c, js, pos[i], 0, dst[i]));
     if (*dst[i] < 0 || (i != 1 && i != 2 && *dst[i] == 0))

@@ -2,6 +2,7 @@
 #include "parallel/cp.h"
 
 #include "common/common.h"
+#include "parallel/group.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -11,7 +12,7 @@
 enum { S_TAG_KV = 1, S_TAG_DKV = 2 };
 
 struct parallel_cp_attention {
-  parallel_comm *cp;
+  const parallel_group_comm *cp;
   int C, NH, hs, c, rank, max_B, max_T;
   int B, T, Tl;     /* the last forward's shape; Tl = T / c local rows */
   float *qkv;       // (B, Tl, 3C) this rank's rows, copied at forward
@@ -26,8 +27,15 @@ struct parallel_cp_attention {
 
 parallel_cp_attention *parallel_cp_attention_new(const parallel_mesh *mesh, int C, int NH,
                                                  int max_B, int max_T) {
-  parallel_comm *cp = parallel_mesh_group(mesh, PARALLEL_GROUP_CP);
-  int c = parallel_comm_size(cp);
+  const parallel_group_comm *cp = parallel_mesh_coll(mesh, PARALLEL_GROUP_CP);
+  int c = cp->size;
+  if (cp->ops->device_buffers) {
+    wt_fail(WT_ENOTSUP,
+            "cp attention: its maths runs on host buffers, but the CP group's back end (%s) "
+            "keeps device buffers; run this layer with the host back end",
+            cp->ops->name);
+    return NULL;
+  }
   if (C < 1 || NH < 1 || C % NH || max_B < 1 || max_T < 1 || (c > 1 && max_T % (2 * c))) {
     wt_fail(WT_EINVAL,
             "cp attention: %d heads must divide %d channels, and the sequence %d must split into "
@@ -36,7 +44,7 @@ parallel_cp_attention *parallel_cp_attention_new(const parallel_mesh *mesh, int 
     return NULL;
   }
   parallel_cp_attention *a = wt_xcalloc(1, sizeof *a);
-  a->cp = cp, a->C = C, a->NH = NH, a->hs = C / NH, a->c = c, a->rank = parallel_comm_rank(cp);
+  a->cp = cp, a->C = C, a->NH = NH, a->hs = C / NH, a->c = c, a->rank = cp->rank;
   a->max_B = max_B, a->max_T = max_T;
   size_t rows = (size_t)max_B * (max_T / c), heads = rows * NH;
   a->qkv = wt_xcalloc(rows * 3 * C, sizeof(float));
@@ -76,19 +84,14 @@ void parallel_cp_positions(const parallel_cp_attention *a, int T, int *pos) {
 }
 
 /* Passes `buf` (n floats) one hop around the ring: send to rank + 1, receive from rank − 1 into
- * the same buffer (the transport sends a copy). */
+ * the same buffer (the back end's sendrecv allows that). */
 static int s_ring_pass(parallel_cp_attention *a, int tag, float *buf, size_t n) {
   int c = a->c, next = (a->rank + 1) % c, prev = (a->rank + c - 1) % c;
-  size_t got = 0;
-  WT_CHECK(parallel_comm_send(a->cp, next, tag, buf, n * sizeof(float)));
-  int rc = parallel_comm_recv(a->cp, prev, tag, buf, n * sizeof(float), &got);
-  if (rc != WT_OK && rc != WT_EMISMATCH) return rc; /* EMISMATCH: longer than expected */
-  if (rc == WT_EMISMATCH || got != n * sizeof(float))
-    return wt_fail(WT_ECORRUPT,
-                   "cp attention: rank %d got a block of another size than %zu bytes from rank "
-                   "%d; the ranks disagree on the batch shape",
-                   a->rank, n * sizeof(float), prev);
-  return WT_OK;
+  int rc = parallel_group_sendrecv(a->cp, tag, buf, next, buf, prev, n * sizeof(float));
+  if (rc != WT_ECORRUPT) return rc;
+  char why[256];
+  snprintf(why, sizeof why, "%s", wt_last_error());
+  return wt_fail(WT_ECORRUPT, "cp attention: %s; the ranks disagree on the batch shape", why);
 }
 
 static float s_dot(const float *x, const float *y, int n) {

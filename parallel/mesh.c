@@ -13,6 +13,7 @@ struct parallel_mesh {
   parallel_comm *groups[PARALLEL_GROUP_COUNT];
   int *members[PARALLEL_GROUP_COUNT]; /* world ranks, group-rank order */
   int sizes[PARALLEL_GROUP_COUNT];
+  parallel_group_comm coll[PARALLEL_GROUP_COUNT]; /* the back end the layers call (group.h) */
 };
 
 /* Axes in layout order, fastest first: the index into these arrays is the axis number. */
@@ -121,6 +122,10 @@ parallel_mesh *parallel_mesh_new(parallel_comm *world, const parallel_mesh_shape
       parallel_mesh_destroy(&m);
       return NULL;
     }
+    m->coll[g] = (parallel_group_comm){.ops = parallel_group_host_ops(),
+                                       .ctx = m->groups[g],
+                                       .rank = parallel_comm_rank(m->groups[g]),
+                                       .size = m->sizes[g]};
   }
   return m;
 }
@@ -139,6 +144,24 @@ void parallel_mesh_destroy(parallel_mesh **self_p) {
 parallel_comm *parallel_mesh_group(const parallel_mesh *m, parallel_group g) {
   assert(g >= 0 && g < PARALLEL_GROUP_COUNT);
   return m->groups[g];
+}
+
+const parallel_group_comm *parallel_mesh_coll(const parallel_mesh *m, parallel_group g) {
+  assert(g >= 0 && g < PARALLEL_GROUP_COUNT);
+  return &m->coll[g];
+}
+
+int parallel_mesh_set_coll(parallel_mesh *m, parallel_group g, const parallel_group_ops *ops,
+                           void *ctx, int rank, int size) {
+  assert(g >= 0 && g < PARALLEL_GROUP_COUNT);
+  if (!ops || rank != parallel_comm_rank(m->groups[g]) || size != m->sizes[g])
+    return wt_fail(WT_EINVAL,
+                   "mesh: the %s group is rank %d of %d, but its new back end says rank %d of %d; "
+                   "form that back end over this group's communicator (parallel_mesh_group)",
+                   parallel_mesh_group_name(g), parallel_comm_rank(m->groups[g]), m->sizes[g], rank,
+                   size);
+  m->coll[g] = (parallel_group_comm){.ops = ops, .ctx = ctx, .rank = rank, .size = size};
+  return WT_OK;
 }
 
 int parallel_mesh_members(const parallel_mesh *m, parallel_group g, int *out) {

@@ -32,6 +32,7 @@
 #define WT_PARALLEL_MESH_H
 
 #include "parallel/comm.h"
+#include "parallel/group.h"
 
 typedef struct {
   int dp, pp, tp, cp, ep; /* each >= 1; the product must equal the world size */
@@ -65,6 +66,18 @@ void parallel_mesh_destroy(parallel_mesh **self_p);
 
 /* The communicator of this rank's group of kind g (owned by the mesh). */
 parallel_comm *parallel_mesh_group(const parallel_mesh *m, parallel_group g);
+
+/* The back end the parallel layers call for group g (group.h): by default the host ring on
+ * parallel_mesh_group(m, g). The pointer stays valid for the mesh's life and follows
+ * parallel_mesh_set_coll. */
+const parallel_group_comm *parallel_mesh_coll(const parallel_mesh *m, parallel_group g);
+
+/* Makes group g's layers call `ops` on ctx (e.g. parallel_nccl_group_ops() on an NCCL
+ * communicator formed over parallel_mesh_group(m, g)); rank and size must be this rank's place in
+ * the group (WT_EINVAL otherwise, nothing changed). Set it before making the layers of the
+ * group: they allocate their buffers from the table. ctx must outlive the mesh's use. */
+int parallel_mesh_set_coll(parallel_mesh *m, parallel_group g, const parallel_group_ops *ops,
+                           void *ctx, int rank, int size);
 
 /* The name of a group kind ("tp", "dense_grad", ...), for logs. */
 const char *parallel_mesh_group_name(parallel_group g);

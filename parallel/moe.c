@@ -4,6 +4,7 @@
 
 #include "common/common.h"
 #include "kernels/kernels.h"
+#include "parallel/group.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@
 enum { S_TAG_A2A = 1 };
 
 struct parallel_moe {
-  parallel_comm *ep;
+  const parallel_group_comm *ep;
   const kernels_ops *k;
   int C, E, K, P, rank, El, e0, max_N;
   float cf, aux_weight;
@@ -51,8 +52,15 @@ static size_t s_tensor_numel(parallel_moe_tensor i, int C) {
 
 parallel_moe *parallel_moe_new(const parallel_mesh *mesh, const kernels_ops *k, int C,
                                const parallel_moe_config *cfg, int max_N) {
-  parallel_comm *ep = parallel_mesh_group(mesh, PARALLEL_GROUP_EP);
-  int P = parallel_comm_size(ep);
+  const parallel_group_comm *ep = parallel_mesh_coll(mesh, PARALLEL_GROUP_EP);
+  int P = ep->size;
+  if (ep->ops->device_buffers) {
+    wt_fail(WT_ENOTSUP,
+            "moe: its maths runs on host buffers, but the EP group's back end (%s) "
+            "keeps device buffers; run this layer with the host back end",
+            ep->ops->name);
+    return NULL;
+  }
   if (C < 1 || max_N < 1 || cfg->experts < 1 || cfg->experts % P || cfg->top_k < 1 ||
       cfg->top_k > cfg->experts || !(cfg->capacity_factor > 0) || !(cfg->aux_weight >= 0)) {
     wt_fail(WT_EINVAL,
@@ -63,7 +71,7 @@ parallel_moe *parallel_moe_new(const parallel_mesh *mesh, const kernels_ops *k, 
   }
   parallel_moe *m = wt_xcalloc(1, sizeof *m);
   m->ep = ep, m->k = k, m->C = C, m->E = cfg->experts, m->K = cfg->top_k, m->P = P;
-  m->rank = parallel_comm_rank(ep), m->El = m->E / P, m->e0 = m->rank * m->El, m->max_N = max_N;
+  m->rank = ep->rank, m->El = m->E / P, m->e0 = m->rank * m->El, m->max_N = max_N;
   m->cf = cfg->capacity_factor, m->aux_weight = cfg->aux_weight;
   for (int i = 0; i < PARALLEL_MOE_TENSORS; i++)
     m->off[i + 1] = m->off[i] + s_tensor_numel((parallel_moe_tensor)i, C);
@@ -192,24 +200,12 @@ static size_t s_expert_off(const parallel_moe *m, int le, int src, int slot) {
 
 /* Block j of `send` to rank j, block i of `recv` from rank i; each block El·cap·C floats. */
 static int s_alltoall(parallel_moe *m, const float *send, float *recv) {
-  size_t block = (size_t)m->El * m->cap * m->C, bytes = block * sizeof(float);
-  memcpy(recv + (size_t)m->rank * block, send + (size_t)m->rank * block, bytes);
-  for (int i = 1; i < m->P; i++) {
-    int to = (m->rank + i) % m->P;
-    WT_CHECK(parallel_comm_send(m->ep, to, S_TAG_A2A, send + (size_t)to * block, bytes));
-  }
-  for (int i = 1; i < m->P; i++) {
-    int from = (m->rank - i + m->P) % m->P;
-    size_t got = 0;
-    int rc = parallel_comm_recv(m->ep, from, S_TAG_A2A, recv + (size_t)from * block, bytes, &got);
-    if (rc != WT_OK && rc != WT_EMISMATCH) return rc; /* EMISMATCH: longer than expected */
-    if (rc == WT_EMISMATCH || got != bytes)
-      return wt_fail(WT_ECORRUPT,
-                     "moe: rank %d got a block of another size than %zu bytes from rank %d; "
-                     "every EP rank must pass the same number of tokens",
-                     m->rank, bytes, from);
-  }
-  return WT_OK;
+  size_t bytes = (size_t)m->El * m->cap * m->C * sizeof(float);
+  int rc = parallel_group_alltoall(m->ep, S_TAG_A2A, send, recv, bytes);
+  if (rc != WT_ECORRUPT) return rc;
+  char why[256];
+  snprintf(why, sizeof why, "%s", wt_last_error());
+  return wt_fail(WT_ECORRUPT, "moe: %s; every EP rank must pass the same number of tokens", why);
 }
 
 /* Between the (P, El, cap, C) exchange view and the (El, P·cap, C) per-expert view. */

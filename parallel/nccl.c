@@ -239,6 +239,58 @@ int parallel_nccl_mem_download(void *dst, const void *src, size_t bytes) {
                           : wt_fail(WT_EIO, "nccl: download failed: %s", cudaGetErrorString(e));
 }
 
+/* The layers' kernels may run on another stream than the communicator's (its stream does not
+ * wait for the legacy default stream): finish all device work before a collective reads it. */
+static int s_sync(void) {
+  cudaError_t e = cudaDeviceSynchronize();
+  return e == cudaSuccess ? WT_OK
+                          : wt_fail(WT_EIO, "nccl: device work before a collective failed: %s",
+                                    cudaGetErrorString(e));
+}
+
+/* Chunk c of the n floats reduced onto its owner (group.h): one grouped launch of reduces. */
+static int s_reduce_owned(parallel_nccl *n, float *x, size_t count, parallel_op op) {
+  WT_CHECK(s_usable(n));
+  ncclResult_t r = ncclGroupStart();
+  for (int c = 0; c < n->size && (r == ncclSuccess || r == ncclInProgress); c++) {
+    size_t off, len;
+    parallel_chunk_range(count, n->size, c, &off, &len);
+    if (len)
+      r = ncclReduce(x + off, x + off, len, ncclFloat32, s_op(op), parallel_chunk_owner(c, n->size),
+                     n->comm, n->stream);
+  }
+  ncclResult_t end = ncclGroupEnd();
+  return s_finish(n, r == ncclSuccess || r == ncclInProgress ? end : r, "reduce-scatter");
+}
+
+/* Each owner's chunk to every rank: one grouped launch of broadcasts. */
+static int s_gather_owned(parallel_nccl *n, float *x, size_t count) {
+  WT_CHECK(s_usable(n));
+  ncclResult_t r = ncclGroupStart();
+  for (int c = 0; c < n->size && (r == ncclSuccess || r == ncclInProgress); c++) {
+    size_t off, len;
+    parallel_chunk_range(count, n->size, c, &off, &len);
+    if (len)
+      r = ncclBroadcast(x + off, x + off, len, ncclFloat32, parallel_chunk_owner(c, n->size),
+                        n->comm, n->stream);
+  }
+  ncclResult_t end = ncclGroupEnd();
+  return s_finish(n, r == ncclSuccess || r == ncclInProgress ? end : r, "all-gather");
+}
+
+static int s_mem_copy(void *dst, const void *src, size_t bytes) {
+  cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);
+  return e == cudaSuccess ? WT_OK
+                          : wt_fail(WT_EIO, "nccl: device copy failed: %s", cudaGetErrorString(e));
+}
+
+static int s_mem_zero(void *p, size_t bytes) {
+  cudaError_t e = cudaMemset(p, 0, bytes);
+  return e == cudaSuccess
+             ? WT_OK
+             : wt_fail(WT_EIO, "nccl: device memset failed: %s", cudaGetErrorString(e));
+}
+
 #else /* no NCCL in this build: the same functions, refusing */
 
 struct parallel_nccl {
@@ -321,4 +373,97 @@ int parallel_nccl_mem_download(void *dst, const void *src, size_t bytes) {
   return s_none();
 }
 
+static int s_sync(void) {
+  return s_none();
+}
+static int s_reduce_owned(parallel_nccl *n, float *x, size_t count, parallel_op op) {
+  (void)n, (void)x, (void)count, (void)op;
+  return s_none();
+}
+static int s_gather_owned(parallel_nccl *n, float *x, size_t count) {
+  (void)n, (void)x, (void)count;
+  return s_none();
+}
+static int s_mem_copy(void *dst, const void *src, size_t bytes) {
+  (void)dst, (void)src, (void)bytes;
+  return s_none();
+}
+static int s_mem_zero(void *p, size_t bytes) {
+  (void)p, (void)bytes;
+  return s_none();
+}
+
 #endif
+
+/* ---- the group table (group.h): the same in both builds, over the functions above ---------- */
+
+static int s_g_allreduce(void *ctx, float *x, size_t n, parallel_op op) {
+  WT_CHECK(s_sync());
+  return parallel_nccl_allreduce(ctx, x, n, op);
+}
+
+static int s_g_reduce_scatter(void *ctx, float *x, size_t n, parallel_op op) {
+  WT_CHECK(s_sync());
+  return s_reduce_owned(ctx, x, n, op);
+}
+
+static int s_g_allgather(void *ctx, float *x, size_t n) {
+  WT_CHECK(s_sync());
+  return s_gather_owned(ctx, x, n);
+}
+
+/* NCCL may receive before it has sent, so a receive into the send buffer goes through a copy. */
+static int s_g_sendrecv(void *ctx, int tag, const void *send, int to, void *recv, int from,
+                        size_t bytes) {
+  (void)tag; /* NCCL matches by call order */
+  WT_CHECK(s_sync());
+  const char *s0 = send, *r0 = recv;
+  int overlap = to >= 0 && from >= 0 && s0 < r0 + bytes && r0 < s0 + bytes;
+  if (!overlap) return parallel_nccl_sendrecv(ctx, send, to, recv, from, bytes);
+  void *tmp = parallel_nccl_mem_alloc(bytes);
+  if (!tmp) return wt_last_status();
+  int rc = parallel_nccl_sendrecv(ctx, send, to, tmp, from, bytes);
+  if (rc == WT_OK) rc = s_mem_copy(recv, tmp, bytes);
+  parallel_nccl_mem_free(tmp);
+  return rc;
+}
+
+static int s_g_alltoall(void *ctx, int tag, const void *send, void *recv, size_t bytes) {
+  (void)tag;
+  WT_CHECK(s_sync());
+  return parallel_nccl_alltoall(ctx, send, recv, bytes);
+}
+
+static void *s_g_alloc(size_t bytes) {
+  void *p = parallel_nccl_mem_alloc(bytes);
+  if (p && s_mem_zero(p, bytes) != WT_OK) {
+    parallel_nccl_mem_free(p);
+    return NULL;
+  }
+  return p;
+}
+
+static const parallel_group_ops s_group_ops = {
+    .name = "nccl",
+    .device_buffers = 1,
+    .allreduce = s_g_allreduce,
+    .reduce_scatter = s_g_reduce_scatter,
+    .allgather = s_g_allgather,
+    .sendrecv = s_g_sendrecv,
+    .alltoall = s_g_alltoall,
+    .alloc = s_g_alloc,
+    .free = parallel_nccl_mem_free,
+    .copy = s_mem_copy,
+    .zero = s_mem_zero,
+    .upload = parallel_nccl_mem_upload,
+    .download = parallel_nccl_mem_download,
+};
+
+const parallel_group_ops *parallel_nccl_group_ops(void) {
+  return &s_group_ops;
+}
+
+int parallel_nccl_attach(parallel_nccl *n, parallel_mesh *mesh, parallel_group g) {
+  return parallel_mesh_set_coll(mesh, g, &s_group_ops, n, parallel_nccl_rank(n),
+                                parallel_nccl_size(n));
+}

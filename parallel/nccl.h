@@ -25,6 +25,8 @@
 #define WT_PARALLEL_NCCL_H
 
 #include "parallel/collectives.h"
+#include "parallel/group.h"
+#include "parallel/mesh.h"
 
 #include <stddef.h>
 
@@ -60,6 +62,17 @@ int parallel_nccl_sendrecv(parallel_nccl *n, const void *send, int send_peer, vo
 /* All-to-all by grouped send/recv: block j (bytes) of send goes to rank j, block i of recv comes
  * from rank i. */
 int parallel_nccl_alltoall(parallel_nccl *n, const void *send, void *recv, size_t bytes);
+
+/* The group table (group.h) over an NCCL communicator (ctx = the parallel_nccl *): the
+ * collectives on device buffers, reduce-scatter / all-gather with the chunk ownership of group.h
+ * (rank r holds chunk (r + 1) mod size, by grouped ncclReduce / ncclBroadcast rooted at each
+ * owner), buffers from cudaMalloc. Each call first waits for the device's outstanding work, so
+ * kernels on any stream are complete before NCCL reads their output. */
+const parallel_group_ops *parallel_nccl_group_ops(void);
+
+/* Makes mesh group g's layers use n (formed over parallel_mesh_group(mesh, g)): WT_OK, or
+ * WT_EINVAL when n's rank or size differ from the group's. */
+int parallel_nccl_attach(parallel_nccl *n, parallel_mesh *mesh, parallel_group g);
 
 /* Device memory for tests and callers without a device allocator: NULL with wt_last_error() set
  * on failure or without CUDA. Copies are synchronous; each returns WT_OK or WT_EIO / WT_ENOTSUP. */

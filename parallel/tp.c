@@ -4,15 +4,15 @@
 
 #include "common/common.h"
 #include "kernels/kernels.h"
-#include "parallel/collectives.h"
 #include "parallel/cp.h"
+#include "parallel/group.h"
 
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct parallel_tp_block {
-  parallel_comm *tp;
+  const parallel_group_comm *tp; /* its table also says where the buffers live */
   const kernels_ops *k;
   parallel_cp_attention *cpa; /* ring attention over the CP group; NULL without CP */
   int C, NH, t, rank, sp, max_rows, max_B, max_T, c;
@@ -91,14 +91,10 @@ void parallel_tp_shard(parallel_tp_tensor i, int C, int NH, int r, int t, const 
   }
 }
 
-static float *s_alloc(size_t n) {
-  return wt_xcalloc(n ? n : 1, sizeof(float));
-}
-
 parallel_tp_block *parallel_tp_block_new(const parallel_mesh *mesh, const kernels_ops *k, int C,
                                          int NH, int max_B, int max_T, int sp) {
-  parallel_comm *tp = parallel_mesh_group(mesh, PARALLEL_GROUP_TP);
-  int t = parallel_comm_size(tp);
+  const parallel_group_comm *tp = parallel_mesh_coll(mesh, PARALLEL_GROUP_TP);
+  int t = tp->size;
   if (C < 1 || NH < 1 || C % NH || NH % t || max_B < 1 || max_T < 1) {
     wt_fail(WT_EINVAL,
             "tp block: %d heads must divide %d channels and be a multiple of the TP degree %d "
@@ -107,10 +103,18 @@ parallel_tp_block *parallel_tp_block_new(const parallel_mesh *mesh, const kernel
     return NULL;
   }
   parallel_tp_block *b = wt_xcalloc(1, sizeof *b);
-  b->tp = tp, b->k = k, b->C = C, b->NH = NH, b->t = t, b->rank = parallel_comm_rank(tp);
+  b->tp = tp, b->k = k, b->C = C, b->NH = NH, b->t = t, b->rank = tp->rank;
   b->sp = sp != 0, b->max_B = max_B, b->max_T = max_T, b->max_rows = max_B * max_T;
   b->Cl = C / t, b->NHl = NH / t;
   b->c = parallel_comm_size(parallel_mesh_group(mesh, PARALLEL_GROUP_CP));
+  if (b->c > 1 && tp->ops->device_buffers) {
+    wt_fail(WT_ENOTSUP,
+            "tp block: ring attention runs on host buffers, but the TP group's back "
+            "end (%s) keeps device buffers; use CP = 1 on a device back end",
+            tp->ops->name);
+    free(b);
+    return NULL;
+  }
   if (b->c > 1) { /* this rank's heads, over the ranks that share its TP coordinate */
     b->cpa = parallel_cp_attention_new(mesh, b->Cl, b->NHl, max_B, max_T);
     if (!b->cpa) {
@@ -120,19 +124,48 @@ parallel_tp_block *parallel_tp_block_new(const parallel_mesh *mesh, const kernel
   }
   for (int i = 0; i < PARALLEL_TP_TENSORS; i++)
     b->off[i + 1] = b->off[i] + s_numel((parallel_tp_tensor)i, C, b->Cl);
-  b->params = s_alloc(b->off[PARALLEL_TP_TENSORS]);
-  b->grads = s_alloc(b->off[PARALLEL_TP_TENSORS]);
-  size_t N = (size_t)b->max_rows, NC = N * C, Cl = (size_t)b->Cl;
+  size_t N = (size_t)b->max_rows, NC = N * C, Cl = (size_t)b->Cl, P = b->off[PARALLEL_TP_TENSORS];
   /* The probabilities of the whole-sequence attention op; ring attention keeps its own state. */
   size_t att = b->cpa ? 0 : (size_t)max_B * b->NHl * max_T * max_T;
-  b->ln1 = s_alloc(NC), b->ln1_mean = s_alloc(N), b->ln1_rstd = s_alloc(N);
-  b->ln1_full = s_alloc(NC), b->qkv = s_alloc(N * 3 * Cl), b->att = s_alloc(att);
-  b->atty = s_alloc(N * Cl), b->res1 = s_alloc(NC), b->ln2 = s_alloc(NC);
-  b->ln2_mean = s_alloc(N), b->ln2_rstd = s_alloc(N), b->ln2_full = s_alloc(NC);
-  b->fc = s_alloc(N * 4 * Cl), b->gelu = s_alloc(N * 4 * Cl), b->red = s_alloc(NC);
-  b->d_full = s_alloc(NC), b->d_rows = s_alloc(NC), b->d_res1 = s_alloc(NC);
-  b->d_gelu = s_alloc(N * 4 * Cl), b->d_fc = s_alloc(N * 4 * Cl), b->d_atty = s_alloc(N * Cl);
-  b->d_qkv = s_alloc(N * 3 * Cl), b->d_scratch = s_alloc(att), b->d_ln = s_alloc(4 * (size_t)C);
+  const struct {
+    float **p;
+    size_t n;
+  } bufs[] = {{&b->params, P},
+              {&b->grads, P},
+              {&b->ln1, NC},
+              {&b->ln1_mean, N},
+              {&b->ln1_rstd, N},
+              {&b->ln1_full, NC},
+              {&b->qkv, N * 3 * Cl},
+              {&b->att, att},
+              {&b->atty, N * Cl},
+              {&b->res1, NC},
+              {&b->ln2, NC},
+              {&b->ln2_mean, N},
+              {&b->ln2_rstd, N},
+              {&b->ln2_full, NC},
+              {&b->fc, N * 4 * Cl},
+              {&b->gelu, N * 4 * Cl},
+              {&b->red, NC},
+              {&b->d_full, NC},
+              {&b->d_rows, NC},
+              {&b->d_res1, NC},
+              {&b->d_gelu, N * 4 * Cl},
+              {&b->d_fc, N * 4 * Cl},
+              {&b->d_atty, N * Cl},
+              {&b->d_qkv, N * 3 * Cl},
+              {&b->d_scratch, att},
+              {&b->d_ln, 4 * (size_t)C}};
+  for (size_t i = 0; i < WT_ARRAY_LEN(bufs); i++) {
+    *bufs[i].p = parallel_group_alloc(tp, bufs[i].n);
+    if (!*bufs[i].p) { /* a device allocation failed: keep its status */
+      int code = wt_last_status();
+      parallel_tp_block_destroy(&b);
+      wt_fail(code ? code : WT_ENOMEM, "tp block: cannot allocate its buffers on the %s back end",
+              tp->ops->name);
+      return NULL;
+    }
+  }
   return b;
 }
 
@@ -144,7 +177,7 @@ void parallel_tp_block_destroy(parallel_tp_block **self_p) {
                    b->ln2_rstd,  b->ln2_full, b->fc,     b->gelu,     b->red,      b->d_full,
                    b->d_rows,    b->d_res1,   b->d_gelu, b->d_fc,     b->d_atty,   b->d_qkv,
                    b->d_scratch, b->d_ln};
-  for (size_t i = 0; i < WT_ARRAY_LEN(bufs); i++) free(bufs[i]);
+  for (size_t i = 0; i < WT_ARRAY_LEN(bufs); i++) parallel_group_free(b->tp, bufs[i]);
   parallel_cp_attention_destroy(&b->cpa);
   free(b);
   *self_p = NULL;
@@ -170,14 +203,19 @@ float *parallel_tp_block_grads(parallel_tp_block *b, size_t *n) {
   return b->grads;
 }
 
-void parallel_tp_block_zero_grad(parallel_tp_block *b) {
-  memset(b->grads, 0, sizeof(float) * b->off[PARALLEL_TP_TENSORS]);
+int parallel_tp_block_zero_grad(parallel_tp_block *b) {
+  return parallel_group_zero(b->tp, b->grads, sizeof(float) * b->off[PARALLEL_TP_TENSORS]);
 }
 
-void parallel_tp_block_load(parallel_tp_block *b, const float *const full[PARALLEL_TP_TENSORS]) {
+int parallel_tp_block_load(parallel_tp_block *b, const float *const full[PARALLEL_TP_TENSORS]) {
+  float *shard = wt_xmalloc(sizeof(float) * b->off[PARALLEL_TP_TENSORS]);
   for (int i = 0; i < PARALLEL_TP_TENSORS; i++)
     parallel_tp_shard((parallel_tp_tensor)i, b->C, b->NH, b->rank, b->t, full[i],
-                      b->params + b->off[i]);
+                      shard + b->off[i]);
+  int rc =
+      parallel_group_upload(b->tp, b->params, shard, sizeof(float) * b->off[PARALLEL_TP_TENSORS]);
+  free(shard);
+  return rc;
 }
 
 void parallel_tp_block_rows(const parallel_tp_block *b, int B, int T, int *first, int *count) {
@@ -186,7 +224,7 @@ void parallel_tp_block_rows(const parallel_tp_block *b, int B, int T, int *first
     *first = 0, *count = N;
     return;
   }
-  /* parallel_reduce_scatter leaves chunk (rank + 1) mod t on this rank. */
+  /* A group reduce-scatter leaves chunk (rank + 1) mod t on this rank (group.h). */
   size_t off, len;
   parallel_chunk_range((size_t)N, b->t, (b->rank + 1) % b->t, &off, &len);
   *first = (int)off, *count = (int)len;
@@ -202,9 +240,10 @@ static int s_gather(parallel_tp_block *b, const float *rows, float *full, const 
     return WT_OK;
   }
   size_t C = (size_t)b->C;
-  memcpy(full + (size_t)b->row0 * C, rows, sizeof(float) * (size_t)b->rows * C);
+  WT_CHECK(parallel_group_copy(b->tp, full + (size_t)b->row0 * C, rows,
+                               sizeof(float) * (size_t)b->rows * C));
   *out = full;
-  return parallel_allgather_chunks(b->tp, full, (size_t)b->N * C);
+  return parallel_group_allgather(b->tp, full, (size_t)b->N * C);
 }
 
 /* g forward / f backward: sum the partial (N, C) results of the ranks and leave this rank's rows
@@ -212,16 +251,16 @@ static int s_gather(parallel_tp_block *b, const float *rows, float *full, const 
 static int s_reduce(parallel_tp_block *b, float *partial, float *rows) {
   size_t C = (size_t)b->C, n = (size_t)b->N * C;
   if (b->sp)
-    WT_CHECK(parallel_reduce_scatter(b->tp, partial, n, PARALLEL_OP_SUM));
+    WT_CHECK(parallel_group_reduce_scatter(b->tp, partial, n, PARALLEL_OP_SUM));
   else
-    WT_CHECK(parallel_allreduce(b->tp, partial, n, PARALLEL_OP_SUM));
-  memcpy(rows, partial + (size_t)b->row0 * C, sizeof(float) * (size_t)b->rows * C);
-  return WT_OK;
+    WT_CHECK(parallel_group_allreduce(b->tp, partial, n, PARALLEL_OP_SUM));
+  return parallel_group_copy(b->tp, rows, partial + (size_t)b->row0 * C,
+                             sizeof(float) * (size_t)b->rows * C);
 }
 
-static void s_add_bias(float *x, const float *bias, int rows, int C) {
-  for (int i = 0; i < rows; i++)
-    for (int j = 0; j < C; j++) x[(size_t)i * C + j] += bias[j];
+/* Through the kernels table, so that the same code adds a bias on device buffers. */
+static void s_add_bias(const kernels_ops *k, float *x, const float *bias, int rows, int C) {
+  for (int i = 0; i < rows; i++) k->residual_forward(x + (size_t)i * C, x + (size_t)i * C, bias, C);
 }
 
 /* ---- forward --------------------------------------------------------------------------------- */
@@ -255,7 +294,7 @@ int parallel_tp_block_forward(parallel_tp_block *b, const float *x, float *out, 
   k->matmul_forward(b->red, b->atty, parallel_tp_block_param(b, PARALLEL_TP_ATTN_PROJ_W, NULL),
                     NULL, N, Cl, C, KERNELS_W_IN_OUT);
   WT_CHECK(s_reduce(b, b->red, b->d_rows));
-  s_add_bias(b->d_rows, parallel_tp_block_param(b, PARALLEL_TP_ATTN_PROJ_B, NULL), R, C);
+  s_add_bias(k, b->d_rows, parallel_tp_block_param(b, PARALLEL_TP_ATTN_PROJ_B, NULL), R, C);
   k->residual_forward(b->res1, x, b->d_rows, (size_t)R * C);
 
   /* MLP: LN (rows) → f → column-parallel c_fc → GELU → row-parallel c_proj → g */
@@ -270,7 +309,7 @@ int parallel_tp_block_forward(parallel_tp_block *b, const float *x, float *out, 
   k->matmul_forward(b->red, b->gelu, parallel_tp_block_param(b, PARALLEL_TP_FC_PROJ_W, NULL), NULL,
                     N, 4 * Cl, C, KERNELS_W_IN_OUT);
   WT_CHECK(s_reduce(b, b->red, b->d_rows));
-  s_add_bias(b->d_rows, parallel_tp_block_param(b, PARALLEL_TP_FC_PROJ_B, NULL), R, C);
+  s_add_bias(k, b->d_rows, parallel_tp_block_param(b, PARALLEL_TP_FC_PROJ_B, NULL), R, C);
   k->residual_forward(out, b->res1, b->d_rows, (size_t)R * C);
   return WT_OK;
 }
@@ -284,7 +323,7 @@ static int s_back_row_parallel(parallel_tp_block *b, const float *dout_rows, con
                                parallel_tp_tensor w, float *d_in, int K) {
   const float *dout = NULL;
   WT_CHECK(s_gather(b, dout_rows, b->d_full, &dout));
-  memset(d_in, 0, sizeof(float) * (size_t)b->N * K);
+  WT_CHECK(parallel_group_zero(b->tp, d_in, sizeof(float) * (size_t)b->N * K));
   b->k->matmul_backward(d_in, parallel_tp_block_grad(b, w, NULL),
                         parallel_tp_block_grad(b, (parallel_tp_tensor)(w + 1), NULL), dout, inp,
                         parallel_tp_block_param(b, w, NULL), b->N, K, b->C, KERNELS_W_IN_OUT);
@@ -299,7 +338,7 @@ static int s_back_col_parallel(parallel_tp_block *b, const float *d_out_local, c
                                parallel_tp_tensor lnw, const float *mean, const float *rstd,
                                float *d_ln, float *dx_rows) {
   int C = b->C;
-  memset(b->red, 0, sizeof(float) * (size_t)b->N * C);
+  WT_CHECK(parallel_group_zero(b->tp, b->red, sizeof(float) * (size_t)b->N * C));
   b->k->matmul_backward(b->red, parallel_tp_block_grad(b, w, NULL),
                         parallel_tp_block_grad(b, (parallel_tp_tensor)(w + 1), NULL), d_out_local,
                         ln_in, parallel_tp_block_param(b, w, NULL), b->N, C, OC, KERNELS_W_IN_OUT);
@@ -317,19 +356,19 @@ int parallel_tp_block_backward(parallel_tp_block *b, const float *dout, float *d
   /* Without SP the LayerNorm gradients are already complete on each rank and go straight into
    * the gradients; with SP they are partial sums over this rank's rows, collected in d_ln. */
   float *d_ln1 = b->d_ln, *d_ln2 = b->d_ln + 2 * C;
-  memset(b->d_ln, 0, sizeof(float) * 4 * (size_t)C);
+  WT_CHECK(parallel_group_zero(b->tp, b->d_ln, sizeof(float) * 4 * (size_t)C));
 
   /* MLP branch: out = res1 + mlp(res1) */
-  memcpy(b->d_res1, dout, sizeof(float) * RC);
+  WT_CHECK(parallel_group_copy(b->tp, b->d_res1, dout, sizeof(float) * RC));
   WT_CHECK(s_back_row_parallel(b, dout, b->gelu, PARALLEL_TP_FC_PROJ_W, b->d_gelu, 4 * Cl));
-  memset(b->d_fc, 0, sizeof(float) * (size_t)N * 4 * Cl);
+  WT_CHECK(parallel_group_zero(b->tp, b->d_fc, sizeof(float) * (size_t)N * 4 * Cl));
   k->gelu_backward(b->d_fc, b->fc, b->d_gelu, (size_t)N * 4 * Cl);
   WT_CHECK(s_back_col_parallel(b, b->d_fc, ln2_in, PARALLEL_TP_FC_W, 4 * Cl, b->res1,
                                PARALLEL_TP_LN2_W, b->ln2_mean, b->ln2_rstd, d_ln2, b->d_res1));
 
   /* attention branch: res1 = x + attn(x) */
   WT_CHECK(s_back_row_parallel(b, b->d_res1, b->atty, PARALLEL_TP_ATTN_PROJ_W, b->d_atty, Cl));
-  memset(b->d_qkv, 0, sizeof(float) * (size_t)N * 3 * Cl);
+  WT_CHECK(parallel_group_zero(b->tp, b->d_qkv, sizeof(float) * (size_t)N * 3 * Cl));
   if (b->cpa)
     WT_CHECK(parallel_cp_attention_backward(b->cpa, b->d_qkv, b->d_atty));
   else
@@ -337,14 +376,14 @@ int parallel_tp_block_backward(parallel_tp_block *b, const float *dout, float *d
                           b->NHl);
   WT_CHECK(s_back_col_parallel(b, b->d_qkv, ln1_in, PARALLEL_TP_QKV_W, 3 * Cl, b->x,
                                PARALLEL_TP_LN1_W, b->ln1_mean, b->ln1_rstd, d_ln1, dx));
-  for (size_t i = 0; i < RC; i++) dx[i] += b->d_res1[i]; /* the residual's skip path */
+  k->residual_forward(dx, dx, b->d_res1, RC); /* the residual's skip path */
 
-  if (b->sp) WT_CHECK(parallel_allreduce(b->tp, b->d_ln, 4 * (size_t)C, PARALLEL_OP_SUM));
+  if (b->sp) WT_CHECK(parallel_group_allreduce(b->tp, b->d_ln, 4 * (size_t)C, PARALLEL_OP_SUM));
   const parallel_tp_tensor ln[4] = {PARALLEL_TP_LN1_W, PARALLEL_TP_LN1_B, PARALLEL_TP_LN2_W,
                                     PARALLEL_TP_LN2_B};
   for (int i = 0; i < 4; i++) {
     float *g = parallel_tp_block_grad(b, ln[i], NULL);
-    for (int j = 0; j < C; j++) g[j] += b->d_ln[i * C + j];
+    k->residual_forward(g, g, b->d_ln + (size_t)i * C, (size_t)C);
   }
   return WT_OK;
 }

@@ -23,8 +23,8 @@
  * backward): the same bytes as the all-reduces, but LayerNorm work and its activations shrink by t.
  * The LayerNorm weight and bias gradients, then partial sums over each rank's rows, are summed
  * over the group once per backward (one all-reduce of 4C floats). Rank r's rows are chunk
- * (r + 1) mod t of the flattened (B·T) rows — the chunk parallel_reduce_scatter leaves on it;
- * parallel_tp_block_rows() says which. B·T must be a multiple of t.
+ * (r + 1) mod t of the flattened (B·T) rows — the chunk a group reduce-scatter leaves on it
+ * (group.h); parallel_tp_block_rows() says which. B·T must be a multiple of t.
  *
  * Numbers: splitting a matmul's inner sum into t partial sums that the all-reduce adds changes
  * float32 rounding, so results equal the single-device block within rounding (tests use
@@ -37,9 +37,12 @@
  * attention over the CP group on this rank's heads; everything else in the block is row-wise and
  * unchanged. B and T passed to the block are then the full shape (T a multiple of 2c).
  *
- * Buffers are host floats for the CPU tables; the ops are called only through the kernels table
- * and the collectives only through the communicator, so a device table and an NCCL communicator
- * run the same code.
+ * Buffers: the block allocates, copies and zeroes its buffers, and runs its collectives, only
+ * through the TP group's back end (parallel_mesh_coll, group.h), and computes only through the
+ * kernels table. With the default host back end everything is host memory; with an NCCL back end
+ * and a device kernels table (kernels_backend("cuda")) every pointer the block takes or returns
+ * (x, out, dout, dx, parameters, gradients) is device memory, and the same code runs. Ring
+ * attention is host code, so a device back end needs CP = 1.
  *
  *   parallel_tp_block *b = parallel_tp_block_new(mesh, kernels_cpu(), C, NH, B, T, 0);
  *   parallel_tp_block_load(b, full);              // 12 GPT-2 tensors, each rank takes its shard
@@ -89,15 +92,16 @@ float *parallel_tp_block_grad(parallel_tp_block *b, parallel_tp_tensor i, size_t
 /* All local parameters / gradients as one flat buffer (tensor after tensor, enum order). */
 float *parallel_tp_block_params(parallel_tp_block *b, size_t *n);
 float *parallel_tp_block_grads(parallel_tp_block *b, size_t *n);
-void parallel_tp_block_zero_grad(parallel_tp_block *b);
+int parallel_tp_block_zero_grad(parallel_tp_block *b);
 
 /* Writes rank `rank`'s shard (of `t`) of the full single-device tensor i (GPT-2 layout, as in
  * model/gpt.h) to `local`. Pure layout: the inverse view of what each rank holds. */
 void parallel_tp_shard(parallel_tp_tensor i, int channels, int n_head, int rank, int t,
                        const float *full, float *local);
 
-/* Loads this rank's shards from the 12 full tensors (enum order). */
-void parallel_tp_block_load(parallel_tp_block *b, const float *const full[PARALLEL_TP_TENSORS]);
+/* Loads this rank's shards from the 12 full host tensors (enum order), uploading them where the
+ * block's buffers live. Returns WT_OK or the back end's copy error. */
+int parallel_tp_block_load(parallel_tp_block *b, const float *const full[PARALLEL_TP_TENSORS]);
 
 /* With sequence parallelism: this rank's token rows of the flattened (B·T/c) rows it holds are
  * [*first, *first + *count); without it, all of them. */

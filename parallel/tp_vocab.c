@@ -4,15 +4,15 @@
 
 #include "common/common.h"
 #include "kernels/kernels.h"
-#include "parallel/collectives.h"
 #include "parallel/cp.h"
+#include "parallel/group.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct parallel_tp_vocab {
-  parallel_comm *tp;
+  const parallel_group_comm *tp;
   const kernels_ops *k;
   int V, C, max_pos, max_rows, max_T, t, rank, v0, Vr;
   int c, cp_rank;                 /* the CP group: rows are this rank's positions of the sequence */
@@ -30,8 +30,15 @@ struct parallel_tp_vocab {
 
 parallel_tp_vocab *parallel_tp_vocab_new(const parallel_mesh *mesh, const kernels_ops *k, int V,
                                          int C, int max_pos, int max_B, int max_T) {
-  parallel_comm *tp = parallel_mesh_group(mesh, PARALLEL_GROUP_TP);
-  int t = parallel_comm_size(tp);
+  const parallel_group_comm *tp = parallel_mesh_coll(mesh, PARALLEL_GROUP_TP);
+  int t = tp->size;
+  if (tp->ops->device_buffers) {
+    wt_fail(WT_ENOTSUP,
+            "tp vocab: its maths runs on host buffers, but the TP group's back end (%s) "
+            "keeps device buffers; run this layer with the host back end",
+            tp->ops->name);
+    return NULL;
+  }
   if (V < t || C < 1 || max_pos < max_T || max_B < 1 || max_T < 1) {
     wt_fail(WT_EINVAL,
             "tp vocab: vocabulary %d must have at least one row per rank (%d ranks), width %d "
@@ -41,7 +48,7 @@ parallel_tp_vocab *parallel_tp_vocab_new(const parallel_mesh *mesh, const kernel
   }
   parallel_tp_vocab *v = wt_xcalloc(1, sizeof *v);
   v->tp = tp, v->k = k, v->V = V, v->C = C, v->max_pos = max_pos, v->max_T = max_T;
-  v->max_rows = max_B * max_T, v->t = t, v->rank = parallel_comm_rank(tp);
+  v->max_rows = max_B * max_T, v->t = t, v->rank = tp->rank;
   parallel_comm *cp = parallel_mesh_group(mesh, PARALLEL_GROUP_CP);
   v->c = parallel_comm_size(cp), v->cp_rank = parallel_comm_rank(cp);
   size_t off, len;
@@ -128,7 +135,7 @@ int parallel_tp_vocab_embed(parallel_tp_vocab *v, const int *tokens, int B, int 
     if (row >= 0 && row < v->Vr)
       memcpy(out + (size_t)i * C, v->wte + (size_t)row * C, sizeof(float) * C);
   }
-  WT_CHECK(parallel_allreduce(v->tp, out, (size_t)N * C, PARALLEL_OP_SUM));
+  WT_CHECK(parallel_group_allreduce(v->tp, out, (size_t)N * C, PARALLEL_OP_SUM));
   for (int i = 0; i < N; i++)
     for (int j = 0; j < C; j++) out[(size_t)i * C + j] += v->wpe[(size_t)v->pos[i] * C + j];
   return WT_OK;
@@ -166,7 +173,7 @@ int parallel_tp_vocab_loss(parallel_tp_vocab *v, const float *h, const int *targ
     int col = targets[i] - v->v0;
     if (col >= 0 && col < Vr) v->exch[(size_t)t * N + i] = x[col];
   }
-  WT_CHECK(parallel_allreduce(v->tp, v->exch, (size_t)N * (t + 1), PARALLEL_OP_SUM));
+  WT_CHECK(parallel_group_allreduce(v->tp, v->exch, (size_t)N * (t + 1), PARALLEL_OP_SUM));
   double total = 0;
   for (int i = 0; i < N; i++) {
     float m = -INFINITY;
@@ -201,7 +208,7 @@ int parallel_tp_vocab_loss_backward(parallel_tp_vocab *v, float loss_scale, floa
   float *part = v->dh_part;
   memset(part, 0, sizeof(float) * (size_t)N * C);
   v->k->matmul_backward(part, v->dwte, NULL, v->logits, v->h, v->wte, N, C, Vr, KERNELS_W_OUT_IN);
-  WT_CHECK(parallel_allreduce(v->tp, part, (size_t)N * C, PARALLEL_OP_SUM));
+  WT_CHECK(parallel_group_allreduce(v->tp, part, (size_t)N * C, PARALLEL_OP_SUM));
   for (size_t i = 0; i < (size_t)N * C; i++) dh[i] += part[i];
   return WT_OK;
 }
