@@ -76,6 +76,7 @@ struct coordinator {
   double cost_ga, cost_random;
   int failed_epochs; /* consecutive train epochs that ended without progress */
   char last_error[1024];
+  int last_error_echo; /* last_error is a neighbour's lost link, not a cause */
   double first_loss, last_loss;
   long last_step;
   double lost_at, recovery_s; /* when a member was lost; how long until training resumed */
@@ -96,6 +97,8 @@ int coord_state_checkpoint(coordinator *c, long step, int stage, const char *dig
                            int *complete);
 int coord_state_session_seen(coordinator *c, const char *key, const char *sid);
 void coord_state_save_epoch(coordinator *c, const char *plan_json);
+int coord_state_meta_get(coordinator *c, const char *key, char *out, size_t size);
+void coord_state_meta_set(coordinator *c, const char *key, const char *value);
 
 /* token.c */
 int coord_token_verify(coordinator *c, const char *token, char *why, size_t why_size);

@@ -145,11 +145,21 @@ static int s_bind(coordinator *c) {
   int maxmsg = COORD_MSG_MAX + 1024; /* larger frames are cut off by zmq before we read them */
   int64_t maxsize = maxmsg;
   zmq_setsockopt(c->router, ZMQ_MAXMSGSIZE, &maxsize, sizeof maxsize);
-  if (zmq_bind(c->router, c->cfg.bind) != 0)
+  /* A restarted coordinator with an ephemeral port listens where it listened before, so the
+   * peers' reconnects find it. */
+  char previous[256] = "";
+  size_t blen = strlen(c->cfg.bind);
+  int ephemeral = blen > 2 && !strcmp(c->cfg.bind + blen - 2, ":*");
+  if (ephemeral && coord_state_meta_get(c, "endpoint", previous, sizeof previous) &&
+      zmq_bind(c->router, previous) == 0) {
+    WT_INFO("coordinator: listening again on %s", previous);
+  } else if (zmq_bind(c->router, c->cfg.bind) != 0) {
     return wt_fail(WT_EIO, "cannot bind the control socket to %s: %s; choose another --bind",
                    c->cfg.bind, zmq_strerror(errno));
+  }
   size_t sz = sizeof c->endpoint;
   zmq_getsockopt(c->router, ZMQ_LAST_ENDPOINT, c->endpoint, &sz);
+  coord_state_meta_set(c, "endpoint", c->endpoint);
   char path[1300];
   snprintf(path, sizeof path, "%s/endpoint", c->dir);
   FILE *f = fopen(path, "w");
@@ -353,6 +363,9 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
       coord_state_save_run(c);
     }
   }
+  const cJSON *result = cJSON_GetObjectItemCaseSensitive(b, "result");
+  if (cJSON_IsObject(result) && p->epoch_rank >= 0 && p->result == 0)
+    coord_epoch_on_result(c, p, result); /* its RESULT was lost (e.g. while we restarted) */
   cJSON *a = cJSON_CreateObject();
   cJSON_AddNumberToObject(a, "epoch", c->epoch);
   coord_send(c, p, COORD_CMD_ACK, a);

@@ -398,7 +398,14 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
   p->steps_done = steps;
   if (ok && !strcmp(c->epoch_kind, "probe")) s_probe_result(c, p, body);
   if (!ok) {
-    snprintf(c->last_error, sizeof c->last_error, "peer %d: %s", p->id, err ? err : "failed");
+    /* The cause, not its echoes: when one tasklet fails, its neighbours fail next with a lost
+     * link or a deadline (WT_EIO / WT_ETIMEOUT), and their reports may arrive first. */
+    int code = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "code"));
+    int echo = code == WT_EIO || code == WT_ETIMEOUT;
+    if (c->phase != EPOCH_DRAINING || (!echo && c->last_error_echo)) {
+      snprintf(c->last_error, sizeof c->last_error, "peer %d: %s", p->id, err ? err : "failed");
+      c->last_error_echo = echo;
+    }
     if (c->phase != EPOCH_DRAINING) {
       if (!strcmp(c->epoch_kind, "train") && steps <= c->committed_step) c->failed_epochs++;
       if (!strcmp(c->epoch_kind, "train") && c->lost_at == 0) c->lost_at = wt_now_s();

@@ -90,11 +90,11 @@ void coord_event(coordinator *c, const char *kind, const char *fmt, ...) {
         detail);
 }
 
-static void s_meta_set(coordinator *c, const char *key, const char *value) {
+void coord_state_meta_set(coordinator *c, const char *key, const char *value) {
   s_run(c, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", "tt", key, value);
 }
 
-static int s_meta_get(coordinator *c, const char *key, char *out, size_t size) {
+int coord_state_meta_get(coordinator *c, const char *key, char *out, size_t size) {
   sqlite3_stmt *st = NULL;
   int found = 0;
   if (sqlite3_prepare_v2(c->db, "SELECT value FROM meta WHERE key = ?", -1, &st, NULL) ==
@@ -125,7 +125,7 @@ void coord_state_save_run(coordinator *c) {
   for (int i = 0; i < c->n_members; i++) cJSON_AddItemToArray(m, cJSON_CreateNumber(c->peers[c->members[i]].id));
   for (int i = 0; i < c->n_plan; i++) cJSON_AddItemToArray(pm, cJSON_CreateNumber(c->peers[c->plan_members[i]].id));
   char *text = cJSON_PrintUnformatted(run);
-  s_meta_set(c, "run", text);
+  coord_state_meta_set(c, "run", text);
   free(text);
   cJSON_Delete(run);
 }
@@ -242,7 +242,7 @@ static void s_ids_to_peers(coordinator *c, const cJSON *arr, int *out, int *n) {
 int coord_state_load(coordinator *c) {
   s_load_peers(c);
   char text[16384];
-  if (!s_meta_get(c, "run", text, sizeof text)) {
+  if (!coord_state_meta_get(c, "run", text, sizeof text)) {
     randombytes_buf(&c->run_id, sizeof c->run_id);
     coord_state_save_run(c);
     return WT_OK;

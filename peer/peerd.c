@@ -53,6 +53,8 @@ typedef struct {
   double flops, memory;
   peer_work *work;
   int work_epoch;
+  cJSON *last_result; /* repeated in heartbeats until a new epoch: a RESULT lost in a
+                         coordinator restart is not lost */
   long reported_ckpt;
   data_set *data;
   char data_spec[WT_CONFIG_STR_MAX];
@@ -197,6 +199,8 @@ static void s_report_failure(s_peer *p, int epoch, const char *why) {
 static void s_on_epoch(s_peer *p, const cJSON *body) {
   peer_work_destroy(&p->work);
   p->reported_ckpt = 0; /* the stage may differ from the last epoch's */
+  cJSON_Delete(p->last_result);
+  p->last_result = NULL;
   int epoch = (int)s_num(body, "epoch", -1);
   const cJSON *train = cJSON_GetObjectItemCaseSensitive(body, "train");
   if (train && s_data(p, train) != WT_OK) {
@@ -293,6 +297,7 @@ static void s_heartbeat(s_peer *p) {
   cJSON_AddNumberToObject(b, "tokens_s", tok);
   cJSON_AddNumberToObject(b, "bytes_sent", sent);
   cJSON_AddNumberToObject(b, "bytes_recv", recv);
+  if (!w && p->last_result) cJSON_AddItemToObject(b, "result", cJSON_Duplicate(p->last_result, 1));
   s_send(p, COORD_CMD_HEARTBEAT, b);
   cJSON_Delete(b);
   double now = wt_now_s();
@@ -310,7 +315,8 @@ static void s_work_done(s_peer *p) {
   s_report_checkpoint(p); /* the last shard, written just before the tasklet returned */
   cJSON *b = peer_work_result(w);
   s_send(p, COORD_CMD_RESULT, b);
-  cJSON_Delete(b);
+  cJSON_Delete(p->last_result);
+  p->last_result = b;
   if (!p->cfg->quiet) {
     if (w->rc == WT_OK)
       printf("peerd %d: epoch %d done%s\n", p->peer_id, w->epoch, w->is_train ? " (training)" : "");
@@ -433,6 +439,7 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
     rc = s_loop(&p, stop);
   }
   peer_work_destroy(&p.work);
+  cJSON_Delete(p.last_result);
   data_set_destroy(&p.data);
   if (p.sock) zmq_close(p.sock);
   if (p.ctx) zmq_ctx_term(p.ctx);

@@ -297,6 +297,7 @@ cJSON *peer_work_result(peer_work *w) {
   cJSON_AddNumberToObject(b, "epoch", w->epoch);
   cJSON_AddBoolToObject(b, "ok", w->rc == WT_OK);
   if (w->rc != WT_OK) cJSON_AddStringToObject(b, "error", w->error);
+  if (w->rc != WT_OK) cJSON_AddNumberToObject(b, "code", w->rc); /* a wt_status */
   cJSON_AddNumberToObject(b, "steps", (double)w->steps);
   if (isfinite(w->loss)) cJSON_AddNumberToObject(b, "loss", w->loss);
   if (!w->is_train && w->rc == WT_OK) {
