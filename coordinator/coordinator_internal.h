@@ -9,11 +9,13 @@
 #include "netsim/netsim.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdint.h>
 
 #define COORD_MAX_PEERS 256
 #define COORD_KEY_LEN 40
+#define COORD_LOSS_HIST 2000
 
 typedef enum { PEER_GONE = 0, PEER_LIVE = 1 } coord_peer_status;
 
@@ -32,6 +34,8 @@ typedef struct {
   /* last heartbeat */
   long step;
   double loss, tokens_s, bytes_sent, bytes_recv;
+  double bytes_intra, bytes_inter; /* sent in the current epoch, by link class */
+  double done_intra, done_inter;   /* sent in the epochs before */
   /* per epoch */
   int epoch_rank;          /* rank in the current epoch, -1 = not a member */
   char endpoint[256];      /* bound for the current epoch */
@@ -80,6 +84,12 @@ struct coordinator {
   double first_loss, last_loss;
   long last_step;
   double lost_at, recovery_s; /* when a member was lost; how long until training resumed */
+  /* the loss curve (from heartbeats; thinned to half when full) and link rates */
+  int n_hist;
+  long hist_step[COORD_LOSS_HIST];
+  float hist_loss[COORD_LOSS_HIST];
+  double rate_t, rate_intra, rate_inter, prev_intra, prev_inter;
+  pthread_mutex_t mu; /* held while the loop handles messages; the HTTP thread reads under it */
   /* probed links between peer ids: latency (s) and bandwidth (B/s), -1 = not measured */
   double *lat, *bw; /* COORD_MAX_PEERS² by peer index */
 };
@@ -106,6 +116,11 @@ int coord_token_key_load(const char *dir, unsigned char key[32]);
 
 /* daemon.c */
 void coord_send(coordinator *c, coord_peer *p, coordinator_cmd cmd, const cJSON *body);
+
+/* status.c */
+cJSON *coord_status(coordinator *c);
+void coord_status_tick(coordinator *c);
+void coord_loss_record(coordinator *c, long step, float loss);
 
 /* epoch.c */
 void coord_epoch_tick(coordinator *c);

@@ -181,7 +181,8 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
   c->lat = wt_xmalloc(sizeof(double) * COORD_MAX_PEERS * COORD_MAX_PEERS);
   c->bw = wt_xmalloc(sizeof(double) * COORD_MAX_PEERS * COORD_MAX_PEERS);
   for (int i = 0; i < COORD_MAX_PEERS * COORD_MAX_PEERS; i++) c->lat[i] = c->bw[i] = -1;
-  c->first_loss = NAN;
+  c->first_loss = c->last_loss = NAN;
+  pthread_mutex_init(&c->mu, NULL);
   coordinator_sid_new(c->sid);
   int rc = mkdir(c->dir, 0700) == 0 || errno == EEXIST
                ? WT_OK
@@ -221,6 +222,7 @@ void coordinator_destroy(coordinator **self_p) {
   netsim_scenario_set_destroy(&c->scenario_set);
   free(c->lat);
   free(c->bw);
+  pthread_mutex_destroy(&c->mu);
   sodium_memzero(c->sec, sizeof c->sec);
   free(c);
   *self_p = NULL;
@@ -349,10 +351,15 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
   p->tokens_s = s_num(b, "tokens_s", 0);
   p->bytes_sent = s_num(b, "bytes_sent", 0);
   p->bytes_recv = s_num(b, "bytes_recv", 0);
+  p->bytes_intra = fmax(p->bytes_intra, s_num(b, "bytes_intra", 0));
+  p->bytes_inter = fmax(p->bytes_inter, s_num(b, "bytes_inter", 0));
   int ep = (int)s_num(b, "epoch", -1);
   if (ep == c->epoch && p->epoch_rank >= 0 && c->phase == EPOCH_RUNNING &&
       !strcmp(c->epoch_kind, "train") && p->step > 0) {
-    if (p->step > c->last_step) c->last_step = p->step, c->last_loss = p->loss;
+    if (p->step > c->last_step) {
+      c->last_step = p->step, c->last_loss = p->loss;
+      coord_loss_record(c, p->step, (float)p->loss);
+    }
     double first = s_num(b, "first_loss", NAN);
     if (isnan(c->first_loss) && isfinite(first)) c->first_loss = first;
     if (c->lost_at > 0 && p->step > c->committed_step) {
@@ -505,6 +512,7 @@ int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
     long timeout_ms = (long)(c->cfg.heartbeat_s * 1000 / 2) + 1;
     if (zmq_poll(&item, 1, timeout_ms) < 0 && errno != EINTR)
       return wt_fail(WT_EIO, "control socket poll failed: %s", zmq_strerror(errno));
+    pthread_mutex_lock(&c->mu);
     for (int k = 0; k < 256 && (item.revents & ZMQ_POLLIN); k++) {
       int ev = 0;
       size_t sz = sizeof ev;
@@ -514,6 +522,8 @@ int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
     }
     s_liveness(c);
     coord_epoch_tick(c);
+    coord_status_tick(c);
+    pthread_mutex_unlock(&c->mu);
     if (c->cfg.exit_when_done && c->run_complete) {
       if (done_at == 0) done_at = wt_now_s();
       if (wt_now_s() - done_at > 2 * c->cfg.heartbeat_s) break; /* let FINISH go out */

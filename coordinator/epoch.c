@@ -108,7 +108,9 @@ static void s_publish(coordinator *c) {
     cJSON_AddNumberToObject(b, "probe_bytes", c->cfg.probe_kib * 1024.0);
     cJSON *keys = cJSON_AddArrayToObject(b, "keys");
     cJSON *ids = cJSON_AddArrayToObject(b, "peer_ids");
+    cJSON *regions = cJSON_AddArrayToObject(b, "regions"); /* to count bytes per link class */
     for (int j = 0; j < c->n_members; j++) {
+      cJSON_AddItemToArray(regions, cJSON_CreateString(c->peers[c->members[j]].region));
       cJSON_AddItemToArray(keys, cJSON_CreateString(c->peers[c->members[j]].key));
       cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->peers[c->members[j]].id));
     }
@@ -306,7 +308,12 @@ static int s_all_reported(coordinator *c) {
 }
 
 static void s_epoch_over(coordinator *c) {
-  for (int r = 0; r < c->n_members; r++) c->peers[c->members[r]].epoch_rank = -1;
+  for (int r = 0; r < c->n_members; r++) {
+    coord_peer *p = &c->peers[c->members[r]];
+    p->epoch_rank = -1;
+    p->done_intra += p->bytes_intra, p->done_inter += p->bytes_inter;
+    p->bytes_intra = p->bytes_inter = 0;
+  }
   c->n_members = 0;
   c->phase = EPOCH_NONE;
   coord_state_save_run(c);
@@ -396,6 +403,8 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
   long steps = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "steps"));
   p->result = ok ? 1 : -1;
   p->steps_done = steps;
+  p->bytes_intra = fmax(p->bytes_intra, cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_intra")));
+  p->bytes_inter = fmax(p->bytes_inter, cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_inter")));
   if (ok && !strcmp(c->epoch_kind, "probe")) s_probe_result(c, p, body);
   if (!ok) {
     /* The cause, not its echoes: when one tasklet fails, its neighbours fail next with a lost

@@ -208,6 +208,17 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   if (st->info.step == 1) w->first_loss = st->info.loss;
   w->loss = st->info.loss;
   w->bytes_sent = (double)(st->bytes_pipeline + st->bytes_data + st->bytes_control);
+  const cJSON *regions = cJSON_GetObjectItemCaseSensitive(w->body, "regions");
+  const char *mine = cJSON_GetStringValue(cJSON_GetArrayItem(regions, w->rank));
+  double intra = 0, inter = 0, recv = 0;
+  for (int p = 0; p < w->size; p++) {
+    parallel_zmq_link_stats ls = parallel_zmq_link_stats_get(w->zc, p);
+    const char *theirs = cJSON_GetStringValue(cJSON_GetArrayItem(regions, p));
+    if (mine && theirs && !strcmp(mine, theirs)) intra += (double)ls.bytes_sent;
+    else inter += (double)ls.bytes_sent;
+    recv += (double)ls.bytes_recv;
+  }
+  w->bytes_intra = intra, w->bytes_inter = inter, w->bytes_recv = recv;
   pthread_mutex_unlock(&w->mu);
 }
 
@@ -270,11 +281,15 @@ static void *s_main(void *arg) {
   s_job *j = arg;
   peer_work *w = j->w;
   s_wrap x = {j->zc, w};
+  w->zc = j->zc;
   parallel_comm *world = parallel_comm_new(&s_wrap_ops, &x, w->rank, w->size);
   int rc = !world ? WT_EINVAL : w->is_train ? s_train(w, world, j->zc) : s_probe(w, world);
   w->rc = rc;
   if (rc != WT_OK) snprintf(w->error, sizeof w->error, "%s", wt_last_error());
   parallel_comm_destroy(&world);
+  pthread_mutex_lock(&w->mu);
+  w->zc = NULL;
+  pthread_mutex_unlock(&w->mu);
   parallel_comm_destroy(&j->zc); /* says goodbye: neighbours still waiting on us fail at once */
   free(j);
   w->finished = 1;
@@ -313,6 +328,8 @@ cJSON *peer_work_result(peer_work *w) {
   if (w->rc != WT_OK) cJSON_AddStringToObject(b, "error", w->error);
   if (w->rc != WT_OK) cJSON_AddNumberToObject(b, "code", w->rc); /* a wt_status */
   cJSON_AddNumberToObject(b, "steps", (double)w->steps);
+  cJSON_AddNumberToObject(b, "bytes_intra", w->bytes_intra);
+  cJSON_AddNumberToObject(b, "bytes_inter", w->bytes_inter);
   if (isfinite(w->loss)) cJSON_AddNumberToObject(b, "loss", w->loss);
   if (!w->is_train && w->rc == WT_OK) {
     cJSON *la = cJSON_AddArrayToObject(b, "latency_s"), *bw = cJSON_AddArrayToObject(b, "bandwidth_Bps");
