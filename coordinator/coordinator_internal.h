@@ -83,7 +83,10 @@ struct coordinator {
   int last_error_echo; /* last_error is a neighbour's lost link, not a cause */
   double first_loss, last_loss;
   long last_step;
-  double lost_at, recovery_s; /* when a member was lost; how long until training resumed */
+  double lost_at, recovery_s;
+  int it_epoch; /* measured iteration time: epoch, start time and step, result */
+  double it_t0, iteration_s;
+  long it_step0; /* when a member was lost; how long until training resumed */
   /* the loss curve (from heartbeats; thinned to half when full) and link rates */
   int n_hist;
   long hist_step[COORD_LOSS_HIST];

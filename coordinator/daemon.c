@@ -359,6 +359,9 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
     if (p->step > c->last_step) {
       c->last_step = p->step, c->last_loss = p->loss;
       coord_loss_record(c, p->step, (float)p->loss);
+      double now = wt_now_s(); /* iteration time within one epoch, from its first step seen */
+      if (c->it_epoch != c->epoch) c->it_epoch = c->epoch, c->it_t0 = now, c->it_step0 = p->step;
+      else if (p->step > c->it_step0 + 4) c->iteration_s = (now - c->it_t0) / (p->step - c->it_step0);
     }
     double first = s_num(b, "first_loss", NAN);
     if (isnan(c->first_loss) && isfinite(first)) c->first_loss = first;

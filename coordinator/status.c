@@ -121,6 +121,7 @@ cJSON *coord_status(coordinator *c) {
   s_num(o, "predicted_cost_ga_s", c->cost_ga);
   s_num(o, "predicted_cost_random_s", c->cost_random);
   s_num(o, "recovery_s", c->recovery_s);
+  s_num(o, "measured_iteration_s", c->iteration_s);
   s_bytes(c, &intra, &inter);
   cJSON_AddNumberToObject(o, "bytes_intra_region", intra);
   cJSON_AddNumberToObject(o, "wan_bytes", inter);

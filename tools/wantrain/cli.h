@@ -11,6 +11,7 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
 
 /* Parses argv[2..] with `table` into cfg (defaults first). Prints help and returns -1 (caller
  * exits 0) on --help; prints the error and returns CLI_USAGE on a bad flag; else CLI_OK. */

@@ -22,6 +22,7 @@ static const struct {
     {"train", cmd_train, "train a GPT (or resume one) and write checkpoints"},
     {"eval", cmd_eval, "mean next-token loss of a checkpoint on a data file"},
     {"sample", cmd_sample, "generate text from a checkpoint"},
+    {"demo", cmd_demo, "coordinator + 9 peerd over an emulated WAN, one peer killed part-way"},
 };
 
 static void s_usage(FILE *out) {
