@@ -85,7 +85,8 @@ static int s_keys(s_peer *p) {
   }
   const char *k = c->coordinator_key;
   uint8_t raw[32];
-  if (strlen(k) == 40 && zmq_z85_decode(raw, k)) {
+  /* A readable file wins: a 40-character path is also valid Z85. */
+  if (access(k, R_OK) != 0 && strlen(k) == 40 && zmq_z85_decode(raw, k)) {
     memcpy(p->server, k, 41);
   } else {
     FILE *f = fopen(k, "r");

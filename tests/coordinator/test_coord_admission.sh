@@ -29,7 +29,7 @@ expect_refused 3 "malformed" --token "hello"
 sleep 1.2
 expect_refused 4 "expired" --token "$short"
 
-start_peer 5 --token "$one"
+start_peer 5 --token "$one" --coordinator-key "$(cat "$STATE/coordinator.pub")" # the key itself
 wait_for "$WORK/peer5.log" "admitted" 15 || fail "a valid token was not admitted"
 [ "$(stat -c %a "$WORK/peer5/peer.key")" = 600 ] || fail "the key file is not 0600"
 expect_refused 6 "used up" --token "$one"

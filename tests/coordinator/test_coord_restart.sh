@@ -28,7 +28,7 @@ kill -9 "$CPID"
 sleep 1
 start_coord a.log "${ARGS[@]}"
 wait_for "$WORK/a.log" "the run finished 150 steps" 60 || fail "A: the run did not finish after the restart"
-wait "$CPID"
+wait_exit "$CPID" 60
 grep -q "restart: state loaded: .*(running)" "$WORK/a.log" || fail "A: the restart did not find the running epoch"
 n_train=$(grep -c "x 2 replicas, peers by world rank" "$WORK/a.log")
 [ "$n_train" = 1 ] || fail "A: $n_train train epochs; the restart should not have formed a new one"
@@ -45,7 +45,7 @@ kill_all
 start_coord b.log "${ARGS[@]}"
 peers
 wait_for "$WORK/b.log" "the run finished 150 steps" 60 || fail "B: the run did not finish after a whole restart"
-wait "$CPID"
+wait_exit "$CPID" 60
 from=$(grep -oE "predicted cost .* from step [0-9]+" "$WORK/b.log" | tail -1 | grep -oE "[0-9]+$")
 [ "$from" -ge "$committed" ] || fail "B: resumed from $from, below the committed step $committed"
 LB=$(json_field b.log loss)
@@ -65,7 +65,7 @@ shard=$(printf "%s/c/checkpoints/stage-1/step-%08d/model.safetensors" "$WORK" "$
 printf 'XXXXXXXX' | dd of="$shard" bs=1 seek=200 conv=notrunc 2>/dev/null
 start_coord c.log "${ARGS[@]}"
 peers
-wait "$CPID"
+wait_exit "$CPID" 60
 rc=$?
 [ "$rc" = 1 ] || fail "C: the coordinator exited $rc with a corrupt checkpoint; expected 1"
 grep -q "stopped: .*SHA-256" "$WORK/c.log" || fail "C: the stop does not name the SHA-256 mismatch"

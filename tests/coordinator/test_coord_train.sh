@@ -19,7 +19,7 @@ run() { # run NAME: coordinator + 9 peers on state dir $WORK/NAME, logs NAME.log
 
 run plain
 wait_for "$WORK/plain.log" "the run finished 120 steps" 60 || fail "the undisturbed run did not finish"
-wait "$CPID"
+wait_exit "$CPID" 60
 L0=$(json_field plain.log loss)
 F0=$(json_field plain.log first_loss)
 echo "undisturbed: first loss $F0, final loss $L0"
@@ -40,7 +40,7 @@ for round in 1 2; do
   kill -9 "$vpid"
   echo "$name: killed peer $victim (pid $vpid) after committed step $committed"
   wait_for "$WORK/$name.log" "the run finished 120 steps" 60 || fail "$name: the run did not finish after the kill"
-  wait "$CPID"
+  wait_exit "$CPID" 60
   grep -q "standby: peer [0-9]* takes over world rank" "$WORK/$name.log" || fail "$name: no standby took over"
   from=$(grep -oE "predicted cost .* from step [0-9]+" "$WORK/$name.log" | tail -1 | grep -oE "[0-9]+$")
   [ "$from" -ge "$committed" ] || fail "$name: resumed from step $from, but step $committed was committed"
