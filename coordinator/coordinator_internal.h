@@ -37,9 +37,9 @@ typedef struct {
   double bytes_intra, bytes_inter; /* sent in the current epoch, by link class */
   double done_intra, done_inter;   /* sent in the epochs before */
   /* per epoch */
-  int epoch_rank;          /* rank in the current epoch, -1 = not a member */
-  char endpoint[256];      /* bound for the current epoch */
-  int result;              /* 0 none yet, 1 ok, -1 failed */
+  int epoch_rank;     /* rank in the current epoch, -1 = not a member */
+  char endpoint[256]; /* bound for the current epoch */
+  int result;         /* 0 none yet, 1 ok, -1 failed */
   long steps_done;
 } coord_peer;
 
@@ -69,8 +69,8 @@ struct coordinator {
   uint64_t run_id;
   int run_complete;
   long committed_step; /* latest complete checkpoint */
-  int epoch;            /* current epoch number (0 = none yet) */
-  char epoch_kind[8];   /* "probe" or "train" */
+  int epoch;           /* current epoch number (0 = none yet) */
+  char epoch_kind[8];  /* "probe" or "train" */
   coord_epoch_phase phase;
   double phase_deadline;
   int members[COORD_MAX_PEERS]; /* peer indices by epoch rank */
@@ -106,8 +106,7 @@ void coord_event(coordinator *c, const char *kind, const char *fmt, ...)
 void coord_state_save_peer(coordinator *c, const coord_peer *p);
 void coord_state_save_run(coordinator *c);
 void coord_state_save_link(coordinator *c, int a, int b);
-int coord_state_checkpoint(coordinator *c, long step, int stage, const char *digest,
-                           int *complete);
+int coord_state_checkpoint(coordinator *c, long step, int stage, const char *digest, int *complete);
 int coord_state_session_seen(coordinator *c, const char *key, const char *sid);
 void coord_state_save_epoch(coordinator *c, const char *plan_json);
 int coord_state_meta_get(coordinator *c, const char *key, char *out, size_t size);

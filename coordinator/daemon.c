@@ -44,8 +44,8 @@ static const wt_option s_options[] = {
      "activation compression: none|delta2|delta4|delta8|direct8", 0},
     {"checkpoint-dir", WT_OPT_STRING, F(checkpoint_dir), 0, 0, "",
      "checkpoint directory the peers share (default STATE_DIR/checkpoints)", 0},
-    {"checkpoint-every", WT_OPT_INT, F(checkpoint_every), 1, 1e9, "10",
-     "steps between checkpoints", 0},
+    {"checkpoint-every", WT_OPT_INT, F(checkpoint_every), 1, 1e9, "10", "steps between checkpoints",
+     0},
     {"solver", WT_OPT_CHOICE, F(solver), 0, 0, "ga", "placement solver",
      "ga|random|greedy|megatron|deepspeed"},
     {"probe-kib", WT_OPT_INT, F(probe_kib), 16, 65536, "512",
@@ -54,19 +54,21 @@ static const wt_option s_options[] = {
      "netsim scenario file to emulate the WAN from (peers give --region)", 0},
     {"scenario-name", WT_OPT_STRING, F(scenario_name), 0, 0, "",
      "the scenario in --scenario (default: its first)", 0},
-    {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-4, 100, "1",
-     "wall seconds per emulated second", 0},
+    {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-4, 100, "1", "wall seconds per emulated second",
+     0},
     {"heartbeat", WT_OPT_FLOAT, F(heartbeat_s), 0.05, 60, "0.5", "heartbeat interval, seconds", 0},
-    {"liveness", WT_OPT_INT, F(liveness), 2, 100, "6",
-     "missed heartbeats before a peer is dropped", 0},
+    {"liveness", WT_OPT_INT, F(liveness), 2, 100, "6", "missed heartbeats before a peer is dropped",
+     0},
     {"peer-timeout", WT_OPT_FLOAT, F(peer_timeout_s), 1, 3600, "15",
      "deadline of every data-plane wait on the peers, seconds", 0},
-    {"exit-when-done", WT_OPT_FLAG, F(exit_when_done), 0, 1, "0",
-     "exit once the run is complete", 0},
+    {"exit-when-done", WT_OPT_FLAG, F(exit_when_done), 0, 1, "0", "exit once the run is complete",
+     0},
     {0}};
 #undef F
 
-const wt_option *coordinator_options(void) { return s_options; }
+const wt_option *coordinator_options(void) {
+  return s_options;
+}
 
 /* ---- ZAP: every CURVE client may connect; the daemon admits by token. The handler tells the
  * ROUTER the client's key as the User-Id of its messages. ---------------------------------- */
@@ -184,10 +186,10 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
   c->first_loss = c->last_loss = NAN;
   pthread_mutex_init(&c->mu, NULL);
   coordinator_sid_new(c->sid);
-  int rc = mkdir(c->dir, 0700) == 0 || errno == EEXIST
-               ? WT_OK
-               : wt_fail(WT_EIO, "cannot create the state directory %s: %s", c->dir,
-                         strerror(errno));
+  int rc =
+      mkdir(c->dir, 0700) == 0 || errno == EEXIST
+          ? WT_OK
+          : wt_fail(WT_EIO, "cannot create the state directory %s: %s", c->dir, strerror(errno));
   if (rc == WT_OK) rc = coord_scenario_load(c);
   if (rc == WT_OK) rc = coord_token_key_load(c->dir, c->token_key);
   if (rc == WT_OK) rc = coord_state_open(c);
@@ -228,9 +230,15 @@ void coordinator_destroy(coordinator **self_p) {
   *self_p = NULL;
 }
 
-const char *coordinator_public_key(const coordinator *c) { return c->pub; }
-const char *coordinator_endpoint(const coordinator *c) { return c->endpoint; }
-uint64_t coordinator_refused(const coordinator *c) { return c->refused; }
+const char *coordinator_public_key(const coordinator *c) {
+  return c->pub;
+}
+const char *coordinator_endpoint(const coordinator *c) {
+  return c->endpoint;
+}
+uint64_t coordinator_refused(const coordinator *c) {
+  return c->refused;
+}
 
 void coord_send(coordinator *c, coord_peer *p, coordinator_cmd cmd, const cJSON *body) {
   if (!p->route_len) return;
@@ -281,7 +289,8 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   if (coord_state_session_seen(c, key, m->sid)) {
     c->refused++;
     WT_WARN("coordinator: dropped a replayed registration (session %.8s… of key %.8s… was seen "
-            "before)", m->sid, key);
+            "before)",
+            m->sid, key);
     return;
   }
   const cJSON *dev = cJSON_GetObjectItemCaseSensitive(m->body, "device");
@@ -291,7 +300,8 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   if (!cJSON_IsObject(dev) || !(flops > 0 && flops < 1e18) || memory < 0 || !kind[0] ||
       strlen(kind) >= 32 || strlen(region) >= 64 || strlen(host) >= 256) {
     c->refused++;
-    s_refuse(c, route, rlen, "registration without a valid device report (kind, flops > 0, "
+    s_refuse(c, route, rlen,
+             "registration without a valid device report (kind, flops > 0, "
              "memory >= 0, region < 64 chars); upgrade peerd");
     WT_WARN("coordinator: refused a registration from key %.8s…: bad device report", key);
     return;
@@ -360,8 +370,10 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
       c->last_step = p->step, c->last_loss = p->loss;
       coord_loss_record(c, p->step, (float)p->loss);
       double now = wt_now_s(); /* iteration time within one epoch, from its first step seen */
-      if (c->it_epoch != c->epoch) c->it_epoch = c->epoch, c->it_t0 = now, c->it_step0 = p->step;
-      else if (p->step > c->it_step0 + 4) c->iteration_s = (now - c->it_t0) / (p->step - c->it_step0);
+      if (c->it_epoch != c->epoch)
+        c->it_epoch = c->epoch, c->it_t0 = now, c->it_step0 = p->step;
+      else if (p->step > c->it_step0 + 4)
+        c->iteration_s = (now - c->it_t0) / (p->step - c->it_step0);
     }
     double first = s_num(b, "first_loss", NAN);
     if (isnan(c->first_loss) && isfinite(first)) c->first_loss = first;
@@ -389,7 +401,8 @@ static void s_checkpoint(coordinator *c, coord_peer *p, const cJSON *b) {
   if (step < 1 || stage < 0 || stage >= c->cfg.stages || strlen(digest) != 64) {
     c->refused++;
     WT_WARN("coordinator: peer %d sent an impossible checkpoint report (step %ld, stage %d); "
-            "dropped", p->id, step, stage);
+            "dropped",
+            p->id, step, stage);
     return;
   }
   int complete = 0;
@@ -420,8 +433,9 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
     c->refused++;
     WT_WARN("coordinator: dropped \"%s\" from key %.8s…: %s", coordinator_cmd_name(m.cmd), key,
             i < 0 ? "an unknown key" : "a peer that was dropped");
-    s_refuse(c, route, rlen, i < 0 ? "unknown peer key: register first with a join token"
-                                   : "this peer was dropped (missed heartbeats); register again");
+    s_refuse(c, route, rlen,
+             i < 0 ? "unknown peer key: register first with a join token"
+                   : "this peer was dropped (missed heartbeats); register again");
     coordinator_msg_clear(&m);
     return;
   }
@@ -438,10 +452,18 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
   p->last_seen = wt_now_s();
   coord_state_save_peer(c, p); /* the sequence survives a restart: no replay window */
   switch (m.cmd) {
-  case COORD_CMD_HEARTBEAT: s_heartbeat(c, p, m.body); break;
-  case COORD_CMD_BOUND: coord_epoch_on_bound(c, p, m.body); break;
-  case COORD_CMD_RESULT: coord_epoch_on_result(c, p, m.body); break;
-  case COORD_CMD_CHECKPOINT: s_checkpoint(c, p, m.body); break;
+  case COORD_CMD_HEARTBEAT:
+    s_heartbeat(c, p, m.body);
+    break;
+  case COORD_CMD_BOUND:
+    coord_epoch_on_bound(c, p, m.body);
+    break;
+  case COORD_CMD_RESULT:
+    coord_epoch_on_result(c, p, m.body);
+    break;
+  case COORD_CMD_CHECKPOINT:
+    s_checkpoint(c, p, m.body);
+    break;
   case COORD_CMD_LEAVE:
     p->status = PEER_GONE;
     coord_state_save_peer(c, p);
@@ -483,8 +505,8 @@ static void s_recv(coordinator *c) {
   }
   if (extra || rlen > 255 || !user || strlen(user) != COORD_KEY_LEN) {
     c->refused++;
-    WT_WARN("coordinator: dropped a message with %s", extra ? "more than one frame"
-                                                            : "no authenticated key");
+    WT_WARN("coordinator: dropped a message with %s",
+            extra ? "more than one frame" : "no authenticated key");
   } else {
     s_message(c, route, (size_t)rlen, user, zmq_msg_data(&msg), zmq_msg_size(&msg));
   }
@@ -498,8 +520,8 @@ static void s_liveness(coordinator *c) {
     if (p->status != PEER_LIVE || now - p->last_seen <= limit) continue;
     p->status = PEER_GONE;
     coord_state_save_peer(c, p);
-    coord_event(c, "lost", "peer %d missed %d heartbeats (%.1f s silent)", p->id,
-                c->cfg.liveness, now - p->last_seen);
+    coord_event(c, "lost", "peer %d missed %d heartbeats (%.1f s silent)", p->id, c->cfg.liveness,
+                now - p->last_seen);
     coord_epoch_on_lost(c, p, "it stopped sending heartbeats");
   }
 }

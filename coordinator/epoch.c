@@ -35,8 +35,10 @@ int coord_region_index(coordinator *c, const char *label, char *why, size_t size
     strncat(names, netsim_scenario_region_name(c->scenario, r), sizeof names - strlen(names) - 3);
     if (r + 1 < k) strcat(names, ", ");
   }
-  snprintf(why, size, "region '%s' is not in the emulated scenario %s; start peerd with "
-           "--region one of: %s", label, netsim_scenario_name(c->scenario), names);
+  snprintf(why, size,
+           "region '%s' is not in the emulated scenario %s; start peerd with "
+           "--region one of: %s",
+           label, netsim_scenario_name(c->scenario), names);
   return -1;
 }
 
@@ -115,7 +117,8 @@ static void s_publish(coordinator *c) {
       cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->peers[c->members[j]].id));
     }
     if (c->scenario) {
-      cJSON *la = cJSON_AddArrayToObject(b, "latency_s"), *bw = cJSON_AddArrayToObject(b, "bandwidth_Bps");
+      cJSON *la = cJSON_AddArrayToObject(b, "latency_s"),
+            *bw = cJSON_AddArrayToObject(b, "bandwidth_Bps");
       for (int j = 0; j < c->n_members; j++) {
         double l = 0, w = 0;
         if (j != r) s_emulated(c, c->members[r], c->members[j], &l, &w);
@@ -178,7 +181,9 @@ static void s_problem(coordinator *c, const int *list, int n, assign_network *ne
   }
   assign_network_symmetrize(net);
   double params = 12.0 * g->layers * g->channels * g->channels + 64.0 * g->channels;
-  *p = (assign_problem){.net = net, .d_pp = g->stages, .d_dp = g->replicas,
+  *p = (assign_problem){.net = net,
+                        .d_pp = g->stages,
+                        .d_dp = g->replicas,
                         .c_dp_bytes = 4.0 * params / g->stages,
                         .c_pp_bytes = 4.0 * g->batch * g->seq * g->channels};
 }
@@ -208,8 +213,8 @@ static int s_place(coordinator *c, const int *live, int n_live) {
         if (!s_in(list, n, live[k]) && (best < 0 || c->peers[live[k]].flops > c->peers[best].flops))
           best = live[k];
       if (best < 0) return 0;
-      coord_event(c, "standby", "peer %d takes over world rank %d from peer %d",
-                  c->peers[best].id, i, c->peers[list[i]].id);
+      coord_event(c, "standby", "peer %d takes over world rank %d from peer %d", c->peers[best].id,
+                  i, c->peers[list[i]].id);
       list[i] = best;
       changed[n_changed++] = i;
     }
@@ -240,8 +245,8 @@ static int s_place(coordinator *c, const int *live, int n_live) {
     rc = assign_solve(&prob, kind, &b, (uint64_t)c->cfg.seed, &plan, &st);
     assign_plan *rnd = NULL;
     assign_budget rb = {.max_evals = 1};
-    if (rc == WT_OK && assign_solve(&prob, ASSIGN_SOLVER_RANDOM, &rb, (uint64_t)c->cfg.seed, &rnd,
-                                    NULL) == WT_OK)
+    if (rc == WT_OK &&
+        assign_solve(&prob, ASSIGN_SOLVER_RANDOM, &rb, (uint64_t)c->cfg.seed, &rnd, NULL) == WT_OK)
       c->cost_random = assign_plan_cost(&prob, rnd).comm_s;
     assign_plan_destroy(&rnd);
   }
@@ -278,9 +283,10 @@ static void s_start_epoch(coordinator *c, const char *kind, const int *who, int 
   coord_state_save_epoch(c, text);
   free(text);
   if (!strcmp(kind, "train"))
-    coord_event(c, "epoch", "epoch %d: train %d stages x %d replicas, peers by world rank [%s], "
-                "predicted cost %.4f s (random placement %.4f s), from step %ld", c->epoch,
-                c->cfg.stages, c->cfg.replicas, ids, c->cost_ga, c->cost_random,
+    coord_event(c, "epoch",
+                "epoch %d: train %d stages x %d replicas, peers by world rank [%s], "
+                "predicted cost %.4f s (random placement %.4f s), from step %ld",
+                c->epoch, c->cfg.stages, c->cfg.replicas, ids, c->cost_ga, c->cost_random,
                 c->committed_step);
   else
     coord_event(c, "epoch", "epoch %d: probe the links among peers [%s]", c->epoch, ids);
@@ -403,8 +409,10 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
   long steps = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "steps"));
   p->result = ok ? 1 : -1;
   p->steps_done = steps;
-  p->bytes_intra = fmax(p->bytes_intra, cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_intra")));
-  p->bytes_inter = fmax(p->bytes_inter, cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_inter")));
+  p->bytes_intra = fmax(
+      p->bytes_intra, cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_intra")));
+  p->bytes_inter = fmax(
+      p->bytes_inter, cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_inter")));
   if (ok && !strcmp(c->epoch_kind, "probe")) s_probe_result(c, p, body);
   if (!ok) {
     /* The cause, not its echoes: when one tasklet fails, its neighbours fail next with a lost

@@ -90,10 +90,12 @@ int main(int argc, char **argv) {
   }
   if (strcmp(cfg.grad_codec, "none") || !strncmp(cfg.act_codec, "delta", 5)) {
     /* Recovery from churn resumes from checkpoints, which hold no codec state. */
-    fprintf(stderr, "coordinator: error: --grad-codec %s / --act-codec %s keep state (error "
-                    "feedback, activation caches) that checkpoints do not hold, so a run could "
-                    "not recover from a lost peer; use --grad-codec none and --act-codec none "
-                    "or direct8\n", cfg.grad_codec, cfg.act_codec);
+    fprintf(stderr,
+            "coordinator: error: --grad-codec %s / --act-codec %s keep state (error "
+            "feedback, activation caches) that checkpoints do not hold, so a run could "
+            "not recover from a lost peer; use --grad-codec none and --act-codec none "
+            "or direct8\n",
+            cfg.grad_codec, cfg.act_codec);
     return 2;
   }
   struct sigaction sa = {0};

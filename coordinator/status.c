@@ -11,8 +11,10 @@
 #include <string.h>
 
 static void s_num(cJSON *o, const char *name, double v) {
-  if (isfinite(v)) cJSON_AddNumberToObject(o, name, v);
-  else cJSON_AddNullToObject(o, name);
+  if (isfinite(v))
+    cJSON_AddNumberToObject(o, name, v);
+  else
+    cJSON_AddNullToObject(o, name);
 }
 
 void coord_loss_record(coordinator *c, long step, float loss) {
@@ -101,8 +103,7 @@ cJSON *coord_status(coordinator *c) {
     cJSON_AddStringToObject(j, "key", p->key);
     cJSON_AddStringToObject(j, "region", p->region);
     cJSON_AddNumberToObject(j, "stage", p->epoch_rank < 0 ? -1 : p->epoch_rank / c->cfg.replicas);
-    cJSON_AddNumberToObject(j, "replica",
-                            p->epoch_rank < 0 ? -1 : p->epoch_rank % c->cfg.replicas);
+    cJSON_AddNumberToObject(j, "replica", p->epoch_rank < 0 ? -1 : p->epoch_rank % c->cfg.replicas);
     cJSON_AddStringToObject(j, "state", s_peer_state(c, p));
     cJSON_AddStringToObject(j, "device", p->kind);
     cJSON_AddNumberToObject(j, "flops", p->flops);

@@ -30,15 +30,17 @@ static const wt_option s_options[] = {
     {"data-dir", WT_OPT_STRING, F(data_dir), 0, 0, "peerd-data",
      "where the key pair and downloaded data live", 0},
     {"key", WT_OPT_STRING, F(key), 0, 0, "", "key pair file (default DATA_DIR/peer.key)", 0},
-    {"host", WT_OPT_STRING, F(host), 0, 0, "127.0.0.1",
-     "address the other peers reach this one at", 0},
+    {"host", WT_OPT_STRING, F(host), 0, 0, "127.0.0.1", "address the other peers reach this one at",
+     0},
     {"register-timeout", WT_OPT_FLOAT, F(register_timeout_s), 1, 3600, "30",
      "seconds to wait for the coordinator's answer", 0},
     {"quiet", WT_OPT_FLAG, F(quiet), 0, 1, "0", "no progress lines", 0},
     {0}};
 #undef F
 
-const wt_option *peerd_options(void) { return s_options; }
+const wt_option *peerd_options(void) {
+  return s_options;
+}
 
 typedef struct {
   const peerd_config *cfg;
@@ -91,14 +93,19 @@ static int s_keys(s_peer *p) {
   } else {
     FILE *f = fopen(k, "r");
     char line[128] = "";
-    if (!f) return wt_fail(WT_EINVAL, "--coordinator-key '%s' is neither a 40-character key nor "
-                           "a readable file: %s", k, strerror(errno));
+    if (!f)
+      return wt_fail(WT_EINVAL,
+                     "--coordinator-key '%s' is neither a 40-character key nor "
+                     "a readable file: %s",
+                     k, strerror(errno));
     if (!fgets(line, sizeof line, f)) line[0] = 0;
     fclose(f);
     line[strcspn(line, "\r\n ")] = 0;
     if (strlen(line) != 40 || !zmq_z85_decode(raw, line))
-      return wt_fail(WT_EINVAL, "--coordinator-key file %s does not hold a 40-character Z85 key "
-                     "(copy coordinator.pub from the coordinator's state directory)", k);
+      return wt_fail(WT_EINVAL,
+                     "--coordinator-key file %s does not hold a 40-character Z85 key "
+                     "(copy coordinator.pub from the coordinator's state directory)",
+                     k);
     memcpy(p->server, line, 41);
   }
   return WT_OK;
@@ -361,12 +368,17 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
     if (s_recv(p, WT_MIN(wait_ms, 100), &m)) {
       warned = 0;
       switch (m.cmd) {
-      case COORD_CMD_EPOCH: s_on_epoch(p, m.body); break;
-      case COORD_CMD_START: s_on_start(p, m.body); break;
+      case COORD_CMD_EPOCH:
+        s_on_epoch(p, m.body);
+        break;
+      case COORD_CMD_START:
+        s_on_start(p, m.body);
+        break;
       case COORD_CMD_ABORT:
         if (p->work && (int)s_num(m.body, "epoch", -1) == p->work_epoch) {
-          if (!p->cfg->quiet) printf("peerd %d: epoch %d aborted: %s\n", p->peer_id,
-                                     p->work_epoch, s_str(m.body, "reason"));
+          if (!p->cfg->quiet)
+            printf("peerd %d: epoch %d aborted: %s\n", p->peer_id, p->work_epoch,
+                   s_str(m.body, "reason"));
           p->work->abort = 1;
           if (!p->work->started) peer_work_destroy(&p->work);
         }
@@ -380,7 +392,8 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
         peer_work_destroy(&p->work);
         s_register(p);
         break;
-      default: break;
+      default:
+        break;
       }
       coordinator_msg_clear(&m);
     }
@@ -393,7 +406,8 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
     }
     if (!warned && now - p->last_heard > p->liveness * p->heartbeat_s) {
       WT_WARN("peerd: no word from the coordinator for %.1f s; still trying (it may be "
-              "restarting)", now - p->last_heard);
+              "restarting)",
+              now - p->last_heard);
       warned = 1;
     }
   }
@@ -409,11 +423,15 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
     if (strncmp(cfg->device, "cuda:", 5) || !cfg->device[5])
       return wt_fail(WT_EINVAL, "--device '%s': expected cpu or cuda:N", cfg->device);
     if (!kernels_backend("cuda"))
-      return wt_fail(WT_ENOTSUP, "--device %s: this peerd was built without CUDA (configure with "
+      return wt_fail(WT_ENOTSUP,
+                     "--device %s: this peerd was built without CUDA (configure with "
                      "-DWANTRAIN_CUDA=ON on a machine with the CUDA toolkit), so it can only use "
-                     "--device cpu", cfg->device);
-    return wt_fail(WT_ENOTSUP, "--device %s: the distributed tasklet runs on the CPU back end in "
-                   "this release; use --device cpu", cfg->device);
+                     "--device cpu",
+                     cfg->device);
+    return wt_fail(WT_ENOTSUP,
+                   "--device %s: the distributed tasklet runs on the CPU back end in "
+                   "this release; use --device cpu",
+                   cfg->device);
   }
   if (!cfg->coordinator[0] || !cfg->coordinator_key[0])
     return wt_fail(WT_EINVAL, "--coordinator tcp://HOST:PORT and --coordinator-key are required");
@@ -430,11 +448,13 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
              p.flops / 1e9, p.memory / (1 << 30), cfg->coordinator);
     s_register(&p);
     int w = s_await_welcome(&p, wt_now_s() + cfg->register_timeout_s, stop);
-    if (w < 0) rc = WT_EINVAL;
+    if (w < 0)
+      rc = WT_EINVAL;
     else if (w == 0 && !*stop)
-      rc = wt_fail(WT_ETIMEOUT, "no answer from the coordinator at %s within %.0f s; check the "
-                   "address and that --coordinator-key is its public key", cfg->coordinator,
-                   cfg->register_timeout_s);
+      rc = wt_fail(WT_ETIMEOUT,
+                   "no answer from the coordinator at %s within %.0f s; check the "
+                   "address and that --coordinator-key is its public key",
+                   cfg->coordinator, cfg->register_timeout_s);
   }
   if (rc == WT_OK && !*stop) {
     if (!cfg->quiet) printf("peerd %d: admitted; waiting for an epoch\n", p.peer_id);

@@ -214,8 +214,10 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   for (int p = 0; p < w->size; p++) {
     parallel_zmq_link_stats ls = parallel_zmq_link_stats_get(w->zc, p);
     const char *theirs = cJSON_GetStringValue(cJSON_GetArrayItem(regions, p));
-    if (mine && theirs && !strcmp(mine, theirs)) intra += (double)ls.bytes_sent;
-    else inter += (double)ls.bytes_sent;
+    if (mine && theirs && !strcmp(mine, theirs))
+      intra += (double)ls.bytes_sent;
+    else
+      inter += (double)ls.bytes_sent;
     recv += (double)ls.bytes_recv;
   }
   w->bytes_intra = intra, w->bytes_inter = inter, w->bytes_recv = recv;
@@ -299,8 +301,8 @@ static void *s_main(void *arg) {
 int peer_work_start(peer_work *w, const cJSON *start) {
   const cJSON *eps = cJSON_GetObjectItemCaseSensitive(start, "endpoints");
   if (cJSON_GetArraySize(eps) != w->size)
-    return wt_fail(WT_EINVAL, "START lists %d endpoints for a group of %d",
-                   cJSON_GetArraySize(eps), w->size);
+    return wt_fail(WT_EINVAL, "START lists %d endpoints for a group of %d", cJSON_GetArraySize(eps),
+                   w->size);
   const char *list[64];
   for (int i = 0; i < w->size; i++) {
     list[i] = cJSON_GetStringValue(cJSON_GetArrayItem(eps, i));
@@ -332,7 +334,8 @@ cJSON *peer_work_result(peer_work *w) {
   cJSON_AddNumberToObject(b, "bytes_inter", w->bytes_inter);
   if (isfinite(w->loss)) cJSON_AddNumberToObject(b, "loss", w->loss);
   if (!w->is_train && w->rc == WT_OK) {
-    cJSON *la = cJSON_AddArrayToObject(b, "latency_s"), *bw = cJSON_AddArrayToObject(b, "bandwidth_Bps");
+    cJSON *la = cJSON_AddArrayToObject(b, "latency_s"),
+          *bw = cJSON_AddArrayToObject(b, "bandwidth_Bps");
     for (int i = 0; i < w->size; i++) {
       cJSON_AddItemToArray(la, cJSON_CreateNumber(w->probe_lat[i]));
       cJSON_AddItemToArray(bw, cJSON_CreateNumber(w->probe_bw[i]));

@@ -1,9 +1,10 @@
 /* cmd_demo — `wantrain demo`: the decentralized run on one machine. A coordinator and nine
  * peerd processes (eight train 2 stages x 4 replicas, one waits as a standby) on an emulated
- * 4-region WAN (coordinator/scenarios/wan4.json), GA placement, int8 activations (direct8); part-way one training peer is killed with SIGKILL and the standby takes over.
- * Ends with a summary (predicted GA vs random cost, measured iteration time, WAN bytes,
- * recovery time, the loss curve as a PNG when gnuplot is there) and, with --json, one JSON
- * line. Everything runs on loopback with ephemeral ports, in a scratch directory. */
+ * 4-region WAN (coordinator/scenarios/wan4.json), GA placement, int8 activations (direct8);
+ * part-way one training peer is killed with SIGKILL and the standby takes over. Ends with a summary
+ * (predicted GA vs random cost, measured iteration time, WAN bytes, recovery time, the loss curve
+ * as a PNG when gnuplot is there) and, with --json, one JSON line. Everything runs on loopback with
+ * ephemeral ports, in a scratch directory. */
 #include "tools/wantrain/cli.h"
 
 #include "common/common.h"
@@ -116,8 +117,10 @@ static void s_exe_dir(char *out, size_t size) {
 }
 
 static int s_find_scenario(demo_args *a, const char *exe_dir) {
-  if (a->scenario[0]) return access(a->scenario, R_OK) == 0 ? WT_OK
-                            : wt_fail(WT_ENOTFOUND, "--scenario %s: %s", a->scenario, strerror(errno));
+  if (a->scenario[0])
+    return access(a->scenario, R_OK) == 0
+               ? WT_OK
+               : wt_fail(WT_ENOTFOUND, "--scenario %s: %s", a->scenario, strerror(errno));
   const char *env = getenv("WANTRAIN_SCENARIO");
   char cand[3][WT_CONFIG_STR_MAX];
   snprintf(cand[0], sizeof cand[0], "%s", env ? env : "");
@@ -142,9 +145,8 @@ static void s_plot(const char *dir, const cJSON *st) {
   FILE *f = fopen(dat, "w");
   if (!f) return;
   const cJSON *pt;
-  cJSON_ArrayForEach(pt, cJSON_GetObjectItem(st, "loss_history"))
-    fprintf(f, "%g %g\n", cJSON_GetArrayItem(pt, 0)->valuedouble,
-            cJSON_GetArrayItem(pt, 1)->valuedouble);
+  cJSON_ArrayForEach(pt, cJSON_GetObjectItem(st, "loss_history")) fprintf(
+      f, "%g %g\n", cJSON_GetArrayItem(pt, 0)->valuedouble, cJSON_GetArrayItem(pt, 1)->valuedouble);
   fclose(f);
   snprintf(cmd, sizeof cmd,
            "gnuplot -e \"set terminal png size 800,480; set output '%s'; set xlabel 'step'; "
@@ -168,8 +170,10 @@ static int s_run(demo_args *a) {
   snprintf(coord, sizeof coord, "%s/coordinator", exe);
   snprintf(peerd, sizeof peerd, "%s/peerd", exe);
   if (access(coord, X_OK) || access(peerd, X_OK))
-    return wt_fail(WT_ENOTFOUND, "the demo needs coordinator and peerd beside wantrain in %s; "
-                   "build them (cmake --build build)", exe);
+    return wt_fail(WT_ENOTFOUND,
+                   "the demo needs coordinator and peerd beside wantrain in %s; "
+                   "build them (cmake --build build)",
+                   exe);
   WT_CHECK(s_find_scenario(a, exe));
   if (!a->dir[0]) {
     snprintf(a->dir, sizeof a->dir, "%s/wantrain-demo-XXXXXX",
@@ -196,11 +200,12 @@ static int s_run(demo_args *a) {
   char steps[32], ts[32];
   snprintf(steps, sizeof steps, "%d", a->steps);
   snprintf(ts, sizeof ts, "%g", a->time_scale);
-  char *cargv[] = {coord, "--state-dir", state, "--stages", "2", "--replicas", "4",
-                   "--steps", steps, "--scenario", a->scenario, "--time-scale", ts,
-                   "--act-codec", a->act_codec,
-                   "--checkpoint-every", "10", "--probe-kib", "128", "--heartbeat", "0.25",
-                   "--liveness", "6", "--peer-timeout", "20", "--exit-when-done", NULL};
+  char *cargv[] = {
+      coord, "--state-dir",      state,        "--stages",           "2",         "--replicas",
+      "4",   "--steps",          steps,        "--scenario",         a->scenario, "--time-scale",
+      ts,    "--act-codec",      a->act_codec, "--checkpoint-every", "10",        "--probe-kib",
+      "128", "--heartbeat",      "0.25",       "--liveness",         "6",         "--peer-timeout",
+      "20",  "--exit-when-done", NULL};
   pid_t cpid = s_spawn(cargv, log);
   char endpoint_file[WT_CONFIG_STR_MAX + 32], pub[WT_CONFIG_STR_MAX + 32], ep[256] = "";
   snprintf(endpoint_file, sizeof endpoint_file, "%s/endpoint", state);
@@ -220,8 +225,18 @@ static int s_run(demo_args *a) {
     char data[WT_CONFIG_STR_MAX + 16], plog[WT_CONFIG_STR_MAX + 16];
     snprintf(data, sizeof data, "%s/peer%d", a->dir, i + 1);
     snprintf(plog, sizeof plog, "%s/peer%d.log", a->dir, i + 1);
-    char *pargv[] = {peerd, "--coordinator", ep, "--coordinator-key", pub, "--token", token,
-                     "--region", (char *)s_regions[i], "--data-dir", data, NULL};
+    char *pargv[] = {peerd,
+                     "--coordinator",
+                     ep,
+                     "--coordinator-key",
+                     pub,
+                     "--token",
+                     token,
+                     "--region",
+                     (char *)s_regions[i],
+                     "--data-dir",
+                     data,
+                     NULL};
     peer_pid[i] = s_spawn(pargv, plog);
   }
   printf("  started %d peerd (regions eu-west, us-east, asia, oceania; the 9th is a standby)\n",
@@ -293,11 +308,12 @@ static int s_run(demo_args *a) {
          rnd / ga);
   printf("  measured iteration     %.3f s wall (emulated WAN at time scale %g)\n", it,
          a->time_scale);
-  printf("  WAN bytes              %.1f MB sent between regions (activations %s)\n",
-         wan / 1e6, a->act_codec);
+  printf("  WAN bytes              %.1f MB sent between regions (activations %s)\n", wan / 1e6,
+         a->act_codec);
   if (killed)
     printf("  churn                  peer %d killed; training resumed %.1f s later from the "
-           "latest complete checkpoint\n", victim_id, rec);
+           "latest complete checkpoint\n",
+           victim_id, rec);
   s_plot(a->dir, st);
   printf("  logs                   %s/coordinator.log, %s/peer*.log\n", a->dir, a->dir);
   if (a->json) {
