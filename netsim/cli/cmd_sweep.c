@@ -4,12 +4,12 @@
 #include "netsim/cli/cli.h"
 
 #include "common/common.h"
+#include "common/plot.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 typedef struct {
@@ -224,20 +224,6 @@ static int s_write_gnuplot(const char *dir, const s_sweep *w) {
   return s_close(f, path);
 }
 
-/* Runs gnuplot in the output folder; returns 1 when the PNG was made. */
-static int s_run_gnuplot(const char *dir) {
-  pid_t pid = fork();
-  if (pid < 0) return 0;
-  if (pid == 0) {
-    if (chdir(dir) != 0) _exit(127);
-    execlp("gnuplot", "gnuplot", "sweep.gp", (char *)NULL);
-    _exit(127);
-  }
-  int status = 0;
-  if (waitpid(pid, &status, 0) < 0) return 0;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 static int s_outputs(const sweep_cfg *c, const s_sweep *w) {
   WT_CHECK(s_write_csv(c->out, w));
   WT_CHECK(s_write_speedup(c->out, w));
@@ -245,12 +231,10 @@ static int s_outputs(const sweep_cfg *c, const s_sweep *w) {
   WT_CHECK(s_write_wide(c->out, "iter_wide.csv", w, 1));
   WT_CHECK(s_write_gnuplot(c->out, w));
   printf("wrote %s/sweep.csv, %s/speedup.csv and %s/sweep.gp\n", c->out, c->out, c->out);
-  if (s_run_gnuplot(c->out))
+  if (wt_plot_gnuplot(c->out, "sweep.gp", WT_PLOT_TIMEOUT_S) == WT_OK)
     printf("chart: %s/sweep.png\n", c->out);
   else
-    printf("gnuplot did not run (not installed?): the chart script is %s/sweep.gp — run "
-           "`gnuplot sweep.gp` in that folder to draw sweep.png\n",
-           c->out);
+    printf("gnuplot did not run: %s\n", wt_last_error());
   int ga = s_ga_index(w);
   for (int sc = 0; sc < w->n_scen && ga >= 0; sc++) {
     printf("%-28s ga COMM %8.3f s, iteration %8.3f s; ga faster than:",
