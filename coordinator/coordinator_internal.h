@@ -5,6 +5,7 @@
 
 #include "assign/assign.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/http.h"
 #include "coordinator/protocol.h"
 #include "netsim/netsim.h"
 
@@ -93,6 +94,7 @@ struct coordinator {
   float hist_loss[COORD_LOSS_HIST];
   double rate_t, rate_intra, rate_inter, prev_intra, prev_inter;
   pthread_mutex_t mu; /* held while the loop handles messages; the HTTP thread reads under it */
+  coordinator_http *http;
   /* probed links between peer ids: latency (s) and bandwidth (B/s), -1 = not measured */
   double *lat, *bw; /* COORD_MAX_PEERS² by peer index */
 };

@@ -63,6 +63,10 @@ static const wt_option s_options[] = {
      "deadline of every data-plane wait on the peers, seconds", 0},
     {"exit-when-done", WT_OPT_FLAG, F(exit_when_done), 0, 1, "0", "exit once the run is complete",
      0},
+    {"http-bind", WT_OPT_STRING, F(http_bind), 0, 0, "127.0.0.1",
+     "address of the status server (/status, /metrics, dashboard)", 0},
+    {"http-port", WT_OPT_INT, F(http_port), -1, 65535, "0",
+     "port of the status server (0 = a free one, -1 = no server)", 0},
     {0}};
 #undef F
 
@@ -170,6 +174,32 @@ static int s_bind(coordinator *c) {
   return WT_OK;
 }
 
+/* The status server's callback: runs on its thread, under c->mu (coordinator_http_opts.lock). */
+static cJSON *s_http_status(void *arg) {
+  return coord_status(arg);
+}
+
+static int s_http(coordinator *c) {
+  if (c->cfg.http_port < 0) return WT_OK;
+  coordinator_http_opts o = {.bind = c->cfg.http_bind,
+                             .port = c->cfg.http_port,
+                             .status = s_http_status,
+                             .arg = c,
+                             .lock = &c->mu};
+  c->http = coordinator_http_new(&o);
+  if (!c->http) return WT_EIO;
+  char path[1300];
+  snprintf(path, sizeof path, "%s/http_port", c->dir);
+  FILE *f = fopen(path, "w");
+  if (!f || fprintf(f, "%d\n", coordinator_http_port(c->http)) < 0 || fclose(f) != 0)
+    return wt_fail(WT_EIO, "cannot write %s: %s", path, strerror(errno));
+  return WT_OK;
+}
+
+int coordinator_http_port_get(const coordinator *c) {
+  return c->http ? coordinator_http_port(c->http) : -1;
+}
+
 coordinator *coordinator_new(const coordinator_config *cfg) {
   if (sodium_init() < 0) {
     wt_fail(WT_EIO, "libsodium failed to initialise");
@@ -196,6 +226,7 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
   if (rc == WT_OK) rc = coord_state_load(c);
   if (rc == WT_OK) rc = s_keys(c);
   if (rc == WT_OK) rc = s_bind(c);
+  if (rc == WT_OK) rc = s_http(c);
   if (rc != WT_OK) {
     char why[1024];
     snprintf(why, sizeof why, "%s", wt_last_error());
@@ -209,6 +240,7 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
 void coordinator_destroy(coordinator **self_p) {
   coordinator *c = *self_p;
   if (!c) return;
+  coordinator_http_destroy(&c->http); /* first: its thread reads the state */
   if (c->router) zmq_close(c->router);
   if (c->zctx) {
     zmq_ctx_shutdown(c->zctx);
@@ -529,6 +561,9 @@ static void s_liveness(coordinator *c) {
 int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
   printf("coordinator: listening on %s\ncoordinator: public key %s (in %s/coordinator.pub)\n",
          c->endpoint, c->pub, c->dir);
+  if (c->http)
+    printf("coordinator: dashboard http://%s:%d/ (/status, /metrics)\n", c->cfg.http_bind,
+           coordinator_http_port(c->http));
   fflush(stdout);
   double done_at = 0;
   while (!*stop) {

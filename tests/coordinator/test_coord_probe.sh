@@ -3,7 +3,8 @@
 # under WAN emulation match the emulated scenario (coordinator/scenarios/wan4.json): five peers
 # in four regions (two in eu-west, so a link inside a region is measured too) probe each other;
 # every probed one-way latency and bandwidth must be within 10% of the scenario's. A peer whose
-# region the scenario does not have is refused with the list of regions.
+# region the scenario does not have is refused with the list of regions. The GA placement's
+# predicted cost must be below the mean of random placements on the same links.
 #   tests/coordinator/test_coord_probe.sh BIN_DIR SOURCE_DIR
 BIN=$1
 SRC=$2
@@ -38,4 +39,11 @@ for a, b, lat, bw in rows:
 print(f"{len(rows)} links, worst relative error {worst:.3f}")
 sys.exit(0 if len(rows) == 10 and bad == 0 else 1)
 PY
+# the GA placement on the measured links costs less than a random placement's mean
+costs=$(grep -oE "predicted cost [0-9.]+ s \(random placement [0-9.]+ s\)" "$WORK/coord.log" | head -1)
+ga=$(echo "$costs" | awk '{print $3}')
+rnd=$(echo "$costs" | awk '{print $7}')
+python3 -c "import sys; sys.exit(0 if 0 < $ga < $rnd else 1)" ||
+  fail "GA placement costs $ga s, not below the random mean $rnd s"
+echo "predicted cost: GA $ga s, random placement mean $rnd s"
 echo "test_coord_probe: all checks passed"

@@ -8,6 +8,7 @@
 #include "tools/wantrain/cli.h"
 
 #include "common/common.h"
+#include "common/plot.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -139,24 +140,24 @@ static const char *s_regions[S_PEERS] = {"eu-west", "us-east", "asia",    "ocean
                                          "us-east", "asia",    "oceania", "eu-west"};
 
 static void s_plot(const char *dir, const cJSON *st) {
-  char dat[WT_CONFIG_STR_MAX + 16], png[WT_CONFIG_STR_MAX + 16], cmd[3 * WT_CONFIG_STR_MAX];
-  snprintf(dat, sizeof dat, "%s/loss.dat", dir);
+  const cJSON *hist = cJSON_GetObjectItem(st, "loss_history");
+  int n = cJSON_GetArraySize(hist);
+  double *step = wt_xcalloc((size_t)n + 1, sizeof(double));
+  double *loss = wt_xcalloc((size_t)n + 1, sizeof(double));
+  for (int i = 0; i < n; i++) {
+    step[i] = cJSON_GetNumberValue(cJSON_GetArrayItem(cJSON_GetArrayItem(hist, i), 0));
+    loss[i] = cJSON_GetNumberValue(cJSON_GetArrayItem(cJSON_GetArrayItem(hist, i), 1));
+  }
+  char png[WT_CONFIG_STR_MAX + 16];
   snprintf(png, sizeof png, "%s/loss.png", dir);
-  FILE *f = fopen(dat, "w");
-  if (!f) return;
-  const cJSON *pt;
-  cJSON_ArrayForEach(pt, cJSON_GetObjectItem(st, "loss_history")) fprintf(
-      f, "%g %g\n", cJSON_GetArrayItem(pt, 0)->valuedouble, cJSON_GetArrayItem(pt, 1)->valuedouble);
-  fclose(f);
-  snprintf(cmd, sizeof cmd,
-           "gnuplot -e \"set terminal png size 800,480; set output '%s'; set xlabel 'step'; "
-           "set ylabel 'training loss (nats)'; set title 'wantrain demo: 2 stages x 4 replicas "
-           "over an emulated 4-region WAN'; plot '%s' with lines lw 2 title 'loss'\" 2>/dev/null",
-           png, dat);
-  if (system("command -v gnuplot >/dev/null 2>&1") == 0 && system(cmd) == 0)
+  if (wt_plot_loss_png(png, step, loss, (size_t)n,
+                       "wantrain demo: 2 stages x 4 replicas over an emulated 4-region WAN") ==
+      WT_OK)
     printf("  loss curve             %s\n", png);
   else
-    printf("  loss curve             %s (install gnuplot for a PNG)\n", dat);
+    printf("  loss curve             not drawn: %s\n", wt_last_error());
+  free(step);
+  free(loss);
 }
 
 static double s_num(const cJSON *o, const char *k) {
@@ -220,6 +221,11 @@ static int s_run(demo_args *a) {
   printf("wantrain demo: coordinator at %s (public key in %s)\n", ep, pub);
   printf("  scenario %s, time scale %g; working directory %s\n", a->scenario, a->time_scale,
          a->dir);
+  char port_file[WT_CONFIG_STR_MAX + 32];
+  snprintf(port_file, sizeof port_file, "%s/http_port", state);
+  char *port = s_slurp(port_file);
+  if (port) printf("  dashboard              http://127.0.0.1:%d/ (while it runs)\n", atoi(port));
+  free(port);
   pid_t peer_pid[S_PEERS];
   for (int i = 0; i < S_PEERS; i++) {
     char data[WT_CONFIG_STR_MAX + 16], plog[WT_CONFIG_STR_MAX + 16];
