@@ -558,6 +558,21 @@ static void s_liveness(coordinator *c) {
   }
 }
 
+/* The poll timeout: until the nearest deadline (a peer's liveness, the epoch phase's), at most
+ * half a heartbeat so the status rates and the epoch logic keep ticking. */
+static long s_next_deadline_ms(coordinator *c) {
+  pthread_mutex_lock(&c->mu);
+  double now = wt_now_s(), next = now + c->cfg.heartbeat_s / 2;
+  double limit = c->cfg.liveness * c->cfg.heartbeat_s;
+  for (int i = 0; i < c->n_peers; i++)
+    if (c->peers[i].status == PEER_LIVE) next = fmin(next, c->peers[i].last_seen + limit);
+  int timed = c->phase == EPOCH_BINDING || c->phase == EPOCH_DRAINING ||
+              (c->phase == EPOCH_RUNNING && !strcmp(c->epoch_kind, "probe"));
+  if (timed && !c->run_complete) next = fmin(next, c->phase_deadline);
+  pthread_mutex_unlock(&c->mu);
+  return (long)fmax(1, (next - now) * 1000 + 1);
+}
+
 int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
   printf("coordinator: listening on %s\ncoordinator: public key %s (in %s/coordinator.pub)\n",
          c->endpoint, c->pub, c->dir);
@@ -568,8 +583,7 @@ int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
   double done_at = 0;
   while (!*stop) {
     zmq_pollitem_t item = {c->router, 0, ZMQ_POLLIN, 0};
-    /* the next deadline: the nearest liveness or phase check, at most one heartbeat away */
-    long timeout_ms = (long)(c->cfg.heartbeat_s * 1000 / 2) + 1;
+    long timeout_ms = s_next_deadline_ms(c);
     if (zmq_poll(&item, 1, timeout_ms) < 0 && errno != EINTR)
       return wt_fail(WT_EIO, "control socket poll failed: %s", zmq_strerror(errno));
     pthread_mutex_lock(&c->mu);

@@ -5,6 +5,7 @@
 #include "common/common.h"
 #include "common/testing.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/http.h"
 #include "coordinator/protocol.h"
 #include "parallel/zmq.h"
 
@@ -171,6 +172,10 @@ int main(void) {
   WT_TEST_ASSERT(coordinator_refused(c) == before + 2, "2 replays counted (%llu)",
                  (unsigned long long)(coordinator_refused(c) - before));
   char *status = coordinator_status_json(c);
+  cJSON *snap = cJSON_Parse(status);
+  WT_TEST_ASSERT(snap && coordinator_http_status_check(snap) == WT_OK,
+                 "the snapshot follows the status server's schema: %s", wt_last_error());
+  cJSON_Delete(snap);
   WT_TEST_ASSERT(strstr(status, "\"state\":\"standby\""), "status lists the live peer: %s", status);
   free(status);
 
