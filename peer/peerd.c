@@ -314,8 +314,10 @@ static void s_heartbeat(s_peer *p) {
   double now = wt_now_s();
   if (!p->cfg->quiet && w && w->is_train && w->started && step > 0 && now - p->last_print >= 2) {
     p->last_print = now;
-    printf("peerd %d: stage %d replica %d step %ld/%ld loss %.4f tok/s %.0f sent %.1f MB\n",
-           p->peer_id, w->stage, w->replica, step, w->total_steps, loss, tok, sent / 1e6);
+    printf("peerd %d: stage %d replica %d step %ld/%ld loss %.4f tok/s %.0f sent %.1f MB "
+           "received %.1f MB\n",
+           p->peer_id, w->stage, w->replica, step, w->total_steps, loss, tok, sent / 1e6,
+           recv / 1e6);
     fflush(stdout);
   }
 }
