@@ -311,6 +311,12 @@ static double s_num(const cJSON *o, const char *name, double def) {
   return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : def;
 }
 
+/* An integer field of a message from outside, clamped so the cast is defined. */
+static int s_int(const cJSON *o, const char *name, int def) {
+  double v = s_num(o, name, def);
+  return (int)fmin(fmax(v, -1e9), 1e9);
+}
+
 static const char *s_str(const cJSON *o, const char *name) {
   const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
   return s ? s : "";
@@ -390,14 +396,14 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
 }
 
 static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
-  p->step = (long)s_num(b, "step", 0);
+  p->step = (long)s_int(b, "step", 0);
   p->loss = s_num(b, "loss", NAN);
   p->tokens_s = s_num(b, "tokens_s", 0);
   p->bytes_sent = s_num(b, "bytes_sent", 0);
   p->bytes_recv = s_num(b, "bytes_recv", 0);
   p->bytes_intra = fmax(p->bytes_intra, s_num(b, "bytes_intra", 0));
   p->bytes_inter = fmax(p->bytes_inter, s_num(b, "bytes_inter", 0));
-  int ep = (int)s_num(b, "epoch", -1);
+  int ep = s_int(b, "epoch", -1);
   if (ep == c->epoch && p->epoch_rank >= 0 && c->phase == EPOCH_RUNNING &&
       !strcmp(c->epoch_kind, "train") && p->step > 0) {
     if (p->step > c->last_step) {
@@ -429,8 +435,8 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
 }
 
 static void s_checkpoint(coordinator *c, coord_peer *p, const cJSON *b) {
-  long step = (long)s_num(b, "step", -1);
-  int stage = (int)s_num(b, "stage", -1);
+  long step = (long)s_int(b, "step", -1);
+  int stage = s_int(b, "stage", -1);
   const char *digest = s_str(b, "digest");
   if (step < 1 || stage < 0 || stage >= c->cfg.stages || strlen(digest) != 64) {
     c->refused++;

@@ -415,7 +415,8 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
     return;
   int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "ok"));
   const char *err = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "error"));
-  long steps = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "steps"));
+  double steps_v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "steps"));
+  long steps = isfinite(steps_v) ? (long)fmin(fmax(steps_v, 0), 1e12) : 0;
   p->result = ok ? 1 : -1;
   p->steps_done = steps;
   p->bytes_intra = fmax(
@@ -426,7 +427,8 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
   if (!ok) {
     /* The cause, not its echoes: when one tasklet fails, its neighbours fail next with a lost
      * link or a deadline (WT_EIO / WT_ETIMEOUT), and their reports may arrive first. */
-    int code = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "code"));
+    double code_v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "code"));
+    int code = isfinite(code_v) ? (int)fmin(fmax(code_v, -100), 100) : WT_EIO;
     int echo = code == WT_EIO || code == WT_ETIMEOUT;
     if (c->phase != EPOCH_DRAINING || (!echo && c->last_error_echo)) {
       snprintf(c->last_error, sizeof c->last_error, "peer %d: %s", p->id, err ? err : "failed");

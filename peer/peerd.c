@@ -171,6 +171,12 @@ static double s_num(const cJSON *o, const char *name, double def) {
   return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : def;
 }
 
+/* An integer field of a message from outside, clamped so the cast is defined. */
+static int s_int(const cJSON *o, const char *name, int def) {
+  double v = s_num(o, name, def);
+  return (int)fmin(fmax(v, -1e9), 1e9);
+}
+
 static const char *s_str(const cJSON *o, const char *name) {
   const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
   return s ? s : "";
@@ -209,7 +215,7 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
   p->reported_ckpt = 0; /* the stage may differ from the last epoch's */
   cJSON_Delete(p->last_result);
   p->last_result = NULL;
-  int epoch = (int)s_num(body, "epoch", -1);
+  int epoch = s_int(body, "epoch", -1);
   const cJSON *train = cJSON_GetObjectItemCaseSensitive(body, "train");
   if (train && s_data(p, train) != WT_OK) {
     char why[1200];
@@ -227,7 +233,7 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
   p->work_epoch = epoch;
   if (!p->cfg->quiet)
     printf("peerd %d: epoch %d: %s, rank %d of %d%s\n", p->peer_id, epoch, s_str(body, "kind"),
-           (int)s_num(body, "rank", 0), (int)s_num(body, "size", 0),
+           s_int(body, "rank", 0), s_int(body, "size", 0),
            train ? (s_num(train, "resume", 0) ? " (resuming from the latest checkpoint)" : "")
                  : "");
   cJSON *b = cJSON_CreateObject();
@@ -238,7 +244,7 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
 }
 
 static void s_on_start(s_peer *p, const cJSON *body) {
-  if (!p->work || (int)s_num(body, "epoch", -1) != p->work_epoch || p->work->started) return;
+  if (!p->work || s_int(body, "epoch", -1) != p->work_epoch || p->work->started) return;
   if (peer_work_start(p->work, body) != WT_OK) {
     fprintf(stderr, "peerd: epoch %d: %s\n", p->work_epoch, wt_last_error());
     s_report_failure(p, p->work_epoch, wt_last_error());
@@ -347,7 +353,7 @@ static int s_await_welcome(s_peer *p, double deadline, const volatile sig_atomic
     if (!s_recv(p, 200, &m)) continue;
     int r = 0;
     if (m.cmd == COORD_CMD_WELCOME) {
-      p->peer_id = (int)s_num(m.body, "peer_id", 0);
+      p->peer_id = s_int(m.body, "peer_id", 0);
       p->heartbeat_s = fmin(fmax(s_num(m.body, "heartbeat_s", 1), 0.05), 60);
       p->liveness = (int)fmin(fmax(s_num(m.body, "liveness", 5), 2), 100);
       r = 1;
@@ -377,7 +383,7 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
         s_on_start(p, m.body);
         break;
       case COORD_CMD_ABORT:
-        if (p->work && (int)s_num(m.body, "epoch", -1) == p->work_epoch) {
+        if (p->work && s_int(m.body, "epoch", -1) == p->work_epoch) {
           if (!p->cfg->quiet)
             printf("peerd %d: epoch %d aborted: %s\n", p->peer_id, p->work_epoch,
                    s_str(m.body, "reason"));

@@ -25,6 +25,12 @@ static double s_num(const cJSON *o, const char *name, double def) {
   return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : def;
 }
 
+/* An integer field of a message from outside, clamped so the cast is defined. */
+static int s_int(const cJSON *o, const char *name, int def) {
+  double v = s_num(o, name, def);
+  return (int)fmin(fmax(v, -1e9), 1e9);
+}
+
 static const char *s_str(const cJSON *o, const char *name) {
   const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
   return s ? s : "";
@@ -57,9 +63,9 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
   peer_work *w = wt_xcalloc(1, sizeof *w);
   pthread_mutex_init(&w->mu, NULL);
   w->body = cJSON_Duplicate(epoch, 1);
-  w->epoch = (int)s_num(epoch, "epoch", -1);
-  w->rank = (int)s_num(epoch, "rank", -1);
-  w->size = (int)s_num(epoch, "size", 0);
+  w->epoch = s_int(epoch, "epoch", -1);
+  w->rank = s_int(epoch, "rank", -1);
+  w->size = s_int(epoch, "size", 0);
   w->is_train = !strcmp(s_str(epoch, "kind"), "train");
   w->data = data;
   w->loss = w->first_loss = NAN;
@@ -96,7 +102,7 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
   for (int i = 0; i < w->size; i++) pubs[i] = w->keys[i];
   parallel_zmq_config z = parallel_zmq_config_default();
   z.rank = w->rank, z.size = w->size, z.endpoints = eps;
-  z.run_id = (uint64_t)s_num(epoch, "run_id", 1);
+  z.run_id = (uint64_t)fmin(fmax(s_num(epoch, "run_id", 1), 0), 1e18);
   z.epoch = (uint32_t)w->epoch;
   z.timeout_s = s_num(epoch, "timeout_s", 30);
   z.secret_key = sec, z.public_key = pub, z.peer_public_keys = pubs;
@@ -172,7 +178,7 @@ static int s_probe_pair(peer_work *w, parallel_comm *c, int other, size_t bulk_b
  * per link. */
 static int s_probe(peer_work *w, parallel_comm *c) {
   int n = w->size, m = n % 2 ? n + 1 : n;
-  size_t bulk_bytes = (size_t)s_num(w->body, "probe_bytes", 512 * 1024);
+  size_t bulk_bytes = (size_t)fmin(fmax(s_num(w->body, "probe_bytes", 0), 0), 1e9);
   if (bulk_bytes < 1024 || bulk_bytes > (64u << 20)) bulk_bytes = 512 * 1024;
   unsigned char *bulk = wt_xcalloc(bulk_bytes, 1);
   w->probe_lat = wt_xmalloc(sizeof(double) * n);
@@ -228,21 +234,21 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(w->body, "train");
   if (!cJSON_IsObject(t)) return wt_fail(WT_EINVAL, "train epoch without a training config");
   parallel_tasklet_config c = parallel_tasklet_config_default();
-  c.stages = (int)s_num(t, "stages", 1);
-  c.replicas = (int)s_num(t, "replicas", 1);
-  c.stage = (int)s_num(t, "stage", 0);
-  c.replica = (int)s_num(t, "replica", 0);
+  c.stages = s_int(t, "stages", 1);
+  c.replicas = s_int(t, "replicas", 1);
+  c.stage = s_int(t, "stage", 0);
+  c.replica = s_int(t, "replica", 0);
   c.schedule = ASSIGN_SCHEDULE_1F1B;
   c.train.model = (gpt_config){.vocab_size = data_set_vocab_size(w->data),
-                               .max_seq = (int)s_num(t, "seq", 32),
-                               .n_layer = (int)s_num(t, "layers", 2),
-                               .n_head = (int)s_num(t, "heads", 2),
-                               .channels = (int)s_num(t, "channels", 32)};
-  c.train.batch = (int)s_num(t, "batch", 16);
-  c.train.micro_batches = (int)s_num(t, "micro_batches", 1);
-  c.train.steps = (long)s_num(t, "steps", 10);
+                               .max_seq = s_int(t, "seq", 32),
+                               .n_layer = s_int(t, "layers", 2),
+                               .n_head = s_int(t, "heads", 2),
+                               .channels = s_int(t, "channels", 32)};
+  c.train.batch = s_int(t, "batch", 16);
+  c.train.micro_batches = s_int(t, "micro_batches", 1);
+  c.train.steps = (long)s_int(t, "steps", 10);
   c.train.val_batches = 1;
-  c.train.seed = (uint64_t)s_num(t, "seed", 1);
+  c.train.seed = (uint64_t)fmin(fmax(s_num(t, "seed", 1), 0), 9e15);
   c.train.optim = optim_config_default();
   c.train.optim.lr = (float)s_num(t, "lr", 3e-3);
   c.train.optim.min_lr = c.train.optim.lr / 10;
@@ -253,9 +259,9 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   if (!c.grad_codec[0]) snprintf(c.grad_codec, sizeof c.grad_codec, "none");
   if (!c.act_codec[0]) snprintf(c.act_codec, sizeof c.act_codec, "none");
   snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s", s_str(t, "checkpoint_dir"));
-  c.checkpoint_every = (int)s_num(t, "checkpoint_every", 0);
+  c.checkpoint_every = s_int(t, "checkpoint_every", 0);
   c.keep = 3;
-  c.resume = (int)s_num(t, "resume", 0);
+  c.resume = s_int(t, "resume", 0);
   c.on_step = s_on_step;
   c.on_step_arg = w;
   pthread_mutex_lock(&w->mu);
