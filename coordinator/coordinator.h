@@ -49,6 +49,9 @@ typedef struct {
   int liveness;
   double peer_timeout_s; /* the data transport's deadline, sent to the peers */
   int exit_when_done;    /* 1: exit once the run is complete */
+  /* status server (/status, /metrics, dashboard): port 0 = ephemeral, -1 = none */
+  char http_bind[WT_CONFIG_STR_MAX];
+  int http_port;
 } coordinator_config;
 
 /* The option table of coordinator_config (names, bounds, defaults, help), for the program. */
@@ -66,6 +69,10 @@ void coordinator_destroy(coordinator **self_p);
 /* The public key (Z85, 40 chars) and bound endpoint, owned by the coordinator. */
 const char *coordinator_public_key(const coordinator *c);
 const char *coordinator_endpoint(const coordinator *c);
+
+/* The status server's TCP port, or -1 when it is off. The port is also written to
+ * <state_dir>/http_port and printed at start ("coordinator: dashboard http://ADDR:PORT/"). */
+int coordinator_http_port_get(const coordinator *c);
 
 /* Serves until *stop becomes nonzero (a signal handler sets it) or, with exit_when_done, the
  * run completes. Returns WT_OK, or an error if the socket itself fails. */

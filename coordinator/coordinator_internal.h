@@ -5,15 +5,18 @@
 
 #include "assign/assign.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/http.h"
 #include "coordinator/protocol.h"
 #include "netsim/netsim.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdint.h>
 
 #define COORD_MAX_PEERS 256
 #define COORD_KEY_LEN 40
+#define COORD_LOSS_HIST 2000
 
 typedef enum { PEER_GONE = 0, PEER_LIVE = 1 } coord_peer_status;
 
@@ -32,10 +35,12 @@ typedef struct {
   /* last heartbeat */
   long step;
   double loss, tokens_s, bytes_sent, bytes_recv;
+  double bytes_intra, bytes_inter; /* sent in the current epoch, by link class */
+  double done_intra, done_inter;   /* sent in the epochs before */
   /* per epoch */
-  int epoch_rank;          /* rank in the current epoch, -1 = not a member */
-  char endpoint[256];      /* bound for the current epoch */
-  int result;              /* 0 none yet, 1 ok, -1 failed */
+  int epoch_rank;     /* rank in the current epoch, -1 = not a member */
+  char endpoint[256]; /* bound for the current epoch */
+  int result;         /* 0 none yet, 1 ok, -1 failed */
   long steps_done;
 } coord_peer;
 
@@ -65,8 +70,8 @@ struct coordinator {
   uint64_t run_id;
   int run_complete;
   long committed_step; /* latest complete checkpoint */
-  int epoch;            /* current epoch number (0 = none yet) */
-  char epoch_kind[8];   /* "probe" or "train" */
+  int epoch;           /* current epoch number (0 = none yet) */
+  char epoch_kind[8];  /* "probe" or "train" */
   coord_epoch_phase phase;
   double phase_deadline;
   int members[COORD_MAX_PEERS]; /* peer indices by epoch rank */
@@ -76,9 +81,20 @@ struct coordinator {
   double cost_ga, cost_random;
   int failed_epochs; /* consecutive train epochs that ended without progress */
   char last_error[1024];
+  int last_error_echo; /* last_error is a neighbour's lost link, not a cause */
   double first_loss, last_loss;
   long last_step;
-  double lost_at, recovery_s; /* when a member was lost; how long until training resumed */
+  double lost_at, recovery_s;
+  int it_epoch; /* measured iteration time: epoch, start time and step, result */
+  double it_t0, iteration_s;
+  long it_step0; /* when a member was lost; how long until training resumed */
+  /* the loss curve (from heartbeats; thinned to half when full) and link rates */
+  int n_hist;
+  long hist_step[COORD_LOSS_HIST];
+  float hist_loss[COORD_LOSS_HIST];
+  double rate_t, rate_intra, rate_inter, prev_intra, prev_inter;
+  pthread_mutex_t mu; /* held while the loop handles messages; the HTTP thread reads under it */
+  coordinator_http *http;
   /* probed links between peer ids: latency (s) and bandwidth (B/s), -1 = not measured */
   double *lat, *bw; /* COORD_MAX_PEERS² by peer index */
 };
@@ -92,10 +108,11 @@ void coord_event(coordinator *c, const char *kind, const char *fmt, ...)
 void coord_state_save_peer(coordinator *c, const coord_peer *p);
 void coord_state_save_run(coordinator *c);
 void coord_state_save_link(coordinator *c, int a, int b);
-int coord_state_checkpoint(coordinator *c, long step, int stage, const char *digest,
-                           int *complete);
+int coord_state_checkpoint(coordinator *c, long step, int stage, const char *digest, int *complete);
 int coord_state_session_seen(coordinator *c, const char *key, const char *sid);
 void coord_state_save_epoch(coordinator *c, const char *plan_json);
+int coord_state_meta_get(coordinator *c, const char *key, char *out, size_t size);
+void coord_state_meta_set(coordinator *c, const char *key, const char *value);
 
 /* token.c */
 int coord_token_verify(coordinator *c, const char *token, char *why, size_t why_size);
@@ -103,6 +120,11 @@ int coord_token_key_load(const char *dir, unsigned char key[32]);
 
 /* daemon.c */
 void coord_send(coordinator *c, coord_peer *p, coordinator_cmd cmd, const cJSON *body);
+
+/* status.c */
+cJSON *coord_status(coordinator *c);
+void coord_status_tick(coordinator *c);
+void coord_loss_record(coordinator *c, long step, float loss);
 
 /* epoch.c */
 void coord_epoch_tick(coordinator *c);

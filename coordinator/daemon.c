@@ -38,14 +38,16 @@ static const wt_option s_options[] = {
     {"data", WT_OPT_STRING, F(data), 0, 0, "synthetic",
      "corpus: synthetic, or a URL / path every peer fetches and verifies", 0},
     {"data-sha256", WT_OPT_STRING, F(data_sha256), 0, 0, "", "SHA-256 the corpus must have", 0},
-    {"grad-codec", WT_OPT_STRING, F(grad_codec), 0, 0, "none",
-     "gradient compression: none|fp16|bf16|int8|int4|sign|topk|randk", 0},
-    {"act-codec", WT_OPT_STRING, F(act_codec), 0, 0, "none",
-     "activation compression: none|delta2|delta4|delta8|direct8", 0},
+    {"grad-codec", WT_OPT_CHOICE, F(grad_codec), 0, 0, "none",
+     "gradient compression (only none recovers from churn: codecs keep state)",
+     "none|fp16|bf16|int8|int4|sign|topk|randk"},
+    {"act-codec", WT_OPT_CHOICE, F(act_codec), 0, 0, "none",
+     "activation compression (none or direct8 recover from churn)",
+     "none|delta2|delta4|delta8|direct8"},
     {"checkpoint-dir", WT_OPT_STRING, F(checkpoint_dir), 0, 0, "",
      "checkpoint directory the peers share (default STATE_DIR/checkpoints)", 0},
-    {"checkpoint-every", WT_OPT_INT, F(checkpoint_every), 1, 1e9, "10",
-     "steps between checkpoints", 0},
+    {"checkpoint-every", WT_OPT_INT, F(checkpoint_every), 1, 1e9, "10", "steps between checkpoints",
+     0},
     {"solver", WT_OPT_CHOICE, F(solver), 0, 0, "ga", "placement solver",
      "ga|random|greedy|megatron|deepspeed"},
     {"probe-kib", WT_OPT_INT, F(probe_kib), 16, 65536, "512",
@@ -54,19 +56,25 @@ static const wt_option s_options[] = {
      "netsim scenario file to emulate the WAN from (peers give --region)", 0},
     {"scenario-name", WT_OPT_STRING, F(scenario_name), 0, 0, "",
      "the scenario in --scenario (default: its first)", 0},
-    {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-4, 100, "1",
-     "wall seconds per emulated second", 0},
+    {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-4, 100, "1", "wall seconds per emulated second",
+     0},
     {"heartbeat", WT_OPT_FLOAT, F(heartbeat_s), 0.05, 60, "0.5", "heartbeat interval, seconds", 0},
-    {"liveness", WT_OPT_INT, F(liveness), 2, 100, "6",
-     "missed heartbeats before a peer is dropped", 0},
+    {"liveness", WT_OPT_INT, F(liveness), 2, 100, "6", "missed heartbeats before a peer is dropped",
+     0},
     {"peer-timeout", WT_OPT_FLOAT, F(peer_timeout_s), 1, 3600, "15",
      "deadline of every data-plane wait on the peers, seconds", 0},
-    {"exit-when-done", WT_OPT_FLAG, F(exit_when_done), 0, 1, "0",
-     "exit once the run is complete", 0},
+    {"exit-when-done", WT_OPT_FLAG, F(exit_when_done), 0, 1, "0", "exit once the run is complete",
+     0},
+    {"http-bind", WT_OPT_STRING, F(http_bind), 0, 0, "127.0.0.1",
+     "address of the status server (/status, /metrics, dashboard)", 0},
+    {"http-port", WT_OPT_INT, F(http_port), -1, 65535, "0",
+     "port of the status server (0 = a free one, -1 = no server)", 0},
     {0}};
 #undef F
 
-const wt_option *coordinator_options(void) { return s_options; }
+const wt_option *coordinator_options(void) {
+  return s_options;
+}
 
 /* ---- ZAP: every CURVE client may connect; the daemon admits by token. The handler tells the
  * ROUTER the client's key as the User-Id of its messages. ---------------------------------- */
@@ -145,17 +153,53 @@ static int s_bind(coordinator *c) {
   int maxmsg = COORD_MSG_MAX + 1024; /* larger frames are cut off by zmq before we read them */
   int64_t maxsize = maxmsg;
   zmq_setsockopt(c->router, ZMQ_MAXMSGSIZE, &maxsize, sizeof maxsize);
-  if (zmq_bind(c->router, c->cfg.bind) != 0)
+  /* A restarted coordinator with an ephemeral port listens where it listened before, so the
+   * peers' reconnects find it. */
+  char previous[256] = "";
+  size_t blen = strlen(c->cfg.bind);
+  int ephemeral = blen > 2 && !strcmp(c->cfg.bind + blen - 2, ":*");
+  if (ephemeral && coord_state_meta_get(c, "endpoint", previous, sizeof previous) &&
+      zmq_bind(c->router, previous) == 0) {
+    WT_INFO("coordinator: listening again on %s", previous);
+  } else if (zmq_bind(c->router, c->cfg.bind) != 0) {
     return wt_fail(WT_EIO, "cannot bind the control socket to %s: %s; choose another --bind",
                    c->cfg.bind, zmq_strerror(errno));
+  }
   size_t sz = sizeof c->endpoint;
   zmq_getsockopt(c->router, ZMQ_LAST_ENDPOINT, c->endpoint, &sz);
+  coord_state_meta_set(c, "endpoint", c->endpoint);
   char path[1300];
   snprintf(path, sizeof path, "%s/endpoint", c->dir);
   FILE *f = fopen(path, "w");
   if (!f || fprintf(f, "%s\n", c->endpoint) < 0 || fclose(f) != 0)
     return wt_fail(WT_EIO, "cannot write %s: %s", path, strerror(errno));
   return WT_OK;
+}
+
+/* The status server's callback: runs on its thread, under c->mu (coordinator_http_opts.lock). */
+static cJSON *s_http_status(void *arg) {
+  return coord_status(arg);
+}
+
+static int s_http(coordinator *c) {
+  if (c->cfg.http_port < 0) return WT_OK;
+  coordinator_http_opts o = {.bind = c->cfg.http_bind,
+                             .port = c->cfg.http_port,
+                             .status = s_http_status,
+                             .arg = c,
+                             .lock = &c->mu};
+  c->http = coordinator_http_new(&o);
+  if (!c->http) return WT_EIO;
+  char path[1300];
+  snprintf(path, sizeof path, "%s/http_port", c->dir);
+  FILE *f = fopen(path, "w");
+  if (!f || fprintf(f, "%d\n", coordinator_http_port(c->http)) < 0 || fclose(f) != 0)
+    return wt_fail(WT_EIO, "cannot write %s: %s", path, strerror(errno));
+  return WT_OK;
+}
+
+int coordinator_http_port_get(const coordinator *c) {
+  return c->http ? coordinator_http_port(c->http) : -1;
 }
 
 coordinator *coordinator_new(const coordinator_config *cfg) {
@@ -171,18 +215,20 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
   c->lat = wt_xmalloc(sizeof(double) * COORD_MAX_PEERS * COORD_MAX_PEERS);
   c->bw = wt_xmalloc(sizeof(double) * COORD_MAX_PEERS * COORD_MAX_PEERS);
   for (int i = 0; i < COORD_MAX_PEERS * COORD_MAX_PEERS; i++) c->lat[i] = c->bw[i] = -1;
-  c->first_loss = NAN;
+  c->first_loss = c->last_loss = NAN;
+  pthread_mutex_init(&c->mu, NULL);
   coordinator_sid_new(c->sid);
-  int rc = mkdir(c->dir, 0700) == 0 || errno == EEXIST
-               ? WT_OK
-               : wt_fail(WT_EIO, "cannot create the state directory %s: %s", c->dir,
-                         strerror(errno));
+  int rc =
+      mkdir(c->dir, 0700) == 0 || errno == EEXIST
+          ? WT_OK
+          : wt_fail(WT_EIO, "cannot create the state directory %s: %s", c->dir, strerror(errno));
   if (rc == WT_OK) rc = coord_scenario_load(c);
   if (rc == WT_OK) rc = coord_token_key_load(c->dir, c->token_key);
   if (rc == WT_OK) rc = coord_state_open(c);
   if (rc == WT_OK) rc = coord_state_load(c);
   if (rc == WT_OK) rc = s_keys(c);
   if (rc == WT_OK) rc = s_bind(c);
+  if (rc == WT_OK) rc = s_http(c);
   if (rc != WT_OK) {
     char why[1024];
     snprintf(why, sizeof why, "%s", wt_last_error());
@@ -196,6 +242,7 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
 void coordinator_destroy(coordinator **self_p) {
   coordinator *c = *self_p;
   if (!c) return;
+  coordinator_http_destroy(&c->http); /* first: its thread reads the state */
   if (c->router) zmq_close(c->router);
   if (c->zctx) {
     zmq_ctx_shutdown(c->zctx);
@@ -211,14 +258,21 @@ void coordinator_destroy(coordinator **self_p) {
   netsim_scenario_set_destroy(&c->scenario_set);
   free(c->lat);
   free(c->bw);
+  pthread_mutex_destroy(&c->mu);
   sodium_memzero(c->sec, sizeof c->sec);
   free(c);
   *self_p = NULL;
 }
 
-const char *coordinator_public_key(const coordinator *c) { return c->pub; }
-const char *coordinator_endpoint(const coordinator *c) { return c->endpoint; }
-uint64_t coordinator_refused(const coordinator *c) { return c->refused; }
+const char *coordinator_public_key(const coordinator *c) {
+  return c->pub;
+}
+const char *coordinator_endpoint(const coordinator *c) {
+  return c->endpoint;
+}
+uint64_t coordinator_refused(const coordinator *c) {
+  return c->refused;
+}
 
 void coord_send(coordinator *c, coord_peer *p, coordinator_cmd cmd, const cJSON *body) {
   if (!p->route_len) return;
@@ -257,6 +311,12 @@ static double s_num(const cJSON *o, const char *name, double def) {
   return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : def;
 }
 
+/* An integer field of a message from outside, clamped so the cast is defined. */
+static int s_int(const cJSON *o, const char *name, int def) {
+  double v = s_num(o, name, def);
+  return (int)fmin(fmax(v, -1e9), 1e9);
+}
+
 static const char *s_str(const cJSON *o, const char *name) {
   const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
   return s ? s : "";
@@ -269,7 +329,8 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   if (coord_state_session_seen(c, key, m->sid)) {
     c->refused++;
     WT_WARN("coordinator: dropped a replayed registration (session %.8s… of key %.8s… was seen "
-            "before)", m->sid, key);
+            "before)",
+            m->sid, key);
     return;
   }
   const cJSON *dev = cJSON_GetObjectItemCaseSensitive(m->body, "device");
@@ -279,7 +340,8 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   if (!cJSON_IsObject(dev) || !(flops > 0 && flops < 1e18) || memory < 0 || !kind[0] ||
       strlen(kind) >= 32 || strlen(region) >= 64 || strlen(host) >= 256) {
     c->refused++;
-    s_refuse(c, route, rlen, "registration without a valid device report (kind, flops > 0, "
+    s_refuse(c, route, rlen,
+             "registration without a valid device report (kind, flops > 0, "
              "memory >= 0, region < 64 chars); upgrade peerd");
     WT_WARN("coordinator: refused a registration from key %.8s…: bad device report", key);
     return;
@@ -334,15 +396,25 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
 }
 
 static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
-  p->step = (long)s_num(b, "step", 0);
+  p->step = (long)s_int(b, "step", 0);
   p->loss = s_num(b, "loss", NAN);
   p->tokens_s = s_num(b, "tokens_s", 0);
   p->bytes_sent = s_num(b, "bytes_sent", 0);
   p->bytes_recv = s_num(b, "bytes_recv", 0);
-  int ep = (int)s_num(b, "epoch", -1);
+  p->bytes_intra = fmax(p->bytes_intra, s_num(b, "bytes_intra", 0));
+  p->bytes_inter = fmax(p->bytes_inter, s_num(b, "bytes_inter", 0));
+  int ep = s_int(b, "epoch", -1);
   if (ep == c->epoch && p->epoch_rank >= 0 && c->phase == EPOCH_RUNNING &&
       !strcmp(c->epoch_kind, "train") && p->step > 0) {
-    if (p->step > c->last_step) c->last_step = p->step, c->last_loss = p->loss;
+    if (p->step > c->last_step) {
+      c->last_step = p->step, c->last_loss = p->loss;
+      coord_loss_record(c, p->step, (float)p->loss);
+      double now = wt_now_s(); /* iteration time within one epoch, from its first step seen */
+      if (c->it_epoch != c->epoch)
+        c->it_epoch = c->epoch, c->it_t0 = now, c->it_step0 = p->step;
+      else if (p->step > c->it_step0 + 4)
+        c->iteration_s = (now - c->it_t0) / (p->step - c->it_step0);
+    }
     double first = s_num(b, "first_loss", NAN);
     if (isnan(c->first_loss) && isfinite(first)) c->first_loss = first;
     if (c->lost_at > 0 && p->step > c->committed_step) {
@@ -353,6 +425,9 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
       coord_state_save_run(c);
     }
   }
+  const cJSON *result = cJSON_GetObjectItemCaseSensitive(b, "result");
+  if (cJSON_IsObject(result) && p->epoch_rank >= 0 && p->result == 0)
+    coord_epoch_on_result(c, p, result); /* its RESULT was lost (e.g. while we restarted) */
   cJSON *a = cJSON_CreateObject();
   cJSON_AddNumberToObject(a, "epoch", c->epoch);
   coord_send(c, p, COORD_CMD_ACK, a);
@@ -360,13 +435,14 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
 }
 
 static void s_checkpoint(coordinator *c, coord_peer *p, const cJSON *b) {
-  long step = (long)s_num(b, "step", -1);
-  int stage = (int)s_num(b, "stage", -1);
+  long step = (long)s_int(b, "step", -1);
+  int stage = s_int(b, "stage", -1);
   const char *digest = s_str(b, "digest");
   if (step < 1 || stage < 0 || stage >= c->cfg.stages || strlen(digest) != 64) {
     c->refused++;
     WT_WARN("coordinator: peer %d sent an impossible checkpoint report (step %ld, stage %d); "
-            "dropped", p->id, step, stage);
+            "dropped",
+            p->id, step, stage);
     return;
   }
   int complete = 0;
@@ -397,8 +473,9 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
     c->refused++;
     WT_WARN("coordinator: dropped \"%s\" from key %.8s…: %s", coordinator_cmd_name(m.cmd), key,
             i < 0 ? "an unknown key" : "a peer that was dropped");
-    s_refuse(c, route, rlen, i < 0 ? "unknown peer key: register first with a join token"
-                                   : "this peer was dropped (missed heartbeats); register again");
+    s_refuse(c, route, rlen,
+             i < 0 ? "unknown peer key: register first with a join token"
+                   : "this peer was dropped (missed heartbeats); register again");
     coordinator_msg_clear(&m);
     return;
   }
@@ -415,10 +492,18 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
   p->last_seen = wt_now_s();
   coord_state_save_peer(c, p); /* the sequence survives a restart: no replay window */
   switch (m.cmd) {
-  case COORD_CMD_HEARTBEAT: s_heartbeat(c, p, m.body); break;
-  case COORD_CMD_BOUND: coord_epoch_on_bound(c, p, m.body); break;
-  case COORD_CMD_RESULT: coord_epoch_on_result(c, p, m.body); break;
-  case COORD_CMD_CHECKPOINT: s_checkpoint(c, p, m.body); break;
+  case COORD_CMD_HEARTBEAT:
+    s_heartbeat(c, p, m.body);
+    break;
+  case COORD_CMD_BOUND:
+    coord_epoch_on_bound(c, p, m.body);
+    break;
+  case COORD_CMD_RESULT:
+    coord_epoch_on_result(c, p, m.body);
+    break;
+  case COORD_CMD_CHECKPOINT:
+    s_checkpoint(c, p, m.body);
+    break;
   case COORD_CMD_LEAVE:
     p->status = PEER_GONE;
     coord_state_save_peer(c, p);
@@ -460,8 +545,8 @@ static void s_recv(coordinator *c) {
   }
   if (extra || rlen > 255 || !user || strlen(user) != COORD_KEY_LEN) {
     c->refused++;
-    WT_WARN("coordinator: dropped a message with %s", extra ? "more than one frame"
-                                                            : "no authenticated key");
+    WT_WARN("coordinator: dropped a message with %s",
+            extra ? "more than one frame" : "no authenticated key");
   } else {
     s_message(c, route, (size_t)rlen, user, zmq_msg_data(&msg), zmq_msg_size(&msg));
   }
@@ -475,23 +560,41 @@ static void s_liveness(coordinator *c) {
     if (p->status != PEER_LIVE || now - p->last_seen <= limit) continue;
     p->status = PEER_GONE;
     coord_state_save_peer(c, p);
-    coord_event(c, "lost", "peer %d missed %d heartbeats (%.1f s silent)", p->id,
-                c->cfg.liveness, now - p->last_seen);
+    coord_event(c, "lost", "peer %d missed %d heartbeats (%.1f s silent)", p->id, c->cfg.liveness,
+                now - p->last_seen);
     coord_epoch_on_lost(c, p, "it stopped sending heartbeats");
   }
+}
+
+/* The poll timeout: until the nearest deadline (a peer's liveness, the epoch phase's), at most
+ * half a heartbeat so the status rates and the epoch logic keep ticking. */
+static long s_next_deadline_ms(coordinator *c) {
+  pthread_mutex_lock(&c->mu);
+  double now = wt_now_s(), next = now + c->cfg.heartbeat_s / 2;
+  double limit = c->cfg.liveness * c->cfg.heartbeat_s;
+  for (int i = 0; i < c->n_peers; i++)
+    if (c->peers[i].status == PEER_LIVE) next = fmin(next, c->peers[i].last_seen + limit);
+  int timed = c->phase == EPOCH_BINDING || c->phase == EPOCH_DRAINING ||
+              (c->phase == EPOCH_RUNNING && !strcmp(c->epoch_kind, "probe"));
+  if (timed && !c->run_complete) next = fmin(next, c->phase_deadline);
+  pthread_mutex_unlock(&c->mu);
+  return (long)fmax(1, (next - now) * 1000 + 1);
 }
 
 int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
   printf("coordinator: listening on %s\ncoordinator: public key %s (in %s/coordinator.pub)\n",
          c->endpoint, c->pub, c->dir);
+  if (c->http)
+    printf("coordinator: dashboard http://%s:%d/ (/status, /metrics)\n", c->cfg.http_bind,
+           coordinator_http_port(c->http));
   fflush(stdout);
   double done_at = 0;
   while (!*stop) {
     zmq_pollitem_t item = {c->router, 0, ZMQ_POLLIN, 0};
-    /* the next deadline: the nearest liveness or phase check, at most one heartbeat away */
-    long timeout_ms = (long)(c->cfg.heartbeat_s * 1000 / 2) + 1;
+    long timeout_ms = s_next_deadline_ms(c);
     if (zmq_poll(&item, 1, timeout_ms) < 0 && errno != EINTR)
       return wt_fail(WT_EIO, "control socket poll failed: %s", zmq_strerror(errno));
+    pthread_mutex_lock(&c->mu);
     for (int k = 0; k < 256 && (item.revents & ZMQ_POLLIN); k++) {
       int ev = 0;
       size_t sz = sizeof ev;
@@ -501,6 +604,8 @@ int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
     }
     s_liveness(c);
     coord_epoch_tick(c);
+    coord_status_tick(c);
+    pthread_mutex_unlock(&c->mu);
     if (c->cfg.exit_when_done && c->run_complete) {
       if (done_at == 0) done_at = wt_now_s();
       if (wt_now_s() - done_at > 2 * c->cfg.heartbeat_s) break; /* let FINISH go out */

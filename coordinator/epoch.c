@@ -6,6 +6,7 @@
 #include "coordinator/coordinator_internal.h"
 
 #include "common/common.h"
+#include "common/rng.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -35,8 +36,10 @@ int coord_region_index(coordinator *c, const char *label, char *why, size_t size
     strncat(names, netsim_scenario_region_name(c->scenario, r), sizeof names - strlen(names) - 3);
     if (r + 1 < k) strcat(names, ", ");
   }
-  snprintf(why, size, "region '%s' is not in the emulated scenario %s; start peerd with "
-           "--region one of: %s", label, netsim_scenario_name(c->scenario), names);
+  snprintf(why, size,
+           "region '%s' is not in the emulated scenario %s; start peerd with "
+           "--region one of: %s",
+           label, netsim_scenario_name(c->scenario), names);
   return -1;
 }
 
@@ -108,12 +111,15 @@ static void s_publish(coordinator *c) {
     cJSON_AddNumberToObject(b, "probe_bytes", c->cfg.probe_kib * 1024.0);
     cJSON *keys = cJSON_AddArrayToObject(b, "keys");
     cJSON *ids = cJSON_AddArrayToObject(b, "peer_ids");
+    cJSON *regions = cJSON_AddArrayToObject(b, "regions"); /* to count bytes per link class */
     for (int j = 0; j < c->n_members; j++) {
+      cJSON_AddItemToArray(regions, cJSON_CreateString(c->peers[c->members[j]].region));
       cJSON_AddItemToArray(keys, cJSON_CreateString(c->peers[c->members[j]].key));
       cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->peers[c->members[j]].id));
     }
     if (c->scenario) {
-      cJSON *la = cJSON_AddArrayToObject(b, "latency_s"), *bw = cJSON_AddArrayToObject(b, "bandwidth_Bps");
+      cJSON *la = cJSON_AddArrayToObject(b, "latency_s"),
+            *bw = cJSON_AddArrayToObject(b, "bandwidth_Bps");
       for (int j = 0; j < c->n_members; j++) {
         double l = 0, w = 0;
         if (j != r) s_emulated(c, c->members[r], c->members[j], &l, &w);
@@ -176,7 +182,9 @@ static void s_problem(coordinator *c, const int *list, int n, assign_network *ne
   }
   assign_network_symmetrize(net);
   double params = 12.0 * g->layers * g->channels * g->channels + 64.0 * g->channels;
-  *p = (assign_problem){.net = net, .d_pp = g->stages, .d_dp = g->replicas,
+  *p = (assign_problem){.net = net,
+                        .d_pp = g->stages,
+                        .d_dp = g->replicas,
                         .c_dp_bytes = 4.0 * params / g->stages,
                         .c_pp_bytes = 4.0 * g->batch * g->seq * g->channels};
 }
@@ -206,8 +214,8 @@ static int s_place(coordinator *c, const int *live, int n_live) {
         if (!s_in(list, n, live[k]) && (best < 0 || c->peers[live[k]].flops > c->peers[best].flops))
           best = live[k];
       if (best < 0) return 0;
-      coord_event(c, "standby", "peer %d takes over world rank %d from peer %d",
-                  c->peers[best].id, i, c->peers[list[i]].id);
+      coord_event(c, "standby", "peer %d takes over world rank %d from peer %d", c->peers[best].id,
+                  i, c->peers[list[i]].id);
       list[i] = best;
       changed[n_changed++] = i;
     }
@@ -236,12 +244,20 @@ static int s_place(coordinator *c, const int *live, int n_live) {
     assign_solver_parse(c->cfg.solver, &kind);
     assign_budget b = {.max_evals = 4000, .max_seconds = 2};
     rc = assign_solve(&prob, kind, &b, (uint64_t)c->cfg.seed, &plan, &st);
-    assign_plan *rnd = NULL;
-    assign_budget rb = {.max_evals = 1};
-    if (rc == WT_OK && assign_solve(&prob, ASSIGN_SOLVER_RANDOM, &rb, (uint64_t)c->cfg.seed, &rnd,
-                                    NULL) == WT_OK)
-      c->cost_random = assign_plan_cost(&prob, rnd).comm_s;
-    assign_plan_destroy(&rnd);
+    /* the baseline: the mean cost of placing the peers at random (as laid out, 100 draws) */
+    if (rc == WT_OK) {
+      assign_plan *rnd = assign_plan_new(c->cfg.stages, c->cfg.replicas);
+      wt_rng rng;
+      wt_rng_seed(&rng, (uint64_t)c->cfg.seed);
+      double sum = 0;
+      for (int k = 0; k < 100; k++) {
+        for (int w = 0; w < n; w++) rnd->device[w] = w;
+        wt_rng_shuffle_int(&rng, rnd->device, n);
+        sum += assign_plan_cost(&prob, rnd).comm_s;
+      }
+      c->cost_random = sum / 100;
+      assign_plan_destroy(&rnd);
+    }
   }
   if (rc == WT_OK) {
     c->cost_ga = assign_plan_cost(&prob, plan).comm_s;
@@ -276,9 +292,10 @@ static void s_start_epoch(coordinator *c, const char *kind, const int *who, int 
   coord_state_save_epoch(c, text);
   free(text);
   if (!strcmp(kind, "train"))
-    coord_event(c, "epoch", "epoch %d: train %d stages x %d replicas, peers by world rank [%s], "
-                "predicted cost %.4f s (random placement %.4f s), from step %ld", c->epoch,
-                c->cfg.stages, c->cfg.replicas, ids, c->cost_ga, c->cost_random,
+    coord_event(c, "epoch",
+                "epoch %d: train %d stages x %d replicas, peers by world rank [%s], "
+                "predicted cost %.4f s (random placement %.4f s), from step %ld",
+                c->epoch, c->cfg.stages, c->cfg.replicas, ids, c->cost_ga, c->cost_random,
                 c->committed_step);
   else
     coord_event(c, "epoch", "epoch %d: probe the links among peers [%s]", c->epoch, ids);
@@ -306,7 +323,12 @@ static int s_all_reported(coordinator *c) {
 }
 
 static void s_epoch_over(coordinator *c) {
-  for (int r = 0; r < c->n_members; r++) c->peers[c->members[r]].epoch_rank = -1;
+  for (int r = 0; r < c->n_members; r++) {
+    coord_peer *p = &c->peers[c->members[r]];
+    p->epoch_rank = -1;
+    p->done_intra += p->bytes_intra, p->done_inter += p->bytes_inter;
+    p->bytes_intra = p->bytes_inter = 0;
+  }
   c->n_members = 0;
   c->phase = EPOCH_NONE;
   coord_state_save_run(c);
@@ -393,12 +415,25 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
     return;
   int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "ok"));
   const char *err = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "error"));
-  long steps = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "steps"));
+  double steps_v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "steps"));
+  long steps = isfinite(steps_v) ? (long)fmin(fmax(steps_v, 0), 1e12) : 0;
   p->result = ok ? 1 : -1;
   p->steps_done = steps;
+  p->bytes_intra = fmax(
+      p->bytes_intra, cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_intra")));
+  p->bytes_inter = fmax(
+      p->bytes_inter, cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_inter")));
   if (ok && !strcmp(c->epoch_kind, "probe")) s_probe_result(c, p, body);
   if (!ok) {
-    snprintf(c->last_error, sizeof c->last_error, "peer %d: %s", p->id, err ? err : "failed");
+    /* The cause, not its echoes: when one tasklet fails, its neighbours fail next with a lost
+     * link or a deadline (WT_EIO / WT_ETIMEOUT), and their reports may arrive first. */
+    double code_v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "code"));
+    int code = isfinite(code_v) ? (int)fmin(fmax(code_v, -100), 100) : WT_EIO;
+    int echo = code == WT_EIO || code == WT_ETIMEOUT;
+    if (c->phase != EPOCH_DRAINING || (!echo && c->last_error_echo)) {
+      snprintf(c->last_error, sizeof c->last_error, "peer %d: %s", p->id, err ? err : "failed");
+      c->last_error_echo = echo;
+    }
     if (c->phase != EPOCH_DRAINING) {
       if (!strcmp(c->epoch_kind, "train") && steps <= c->committed_step) c->failed_epochs++;
       if (!strcmp(c->epoch_kind, "train") && c->lost_at == 0) c->lost_at = wt_now_s();

@@ -88,6 +88,16 @@ int main(int argc, char **argv) {
                     "--micro-batches and --heads must divide --channels\n");
     return 2;
   }
+  if (strcmp(cfg.grad_codec, "none") || !strncmp(cfg.act_codec, "delta", 5)) {
+    /* Recovery from churn resumes from checkpoints, which hold no codec state. */
+    fprintf(stderr,
+            "coordinator: error: --grad-codec %s / --act-codec %s keep state (error "
+            "feedback, activation caches) that checkpoints do not hold, so a run could "
+            "not recover from a lost peer; use --grad-codec none and --act-codec none "
+            "or direct8\n",
+            cfg.grad_codec, cfg.act_codec);
+    return 2;
+  }
   struct sigaction sa = {0};
   sa.sa_handler = s_on_signal;
   sigaction(SIGINT, &sa, NULL);

@@ -10,8 +10,8 @@
 #include <string.h>
 
 static const char *const s_names[COORD_CMD_COUNT] = {
-    "register", "heartbeat", "bound",   "result",  "checkpoint", "leave",   "welcome",
-    "refused",  "ack",       "epoch",   "start",   "abort",      "standby", "finish"};
+    "register", "heartbeat", "bound", "result", "checkpoint", "leave",   "welcome",
+    "refused",  "ack",       "epoch", "start",  "abort",      "standby", "finish"};
 
 const char *coordinator_cmd_name(coordinator_cmd cmd) {
   return (unsigned)cmd < COORD_CMD_COUNT ? s_names[cmd] : "?";
@@ -36,16 +36,17 @@ static int s_check(const cJSON *root, coordinator_msg *out) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "v");
   if (!cJSON_IsNumber(v)) return wt_fail(WT_EINVAL, "control message has no version field \"v\"");
   if (v->valuedouble != COORD_PROTOCOL_VERSION)
-    return wt_fail(WT_EMISMATCH, "control message speaks protocol version %g; this build speaks %d "
-                   "— run the same wantrain release on both ends", v->valuedouble,
-                   COORD_PROTOCOL_VERSION);
+    return wt_fail(WT_EMISMATCH,
+                   "control message speaks protocol version %g; this build speaks %d "
+                   "— run the same wantrain release on both ends",
+                   v->valuedouble, COORD_PROTOCOL_VERSION);
   const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(root, "cmd");
   if (!cJSON_IsString(cmd)) return wt_fail(WT_EINVAL, "control message has no command \"cmd\"");
   int found = -1;
   for (int i = 0; i < COORD_CMD_COUNT; i++)
     if (!strcmp(cmd->valuestring, s_names[i])) found = i;
-  if (found < 0) return wt_fail(WT_EINVAL, "control message has an unknown command \"%.40s\"",
-                                cmd->valuestring);
+  if (found < 0)
+    return wt_fail(WT_EINVAL, "control message has an unknown command \"%.40s\"", cmd->valuestring);
   const cJSON *sid = cJSON_GetObjectItemCaseSensitive(root, "sid");
   if (!cJSON_IsString(sid) || !s_is_hex(sid->valuestring, COORD_SID_CHARS))
     return wt_fail(WT_EINVAL, "control message \"%s\" has no session id of %d hex digits",
@@ -117,11 +118,12 @@ char *coordinator_msg_encode(coordinator_cmd cmd, const char *sid, uint64_t seq,
   return text;
 }
 
-int coordinator_seq_accept(const char *current_sid, uint64_t *last, const char *sid,
-                           uint64_t seq) {
+int coordinator_seq_accept(const char *current_sid, uint64_t *last, const char *sid, uint64_t seq) {
   if (!current_sid || strcmp(current_sid, sid))
-    return wt_fail(WT_EINVAL, "message of session %.8s… which is not the peer's current session "
-                   "(stale or replayed from an earlier registration)", sid);
+    return wt_fail(WT_EINVAL,
+                   "message of session %.8s… which is not the peer's current session "
+                   "(stale or replayed from an earlier registration)",
+                   sid);
   if (seq <= *last)
     return wt_fail(WT_EINVAL, "replayed or reordered message: sequence %llu, last accepted %llu",
                    (unsigned long long)seq, (unsigned long long)*last);

@@ -30,8 +30,8 @@
 struct cJSON;
 
 #define COORD_PROTOCOL_VERSION 1
-#define COORD_MSG_MAX 65536   /* bytes of one control message */
-#define COORD_SID_CHARS 32    /* hex characters of a session id */
+#define COORD_MSG_MAX 65536              /* bytes of one control message */
+#define COORD_SID_CHARS 32               /* hex characters of a session id */
 #define COORD_SEQ_MAX 9007199254740991.0 /* 2^53 - 1: exact in a JSON number */
 
 /* Commands. Peer → coordinator: REGISTER .. LEAVE; coordinator → peer: WELCOME .. FINISH. */

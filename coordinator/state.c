@@ -50,7 +50,8 @@ static void s_run(coordinator *c, const char *sql, const char *types, ...) {
   va_list ap;
   va_start(ap, types);
   for (int i = 0; types[i]; i++) {
-    if (types[i] == 't') sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1, SQLITE_TRANSIENT);
+    if (types[i] == 't')
+      sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1, SQLITE_TRANSIENT);
     if (types[i] == 'd') sqlite3_bind_double(st, i + 1, va_arg(ap, double));
     if (types[i] == 'i') sqlite3_bind_int64(st, i + 1, va_arg(ap, long long));
   }
@@ -90,11 +91,11 @@ void coord_event(coordinator *c, const char *kind, const char *fmt, ...) {
         detail);
 }
 
-static void s_meta_set(coordinator *c, const char *key, const char *value) {
+void coord_state_meta_set(coordinator *c, const char *key, const char *value) {
   s_run(c, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", "tt", key, value);
 }
 
-static int s_meta_get(coordinator *c, const char *key, char *out, size_t size) {
+int coord_state_meta_get(coordinator *c, const char *key, char *out, size_t size) {
   sqlite3_stmt *st = NULL;
   int found = 0;
   if (sqlite3_prepare_v2(c->db, "SELECT value FROM meta WHERE key = ?", -1, &st, NULL) ==
@@ -122,10 +123,12 @@ void coord_state_save_run(coordinator *c) {
   cJSON_AddNumberToObject(run, "first_loss", c->first_loss);
   cJSON_AddNumberToObject(run, "recovery_s", c->recovery_s);
   cJSON *m = cJSON_AddArrayToObject(run, "members"), *pm = cJSON_AddArrayToObject(run, "plan");
-  for (int i = 0; i < c->n_members; i++) cJSON_AddItemToArray(m, cJSON_CreateNumber(c->peers[c->members[i]].id));
-  for (int i = 0; i < c->n_plan; i++) cJSON_AddItemToArray(pm, cJSON_CreateNumber(c->peers[c->plan_members[i]].id));
+  for (int i = 0; i < c->n_members; i++)
+    cJSON_AddItemToArray(m, cJSON_CreateNumber(c->peers[c->members[i]].id));
+  for (int i = 0; i < c->n_plan; i++)
+    cJSON_AddItemToArray(pm, cJSON_CreateNumber(c->peers[c->plan_members[i]].id));
   char *text = cJSON_PrintUnformatted(run);
-  s_meta_set(c, "run", text);
+  coord_state_meta_set(c, "run", text);
   free(text);
   cJSON_Delete(run);
 }
@@ -164,8 +167,8 @@ int coord_state_checkpoint(coordinator *c, long step, int stage, const char *dig
         (long long)step, (long long)stage, digest);
   sqlite3_stmt *st = NULL;
   int n = 0;
-  if (sqlite3_prepare_v2(c->db, "SELECT COUNT(DISTINCT stage) FROM checkpoints WHERE step = ?",
-                         -1, &st, NULL) == SQLITE_OK) {
+  if (sqlite3_prepare_v2(c->db, "SELECT COUNT(DISTINCT stage) FROM checkpoints WHERE step = ?", -1,
+                         &st, NULL) == SQLITE_OK) {
     sqlite3_bind_int64(st, 1, step);
     if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int(st, 0);
   }
@@ -175,9 +178,11 @@ int coord_state_checkpoint(coordinator *c, long step, int stage, const char *dig
 }
 
 void coord_state_save_epoch(coordinator *c, const char *plan_json) {
-  s_run(c, "INSERT OR REPLACE INTO epochs(n, kind, plan, cost_ga_s, cost_random_s, created)"
-        " VALUES(?, ?, ?, ?, ?, ?)", "ittddd", (long long)c->epoch, c->epoch_kind, plan_json,
-        c->cost_ga, c->cost_random, (double)time(NULL));
+  s_run(c,
+        "INSERT OR REPLACE INTO epochs(n, kind, plan, cost_ga_s, cost_random_s, created)"
+        " VALUES(?, ?, ?, ?, ?, ?)",
+        "ittddd", (long long)c->epoch, c->epoch_kind, plan_json, c->cost_ga, c->cost_random,
+        (double)time(NULL));
   coord_state_save_run(c);
 }
 
@@ -195,8 +200,10 @@ static int s_peer_by_key(coordinator *c, const char *key) {
 
 static void s_load_peers(coordinator *c) {
   sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(c->db, "SELECT key, id, status, sid, last_seq, region, kind, host, "
-                         "flops, memory FROM peers ORDER BY id", -1, &st, NULL) != SQLITE_OK)
+  if (sqlite3_prepare_v2(c->db,
+                         "SELECT key, id, status, sid, last_seq, region, kind, host, "
+                         "flops, memory FROM peers ORDER BY id",
+                         -1, &st, NULL) != SQLITE_OK)
     return;
   while (sqlite3_step(st) == SQLITE_ROW && c->n_peers < COORD_MAX_PEERS) {
     coord_peer *p = &c->peers[c->n_peers++];
@@ -242,14 +249,17 @@ static void s_ids_to_peers(coordinator *c, const cJSON *arr, int *out, int *n) {
 int coord_state_load(coordinator *c) {
   s_load_peers(c);
   char text[16384];
-  if (!s_meta_get(c, "run", text, sizeof text)) {
+  if (!coord_state_meta_get(c, "run", text, sizeof text)) {
     randombytes_buf(&c->run_id, sizeof c->run_id);
     coord_state_save_run(c);
     return WT_OK;
   }
   cJSON *run = cJSON_Parse(text);
-  if (!run) return wt_fail(WT_ECORRUPT, "state database %s/state.db: the run record is not JSON; "
-                           "move the state directory away to start a new run", c->dir);
+  if (!run)
+    return wt_fail(WT_ECORRUPT,
+                   "state database %s/state.db: the run record is not JSON; "
+                   "move the state directory away to start a new run",
+                   c->dir);
   c->run_id = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "run_id"));
   c->run_complete = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "complete"));
   c->committed_step = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "committed_step"));
@@ -271,8 +281,10 @@ int coord_state_load(coordinator *c) {
     c->n_members = 0;
   }
   cJSON_Delete(run);
-  coord_event(c, "restart", "state loaded: run %016llx, epoch %d (%s), %d peers known, "
-              "committed step %ld%s", (unsigned long long)c->run_id, c->epoch,
+  coord_event(c, "restart",
+              "state loaded: run %016llx, epoch %d (%s), %d peers known, "
+              "committed step %ld%s",
+              (unsigned long long)c->run_id, c->epoch,
               c->phase == EPOCH_RUNNING ? "running" : "idle", c->n_peers, c->committed_step,
               c->run_complete ? ", run complete" : "");
   return WT_OK;

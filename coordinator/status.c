@@ -1,70 +1,140 @@
-/* status — the JSON snapshot of the coordinator's state that /status and /metrics are built on. */
+/* status — the snapshot of the coordinator's state that /status, /metrics, the dashboard and
+ * the demo's summary are built on: the HTTP side's status schema (version 1, coordinator/http.h)
+ * plus the coordinator's own members (committed step, predicted costs, recovery, WAN bytes). */
 #include "coordinator/coordinator_internal.h"
 
 #include "common/common.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static void s_num(cJSON *o, const char *name, double v) {
-  if (isfinite(v)) cJSON_AddNumberToObject(o, name, v);
-  else cJSON_AddNullToObject(o, name);
+  if (isfinite(v))
+    cJSON_AddNumberToObject(o, name, v);
+  else
+    cJSON_AddNullToObject(o, name);
 }
 
-char *coordinator_status_json(coordinator *c) {
-  static const char *phases[] = {"idle", "binding", "running", "draining"};
+void coord_loss_record(coordinator *c, long step, float loss) {
+  if (!isfinite(loss)) return;
+  if (c->n_hist == COORD_LOSS_HIST) { /* keep every other point: the curve stays whole */
+    for (int i = 0; i < COORD_LOSS_HIST / 2; i++) {
+      c->hist_step[i] = c->hist_step[2 * i + 1];
+      c->hist_loss[i] = c->hist_loss[2 * i + 1];
+    }
+    c->n_hist = COORD_LOSS_HIST / 2;
+  }
+  c->hist_step[c->n_hist] = step;
+  c->hist_loss[c->n_hist++] = loss;
+}
+
+static void s_bytes(coordinator *c, double *intra, double *inter) {
+  *intra = *inter = 0;
+  for (int i = 0; i < c->n_peers; i++) {
+    *intra += c->peers[i].done_intra + c->peers[i].bytes_intra;
+    *inter += c->peers[i].done_inter + c->peers[i].bytes_inter;
+  }
+}
+
+void coord_status_tick(coordinator *c) {
+  double now = wt_now_s(), intra, inter;
+  if (now - c->rate_t < 1) return;
+  s_bytes(c, &intra, &inter);
+  if (c->rate_t > 0) {
+    c->rate_intra = fmax(0, intra - c->prev_intra) / (now - c->rate_t);
+    c->rate_inter = fmax(0, inter - c->prev_inter) / (now - c->rate_t);
+  }
+  c->rate_t = now, c->prev_intra = intra, c->prev_inter = inter;
+}
+
+static const char *s_peer_state(const coordinator *c, const coord_peer *p) {
+  if (p->status != PEER_LIVE) return "lost";
+  if (p->epoch_rank < 0) return "standby";
+  return !strcmp(c->epoch_kind, "probe") ? "probing" : "training";
+}
+
+static const char *s_run_state(const coordinator *c) {
+  if (c->run_complete == 1) return "done";
+  if (c->run_complete == 2) return "stopped";
+  if (c->lost_at > 0 || c->phase == EPOCH_DRAINING) return "recovering";
+  if (c->phase == EPOCH_NONE) return "waiting";
+  return !strcmp(c->epoch_kind, "train") ? "training" : "probing";
+}
+
+cJSON *coord_status(coordinator *c) {
   cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "endpoint", c->endpoint);
-  cJSON_AddStringToObject(o, "public_key", c->pub);
+  char run[32];
+  snprintf(run, sizeof run, "%016llx", (unsigned long long)c->run_id);
+  cJSON_AddNumberToObject(o, "version", 1);
+  cJSON_AddStringToObject(o, "run", run);
+  cJSON_AddStringToObject(o, "state", s_run_state(c));
   cJSON_AddNumberToObject(o, "epoch", c->epoch);
-  cJSON_AddStringToObject(o, "epoch_kind", c->epoch_kind);
-  cJSON_AddStringToObject(o, "phase", phases[c->phase]);
-  cJSON_AddStringToObject(o, "run", c->run_complete == 1   ? "complete"
-                                    : c->run_complete == 2 ? "stopped"
-                                                           : "training");
+  cJSON_AddNumberToObject(o, "step", (double)c->last_step);
   cJSON_AddNumberToObject(o, "stages", c->cfg.stages);
   cJSON_AddNumberToObject(o, "replicas", c->cfg.replicas);
-  cJSON_AddNumberToObject(o, "steps", c->cfg.steps);
-  cJSON_AddNumberToObject(o, "step", (double)c->last_step);
   s_num(o, "loss", c->last_loss);
-  s_num(o, "first_loss", c->first_loss);
-  cJSON_AddNumberToObject(o, "committed_step", (double)c->committed_step);
-  s_num(o, "predicted_cost_ga_s", c->cost_ga);
-  s_num(o, "predicted_cost_random_s", c->cost_random);
-  s_num(o, "recovery_s", c->recovery_s);
-  cJSON_AddNumberToObject(o, "refused", (double)c->refused);
-  double tok = 0, sent = 0, recv = 0;
+  cJSON *hist = cJSON_AddArrayToObject(o, "loss_history");
+  for (int i = 0; i < c->n_hist; i++) {
+    cJSON *pt = cJSON_CreateArray();
+    cJSON_AddItemToArray(pt, cJSON_CreateNumber((double)c->hist_step[i]));
+    cJSON_AddItemToArray(pt, cJSON_CreateNumber(c->hist_loss[i]));
+    cJSON_AddItemToArray(hist, pt);
+  }
+  double tok = 0, intra, inter;
+  for (int i = 0; i < c->n_peers; i++) { /* one replica's first stage counts its tokens */
+    const coord_peer *p = &c->peers[i];
+    if (p->status == PEER_LIVE && p->epoch_rank >= 0 && p->epoch_rank < c->cfg.replicas &&
+        !strcmp(c->epoch_kind, "train"))
+      tok += p->tokens_s;
+  }
+  cJSON_AddNumberToObject(o, "tokens_per_s", tok);
+  cJSON *rates = cJSON_AddObjectToObject(o, "bytes_per_s");
+  cJSON_AddNumberToObject(rates, "intra_region", c->rate_intra);
+  cJSON_AddNumberToObject(rates, "inter_region", c->rate_inter);
   cJSON *peers = cJSON_AddArrayToObject(o, "peers");
   for (int i = 0; i < c->n_peers; i++) {
     const coord_peer *p = &c->peers[i];
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddNumberToObject(j, "id", p->id);
+    char id[16];
+    snprintf(id, sizeof id, "%d", p->id);
+    cJSON_AddStringToObject(j, "id", id);
     cJSON_AddStringToObject(j, "key", p->key);
-    cJSON_AddStringToObject(j, "status", p->status == PEER_LIVE ? "live" : "gone");
-    cJSON_AddStringToObject(j, "role", p->epoch_rank < 0 ? "standby"
-                                       : !strcmp(c->epoch_kind, "probe") ? "probe" : "train");
-    cJSON_AddNumberToObject(j, "stage", p->epoch_rank < 0 ? -1 : p->epoch_rank / c->cfg.replicas);
-    cJSON_AddNumberToObject(j, "replica",
-                            p->epoch_rank < 0 ? -1 : p->epoch_rank % c->cfg.replicas);
     cJSON_AddStringToObject(j, "region", p->region);
+    cJSON_AddNumberToObject(j, "stage", p->epoch_rank < 0 ? -1 : p->epoch_rank / c->cfg.replicas);
+    cJSON_AddNumberToObject(j, "replica", p->epoch_rank < 0 ? -1 : p->epoch_rank % c->cfg.replicas);
+    cJSON_AddStringToObject(j, "state", s_peer_state(c, p));
     cJSON_AddStringToObject(j, "device", p->kind);
     cJSON_AddNumberToObject(j, "flops", p->flops);
     cJSON_AddNumberToObject(j, "step", (double)p->step);
     s_num(j, "loss", p->loss);
     cJSON_AddNumberToObject(j, "tokens_s", p->tokens_s);
-    cJSON_AddNumberToObject(j, "bytes_sent", p->bytes_sent);
-    cJSON_AddNumberToObject(j, "bytes_recv", p->bytes_recv);
     cJSON_AddItemToArray(peers, j);
-    if (p->status == PEER_LIVE && p->epoch_rank >= 0) {
-      if (p->epoch_rank % c->cfg.replicas == 0 && p->epoch_rank / c->cfg.replicas == 0)
-        tok += p->tokens_s;
-      sent += p->bytes_sent, recv += p->bytes_recv;
-    }
   }
-  cJSON_AddNumberToObject(o, "tokens_s", tok * c->cfg.replicas);
-  cJSON_AddNumberToObject(o, "bytes_sent", sent);
-  cJSON_AddNumberToObject(o, "bytes_recv", recv);
+  /* the coordinator's own members */
+  cJSON_AddStringToObject(o, "endpoint", c->endpoint);
+  cJSON_AddStringToObject(o, "public_key", c->pub);
+  cJSON_AddStringToObject(o, "epoch_kind", c->epoch_kind);
+  cJSON_AddNumberToObject(o, "steps", c->cfg.steps);
+  cJSON_AddNumberToObject(o, "committed_step", (double)c->committed_step);
+  s_num(o, "first_loss", c->first_loss);
+  s_num(o, "predicted_cost_ga_s", c->cost_ga);
+  s_num(o, "predicted_cost_random_s", c->cost_random);
+  s_num(o, "recovery_s", c->recovery_s);
+  s_num(o, "measured_iteration_s", c->iteration_s);
+  s_bytes(c, &intra, &inter);
+  cJSON_AddNumberToObject(o, "bytes_intra_region", intra);
+  cJSON_AddNumberToObject(o, "wan_bytes", inter);
+  cJSON_AddNumberToObject(o, "refused", (double)c->refused);
+  if (c->last_error[0]) cJSON_AddStringToObject(o, "last_error", c->last_error);
+  return o;
+}
+
+char *coordinator_status_json(coordinator *c) {
+  pthread_mutex_lock(&c->mu);
+  cJSON *o = coord_status(c);
+  pthread_mutex_unlock(&c->mu);
   char *text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   return text;

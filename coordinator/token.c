@@ -29,8 +29,11 @@ int coord_token_key_load(const char *dir, unsigned char key[32]) {
     ssize_t got = read(fd, key, 32);
     int ok = fstat(fd, &sb) == 0 && got == 32 && (sb.st_mode & 077) == 0;
     close(fd);
-    if (!ok) return wt_fail(WT_ECORRUPT, "%s is not a 32-byte file readable by its owner only; "
-                            "remove it to make a new token key (old tokens stop working)", path);
+    if (!ok)
+      return wt_fail(WT_ECORRUPT,
+                     "%s is not a 32-byte file readable by its owner only; "
+                     "remove it to make a new token key (old tokens stop working)",
+                     path);
     return WT_OK;
   }
   if (errno != ENOENT) return wt_fail(WT_EIO, "cannot read %s: %s", path, strerror(errno));
@@ -82,8 +85,10 @@ int coordinator_token_new(const char *state_dir, double expires_s, int uses, cha
   sodium_bin2hex(id, sizeof id, raw, 8);
   WT_CHECK(coord_state_open(&c));
   sqlite3_stmt *st = NULL;
-  int ok = sqlite3_prepare_v2(c.db, "INSERT INTO tokens(id, expires, uses_left, created) "
-                              "VALUES(?, ?, ?, ?)", -1, &st, NULL) == SQLITE_OK;
+  int ok = sqlite3_prepare_v2(c.db,
+                              "INSERT INTO tokens(id, expires, uses_left, created) "
+                              "VALUES(?, ?, ?, ?)",
+                              -1, &st, NULL) == SQLITE_OK;
   if (ok) {
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     sqlite3_bind_double(st, 2, (double)expires);
@@ -96,7 +101,8 @@ int coordinator_token_new(const char *state_dir, double expires_s, int uses, cha
   if (!ok) return wt_fail(WT_EIO, "cannot record the token in %s/state.db", state_dir);
   char b64[128];
   sodium_bin2base64(b64, sizeof b64, raw, sizeof raw, sodium_base64_VARIANT_URLSAFE_NO_PADDING);
-  if (strlen(S_PREFIX) + strlen(b64) + 1 > size) return wt_fail(WT_EINVAL, "token buffer too small");
+  if (strlen(S_PREFIX) + strlen(b64) + 1 > size)
+    return wt_fail(WT_EINVAL, "token buffer too small");
   snprintf(out, size, "%s%s", S_PREFIX, b64);
   return WT_OK;
 }
@@ -107,7 +113,8 @@ int coord_token_verify(coordinator *c, const char *token, char *why, size_t why_
   unsigned char raw[S_BODY + S_TAG], tag[S_TAG];
   size_t n = 0;
   if (!token || !token[0]) {
-    snprintf(why, why_size, "no join token: ask the operator for one (coordinator token new) "
+    snprintf(why, why_size,
+             "no join token: ask the operator for one (coordinator token new) "
              "and pass it with --token");
     return WT_EINVAL;
   }
@@ -115,13 +122,15 @@ int coord_token_verify(coordinator *c, const char *token, char *why, size_t why_
       sodium_base642bin(raw, sizeof raw, token + strlen(S_PREFIX), strlen(token + strlen(S_PREFIX)),
                         NULL, &n, NULL, sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0 ||
       n != sizeof raw) {
-    snprintf(why, why_size, "the join token is malformed (expected wt1.<44 characters>); copy it "
+    snprintf(why, why_size,
+             "the join token is malformed (expected wt1.<44 characters>); copy it "
              "again from `coordinator token new`");
     return WT_EINVAL;
   }
   s_tag(c->token_key, raw, tag);
   if (crypto_verify_16(tag, raw + S_BODY) != 0) {
-    snprintf(why, why_size, "the join token does not verify: it was not issued by this "
+    snprintf(why, why_size,
+             "the join token does not verify: it was not issued by this "
              "coordinator or was altered");
     return WT_EINVAL;
   }
@@ -142,18 +151,22 @@ int coord_token_verify(coordinator *c, const char *token, char *why, size_t why_
   }
   sqlite3_finalize(st);
   if (left == -2) {
-    snprintf(why, why_size, "the join token %s was revoked or this coordinator's state was reset; "
-             "ask the operator for a new one", id);
+    snprintf(why, why_size,
+             "the join token %s was revoked or this coordinator's state was reset; "
+             "ask the operator for a new one",
+             id);
     return WT_EINVAL;
   }
   if (left == 0) {
-    snprintf(why, why_size, "the join token %s is used up (no uses left); ask the operator for a "
-             "new one", id);
+    snprintf(why, why_size,
+             "the join token %s is used up (no uses left); ask the operator for a "
+             "new one",
+             id);
     return WT_EINVAL;
   }
   if (left > 0 &&
-      sqlite3_prepare_v2(c->db, "UPDATE tokens SET uses_left = uses_left - 1 WHERE id = ?", -1,
-                         &st, NULL) == SQLITE_OK) {
+      sqlite3_prepare_v2(c->db, "UPDATE tokens SET uses_left = uses_left - 1 WHERE id = ?", -1, &st,
+                         NULL) == SQLITE_OK) {
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     sqlite3_step(st);
     sqlite3_finalize(st);
@@ -168,9 +181,12 @@ int coordinator_duration_parse(const char *text, double *seconds) {
   if (end == text || errno || !(v >= 0) || v > 1e10)
     return wt_fail(WT_EINVAL, "duration '%s' is not a number followed by s, m, h or d", text);
   double unit = 1;
-  if (!strcmp(end, "m")) unit = 60;
-  else if (!strcmp(end, "h")) unit = 3600;
-  else if (!strcmp(end, "d")) unit = 86400;
+  if (!strcmp(end, "m"))
+    unit = 60;
+  else if (!strcmp(end, "h"))
+    unit = 3600;
+  else if (!strcmp(end, "d"))
+    unit = 86400;
   else if (strcmp(end, "") && strcmp(end, "s"))
     return wt_fail(WT_EINVAL, "duration '%s': unknown unit '%s' (use s, m, h or d)", text, end);
   *seconds = v * unit;

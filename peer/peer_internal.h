@@ -29,6 +29,8 @@ typedef struct {
   long steps, step, total_steps;
   double first_loss; /* the loss of step 1 when this epoch ran it, else NaN */
   double loss, tokens_s, bytes_sent, bytes_recv, t_last;
+  double bytes_intra, bytes_inter; /* sent over links inside / between regions */
+  void *zc;                        /* the zmq communicator while the work runs */
   int stage, replica;
   double *probe_lat, *probe_bw; /* size entries, -1 unmeasured */
 } peer_work;

@@ -30,15 +30,17 @@ static const wt_option s_options[] = {
     {"data-dir", WT_OPT_STRING, F(data_dir), 0, 0, "peerd-data",
      "where the key pair and downloaded data live", 0},
     {"key", WT_OPT_STRING, F(key), 0, 0, "", "key pair file (default DATA_DIR/peer.key)", 0},
-    {"host", WT_OPT_STRING, F(host), 0, 0, "127.0.0.1",
-     "address the other peers reach this one at", 0},
+    {"host", WT_OPT_STRING, F(host), 0, 0, "127.0.0.1", "address the other peers reach this one at",
+     0},
     {"register-timeout", WT_OPT_FLOAT, F(register_timeout_s), 1, 3600, "30",
      "seconds to wait for the coordinator's answer", 0},
     {"quiet", WT_OPT_FLAG, F(quiet), 0, 1, "0", "no progress lines", 0},
     {0}};
 #undef F
 
-const wt_option *peerd_options(void) { return s_options; }
+const wt_option *peerd_options(void) {
+  return s_options;
+}
 
 typedef struct {
   const peerd_config *cfg;
@@ -53,6 +55,8 @@ typedef struct {
   double flops, memory;
   peer_work *work;
   int work_epoch;
+  cJSON *last_result; /* repeated in heartbeats until a new epoch: a RESULT lost in a
+                         coordinator restart is not lost */
   long reported_ckpt;
   data_set *data;
   char data_spec[WT_CONFIG_STR_MAX];
@@ -83,19 +87,25 @@ static int s_keys(s_peer *p) {
   }
   const char *k = c->coordinator_key;
   uint8_t raw[32];
-  if (strlen(k) == 40 && zmq_z85_decode(raw, k)) {
+  /* A readable file wins: a 40-character path is also valid Z85. */
+  if (access(k, R_OK) != 0 && strlen(k) == 40 && zmq_z85_decode(raw, k)) {
     memcpy(p->server, k, 41);
   } else {
     FILE *f = fopen(k, "r");
     char line[128] = "";
-    if (!f) return wt_fail(WT_EINVAL, "--coordinator-key '%s' is neither a 40-character key nor "
-                           "a readable file: %s", k, strerror(errno));
+    if (!f)
+      return wt_fail(WT_EINVAL,
+                     "--coordinator-key '%s' is neither a 40-character key nor "
+                     "a readable file: %s",
+                     k, strerror(errno));
     if (!fgets(line, sizeof line, f)) line[0] = 0;
     fclose(f);
     line[strcspn(line, "\r\n ")] = 0;
     if (strlen(line) != 40 || !zmq_z85_decode(raw, line))
-      return wt_fail(WT_EINVAL, "--coordinator-key file %s does not hold a 40-character Z85 key "
-                     "(copy coordinator.pub from the coordinator's state directory)", k);
+      return wt_fail(WT_EINVAL,
+                     "--coordinator-key file %s does not hold a 40-character Z85 key "
+                     "(copy coordinator.pub from the coordinator's state directory)",
+                     k);
     memcpy(p->server, line, 41);
   }
   return WT_OK;
@@ -161,6 +171,12 @@ static double s_num(const cJSON *o, const char *name, double def) {
   return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : def;
 }
 
+/* An integer field of a message from outside, clamped so the cast is defined. */
+static int s_int(const cJSON *o, const char *name, int def) {
+  double v = s_num(o, name, def);
+  return (int)fmin(fmax(v, -1e9), 1e9);
+}
+
 static const char *s_str(const cJSON *o, const char *name) {
   const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
   return s ? s : "";
@@ -197,7 +213,9 @@ static void s_report_failure(s_peer *p, int epoch, const char *why) {
 static void s_on_epoch(s_peer *p, const cJSON *body) {
   peer_work_destroy(&p->work);
   p->reported_ckpt = 0; /* the stage may differ from the last epoch's */
-  int epoch = (int)s_num(body, "epoch", -1);
+  cJSON_Delete(p->last_result);
+  p->last_result = NULL;
+  int epoch = s_int(body, "epoch", -1);
   const cJSON *train = cJSON_GetObjectItemCaseSensitive(body, "train");
   if (train && s_data(p, train) != WT_OK) {
     char why[1200];
@@ -215,7 +233,7 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
   p->work_epoch = epoch;
   if (!p->cfg->quiet)
     printf("peerd %d: epoch %d: %s, rank %d of %d%s\n", p->peer_id, epoch, s_str(body, "kind"),
-           (int)s_num(body, "rank", 0), (int)s_num(body, "size", 0),
+           s_int(body, "rank", 0), s_int(body, "size", 0),
            train ? (s_num(train, "resume", 0) ? " (resuming from the latest checkpoint)" : "")
                  : "");
   cJSON *b = cJSON_CreateObject();
@@ -226,7 +244,7 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
 }
 
 static void s_on_start(s_peer *p, const cJSON *body) {
-  if (!p->work || (int)s_num(body, "epoch", -1) != p->work_epoch || p->work->started) return;
+  if (!p->work || s_int(body, "epoch", -1) != p->work_epoch || p->work->started) return;
   if (peer_work_start(p->work, body) != WT_OK) {
     fprintf(stderr, "peerd: epoch %d: %s\n", p->work_epoch, wt_last_error());
     s_report_failure(p, p->work_epoch, wt_last_error());
@@ -279,10 +297,11 @@ static void s_heartbeat(s_peer *p) {
   cJSON *b = cJSON_CreateObject();
   peer_work *w = p->work;
   long step = 0;
-  double loss = NAN, tok = 0, sent = 0, recv = 0;
+  double loss = NAN, tok = 0, sent = 0, recv = 0, intra = 0, inter = 0;
   if (w && w->is_train) {
     pthread_mutex_lock(&w->mu);
     step = w->step, loss = w->loss, tok = w->tokens_s, sent = w->bytes_sent, recv = w->bytes_recv;
+    intra = w->bytes_intra, inter = w->bytes_inter;
     pthread_mutex_unlock(&w->mu);
   }
   cJSON_AddNumberToObject(b, "epoch", w ? w->epoch : -1);
@@ -293,13 +312,18 @@ static void s_heartbeat(s_peer *p) {
   cJSON_AddNumberToObject(b, "tokens_s", tok);
   cJSON_AddNumberToObject(b, "bytes_sent", sent);
   cJSON_AddNumberToObject(b, "bytes_recv", recv);
+  cJSON_AddNumberToObject(b, "bytes_intra", intra);
+  cJSON_AddNumberToObject(b, "bytes_inter", inter);
+  if (!w && p->last_result) cJSON_AddItemToObject(b, "result", cJSON_Duplicate(p->last_result, 1));
   s_send(p, COORD_CMD_HEARTBEAT, b);
   cJSON_Delete(b);
   double now = wt_now_s();
   if (!p->cfg->quiet && w && w->is_train && w->started && step > 0 && now - p->last_print >= 2) {
     p->last_print = now;
-    printf("peerd %d: stage %d replica %d step %ld/%ld loss %.4f tok/s %.0f sent %.1f MB\n",
-           p->peer_id, w->stage, w->replica, step, w->total_steps, loss, tok, sent / 1e6);
+    printf("peerd %d: stage %d replica %d step %ld/%ld loss %.4f tok/s %.0f sent %.1f MB "
+           "received %.1f MB\n",
+           p->peer_id, w->stage, w->replica, step, w->total_steps, loss, tok, sent / 1e6,
+           recv / 1e6);
     fflush(stdout);
   }
 }
@@ -310,7 +334,8 @@ static void s_work_done(s_peer *p) {
   s_report_checkpoint(p); /* the last shard, written just before the tasklet returned */
   cJSON *b = peer_work_result(w);
   s_send(p, COORD_CMD_RESULT, b);
-  cJSON_Delete(b);
+  cJSON_Delete(p->last_result);
+  p->last_result = b;
   if (!p->cfg->quiet) {
     if (w->rc == WT_OK)
       printf("peerd %d: epoch %d done%s\n", p->peer_id, w->epoch, w->is_train ? " (training)" : "");
@@ -328,7 +353,7 @@ static int s_await_welcome(s_peer *p, double deadline, const volatile sig_atomic
     if (!s_recv(p, 200, &m)) continue;
     int r = 0;
     if (m.cmd == COORD_CMD_WELCOME) {
-      p->peer_id = (int)s_num(m.body, "peer_id", 0);
+      p->peer_id = s_int(m.body, "peer_id", 0);
       p->heartbeat_s = fmin(fmax(s_num(m.body, "heartbeat_s", 1), 0.05), 60);
       p->liveness = (int)fmin(fmax(s_num(m.body, "liveness", 5), 2), 100);
       r = 1;
@@ -351,12 +376,17 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
     if (s_recv(p, WT_MIN(wait_ms, 100), &m)) {
       warned = 0;
       switch (m.cmd) {
-      case COORD_CMD_EPOCH: s_on_epoch(p, m.body); break;
-      case COORD_CMD_START: s_on_start(p, m.body); break;
+      case COORD_CMD_EPOCH:
+        s_on_epoch(p, m.body);
+        break;
+      case COORD_CMD_START:
+        s_on_start(p, m.body);
+        break;
       case COORD_CMD_ABORT:
-        if (p->work && (int)s_num(m.body, "epoch", -1) == p->work_epoch) {
-          if (!p->cfg->quiet) printf("peerd %d: epoch %d aborted: %s\n", p->peer_id,
-                                     p->work_epoch, s_str(m.body, "reason"));
+        if (p->work && s_int(m.body, "epoch", -1) == p->work_epoch) {
+          if (!p->cfg->quiet)
+            printf("peerd %d: epoch %d aborted: %s\n", p->peer_id, p->work_epoch,
+                   s_str(m.body, "reason"));
           p->work->abort = 1;
           if (!p->work->started) peer_work_destroy(&p->work);
         }
@@ -370,7 +400,8 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
         peer_work_destroy(&p->work);
         s_register(p);
         break;
-      default: break;
+      default:
+        break;
       }
       coordinator_msg_clear(&m);
     }
@@ -383,7 +414,8 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
     }
     if (!warned && now - p->last_heard > p->liveness * p->heartbeat_s) {
       WT_WARN("peerd: no word from the coordinator for %.1f s; still trying (it may be "
-              "restarting)", now - p->last_heard);
+              "restarting)",
+              now - p->last_heard);
       warned = 1;
     }
   }
@@ -399,11 +431,15 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
     if (strncmp(cfg->device, "cuda:", 5) || !cfg->device[5])
       return wt_fail(WT_EINVAL, "--device '%s': expected cpu or cuda:N", cfg->device);
     if (!kernels_backend("cuda"))
-      return wt_fail(WT_ENOTSUP, "--device %s: this peerd was built without CUDA (configure with "
+      return wt_fail(WT_ENOTSUP,
+                     "--device %s: this peerd was built without CUDA (configure with "
                      "-DWANTRAIN_CUDA=ON on a machine with the CUDA toolkit), so it can only use "
-                     "--device cpu", cfg->device);
-    return wt_fail(WT_ENOTSUP, "--device %s: the distributed tasklet runs on the CPU back end in "
-                   "this release; use --device cpu", cfg->device);
+                     "--device cpu",
+                     cfg->device);
+    return wt_fail(WT_ENOTSUP,
+                   "--device %s: the distributed tasklet runs on the CPU back end in "
+                   "this release; use --device cpu",
+                   cfg->device);
   }
   if (!cfg->coordinator[0] || !cfg->coordinator_key[0])
     return wt_fail(WT_EINVAL, "--coordinator tcp://HOST:PORT and --coordinator-key are required");
@@ -420,11 +456,13 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
              p.flops / 1e9, p.memory / (1 << 30), cfg->coordinator);
     s_register(&p);
     int w = s_await_welcome(&p, wt_now_s() + cfg->register_timeout_s, stop);
-    if (w < 0) rc = WT_EINVAL;
+    if (w < 0)
+      rc = WT_EINVAL;
     else if (w == 0 && !*stop)
-      rc = wt_fail(WT_ETIMEOUT, "no answer from the coordinator at %s within %.0f s; check the "
-                   "address and that --coordinator-key is its public key", cfg->coordinator,
-                   cfg->register_timeout_s);
+      rc = wt_fail(WT_ETIMEOUT,
+                   "no answer from the coordinator at %s within %.0f s; check the "
+                   "address and that --coordinator-key is its public key",
+                   cfg->coordinator, cfg->register_timeout_s);
   }
   if (rc == WT_OK && !*stop) {
     if (!cfg->quiet) printf("peerd %d: admitted; waiting for an epoch\n", p.peer_id);
@@ -433,6 +471,7 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
     rc = s_loop(&p, stop);
   }
   peer_work_destroy(&p.work);
+  cJSON_Delete(p.last_result);
   data_set_destroy(&p.data);
   if (p.sock) zmq_close(p.sock);
   if (p.ctx) zmq_ctx_term(p.ctx);

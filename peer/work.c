@@ -1,5 +1,5 @@
 /* work — one epoch's work on its own thread: a link probe (round-robin pairs, ping-pong for
- * latency, one bounded bulk message for bandwidth, through the same ZeroMQ links and WAN
+ * latency, two bounded bulk messages for bandwidth, through the same ZeroMQ links and WAN
  * emulation training uses) or a training tasklet. */
 #include "peer/peer_internal.h"
 
@@ -18,10 +18,17 @@
 #define S_TAG_BULK 9003
 #define S_TAG_ACK 9004
 #define S_PINGS 5
+#define S_BULKS 3 /* pairs of bulk messages per link */
 
 static double s_num(const cJSON *o, const char *name, double def) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
   return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : def;
+}
+
+/* An integer field of a message from outside, clamped so the cast is defined. */
+static int s_int(const cJSON *o, const char *name, int def) {
+  double v = s_num(o, name, def);
+  return (int)fmin(fmax(v, -1e9), 1e9);
 }
 
 static const char *s_str(const cJSON *o, const char *name) {
@@ -56,9 +63,9 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
   peer_work *w = wt_xcalloc(1, sizeof *w);
   pthread_mutex_init(&w->mu, NULL);
   w->body = cJSON_Duplicate(epoch, 1);
-  w->epoch = (int)s_num(epoch, "epoch", -1);
-  w->rank = (int)s_num(epoch, "rank", -1);
-  w->size = (int)s_num(epoch, "size", 0);
+  w->epoch = s_int(epoch, "epoch", -1);
+  w->rank = s_int(epoch, "rank", -1);
+  w->size = s_int(epoch, "size", 0);
   w->is_train = !strcmp(s_str(epoch, "kind"), "train");
   w->data = data;
   w->loss = w->first_loss = NAN;
@@ -95,7 +102,7 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
   for (int i = 0; i < w->size; i++) pubs[i] = w->keys[i];
   parallel_zmq_config z = parallel_zmq_config_default();
   z.rank = w->rank, z.size = w->size, z.endpoints = eps;
-  z.run_id = (uint64_t)s_num(epoch, "run_id", 1);
+  z.run_id = (uint64_t)fmin(fmax(s_num(epoch, "run_id", 1), 0), 1e18);
   z.epoch = (uint32_t)w->epoch;
   z.timeout_s = s_num(epoch, "timeout_s", 30);
   z.secret_key = sec, z.public_key = pub, z.peer_public_keys = pubs;
@@ -136,29 +143,39 @@ static int s_probe_pair(peer_work *w, parallel_comm *c, int other, size_t bulk_b
       rtt[k] = wt_now_s() - t0;
     }
     qsort(rtt, S_PINGS, sizeof(double), s_cmp);
-    double alpha = rtt[S_PINGS / 2] / 2;
-    double t0 = wt_now_s();
-    WT_CHECK(parallel_comm_send(c, other, S_TAG_BULK, bulk, bulk_bytes));
-    WT_CHECK(parallel_comm_recv(c, other, S_TAG_ACK, small, sizeof small, &got));
-    double transfer = fmax(wt_now_s() - t0 - 2 * alpha, 1e-7);
+    double alpha = rtt[0] / 2, best[2] = {1e30, 1e30}; /* the fastest ping: see below */
+    /* Two sizes, b/2 and b: the difference of their round trips is (b/2)/β alone, without the
+     * latency and the fixed cost of a message (encryption of its last part, wake-ups). A busy
+     * CPU only ever adds time, so each size's fastest of S_BULKS round trips is its truest. */
+    for (int r = 0; r < S_BULKS; r++)
+      for (int k = 0; k < 2; k++) {
+        double t0 = wt_now_s();
+        WT_CHECK(parallel_comm_send(c, other, S_TAG_BULK, bulk, bulk_bytes / (2 - k)));
+        WT_CHECK(parallel_comm_recv(c, other, S_TAG_ACK, small, sizeof small, &got));
+        best[k] = fmin(best[k], wt_now_s() - t0);
+      }
+    double transfer = fmax(best[1] - best[0], 1e-7);
     w->probe_lat[other] = alpha / ts;
-    w->probe_bw[other] = (double)bulk_bytes / (transfer / ts);
+    w->probe_bw[other] = (double)(bulk_bytes - bulk_bytes / 2) / (transfer / ts);
   } else {
     for (int k = 0; k < S_PINGS; k++) {
       WT_CHECK(parallel_comm_recv(c, other, S_TAG_PING, small, sizeof small, &got));
       WT_CHECK(parallel_comm_send(c, other, S_TAG_PONG, small, sizeof small));
     }
-    WT_CHECK(parallel_comm_recv(c, other, S_TAG_BULK, bulk, bulk_bytes, &got));
-    WT_CHECK(parallel_comm_send(c, other, S_TAG_ACK, small, sizeof small));
+    for (int k = 0; k < 2 * S_BULKS; k++) {
+      WT_CHECK(parallel_comm_recv(c, other, S_TAG_BULK, bulk, bulk_bytes, &got));
+      WT_CHECK(parallel_comm_send(c, other, S_TAG_ACK, small, sizeof small));
+    }
   }
   return WT_OK;
 }
 
 /* Round-robin (circle method): in round k every peer meets one other, so each link is measured
- * once, pairs of a round in parallel, and the traffic is size·(size-1)/2 bulk messages. */
+ * once, pairs of a round in parallel, and the traffic is 1.5 · S_BULKS · probe_bytes
+ * per link. */
 static int s_probe(peer_work *w, parallel_comm *c) {
   int n = w->size, m = n % 2 ? n + 1 : n;
-  size_t bulk_bytes = (size_t)s_num(w->body, "probe_bytes", 512 * 1024);
+  size_t bulk_bytes = (size_t)fmin(fmax(s_num(w->body, "probe_bytes", 0), 0), 1e9);
   if (bulk_bytes < 1024 || bulk_bytes > (64u << 20)) bulk_bytes = 512 * 1024;
   unsigned char *bulk = wt_xcalloc(bulk_bytes, 1);
   w->probe_lat = wt_xmalloc(sizeof(double) * n);
@@ -194,6 +211,19 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   if (st->info.step == 1) w->first_loss = st->info.loss;
   w->loss = st->info.loss;
   w->bytes_sent = (double)(st->bytes_pipeline + st->bytes_data + st->bytes_control);
+  const cJSON *regions = cJSON_GetObjectItemCaseSensitive(w->body, "regions");
+  const char *mine = cJSON_GetStringValue(cJSON_GetArrayItem(regions, w->rank));
+  double intra = 0, inter = 0, recv = 0;
+  for (int p = 0; p < w->size; p++) {
+    parallel_zmq_link_stats ls = parallel_zmq_link_stats_get(w->zc, p);
+    const char *theirs = cJSON_GetStringValue(cJSON_GetArrayItem(regions, p));
+    if (mine && theirs && !strcmp(mine, theirs))
+      intra += (double)ls.bytes_sent;
+    else
+      inter += (double)ls.bytes_sent;
+    recv += (double)ls.bytes_recv;
+  }
+  w->bytes_intra = intra, w->bytes_inter = inter, w->bytes_recv = recv;
   pthread_mutex_unlock(&w->mu);
 }
 
@@ -201,21 +231,21 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(w->body, "train");
   if (!cJSON_IsObject(t)) return wt_fail(WT_EINVAL, "train epoch without a training config");
   parallel_tasklet_config c = parallel_tasklet_config_default();
-  c.stages = (int)s_num(t, "stages", 1);
-  c.replicas = (int)s_num(t, "replicas", 1);
-  c.stage = (int)s_num(t, "stage", 0);
-  c.replica = (int)s_num(t, "replica", 0);
+  c.stages = s_int(t, "stages", 1);
+  c.replicas = s_int(t, "replicas", 1);
+  c.stage = s_int(t, "stage", 0);
+  c.replica = s_int(t, "replica", 0);
   c.schedule = ASSIGN_SCHEDULE_1F1B;
   c.train.model = (gpt_config){.vocab_size = data_set_vocab_size(w->data),
-                               .max_seq = (int)s_num(t, "seq", 32),
-                               .n_layer = (int)s_num(t, "layers", 2),
-                               .n_head = (int)s_num(t, "heads", 2),
-                               .channels = (int)s_num(t, "channels", 32)};
-  c.train.batch = (int)s_num(t, "batch", 16);
-  c.train.micro_batches = (int)s_num(t, "micro_batches", 1);
-  c.train.steps = (long)s_num(t, "steps", 10);
+                               .max_seq = s_int(t, "seq", 32),
+                               .n_layer = s_int(t, "layers", 2),
+                               .n_head = s_int(t, "heads", 2),
+                               .channels = s_int(t, "channels", 32)};
+  c.train.batch = s_int(t, "batch", 16);
+  c.train.micro_batches = s_int(t, "micro_batches", 1);
+  c.train.steps = (long)s_int(t, "steps", 10);
   c.train.val_batches = 1;
-  c.train.seed = (uint64_t)s_num(t, "seed", 1);
+  c.train.seed = (uint64_t)fmin(fmax(s_num(t, "seed", 1), 0), 9e15);
   c.train.optim = optim_config_default();
   c.train.optim.lr = (float)s_num(t, "lr", 3e-3);
   c.train.optim.min_lr = c.train.optim.lr / 10;
@@ -226,9 +256,9 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   if (!c.grad_codec[0]) snprintf(c.grad_codec, sizeof c.grad_codec, "none");
   if (!c.act_codec[0]) snprintf(c.act_codec, sizeof c.act_codec, "none");
   snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s", s_str(t, "checkpoint_dir"));
-  c.checkpoint_every = (int)s_num(t, "checkpoint_every", 0);
+  c.checkpoint_every = s_int(t, "checkpoint_every", 0);
   c.keep = 3;
-  c.resume = (int)s_num(t, "resume", 0);
+  c.resume = s_int(t, "resume", 0);
   c.on_step = s_on_step;
   c.on_step_arg = w;
   pthread_mutex_lock(&w->mu);
@@ -256,11 +286,15 @@ static void *s_main(void *arg) {
   s_job *j = arg;
   peer_work *w = j->w;
   s_wrap x = {j->zc, w};
+  w->zc = j->zc;
   parallel_comm *world = parallel_comm_new(&s_wrap_ops, &x, w->rank, w->size);
   int rc = !world ? WT_EINVAL : w->is_train ? s_train(w, world, j->zc) : s_probe(w, world);
   w->rc = rc;
   if (rc != WT_OK) snprintf(w->error, sizeof w->error, "%s", wt_last_error());
   parallel_comm_destroy(&world);
+  pthread_mutex_lock(&w->mu);
+  w->zc = NULL;
+  pthread_mutex_unlock(&w->mu);
   parallel_comm_destroy(&j->zc); /* says goodbye: neighbours still waiting on us fail at once */
   free(j);
   w->finished = 1;
@@ -270,8 +304,8 @@ static void *s_main(void *arg) {
 int peer_work_start(peer_work *w, const cJSON *start) {
   const cJSON *eps = cJSON_GetObjectItemCaseSensitive(start, "endpoints");
   if (cJSON_GetArraySize(eps) != w->size)
-    return wt_fail(WT_EINVAL, "START lists %d endpoints for a group of %d",
-                   cJSON_GetArraySize(eps), w->size);
+    return wt_fail(WT_EINVAL, "START lists %d endpoints for a group of %d", cJSON_GetArraySize(eps),
+                   w->size);
   const char *list[64];
   for (int i = 0; i < w->size; i++) {
     list[i] = cJSON_GetStringValue(cJSON_GetArrayItem(eps, i));
@@ -297,10 +331,14 @@ cJSON *peer_work_result(peer_work *w) {
   cJSON_AddNumberToObject(b, "epoch", w->epoch);
   cJSON_AddBoolToObject(b, "ok", w->rc == WT_OK);
   if (w->rc != WT_OK) cJSON_AddStringToObject(b, "error", w->error);
+  if (w->rc != WT_OK) cJSON_AddNumberToObject(b, "code", w->rc); /* a wt_status */
   cJSON_AddNumberToObject(b, "steps", (double)w->steps);
+  cJSON_AddNumberToObject(b, "bytes_intra", w->bytes_intra);
+  cJSON_AddNumberToObject(b, "bytes_inter", w->bytes_inter);
   if (isfinite(w->loss)) cJSON_AddNumberToObject(b, "loss", w->loss);
   if (!w->is_train && w->rc == WT_OK) {
-    cJSON *la = cJSON_AddArrayToObject(b, "latency_s"), *bw = cJSON_AddArrayToObject(b, "bandwidth_Bps");
+    cJSON *la = cJSON_AddArrayToObject(b, "latency_s"),
+          *bw = cJSON_AddArrayToObject(b, "bandwidth_Bps");
     for (int i = 0; i < w->size; i++) {
       cJSON_AddItemToArray(la, cJSON_CreateNumber(w->probe_lat[i]));
       cJSON_AddItemToArray(bw, cJSON_CreateNumber(w->probe_bw[i]));

@@ -64,6 +64,13 @@ wait_committed() {
   done
   return 1
 }
+# wait_exit PID SECONDS: waits for a child to exit within SECONDS; its status in $?, 124 if not.
+wait_exit() {
+  local end=$((SECONDS + $2))
+  while kill -0 "$1" 2>/dev/null && [ $SECONDS -lt "$end" ]; do sleep 0.2; done
+  kill -0 "$1" 2>/dev/null && return 124
+  wait "$1"
+}
 # wait_for FILE REGEX SECONDS: returns 0 once FILE has a line matching REGEX.
 wait_for() {
   local end=$((SECONDS + $3))

@@ -5,6 +5,7 @@
 #include "common/common.h"
 #include "common/testing.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/http.h"
 #include "coordinator/protocol.h"
 #include "parallel/zmq.h"
 
@@ -49,7 +50,9 @@ static void s_client_open(s_client *cl, coordinator *c) {
   cl->seq = 0;
 }
 
-static void s_raw(s_client *cl, const void *data, size_t n) { zmq_send(cl->sock, data, n, 0); }
+static void s_raw(s_client *cl, const void *data, size_t n) {
+  zmq_send(cl->sock, data, n, 0);
+}
 
 static void s_msg(s_client *cl, coordinator_cmd cmd, uint64_t seq, const char *body_json) {
   cJSON *b = body_json ? cJSON_Parse(body_json) : NULL;
@@ -113,16 +116,18 @@ int main(void) {
   s_client none, forged, good, second, stranger, hostile;
   s_client_open(&none, c);
   s_register(&none, "");
-  WT_TEST_ASSERT(s_reply(&none, why, sizeof why) == COORD_CMD_REFUSED && strstr(why, "no join token"),
+  WT_TEST_ASSERT(s_reply(&none, why, sizeof why) == COORD_CMD_REFUSED &&
+                     strstr(why, "no join token"),
                  "no token: refused (%s)", why);
   s_client_open(&forged, c);
   char bad[256];
   snprintf(bad, sizeof bad, "%s", one_use);
-  /* Another valid base64url character: the token still parses, but its tag no longer matches. */
-  bad[strlen(bad) - 2] = bad[strlen(bad) - 2] == 'A' ? 'B' : 'A';
+  size_t k = strlen(bad) - 2; /* a character of the tag, replaced by another base64url one */
+  bad[k] = bad[k] == 'A' ? 'B' : 'A';
   s_register(&forged, bad);
   WT_TEST_ASSERT(s_reply(&forged, why, sizeof why) == COORD_CMD_REFUSED &&
-                     strstr(why, "does not verify"), "forged token: refused (%s)", why);
+                     strstr(why, "does not verify"),
+                 "forged token: refused (%s)", why);
   s_client_open(&good, c);
   s_register(&good, one_use);
   WT_TEST_ASSERT(s_reply(&good, NULL, 0) == COORD_CMD_WELCOME, "a valid token is admitted");
@@ -133,7 +138,8 @@ int main(void) {
   s_client_open(&stranger, c);
   s_msg(&stranger, COORD_CMD_HEARTBEAT, 1, NULL);
   WT_TEST_ASSERT(s_reply(&stranger, why, sizeof why) == COORD_CMD_REFUSED &&
-                     strstr(why, "unknown peer key"), "an unknown key is refused (%s)", why);
+                     strstr(why, "unknown peer key"),
+                 "an unknown key is refused (%s)", why);
 
   /* hostile bytes from an admitted key's connection and another one: dropped, no reply */
   uint64_t before = coordinator_refused(c);
@@ -159,14 +165,19 @@ int main(void) {
   /* replays: the same heartbeat again, and the registration again */
   before = coordinator_refused(c);
   s_msg(&good, COORD_CMD_HEARTBEAT, good.seq, "{\"step\":0}");
-  s_msg(&good, COORD_CMD_REGISTER, 1, "{\"token\":\"\",\"device\":{\"kind\":\"cpu\",\"flops\":1e9}}");
+  s_msg(&good, COORD_CMD_REGISTER, 1,
+        "{\"token\":\"\",\"device\":{\"kind\":\"cpu\",\"flops\":1e9}}");
   s_msg(&good, COORD_CMD_HEARTBEAT, ++good.seq, "{\"step\":0}");
   WT_TEST_ASSERT(s_reply(&good, NULL, 0) == COORD_CMD_ACK, "only the fresh heartbeat answered");
   WT_TEST_ASSERT(s_reply(&good, NULL, 0) == -1, "the replays got nothing");
   WT_TEST_ASSERT(coordinator_refused(c) == before + 2, "2 replays counted (%llu)",
                  (unsigned long long)(coordinator_refused(c) - before));
   char *status = coordinator_status_json(c);
-  WT_TEST_ASSERT(strstr(status, "\"status\":\"live\""), "status lists the live peer: %s", status);
+  cJSON *snap = cJSON_Parse(status);
+  WT_TEST_ASSERT(snap && coordinator_http_status_check(snap) == WT_OK,
+                 "the snapshot follows the status server's schema: %s", wt_last_error());
+  cJSON_Delete(snap);
+  WT_TEST_ASSERT(strstr(status, "\"state\":\"standby\""), "status lists the live peer: %s", status);
   free(status);
 
   /* restart on the same state: the session goes on, a replay across the restart is refused */

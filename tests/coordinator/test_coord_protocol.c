@@ -48,7 +48,8 @@ static void test_decode(void) {
       {"{\"v\":1,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":1} x",
        "bytes after", WT_EINVAL},
       {"{\"v\":1,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":2,"
-       "\"seq\":1}", "repeats the field", WT_EINVAL},
+       "\"seq\":1}",
+       "repeats the field", WT_EINVAL},
   };
   for (size_t i = 0; i < WT_ARRAY_LEN(bad); i++) {
     int rc = s_decode(bad[i].text, &m);
@@ -59,12 +60,14 @@ static void test_decode(void) {
   }
   char nul[] = "{\"v\":1}\0{}";
   WT_TEST_ASSERT(coordinator_msg_decode(nul, sizeof nul - 1, &m) == WT_EINVAL &&
-                     strstr(wt_last_error(), "NUL"), "a NUL byte is refused");
+                     strstr(wt_last_error(), "NUL"),
+                 "a NUL byte is refused");
   size_t big = COORD_MSG_MAX + 1;
   char *huge = wt_xmalloc(big);
   memset(huge, ' ', big);
   WT_TEST_ASSERT(coordinator_msg_decode(huge, big, &m) == WT_EINVAL &&
-                     strstr(wt_last_error(), "limit"), "an oversized message is refused");
+                     strstr(wt_last_error(), "limit"),
+                 "an oversized message is refused");
   free(huge);
 }
 
@@ -87,10 +90,12 @@ static void test_encode_and_replay(void) {
   WT_TEST_ASSERT(coordinator_seq_accept(sid, &last, sid, 1) == WT_OK && last == 1, "seq 1");
   WT_TEST_ASSERT(coordinator_seq_accept(sid, &last, sid, 5) == WT_OK && last == 5, "gaps are fine");
   WT_TEST_ASSERT(coordinator_seq_accept(sid, &last, sid, 5) == WT_EINVAL &&
-                     strstr(wt_last_error(), "replayed"), "the same seq again is a replay");
+                     strstr(wt_last_error(), "replayed"),
+                 "the same seq again is a replay");
   WT_TEST_ASSERT(coordinator_seq_accept(sid, &last, sid, 3) == WT_EINVAL, "an older seq too");
   WT_TEST_ASSERT(coordinator_seq_accept(sid, &last, other, 9) == WT_EINVAL &&
-                     strstr(wt_last_error(), "session"), "another session is stale");
+                     strstr(wt_last_error(), "session"),
+                 "another session is stale");
   WT_TEST_ASSERT(last == 5, "refusals leave the state alone");
 }
 
@@ -107,11 +112,14 @@ static void test_tokens(void) {
   WT_TEST_ASSERT(coord_token_verify(&c, tok, why, sizeof why) == WT_OK, "first use: %s", why);
   WT_TEST_ASSERT(coord_token_verify(&c, tok, why, sizeof why) == WT_OK, "second use: %s", why);
   WT_TEST_ASSERT(coord_token_verify(&c, tok, why, sizeof why) == WT_EINVAL &&
-                     strstr(why, "used up"), "third use refused: %s", why);
+                     strstr(why, "used up"),
+                 "third use refused: %s", why);
   WT_TEST_ASSERT(coord_token_verify(&c, "", why, sizeof why) == WT_EINVAL &&
-                     strstr(why, "no join token"), "no token: %s", why);
+                     strstr(why, "no join token"),
+                 "no token: %s", why);
   WT_TEST_ASSERT(coord_token_verify(&c, "hello", why, sizeof why) == WT_EINVAL &&
-                     strstr(why, "malformed"), "garbage token: %s", why);
+                     strstr(why, "malformed"),
+                 "garbage token: %s", why);
   char forged[256];
   WT_TEST_REQUIRE(coordinator_token_new(dir, 0, 0, tok, sizeof tok) == WT_OK, "%s",
                   wt_last_error());
@@ -119,11 +127,13 @@ static void test_tokens(void) {
   size_t k = strlen(forged) - 3; /* a character of the tag */
   forged[k] = forged[k] == 'A' ? 'B' : 'A';
   WT_TEST_ASSERT(coord_token_verify(&c, forged, why, sizeof why) == WT_EINVAL &&
-                     strstr(why, "does not verify"), "forged tag: %s", why);
+                     strstr(why, "does not verify"),
+                 "forged tag: %s", why);
   snprintf(forged, sizeof forged, "%s", tok);
   forged[5] = forged[5] == 'A' ? 'B' : 'A'; /* the id: the tag no longer matches */
   WT_TEST_ASSERT(coord_token_verify(&c, forged, why, sizeof why) == WT_EINVAL &&
-                     strstr(why, "does not verify"), "forged id: %s", why);
+                     strstr(why, "does not verify"),
+                 "forged id: %s", why);
   for (int i = 0; i < 3; i++)
     WT_TEST_ASSERT(coord_token_verify(&c, tok, why, sizeof why) == WT_OK, "unlimited: %s", why);
   /* a token of another coordinator (another key) does not verify here */
@@ -132,12 +142,14 @@ static void test_tokens(void) {
   WT_TEST_REQUIRE(coordinator_token_new(dir2, 0, 0, tok2, sizeof tok2) == WT_OK, "%s",
                   wt_last_error());
   WT_TEST_ASSERT(coord_token_verify(&c, tok2, why, sizeof why) == WT_EINVAL &&
-                     strstr(why, "does not verify"), "foreign token: %s", why);
+                     strstr(why, "does not verify"),
+                 "foreign token: %s", why);
   WT_TEST_REQUIRE(coordinator_token_new(dir, 1, 0, tok, sizeof tok) == WT_OK, "%s",
                   wt_last_error());
   sleep(2);
   WT_TEST_ASSERT(coord_token_verify(&c, tok, why, sizeof why) == WT_EINVAL &&
-                     strstr(why, "expired"), "expired: %s", why);
+                     strstr(why, "expired"),
+                 "expired: %s", why);
   coord_state_close(&c);
 }
 

@@ -4,7 +4,8 @@
 # ln 64 = 4.16). Then, twice, a random member is killed with kill -9 at a random moment: the
 # standby must take over, training must resume from a step no older than the last complete
 # checkpoint before the kill (no committed step lost), within 30 s, and end at the undisturbed
-# run's final loss (resume is bit-exact, so within 1e-4 relative).
+# run's final loss (resume is bit-exact, so within 1e-4 relative). During the undisturbed run,
+# /status and /metrics must show the true step, state and peers.
 #   tests/coordinator/test_coord_train.sh BIN_DIR
 BIN=$1
 . "$(dirname "$0")/harness.sh"
@@ -18,8 +19,25 @@ run() { # run NAME: coordinator + 9 peers on state dir $WORK/NAME, logs NAME.log
 }
 
 run plain
+# during training, /status and /metrics show the true step and the peers
+wait_committed "$WORK/plain.log" 20 60 || fail "no checkpoint in the undisturbed run"
+port=$(cat "$WORK/plain/http_port")
+status=$(curl -sf "http://127.0.0.1:$port/status") || fail "/status did not answer"
+metrics=$(curl -sf "http://127.0.0.1:$port/metrics") || fail "/metrics did not answer"
+committed=$(grep -oE "checkpoint: step [0-9]+ complete" "$WORK/plain.log" | tail -1 | grep -oE "[0-9]+")
+echo "$status" | python3 -c "
+import json, sys
+s = json.load(sys.stdin)
+states = [p['state'] for p in s['peers']]
+ok = s['state'] == 'training' and $committed <= s['step'] <= 120 and states.count('training') == 8 \
+     and states.count('standby') == 1 and s['stages'] == 2 and s['replicas'] == 4
+print(f\"/status: state {s['state']}, step {s['step']} (committed $committed), peers {states}\")
+sys.exit(0 if ok else 1)" || fail "/status does not show the run as it is: $status"
+step_m=$(echo "$metrics" | grep -E "^wantrain_step " | awk '{print $2}')
+[ -n "$step_m" ] && [ "${step_m%.*}" -ge "$committed" ] || fail "/metrics has no true wantrain_step: $step_m"
+echo "$metrics" | grep -q 'wantrain_peers{state="training"} 8' || fail "/metrics does not count 8 training peers"
 wait_for "$WORK/plain.log" "the run finished 120 steps" 60 || fail "the undisturbed run did not finish"
-wait "$CPID"
+wait_exit "$CPID" 60
 L0=$(json_field plain.log loss)
 F0=$(json_field plain.log first_loss)
 echo "undisturbed: first loss $F0, final loss $L0"
@@ -40,7 +58,7 @@ for round in 1 2; do
   kill -9 "$vpid"
   echo "$name: killed peer $victim (pid $vpid) after committed step $committed"
   wait_for "$WORK/$name.log" "the run finished 120 steps" 60 || fail "$name: the run did not finish after the kill"
-  wait "$CPID"
+  wait_exit "$CPID" 60
   grep -q "standby: peer [0-9]* takes over world rank" "$WORK/$name.log" || fail "$name: no standby took over"
   from=$(grep -oE "predicted cost .* from step [0-9]+" "$WORK/$name.log" | tail -1 | grep -oE "[0-9]+$")
   [ "$from" -ge "$committed" ] || fail "$name: resumed from step $from, but step $committed was committed"

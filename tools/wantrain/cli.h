@@ -15,6 +15,7 @@ int cmd_launch(int argc, char **argv);
 /* The hidden `wantrain __tasklet RANK RUN_DIR STATUS_FD <launch options>` that `launch` execs
  * once per process (cmd_launch.c). */
 int cmd_launch_worker(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
 
 /* Parses argv[2..] with `table` into cfg (defaults first). Prints help and returns -1 (caller
  * exits 0) on --help; prints the error and returns CLI_USAGE on a bad flag; else CLI_OK. */

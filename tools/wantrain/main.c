@@ -23,6 +23,7 @@ static const struct {
     {"eval", cmd_eval, "mean next-token loss of a checkpoint on a data file"},
     {"sample", cmd_sample, "generate text from a checkpoint"},
     {"launch", cmd_launch, "train with S stages x R replicas as local processes over ZeroMQ"},
+    {"demo", cmd_demo, "coordinator + 9 peerd over an emulated WAN, one peer killed part-way"},
 };
 
 static void s_usage(FILE *out) {
