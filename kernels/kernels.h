@@ -11,9 +11,9 @@
  *   "ref"   readable reference loops (no BLAS, no threads); the fast paths are tested against it
  *   "cuda"  cuBLAS + CUDA kernels, present only in CUDA builds (NULL otherwise). kernels/cuda
  *           provides `const kernels_ops *kernels_cuda(void)` in a CMake target wt_kernels_cuda;
- *           the registry lists it when that target exists. A device back end will also need
- *           alloc/free/copy entries: add them to this table (tables use designated
- *           initialisers, so the CPU tables keep compiling) rather than a side API.
+ *           the registry lists it when that target exists. Its buffers are device memory:
+ *           the memory entries at the end of the table allocate them and copy to and from
+ *           them, so callers never use a device pointer on the host.
  *
  * Conventions shared by every op:
  *   - Shapes are given as comments: (B, T, C) means B*T*C floats, row-major, C fastest.
@@ -99,11 +99,39 @@ typedef struct kernels_ops {
   void (*adamw_update)(float *param, const float *grad, float *m, float *v, size_t n, float lr,
                        float b1, float b2, float eps, float wd, float bc1, float bc2,
                        float grad_scale);
+
+  /* ---- memory. Every buffer an op of this table reads or writes comes from its alloc; the
+   * host reaches device buffers only through these copies. On the host back ends they are
+   * posix_memalign/memcpy/memset, so the CPU path computes exactly what it would on plain
+   * host arrays. Sizes are in bytes. ---- */
+  int device; /* 0: buffers are host memory (plain pointers); 1: device memory */
+  /* Zeroed memory (host back ends: as kernels_cpu_alloc); NULL when it is not available. */
+  void *(*alloc)(size_t bytes);
+  void (*free)(void *p);                                           /* NULL is fine */
+  void (*upload)(void *dst, const void *src_host, size_t bytes);   /* host -> back end */
+  void (*download)(void *dst_host, const void *src, size_t bytes); /* back end -> host */
+  void (*copy)(void *dst, const void *src, size_t bytes);          /* within the back end */
+  void (*zero)(void *p, size_t bytes);
+  /* Sum of squares of n floats in double, in an order fixed by n alone (deterministic, the
+   * global gradient norm). Host back ends: 64Ki-element blocks summed in block order. */
+  double (*sq_norm)(const float *x, size_t n);
+  /* Bytes this back end can hold in all: physical memory, or the device's memory. */
+  double (*mem_total)(void);
 } kernels_ops;
 
 /* The one registration point: "cpu", "ref" or "cuda". Returns NULL for an unknown name or a
  * back end not built into this binary ("cuda" in a CPU-only build). Tables are static. */
 const kernels_ops *kernels_backend(const char *name);
+
+/* The back end for a device name, the one parser of the `--device` string that every program
+ * (wantrain train|eval|sample, bench-train, the runtime, peerd) takes:
+ *   "cpu"             the fast CPU back end
+ *   "cuda", "cuda:N"  the CUDA back end on GPU N (default 0), made the calling thread's
+ *                     current device
+ * Returns WT_OK with *ops set; WT_EINVAL for a malformed name (a usage error: exit 2);
+ * WT_ENOTSUP when this build has no CUDA back end, or the GPU is not there (cudaGetDeviceCount
+ * says how many there are, or why none can be seen), each with a message saying what to do. */
+int kernels_for_device(const char *name, const kernels_ops **ops);
 
 /* Shortcuts for the always-present CPU tables. */
 const kernels_ops *kernels_cpu(void);

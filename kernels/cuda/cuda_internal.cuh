@@ -95,5 +95,13 @@ void kernels_cuda_crossentropy_backward(float *dlogits, const float *logits, con
 void kernels_cuda_adamw_update(float *param, const float *grad, float *m, float *v, size_t n,
                                float lr, float b1, float b2, float eps, float wd, float bc1,
                                float bc2, float grad_scale);
+void *kernels_cuda_alloc(size_t bytes);
+void kernels_cuda_free(void *p);
+void kernels_cuda_upload(void *dst, const void *src, size_t bytes);
+void kernels_cuda_download(void *dst, const void *src, size_t bytes);
+void kernels_cuda_copy(void *dst, const void *src, size_t bytes);
+void kernels_cuda_zero(void *p, size_t bytes);
+double kernels_cuda_sq_norm(const float *x, size_t n);
+double kernels_cuda_mem_total(void);
 
 #endif

@@ -20,6 +20,15 @@ static const kernels_ops s_cuda_table = {
     kernels_cuda_crossentropy_forward,
     kernels_cuda_crossentropy_backward,
     kernels_cuda_adamw_update,
+    1, /* device: buffers are GPU memory */
+    kernels_cuda_alloc,
+    kernels_cuda_free,
+    kernels_cuda_upload,
+    kernels_cuda_download,
+    kernels_cuda_copy,
+    kernels_cuda_zero,
+    kernels_cuda_sq_norm,
+    kernels_cuda_mem_total,
 };
 
 extern "C" const kernels_ops *kernels_cuda(void) {

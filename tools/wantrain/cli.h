@@ -21,6 +21,12 @@ int cmd_launch_worker(int argc, char **argv);
 int cli_parse(const char *command, const char *usage, const wt_option *table, void *cfg, int argc,
               char **argv);
 
+/* The kernels back end of --device NAME (kernels_for_device: cpu, cuda, cuda:N). Returns
+ * CLI_OK with *ops set; else prints the error and returns CLI_USAGE for a malformed name or
+ * CLI_FAIL when this build or machine has no such device. */
+struct kernels_ops;
+int cli_device(const char *command, const char *name, const struct kernels_ops **ops);
+
 /* Prints "wantrain <command>: error: <wt_last_error()>" and returns CLI_FAIL. */
 int cli_fail(const char *command);
 

@@ -5,6 +5,7 @@
 #include "model/checkpoint.h"
 #include "common/common.h"
 #include "model/data.h"
+#include "kernels/kernels.h"
 #include "common/rng.h"
 
 #include <math.h>
@@ -18,6 +19,7 @@ typedef struct {
   int tokens;
   double temperature;
   long long seed;
+  char device[WT_CONFIG_STR_MAX];
 } sample_args;
 
 #define F(x) offsetof(sample_args, x)
@@ -29,6 +31,8 @@ static const wt_option s_options[] = {
     {"temperature", WT_OPT_FLOAT, F(temperature), 0, 100, "1.0", "softmax temperature (0 = greedy)",
      0},
     {"seed", WT_OPT_INT64, F(seed), 0, 9e15, "1", "sampling seed", 0},
+    {"device", WT_OPT_STRING, F(device), 0, 0, "cpu",
+     "kernels back end: cpu, or cuda:N for GPU N (CUDA builds)", 0},
     {0}};
 #undef F
 
@@ -93,10 +97,12 @@ int cmd_sample(int argc, char **argv) {
     fprintf(stderr, "wantrain sample: error: --checkpoint is required (see --help)\n");
     return CLI_USAGE;
   }
+  const kernels_ops *ops = NULL;
+  if ((rc = cli_device("sample", a.device, &ops)) != CLI_OK) return rc;
   gpt_config cfg;
   checkpoint_meta meta;
   if (checkpoint_read_config(a.checkpoint, &cfg, &meta) != WT_OK) return cli_fail("sample");
-  gpt_stage *m = gpt_stage_new(&cfg, 0, cfg.n_layer, 1, cfg.max_seq);
+  gpt_stage *m = gpt_stage_new_on(&cfg, 0, cfg.n_layer, 1, cfg.max_seq, ops);
   rc = m ? checkpoint_load(a.checkpoint, m, NULL, &meta) : WT_EINVAL;
   if (rc == WT_OK) rc = s_generate(m, meta.tokenizer, &a);
   gpt_stage_destroy(&m);

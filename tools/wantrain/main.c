@@ -47,6 +47,13 @@ int cli_parse(const char *command, const char *usage, const wt_option *table, vo
   return CLI_OK;
 }
 
+int cli_device(const char *command, const char *name, const kernels_ops **ops) {
+  int rc = kernels_for_device(name, ops);
+  if (rc == WT_OK) return CLI_OK;
+  fprintf(stderr, "wantrain %s: error: --device: %s\n", command, wt_last_error());
+  return rc == WT_EINVAL ? CLI_USAGE : CLI_FAIL;
+}
+
 int cli_fail(const char *command) {
   fprintf(stderr, "wantrain %s: error: %s\n", command, wt_last_error());
   return CLI_FAIL;
