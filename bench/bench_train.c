@@ -17,9 +17,9 @@
  * calls, which depends less on how much of the machine other jobs took (OpenMP threads that
  * spin while waiting count as CPU time in both).
  *
- * --device cuda:N measures instead GPT-2 124M at B=16, T=1024 on that GPU (step time, tokens/s,
- * and MFU against the GEMM rate of the same back end taken in the same run); see
- * s_bench_device.
+ * --device cuda:N measures instead GPT-2 124M at B=16, T=1024 on that GPU at TF32 and bf16
+ * precision (step time, tokens/s, and MFU against the bf16 GEMM rate of the same back end taken
+ * in the same run); see s_bench_device.
  */
 #include "common/common.h"
 #include "common/config.h"
@@ -232,32 +232,46 @@ static double s_gemm_tflops(const kernels_ops *ops, int n, int reps) {
   return res;
 }
 
-/* bench-train --device cuda:N: GPT-2 124M at B=16, T=1024 on the GPU, beside the same back
- * end's GEMM rate measured in this run (MFU = model FLOP/s / GEMM FLOP/s). The GEMM runs
- * through the table's own matmul (fp32 inputs, cuBLAS default math), so the ratio says how close
- * the whole step comes to the back end's best matrix product. */
+/* bench-train --device cuda:N: GPT-2 124M at B=16, T=1024 on the GPU at TF32 and at bf16
+ * precision, beside the bf16 GEMM rate of the same back end measured in this run (its
+ * matmul_forward at 8192^3, bf16 tensor-core compute on fp32 buffers); MFU = model FLOP/s /
+ * that rate. */
 static int s_bench_device(const kernels_ops *ops, const char *device, int repeats) {
   const gpt_config gpt2 = {
       .vocab_size = 50257, .max_seq = 1024, .n_layer = 12, .n_head = 12, .channels = 768};
   const int B = 16, T = 1024;
+  static const struct {
+    kernels_precision p;
+    const char *name;
+  } modes[] = {{KERNELS_PREC_TF32, "tf32"}, {KERNELS_PREC_BF16, "bf16"}};
+  WT_CHECK(kernels_set_precision(ops, KERNELS_PREC_BF16));
   double gemm = s_gemm_tflops(ops, 8192, 5);
-  model_timing mt = s_time_model(ops, &gpt2, B, T, repeats, NULL);
-  double flops = trainer_flops_per_step(&gpt2, B, T);
-  double tflops = mt.step_s > 0 ? flops / mt.step_s / 1e12 : -1;
-  double tok_s = mt.step_s > 0 ? (double)B * T / mt.step_s : -1;
+  double flops = trainer_flops_per_step(&gpt2, B, T), step[2], tflops[2], tok_s[2];
+  for (int m = 0; m < 2; m++) {
+    WT_CHECK(kernels_set_precision(ops, modes[m].p));
+    model_timing mt = s_time_model(ops, &gpt2, B, T, repeats, NULL);
+    step[m] = mt.step_s;
+    tflops[m] = mt.step_s > 0 ? flops / mt.step_s / 1e12 : -1;
+    tok_s[m] = mt.step_s > 0 ? (double)B * T / mt.step_s : -1;
+  }
   printf("%-44s %12s %10s\n", "measurement", "value", "unit");
-  printf("%-44s %12.2f %10s\n", "GEMM 8192^3 via matmul_forward", gemm, "TFLOP/s");
-  printf("%-44s %12.4f %10s\n", "124M step (B=16, T=1024) fwd+bwd+AdamW", mt.step_s, "s");
-  printf("%-44s %12.0f %10s\n", "124M tokens per second", tok_s, "tok/s");
-  printf("%-44s %12.2f %10s\n", "124M achieved", tflops, "TFLOP/s");
-  printf("%-44s %12.3f %10s\n", "MFU vs the GEMM rate", gemm > 0 ? tflops / gemm : -1, "");
-  printf("device %s (%s back end), precision fp32, median of %d steps\n", device, ops->name,
+  printf("%-44s %12.2f %10s\n", "bf16 GEMM 8192^3 via matmul_forward", gemm, "TFLOP/s");
+  for (int m = 0; m < 2; m++) {
+    char label[64];
+    snprintf(label, sizeof label, "124M step (B=16, T=1024), %s", modes[m].name);
+    printf("%-44s %12.4f %10s\n", label, step[m], "s");
+    printf("%-44s %12.0f %10s\n", "  tokens per second", tok_s[m], "tok/s");
+    printf("%-44s %12.2f %10s\n", "  achieved", tflops[m], "TFLOP/s");
+    printf("%-44s %12.3f %10s\n", "  MFU vs the bf16 GEMM rate", tflops[m] / gemm, "");
+  }
+  printf("device %s (%s back end), median of %d steps after one warm-up\n", device, ops->name,
          repeats);
-  printf("{\"device\":\"%s\",\"precision\":\"fp32\",\"step_s_124m\":%.6g,"
-         "\"tokens_per_s\":%.6g,\"tflops_124m\":%.4g,\"gemm_tflops\":%.4g,\"mfu\":%.4g,"
-         "\"batch\":%d,\"seq\":%d}\n",
-         device, mt.step_s, tok_s, tflops, gemm, gemm > 0 ? tflops / gemm : -1, B, T);
-  return mt.step_s > 0 && gemm > 0 ? 0 : 1;
+  printf("{\"device\":\"%s\",\"batch\":%d,\"seq\":%d,\"gemm_bf16_tflops\":%.4g,"
+         "\"step_s_tf32\":%.6g,\"tokens_per_s_tf32\":%.6g,\"mfu_tf32\":%.4g,"
+         "\"step_s_bf16\":%.6g,\"tokens_per_s_bf16\":%.6g,\"mfu_bf16\":%.4g}\n",
+         device, B, T, gemm, step[0], tok_s[0], tflops[0] / gemm, step[1], tok_s[1],
+         tflops[1] / gemm);
+  return step[0] > 0 && step[1] > 0 && gemm > 0 ? 0 : 1;
 }
 
 int main(int argc, char **argv) {

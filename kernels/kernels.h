@@ -133,6 +133,29 @@ const kernels_ops *kernels_backend(const char *name);
  * says how many there are, or why none can be seen), each with a message saying what to do. */
 int kernels_for_device(const char *name, const kernels_ops **ops);
 
+/* Matmul precision. Buffers, weights, optimizer state, softmax and loss stay fp32 in every mode;
+ * what changes is how the GEMMs (linear layers and attention) multiply:
+ *   FP32  exact fp32 products (the only mode of the host back ends)
+ *   TF32  tensor cores with TF32 inputs (10-bit mantissa), fp32 accumulation   (--tf32)
+ *   BF16  tensor cores with inputs rounded to bf16 (8-bit mantissa), fp32 accumulation
+ *         (--precision bf16: llm.c's mixed precision for the matmuls; activations are still
+ *         stored in fp32)
+ */
+typedef enum {
+  KERNELS_PREC_FP32 = 0,
+  KERNELS_PREC_TF32 = 1,
+  KERNELS_PREC_BF16 = 2
+} kernels_precision;
+
+/* Sets the precision of back end `ops` for the rest of the process (the CUDA back end's math
+ * is process-wide). Returns WT_OK, or WT_ENOTSUP for TF32/BF16 on a host back end, with a
+ * message saying to drop the flag or use a GPU. */
+int kernels_set_precision(const kernels_ops *ops, kernels_precision p);
+
+/* Parses "fp32" / "bf16" (with tf32 = 1: fp32 -> TF32) for the --precision/--tf32 flags.
+ * Returns WT_OK, or WT_EINVAL naming the bad value. */
+int kernels_parse_precision(const char *name, int tf32, kernels_precision *p);
+
 /* Shortcuts for the always-present CPU tables. */
 const kernels_ops *kernels_cpu(void);
 const kernels_ops *kernels_ref(void);

@@ -56,6 +56,33 @@ int kernels_for_device(const char *name, const kernels_ops **ops) {
 #endif
 }
 
+int kernels_parse_precision(const char *name, int tf32, kernels_precision *p) {
+  if (name && strcmp(name, "fp32") == 0)
+    *p = tf32 ? KERNELS_PREC_TF32 : KERNELS_PREC_FP32;
+  else if (name && strcmp(name, "bf16") == 0)
+    *p = KERNELS_PREC_BF16; /* bf16 inputs already include what TF32 would allow */
+  else
+    return wt_fail(WT_EINVAL, "precision '%s' is not fp32 or bf16", name ? name : "");
+  return WT_OK;
+}
+
+int kernels_set_precision(const kernels_ops *ops, kernels_precision p) {
+  static const char *const names[] = {"fp32", "tf32", "bf16"};
+  if ((int)p < 0 || (int)p > 2) return wt_fail(WT_EINVAL, "unknown precision %d", (int)p);
+#ifdef WT_KERNELS_HAVE_CUDA
+  if (ops == kernels_cuda()) {
+    kernels_cuda_set_precision(p);
+    return WT_OK;
+  }
+#endif
+  if (p != KERNELS_PREC_FP32)
+    return wt_fail(WT_ENOTSUP,
+                   "%s matmuls need a GPU: the %s back end computes in fp32 only; drop "
+                   "--precision bf16 / --tf32, or run with --device cuda:N",
+                   names[p], ops ? ops->name : "?");
+  return WT_OK;
+}
+
 const kernels_ops *kernels_cpu(void) {
   return &kernels_cpu_table;
 }

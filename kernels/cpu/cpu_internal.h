@@ -15,6 +15,7 @@ const kernels_ops *kernels_cuda(void); /* kernels/cuda */
 /* Makes GPU `dev` the calling thread's current device (kernels/cuda/memory.cu). Returns 0, or
  * -1 with *count set to the number of GPUs seen and `why` to the CUDA error, if any. */
 int kernels_cuda_select(int dev, int *count, char *why, size_t why_len);
+void kernels_cuda_set_precision(kernels_precision p); /* kernels/cuda/matmul.cu */
 #endif
 
 /* Fast CPU ops (kernels_cpu_*) and reference ops (kernels_ref_*): see kernels.h for the

@@ -168,6 +168,12 @@ static void test_device(void) {
   EXPECT("eval --checkpoint run --data corpus.txt --device cuda:999", 1, "CUDA");
   EXPECT("sample --checkpoint run --device cuda:999", 1, "CUDA");
   EXPECT("train " MODEL "--steps 1 --device cpu", 0, "done: step 1");
+  /* Precision: the CPU computes in fp32 only, and says so rather than ignoring the flag. */
+  EXPECT("train " MODEL "--steps 1 --precision bf16", 1, "bf16 matmuls need a GPU");
+  EXPECT("train " MODEL "--steps 1 --tf32", 1, "tf32 matmuls need a GPU");
+  EXPECT("eval --checkpoint run --data corpus.txt --precision bf16", 1, "need a GPU");
+  EXPECT("train " MODEL "--steps 1 --precision fp16", 2, "'fp16' is not one of fp32|bf16");
+  EXPECT("train " MODEL "--steps 1 --precision fp32", 0, "done: step 1");
 }
 
 static void test_download_signal(void) {

@@ -19,7 +19,8 @@ typedef struct {
   char data_sha256[WT_CONFIG_STR_MAX];
   char cache_dir[WT_CONFIG_STR_MAX];
   int batch, json;
-  char device[WT_CONFIG_STR_MAX];
+  char device[WT_CONFIG_STR_MAX], precision[WT_CONFIG_STR_MAX];
+  int tf32;
 } eval_args;
 
 #define F(x) offsetof(eval_args, x)
@@ -33,8 +34,7 @@ static const wt_option s_options[] = {
     {"batch", WT_OPT_INT, F(batch), 1, 4096, "8", "windows per forward pass", 0},
     {"json", WT_OPT_FLAG, F(json), 0, 1, "0",
      "print {\"loss\":..,\"tokens\":..} only (loss null, with an \"error\", if not finite)", 0},
-    {"device", WT_OPT_STRING, F(device), 0, 0, "cpu",
-     "kernels back end: cpu, or cuda:N for GPU N (CUDA builds)", 0},
+    CLI_DEVICE_OPTIONS(eval_args),
     {0}};
 #undef F
 
@@ -138,7 +138,7 @@ int cmd_eval(int argc, char **argv) {
     return CLI_USAGE;
   }
   const kernels_ops *ops = NULL;
-  if ((rc = cli_device("eval", a.device, &ops)) != CLI_OK) return rc;
+  if ((rc = cli_device("eval", a.device, a.precision, a.tf32, &ops)) != CLI_OK) return rc;
   if (s_run(&a, ops) == WT_OK) return CLI_OK;
   cli_fail("eval");
   return s_stop_signal ? 128 + (int)s_stop_signal : CLI_FAIL;

@@ -19,7 +19,8 @@ typedef struct {
   int tokens;
   double temperature;
   long long seed;
-  char device[WT_CONFIG_STR_MAX];
+  char device[WT_CONFIG_STR_MAX], precision[WT_CONFIG_STR_MAX];
+  int tf32;
 } sample_args;
 
 #define F(x) offsetof(sample_args, x)
@@ -31,8 +32,7 @@ static const wt_option s_options[] = {
     {"temperature", WT_OPT_FLOAT, F(temperature), 0, 100, "1.0", "softmax temperature (0 = greedy)",
      0},
     {"seed", WT_OPT_INT64, F(seed), 0, 9e15, "1", "sampling seed", 0},
-    {"device", WT_OPT_STRING, F(device), 0, 0, "cpu",
-     "kernels back end: cpu, or cuda:N for GPU N (CUDA builds)", 0},
+    CLI_DEVICE_OPTIONS(sample_args),
     {0}};
 #undef F
 
@@ -98,7 +98,7 @@ int cmd_sample(int argc, char **argv) {
     return CLI_USAGE;
   }
   const kernels_ops *ops = NULL;
-  if ((rc = cli_device("sample", a.device, &ops)) != CLI_OK) return rc;
+  if ((rc = cli_device("sample", a.device, a.precision, a.tf32, &ops)) != CLI_OK) return rc;
   gpt_config cfg;
   checkpoint_meta meta;
   if (checkpoint_read_config(a.checkpoint, &cfg, &meta) != WT_OK) return cli_fail("sample");

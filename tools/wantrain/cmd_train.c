@@ -33,7 +33,8 @@ typedef struct {
   int checkpoint_every, keep, resume;
   char json_log[WT_CONFIG_STR_MAX];
   double time_limit;
-  char device[WT_CONFIG_STR_MAX];
+  char device[WT_CONFIG_STR_MAX], precision[WT_CONFIG_STR_MAX];
+  int tf32;
 } train_args;
 
 #define F(x) offsetof(train_args, x)
@@ -74,8 +75,7 @@ static const wt_option s_options[] = {
      "write one JSON object per step here (a new file; --resume appends)", 0},
     {"time-limit", WT_OPT_FLOAT, F(time_limit), 0, 1e9, "0",
      "stop (and checkpoint) after this many seconds (0 = none)", 0},
-    {"device", WT_OPT_STRING, F(device), 0, 0, "cpu",
-     "kernels back end: cpu, or cuda:N for GPU N (CUDA builds)", 0},
+    CLI_DEVICE_OPTIONS(train_args),
     {0}};
 #undef F
 
@@ -301,7 +301,7 @@ int cmd_train(int argc, char **argv) {
     return CLI_USAGE;
   }
   const kernels_ops *ops = NULL;
-  if ((rc = cli_device("train", a.device, &ops)) != CLI_OK) return rc;
+  if ((rc = cli_device("train", a.device, a.precision, a.tf32, &ops)) != CLI_OK) return rc;
   if (a.resume && !a.checkpoint_dir[0]) {
     wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir (the run directory to resume)");
     return cli_fail("train");
