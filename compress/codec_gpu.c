@@ -1,0 +1,94 @@
+/* codec_gpu — argument and payload checks for the GPU codecs, then the CUDA kernels
+ * (compress/cuda) when this build has them. */
+#include "compress/codec_gpu.h"
+
+#include <stdint.h>
+
+#include "compress/codec_internal.h"
+
+#ifdef WT_COMPRESS_HAVE_CUDA
+/* compress/cuda/codec_gpu.cu: 0, or -1 with `why` set to the CUDA error. */
+int compress_cuda_encode(int id, const float *x, size_t n, size_t block, uint8_t *out, char *why,
+                         size_t why_len);
+int compress_cuda_decode(int id, const uint8_t *in, size_t n, size_t block, float alpha, int add,
+                         float *y, char *why, size_t why_len);
+#endif
+
+int compress_gpu_supported(const compress_codec *c) {
+#ifdef WT_COMPRESS_HAVE_CUDA
+  const compress_params *p = compress_codec_params(c);
+  switch (compress_codec_get_id(c)) {
+  case COMPRESS_CODEC_FP32:
+  case COMPRESS_CODEC_FP16:
+  case COMPRESS_CODEC_BF16:
+  case COMPRESS_CODEC_SIGN:
+    return 1;
+  case COMPRESS_CODEC_INT8:
+    return !p->stochastic;
+  default:
+    return 0;
+  }
+#else
+  (void)c;
+  return 0;
+#endif
+}
+
+static int s_check(const compress_codec *c, const void *a, const void *b) {
+  if (!compress_gpu_supported(c)) {
+#ifdef WT_COMPRESS_HAVE_CUDA
+    return wt_fail(WT_ENOTSUP,
+                   "codec %s%s has no GPU implementation yet; copy the tensor to the host and "
+                   "use compress_codec_encode/decode",
+                   compress_codec_name(c),
+                   compress_codec_params(c)->stochastic ? " with stochastic rounding" : "");
+#else
+    return wt_fail(WT_ENOTSUP, "this build has no CUDA codecs (configure with -DWANTRAIN_CUDA=ON); "
+                               "use compress_codec_encode/decode on host buffers");
+#endif
+  }
+  if (((uintptr_t)a | (uintptr_t)b) & 3)
+    return wt_fail(WT_EINVAL, "GPU codec %s: buffers must be 4-byte aligned device memory",
+                   compress_codec_name(c));
+  return WT_OK;
+}
+
+int compress_gpu_encode(const compress_codec *c, const float *x, size_t n, void *out, size_t cap,
+                        size_t *len) {
+  WT_CHECK(s_check(c, x, out));
+  size_t need = compress_codec_max_size(c, n);
+  WT_CHECK(compress_check_cap(compress_codec_name(c), need, cap));
+#ifdef WT_COMPRESS_HAVE_CUDA
+  char why[256];
+  size_t block = compress_block_of(n, compress_codec_params(c));
+  if (n && compress_cuda_encode(compress_codec_get_id(c), x, n, block, out, why, sizeof why))
+    return wt_fail(WT_EIO, "GPU codec %s encode: CUDA error: %s", compress_codec_name(c), why);
+#endif
+  *len = need;
+  return WT_OK;
+}
+
+static int s_decode(const compress_codec *c, const void *in, size_t len, float alpha, int add,
+                    float *y, size_t n) {
+  WT_CHECK(s_check(c, in, y));
+  WT_CHECK(compress_check_len(compress_codec_name(c), len, compress_codec_max_size(c, n), n));
+#ifdef WT_COMPRESS_HAVE_CUDA
+  char why[256];
+  size_t block = compress_block_of(n, compress_codec_params(c));
+  if (n &&
+      compress_cuda_decode(compress_codec_get_id(c), in, n, block, alpha, add, y, why, sizeof why))
+    return wt_fail(WT_EIO, "GPU codec %s decode: CUDA error: %s", compress_codec_name(c), why);
+#else
+  (void)alpha, (void)add;
+#endif
+  return WT_OK;
+}
+
+int compress_gpu_decode(const compress_codec *c, const void *in, size_t len, float *y, size_t n) {
+  return s_decode(c, in, len, 1.0f, 0, y, n);
+}
+
+int compress_gpu_decode_add(const compress_codec *c, const void *in, size_t len, float alpha,
+                            float *y, size_t n) {
+  return s_decode(c, in, len, alpha, 1, y, n);
+}

@@ -1,0 +1,35 @@
+/* codec_gpu — the codecs of codec.h on GPU buffers, writing and reading the same wire bytes as
+ * the CPU codecs, so that a GPU peer and a CPU peer decode each other's messages.
+ *
+ * x, y and the payload are device pointers (cudaMalloc'd, or anything 4-byte aligned in device
+ * memory); the caller copies the payload to the host to send it. Calls are asynchronous on the
+ * default stream, like the kernels back end's ops: a later copy to the host waits for them.
+ *
+ * On the GPU now: fp32, fp16, bf16, int8 (nearest-even rounding) and sign, any block size —
+ * bitwise the CPU codecs' bytes, decode and decode_add (fmaf, one rounding) included. Not yet:
+ * int8/int4 with stochastic rounding, int4, topk and randk (WT_ENOTSUP, with a message to encode
+ * those on the host). Builds without CUDA return WT_ENOTSUP from every call.
+ *
+ * Decoding checks the payload length against n and the block size before anything runs
+ * (WT_ECORRUPT; nothing is written to y).
+ */
+#ifndef WT_COMPRESS_CODEC_GPU_H
+#define WT_COMPRESS_CODEC_GPU_H
+
+#include <stddef.h>
+
+#include "compress/codec.h"
+
+/* Whether the codec with these parameters runs on the GPU in this build (1) or not (0). */
+int compress_gpu_supported(const compress_codec *c);
+
+/* As compress_codec_encode, from device x[0..n) into device out[0..cap). */
+int compress_gpu_encode(const compress_codec *c, const float *x, size_t n, void *out, size_t cap,
+                        size_t *len);
+
+/* As compress_codec_decode / _decode_add, from a device payload into device y[0..n). */
+int compress_gpu_decode(const compress_codec *c, const void *in, size_t len, float *y, size_t n);
+int compress_gpu_decode_add(const compress_codec *c, const void *in, size_t len, float alpha,
+                            float *y, size_t n);
+
+#endif
