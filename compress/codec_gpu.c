@@ -12,6 +12,7 @@ int compress_cuda_encode(int id, const float *x, size_t n, size_t block, uint8_t
                          size_t why_len);
 int compress_cuda_decode(int id, const uint8_t *in, size_t n, size_t block, float alpha, int add,
                          float *y, char *why, size_t why_len);
+int compress_cuda_add(float *r, const float *g, size_t n, char *why, size_t why_len);
 #endif
 
 int compress_gpu_supported(const compress_codec *c) {
@@ -91,4 +92,19 @@ int compress_gpu_decode(const compress_codec *c, const void *in, size_t len, flo
 int compress_gpu_decode_add(const compress_codec *c, const void *in, size_t len, float alpha,
                             float *y, size_t n) {
   return s_decode(c, in, len, alpha, 1, y, n);
+}
+
+int compress_gpu_ef_encode(const compress_codec *c, float *r, const float *g, size_t n, void *out,
+                           size_t cap, size_t *len) {
+  *len = 0;
+  WT_CHECK(s_check(c, r, g));
+  WT_CHECK(s_check(c, out, out));
+  WT_CHECK(compress_check_cap("ef", compress_codec_max_size(c, n), cap));
+#ifdef WT_COMPRESS_HAVE_CUDA
+  char why[256];
+  if (n && compress_cuda_add(r, g, n, why, sizeof why))
+    return wt_fail(WT_EIO, "GPU error feedback: CUDA error: %s", why);
+#endif
+  WT_CHECK(compress_gpu_encode(c, r, n, out, cap, len));
+  return compress_gpu_decode_add(c, out, *len, -1.0f, r, n); /* our own payload: valid */
 }

@@ -10,6 +10,8 @@
  * int8/int4 with stochastic rounding, int4, topk and randk (WT_ENOTSUP, with a message to encode
  * those on the host). Builds without CUDA return WT_ENOTSUP from every call.
  *
+ * Error feedback runs there too (compress_gpu_ef_encode), for the codecs above.
+ *
  * Decoding checks the payload length against n and the block size before anything runs
  * (WT_ECORRUPT; nothing is written to y).
  */
@@ -31,5 +33,12 @@ int compress_gpu_encode(const compress_codec *c, const float *x, size_t n, void 
 int compress_gpu_decode(const compress_codec *c, const void *in, size_t len, float *y, size_t n);
 int compress_gpu_decode_add(const compress_codec *c, const void *in, size_t len, float alpha,
                             float *y, size_t n);
+
+/* Error feedback (ef.h) on the GPU with a residual r[0..n) in device memory that the caller
+ * owns (zeroed at the start; download it to checkpoint it): r += g; payload = encode(r);
+ * r -= decode(payload). Bitwise the CPU's compress_ef_encode with the same codec: same payload,
+ * same residual. Refuses (WT_EINVAL) before r changes when cap is too small. */
+int compress_gpu_ef_encode(const compress_codec *c, float *r, const float *g, size_t n, void *out,
+                           size_t cap, size_t *len);
 
 #endif

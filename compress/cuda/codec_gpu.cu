@@ -152,6 +152,12 @@ __global__ static void k_sign_decode(const uint8_t *in, size_t n, size_t block, 
   y[i] = d_out(v, alpha, add, y, i);
 }
 
+/* r += g, the residual update of error feedback (ef.c: a plain float add). */
+__global__ static void k_add(float *r, const float *g, size_t n) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n) r[i] = __fadd_rn(r[i], g[i]);
+}
+
 /* ---- entry points (compress/codec_gpu.c) --------------------------------------------------- */
 
 static unsigned s_blocks(size_t n, unsigned threads) {
@@ -211,5 +217,10 @@ extern "C" int compress_cuda_decode(int id, const uint8_t *in, size_t n, size_t 
     break;
   default: snprintf(why, why_len, "codec id %d has no GPU kernels", id); return -1;
   }
+  return s_status(why, why_len);
+}
+
+extern "C" int compress_cuda_add(float *r, const float *g, size_t n, char *why, size_t why_len) {
+  k_add<<<s_blocks(n, 256), 256>>>(r, g, n);
   return s_status(why, why_len);
 }

@@ -8,6 +8,7 @@
  *     results (NaNs compared as NaNs);
  *   - the CPU decodes the GPU's payload (cross-decoding) to the same floats;
  *   - a payload of the wrong length is refused (WT_ECORRUPT) and y is left alone;
+ *   - error feedback: three steps give the CPU's payloads and residual, bit for bit;
  *   - codecs without GPU kernels are refused with WT_ENOTSUP. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -19,6 +20,7 @@
 #include "common/testing.h"
 #include "compress/codec.h"
 #include "compress/codec_gpu.h"
+#include "compress/ef.h"
 
 static void *s_dev(size_t bytes) {
   void *d = NULL;
@@ -112,6 +114,38 @@ static void s_check_codec(const char *name, size_t block, size_t n) {
   compress_codec_destroy(&c);
 }
 
+/* Three error-feedback steps on the CPU (compress_ef) and on the GPU: the same payloads and
+ * the same residual, bit for bit. */
+static void test_error_feedback(const char *name) {
+  const size_t n = 50001;
+  compress_codec *c = NULL;
+  WT_TEST_REQUIRE(compress_codec_new(&c, name, NULL) == WT_OK, "%s", wt_last_error());
+  compress_ef *ef = NULL;
+  WT_TEST_REQUIRE(compress_ef_new(&ef, n) == WT_OK, "ef");
+  size_t cap = compress_codec_max_size(c, n), lc, lg;
+  uint8_t *pc = wt_xmalloc(cap), *pg = wt_xmalloc(cap), *dp = s_dev(cap);
+  float *dr = s_dev(n * 4), *dg = s_dev(n * 4), *r = wt_xmalloc(n * 4);
+  WT_TEST_REQUIRE(cudaMemset(dr, 0, n * 4) == cudaSuccess, "memset");
+  for (int step = 0; step < 3; step++) {
+    float *g = s_input(n, 300 + (uint64_t)step);
+    s_h2d(dg, g, n * 4);
+    WT_TEST_REQUIRE(compress_ef_encode(ef, c, g, pc, cap, &lc) == WT_OK, "%s", wt_last_error());
+    WT_TEST_REQUIRE(compress_gpu_ef_encode(c, dr, dg, n, dp, cap, &lg) == WT_OK, "%s",
+                    wt_last_error());
+    s_d2h(pg, dp, lg);
+    WT_TEST_ASSERT(lg == lc && memcmp(pg, pc, lc) == 0, "ef %s step %d: same payload", name, step);
+    s_d2h(r, dr, n * 4);
+    char what[64];
+    snprintf(what, sizeof what, "ef %s step %d residual", name, step);
+    s_same_floats(r, compress_ef_residual(ef), n, what);
+    free(g);
+  }
+  cudaFree(dp), cudaFree(dr), cudaFree(dg);
+  free(pc), free(pg), free(r);
+  compress_ef_destroy(&ef);
+  compress_codec_destroy(&c);
+}
+
 static void test_unsupported(void) {
   static const char *names[] = {"topk", "randk", "int4"};
   float *d = s_dev(1024 * 4);
@@ -147,6 +181,9 @@ int main(void) {
     s_check_codec(codecs[i], n, n);
     s_check_codec(codecs[i], 64, 5); /* fewer elements than a block */
   }
+  test_error_feedback("sign");
+  test_error_feedback("int8");
+  test_error_feedback("bf16");
   test_unsupported();
   return wt_test_finish("test_gpu_codecs");
 }
