@@ -12,6 +12,8 @@
  *     state unchanged;
  *   - every buffer allocated through the table is freed through it; bytes cross between host
  *     and device only by upload/download;
+ *   - the trainer: the same losses and norms step for step, and a run saved on the device
+ *     resumes on the CPU where it stopped;
  *   - gpt_stage_set_kernels refuses a table with other memory; SGD is refused on a device.
  */
 #include <stdlib.h>
@@ -24,6 +26,7 @@
 #include "model/checkpoint.h"
 #include "model/gpt.h"
 #include "model/optim.h"
+#include "model/trainer.h"
 
 static const gpt_config CFG = {
     .vocab_size = 256, .max_seq = 8, .n_layer = 2, .n_head = 2, .channels = 16};
@@ -211,6 +214,60 @@ static void test_training_and_checkpoint(void) {
   gpt_stage_destroy(&h), gpt_stage_destroy(&d), gpt_stage_destroy(&h2), gpt_stage_destroy(&d2);
 }
 
+/* The trainer on the device table: the same losses as on the CPU, step for step, and a run saved
+ * on the device continues on the CPU exactly as it would have gone on. */
+static void test_trainer(void) {
+  data_synth_config sc = data_synth_default();
+  sc.n_tokens = 10000;
+  data_set *d = data_set_synthetic(&sc);
+  WT_TEST_REQUIRE(d, "%s", wt_last_error());
+  trainer_config c = {.model = {.vocab_size = data_set_vocab_size(d),
+                                .max_seq = 16,
+                                .n_layer = 2,
+                                .n_head = 2,
+                                .channels = 16},
+                      .batch = 4,
+                      .micro_batches = 2,
+                      .steps = 6,
+                      .val_batches = 2,
+                      .seed = 11};
+  c.optim = optim_config_default();
+  c.optim.lr = 3e-3f, c.optim.warmup_steps = 2, c.optim.grad_clip = 0.5f;
+  trainer_config cd = c;
+  cd.kernels = &s_dev;
+  trainer *h = trainer_new(&c, d), *g = trainer_new(&cd, d);
+  WT_TEST_REQUIRE(h && g, "%s", wt_last_error());
+  char dir[512];
+  wt_test_tmpdir(dir, sizeof dir);
+  trainer *r = NULL;
+  for (int i = 0; i < 6; i++) {
+    trainer_step_info a, b, e;
+    WT_TEST_REQUIRE(trainer_step(h, &a) == WT_OK, "%s", wt_last_error());
+    WT_TEST_REQUIRE(trainer_step(g, &b) == WT_OK, "%s", wt_last_error());
+    WT_TEST_ASSERT(memcmp(&a.loss, &b.loss, sizeof(float)) == 0 && a.grad_norm == b.grad_norm,
+                   "step %d: loss %.9g vs %.9g, norm %.9g vs %.9g", i + 1, a.loss, b.loss,
+                   a.grad_norm, b.grad_norm);
+    if (r) {
+      WT_TEST_REQUIRE(trainer_step(r, &e) == WT_OK, "%s", wt_last_error());
+      WT_TEST_ASSERT(memcmp(&a.loss, &e.loss, sizeof(float)) == 0,
+                     "resumed step %d: loss %.9g vs %.9g", i + 1, e.loss, a.loss);
+    }
+    if (i == 2) { /* saved on the device, resumed on the CPU */
+      WT_TEST_REQUIRE(trainer_save(g, dir, 1, NULL) == WT_OK, "%s", wt_last_error());
+      r = trainer_new(&c, d);
+      WT_TEST_REQUIRE(r && trainer_resume(r, dir) == WT_OK, "%s", wt_last_error());
+    }
+  }
+  float vh, vg;
+  WT_TEST_REQUIRE(trainer_val_loss(h, &vh) == WT_OK && trainer_val_loss(g, &vg) == WT_OK, "val");
+  WT_TEST_ASSERT(memcmp(&vh, &vg, sizeof vh) == 0, "validation loss %.9g vs %.9g", vh, vg);
+  char rm[600];
+  snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+  if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  trainer_destroy(&h), trainer_destroy(&g), trainer_destroy(&r);
+  data_set_destroy(&d);
+}
+
 static void test_refusals(void) {
   gpt_stage *h = s_stage(kernels_cpu(), 0, CFG.n_layer);
   WT_TEST_ASSERT(gpt_stage_set_kernels(h, &s_dev) == WT_EINVAL &&
@@ -231,6 +288,7 @@ int main(void) {
   test_whole_model();
   test_split();
   test_training_and_checkpoint();
+  test_trainer();
   test_refusals();
   WT_TEST_ASSERT(s_live == 0, "%ld device buffers not freed", s_live);
   return wt_test_finish("test_gpt_device");
