@@ -117,6 +117,12 @@ typedef struct kernels_ops {
   double (*sq_norm)(const float *x, size_t n);
   /* Bytes this back end can hold in all: physical memory, or the device's memory. */
   double (*mem_total)(void);
+  /* Zeroed HOST memory for staging copies (pipeline activations, gradients for collectives,
+   * checkpoints): page-locked on a GPU, so upload/download run at full bus speed and an
+   * asynchronous copy may overlap computing; plain kernels_cpu_alloc on the host back ends.
+   * NULL when it is not available; free with host_free. */
+  void *(*host_alloc)(size_t bytes);
+  void (*host_free)(void *p);
 } kernels_ops;
 
 /* The one registration point: "cpu", "ref" or "cuda". Returns NULL for an unknown name or a

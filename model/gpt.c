@@ -100,6 +100,16 @@ static void s_bind(const gpt_stage *s, float *base, gpt_end_ptrs *end, gpt_block
 /* Zeroed float buffers from the back end's allocator (huge pages for the big ones on the
  * host). The size was checked against the back end's memory in gpt_stage_new_on, so running
  * out here is fatal. */
+/* Staging host memory (pinned on a GPU) for n floats; aborts like gpt_floats. */
+static float *s_host_floats(const gpt_stage *s, size_t n) {
+  float *p = s->ops->host_alloc(n * sizeof(float));
+  if (!p) {
+    WT_ERROR("gpt: out of host memory allocating %zu floats", n);
+    abort();
+  }
+  return p;
+}
+
 float *gpt_floats(const gpt_stage *s, size_t n) {
   float *p = s->ops->alloc(n * sizeof(float));
   if (!p) {
@@ -133,7 +143,7 @@ static void s_alloc_acts(gpt_stage *s) {
   s->tokens_dev = s->tokens, s->targets_dev = s->targets;
   if (s->ops->device) {
     s->tokens_dev = (int *)gpt_floats(s, N), s->targets_dev = (int *)gpt_floats(s, N);
-    if (gpt_is_last(s)) s->losses_host = wt_xcalloc(N, sizeof(float));
+    if (gpt_is_last(s)) s->losses_host = s_host_floats(s, N);
   }
   s->tmp = gpt_floats(s, N * C), s->dres = gpt_floats(s, N * C), s->dln = gpt_floats(s, N * C);
   s->datty = gpt_floats(s, N * C), s->dqkv = gpt_floats(s, N * 3 * C);
@@ -159,7 +169,7 @@ static void s_free_acts(gpt_stage *s) {
   }
   free(s->tokens);
   free(s->targets);
-  free(s->losses_host);
+  s->ops->host_free(s->losses_host);
 }
 
 /* ---- lifetime ----------------------------------------------------------------------------- */
@@ -249,9 +259,9 @@ void gpt_stage_destroy(gpt_stage **self_p) {
   free(s->g_blk);
   s->ops->free(s->dwte_emb);
   s->ops->free(s->wte_head_rows);
-  free(s->host_params);
-  free(s->host_grads);
-  free(s->host_logits);
+  s->ops->host_free(s->host_params);
+  s->ops->host_free(s->host_grads);
+  s->ops->host_free(s->host_logits);
   free(s->tied_rows);
   free(s->tied_listed);
   free(s);
@@ -354,7 +364,7 @@ const struct kernels_ops *gpt_stage_kernels(const gpt_stage *s) {
 
 /* A host copy of a back-end buffer of the stage's n_params floats (device back ends). */
 static float *s_host_copy(gpt_stage *s, float **host, const float *buf) {
-  if (!*host) *host = wt_xmalloc(s->n_params * sizeof(float));
+  if (!*host) *host = s_host_floats(s, s->n_params);
   s->ops->download(*host, buf, s->n_params * sizeof(float));
   return *host;
 }
@@ -386,7 +396,7 @@ const float *gpt_stage_logits(gpt_stage *s) {
   if (!s->logits || !s->ops->device) return s->logits;
   size_t n = (size_t)s->B * s->T * s->cfg.vocab_size;
   if (!s->host_logits)
-    s->host_logits = wt_xmalloc((size_t)s->max_batch * s->max_seq * s->cfg.vocab_size * 4);
+    s->host_logits = s_host_floats(s, (size_t)s->max_batch * s->max_seq * s->cfg.vocab_size);
   s->ops->download(s->host_logits, s->logits, n * sizeof(float));
   return s->host_logits;
 }

@@ -19,7 +19,7 @@ struct optim {
   float *v;               /* AdamW second moment (n); NULL for SGD */
   long step;              /* updates taken */
   const kernels_ops *ops; /* where m and v live and the update runs */
-  float *host[2];         /* host copies of m and v for checkpoints (device back ends only) */
+  float *host[2]; /* host copies of m and v for checkpoints (device back ends only; pinned) */
 };
 
 optim_config optim_config_default(void) {
@@ -99,8 +99,7 @@ void optim_destroy(optim **self_p) {
     o->ops->free(o->m);
     o->ops->free(o->v);
   }
-  free(o->host[0]);
-  free(o->host[1]);
+  if (o->ops) o->ops->host_free(o->host[0]), o->ops->host_free(o->host[1]);
   free(o);
   *self_p = NULL;
 }
@@ -179,7 +178,10 @@ float *optim_state(optim *o, int i, size_t *n) {
 float *optim_state_host(optim *o, int i, size_t *n) {
   float *buf = optim_state(o, i, n);
   if (!buf || !o->ops->device) return buf;
-  if (!o->host[i]) o->host[i] = wt_xmalloc(o->n * sizeof(float));
+  if (!o->host[i] && !(o->host[i] = o->ops->host_alloc(o->n * sizeof(float)))) {
+    WT_ERROR("optim: out of host memory for a copy of %zu floats", o->n);
+    abort();
+  }
   o->ops->download(o->host[i], buf, o->n * sizeof(float));
   return o->host[i];
 }

@@ -86,7 +86,8 @@ double kernels_cpu_mem_total(void);
     .adamw_update = prefix##_adamw_update, .device = 0, .alloc = kernels_cpu_alloc,                \
     .free = kernels_cpu_free, .upload = kernels_cpu_upload, .download = kernels_cpu_download,      \
     .copy = kernels_cpu_copy, .zero = kernels_cpu_zero, .sq_norm = kernels_cpu_sq_norm,            \
-    .mem_total = kernels_cpu_mem_total                                                             \
+    .mem_total = kernels_cpu_mem_total, .host_alloc = kernels_cpu_alloc,                           \
+    .host_free = kernels_cpu_free                                                                  \
   }
 
 #endif

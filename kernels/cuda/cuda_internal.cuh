@@ -114,5 +114,7 @@ void kernels_cuda_copy(void *dst, const void *src, size_t bytes);
 void kernels_cuda_zero(void *p, size_t bytes);
 double kernels_cuda_sq_norm(const float *x, size_t n);
 double kernels_cuda_mem_total(void);
+void *kernels_cuda_host_alloc(size_t bytes);
+void kernels_cuda_host_free(void *p);
 
 #endif

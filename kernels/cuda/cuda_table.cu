@@ -29,6 +29,8 @@ static const kernels_ops s_cuda_table = {
     kernels_cuda_zero,
     kernels_cuda_sq_norm,
     kernels_cuda_mem_total,
+    kernels_cuda_host_alloc,
+    kernels_cuda_host_free,
 };
 
 extern "C" const kernels_ops *kernels_cuda(void) {

@@ -48,6 +48,20 @@ void kernels_cuda_zero(void *p, size_t bytes) {
   if (bytes) WT_CUDA_CHECK(cudaMemset(p, 0, bytes));
 }
 
+void *kernels_cuda_host_alloc(size_t bytes) {
+  void *p = NULL;
+  if (cudaMallocHost(&p, bytes ? bytes : 1) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  memset(p, 0, bytes);
+  return p;
+}
+
+void kernels_cuda_host_free(void *p) {
+  if (p) WT_CUDA_CHECK(cudaFreeHost(p));
+}
+
 double kernels_cuda_mem_total(void) {
   size_t free_b = 0, total_b = 0;
   if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {

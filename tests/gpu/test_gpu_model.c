@@ -1,7 +1,8 @@
 /* test_gpu_model — the CUDA back end end to end against the CPU back end: a stage, its
  * optimizer and checkpoints living on the GPU. Exits 77 (skipped) when no CUDA device is
  * present. Checked, on fresh random inputs:
- *   - the memory entries (upload/download/copy/zero, zeroed alloc) and sq_norm;
+ *   - the memory entries (upload/download/copy/zero, zeroed alloc, pinned host_alloc) and
+ *     sq_norm;
  *   - matmul and attention at fp32, TF32 and bf16 precision against the reference ops
  *     (relative-norm error, the tolerance argued per precision below);
  *   - the whole model's logits, loss and every gradient against the CPU back end, and
@@ -93,6 +94,12 @@ static void test_memory(void) {
   s_gpu->zero(e, n * 4);
   WT_TEST_ASSERT(s_gpu->sq_norm(e, n) == 0.0, "zero clears");
   WT_TEST_ASSERT(s_gpu->mem_total() > 1e8, "mem_total reports the GPU's memory");
+  float *pinned = s_gpu->host_alloc(n * 4); /* page-locked staging memory */
+  WT_TEST_REQUIRE(pinned, "host_alloc");
+  WT_TEST_ASSERT(pinned[0] == 0.0f && pinned[n - 1] == 0.0f, "host_alloc returns zeroed memory");
+  s_gpu->download(pinned, d, n * 4);
+  WT_TEST_ASSERT(memcmp(pinned, x, n * 4) == 0, "download into pinned memory");
+  s_gpu->host_free(pinned);
   s_gpu->free(d), s_gpu->free(e);
   free(x), free(y), free(z);
 }
