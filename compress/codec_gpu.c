@@ -2,6 +2,7 @@
  * (compress/cuda) when this build has them. */
 #include "compress/codec_gpu.h"
 
+#include <limits.h>
 #include <stdint.h>
 
 #include "compress/codec_internal.h"
@@ -13,6 +14,10 @@ int compress_cuda_encode(int id, const float *x, size_t n, size_t block, uint8_t
 int compress_cuda_decode(int id, const uint8_t *in, size_t n, size_t block, float alpha, int add,
                          float *y, char *why, size_t why_len);
 int compress_cuda_add(float *r, const float *g, size_t n, char *why, size_t why_len);
+int compress_cuda_topk_encode(const float *x, size_t n, size_t k, uint8_t *out, char *why,
+                              size_t why_len);
+int compress_cuda_topk_decode(const uint8_t *in, size_t k, size_t n, float alpha, int add, float *y,
+                              size_t *bad, char *why, size_t why_len);
 #endif
 
 int compress_gpu_supported(const compress_codec *c) {
@@ -62,6 +67,16 @@ int compress_gpu_encode(const compress_codec *c, const float *x, size_t n, void 
 #ifdef WT_COMPRESS_HAVE_CUDA
   char why[256];
   size_t block = compress_block_of(n, compress_codec_params(c));
+  if (compress_codec_get_id(c) == COMPRESS_CODEC_TOPK) {
+    if (n > INT_MAX) /* the scans count in int */
+      return wt_fail(WT_EINVAL, "GPU topk: %zu elements are more than %d; compress in chunks", n,
+                     INT_MAX);
+    size_t k = compress_topk_count(n, compress_codec_params(c)->k_frac);
+    if (k && compress_cuda_topk_encode(x, n, k, out, why, sizeof why))
+      return wt_fail(WT_EIO, "GPU codec topk encode: CUDA error: %s", why);
+    *len = need;
+    return WT_OK;
+  }
   if (n && compress_cuda_encode(compress_codec_get_id(c), x, n, block, out, why, sizeof why))
     return wt_fail(WT_EIO, "GPU codec %s encode: CUDA error: %s", compress_codec_name(c), why);
 #endif
@@ -69,9 +84,35 @@ int compress_gpu_encode(const compress_codec *c, const float *x, size_t n, void 
   return WT_OK;
 }
 
+/* topk payloads carry their own k (any k <= n, as the CPU decoder accepts); every index is
+ * checked on the GPU before y is touched. */
+static int s_topk_decode(const void *in, size_t len, float alpha, int add, float *y, size_t n) {
+  if (len % 8 != 0 || len / 8 > n)
+    return wt_fail(WT_ECORRUPT,
+                   "topk decode: payload of %zu bytes cannot hold index/value pairs for a "
+                   "%zu-element tensor; the message is damaged",
+                   len, n);
+#ifdef WT_COMPRESS_HAVE_CUDA
+  char why[256];
+  size_t bad = 0;
+  int rc = compress_cuda_topk_decode(in, len / 8, n, alpha, add, y, &bad, why, sizeof why);
+  if (rc > 0)
+    return wt_fail(WT_ECORRUPT,
+                   "topk decode: index at position %zu is out of range or out of order; the "
+                   "message is damaged",
+                   bad);
+  if (rc < 0) return wt_fail(WT_EIO, "GPU codec topk decode: CUDA error: %s", why);
+#else
+  (void)in, (void)alpha, (void)add, (void)y;
+#endif
+  return WT_OK;
+}
+
 static int s_decode(const compress_codec *c, const void *in, size_t len, float alpha, int add,
                     float *y, size_t n) {
   WT_CHECK(s_check(c, in, y));
+  if (compress_codec_get_id(c) == COMPRESS_CODEC_TOPK)
+    return s_topk_decode(in, len, alpha, add, y, n);
   WT_CHECK(compress_check_len(compress_codec_name(c), len, compress_codec_max_size(c, n), n));
 #ifdef WT_COMPRESS_HAVE_CUDA
   char why[256];

@@ -224,3 +224,146 @@ extern "C" int compress_cuda_add(float *r, const float *g, size_t n, char *why, 
   k_add<<<s_blocks(n, 256), 256>>>(r, g, n);
   return s_status(why, why_len);
 }
+
+/* ---- topk: radix select on the GPU, the CPU's exact selection ------------------------------
+ *
+ * The threshold t is the k-th largest key (|x| as the integer of its 31 low bits, NaN above
+ * infinity) and `ties` how many elements equal to t are kept; any exact radix select finds the
+ * same pair, so the three levels below (11 + 10 + 10 bits, as on the CPU) use integer histogram
+ * counts whose atomics give exact, order-free totals. The output is then the CPU's s_emit: in
+ * index order, every key above t and the first `ties` keys equal to t, placed by two exclusive
+ * scans (ranks among the equal keys, then positions of the kept ones). */
+
+__device__ static inline uint32_t d_key(float f) {
+  return __float_as_uint(f) & 0x7fffffffu;
+}
+
+__global__ static void k_topk_hist(const float *x, size_t n, int match_shift, uint32_t match,
+                                   int shift, uint32_t mask, unsigned *hist) {
+  __shared__ unsigned sh[2048];
+  for (uint32_t b = threadIdx.x; b <= mask; b += blockDim.x) sh[b] = 0;
+  __syncthreads();
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    uint32_t key = d_key(x[i]);
+    if ((uint32_t)((uint64_t)key >> match_shift) == match) atomicAdd(&sh[(key >> shift) & mask], 1u);
+  }
+  __syncthreads();
+  for (uint32_t b = threadIdx.x; b <= mask; b += blockDim.x)
+    if (sh[b]) atomicAdd(&hist[b], sh[b]);
+}
+
+__global__ static void k_topk_equal(const float *x, size_t n, uint32_t t, unsigned *flag) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n) flag[i] = d_key(x[i]) == t;
+}
+
+/* flag[i] = kept; rank holds each element's rank among the keys equal to t. */
+__global__ static void k_topk_keep(const float *x, size_t n, uint32_t t, unsigned ties,
+                                   const unsigned *rank, unsigned *flag) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  uint32_t key = d_key(x[i]);
+  flag[i] = key > t || (key == t && rank[i] < ties);
+}
+
+__global__ static void k_topk_emit(const float *x, size_t n, size_t k, const unsigned *flag,
+                                   const unsigned *pos, uint8_t *out) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i >= n || !flag[i]) return;
+  ((uint32_t *)out)[pos[i]] = (uint32_t)i;
+  ((float *)(out + k * sizeof(uint32_t)))[pos[i]] = x[i];
+}
+
+#include <cub/cub.cuh>
+
+/* Exclusive prefix sum of n unsigned (n <= INT_MAX, checked by the caller). */
+static cudaError_t s_exclusive_sum(const unsigned *in, unsigned *out, size_t n) {
+  size_t bytes = 0;
+  cudaError_t err = cub::DeviceScan::ExclusiveSum(nullptr, bytes, in, out, (int)n);
+  void *tmp = NULL;
+  if (err == cudaSuccess) err = cudaMalloc(&tmp, bytes ? bytes : 1);
+  if (err == cudaSuccess) err = cub::DeviceScan::ExclusiveSum(tmp, bytes, in, out, (int)n);
+  if (tmp) cudaFree(tmp);
+  return err;
+}
+
+extern "C" int compress_cuda_topk_encode(const float *x, size_t n, size_t k, uint8_t *out,
+                                         char *why, size_t why_len) {
+  static const int shifts[3] = {20, 10, 0}, widths[3] = {11, 10, 10};
+  unsigned *hist = NULL, *flag = NULL, *scan = NULL, h[2048];
+  cudaError_t err = cudaMalloc(&hist, sizeof h);
+  if (err == cudaSuccess) err = cudaMalloc(&flag, n * sizeof(unsigned));
+  if (err == cudaSuccess) err = cudaMalloc(&scan, n * sizeof(unsigned));
+  uint32_t prefix = 0;
+  size_t need = k;
+  for (int level = 0; level < 3 && err == cudaSuccess; level++) {
+    int shift = shifts[level], top = shift + widths[level];
+    uint32_t mask = (1u << widths[level]) - 1, d = mask;
+    cudaMemset(hist, 0, sizeof h);
+    unsigned grid = s_blocks(n, 256) < 4096 ? s_blocks(n, 256) : 4096;
+    k_topk_hist<<<grid, 256>>>(x, n, top, (uint32_t)((uint64_t)prefix >> top), shift, mask, hist);
+    err = cudaMemcpy(h, hist, (mask + 1) * sizeof(unsigned), cudaMemcpyDeviceToHost);
+    if (err != cudaSuccess) break;
+    for (; h[d] < need; d--) need -= h[d]; /* the bins hold >= need keys in all */
+    prefix |= d << shift;
+  }
+  if (err == cudaSuccess) {
+    k_topk_equal<<<s_blocks(n, 256), 256>>>(x, n, prefix, flag);
+    err = s_exclusive_sum(flag, scan, n);
+  }
+  if (err == cudaSuccess) {
+    k_topk_keep<<<s_blocks(n, 256), 256>>>(x, n, prefix, (unsigned)need, scan, flag);
+    err = s_exclusive_sum(flag, scan, n);
+  }
+  if (err == cudaSuccess) k_topk_emit<<<s_blocks(n, 256), 256>>>(x, n, k, flag, scan, out);
+  if (err == cudaSuccess) err = cudaGetLastError();
+  cudaFree(hist), cudaFree(flag), cudaFree(scan);
+  if (err == cudaSuccess) return 0;
+  snprintf(why, why_len, "%s", cudaGetErrorString(err));
+  return -1;
+}
+
+/* The first position j whose index is out of range or not above the previous one. */
+__global__ static void k_topk_check(const uint32_t *idx, size_t k, size_t n,
+                                    unsigned long long *first_bad) {
+  size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (j >= k) return;
+  if (idx[j] >= n || (j > 0 && idx[j] <= idx[j - 1])) atomicMin(first_bad, (unsigned long long)j);
+}
+
+/* Indices are strictly increasing (checked), so every y element has at most one writer. */
+__global__ static void k_topk_scatter(const uint8_t *in, size_t k, float alpha, int add,
+                                      float *y) {
+  size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (j >= k) return;
+  uint32_t i = ((const uint32_t *)in)[j];
+  float v = ((const float *)(in + k * sizeof(uint32_t)))[j];
+  y[i] = add ? fmaf(alpha, v, y[i]) : v;
+}
+
+/* 0: decoded; 1: damaged payload, *bad = the first bad position (nothing written); -1: CUDA. */
+extern "C" int compress_cuda_topk_decode(const uint8_t *in, size_t k, size_t n, float alpha,
+                                         int add, float *y, size_t *bad, char *why,
+                                         size_t why_len) {
+  unsigned long long *d_bad = NULL, h_bad = ~0ull;
+  cudaError_t err = cudaMalloc(&d_bad, sizeof h_bad);
+  if (err == cudaSuccess) err = cudaMemcpy(d_bad, &h_bad, sizeof h_bad, cudaMemcpyHostToDevice);
+  if (err == cudaSuccess && k) {
+    k_topk_check<<<s_blocks(k, 256), 256>>>((const uint32_t *)in, k, n, d_bad);
+    err = cudaMemcpy(&h_bad, d_bad, sizeof h_bad, cudaMemcpyDeviceToHost);
+  }
+  if (d_bad) cudaFree(d_bad);
+  if (err == cudaSuccess && h_bad != ~0ull) {
+    *bad = (size_t)h_bad;
+    return 1;
+  }
+  if (err == cudaSuccess && !add) err = cudaMemset(y, 0, n * sizeof(float));
+  if (err == cudaSuccess && k) {
+    k_topk_scatter<<<s_blocks(k, 256), 256>>>(in, k, alpha, add, y);
+    err = cudaGetLastError();
+  }
+  if (err == cudaSuccess) return 0;
+  snprintf(why, why_len, "%s", cudaGetErrorString(err));
+  return -1;
+}
