@@ -3,6 +3,7 @@
 #include "compress/codec_gpu.h"
 
 #include <limits.h>
+#include <stdlib.h>
 #include <stdint.h>
 
 #include "compress/codec_internal.h"
@@ -16,6 +17,8 @@ int compress_cuda_decode(int id, const uint8_t *in, size_t n, size_t block, floa
 int compress_cuda_add(float *r, const float *g, size_t n, char *why, size_t why_len);
 int compress_cuda_topk_encode(const float *x, size_t n, size_t k, uint8_t *out, char *why,
                               size_t why_len);
+int compress_cuda_gather(const float *x, size_t k, uint8_t *out, const uint32_t *host_idx,
+                         char *why, size_t why_len);
 int compress_cuda_topk_decode(const uint8_t *in, size_t k, size_t n, float alpha, int add, float *y,
                               size_t *bad, char *why, size_t why_len);
 #endif
@@ -67,6 +70,18 @@ int compress_gpu_encode(const compress_codec *c, const float *x, size_t n, void 
 #ifdef WT_COMPRESS_HAVE_CUDA
   char why[256];
   size_t block = compress_block_of(n, compress_codec_params(c));
+  if (compress_codec_get_id(c) == COMPRESS_CODEC_RANDK) { /* indices drawn here, as on the CPU */
+    if (n > UINT32_MAX)
+      return wt_fail(WT_EINVAL, "randk: %zu elements do not fit 32-bit indices", n);
+    size_t k = compress_topk_count(n, compress_codec_params(c)->k_frac);
+    uint32_t *idx = wt_xmalloc((k ? k : 1) * sizeof *idx);
+    compress_randk_indices(n, k, compress_codec_params(c)->seed, idx);
+    int rc = k ? compress_cuda_gather(x, k, out, idx, why, sizeof why) : 0;
+    free(idx);
+    if (rc) return wt_fail(WT_EIO, "GPU codec randk encode: CUDA error: %s", why);
+    *len = need;
+    return WT_OK;
+  }
   if (compress_codec_get_id(c) == COMPRESS_CODEC_TOPK) {
     if (n > INT_MAX) /* the scans count in int */
       return wt_fail(WT_EINVAL, "GPU topk: %zu elements are more than %d; compress in chunks", n,
@@ -111,7 +126,8 @@ static int s_topk_decode(const void *in, size_t len, float alpha, int add, float
 static int s_decode(const compress_codec *c, const void *in, size_t len, float alpha, int add,
                     float *y, size_t n) {
   WT_CHECK(s_check(c, in, y));
-  if (compress_codec_get_id(c) == COMPRESS_CODEC_TOPK)
+  if (compress_codec_get_id(c) == COMPRESS_CODEC_TOPK ||
+      compress_codec_get_id(c) == COMPRESS_CODEC_RANDK) /* one layout */
     return s_topk_decode(in, len, alpha, add, y, n);
   WT_CHECK(compress_check_len(compress_codec_name(c), len, compress_codec_max_size(c, n), n));
 #ifdef WT_COMPRESS_HAVE_CUDA

@@ -367,3 +367,24 @@ extern "C" int compress_cuda_topk_decode(const uint8_t *in, size_t k, size_t n, 
   snprintf(why, why_len, "%s", cudaGetErrorString(err));
   return -1;
 }
+
+/* randk: the payload's k indices (drawn on the host, compress_randk_indices) go up into its
+ * index part, then each value is gathered from x. */
+__global__ static void k_gather(const float *x, size_t k, uint8_t *out) {
+  size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (j >= k) return;
+  uint32_t i = ((const uint32_t *)out)[j];
+  ((float *)(out + k * sizeof(uint32_t)))[j] = x[i];
+}
+
+extern "C" int compress_cuda_gather(const float *x, size_t k, uint8_t *out,
+                                    const uint32_t *host_idx, char *why, size_t why_len) {
+  cudaError_t err = cudaMemcpy(out, host_idx, k * sizeof(uint32_t), cudaMemcpyHostToDevice);
+  if (err == cudaSuccess) {
+    k_gather<<<s_blocks(k, 256), 256>>>(x, k, out);
+    err = cudaGetLastError();
+  }
+  if (err == cudaSuccess) return 0;
+  snprintf(why, why_len, "%s", cudaGetErrorString(err));
+  return -1;
+}
