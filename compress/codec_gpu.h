@@ -5,11 +5,12 @@
  * memory); the caller copies the payload to the host to send it. Calls are asynchronous on the
  * default stream, like the kernels back end's ops: a later copy to the host waits for them.
  *
- * On the GPU now: fp32, fp16, bf16, int8 (nearest-even rounding) and sign, any block size, and
+ * On the GPU now: fp32, fp16, bf16, int8 and int4 (nearest-even rounding) and sign, any block
+ * size, and
  * topk (a radix select: the CPU's exact k, ties to the lowest indices; n <= INT_MAX) and randk
  * (the CPU's index list, drawn on the host from the seed) — bitwise the CPU codecs' bytes,
- * decode and decode_add (fmaf, one rounding) included. Not yet: stochastic rounding and int4
- * (WT_ENOTSUP, with a message to encode those on the host). Builds without CUDA return
+ * decode and decode_add (fmaf, one rounding) included. Not yet: stochastic rounding
+ * (WT_ENOTSUP, with a message to encode on the host). Builds without CUDA return
  * WT_ENOTSUP from every call.
  *
  * Error feedback runs there too (compress_gpu_ef_encode), for the codecs above.

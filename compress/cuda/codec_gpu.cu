@@ -113,6 +113,49 @@ __global__ static void k_int8_decode(const uint8_t *in, size_t n, size_t block, 
   y[i] = d_out(__fmul_rn((float)q, scale), alpha, add, y, i);
 }
 
+/* int4 (codec_int4.c): warp w finds block w's absmax, writing its scale into the payload and
+ * the factor qmax/absmax into inv[w]; then one thread per payload byte quantizes elements 2i
+ * and 2i+1 with their own blocks' factors (blocks need not be even) and packs them, element
+ * 2i in the low nibble. */
+__global__ static void k_int4_scales(const float *x, size_t n, size_t block, size_t nb,
+                                     float *scales, float *inv) {
+  size_t b = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
+  unsigned lane = threadIdx.x % 32;
+  if (b >= nb) return;
+  size_t i0 = b * block, m = n - i0 < block ? n - i0 : block;
+  float amax = 0.0f;
+  for (size_t j = lane; j < m; j += 32) amax = d_max(fabsf(x[i0 + j]), amax);
+  for (int off = 16; off > 0; off >>= 1)
+    amax = d_max(__shfl_xor_sync(0xffffffffu, amax, off), amax);
+  if (lane == 0) {
+    scales[b] = __fdiv_rn(amax, 7.0f);
+    inv[b] = amax > 0 ? __fdiv_rn(7.0f, amax) : 0.0f;
+  }
+}
+
+__device__ static inline unsigned d_q4(const float *x, size_t e, size_t block, const float *inv) {
+  float v = rintf(__fmul_rn(x[e], inv[e / block]));
+  return (unsigned)(int)d_min(d_max(v, -7.0f), 7.0f) & 0xfu;
+}
+
+__global__ static void k_int4_pack(const float *x, size_t n, size_t block, const float *inv,
+                                   uint8_t *packed) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (2 * i >= n) return;
+  unsigned lo = d_q4(x, 2 * i, block, inv), hi = 2 * i + 1 < n ? d_q4(x, 2 * i + 1, block, inv) : 0;
+  packed[i] = (uint8_t)(lo | hi << 4);
+}
+
+__global__ static void k_int4_decode(const uint8_t *in, size_t n, size_t block, size_t nb,
+                                     float alpha, int add, float *y) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  unsigned v = (in[nb * sizeof(float) + i / 2] >> (4 * (i % 2))) & 0xfu;
+  int8_t q = (int8_t)((int)(v ^ 8) - 8);
+  float scale = ((const float *)in)[i / block];
+  y[i] = d_out(__fmul_rn((float)q, scale), alpha, add, y, i);
+}
+
 /* sign: warp w writes scale w = (Σ_{j<16} lane_j) / m with lane_j = Σ |x[i0 + j + 16k]| in k
  * order (codec_sign.c's grouping); the bits come from k_sign_bits. */
 __global__ static void k_sign_scales(const float *x, size_t n, size_t block, size_t nb,
@@ -185,6 +228,14 @@ extern "C" int compress_cuda_encode(int id, const float *x, size_t n, size_t blo
   case COMPRESS_CODEC_INT8:
     k_int8_encode<<<s_blocks(nb * 32, 256), 256>>>(x, n, block, nb, out);
     break;
+  case COMPRESS_CODEC_INT4: {
+    float *inv = NULL;
+    if (cudaMalloc(&inv, nb * sizeof(float)) != cudaSuccess) break; /* reported below */
+    k_int4_scales<<<s_blocks(nb * 32, 256), 256>>>(x, n, block, nb, (float *)out, inv);
+    k_int4_pack<<<s_blocks((n + 1) / 2, 256), 256>>>(x, n, block, inv, out + nb * sizeof(float));
+    cudaFree(inv);
+    break;
+  }
   case COMPRESS_CODEC_SIGN:
     k_sign_scales<<<s_blocks(nb * 32, 256), 256>>>(x, n, block, nb, (float *)out);
     k_sign_bits<<<s_blocks((n + 7) / 8, 256), 256>>>(x, n, out + nb * sizeof(float));
@@ -211,6 +262,9 @@ extern "C" int compress_cuda_decode(int id, const uint8_t *in, size_t n, size_t 
     break;
   case COMPRESS_CODEC_INT8:
     k_int8_decode<<<s_blocks(n, 256), 256>>>(in, n, block, nb, alpha, add, y);
+    break;
+  case COMPRESS_CODEC_INT4:
+    k_int4_decode<<<s_blocks(n, 256), 256>>>(in, n, block, nb, alpha, add, y);
     break;
   case COMPRESS_CODEC_SIGN:
     k_sign_decode<<<s_blocks(n, 256), 256>>>(in, n, block, nb, alpha, add, y);

@@ -11,7 +11,7 @@
  *   - error feedback: three steps give the CPU's payloads and residual, bit for bit;
  *   - topk: the same k indices and values as the CPU's radix select, ties included, at several
  *     k; an index out of order is refused;
- *   - codecs without GPU kernels are refused with WT_ENOTSUP. */
+ *   - stochastic rounding, which has no GPU kernels, is refused with WT_ENOTSUP. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdlib.h>
@@ -192,23 +192,20 @@ static void test_topk(void) {
 }
 
 static void test_unsupported(void) {
-  static const char *names[] = {"int4"};
+  static const char *names[] = {"int8", "int4"};
   float *d = s_dev(1024 * 4);
-  for (size_t i = 0; i < 1; i++) {
+  compress_params p = compress_params_default();
+  p.stochastic = 1;
+  for (size_t i = 0; i < 2; i++) {
     compress_codec *c = NULL;
-    WT_TEST_REQUIRE(compress_codec_new(&c, names[i], NULL) == WT_OK, "%s", wt_last_error());
+    WT_TEST_REQUIRE(compress_codec_new(&c, names[i], &p) == WT_OK, "%s", wt_last_error());
+    WT_TEST_ASSERT(!compress_gpu_supported(c), "stochastic %s stays on the host", names[i]);
     size_t len;
     WT_TEST_ASSERT(compress_gpu_encode(c, d, 16, d + 64, 4096, &len) == WT_ENOTSUP &&
                        strstr(wt_last_error(), "no GPU implementation"),
-                   "%s is refused: %s", names[i], wt_last_error());
+                   "stochastic %s is refused: %s", names[i], wt_last_error());
     compress_codec_destroy(&c);
   }
-  compress_params p = compress_params_default();
-  p.stochastic = 1;
-  compress_codec *c = NULL;
-  WT_TEST_REQUIRE(compress_codec_new(&c, "int8", &p) == WT_OK, "%s", wt_last_error());
-  WT_TEST_ASSERT(!compress_gpu_supported(c), "stochastic int8 stays on the host");
-  compress_codec_destroy(&c);
   cudaFree(d);
 }
 
@@ -218,7 +215,7 @@ int main(void) {
     printf("test_gpu_codecs: no CUDA device; skipped\n");
     return WT_TEST_SKIP;
   }
-  static const char *codecs[] = {"fp32", "fp16", "bf16", "int8", "sign", "topk", "randk"};
+  static const char *codecs[] = {"fp32", "fp16", "bf16", "int8", "int4", "sign", "topk", "randk"};
   const size_t n = 100003; /* not a multiple of 8, 64 or 100 */
   for (size_t i = 0; i < sizeof codecs / sizeof *codecs; i++) {
     s_check_codec(codecs[i], 64, n);
@@ -230,6 +227,7 @@ int main(void) {
   test_error_feedback("int8");
   test_error_feedback("bf16");
   test_error_feedback("randk");
+  test_error_feedback("int4");
   test_topk();
   test_unsupported();
   return wt_test_finish("test_gpu_codecs");
