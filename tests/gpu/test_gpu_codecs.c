@@ -1,9 +1,8 @@
 /* test_gpu_codecs — the GPU codecs write and read the CPU codecs' wire bytes, so GPU and CPU
  * peers interoperate. Exits 77 (skipped) without a CUDA device. For fp32, fp16, bf16, int8 and
  * int4 (nearest-even), sign, topk and randk, at block sizes 64, 100 (ragged last block) and n
- * (one scale), on
- * random values mixed with the awkward ones (NaN, ±inf, ±0, float and half subnormals, values
- * that round to half infinity, exact rounding ties):
+ * (one scale), on random values mixed with the awkward ones (NaN, ±inf, ±0, float and half
+ * subnormals, values that round to half infinity, exact rounding ties):
  *   - GPU encode gives bitwise the CPU's payload;
  *   - GPU decode of the CPU's payload, and decode_add with alpha = -0.37, give bitwise the CPU's
  *     results (NaNs compared as NaNs);
