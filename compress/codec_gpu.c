@@ -3,9 +3,11 @@
 #include "compress/codec_gpu.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <stdint.h>
 
+#include "compress/acsgd.h"
 #include "compress/codec_internal.h"
 
 #ifdef WT_COMPRESS_HAVE_CUDA
@@ -19,6 +21,11 @@ int compress_cuda_topk_encode(const float *x, size_t n, size_t k, uint8_t *out, 
                               size_t why_len);
 int compress_cuda_gather(const float *x, size_t k, uint8_t *out, const uint32_t *host_idx,
                          char *why, size_t why_len);
+int compress_cuda_acsgd_quantize(const float *x, int rows, int cols, int bits, uint8_t *payload,
+                                 int *bad, char *why, size_t why_len);
+int compress_cuda_acsgd_dequantize(const uint8_t *payload, int rows, int cols, int bits, float *out,
+                                   int add, char *why, size_t why_len);
+int compress_cuda_copy_to_host(void *dst, const void *src, size_t bytes, char *why, size_t why_len);
 int compress_cuda_topk_decode(const uint8_t *in, size_t k, size_t n, float alpha, int add, float *y,
                               size_t *bad, char *why, size_t why_len);
 #endif
@@ -164,4 +171,66 @@ int compress_gpu_ef_encode(const compress_codec *c, float *r, const float *g, si
 #endif
   WT_CHECK(compress_gpu_encode(c, r, n, out, cap, len));
   return compress_gpu_decode_add(c, out, *len, -1.0f, r, n); /* our own payload: valid */
+}
+
+/* ---- AC-SGD rows ---------------------------------------------------------------------------- */
+
+static int s_acsgd_shape(int rows, int cols, int bits) {
+  if ((bits != 2 && bits != 4 && bits != 8) || rows <= 0 || cols <= 0)
+    return wt_fail(WT_EINVAL, "acsgd: cannot quantize %dx%d at %d bits (bits must be 2, 4 or 8)",
+                   rows, cols, bits);
+#ifndef WT_COMPRESS_HAVE_CUDA
+  return wt_fail(WT_ENOTSUP, "this build has no CUDA codecs (configure with -DWANTRAIN_CUDA=ON); "
+                             "use acsgd_quantize_rows on host buffers");
+#else
+  return WT_OK;
+#endif
+}
+
+int compress_gpu_acsgd_quantize_rows(const float *x, int rows, int cols, int bits,
+                                     uint8_t *payload) {
+  WT_CHECK(s_acsgd_shape(rows, cols, bits));
+  if (((uintptr_t)x | (uintptr_t)payload) & 3)
+    return wt_fail(WT_EINVAL, "GPU acsgd: buffers must be 4-byte aligned device memory");
+#ifdef WT_COMPRESS_HAVE_CUDA
+  char why[256];
+  int bad = -1,
+      rc = compress_cuda_acsgd_quantize(x, rows, cols, bits, payload, &bad, why, sizeof why);
+  if (rc > 0)
+    return wt_fail(WT_EINVAL, "acsgd: row %d holds a NaN or Inf; the model has diverged", bad);
+  if (rc < 0) return wt_fail(WT_EIO, "GPU acsgd quantize: CUDA error: %s", why);
+#endif
+  return WT_OK;
+}
+
+int compress_gpu_acsgd_dequantize_rows(const uint8_t *payload, int rows, int cols, int bits,
+                                       float *out, int add) {
+  WT_CHECK(s_acsgd_shape(rows, cols, bits));
+  if (((uintptr_t)out | (uintptr_t)payload) & 3)
+    return wt_fail(WT_EINVAL, "GPU acsgd: buffers must be 4-byte aligned device memory");
+#ifdef WT_COMPRESS_HAVE_CUDA
+  /* The row scales come to the host and are checked there, with the CPU's words, before any
+   * kernel writes to out. */
+  float *sc = wt_xmalloc((size_t)rows * 2 * sizeof(float));
+  char why[256];
+  int rc =
+      compress_cuda_copy_to_host(sc, payload, (size_t)rows * 2 * sizeof(float), why, sizeof why);
+  for (int i = 0; rc == 0 && i < rows; i++) {
+    float lo = sc[2 * i], step = sc[2 * i + 1];
+    float top = lo + (float)((1u << bits) - 1u) * step;
+    if (!isfinite(lo) || !isfinite(step) || step < 0 || !isfinite(top)) {
+      free(sc);
+      return wt_fail(WT_ECORRUPT,
+                     "acsgd message: row %d has scale (lo %g, step %g); the message is corrupt", i,
+                     (double)lo, (double)step);
+    }
+  }
+  free(sc);
+  if (rc == 0)
+    rc = compress_cuda_acsgd_dequantize(payload, rows, cols, bits, out, add, why, sizeof why);
+  if (rc) return wt_fail(WT_EIO, "GPU acsgd dequantize: CUDA error: %s", why);
+#else
+  (void)add;
+#endif
+  return WT_OK;
 }

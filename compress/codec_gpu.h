@@ -23,6 +23,8 @@
 
 #include <stddef.h>
 
+#include <stdint.h>
+
 #include "compress/codec.h"
 
 /* Whether the codec with these parameters runs on the GPU in this build (1) or not (0). */
@@ -43,5 +45,15 @@ int compress_gpu_decode_add(const compress_codec *c, const void *in, size_t len,
  * same residual. Refuses (WT_EINVAL) before r changes when cap is too small. */
 int compress_gpu_ef_encode(const compress_codec *c, float *r, const float *g, size_t n, void *out,
                            size_t cap, size_t *len);
+
+/* AC-SGD's per-row affine quantizer (acsgd.h: acsgd_quantize_rows / acsgd_dequantize_rows) on
+ * device buffers, the same payload bytes and the same decoded bits as the CPU functions, so
+ * both sides of a pipeline cut keep bitwise equal caches whichever runs on a GPU. Same
+ * refusals: WT_EINVAL for bits not 2/4/8 or a row holding a NaN or Inf, WT_ECORRUPT (nothing
+ * written) for a row whose lo/step is not finite or negative. */
+int compress_gpu_acsgd_quantize_rows(const float *x, int rows, int cols, int bits,
+                                     uint8_t *payload);
+int compress_gpu_acsgd_dequantize_rows(const uint8_t *payload, int rows, int cols, int bits,
+                                       float *out, int add);
 
 #endif

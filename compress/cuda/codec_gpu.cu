@@ -442,3 +442,107 @@ extern "C" int compress_cuda_gather(const float *x, size_t k, uint8_t *out,
   snprintf(why, why_len, "%s", cudaGetErrorString(err));
   return -1;
 }
+
+/* ---- AC-SGD's per-row affine quantizer (compress/acsgd_quant.c) -----------------------------
+ * A warp per row finds lo and hi (min and max: order-free) and flags a non-finite value; one
+ * thread per code byte quantizes the 8/bits codes it holds (a code never straddles bytes):
+ * t = (x - lo) / step, q = min(max(floor(t + 0.5), 0), levels). Decoding is lo + q·step (the
+ * product rounded before the sum, as the CPU keeps it), added to out when add. */
+
+__global__ static void k_acsgd_range(const float *x, int rows, int cols, unsigned levels,
+                                     float *scales, unsigned long long *first_bad) {
+  size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
+  unsigned lane = threadIdx.x % 32;
+  if (r >= (size_t)rows) return;
+  const float *row = x + r * cols;
+  float mn = row[0], mx = row[0];
+  int bad = 0;
+  for (int j = lane; j < cols; j += 32) {
+    float v = row[j];
+    bad |= !isfinite(v);
+    mn = v < mn ? v : mn;
+    mx = v > mx ? v : mx;
+  }
+  for (int off = 16; off > 0; off >>= 1) {
+    float a = __shfl_xor_sync(0xffffffffu, mn, off), b = __shfl_xor_sync(0xffffffffu, mx, off);
+    mn = a < mn ? a : mn;
+    mx = b > mx ? b : mx;
+    bad |= __shfl_xor_sync(0xffffffffu, bad, off);
+  }
+  if (lane) return;
+  if (bad) atomicMin(first_bad, (unsigned long long)r);
+  scales[2 * r] = mn;
+  scales[2 * r + 1] = __fdiv_rn(__fsub_rn(mx, mn), (float)levels);
+}
+
+__global__ static void k_acsgd_codes(const float *x, size_t total, int cols, int bits,
+                                     const float *scales, uint8_t *codes) {
+  size_t b = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  size_t per = 8 / bits;
+  if (b * per >= total) return;
+  float levels = (float)((1u << bits) - 1u);
+  unsigned byte = 0;
+  for (size_t c = 0; c < per && b * per + c < total; c++) {
+    size_t k = b * per + c, r = k / cols;
+    float lo = scales[2 * r], step = scales[2 * r + 1];
+    float t = step > 0 ? __fdiv_rn(__fsub_rn(x[k], lo), step) : 0.0f;
+    unsigned q = (unsigned)fminf(fmaxf(floorf(__fadd_rn(t, 0.5f)), 0.0f), levels);
+    byte |= q << (c * bits);
+  }
+  codes[b] = (uint8_t)byte;
+}
+
+__global__ static void k_acsgd_decode(const uint8_t *payload, size_t total, int rows, int cols,
+                                      int bits, float *out, int add) {
+  size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (k >= total) return;
+  const float *scales = (const float *)payload;
+  const uint8_t *codes = payload + (size_t)rows * 2 * sizeof(float);
+  size_t r = k / cols, bit = k * (size_t)bits;
+  unsigned q = (codes[bit >> 3] >> (bit & 7)) & ((1u << bits) - 1u);
+  float v = __fadd_rn(scales[2 * r], __fmul_rn((float)q, scales[2 * r + 1]));
+  out[k] = add ? __fadd_rn(out[k], v) : v;
+}
+
+/* 0: done; 1: row *bad holds a NaN or Inf (payload unspecified); -1: CUDA error. */
+extern "C" int compress_cuda_acsgd_quantize(const float *x, int rows, int cols, int bits,
+                                            uint8_t *payload, int *bad, char *why,
+                                            size_t why_len) {
+  unsigned long long *d_bad = NULL, h_bad = ~0ull;
+  size_t total = (size_t)rows * cols, nbytes = (total * bits + 7) / 8;
+  cudaError_t err = cudaMalloc(&d_bad, sizeof h_bad);
+  if (err == cudaSuccess) err = cudaMemcpy(d_bad, &h_bad, sizeof h_bad, cudaMemcpyHostToDevice);
+  if (err == cudaSuccess) {
+    k_acsgd_range<<<s_blocks((size_t)rows * 32, 256), 256>>>(x, rows, cols, (1u << bits) - 1u,
+                                                             (float *)payload, d_bad);
+    err = cudaMemcpy(&h_bad, d_bad, sizeof h_bad, cudaMemcpyDeviceToHost);
+  }
+  if (d_bad) cudaFree(d_bad);
+  if (err == cudaSuccess && h_bad != ~0ull) {
+    *bad = (int)h_bad;
+    return 1;
+  }
+  if (err == cudaSuccess) {
+    k_acsgd_codes<<<s_blocks(nbytes, 256), 256>>>(x, total, cols, bits, (const float *)payload,
+                                                  payload + (size_t)rows * 2 * sizeof(float));
+    err = cudaGetLastError();
+  }
+  if (err == cudaSuccess) return 0;
+  snprintf(why, why_len, "%s", cudaGetErrorString(err));
+  return -1;
+}
+
+extern "C" int compress_cuda_acsgd_dequantize(const uint8_t *payload, int rows, int cols, int bits,
+                                              float *out, int add, char *why, size_t why_len) {
+  size_t total = (size_t)rows * cols;
+  k_acsgd_decode<<<s_blocks(total, 256), 256>>>(payload, total, rows, cols, bits, out, add);
+  return s_status(why, why_len);
+}
+
+extern "C" int compress_cuda_copy_to_host(void *dst, const void *src, size_t bytes, char *why,
+                                          size_t why_len) {
+  cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+  if (err == cudaSuccess) return 0;
+  snprintf(why, why_len, "%s", cudaGetErrorString(err));
+  return -1;
+}

@@ -11,6 +11,8 @@
  *   - error feedback: three steps give the CPU's payloads and residual, bit for bit;
  *   - topk: the same k indices and values as the CPU's radix select, ties included, at several
  *     k; an index out of order is refused;
+ *   - AC-SGD's row quantizer at 2, 4 and 8 bits: the CPU's payload and decodes (add or not),
+ *     a NaN row and a negative step refused;
  *   - stochastic rounding, which has no GPU kernels, is refused with WT_ENOTSUP. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -20,6 +22,7 @@
 #include "common/common.h"
 #include "common/rng.h"
 #include "common/testing.h"
+#include "compress/acsgd.h"
 #include "compress/codec.h"
 #include "compress/codec_gpu.h"
 #include "compress/ef.h"
@@ -191,6 +194,60 @@ static void test_topk(void) {
   test_error_feedback("topk");
 }
 
+/* AC-SGD's row quantizer: the CPU's payload and decodes, and its refusals. */
+static void test_acsgd_rows(void) {
+  const int rows = 37, cols = 100;
+  size_t n = (size_t)rows * cols;
+  float *x = s_input(n, 9), *base = s_input(n, 10);
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(x[i])) x[i] = 0.25f;                   /* finite rows; a NaN row is tried below */
+  for (int j = 0; j < cols; j++) x[3 * cols + j] = 1.5f; /* a constant row: step 0 */
+  float *dx = s_dev(n * 4), *dy = s_dev(n * 4), *yc = wt_xmalloc(n * 4), *yg = wt_xmalloc(n * 4);
+  s_h2d(dx, x, n * 4);
+  static const int bits[] = {2, 4, 8};
+  for (int b = 0; b < 3; b++) {
+    size_t len = acsgd_payload_bytes(rows, cols, bits[b]);
+    uint8_t *pc = wt_xmalloc(len), *pg = wt_xmalloc(len), *dp = s_dev(len);
+    WT_TEST_REQUIRE(acsgd_quantize_rows(x, rows, cols, bits[b], pc) == WT_OK, "%s",
+                    wt_last_error());
+    WT_TEST_REQUIRE(compress_gpu_acsgd_quantize_rows(dx, rows, cols, bits[b], dp) == WT_OK, "%s",
+                    wt_last_error());
+    s_d2h(pg, dp, len);
+    WT_TEST_ASSERT(memcmp(pg, pc, len) == 0, "acsgd %d bits: GPU payload = CPU payload", bits[b]);
+    for (int add = 0; add < 2; add++) {
+      memcpy(yc, base, n * 4);
+      s_h2d(dy, base, n * 4);
+      WT_TEST_REQUIRE(acsgd_dequantize_rows(pc, rows, cols, bits[b], yc, add) == WT_OK, "cpu");
+      WT_TEST_REQUIRE(compress_gpu_acsgd_dequantize_rows(dp, rows, cols, bits[b], dy, add) == WT_OK,
+                      "%s", wt_last_error());
+      s_d2h(yg, dy, n * 4);
+      WT_TEST_ASSERT(memcmp(yg, yc, n * 4) == 0, "acsgd %d bits decode (add %d): bitwise", bits[b],
+                     add);
+    }
+    float neg = -1.0f; /* row 2's step < 0: a damaged message, refused untouched */
+    s_h2d(dp + 2 * 8 + 4, &neg, 4);
+    s_h2d(dy, base, n * 4);
+    WT_TEST_ASSERT(compress_gpu_acsgd_dequantize_rows(dp, rows, cols, bits[b], dy, 1) ==
+                           WT_ECORRUPT &&
+                       strstr(wt_last_error(), "row 2"),
+                   "a negative step is refused: %s", wt_last_error());
+    s_d2h(yg, dy, n * 4);
+    WT_TEST_ASSERT(memcmp(yg, base, n * 4) == 0, "a refused acsgd message writes nothing");
+    cudaFree(dp);
+    free(pc), free(pg);
+  }
+  x[5 * cols + 7] = NAN;
+  s_h2d(dx, x, n * 4);
+  uint8_t *dp = s_dev(acsgd_payload_bytes(rows, cols, 8));
+  WT_TEST_ASSERT(compress_gpu_acsgd_quantize_rows(dx, rows, cols, 8, dp) == WT_EINVAL &&
+                     strstr(wt_last_error(), "row 5 holds a NaN"),
+                 "a NaN row is refused: %s", wt_last_error());
+  WT_TEST_ASSERT(compress_gpu_acsgd_quantize_rows(dx, rows, cols, 3, dp) == WT_EINVAL,
+                 "3 bits refused");
+  cudaFree(dp), cudaFree(dx), cudaFree(dy);
+  free(x), free(base), free(yc), free(yg);
+}
+
 static void test_unsupported(void) {
   static const char *names[] = {"int8", "int4"};
   float *d = s_dev(1024 * 4);
@@ -229,6 +286,7 @@ int main(void) {
   test_error_feedback("randk");
   test_error_feedback("int4");
   test_topk();
+  test_acsgd_rows();
   test_unsupported();
   return wt_test_finish("test_gpu_codecs");
 }
