@@ -5,7 +5,7 @@
  * memory); the caller copies the payload to the host to send it. Calls are asynchronous on the
  * default stream, like the kernels back end's ops: a later copy to the host waits for them.
  *
- * On the GPU now: fp32, fp16, bf16, int8 and int4 (nearest-even rounding) and sign, any block
+ * On the GPU: fp32, fp16, bf16, int8 and int4 (nearest-even rounding) and sign, any block
  * size, and
  * topk (a radix select: the CPU's exact k, ties to the lowest indices; n <= INT_MAX) and randk
  * (the CPU's index list, drawn on the host from the seed) — bitwise the CPU codecs' bytes,
