@@ -5,15 +5,12 @@
  * memory); the caller copies the payload to the host to send it. Calls are asynchronous on the
  * default stream, like the kernels back end's ops: a later copy to the host waits for them.
  *
- * On the GPU: fp32, fp16, bf16, int8 and int4 (nearest-even rounding) and sign, any block
- * size, and
- * topk (a radix select: the CPU's exact k, ties to the lowest indices; n <= INT_MAX) and randk
- * (the CPU's index list, drawn on the host from the seed) — bitwise the CPU codecs' bytes,
- * decode and decode_add (fmaf, one rounding) included. Not yet: stochastic rounding
- * (WT_ENOTSUP, with a message to encode on the host). Builds without CUDA return
- * WT_ENOTSUP from every call.
- *
- * Error feedback runs there too (compress_gpu_ef_encode), for the codecs above.
+ * On the GPU: fp32, fp16, bf16, int8 and int4 (nearest-even rounding) and sign at any block
+ * size; topk (a radix select: the CPU's exact k, ties to the lowest indices; n <= INT_MAX) and
+ * randk (the CPU's index list, drawn on the host from the seed); error feedback over any of them
+ * (compress_gpu_ef_encode) and AC-SGD's row quantizer. All give bitwise the CPU's bytes and
+ * decodes (decode_add: fmaf, one rounding). Stochastic rounding stays on the host (WT_ENOTSUP,
+ * with a message). Builds without CUDA return WT_ENOTSUP from every call.
  *
  * Decoding checks the payload length against n and the block size before anything runs
  * (WT_ECORRUPT; nothing is written to y).
@@ -39,7 +36,7 @@ int compress_gpu_decode(const compress_codec *c, const void *in, size_t len, flo
 int compress_gpu_decode_add(const compress_codec *c, const void *in, size_t len, float alpha,
                             float *y, size_t n);
 
-/* Error feedback (ef.h) on the GPU with a residual r[0..n) in device memory that the caller
+/* Error feedback (ef.h) with a residual r[0..n) in device memory that the caller
  * owns (zeroed at the start; download it to checkpoint it): r += g; payload = encode(r);
  * r -= decode(payload). Bitwise the CPU's compress_ef_encode with the same codec: same payload,
  * same residual. Refuses (WT_EINVAL) before r changes when cap is too small. */
