@@ -123,6 +123,15 @@ typedef struct kernels_ops {
    * NULL when it is not available; free with host_free. */
   void *(*host_alloc)(size_t bytes);
   void (*host_free)(void *p);
+  /* Copies that overlap computing, for pipeline activations and gradients on their way to or
+   * from the network. On a GPU they run on a copy stream of their own: a download starts after
+   * all work queued before it and returns at once; ops queued after an upload wait for it;
+   * copy_wait blocks until every such copy has finished (then a downloaded buffer may be sent,
+   * an uploaded one's host memory reused). Host buffers must come from host_alloc. Host
+   * tables: plain memcpy, and copy_wait has nothing to wait for. */
+  void (*download_async)(void *dst_host, const void *src, size_t bytes);
+  void (*upload_async)(void *dst, const void *src_host, size_t bytes);
+  void (*copy_wait)(void);
 } kernels_ops;
 
 /* The one registration point: "cpu", "ref" or "cuda". Returns NULL for an unknown name or a

@@ -69,6 +69,7 @@ void kernels_cpu_copy(void *dst, const void *src, size_t bytes);
 void kernels_cpu_zero(void *p, size_t bytes);
 double kernels_cpu_sq_norm(const float *x, size_t n);
 double kernels_cpu_mem_total(void);
+void kernels_cpu_copy_wait(void);
 
 /* Fills a table named `name` with the ops of one prefix and the host memory entries. */
 #define WT_KERNELS_TABLE(name_, prefix)                                                            \
@@ -87,7 +88,8 @@ double kernels_cpu_mem_total(void);
     .free = kernels_cpu_free, .upload = kernels_cpu_upload, .download = kernels_cpu_download,      \
     .copy = kernels_cpu_copy, .zero = kernels_cpu_zero, .sq_norm = kernels_cpu_sq_norm,            \
     .mem_total = kernels_cpu_mem_total, .host_alloc = kernels_cpu_alloc,                           \
-    .host_free = kernels_cpu_free                                                                  \
+    .host_free = kernels_cpu_free, .download_async = kernels_cpu_download,                         \
+    .upload_async = kernels_cpu_upload, .copy_wait = kernels_cpu_copy_wait                         \
   }
 
 #endif

@@ -116,5 +116,8 @@ double kernels_cuda_sq_norm(const float *x, size_t n);
 double kernels_cuda_mem_total(void);
 void *kernels_cuda_host_alloc(size_t bytes);
 void kernels_cuda_host_free(void *p);
+void kernels_cuda_download_async(void *dst, const void *src, size_t bytes);
+void kernels_cuda_upload_async(void *dst, const void *src, size_t bytes);
+void kernels_cuda_copy_wait(void);
 
 #endif

@@ -31,6 +31,9 @@ static const kernels_ops s_cuda_table = {
     kernels_cuda_mem_total,
     kernels_cuda_host_alloc,
     kernels_cuda_host_free,
+    kernels_cuda_download_async,
+    kernels_cuda_upload_async,
+    kernels_cuda_copy_wait,
 };
 
 extern "C" const kernels_ops *kernels_cuda(void) {

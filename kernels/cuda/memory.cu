@@ -62,6 +62,40 @@ void kernels_cuda_host_free(void *p) {
   if (p) WT_CUDA_CHECK(cudaFreeHost(p));
 }
 
+/* The copy stream of the asynchronous copies: non-blocking, so that it does not synchronise
+ * with the legacy default stream the ops run on; events order it against that stream. */
+static cudaStream_t s_copy_stream;
+static cudaEvent_t s_ops_done, s_upload_done;
+
+static void s_copy_stream_init(void) {
+  if (s_copy_stream) return;
+  WT_CUDA_CHECK(cudaStreamCreateWithFlags(&s_copy_stream, cudaStreamNonBlocking));
+  WT_CUDA_CHECK(cudaEventCreateWithFlags(&s_ops_done, cudaEventDisableTiming));
+  WT_CUDA_CHECK(cudaEventCreateWithFlags(&s_upload_done, cudaEventDisableTiming));
+}
+
+void kernels_cuda_download_async(void *dst, const void *src, size_t bytes) {
+  if (!bytes) return;
+  s_copy_stream_init();
+  WT_CUDA_CHECK(cudaEventRecord(s_ops_done, 0)); /* after everything queued so far */
+  WT_CUDA_CHECK(cudaStreamWaitEvent(s_copy_stream, s_ops_done, 0));
+  WT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s_copy_stream));
+}
+
+void kernels_cuda_upload_async(void *dst, const void *src, size_t bytes) {
+  if (!bytes) return;
+  s_copy_stream_init();
+  WT_CUDA_CHECK(cudaEventRecord(s_ops_done, 0)); /* the buffer's earlier readers go first */
+  WT_CUDA_CHECK(cudaStreamWaitEvent(s_copy_stream, s_ops_done, 0));
+  WT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s_copy_stream));
+  WT_CUDA_CHECK(cudaEventRecord(s_upload_done, s_copy_stream));
+  WT_CUDA_CHECK(cudaStreamWaitEvent(0, s_upload_done, 0)); /* later ops see the data */
+}
+
+void kernels_cuda_copy_wait(void) {
+  if (s_copy_stream) WT_CUDA_CHECK(cudaStreamSynchronize(s_copy_stream));
+}
+
 double kernels_cuda_mem_total(void) {
   size_t free_b = 0, total_b = 0;
   if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {

@@ -1,8 +1,8 @@
 /* test_gpu_model — the CUDA back end end to end against the CPU back end: a stage, its
  * optimizer and checkpoints living on the GPU. Exits 77 (skipped) when no CUDA device is
  * present. Checked, on fresh random inputs:
- *   - the memory entries (upload/download/copy/zero, zeroed alloc, pinned host_alloc) and
- *     sq_norm;
+ *   - the memory entries (upload/download/copy/zero, zeroed alloc, pinned host_alloc, the
+ *     asynchronous copies on their own stream) and sq_norm;
  *   - matmul and attention at fp32, TF32 and bf16 precision against the reference ops
  *     (relative-norm error, the tolerance argued per precision below);
  *   - the whole model's logits, loss and every gradient against the CPU back end, and
@@ -99,6 +99,18 @@ static void test_memory(void) {
   WT_TEST_ASSERT(pinned[0] == 0.0f && pinned[n - 1] == 0.0f, "host_alloc returns zeroed memory");
   s_gpu->download(pinned, d, n * 4);
   WT_TEST_ASSERT(memcmp(pinned, x, n * 4) == 0, "download into pinned memory");
+  /* Asynchronous copies: an op queued after an upload sees its data; a download queued after
+   * an op sees its result once copy_wait returns. */
+  float *d2 = s_gpu->alloc(n * 4), *back = s_gpu->host_alloc(n * 4);
+  s_gpu->upload_async(d2, pinned, n * 4);
+  WT_TEST_ASSERT(s_gpu->sq_norm(d2, n) == got, "an op after upload_async sees the data");
+  s_gpu->residual_forward(d2, d2, d2, n); /* 2x, exact */
+  s_gpu->download_async(back, d2, n * 4);
+  s_gpu->copy_wait();
+  int doubled = 1;
+  for (size_t i = 0; i < n; i++) doubled &= back[i] == 2 * x[i];
+  WT_TEST_ASSERT(doubled, "download_async after an op, then copy_wait, gives its result");
+  s_gpu->free(d2), s_gpu->host_free(back);
   s_gpu->host_free(pinned);
   s_gpu->free(d), s_gpu->free(e);
   free(x), free(y), free(z);

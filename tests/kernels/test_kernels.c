@@ -461,6 +461,11 @@ static void test_memory_entries(void) {
 #endif
     k->zero(a, n * 4);
     WT_TEST_ASSERT(k->sq_norm(a, n) == 0.0, "%s: zero", k->name);
+    k->upload_async(a, x, n * 4);
+    memset(h, 0, n * 4);
+    k->download_async(h, a, n * 4);
+    k->copy_wait();
+    WT_TEST_ASSERT(memcmp(h, x, n * 4) == 0, "%s: asynchronous copies", k->name);
     k->free(a), k->free(b), k->host_free(h), k->free(NULL);
     free(x);
   }
