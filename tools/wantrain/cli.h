@@ -31,27 +31,16 @@ int cli_device(const char *command, const char *name, const char *precision, int
 
 /* The --device, --precision and --tf32 rows of a command's option table, for a struct with
  * fields `device`, `precision` (char[WT_CONFIG_STR_MAX]) and `tf32` (int). */
+// clang-format off
 #define CLI_DEVICE_OPTIONS(type)                                                                   \
-  {"device",                                                                                       \
-   WT_OPT_STRING,                                                                                  \
-   offsetof(type, device),                                                                         \
-   0,                                                                                              \
-   0,                                                                                              \
-   "cpu",                                                                                          \
-   "kernels back end: cpu, or cuda:N for GPU N (CUDA builds)",                                     \
-   0},                                                                                             \
-      {"precision",                                                                                \
-       WT_OPT_CHOICE,                                                                              \
-       offsetof(type, precision),                                                                  \
-       0,                                                                                          \
-       0,                                                                                          \
-       "fp32",                                                                                     \
-       "matmul precision; bf16: bf16 tensor-core inputs, fp32 weights, optimizer and loss (GPU)",  \
-       "fp32|bf16"},                                                                               \
-  {                                                                                                \
-    "tf32", WT_OPT_FLAG, offsetof(type, tf32), 0, 1, "0",                                          \
-        "fp32 matmuls on TF32 tensor cores (GPU)", 0                                               \
-  }
+  {"device", WT_OPT_STRING, offsetof(type, device), 0, 0, "cpu",                                   \
+   "kernels back end: cpu, or cuda:N for GPU N (CUDA builds)", 0},                                 \
+  {"precision", WT_OPT_CHOICE, offsetof(type, precision), 0, 0, "fp32",                            \
+   "matmul precision; bf16: bf16 tensor-core inputs, fp32 weights, optimizer and loss (GPU)",      \
+   "fp32|bf16"},                                                                                   \
+  {"tf32", WT_OPT_FLAG, offsetof(type, tf32), 0, 1, "0",                                          \
+   "fp32 matmuls on TF32 tensor cores (GPU)", 0}
+// clang-format on
 
 /* Prints "wantrain <command>: error: <wt_last_error()>" and returns CLI_FAIL. */
 int cli_fail(const char *command);
