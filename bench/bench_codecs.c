@@ -12,6 +12,9 @@
  *    "memcpy_cpu_gbps":..}
  * where "ratio" is the compression ratio (input bytes / payload bytes) and "vs_memcpy" the
  * enc+dec throughput as a fraction of memcpy's.
+ *
+ * --device cuda:N times the GPU codecs on device buffers against a device-to-device copy in the
+ * same run instead (s_bench_device).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,15 +23,18 @@
 #include <zlib.h>
 
 #include "compress/codec.h"
+#include "compress/codec_gpu.h"
 #include "common/common.h"
 #include "common/config.h"
 #include "common/rng.h"
+#include "kernels/kernels.h"
 
 typedef struct {
   long long n;
   int reps, block, simd;
   double k_frac;
   char codecs[WT_CONFIG_STR_MAX];
+  char device[WT_CONFIG_STR_MAX];
 } bench_cfg;
 
 static const wt_option s_options[] = {
@@ -43,6 +49,8 @@ static const wt_option s_options[] = {
      NULL},
     {"codecs", WT_OPT_STRING, offsetof(bench_cfg, codecs), 0, 0,
      "fp32,fp16,bf16,int8,int4,sign,topk,randk", "comma-separated codecs to time", NULL},
+    {"device", WT_OPT_STRING, offsetof(bench_cfg, device), 0, 0, "cpu",
+     "cpu, or cuda:N: the GPU codecs on device buffers beside a device-to-device copy", NULL},
     {0}};
 
 typedef struct {
@@ -154,6 +162,63 @@ static void s_report(const bench_cfg *cfg, s_row *rows, int count, double memcpy
   printf("%s}}\n", json);
 }
 
+/* bench-codecs --device cuda:N: the GPU codecs (codec_gpu.h) on device buffers, each
+ * repetition timing a device-to-device copy of the buffer and then every codec's encode and
+ * decode; a 4-byte download after each call waits for the GPU. Codecs without GPU kernels are
+ * listed and skipped. Same table and JSON as the CPU run, with the copy in memcpy's place and
+ * "device" added; vs_memcpy is then the fraction of the copy's rate. */
+static int s_bench_device(bench_cfg *cfg, s_row *rows, int count, const kernels_ops *ops) {
+  size_t n = (size_t)cfg->n, cap = 0;
+  int kept = 0;
+  for (int r = 0; r < count; r++) {
+    if (!compress_gpu_supported(rows[r].codec)) {
+      printf("%s: no GPU kernels yet, skipped\n", compress_codec_name(rows[r].codec));
+      compress_codec_destroy(&rows[r].codec);
+      free(rows[r].enc_s), free(rows[r].dec_s), free(rows[r].cpu_s);
+      continue;
+    }
+    rows[kept++] = rows[r];
+  }
+  for (int r = 0; r < kept; r++) cap = WT_MAX(cap, compress_codec_max_size(rows[r].codec, n));
+  float *hx = s_gaussian(n), sink;
+  float *x = ops->alloc(n * 4), *y = ops->alloc(n * 4), *dst = ops->alloc(n * 4);
+  uint8_t *buf = ops->alloc(cap ? cap : 4);
+  if (!x || !y || !dst || !buf) {
+    fprintf(stderr, "bench-codecs: %zu floats do not fit on %s; lower --n\n", n, cfg->device);
+    return 1;
+  }
+  ops->upload(x, hx, n * 4);
+  double *copy_s = wt_xcalloc((size_t)cfg->reps, sizeof(double));
+  for (int rep = 0; rep < cfg->reps; rep++) {
+    double t0 = wt_now_s();
+    ops->copy(dst, x, n * 4);
+    ops->download(&sink, dst, sizeof sink);
+    copy_s[rep] = wt_now_s() - t0;
+    for (int r = 0; r < kept; r++) {
+      s_row *row = &rows[r];
+      double e0 = wt_now_s();
+      if (compress_gpu_encode(row->codec, x, n, buf, cap, &row->bytes) != WT_OK) return 1;
+      ops->download(&sink, buf, sizeof sink);
+      double e1 = wt_now_s();
+      if (compress_gpu_decode(row->codec, buf, row->bytes, y, n) != WT_OK) return 1;
+      ops->download(&sink, y, sizeof sink);
+      row->enc_s[rep] = e1 - e0, row->dec_s[rep] = wt_now_s() - e1;
+      row->cpu_s[rep] = row->enc_s[rep] + row->dec_s[rep]; /* the GPU's time, not the CPU's */
+    }
+    fprintf(stderr, "rep %d/%d done\n", rep + 1, cfg->reps);
+  }
+  double copy = s_median(copy_s, cfg->reps);
+  printf("device %s: GB/s of float32 input; \"memcpy\" is a device-to-device copy\n", cfg->device);
+  s_report(cfg, rows, kept, copy, copy, 0);
+  for (int r = 0; r < kept; r++) {
+    compress_codec_destroy(&rows[r].codec);
+    free(rows[r].enc_s), free(rows[r].dec_s), free(rows[r].cpu_s);
+  }
+  ops->free(x), ops->free(y), ops->free(dst), ops->free(buf);
+  free(hx), free(copy_s);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   bench_cfg cfg;
   int help = 0;
@@ -166,12 +231,23 @@ int main(int argc, char **argv) {
     wt_config_print_help(stdout, "usage: bench-codecs [options]", s_options);
     return 0;
   }
+  const kernels_ops *ops = NULL;
+  int drc = kernels_for_device(cfg.device, &ops);
+  if (drc != WT_OK) {
+    fprintf(stderr, "bench-codecs: --device: %s\n", wt_last_error());
+    return drc == WT_EINVAL ? 2 : 1;
+  }
   compress_codec_set_simd(cfg.simd);
   s_row rows[16];
   int count = s_rows_new(&cfg, rows, 16);
   if (count <= 0) {
     fprintf(stderr, "bench-codecs: %s\n", count < 0 ? wt_last_error() : "no codecs given");
     return 2;
+  }
+  if (ops->device) {
+    if (s_bench_device(&cfg, rows, count, ops) == 0) return 0;
+    fprintf(stderr, "bench-codecs: %s\n", wt_last_error());
+    return 1;
   }
   size_t n = (size_t)cfg.n, cap = 0;
   for (int r = 0; r < count; r++) cap = WT_MAX(cap, compress_codec_max_size(rows[r].codec, n));

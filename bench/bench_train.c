@@ -16,6 +16,10 @@
  * ratio_124m_to_sgemm_per_cpu_s compares GFLOP per CPU-second of the steps and of the sgemm
  * calls, which depends less on how much of the machine other jobs took (OpenMP threads that
  * spin while waiting count as CPU time in both).
+ *
+ * --device cuda:N measures instead GPT-2 124M at B=16, T=1024 on that GPU at TF32 and bf16
+ * precision (step time, tokens/s, and MFU against the bf16 GEMM rate of the same back end taken
+ * in the same run); see s_bench_device.
  */
 #include "common/common.h"
 #include "common/config.h"
@@ -35,6 +39,7 @@
 
 typedef struct {
   int repeats, skip_124m;
+  char device[WT_CONFIG_STR_MAX];
 } bench_args;
 
 static const wt_option s_options[] = {
@@ -42,6 +47,8 @@ static const wt_option s_options[] = {
      "timed steps per model (median reported)", 0},
     {"skip-124m", WT_OPT_FLAG, offsetof(bench_args, skip_124m), 0, 1, "0",
      "skip the 124M shape (needs ~2.5 GB and minutes on a small CPU)", 0},
+    {"device", WT_OPT_STRING, offsetof(bench_args, device), 0, 0, "cpu",
+     "cpu, or cuda:N: GPT-2 124M at B=16, T=1024 on GPU N beside its GEMM rate", 0},
     {0}};
 
 static int s_cmp_double(const void *a, const void *b) {
@@ -62,7 +69,7 @@ static int s_step(gpt_stage *m, optim *opt, const int *x, const int *y, int B, i
   WT_CHECK(gpt_stage_forward(m, x, NULL, y, B, T, NULL));
   WT_CHECK(gpt_stage_backward(m, NULL, NULL, 1.0f));
   const optim_config *oc = optim_get_config(opt);
-  float scale = optim_clip_scale(oc, optim_grad_sq_norm(g, n));
+  float scale = optim_clip_scale(oc, optim_grad_sq_norm_on(gpt_stage_kernels(m), g, n));
   return optim_step(opt, p, g, optim_lr_at(oc, optim_step_count(opt)), scale);
 }
 
@@ -115,14 +122,17 @@ typedef struct {
 /* Times `repeats` steps of model cfg at (B, T) after one warm-up. With g non-NULL, measures
  * sgemm (median of 3 calls) right before each step: the machine's load changes within seconds
  * when other jobs share it, and a ratio is only meaningful for two rates taken together. */
-static model_timing s_time_model(const gpt_config *cfg, int B, int T, int repeats,
-                                 const sgemm_bufs *g) {
+static model_timing s_time_model(const kernels_ops *ops, const gpt_config *cfg, int B, int T,
+                                 int repeats, const sgemm_bufs *g) {
   model_timing res = {.step_s = -1};
-  gpt_stage *m = gpt_stage_new(cfg, 0, cfg->n_layer, B, T);
-  if (!m) return res;
+  gpt_stage *m = gpt_stage_new_on(cfg, 0, cfg->n_layer, B, T, ops);
+  if (!m) {
+    WT_ERROR("bench-train: %s", wt_last_error());
+    return res;
+  }
   gpt_stage_init_weights(m, 1);
   optim_config oc = optim_config_default();
-  optim *opt = optim_new(&oc, gpt_stage_tensor(m, 0), gpt_stage_num_tensors(m));
+  optim *opt = optim_new_on(&oc, gpt_stage_tensor(m, 0), gpt_stage_num_tensors(m), ops);
   int *x = wt_xmalloc((size_t)B * T * sizeof(int)), *y = wt_xmalloc((size_t)B * T * sizeof(int));
   wt_rng rng;
   wt_rng_seed(&rng, 7);
@@ -148,7 +158,7 @@ static model_timing s_time_model(const gpt_config *cfg, int B, int T, int repeat
     res.step_s = s_median(t, repeats);
     res.sgemm = g ? s_median(sg, repeats) : 0;
     res.ratio = g ? s_median(ratio, repeats) : 0;
-    res.cpu_share = cpu / (wall * kernels_cpu_threads());
+    res.cpu_share = cpu / (wall * (ops->device ? 1 : kernels_cpu_threads()));
     res.ratio_cpu = g ? flops * repeats / cpu / 1e9 / sg_cpu : 0;
   } else {
     WT_ERROR("bench-train: %s", wt_last_error());
@@ -201,6 +211,69 @@ static double s_peak_gflops(const char **isa) {
   return best;
 }
 
+/* GEMM rate of a back end at n^3 through its matmul_forward (fp32 inputs: TF32 or fp32 by the
+ * table's math mode), median of `reps` calls after a warm-up; a 4-byte download after each
+ * call waits for the device. Returns TFLOP/s, or -1 when the buffers do not fit. */
+static double s_gemm_tflops(const kernels_ops *ops, int n, int reps) {
+  size_t nn = (size_t)n * n;
+  float *a = ops->alloc(nn * 4), *b = ops->alloc(nn * 4), *c = ops->alloc(nn * 4), sink;
+  double t[16], res = -1;
+  reps = WT_MIN(reps, 16);
+  if (a && b && c) {
+    for (int r = -1; r < reps; r++) {
+      double t0 = wt_now_s();
+      ops->matmul_forward(c, a, b, NULL, n, n, n, KERNELS_W_IN_OUT);
+      ops->download(&sink, c, sizeof sink);
+      if (r >= 0) t[r] = wt_now_s() - t0;
+    }
+    res = 2.0 * n * n * n / s_median(t, reps) / 1e12;
+  }
+  ops->free(a), ops->free(b), ops->free(c);
+  return res;
+}
+
+/* bench-train --device cuda:N: GPT-2 124M at B=16, T=1024 on the GPU at TF32 and at bf16
+ * precision, beside the bf16 GEMM rate of the same back end measured in this run (its
+ * matmul_forward at 8192^3, bf16 tensor-core compute on fp32 buffers); MFU = model FLOP/s /
+ * that rate. */
+static int s_bench_device(const kernels_ops *ops, const char *device, int repeats) {
+  const gpt_config gpt2 = {
+      .vocab_size = 50257, .max_seq = 1024, .n_layer = 12, .n_head = 12, .channels = 768};
+  const int B = 16, T = 1024;
+  static const struct {
+    kernels_precision p;
+    const char *name;
+  } modes[] = {{KERNELS_PREC_TF32, "tf32"}, {KERNELS_PREC_BF16, "bf16"}};
+  WT_CHECK(kernels_set_precision(ops, KERNELS_PREC_BF16));
+  double gemm = s_gemm_tflops(ops, 8192, 5);
+  double flops = trainer_flops_per_step(&gpt2, B, T), step[2], tflops[2], tok_s[2];
+  for (int m = 0; m < 2; m++) {
+    WT_CHECK(kernels_set_precision(ops, modes[m].p));
+    model_timing mt = s_time_model(ops, &gpt2, B, T, repeats, NULL);
+    step[m] = mt.step_s;
+    tflops[m] = mt.step_s > 0 ? flops / mt.step_s / 1e12 : -1;
+    tok_s[m] = mt.step_s > 0 ? (double)B * T / mt.step_s : -1;
+  }
+  printf("%-44s %12s %10s\n", "measurement", "value", "unit");
+  printf("%-44s %12.2f %10s\n", "bf16 GEMM 8192^3 via matmul_forward", gemm, "TFLOP/s");
+  for (int m = 0; m < 2; m++) {
+    char label[64];
+    snprintf(label, sizeof label, "124M step (B=16, T=1024), %s", modes[m].name);
+    printf("%-44s %12.4f %10s\n", label, step[m], "s");
+    printf("%-44s %12.0f %10s\n", "  tokens per second", tok_s[m], "tok/s");
+    printf("%-44s %12.2f %10s\n", "  achieved", tflops[m], "TFLOP/s");
+    printf("%-44s %12.3f %10s\n", "  MFU vs the bf16 GEMM rate", tflops[m] / gemm, "");
+  }
+  printf("device %s (%s back end), median of %d steps after one warm-up\n", device, ops->name,
+         repeats);
+  printf("{\"device\":\"%s\",\"batch\":%d,\"seq\":%d,\"gemm_bf16_tflops\":%.4g,"
+         "\"step_s_tf32\":%.6g,\"tokens_per_s_tf32\":%.6g,\"mfu_tf32\":%.4g,"
+         "\"step_s_bf16\":%.6g,\"tokens_per_s_bf16\":%.6g,\"mfu_bf16\":%.4g}\n",
+         device, B, T, gemm, step[0], tok_s[0], tflops[0] / gemm, step[1], tok_s[1],
+         tflops[1] / gemm);
+  return step[0] > 0 && step[1] > 0 && gemm > 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   wt_program_init(argv); /* OMP_WAIT_POLICY=PASSIVE unless the user chose */
   bench_args a;
@@ -214,6 +287,13 @@ int main(int argc, char **argv) {
     wt_config_print_help(stdout, "usage: bench-train [options]", s_options);
     return 0;
   }
+  const kernels_ops *ops = NULL;
+  int drc = kernels_for_device(a.device, &ops);
+  if (drc != WT_OK) {
+    fprintf(stderr, "bench-train: error: --device: %s\n", wt_last_error());
+    return drc == WT_EINVAL ? 2 : 1;
+  }
+  if (ops->device) return s_bench_device(ops, a.device, a.repeats);
   if (kernels_cpu_init() != WT_OK) {
     fprintf(stderr, "bench-train: error: %s\n", wt_last_error());
     return 1;
@@ -227,9 +307,9 @@ int main(int argc, char **argv) {
   if (getloadavg(load, 1) < 1) load[0] = -1;
   sgemm_bufs gb = s_sgemm_bufs();
   double peak = s_peak_gflops(&isa), sgemm = s_sgemm_gflops(&gb, 5, NULL);
-  model_timing small_t = s_time_model(&small, 16, 64, a.repeats, NULL);
+  model_timing small_t = s_time_model(kernels_cpu(), &small, 16, 64, a.repeats, NULL);
   model_timing big_t = {.step_s = -1};
-  if (!a.skip_124m) big_t = s_time_model(&big, 4, 64, a.repeats, &gb);
+  if (!a.skip_124m) big_t = s_time_model(kernels_cpu(), &big, 4, 64, a.repeats, &gb);
   double t_small = small_t.step_s, t_big = big_t.step_s;
   double g_small = t_small > 0 ? trainer_flops_per_step(&small, 16, 64) / t_small / 1e9 : -1;
   double g_big = t_big > 0 ? trainer_flops_per_step(&big, 4, 64) / t_big / 1e9 : -1;

@@ -44,8 +44,8 @@ void compress_stream_store(void *dst, const void *src, size_t bytes);
 /* The two 16-bit codecs (fp16, bf16) differ only in their element kernels: the chunking over
  * OpenMP, the streaming of large outputs and the size checks are shared (codec_half.c). */
 typedef struct {
-  const char *name;                                         /* for error messages */
-  void (*encode)(const float *x, size_t m, uint8_t *out);   /* m elements -> 2m bytes */
+  const char *name;                                       /* for error messages */
+  void (*encode)(const float *x, size_t m, uint8_t *out); /* m elements -> 2m bytes */
   void (*decode)(const uint8_t *in, size_t m, float alpha, int add, float *y);
   int simd; /* the kernels are the SIMD ones: large outputs may then be streamed */
 } compress_half_kernels;
@@ -104,6 +104,10 @@ float compress_quant_block(const float *x, size_t m, float qmax, const compress_
                            uint64_t first, int simd, int8_t *q);
 void compress_dequant_block(const int8_t *q, size_t m, float scale, float alpha, int add, int simd,
                             float *y);
+
+/* randk's k distinct indices of [0, n) from seed (Floyd's algorithm over a bitmap), written in
+ * increasing order into idx[0..k) (codec_topk.c; the GPU codec uses the same list). */
+void compress_randk_indices(size_t n, size_t k, uint64_t seed, uint32_t *idx);
 
 /* Uniform float in [0, 1) for element i under seed (24 random bits). */
 static inline float compress_uniform(uint64_t seed, uint64_t i) {

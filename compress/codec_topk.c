@@ -202,14 +202,10 @@ static int s_topk_encode(const float *x, size_t n, const compress_params *p, uin
   return WT_OK;
 }
 
-static int s_randk_encode(const float *x, size_t n, const compress_params *p, uint8_t *out,
-                          size_t cap, size_t *len) {
-  size_t need = s_topk_max_size(n, p), k = compress_topk_count(n, p->k_frac);
-  WT_CHECK(compress_check_cap("randk", need, cap));
-  WT_CHECK(s_check_n("randk", n));
+void compress_randk_indices(size_t n, size_t k, uint64_t seed, uint32_t *idx) {
   uint64_t *bitmap = wt_xcalloc((n + 63) / 64 + 1, sizeof *bitmap);
   wt_rng rng;
-  wt_rng_seed(&rng, p->seed);
+  wt_rng_seed(&rng, seed);
   for (size_t j = n - k; j < n; j++) { // Floyd: k distinct picks with k draws
     size_t r = (size_t)wt_rng_below(&rng, (uint64_t)j + 1);
     size_t pick = (bitmap[r / 64] >> (r % 64)) & 1 ? j : r;
@@ -217,11 +213,20 @@ static int s_randk_encode(const float *x, size_t n, const compress_params *p, ui
   }
   size_t j = 0;
   for (size_t w = 0; w < (n + 63) / 64; w++)
-    for (uint64_t bits = bitmap[w]; bits; bits &= bits - 1) {
-      size_t i = w * 64 + (size_t)__builtin_ctzll(bits);
-      s_put(out, k, j++, (uint32_t)i, x[i]);
-    }
+    for (uint64_t bits = bitmap[w]; bits; bits &= bits - 1)
+      idx[j++] = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
   free(bitmap);
+}
+
+static int s_randk_encode(const float *x, size_t n, const compress_params *p, uint8_t *out,
+                          size_t cap, size_t *len) {
+  size_t need = s_topk_max_size(n, p), k = compress_topk_count(n, p->k_frac);
+  WT_CHECK(compress_check_cap("randk", need, cap));
+  WT_CHECK(s_check_n("randk", n));
+  uint32_t *idx = wt_xmalloc((k ? k : 1) * sizeof *idx);
+  compress_randk_indices(n, k, p->seed, idx);
+  for (size_t j = 0; j < k; j++) s_put(out, k, j, idx[j], x[idx[j]]);
+  free(idx);
   *len = need;
   return WT_OK;
 }

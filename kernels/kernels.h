@@ -11,9 +11,9 @@
  *   "ref"   readable reference loops (no BLAS, no threads); the fast paths are tested against it
  *   "cuda"  cuBLAS + CUDA kernels, present only in CUDA builds (NULL otherwise). kernels/cuda
  *           provides `const kernels_ops *kernels_cuda(void)` in a CMake target wt_kernels_cuda;
- *           the registry lists it when that target exists. A device back end will also need
- *           alloc/free/copy entries: add them to this table (tables use designated
- *           initialisers, so the CPU tables keep compiling) rather than a side API.
+ *           the registry lists it when that target exists. Its buffers are device memory:
+ *           the memory entries at the end of the table allocate them and copy to and from
+ *           them, so callers never use a device pointer on the host.
  *
  * Conventions shared by every op:
  *   - Shapes are given as comments: (B, T, C) means B*T*C floats, row-major, C fastest.
@@ -99,11 +99,77 @@ typedef struct kernels_ops {
   void (*adamw_update)(float *param, const float *grad, float *m, float *v, size_t n, float lr,
                        float b1, float b2, float eps, float wd, float bc1, float bc2,
                        float grad_scale);
+
+  /* ---- memory. Every buffer an op of this table reads or writes comes from its alloc; the
+   * host reaches device buffers only through these copies. On the host back ends they are
+   * posix_memalign/memcpy/memset, so the CPU path computes exactly what it would on plain
+   * host arrays. Sizes are in bytes. ---- */
+  int device; /* 0: buffers are host memory (plain pointers); 1: device memory */
+  /* Zeroed memory (host back ends: as kernels_cpu_alloc); NULL when it is not available. */
+  void *(*alloc)(size_t bytes);
+  void (*free)(void *p);                                           /* NULL is fine */
+  void (*upload)(void *dst, const void *src_host, size_t bytes);   /* host -> back end */
+  void (*download)(void *dst_host, const void *src, size_t bytes); /* back end -> host */
+  void (*copy)(void *dst, const void *src, size_t bytes);          /* within the back end */
+  void (*zero)(void *p, size_t bytes);
+  /* Sum of squares of n floats in double, in an order fixed by n alone (deterministic, the
+   * global gradient norm). Host back ends: 64Ki-element blocks summed in block order. */
+  double (*sq_norm)(const float *x, size_t n);
+  /* Bytes this back end can hold in all: physical memory, or the device's memory. */
+  double (*mem_total)(void);
+  /* Zeroed HOST memory for staging copies (pipeline activations, gradients for collectives,
+   * checkpoints): page-locked on a GPU, so upload/download run at full bus speed and an
+   * asynchronous copy may overlap computing; plain kernels_cpu_alloc on the host back ends.
+   * NULL when it is not available; free with host_free. */
+  void *(*host_alloc)(size_t bytes);
+  void (*host_free)(void *p);
+  /* Copies that overlap computing, for pipeline activations and gradients on their way to or
+   * from the network. On a GPU they run on a copy stream of their own: a download starts after
+   * all work queued before it and returns at once; ops queued after an upload wait for it;
+   * copy_wait blocks until every such copy has finished (then a downloaded buffer may be sent,
+   * an uploaded one's host memory reused). Host buffers must come from host_alloc. Host
+   * tables: plain memcpy, and copy_wait has nothing to wait for. */
+  void (*download_async)(void *dst_host, const void *src, size_t bytes);
+  void (*upload_async)(void *dst, const void *src_host, size_t bytes);
+  void (*copy_wait)(void);
 } kernels_ops;
 
 /* The one registration point: "cpu", "ref" or "cuda". Returns NULL for an unknown name or a
  * back end not built into this binary ("cuda" in a CPU-only build). Tables are static. */
 const kernels_ops *kernels_backend(const char *name);
+
+/* The back end for a device name, the one parser of the `--device` string that every program
+ * (wantrain train|eval|sample, bench-train, the runtime, peerd) takes:
+ *   "cpu"             the fast CPU back end
+ *   "cuda", "cuda:N"  the CUDA back end on GPU N (default 0), made the calling thread's
+ *                     current device
+ * Returns WT_OK with *ops set; WT_EINVAL for a malformed name (a usage error: exit 2);
+ * WT_ENOTSUP when this build has no CUDA back end, or the GPU is not there (cudaGetDeviceCount
+ * says how many there are, or why none can be seen), each with a message saying what to do. */
+int kernels_for_device(const char *name, const kernels_ops **ops);
+
+/* Matmul precision. Buffers, weights, optimizer state, softmax and loss stay fp32 in every mode;
+ * what changes is how the GEMMs (linear layers and attention) multiply:
+ *   FP32  exact fp32 products (the only mode of the host back ends)
+ *   TF32  tensor cores with TF32 inputs (10-bit mantissa), fp32 accumulation   (--tf32)
+ *   BF16  tensor cores with inputs rounded to bf16 (8-bit mantissa), fp32 accumulation
+ *         (--precision bf16: llm.c's mixed precision for the matmuls; activations are still
+ *         stored in fp32)
+ */
+typedef enum {
+  KERNELS_PREC_FP32 = 0,
+  KERNELS_PREC_TF32 = 1,
+  KERNELS_PREC_BF16 = 2
+} kernels_precision;
+
+/* Sets the precision of back end `ops` for the rest of the process (the CUDA back end's math
+ * is process-wide). Returns WT_OK, or WT_ENOTSUP for TF32/BF16 on a host back end, with a
+ * message saying to drop the flag or use a GPU. */
+int kernels_set_precision(const kernels_ops *ops, kernels_precision p);
+
+/* Parses "fp32" / "bf16" (with tf32 = 1: fp32 -> TF32) for the --precision/--tf32 flags.
+ * Returns WT_OK, or WT_EINVAL naming the bad value. */
+int kernels_parse_precision(const char *name, int tf32, kernels_precision *p);
 
 /* Shortcuts for the always-present CPU tables. */
 const kernels_ops *kernels_cpu(void);

@@ -107,7 +107,7 @@ static int s_write_model(const char *path, gpt_stage *model, const checkpoint_me
   const gpt_config *c = gpt_stage_config(model);
   int n = gpt_stage_num_tensors(model);
   size_t np;
-  const float *params = gpt_stage_params(model, &np);
+  const float *params = gpt_stage_params_host(model, &np); /* gathered from a GPU */
   safetensors_tensor *t = wt_xcalloc((size_t)n, sizeof *t);
   for (int i = 0; i < n; i++) {
     const gpt_tensor_info *ti = gpt_stage_tensor(model, i);
@@ -143,7 +143,7 @@ static int s_write_optim(const char *path, optim *opt) {
   static const char *const names[] = {"state0", "state1", "state2", "state3"};
   for (int i = 0; i < n && i < 4; i++) {
     size_t len;
-    const float *buf = optim_state(opt, i, &len);
+    const float *buf = optim_state_host(opt, i, &len);
     t[i] = (safetensors_tensor){names[i], 1, {(int64_t)len, 1}, buf};
   }
   char kind[16] = "none", step[32] = "0";
@@ -556,12 +556,13 @@ static int s_same_config(const char *stepdir, const gpt_config *a, const gpt_con
  * validate everything before changing the model. */
 static int s_load_weights(const safetensors *st, gpt_stage *model, int copy) {
   size_t np;
-  float *params = gpt_stage_params(model, &np);
+  float *params = copy ? gpt_stage_params_host(model, &np) : NULL; /* a host copy on a GPU */
   for (int i = 0; i < gpt_stage_num_tensors(model); i++) {
     const gpt_tensor_info *ti = gpt_stage_tensor(model, i);
     int64_t shape[2] = {ti->shape[0], ti->shape[1]};
     WT_CHECK(safetensors_read(st, ti->name, ti->ndim, shape, copy ? params + ti->offset : NULL));
   }
+  if (copy) gpt_stage_params_upload(model);
   return WT_OK;
 }
 
@@ -585,9 +586,11 @@ static int s_load_optim(const char *stepdir, optim *opt, long run_step) {
   for (int pass = 0; pass < 2 && rc == WT_OK; pass++) {
     for (int i = 0; i < n && i < 4 && rc == WT_OK; i++) {
       size_t len;
-      float *buf = optim_state(opt, i, &len);
+      float *buf = pass ? optim_state_host(opt, i, &len) : NULL;
+      if (!pass) optim_state(opt, i, &len);
       int64_t shape[2] = {(int64_t)len, 1};
-      rc = safetensors_read(st, names[i], 1, shape, pass ? buf : NULL);
+      rc = safetensors_read(st, names[i], 1, shape, buf);
+      if (pass && rc == WT_OK) optim_state_upload(opt, i);
     }
   }
   if (rc == WT_OK) optim_set_step_count(opt, step);

@@ -4,7 +4,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h> /* sysconf: physical memory */
 #ifdef __AVX__
 #include <immintrin.h> /* _mm256_stream_ps: zeroing gradients without reading them */
 #endif
@@ -98,12 +97,23 @@ static void s_bind(const gpt_stage *s, float *base, gpt_end_ptrs *end, gpt_block
 
 /* ---- activations -------------------------------------------------------------------------- */
 
-/* Zeroed float buffers from the back end's allocator (huge pages for the big ones). The size
- * was checked against the machine's memory in gpt_stage_new, so running out here is fatal. */
-static float *s_floats(size_t n) {
-  float *p = kernels_cpu_alloc(n * sizeof(float));
+/* Zeroed float buffers from the back end's allocator (huge pages for the big ones on the
+ * host). The size was checked against the back end's memory in gpt_stage_new_on, so running
+ * out here is fatal. */
+/* Staging host memory (pinned on a GPU) for n floats; aborts like gpt_floats. */
+static float *s_host_floats(const gpt_stage *s, size_t n) {
+  float *p = s->ops->host_alloc(n * sizeof(float));
   if (!p) {
-    WT_ERROR("gpt: out of memory allocating %zu floats", n);
+    WT_ERROR("gpt: out of host memory allocating %zu floats", n);
+    abort();
+  }
+  return p;
+}
+
+float *gpt_floats(const gpt_stage *s, size_t n) {
+  float *p = s->ops->alloc(n * sizeof(float));
+  if (!p) {
+    WT_ERROR("gpt: out of %s memory allocating %zu floats", s->ops->name, n);
     abort();
   }
   return p;
@@ -112,28 +122,33 @@ static float *s_floats(size_t n) {
 static void s_alloc_acts(gpt_stage *s) {
   size_t N = (size_t)s->max_batch * s->max_seq, C = (size_t)s->cfg.channels;
   size_t att = (size_t)s->max_batch * s->cfg.n_head * s->max_seq * s->max_seq;
-  s->resid = s_floats((size_t)(s->n_local + 1) * N * C);
+  s->resid = gpt_floats(s, (size_t)(s->n_local + 1) * N * C);
   s->acts = wt_xcalloc((size_t)s->n_local, sizeof *s->acts);
   for (int l = 0; l < s->n_local; l++) {
     gpt_block_acts *a = &s->acts[l];
-    a->ln1 = s_floats(N * C), a->ln1_mean = s_floats(N), a->ln1_rstd = s_floats(N);
-    a->qkv = s_floats(N * 3 * C), a->att = s_floats(att), a->atty = s_floats(N * C);
-    a->resid2 = s_floats(N * C);
-    a->ln2 = s_floats(N * C), a->ln2_mean = s_floats(N), a->ln2_rstd = s_floats(N);
-    a->fch = s_floats(N * 4 * C), a->fch_gelu = s_floats(N * 4 * C);
+    a->ln1 = gpt_floats(s, N * C), a->ln1_mean = gpt_floats(s, N), a->ln1_rstd = gpt_floats(s, N);
+    a->qkv = gpt_floats(s, N * 3 * C), a->att = gpt_floats(s, att), a->atty = gpt_floats(s, N * C);
+    a->resid2 = gpt_floats(s, N * C);
+    a->ln2 = gpt_floats(s, N * C), a->ln2_mean = gpt_floats(s, N), a->ln2_rstd = gpt_floats(s, N);
+    a->fch = gpt_floats(s, N * 4 * C), a->fch_gelu = gpt_floats(s, N * 4 * C);
   }
   if (gpt_is_last(s)) {
     size_t V = (size_t)s->cfg.vocab_size;
-    s->lnf = s_floats(N * C), s->lnf_mean = s_floats(N), s->lnf_rstd = s_floats(N);
-    s->logits = s_floats(N * V), s->dlogits = s_floats(N * V);
-    s->lse = s_floats(N), s->losses = s_floats(N);
+    s->lnf = gpt_floats(s, N * C), s->lnf_mean = gpt_floats(s, N), s->lnf_rstd = gpt_floats(s, N);
+    s->logits = gpt_floats(s, N * V), s->dlogits = gpt_floats(s, N * V);
+    s->lse = gpt_floats(s, N), s->losses = gpt_floats(s, N);
   }
   s->tokens = wt_xcalloc(N, sizeof(int));
   s->targets = wt_xcalloc(N, sizeof(int));
-  s->tmp = s_floats(N * C), s->dres = s_floats(N * C), s->dln = s_floats(N * C);
-  s->datty = s_floats(N * C), s->dqkv = s_floats(N * 3 * C);
-  s->dfch = s_floats(N * 4 * C), s->dfch_gelu = s_floats(N * 4 * C);
-  s->datt = s_floats(att);
+  s->tokens_dev = s->tokens, s->targets_dev = s->targets;
+  if (s->ops->device) {
+    s->tokens_dev = (int *)gpt_floats(s, N), s->targets_dev = (int *)gpt_floats(s, N);
+    if (gpt_is_last(s)) s->losses_host = s_host_floats(s, N);
+  }
+  s->tmp = gpt_floats(s, N * C), s->dres = gpt_floats(s, N * C), s->dln = gpt_floats(s, N * C);
+  s->datty = gpt_floats(s, N * C), s->dqkv = gpt_floats(s, N * 3 * C);
+  s->dfch = gpt_floats(s, N * 4 * C), s->dfch_gelu = gpt_floats(s, N * 4 * C);
+  s->datt = gpt_floats(s, att);
 }
 
 static void s_free_acts(gpt_stage *s) {
@@ -141,15 +156,20 @@ static void s_free_acts(gpt_stage *s) {
     gpt_block_acts *a = &s->acts[l];
     float *bufs[] = {a->ln1,    a->ln1_mean, a->ln1_rstd, a->qkv,      a->att, a->atty,
                      a->resid2, a->ln2,      a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu};
-    for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) kernels_cpu_free(bufs[k]);
+    for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) s->ops->free(bufs[k]);
   }
   free(s->acts);
   float *bufs[] = {s->resid, s->lnf,    s->lnf_mean,  s->lnf_rstd, s->logits, s->dlogits,
                    s->lse,   s->losses, s->tmp,       s->dres,     s->dln,    s->datty,
                    s->dqkv,  s->dfch,   s->dfch_gelu, s->datt};
-  for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) kernels_cpu_free(bufs[k]);
+  for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) s->ops->free(bufs[k]);
+  if (s->ops->device) {
+    s->ops->free(s->tokens_dev);
+    s->ops->free(s->targets_dev);
+  }
   free(s->tokens);
   free(s->targets);
+  s->ops->host_free(s->losses_host);
 }
 
 /* ---- lifetime ----------------------------------------------------------------------------- */
@@ -169,21 +189,31 @@ static double s_bytes_needed(const gpt_config *c, int first, int last, int max_b
   return 4 * floats;
 }
 
-/* Refuses a stage that cannot fit in this machine's memory, with the sizes, instead of letting
- * an allocation abort or the OOM killer end the process later. */
-static int s_check_memory(const gpt_config *c, int first, int last, int max_batch, int max_seq) {
+/* Refuses a stage that cannot fit in the back end's memory (this machine's, or the GPU's), with
+ * the sizes, instead of letting an allocation abort or the OOM killer end the process later. */
+static int s_check_memory(const gpt_config *c, int first, int last, int max_batch, int max_seq,
+                          const kernels_ops *ops) {
   double need = s_bytes_needed(c, first, last, max_batch, max_seq);
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  double have = pages > 0 && page > 0 ? (double)pages * page : INFINITY;
+  double have = ops->mem_total();
   if (need > have)
     return wt_fail(WT_ENOMEM,
-                   "layers [%d, %d) with batch %dx%d need %.1f GiB but this machine has %.1f "
+                   "layers [%d, %d) with batch %dx%d need %.1f GiB but %s has %.1f "
                    "GiB; use a smaller batch, sequence or model, or split it into more stages",
-                   first, last, max_batch, max_seq, need / 1073741824.0, have / 1073741824.0);
+                   first, last, max_batch, max_seq, need / 1073741824.0,
+                   ops->device ? "the GPU" : "this machine", have / 1073741824.0);
   return WT_OK;
 }
 
 gpt_stage *gpt_stage_new(const gpt_config *cfg, int first, int last, int max_batch, int max_seq) {
+  return gpt_stage_new_on(cfg, first, last, max_batch, max_seq, kernels_cpu());
+}
+
+gpt_stage *gpt_stage_new_on(const gpt_config *cfg, int first, int last, int max_batch, int max_seq,
+                            const kernels_ops *ops) {
+  if (!ops) {
+    wt_fail(WT_EINVAL, "gpt_stage_new_on: no kernels back end");
+    return NULL;
+  }
   if (gpt_config_validate(cfg) != WT_OK) return NULL;
   if (first < 0 || last > cfg->n_layer || first >= last) {
     wt_fail(WT_EINVAL, "layer range [%d, %d) is not a non-empty part of [0, %d)", first, last,
@@ -195,22 +225,22 @@ gpt_stage *gpt_stage_new(const gpt_config *cfg, int first, int last, int max_bat
             cfg->max_seq);
     return NULL;
   }
-  if (s_check_memory(cfg, first, last, max_batch, max_seq) != WT_OK) return NULL;
+  if (s_check_memory(cfg, first, last, max_batch, max_seq, ops) != WT_OK) return NULL;
   gpt_stage *s = wt_xcalloc(1, sizeof *s);
   s->cfg = *cfg;
   s->first = first, s->last = last, s->n_local = last - first;
   s->max_batch = max_batch, s->max_seq = max_seq;
-  s->ops = kernels_cpu();
+  s->ops = ops;
   s_build_layout(s);
-  s->params = s_floats(s->n_params);
-  s->grads = s_floats(s->n_params);
+  s->params = gpt_floats(s, s->n_params);
+  s->grads = gpt_floats(s, s->n_params);
   s->p_blk = wt_xcalloc((size_t)s->n_local, sizeof *s->p_blk);
   s->g_blk = wt_xcalloc((size_t)s->n_local, sizeof *s->g_blk);
   s_bind(s, s->params, &s->p_end, s->p_blk);
   s_bind(s, s->grads, &s->g_end, s->g_blk);
   if (gpt_is_first(s) && gpt_is_last(s)) {
-    s->dwte_emb = s_floats((size_t)cfg->vocab_size * cfg->channels);
-    s->wte_head_rows = s_floats((size_t)cfg->vocab_size * cfg->channels);
+    s->dwte_emb = gpt_floats(s, (size_t)cfg->vocab_size * cfg->channels);
+    s->wte_head_rows = gpt_floats(s, (size_t)cfg->vocab_size * cfg->channels);
     s->tied_rows = wt_xcalloc((size_t)cfg->vocab_size, sizeof *s->tied_rows);
     s->tied_listed = wt_xcalloc((size_t)cfg->vocab_size, 1);
   }
@@ -223,12 +253,15 @@ void gpt_stage_destroy(gpt_stage **self_p) {
   gpt_stage *s = *self_p;
   s_free_acts(s);
   free(s->tensors);
-  kernels_cpu_free(s->params);
-  kernels_cpu_free(s->grads);
+  s->ops->free(s->params);
+  s->ops->free(s->grads);
   free(s->p_blk);
   free(s->g_blk);
-  kernels_cpu_free(s->dwte_emb);
-  kernels_cpu_free(s->wte_head_rows);
+  s->ops->free(s->dwte_emb);
+  s->ops->free(s->wte_head_rows);
+  s->ops->host_free(s->host_params);
+  s->ops->host_free(s->host_grads);
+  s->ops->host_free(s->host_logits);
   free(s->tied_rows);
   free(s->tied_listed);
   free(s);
@@ -250,11 +283,12 @@ static int s_ends_with(const char *s, const char *suffix) {
   return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-void gpt_stage_init_weights(gpt_stage *s, uint64_t seed) {
+/* Draws the weights into a host buffer laid out like the stage's parameters. */
+static void s_init_into(const gpt_stage *s, float *base, uint64_t seed) {
   double resid_std = 0.02 / sqrt(2.0 * s->cfg.n_layer);
   for (int i = 0; i < s->n_tensors; i++) {
     const gpt_tensor_info *t = &s->tensors[i];
-    float *p = s->params + t->offset;
+    float *p = base + t->offset;
     int is_ln = strstr(t->name, "ln_") != NULL;
     if (is_ln || t->ndim == 1) {
       float v = is_ln && s_ends_with(t->name, ".weight") ? 1.0f : 0.0f;
@@ -266,6 +300,16 @@ void gpt_stage_init_weights(gpt_stage *s, uint64_t seed) {
     wt_rng_seed(&rng, seed ^ s_name_hash(t->name));
     for (size_t k = 0; k < t->numel; k++) p[k] = (float)(std * wt_rng_normal(&rng));
   }
+}
+
+void gpt_stage_init_weights(gpt_stage *s, uint64_t seed) {
+  if (!s->ops->device) {
+    s_init_into(s, s->params, seed);
+    return;
+  }
+  float *host = gpt_stage_params_host(s, NULL); /* drawn on the host, then copied over */
+  s_init_into(s, host, seed);
+  gpt_stage_params_upload(s);
 }
 
 /* ---- accessors ---------------------------------------------------------------------------- */
@@ -303,15 +347,58 @@ const gpt_tensor_info *gpt_stage_tensors(const gpt_stage *s, int *n) {
   return s->tensors;
 }
 
-void gpt_stage_set_kernels(gpt_stage *s, const struct kernels_ops *ops) {
-  if (ops) s->ops = ops;
+int gpt_stage_set_kernels(gpt_stage *s, const struct kernels_ops *ops) {
+  if (!ops) return wt_fail(WT_EINVAL, "gpt_stage_set_kernels: no kernels back end");
+  if (ops->alloc != s->ops->alloc)
+    return wt_fail(WT_EINVAL,
+                   "back end %s keeps its buffers in other memory than %s, where this stage's "
+                   "live; create the stage on it with gpt_stage_new_on",
+                   ops->name, s->ops->name);
+  s->ops = ops;
+  return WT_OK;
+}
+
+const struct kernels_ops *gpt_stage_kernels(const gpt_stage *s) {
+  return s->ops;
+}
+
+/* A host copy of a back-end buffer of the stage's n_params floats (device back ends). */
+static float *s_host_copy(gpt_stage *s, float **host, const float *buf) {
+  if (!*host) *host = s_host_floats(s, s->n_params);
+  s->ops->download(*host, buf, s->n_params * sizeof(float));
+  return *host;
+}
+
+float *gpt_stage_params_host(gpt_stage *s, size_t *n) {
+  if (n) *n = s->n_params;
+  return s->ops->device ? s_host_copy(s, &s->host_params, s->params) : s->params;
+}
+
+void gpt_stage_params_upload(gpt_stage *s) {
+  if (s->ops->device && s->host_params)
+    s->ops->upload(s->params, s->host_params, s->n_params * sizeof(float));
+}
+
+float *gpt_stage_grads_host(gpt_stage *s, size_t *n) {
+  if (n) *n = s->n_params;
+  return s->ops->device ? s_host_copy(s, &s->host_grads, s->grads) : s->grads;
+}
+
+void gpt_stage_grads_upload(gpt_stage *s) {
+  if (s->ops->device && s->host_grads)
+    s->ops->upload(s->grads, s->host_grads, s->n_params * sizeof(float));
 }
 
 float gpt_stage_loss(const gpt_stage *s) {
   return s->loss;
 }
-const float *gpt_stage_logits(const gpt_stage *s) {
-  return s->logits;
+const float *gpt_stage_logits(gpt_stage *s) {
+  if (!s->logits || !s->ops->device) return s->logits;
+  size_t n = (size_t)s->B * s->T * s->cfg.vocab_size;
+  if (!s->host_logits)
+    s->host_logits = s_host_floats(s, (size_t)s->max_batch * s->max_seq * s->cfg.vocab_size);
+  s->ops->download(s->host_logits, s->logits, n * sizeof(float));
+  return s->host_logits;
 }
 
 /* Zeroes one piece with streaming stores: the gradients are far larger than the caches and
@@ -339,6 +426,12 @@ static void s_zero(float *a, size_t n) {
 }
 
 void gpt_stage_zero_grad(gpt_stage *s) {
+  if (s->ops->device) { /* the dense tied sum: dwte_emb is zero everywhere again */
+    s->ops->zero(s->grads, s->n_params * sizeof(float));
+    if (s->dwte_emb) s->ops->zero(s->dwte_emb, (size_t)s->cfg.vocab_size * s->cfg.channels * 4);
+    s->tied_summed = 0;
+    return;
+  }
   s_zero(s->grads, s->n_params);
   size_t C = (size_t)s->cfg.channels;
   for (int i = 0; i < s->n_tied_rows; i++) { /* the embedding part is nonzero only here */
@@ -363,6 +456,16 @@ int gpt_tied_grads_sum(gpt_stage *a, gpt_stage *b) {
   if (a == b) return WT_OK; /* one stage: its backward already summed the two uses */
   size_t n = (size_t)a->cfg.vocab_size * a->cfg.channels;
   float *ga = a->g_end.wte, *gb = b->g_end.wte;
+  if (a->ops->device || b->ops->device) {
+    if (a->ops->alloc != b->ops->alloc)
+      return wt_fail(WT_EINVAL,
+                     "gpt_tied_grads_sum: the stages live on different back ends "
+                     "(%s, %s); exchange gpt_stage_tied_grad through host copies",
+                     a->ops->name, b->ops->name);
+    a->ops->residual_forward(ga, gb, ga, n); /* ga = gb + ga, elementwise: the host order */
+    a->ops->copy(gb, ga, n * sizeof(float));
+    return WT_OK;
+  }
   for (size_t i = 0; i < n; i++) ga[i] = gb[i] = gb[i] + ga[i];
   return WT_OK;
 }

@@ -60,10 +60,19 @@ typedef struct {
 
 typedef struct gpt_stage gpt_stage;
 
+struct kernels_ops;
+
 /* Creates a stage for layers [first, last) of cfg, able to run batches of up to max_batch
- * sequences of up to max_seq tokens (T <= cfg->max_seq). Parameters are zero until
- * gpt_stage_init_weights. Returns NULL with wt_last_error() set on a bad config or range. */
+ * sequences of up to max_seq tokens (T <= cfg->max_seq), on the CPU back end. Parameters are
+ * zero until gpt_stage_init_weights. Returns NULL with wt_last_error() set on a bad config or
+ * range, or WT_ENOMEM when the stage does not fit in the back end's memory. */
 gpt_stage *gpt_stage_new(const gpt_config *cfg, int first, int last, int max_batch, int max_seq);
+/* The same on kernels back end `ops` (kernels_for_device): parameters, gradients and
+ * activations are allocated by its memory entries, so with a CUDA table everything lives on the
+ * GPU. What crosses the stage's API stays host memory (tokens, targets, act_in/out,
+ * grad_in/out, gpt_stage_logits); the flat buffers are the back end's (see below). */
+gpt_stage *gpt_stage_new_on(const gpt_config *cfg, int first, int last, int max_batch, int max_seq,
+                            const struct kernels_ops *ops);
 void gpt_stage_destroy(gpt_stage **self_p);
 
 /* GPT-2 initialisation (normal 0.02; residual projections scaled by 1/sqrt(2L); LayerNorm 1/0;
@@ -75,19 +84,30 @@ const gpt_config *gpt_stage_config(const gpt_stage *s);
 int gpt_stage_first(const gpt_stage *s);
 int gpt_stage_last(const gpt_stage *s);
 
-/* Flat buffers (owned by the stage; valid until destroy). *n receives the element count. */
+/* Flat buffers (owned by the stage; valid until destroy). *n receives the element count. They
+ * are the back end's memory: device pointers on a GPU, for ops of the same table
+ * (optim_new_on, sq_norm); host memory on "cpu" and "ref". */
 float *gpt_stage_params(gpt_stage *s, size_t *n);
 float *gpt_stage_grads(gpt_stage *s, size_t *n);
+/* The same in host memory, where bytes leave (checkpoints, collectives): the buffer itself on a
+ * host back end; on a device, a host copy owned by the stage, refreshed by every call. After
+ * writing into that copy, *_upload puts it back (nothing to do on a host back end). */
+float *gpt_stage_params_host(gpt_stage *s, size_t *n);
+void gpt_stage_params_upload(gpt_stage *s);
+float *gpt_stage_grads_host(gpt_stage *s, size_t *n);
+void gpt_stage_grads_upload(gpt_stage *s);
 int gpt_stage_num_tensors(const gpt_stage *s);
 const gpt_tensor_info *gpt_stage_tensor(const gpt_stage *s, int i);
 /* All of them as one array (gpt_stage_num_tensors entries, owned by the stage), e.g. for
  * optim_new. */
 const gpt_tensor_info *gpt_stage_tensors(const gpt_stage *s, int *n);
 
-/* The kernels back end the stage runs on (kernels.h; default kernels_cpu()). Buffers stay host
- * memory: set only a host back end ("cpu" or "ref"). For tests comparing back ends. */
-struct kernels_ops;
-void gpt_stage_set_kernels(gpt_stage *s, const struct kernels_ops *ops);
+/* Switches the kernels back end to one whose buffers live in the same memory (e.g. "cpu" to
+ * "ref", for tests comparing back ends). Returns WT_EINVAL, changing nothing, for a back end
+ * with other memory (a GPU's): make the stage on it with gpt_stage_new_on instead. */
+int gpt_stage_set_kernels(gpt_stage *s, const struct kernels_ops *ops);
+/* The back end the stage runs on. */
+const struct kernels_ops *gpt_stage_kernels(const gpt_stage *s);
 
 /* Forward over [first, last) for a batch of B sequences of T tokens.
  *   tokens  (B, T) int token ids        — read by the first stage (first == 0), else NULL
@@ -99,10 +119,10 @@ void gpt_stage_set_kernels(gpt_stage *s, const struct kernels_ops *ops);
 int gpt_stage_forward(gpt_stage *s, const int *tokens, const float *act_in, const int *targets,
                       int B, int T, float *act_out);
 
-/* After a forward on the last stage: the mean cross-entropy (nats) and logits (B, T, V), valid
- * until the next forward. */
+/* After a forward on the last stage: the mean cross-entropy (nats) and logits (B, T, V) in host
+ * memory (copied from the device on a GPU back end), valid until the next forward. */
 float gpt_stage_loss(const gpt_stage *s);
-const float *gpt_stage_logits(const gpt_stage *s);
+const float *gpt_stage_logits(gpt_stage *s);
 
 /* Backward of the last forward. ACCUMULATES (+=) parameter gradients, so several micro-batches
  * can be summed before one update.
@@ -114,8 +134,9 @@ int gpt_stage_backward(gpt_stage *s, const float *grad_out, float *grad_in, floa
 
 void gpt_stage_zero_grad(gpt_stage *s);
 
-/* The gradient of this stage's copy of wte (V*C floats), or NULL if the stage holds neither end
- * of the model. Used to exchange tied-embedding gradients across processes. */
+/* The gradient of this stage's copy of wte (V*C floats, inside gpt_stage_grads: back-end
+ * memory), or NULL if the stage holds neither end of the model. Used to exchange
+ * tied-embedding gradients across processes. */
 float *gpt_stage_tied_grad(gpt_stage *s, size_t *n);
 
 /* In one process: sets the wte gradients of `first_stage` (first == 0) and `last_stage`

@@ -13,23 +13,23 @@ static void s_block_backward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_pt
   int C = s->cfg.channels, N = B * T, NH = s->cfg.n_head;
   size_t NC = (size_t)N * C, N4C = (size_t)N * 4 * C;
   /* y = resid2 + mlp(resid2): dres already is dL/dresid2's pass-through part. */
-  memset(s->dfch_gelu, 0, N4C * sizeof(float));
+  k->zero(s->dfch_gelu, N4C * sizeof(float));
   k->matmul_backward(s->dfch_gelu, g->fcprojw, g->fcprojb, s->dres, a->fch_gelu, p->fcprojw, N,
                      4 * C, C, KERNELS_W_IN_OUT);
-  memset(s->dfch, 0, N4C * sizeof(float));
+  k->zero(s->dfch, N4C * sizeof(float));
   k->gelu_backward(s->dfch, a->fch, s->dfch_gelu, N4C);
-  memset(s->dln, 0, NC * sizeof(float));
+  k->zero(s->dln, NC * sizeof(float));
   k->matmul_backward(s->dln, g->fcw, g->fcb, s->dfch, a->ln2, p->fcw, N, C, 4 * C,
                      KERNELS_W_IN_OUT);
   k->layernorm_backward(s->dres, g->ln2w, g->ln2b, s->dln, a->resid2, p->ln2w, a->ln2_mean,
                         a->ln2_rstd, N, C);
   /* resid2 = x + attn(x): dres now is dL/dresid2, the pass-through part of dL/dx. */
-  memset(s->datty, 0, NC * sizeof(float));
+  k->zero(s->datty, NC * sizeof(float));
   k->matmul_backward(s->datty, g->attprojw, g->attprojb, s->dres, a->atty, p->attprojw, N, C, C,
                      KERNELS_W_IN_OUT);
-  memset(s->dqkv, 0, NC * 3 * sizeof(float));
+  k->zero(s->dqkv, NC * 3 * sizeof(float));
   k->attention_backward(s->dqkv, s->datt, s->datty, a->qkv, a->att, B, T, C, NH);
-  memset(s->dln, 0, NC * sizeof(float));
+  k->zero(s->dln, NC * sizeof(float));
   k->matmul_backward(s->dln, g->qkvw, g->qkvb, s->dqkv, a->ln1, p->qkvw, N, C, 3 * C,
                      KERNELS_W_IN_OUT);
   k->layernorm_backward(s->dres, g->ln1w, g->ln1b, s->dln, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N,
@@ -41,19 +41,30 @@ static void s_head_backward(gpt_stage *s, const float *top, float loss_scale, in
   const kernels_ops *k = s->ops;
   int C = s->cfg.channels, V = s->cfg.vocab_size;
   size_t NC = (size_t)N * C;
-  k->crossentropy_backward(s->dlogits, s->logits, s->lse, s->targets, loss_scale / (float)N, N, V);
-  memset(s->dln, 0, NC * sizeof(float));
+  k->crossentropy_backward(s->dlogits, s->logits, s->lse, s->targets_dev, loss_scale / (float)N, N,
+                           V);
+  k->zero(s->dln, NC * sizeof(float));
   k->matmul_backward(s->dln, s->g_end.wte, NULL, s->dlogits, s->lnf, s->p_end.wte, N, C, V,
                      KERNELS_W_OUT_IN);
-  memset(s->dres, 0, NC * sizeof(float));
+  k->zero(s->dres, NC * sizeof(float));
   k->layernorm_backward(s->dres, s->g_end.lnfw, s->g_end.lnfb, s->dln, top, s->p_end.lnfw,
                         s->lnf_mean, s->lnf_rstd, N, C);
 }
 
 /* A stage with both ends (see gpt_internal.h): before the LM head accumulates into grads' wte,
- * the rows that hold head + emb get their head part back. */
+ * the rows that hold head + emb get their head part back.
+ *
+ * On a device back end the same sums are made densely over all of wte (V x C floats, a fraction
+ * of a millisecond at GPU bandwidth) instead of per listed row, which would take one launch
+ * per row: emb is exactly +0 on the rows no token touched, and head + (+0) is head bitwise. */
 static void s_tied_restore(gpt_stage *s) {
   size_t C = (size_t)s->cfg.channels;
+  if (s->ops->device) {
+    if (s->tied_summed)
+      s->ops->copy(s->g_end.wte, s->wte_head_rows, (size_t)s->cfg.vocab_size * C * sizeof(float));
+    s->tied_summed = 0;
+    return;
+  }
   for (int i = 0; i < s->n_tied_rows; i++) {
     size_t off = (size_t)s->tied_rows[i] * C;
     memcpy(s->g_end.wte + off, s->wte_head_rows + off, C * sizeof(float));
@@ -64,6 +75,13 @@ static void s_tied_restore(gpt_stage *s) {
  * the single addition gpt_tied_grads_sum makes for two stages. */
 static void s_tied_sum(gpt_stage *s, const int *tokens, int N) {
   size_t C = (size_t)s->cfg.channels;
+  if (s->ops->device) { /* head part kept whole, then g = head + emb (the host order) */
+    size_t n = (size_t)s->cfg.vocab_size * C;
+    s->ops->copy(s->wte_head_rows, s->g_end.wte, n * sizeof(float));
+    s->ops->residual_forward(s->g_end.wte, s->wte_head_rows, s->dwte_emb, n);
+    s->tied_summed = 1;
+    return;
+  }
   for (int i = 0; i < N; i++)
     if (!s->tied_listed[tokens[i]]) {
       s->tied_listed[tokens[i]] = 1;
@@ -89,14 +107,14 @@ int gpt_stage_backward(gpt_stage *s, const float *grad_out, float *grad_in, floa
   if (gpt_is_last(s))
     s_head_backward(s, s->resid + (size_t)s->n_local * slice, loss_scale, N);
   else
-    memcpy(s->dres, grad_out, NC * sizeof(float));
+    s->ops->upload(s->dres, grad_out, NC * sizeof(float));
   for (int l = s->n_local - 1; l >= 0; l--)
     s_block_backward(s, &s->p_blk[l], &s->g_blk[l], &s->acts[l], s->resid + l * slice, B, T);
   if (gpt_is_first(s)) {
     float *dwte = s->dwte_emb ? s->dwte_emb : s->g_end.wte;
-    s->ops->encoder_backward(dwte, s->g_end.wpe, s->dres, s->tokens, B, T, C);
+    s->ops->encoder_backward(dwte, s->g_end.wpe, s->dres, s->tokens_dev, B, T, C);
   } else {
-    memcpy(grad_in, s->dres, NC * sizeof(float));
+    s->ops->download(grad_in, s->dres, NC * sizeof(float));
   }
   if (s->dwte_emb) s_tied_sum(s, s->tokens, N);
   return WT_OK;

@@ -52,9 +52,14 @@ static void s_head_forward(gpt_stage *s, const float *x, int N) {
   int C = s->cfg.channels, V = s->cfg.vocab_size;
   k->layernorm_forward(s->lnf, s->lnf_mean, s->lnf_rstd, x, s->p_end.lnfw, s->p_end.lnfb, N, C);
   k->matmul_forward(s->logits, s->lnf, s->p_end.wte, NULL, N, C, V, KERNELS_W_OUT_IN);
-  k->crossentropy_forward(s->losses, s->lse, s->logits, s->targets, N, V);
+  k->crossentropy_forward(s->losses, s->lse, s->logits, s->targets_dev, N, V);
+  const float *losses = s->losses;
+  if (k->device) {
+    k->download(s->losses_host, s->losses, (size_t)N * sizeof(float));
+    losses = s->losses_host;
+  }
   double sum = 0; /* in position order: the same in every stage layout */
-  for (int i = 0; i < N; i++) sum += s->losses[i];
+  for (int i = 0; i < N; i++) sum += losses[i];
   s->loss = (float)(sum / N);
 }
 
@@ -64,13 +69,18 @@ int gpt_stage_forward(gpt_stage *s, const int *tokens, const float *act_in, cons
   int C = s->cfg.channels, N = B * T;
   size_t NC = (size_t)N * C;
   s->B = B, s->T = T;
+  const kernels_ops *k = s->ops;
   if (gpt_is_first(s)) {
     memcpy(s->tokens, tokens, sizeof(int) * (size_t)N);
-    s->ops->encoder_forward(s->resid, tokens, s->p_end.wte, s->p_end.wpe, B, T, C);
+    if (k->device) k->upload(s->tokens_dev, tokens, sizeof(int) * (size_t)N);
+    k->encoder_forward(s->resid, s->tokens_dev, s->p_end.wte, s->p_end.wpe, B, T, C);
   } else {
-    memcpy(s->resid, act_in, sizeof(float) * NC);
+    k->upload(s->resid, act_in, sizeof(float) * NC);
   }
-  if (gpt_is_last(s)) memcpy(s->targets, targets, sizeof(int) * (size_t)N);
+  if (gpt_is_last(s)) {
+    memcpy(s->targets, targets, sizeof(int) * (size_t)N);
+    if (k->device) k->upload(s->targets_dev, targets, sizeof(int) * (size_t)N);
+  }
   /* resid holds n_local + 1 slices of the max batch size; slice l is block l's input. */
   size_t slice = (size_t)s->max_batch * s->max_seq * C;
   for (int l = 0; l < s->n_local; l++)
@@ -80,6 +90,6 @@ int gpt_stage_forward(gpt_stage *s, const int *tokens, const float *act_in, cons
   if (gpt_is_last(s))
     s_head_forward(s, top, N);
   else
-    memcpy(act_out, top, sizeof(float) * NC);
+    k->download(act_out, top, sizeof(float) * NC);
   return WT_OK;
 }

@@ -67,7 +67,9 @@ struct gpt_stage {
   float *lnf, *lnf_mean, *lnf_rstd; /* last stage: (N, C), (N), (N) */
   float *logits, *dlogits;          /* last stage: (N, V) each */
   float *lse, *losses;              /* last stage: (N) each */
-  int *tokens, *targets;            /* copies of the last forward's ids (N) */
+  int *tokens, *targets;            /* host copies of the last forward's ids (N) */
+  int *tokens_dev, *targets_dev;    /* the same in the back end's memory (aliases on a host) */
+  float *losses_host;               /* last stage on a device: host copy of losses (N) */
   float *tmp;                       /* (N, C) projection output before the residual add */
   float *dres;                      /* (N, C) gradient of the residual stream */
   float *dln, *datty;               /* (N, C) */
@@ -76,7 +78,16 @@ struct gpt_stage {
   float *datt;                      /* (B, NH, T, T) attention backward scratch */
   int B, T;                         /* shape of the last forward; 0 before any */
   float loss;
+
+  /* Device back ends only: host copies made on request (gpt_stage_params_host, ...), and the
+   * tied-wte state of the dense sum (see s_tied_* in gpt_backward.c). */
+  float *host_params, *host_grads, *host_logits;
+  int tied_summed; /* grads' wte holds head + emb and wte_head_rows the head part */
 };
+
+/* Zeroed back-end memory for n floats; aborts when the back end runs out (gpt_stage_new
+ * checked the total against its memory first). */
+float *gpt_floats(const gpt_stage *s, size_t n);
 
 /* Is the stage the first / last of the model? */
 static inline int gpt_is_first(const gpt_stage *s) {

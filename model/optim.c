@@ -14,10 +14,12 @@ struct optim {
   optim_config cfg;
   gpt_tensor_info *tensors; /* copy: offsets, sizes and decay flags */
   int n_tensors;
-  size_t n;  /* elements in the flat buffer */
-  float *m;  /* AdamW first moment, or SGD momentum buffer (n) */
-  float *v;  /* AdamW second moment (n); NULL for SGD */
-  long step; /* updates taken */
+  size_t n;               /* elements in the flat buffer */
+  float *m;               /* AdamW first moment, or SGD momentum buffer (n) */
+  float *v;               /* AdamW second moment (n); NULL for SGD */
+  long step;              /* updates taken */
+  const kernels_ops *ops; /* where m and v live and the update runs */
+  float *host[2]; /* host copies of m and v for checkpoints (device back ends only; pinned) */
 };
 
 optim_config optim_config_default(void) {
@@ -58,7 +60,16 @@ int optim_config_validate(const optim_config *c) {
 }
 
 optim *optim_new(const optim_config *cfg, const gpt_tensor_info *tensors, int n_tensors) {
+  return optim_new_on(cfg, tensors, n_tensors, kernels_cpu());
+}
+
+optim *optim_new_on(const optim_config *cfg, const gpt_tensor_info *tensors, int n_tensors,
+                    const kernels_ops *ops) {
   if (optim_config_validate(cfg) != WT_OK) return NULL;
+  if (ops->device && cfg->kind != OPTIM_ADAMW) {
+    wt_fail(WT_ENOTSUP, "SGD runs on host back ends only; use --optimizer adamw on %s", ops->name);
+    return NULL;
+  }
   if (!tensors || n_tensors <= 0) {
     wt_fail(WT_EINVAL, "optim_new: no tensors to optimize");
     return NULL;
@@ -69,8 +80,9 @@ optim *optim_new(const optim_config *cfg, const gpt_tensor_info *tensors, int n_
   o->tensors = wt_xmalloc(sizeof *tensors * (size_t)n_tensors);
   memcpy(o->tensors, tensors, sizeof *tensors * (size_t)n_tensors);
   for (int i = 0; i < n_tensors; i++) o->n = WT_MAX(o->n, tensors[i].offset + tensors[i].numel);
-  o->m = kernels_cpu_alloc(o->n * sizeof(float)); /* zeroed; huge pages when large */
-  if (cfg->kind == OPTIM_ADAMW) o->v = kernels_cpu_alloc(o->n * sizeof(float));
+  o->ops = ops;
+  o->m = ops->alloc(o->n * sizeof(float)); /* zeroed; huge pages when large on the host */
+  if (cfg->kind == OPTIM_ADAMW) o->v = ops->alloc(o->n * sizeof(float));
   if (!o->m || (cfg->kind == OPTIM_ADAMW && !o->v)) {
     wt_fail(WT_ENOMEM, "optimizer state for %zu parameters does not fit in memory", o->n);
     optim_destroy(&o);
@@ -83,8 +95,11 @@ void optim_destroy(optim **self_p) {
   if (!self_p || !*self_p) return;
   optim *o = *self_p;
   free(o->tensors);
-  kernels_cpu_free(o->m);
-  kernels_cpu_free(o->v);
+  if (o->ops) {
+    o->ops->free(o->m);
+    o->ops->free(o->v);
+  }
+  if (o->ops) o->ops->host_free(o->host[0]), o->ops->host_free(o->host[1]);
   free(o);
   *self_p = NULL;
 }
@@ -93,35 +108,12 @@ const optim_config *optim_get_config(const optim *opt) {
   return &opt->cfg;
 }
 
-/* Sum of squares of one block in 16 running sums: four vectors of four doubles, so the adds of
- * consecutive iterations do not wait on each other (with one chain of four the loop ran at a
- * third of the memory bandwidth: 0.08 s for GPT-2 124M's 124M gradients). The grouping depends
- * on the block alone, so the result stays independent of the thread count. */
-static double s_block_sq(const float *g, size_t n) {
-  enum { LANES = 16 };
-  double acc[LANES] = {0};
-  size_t i = 0;
-  for (; i + LANES <= n; i += LANES)
-    for (int k = 0; k < LANES; k++) acc[k] += (double)g[i + k] * g[i + k];
-  for (; i < n; i++) acc[0] += (double)g[i] * g[i];
-  for (int w = LANES / 2; w > 0; w /= 2) /* pairwise: a fixed tree over the lanes */
-    for (int k = 0; k < w; k++) acc[k] += acc[k + w];
-  return acc[0];
+double optim_grad_sq_norm(const float *grads, size_t n) {
+  return kernels_cpu()->sq_norm(grads, n);
 }
 
-double optim_grad_sq_norm(const float *grads, size_t n) {
-  /* Fixed-size blocks summed in block order: threads share the work, yet the grouping depends
-   * on n alone, so the result is the same for any thread count. */
-  enum { BLOCK = 1 << 16 };
-  size_t nb = (n + BLOCK - 1) / BLOCK;
-  double *part = wt_xmalloc(sizeof(double) * (nb ? nb : 1));
-#pragma omp parallel for schedule(static)
-  for (size_t b = 0; b < nb; b++)
-    part[b] = s_block_sq(grads + b * BLOCK, WT_MIN(BLOCK, n - b * BLOCK));
-  double sum = 0;
-  for (size_t b = 0; b < nb; b++) sum += part[b];
-  free(part);
-  return sum;
+double optim_grad_sq_norm_on(const kernels_ops *ops, const float *grads, size_t n) {
+  return ops->sq_norm(grads, n);
 }
 
 float optim_clip_scale(const optim_config *cfg, double total_sq) {
@@ -158,7 +150,7 @@ int optim_step(optim *o, float *params, const float *grads, float lr, float grad
   o->step++;
   float bc1 = 1.0f - powf(c->beta1, (float)o->step);
   float bc2 = 1.0f - powf(c->beta2, (float)o->step);
-  const kernels_ops *ops = kernels_cpu();
+  const kernels_ops *ops = o->ops;
   for (int i = 0; i < o->n_tensors; i++) {
     const gpt_tensor_info *t = &o->tensors[i];
     float wd = t->weight_decay ? c->weight_decay : 0.0f;
@@ -181,6 +173,26 @@ float *optim_state(optim *o, int i, size_t *n) {
   float *buf = i == 0 ? o->m : i == 1 ? o->v : NULL;
   if (n) *n = buf ? o->n : 0;
   return buf;
+}
+
+float *optim_state_host(optim *o, int i, size_t *n) {
+  float *buf = optim_state(o, i, n);
+  if (!buf || !o->ops->device) return buf;
+  if (!o->host[i] && !(o->host[i] = o->ops->host_alloc(o->n * sizeof(float)))) {
+    WT_ERROR("optim: out of host memory for a copy of %zu floats", o->n);
+    abort();
+  }
+  o->ops->download(o->host[i], buf, o->n * sizeof(float));
+  return o->host[i];
+}
+
+void optim_state_upload(optim *o, int i) {
+  float *buf = optim_state(o, i, NULL);
+  if (buf && o->ops->device && o->host[i]) o->ops->upload(buf, o->host[i], o->n * sizeof(float));
+}
+
+const kernels_ops *optim_kernels(const optim *o) {
+  return o->ops;
 }
 
 long optim_step_count(const optim *o) {

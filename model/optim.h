@@ -29,6 +29,7 @@
 
 #include <stddef.h>
 
+#include "kernels/kernels.h"
 #include "model/gpt.h"
 
 typedef enum { OPTIM_ADAMW = 0, OPTIM_SGD = 1 } optim_kind;
@@ -59,12 +60,25 @@ typedef struct optim optim;
  * the end of the last tensor. State starts at zero, step count 0. Returns NULL with
  * wt_last_error() set on a bad config. The caller owns the result (optim_destroy). */
 optim *optim_new(const optim_config *cfg, const gpt_tensor_info *tensors, int n_tensors);
+/* The same with its state in the memory of back end `ops` and the update run by its
+ * adamw_update (a CUDA table: state and update on the GPU; the params/grads passed to
+ * optim_step must then be that back end's buffers too, e.g. a stage made with
+ * gpt_stage_new_on). SGD runs on host back ends only (WT_ENOTSUP on a device). */
+optim *optim_new_on(const optim_config *cfg, const gpt_tensor_info *tensors, int n_tensors,
+                    const kernels_ops *ops);
 void optim_destroy(optim **self_p);
+
+/* The back end the optimizer was made on. */
+const kernels_ops *optim_kernels(const optim *opt);
 
 const optim_config *optim_get_config(const optim *opt);
 
-/* Sum of squares of n gradient values, accumulated in double in a fixed order (deterministic). */
+/* Sum of squares of n gradient values in host memory, accumulated in double in a fixed order
+ * (deterministic). */
 double optim_grad_sq_norm(const float *grads, size_t n);
+/* The same for a buffer of back end `ops` (its sq_norm: on a GPU, a device reduction in a
+ * fixed order, summed in double). */
+double optim_grad_sq_norm_on(const kernels_ops *ops, const float *grads, size_t n);
 
 /* The factor to multiply gradients by so that their global norm sqrt(total_sq) is at most
  * cfg->grad_clip (PyTorch clip_grad_norm_: clip / (norm + 1e-6) when that is below 1), or 1 when
@@ -84,6 +98,12 @@ int optim_step(optim *opt, float *params, const float *grads, float lr, float gr
  * Returns the buffer (owned by opt) and its length in *n, or NULL for i out of range. */
 int optim_num_states(const optim *opt);
 float *optim_state(optim *opt, int i, size_t *n);
+/* State buffers are the back end's memory (device memory on a GPU). For checkpoints:
+ * optim_state_host returns buffer i in host memory (the buffer itself on a host back end; a
+ * copy owned by opt, refreshed by this call, on a device); after writing into that copy,
+ * optim_state_upload(opt, i) puts it back (nothing to do on a host back end). */
+float *optim_state_host(optim *opt, int i, size_t *n);
+void optim_state_upload(optim *opt, int i);
 
 /* Steps taken (AdamW's bias correction uses it). Restore it together with the state. */
 long optim_step_count(const optim *opt);

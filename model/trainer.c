@@ -59,12 +59,13 @@ trainer *trainer_new(const trainer_config *cfg, const data_set *data) {
   const int mb = trainer_micro_rows(t), T = cfg->model.max_seq;
   int first = s_whole(cfg) ? 0 : cfg->first_layer;
   int last = s_whole(cfg) ? cfg->model.n_layer : cfg->last_layer;
-  t->model = gpt_stage_new(&cfg->model, first, last, mb, T);
+  const kernels_ops *ops = cfg->kernels ? cfg->kernels : kernels_cpu();
+  t->model = gpt_stage_new_on(&cfg->model, first, last, mb, T, ops);
   if (t->model) {
     gpt_stage_init_weights(t->model, cfg->seed);
     if (!cfg->external_optimizer)
-      t->opt =
-          optim_new(&t->cfg.optim, gpt_stage_tensor(t->model, 0), gpt_stage_num_tensors(t->model));
+      t->opt = optim_new_on(&t->cfg.optim, gpt_stage_tensor(t->model, 0),
+                            gpt_stage_num_tensors(t->model), ops);
   }
   if (!t->model || (!t->opt && !cfg->external_optimizer)) {
     trainer_destroy(&t);
@@ -116,12 +117,13 @@ double trainer_grad_sq_norm_range(gpt_stage *s, size_t lo, size_t hi) {
   hi = WT_MIN(hi, n);
   if (lo >= hi) return 0;
   const float *tied = gpt_stage_tied_grad(s, &tied_n);
-  if (gpt_stage_first(s) == 0 || !tied) return optim_grad_sq_norm(g + lo, hi - lo);
+  const kernels_ops *k = gpt_stage_kernels(s);
+  if (gpt_stage_first(s) == 0 || !tied) return optim_grad_sq_norm_on(k, g + lo, hi - lo);
   /* The last stage's wte copy is counted by the first stage. */
   size_t wlo = (size_t)(tied - g), whi = wlo + tied_n;
   double sq = 0;
-  if (lo < wlo) sq += optim_grad_sq_norm(g + lo, WT_MIN(hi, wlo) - lo);
-  if (hi > whi) sq += optim_grad_sq_norm(g + WT_MAX(lo, whi), hi - WT_MAX(lo, whi));
+  if (lo < wlo) sq += optim_grad_sq_norm_on(k, g + lo, WT_MIN(hi, wlo) - lo);
+  if (hi > whi) sq += optim_grad_sq_norm_on(k, g + WT_MAX(lo, whi), hi - WT_MAX(lo, whi));
   return sq;
 }
 

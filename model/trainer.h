@@ -49,6 +49,10 @@ typedef struct {
   int first_layer, last_layer; /* this stage's layers [first, last); 0, 0 = all */
   int replicas, replica;       /* R (0 = 1) equal row slices of the global batch; this one's */
   int external_optimizer;      /* 1: no optimizer here; hooks.update applies the step (ZeRO-1) */
+  /* The kernels back end the stage and optimizer run on (kernels_for_device); NULL = the CPU.
+   * On a GPU, params/grads/optimizer state live on the device; the hooks see device buffers
+   * through gpt_stage_params/grads and host copies through gpt_stage_*_host. */
+  const struct kernels_ops *kernels;
 } trainer_config;
 
 /* What one step measured. */

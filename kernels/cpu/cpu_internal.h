@@ -12,6 +12,10 @@ extern const kernels_ops kernels_cpu_table; /* cpu/cpu_table.c */
 extern const kernels_ops kernels_ref_table; /* cpu/ref_table.c */
 #ifdef WT_KERNELS_HAVE_CUDA
 const kernels_ops *kernels_cuda(void); /* kernels/cuda */
+/* Makes GPU `dev` the calling thread's current device (kernels/cuda/memory.cu). Returns 0, or
+ * -1 with *count set to the number of GPUs seen and `why` to the CUDA error, if any. */
+int kernels_cuda_select(int dev, int *count, char *why, size_t why_len);
+void kernels_cuda_set_precision(kernels_precision p); /* kernels/cuda/matmul.cu */
 #endif
 
 /* Fast CPU ops (kernels_cpu_*) and reference ops (kernels_ref_*): see kernels.h for the
@@ -58,7 +62,16 @@ WT_KERNELS_DECLARE(kernels_ref)
 void kernels_cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda,
                        const float *B, int ldb, float beta, float *C, int ldc);
 
-/* Fills a table named `name` with the ops of one prefix. */
+/* Memory entries shared by both host tables (cpu/memory.c, cpu/norm.c). */
+void kernels_cpu_upload(void *dst, const void *src, size_t bytes);
+void kernels_cpu_download(void *dst, const void *src, size_t bytes);
+void kernels_cpu_copy(void *dst, const void *src, size_t bytes);
+void kernels_cpu_zero(void *p, size_t bytes);
+double kernels_cpu_sq_norm(const float *x, size_t n);
+double kernels_cpu_mem_total(void);
+void kernels_cpu_copy_wait(void);
+
+/* Fills a table named `name` with the ops of one prefix and the host memory entries. */
 #define WT_KERNELS_TABLE(name_, prefix)                                                            \
   {                                                                                                \
     .name = name_, .encoder_forward = prefix##_encoder_forward,                                    \
@@ -70,7 +83,13 @@ void kernels_cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, const floa
     .gelu_backward = prefix##_gelu_backward, .residual_forward = prefix##_residual_forward,        \
     .residual_backward = prefix##_residual_backward,                                               \
     .crossentropy_forward = prefix##_crossentropy_forward,                                         \
-    .crossentropy_backward = prefix##_crossentropy_backward, .adamw_update = prefix##_adamw_update \
+    .crossentropy_backward = prefix##_crossentropy_backward,                                       \
+    .adamw_update = prefix##_adamw_update, .device = 0, .alloc = kernels_cpu_alloc,                \
+    .free = kernels_cpu_free, .upload = kernels_cpu_upload, .download = kernels_cpu_download,      \
+    .copy = kernels_cpu_copy, .zero = kernels_cpu_zero, .sq_norm = kernels_cpu_sq_norm,            \
+    .mem_total = kernels_cpu_mem_total, .host_alloc = kernels_cpu_alloc,                           \
+    .host_free = kernels_cpu_free, .download_async = kernels_cpu_download,                         \
+    .upload_async = kernels_cpu_upload, .copy_wait = kernels_cpu_copy_wait                         \
   }
 
 #endif

@@ -37,9 +37,20 @@ static inline unsigned wt_cuda_blocks(size_t n, unsigned threads) {
   return (unsigned)((n + threads - 1) / threads);
 }
 
-/* The process-wide cuBLAS handle, created on first use (pedantic fp32 math: no TF32, so the
- * results compare with the CPU reference at fp32 tolerances). */
+/* The process-wide cuBLAS handle, created on first use (pedantic fp32 math until
+ * kernels_set_precision chooses TF32 or bf16 tensor cores). */
 cublasHandle_t kernels_cuda_cublas_handle(void);
+
+/* Column-major C = alpha op(A) op(B) + beta C in fp32 buffers, computed at the back end's
+ * precision (matmul.cu); the strided-batched form for attention. */
+void kernels_cuda_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                       float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                       float *C, int ldc);
+void kernels_cuda_gemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                               float alpha, const float *A, int lda, long long sa, const float *B,
+                               int ldb, long long sb, float beta, float *C, int ldc, long long sc,
+                               int batch);
+extern "C" void kernels_cuda_set_precision(kernels_precision p);
 
 /* Sum over a block of 32*k threads; every thread gets the result. Fixed order. */
 __device__ inline float wt_block_sum(float x, float *shared) {
@@ -95,5 +106,18 @@ void kernels_cuda_crossentropy_backward(float *dlogits, const float *logits, con
 void kernels_cuda_adamw_update(float *param, const float *grad, float *m, float *v, size_t n,
                                float lr, float b1, float b2, float eps, float wd, float bc1,
                                float bc2, float grad_scale);
+void *kernels_cuda_alloc(size_t bytes);
+void kernels_cuda_free(void *p);
+void kernels_cuda_upload(void *dst, const void *src, size_t bytes);
+void kernels_cuda_download(void *dst, const void *src, size_t bytes);
+void kernels_cuda_copy(void *dst, const void *src, size_t bytes);
+void kernels_cuda_zero(void *p, size_t bytes);
+double kernels_cuda_sq_norm(const float *x, size_t n);
+double kernels_cuda_mem_total(void);
+void *kernels_cuda_host_alloc(size_t bytes);
+void kernels_cuda_host_free(void *p);
+void kernels_cuda_download_async(void *dst, const void *src, size_t bytes);
+void kernels_cuda_upload_async(void *dst, const void *src, size_t bytes);
+void kernels_cuda_copy_wait(void);
 
 #endif

@@ -20,6 +20,20 @@ static const kernels_ops s_cuda_table = {
     kernels_cuda_crossentropy_forward,
     kernels_cuda_crossentropy_backward,
     kernels_cuda_adamw_update,
+    1, /* device: buffers are GPU memory */
+    kernels_cuda_alloc,
+    kernels_cuda_free,
+    kernels_cuda_upload,
+    kernels_cuda_download,
+    kernels_cuda_copy,
+    kernels_cuda_zero,
+    kernels_cuda_sq_norm,
+    kernels_cuda_mem_total,
+    kernels_cuda_host_alloc,
+    kernels_cuda_host_free,
+    kernels_cuda_download_async,
+    kernels_cuda_upload_async,
+    kernels_cuda_copy_wait,
 };
 
 extern "C" const kernels_ops *kernels_cuda(void) {

@@ -2,7 +2,7 @@
  * directory as data, a checkpoint directory it cannot write, one that holds another run or is
  * in use by one, a JSON log that holds another run's lines; reports what it could not write
  * (a full disk under --json-log); recovers from a dangling `latest`; ends a stalled download on
- * SIGTERM; and prints JSON for a non-finite loss. */
+ * SIGTERM; prints JSON for a non-finite loss; and refuses a --device it cannot use. */
 #include "common/common.h"
 #include "common/testing.h"
 #include "tests/cli/cli_harness.h"
@@ -144,6 +144,38 @@ static int s_count_files(const char *name) {
 }
 
 /* SIGTERM during a download that has stalled ends train or eval at once and keeps nothing. */
+/* --device: a malformed name is a usage error (exit 2) in every command; a GPU this build or
+ * machine does not have is a failure (exit 1) that says which and what to do, never a crash.
+ * cuda:999 is absent everywhere; cuda:0 is absent here (no GPU, or a CPU-only build) and, on a
+ * machine that has it, trains. */
+static void test_device(void) {
+  EXPECT("train " MODEL "--steps 1 --device gpu7", 2, "device 'gpu7' is not cpu, cuda or cuda:N");
+  EXPECT("train " MODEL "--steps 1 --device cuda:x", 2, "is not cpu, cuda or cuda:N");
+  EXPECT("train " MODEL "--steps 1 --device cuda:-1", 2, "is not cpu, cuda or cuda:N");
+  EXPECT("eval --checkpoint run --data corpus.txt --device tpu", 2, "is not cpu, cuda or cuda:N");
+  EXPECT("sample --checkpoint run --device cuda0", 2, "is not cpu, cuda or cuda:N");
+  int rc = s_wantrain("train " MODEL "--steps 1 --device cuda:999");
+  WT_TEST_ASSERT(rc == 1 && (strstr(g_out, "no CUDA device 999 (cudaGetDeviceCount says") ||
+                             strstr(g_out, "this build has no CUDA back end (configure with "
+                                           "-DWANTRAIN_CUDA=ON")),
+                 "cuda:999: exit %d:\n%s", rc, g_out);
+  WT_TEST_ASSERT(!strstr(g_out, "model:"), "refused before training:\n%s", g_out);
+  rc = s_wantrain("train " MODEL "--steps 1 --device cuda:0");
+  int absent = strstr(g_out, "no CUDA device 0 (cudaGetDeviceCount says") ||
+               strstr(g_out, "this build has no CUDA back end");
+  WT_TEST_ASSERT((rc == 1 && absent) || (rc == 0 && strstr(g_out, "done: step 1")),
+                 "cuda:0: exit %d:\n%s", rc, g_out);
+  EXPECT("eval --checkpoint run --data corpus.txt --device cuda:999", 1, "CUDA");
+  EXPECT("sample --checkpoint run --device cuda:999", 1, "CUDA");
+  EXPECT("train " MODEL "--steps 1 --device cpu", 0, "done: step 1");
+  /* Precision: the CPU computes in fp32 only, and says so rather than ignoring the flag. */
+  EXPECT("train " MODEL "--steps 1 --precision bf16", 1, "bf16 matmuls need a GPU");
+  EXPECT("train " MODEL "--steps 1 --tf32", 1, "tf32 matmuls need a GPU");
+  EXPECT("eval --checkpoint run --data corpus.txt --precision bf16", 1, "need a GPU");
+  EXPECT("train " MODEL "--steps 1 --precision fp16", 2, "'fp16' is not one of fp32|bf16");
+  EXPECT("train " MODEL "--steps 1 --precision fp32", 0, "done: step 1");
+}
+
 static void test_download_signal(void) {
   static const char *commands[] = {"train " MODEL "--steps 1 --data",
                                    "eval --checkpoint run --data"};
@@ -186,6 +218,7 @@ int main(void) {
   test_log_write_error();
   test_messages();
   test_eval_nan();
+  test_device();
   test_download_signal();
   if (!wt_test_failures) { /* scratch is kept when a check failed, for a look at it */
     char rm[700];

@@ -3,7 +3,8 @@
  *   2. the fast "cpu" ops against the "ref" ops on the same random inputs (forward outputs and
  *      every gradient), at a small size and at one big enough to reach sgemm's blocked paths;
  *   3. determinism: the fast ops give bitwise the same result twice;
- *   4. OpenBLAS is loaded in-process with the expected core, leaving the environment as it was.
+ *   4. OpenBLAS is loaded in-process with the expected core, leaving the environment as it was;
+ *   5. the memory entries of the host tables, the device-name parser and the precision switch.
  *
  * Tolerances (|got - want| <= atol + rtol |want|):
  *   - finite differences: objective L = sum(out * r) in double, step h = 1e-2 on inputs of size
@@ -394,6 +395,82 @@ static void test_registry(void) {
   WT_TEST_ASSERT(kernels_backend(NULL) == NULL, "NULL name must be NULL");
 }
 
+/* The device names every program parses through kernels_for_device, and the precision switch:
+ * malformed names are usage errors (WT_EINVAL), GPUs this build or machine lacks WT_ENOTSUP. */
+static void test_device_names(void) {
+  const kernels_ops *ops = NULL;
+  WT_TEST_ASSERT(kernels_for_device("cpu", &ops) == WT_OK && ops == kernels_cpu(), "cpu");
+  static const char *bad[] = {"",          "gpu7",  "cuda:", "cuda:x",     "cuda:-1",
+                              "cuda:1024", "cuda0", "CPU",   "cuda:12345", "ref"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    ops = NULL;
+    WT_TEST_ASSERT(kernels_for_device(bad[i], &ops) == WT_EINVAL && !ops &&
+                       strstr(wt_last_error(), "is not cpu, cuda or cuda:N"),
+                   "'%s' is malformed: %s", bad[i], wt_last_error());
+  }
+  /* cuda:999 names no GPU anywhere: refused for the build or for the machine, never a crash. */
+  int rc = kernels_for_device("cuda:999", &ops);
+  WT_TEST_ASSERT(rc == WT_ENOTSUP && (strstr(wt_last_error(), "no CUDA device 999") ||
+                                      strstr(wt_last_error(), "this build has no CUDA back end")),
+                 "cuda:999: %d %s", rc, wt_last_error());
+  kernels_precision p;
+  WT_TEST_ASSERT(kernels_parse_precision("fp32", 0, &p) == WT_OK && p == KERNELS_PREC_FP32, "fp32");
+  WT_TEST_ASSERT(kernels_parse_precision("fp32", 1, &p) == WT_OK && p == KERNELS_PREC_TF32, "tf32");
+  WT_TEST_ASSERT(kernels_parse_precision("bf16", 0, &p) == WT_OK && p == KERNELS_PREC_BF16, "bf16");
+  WT_TEST_ASSERT(kernels_parse_precision("fp16", 0, &p) == WT_EINVAL, "fp16 is not a precision");
+  WT_TEST_ASSERT(kernels_set_precision(kernels_cpu(), KERNELS_PREC_FP32) == WT_OK, "cpu fp32");
+  WT_TEST_ASSERT(kernels_set_precision(kernels_ref(), KERNELS_PREC_BF16) == WT_ENOTSUP &&
+                     strstr(wt_last_error(), "need a GPU"),
+                 "bf16 on a host back end: %s", wt_last_error());
+  WT_TEST_ASSERT(kernels_set_precision(kernels_cpu(), KERNELS_PREC_TF32) == WT_ENOTSUP, "tf32");
+}
+
+/* The memory entries of both host tables: zeroed allocations, copies, and the sum of squares
+ * against a plain double loop (the blocked grouping only reorders double additions, ~1e-16
+ * relative per add) and across thread counts (bitwise). */
+static void test_memory_entries(void) {
+  const kernels_ops *tables[] = {kernels_cpu(), kernels_ref()};
+  size_t n = 300007;
+  for (int t = 0; t < 2; t++) {
+    const kernels_ops *k = tables[t];
+    WT_TEST_ASSERT(!k->device && k->mem_total() > 1e8, "%s: host memory", k->name);
+    float *x = s_randn(n, 1.0f), *a = k->alloc(n * 4), *b = k->alloc(n * 4);
+    float *h = k->host_alloc(n * 4);
+    WT_TEST_REQUIRE(a && b && h, "alloc");
+    int zero = 1;
+    for (size_t i = 0; i < n; i++) zero &= a[i] == 0.0f && h[i] == 0.0f;
+    WT_TEST_ASSERT(zero, "%s: alloc and host_alloc return zeroed memory", k->name);
+    k->upload(a, x, n * 4);
+    k->copy(b, a, n * 4);
+    k->download(h, b, n * 4);
+    WT_TEST_ASSERT(memcmp(h, x, n * 4) == 0, "%s: upload, copy, download", k->name);
+    k->copy(b + 1, b, (n - 1) * 4); /* overlapping: a memmove */
+    WT_TEST_ASSERT(b[1] == x[0] && b[n - 1] == x[n - 2], "%s: overlapping copy", k->name);
+    double want = 0;
+    for (size_t i = 0; i < n; i++) want += (double)x[i] * x[i];
+    double got = k->sq_norm(a, n);
+    WT_TEST_ASSERT(fabs(got - want) <= 1e-12 * want, "%s: sq_norm %.17g vs %.17g", k->name, got,
+                   want);
+#ifdef _OPENMP
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    double one = k->sq_norm(a, n);
+    omp_set_num_threads(threads > 1 ? threads : 3);
+    WT_TEST_ASSERT(one == k->sq_norm(a, n), "%s: sq_norm independent of threads", k->name);
+    omp_set_num_threads(threads);
+#endif
+    k->zero(a, n * 4);
+    WT_TEST_ASSERT(k->sq_norm(a, n) == 0.0, "%s: zero", k->name);
+    k->upload_async(a, x, n * 4);
+    memset(h, 0, n * 4);
+    k->download_async(h, a, n * 4);
+    k->copy_wait();
+    WT_TEST_ASSERT(memcmp(h, x, n * 4) == 0, "%s: asynchronous copies", k->name);
+    k->free(a), k->free(b), k->host_free(h), k->free(NULL);
+    free(x);
+  }
+}
+
 /* A copy of getenv(name), or NULL when unset (getenv's pointer may not survive a setenv). */
 static char *s_env_copy(const char *name) {
   const char *v = getenv(name);
@@ -453,6 +530,8 @@ int main(void) {
   wt_rng_seed(&g_rng, 1234);
   test_blas_load();
   test_registry();
+  test_device_names();
+  test_memory_entries();
   test_fastmath();
   test_encoder();
   test_layernorm(4, 8);

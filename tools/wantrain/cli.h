@@ -22,6 +22,27 @@ int cmd_demo(int argc, char **argv);
 int cli_parse(const char *command, const char *usage, const wt_option *table, void *cfg, int argc,
               char **argv);
 
+/* The kernels back end of --device NAME (kernels_for_device: cpu, cuda, cuda:N) set to the
+ * matmul precision of --precision fp32|bf16 and --tf32. Returns CLI_OK with *ops set; else
+ * prints the error and returns CLI_USAGE for a malformed name or CLI_FAIL when this build or
+ * machine has no such device, or the back end cannot compute at that precision. */
+struct kernels_ops;
+int cli_device(const char *command, const char *name, const char *precision, int tf32,
+               const struct kernels_ops **ops);
+
+/* The --device, --precision and --tf32 rows of a command's option table, for a struct with
+ * fields `device`, `precision` (char[WT_CONFIG_STR_MAX]) and `tf32` (int). */
+// clang-format off
+#define CLI_DEVICE_OPTIONS(type)                                                                   \
+  {"device", WT_OPT_STRING, offsetof(type, device), 0, 0, "cpu",                                   \
+   "kernels back end: cpu, or cuda:N for GPU N (CUDA builds)", 0},                                 \
+  {"precision", WT_OPT_CHOICE, offsetof(type, precision), 0, 0, "fp32",                            \
+   "matmul precision; bf16: bf16 tensor-core inputs, fp32 weights, optimizer and loss (GPU)",      \
+   "fp32|bf16"},                                                                                   \
+  {"tf32", WT_OPT_FLAG, offsetof(type, tf32), 0, 1, "0",                                          \
+   "fp32 matmuls on TF32 tensor cores (GPU)", 0}
+// clang-format on
+
 /* Prints "wantrain <command>: error: <wt_last_error()>" and returns CLI_FAIL. */
 int cli_fail(const char *command);
 

@@ -6,6 +6,7 @@
 #include "parallel/tasklet.h" /* a multi-stage run directory as one model */
 #include "common/common.h"
 #include "model/data.h"
+#include "kernels/kernels.h"
 
 #include <math.h>
 #include <signal.h>
@@ -19,6 +20,8 @@ typedef struct {
   char data_sha256[WT_CONFIG_STR_MAX];
   char cache_dir[WT_CONFIG_STR_MAX];
   int batch, json;
+  char device[WT_CONFIG_STR_MAX], precision[WT_CONFIG_STR_MAX];
+  int tf32;
 } eval_args;
 
 #define F(x) offsetof(eval_args, x)
@@ -32,6 +35,7 @@ static const wt_option s_options[] = {
     {"batch", WT_OPT_INT, F(batch), 1, 4096, "8", "windows per forward pass", 0},
     {"json", WT_OPT_FLAG, F(json), 0, 1, "0",
      "print {\"loss\":..,\"tokens\":..} only (loss null, with an \"error\", if not finite)", 0},
+    CLI_DEVICE_OPTIONS(eval_args),
     {0}};
 #undef F
 
@@ -86,7 +90,7 @@ static int s_eval(gpt_stage *m, const data_set *d, int B, double *sum, size_t *t
   return rc;
 }
 
-static int s_run(const eval_args *a) {
+static int s_run(const eval_args *a, const kernels_ops *ops) {
   if (!a->checkpoint[0] || !a->data[0])
     return wt_fail(WT_EINVAL, "--checkpoint and --data are required (see --help)");
   gpt_config cfg;
@@ -100,7 +104,8 @@ static int s_run(const eval_args *a) {
                  "the checkpoint's vocabulary is %d tokens but %s has %d; evaluate "
                  "on data of the kind the model was trained on",
                  cfg.vocab_size, a->data, data_set_vocab_size(d));
-  gpt_stage *m = rc == WT_OK ? gpt_stage_new(&cfg, 0, cfg.n_layer, a->batch, cfg.max_seq) : NULL;
+  gpt_stage *m =
+      rc == WT_OK ? gpt_stage_new_on(&cfg, 0, cfg.n_layer, a->batch, cfg.max_seq, ops) : NULL;
   if (rc == WT_OK && !m) rc = WT_EINVAL;
   if (rc == WT_OK) rc = parallel_run_load_model(a->checkpoint, m, &meta);
   double sum = 0;
@@ -133,7 +138,9 @@ int cmd_eval(int argc, char **argv) {
     fprintf(stderr, "wantrain eval: error: %s\n", wt_last_error());
     return CLI_USAGE;
   }
-  if (s_run(&a) == WT_OK) return CLI_OK;
+  const kernels_ops *ops = NULL;
+  if ((rc = cli_device("eval", a.device, a.precision, a.tf32, &ops)) != CLI_OK) return rc;
+  if (s_run(&a, ops) == WT_OK) return CLI_OK;
   cli_fail("eval");
   return s_stop_signal ? 128 + (int)s_stop_signal : CLI_FAIL;
 }

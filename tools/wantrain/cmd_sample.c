@@ -6,6 +6,7 @@
 #include "parallel/tasklet.h" /* a multi-stage run directory as one model */
 #include "common/common.h"
 #include "model/data.h"
+#include "kernels/kernels.h"
 #include "common/rng.h"
 
 #include <math.h>
@@ -19,6 +20,8 @@ typedef struct {
   int tokens;
   double temperature;
   long long seed;
+  char device[WT_CONFIG_STR_MAX], precision[WT_CONFIG_STR_MAX];
+  int tf32;
 } sample_args;
 
 #define F(x) offsetof(sample_args, x)
@@ -30,6 +33,7 @@ static const wt_option s_options[] = {
     {"temperature", WT_OPT_FLOAT, F(temperature), 0, 100, "1.0", "softmax temperature (0 = greedy)",
      0},
     {"seed", WT_OPT_INT64, F(seed), 0, 9e15, "1", "sampling seed", 0},
+    CLI_DEVICE_OPTIONS(sample_args),
     {0}};
 #undef F
 
@@ -94,10 +98,12 @@ int cmd_sample(int argc, char **argv) {
     fprintf(stderr, "wantrain sample: error: --checkpoint is required (see --help)\n");
     return CLI_USAGE;
   }
+  const kernels_ops *ops = NULL;
+  if ((rc = cli_device("sample", a.device, a.precision, a.tf32, &ops)) != CLI_OK) return rc;
   gpt_config cfg;
   checkpoint_meta meta;
   if (parallel_run_read_config(a.checkpoint, &cfg, &meta) != WT_OK) return cli_fail("sample");
-  gpt_stage *m = gpt_stage_new(&cfg, 0, cfg.n_layer, 1, cfg.max_seq);
+  gpt_stage *m = gpt_stage_new_on(&cfg, 0, cfg.n_layer, 1, cfg.max_seq, ops);
   rc = m ? parallel_run_load_model(a.checkpoint, m, &meta) : WT_EINVAL;
   if (rc == WT_OK) rc = s_generate(m, meta.tokenizer, &a);
   gpt_stage_destroy(&m);

@@ -5,6 +5,7 @@
 #include "common/common.h"
 #include "model/checkpoint.h"
 #include "model/data.h"
+#include "kernels/kernels.h"
 #include "model/trainer.h"
 
 #include <errno.h>
@@ -32,6 +33,8 @@ typedef struct {
   int checkpoint_every, keep, resume;
   char json_log[WT_CONFIG_STR_MAX];
   double time_limit;
+  char device[WT_CONFIG_STR_MAX], precision[WT_CONFIG_STR_MAX];
+  int tf32;
 } train_args;
 
 #define F(x) offsetof(train_args, x)
@@ -72,6 +75,7 @@ static const wt_option s_options[] = {
      "write one JSON object per step here (a new file; --resume appends)", 0},
     {"time-limit", WT_OPT_FLOAT, F(time_limit), 0, 1e9, "0",
      "stop (and checkpoint) after this many seconds (0 = none)", 0},
+    CLI_DEVICE_OPTIONS(train_args),
     {0}};
 #undef F
 
@@ -94,6 +98,7 @@ typedef struct {
   double t0;       /* start of this process's training */
   long first_step; /* steps already done when this process started */
   char *config_json;
+  const kernels_ops *ops; /* --device */
 } run_state;
 
 static int s_trainer_config(const train_args *a, const data_set *d, trainer_config *tc) {
@@ -219,6 +224,7 @@ static int s_run(const train_args *a, run_state *r) {
   if (!d) return WT_EINVAL;
   trainer_config tc;
   int rc = s_trainer_config(a, d, &tc);
+  tc.kernels = r->ops;
   trainer *t = rc == WT_OK ? trainer_new(&tc, d) : NULL;
   if (rc == WT_OK && !t) rc = WT_EINVAL;
   if (rc == WT_OK && a->resume) {
@@ -294,6 +300,8 @@ int cmd_train(int argc, char **argv) {
     fprintf(stderr, "wantrain train: error: %s\n", wt_last_error());
     return CLI_USAGE;
   }
+  const kernels_ops *ops = NULL;
+  if ((rc = cli_device("train", a.device, a.precision, a.tf32, &ops)) != CLI_OK) return rc;
   if (a.resume && !a.checkpoint_dir[0]) {
     wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir (the run directory to resume)");
     return cli_fail("train");
@@ -304,7 +312,7 @@ int cmd_train(int argc, char **argv) {
   checkpoint_run *held = NULL;
   if (a.checkpoint_dir[0] && !(held = checkpoint_run_open(a.checkpoint_dir, !a.resume)))
     return cli_fail("train");
-  run_state r = {.a = &a, .config_json = wt_config_to_json(s_options, &a)};
+  run_state r = {.a = &a, .config_json = wt_config_to_json(s_options, &a), .ops = ops};
   rc = s_open_log(&a, &r);
   signal(SIGINT, s_on_signal);
   signal(SIGTERM, s_on_signal);

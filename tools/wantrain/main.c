@@ -48,6 +48,17 @@ int cli_parse(const char *command, const char *usage, const wt_option *table, vo
   return CLI_OK;
 }
 
+int cli_device(const char *command, const char *name, const char *precision, int tf32,
+               const kernels_ops **ops) {
+  kernels_precision p;
+  int rc = kernels_for_device(name, ops);
+  if (rc == WT_OK) rc = kernels_parse_precision(precision, tf32, &p);
+  if (rc == WT_OK) rc = kernels_set_precision(*ops, p);
+  if (rc == WT_OK) return CLI_OK;
+  fprintf(stderr, "wantrain %s: error: %s\n", command, wt_last_error());
+  return rc == WT_EINVAL ? CLI_USAGE : CLI_FAIL;
+}
+
 int cli_fail(const char *command) {
   fprintf(stderr, "wantrain %s: error: %s\n", command, wt_last_error());
   return CLI_FAIL;

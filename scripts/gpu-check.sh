@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# gpu-check — everything a few minutes on a GPU machine should measure, in one go: builds with
+# CUDA, runs the gpu-labelled tests, bench-train --device and bench-codecs --device, and writes
+# each result to a file under OUT_DIR (created). Meant to be run as it is, unattended.
+#
+#   scripts/gpu-check.sh OUT_DIR [DEVICE]      DEVICE defaults to cuda:0
+#
+# Files: env.txt (GPU, driver, nvcc, commit), build.log, gpu-tests.log, bench-train.txt and
+# bench-train.json (its JSON line), bench-codecs.txt and bench-codecs.json, summary.txt. Exits 0
+# when the build, every gpu test and both benchmarks succeeded, 1 otherwise; a step that fails
+# does not stop the later ones (their output is what the run is for).
+set -uo pipefail
+
+if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
+  echo "usage: scripts/gpu-check.sh OUT_DIR [DEVICE]   (DEVICE: cuda:N, default cuda:0)" >&2
+  exit 2
+fi
+out=$(mkdir -p "$1" && cd "$1" && pwd) || { echo "gpu-check: cannot create $1" >&2; exit 1; }
+device=${2:-cuda:0}
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${GPU_CHECK_BUILD:-$root/build-gpu} # an existing CUDA build dir may be reused
+jobs=$(nproc 2>/dev/null || echo 4)
+status=0
+summary="$out/summary.txt"
+: >"$summary"
+
+note() { echo "$*" | tee -a "$summary"; }
+
+# Runs a step with a deadline; its output goes to $out/$name; records pass/fail.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS
+  timeout "$limit" "$@" >"$out/$name" 2>&1
+  local rc=$?
+  note "$(printf '%-16s rc=%-3d %4ds  %s' "$name" "$rc" $((SECONDS - t0)) "$*")"
+  [ $rc -eq 0 ] || status=1
+  return $rc
+}
+
+{
+  date -u
+  git -C "$root" rev-parse HEAD 2>/dev/null
+  nvidia-smi 2>&1 || echo "nvidia-smi: not found"
+  /usr/local/cuda/bin/nvcc --version 2>&1 || nvcc --version 2>&1
+} >"$out/env.txt"
+
+if step build.log 900 bash -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE=Release \
+     -DWANTRAIN_CUDA=ON && cmake --build '$build' -j$jobs"; then
+  # The gpu tests are skipped (77) without a device: count skips as a failure here, since a
+  # GPU machine is the point of the run.
+  step gpu-tests.log 900 ctest --test-dir "$build" -L gpu --output-on-failure --no-tests=error
+  if grep -q "Skipped" "$out/gpu-tests.log"; then
+    note "gpu-tests: some tests were SKIPPED (no device seen?)"
+    status=1
+  fi
+  step bench-train.txt 900 "$build/bin/bench-train" --device "$device" --repeats 5
+  grep '^{' "$out/bench-train.txt" | tail -1 >"$out/bench-train.json"
+  step bench-codecs.txt 600 "$build/bin/bench-codecs" --device "$device" --reps 5
+  grep '^{' "$out/bench-codecs.txt" | tail -1 >"$out/bench-codecs.json"
+fi
+note "results in $out (status $status)"
+exit $status
