@@ -310,10 +310,10 @@ int parallel_run_read_config(const char *path, gpt_config *cfg, checkpoint_meta 
 }
 
 /* Copies every tensor of `part` into the tensor of the same name in `whole`; counts them. */
-static int s_copy_tensors(gpt_stage *part, gpt_stage *whole, unsigned char *filled) {
+/* Copies part's tensors into dst, the host view of whole's parameters. */
+static int s_copy_tensors(gpt_stage *part, gpt_stage *whole, float *dst, unsigned char *filled) {
   size_t n;
-  const float *src = gpt_stage_params(part, &n);
-  float *dst = gpt_stage_params(whole, &n);
+  const float *src = gpt_stage_params_host(part, &n);
   for (int i = 0; i < gpt_stage_num_tensors(part); i++) {
     const gpt_tensor_info *t = gpt_stage_tensor(part, i);
     int found = 0;
@@ -338,8 +338,9 @@ int parallel_run_load_model(const char *path, gpt_stage *model, checkpoint_meta 
   WT_CHECK(s_manifest_read(path, &man));
   unsigned char *filled = wt_xcalloc((size_t)gpt_stage_num_tensors(model), 1);
   size_t np;
-  float *keep = wt_xmalloc(sizeof(float) * (gpt_stage_params(model, &np), np));
-  memcpy(keep, gpt_stage_params(model, &np), sizeof(float) * np); /* restored on failure */
+  float *host = gpt_stage_params_host(model, &np); /* on a device: one copy, uploaded at the end */
+  float *keep = wt_xmalloc(sizeof(float) * np);
+  memcpy(keep, host, sizeof(float) * np); /* restored on failure */
   int rc = WT_OK;
   for (int s = 0; rc == WT_OK && s < man.stages; s++) {
     checkpoint_meta m;
@@ -348,7 +349,7 @@ int parallel_run_load_model(const char *path, gpt_stage *model, checkpoint_meta 
     if (rc == WT_OK && m.step != man.step)
       rc = wt_fail(WT_ECORRUPT, "%s holds step %ld but the manifest names step %ld",
                    man.step_dir[s], m.step, man.step);
-    if (rc == WT_OK) rc = s_copy_tensors(part, model, filled);
+    if (rc == WT_OK) rc = s_copy_tensors(part, model, host, filled);
     if (rc == WT_OK && s == 0 && meta) *meta = m;
     gpt_stage_destroy(&part);
   }
@@ -358,7 +359,8 @@ int parallel_run_load_model(const char *path, gpt_stage *model, checkpoint_meta 
                    "run %s: no stage holds %s; the manifest's layer ranges do not "
                    "cover the model",
                    path, gpt_stage_tensor(model, k)->name);
-  if (rc != WT_OK) memcpy(gpt_stage_params(model, &np), keep, sizeof(float) * np);
+  if (rc != WT_OK) memcpy(host, keep, sizeof(float) * np);
+  gpt_stage_params_upload(model);
   free(keep);
   free(filled);
   s_manifest_free(&man);

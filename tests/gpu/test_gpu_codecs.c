@@ -70,7 +70,7 @@ static void s_check_codec(const char *name, size_t block, size_t n) {
   compress_params p = compress_params_default();
   p.block = block;
   compress_codec *c = NULL;
-  WT_TEST_REQUIRE(compress_codec_new(&c, name, &p) == WT_OK, "%s", wt_last_error());
+  WT_TEST_REQUIRE((c = compress_codec_new(name, &p)) != NULL, "%s", wt_last_error());
   char what[96];
   snprintf(what, sizeof what, "%s block %zu n %zu", name, block, n);
   WT_TEST_ASSERT(compress_gpu_supported(c), "%s runs on the GPU", what);
@@ -124,9 +124,9 @@ static void s_check_codec(const char *name, size_t block, size_t n) {
 static void test_error_feedback(const char *name) {
   const size_t n = 50001;
   compress_codec *c = NULL;
-  WT_TEST_REQUIRE(compress_codec_new(&c, name, NULL) == WT_OK, "%s", wt_last_error());
+  WT_TEST_REQUIRE((c = compress_codec_new(name, NULL)) != NULL, "%s", wt_last_error());
   compress_ef *ef = NULL;
-  WT_TEST_REQUIRE(compress_ef_new(&ef, n) == WT_OK, "ef");
+  ef = compress_ef_new(n);
   size_t cap = compress_codec_max_size(c, n), lc, lg;
   uint8_t *pc = wt_xmalloc(cap), *pg = wt_xmalloc(cap), *dp = s_dev(cap);
   float *dr = s_dev(n * 4), *dg = s_dev(n * 4), *r = wt_xmalloc(n * 4);
@@ -164,7 +164,7 @@ static void test_topk(void) {
     compress_params p = compress_params_default();
     p.k_frac = fracs[f];
     compress_codec *c = NULL;
-    WT_TEST_REQUIRE(compress_codec_new(&c, "topk", &p) == WT_OK, "%s", wt_last_error());
+    WT_TEST_REQUIRE((c = compress_codec_new("topk", &p)) != NULL, "%s", wt_last_error());
     size_t cap = compress_codec_max_size(c, n), lc, lg;
     uint8_t *pc = wt_xmalloc(cap), *pg = wt_xmalloc(cap), *dp = s_dev(cap);
     WT_TEST_REQUIRE(compress_codec_encode(c, x, n, pc, cap, &lc) == WT_OK, "%s", wt_last_error());
@@ -255,7 +255,7 @@ static void test_unsupported(void) {
   p.stochastic = 1;
   for (size_t i = 0; i < 2; i++) {
     compress_codec *c = NULL;
-    WT_TEST_REQUIRE(compress_codec_new(&c, names[i], &p) == WT_OK, "%s", wt_last_error());
+    WT_TEST_REQUIRE((c = compress_codec_new(names[i], &p)) != NULL, "%s", wt_last_error());
     WT_TEST_ASSERT(!compress_gpu_supported(c), "stochastic %s stays on the host", names[i]);
     size_t len;
     WT_TEST_ASSERT(compress_gpu_encode(c, d, 16, d + 64, 4096, &len) == WT_ENOTSUP &&
