@@ -54,7 +54,7 @@ static int s_check(const cJSON *root, coordinator_msg *out) {
   const cJSON *seq = cJSON_GetObjectItemCaseSensitive(root, "seq");
   if (!cJSON_IsNumber(seq) || !(seq->valuedouble >= 1) || seq->valuedouble > COORD_SEQ_MAX ||
       seq->valuedouble != floor(seq->valuedouble))
-    return wt_fail(WT_EINVAL, "control message \"%s\" has no sequence number in [1, 2^53)",
+    return wt_fail(WT_EINVAL, "control message \"%s\" has no sequence number in [1, 10^15)",
                    s_names[found]);
   out->cmd = (coordinator_cmd)found;
   memcpy(out->sid, sid->valuestring, COORD_SID_CHARS + 1);

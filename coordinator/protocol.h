@@ -32,7 +32,9 @@ struct cJSON;
 #define COORD_PROTOCOL_VERSION 1
 #define COORD_MSG_MAX 65536              /* bytes of one control message */
 #define COORD_SID_CHARS 32               /* hex characters of a session id */
-#define COORD_SEQ_MAX 9007199254740991.0 /* 2^53 - 1: exact in a JSON number */
+/* 10^15 - 1: cJSON prints a number with 15 significant digits whenever that reads back within
+ * its relative tolerance, so larger integers would not re-encode exactly. */
+#define COORD_SEQ_MAX 999999999999999.0
 
 /* Commands. Peer → coordinator: REGISTER .. LEAVE; coordinator → peer: WELCOME .. FINISH. */
 typedef enum {

@@ -45,6 +45,10 @@ static void test_decode(void) {
        "sequence number", WT_EINVAL},
       {"{\"v\":1,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":1.5}",
        "sequence number", WT_EINVAL},
+      /* found by the fuzzer: cJSON would re-encode it as 5e+15 */
+      {"{\"v\":1,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\","
+       "\"seq\":4999999999999999}",
+       "sequence number", WT_EINVAL},
       {"{\"v\":1,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":1} x",
        "bytes after", WT_EINVAL},
       {"{\"v\":1,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":2,"
