@@ -18,7 +18,7 @@
 
 int coord_scenario_load(coordinator *c) {
   if (!c->cfg.scenario[0]) return WT_OK;
-  WT_CHECK(netsim_scenario_set_load(c->cfg.scenario, &c->scenario_set));
+  WT_CHECK_NEW(c->scenario_set, netsim_scenario_set_load(c->cfg.scenario));
   if (!c->cfg.scenario_name[0]) {
     c->scenario = netsim_scenario_set_get(c->scenario_set, 0);
     return WT_OK;

@@ -67,11 +67,11 @@
 typedef struct netsim_scenario netsim_scenario;
 typedef struct netsim_scenario_set netsim_scenario_set;
 
-/* Loads and validates a scenario document. On WT_OK *out is a new set the caller destroys.
- * A bad file (unreadable, not JSON, a missing field, a wrong type, a non-square matrix, a
- * negative or zero bandwidth, d_pp×d_dp ≠ devices) returns WT_EINVAL / WT_ENOTFOUND with a
- * message naming the file, the scenario and the field. */
-int netsim_scenario_set_load(const char *path, netsim_scenario_set **out);
+/* Loads and validates a scenario document into a new set the caller destroys. A bad file
+ * (unreadable, not JSON, a missing field, a wrong type, a non-square matrix, a negative or zero
+ * bandwidth, d_pp×d_dp ≠ devices) returns NULL with wt_last_error() naming the file, the
+ * scenario and the field, and wt_last_status() WT_EINVAL or WT_ENOTFOUND. */
+netsim_scenario_set *netsim_scenario_set_load(const char *path);
 void netsim_scenario_set_destroy(netsim_scenario_set **self_p);
 int netsim_scenario_set_count(const netsim_scenario_set *self);
 /* The i-th scenario, owned by the set. */

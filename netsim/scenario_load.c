@@ -413,7 +413,7 @@ static int s_parse_error(const char *path, const char *text, const char *at) {
                  path, line, at);
 }
 
-int netsim_scenario_set_load(const char *path, netsim_scenario_set **out) {
+static int s_load(const char *path, netsim_scenario_set **out) {
   *out = NULL;
   char *text = NULL;
   WT_CHECK(s_read_file(path, &text));
@@ -439,4 +439,9 @@ int netsim_scenario_set_load(const char *path, netsim_scenario_set **out) {
   if (rc != WT_OK) netsim_scenario_set_destroy(&set);
   *out = set;
   return rc;
+}
+
+netsim_scenario_set *netsim_scenario_set_load(const char *path) {
+  netsim_scenario_set *set = NULL;
+  return s_load(path, &set) == WT_OK ? set : NULL;
 }

@@ -35,7 +35,7 @@ int cli_parse(const char *usage, const wt_option *table, void *cfg, int argc, ch
 int cli_scenario_open(const char *file, const char *name, netsim_scenario_set **set,
                       const netsim_scenario **out) {
   const char *path = file && *file ? file : netsim_scenario_default_path();
-  WT_CHECK(netsim_scenario_set_load(path, set));
+  WT_CHECK_NEW(*set, netsim_scenario_set_load(path));
   int rc = netsim_scenario_set_find(*set, name, out);
   if (rc != WT_OK) {
     char msg[2200];

@@ -276,9 +276,9 @@ int cli_sweep_main(int argc, char **argv) {
     fprintf(stderr, "netsim sweep: cannot create %s: %s\n", c.out, strerror(errno));
     return CLI_EXIT_FAIL;
   }
-  netsim_scenario_set *set = NULL;
-  if (netsim_scenario_set_load(*c.scenario_file ? c.scenario_file : netsim_scenario_default_path(),
-                               &set) != WT_OK) {
+  netsim_scenario_set *set =
+      netsim_scenario_set_load(*c.scenario_file ? c.scenario_file : netsim_scenario_default_path());
+  if (!set) {
     fprintf(stderr, "netsim sweep: %s\n", wt_last_error());
     return CLI_EXIT_USAGE;
   }

@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size && fwrite(data, 1, size, f) != size) abort();
   fclose(f);
   netsim_scenario_set *set = NULL;
-  if (netsim_scenario_set_load(s_path, &set) != WT_OK) {
+  if (!(set = netsim_scenario_set_load(s_path))) {
     if (!*wt_last_error()) abort(); /* a refusal always says why */
     return 0;
   }

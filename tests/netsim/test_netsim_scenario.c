@@ -15,7 +15,8 @@ static netsim_scenario_set *s_load_shipped(void) {
   char path[1024];
   snprintf(path, sizeof path, "%s/netsim/scenarios/dtfm-2022.json", wt_test_source_dir());
   netsim_scenario_set *set = NULL;
-  int rc = netsim_scenario_set_load(path, &set);
+  set = netsim_scenario_set_load(path);
+  int rc = set ? WT_OK : wt_last_status();
   WT_TEST_REQUIRE(rc == WT_OK, "%s", wt_last_error());
   return set;
 }
@@ -145,7 +146,8 @@ static void test_bad_files(void) {
     fputs(s_bad[i].json, f);
     fclose(f);
     netsim_scenario_set *set = NULL;
-    int rc = netsim_scenario_set_load(path, &set);
+    set = netsim_scenario_set_load(path);
+    int rc = set ? WT_OK : wt_last_status();
     const char *msg = wt_last_error();
     WT_TEST_ASSERT(rc != WT_OK && set == NULL, "case %zu accepted", i);
     WT_TEST_ASSERT(strstr(msg, path) != NULL, "case %zu: no file name in: %s", i, msg);
@@ -167,8 +169,8 @@ static void test_bad_files(void) {
             nonfinite[i][0]);
     fclose(f);
     netsim_scenario_set *set = NULL;
-    WT_TEST_ASSERT(netsim_scenario_set_load(path, &set) == WT_EINVAL && !set, "%s accepted",
-                   nonfinite[i][1]);
+    WT_TEST_ASSERT(!(set = netsim_scenario_set_load(path)) && wt_last_status() == WT_EINVAL && !set,
+                   "%s accepted", nonfinite[i][1]);
     char want[64];
     snprintf(want, sizeof want, "%s is not a valid value", nonfinite[i][1]);
     const char *msg = wt_last_error();
@@ -183,10 +185,12 @@ static void test_bad_files(void) {
   fputs("{\"scenarios\": [", f);
   fclose(f);
   netsim_scenario_set *set = NULL;
-  WT_TEST_ASSERT(netsim_scenario_set_load(path, &set) == WT_EINVAL, "truncated JSON accepted");
+  WT_TEST_ASSERT(!(set = netsim_scenario_set_load(path)) && wt_last_status() == WT_EINVAL,
+                 "truncated JSON accepted");
   WT_TEST_ASSERT(strstr(wt_last_error(), path), "names the file: %s", wt_last_error());
   remove(path);
-  WT_TEST_ASSERT(netsim_scenario_set_load(path, &set) == WT_ENOTFOUND, "missing file");
+  WT_TEST_ASSERT(!(set = netsim_scenario_set_load(path)) && wt_last_status() == WT_ENOTFOUND,
+                 "missing file");
   rmdir(dir);
 }
 
@@ -201,7 +205,7 @@ static void test_optional_fields(void) {
         f);
   fclose(f);
   netsim_scenario_set *set = NULL;
-  WT_TEST_REQUIRE(netsim_scenario_set_load(path, &set) == WT_OK, "%s", wt_last_error());
+  WT_TEST_REQUIRE((set = netsim_scenario_set_load(path)) != NULL, "%s", wt_last_error());
   const netsim_scenario *s = NULL;
   WT_TEST_ASSERT(netsim_scenario_set_find(set, "", &s) == WT_OK, "single scenario without name");
   const assign_network *net = netsim_scenario_network(s);
@@ -244,7 +248,7 @@ static void test_random(void) {
   snprintf(path, sizeof path, "%s/random.json", dir);
   WT_TEST_REQUIRE(netsim_scenario_save(a, path) == WT_OK, "%s", wt_last_error());
   netsim_scenario_set *set = NULL;
-  WT_TEST_REQUIRE(netsim_scenario_set_load(path, &set) == WT_OK, "%s", wt_last_error());
+  WT_TEST_REQUIRE((set = netsim_scenario_set_load(path)) != NULL, "%s", wt_last_error());
   const assign_network *nl = netsim_scenario_network(netsim_scenario_set_get(set, 0));
   WT_TEST_ASSERT(nl->n == n, "reloaded n");
   for (int i = 0; i < n * n; i++) {
@@ -304,7 +308,7 @@ static void test_jitter(void) {
   snprintf(path, sizeof path, "%s/jitter.json", dir);
   WT_TEST_REQUIRE(netsim_scenario_save(j, path) == WT_OK, "%s", wt_last_error());
   netsim_scenario_set *set = NULL;
-  WT_TEST_REQUIRE(netsim_scenario_set_load(path, &set) == WT_OK, "%s", wt_last_error());
+  WT_TEST_REQUIRE((set = netsim_scenario_set_load(path)) != NULL, "%s", wt_last_error());
   const assign_network *nl = netsim_scenario_network(netsim_scenario_set_get(set, 0));
   for (int i = 0; i < n * n; i++) {
     WT_TEST_CLOSE(nl->latency_s[i], nj->latency_s[i], 1e-12, 1e-9, "reloaded latency");
@@ -376,7 +380,8 @@ static void test_mutations(void) {
     fclose(m);
     free(out);
     netsim_scenario_set *set = NULL;
-    int rc = netsim_scenario_set_load(path, &set);
+    set = netsim_scenario_set_load(path);
+    int rc = set ? WT_OK : wt_last_status();
     if (rc == WT_OK) {
       accepted++;
       for (int i = 0; i < netsim_scenario_set_count(set); i++) {

@@ -201,7 +201,7 @@ static int s_wan_open(const launch_args *a, s_wan *w) {
       return wt_fail(WT_EINVAL, "--assignment and --solver need --scenario");
     return WT_OK;
   }
-  WT_CHECK(netsim_scenario_set_load(a->scenario, &w->set));
+  WT_CHECK_NEW(w->set, netsim_scenario_set_load(a->scenario));
   int rc = netsim_scenario_set_find(w->set, a->scenario_name, &w->sc);
   int n = rc == WT_OK ? netsim_scenario_network(w->sc)->n : 0;
   if (rc == WT_OK && n != a->stages * a->replicas)
