@@ -144,6 +144,11 @@ static int s_parse_header(safetensors *st) {
     return wt_fail(WT_ECORRUPT, "%s: the header is not a JSON object; the file is corrupt",
                    st->path);
   for (const cJSON *e = st->header->child; e; e = e->next) {
+    /* A name given twice would be listed with one entry's shape and read with the other's. */
+    for (const cJSON *before = st->header->child; before != e; before = before->next)
+      if (!strcmp(before->string, e->string))
+        return wt_fail(WT_ECORRUPT, "%s: the header names \"%s\" twice; the file is corrupt",
+                       st->path, e->string);
     if (!strcmp(e->string, "__metadata__")) continue;
     WT_CHECK(s_check_entry(st, e));
   }

@@ -325,26 +325,32 @@ static void test_impossible_values(void) {
 
 /* The safetensors reader refuses fractional dimensions and offsets: [1.5, 2] passed the size
  * check (12 bytes) but read back as [1, 2], so a read copied 12 bytes into the 8 a caller holds
- * for that shape. A directory is not a file either. */
+ * for that shape. A tensor named twice (found by fuzz_safetensors) would be listed with one
+ * entry's shape and read with the other's. A directory is not a file either. */
 static void test_safetensors_shapes(void) {
-  static const char *headers[] = {
-      "{\"t\":{\"dtype\":\"F32\",\"shape\":[1.5,2],\"data_offsets\":[0,12]}}",
-      "{\"t\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0.5,12.5]}}",
-      "{\"t\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[\"0\",12]}}",
+  static const struct {
+    const char *header, *why;
+  } cases[] = {
+      {"{\"t\":{\"dtype\":\"F32\",\"shape\":[1.5,2],\"data_offsets\":[0,12]}}", "whole number"},
+      {"{\"t\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0.5,12.5]}}", "whole number"},
+      {"{\"t\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[\"0\",12]}}", "whole number"},
+      {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+       "\"t\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}}",
+       "twice"},
   };
   char path[700];
   snprintf(path, sizeof path, "%s/frac.safetensors", g_tmp);
-  for (size_t i = 0; i < WT_ARRAY_LEN(headers); i++) {
+  for (size_t i = 0; i < WT_ARRAY_LEN(cases); i++) {
     FILE *f = fopen(path, "wb");
-    uint64_t n = strlen(headers[i]);
+    uint64_t n = strlen(cases[i].header);
     unsigned char len[8], data[16] = {0};
     for (int b = 0; b < 8; b++) len[b] = (unsigned char)(n >> (8 * b));
     fwrite(len, 1, 8, f);
-    fwrite(headers[i], 1, n, f);
+    fwrite(cases[i].header, 1, n, f);
     fwrite(data, 1, 13, f);
     fclose(f);
     safetensors *st = safetensors_load(path);
-    WT_TEST_ASSERT(!st && strstr(wt_last_error(), "whole number"), "header %zu refused: %s", i,
+    WT_TEST_ASSERT(!st && strstr(wt_last_error(), cases[i].why), "header %zu refused: %s", i,
                    st ? "loaded" : wt_last_error());
     safetensors_destroy(&st);
   }
