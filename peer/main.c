@@ -15,6 +15,7 @@ static void s_on_signal(int sig) {
 }
 
 int main(int argc, char **argv) {
+  wt_program_init(argv); /* OMP_WAIT_POLICY=PASSIVE unless the user chose */
   kernels_cpu_init();
   peerd_config cfg;
   int help = 0;
