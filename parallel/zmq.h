@@ -168,7 +168,9 @@ int parallel_zmq_keypair_load(const char *path, char public_z85[41], char secret
  * each status: fn's return value, or WT_EIO for a process that died or could not start. A child
  * prints wt_last_error() to stderr when fn fails. Returns WT_OK if every rank returned WT_OK,
  * else the first failing rank's status. The parent waits at most base->timeout_s × 4 + 30 s for
- * the children and kills the rest after that (WT_ETIMEOUT). */
+ * the children and kills the rest after that (WT_ETIMEOUT). The children are forked without
+ * exec, and libgomp is not fork-safe: call it before the calling process runs any OpenMP region
+ * (a child forked after one can block in its own first region). */
 int parallel_zmq_fork_run(int size, const parallel_zmq_config *base, parallel_rank_fn fn, void *arg,
                           int *rcs);
 
