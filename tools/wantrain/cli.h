@@ -43,6 +43,39 @@ int cli_device(const char *command, const char *name, const char *precision, int
    "fp32 matmuls on TF32 tensor cores (GPU)", 0}
 // clang-format on
 
+/* The data rows (--data, --data-sha256, --cache-dir) and the model and optimizer rows (--seq,
+ * --layers, --channels, --heads, --lr, --min-lr, --warmup, --weight-decay, --grad-clip,
+ * --optimizer, --seed) that `train` and `launch` share, so a command line moves between them;
+ * for a struct with fields of those names (strings char[WT_CONFIG_STR_MAX], seed long long,
+ * lr, min_lr, weight_decay, grad_clip double, the rest int). */
+// clang-format off
+#define CLI_DATA_OPTIONS(type)                                                                     \
+  {"data", WT_OPT_STRING, offsetof(type, data), 0, 0, "synthetic",                                 \
+   "corpus: synthetic, a text file, an llm.c .bin shard, or an http(s)/file URL", 0},              \
+  {"data-sha256", WT_OPT_STRING, offsetof(type, data_sha256), 0, 0, "",                            \
+   "expected SHA-256 of the data file", 0},                                                        \
+  {"cache-dir", WT_OPT_STRING, offsetof(type, cache_dir), 0, 0, "",                                \
+   "where URLs are downloaded (default $WANTRAIN_CACHE or ~/.cache/wantrain)", 0}
+#define CLI_MODEL_OPTIONS(type)                                                                    \
+  {"seq", WT_OPT_INT, offsetof(type, seq), 1, 65536, "64",                                         \
+   "sequence length T (the model's context)", 0},                                                  \
+  {"layers", WT_OPT_INT, offsetof(type, layers), 1, 4096, "2", "transformer blocks L", 0},         \
+  {"channels", WT_OPT_INT, offsetof(type, channels), 1, 65536, "64", "model width C", 0},          \
+  {"heads", WT_OPT_INT, offsetof(type, heads), 1, 4096, "4",                                       \
+   "attention heads (must divide channels)", 0},                                                   \
+  {"lr", WT_OPT_FLOAT, offsetof(type, lr), 0, 10, "3e-3", "peak learning rate", 0},                \
+  {"min-lr", WT_OPT_FLOAT, offsetof(type, min_lr), 0, 10, "3e-4",                                  \
+   "learning rate at the end of the cosine", 0},                                                   \
+  {"warmup", WT_OPT_INT, offsetof(type, warmup), 0, 1e9, "20", "linear warmup steps", 0},          \
+  {"weight-decay", WT_OPT_FLOAT, offsetof(type, weight_decay), 0, 10, "0.0",                       \
+   "decoupled weight decay", 0},                                                                   \
+  {"grad-clip", WT_OPT_FLOAT, offsetof(type, grad_clip), 0, 1e9, "1.0",                            \
+   "max gradient norm (0 = off)", 0},                                                              \
+  {"optimizer", WT_OPT_CHOICE, offsetof(type, optimizer), 0, 0, "adamw", "update rule",            \
+   "adamw|sgd"},                                                                                   \
+  {"seed", WT_OPT_INT64, offsetof(type, seed), 0, 9e15, "1", "seed of weights and data order", 0}
+// clang-format on
+
 /* Prints "wantrain <command>: error: <wt_last_error()>" and returns CLI_FAIL. */
 int cli_fail(const char *command);
 

@@ -66,8 +66,8 @@ typedef struct {
   char json_log[WT_CONFIG_STR_MAX];
 } launch_args;
 
-/* The training options mirror `wantrain train`'s (same names, bounds and defaults), so a
- * command line moves between the two; micro-batches here are per replica. */
+/* The data, model and optimizer rows are `wantrain train`'s (cli.h), so a command line moves
+ * between the two; micro-batches here are per replica. */
 #define F(x) offsetof(launch_args, x)
 static const wt_option s_options[] = {
     {"config", WT_OPT_STRING, F(config), 0, 0, "", "JSON file of options (flags override it)", 0},
@@ -99,28 +99,13 @@ static const wt_option s_options[] = {
      "none|random|megatron|deepspeed|greedy|ga|exact"},
     {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-6, 1e6, "1",
      "wall seconds per emulated second of network time", 0},
-    {"data", WT_OPT_STRING, F(data), 0, 0, "synthetic",
-     "corpus: synthetic, a text file, an llm.c .bin shard, or an http(s)/file URL", 0},
-    {"data-sha256", WT_OPT_STRING, F(data_sha256), 0, 0, "", "expected SHA-256 of the data file",
-     0},
-    {"cache-dir", WT_OPT_STRING, F(cache_dir), 0, 0, "",
-     "where URLs are downloaded (default $WANTRAIN_CACHE or ~/.cache/wantrain)", 0},
+    CLI_DATA_OPTIONS(launch_args),
     {"steps", WT_OPT_INT, F(steps), 1, 1e9, "300", "optimizer steps in total", 0},
     {"batch", WT_OPT_INT, F(batch), 1, 65536, "16",
      "global batch: sequences per step, split over the replicas", 0},
     {"micro-batches", WT_OPT_INT, F(micro_batches), 1, 65536, "1",
      "micro-batches per replica per step (the pipeline's m)", 0},
-    {"seq", WT_OPT_INT, F(seq), 1, 65536, "64", "sequence length T (the model's context)", 0},
-    {"layers", WT_OPT_INT, F(layers), 1, 4096, "2", "transformer blocks L", 0},
-    {"channels", WT_OPT_INT, F(channels), 1, 65536, "64", "model width C", 0},
-    {"heads", WT_OPT_INT, F(heads), 1, 4096, "4", "attention heads (must divide channels)", 0},
-    {"lr", WT_OPT_FLOAT, F(lr), 0, 10, "3e-3", "peak learning rate", 0},
-    {"min-lr", WT_OPT_FLOAT, F(min_lr), 0, 10, "3e-4", "learning rate at the end of the cosine", 0},
-    {"warmup", WT_OPT_INT, F(warmup), 0, 1e9, "20", "linear warmup steps", 0},
-    {"weight-decay", WT_OPT_FLOAT, F(weight_decay), 0, 10, "0.0", "decoupled weight decay", 0},
-    {"grad-clip", WT_OPT_FLOAT, F(grad_clip), 0, 1e9, "1.0", "max gradient norm (0 = off)", 0},
-    {"optimizer", WT_OPT_CHOICE, F(optimizer), 0, 0, "adamw", "update rule", "adamw|sgd"},
-    {"seed", WT_OPT_INT64, F(seed), 0, 9e15, "1", "seed of weights and data order", 0},
+    CLI_MODEL_OPTIONS(launch_args),
     {"log-every", WT_OPT_INT, F(log_every), 1, 1e9, "10", "print progress every N steps", 0},
     {"checkpoint-dir", WT_OPT_STRING, F(checkpoint_dir), 0, 0, "",
      "run directory for checkpoints: one directory per stage plus a manifest (none if empty)", 0},
