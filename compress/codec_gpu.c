@@ -38,8 +38,11 @@ int compress_gpu_supported(const compress_codec *c) {
   case COMPRESS_CODEC_FP16:
   case COMPRESS_CODEC_BF16:
   case COMPRESS_CODEC_SIGN:
+  case COMPRESS_CODEC_TOPK:
+  case COMPRESS_CODEC_RANDK:
     return 1;
   case COMPRESS_CODEC_INT8:
+  case COMPRESS_CODEC_INT4:
     return !p->stochastic;
   default:
     return 0;

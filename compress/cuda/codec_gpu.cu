@@ -214,6 +214,20 @@ static int s_status(char *why, size_t why_len) {
   return -1;
 }
 
+/* A device buffer of at least `bytes`, grown on demand and kept for the process (the default
+ * stream orders its users); NULL when cudaMalloc fails, its error left for s_status. */
+static void *s_scratch(size_t bytes) {
+  static void *buf;
+  static size_t cap;
+  if (bytes > cap) {
+    cudaFree(buf);
+    buf = NULL, cap = 0;
+    if (cudaMalloc(&buf, bytes) != cudaSuccess) return NULL;
+    cap = bytes;
+  }
+  return buf;
+}
+
 extern "C" int compress_cuda_encode(int id, const float *x, size_t n, size_t block, uint8_t *out,
                                     char *why, size_t why_len) {
   size_t nb = (n + block - 1) / block;
@@ -229,18 +243,19 @@ extern "C" int compress_cuda_encode(int id, const float *x, size_t n, size_t blo
     k_int8_encode<<<s_blocks(nb * 32, 256), 256>>>(x, n, block, nb, out);
     break;
   case COMPRESS_CODEC_INT4: {
-    float *inv = NULL;
-    if (cudaMalloc(&inv, nb * sizeof(float)) != cudaSuccess) break; /* reported below */
+    float *inv = (float *)s_scratch(nb * sizeof(float));
+    if (!inv) break; /* reported below */
     k_int4_scales<<<s_blocks(nb * 32, 256), 256>>>(x, n, block, nb, (float *)out, inv);
     k_int4_pack<<<s_blocks((n + 1) / 2, 256), 256>>>(x, n, block, inv, out + nb * sizeof(float));
-    cudaFree(inv);
     break;
   }
   case COMPRESS_CODEC_SIGN:
     k_sign_scales<<<s_blocks(nb * 32, 256), 256>>>(x, n, block, nb, (float *)out);
     k_sign_bits<<<s_blocks((n + 7) / 8, 256), 256>>>(x, n, out + nb * sizeof(float));
     break;
-  default: snprintf(why, why_len, "codec id %d has no GPU kernels", id); return -1;
+  default:
+    snprintf(why, why_len, "codec id %d has no GPU kernels", id);
+    return -1;
   }
   return s_status(why, why_len);
 }
@@ -269,7 +284,9 @@ extern "C" int compress_cuda_decode(int id, const uint8_t *in, size_t n, size_t 
   case COMPRESS_CODEC_SIGN:
     k_sign_decode<<<s_blocks(n, 256), 256>>>(in, n, block, nb, alpha, add, y);
     break;
-  default: snprintf(why, why_len, "codec id %d has no GPU kernels", id); return -1;
+  default:
+    snprintf(why, why_len, "codec id %d has no GPU kernels", id);
+    return -1;
   }
   return s_status(why, why_len);
 }
@@ -300,7 +317,8 @@ __global__ static void k_topk_hist(const float *x, size_t n, int match_shift, ui
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x) {
     uint32_t key = d_key(x[i]);
-    if ((uint32_t)((uint64_t)key >> match_shift) == match) atomicAdd(&sh[(key >> shift) & mask], 1u);
+    if ((uint32_t)((uint64_t)key >> match_shift) == match)
+      atomicAdd(&sh[(key >> shift) & mask], 1u);
   }
   __syncthreads();
   for (uint32_t b = threadIdx.x; b <= mask; b += blockDim.x)
@@ -387,8 +405,7 @@ __global__ static void k_topk_check(const uint32_t *idx, size_t k, size_t n,
 }
 
 /* Indices are strictly increasing (checked), so every y element has at most one writer. */
-__global__ static void k_topk_scatter(const uint8_t *in, size_t k, float alpha, int add,
-                                      float *y) {
+__global__ static void k_topk_scatter(const uint8_t *in, size_t k, float alpha, int add, float *y) {
   size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
   if (j >= k) return;
   uint32_t i = ((const uint32_t *)in)[j];
@@ -506,8 +523,7 @@ __global__ static void k_acsgd_decode(const uint8_t *payload, size_t total, int 
 
 /* 0: done; 1: row *bad holds a NaN or Inf (payload unspecified); -1: CUDA error. */
 extern "C" int compress_cuda_acsgd_quantize(const float *x, int rows, int cols, int bits,
-                                            uint8_t *payload, int *bad, char *why,
-                                            size_t why_len) {
+                                            uint8_t *payload, int *bad, char *why, size_t why_len) {
   unsigned long long *d_bad = NULL, h_bad = ~0ull;
   size_t total = (size_t)rows * cols, nbytes = (total * bits + 7) / 8;
   cudaError_t err = cudaMalloc(&d_bad, sizeof h_bad);

@@ -37,15 +37,26 @@ static inline unsigned wt_cuda_blocks(size_t n, unsigned threads) {
   return (unsigned)((n + threads - 1) / threads);
 }
 
+/* Device scratch buffers of the back end, one per user, each grown on demand and kept for the
+ * process. The default stream orders their users, so one buffer serves every call of its op. */
+typedef enum {
+  WT_SCRATCH_BF16_A,    /* bf16 copy of a GEMM's A input (matmul.cu) */
+  WT_SCRATCH_BF16_B,    /* bf16 copy of a GEMM's B input */
+  WT_SCRATCH_BF16_C,    /* bf16 copy of a third input (an output gradient) */
+  WT_SCRATCH_PADDED,    /* a linear layer's output or output gradient, OC padded (matmul.cu) */
+  WT_SCRATCH_PADDED_W,  /* its weight, padded */
+  WT_SCRATCH_PADDED_DW, /* its weight gradient, padded */
+  WT_SCRATCH_ENCODER,   /* the encoder backward's sort of the tokens (encoder.cu) */
+  WT_SCRATCH_COUNT
+} wt_cuda_scratch_slot;
+void *wt_cuda_scratch(wt_cuda_scratch_slot slot, size_t bytes);
+
 /* The process-wide cuBLAS handle, created on first use (pedantic fp32 math until
  * kernels_set_precision chooses TF32 or bf16 tensor cores). */
 cublasHandle_t kernels_cuda_cublas_handle(void);
 
-/* Column-major C = alpha op(A) op(B) + beta C in fp32 buffers, computed at the back end's
- * precision (matmul.cu); the strided-batched form for attention. */
-void kernels_cuda_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                       float alpha, const float *A, int lda, const float *B, int ldb, float beta,
-                       float *C, int ldc);
+/* Column-major, strided-batched C = alpha op(A) op(B) + beta C in fp32 buffers for attention,
+ * computed at the back end's precision, TF32 for bf16 (matmul.cu). */
 void kernels_cuda_gemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                                float alpha, const float *A, int lda, long long sa, const float *B,
                                int ldb, long long sb, float beta, float *C, int ldc, long long sc,

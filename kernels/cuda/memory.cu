@@ -28,6 +28,17 @@ void *kernels_cuda_alloc(size_t bytes) {
   return p;
 }
 
+void *wt_cuda_scratch(wt_cuda_scratch_slot slot, size_t bytes) {
+  static void *buf[WT_SCRATCH_COUNT];
+  static size_t cap[WT_SCRATCH_COUNT];
+  if (bytes > cap[slot]) {
+    if (buf[slot]) WT_CUDA_CHECK(cudaFree(buf[slot]));
+    WT_CUDA_CHECK(cudaMalloc(&buf[slot], bytes));
+    cap[slot] = bytes;
+  }
+  return buf[slot];
+}
+
 void kernels_cuda_free(void *p) {
   if (p) WT_CUDA_CHECK(cudaFree(p));
 }

@@ -46,8 +46,10 @@ static float *s_copy(const float *x, size_t n) {
   return y;
 }
 
-static void test_matmul(const kernels_ops *ref, const kernels_ops *gpu, kernels_wlayout layout) {
-  int N = 37, C = 48, OC = 80;
+/* OC = 83 (rows not a multiple of 8 floats) takes the padded-output path, as the LM head does. */
+static void test_matmul(const kernels_ops *ref, const kernels_ops *gpu, kernels_wlayout layout,
+                        int OC) {
+  int N = 37, C = 48;
   float *inp = s_host_random((size_t)N * C, 1), *w = s_host_random((size_t)C * OC, 0.2f);
   float *bias = s_host_random(OC, 1), *dout = s_host_random((size_t)N * OC, 1);
   float *out = wt_xcalloc((size_t)N * OC, 4), *dinp = s_host_random((size_t)N * C, 1);
@@ -207,8 +209,10 @@ int main(void) {
   const kernels_ops *ref = kernels_ref(), *gpu = kernels_backend("cuda");
   WT_TEST_REQUIRE(gpu != NULL, "CUDA build without a cuda back end");
   wt_rng_seed(&s_rng, 2026);
-  test_matmul(ref, gpu, KERNELS_W_IN_OUT);
-  test_matmul(ref, gpu, KERNELS_W_OUT_IN);
+  test_matmul(ref, gpu, KERNELS_W_IN_OUT, 80);
+  test_matmul(ref, gpu, KERNELS_W_OUT_IN, 80);
+  test_matmul(ref, gpu, KERNELS_W_IN_OUT, 83);
+  test_matmul(ref, gpu, KERNELS_W_OUT_IN, 83);
   test_layernorm(ref, gpu);
   test_attention(ref, gpu);
   test_encoder_and_loss(ref, gpu);
