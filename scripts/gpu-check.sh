@@ -4,6 +4,11 @@
 # each result to a file under OUT_DIR (created). Meant to be run as it is, unattended.
 #
 #   scripts/gpu-check.sh OUT_DIR [DEVICE]      DEVICE defaults to cuda:0
+#   scripts/gpu-check.sh --prebuilt PACK OUT_DIR [DEVICE]
+#
+# With --prebuilt, nothing is built: PACK is what scripts/gpu-pack.sh made on another machine
+# (binaries, their non-CUDA libraries, the gpu test list), for a GPU machine that has the CUDA
+# runtime, cuBLAS and NCCL but not the project's other dependencies.
 #
 # Files: env.txt (GPU, driver, nvcc, commit), build.log, gpu-tests.log, bench-train.txt and
 # bench-train.json (its JSON line), bench-codecs.txt and bench-codecs.json, summary.txt. Exits 0
@@ -11,10 +16,17 @@
 # does not stop the later ones (their output is what the run is for).
 set -uo pipefail
 
-if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  echo "usage: scripts/gpu-check.sh OUT_DIR [DEVICE]   (DEVICE: cuda:N, default cuda:0)" >&2
+usage() {
+  echo "usage: scripts/gpu-check.sh [--prebuilt PACK] OUT_DIR [DEVICE]   (DEVICE: cuda:N, default cuda:0)" >&2
   exit 2
+}
+pack=
+if [ "${1:-}" = "--prebuilt" ]; then
+  [ $# -ge 3 ] || usage
+  pack=$(cd "$2" && pwd) || usage
+  shift 2
 fi
+if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then usage; fi
 out=$(mkdir -p "$1" && cd "$1" && pwd) || { echo "gpu-check: cannot create $1" >&2; exit 1; }
 device=${2:-cuda:0}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,7 +57,32 @@ step() {
   /usr/local/cuda/bin/nvcc --version 2>&1 || nvcc --version 2>&1
 } >"$out/env.txt"
 
-if step build.log 900 bash -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE=Release \
+benches() { # benches BIN_DIR
+  step bench-train.txt 900 "$1/bench-train" --device "$device" --repeats 5
+  grep '^{' "$out/bench-train.txt" | tail -1 >"$out/bench-train.json"
+  step bench-codecs.txt 600 "$1/bench-codecs" --device "$device" --reps 5
+  grep '^{' "$out/bench-codecs.txt" | tail -1 >"$out/bench-codecs.json"
+}
+
+if [ -n "$pack" ]; then
+  # the GPU machine's own CUDA libraries (cuBLAS, NCCL) wherever its toolkit or Python wheels keep them
+  cudalibs=$(find /usr /opt /lib* \( -name 'libcublas.so.*' -o -name 'libnccl.so.*' \) 2>/dev/null |
+             xargs -r -n1 dirname | sort -u | tr '\n' ':')
+  export LD_LIBRARY_PATH="$pack/lib:$cudalibs${LD_LIBRARY_PATH:-}"
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >>"$out/env.txt"
+  # each gpu test on its own, so one crash does not hide the others; 77 (skipped) is a failure
+  # here, since a GPU machine is the point of the run
+  : >"$out/gpu-tests.log"
+  while read -r name args; do
+    t0=$SECONDS
+    # shellcheck disable=SC2086
+    (cd "$root" && timeout 150 "$pack/bin/$name" $args) >>"$out/gpu-tests.log" 2>&1
+    rc=$?
+    note "$(printf '%-24s rc=%-3d %4ds' "$name${args:+ $args}" "$rc" $((SECONDS - t0)))"
+    [ $rc -eq 0 ] || status=1
+  done <"$pack/tests.txt"
+  benches "$pack/bin"
+elif step build.log 900 bash -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE=Release \
      -DWANTRAIN_CUDA=ON && cmake --build '$build' -j$jobs"; then
   # The gpu tests are skipped (77) without a device: count skips as a failure here, since a
   # GPU machine is the point of the run.
@@ -54,10 +91,7 @@ if step build.log 900 bash -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE=R
     note "gpu-tests: some tests were SKIPPED (no device seen?)"
     status=1
   fi
-  step bench-train.txt 900 "$build/bin/bench-train" --device "$device" --repeats 5
-  grep '^{' "$out/bench-train.txt" | tail -1 >"$out/bench-train.json"
-  step bench-codecs.txt 600 "$build/bin/bench-codecs" --device "$device" --reps 5
-  grep '^{' "$out/bench-codecs.txt" | tail -1 >"$out/bench-codecs.json"
+  benches "$build/bin"
 fi
 note "results in $out (status $status)"
 exit $status
