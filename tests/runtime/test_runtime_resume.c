@@ -6,6 +6,8 @@
  *     checkpoint resumes bitwise in an unsharded run too;
  *   - a 4-stage run directory loads as one whole model (what `wantrain eval` / `sample` do)
  *     bitwise equal to the single-process trainer's model after the same steps;
+ *   - a time limit stops every tasklet after the same step (world rank 0 decides), validating and
+ *     checkpointing there, and the resumed run continues bitwise, validation losses included;
  *   - a damaged manifest, a missing one and a different stage count are refused with a message. */
 #include "model/trainer.h"
 #include "tests/runtime/runtime_harness.h"
@@ -178,6 +180,42 @@ static void test_whole_model_from_stages(void) {
   trainer_destroy(&t);
 }
 
+/* A limit every step exceeds stops the run after step 1 on every tasklet (rank 0's clock alone
+ * decides, so the stop is the same step everywhere); the validation after it and the checkpoint
+ * are those of a last step, and the resumed run goes on bitwise. */
+static void test_time_limit(void) {
+  static h_run straight, limited;
+  parallel_tasklet_config c = s_config(0, "time-straight");
+  c.val_every = 3;
+  h_init(&straight, &c);
+  WT_TEST_REQUIRE(h_run_all(&straight) == WT_OK, "%s", straight.err[0]);
+  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s/time-limited", s_tmp);
+  c.time_limit_s = 1e-9;
+  h_init(&limited, &c);
+  WT_TEST_REQUIRE(h_run_all(&limited) == WT_OK, "%s", limited.err[0]);
+  for (int w = 0; w < 4; w++) {
+    WT_TEST_ASSERT(limited.steps[w] == 1 && limited.res[w].time_limited,
+                   "rank %d stopped after %ld steps (time_limited %d)", w, limited.steps[w],
+                   limited.res[w].time_limited);
+    WT_TEST_ASSERT(!isnan(limited.val[w][0]) && isnan(straight.val[w][0]),
+                   "rank %d validated after the step it stopped at", w);
+  }
+  WT_TEST_ASSERT(s_manifest_step(c.checkpoint_dir) == 1, "checkpointed at the stop");
+  c.time_limit_s = 0, c.resume = 1;
+  h_init(&limited, &c);
+  WT_TEST_REQUIRE(h_run_all(&limited) == WT_OK, "%s", limited.err[0]);
+  WT_TEST_ASSERT(limited.steps[0] == STEPS && !limited.res[0].time_limited, "resumed to the end");
+  s_same_from(&straight, &limited, 1, "time-limited + resumed");
+  for (int i = 1; i < STEPS; i++)
+    for (int w = 0; w < 4; w++)
+      WT_TEST_ASSERT(straight.val[0][i] == limited.val[w][i] ||
+                         (isnan(straight.val[0][i]) && isnan(limited.val[w][i])),
+                     "validation after step %d, rank %d: %.9g vs %.9g", i + 1, w,
+                     limited.val[w][i], straight.val[0][i]);
+  WT_TEST_ASSERT(!isnan(straight.val[0][2]) && !isnan(straight.val[0][STEPS - 1]),
+                 "validated every 3 steps and after the last");
+}
+
 static void test_bad_manifest(void) {
   static h_run h;
   parallel_tasklet_config c = s_config(0, "zero-part"); /* a run directory from above */
@@ -212,6 +250,7 @@ int main(void) {
   test_zero_resumes();
   test_stateless_codecs_resume();
   test_whole_model_from_stages();
+  test_time_limit();
   test_bad_manifest();
   data_set_destroy(&s_data);
   if (!wt_test_failures) {
