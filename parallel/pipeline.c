@@ -116,6 +116,22 @@ void parallel_pipeline_destroy(parallel_pipeline **self_p) {
   *self_p = NULL;
 }
 
+int parallel_pipeline_has_state(const parallel_pipeline *p) {
+  return p->delta;
+}
+
+int parallel_pipeline_save_state(const parallel_pipeline *p, FILE *f) {
+  if (p->snd) WT_CHECK(acsgd_sender_save(p->snd, f));
+  if (p->rcv) WT_CHECK(acsgd_receiver_save(p->rcv, f));
+  return WT_OK;
+}
+
+int parallel_pipeline_load_state(parallel_pipeline *p, FILE *f) {
+  if (p->snd) WT_CHECK(acsgd_sender_load(p->snd, f));
+  if (p->rcv) WT_CHECK(acsgd_receiver_load(p->rcv, f));
+  return WT_OK;
+}
+
 double parallel_pipeline_compute_s(const parallel_pipeline *p) {
   return p->compute_s;
 }

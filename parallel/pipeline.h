@@ -38,6 +38,7 @@
 #include "parallel/comm.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct {
   assign_schedule_kind schedule;
@@ -83,6 +84,16 @@ int parallel_pipeline_tied_sum(parallel_pipeline *p);
 #define PARALLEL_PIPELINE_MAX_EVAL (1 << 20)
 int parallel_pipeline_eval(parallel_pipeline *p, const int *inputs, const int *targets, int n,
                            int rows, float *loss);
+
+/* The AC-SGD delta caches of this stage's cuts (the sender's toward the next stage, the
+ * receiver's from the previous one; compress/acsgd.h's record each), for a checkpoint: with them
+ * a resumed run encodes and decodes the same bytes as one that never stopped. Nothing is
+ * written or read unless the codec is a delta codec. Returns acsgd_*_save / _load's statuses. */
+int parallel_pipeline_save_state(const parallel_pipeline *p, FILE *f);
+int parallel_pipeline_load_state(parallel_pipeline *p, FILE *f);
+
+/* 1 if the activation codec keeps state across steps (a delta codec). */
+int parallel_pipeline_has_state(const parallel_pipeline *p);
 
 /* Seconds spent in forward / backward passes (recomputation included) since creation. */
 double parallel_pipeline_compute_s(const parallel_pipeline *p);

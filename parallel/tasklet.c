@@ -76,14 +76,6 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world
                               "--grad-codec and --diloco");
   if (c->keep < 1) return wt_fail(WT_EINVAL, "keep %d must be >= 1", c->keep);
   if (c->dp_ring) WT_CHECK(s_check_ring(c->dp_ring, c->replicas));
-  /* A codec without error feedback is stateless (rand-k's seed is the step). */
-  if (c->checkpoint_dir[0] && (c->diloco_h || (strcmp(c->grad_codec, "none") && c->grad_ef) ||
-                               !strncmp(c->act_codec, "delta", 5)))
-    return wt_fail(WT_EINVAL, "checkpoints hold the model, optimizer and data position only; "
-                              "runs with --diloco, a --grad-codec with error feedback or a "
-                              "delta --act-codec keep more state (outer momentum, residuals, "
-                              "caches) and cannot be resumed bit-exactly: drop those options or "
-                              "--checkpoint-dir");
   if (c->resume && !c->checkpoint_dir[0])
     return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir");
   return WT_OK;

@@ -34,8 +34,9 @@
  * each stage saves DIR/stage-<s>/ (model/checkpoint.h's format: safetensors + SHA-256, one run
  * directory per stage), then world rank 0 writes DIR/manifest.json (S, R, layer ranges, the
  * step) once every stage has saved. resume = 1 loads the step the manifest names on every
- * tasklet and continues bit-exactly. Runs that keep more state (DiLoCo, error-feedback residuals,
- * AC-SGD delta caches) refuse checkpoint_dir.
+ * tasklet and continues bit-exactly. What else a run keeps across steps (DiLoCo's inner and
+ * outer state, error-feedback residuals, AC-SGD delta caches) every tasklet saves beside its
+ * stage, DIR/stage-<s>/replica-<r>-step-<step>.state (docs/runtime.md), and loads on resume.
  *
  *   parallel_tasklet_config c = parallel_tasklet_config_default();
  *   c.stages = 2, c.replicas = 2, c.stage = s, c.replica = r;
