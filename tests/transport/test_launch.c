@@ -11,7 +11,9 @@
  *    in step 4 and resumed continues with the losses of a run that never stopped;
  *  - --val-every / --val-batches: the validation losses in the launch log equal `wantrain train`'s
  *    to a relative 1e-5; --time-limit stops every process after the same step with a checkpoint,
- *    and --resume continues with the losses of the run that had no limit. */
+ *    and --resume continues with the losses of the run that had no limit;
+ *  - a DiLoCo run with int8 pseudo-gradients and delta4 activations, killed and resumed, continues
+ *    with the unbroken run's losses. */
 #include "common/common.h"
 #include "common/testing.h"
 
@@ -212,6 +214,28 @@ static void test_validation_and_time_limit(void) {
                    "step %ld: the stopped and resumed run's loss is the unlimited run's", step);
 }
 
+/* DiLoCo with int8 pseudo-gradients and delta4 activations keeps state across steps; a process
+ * killed in step 4 of a checkpointed run, resumed, gives the losses of the unbroken run. */
+static void test_stateful_resume(void) {
+  const char *shape = "launch " MODEL " --stages 2 --replicas 2 --micro-batches 2 --timeout 20 "
+                      "--diloco 3 --grad-codec int8 --act-codec delta4";
+  char args[1024];
+  snprintf(args, sizeof args, "%s --json-log st-straight.jsonl", shape);
+  WT_TEST_ASSERT(s_wantrain("", args) == 0, "%s", g_out);
+  snprintf(args, sizeof args, "%s --checkpoint-dir st --checkpoint-every 2", shape);
+  int rc = s_wantrain("WANTRAIN_LAUNCH_DIE=2:4", args);
+  WT_TEST_ASSERT(rc == 1 && strstr(g_out, "process 2 (stage 1, replica 0) failed"), "%s", g_out);
+  snprintf(args, sizeof args, "%s --checkpoint-dir st --resume --json-log st-resumed.jsonl",
+           shape);
+  rc = s_wantrain("", args);
+  WT_TEST_ASSERT(rc == 0 && strstr(g_out, "done: 5 steps"), "resume: exit %d\n%s", rc, g_out);
+  double a[5] = {NAN, NAN, NAN, NAN, NAN}, b[5] = {NAN, NAN, NAN, NAN, NAN};
+  s_losses("st-straight.jsonl", a);
+  WT_TEST_ASSERT(s_losses("st-resumed.jsonl", b) == 3, "the resumed launch ran steps 3..5");
+  for (int i = 2; i < 5; i++)
+    WT_TEST_ASSERT(a[i] == b[i], "step %d: resumed %.6f, straight %.6f", i + 1, b[i], a[i]);
+}
+
 int main(void) {
   const char *bin = getenv("WT_BIN_DIR");
   if (!bin) {
@@ -228,6 +252,7 @@ int main(void) {
   test_scenario();
   test_failure();
   test_validation_and_time_limit();
+  test_stateful_resume();
   if (!wt_test_failures) {
     char rm[700];
     snprintf(rm, sizeof rm, "rm -rf '%s'", g_tmp);
