@@ -75,6 +75,9 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world
     return wt_fail(WT_EINVAL, "--zero 1 shards the uncompressed synchronous update; drop "
                               "--grad-codec and --diloco");
   if (c->keep < 1) return wt_fail(WT_EINVAL, "keep %d must be >= 1", c->keep);
+  if (c->act_slots < 0 || c->act_slots > GPT_MAX_SLOTS)
+    return wt_fail(WT_EINVAL, "act_slots %d: use 0 (as many as needed) to %d", c->act_slots,
+                   GPT_MAX_SLOTS);
   if (c->dp_ring) WT_CHECK(s_check_ring(c->dp_ring, c->replicas));
   if (c->resume && !c->checkpoint_dir[0])
     return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir");
@@ -299,6 +302,7 @@ int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *c
                                  .rows = trainer_micro_rows(k->t),
                                  .seq = tc.model.max_seq};
   snprintf(pc.act_codec, sizeof pc.act_codec, "%s", cfg->act_codec);
+  pc.act_slots = cfg->act_slots;
   if (!(k->pipeline = parallel_pipeline_new(&pc, trainer_model(k->t), k->pipe))) return WT_EINVAL;
   WT_CHECK(s_data_parallel(k));
   trainer_hooks h = {.ctx = k, .grads = s_grads, .sync = s_sync, .norm = s_norm};

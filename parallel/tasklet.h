@@ -84,6 +84,8 @@ typedef struct {
   int diloco_h;                     /* 0: synchronous; H >= 1: DiLoCo outer step every H steps */
   float diloco_lr, diloco_momentum; /* outer Nesterov SGD (defaults 0.7, 0.9) */
   int zero;                         /* 0, or 1 for ZeRO-1 (needs grad_codec none, no DiLoCo) */
+  int act_slots; /* activation slots per stage: 0 = one per micro-batch in flight (no forward
+                    recomputed); k >= 1 bounds them, recomputing the rest (pipeline.h) */
   const int *dp_ring; /* R entries: this stage's replicas in the order of its data-parallel ring,
                          starting with replica 0 (netsim_ring_order's order, so that the
                          simulated ring is the one that runs; borrowed for the run);

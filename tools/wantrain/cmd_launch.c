@@ -698,12 +698,13 @@ static int s_start(s_run *r, const char *dir, int argc, char **argv) {
 }
 
 /* netsim's iteration time for this run's assignment and schedule, fed with what the run
- * measured: per-pass compute of each stage (mean over its replicas, recomputed forwards counted
- * as netsim counts them), the bytes that crossed a cut per micro-batch, and a stage's gradient
- * bytes; the network's times scaled like the emulation's. It models what the runtime does
- * besides the passes and the reduce: recomputation, the tied embedding's exchange and the
- * per-step norm exchange (docs/runtime.md). */
-enum { S_MODEL_RECOMPUTE = 1, S_MODEL_TIED = 2, S_MODEL_NORM = 4, S_MODEL_ALL = 7 };
+ * measured: per-pass compute of each stage (mean over its replicas; a backward counts as two
+ * forwards), the bytes that crossed a cut per micro-batch, and a stage's gradient bytes; the
+ * network's times scaled like the emulation's. It models what the runtime does besides the
+ * passes and the reduce: the tied embedding's exchange and the per-step norm exchange
+ * (docs/runtime.md). The stages hold one activation slot per micro-batch in flight, so no
+ * forward is recomputed (netsim's recompute stays off). */
+enum { S_MODEL_TIED = 2, S_MODEL_NORM = 4, S_MODEL_ALL = 6 };
 
 static int s_predict(const s_run *r, int model, double *out) {
   const launch_args *a = r->a;
@@ -714,7 +715,7 @@ static int s_predict(const s_run *r, int model, double *out) {
   memset(&cfg, 0, sizeof cfg);
   cfg.schedule = !strcmp(a->schedule, "gpipe") ? NETSIM_GPIPE : NETSIM_1F1B;
   cfg.micro_batches = m;
-  cfg.recompute = 1;
+  cfg.recompute = 0;
   cfg.tied_bytes = S > 1 ? r->tied_bytes : 0;
   cfg.norm_exchange = 1;
   double tied_model = model & S_MODEL_TIED ? cfg.tied_bytes : 0;
@@ -722,17 +723,12 @@ static int s_predict(const s_run *r, int model, double *out) {
   double *fwd = wt_xcalloc((size_t)S, sizeof(double)), bp = 0, bd = 0;
   for (int w = 0; w < r->world; w++) {
     int s = w / R;
-    /* a pass's compute: forward f, backward 2f, each recomputed forward f more */
-    int passes = 3 * m + netsim_schedule_recomputes(cfg.schedule, s, S, m);
-    fwd[s] += r->p[w].compute_s / steps / passes / R;
+    /* a micro-batch's compute: forward f, backward 2f */
+    fwd[s] += r->p[w].compute_s / steps / (3.0 * m) / R;
     bp += (double)r->p[w].bytes[0];
     bd += (double)r->p[w].bytes[1];
   }
   cfg.stage_fwd_s = fwd;
-  /* parts switched off (to show what each costs): compute spread evenly over 3m passes */
-  for (int s = 0; s < S && !(model & S_MODEL_RECOMPUTE); s++)
-    fwd[s] *= (3.0 * m + netsim_schedule_recomputes(cfg.schedule, s, S, m)) / (3.0 * m);
-  cfg.recompute = !!(model & S_MODEL_RECOMPUTE);
   cfg.norm_exchange = !!(model & S_MODEL_NORM);
   /* the pipeline links carry the tied gradient too (both ways, every replica) */
   double act = S > 1 ? bp / steps - (double)R * 2 * cfg.tied_bytes : 0;
@@ -818,16 +814,15 @@ static int s_summary(s_run *r) {
          ph[0], ph[1], ph[2], ph[3]);
   double predicted = NAN;
   if (r->wan.sc) {
-    double part[3];
+    double part[2];
     if (s_predict(r, S_MODEL_ALL, &predicted) == WT_OK && s_predict(r, 0, &part[0]) == WT_OK &&
-        s_predict(r, S_MODEL_RECOMPUTE, &part[1]) == WT_OK &&
-        s_predict(r, S_MODEL_RECOMPUTE | S_MODEL_TIED, &part[2]) == WT_OK) {
+        s_predict(r, S_MODEL_TIED, &part[1]) == WT_OK) {
       printf("netsim predicts %.4f s per iteration for scenario %s with this assignment and "
              "schedule (measured %.4f s, %+.1f%%)\n",
              predicted, netsim_scenario_name(r->wan.sc), iter, 100 * (iter / predicted - 1));
-      printf("netsim, part by part: passes and reduce %.4f s, + recomputed forwards %.4f s, "
-             "+ tied exchange %.4f s, + norm exchange %.4f s\n",
-             part[0], part[1], part[2], predicted);
+      printf("netsim, part by part: passes and reduce %.4f s, + tied exchange %.4f s, "
+             "+ norm exchange %.4f s\n",
+             part[0], part[1], predicted);
     } else
       printf("netsim prediction unavailable: %s\n", wt_last_error());
   }
