@@ -126,7 +126,7 @@ int gpt_stage_forward(gpt_stage *s, const int *tokens, const float *act_in, cons
  * gpt_stage_backward, gpt_stage_loss and gpt_stage_logits read it; the other slots keep their
  * contents. Parameters, gradients and the backward's scratch buffers are shared. A stage starts
  * with one slot (slot 0). Each slot costs the activations of one batch of max_batch x max_seq
- * (docs/parallel.md); numbers do not depend on which slot a pass uses.
+ * (docs/runtime.md); numbers do not depend on which slot a pass uses.
  *   gpt_stage_set_slots: 1..GPT_MAX_SLOTS slots; growing keeps every slot's contents, shrinking
  *     drops slots >= n (the current becomes 0 if it was one of them). Returns WT_OK, WT_EINVAL,
  *     or WT_ENOMEM (nothing changed) when the new slots do not fit in the back end's memory.
