@@ -4,7 +4,7 @@
  *     n bytes is compared with the bound 2(p−1)/p · n/β (target: ≥ 0.85 of the bound);
  *  2. unshaped: its bus bandwidth 2(p−1)/p · n / t beside plain ZeroMQ streams (raw PUSH/PULL
  *     sockets with CURVE, 256 KiB messages, the bytes one rank sends in the all-reduce, no
- *     transport code) in two forms: (a) one pair streaming alone, (b) every ring link streaming
+ *     transport code, two I/O threads per process like the transport) in two forms: (a) one pair streaming alone, (b) every ring link streaming
  *     at once — the same links and the same number of busy processes as the all-reduce
  *     (target: bus ≥ 0.70 of the stream). Each run measures (a), (b) and the all-reduce back to
  *     back in the same processes, so the three share whatever load the machine has then.
@@ -141,6 +141,7 @@ static int s_unshaped_fn(parallel_comm *c, void *arg) {
   char pub[41], sec[41], ep[256] = "", right_pub[41], right_ep[256];
   WT_CHECK(parallel_zmq_keypair_new(pub, sec));
   void *zctx = zmq_ctx_new();
+  zmq_ctx_set(zctx, ZMQ_IO_THREADS, 2); /* as the transport: sending and receiving in parallel */
   void *pull = zmq_socket(zctx, ZMQ_PULL), *push = zmq_socket(zctx, ZMQ_PUSH);
   int one = 1, zero = 0, hwm = 16;
   zmq_setsockopt(pull, ZMQ_CURVE_SERVER, &one, sizeof one);

@@ -3,13 +3,16 @@
  *   1. agreement: every step's loss of S x R tasklets vs trainer_step on one process with the
  *      same global batch and seed (R·m micro-batches), SGD and AdamW, over --steps steps:
  *      the largest relative difference and the one at the last step;
- *   2. compute: forward passes recomputed per micro-batch and stage (the executor recomputes
- *      the forward of every micro-batch whose activations the stage no longer holds), and the
- *      seconds in passes summed over the stages beside the whole step on one process (the
- *      stages run as concurrent threads, so on a machine with fewer free cores than stages this
- *      ratio also holds their contention).
- * Prints a table, then one JSON line. Run with OMP_NUM_THREADS=1 (the tasklets are threads).
- *   OMP_NUM_THREADS=1 build/bin/bench-runtime [--steps N] [--repeats K] */
+ *   2. activation slots: GPipe and 1F1B on 2 and 4 stages with m = 4, each stage with one
+ *      activation slot per micro-batch in flight (the default) beside one slot (act_slots 1:
+ *      the forward of every micro-batch the stage no longer holds is recomputed), alternated:
+ *      recomputed forwards per micro-batch and stage, median pass seconds summed over the
+ *      stages per step, and median step seconds (the stages run as concurrent threads, so on a
+ *      machine with fewer free cores than stages the step also holds their contention).
+ * Prints a table, then one JSON line (null agreement fields with --compute-only). Run with
+ * OMP_NUM_THREADS=1 (the tasklets are threads).
+ *   OMP_NUM_THREADS=1 build/bin/bench-runtime [--steps N] [--repeats K] [--compute-steps N]
+ *                                             [--compute-only] */
 #include "common/common.h"
 #include "model/trainer.h"
 #include "parallel/comm.h"
@@ -102,69 +105,102 @@ static double s_median(double *x, int n) {
   return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-/* Compute seconds of the busiest stage relative to the whole step's passes on one process. */
+/* One schedule's step with one activation slot per micro-batch in flight (slots) beside one slot
+ * per stage (act_slots 1: every forward the stage no longer holds is recomputed), alternated
+ * `repeats` times: medians of the stages' pass seconds summed per step, of the wall seconds per
+ * step, and the recomputed forwards per micro-batch per stage. */
+typedef struct {
+  double compute_s[2], step_s[2], recomputes[2]; /* [0] one slot (recompute), [1] slots */
+} s_slots;
+
 static int s_compute(const data_set *d, int S, assign_schedule_kind sched, int m, int repeats,
-                     double *ratio, double *recomputes) {
+                     int steps, s_slots *out) {
   static s_run r;
-  double ratios[32];
-  for (int k = 0; k < repeats; k++) {
-    trainer_config c = s_model(OPTIM_ADAMW, 5, m);
-    trainer *t = trainer_new(&c, d);
-    double t0 = wt_now_s();
-    for (int i = 0; i < 5; i++) WT_CHECK(trainer_step(t, NULL));
-    double one = wt_now_s() - t0;
-    trainer_destroy(&t);
-    r.base = parallel_tasklet_config_default();
-    r.base.stages = S, r.base.replicas = 1, r.base.schedule = sched;
-    r.base.train = c, r.base.data = d;
-    WT_CHECK(s_run_tasklets(&r));
-    double sum = 0;
-    *recomputes = 0;
-    for (int s = 0; s < S; s++) sum += r.res[s].compute_s, *recomputes += r.res[s].recomputes;
-    ratios[k] = sum / one;
+  double comp[2][32], wall[2][32];
+  for (int k = 0; k < repeats; k++)
+    for (int v = 0; v < 2; v++) {
+      r.base = parallel_tasklet_config_default();
+      r.base.stages = S, r.base.replicas = 1, r.base.schedule = sched;
+      r.base.train = s_model(OPTIM_ADAMW, steps, m), r.base.data = d;
+      r.base.act_slots = v ? 0 : 1;
+      WT_CHECK(s_run_tasklets(&r));
+      double sum = 0, rec = 0, sec = 0;
+      for (int s = 0; s < S; s++) {
+        sum += r.res[s].compute_s, rec += r.res[s].recomputes;
+        sec = fmax(sec, r.res[s].pipeline_s);
+      }
+      comp[v][k] = sum / steps;
+      wall[v][k] = sec / steps;
+      out->recomputes[v] = rec / ((double)steps * S * m);
+    }
+  for (int v = 0; v < 2; v++) {
+    out->compute_s[v] = s_median(comp[v], repeats);
+    out->step_s[v] = s_median(wall[v], repeats);
   }
-  *ratio = s_median(ratios, repeats);
-  *recomputes /= 5.0 * S * m; /* per micro-batch per stage */
-  printf("%-6s S=%d m=%d  recomputed forwards per micro-batch per stage %.3f; stage compute "
-         "summed / one-process step %.2f (median of %d)\n",
-         assign_schedule_name(sched), S, m, *recomputes, *ratio, repeats);
+  printf("| %-5s | %d | %d | %.3f | %.3f | %.4f | %.4f | %.2fx | %.4f | %.4f | %.2fx |\n",
+         assign_schedule_name(sched), S, m, out->recomputes[0], out->recomputes[1],
+         out->compute_s[0], out->compute_s[1], out->compute_s[0] / out->compute_s[1],
+         out->step_s[0], out->step_s[1], out->step_s[0] / out->step_s[1]);
   return WT_OK;
 }
 
 int main(int argc, char **argv) {
-  int steps = 300, repeats = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
-    if (!strcmp(argv[i], "--repeats")) repeats = atoi(argv[i + 1]);
+  int steps = 300, repeats = 5, csteps = 5, agreement = 1;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--compute-steps") && i + 1 < argc) csteps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--compute-only")) agreement = 0;
+    else {
+      fprintf(stderr, "usage: bench-runtime [--steps N] [--repeats K] [--compute-steps N] "
+                      "[--compute-only]\n");
+      return 2;
+    }
   }
-  if (steps < 1 || steps > MAX_STEPS || repeats < 1 || repeats > 32) {
-    fprintf(stderr, "bench-runtime: --steps in [1, %d], --repeats in [1, 32]\n", MAX_STEPS);
+  if (steps < 1 || steps > MAX_STEPS || repeats < 1 || repeats > 32 || csteps < 1 ||
+      csteps > MAX_STEPS) {
+    fprintf(stderr, "bench-runtime: --steps and --compute-steps in [1, %d], --repeats in "
+                    "[1, 32]\n", MAX_STEPS);
     return 2;
   }
   data_synth_config sc = data_synth_default();
   data_set *d = data_set_synthetic(&sc);
   if (!d) return 1;
   static const int shapes[][2] = {{2, 2}, {4, 1}, {1, 4}};
-  double worst[2][3], last[2][3], ratio[4], rec[4];
+  double worst[2][3], last[2][3];
+  s_slots sl[4];
   int rc = WT_OK;
-  printf("agreement with one process (L4 C128 T64, batch 16, m 2 per replica, 1F1B):\n");
-  for (int kind = 0; kind < 2 && rc == WT_OK; kind++)
+  if (agreement) printf("agreement with one process (L4 C128 T64, batch 16, m 2 per replica, 1F1B):\n");
+  for (int kind = 0; agreement && kind < 2 && rc == WT_OK; kind++)
     for (int k = 0; k < 3 && rc == WT_OK; k++)
       rc = s_agreement(d, kind, shapes[k][0], shapes[k][1], steps, &worst[kind][k], &last[kind][k]);
-  printf("compute per step (activation recomputation):\n");
-  if (rc == WT_OK) rc = s_compute(d, 2, ASSIGN_SCHEDULE_GPIPE, 4, repeats, &ratio[0], &rec[0]);
-  if (rc == WT_OK) rc = s_compute(d, 2, ASSIGN_SCHEDULE_1F1B, 4, repeats, &ratio[1], &rec[1]);
-  if (rc == WT_OK) rc = s_compute(d, 4, ASSIGN_SCHEDULE_GPIPE, 4, repeats, &ratio[2], &rec[2]);
-  if (rc == WT_OK) rc = s_compute(d, 4, ASSIGN_SCHEDULE_1F1B, 4, repeats, &ratio[3], &rec[3]);
+  printf("\nactivation slots vs one slot per stage (recomputation), L4 C128 T64, batch 16, AdamW, "
+         "%d steps, median of %d alternated runs; compute = pass seconds summed over the stages "
+         "per step, step = the slowest stage's pipeline seconds per step:\n\n", csteps, repeats);
+  printf("| schedule | S | m | recomputes/mb (1 slot) | (slots) | compute s (1 slot) | (slots) | "
+         "speed-up | step s (1 slot) | (slots) | speed-up |\n|---|---|---|---|---|---|---|---|---|"
+         "---|---|\n");
+  if (rc == WT_OK) rc = s_compute(d, 2, ASSIGN_SCHEDULE_GPIPE, 4, repeats, csteps, &sl[0]);
+  if (rc == WT_OK) rc = s_compute(d, 2, ASSIGN_SCHEDULE_1F1B, 4, repeats, csteps, &sl[1]);
+  if (rc == WT_OK) rc = s_compute(d, 4, ASSIGN_SCHEDULE_GPIPE, 4, repeats, csteps, &sl[2]);
+  if (rc == WT_OK) rc = s_compute(d, 4, ASSIGN_SCHEDULE_1F1B, 4, repeats, csteps, &sl[3]);
   data_set_destroy(&d);
   if (rc != WT_OK) {
     fprintf(stderr, "bench-runtime: %s\n", wt_last_error());
     return 1;
   }
-  printf("{\"bench\":\"runtime\",\"steps\":%d,\"adamw_max_rel\":[%.3g,%.3g,%.3g],"
-         "\"sgd_max_rel\":[%.3g,%.3g,%.3g],\"compute_ratio\":{\"gpipe_s2\":%.3f,\"1f1b_s2\":%.3f,"
-         "\"gpipe_s4\":%.3f,\"1f1b_s4\":%.3f},\"recomputes_per_mb\":[%.3f,%.3f,%.3f,%.3f]}\n",
-         steps, worst[0][0], worst[0][1], worst[0][2], worst[1][0], worst[1][1], worst[1][2],
-         ratio[0], ratio[1], ratio[2], ratio[3], rec[0], rec[1], rec[2], rec[3]);
+  char agree[256] = "\"adamw_max_rel\":null,\"sgd_max_rel\":null";
+  if (agreement)
+    snprintf(agree, sizeof agree,
+             "\"adamw_max_rel\":[%.3g,%.3g,%.3g],\"sgd_max_rel\":[%.3g,%.3g,%.3g]", worst[0][0],
+             worst[0][1], worst[0][2], worst[1][0], worst[1][1], worst[1][2]);
+  printf("{\"bench\":\"runtime\",\"steps\":%d,%s,\"slots\":[", agreement ? steps : 0, agree);
+  static const char *names[] = {"gpipe_s2", "1f1b_s2", "gpipe_s4", "1f1b_s4"};
+  for (int i = 0; i < 4; i++)
+    printf("%s{\"case\":\"%s\",\"recomputes_per_mb\":[%.3f,%.3f],\"compute_s\":[%.5f,%.5f],"
+           "\"step_s\":[%.5f,%.5f]}",
+           i ? "," : "", names[i], sl[i].recomputes[0], sl[i].recomputes[1], sl[i].compute_s[0],
+           sl[i].compute_s[1], sl[i].step_s[0], sl[i].step_s[1]);
+  printf("]}\n");
   return 0;
 }

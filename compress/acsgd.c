@@ -230,3 +230,18 @@ acsgd_stats acsgd_receiver_stats(const acsgd_receiver *r) {
 const float *acsgd_receiver_cached(const acsgd_receiver *r, uint64_t sample_id) {
   return s_cached(&r->e, sample_id);
 }
+
+/* ---- checkpoint -------------------------------------------------------------------------- */
+
+int acsgd_sender_save(const acsgd_sender *s, FILE *f) {
+  return s->e.opts.delta ? acsgd_cache_save(&s->e.cache, f) : WT_OK;
+}
+int acsgd_sender_load(acsgd_sender *s, FILE *f) {
+  return s->e.opts.delta ? acsgd_cache_load(&s->e.cache, f) : WT_OK;
+}
+int acsgd_receiver_save(const acsgd_receiver *r, FILE *f) {
+  return r->e.opts.delta ? acsgd_cache_save(&r->e.cache, f) : WT_OK;
+}
+int acsgd_receiver_load(acsgd_receiver *r, FILE *f) {
+  return r->e.opts.delta ? acsgd_cache_load(&r->e.cache, f) : WT_OK;
+}

@@ -71,6 +71,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define ACSGD_HEADER_BYTES 40
 #define ACSGD_NO_SLOT 0xFFFFFFFFu
@@ -176,6 +177,17 @@ int acsgd_sender_encode(acsgd_sender *s, uint64_t sample_id, const float *a, voi
  * On failure the cache is unchanged. */
 int acsgd_receiver_decode(acsgd_receiver *r, const void *msg, size_t len, float *out,
                           size_t out_cap, size_t *consumed, acsgd_msg_info *info);
+
+/* Checkpoint of either end's delta cache (the slots in use, their samples, LRU ticks and
+ * activations; a small header and a CRC-32), so that a resumed run continues bitwise. Load into
+ * an end made with the same options: it replaces the cache's contents. A no-op (nothing
+ * written, nothing read) without delta. Returns WT_OK, WT_EIO on a write error, WT_ECORRUPT for
+ * a truncated or damaged record, WT_EMISMATCH for one of another shape; on failure to load the
+ * cache is left empty. */
+int acsgd_sender_save(const acsgd_sender *s, FILE *f);
+int acsgd_sender_load(acsgd_sender *s, FILE *f);
+int acsgd_receiver_save(const acsgd_receiver *r, FILE *f);
+int acsgd_receiver_load(acsgd_receiver *r, FILE *f);
 
 /* Counters and cache memory of either end (the receiver counts the messages it accepted). */
 acsgd_stats acsgd_sender_stats(const acsgd_sender *s);

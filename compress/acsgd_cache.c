@@ -1,6 +1,7 @@
 /* acsgd_cache — slots on the heap or in an mmapped file, a sample-id map and LRU ticks. */
 #include "compress/acsgd_internal.h"
 
+#include "common/bytes.h" /* defines: wt_put_le64 / wt_get_le64, wt_crc32 */
 #include "common/common.h"
 
 #include <errno.h>
@@ -161,4 +162,108 @@ void acsgd_cache_touch(acsgd_cache *c, uint32_t slot) {
 
 float *acsgd_cache_slot(const acsgd_cache *c, uint32_t slot) {
   return c->data + (size_t)slot * c->slot_floats;
+}
+
+/* ---- checkpoint -------------------------------------------------------------------------- */
+
+/* "WTAC", version, slot floats, capacity, used, tick (8 bytes each after the magic), then per
+ * used slot its sample id and tick, then the used slots' floats; a CRC-32 of all of it last.
+ * Slots in use are always 0..used-1 (acsgd_cache_unused_slot), so they are stored in order. */
+#define S_MAGIC "WTAC"
+#define S_VERSION 1u
+
+static int s_write(FILE *f, const void *p, size_t n, uint32_t *crc) {
+  *crc = wt_crc32(*crc, p, n);
+  return fwrite(p, 1, n, f) == n ? WT_OK : wt_fail(WT_EIO, "acsgd cache: write failed");
+}
+
+static int s_read(FILE *f, void *p, size_t n, uint32_t *crc) {
+  if (fread(p, 1, n, f) != n)
+    return wt_fail(WT_ECORRUPT, "acsgd cache checkpoint: truncated");
+  *crc = wt_crc32(*crc, p, n);
+  return WT_OK;
+}
+
+int acsgd_cache_save(const acsgd_cache *c, FILE *f) {
+  uint8_t h[44], e[16];
+  uint32_t crc = 0;
+  memcpy(h, S_MAGIC, 4);
+  wt_put_le64(h + 4, S_VERSION);
+  wt_put_le64(h + 12, c->slot_floats);
+  wt_put_le64(h + 20, c->capacity);
+  wt_put_le64(h + 28, c->used);
+  wt_put_le64(h + 36, c->tick);
+  WT_CHECK(s_write(f, h, 44, &crc));
+  for (size_t i = 0; i < c->used; i++) {
+    wt_put_le64(e, c->slot_sample[i]);
+    wt_put_le64(e + 8, c->slot_tick[i]);
+    WT_CHECK(s_write(f, e, 16, &crc));
+  }
+  if (c->used) WT_CHECK(s_write(f, c->data, sizeof(float) * c->used * c->slot_floats, &crc));
+  uint8_t t[4];
+  wt_put_le32(t, crc);
+  return fwrite(t, 1, 4, f) == 4 ? WT_OK : wt_fail(WT_EIO, "acsgd cache: write failed");
+}
+
+int acsgd_cache_load(acsgd_cache *c, FILE *f) {
+  uint8_t h[44], t[4];
+  uint32_t crc = 0;
+  WT_CHECK(s_read(f, h, 44, &crc));
+  uint64_t floats = wt_get_le64(h + 12), cap = wt_get_le64(h + 20), used = wt_get_le64(h + 28);
+  uint64_t tick = wt_get_le64(h + 36);
+  if (memcmp(h, S_MAGIC, 4) || wt_get_le64(h + 4) != S_VERSION)
+    return wt_fail(WT_ECORRUPT, "acsgd cache checkpoint: not a cache (magic or version)");
+  if (floats != c->slot_floats || cap != c->capacity || used > cap)
+    return wt_fail(WT_EMISMATCH,
+                   "acsgd cache checkpoint: %llu slots of %llu floats (%llu used) do not fit "
+                   "this cache of %zu slots of %zu floats; use the same model, sequence "
+                   "length and cache bound",
+                   (unsigned long long)cap, (unsigned long long)floats,
+                   (unsigned long long)used, c->capacity, c->slot_floats);
+  uint64_t *ids = wt_xmalloc(sizeof(uint64_t) * (used + 1));
+  uint64_t *ticks = wt_xmalloc(sizeof(uint64_t) * (used + 1));
+  float *data = wt_xmalloc(sizeof(float) * (used * floats + 1));
+  int rc = WT_OK;
+  for (uint64_t i = 0; rc == WT_OK && i < used; i++) {
+    uint8_t e[16];
+    rc = s_read(f, e, 16, &crc);
+    ids[i] = wt_get_le64(e), ticks[i] = wt_get_le64(e + 8);
+    if (rc == WT_OK && (ticks[i] == 0 || ticks[i] > tick))
+      rc = wt_fail(WT_ECORRUPT, "acsgd cache checkpoint: slot %llu has tick %llu of %llu",
+                   (unsigned long long)i, (unsigned long long)ticks[i],
+                   (unsigned long long)tick);
+  }
+  if (rc == WT_OK && used) rc = s_read(f, data, sizeof(float) * used * floats, &crc);
+  if (rc == WT_OK && fread(t, 1, 4, f) != 4)
+    rc = wt_fail(WT_ECORRUPT, "acsgd cache checkpoint: truncated");
+  if (rc == WT_OK && wt_get_le32(t) != crc)
+    rc = wt_fail(WT_ECORRUPT, "acsgd cache checkpoint: CRC mismatch (damaged file)");
+  if (rc == WT_OK) {
+    /* Rebuild the index; a sample named twice would break it, so refuse that. */
+    memset(c->vals, 0xff, (c->mask + 1) * sizeof *c->vals);
+    for (uint64_t i = 0; i < used; i++) {
+      if (acsgd_cache_find(c, ids[i]) != ACSGD_NO_SLOT) {
+        rc = wt_fail(WT_ECORRUPT, "acsgd cache checkpoint: sample %llx is in two slots",
+                     (unsigned long long)ids[i]);
+        break;
+      }
+      s_map_put(c, ids[i], (uint32_t)i);
+    }
+  }
+  if (rc == WT_OK) {
+    memset(c->slot_sample, 0, c->capacity * sizeof *c->slot_sample);
+    memset(c->slot_tick, 0, c->capacity * sizeof *c->slot_tick);
+    memcpy(c->slot_sample, ids, sizeof(uint64_t) * used);
+    memcpy(c->slot_tick, ticks, sizeof(uint64_t) * used);
+    if (used) memcpy(c->data, data, sizeof(float) * used * floats);
+    c->used = used;
+    c->tick = tick;
+  } else { /* the index may be half rebuilt: empty the cache */
+    memset(c->vals, 0xff, (c->mask + 1) * sizeof *c->vals);
+    memset(c->slot_sample, 0, c->capacity * sizeof *c->slot_sample);
+    memset(c->slot_tick, 0, c->capacity * sizeof *c->slot_tick);
+    c->used = 0, c->tick = 0;
+  }
+  free(ids), free(ticks), free(data);
+  return rc;
 }

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "compress/acsgd.h"
 
@@ -54,5 +55,10 @@ int acsgd_cache_assign(acsgd_cache *c, uint32_t slot, uint64_t sample_id);
 void acsgd_cache_touch(acsgd_cache *c, uint32_t slot);
 
 float *acsgd_cache_slot(const acsgd_cache *c, uint32_t slot);
+
+/* The cache's contents for a checkpoint (acsgd.h's acsgd_sender_save), and back into a cache of
+ * the same shape (slot floats and capacity), replacing what it held. */
+int acsgd_cache_save(const acsgd_cache *c, FILE *f);
+int acsgd_cache_load(acsgd_cache *c, FILE *f);
 
 #endif

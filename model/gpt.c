@@ -119,7 +119,9 @@ float *gpt_floats(const gpt_stage *s, size_t n) {
   return p;
 }
 
-static void s_alloc_acts(gpt_stage *s) {
+/* The buffers of one activation slot (what a forward keeps for its backward), into the stage's
+ * current fields. */
+static void s_alloc_slot(gpt_stage *s) {
   size_t N = (size_t)s->max_batch * s->max_seq, C = (size_t)s->cfg.channels;
   size_t att = (size_t)s->max_batch * s->cfg.n_head * s->max_seq * s->max_seq;
   s->resid = gpt_floats(s, (size_t)(s->n_local + 1) * N * C);
@@ -132,10 +134,11 @@ static void s_alloc_acts(gpt_stage *s) {
     a->ln2 = gpt_floats(s, N * C), a->ln2_mean = gpt_floats(s, N), a->ln2_rstd = gpt_floats(s, N);
     a->fch = gpt_floats(s, N * 4 * C), a->fch_gelu = gpt_floats(s, N * 4 * C);
   }
+  s->lnf = s->lnf_mean = s->lnf_rstd = s->logits = s->lse = s->losses = s->losses_host = NULL;
   if (gpt_is_last(s)) {
     size_t V = (size_t)s->cfg.vocab_size;
     s->lnf = gpt_floats(s, N * C), s->lnf_mean = gpt_floats(s, N), s->lnf_rstd = gpt_floats(s, N);
-    s->logits = gpt_floats(s, N * V), s->dlogits = gpt_floats(s, N * V);
+    s->logits = gpt_floats(s, N * V);
     s->lse = gpt_floats(s, N), s->losses = gpt_floats(s, N);
   }
   s->tokens = wt_xcalloc(N, sizeof(int));
@@ -145,13 +148,11 @@ static void s_alloc_acts(gpt_stage *s) {
     s->tokens_dev = (int *)gpt_floats(s, N), s->targets_dev = (int *)gpt_floats(s, N);
     if (gpt_is_last(s)) s->losses_host = s_host_floats(s, N);
   }
-  s->tmp = gpt_floats(s, N * C), s->dres = gpt_floats(s, N * C), s->dln = gpt_floats(s, N * C);
-  s->datty = gpt_floats(s, N * C), s->dqkv = gpt_floats(s, N * 3 * C);
-  s->dfch = gpt_floats(s, N * 4 * C), s->dfch_gelu = gpt_floats(s, N * 4 * C);
-  s->datt = gpt_floats(s, att);
+  s->B = s->T = 0;
+  s->loss = 0;
 }
 
-static void s_free_acts(gpt_stage *s) {
+static void s_free_slot(gpt_stage *s) {
   for (int l = 0; s->acts && l < s->n_local; l++) {
     gpt_block_acts *a = &s->acts[l];
     float *bufs[] = {a->ln1,    a->ln1_mean, a->ln1_rstd, a->qkv,      a->att, a->atty,
@@ -159,9 +160,7 @@ static void s_free_acts(gpt_stage *s) {
     for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) s->ops->free(bufs[k]);
   }
   free(s->acts);
-  float *bufs[] = {s->resid, s->lnf,    s->lnf_mean,  s->lnf_rstd, s->logits, s->dlogits,
-                   s->lse,   s->losses, s->tmp,       s->dres,     s->dln,    s->datty,
-                   s->dqkv,  s->dfch,   s->dfch_gelu, s->datt};
+  float *bufs[] = {s->resid, s->lnf, s->lnf_mean, s->lnf_rstd, s->logits, s->lse, s->losses};
   for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) s->ops->free(bufs[k]);
   if (s->ops->device) {
     s->ops->free(s->tokens_dev);
@@ -170,6 +169,125 @@ static void s_free_acts(gpt_stage *s) {
   free(s->tokens);
   free(s->targets);
   s->ops->host_free(s->losses_host);
+}
+
+static void s_slot_store(const gpt_stage *s, gpt_slot *o) {
+  *o = (gpt_slot){.resid = s->resid,
+                  .acts = s->acts,
+                  .lnf = s->lnf,
+                  .lnf_mean = s->lnf_mean,
+                  .lnf_rstd = s->lnf_rstd,
+                  .logits = s->logits,
+                  .lse = s->lse,
+                  .losses = s->losses,
+                  .losses_host = s->losses_host,
+                  .tokens = s->tokens,
+                  .targets = s->targets,
+                  .tokens_dev = s->tokens_dev,
+                  .targets_dev = s->targets_dev,
+                  .B = s->B,
+                  .T = s->T,
+                  .loss = s->loss};
+}
+
+static void s_slot_load(gpt_stage *s, const gpt_slot *o) {
+  s->resid = o->resid, s->acts = o->acts;
+  s->lnf = o->lnf, s->lnf_mean = o->lnf_mean, s->lnf_rstd = o->lnf_rstd;
+  s->logits = o->logits, s->lse = o->lse, s->losses = o->losses, s->losses_host = o->losses_host;
+  s->tokens = o->tokens, s->targets = o->targets;
+  s->tokens_dev = o->tokens_dev, s->targets_dev = o->targets_dev;
+  s->B = o->B, s->T = o->T, s->loss = o->loss;
+}
+
+static void s_alloc_acts(gpt_stage *s) {
+  size_t N = (size_t)s->max_batch * s->max_seq, C = (size_t)s->cfg.channels;
+  size_t att = (size_t)s->max_batch * s->cfg.n_head * s->max_seq * s->max_seq;
+  s_alloc_slot(s);
+  s->dlogits = gpt_is_last(s) ? gpt_floats(s, N * (size_t)s->cfg.vocab_size) : NULL;
+  s->tmp = gpt_floats(s, N * C), s->dres = gpt_floats(s, N * C), s->dln = gpt_floats(s, N * C);
+  s->datty = gpt_floats(s, N * C), s->dqkv = gpt_floats(s, N * 3 * C);
+  s->dfch = gpt_floats(s, N * 4 * C), s->dfch_gelu = gpt_floats(s, N * 4 * C);
+  s->datt = gpt_floats(s, att);
+}
+
+static void s_free_acts(gpt_stage *s) {
+  if (s->slots) { /* every slot but the current, then the current */
+    s_slot_store(s, &s->slots[s->cur_slot]);
+    for (int i = 0; i < s->n_slots; i++) {
+      if (i == s->cur_slot) continue;
+      s_slot_load(s, &s->slots[i]);
+      s_free_slot(s);
+    }
+    s_slot_load(s, &s->slots[s->cur_slot]);
+    free(s->slots);
+  }
+  s_free_slot(s);
+  float *bufs[] = {s->dlogits, s->tmp,  s->dres,      s->dln, s->datty,
+                   s->dqkv,    s->dfch, s->dfch_gelu, s->datt};
+  for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) s->ops->free(bufs[k]);
+}
+
+/* Bytes of one activation slot (mirrors s_alloc_slot). */
+static double s_slot_bytes(const gpt_config *c, int first, int last, int max_batch,
+                           int max_seq) {
+  double N = (double)max_batch * max_seq, C = c->channels, V = c->vocab_size, nl = last - first;
+  double att = (double)max_batch * c->n_head * max_seq * max_seq;
+  double floats = (nl + 1) * N * C + nl * (N * 15 * C + 4 * N + att) + 2 * N;
+  if (last == c->n_layer) floats += N * C + N * V + 4 * N;
+  return 4 * floats;
+}
+
+int gpt_stage_set_slots(gpt_stage *s, int n) {
+  if (n < 1 || n > GPT_MAX_SLOTS)
+    return wt_fail(WT_EINVAL, "gpt: %d activation slots; use 1..%d", n, GPT_MAX_SLOTS);
+  int have = s->slots ? s->n_slots : 1;
+  if (n == have) return WT_OK;
+  if (n > have) {
+    double need = (n - have) * s_slot_bytes(&s->cfg, s->first, s->last, s->max_batch, s->max_seq);
+    if (need > s->ops->mem_total())
+      return wt_fail(WT_ENOMEM,
+                     "gpt: %d more activation slots need %.1f GiB but %s has %.1f GiB; keep "
+                     "fewer micro-batches in flight",
+                     n - have, need / 1073741824.0, s->ops->device ? "the GPU" : "this machine",
+                     s->ops->mem_total() / 1073741824.0);
+  }
+  if (!s->slots) {
+    s->slots = wt_xcalloc(1, sizeof *s->slots);
+    s->n_slots = 1, s->cur_slot = 0;
+  }
+  if (s->cur_slot >= n) gpt_stage_use_slot(s, 0);
+  gpt_slot cur;
+  s_slot_store(s, &cur);
+  for (int i = n; i < s->n_slots; i++) { /* shrink */
+    s_slot_load(s, &s->slots[i]);
+    s_free_slot(s);
+  }
+  s->slots = wt_xrealloc(s->slots, (size_t)n, sizeof *s->slots);
+  for (int i = s->n_slots; i < n; i++) { /* grow */
+    s_alloc_slot(s);
+    s_slot_store(s, &s->slots[i]);
+  }
+  s->n_slots = n;
+  s_slot_load(s, &cur);
+  return WT_OK;
+}
+
+int gpt_stage_num_slots(const gpt_stage *s) {
+  return s->slots ? s->n_slots : 1;
+}
+
+int gpt_stage_use_slot(gpt_stage *s, int slot) {
+  if (slot < 0 || slot >= gpt_stage_num_slots(s))
+    return wt_fail(WT_EINVAL, "gpt: activation slot %d of %d", slot, gpt_stage_num_slots(s));
+  if (slot == s->cur_slot) return WT_OK;
+  s_slot_store(s, &s->slots[s->cur_slot]);
+  s_slot_load(s, &s->slots[slot]);
+  s->cur_slot = slot;
+  return WT_OK;
+}
+
+int gpt_stage_slot(const gpt_stage *s) {
+  return s->cur_slot;
 }
 
 /* ---- lifetime ----------------------------------------------------------------------------- */

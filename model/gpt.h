@@ -119,12 +119,30 @@ const struct kernels_ops *gpt_stage_kernels(const gpt_stage *s);
 int gpt_stage_forward(gpt_stage *s, const int *tokens, const float *act_in, const int *targets,
                       int B, int T, float *act_out);
 
+/* Activation slots. A stage keeps what one forward leaves for its backward in its current
+ * slot; with n slots it keeps n forwards at once, so that a pipeline with several micro-batches
+ * in flight runs each backward on its own forward's activations instead of recomputing them.
+ * gpt_stage_use_slot(s, k) makes slot k current: gpt_stage_forward writes it, and
+ * gpt_stage_backward, gpt_stage_loss and gpt_stage_logits read it; the other slots keep their
+ * contents. Parameters, gradients and the backward's scratch buffers are shared. A stage starts
+ * with one slot (slot 0). Each slot costs the activations of one batch of max_batch x max_seq
+ * (docs/runtime.md); numbers do not depend on which slot a pass uses.
+ *   gpt_stage_set_slots: 1..GPT_MAX_SLOTS slots; growing keeps every slot's contents, shrinking
+ *     drops slots >= n (the current becomes 0 if it was one of them). Returns WT_OK, WT_EINVAL,
+ *     or WT_ENOMEM (nothing changed) when the new slots do not fit in the back end's memory.
+ *   gpt_stage_use_slot: WT_OK, or WT_EINVAL for a slot outside [0, n). */
+#define GPT_MAX_SLOTS 4096
+int gpt_stage_set_slots(gpt_stage *s, int n);
+int gpt_stage_num_slots(const gpt_stage *s);
+int gpt_stage_use_slot(gpt_stage *s, int slot);
+int gpt_stage_slot(const gpt_stage *s);
+
 /* After a forward on the last stage: the mean cross-entropy (nats) and logits (B, T, V) in host
  * memory (copied from the device on a GPU back end), valid until the next forward. */
 float gpt_stage_loss(const gpt_stage *s);
 const float *gpt_stage_logits(gpt_stage *s);
 
-/* Backward of the last forward. ACCUMULATES (+=) parameter gradients, so several micro-batches
+/* Backward of the current slot's forward (the last forward when there is one slot). ACCUMULATES (+=) parameter gradients, so several micro-batches
  * can be summed before one update.
  *   grad_out (B, T, C) — gradient w.r.t. act_out, read by every stage but the last, else NULL
  *   grad_in  (B, T, C) — gradient w.r.t. act_in, written by every stage but the first, else NULL

@@ -34,6 +34,17 @@ typedef struct {
   float *fch, *fch_gelu;            /* (N, 4C) MLP pre- and post-GELU */
 } gpt_block_acts;
 
+/* What one forward leaves for its backward (an activation slot, gpt_stage_use_slot): the
+ * current slot's pointers live in the gpt_stage fields of the same names, the others here. */
+typedef struct {
+  float *resid;
+  gpt_block_acts *acts;
+  float *lnf, *lnf_mean, *lnf_rstd, *logits, *lse, *losses, *losses_host;
+  int *tokens, *targets, *tokens_dev, *targets_dev;
+  int B, T;
+  float loss;
+} gpt_slot;
+
 struct gpt_stage {
   gpt_config cfg;
   int first, last, n_local; /* layers [first, last); n_local = last - first */
@@ -78,6 +89,11 @@ struct gpt_stage {
   float *datt;                      /* (B, NH, T, T) attention backward scratch */
   int B, T;                         /* shape of the last forward; 0 before any */
   float loss;
+
+  /* Activation slots: slots[i] for i != cur_slot hold the other forwards' buffers (slots[cur_slot]
+   * is stale while it is current); NULL until gpt_stage_set_slots. */
+  gpt_slot *slots;
+  int n_slots, cur_slot;
 
   /* Device back ends only: host copies made on request (gpt_stage_params_host, ...), and the
    * tied-wte state of the dense sum (see s_tied_* in gpt_backward.c). */

@@ -1,10 +1,13 @@
 /* allgatherv — every rank's byte buffer (sizes may differ) to every rank, around the ring:
- * first the sizes, so that every receiver knows exactly how long each message must be. */
+ * first the sizes, so that every receiver knows exactly how long each message must be, then
+ * the blocks in pipelined pieces. */
 #include "parallel/collectives.h"
 #include "parallel/frame_internal.h"
 
 #include "common/common.h"
 
+#include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,30 +58,56 @@ static int s_offsets(const uint64_t *sizes, int p, size_t max_total, size_t *off
   return WT_OK;
 }
 
-/* Ring pass of the blocks: step s sends rank (r-s)'s block and receives rank (r-s-1)'s. */
+/* Ring pass of the blocks, pipelined like the ring all-reduce (allreduce.c): every block is cut
+ * into K pieces of at most PARALLEL_RING_PIECE_FLOATS × 4 bytes (K from the longest block;
+ * shorter blocks have empty pieces at the end), and unit u = step·K + piece of the call runs as
+ * one stream: step s sends rank (r−s)'s block and receives rank (r−s−1)'s, whose piece i is what
+ * step s+1 sends, so unit u+K can leave as soon as unit u has arrived. A rank keeps up to two
+ * units in flight, so the transport moves the next piece while this rank stores the last. */
+#define S_PIECE (PARALLEL_RING_PIECE_FLOATS * sizeof(float))
+
+static void s_piece(const size_t *offsets, int block, int piece, size_t *off, size_t *len) {
+  size_t b_len = offsets[block + 1] - offsets[block], start = (size_t)piece * S_PIECE;
+  *off = offsets[block] + WT_MIN(start, b_len);
+  *len = start < b_len ? WT_MIN(S_PIECE, b_len - start) : 0;
+}
+
 static int s_pass_blocks(parallel_comm *c, uint32_t seq, uint8_t *out, const size_t *offsets,
                          size_t max_one) {
   int r = parallel_comm_rank(c), p = parallel_comm_size(c), rc = WT_OK;
-  size_t cap = PARALLEL_FRAME_HEADER + max_one;
-  uint8_t *send = wt_xmalloc(cap), *recv = wt_xmalloc(cap);
-  for (int s = 0; s < p - 1 && rc == WT_OK; s++) {
-    int send_r = s_mod(r - s, p), recv_r = s_mod(r - s - 1, p);
-    parallel_frame_id sid = {PARALLEL_FRAME_GATHERV, seq, (uint32_t)send_r};
-    size_t send_len = offsets[send_r + 1] - offsets[send_r];
-    rc = parallel_frame_send(c, s_mod(r + 1, p), sid, out + offsets[send_r], send_len, send);
+  size_t k = max_one > S_PIECE ? (max_one + S_PIECE - 1) / S_PIECE : 1;
+  if (k > (size_t)(UINT32_MAX / (uint32_t)p) || k > (size_t)INT_MAX / (size_t)p)
+    return wt_fail(WT_EINVAL, "all-gather-v: a block of %zu bytes is too many pieces", max_one);
+  const int K = (int)k, units = (p - 1) * K, ahead = WT_MIN(2, K) - 1;
+  size_t cap = PARALLEL_FRAME_HEADER + S_PIECE;
+  uint8_t *recv = wt_xmalloc(cap);
+  int sent = 0;
+  for (int u = 0; u < units && rc == WT_OK; u++) {
+    while (rc == WT_OK && sent < units && sent <= u + ahead) {
+      int step = sent / K, piece = sent % K, block = s_mod(r - step, p);
+      size_t off, len;
+      s_piece(offsets, block, piece, &off, &len);
+      parallel_frame_id sid = {PARALLEL_FRAME_GATHERV, seq, (uint32_t)(block * K + piece)};
+      rc = parallel_frame_send_copy(c, s_mod(r + 1, p), sid, out + off, len);
+      sent++;
+    }
     if (rc != WT_OK) break;
-    parallel_frame_id rid = {PARALLEL_FRAME_GATHERV, seq, (uint32_t)recv_r};
+    int step = u / K, piece = u % K, block = s_mod(r - step - 1, p);
+    size_t off, want;
+    s_piece(offsets, block, piece, &off, &want);
+    parallel_frame_id rid = {PARALLEL_FRAME_GATHERV, seq, (uint32_t)(block * K + piece)};
     const uint8_t *data = NULL;
-    size_t got = 0, want = offsets[recv_r + 1] - offsets[recv_r];
-    rc = parallel_frame_recv(c, s_mod(r - 1, p), rid, recv, cap, &data, &got);
+    size_t got = 0;
+    void *held = NULL;
+    rc = parallel_frame_recv_view(c, s_mod(r - 1, p), rid, recv, cap, &data, &got, &held);
     if (rc == WT_OK && got != want)
       rc = wt_fail(WT_ECORRUPT,
-                   "all-gather-v: rank %d got %zu bytes of rank %d's buffer, which "
+                   "all-gather-v: rank %d got %zu bytes of piece %d of rank %d's buffer, which "
                    "announced %zu",
-                   r, got, recv_r, want);
-    if (rc == WT_OK && got) memcpy(out + offsets[recv_r], data, got);
+                   r, got, piece, block, offsets[block + 1] - offsets[block]);
+    if (rc == WT_OK && got) memcpy(out + off, data, got);
+    parallel_comm_release(c, held);
   }
-  free(send);
   free(recv);
   return rc;
 }

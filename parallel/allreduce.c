@@ -47,7 +47,8 @@ typedef struct {
   parallel_op op;
   uint32_t seq;
   int r, p, first, last, pieces; /* pieces per chunk (K) */
-  uint8_t *send, *recv;          /* one frame each: header + the largest piece */
+  uint8_t *recv;                 /* a frame (header + the largest piece), for a transport that
+                                    copies received messages out */
   size_t cap;
 } s_ring;
 
@@ -76,9 +77,11 @@ static int s_send_unit(s_ring *g, int u) {
   int step, chunk;
   size_t off, len;
   s_unit(g, u, 1, &step, &chunk, &off, &len);
-  return parallel_frame_send(g->c, s_mod(g->r + 1, g->p), s_id(g, step, chunk, u), g->x + off,
-                             len * sizeof(float), g->send);
+  return parallel_frame_send_copy(g->c, s_mod(g->r + 1, g->p), s_id(g, step, chunk, u),
+                                  g->x + off, len * sizeof(float));
 }
+
+static void s_apply(const s_ring *g, int step, float *x, const uint8_t *in, size_t len);
 
 /* Receives unit u from the left and adds it in (reduce-scatter; the last step also scales for
  * AVG, which makes this rank's owned chunk final) or copies it in (all-gather). */
@@ -87,15 +90,24 @@ static int s_recv_unit(s_ring *g, int u) {
   size_t off, len, bytes = 0;
   s_unit(g, u, 0, &step, &chunk, &off, &len);
   const uint8_t *in = NULL;
-  WT_CHECK(parallel_frame_recv(g->c, s_mod(g->r - 1, g->p), s_id(g, step, chunk, u), g->recv,
-                               g->cap, &in, &bytes));
-  if (bytes != len * sizeof(float))
-    return wt_fail(WT_ECORRUPT, "all-reduce: rank %d got %zu bytes for chunk %d, expected %zu",
-                   g->r, bytes, chunk, len * sizeof(float));
-  float *x = g->x + off;
+  void *held = NULL;
+  WT_CHECK(parallel_frame_recv_view(g->c, s_mod(g->r - 1, g->p), s_id(g, step, chunk, u), g->recv,
+                                    g->cap, &in, &bytes, &held));
+  int rc = bytes == len * sizeof(float)
+               ? WT_OK
+               : wt_fail(WT_ECORRUPT, "all-reduce: rank %d got %zu bytes for chunk %d, expected %zu",
+                         g->r, bytes, chunk, len * sizeof(float));
+  if (rc == WT_OK) s_apply(g, step, g->x + off, in, len);
+  parallel_comm_release(g->c, held);
+  return rc;
+}
+
+/* Adds a received piece in (reduce-scatter; its last step also scales for AVG) or copies it. */
+static void s_apply(const s_ring *g, int step, float *x, const uint8_t *in, size_t len) {
+  size_t bytes = len * sizeof(float);
   if (step >= g->p - 1) {
     memcpy(x, in, bytes);
-    return WT_OK;
+    return;
   }
   /* memcpy, not a cast: the payload is bytes (compiles to a plain load) */
   for (size_t i = 0; i < len; i++) {
@@ -105,7 +117,6 @@ static int s_recv_unit(s_ring *g, int u) {
   }
   if (g->op == PARALLEL_OP_AVG && step == g->p - 2) /* the rounded sum, divided once */
     for (size_t i = 0; i < len; i++) x[i] /= (float)g->p;
-  return WT_OK;
 }
 
 static int s_ring_run(parallel_comm *c, float *x, size_t n, parallel_op op, uint32_t seq, int first,
@@ -118,10 +129,9 @@ static int s_ring_run(parallel_comm *c, float *x, size_t n, parallel_op op, uint
   if (k > (size_t)INT_MAX / (size_t)(2 * p)) /* units and piece indices must fit an int */
     return wt_fail(WT_EINVAL, "all-reduce: %zu floats in pieces of %zu is too many pieces", n,
                    piece_floats);
-  s_ring g = {c, x, n, op, seq, parallel_comm_rank(c), p, first, last, (int)k, NULL, NULL, 0};
+  s_ring g = {c, x, n, op, seq, parallel_comm_rank(c), p, first, last, (int)k, NULL, 0};
   size_t piece_max = (longest + k - 1) / k;
   g.cap = PARALLEL_FRAME_HEADER + piece_max * sizeof(float);
-  g.send = wt_xmalloc(g.cap);
   g.recv = wt_xmalloc(g.cap);
   /* Unit u+K depends on unit u, so with K == 1 only one unit can be in flight. */
   int units = (last - first) * g.pieces, ahead = WT_MIN(S_WINDOW, g.pieces) - 1, sent = 0;
@@ -130,7 +140,6 @@ static int s_ring_run(parallel_comm *c, float *x, size_t n, parallel_op op, uint
     while (rc == WT_OK && sent < units && sent <= u + ahead) rc = s_send_unit(&g, sent++);
     if (rc == WT_OK) rc = s_recv_unit(&g, u);
   }
-  free(g.send);
   free(g.recv);
   return rc;
 }

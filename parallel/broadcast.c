@@ -36,15 +36,17 @@ int parallel_broadcast(parallel_comm *c, void *buf, size_t bytes, int root) {
     if (vr > 0) {
       const uint8_t *data = NULL;
       size_t got = 0;
-      rc = parallel_frame_recv(c, (vr - low + root) % p, id, scratch, cap, &data, &got);
+      void *held = NULL;
+      rc = parallel_frame_recv_view(c, (vr - low + root) % p, id, scratch, cap, &data, &got, &held);
       if (rc == WT_OK && got != len)
         rc = wt_fail(WT_ECORRUPT, "broadcast: rank %d got %zu bytes of piece %zu, expected %zu", r,
                      got, k, len);
       if (rc == WT_OK && len) memcpy((uint8_t *)buf + off, data, len);
+      parallel_comm_release(c, held);
     }
     for (int mask = vr > 0 ? low * 2 : 1; mask < p && rc == WT_OK; mask <<= 1)
       if (vr + mask < p)
-        rc = parallel_frame_send(c, (vr + mask + root) % p, id, (uint8_t *)buf + off, len, scratch);
+        rc = parallel_frame_send_copy(c, (vr + mask + root) % p, id, (uint8_t *)buf + off, len);
   }
   free(scratch);
   return rc;

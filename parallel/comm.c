@@ -68,6 +68,34 @@ int parallel_comm_recv(parallel_comm *c, int peer, int tag, void *buf, size_t ca
   return c->ops->recv(c->ctx, peer, tag, buf, cap, got);
 }
 
+int parallel_comm_send_owned(parallel_comm *c, int peer, int tag, void *buf, size_t bytes) {
+  assert(peer >= 0 && peer < c->size && peer != c->rank);
+  int rc;
+  if (c->ops->send_owned) {
+    rc = c->ops->send_owned(c->ctx, peer, tag, buf, bytes);
+  } else {
+    rc = c->ops->send(c->ctx, peer, tag, buf, bytes);
+    free(buf);
+  }
+  WT_CHECK(rc);
+  c->bytes_sent += bytes;
+  c->msgs_sent++;
+  return WT_OK;
+}
+
+int parallel_comm_recv_view(parallel_comm *c, int peer, int tag, void *buf, size_t cap,
+                            const void **data, size_t *got, void **handle) {
+  assert(peer >= 0 && peer < c->size && peer != c->rank);
+  *handle = NULL;
+  if (c->ops->recv_view) return c->ops->recv_view(c->ctx, peer, tag, buf, cap, data, got, handle);
+  *data = buf;
+  return c->ops->recv(c->ctx, peer, tag, buf, cap, got);
+}
+
+void parallel_comm_release(parallel_comm *c, void *handle) {
+  if (handle && c->ops->release) c->ops->release(c->ctx, handle);
+}
+
 int parallel_comm_barrier(parallel_comm *c) {
   /* Dissemination barrier: in round k each rank signals rank+2^k and waits for rank-2^k; after
    * ceil(log2 size) rounds every rank has transitively heard from every other. */

@@ -46,6 +46,17 @@ typedef struct {
    * exactly the bytes its authenticated sender sent (CurveZMQ's per-message MAC does), so the
    * collectives can leave their payload checksum out. */
   int (*integrity)(void *ctx);
+  /* Optional zero-copy paths (NULL: parallel_comm_send_owned / _recv_view fall back to send and
+   * recv with a copy). send_owned sends `bytes` bytes at buf and takes buf, a wt_xmalloc'ed
+   * block: the transport frees it with free() once the bytes are out, and on failure too.
+   * recv_view receives as recv does, but may hand out the message in the transport's own memory:
+   * *data points to the *got bytes and *handle is non-NULL until release(ctx, handle) gives
+   * them back; it may instead copy into buf (capacity cap; WT_EMISMATCH beyond) and set
+   * *handle = NULL. */
+  int (*send_owned)(void *ctx, int peer, int tag, void *buf, size_t bytes);
+  int (*recv_view)(void *ctx, int peer, int tag, void *buf, size_t cap, const void **data,
+                   size_t *got, void **handle);
+  void (*release)(void *ctx, void *handle);
 } parallel_transport_ops;
 
 typedef struct parallel_comm parallel_comm;
@@ -68,6 +79,16 @@ int parallel_comm_integrity(const parallel_comm *c);
  * programming error (assert). Counts bytes sent. Errors as in parallel_transport_ops. */
 int parallel_comm_send(parallel_comm *c, int peer, int tag, const void *buf, size_t bytes);
 int parallel_comm_recv(parallel_comm *c, int peer, int tag, void *buf, size_t cap, size_t *got);
+
+/* The same without a copy where the transport allows (parallel_transport_ops.send_owned,
+ * recv_view). send_owned takes buf (from wt_xmalloc; freed by the transport or here, whatever
+ * the outcome). recv_view sets *data to the message — in the transport's memory (release it
+ * with parallel_comm_release(c, *handle)) or copied into buf[0..cap) (then *handle is NULL) —
+ * and *got to its length. parallel_comm_release(c, NULL) does nothing. */
+int parallel_comm_send_owned(parallel_comm *c, int peer, int tag, void *buf, size_t bytes);
+int parallel_comm_recv_view(parallel_comm *c, int peer, int tag, void *buf, size_t cap,
+                            const void **data, size_t *got, void **handle);
+void parallel_comm_release(parallel_comm *c, void *handle);
 
 /* Waits until every rank has entered the barrier (dissemination algorithm, ceil(log2 size)
  * rounds of 1-byte messages). Returns WT_OK or the transport's error. */

@@ -52,6 +52,24 @@ static int s_recv(void *ctx, int peer, int tag, void *buf, size_t cap, size_t *g
   return rc == WT_OK ? WT_OK : s_explain(sp, rc, peer, tag, "recv");
 }
 
+static int s_send_owned(void *ctx, int peer, int tag, void *buf, size_t bytes) {
+  s_split *sp = ctx;
+  int rc = parallel_comm_send_owned(sp->parent, sp->ranks[peer], s_tag(sp, tag), buf, bytes);
+  return rc == WT_OK ? WT_OK : s_explain(sp, rc, peer, tag, "send");
+}
+
+static int s_recv_view(void *ctx, int peer, int tag, void *buf, size_t cap, const void **data,
+                       size_t *got, void **handle) {
+  s_split *sp = ctx;
+  int rc = parallel_comm_recv_view(sp->parent, sp->ranks[peer], s_tag(sp, tag), buf, cap, data,
+                                   got, handle);
+  return rc == WT_OK ? WT_OK : s_explain(sp, rc, peer, tag, "recv");
+}
+
+static void s_release(void *ctx, void *handle) {
+  parallel_comm_release(((s_split *)ctx)->parent, handle);
+}
+
 static void s_destroy(void *ctx) {
   s_split *sp = ctx;
   free(sp->ranks);
@@ -62,8 +80,14 @@ static int s_integrity(void *ctx) {
   return parallel_comm_integrity(((s_split *)ctx)->parent);
 }
 
-static const parallel_transport_ops s_split_ops = {
-    .name = "split", .send = s_send, .recv = s_recv, .destroy = s_destroy, .integrity = s_integrity};
+static const parallel_transport_ops s_split_ops = {.name = "split",
+                                                   .send = s_send,
+                                                   .recv = s_recv,
+                                                   .destroy = s_destroy,
+                                                   .integrity = s_integrity,
+                                                   .send_owned = s_send_owned,
+                                                   .recv_view = s_recv_view,
+                                                   .release = s_release};
 
 parallel_comm *parallel_comm_split(parallel_comm *parent, const int *ranks, int n, int id) {
   int size = parallel_comm_size(parent), me = parallel_comm_rank(parent), sub_rank = -1;

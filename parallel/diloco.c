@@ -1,6 +1,7 @@
 /* diloco — DiLoCo's outer step: average the pseudo-gradients, Nesterov SGD on θ_outer. */
 #include "parallel/diloco.h"
 
+#include "common/bytes.h" /* defines: wt_put_le64 / wt_get_le64, wt_crc32 */
 #include "common/common.h"
 
 #include <math.h>
@@ -125,4 +126,72 @@ parallel_ef *diloco_ef(diloco *d) {
 }
 compress_ef *diloco_sparse_ef(diloco *d) {
   return d->sef;
+}
+
+/* ---- checkpoint -------------------------------------------------------------------------- */
+
+#define S_MAGIC "WTDL"
+#define S_VERSION 1u
+#define S_HEADER 44 /* magic, version, n, steps, flags (ring, sparse), ring rank, ring world */
+
+int diloco_save(const diloco *d, FILE *f) {
+  uint8_t h[S_HEADER], t[4];
+  memcpy(h, S_MAGIC, 4);
+  wt_put_le64(h + 4, S_VERSION);
+  wt_put_le64(h + 12, d->n);
+  wt_put_le64(h + 20, (uint64_t)d->steps);
+  wt_put_le32(h + 28, (d->ef ? 1u : 0u) | (d->sef ? 2u : 0u));
+  wt_put_le32(h + 32, d->ef ? (uint32_t)parallel_ef_rank(d->ef) : 0);
+  wt_put_le64(h + 36, d->ef ? (uint64_t)parallel_ef_world(d->ef) : 0);
+  uint32_t crc = wt_crc32(0, h, sizeof h);
+  crc = wt_crc32(crc, d->theta, sizeof(float) * d->n);
+  crc = wt_crc32(crc, d->momentum, sizeof(float) * d->n);
+  wt_put_le32(t, crc);
+  if (fwrite(h, 1, sizeof h, f) != sizeof h || fwrite(d->theta, sizeof(float), d->n, f) != d->n ||
+      fwrite(d->momentum, sizeof(float), d->n, f) != d->n || fwrite(t, 1, 4, f) != 4)
+    return wt_fail(WT_EIO, "diloco: could not write the outer state");
+  if (d->ef) WT_CHECK(parallel_ef_save(d->ef, f));
+  if (d->sef) WT_CHECK(compress_ef_save(d->sef, f));
+  return WT_OK;
+}
+
+int diloco_load(diloco *d, FILE *f) {
+  uint8_t h[S_HEADER], t[4];
+  if (fread(h, 1, sizeof h, f) != sizeof h)
+    return wt_fail(WT_ECORRUPT, "diloco: outer state truncated in its header");
+  if (memcmp(h, S_MAGIC, 4) || wt_get_le64(h + 4) != S_VERSION)
+    return wt_fail(WT_ECORRUPT, "diloco: not an outer state (magic or version)");
+  uint32_t flags = wt_get_le32(h + 28);
+  long steps = (long)wt_get_le64(h + 20);
+  int ring = flags & 1, sparse = (flags >> 1) & 1;
+  if (wt_get_le64(h + 12) != d->n)
+    return wt_fail(WT_EMISMATCH, "diloco: outer state of %llu parameters, this one has %zu",
+                   (unsigned long long)wt_get_le64(h + 12), d->n);
+  int want_ring = d->cfg.codec && d->cfg.error_feedback && !d->cfg.sparse;
+  int want_sparse = d->sef != NULL;
+  if ((flags & ~3u) || (ring && !want_ring) || sparse != want_sparse || steps < 0)
+    return wt_fail(WT_EMISMATCH,
+                   "diloco: the outer state holds %s residuals, this run keeps %s; resume "
+                   "with the codec and error feedback it was saved with",
+                   ring ? "ring" : sparse ? "sparse" : "no",
+                   want_ring ? "ring" : want_sparse ? "sparse" : "no");
+  uint32_t crc = wt_crc32(0, h, sizeof h);
+  if (fread(d->theta, sizeof(float), d->n, f) != d->n ||
+      fread(d->momentum, sizeof(float), d->n, f) != d->n || fread(t, 1, 4, f) != 4)
+    return wt_fail(WT_ECORRUPT, "diloco: outer state truncated");
+  crc = wt_crc32(crc, d->theta, sizeof(float) * d->n);
+  crc = wt_crc32(crc, d->momentum, sizeof(float) * d->n);
+  if (crc != wt_get_le32(t)) return wt_fail(WT_ECORRUPT, "diloco: outer state CRC mismatch");
+  d->steps = steps;
+  parallel_ef_destroy(&d->ef);
+  if (ring) {
+    uint64_t rank = wt_get_le32(h + 32), world = wt_get_le64(h + 36);
+    if (world < 1 || world > 65536 || rank >= world)
+      return wt_fail(WT_ECORRUPT, "diloco: residuals of rank %llu in a group of %llu",
+                     (unsigned long long)rank, (unsigned long long)world);
+    d->ef = parallel_ef_new(d->n, (int)rank, (int)world);
+    WT_CHECK(parallel_ef_load(d->ef, f));
+  }
+  if (sparse) WT_CHECK(compress_ef_load(d->sef, f));
+  return WT_OK;
 }

@@ -36,6 +36,7 @@
 #define WT_COMPRESS_DILOCO_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "compress/codec.h"
 #include "parallel/collectives.h"
@@ -94,5 +95,15 @@ void diloco_set_step_count(diloco *d, long steps);
  * the ring's per-chunk residuals, or the sparse path's one residual. */
 parallel_ef *diloco_ef(diloco *d);
 compress_ef *diloco_sparse_ef(diloco *d);
+
+/* The whole outer state in one record: θ_outer, momentum, step count and whichever residuals
+ * exist (header "WTDL", version, n, step count, which residuals, then the floats and a CRC-32,
+ * then the residuals in collectives.h's / ef.h's formats). Load into a diloco of the same n and
+ * config: it replaces θ_outer, the momentum, the step count and the residuals (the ring's made
+ * for the saved rank and world). Returns WT_OK, WT_EIO on a write error, WT_ECORRUPT for a
+ * truncated or damaged record, WT_EMISMATCH for another n or other residuals than this config
+ * keeps; on failure to load the state is undefined: diloco_init it. */
+int diloco_save(const diloco *d, FILE *f);
+int diloco_load(diloco *d, FILE *f);
 
 #endif

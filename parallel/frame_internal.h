@@ -61,12 +61,24 @@ typedef struct {
 int parallel_frame_send(parallel_comm *c, int peer, parallel_frame_id id, const void *payload,
                         size_t bytes, uint8_t *scratch);
 
+/* The same from a payload anywhere: copied once, behind a header, into a fresh buffer that the
+ * transport takes (parallel_comm_send_owned), so the caller may change payload at once. */
+int parallel_frame_send_copy(parallel_comm *c, int peer, parallel_frame_id id, const void *payload,
+                             size_t bytes);
+
 /* Receives one frame from peer into buf[0..cap) and validates it against `id`; on success
  * *payload points into buf (after the header) and *bytes is its length. Returns WT_OK,
  * WT_ECORRUPT (bad magic, version, kind, sequence, index, length or checksum: the message names
  * the peer and what was wrong) or the transport's status. */
 int parallel_frame_recv(parallel_comm *c, int peer, parallel_frame_id id, uint8_t *buf, size_t cap,
                         const uint8_t **payload, size_t *bytes);
+
+/* As parallel_frame_recv, but the frame may stay in the transport's memory
+ * (parallel_comm_recv_view): *payload points into it or into scratch[0..cap); give it back with
+ * parallel_comm_release(c, *handle) once read (*handle is NULL when scratch holds it, and after
+ * a failure). */
+int parallel_frame_recv_view(parallel_comm *c, int peer, parallel_frame_id id, uint8_t *scratch,
+                             size_t cap, const uint8_t **payload, size_t *bytes, void **handle);
 
 /* ---- the plain ring (allreduce.c) ------------------------------------------------------------ */
 

@@ -1,6 +1,7 @@
-/* pipeline — runs one stage's GPipe / 1F1B action list: passes on the gpt_stage, activations and
- * gradients across the cuts (raw floats or AC-SGD messages), recomputing a forward when the
- * stage no longer holds a micro-batch's activations (pipeline.h). */
+/* pipeline — runs one stage's GPipe / 1F1B action list: passes on the gpt_stage, each
+ * micro-batch's forward in its own activation slot, activations and gradients across the cuts
+ * (raw floats or AC-SGD messages); a forward is recomputed only when fewer slots than
+ * micro-batches in flight were allowed (pipeline.h). */
 #include "parallel/pipeline.h"
 
 #include "common/common.h"
@@ -31,7 +32,9 @@ struct parallel_pipeline {
   size_t msg_cap;
   acsgd_sender *snd;   /* cut to the next stage */
   acsgd_receiver *rcv; /* cut from the previous stage */
-  int held;            /* micro-batch whose activations the stage holds, or -1 */
+  int slots;           /* activation slots of the stage (pipeline.h) */
+  int *slot_of;        /* (m) slot holding micro-batch j's forward, or -1 */
+  int *holder;         /* (slots) micro-batch a slot holds, or -1 */
   long recomputes;     /* forwards run again for a backward */
   double compute_s;
 };
@@ -63,6 +66,27 @@ static int s_make_codec(parallel_pipeline *p, int T, int C) {
   return WT_OK;
 }
 
+/* The most micro-batches whose forward has run and backward has not, at any point of the
+ * stage's action list: the activation slots it needs to recompute nothing (at least 1). */
+static int s_peak_in_flight(assign_schedule_kind kind, int stage, int S, int m) {
+  assign_action *acts = wt_xmalloc(sizeof *acts * ASSIGN_SCHEDULE_MAX_ACTIONS(m));
+  int n = assign_schedule_stage(kind, stage, S, m, acts), live = 0, peak = 1;
+  for (int k = 0; k < n; k++) {
+    live += acts[k].kind == ASSIGN_ACT_FORWARD;
+    live -= acts[k].kind == ASSIGN_ACT_BACKWARD;
+    peak = WT_MAX(peak, live);
+  }
+  free(acts);
+  return peak;
+}
+
+/* No micro-batch's activations are held (between steps, and after an evaluation overwrote the
+ * stage's slots). */
+static void s_release_all(parallel_pipeline *p) {
+  for (int j = 0; j < p->cfg.micro_batches; j++) p->slot_of[j] = -1;
+  for (int k = 0; k < p->slots; k++) p->holder[k] = -1;
+}
+
 parallel_pipeline *parallel_pipeline_new(const parallel_pipeline_config *cfg, gpt_stage *stage,
                                          parallel_comm *pipe) {
   const gpt_config *g = gpt_stage_config(stage);
@@ -85,7 +109,6 @@ parallel_pipeline *parallel_pipeline_new(const parallel_pipeline_config *cfg, gp
   parallel_pipeline *p = wt_xcalloc(1, sizeof *p);
   p->cfg = *cfg;
   p->s = stage, p->pipe = pipe, p->S = S, p->me = me, p->first = first, p->last = last;
-  p->held = -1;
   const int m = cfg->micro_batches, rows = cfg->rows, T = cfg->seq, C = g->channels;
   p->TC = (size_t)T * C;
   p->mb_floats = (size_t)rows * p->TC;
@@ -95,7 +118,12 @@ parallel_pipeline *parallel_pipeline_new(const parallel_pipeline_config *cfg, gp
   p->gin = wt_xmalloc(sizeof(float) * p->mb_floats);
   p->losses = wt_xcalloc((size_t)m, sizeof(float));
   p->ids = wt_xcalloc((size_t)m * rows, sizeof(uint64_t));
-  if (s_make_codec(p, T, C) != WT_OK) {
+  p->slots = s_peak_in_flight(cfg->schedule, me, S, m);
+  if (cfg->act_slots > 0) p->slots = WT_MIN(p->slots, cfg->act_slots);
+  p->slot_of = wt_xmalloc(sizeof(int) * (size_t)m);
+  p->holder = wt_xmalloc(sizeof(int) * (size_t)p->slots);
+  s_release_all(p);
+  if (gpt_stage_set_slots(stage, p->slots) != WT_OK || s_make_codec(p, T, C) != WT_OK) {
     parallel_pipeline_destroy(&p);
     return NULL;
   }
@@ -111,9 +139,25 @@ void parallel_pipeline_destroy(parallel_pipeline **self_p) {
   acsgd_sender_destroy(&p->snd);
   acsgd_receiver_destroy(&p->rcv);
   free(p->act_in), free(p->act_out), free(p->gout), free(p->gin);
-  free(p->losses), free(p->ids), free(p->msg);
+  free(p->losses), free(p->ids), free(p->msg), free(p->slot_of), free(p->holder);
   free(p);
   *self_p = NULL;
+}
+
+int parallel_pipeline_has_state(const parallel_pipeline *p) {
+  return p->delta;
+}
+
+int parallel_pipeline_save_state(const parallel_pipeline *p, FILE *f) {
+  if (p->snd) WT_CHECK(acsgd_sender_save(p->snd, f));
+  if (p->rcv) WT_CHECK(acsgd_receiver_save(p->rcv, f));
+  return WT_OK;
+}
+
+int parallel_pipeline_load_state(parallel_pipeline *p, FILE *f) {
+  if (p->snd) WT_CHECK(acsgd_sender_load(p->snd, f));
+  if (p->rcv) WT_CHECK(acsgd_receiver_load(p->rcv, f));
+  return WT_OK;
 }
 
 double parallel_pipeline_compute_s(const parallel_pipeline *p) {
@@ -194,29 +238,55 @@ static int s_recv(parallel_pipeline *p, int peer, int tag, int j, float *x, int 
 
 /* ---- passes ----------------------------------------------------------------------------- */
 
+/* A slot for micro-batch j's forward: a free one, else (fewer slots than micro-batches in
+ * flight, pipeline_config.act_slots) the one holding the latest micro-batch, whose backward
+ * then recomputes it. */
+static int s_take_slot(parallel_pipeline *p, int j) {
+  int pick = -1;
+  for (int k = 0; k < p->slots && pick < 0; k++)
+    if (p->holder[k] < 0) pick = k;
+  if (pick < 0) {
+    pick = 0;
+    for (int k = 1; k < p->slots; k++)
+      if (p->holder[k] > p->holder[pick]) pick = k;
+    p->slot_of[p->holder[pick]] = -1;
+  }
+  p->holder[pick] = j;
+  p->slot_of[j] = pick;
+  return pick;
+}
+
 static int s_forward(parallel_pipeline *p, int j, const int *inputs, const int *targets) {
   const int rows = p->cfg.rows, T = p->cfg.seq;
   size_t tok = (size_t)j * rows * T;
+  if (p->slot_of[j] < 0) s_take_slot(p, j);
+  WT_CHECK(gpt_stage_use_slot(p->s, p->slot_of[j]));
   double t0 = wt_now_s();
   int rc = gpt_stage_forward(p->s, p->first ? inputs + tok : NULL,
                              p->first ? NULL : p->act_in + (size_t)j * p->mb_floats,
                              p->last ? targets + tok : NULL, rows, T, p->last ? NULL : p->act_out);
   p->compute_s += wt_now_s() - t0;
-  p->held = rc == WT_OK ? j : -1;
+  if (rc != WT_OK) {
+    p->holder[p->slot_of[j]] = -1;
+    p->slot_of[j] = -1;
+  }
   if (rc == WT_OK && p->last) p->losses[j] = gpt_stage_loss(p->s);
   return rc;
 }
 
 static int s_backward(parallel_pipeline *p, int j, const int *inputs, const int *targets) {
-  if (p->held != j) { /* recompute (pipeline.h) */
+  if (p->slot_of[j] < 0) { /* evicted: recompute (pipeline.h) */
     WT_CHECK(s_forward(p, j, inputs, targets));
     p->recomputes++;
   }
+  int slot = p->slot_of[j];
+  WT_CHECK(gpt_stage_use_slot(p->s, slot));
   double t0 = wt_now_s();
   int rc = gpt_stage_backward(p->s, p->last ? NULL : p->gout, p->first ? NULL : p->gin,
                               1.0f / (float)p->cfg.micro_batches);
   p->compute_s += wt_now_s() - t0;
-  p->held = -1;
+  p->holder[slot] = -1;
+  p->slot_of[j] = -1;
   return rc;
 }
 
@@ -243,6 +313,7 @@ int parallel_pipeline_run(parallel_pipeline *p, const int *inputs, const int *ta
                           float *loss) {
   const int m = p->cfg.micro_batches, rows = p->cfg.rows, T = p->cfg.seq;
   for (int i = 0; i < m * rows; i++) p->ids[i] = s_sample_id(inputs + (size_t)i * T, T);
+  s_release_all(p);
   assign_action *acts = wt_xmalloc(sizeof *acts * ASSIGN_SCHEDULE_MAX_ACTIONS(m));
   int n = assign_schedule_stage(p->cfg.schedule, p->me, p->S, m, acts), rc = WT_OK;
   if (n < 0) rc = wt_fail(WT_EINVAL, "pipeline: schedule %d is unknown", (int)p->cfg.schedule);
@@ -287,7 +358,8 @@ int parallel_pipeline_eval(parallel_pipeline *p, const int *inputs, const int *t
   const size_t floats = (size_t)rows * p->TC, bytes = sizeof(float) * floats;
   double sum = 0;
   int rc = WT_OK;
-  p->held = -1; /* the stage's saved activations are overwritten below */
+  s_release_all(p); /* the stage's saved activations are overwritten below */
+  WT_CHECK(gpt_stage_use_slot(p->s, 0));
   for (int j = 0; j < n && rc == WT_OK; j++) {
     size_t got = 0, tok = (size_t)j * rows * T;
     if (!p->first) {

@@ -8,12 +8,15 @@
  * a stage's next pass overlaps the transfer of what it just sent; every receive waits at most
  * the transport's deadline.
  *
- * Stored activations: a gpt_stage keeps the activations of its LAST forward only. A backward of
- * micro-batch j that does not directly follow j's forward (every stage but the last in 1F1B,
- * every stage with m > 1 in GPipe) first runs j's forward again from the stored input (the
- * stage's act_in, or its tokens): activation recomputation, bitwise the same numbers, at the cost
- * of one more forward per such micro-batch. The executor keeps only the inputs of micro-batches
- * in flight (rows × T × C floats each).
+ * Stored activations: the executor gives the stage (gpt_stage_set_slots) one activation slot per
+ * micro-batch its schedule keeps in flight — the most forwards done whose backward has not run:
+ * m in GPipe, min(m, S − s) on stage s in 1F1B — and runs each micro-batch's forward and backward
+ * in its slot (gpt_stage_use_slot), so no forward runs twice. Each slot holds the activations of
+ * one micro-batch (rows × T); the executor also keeps every micro-batch's input (rows × T × C
+ * floats). With act_slots k below that peak, a forward that finds no free slot takes the one
+ * holding the latest micro-batch, whose backward then first runs its forward again from the
+ * stored input (activation recomputation, bitwise the same numbers; k = 1 keeps only the last
+ * forward, as a stage without slots does).
  *
  * Activation codec at each cut (both sides must use the same one):
  *   none      float32 activations and gradients, bit-exact
@@ -38,6 +41,7 @@
 #include "parallel/comm.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct {
   assign_schedule_kind schedule;
@@ -47,6 +51,8 @@ typedef struct {
   char act_codec[16];       /* none | delta2 | delta4 | delta8 | direct8 */
   size_t act_cache_samples; /* AC-SGD cache bound per cut, in samples (0: 4096), and at most
                                1 GiB per end; least recently sent samples are evicted beyond */
+  int act_slots;            /* at most this many activation slots (0: as many as the schedule
+                               keeps micro-batches in flight; fewer recompute, see above) */
 } parallel_pipeline_config;
 
 typedef struct parallel_pipeline parallel_pipeline;
@@ -54,7 +60,7 @@ typedef struct parallel_pipeline parallel_pipeline;
 /* Returns WT_OK or WT_EINVAL naming an unknown activation codec. */
 int parallel_pipeline_codec_check(const char *act_codec);
 
-/* An executor for `stage` (borrowed), stage index parallel_comm_rank(pipe) of
+/* An executor for `stage` (borrowed; the executor sets its activation slots), stage index parallel_comm_rank(pipe) of
  * parallel_comm_size(pipe) (borrowed; both must outlive the executor). The stage's layer range
  * must be this rank's part of the model (first stage holds layer 0 iff rank 0, last iff rank
  * S-1). Returns NULL with wt_last_error() set on a bad config. */
@@ -84,10 +90,21 @@ int parallel_pipeline_tied_sum(parallel_pipeline *p);
 int parallel_pipeline_eval(parallel_pipeline *p, const int *inputs, const int *targets, int n,
                            int rows, float *loss);
 
+/* The AC-SGD delta caches of this stage's cuts (the sender's toward the next stage, the
+ * receiver's from the previous one; compress/acsgd.h's record each), for a checkpoint: with them
+ * a resumed run encodes and decodes the same bytes as one that never stopped. Nothing is
+ * written or read unless the codec is a delta codec. Returns acsgd_*_save / _load's statuses. */
+int parallel_pipeline_save_state(const parallel_pipeline *p, FILE *f);
+int parallel_pipeline_load_state(parallel_pipeline *p, FILE *f);
+
+/* 1 if the activation codec keeps state across steps (a delta codec). */
+int parallel_pipeline_has_state(const parallel_pipeline *p);
+
 /* Seconds spent in forward / backward passes (recomputation included) since creation. */
 double parallel_pipeline_compute_s(const parallel_pipeline *p);
 
-/* Forward passes run again for a backward (activation recomputation) since creation. */
+/* Forward passes run again for a backward (activation recomputation) since creation: 0 unless
+ * act_slots is below the schedule's peak. */
 long parallel_pipeline_recomputes(const parallel_pipeline *p);
 
 #endif

@@ -68,20 +68,17 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world
   WT_CHECK(parallel_pipeline_codec_check(c->act_codec));
   if (c->diloco_h < 0) return wt_fail(WT_EINVAL, "--diloco %d must be >= 0", c->diloco_h);
   if (c->val_every < 0) return wt_fail(WT_EINVAL, "--val-every %d must be >= 0", c->val_every);
+  if (!(c->time_limit_s >= 0))
+    return wt_fail(WT_EINVAL, "--time-limit %g must be >= 0 seconds", c->time_limit_s);
   if (c->zero != 0 && c->zero != 1) return wt_fail(WT_EINVAL, "--zero %d: use 0 or 1", c->zero);
   if (c->zero && (strcmp(c->grad_codec, "none") || c->diloco_h))
     return wt_fail(WT_EINVAL, "--zero 1 shards the uncompressed synchronous update; drop "
                               "--grad-codec and --diloco");
   if (c->keep < 1) return wt_fail(WT_EINVAL, "keep %d must be >= 1", c->keep);
+  if (c->act_slots < 0 || c->act_slots > GPT_MAX_SLOTS)
+    return wt_fail(WT_EINVAL, "act_slots %d: use 0 (as many as needed) to %d", c->act_slots,
+                   GPT_MAX_SLOTS);
   if (c->dp_ring) WT_CHECK(s_check_ring(c->dp_ring, c->replicas));
-  /* A codec without error feedback is stateless (rand-k's seed is the step). */
-  if (c->checkpoint_dir[0] && (c->diloco_h || (strcmp(c->grad_codec, "none") && c->grad_ef) ||
-                               !strncmp(c->act_codec, "delta", 5)))
-    return wt_fail(WT_EINVAL, "checkpoints hold the model, optimizer and data position only; "
-                              "runs with --diloco, a --grad-codec with error feedback or a "
-                              "delta --act-codec keep more state (outer momentum, residuals, "
-                              "caches) and cannot be resumed bit-exactly: drop those options or "
-                              "--checkpoint-dir");
   if (c->resume && !c->checkpoint_dir[0])
     return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir");
   return WT_OK;
@@ -149,16 +146,20 @@ static double s_sq_share(parallel_tasklet *k, gpt_stage *s) {
   return sq;
 }
 
-/* Every tasklet's 16-byte (norm share, loss) to every other, each message stamped with the step:
- * one message latency per step instead of a ring's 2(W-1) (the messages are tiny, so W-1 of them
- * per tasklet cost nothing next to a WAN latency). all receives W entries of 16 bytes in world
- * rank order. A peer at another step is refused (WT_ECORRUPT). */
-static int s_exchange(parallel_tasklet *k, const uint8_t mine[16], long step, uint8_t *all) {
+/* One tasklet's entry of the per-step exchange: its norm share, its loss (doubles) and a stop
+ * flag (world rank 0's time-limit decision; 0 from everyone else). */
+#define S_ENTRY 24
+
+/* Every tasklet's entry to every other, each message stamped with the step: one message latency
+ * per step instead of a ring's 2(W-1) (the messages are tiny, so W-1 of them per tasklet cost
+ * nothing next to a WAN latency). all receives W entries in world rank order. A peer at another
+ * step is refused (WT_ECORRUPT). */
+static int s_exchange(parallel_tasklet *k, const uint8_t mine[S_ENTRY], long step, uint8_t *all) {
   const int W = parallel_comm_size(k->world), me = parallel_comm_rank(k->world);
-  uint8_t msg[24], got_msg[24];
+  uint8_t msg[8 + S_ENTRY], got_msg[8 + S_ENTRY];
   wt_put_le64(msg, (uint64_t)step);
-  memcpy(msg + 8, mine, 16);
-  memcpy(all + (size_t)me * 16, mine, 16);
+  memcpy(msg + 8, mine, S_ENTRY);
+  memcpy(all + (size_t)me * S_ENTRY, mine, S_ENTRY);
   for (int w = 0; w < W; w++)
     if (w != me) WT_CHECK(parallel_comm_send(k->world, w, S_TAG_NORM, msg, sizeof msg));
   for (int w = 0; w < W; w++) {
@@ -168,9 +169,10 @@ static int s_exchange(parallel_tasklet *k, const uint8_t mine[16], long step, ui
     if (got != sizeof got_msg || wt_get_le64(got_msg) != (uint64_t)step)
       return wt_fail(WT_ECORRUPT,
                      "norm exchange: world rank %d sent %zu bytes for step %llu, "
-                     "expected 24 for step %ld",
-                     w, got, (unsigned long long)(got >= 8 ? wt_get_le64(got_msg) : 0), step);
-    memcpy(all + (size_t)w * 16, got_msg + 8, 16);
+                     "expected %zu for step %ld",
+                     w, got, (unsigned long long)(got >= 8 ? wt_get_le64(got_msg) : 0),
+                     sizeof got_msg, step);
+    memcpy(all + (size_t)w * S_ENTRY, got_msg + 8, S_ENTRY);
   }
   return WT_OK;
 }
@@ -191,16 +193,19 @@ static void s_put_double(uint8_t *p, double v) {
 static int s_norm(void *ctx, trainer *t, float local_loss, double *sq, float *loss) {
   parallel_tasklet *k = ctx;
   const int S = k->cfg.stages, R = k->cfg.replicas;
-  uint8_t mine[16];
+  uint8_t mine[S_ENTRY] = {0};
   s_put_double(mine, s_sq_share(k, trainer_model(t)));
   s_put_double(mine + 8, local_loss);
-  uint8_t *all = wt_xmalloc((size_t)S * R * 16);
+  if (parallel_comm_rank(k->world) == 0 && k->cfg.time_limit_s > 0 &&
+      wt_now_s() - k->t_start >= k->cfg.time_limit_s)
+    mine[16] = 1;
+  uint8_t *all = wt_xmalloc((size_t)S * R * S_ENTRY);
   double t0 = wt_now_s();
   int rc = s_exchange(k, mine, trainer_steps_done(t) + 1, all);
   k->norm_s += wt_now_s() - t0;
   if (rc == WT_OK) {
     /* field f (0 sq share, 1 loss) of tasklet (s, r) = world rank s·R + r */
-#define ENTRY(s, r, f) s_get_double(all + ((size_t)(s)*R + (size_t)(r)) * 16 + 8 * (f))
+#define ENTRY(s, r, f) s_get_double(all + ((size_t)(s)*R + (size_t)(r)) * S_ENTRY + 8 * (f))
     double total = 0, loss_sum = 0;
     for (int s = 0; s < S; s++) {
       double stage = 0;
@@ -214,6 +219,7 @@ static int s_norm(void *ctx, trainer *t, float local_loss, double *sq, float *lo
 #undef ENTRY
     *sq = total;
     *loss = (float)(loss_sum / R);
+    k->stop = all[16] != 0; /* world rank 0's entry */
   }
   free(all);
   return rc;
@@ -296,6 +302,7 @@ int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *c
                                  .rows = trainer_micro_rows(k->t),
                                  .seq = tc.model.max_seq};
   snprintf(pc.act_codec, sizeof pc.act_codec, "%s", cfg->act_codec);
+  pc.act_slots = cfg->act_slots;
   if (!(k->pipeline = parallel_pipeline_new(&pc, trainer_model(k->t), k->pipe))) return WT_EINVAL;
   WT_CHECK(s_data_parallel(k));
   trainer_hooks h = {.ctx = k, .grads = s_grads, .sync = s_sync, .norm = s_norm};
@@ -392,6 +399,10 @@ int parallel_tasklet_train(parallel_tasklet *k, parallel_tasklet_result *res) {
     parallel_tasklet_step st = {.stage = c->stage, .replica = c->replica, .val_loss = NAN};
     rc = s_step(k, &st.info);
     if (rc != WT_OK) break;
+    if (k->stop && st.info.step < end) { /* the time limit: every tasklet ends here */
+      end = st.info.step;
+      res->time_limited = 1;
+    }
     int last = st.info.step == end;
     if (last || (c->val_every > 0 && st.info.step % c->val_every == 0))
       rc = s_validate(k, &st.val_loss);
@@ -414,6 +425,7 @@ int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *worl
   parallel_tasklet_result res = {.last_loss = NAN, .last_val_loss = NAN};
   parallel_tasklet *k = wt_xcalloc(1, sizeof *k);
   int rc = parallel_tasklet_setup(k, cfg, world);
+  k->t_start = t0;
   if (rc == WT_OK && cfg->resume) rc = parallel_tasklet_resume(k);
   if (rc == WT_OK) res.steps_done = trainer_steps_done(k->t);
   if (rc == WT_OK) rc = parallel_tasklet_train(k, &res);

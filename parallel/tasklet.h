@@ -17,9 +17,9 @@
  *          then the stage's data-parallel group averages the gradient: ring all-reduce,
  *          compressed all-reduce (grad_codec, with error feedback), ZeRO-1's reduce-scatter, or
  *          nothing (DiLoCo: replicas step alone; every H steps an outer step averages them)
- *   norm   every tasklet sends its (gradient sq-norm share, loss) to every other, stamped with
- *          the step (one message latency): the global norm for clipping and the step's mean
- *          loss, identical on every tasklet
+ *   norm   every tasklet sends its (gradient sq-norm share, loss, stop flag) to every other,
+ *          stamped with the step (one message latency): the global norm for clipping, the
+ *          step's mean loss and world rank 0's time-limit decision, identical on every tasklet
  *   update AdamW / SGD on the stage; ZeRO-1: on this replica's 1/R shard, then an all-gather
  * Without compression, R × S tasklets compute what trainer_step computes on one process with
  * micro_batches = R·m, up to float rounding (docs/runtime.md has the measured differences).
@@ -34,8 +34,9 @@
  * each stage saves DIR/stage-<s>/ (model/checkpoint.h's format: safetensors + SHA-256, one run
  * directory per stage), then world rank 0 writes DIR/manifest.json (S, R, layer ranges, the
  * step) once every stage has saved. resume = 1 loads the step the manifest names on every
- * tasklet and continues bit-exactly. Runs that keep more state (DiLoCo, error-feedback residuals,
- * AC-SGD delta caches) refuse checkpoint_dir.
+ * tasklet and continues bit-exactly. What else a run keeps across steps (DiLoCo's inner and
+ * outer state, error-feedback residuals, AC-SGD delta caches) every tasklet saves beside its
+ * stage, DIR/stage-<s>/replica-<r>-step-<step>.state (docs/runtime.md), and loads on resume.
  *
  *   parallel_tasklet_config c = parallel_tasklet_config_default();
  *   c.stages = 2, c.replicas = 2, c.stage = s, c.replica = r;
@@ -83,6 +84,8 @@ typedef struct {
   int diloco_h;                     /* 0: synchronous; H >= 1: DiLoCo outer step every H steps */
   float diloco_lr, diloco_momentum; /* outer Nesterov SGD (defaults 0.7, 0.9) */
   int zero;                         /* 0, or 1 for ZeRO-1 (needs grad_codec none, no DiLoCo) */
+  int act_slots; /* activation slots per stage: 0 = one per micro-batch in flight (no forward
+                    recomputed); k >= 1 bounds them, recomputing the rest (pipeline.h) */
   const int *dp_ring; /* R entries: this stage's replicas in the order of its data-parallel ring,
                          starting with replica 0 (netsim_ring_order's order, so that the
                          simulated ring is the one that runs; borrowed for the run);
@@ -96,6 +99,10 @@ typedef struct {
                       replica 0's pipeline and sent to every tasklet */
   long stop_after; /* 0, or stop (after checkpointing) once this many steps are
                       done in total: a run cut short and resumed later */
+  double time_limit_s; /* 0, or stop (after validating and checkpointing) after the step in which
+                          world rank 0 had run this many seconds (since parallel_tasklet_run
+                          began); rank 0's decision travels with the step's norm exchange, so
+                          every tasklet stops after the same step */
   parallel_tasklet_step_fn on_step; /* called after every step, may be NULL */
   void *on_step_arg;
 } parallel_tasklet_config;
@@ -103,6 +110,7 @@ typedef struct {
 /* What a run did. */
 typedef struct {
   long steps_done;     /* optimizer steps completed in total (resumed ones included) */
+  int time_limited;    /* 1: the run stopped early at time_limit_s */
   float last_val_loss; /* the last validation loss (NAN if none was taken) */
   float last_loss;     /* the last step's mean loss (NAN if no step ran) */
   double seconds;      /* wall time of parallel_tasklet_run */

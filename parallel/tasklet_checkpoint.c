@@ -1,20 +1,23 @@
 /* tasklet_checkpoint — per-stage checkpoints and the run manifest that ties them together
  * (tasklet.h): replica 0 of each stage saves its stage with model/checkpoint.h, every tasklet
  * reports whether its part succeeded in one all-gather, and world rank 0 then writes
- * DIR/manifest.json atomically. Resume loads the step the manifest names, never a newer step a
- * stage may have saved before the run stopped. */
+ * DIR/manifest.json atomically. Every tasklet also saves what the stage checkpoint does not hold
+ * (DiLoCo, error-feedback residuals, AC-SGD caches; below). Resume loads the step the manifest
+ * names, never a newer step a stage may have saved before the run stopped. */
 #include "parallel/tasklet_internal.h"
 
-#include "common/bytes.h" /* defines: wt_put_le32 / wt_get_le32 */
+#include "common/bytes.h" /* defines: wt_put_le32 / wt_get_le32, wt_crc32 */
 #include "common/common.h"
 #include "model/checkpoint.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define S_MANIFEST_FORMAT "wantrain-run-1"
@@ -22,6 +25,8 @@
 static void s_stage_dir(const parallel_tasklet *k, int stage, char *out, size_t size) {
   snprintf(out, size, "%s/stage-%d", k->cfg.checkpoint_dir, stage);
 }
+
+static int s_state_save(parallel_tasklet *k);
 
 /* ZeRO-1: the whole stage's optimizer, its state all-gathered from the shards (every replica of
  * the stage takes part). NULL with wt_last_error() set on failure. */
@@ -56,18 +61,21 @@ static int s_save_stage(parallel_tasklet *k) {
                          WT_MAX(k->cfg.keep, 2));
   }
   optim_destroy(&full);
+  if (rc == WT_OK) rc = s_state_save(k);
   return rc;
 }
 
-/* Writes text to dir/name through a temporary file, fsync and rename, then fsyncs dir: the file
- * is either the old one or the complete new one. */
-static int s_write_atomic(const char *dir, const char *name, const char *text) {
+/* Writes len bytes (then `tail`, tail_len bytes) to dir/name through a temporary file, fsync and
+ * rename, then fsyncs dir: the file is either the old one or the complete new one. */
+static int s_write_atomic_bytes(const char *dir, const char *name, const void *data, size_t len,
+                                const void *tail, size_t tail_len) {
   char path[1300], tmp[1300];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
   FILE *f = fopen(tmp, "wb");
   if (!f) return wt_fail(WT_EIO, "cannot create %s: %s", tmp, strerror(errno));
-  int ok = fputs(text, f) != EOF && fflush(f) == 0 && fsync(fileno(f)) == 0;
+  int ok = fwrite(data, 1, len, f) == len && fwrite(tail, 1, tail_len, f) == tail_len &&
+           fflush(f) == 0 && fsync(fileno(f)) == 0;
   ok = fclose(f) == 0 && ok;
   if (!ok || rename(tmp, path) != 0) {
     int e = errno;
@@ -82,6 +90,215 @@ static int s_write_atomic(const char *dir, const char *name, const char *text) {
   }
   close(dfd);
   return WT_OK;
+}
+
+static int s_write_atomic(const char *dir, const char *name, const char *text) {
+  return s_write_atomic_bytes(dir, name, text, strlen(text), "", 0);
+}
+
+/* ---- the tasklet's own state ------------------------------------------------------------------
+ * What the stage checkpoint does not hold, per tasklet (every replica: the pieces differ between
+ * replicas), in DIR/stage-<s>/replica-<r>-step-<step>.state:
+ *   header   "WTTS", u32 version, u32 sections, u32 stage, u32 replica, u64 step
+ *   INNER    DiLoCo: this replica's parameters and inner optimizer (u64 n, u32 buffers,
+ *            u64 step count, then n floats per buffer, parameters first)
+ *   DILOCO   diloco_save: θ_outer, outer momentum, outer step count, its residuals
+ *   EF       the compressed ring's residuals (parallel_ef_save)
+ *   SEF      the sparse all-gather's sender residual (compress_ef_save)
+ *   ACT      the AC-SGD delta caches of the stage's cuts (parallel_pipeline_save_state)
+ *   u32 CRC-32 of everything before it.
+ * Written (temporary file, fsync, rename) before the checkpoint agreement, so a manifest naming
+ * step N means every tasklet's step-N state is on disk. */
+#define S_STATE_MAGIC "WTTS"
+#define S_STATE_VERSION 1u
+#define S_STATE_HEADER 28
+enum { S_ST_INNER = 1, S_ST_DILOCO = 2, S_ST_EF = 4, S_ST_SEF = 8, S_ST_ACT = 16 };
+
+static unsigned s_state_sections(const parallel_tasklet *k) {
+  unsigned f = 0;
+  if (k->outer) f |= S_ST_INNER | S_ST_DILOCO;
+  if (k->ef) f |= S_ST_EF;
+  if (k->sef) f |= S_ST_SEF;
+  if (k->pipeline && parallel_pipeline_has_state(k->pipeline)) f |= S_ST_ACT;
+  return f;
+}
+
+static void s_state_name(const parallel_tasklet *k, long step, char *out, size_t size) {
+  snprintf(out, size, "replica-%d-step-%08ld.state", k->cfg.replica, step);
+}
+
+static int s_state_write_inner(parallel_tasklet *k, FILE *f) {
+  size_t n;
+  const float *params = gpt_stage_params(trainer_model(k->t), &n);
+  optim *o = trainer_optim(k->t);
+  uint8_t h[20];
+  wt_put_le64(h, n);
+  wt_put_le32(h + 8, (uint32_t)optim_num_states(o));
+  wt_put_le64(h + 12, (uint64_t)optim_step_count(o));
+  int ok = fwrite(h, 1, sizeof h, f) == sizeof h && fwrite(params, sizeof(float), n, f) == n;
+  for (int i = 0; ok && i < optim_num_states(o); i++) {
+    size_t m;
+    const float *b = optim_state(o, i, &m);
+    ok = m == n && fwrite(b, sizeof(float), m, f) == m;
+  }
+  return ok ? WT_OK : wt_fail(WT_EIO, "cannot write the replica's parameters");
+}
+
+static int s_state_read_inner(parallel_tasklet *k, FILE *f) {
+  size_t n;
+  float *params = gpt_stage_params(trainer_model(k->t), &n);
+  optim *o = trainer_optim(k->t);
+  uint8_t h[20];
+  if (fread(h, 1, sizeof h, f) != sizeof h) return wt_fail(WT_ECORRUPT, "truncated");
+  if (wt_get_le64(h) != n || wt_get_le32(h + 8) != (uint32_t)optim_num_states(o))
+    return wt_fail(WT_EMISMATCH,
+                   "the replica's state holds %llu parameters and %u optimizer buffers, this "
+                   "stage has %zu and %d; resume with the same model and --optimizer",
+                   (unsigned long long)wt_get_le64(h), wt_get_le32(h + 8), n,
+                   optim_num_states(o));
+  long steps = (long)wt_get_le64(h + 12);
+  if (steps < 0 || steps > CHECKPOINT_MAX_STEP)
+    return wt_fail(WT_ECORRUPT, "optimizer step count %ld", steps);
+  if (fread(params, sizeof(float), n, f) != n) return wt_fail(WT_ECORRUPT, "truncated");
+  for (int i = 0; i < optim_num_states(o); i++)
+    if (fread(optim_state(o, i, NULL), sizeof(float), n, f) != n)
+      return wt_fail(WT_ECORRUPT, "truncated");
+  optim_set_step_count(o, steps);
+  return WT_OK;
+}
+
+/* Keeps this tasklet's newest `keep` state files, removes older ones. */
+static void s_state_prune(const parallel_tasklet *k, const char *dir, int keep) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  long steps[4096];
+  int n = 0;
+  struct dirent *e;
+  char want[64];
+  snprintf(want, sizeof want, "replica-%d-step-", k->cfg.replica);
+  while ((e = readdir(d)) && n < (int)WT_ARRAY_LEN(steps)) {
+    long st;
+    char rest[16];
+    if (strncmp(e->d_name, want, strlen(want)) ||
+        sscanf(e->d_name + strlen(want), "%ld%15s", &st, rest) != 2 || strcmp(rest, ".state"))
+      continue;
+    steps[n++] = st;
+  }
+  closedir(d);
+  for (int i = 0; i < n; i++) { /* remove every step with at least `keep` newer ones */
+    int newer = 0;
+    for (int j = 0; j < n; j++) newer += steps[j] > steps[i];
+    if (newer < keep) continue;
+    char name[96], path[1400];
+    s_state_name(k, steps[i], name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    unlink(path);
+  }
+}
+
+static int s_state_save(parallel_tasklet *k) {
+  const unsigned sections = s_state_sections(k);
+  if (!sections) return WT_OK;
+  char dir[1200], name[96];
+  s_stage_dir(k, k->cfg.stage, dir, sizeof dir);
+  mkdir(k->cfg.checkpoint_dir, 0755);
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+    return wt_fail(WT_EIO, "cannot create %s: %s", dir, strerror(errno));
+  const long step = trainer_steps_done(k->t);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  if (!m) return wt_fail(WT_EIO, "cannot buffer the tasklet state: %s", strerror(errno));
+  uint8_t h[S_STATE_HEADER];
+  memcpy(h, S_STATE_MAGIC, 4);
+  wt_put_le32(h + 4, S_STATE_VERSION);
+  wt_put_le32(h + 8, sections);
+  wt_put_le32(h + 12, (uint32_t)k->cfg.stage);
+  wt_put_le32(h + 16, (uint32_t)k->cfg.replica);
+  wt_put_le64(h + 20, (uint64_t)step);
+  int rc = fwrite(h, 1, sizeof h, m) == sizeof h ? WT_OK : WT_EIO;
+  if (rc == WT_OK && (sections & S_ST_INNER)) rc = s_state_write_inner(k, m);
+  if (rc == WT_OK && (sections & S_ST_DILOCO)) rc = diloco_save(k->outer, m);
+  if (rc == WT_OK && (sections & S_ST_EF)) rc = parallel_ef_save(k->ef, m);
+  if (rc == WT_OK && (sections & S_ST_SEF)) rc = compress_ef_save(k->sef, m);
+  if (rc == WT_OK && (sections & S_ST_ACT)) rc = parallel_pipeline_save_state(k->pipeline, m);
+  if (fclose(m) != 0 && rc == WT_OK) rc = wt_fail(WT_EIO, "cannot buffer the tasklet state");
+  if (rc == WT_OK) {
+    uint8_t crc[4];
+    wt_put_le32(crc, wt_crc32(0, buf, len));
+    s_state_name(k, step, name, sizeof name);
+    rc = s_write_atomic_bytes(dir, name, buf, len, crc, 4);
+  }
+  free(buf);
+  if (rc == WT_OK) s_state_prune(k, dir, WT_MAX(k->cfg.keep, 2));
+  return rc;
+}
+
+static const char *s_section_names(unsigned f, char *out, size_t size) {
+  snprintf(out, size, "%s%s%s%s%s", f & S_ST_DILOCO ? " DiLoCo" : "",
+           f & S_ST_EF ? " ring-residuals" : "", f & S_ST_SEF ? " sparse-residuals" : "",
+           f & S_ST_ACT ? " activation-caches" : "", f ? "" : " nothing");
+  return out;
+}
+
+/* Reads this tasklet's state of `step` into the run (after the stage checkpoint). */
+static int s_state_load(parallel_tasklet *k, long step) {
+  const unsigned sections = s_state_sections(k);
+  if (!sections) return WT_OK;
+  char dir[1200], name[96], path[1400];
+  s_stage_dir(k, k->cfg.stage, dir, sizeof dir);
+  s_state_name(k, step, name, sizeof name);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return wt_fail(WT_ENOTFOUND,
+                   "no tasklet state %s (%s): this run keeps state across steps (DiLoCo, "
+                   "error-feedback residuals or delta activation caches) that its checkpoint "
+                   "of step %ld does not hold; resume with the options it was saved with",
+                   path, strerror(errno), step);
+  struct stat sb;
+  size_t len = fstat(fileno(f), &sb) == 0 ? (size_t)sb.st_size : 0;
+  uint8_t *buf = len >= S_STATE_HEADER + 4 ? wt_xmalloc(len) : NULL;
+  int rc = buf && fread(buf, 1, len, f) == len ? WT_OK : WT_ECORRUPT;
+  fclose(f);
+  if (rc == WT_OK && wt_crc32(0, buf, len - 4) != wt_get_le32(buf + len - 4)) rc = WT_ECORRUPT;
+  if (rc != WT_OK) {
+    free(buf);
+    return wt_fail(WT_ECORRUPT, "tasklet state %s is truncated or damaged (CRC); restore it or "
+                                "resume from an earlier run directory", path);
+  }
+  unsigned saved = wt_get_le32(buf + 8);
+  char a[96], b[96];
+  if (memcmp(buf, S_STATE_MAGIC, 4) || wt_get_le32(buf + 4) != S_STATE_VERSION)
+    rc = wt_fail(WT_ECORRUPT, "%s is not a tasklet state (magic or version)", path);
+  else if (wt_get_le32(buf + 12) != (uint32_t)k->cfg.stage ||
+           wt_get_le32(buf + 16) != (uint32_t)k->cfg.replica ||
+           wt_get_le64(buf + 20) != (uint64_t)step)
+    rc = wt_fail(WT_ECORRUPT, "%s names stage %u replica %u step %llu", path,
+                 wt_get_le32(buf + 12), wt_get_le32(buf + 16),
+                 (unsigned long long)wt_get_le64(buf + 20));
+  else if (saved != sections)
+    rc = wt_fail(WT_EMISMATCH,
+                 "%s holds%s but this run keeps%s; resume with the --diloco, --grad-codec and "
+                 "--act-codec options the run was saved with",
+                 path, s_section_names(saved, a, sizeof a), s_section_names(sections, b, sizeof b));
+  FILE *m = rc == WT_OK ? fmemopen(buf + S_STATE_HEADER, len - 4 - S_STATE_HEADER, "rb") : NULL;
+  if (rc == WT_OK && !m) rc = wt_fail(WT_EIO, "cannot read %s: %s", path, strerror(errno));
+  if (rc == WT_OK && (sections & S_ST_INNER)) rc = s_state_read_inner(k, m);
+  if (rc == WT_OK && (sections & S_ST_DILOCO)) rc = diloco_load(k->outer, m);
+  if (rc == WT_OK && (sections & S_ST_EF)) rc = parallel_ef_load(k->ef, m);
+  if (rc == WT_OK && (sections & S_ST_SEF)) rc = compress_ef_load(k->sef, m);
+  if (rc == WT_OK && (sections & S_ST_ACT)) rc = parallel_pipeline_load_state(k->pipeline, m);
+  if (rc == WT_OK && ftell(m) != (long)(len - 4 - S_STATE_HEADER))
+    rc = wt_fail(WT_ECORRUPT, "%zu stray bytes", len - 4 - S_STATE_HEADER - (size_t)ftell(m));
+  if (m) fclose(m);
+  free(buf);
+  if (rc != WT_OK && !strstr(wt_last_error(), path)) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", wt_last_error());
+    rc = wt_fail(rc, "tasklet state %s: %s", path, why);
+  }
+  return rc;
 }
 
 /* The manifest: run shape, the step every stage saved, and each stage's layers and directory.
@@ -287,6 +504,7 @@ int parallel_tasklet_resume(parallel_tasklet *k) {
   if (rc == WT_OK && m.step != man.step)
     rc = wt_fail(WT_ECORRUPT, "%s holds step %ld but the manifest names step %ld",
                  man.step_dir[k->cfg.stage], m.step, man.step);
+  if (rc == WT_OK) rc = s_state_load(k, m.step);
   if (rc == WT_OK) trainer_set_progress(k->t, m.step, &m.data_pos);
   s_manifest_free(&man);
   return rc;

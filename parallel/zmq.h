@@ -85,9 +85,12 @@ typedef struct {
   const double *latency_s;     /* one-way latency α_j in seconds (≥ 0) */
   const double *bandwidth_Bps; /* bandwidth β_j in bytes/s (> 0, or 0 for unlimited) */
   double time_scale;           /* wall seconds per emulated second (default 1) */
+  int io_threads; /* ZeroMQ I/O threads (1..16, default 2): with two, a rank's outgoing and
+                     incoming CURVE streams are encrypted and decrypted in parallel, as the two
+                     ends of a lone stream are (docs/protocol.md) */
 } parallel_zmq_config;
 
-/* Defaults: timeout 60 s, queue 64 MiB, time_scale 1, everything else 0 / NULL. */
+/* Defaults: timeout 60 s, queue 64 MiB, time_scale 1, 2 I/O threads, everything else 0 / NULL. */
 parallel_zmq_config parallel_zmq_config_default(void);
 
 typedef struct parallel_zmq_transport parallel_zmq_transport;

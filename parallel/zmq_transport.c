@@ -25,6 +25,7 @@
 #include <zmq.h>
 
 #define S_PART_BYTES ((size_t)256 << 10) /* pacing granularity of an emulated link */
+#define S_ONE_FRAME_MAX ((size_t)1 << 20) /* unshaped payloads up to this go in one frame */
 #define S_POLL_MS 50                     /* how often the threads look at their stop flags */
 #define S_GONE_GRACE_S 0.5               /* a dropped peer's last messages may still be in flight */
 #define S_HWM 16                         /* messages ZeroMQ may hold per pipe */
@@ -420,7 +421,10 @@ static int s_push_some(parallel_zmq_transport *t, s_link *l, s_out *m, double no
   l->blocked = 0;
   while (m->sent < m->bytes) {
     if (m->start != 0 && s_due(l, m) > now) return 0;
-    size_t len = WT_MIN(S_PART_BYTES, m->bytes - m->sent);
+    /* A small unshaped message goes out in one frame, which the receiver hands out without a
+     * copy (s_recv_view); larger or paced ones in parts. */
+    int whole = m->start == 0 && m->bytes <= S_ONE_FRAME_MAX;
+    size_t len = whole ? m->bytes - m->sent : WT_MIN(S_PART_BYTES, m->bytes - m->sent);
     zmq_msg_t f;
     atomic_fetch_add(&m->refs, 1);
     zmq_msg_init_data(&f, m->data + m->sent, len, s_free_frame, m);
@@ -513,11 +517,17 @@ static void s_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m, double rea
   pthread_cond_signal(&t->cv_send);
 }
 
-static s_out *s_out_new(const parallel_zmq_transport *t, const parallel_zmq_msg_context *ctx,
-                        int kind, int tag, const void *buf, size_t bytes) {
+/* A message for the queue; `owned` (a wt_xmalloc'ed block of `bytes`) becomes its buffer, else
+ * buf is copied. */
+static s_out *s_out_make(const parallel_zmq_transport *t, const parallel_zmq_msg_context *ctx,
+                         int kind, int tag, const void *buf, void *owned, size_t bytes) {
   s_out *m = wt_xcalloc(1, sizeof *m);
-  m->data = bytes ? wt_xmalloc(bytes) : NULL;
-  if (bytes) memcpy(m->data, buf, bytes);
+  if (owned) {
+    m->data = owned;
+  } else {
+    m->data = bytes ? wt_xmalloc(bytes) : NULL;
+    if (bytes) memcpy(m->data, buf, bytes);
+  }
   m->bytes = bytes;
   atomic_init(&m->refs, 1);
   parallel_zmq_header h = {.kind = (uint8_t)kind,
@@ -534,21 +544,27 @@ static s_out *s_out_new(const parallel_zmq_transport *t, const parallel_zmq_msg_
   return m;
 }
 
+static s_out *s_out_new(const parallel_zmq_transport *t, const parallel_zmq_msg_context *ctx,
+                        int kind, int tag, const void *buf, size_t bytes) {
+  return s_out_make(t, ctx, kind, tag, buf, NULL, bytes);
+}
+
 /* ---- the ops ------------------------------------------------------------------------------- */
 
 static int s_gone_for_good(const s_link *l, double now) {
   return l->gone && (l->said_bye || now - l->gone_at >= S_GONE_GRACE_S);
 }
 
-static int s_send(void *vctx, int peer, int tag, const void *buf, size_t bytes) {
-  parallel_zmq_transport *t = vctx;
+/* Sends buf (copied) or owned (taken): queues the message once the link's queue has room. */
+static int s_send_msg(parallel_zmq_transport *t, int peer, int tag, const void *buf, void *owned,
+                      size_t bytes) {
   s_link *l = &t->links[peer];
   double t0 = wt_now_s(), deadline = t0 + t->timeout_s;
   /* The copy is made outside the lock, so a large message does not stall the other threads. */
   pthread_mutex_lock(&t->mu);
   parallel_zmq_msg_context ctx = t->msg;
   pthread_mutex_unlock(&t->mu);
-  s_out *m = s_out_new(t, &ctx, ctx.kind, tag, buf, bytes);
+  s_out *m = s_out_make(t, &ctx, ctx.kind, tag, buf, owned, bytes);
   pthread_mutex_lock(&t->mu);
   int rc = WT_OK, waited = 0;
   while (l->queued_bytes > 0 && l->queued_bytes + bytes > t->max_queue) {
@@ -584,6 +600,14 @@ static int s_send(void *vctx, int peer, int tag, const void *buf, size_t bytes) 
   return WT_OK;
 }
 
+static int s_send(void *vctx, int peer, int tag, const void *buf, size_t bytes) {
+  return s_send_msg(vctx, peer, tag, buf, NULL, bytes);
+}
+
+static int s_send_owned(void *vctx, int peer, int tag, void *buf, size_t bytes) {
+  return s_send_msg(vctx, peer, tag, NULL, buf, bytes);
+}
+
 /* Unlinks the oldest message with `tag` from the link's mailbox, or returns NULL. */
 static s_in *s_take(s_link *l, int tag) {
   s_in *prev = NULL;
@@ -600,8 +624,10 @@ static s_in *s_take(s_link *l, int tag) {
   return NULL;
 }
 
-static int s_recv(void *vctx, int peer, int tag, void *buf, size_t cap, size_t *got) {
-  parallel_zmq_transport *t = vctx;
+/* Waits for the next message from peer with tag and unlinks it into *out (or fails naming what
+ * was expected, `cap` bytes at most). */
+static int s_wait_msg(parallel_zmq_transport *t, int peer, int tag, size_t cap, size_t *got,
+                      s_in **out) {
   s_link *l = &t->links[peer];
   double t0 = wt_now_s(), deadline = t0 + t->timeout_s;
   s_in *m = NULL;
@@ -646,6 +672,12 @@ static int s_recv(void *vctx, int peer, int tag, void *buf, size_t cap, size_t *
                    "zmq: rank %d: message from rank %d (%s) is %zu bytes, expected at most %zu",
                    t->rank, peer, s_tag_name(tag, tagbuf, sizeof tagbuf), bytes, cap);
   }
+  *out = m;
+  return WT_OK;
+}
+
+/* Copies a message's parts into buf and frees it; its length in *got. */
+static void s_deliver(s_in *m, void *buf, size_t *got) {
   size_t off = 0;
   for (int i = 0; i < m->nparts; i++) {
     size_t n = zmq_msg_size(&m->parts[i]);
@@ -654,7 +686,35 @@ static int s_recv(void *vctx, int peer, int tag, void *buf, size_t cap, size_t *
   }
   if (got) *got = off;
   s_in_free(m);
+}
+
+static int s_recv(void *vctx, int peer, int tag, void *buf, size_t cap, size_t *got) {
+  s_in *m = NULL;
+  WT_CHECK(s_wait_msg(vctx, peer, tag, cap, got, &m));
+  s_deliver(m, buf, got);
   return WT_OK;
+}
+
+/* A message of one part (every unshaped message) is handed out in place; others are copied. */
+static int s_recv_view(void *vctx, int peer, int tag, void *buf, size_t cap, const void **data,
+                       size_t *got, void **handle) {
+  s_in *m = NULL;
+  *handle = NULL;
+  WT_CHECK(s_wait_msg(vctx, peer, tag, cap, got, &m));
+  if (m->nparts == 1) {
+    *data = zmq_msg_data(&m->parts[0]);
+    *got = m->bytes;
+    *handle = m;
+    return WT_OK;
+  }
+  *data = buf;
+  s_deliver(m, buf, got);
+  return WT_OK;
+}
+
+static void s_release(void *vctx, void *handle) {
+  (void)vctx;
+  s_in_free(handle);
 }
 
 /* Says goodbye, lets the queues drain for a bounded time, stops the threads, frees everything. */
@@ -724,8 +784,14 @@ static int s_integrity(void *vctx) {
   return !((parallel_zmq_transport *)vctx)->insecure;
 }
 
-static const parallel_transport_ops s_zmq_ops = {
-    .name = "zmq", .send = s_send, .recv = s_recv, .destroy = s_destroy, .integrity = s_integrity};
+static const parallel_transport_ops s_zmq_ops = {.name = "zmq",
+                                                 .send = s_send,
+                                                 .recv = s_recv,
+                                                 .destroy = s_destroy,
+                                                 .integrity = s_integrity,
+                                                 .send_owned = s_send_owned,
+                                                 .recv_view = s_recv_view,
+                                                 .release = s_release};
 
 /* ---- construction -------------------------------------------------------------------------- */
 
@@ -735,6 +801,7 @@ parallel_zmq_config parallel_zmq_config_default(void) {
   c.timeout_s = 60.0;
   c.max_queue_bytes = (size_t)64 << 20;
   c.time_scale = 1.0;
+  c.io_threads = 2;
   return c;
 }
 
@@ -771,6 +838,8 @@ static int s_config_check(const parallel_zmq_config *c) {
                        "Z85",
                        r);
   }
+  if (c->io_threads < 0 || c->io_threads > 16)
+    return wt_fail(WT_EINVAL, "zmq: io_threads %d: use 1..16 (0 = the default 2)", c->io_threads);
   if (c->latency_s || c->bandwidth_Bps) {
     if (!(c->time_scale > 0))
       return wt_fail(WT_EINVAL, "zmq: time_scale must be > 0 (got %g)", c->time_scale);
@@ -795,6 +864,10 @@ static void s_setopt_int(void *sock, int opt, int v) {
 static int s_open(parallel_zmq_transport *t, const parallel_zmq_config *c) {
   t->zctx = zmq_ctx_new();
   if (!t->zctx) return wt_fail(WT_EIO, "zmq: cannot create a context: %s", zmq_strerror(errno));
+  /* Before the first socket: the I/O threads start with it. */
+  if (zmq_ctx_set(t->zctx, ZMQ_IO_THREADS, c->io_threads ? c->io_threads : 2) != 0)
+    return wt_fail(WT_EIO, "zmq: cannot set %d I/O threads: %s", c->io_threads,
+                   zmq_strerror(errno));
   if (!t->insecure) {
     t->zap = zmq_socket(t->zctx, ZMQ_REP);
     if (zmq_bind(t->zap, "inproc://zeromq.zap.01") != 0)

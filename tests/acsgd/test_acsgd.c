@@ -1,7 +1,9 @@
 /* test_acsgd — AC-SGD activation compression: the quantizer's error bound, sender and receiver
  * caches that stay bitwise equal when fed only message bytes, the delta path beating direct
  * quantization on slowly changing activations, the mmap-backed cache, the cache bound under
- * both overflow policies, and malformed messages refused without touching the cache. */
+ * both overflow policies, malformed messages refused without touching the cache, and the cache
+ * checkpoint: ends restored from a saved record continue with the very bytes of ends that never
+ * stopped (under eviction), and a truncated, damaged or mismatched record is refused. */
 #include "compress/acsgd.h"
 #include "common/common.h"
 #include "common/rng.h"
@@ -342,6 +344,83 @@ static void test_malformed_refused(void) {
   free(msg);
 }
 
+/* Random traffic over more samples than the cache holds, so eviction and LRU order matter. */
+static void s_traffic(acsgd_sender *snd, acsgd_receiver *rcv, wt_rng *rng, int visits,
+                      const uint64_t *ids, int n_ids, uint8_t *msg, size_t cap, uint8_t *log,
+                      size_t *log_len) {
+  float x[N], out[N];
+  size_t len;
+  for (int v = 0; v < visits; v++) {
+    int k = (int)wt_rng_below(rng, (uint64_t)n_ids);
+    s_fill_normal(rng, x, N, 1.0);
+    WT_TEST_REQUIRE(acsgd_sender_encode(snd, ids[k], x, msg, cap, &len, NULL) == WT_OK, "enc");
+    WT_TEST_REQUIRE(acsgd_receiver_decode(rcv, msg, len, out, N, NULL, NULL) == WT_OK, "%s",
+                    wt_last_error());
+    if (log) memcpy(log + *log_len, msg, len), *log_len += len;
+    if (log) memcpy(log + *log_len, out, sizeof out), *log_len += sizeof out;
+  }
+}
+
+static void test_checkpoint(void) {
+  enum { IDS = 40, CAP = 16, VISITS = 200 };
+  acsgd_options o = s_opts(4, CAP);
+  o.overflow = ACSGD_OVERFLOW_EVICT;
+  acsgd_sender *snd = acsgd_sender_new(&o), *snd2 = acsgd_sender_new(&o);
+  acsgd_receiver *rcv = acsgd_receiver_new(&o), *rcv2 = acsgd_receiver_new(&o);
+  WT_TEST_REQUIRE(snd && snd2 && rcv && rcv2, "%s", wt_last_error());
+  wt_rng rng;
+  wt_rng_seed(&rng, 5);
+  uint64_t ids[IDS];
+  for (int i = 0; i < IDS; i++) ids[i] = wt_rng_u64(&rng);
+  size_t cap = acsgd_msg_bytes(ROWS, COLS, 4), la = 0, lb = 0;
+  uint8_t *msg = malloc(cap);
+  s_traffic(snd, rcv, &rng, VISITS, ids, IDS, msg, cap, NULL, NULL);
+  FILE *f = tmpfile();
+  WT_TEST_REQUIRE(f, "tmpfile");
+  WT_TEST_REQUIRE(acsgd_sender_save(snd, f) == WT_OK && acsgd_receiver_save(rcv, f) == WT_OK,
+                  "%s", wt_last_error());
+  long size = ftell(f);
+  rewind(f);
+  WT_TEST_REQUIRE(acsgd_sender_load(snd2, f) == WT_OK && acsgd_receiver_load(rcv2, f) == WT_OK,
+                  "%s", wt_last_error());
+  /* The same traffic into both pairs: identical messages and reconstructions. */
+  size_t log_cap = (size_t)VISITS * (cap + N * sizeof(float));
+  uint8_t *a = malloc(log_cap), *b = malloc(log_cap);
+  wt_rng r1 = rng, r2 = rng;
+  s_traffic(snd, rcv, &r1, VISITS, ids, IDS, msg, cap, a, &la);
+  s_traffic(snd2, rcv2, &r2, VISITS, ids, IDS, msg, cap, b, &lb);
+  WT_TEST_ASSERT(la == lb && !memcmp(a, b, la), "restored ends continue bitwise");
+  WT_TEST_ASSERT(acsgd_sender_stats(snd2).delta > 0, "the restored cache was used");
+  /* Truncated, damaged and mismatched records. */
+  uint8_t *rec = malloc((size_t)size);
+  rewind(f);
+  WT_TEST_REQUIRE(fread(rec, 1, (size_t)size, f) == (size_t)size, "read back");
+  fclose(f);
+  FILE *t = fmemopen(rec, (size_t)size / 4, "rb");
+  WT_TEST_ASSERT(acsgd_sender_load(snd2, t) == WT_ECORRUPT, "a truncated record: %s",
+                 wt_last_error());
+  int empty = 1;
+  for (int i = 0; i < IDS; i++) empty &= acsgd_sender_cached(snd2, ids[i]) == NULL;
+  WT_TEST_ASSERT(empty, "a refused record leaves the cache empty");
+  fclose(t);
+  const size_t at = 44 + 16 * CAP + 100; /* in the activations, after the slot table */
+  rec[at] ^= 4;
+  t = fmemopen(rec, (size_t)size, "rb");
+  WT_TEST_ASSERT(acsgd_sender_load(snd2, t) == WT_ECORRUPT && strstr(wt_last_error(), "CRC"),
+                 "a damaged record: %s", wt_last_error());
+  fclose(t);
+  rec[at] ^= 4;
+  acsgd_options other = o;
+  other.max_samples = CAP + 1;
+  acsgd_sender *snd3 = acsgd_sender_new(&other);
+  t = fmemopen(rec, (size_t)size, "rb");
+  WT_TEST_ASSERT(acsgd_sender_load(snd3, t) == WT_EMISMATCH, "another bound: %s", wt_last_error());
+  fclose(t);
+  acsgd_sender_destroy(&snd), acsgd_sender_destroy(&snd2), acsgd_sender_destroy(&snd3);
+  acsgd_receiver_destroy(&rcv), acsgd_receiver_destroy(&rcv2);
+  free(msg), free(a), free(b), free(rec);
+}
+
 int main(void) {
   test_quantizer_bounds();
   test_caches_identical_and_delta_helps();
@@ -349,5 +428,6 @@ int main(void) {
   test_bounded_memory();
   test_lru_random_traffic();
   test_malformed_refused();
+  test_checkpoint();
   return wt_test_finish("test_acsgd");
 }

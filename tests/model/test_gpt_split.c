@@ -6,7 +6,11 @@
  *   - gradient accumulation over two micro-batches (loss_scale 1/2) equals one batch of twice
  *     the size up to float rounding (tolerance argued at the check);
  *   - with accumulation over micro-batches, split stages (tied wte gradients joined once, before
- *     the update) still give BITWISE the unsplit model's gradients, for several steps.
+ *     the update) still give BITWISE the unsplit model's gradients, for several steps;
+ *   - activation slots: three forwards kept in three slots, then their backwards in another
+ *     order, give BITWISE the losses, input gradients and parameter gradients of a one-slot stage
+ *     running each forward right before its backward (whole model and a middle stage); bad slot
+ *     counts and indices are refused.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -264,6 +268,76 @@ static void test_accumulation(void) {
   gpt_stage_destroy(&acc);
 }
 
+static void s_slots_case(int first, int last) {
+  enum { MB = 3, N = B * T * 16 };
+  static const int order[MB] = {2, 0, 1}; /* backward order */
+  gpt_stage *ref = gpt_stage_new(&CFG, first, last, B, T);
+  gpt_stage *sl = gpt_stage_new(&CFG, first, last, B, T);
+  WT_TEST_REQUIRE(ref && sl, "%s", wt_last_error());
+  gpt_stage_init_weights(ref, 4), gpt_stage_init_weights(sl, 4);
+  WT_TEST_REQUIRE(gpt_stage_set_slots(sl, MB) == WT_OK && gpt_stage_num_slots(sl) == MB, "%s",
+                  wt_last_error());
+  const int is_first = first == 0, is_last = last == CFG.n_layer;
+  wt_rng rng;
+  wt_rng_seed(&rng, 99);
+  static int tok[MB][B * T], tgt[MB][B * T];
+  static float in[MB][N], gout[MB][N], out[N], gin_ref[MB][N], gin[N];
+  float loss_ref[MB];
+  for (int j = 0; j < MB; j++) {
+    s_batch(&rng, tok[j], tgt[j], B * T);
+    for (int i = 0; i < N; i++) in[j][i] = wt_rng_float(&rng) - 0.5f;
+    for (int i = 0; i < N; i++) gout[j][i] = 1e-3f * (wt_rng_float(&rng) - 0.5f);
+  }
+#define FWD(st, j)                                                                                 \
+  gpt_stage_forward(st, is_first ? tok[j] : NULL, is_first ? NULL : in[j], is_last ? tgt[j] : NULL, \
+                    B, T, is_last ? NULL : out)
+  gpt_stage_zero_grad(ref), gpt_stage_zero_grad(sl);
+  for (int k = 0; k < MB; k++) { /* one slot: each forward right before its backward */
+    int j = order[k];
+    WT_TEST_REQUIRE(FWD(ref, j) == WT_OK, "%s", wt_last_error());
+    loss_ref[j] = is_last ? gpt_stage_loss(ref) : 0;
+    WT_TEST_REQUIRE(gpt_stage_backward(ref, is_last ? NULL : gout[j], is_first ? NULL : gin_ref[j],
+                                       1.0f / MB) == WT_OK,
+                    "%s", wt_last_error());
+  }
+  for (int j = 0; j < MB; j++) { /* slots: every forward first */
+    WT_TEST_REQUIRE(gpt_stage_use_slot(sl, j) == WT_OK && gpt_stage_slot(sl) == j, "use");
+    WT_TEST_REQUIRE(FWD(sl, j) == WT_OK, "%s", wt_last_error());
+  }
+#undef FWD
+  for (int k = 0; k < MB; k++) {
+    int j = order[k];
+    WT_TEST_REQUIRE(gpt_stage_use_slot(sl, j) == WT_OK, "use");
+    if (is_last)
+      WT_TEST_ASSERT(gpt_stage_loss(sl) == loss_ref[j], "[%d, %d) slot %d keeps its loss: %.9g "
+                     "vs %.9g", first, last, j, gpt_stage_loss(sl), loss_ref[j]);
+    WT_TEST_REQUIRE(gpt_stage_backward(sl, is_last ? NULL : gout[j], is_first ? NULL : gin,
+                                       1.0f / MB) == WT_OK,
+                    "%s", wt_last_error());
+    if (!is_first)
+      WT_TEST_ASSERT(!memcmp(gin, gin_ref[j], sizeof gin), "[%d, %d) micro-batch %d: grad_in",
+                     first, last, j);
+  }
+  size_t n;
+  const float *ga = gpt_stage_grads(sl, &n), *gb = gpt_stage_grads(ref, NULL);
+  WT_TEST_ASSERT(!memcmp(ga, gb, sizeof(float) * n), "[%d, %d): parameter gradients bitwise",
+                 first, last);
+  /* Shrinking keeps slot 0; bad counts and slots are refused. */
+  WT_TEST_ASSERT(gpt_stage_set_slots(sl, 1) == WT_OK && gpt_stage_slot(sl) == 0, "shrink");
+  WT_TEST_ASSERT(gpt_stage_set_slots(sl, 0) == WT_EINVAL, "0 slots");
+  WT_TEST_ASSERT(gpt_stage_set_slots(sl, GPT_MAX_SLOTS + 1) == WT_EINVAL, "too many slots");
+  WT_TEST_ASSERT(gpt_stage_use_slot(sl, 1) == WT_EINVAL && gpt_stage_use_slot(sl, -1) == WT_EINVAL,
+                 "a slot outside the range");
+  gpt_stage_destroy(&ref), gpt_stage_destroy(&sl);
+}
+
+static void test_slots(void) {
+  s_slots_case(0, CFG.n_layer);
+  s_slots_case(1, 3);
+  s_slots_case(0, 2);
+  s_slots_case(2, CFG.n_layer);
+}
+
 static void test_tied_sum_errors(void) {
   gpt_stage *a = gpt_stage_new(&CFG, 0, 2, 1, 4), *b = gpt_stage_new(&CFG, 2, 4, 1, 4);
   WT_TEST_REQUIRE(a && b, "%s", wt_last_error());
@@ -283,5 +357,6 @@ int main(void) {
   test_accumulation();
   test_split_accumulation_bitwise();
   test_tied_sum_errors();
+  test_slots();
   return wt_test_finish("test_gpt_split");
 }

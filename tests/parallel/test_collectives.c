@@ -339,6 +339,48 @@ static void test_allgatherv(void) {
   }
 }
 
+/* Blocks of several pipelined pieces, of different lengths (rank 0's one byte, rank r's
+ * r × 300000 + 1: up to 5 pieces of 256 KiB), every byte distinguishable. */
+static size_t s_piece_len(int r) {
+  return (size_t)r * 300000 + 1;
+}
+
+static int s_gatherv_pieces_fn(parallel_comm *c, void *arg) {
+  s_gatherv_job *j = arg;
+  int r = parallel_comm_rank(c);
+  uint8_t *mine = wt_xmalloc(s_piece_len(r));
+  for (size_t i = 0; i < s_piece_len(r); i++) mine[i] = (uint8_t)(r * 37 + i * 7 + i / 251);
+  int rc = parallel_allgatherv(c, mine, s_piece_len(r), j->max_total, &j->outs[r], j->offsets[r]);
+  free(mine);
+  return rc;
+}
+
+static void test_allgatherv_pieces(void) {
+  for (int world = 2; world <= 5; world++) {
+    parallel_inproc_group *g = parallel_inproc_group_new(world);
+    s_gatherv_job j = {(size_t)1 << 24, wt_xcalloc((size_t)world, sizeof(uint8_t *)),
+                       wt_xcalloc((size_t)world, sizeof(size_t *))};
+    for (int r = 0; r < world; r++) j.offsets[r] = wt_xcalloc((size_t)world + 1, sizeof(size_t));
+    int rcs[8];
+    parallel_inproc_run(g, s_gatherv_pieces_fn, &j, rcs);
+    for (int r = 0; r < world; r++) {
+      WT_TEST_ASSERT(rcs[r] == WT_OK, "world %d rank %d: %d", world, r, rcs[r]);
+      int bad = -1;
+      for (int s = 0; s < world && rcs[r] == WT_OK && bad < 0; s++) {
+        WT_TEST_ASSERT(j.offsets[r][s + 1] - j.offsets[r][s] == s_piece_len(s), "block length");
+        for (size_t i = 0; i < s_piece_len(s) && bad < 0; i++)
+          if (j.outs[r][j.offsets[r][s] + i] != (uint8_t)(s * 37 + i * 7 + i / 251)) bad = s;
+      }
+      WT_TEST_ASSERT(bad < 0, "world %d rank %d: block of rank %d wrong", world, r, bad);
+      free(j.outs[r]);
+      free(j.offsets[r]);
+    }
+    free(j.outs);
+    free(j.offsets);
+    parallel_inproc_group_destroy(&g);
+  }
+}
+
 typedef struct {
   s_job job;
   s_faulty_ctx *ctxs;
@@ -448,6 +490,7 @@ int main(void) {
   test_pieces_two_frame_queue();
   test_broadcast();
   test_allgatherv();
+  test_allgatherv_pieces();
   test_faults();
   test_integrity_checksums();
   test_runs_restart_sequence();

@@ -23,6 +23,7 @@ typedef struct {
   double stall_s;
   /* results */
   float loss[H_MAX_RANKS][H_MAX_STEPS], norm[H_MAX_RANKS][H_MAX_STEPS];
+  float val[H_MAX_RANKS][H_MAX_STEPS]; /* validation loss after the step, NAN when none */
   long steps[H_MAX_RANKS];
   int rcs[H_MAX_RANKS];
   char err[H_MAX_RANKS][512];
@@ -55,7 +56,10 @@ static void h_on_step(void *arg, const parallel_tasklet_step *st) {
   h_run *h = arg;
   int w = st->stage * h->base.replicas + st->replica;
   long i = st->info.step - 1;
-  if (i >= 0 && i < H_MAX_STEPS) h->loss[w][i] = st->info.loss, h->norm[w][i] = st->info.grad_norm;
+  if (i >= 0 && i < H_MAX_STEPS) {
+    h->loss[w][i] = st->info.loss, h->norm[w][i] = st->info.grad_norm;
+    h->val[w][i] = st->val_loss;
+  }
 }
 
 static int h_rank(parallel_comm *world, void *arg) {
@@ -89,7 +93,7 @@ static int h_run_all(h_run *h) {
   parallel_inproc_group *g = parallel_inproc_group_new(n);
   parallel_inproc_group_set_timeout(g, h->timeout_s > 0 ? h->timeout_s : 30);
   for (int w = 0; w < H_MAX_RANKS; w++)
-    for (int i = 0; i < H_MAX_STEPS; i++) h->loss[w][i] = h->norm[w][i] = NAN;
+    for (int i = 0; i < H_MAX_STEPS; i++) h->loss[w][i] = h->norm[w][i] = h->val[w][i] = NAN;
   h->t0 = wt_now_s();
   int rc = parallel_inproc_run(g, h_rank, h, NULL);
   parallel_inproc_group_destroy(&g);

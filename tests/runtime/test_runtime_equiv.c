@@ -5,7 +5,10 @@
  *     tasklet bitwise;
  *   - AdamW: the largest relative loss difference over the run is printed (docs/runtime.md) and
  *     held under 1e-4;
- *   - ZeRO-1 (2x2, SGD and AdamW): bitwise the losses of the unsharded run.
+ *   - ZeRO-1 (2x2, SGD and AdamW): bitwise the losses of the unsharded run;
+ *   - activation slots: with the default (one slot per micro-batch in flight) no stage recomputes
+ *     a forward in GPipe or 1F1B, and the losses and norms equal bitwise those of stages with one
+ *     slot (act_slots 1), which recompute m forwards per step in GPipe.
  * Clipping is on (0.5) so the cross-stage global norm is exercised. The validation loss after the
  * last step (replica 0's pipeline, sent to every tasklet) equals trainer_val_loss to 1e-5, and
  * bitwise when only the layers are split. */
@@ -49,10 +52,13 @@ static void s_reference(optim_kind kind, int R, float *loss, float *norm) {
   trainer_destroy(&t);
 }
 
+static int s_act_slots; /* act_slots of the next s_distributed runs */
+
 static void s_distributed(h_run *h, optim_kind kind, int S, int R, assign_schedule_kind sched,
                           int zero) {
   parallel_tasklet_config c = parallel_tasklet_config_default();
   c.stages = S, c.replicas = R, c.schedule = sched, c.zero = zero;
+  c.act_slots = s_act_slots;
   c.train = s_train_config(kind);
   c.data = s_data;
   h_init(h, &c);
@@ -130,6 +136,32 @@ static void test_zero_bitwise(void) {
   }
 }
 
+static void test_activation_slots(void) {
+  static h_run slots, one;
+  for (int S = 2; S <= 4; S += 2)
+    for (int sched = 0; sched < 2; sched++) {
+      s_act_slots = 0;
+      s_distributed(&slots, OPTIM_ADAMW, S, 1, sched, 0);
+      s_act_slots = 1;
+      s_distributed(&one, OPTIM_ADAMW, S, 1, sched, 0);
+      s_act_slots = 0;
+      long rec_slots = 0, rec_one = 0;
+      for (int s = 0; s < S; s++) rec_slots += slots.res[s].recomputes, rec_one += one.res[s].recomputes;
+      WT_TEST_ASSERT(rec_slots == 0, "%d stages %s: %ld forwards recomputed with slots", S,
+                     assign_schedule_name(sched), rec_slots);
+      /* One slot: a backward whose micro-batch is not the stage's latest forward recomputes it
+       * (every stage in GPipe, all but the last in 1F1B), at least m per step in all. */
+      WT_TEST_ASSERT(rec_one >= (long)STEPS * M, "%d stages %s: %ld recomputed with one slot", S,
+                     assign_schedule_name(sched), rec_one);
+      for (int i = 0; i < STEPS; i++)
+        WT_TEST_ASSERT(slots.loss[0][i] == one.loss[0][i] && slots.norm[0][i] == one.norm[0][i],
+                       "%d stages %s step %d: slots %.9g, one slot %.9g", S,
+                       assign_schedule_name(sched), i + 1, slots.loss[0][i], one.loss[0][i]);
+      printf("%d stages %-5s m=%d: %ld forwards recomputed with one slot per stage, 0 with slots; "
+             "losses bitwise equal\n", S, assign_schedule_name(sched), M, rec_one);
+    }
+}
+
 int main(void) {
   data_synth_config sc = data_synth_default();
   sc.n_tokens = 10000;
@@ -138,6 +170,7 @@ int main(void) {
   test_sgd_equivalence();
   test_adamw_divergence();
   test_zero_bitwise();
+  test_activation_slots();
   data_set_destroy(&s_data);
   return wt_test_finish("test_runtime_equiv");
 }

@@ -6,6 +6,11 @@
  *     checkpoint resumes bitwise in an unsharded run too;
  *   - a 4-stage run directory loads as one whole model (what `wantrain eval` / `sample` do)
  *     bitwise equal to the single-process trainer's model after the same steps;
+ *   - DiLoCo, error-feedback codecs (ring and sparse) and delta activations: every tasklet saves
+ *     its own state beside the stage checkpoint, and a killed run resumes bitwise; a missing state
+ *     file is refused;
+ *   - a time limit stops every tasklet after the same step (world rank 0 decides), validating and
+ *     checkpointing there, and the resumed run continues bitwise, validation losses included;
  *   - a damaged manifest, a missing one and a different stage count are refused with a message. */
 #include "model/trainer.h"
 #include "tests/runtime/runtime_harness.h"
@@ -14,7 +19,7 @@
 
 enum { STEPS = 8 };
 
-static data_set *s_data;
+static data_set *s_data, *s_small;
 static char s_tmp[512];
 
 static parallel_tasklet_config s_config(int zero, const char *dir) {
@@ -131,10 +136,66 @@ static void test_stateless_codecs_resume(void) {
   h_init(&resumed, &c);
   WT_TEST_REQUIRE(h_run_all(&resumed) == WT_OK, "%s", resumed.err[0]);
   s_same_from(&straight, &resumed, 5, "int8 without error feedback, resumed");
-  c.grad_ef = 1;
-  WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) != WT_OK &&
-                     strstr(wt_last_error(), "error feedback"),
-                 "with error feedback: %s", wt_last_error());
+}
+
+/* Runs that keep state across steps: DiLoCo (each replica's own parameters and inner optimizer,
+ * θ_outer, the outer momentum, the pseudo-gradient residuals), the gradient codecs' error
+ * feedback (ring and sparse) and the delta activation caches. Each tasklet saves its own state
+ * beside the stage checkpoint; a run whose link dies after checkpointing resumes bitwise as the
+ * run that never stopped. The corpus is small, so samples repeat and the delta caches are hit. */
+static void s_stateful(const char *name, int diloco, const char *grad, const char *act) {
+  static h_run straight, killed, resumed;
+  parallel_tasklet_config c = s_config(0, name);
+  c.data = s_small;
+  c.train.model.vocab_size = data_set_vocab_size(s_small);
+  c.diloco_h = diloco;
+  c.val_every = 4;
+  snprintf(c.grad_codec, sizeof c.grad_codec, "%s", grad);
+  snprintf(c.act_codec, sizeof c.act_codec, "%s", act);
+  c.checkpoint_dir[0] = 0;
+  h_init(&straight, &c);
+  WT_TEST_REQUIRE(h_run_all(&straight) == WT_OK, "%s: %s", name, straight.err[0]);
+  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s/%s", s_tmp, name);
+  c.checkpoint_every = 2;
+  h_init(&killed, &c);
+  killed.fail_rank = 2;
+  killed.fail_after = (int)(straight.msgs[2] / STEPS * 5 + 2);
+  WT_TEST_ASSERT(h_run_all(&killed) != WT_OK, "%s: the run with a dead link failed", name);
+  long at = s_manifest_step(c.checkpoint_dir);
+  WT_TEST_ASSERT(at >= 2 && at <= 6, "%s: the manifest names step %ld", name, at);
+  c.resume = 1, c.checkpoint_every = 0;
+  h_init(&resumed, &c);
+  WT_TEST_REQUIRE(h_run_all(&resumed) == WT_OK, "%s: %s", name, resumed.err[0]);
+  s_same_from(&straight, &resumed, at, name);
+  for (int w = 0; w < 4; w++)
+    WT_TEST_ASSERT(resumed.val[w][STEPS - 1] == straight.val[w][STEPS - 1],
+                   "%s rank %d: final validation %.9g vs %.9g", name, w,
+                   resumed.val[w][STEPS - 1], straight.val[w][STEPS - 1]);
+  printf("%s: killed after step %ld's checkpoint, resumed: steps %ld-%d bitwise\n", name, at,
+         at + 1, STEPS);
+  /* Without its state file a replica refuses to resume (it would continue differently). */
+  char path[1200];
+  snprintf(path, sizeof path, "%s/stage-1/replica-1-step-%08d.state", c.checkpoint_dir, STEPS);
+  WT_TEST_REQUIRE(unlink(path) == 0, "%s: the final state file %s exists", name, path);
+  h_init(&resumed, &c);
+  WT_TEST_ASSERT(h_run_all(&resumed) != WT_OK && strstr(resumed.err[3], "no tasklet state"),
+                 "%s: a missing state file: %s", name, resumed.err[3]);
+  /* One flipped byte in another replica's file is refused too. */
+  snprintf(path, sizeof path, "%s/stage-0/replica-0-step-%08d.state", c.checkpoint_dir, STEPS);
+  FILE *f = fopen(path, "r+b");
+  WT_TEST_REQUIRE(f && fseek(f, 40, SEEK_SET) == 0, "%s: open %s", name, path);
+  int byte = fgetc(f);
+  fseek(f, 40, SEEK_SET), fputc(byte ^ 1, f), fclose(f);
+  h_init(&resumed, &c);
+  WT_TEST_ASSERT(h_run_all(&resumed) != WT_OK && strstr(resumed.err[0], "damaged"),
+                 "%s: a damaged state file: %s", name, resumed.err[0]);
+}
+
+static void test_stateful_resume(void) {
+  s_stateful("diloco-int8", 3, "int8", "none");
+  s_stateful("diloco-topk", 2, "topk", "delta4");
+  s_stateful("int8-ef-delta4", 0, "int8", "delta4");
+  s_stateful("topk-ef-delta8", 0, "topk", "delta8");
 }
 
 static void test_whole_model_from_stages(void) {
@@ -178,6 +239,42 @@ static void test_whole_model_from_stages(void) {
   trainer_destroy(&t);
 }
 
+/* A limit every step exceeds stops the run after step 1 on every tasklet (rank 0's clock alone
+ * decides, so the stop is the same step everywhere); the validation after it and the checkpoint
+ * are those of a last step, and the resumed run goes on bitwise. */
+static void test_time_limit(void) {
+  static h_run straight, limited;
+  parallel_tasklet_config c = s_config(0, "time-straight");
+  c.val_every = 3;
+  h_init(&straight, &c);
+  WT_TEST_REQUIRE(h_run_all(&straight) == WT_OK, "%s", straight.err[0]);
+  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s/time-limited", s_tmp);
+  c.time_limit_s = 1e-9;
+  h_init(&limited, &c);
+  WT_TEST_REQUIRE(h_run_all(&limited) == WT_OK, "%s", limited.err[0]);
+  for (int w = 0; w < 4; w++) {
+    WT_TEST_ASSERT(limited.steps[w] == 1 && limited.res[w].time_limited,
+                   "rank %d stopped after %ld steps (time_limited %d)", w, limited.steps[w],
+                   limited.res[w].time_limited);
+    WT_TEST_ASSERT(!isnan(limited.val[w][0]) && isnan(straight.val[w][0]),
+                   "rank %d validated after the step it stopped at", w);
+  }
+  WT_TEST_ASSERT(s_manifest_step(c.checkpoint_dir) == 1, "checkpointed at the stop");
+  c.time_limit_s = 0, c.resume = 1;
+  h_init(&limited, &c);
+  WT_TEST_REQUIRE(h_run_all(&limited) == WT_OK, "%s", limited.err[0]);
+  WT_TEST_ASSERT(limited.steps[0] == STEPS && !limited.res[0].time_limited, "resumed to the end");
+  s_same_from(&straight, &limited, 1, "time-limited + resumed");
+  for (int i = 1; i < STEPS; i++)
+    for (int w = 0; w < 4; w++)
+      WT_TEST_ASSERT(straight.val[0][i] == limited.val[w][i] ||
+                         (isnan(straight.val[0][i]) && isnan(limited.val[w][i])),
+                     "validation after step %d, rank %d: %.9g vs %.9g", i + 1, w,
+                     limited.val[w][i], straight.val[0][i]);
+  WT_TEST_ASSERT(!isnan(straight.val[0][2]) && !isnan(straight.val[0][STEPS - 1]),
+                 "validated every 3 steps and after the last");
+}
+
 static void test_bad_manifest(void) {
   static h_run h;
   parallel_tasklet_config c = s_config(0, "zero-part"); /* a run directory from above */
@@ -208,12 +305,24 @@ int main(void) {
   sc.n_tokens = 10000;
   s_data = data_set_synthetic(&sc);
   WT_TEST_REQUIRE(s_data, "%s", wt_last_error());
+  /* 200 bytes of text: 164 window offsets, so the 64 windows of a run repeat a few times. */
+  char small[600];
+  snprintf(small, sizeof small, "%s/small.txt", s_tmp);
+  FILE *f = fopen(small, "w");
+  WT_TEST_REQUIRE(f, "create %s", small);
+  for (int i = 0; i < 200; i++) fputc('a' + (i * 7 + i / 5) % 13, f);
+  fclose(f);
+  s_small = data_set_open_file(small);
+  WT_TEST_REQUIRE(s_small, "%s", wt_last_error());
   test_killed_run_resumes();
   test_zero_resumes();
   test_stateless_codecs_resume();
+  test_stateful_resume();
   test_whole_model_from_stages();
+  test_time_limit();
   test_bad_manifest();
   data_set_destroy(&s_data);
+  data_set_destroy(&s_small);
   if (!wt_test_failures) {
     char rm[700];
     snprintf(rm, sizeof rm, "rm -rf '%s'", s_tmp);

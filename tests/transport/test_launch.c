@@ -8,7 +8,12 @@
  *    beside the measured iteration time;
  *  - a process that dies in step 3 ends the run: exit 1 within the deadline, naming the process,
  *    its stage and replica, and the errors the others stopped with; a checkpointed run killed
- *    in step 4 and resumed continues with the losses of a run that never stopped. */
+ *    in step 4 and resumed continues with the losses of a run that never stopped;
+ *  - --val-every / --val-batches: the validation losses in the launch log equal `wantrain train`'s
+ *    to a relative 1e-5; --time-limit stops every process after the same step with a checkpoint,
+ *    and --resume continues with the losses of the run that had no limit;
+ *  - a DiLoCo run with int8 pseudo-gradients and delta4 activations, killed and resumed, continues
+ *    with the unbroken run's losses. */
 #include "common/common.h"
 #include "common/testing.h"
 
@@ -157,6 +162,80 @@ static void test_failure(void) {
     WT_TEST_ASSERT(a[i] == b[i], "step %d: resumed %.6f, straight %.6f", i + 1, b[i], a[i]);
 }
 
+/* The value of "key": in the log line of step `step` (or of the line containing `event`), NAN if
+ * absent or null. */
+static double s_log_value(const char *name, long step, const char *event, const char *key) {
+  char path[700], line[2048], want[64], k[64];
+  snprintf(path, sizeof path, "%s/%s", g_tmp, name);
+  snprintf(want, sizeof want, "{\"step\":%ld,", step);
+  snprintf(k, sizeof k, "\"%s\":", key);
+  FILE *f = fopen(path, "r");
+  double v = NAN;
+  while (f && fgets(line, sizeof line, f)) {
+    if (event ? !strstr(line, event) : strncmp(line, want, strlen(want))) continue;
+    const char *at = strstr(line, k);
+    if (at && strncmp(at + strlen(k), "null", 4)) v = atof(at + strlen(k));
+  }
+  if (f) fclose(f);
+  return v;
+}
+
+static void test_validation_and_time_limit(void) {
+  const char *shape = "launch " MODEL " --stages 2 --replicas 2 --micro-batches 2 --timeout 30 ";
+  char args[1024];
+  snprintf(args, sizeof args, "%s --val-every 2 --val-batches 2 --json-log val.jsonl", shape);
+  int rc = s_wantrain("", args);
+  WT_TEST_ASSERT(rc == 0 && strstr(g_out, "| val "), "exit %d\n%s", rc, g_out);
+  WT_TEST_ASSERT(s_wantrain("", "train " MODEL " --micro-batches 4 --val-every 2 --val-batches 2 "
+                                "--json-log train-val.jsonl") == 0,
+                 "train: %s", g_out);
+  for (long step = 1; step <= 5; step++) {
+    double a = s_log_value("val.jsonl", step, NULL, "val_loss");
+    double b = step == 5 ? s_log_value("train-val.jsonl", 0, "\"done\"", "val_loss")
+                         : s_log_value("train-val.jsonl", step, NULL, "val_loss");
+    WT_TEST_ASSERT(isnan(a) == (step % 2 == 1 && step != 5), "step %ld: val %g", step, a);
+    if (!isnan(a) || !isnan(b)) WT_TEST_CLOSE(a, b, 0, 1e-5, "launch vs train validation loss");
+  }
+  /* A limit the first step already exceeds: every process stops after step 1, checkpointed. */
+  snprintf(args, sizeof args, "%s --time-limit 1e-6 --checkpoint-dir tl --json-log tl.jsonl",
+           shape);
+  rc = s_wantrain("", args);
+  WT_TEST_ASSERT(rc == 0 && strstr(g_out, "time limit of 1e-06 s reached at step 1 of 5") &&
+                     strstr(g_out, "--resume continues") && strstr(g_out, "done: 1 steps"),
+                 "exit %d\n%s", rc, g_out);
+  WT_TEST_ASSERT(!isnan(s_log_value("tl.jsonl", 1, NULL, "val_loss")), "validated at the stop");
+  snprintf(args, sizeof args, "%s --checkpoint-dir tl --resume --json-log tl.jsonl", shape);
+  rc = s_wantrain("", args);
+  WT_TEST_ASSERT(rc == 0 && strstr(g_out, "done: 5 steps") && !strstr(g_out, "time limit"),
+                 "resume: exit %d\n%s", rc, g_out);
+  for (long step = 1; step <= 5; step++)
+    WT_TEST_ASSERT(s_log_value("tl.jsonl", step, NULL, "loss") ==
+                       s_log_value("val.jsonl", step, NULL, "loss"),
+                   "step %ld: the stopped and resumed run's loss is the unlimited run's", step);
+}
+
+/* DiLoCo with int8 pseudo-gradients and delta4 activations keeps state across steps; a process
+ * killed in step 4 of a checkpointed run, resumed, gives the losses of the unbroken run. */
+static void test_stateful_resume(void) {
+  const char *shape = "launch " MODEL " --stages 2 --replicas 2 --micro-batches 2 --timeout 20 "
+                      "--diloco 3 --grad-codec int8 --act-codec delta4";
+  char args[1024];
+  snprintf(args, sizeof args, "%s --json-log st-straight.jsonl", shape);
+  WT_TEST_ASSERT(s_wantrain("", args) == 0, "%s", g_out);
+  snprintf(args, sizeof args, "%s --checkpoint-dir st --checkpoint-every 2", shape);
+  int rc = s_wantrain("WANTRAIN_LAUNCH_DIE=2:4", args);
+  WT_TEST_ASSERT(rc == 1 && strstr(g_out, "process 2 (stage 1, replica 0) failed"), "%s", g_out);
+  snprintf(args, sizeof args, "%s --checkpoint-dir st --resume --json-log st-resumed.jsonl",
+           shape);
+  rc = s_wantrain("", args);
+  WT_TEST_ASSERT(rc == 0 && strstr(g_out, "done: 5 steps"), "resume: exit %d\n%s", rc, g_out);
+  double a[5] = {NAN, NAN, NAN, NAN, NAN}, b[5] = {NAN, NAN, NAN, NAN, NAN};
+  s_losses("st-straight.jsonl", a);
+  WT_TEST_ASSERT(s_losses("st-resumed.jsonl", b) == 3, "the resumed launch ran steps 3..5");
+  for (int i = 2; i < 5; i++)
+    WT_TEST_ASSERT(a[i] == b[i], "step %d: resumed %.6f, straight %.6f", i + 1, b[i], a[i]);
+}
+
 int main(void) {
   const char *bin = getenv("WT_BIN_DIR");
   if (!bin) {
@@ -172,6 +251,8 @@ int main(void) {
   s_equivalence(1, 4, 1);
   test_scenario();
   test_failure();
+  test_validation_and_time_limit();
+  test_stateful_resume();
   if (!wt_test_failures) {
     char rm[700];
     snprintf(rm, sizeof rm, "rm -rf '%s'", g_tmp);

@@ -44,10 +44,10 @@ static int s_sequence(parallel_comm *c, s_result *o) {
   WT_CHECK(parallel_allreduce(c, o->avg, S_N, PARALLEL_OP_AVG));
   for (size_t i = 0; i < S_BCAST; i++) o->bcast[i] = (uint8_t)(r == 2 ? i * 13 + 1 : 0);
   WT_CHECK(parallel_broadcast(c, o->bcast, S_BCAST, 2));
-  size_t mine = 1000 + 777 * (size_t)r;
+  size_t mine = 1000 + 777 * (size_t)r + 300000 * (size_t)r; /* several 256 KiB pieces */
   uint8_t *buf = wt_xmalloc(mine);
   for (size_t i = 0; i < mine; i++) buf[i] = (uint8_t)(i + (size_t)r * 31);
-  int rc = parallel_allgatherv(c, buf, mine, (size_t)1 << 20, &o->gathered, o->offsets);
+  int rc = parallel_allgatherv(c, buf, mine, (size_t)1 << 23, &o->gathered, o->offsets);
   free(buf);
   WT_CHECK(rc);
 

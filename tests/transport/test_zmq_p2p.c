@@ -1,6 +1,7 @@
 /* test_zmq_p2p — the ZeroMQ transport's point-to-point contract, on threads of one process with
  * one transport (context, sockets, CURVE key pair) each: per (peer, tag) order with demux of
- * other tags, empty and large messages, refusal of an oversized message, barrier, the message
+ * other tags, empty and large messages, refusal of an oversized message, barrier, the
+ * zero-copy send_owned / recv_view paths, the message
  * context in the header (seen in a refusal), per-link counters, config errors, key files, ipc
  * endpoints, and the insecure warning. */
 #include "parallel/zmq.h"
@@ -85,6 +86,66 @@ static void test_order_sizes_barrier(void) {
 
   WT_TEST_REQUIRE(s_group_open(&g, 2, &base, NULL, NULL) == WT_OK, "%s", wt_last_error());
   WT_TEST_ASSERT(s_group_run(&g, s_sizes_fn, NULL, NULL, NULL) == WT_OK, "sizes and barrier");
+  s_group_close(&g);
+}
+
+/* The zero-copy paths: send_owned gives the transport a buffer; recv_view hands a message of
+ * one part (up to 1 MiB unshaped) out in ZeroMQ's memory with a handle, and copies a larger one
+ * (several parts) into the caller's buffer; a too-small buffer is refused and the next message
+ * still arrives. */
+static int s_view_fn(parallel_comm *c, void *arg) {
+  (void)arg;
+  int me = parallel_comm_rank(c), peer = 1 - me;
+  size_t sizes[3] = {1000, (size_t)1 << 20, ((size_t)3 << 20) + 5}, big = sizes[2];
+  uint8_t *in = wt_xmalloc(big);
+  int rc = WT_OK;
+  for (int k = 0; k < 3 && rc == WT_OK; k++) {
+    uint8_t *out = wt_xmalloc(sizes[k]);
+    for (size_t i = 0; i < sizes[k]; i++) out[i] = (uint8_t)(i * 11 + (size_t)me + (size_t)k);
+    rc = parallel_comm_send_owned(c, peer, 30 + k, out, sizes[k]);
+    const void *data = NULL;
+    void *handle = NULL;
+    size_t got = 0;
+    if (rc == WT_OK) rc = parallel_comm_recv_view(c, peer, 30 + k, in, big, &data, &got, &handle);
+    if (rc == WT_OK && (got != sizes[k] || (k < 2) != (handle != NULL) ||
+                        (handle != NULL) == (data == in)))
+      rc = wt_fail(WT_ECORRUPT, "view of %zu bytes: got %zu, handle %p, in place %d", sizes[k],
+                   got, handle, data != in);
+    for (size_t i = 0; rc == WT_OK && i < got; i++)
+      if (((const uint8_t *)data)[i] != (uint8_t)(i * 11 + (size_t)peer + (size_t)k))
+        rc = wt_fail(WT_ECORRUPT, "view of %zu bytes: byte %zu", sizes[k], i);
+    parallel_comm_release(c, handle);
+  }
+  if (rc == WT_OK) {
+    uint8_t *out = wt_xmalloc(64), *out2 = wt_xmalloc(8);
+    memset(out, 1, 64), memset(out2, 2, 8);
+    rc = parallel_comm_send_owned(c, peer, 40, out, 64);
+    if (rc == WT_OK) rc = parallel_comm_send_owned(c, peer, 40, out2, 8);
+    else free(out2);
+  }
+  if (rc == WT_OK) {
+    const void *data = NULL;
+    void *handle = NULL;
+    size_t got = 0;
+    int r1 = parallel_comm_recv_view(c, peer, 40, in, 16, &data, &got, &handle);
+    if (r1 != WT_EMISMATCH || handle)
+      rc = wt_fail(WT_ECORRUPT, "oversized view: rc %d, '%s'", r1, wt_last_error());
+    if (rc == WT_OK) rc = parallel_comm_recv_view(c, peer, 40, in, 16, &data, &got, &handle);
+    if (rc == WT_OK && (got != 8 || ((const uint8_t *)data)[7] != 2))
+      rc = wt_fail(WT_ECORRUPT, "after a refused view got %zu", got);
+    parallel_comm_release(c, handle);
+  }
+  if (rc == WT_OK) rc = parallel_comm_barrier(c);
+  free(in);
+  return rc;
+}
+
+static void test_views(void) {
+  parallel_zmq_config base = parallel_zmq_config_default();
+  base.timeout_s = 20;
+  s_group g;
+  WT_TEST_REQUIRE(s_group_open(&g, 2, &base, NULL, NULL) == WT_OK, "%s", wt_last_error());
+  WT_TEST_ASSERT(s_group_run(&g, s_view_fn, NULL, NULL, NULL) == WT_OK, "send_owned / recv_view");
   s_group_close(&g);
 }
 
@@ -353,6 +414,7 @@ static void test_ipc(void) {
 int main(void) {
   test_ipc();
   test_order_sizes_barrier();
+  test_views();
   test_bounded_queue();
   test_context();
   test_config_errors();

@@ -6,9 +6,13 @@
  *   wantrain __tasklet RANK RUN_DIR STATUS_FD <the launch options>
  * which builds its communicator (parallel/zmq.h) and runs the per-process entry point
  * (parallel_tasklet_run). Each worker reports on its status pipe, one line per event:
- *   step STEP LOSS SECONDS BYTES_PIPELINE BYTES_DATA BYTES_CONTROL
- *   done STEPS LOSS SECONDS COMPUTE_S BYTES_PIPELINE BYTES_DATA BYTES_CONTROL
+ *   step STEP LOSS SECONDS BYTES_PIPELINE BYTES_DATA BYTES_CONTROL VAL_LOSS
+ *   done STEPS LOSS SECONDS COMPUTE_S BYTES_PIPELINE BYTES_DATA BYTES_CONTROL WIRE_BYTES WAIT_S
+ *        REFUSED PIPELINE_S TIED_S REDUCE_S NORM_S TIME_LIMITED VAL_LOSS
  *   error MESSAGE
+ * (VAL_LOSS is nan after a step without validation). --time-limit is decided by world rank 0 and
+ * agreed on inside the step (parallel/tasklet.h), so every process stops after the same step,
+ * validating and checkpointing as after the last.
  * The launcher prints progress when every rank has finished a step, and the summary at the end.
  * A worker that fails or dies ends the run: the others notice through the transport (a dropped
  * connection or a goodbye) and stop with their own errors; whoever is still running after a
@@ -60,7 +64,8 @@ typedef struct {
   double weight_decay, grad_clip;
   char optimizer[WT_CONFIG_STR_MAX];
   long long seed;
-  int log_every;
+  int log_every, val_every, val_batches;
+  double time_limit;
   char checkpoint_dir[WT_CONFIG_STR_MAX];
   int checkpoint_every, keep, resume;
   char json_log[WT_CONFIG_STR_MAX];
@@ -107,6 +112,14 @@ static const wt_option s_options[] = {
      "micro-batches per replica per step (the pipeline's m)", 0},
     CLI_MODEL_OPTIONS(launch_args),
     {"log-every", WT_OPT_INT, F(log_every), 1, 1e9, "10", "print progress every N steps", 0},
+    {"val-every", WT_OPT_INT, F(val_every), 0, 1e9, "50",
+     "validate every N steps and after the last (0 = after the last only)", 0},
+    {"val-batches", WT_OPT_INT, F(val_batches), 1, 1e6, "8",
+     "micro-batches per validation (run by replica 0's pipeline)", 0},
+    {"time-limit", WT_OPT_FLOAT, F(time_limit), 0, 1e9, "0",
+     "stop every process after the step in which this many seconds passed, validating and "
+     "checkpointing (0 = none)",
+     0},
     {"checkpoint-dir", WT_OPT_STRING, F(checkpoint_dir), 0, 0, "",
      "run directory for checkpoints: one directory per stage plus a manifest (none if empty)", 0},
     {"checkpoint-every", WT_OPT_INT, F(checkpoint_every), 0, 1e9, "0",
@@ -140,7 +153,7 @@ static void s_tasklet_config(const launch_args *a, const data_set *d, parallel_t
   tc->batch = a->batch;
   tc->micro_batches = a->micro_batches;
   tc->steps = a->steps;
-  tc->val_batches = 1;
+  tc->val_batches = a->val_batches;
   tc->seed = (uint64_t)a->seed;
   tc->optim = optim_config_default();
   tc->optim.kind = !strcmp(a->optimizer, "sgd") ? OPTIM_SGD : OPTIM_ADAMW;
@@ -158,6 +171,8 @@ static void s_tasklet_config(const launch_args *a, const data_set *d, parallel_t
   c->checkpoint_every = a->checkpoint_every;
   c->keep = a->keep;
   c->resume = a->resume;
+  c->val_every = a->val_every;
+  c->time_limit_s = a->time_limit;
 }
 
 static void s_key_path(const char *dir, int rank, const char *ext, char *out, size_t cap) {
@@ -264,9 +279,10 @@ typedef struct {
 
 static void s_worker_on_step(void *arg, const parallel_tasklet_step *st) {
   s_worker *w = arg;
-  fprintf(w->status, "step %ld %.9g %.6f %llu %llu %llu\n", st->info.step, st->info.loss,
+  fprintf(w->status, "step %ld %.9g %.6f %llu %llu %llu %.9g\n", st->info.step, st->info.loss,
           st->info.seconds, (unsigned long long)st->bytes_pipeline,
-          (unsigned long long)st->bytes_data, (unsigned long long)st->bytes_control);
+          (unsigned long long)st->bytes_data, (unsigned long long)st->bytes_control,
+          st->val_loss);
   fflush(w->status);
 }
 
@@ -396,12 +412,13 @@ int cmd_launch_worker(int argc, char **argv) {
     tot.wait_s += st.wait_s;
   }
   if (rc == WT_OK)
-    fprintf(status, "done %ld %.9g %.6f %.6f %llu %llu %llu %llu %.6f %llu %.6f %.6f %.6f %.6f\n",
+    fprintf(status,
+            "done %ld %.9g %.6f %.6f %llu %llu %llu %llu %.6f %llu %.6f %.6f %.6f %.6f %d %.9g\n",
             res.steps_done, res.last_loss, res.seconds, res.compute_s,
             (unsigned long long)res.bytes_pipeline, (unsigned long long)res.bytes_data,
             (unsigned long long)res.bytes_control, (unsigned long long)tot.bytes_sent, tot.wait_s,
             (unsigned long long)parallel_zmq_refused(world), res.pipeline_s, res.tied_s,
-            res.reduce_s, res.norm_s);
+            res.reduce_s, res.norm_s, res.time_limited, res.last_val_loss);
   else
     fprintf(status, "error %s\n", wt_last_error());
   fclose(status);
@@ -420,6 +437,9 @@ typedef struct {
   int running, exit_code; /* exit_code: status, or 128+signal */
   long steps;             /* last step reported */
   float loss;
+  float val;              /* validation loss of that step, NAN when none was taken */
+  int time_limited;       /* the run stopped at --time-limit */
+  float last_val;         /* the run's last validation loss */
   double step_s;
   uint64_t bytes[3]; /* pipeline, data, control: sent so far */
   int done;
@@ -455,23 +475,27 @@ static void s_on_signal(int sig) {
 /* Progress of `step`, which every process has finished; `slow` is the process that finished it
  * last, so its loss and time are that step's (the loss is the same on every process). */
 static void s_progress(s_run *r, long step, const s_proc *slow) {
-  float loss = slow->loss;
+  float loss = slow->loss, val = slow->steps == step ? slow->val : NAN;
   double step_s = slow->step_s;
   uint64_t b[3] = {0, 0, 0};
   for (int w = 0; w < r->world; w++)
     for (int k = 0; k < 3; k++) b[k] += r->p[w].bytes[k];
   double tok_s = (double)r->a->batch * r->a->seq / step_s;
-  if (step % r->a->log_every == 0 || step == r->first_step || step == r->a->steps) {
-    printf("step %6ld/%d | loss %.4f | %8.0f tok/s | sent MB: pipeline %.2f, data-parallel %.2f, "
-           "control %.3f\n",
-           step, r->a->steps, loss, tok_s, b[0] / 1e6, b[1] / 1e6, b[2] / 1e6);
+  char vbuf[32] = "";
+  if (!isnan(val)) snprintf(vbuf, sizeof vbuf, " | val %.4f", val);
+  if (step % r->a->log_every == 0 || step == r->first_step || step == r->a->steps || vbuf[0]) {
+    printf("step %6ld/%d | loss %.4f%s | %8.0f tok/s | sent MB: pipeline %.2f, data-parallel "
+           "%.2f, control %.3f\n",
+           step, r->a->steps, loss, vbuf, tok_s, b[0] / 1e6, b[1] / 1e6, b[2] / 1e6);
     fflush(stdout);
   }
   if (r->log) {
+    char jval[32] = "null";
+    if (!isnan(val)) snprintf(jval, sizeof jval, "%.6f", val);
     fprintf(r->log,
-            "{\"step\":%ld,\"loss\":%.6f,\"tokens_per_s\":%.1f,\"step_s\":%.6f,"
+            "{\"step\":%ld,\"loss\":%.6f,\"val_loss\":%s,\"tokens_per_s\":%.1f,\"step_s\":%.6f,"
             "\"bytes_pipeline\":%llu,\"bytes_data\":%llu,\"bytes_control\":%llu}\n",
-            step, loss, tok_s, step_s, (unsigned long long)b[0], (unsigned long long)b[1],
+            step, loss, jval, tok_s, step_s, (unsigned long long)b[0], (unsigned long long)b[1],
             (unsigned long long)b[2]);
     fflush(r->log);
   }
@@ -490,8 +514,8 @@ static void s_fail(s_run *r, int w) {
 static void s_handle_line(s_run *r, int w, char *line) {
   s_proc *p = &r->p[w];
   unsigned long long b0, b1, b2;
-  if (!strncmp(line, "step ", 5) && sscanf(line + 5, "%ld %f %lf %llu %llu %llu", &p->steps,
-                                           &p->loss, &p->step_s, &b0, &b1, &b2) == 6) {
+  if (!strncmp(line, "step ", 5) && sscanf(line + 5, "%ld %f %lf %llu %llu %llu %f", &p->steps,
+                                           &p->loss, &p->step_s, &b0, &b1, &b2, &p->val) == 7) {
     p->bytes[0] = b0, p->bytes[1] = b1, p->bytes[2] = b2;
     int slow = w;
     for (int k = 0; k < r->world; k++)
@@ -500,10 +524,10 @@ static void s_handle_line(s_run *r, int w, char *line) {
     if (r->printed < 0 && all > 0) r->printed = (r->first_step = all) - 1;
     while (r->printed >= 0 && r->printed < all) s_progress(r, ++r->printed, &r->p[slow]);
   } else if (!strncmp(line, "done ", 5) &&
-             sscanf(line + 5, "%ld %f %lf %lf %llu %llu %llu %llu %lf %llu %lf %lf %lf %lf",
+             sscanf(line + 5, "%ld %f %lf %lf %llu %llu %llu %llu %lf %llu %lf %lf %lf %lf %d %f",
                     &p->steps, &p->loss, &p->seconds, &p->compute_s, &b0, &b1, &b2, &p->wire_bytes,
                     &p->wait_s, &p->refused, &p->phase_s[0], &p->phase_s[1], &p->phase_s[2],
-                    &p->phase_s[3]) == 14) {
+                    &p->phase_s[3], &p->time_limited, &p->last_val) == 16) {
     p->bytes[0] = b0, p->bytes[1] = b1, p->bytes[2] = b2;
     p->done = 1;
   } else if (!strncmp(line, "error ", 6)) {
@@ -667,18 +691,20 @@ static int s_start(s_run *r, const char *dir, int argc, char **argv) {
     }
     close(fds[1]);
     fcntl(fds[0], F_SETFD, FD_CLOEXEC);
-    r->p[w] = (s_proc){.pid = pid, .fd = fds[0], .running = 1, .loss = NAN};
+    r->p[w] = (s_proc){
+        .pid = pid, .fd = fds[0], .running = 1, .loss = NAN, .val = NAN, .last_val = NAN};
   }
   return WT_OK;
 }
 
 /* netsim's iteration time for this run's assignment and schedule, fed with what the run
- * measured: per-pass compute of each stage (mean over its replicas, recomputed forwards counted
- * as netsim counts them), the bytes that crossed a cut per micro-batch, and a stage's gradient
- * bytes; the network's times scaled like the emulation's. It models what the runtime does
- * besides the passes and the reduce: recomputation, the tied embedding's exchange and the
- * per-step norm exchange (docs/runtime.md). */
-enum { S_MODEL_RECOMPUTE = 1, S_MODEL_TIED = 2, S_MODEL_NORM = 4, S_MODEL_ALL = 7 };
+ * measured: per-pass compute of each stage (mean over its replicas; a backward counts as two
+ * forwards), the bytes that crossed a cut per micro-batch, and a stage's gradient bytes; the
+ * network's times scaled like the emulation's. It models what the runtime does besides the
+ * passes and the reduce: the tied embedding's exchange and the per-step norm exchange
+ * (docs/runtime.md). The stages hold one activation slot per micro-batch in flight, so no
+ * forward is recomputed (netsim's recompute stays off). */
+enum { S_MODEL_TIED = 2, S_MODEL_NORM = 4, S_MODEL_ALL = 6 };
 
 static int s_predict(const s_run *r, int model, double *out) {
   const launch_args *a = r->a;
@@ -689,25 +715,20 @@ static int s_predict(const s_run *r, int model, double *out) {
   memset(&cfg, 0, sizeof cfg);
   cfg.schedule = !strcmp(a->schedule, "gpipe") ? NETSIM_GPIPE : NETSIM_1F1B;
   cfg.micro_batches = m;
-  cfg.recompute = 1;
+  cfg.recompute = 0;
   cfg.tied_bytes = S > 1 ? r->tied_bytes : 0;
   cfg.norm_exchange = 1;
   double tied_model = model & S_MODEL_TIED ? cfg.tied_bytes : 0;
-  cfg.norm_bytes = 24;
+  cfg.norm_bytes = 32;
   double *fwd = wt_xcalloc((size_t)S, sizeof(double)), bp = 0, bd = 0;
   for (int w = 0; w < r->world; w++) {
     int s = w / R;
-    /* a pass's compute: forward f, backward 2f, each recomputed forward f more */
-    int passes = 3 * m + netsim_schedule_recomputes(cfg.schedule, s, S, m);
-    fwd[s] += r->p[w].compute_s / steps / passes / R;
+    /* a micro-batch's compute: forward f, backward 2f */
+    fwd[s] += r->p[w].compute_s / steps / (3.0 * m) / R;
     bp += (double)r->p[w].bytes[0];
     bd += (double)r->p[w].bytes[1];
   }
   cfg.stage_fwd_s = fwd;
-  /* parts switched off (to show what each costs): compute spread evenly over 3m passes */
-  for (int s = 0; s < S && !(model & S_MODEL_RECOMPUTE); s++)
-    fwd[s] *= (3.0 * m + netsim_schedule_recomputes(cfg.schedule, s, S, m)) / (3.0 * m);
-  cfg.recompute = !!(model & S_MODEL_RECOMPUTE);
   cfg.norm_exchange = !!(model & S_MODEL_NORM);
   /* the pipeline links carry the tied gradient too (both ways, every replica) */
   double act = S > 1 ? bp / steps - (double)R * 2 * cfg.tied_bytes : 0;
@@ -763,9 +784,12 @@ static int s_summary(s_run *r) {
   double wall = wt_now_s() - r->t0;
   long steps = r->p[0].steps;
   double iter = r->step_count ? r->step_sum / (double)r->step_count : NAN;
-  printf("done: %ld steps | loss %.6f | %.0f tok/s | %.1f s (%.1f s training)\n", steps,
-         r->p[0].loss, (double)a->batch * a->seq * (double)r->step_count / r->step_sum, wall,
-         seconds);
+  if (r->p[0].time_limited)
+    printf("time limit of %g s reached at step %ld of %d%s\n", a->time_limit, steps, a->steps,
+           a->checkpoint_dir[0] ? "; --resume continues from the checkpoint" : "");
+  printf("done: %ld steps | loss %.6f | val %.4f | %.0f tok/s | %.1f s (%.1f s training)\n",
+         steps, r->p[0].loss, r->p[0].last_val,
+         (double)a->batch * a->seq * (double)r->step_count / r->step_sum, wall, seconds);
   printf("iteration time %.4f s (mean of steps %ld..%ld); compute %.0f%% of the processes' "
          "time\n",
          iter, WT_MIN(r->first_step + 1, steps), steps,
@@ -790,26 +814,29 @@ static int s_summary(s_run *r) {
          ph[0], ph[1], ph[2], ph[3]);
   double predicted = NAN;
   if (r->wan.sc) {
-    double part[3];
+    double part[2];
     if (s_predict(r, S_MODEL_ALL, &predicted) == WT_OK && s_predict(r, 0, &part[0]) == WT_OK &&
-        s_predict(r, S_MODEL_RECOMPUTE, &part[1]) == WT_OK &&
-        s_predict(r, S_MODEL_RECOMPUTE | S_MODEL_TIED, &part[2]) == WT_OK) {
+        s_predict(r, S_MODEL_TIED, &part[1]) == WT_OK) {
       printf("netsim predicts %.4f s per iteration for scenario %s with this assignment and "
              "schedule (measured %.4f s, %+.1f%%)\n",
              predicted, netsim_scenario_name(r->wan.sc), iter, 100 * (iter / predicted - 1));
-      printf("netsim, part by part: passes and reduce %.4f s, + recomputed forwards %.4f s, "
-             "+ tied exchange %.4f s, + norm exchange %.4f s\n",
-             part[0], part[1], part[2], predicted);
+      printf("netsim, part by part: passes and reduce %.4f s, + tied exchange %.4f s, "
+             "+ norm exchange %.4f s\n",
+             part[0], part[1], predicted);
     } else
       printf("netsim prediction unavailable: %s\n", wt_last_error());
   }
+  char jval[32] = "null";
+  if (!isnan(r->p[0].last_val)) snprintf(jval, sizeof jval, "%.6f", r->p[0].last_val);
   if (r->log)
     fprintf(r->log,
-            "{\"event\":\"done\",\"steps\":%ld,\"loss\":%.6f,\"iteration_s\":%.6f,"
+            "{\"event\":\"done\",\"steps\":%ld,\"loss\":%.6f,\"val_loss\":%s,"
+            "\"time_limited\":%s,\"iteration_s\":%.6f,"
             "\"predicted_iteration_s\":%.6f,\"bytes_pipeline\":%llu,\"bytes_data\":%llu,"
             "\"bytes_control\":%llu,\"pipeline_s\":%.6f,\"tied_s\":%.6f,\"reduce_s\":%.6f,"
             "\"norm_s\":%.6f}\n",
-            steps, r->p[0].loss, iter, isnan(predicted) ? -1.0 : predicted,
+            steps, r->p[0].loss, jval, r->p[0].time_limited ? "true" : "false", iter,
+            isnan(predicted) ? -1.0 : predicted,
             (unsigned long long)b[0], (unsigned long long)b[1], (unsigned long long)b[2], ph[0],
             ph[1], ph[2], ph[3]);
   return WT_OK;
