@@ -27,7 +27,8 @@ static const char *s_schema =
     "CREATE TABLE IF NOT EXISTS checkpoints(step INTEGER, stage INTEGER, digest TEXT,"
     " PRIMARY KEY(step, stage));"
     "CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY AUTOINCREMENT, t REAL, kind TEXT,"
-    " detail TEXT);";
+    " detail TEXT);"
+    "CREATE TABLE IF NOT EXISTS losses(step INTEGER PRIMARY KEY, loss REAL);";
 
 static int s_exec(coordinator *c, const char *sql) {
   char *err = NULL;
@@ -186,6 +187,27 @@ void coord_state_save_epoch(coordinator *c, const char *plan_json) {
   coord_state_save_run(c);
 }
 
+void coord_state_save_loss(coordinator *c, long step, float loss) {
+  s_run(c, "INSERT OR REPLACE INTO losses(step, loss) VALUES(?, ?)", "id", (long long)step,
+        (double)loss);
+}
+
+/* The loss curve, step by step as the heartbeats brought it; the newest point is also the last
+ * step and loss /status shows until the peers report again. */
+static void s_load_losses(coordinator *c) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(c->db, "SELECT step, loss FROM losses ORDER BY step", -1, &st, NULL) !=
+      SQLITE_OK)
+    return;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    long step = (long)sqlite3_column_int64(st, 0);
+    float loss = (float)sqlite3_column_double(st, 1);
+    coord_loss_keep(c, step, loss);
+    c->last_step = step, c->last_loss = loss;
+  }
+  sqlite3_finalize(st);
+}
+
 static int s_peer_by_id(coordinator *c, int id) {
   for (int i = 0; i < c->n_peers; i++)
     if (c->peers[i].id == id) return i;
@@ -248,6 +270,7 @@ static void s_ids_to_peers(coordinator *c, const cJSON *arr, int *out, int *n) {
 
 int coord_state_load(coordinator *c) {
   s_load_peers(c);
+  s_load_losses(c);
   char text[16384];
   if (!coord_state_meta_get(c, "run", text, sizeof text)) {
     randombytes_buf(&c->run_id, sizeof c->run_id);

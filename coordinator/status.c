@@ -19,6 +19,11 @@ static void s_num(cJSON *o, const char *name, double v) {
 
 void coord_loss_record(coordinator *c, long step, float loss) {
   if (!isfinite(loss)) return;
+  coord_loss_keep(c, step, loss);
+  coord_state_save_loss(c, step, loss);
+}
+
+void coord_loss_keep(coordinator *c, long step, float loss) {
   if (c->n_hist == COORD_LOSS_HIST) { /* keep every other point: the curve stays whole */
     for (int i = 0; i < COORD_LOSS_HIST / 2; i++) {
       c->hist_step[i] = c->hist_step[2 * i + 1];
