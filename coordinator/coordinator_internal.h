@@ -42,6 +42,8 @@ typedef struct {
   char endpoint[256]; /* bound for the current epoch */
   int result;         /* 0 none yet, 1 ok, -1 failed */
   long steps_done;
+  int held_stage; /* the stage state it keeps between epochs (from RESULT / REGISTER) */
+  long held_step; /* 0: none */
 } coord_peer;
 
 typedef enum {
@@ -77,6 +79,10 @@ struct coordinator {
   int members[COORD_MAX_PEERS]; /* peer indices by epoch rank */
   int n_members;
   int plan_members[COORD_MAX_PEERS]; /* the last train epoch's peers, by world rank */
+  /* where the train epoch's tasklets start: from_peers = 1: at start_step from the members'
+   * held states, rank r's from rank state_from[r]; 0: from the latest complete checkpoint */
+  int from_peers, state_from[COORD_MAX_PEERS];
+  long start_step;
   int n_plan;
   double cost_ga, cost_random;
   int failed_epochs; /* consecutive train epochs that ended without progress */
@@ -111,6 +117,7 @@ void coord_state_save_link(coordinator *c, int a, int b);
 int coord_state_checkpoint(coordinator *c, long step, int stage, const char *digest, int *complete);
 int coord_state_session_seen(coordinator *c, const char *key, const char *sid);
 void coord_state_save_epoch(coordinator *c, const char *plan_json);
+void coord_state_save_loss(coordinator *c, long step, float loss);
 int coord_state_meta_get(coordinator *c, const char *key, char *out, size_t size);
 void coord_state_meta_set(coordinator *c, const char *key, const char *value);
 
@@ -124,7 +131,10 @@ void coord_send(coordinator *c, coord_peer *p, coordinator_cmd cmd, const cJSON 
 /* status.c */
 cJSON *coord_status(coordinator *c);
 void coord_status_tick(coordinator *c);
+/* A point of the loss curve: record keeps it in memory (thinned to half when full) and in the
+ * state database, from which a restarted coordinator loads it with keep. */
 void coord_loss_record(coordinator *c, long step, float loss);
+void coord_loss_keep(coordinator *c, long step, float loss);
 
 /* epoch.c */
 void coord_epoch_tick(coordinator *c);

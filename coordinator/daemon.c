@@ -383,6 +383,8 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   snprintf(p->kind, sizeof p->kind, "%s", kind);
   snprintf(p->region, sizeof p->region, "%s", region);
   snprintf(p->host, sizeof p->host, "%s", host[0] ? host : "127.0.0.1");
+  p->held_step = (long)fmin(fmax(s_num(m->body, "held_step", 0), 0), 1e12);
+  p->held_stage = s_int(m->body, "held_stage", -1);
   coord_state_save_peer(c, p);
   coord_event(c, "joined", "peer %d (key %.8s…, %s, %.1f GFLOP/s, region '%s')", p->id, key,
               p->kind, p->flops / 1e9, p->region);

@@ -85,8 +85,13 @@ static cJSON *s_train_json(coordinator *c, int rank) {
   cJSON_AddStringToObject(t, "act_codec", g->act_codec);
   cJSON_AddStringToObject(t, "checkpoint_dir", g->checkpoint_dir);
   cJSON_AddNumberToObject(t, "checkpoint_every", g->checkpoint_every);
-  cJSON_AddNumberToObject(t, "resume", c->committed_step > 0);
-  cJSON_AddNumberToObject(t, "resume_step", (double)c->committed_step);
+  cJSON_AddNumberToObject(t, "resume", !c->from_peers && c->committed_step > 0);
+  cJSON_AddNumberToObject(t, "resume_step", (double)c->start_step);
+  if (c->from_peers) {
+    cJSON *from = cJSON_AddArrayToObject(t, "state_from");
+    for (int r = 0; r < c->n_members; r++)
+      cJSON_AddItemToArray(from, cJSON_CreateNumber(c->state_from[r]));
+  }
   /* the data shard: this replica's rows of every global batch */
   cJSON_AddNumberToObject(t, "shard_first_row", (rank % g->replicas) * g->batch / g->replicas);
   cJSON_AddNumberToObject(t, "shard_rows", g->batch / g->replicas);
@@ -201,6 +206,47 @@ static int s_in(const int *list, int n, int x) {
   return 0;
 }
 
+static int s_holds(coordinator *c, int rank, int stage, long step) {
+  const coord_peer *p = &c->peers[c->members[rank]];
+  return p->held_step == step && p->held_stage == stage;
+}
+
+/* Where the placed members start: the newest step that, for every stage, some member holds in
+ * memory (every replica of a stage at one step holds the same state), when it is no older than
+ * the latest complete checkpoint; a member that does not hold its stage at that step receives it
+ * from one that does (spread over them). Otherwise everyone loads the checkpoint. */
+static void s_state_sources(coordinator *c) {
+  const int S = c->cfg.stages, R = c->cfg.replicas, n = c->n_members;
+  long best = 0;
+  for (int q = 0; q < n; q++) {
+    long step = c->peers[c->members[q]].held_step;
+    int covered = step > best && step >= c->committed_step;
+    for (int st = 0; covered && st < S; st++) {
+      int any = 0;
+      for (int r = 0; r < n && !any; r++) any = s_holds(c, r, st, step);
+      covered = any;
+    }
+    if (covered) best = step;
+  }
+  c->from_peers = best > 0;
+  c->start_step = best > 0 ? best : c->committed_step;
+  int next[COORD_MAX_PEERS] = {0}; /* per stage: the holder to hand out next */
+  for (int r = 0; best > 0 && r < n; r++) {
+    int st = r / R;
+    if (s_holds(c, r, st, best)) {
+      c->state_from[r] = r;
+      continue;
+    }
+    for (int k = 0; k < n; k++) {
+      int q = (next[st] + k) % n;
+      if (s_holds(c, q, st, best)) {
+        c->state_from[r] = q, next[st] = q + 1;
+        break;
+      }
+    }
+  }
+}
+
 /* Chooses the train epoch's peers and places them. Returns 1 when members[] is set. */
 static int s_place(coordinator *c, const int *live, int n_live) {
   int n = c->cfg.stages * c->cfg.replicas, list[COORD_MAX_PEERS], changed[COORD_MAX_PEERS];
@@ -265,6 +311,7 @@ static int s_place(coordinator *c, const int *live, int n_live) {
     c->n_members = n;
     memcpy(c->plan_members, c->members, sizeof(int) * n);
     c->n_plan = n;
+    s_state_sources(c);
   } else {
     coord_event(c, "error", "placement failed: %s", wt_last_error());
   }
@@ -294,9 +341,12 @@ static void s_start_epoch(coordinator *c, const char *kind, const int *who, int 
   if (!strcmp(kind, "train"))
     coord_event(c, "epoch",
                 "epoch %d: train %d stages x %d replicas, peers by world rank [%s], "
-                "predicted cost %.4f s (random placement %.4f s), from step %ld",
+                "predicted cost %.4f s (random placement %.4f s), from step %ld (%s)",
                 c->epoch, c->cfg.stages, c->cfg.replicas, ids, c->cost_ga, c->cost_random,
-                c->committed_step);
+                c->start_step,
+                c->from_peers            ? "the members' own state, handed over to the others"
+                : c->committed_step > 0 ? "the latest complete checkpoint"
+                                        : "fresh weights");
   else
     coord_event(c, "epoch", "epoch %d: probe the links among peers [%s]", c->epoch, ids);
   s_publish(c);
@@ -413,6 +463,12 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
   if (!cJSON_IsNumber(ep) || ep->valueint != c->epoch || p->epoch_rank < 0 ||
       c->phase == EPOCH_NONE)
     return;
+  const cJSON *hs = cJSON_GetObjectItemCaseSensitive(body, "held_step");
+  if (cJSON_IsNumber(hs) && hs->valuedouble >= 0 && hs->valuedouble < 1e12) {
+    p->held_step = (long)hs->valuedouble;
+    p->held_stage = (int)fmin(fmax(
+        cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "held_stage")), -1), 1e6);
+  }
   int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "ok"));
   const char *err = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "error"));
   double steps_v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "steps"));
@@ -435,7 +491,7 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
       c->last_error_echo = echo;
     }
     if (c->phase != EPOCH_DRAINING) {
-      if (!strcmp(c->epoch_kind, "train") && steps <= c->committed_step) c->failed_epochs++;
+      if (!strcmp(c->epoch_kind, "train") && steps <= c->start_step) c->failed_epochs++;
       if (!strcmp(c->epoch_kind, "train") && c->lost_at == 0) c->lost_at = wt_now_s();
       s_abort(c, c->last_error);
     }

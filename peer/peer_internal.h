@@ -11,8 +11,19 @@
 #include <signal.h>
 #include <stdint.h>
 
+/* The stage state a peer keeps between epochs (parallel/tasklet.h's state blob), to start the
+ * next epoch from or to hand to a replacement of the same stage. Owned by peerd; the work thread
+ * reads and replaces it only while it runs. */
+typedef struct {
+  void *blob;
+  size_t bytes;
+  int stage;
+  long step; /* 0: nothing held */
+} peer_held;
+
 typedef struct {
   int epoch, rank, size, is_train;
+  peer_held *held; /* borrowed from peerd */
   cJSON *body; /* the EPOCH message, owned */
   parallel_zmq_transport *transport;
   char keys[64][41];
@@ -37,7 +48,7 @@ typedef struct {
 
 /* Parses an EPOCH body and binds the data socket (tcp://host:*). NULL with wt_last_error(). */
 peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, const char *sec,
-                         const data_set *data);
+                         const data_set *data, peer_held *held);
 const char *peer_work_endpoint(const peer_work *w);
 /* Connects to the endpoints of START and starts the thread. */
 int peer_work_start(peer_work *w, const cJSON *start);
@@ -45,6 +56,9 @@ int peer_work_start(peer_work *w, const cJSON *start);
 void peer_work_destroy(peer_work **self_p);
 /* The RESULT body for a finished work (caller frees with cJSON_Delete). */
 cJSON *peer_work_result(peer_work *w);
+
+/* Frees what a peer holds and marks it empty. */
+void peer_held_clear(peer_held *h);
 
 /* Short local sgemm benchmark: the best FLOP/s of a few 256³ products on the CPU back end. */
 double peer_device_flops(void);

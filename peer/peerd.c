@@ -55,6 +55,7 @@ typedef struct {
   double flops, memory;
   peer_work *work;
   int work_epoch;
+  peer_held held; /* this peer's stage state at its last completed step, between epochs */
   cJSON *last_result; /* repeated in heartbeats until a new epoch: a RESULT lost in a
                          coordinator restart is not lost */
   long reported_ckpt;
@@ -136,6 +137,10 @@ static int s_register(s_peer *p) {
   cJSON_AddStringToObject(b, "token", p->cfg->token);
   cJSON_AddStringToObject(b, "region", p->cfg->region);
   cJSON_AddStringToObject(b, "host", p->cfg->host);
+  if (p->held.step > 0) { /* registering again (the coordinator restarted): still holds it */
+    cJSON_AddNumberToObject(b, "held_stage", p->held.stage);
+    cJSON_AddNumberToObject(b, "held_step", (double)p->held.step);
+  }
   cJSON *d = cJSON_AddObjectToObject(b, "device");
   cJSON_AddStringToObject(d, "kind", "cpu");
   cJSON_AddNumberToObject(d, "flops", p->flops);
@@ -224,7 +229,7 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
     s_report_failure(p, epoch, why);
     return;
   }
-  p->work = peer_work_new(body, p->cfg->host, p->pub, p->sec, p->data);
+  p->work = peer_work_new(body, p->cfg->host, p->pub, p->sec, p->data, &p->held);
   if (!p->work) {
     fprintf(stderr, "peerd: epoch %d: %s\n", epoch, wt_last_error());
     s_report_failure(p, epoch, wt_last_error());
@@ -234,8 +239,10 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
   if (!p->cfg->quiet)
     printf("peerd %d: epoch %d: %s, rank %d of %d%s\n", p->peer_id, epoch, s_str(body, "kind"),
            s_int(body, "rank", 0), s_int(body, "size", 0),
-           train ? (s_num(train, "resume", 0) ? " (resuming from the latest checkpoint)" : "")
-                 : "");
+           !train                                        ? ""
+           : cJSON_GetObjectItemCaseSensitive(train, "state_from") ? " (from live replicas' state)"
+           : s_num(train, "resume", 0) ? " (resuming from the latest checkpoint)"
+                                       : "");
   cJSON *b = cJSON_CreateObject();
   cJSON_AddNumberToObject(b, "epoch", epoch);
   cJSON_AddStringToObject(b, "endpoint", peer_work_endpoint(p->work));
@@ -471,6 +478,7 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
     rc = s_loop(&p, stop);
   }
   peer_work_destroy(&p.work);
+  peer_held_clear(&p.held);
   cJSON_Delete(p.last_result);
   data_set_destroy(&p.data);
   if (p.sock) zmq_close(p.sock);
