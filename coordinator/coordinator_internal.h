@@ -37,6 +37,7 @@ typedef struct {
   double loss, tokens_s, bytes_sent, bytes_recv;
   double bytes_intra, bytes_inter; /* sent in the current epoch, by link class */
   double done_intra, done_inter;   /* sent in the epochs before */
+  double bytes_inter_raw, done_inter_raw; /* bytes_inter had activations gone as float32 */
   /* per epoch */
   int epoch_rank;     /* rank in the current epoch, -1 = not a member */
   char endpoint[256]; /* bound for the current epoch */

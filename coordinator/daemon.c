@@ -405,6 +405,7 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
   p->bytes_recv = s_num(b, "bytes_recv", 0);
   p->bytes_intra = fmax(p->bytes_intra, s_num(b, "bytes_intra", 0));
   p->bytes_inter = fmax(p->bytes_inter, s_num(b, "bytes_inter", 0));
+  p->bytes_inter_raw = fmax(p->bytes_inter_raw, s_num(b, "bytes_inter_raw", 0));
   int ep = s_int(b, "epoch", -1);
   if (ep == c->epoch && p->epoch_rank >= 0 && c->phase == EPOCH_RUNNING &&
       !strcmp(c->epoch_kind, "train") && p->step > 0) {

@@ -377,7 +377,8 @@ static void s_epoch_over(coordinator *c) {
     coord_peer *p = &c->peers[c->members[r]];
     p->epoch_rank = -1;
     p->done_intra += p->bytes_intra, p->done_inter += p->bytes_inter;
-    p->bytes_intra = p->bytes_inter = 0;
+    p->done_inter_raw += p->bytes_inter_raw;
+    p->bytes_intra = p->bytes_inter = p->bytes_inter_raw = 0;
   }
   c->n_members = 0;
   c->phase = EPOCH_NONE;
@@ -479,6 +480,9 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
       p->bytes_intra, cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_intra")));
   p->bytes_inter = fmax(
       p->bytes_inter, cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_inter")));
+  p->bytes_inter_raw =
+      fmax(p->bytes_inter_raw,
+           cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_inter_raw")));
   if (ok && !strcmp(c->epoch_kind, "probe")) s_probe_result(c, p, body);
   if (!ok) {
     /* The cause, not its echoes: when one tasklet fails, its neighbours fail next with a lost

@@ -41,6 +41,9 @@ typedef struct {
   double first_loss; /* the loss of step 1 when this epoch ran it, else NaN */
   double loss, tokens_s, bytes_sent, bytes_recv, t_last;
   double bytes_intra, bytes_inter; /* sent over links inside / between regions */
+  double bytes_inter_raw;          /* bytes_inter had the activations gone as float32 */
+  long start_step;                 /* the step the epoch's tasklet started from */
+  double act_saved_row;            /* bytes the activation codec saves per sample row sent */
   void *zc;                        /* the zmq communicator while the work runs */
   int stage, replica;
   double *probe_lat, *probe_bw; /* size entries, -1 unmeasured */

@@ -304,11 +304,11 @@ static void s_heartbeat(s_peer *p) {
   cJSON *b = cJSON_CreateObject();
   peer_work *w = p->work;
   long step = 0;
-  double loss = NAN, tok = 0, sent = 0, recv = 0, intra = 0, inter = 0;
+  double loss = NAN, tok = 0, sent = 0, recv = 0, intra = 0, inter = 0, inter_raw = 0;
   if (w && w->is_train) {
     pthread_mutex_lock(&w->mu);
     step = w->step, loss = w->loss, tok = w->tokens_s, sent = w->bytes_sent, recv = w->bytes_recv;
-    intra = w->bytes_intra, inter = w->bytes_inter;
+    intra = w->bytes_intra, inter = w->bytes_inter, inter_raw = w->bytes_inter_raw;
     pthread_mutex_unlock(&w->mu);
   }
   cJSON_AddNumberToObject(b, "epoch", w ? w->epoch : -1);
@@ -321,6 +321,7 @@ static void s_heartbeat(s_peer *p) {
   cJSON_AddNumberToObject(b, "bytes_recv", recv);
   cJSON_AddNumberToObject(b, "bytes_intra", intra);
   cJSON_AddNumberToObject(b, "bytes_inter", inter);
+  cJSON_AddNumberToObject(b, "bytes_inter_raw", inter_raw);
   if (!w && p->last_result) cJSON_AddItemToObject(b, "result", cJSON_Duplicate(p->last_result, 1));
   s_send(p, COORD_CMD_HEARTBEAT, b);
   cJSON_Delete(b);

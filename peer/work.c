@@ -5,6 +5,7 @@
 
 #include "common/bytes.h" /* defines: wt_put_le64 / wt_get_le64 for the hand-over header */
 #include "common/common.h"
+#include "compress/acsgd.h" /* defines: acsgd_msg_bytes, the activation codec's message size */
 #include "kernels/kernels.h"
 #include "parallel/tasklet.h"
 
@@ -219,17 +220,28 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   w->bytes_sent = (double)(st->bytes_pipeline + st->bytes_data + st->bytes_control);
   const cJSON *regions = cJSON_GetObjectItemCaseSensitive(w->body, "regions");
   const char *mine = cJSON_GetStringValue(cJSON_GetArrayItem(regions, w->rank));
-  double intra = 0, inter = 0, recv = 0;
+  double intra = 0, inter = 0, inter_raw = 0, recv = 0;
+  /* Without compression: each step sends m micro-batches of rows samples forward to the next
+   * stage and their gradients back to the previous one; the codec's bytes are fixed per sample
+   * (compress/acsgd.h), so what it saved on a pipeline link is exact. */
+  const int R = s_int(t, "replicas", 1), S = s_int(t, "stages", 1);
+  const double rows = s_num(t, "batch", 1) / fmax(R, 1);
+  const double saved = (double)(st->info.step - w->start_step) * rows * w->act_saved_row;
   for (int p = 0; p < w->size; p++) {
     parallel_zmq_link_stats ls = parallel_zmq_link_stats_get(w->zc, p);
     const char *theirs = cJSON_GetStringValue(cJSON_GetArrayItem(regions, p));
-    if (mine && theirs && !strcmp(mine, theirs))
+    int pipe_next = w->stage + 1 < S && p == (w->stage + 1) * R + w->replica;
+    int pipe_prev = w->stage > 0 && p == (w->stage - 1) * R + w->replica;
+    if (mine && theirs && !strcmp(mine, theirs)) {
       intra += (double)ls.bytes_sent;
-    else
+    } else {
       inter += (double)ls.bytes_sent;
+      inter_raw += (double)ls.bytes_sent + (pipe_next || pipe_prev ? saved : 0);
+    }
     recv += (double)ls.bytes_recv;
   }
   w->bytes_intra = intra, w->bytes_inter = inter, w->bytes_recv = recv;
+  w->bytes_inter_raw = inter_raw;
   pthread_mutex_unlock(&w->mu);
 }
 
@@ -352,8 +364,14 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   c.resume = s_int(t, "resume", 0);
   c.on_step = s_on_step;
   c.on_step_arg = w;
+  int bits = !strncmp(c.act_codec, "direct", 6) ? atoi(c.act_codec + 6) : 0;
+  const int T = c.train.model.max_seq, C = c.train.model.channels;
   pthread_mutex_lock(&w->mu);
   w->stage = c.stage, w->replica = c.replica, w->total_steps = c.train.steps;
+  w->start_step = c.resume || cJSON_GetObjectItemCaseSensitive(t, "state_from")
+                      ? (long)s_num(t, "resume_step", 0)
+                      : 0;
+  w->act_saved_row = bits ? 4.0 * T * C - (double)acsgd_msg_bytes(T, C, bits) : 0;
   pthread_mutex_unlock(&w->mu);
   WT_CHECK(parallel_tasklet_config_validate(&c, parallel_comm_size(world)));
   const cJSON *from = cJSON_GetObjectItemCaseSensitive(t, "state_from");
@@ -446,6 +464,7 @@ cJSON *peer_work_result(peer_work *w) {
   cJSON_AddNumberToObject(b, "steps", (double)w->steps);
   cJSON_AddNumberToObject(b, "bytes_intra", w->bytes_intra);
   cJSON_AddNumberToObject(b, "bytes_inter", w->bytes_inter);
+  cJSON_AddNumberToObject(b, "bytes_inter_raw", w->bytes_inter_raw);
   if (isfinite(w->loss)) cJSON_AddNumberToObject(b, "loss", w->loss);
   if (w->held->step > 0) { /* what this peer can start the next epoch from or hand over */
     cJSON_AddNumberToObject(b, "held_stage", w->held->stage);
