@@ -45,6 +45,7 @@ typedef struct {
   long steps_done;
   int held_stage; /* the stage state it keeps between epochs (from RESULT / REGISTER) */
   long held_step; /* 0: none */
+  int promote_refused; /* its measured links did not keep a promotion's gain: not asked again */
 } coord_peer;
 
 typedef enum {
@@ -84,6 +85,7 @@ struct coordinator {
    * held states, rank r's from rank state_from[r]; 0: from the latest complete checkpoint */
   int from_peers, state_from[COORD_MAX_PEERS];
   long start_step;
+  int promote; /* peer index of a standby to place at the next train epoch, -1 = none */
   int n_plan;
   double cost_ga, cost_random;
   int failed_epochs; /* consecutive train epochs that ended without progress */
@@ -142,6 +144,8 @@ void coord_epoch_tick(coordinator *c);
 void coord_epoch_on_bound(coordinator *c, coord_peer *p, const cJSON *body);
 void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body);
 void coord_epoch_on_lost(coordinator *c, coord_peer *p, const char *why);
+/* A checkpoint was committed: re-places the run when a standby would cut the cost enough. */
+void coord_epoch_on_commit(coordinator *c);
 int coord_scenario_load(coordinator *c);
 int coord_region_index(coordinator *c, const char *label, char *why, size_t size);
 

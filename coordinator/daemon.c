@@ -208,6 +208,7 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
     return NULL;
   }
   coordinator *c = wt_xcalloc(1, sizeof *c);
+  c->promote = -1;
   c->cfg = *cfg;
   snprintf(c->dir, sizeof c->dir, "%s", cfg->state_dir);
   if (!c->cfg.checkpoint_dir[0])
@@ -455,6 +456,7 @@ static void s_checkpoint(coordinator *c, coord_peer *p, const cJSON *b) {
     coord_state_save_run(c);
     coord_event(c, "checkpoint", "step %ld complete: all %d stages reported their shards", step,
                 c->cfg.stages);
+    coord_epoch_on_commit(c);
   }
 }
 

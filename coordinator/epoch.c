@@ -16,6 +16,8 @@
 #define S_BIND_DEADLINE_S 30.0
 #define S_PROBE_DEADLINE_S 120.0
 
+static void s_abort(coordinator *c, const char *why);
+
 int coord_scenario_load(coordinator *c) {
   if (!c->cfg.scenario[0]) return WT_OK;
   WT_CHECK_NEW(c->scenario_set, netsim_scenario_set_load(c->cfg.scenario));
@@ -166,8 +168,8 @@ static int s_all_probed(coordinator *c, const int *who, int n) {
 }
 
 /* The cost model's problem over the peers `list` (network index = position in list). */
-static void s_problem(coordinator *c, const int *list, int n, assign_network *net,
-                      assign_problem *p) {
+static void s_problem(coordinator *c, const int *list, int n, int with_compute,
+                      assign_network *net, assign_problem *p) {
   const coordinator_config *g = &c->cfg;
   net->n = n;
   net->latency_s = wt_xcalloc((size_t)n * n, sizeof(double));
@@ -192,6 +194,10 @@ static void s_problem(coordinator *c, const int *list, int n, assign_network *ne
                         .d_dp = g->replicas,
                         .c_dp_bytes = 4.0 * params / g->stages,
                         .c_pp_bytes = 4.0 * g->batch * g->seq * g->channels};
+  /* A tasklet's compute on the fastest listed peer: 6 FLOP per parameter and token (forward and
+   * backward) for its stage's parameters and its replica's tokens. */
+  if (with_compute && ref > 0)
+    p->compute_s = 6.0 * params / g->stages * ((double)g->batch / g->replicas * g->seq) / ref;
 }
 
 static void s_network_free(assign_network *net) {
@@ -247,6 +253,79 @@ static void s_state_sources(coordinator *c) {
   }
 }
 
+/* The cost model's iteration cost, compute included, of the world ranks held by list (peer
+ * indices by world rank). Links not yet probed count as free: an optimistic estimate. */
+static double s_cost_of(coordinator *c, const int *list, int n) {
+  assign_network net;
+  assign_problem prob;
+  s_problem(c, list, n, 1, &net, &prob);
+  assign_plan *plan = assign_plan_new(c->cfg.stages, c->cfg.replicas);
+  for (int w = 0; w < n; w++) plan->device[w] = w;
+  double cost = assign_plan_cost(&prob, plan).comm_s;
+  assign_plan_destroy(&plan);
+  s_network_free(&net);
+  return cost;
+}
+
+/* The best single swap of standby `cand` into list: *slot and the cost with it. */
+static double s_best_swap(coordinator *c, const int *list, int n, int cand, int *slot) {
+  int trial[COORD_MAX_PEERS];
+  double best = INFINITY;
+  *slot = -1;
+  for (int i = 0; i < n; i++) {
+    memcpy(trial, list, sizeof(int) * n);
+    trial[i] = cand;
+    double cost = s_cost_of(c, trial, n);
+    if (cost < best) best = cost, *slot = i;
+  }
+  return best;
+}
+
+#define S_PROMOTE_GAIN 0.10 /* a standby replaces a member when the cost drops by 10% or more */
+
+void coord_epoch_on_commit(coordinator *c) {
+  if (c->phase != EPOCH_RUNNING || strcmp(c->epoch_kind, "train") || c->promote >= 0) return;
+  const int n = c->n_members;
+  double now_cost = s_cost_of(c, c->members, n), best = now_cost;
+  int who = -1, slot = -1;
+  for (int k = 0; k < c->n_peers; k++) {
+    coord_peer *p = &c->peers[k];
+    if (p->status != PEER_LIVE || p->epoch_rank >= 0 || p->promote_refused) continue;
+    int i;
+    double cost = s_best_swap(c, c->members, n, k, &i);
+    if (cost < best) best = cost, who = k, slot = i;
+  }
+  if (who < 0 || best > (1 - S_PROMOTE_GAIN) * now_cost) return;
+  coord_event(c, "promote",
+              "standby peer %d (%.1f GFLOP/s) would cut the predicted iteration cost from %.4f s "
+              "to %.4f s in place of peer %d (%.1f GFLOP/s); re-placing at checkpoint step %ld",
+              c->peers[who].id, c->peers[who].flops / 1e9, now_cost, best,
+              c->peers[c->members[slot]].id, c->peers[c->members[slot]].flops / 1e9,
+              c->committed_step);
+  c->promote = who;
+  s_abort(c, "re-placing the run: a faster standby joins at this checkpoint");
+}
+
+/* After probing: promotes c->promote into the plan when its measured links keep the gain. */
+static void s_promote(coordinator *c, int *list, int n, int *changed, int *n_changed) {
+  int who = c->promote, slot;
+  c->promote = -1;
+  if (who < 0 || c->peers[who].status != PEER_LIVE || s_in(list, n, who)) return;
+  double now_cost = s_cost_of(c, list, n), cost = s_best_swap(c, list, n, who, &slot);
+  if (slot < 0 || cost > (1 - S_PROMOTE_GAIN) * now_cost) {
+    c->peers[who].promote_refused = 1;
+    coord_event(c, "promote",
+                "peer %d stays a standby: with its measured links the cost would be %.4f s "
+                "against %.4f s",
+                c->peers[who].id, cost, now_cost);
+    return;
+  }
+  coord_event(c, "promote", "peer %d takes world rank %d from peer %d (predicted %.4f s -> %.4f s)",
+              c->peers[who].id, slot, c->peers[list[slot]].id, now_cost, cost);
+  list[slot] = who;
+  changed[(*n_changed)++] = slot;
+}
+
 /* Chooses the train epoch's peers and places them. Returns 1 when members[] is set. */
 static int s_place(coordinator *c, const int *live, int n_live) {
   int n = c->cfg.stages * c->cfg.replicas, list[COORD_MAX_PEERS], changed[COORD_MAX_PEERS];
@@ -265,6 +344,7 @@ static int s_place(coordinator *c, const int *live, int n_live) {
       list[i] = best;
       changed[n_changed++] = i;
     }
+    s_promote(c, list, n, changed, &n_changed);
   } else {
     memcpy(list, live, sizeof(int) * n_live); /* fastest first; the rest wait as standbys */
     for (int i = 1; i < n_live; i++)
@@ -275,7 +355,7 @@ static int s_place(coordinator *c, const int *live, int n_live) {
   }
   assign_network net;
   assign_problem prob;
-  s_problem(c, list, n, &net, &prob);
+  s_problem(c, list, n, 0, &net, &prob);
   assign_plan *plan = NULL;
   assign_stats st;
   int rc;

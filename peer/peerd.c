@@ -32,6 +32,10 @@ static const wt_option s_options[] = {
     {"key", WT_OPT_STRING, F(key), 0, 0, "", "key pair file (default DATA_DIR/peer.key)", 0},
     {"host", WT_OPT_STRING, F(host), 0, 0, "127.0.0.1", "address the other peers reach this one at",
      0},
+    {"flops", WT_OPT_FLOAT, F(flops), 0, 1e18, "0",
+     "FLOP/s to report instead of measuring them (0 = measure); emulates a slower or faster "
+     "device for the placement",
+     0},
     {"register-timeout", WT_OPT_FLOAT, F(register_timeout_s), 1, 3600, "30",
      "seconds to wait for the coordinator's answer", 0},
     {"quiet", WT_OPT_FLAG, F(quiet), 0, 1, "0", "no progress lines", 0},
@@ -454,14 +458,15 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
   s_peer p = {.cfg = cfg, .heartbeat_s = 1, .liveness = 5};
   int rc = s_keys(&p);
   if (rc == WT_OK) {
-    p.flops = peer_device_flops();
+    p.flops = cfg->flops > 0 ? cfg->flops : peer_device_flops();
     p.memory = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     rc = s_connect(&p);
   }
   if (rc == WT_OK) {
     if (!cfg->quiet)
-      printf("peerd: device cpu, %.1f GFLOP/s (256^3 sgemm), %.1f GiB; registering with %s\n",
-             p.flops / 1e9, p.memory / (1 << 30), cfg->coordinator);
+      printf("peerd: device cpu, %.1f GFLOP/s (%s), %.1f GiB; registering with %s\n",
+             p.flops / 1e9, cfg->flops > 0 ? "--flops" : "256^3 sgemm", p.memory / (1 << 30),
+             cfg->coordinator);
     s_register(&p);
     int w = s_await_welcome(&p, wt_now_s() + cfg->register_timeout_s, stop);
     if (w < 0)
