@@ -239,17 +239,20 @@ static void s_state_sources(coordinator *c) {
   int next[COORD_MAX_PEERS] = {0}; /* per stage: the holder to hand out next */
   for (int r = 0; best > 0 && r < n; r++) {
     int st = r / R;
+    c->state_from[r] = -1;
     if (s_holds(c, r, st, best)) {
       c->state_from[r] = r;
       continue;
     }
-    for (int k = 0; k < n; k++) {
-      int q = (next[st] + k) % n;
-      if (s_holds(c, q, st, best)) {
-        c->state_from[r] = q, next[st] = q + 1;
-        break;
+    /* a holder that stays in its stage first; one moved to another stage sends it too */
+    for (int pass = 0; pass < 2 && c->state_from[r] < 0; pass++)
+      for (int k = 0; k < n; k++) {
+        int q = (next[st] + k) % n;
+        if (s_holds(c, q, st, best) && (pass || q / R == st)) {
+          c->state_from[r] = q, next[st] = q + 1;
+          break;
+        }
       }
-    }
   }
 }
 

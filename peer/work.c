@@ -296,36 +296,42 @@ static int s_state_recv(parallel_comm *world, int from, int stage, long step,
   return WT_OK;
 }
 
-/* Sends and receives what state_from says. *in is this tasklet's start: the held blob itself
- * (*owned = 0) or one received (*owned = 1). */
+/* Sends and receives what state_from says. A member sends its held blob to every rank that
+ * names it, whatever stage it now serves itself (a re-placement may move it), and only then
+ * receives its own start, so no two members wait on each other. *in is this tasklet's start: the
+ * held blob itself (*owned = 0) or one received (*owned = 1). */
 static int s_state_exchange(peer_work *w, parallel_comm *world, const cJSON *from, int stage,
                             long step, const void **in, size_t *in_bytes, int *owned) {
   if (cJSON_GetArraySize(from) != w->size)
     return wt_fail(WT_EINVAL, "state_from lists %d sources for a group of %d",
                    cJSON_GetArraySize(from), w->size);
-  int src;
-  const cJSON *own = cJSON_GetArrayItem(from, w->rank);
-  src = cJSON_IsNumber(own) ? (int)fmin(fmax(own->valuedouble, -1), 1e6) : -1;
-  if (src < 0 || src >= w->size)
-    return wt_fail(WT_EINVAL, "state_from names source %d for rank %d", src, w->rank);
-  if (src == w->rank) {
-    if (!w->held->blob || w->held->stage != stage || w->held->step != step)
-      return wt_fail(WT_EINVAL, "the coordinator expects this peer to hold stage %d at step %ld; "
-                     "it holds stage %d at step %ld", stage, step, w->held->stage, w->held->step);
-    for (int r = 0; r < w->size; r++) {
-      const cJSON *e = cJSON_GetArrayItem(from, r);
-      if (r != w->rank && cJSON_IsNumber(e) && e->valuedouble == w->rank)
-        WT_CHECK(s_state_send(w, world, r));
-    }
+  int src[64] = {0};
+  for (int r = 0; r < w->size; r++) {
+    const cJSON *e = cJSON_GetArrayItem(from, r);
+    src[r] = cJSON_IsNumber(e) ? (int)fmin(fmax(e->valuedouble, -1), 1e6) : -1;
+    if (src[r] < 0 || src[r] >= w->size)
+      return wt_fail(WT_EINVAL, "state_from names source %d for rank %d", src[r], r);
+  }
+  int asked = src[w->rank] == w->rank; /* starting from its own state, or sending it */
+  for (int r = 0; r < w->size; r++) asked |= r != w->rank && src[r] == w->rank;
+  if (asked && (!w->held->blob || w->held->step != step))
+    return wt_fail(WT_EINVAL, "the coordinator expects this peer to hold a stage at step %ld; it "
+                   "holds stage %d at step %ld", step, w->held->stage, w->held->step);
+  for (int r = 0; r < w->size; r++)
+    if (r != w->rank && src[r] == w->rank) WT_CHECK(s_state_send(w, world, r));
+  if (src[w->rank] == w->rank) {
+    if (w->held->stage != stage)
+      return wt_fail(WT_EINVAL, "the coordinator expects this peer to hold stage %d; it holds "
+                     "stage %d", stage, w->held->stage);
     *in = w->held->blob, *in_bytes = w->held->bytes, *owned = 0;
     return WT_OK;
   }
   void *blob = NULL;
   size_t bytes = 0;
   double t0 = wt_now_s();
-  WT_CHECK(s_state_recv(world, src, stage, step, &blob, &bytes));
+  WT_CHECK(s_state_recv(world, src[w->rank], stage, step, &blob, &bytes));
   WT_INFO("peerd: stage %d at step %ld: %.1f MB of state from rank %d in %.2f s, SHA-256 ok",
-          stage, step, (double)bytes / 1e6, src, wt_now_s() - t0);
+          stage, step, (double)bytes / 1e6, src[w->rank], wt_now_s() - t0);
   *in = blob, *in_bytes = bytes, *owned = 1;
   return WT_OK;
 }
