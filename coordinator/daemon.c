@@ -421,11 +421,11 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
     }
     double first = s_num(b, "first_loss", NAN);
     if (isnan(c->first_loss) && isfinite(first)) c->first_loss = first;
-    if (c->lost_at > 0 && p->step > c->committed_step) {
+    if (c->lost_at > 0 && p->step > c->start_step) { /* a step done in the new epoch */
       c->recovery_s = wt_now_s() - c->lost_at;
       c->lost_at = 0;
       coord_event(c, "recovered", "training resumed past step %ld %.1f s after the loss",
-                  c->committed_step, c->recovery_s);
+                  c->start_step, c->recovery_s);
       coord_state_save_run(c);
     }
   }

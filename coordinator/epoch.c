@@ -220,11 +220,12 @@ static int s_holds(coordinator *c, int rank, int stage, long step) {
 /* Where the placed members start: the newest step that, for every stage, some member holds in
  * memory (every replica of a stage at one step holds the same state), when it is no older than
  * the latest complete checkpoint; a member that does not hold its stage at that step receives it
- * from one that does (spread over them). Otherwise everyone loads the checkpoint. */
+ * from one that does (spread over them). Otherwise, and after an epoch that made no progress
+ * (a hand-over may be what failed), everyone loads the checkpoint. */
 static void s_state_sources(coordinator *c) {
   const int S = c->cfg.stages, R = c->cfg.replicas, n = c->n_members;
   long best = 0;
-  for (int q = 0; q < n; q++) {
+  for (int q = 0; q < n && c->failed_epochs == 0; q++) {
     long step = c->peers[c->members[q]].held_step;
     int covered = step > best && step >= c->committed_step;
     for (int st = 0; covered && st < S; st++) {
@@ -578,7 +579,8 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
       c->last_error_echo = echo;
     }
     if (c->phase != EPOCH_DRAINING) {
-      if (!strcmp(c->epoch_kind, "train") && steps <= c->start_step) c->failed_epochs++;
+      if (!strcmp(c->epoch_kind, "train")) /* three in a row without progress stop the run */
+        c->failed_epochs = steps <= c->start_step ? c->failed_epochs + 1 : 0;
       if (!strcmp(c->epoch_kind, "train") && c->lost_at == 0) c->lost_at = wt_now_s();
       s_abort(c, c->last_error);
     }

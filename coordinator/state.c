@@ -4,6 +4,7 @@
 
 #include "common/common.h"
 
+#include <math.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -116,6 +117,7 @@ void coord_state_save_run(coordinator *c) {
   cJSON_AddNumberToObject(run, "run_id", (double)c->run_id);
   cJSON_AddNumberToObject(run, "complete", c->run_complete);
   cJSON_AddNumberToObject(run, "committed_step", (double)c->committed_step);
+  cJSON_AddNumberToObject(run, "start_step", (double)c->start_step);
   cJSON_AddNumberToObject(run, "epoch", c->epoch);
   cJSON_AddStringToObject(run, "epoch_kind", c->epoch_kind);
   cJSON_AddNumberToObject(run, "running", c->phase == EPOCH_RUNNING);
@@ -286,6 +288,8 @@ int coord_state_load(coordinator *c) {
   c->run_id = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "run_id"));
   c->run_complete = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "complete"));
   c->committed_step = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "committed_step"));
+  double start = cJSON_GetNumberValue(cJSON_GetObjectItem(run, "start_step"));
+  c->start_step = isfinite(start) ? (long)start : c->committed_step;
   c->epoch = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "epoch"));
   const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(run, "epoch_kind"));
   snprintf(c->epoch_kind, sizeof c->epoch_kind, "%s", kind ? kind : "");
