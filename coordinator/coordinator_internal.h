@@ -35,16 +35,16 @@ typedef struct {
   /* last heartbeat */
   long step;
   double loss, tokens_s, bytes_sent, bytes_recv;
-  double bytes_intra, bytes_inter; /* sent in the current epoch, by link class */
-  double done_intra, done_inter;   /* sent in the epochs before */
+  double bytes_intra, bytes_inter;        /* sent in the current epoch, by link class */
+  double done_intra, done_inter;          /* sent in the epochs before */
   double bytes_inter_raw, done_inter_raw; /* bytes_inter had activations gone as float32 */
   /* per epoch */
   int epoch_rank;     /* rank in the current epoch, -1 = not a member */
   char endpoint[256]; /* bound for the current epoch */
   int result;         /* 0 none yet, 1 ok, -1 failed */
   long steps_done;
-  int held_stage; /* the stage state it keeps between epochs (from RESULT / REGISTER) */
-  long held_step; /* 0: none */
+  int held_stage;      /* the stage state it keeps between epochs (from RESULT / REGISTER) */
+  long held_step;      /* 0: none */
   int promote_refused; /* its measured links did not keep a promotion's gain: not asked again */
 } coord_peer;
 

@@ -168,8 +168,8 @@ static int s_all_probed(coordinator *c, const int *who, int n) {
 }
 
 /* The cost model's problem over the peers `list` (network index = position in list). */
-static void s_problem(coordinator *c, const int *list, int n, int with_compute,
-                      assign_network *net, assign_problem *p) {
+static void s_problem(coordinator *c, const int *list, int n, int with_compute, assign_network *net,
+                      assign_problem *p) {
   const coordinator_config *g = &c->cfg;
   net->n = n;
   net->latency_s = wt_xcalloc((size_t)n * n, sizeof(double));
@@ -428,7 +428,7 @@ static void s_start_epoch(coordinator *c, const char *kind, const int *who, int 
                 "predicted cost %.4f s (random placement %.4f s), from step %ld (%s)",
                 c->epoch, c->cfg.stages, c->cfg.replicas, ids, c->cost_ga, c->cost_random,
                 c->start_step,
-                c->from_peers            ? "the members' own state, handed over to the others"
+                c->from_peers           ? "the members' own state, handed over to the others"
                 : c->committed_step > 0 ? "the latest complete checkpoint"
                                         : "fresh weights");
   else
@@ -551,8 +551,8 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
   const cJSON *hs = cJSON_GetObjectItemCaseSensitive(body, "held_step");
   if (cJSON_IsNumber(hs) && hs->valuedouble >= 0 && hs->valuedouble < 1e12) {
     p->held_step = (long)hs->valuedouble;
-    p->held_stage = (int)fmin(fmax(
-        cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "held_stage")), -1), 1e6);
+    p->held_stage = (int)fmin(
+        fmax(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "held_stage")), -1), 1e6);
   }
   int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "ok"));
   const char *err = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "error"));

@@ -84,8 +84,9 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world
                               "--checkpoint-dir");
   if (c->resume && !c->checkpoint_dir[0])
     return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir");
-  if ((c->state_in || c->state_out) && (c->zero || c->diloco_h || !strncmp(c->act_codec, "delta", 5) ||
-                                        (strcmp(c->grad_codec, "none") && c->grad_ef)))
+  if ((c->state_in || c->state_out) &&
+      (c->zero || c->diloco_h || !strncmp(c->act_codec, "delta", 5) ||
+       (strcmp(c->grad_codec, "none") && c->grad_ef)))
     return wt_fail(WT_EINVAL, "a state hand-over holds the model, optimizer and data position "
                               "only: it needs --zero 0, no --diloco, no error feedback and no "
                               "delta --act-codec");

@@ -24,7 +24,7 @@ typedef struct {
 typedef struct {
   int epoch, rank, size, is_train;
   peer_held *held; /* borrowed from peerd */
-  cJSON *body; /* the EPOCH message, owned */
+  cJSON *body;     /* the EPOCH message, owned */
   parallel_zmq_transport *transport;
   char keys[64][41];
   double *lat, *bw; /* emulated link rows, or NULL */

@@ -59,7 +59,7 @@ typedef struct {
   double flops, memory;
   peer_work *work;
   int work_epoch;
-  peer_held held; /* this peer's stage state at its last completed step, between epochs */
+  peer_held held;     /* this peer's stage state at its last completed step, between epochs */
   cJSON *last_result; /* repeated in heartbeats until a new epoch: a RESULT lost in a
                          coordinator restart is not lost */
   long reported_ckpt;
@@ -243,7 +243,7 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
   if (!p->cfg->quiet)
     printf("peerd %d: epoch %d: %s, rank %d of %d%s\n", p->peer_id, epoch, s_str(body, "kind"),
            s_int(body, "rank", 0), s_int(body, "size", 0),
-           !train                                        ? ""
+           !train                                                  ? ""
            : cJSON_GetObjectItemCaseSensitive(train, "state_from") ? " (from live replicas' state)"
            : s_num(train, "resume", 0) ? " (resuming from the latest checkpoint)"
                                        : "");
@@ -464,9 +464,8 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
   }
   if (rc == WT_OK) {
     if (!cfg->quiet)
-      printf("peerd: device cpu, %.1f GFLOP/s (%s), %.1f GiB; registering with %s\n",
-             p.flops / 1e9, cfg->flops > 0 ? "--flops" : "256^3 sgemm", p.memory / (1 << 30),
-             cfg->coordinator);
+      printf("peerd: device cpu, %.1f GFLOP/s (%s), %.1f GiB; registering with %s\n", p.flops / 1e9,
+             cfg->flops > 0 ? "--flops" : "256^3 sgemm", p.memory / (1 << 30), cfg->coordinator);
     s_register(&p);
     int w = s_await_welcome(&p, wt_now_s() + cfg->register_timeout_s, stop);
     if (w < 0)

@@ -263,16 +263,18 @@ static int s_state_send(peer_work *w, parallel_comm *world, int to) {
   return parallel_comm_send(world, to, S_TAG_STATE, w->held->blob, w->held->bytes);
 }
 
-static int s_state_recv(parallel_comm *world, int from, int stage, long step,
-                        void **out, size_t *out_bytes) {
+static int s_state_recv(parallel_comm *world, int from, int stage, long step, void **out,
+                        size_t *out_bytes) {
   uint8_t head[48], digest[32];
   size_t got = 0;
   WT_CHECK(parallel_comm_recv(world, from, S_TAG_STATE_HEAD, head, sizeof head, &got));
   uint64_t bytes = wt_get_le64(head + 8);
-  if (got != sizeof head || wt_get_le64(head) != (uint64_t)step || bytes < 64 || bytes > (1ull << 40))
-    return wt_fail(WT_ECORRUPT, "state hand-over from rank %d: a header for step %llu of %llu bytes, "
-                   "expected step %ld", from, (unsigned long long)wt_get_le64(head),
-                   (unsigned long long)bytes, step);
+  if (got != sizeof head || wt_get_le64(head) != (uint64_t)step || bytes < 64 ||
+      bytes > (1ull << 40))
+    return wt_fail(WT_ECORRUPT,
+                   "state hand-over from rank %d: a header for step %llu of %llu bytes, "
+                   "expected step %ld",
+                   from, (unsigned long long)wt_get_le64(head), (unsigned long long)bytes, step);
   uint8_t *blob = wt_xmalloc((size_t)bytes);
   int rc = parallel_comm_recv(world, from, S_TAG_STATE, blob, (size_t)bytes, &got);
   if (rc == WT_OK && got != bytes)
@@ -280,14 +282,18 @@ static int s_state_recv(parallel_comm *world, int from, int stage, long step,
                  (unsigned long long)bytes);
   if (rc == WT_OK) crypto_hash_sha256(digest, blob, (size_t)bytes);
   if (rc == WT_OK && sodium_memcmp(digest, head + 16, 32) != 0)
-    rc = wt_fail(WT_ECORRUPT, "state hand-over from rank %d: SHA-256 mismatch; the state was "
-                 "damaged on the way and is refused", from);
+    rc = wt_fail(WT_ECORRUPT,
+                 "state hand-over from rank %d: SHA-256 mismatch; the state was "
+                 "damaged on the way and is refused",
+                 from);
   int s = -1;
   long at = -1;
   if (rc == WT_OK) rc = parallel_tasklet_state_info(blob, (size_t)bytes, &s, &at);
   if (rc == WT_OK && (s != stage || at != step))
-    rc = wt_fail(WT_ECORRUPT, "state hand-over from rank %d: stage %d at step %ld, expected stage "
-                 "%d at step %ld", from, s, at, stage, step);
+    rc = wt_fail(WT_ECORRUPT,
+                 "state hand-over from rank %d: stage %d at step %ld, expected stage "
+                 "%d at step %ld",
+                 from, s, at, stage, step);
   if (rc != WT_OK) {
     free(blob);
     return rc;
@@ -315,14 +321,18 @@ static int s_state_exchange(peer_work *w, parallel_comm *world, const cJSON *fro
   int asked = src[w->rank] == w->rank; /* starting from its own state, or sending it */
   for (int r = 0; r < w->size; r++) asked |= r != w->rank && src[r] == w->rank;
   if (asked && (!w->held->blob || w->held->step != step))
-    return wt_fail(WT_EINVAL, "the coordinator expects this peer to hold a stage at step %ld; it "
-                   "holds stage %d at step %ld", step, w->held->stage, w->held->step);
+    return wt_fail(WT_EINVAL,
+                   "the coordinator expects this peer to hold a stage at step %ld; it "
+                   "holds stage %d at step %ld",
+                   step, w->held->stage, w->held->step);
   for (int r = 0; r < w->size; r++)
     if (r != w->rank && src[r] == w->rank) WT_CHECK(s_state_send(w, world, r));
   if (src[w->rank] == w->rank) {
     if (w->held->stage != stage)
-      return wt_fail(WT_EINVAL, "the coordinator expects this peer to hold stage %d; it holds "
-                     "stage %d", stage, w->held->stage);
+      return wt_fail(WT_EINVAL,
+                     "the coordinator expects this peer to hold stage %d; it holds "
+                     "stage %d",
+                     stage, w->held->stage);
     *in = w->held->blob, *in_bytes = w->held->bytes, *owned = 0;
     return WT_OK;
   }
@@ -330,8 +340,8 @@ static int s_state_exchange(peer_work *w, parallel_comm *world, const cJSON *fro
   size_t bytes = 0;
   double t0 = wt_now_s();
   WT_CHECK(s_state_recv(world, src[w->rank], stage, step, &blob, &bytes));
-  WT_INFO("peerd: stage %d at step %ld: %.1f MB of state from rank %d in %.2f s, SHA-256 ok",
-          stage, step, (double)bytes / 1e6, src[w->rank], wt_now_s() - t0);
+  WT_INFO("peerd: stage %d at step %ld: %.1f MB of state from rank %d in %.2f s, SHA-256 ok", stage,
+          step, (double)bytes / 1e6, src[w->rank], wt_now_s() - t0);
   *in = blob, *in_bytes = bytes, *owned = 1;
   return WT_OK;
 }

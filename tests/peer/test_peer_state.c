@@ -71,7 +71,11 @@ static parallel_tasklet_config s_config(void) {
   snprintf(c.act_codec, sizeof c.act_codec, "direct8"); /* the demo's codec: stateless */
   c.train = (trainer_config){
       .model = {.vocab_size = 64, .max_seq = 16, .n_layer = 2, .n_head = 2, .channels = 16},
-      .batch = 8, .micro_batches = 2, .steps = STEPS, .val_batches = 1, .seed = 5};
+      .batch = 8,
+      .micro_batches = 2,
+      .steps = STEPS,
+      .val_batches = 1,
+      .seed = 5};
   c.train.optim = optim_config_default();
   c.train.optim.lr = 3e-3f;
   c.train.optim.warmup_steps = 2;
@@ -128,8 +132,8 @@ static void test_handover_is_bitwise(void) {
       size_t n = part.out_bytes[from];
       copy[w] = wt_xmalloc(n);
       memcpy(copy[w], part.out[from], n);
-      if (k == 1) copy[w][0] ^= 0x20;                          /* damaged magic */
-      if (k == 2) n -= 4;                                      /* truncated */
+      if (k == 1) copy[w][0] ^= 0x20; /* damaged magic */
+      if (k == 2) n -= 4;             /* truncated */
       bad.in[w] = copy[w], bad.in_bytes[w] = n;
     }
     if (k == 3) {

@@ -342,8 +342,8 @@ static int s_run(demo_args *a) {
     char from[512] = "?";
     if (s_last_line(log, "from step ", line, sizeof line))
       snprintf(from, sizeof from, "%s", strstr(line, "from step "));
-    printf("  churn                  peer %d killed; training resumed %.1f s later %s\n",
-           victim_id, rec, from);
+    printf("  churn                  peer %d killed; training resumed %.1f s later %s\n", victim_id,
+           rec, from);
   }
   s_plot(a->dir, st);
   static char sample[4096];
