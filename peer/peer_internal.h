@@ -4,6 +4,7 @@
 #define WT_PEER_INTERNAL_H
 
 #include "model/data.h"
+#include "parallel/comm.h"
 #include "parallel/zmq.h"
 
 #include <cjson/cJSON.h>
@@ -62,6 +63,16 @@ cJSON *peer_work_result(peer_work *w);
 
 /* Frees what a peer holds and marks it empty. */
 void peer_held_clear(peer_held *h);
+
+/* The state hand-over at the start of a train epoch that names state_from (one source rank per
+ * world rank). This rank first sends its held blob — behind a 48-byte header of step, size and
+ * SHA-256 — to every rank that names it, whatever stage it now serves itself, then takes its own
+ * start: its held blob (*owned = 0; it must hold `stage` at `step`) or one received from its
+ * source (*owned = 1, malloc'd), refused unless digest, stage and step match. Sources send before
+ * anyone receives, so no two ranks wait on each other. Returns WT_OK, WT_EINVAL (a state_from
+ * this peer cannot serve), WT_ECORRUPT (a damaged or wrong blob) or the transport's error. */
+int peer_state_exchange(const peer_held *held, parallel_comm *world, const cJSON *from, int stage,
+                        long step, const void **in, size_t *in_bytes, int *owned);
 
 /* Short local sgemm benchmark: the best FLOP/s of a few 256³ products on the CPU back end. */
 double peer_device_flops(void);

@@ -254,13 +254,13 @@ void peer_held_clear(peer_held *h) {
   memset(h, 0, sizeof *h);
 }
 
-static int s_state_send(peer_work *w, parallel_comm *world, int to) {
+static int s_state_send(const peer_held *held, parallel_comm *world, int to) {
   uint8_t head[48];
-  wt_put_le64(head, (uint64_t)w->held->step);
-  wt_put_le64(head + 8, (uint64_t)w->held->bytes);
-  crypto_hash_sha256(head + 16, w->held->blob, w->held->bytes);
+  wt_put_le64(head, (uint64_t)held->step);
+  wt_put_le64(head + 8, (uint64_t)held->bytes);
+  crypto_hash_sha256(head + 16, held->blob, held->bytes);
   WT_CHECK(parallel_comm_send(world, to, S_TAG_STATE_HEAD, head, sizeof head));
-  return parallel_comm_send(world, to, S_TAG_STATE, w->held->blob, w->held->bytes);
+  return parallel_comm_send(world, to, S_TAG_STATE, held->blob, held->bytes);
 }
 
 static int s_state_recv(parallel_comm *world, int from, int stage, long step, void **out,
@@ -302,46 +302,44 @@ static int s_state_recv(parallel_comm *world, int from, int stage, long step, vo
   return WT_OK;
 }
 
-/* Sends and receives what state_from says. A member sends its held blob to every rank that
- * names it, whatever stage it now serves itself (a re-placement may move it), and only then
- * receives its own start, so no two members wait on each other. *in is this tasklet's start: the
- * held blob itself (*owned = 0) or one received (*owned = 1). */
-static int s_state_exchange(peer_work *w, parallel_comm *world, const cJSON *from, int stage,
-                            long step, const void **in, size_t *in_bytes, int *owned) {
-  if (cJSON_GetArraySize(from) != w->size)
+/* peer_internal.h: sources send first, then everyone takes its start. */
+int peer_state_exchange(const peer_held *held, parallel_comm *world, const cJSON *from, int stage,
+                        long step, const void **in, size_t *in_bytes, int *owned) {
+  const int me = parallel_comm_rank(world), size = parallel_comm_size(world);
+  if (cJSON_GetArraySize(from) != size || size > 64)
     return wt_fail(WT_EINVAL, "state_from lists %d sources for a group of %d",
-                   cJSON_GetArraySize(from), w->size);
+                   cJSON_GetArraySize(from), size);
   int src[64] = {0};
-  for (int r = 0; r < w->size; r++) {
+  for (int r = 0; r < size; r++) {
     const cJSON *e = cJSON_GetArrayItem(from, r);
     src[r] = cJSON_IsNumber(e) ? (int)fmin(fmax(e->valuedouble, -1), 1e6) : -1;
-    if (src[r] < 0 || src[r] >= w->size)
+    if (src[r] < 0 || src[r] >= size)
       return wt_fail(WT_EINVAL, "state_from names source %d for rank %d", src[r], r);
   }
-  int asked = src[w->rank] == w->rank; /* starting from its own state, or sending it */
-  for (int r = 0; r < w->size; r++) asked |= r != w->rank && src[r] == w->rank;
-  if (asked && (!w->held->blob || w->held->step != step))
+  int asked = src[me] == me; /* starting from its own state, or sending it */
+  for (int r = 0; r < size; r++) asked |= r != me && src[r] == me;
+  if (asked && (!held->blob || held->step != step))
     return wt_fail(WT_EINVAL,
                    "the coordinator expects this peer to hold a stage at step %ld; it "
                    "holds stage %d at step %ld",
-                   step, w->held->stage, w->held->step);
-  for (int r = 0; r < w->size; r++)
-    if (r != w->rank && src[r] == w->rank) WT_CHECK(s_state_send(w, world, r));
-  if (src[w->rank] == w->rank) {
-    if (w->held->stage != stage)
+                   step, held->stage, held->step);
+  for (int r = 0; r < size; r++)
+    if (r != me && src[r] == me) WT_CHECK(s_state_send(held, world, r));
+  if (src[me] == me) {
+    if (held->stage != stage)
       return wt_fail(WT_EINVAL,
                      "the coordinator expects this peer to hold stage %d; it holds "
                      "stage %d",
-                     stage, w->held->stage);
-    *in = w->held->blob, *in_bytes = w->held->bytes, *owned = 0;
+                     stage, held->stage);
+    *in = held->blob, *in_bytes = held->bytes, *owned = 0;
     return WT_OK;
   }
   void *blob = NULL;
   size_t bytes = 0;
   double t0 = wt_now_s();
-  WT_CHECK(s_state_recv(world, src[w->rank], stage, step, &blob, &bytes));
+  WT_CHECK(s_state_recv(world, src[me], stage, step, &blob, &bytes));
   WT_INFO("peerd: stage %d at step %ld: %.1f MB of state from rank %d in %.2f s, SHA-256 ok", stage,
-          step, (double)bytes / 1e6, src[w->rank], wt_now_s() - t0);
+          step, (double)bytes / 1e6, src[me], wt_now_s() - t0);
   *in = blob, *in_bytes = bytes, *owned = 1;
   return WT_OK;
 }
@@ -395,8 +393,8 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   int owned = 0;
   if (from) {
     c.resume = 0;
-    WT_CHECK(s_state_exchange(w, world, from, c.stage, (long)s_num(t, "resume_step", 0), &in,
-                              &c.state_in_bytes, &owned));
+    WT_CHECK(peer_state_exchange(w->held, world, from, c.stage, (long)s_num(t, "resume_step", 0),
+                                 &in, &c.state_in_bytes, &owned));
     c.state_in = in;
   }
   void *out = NULL;

@@ -6,11 +6,18 @@
  *   - a run started from those blobs, each tasklet from the OTHER replica's blob, continues
  *     bitwise as the run that never stopped;
  *   - a blob of another stage, a truncated or damaged one, a blob together with resume, and a
- *     blob for a ZeRO-1 run are refused with a message. */
+ *     blob for a ZeRO-1 run are refused with a message;
+ *   - peerd's hand-over (peer_state_exchange) between four ranks, two of which hold the state of
+ *     the stage they no longer serve, so they send and receive at once: everyone gets its stage's
+ *     exact bytes; a byte flipped on the way is refused by the SHA-256 check; a peer asked for a
+ *     step it does not hold refuses. */
 #include "common/common.h"
 #include "common/testing.h"
 #include "parallel/comm.h"
 #include "parallel/tasklet.h"
+#include "peer/peer_internal.h"
+
+#include <cjson/cJSON.h>
 
 #include <math.h>
 #include <stdlib.h>
@@ -150,12 +157,103 @@ static void test_handover_is_bitwise(void) {
   s_free(&part);
 }
 
+/* ---- peerd's hand-over ------------------------------------------------------------------ */
+
+/* A transport that flips one byte of every state blob (tag 9102) it sends. */
+static int s_flip_send(void *ctx, int peer, int tag, const void *buf, size_t bytes) {
+  if (tag != 9102) return parallel_comm_send(ctx, peer, tag, buf, bytes);
+  unsigned char *copy = wt_xmalloc(bytes);
+  memcpy(copy, buf, bytes);
+  copy[bytes / 2] ^= 1;
+  int rc = parallel_comm_send(ctx, peer, tag, copy, bytes);
+  free(copy);
+  return rc;
+}
+static int s_flip_recv(void *ctx, int peer, int tag, void *buf, size_t cap, size_t *got) {
+  return parallel_comm_recv(ctx, peer, tag, buf, cap, got);
+}
+static const parallel_transport_ops s_flip_ops = {
+    .name = "flip", .send = s_flip_send, .recv = s_flip_recv};
+
+typedef struct {
+  peer_held held[W];
+  long step;     /* asked for */
+  int flip_rank; /* this rank's blobs are damaged on the way, -1: none */
+  const void *got[W];
+  size_t got_bytes[W];
+  int owned[W], rcs[W];
+  char err[W][512];
+} s_exchange;
+
+static int s_exchange_rank(parallel_comm *world, void *arg) {
+  s_exchange *x = arg;
+  int w = parallel_comm_rank(world);
+  /* world rank w serves stage w / 2; ranks 1 and 3 hold the other stage's state (they were moved)
+   * and hand it to rank 3 and ranks 0, 1: both send, then receive */
+  cJSON *from = cJSON_CreateIntArray((const int[]){3, 3, 2, 1}, W);
+  parallel_comm *use = world, *flip = NULL;
+  if (w == x->flip_rank) use = flip = parallel_comm_new(&s_flip_ops, world, w, W);
+  x->rcs[w] = peer_state_exchange(&x->held[w], use, from, w / 2, x->step, &x->got[w],
+                                  &x->got_bytes[w], &x->owned[w]);
+  snprintf(x->err[w], sizeof x->err[w], "%s", x->rcs[w] == WT_OK ? "" : wt_last_error());
+  parallel_comm_destroy(&flip);
+  cJSON_Delete(from);
+  return x->rcs[w];
+}
+
+static void s_exchange_go(s_exchange *x) {
+  parallel_inproc_group *g = parallel_inproc_group_new(W);
+  parallel_inproc_group_set_timeout(g, 5);
+  parallel_inproc_run(g, s_exchange_rank, x, NULL);
+  parallel_inproc_group_destroy(&g);
+}
+
+static void test_peer_exchange(void) {
+  static s_run part;
+  memset(&part, 0, sizeof part);
+  part.base = s_config();
+  part.base.stop_after = STOP;
+  WT_TEST_REQUIRE(s_go(&part) == WT_OK, "the stopped run failed: %s", part.err[0]);
+  const int holds[W] = {-1, 1, 1, 0}; /* the stage each rank holds; rank 0 nothing */
+  static s_exchange x;
+  for (int k = 0; k < 3; k++) {
+    memset(&x, 0, sizeof x);
+    x.step = k == 2 ? STOP + 1 : STOP;
+    x.flip_rank = k == 1 ? 3 : -1;
+    for (int w = 0; w < W; w++)
+      if (holds[w] >= 0)
+        x.held[w] = (peer_held){.blob = part.out[2 * holds[w]],
+                                .bytes = part.out_bytes[2 * holds[w]],
+                                .stage = holds[w],
+                                .step = STOP};
+    s_exchange_go(&x);
+    for (int w = 0; w < W; w++) {
+      const void *want = part.out[2 * (w / 2)];
+      size_t n = part.out_bytes[2 * (w / 2)];
+      if (k == 0)
+        WT_TEST_ASSERT(x.rcs[w] == WT_OK && x.got_bytes[w] == n && !memcmp(x.got[w], want, n) &&
+                           x.owned[w] == (w != 2),
+                       "rank %d: rc %d (%s), %zu bytes, owned %d", w, x.rcs[w], x.err[w],
+                       x.got_bytes[w], x.owned[w]);
+      if (k == 1 && (w == 0 || w == 1))
+        WT_TEST_ASSERT(x.rcs[w] == WT_ECORRUPT && strstr(x.err[w], "SHA-256 mismatch"),
+                       "rank %d took a damaged state: rc %d (%s)", w, x.rcs[w], x.err[w]);
+      if (k == 2 && w != 0)
+        WT_TEST_ASSERT(x.rcs[w] != WT_OK && strstr(x.err[w], "expects this peer to hold"),
+                       "rank %d asked for step %d: rc %d (%s)", w, STOP + 1, x.rcs[w], x.err[w]);
+      if (x.owned[w]) free((void *)x.got[w]);
+    }
+  }
+  s_free(&part);
+}
+
 int main(void) {
   data_synth_config sc = data_synth_default();
   sc.n_tokens = 10000;
   s_data = data_set_synthetic(&sc);
   WT_TEST_REQUIRE(s_data, "%s", wt_last_error());
   test_handover_is_bitwise();
+  test_peer_exchange();
   data_set_destroy(&s_data);
   return wt_test_finish("test_peer_state");
 }
