@@ -54,7 +54,9 @@ line=$(grep -E "from step [0-9]+ \(" "$WORK/kill.log" | tail -1)
 from=$(echo "$line" | grep -oE "from step [0-9]+" | grep -oE "[0-9]+")
 echo "kill: $line"
 echo "$line" | grep -q "the members' own state" || fail "kill: the next epoch did not start from the survivors' state"
-[ "$from" -ge "$KILL_STEP" ] || fail "kill: restarted at step $from, but step $KILL_STEP was reached before the kill"
+# a member may be one step behind the step /status showed (the victim's last per-step message
+# may have reached some peers and not others), so a whole stage may hold one step less
+[ "$from" -ge $((KILL_STEP - 1)) ] || fail "kill: restarted at step $from, but step $KILL_STEP was reached before the kill"
 grep -hE "MB of state from rank [0-9]+ .*SHA-256 ok" "$WORK"/kill-peer*.log | head -3
 grep -qhE "stage [01] at step $from: .* MB of state from rank [0-9]+ .*SHA-256 ok" "$WORK"/kill-peer*.log ||
   fail "kill: no peer received its stage's state over the data links"
@@ -68,10 +70,13 @@ ARGS=(--open --stages 2 --replicas 1 --steps $STEPS --checkpoint-every 10 --hear
 run solo 3
 wait_committed "$WORK/solo.log" 20 60 || fail "solo: no checkpoint at step 20"
 kill_member solo 20
-committed=$(grep -oE "checkpoint: step [0-9]+ complete" "$WORK/solo.log" | tail -1 | grep -oE "[0-9]+")
 wait_for "$WORK/solo.log" "the run finished $STEPS steps" 90 || fail "solo: the run did not finish after the kill"
 wait_exit "$CPID" 60
 line=$(grep -E "from step [0-9]+ \(" "$WORK/solo.log" | tail -1)
+# the checkpoint committed last before that epoch was formed (a shard reported late may commit
+# a newer one afterwards)
+committed=$(sed -n "1,/$(echo "$line" | grep -oE "epoch [0-9]+: train")/p" "$WORK/solo.log" |
+            grep -oE "checkpoint: step [0-9]+ complete" | tail -1 | grep -oE "[0-9]+")
 echo "solo: $line"
 echo "$line" | grep -q "from step $committed (the latest complete checkpoint)" ||
   fail "solo: expected a restart from the checkpoint at step $committed"
