@@ -43,7 +43,7 @@ typedef struct {
   double loss, tokens_s, bytes_sent, bytes_recv, t_last;
   double bytes_intra, bytes_inter; /* sent over links inside / between regions */
   double bytes_inter_raw;          /* bytes_inter had the activations gone as float32 */
-  long start_step;                 /* the step the epoch's tasklet started from */
+  long start_step;                 /* the step the epoch's tasklet started from, -1 = none yet */
   double act_saved_row;            /* bytes the activation codec saves per sample row sent */
   void *zc;                        /* the zmq communicator while the work runs */
   int stage, replica;

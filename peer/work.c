@@ -226,6 +226,7 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
    * (compress/acsgd.h), so what it saved on a pipeline link is exact. */
   const int R = s_int(t, "replicas", 1), S = s_int(t, "stages", 1);
   const double rows = s_num(t, "batch", 1) / fmax(R, 1);
+  if (w->start_step < 0) w->start_step = st->info.step - 1;
   const double saved = (double)(st->info.step - w->start_step) * rows * w->act_saved_row;
   for (int p = 0; p < w->size; p++) {
     parallel_zmq_link_stats ls = parallel_zmq_link_stats_get(w->zc, p);
@@ -382,9 +383,7 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   const int T = c.train.model.max_seq, C = c.train.model.channels;
   pthread_mutex_lock(&w->mu);
   w->stage = c.stage, w->replica = c.replica, w->total_steps = c.train.steps;
-  w->start_step = c.resume || cJSON_GetObjectItemCaseSensitive(t, "state_from")
-                      ? (long)s_num(t, "resume_step", 0)
-                      : 0;
+  w->start_step = -1; /* the first step done tells */
   w->act_saved_row = bits ? 4.0 * T * C - (double)acsgd_msg_bytes(T, C, bits) : 0;
   pthread_mutex_unlock(&w->mu);
   WT_CHECK(parallel_tasklet_config_validate(&c, parallel_comm_size(world)));
