@@ -35,13 +35,17 @@ typedef struct {
   /* last heartbeat */
   long step;
   double loss, tokens_s, bytes_sent, bytes_recv;
-  double bytes_intra, bytes_inter; /* sent in the current epoch, by link class */
-  double done_intra, done_inter;   /* sent in the epochs before */
+  double bytes_intra, bytes_inter;        /* sent in the current epoch, by link class */
+  double done_intra, done_inter;          /* sent in the epochs before */
+  double bytes_inter_raw, done_inter_raw; /* bytes_inter had activations gone as float32 */
   /* per epoch */
   int epoch_rank;     /* rank in the current epoch, -1 = not a member */
   char endpoint[256]; /* bound for the current epoch */
   int result;         /* 0 none yet, 1 ok, -1 failed */
   long steps_done;
+  int held_stage;      /* the stage state it keeps between epochs (from RESULT / REGISTER) */
+  long held_step;      /* 0: none */
+  int promote_refused; /* its measured links did not keep a promotion's gain: not asked again */
 } coord_peer;
 
 typedef enum {
@@ -77,6 +81,11 @@ struct coordinator {
   int members[COORD_MAX_PEERS]; /* peer indices by epoch rank */
   int n_members;
   int plan_members[COORD_MAX_PEERS]; /* the last train epoch's peers, by world rank */
+  /* where the train epoch's tasklets start: from_peers = 1: at start_step from the members'
+   * held states, rank r's from rank state_from[r]; 0: from the latest complete checkpoint */
+  int from_peers, state_from[COORD_MAX_PEERS];
+  long start_step;
+  int promote; /* peer index of a standby to place at the next train epoch, -1 = none */
   int n_plan;
   double cost_ga, cost_random;
   int failed_epochs; /* consecutive train epochs that ended without progress */
@@ -111,6 +120,7 @@ void coord_state_save_link(coordinator *c, int a, int b);
 int coord_state_checkpoint(coordinator *c, long step, int stage, const char *digest, int *complete);
 int coord_state_session_seen(coordinator *c, const char *key, const char *sid);
 void coord_state_save_epoch(coordinator *c, const char *plan_json);
+void coord_state_save_loss(coordinator *c, long step, float loss);
 int coord_state_meta_get(coordinator *c, const char *key, char *out, size_t size);
 void coord_state_meta_set(coordinator *c, const char *key, const char *value);
 
@@ -124,13 +134,18 @@ void coord_send(coordinator *c, coord_peer *p, coordinator_cmd cmd, const cJSON 
 /* status.c */
 cJSON *coord_status(coordinator *c);
 void coord_status_tick(coordinator *c);
+/* A point of the loss curve: record keeps it in memory (thinned to half when full) and in the
+ * state database, from which a restarted coordinator loads it with keep. */
 void coord_loss_record(coordinator *c, long step, float loss);
+void coord_loss_keep(coordinator *c, long step, float loss);
 
 /* epoch.c */
 void coord_epoch_tick(coordinator *c);
 void coord_epoch_on_bound(coordinator *c, coord_peer *p, const cJSON *body);
 void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body);
 void coord_epoch_on_lost(coordinator *c, coord_peer *p, const char *why);
+/* A checkpoint was committed: re-places the run when a standby would cut the cost enough. */
+void coord_epoch_on_commit(coordinator *c);
 int coord_scenario_load(coordinator *c);
 int coord_region_index(coordinator *c, const char *label, char *why, size_t size);
 

@@ -208,6 +208,7 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
     return NULL;
   }
   coordinator *c = wt_xcalloc(1, sizeof *c);
+  c->promote = -1;
   c->cfg = *cfg;
   snprintf(c->dir, sizeof c->dir, "%s", cfg->state_dir);
   if (!c->cfg.checkpoint_dir[0])
@@ -383,6 +384,8 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   snprintf(p->kind, sizeof p->kind, "%s", kind);
   snprintf(p->region, sizeof p->region, "%s", region);
   snprintf(p->host, sizeof p->host, "%s", host[0] ? host : "127.0.0.1");
+  p->held_step = (long)fmin(fmax(s_num(m->body, "held_step", 0), 0), 1e12);
+  p->held_stage = s_int(m->body, "held_stage", -1);
   coord_state_save_peer(c, p);
   coord_event(c, "joined", "peer %d (key %.8s…, %s, %.1f GFLOP/s, region '%s')", p->id, key,
               p->kind, p->flops / 1e9, p->region);
@@ -403,6 +406,7 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
   p->bytes_recv = s_num(b, "bytes_recv", 0);
   p->bytes_intra = fmax(p->bytes_intra, s_num(b, "bytes_intra", 0));
   p->bytes_inter = fmax(p->bytes_inter, s_num(b, "bytes_inter", 0));
+  p->bytes_inter_raw = fmax(p->bytes_inter_raw, s_num(b, "bytes_inter_raw", 0));
   int ep = s_int(b, "epoch", -1);
   if (ep == c->epoch && p->epoch_rank >= 0 && c->phase == EPOCH_RUNNING &&
       !strcmp(c->epoch_kind, "train") && p->step > 0) {
@@ -417,11 +421,11 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
     }
     double first = s_num(b, "first_loss", NAN);
     if (isnan(c->first_loss) && isfinite(first)) c->first_loss = first;
-    if (c->lost_at > 0 && p->step > c->committed_step) {
+    if (c->lost_at > 0 && p->step > c->start_step) { /* a step done in the new epoch */
       c->recovery_s = wt_now_s() - c->lost_at;
       c->lost_at = 0;
       coord_event(c, "recovered", "training resumed past step %ld %.1f s after the loss",
-                  c->committed_step, c->recovery_s);
+                  c->start_step, c->recovery_s);
       coord_state_save_run(c);
     }
   }
@@ -452,6 +456,7 @@ static void s_checkpoint(coordinator *c, coord_peer *p, const cJSON *b) {
     coord_state_save_run(c);
     coord_event(c, "checkpoint", "step %ld complete: all %d stages reported their shards", step,
                 c->cfg.stages);
+    coord_epoch_on_commit(c);
   }
 }
 

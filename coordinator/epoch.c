@@ -16,6 +16,8 @@
 #define S_BIND_DEADLINE_S 30.0
 #define S_PROBE_DEADLINE_S 120.0
 
+static void s_abort(coordinator *c, const char *why);
+
 int coord_scenario_load(coordinator *c) {
   if (!c->cfg.scenario[0]) return WT_OK;
   WT_CHECK_NEW(c->scenario_set, netsim_scenario_set_load(c->cfg.scenario));
@@ -85,8 +87,13 @@ static cJSON *s_train_json(coordinator *c, int rank) {
   cJSON_AddStringToObject(t, "act_codec", g->act_codec);
   cJSON_AddStringToObject(t, "checkpoint_dir", g->checkpoint_dir);
   cJSON_AddNumberToObject(t, "checkpoint_every", g->checkpoint_every);
-  cJSON_AddNumberToObject(t, "resume", c->committed_step > 0);
-  cJSON_AddNumberToObject(t, "resume_step", (double)c->committed_step);
+  cJSON_AddNumberToObject(t, "resume", !c->from_peers && c->committed_step > 0);
+  cJSON_AddNumberToObject(t, "resume_step", (double)c->start_step);
+  if (c->from_peers) {
+    cJSON *from = cJSON_AddArrayToObject(t, "state_from");
+    for (int r = 0; r < c->n_members; r++)
+      cJSON_AddItemToArray(from, cJSON_CreateNumber(c->state_from[r]));
+  }
   /* the data shard: this replica's rows of every global batch */
   cJSON_AddNumberToObject(t, "shard_first_row", (rank % g->replicas) * g->batch / g->replicas);
   cJSON_AddNumberToObject(t, "shard_rows", g->batch / g->replicas);
@@ -161,7 +168,7 @@ static int s_all_probed(coordinator *c, const int *who, int n) {
 }
 
 /* The cost model's problem over the peers `list` (network index = position in list). */
-static void s_problem(coordinator *c, const int *list, int n, assign_network *net,
+static void s_problem(coordinator *c, const int *list, int n, int with_compute, assign_network *net,
                       assign_problem *p) {
   const coordinator_config *g = &c->cfg;
   net->n = n;
@@ -187,6 +194,10 @@ static void s_problem(coordinator *c, const int *list, int n, assign_network *ne
                         .d_dp = g->replicas,
                         .c_dp_bytes = 4.0 * params / g->stages,
                         .c_pp_bytes = 4.0 * g->batch * g->seq * g->channels};
+  /* A tasklet's compute on the fastest listed peer: 6 FLOP per parameter and token (forward and
+   * backward) for its stage's parameters and its replica's tokens. */
+  if (with_compute && ref > 0)
+    p->compute_s = 6.0 * params / g->stages * ((double)g->batch / g->replicas * g->seq) / ref;
 }
 
 static void s_network_free(assign_network *net) {
@@ -199,6 +210,124 @@ static int s_in(const int *list, int n, int x) {
   for (int i = 0; i < n; i++)
     if (list[i] == x) return 1;
   return 0;
+}
+
+static int s_holds(coordinator *c, int rank, int stage, long step) {
+  const coord_peer *p = &c->peers[c->members[rank]];
+  return p->held_step == step && p->held_stage == stage;
+}
+
+/* Where the placed members start: the newest step that, for every stage, some member holds in
+ * memory (every replica of a stage at one step holds the same state), when it is no older than
+ * the latest complete checkpoint; a member that does not hold its stage at that step receives it
+ * from one that does (spread over them). Otherwise, and after an epoch that made no progress
+ * (a hand-over may be what failed), everyone loads the checkpoint. */
+static void s_state_sources(coordinator *c) {
+  const int S = c->cfg.stages, R = c->cfg.replicas, n = c->n_members;
+  long best = 0;
+  for (int q = 0; q < n && c->failed_epochs == 0; q++) {
+    long step = c->peers[c->members[q]].held_step;
+    int covered = step > best && step >= c->committed_step;
+    for (int st = 0; covered && st < S; st++) {
+      int any = 0;
+      for (int r = 0; r < n && !any; r++) any = s_holds(c, r, st, step);
+      covered = any;
+    }
+    if (covered) best = step;
+  }
+  c->from_peers = best > 0;
+  c->start_step = best > 0 ? best : c->committed_step;
+  int next[COORD_MAX_PEERS] = {0}; /* per stage: the holder to hand out next */
+  for (int r = 0; best > 0 && r < n; r++) {
+    int st = r / R;
+    c->state_from[r] = -1;
+    if (s_holds(c, r, st, best)) {
+      c->state_from[r] = r;
+      continue;
+    }
+    /* a holder that stays in its stage first; one moved to another stage sends it too */
+    for (int pass = 0; pass < 2 && c->state_from[r] < 0; pass++)
+      for (int k = 0; k < n; k++) {
+        int q = (next[st] + k) % n;
+        if (s_holds(c, q, st, best) && (pass || q / R == st)) {
+          c->state_from[r] = q, next[st] = q + 1;
+          break;
+        }
+      }
+  }
+}
+
+/* The cost model's iteration cost, compute included, of the world ranks held by list (peer
+ * indices by world rank). Links not yet probed count as free: an optimistic estimate. */
+static double s_cost_of(coordinator *c, const int *list, int n) {
+  assign_network net;
+  assign_problem prob;
+  s_problem(c, list, n, 1, &net, &prob);
+  assign_plan *plan = assign_plan_new(c->cfg.stages, c->cfg.replicas);
+  for (int w = 0; w < n; w++) plan->device[w] = w;
+  double cost = assign_plan_cost(&prob, plan).comm_s;
+  assign_plan_destroy(&plan);
+  s_network_free(&net);
+  return cost;
+}
+
+/* The best single swap of standby `cand` into list: *slot and the cost with it. */
+static double s_best_swap(coordinator *c, const int *list, int n, int cand, int *slot) {
+  int trial[COORD_MAX_PEERS];
+  double best = INFINITY;
+  *slot = -1;
+  for (int i = 0; i < n; i++) {
+    memcpy(trial, list, sizeof(int) * n);
+    trial[i] = cand;
+    double cost = s_cost_of(c, trial, n);
+    if (cost < best) best = cost, *slot = i;
+  }
+  return best;
+}
+
+#define S_PROMOTE_GAIN 0.10 /* a standby replaces a member when the cost drops by 10% or more */
+
+void coord_epoch_on_commit(coordinator *c) {
+  if (c->phase != EPOCH_RUNNING || strcmp(c->epoch_kind, "train") || c->promote >= 0) return;
+  const int n = c->n_members;
+  double now_cost = s_cost_of(c, c->members, n), best = now_cost;
+  int who = -1, slot = -1;
+  for (int k = 0; k < c->n_peers; k++) {
+    coord_peer *p = &c->peers[k];
+    if (p->status != PEER_LIVE || p->epoch_rank >= 0 || p->promote_refused) continue;
+    int i;
+    double cost = s_best_swap(c, c->members, n, k, &i);
+    if (cost < best) best = cost, who = k, slot = i;
+  }
+  if (who < 0 || best > (1 - S_PROMOTE_GAIN) * now_cost) return;
+  coord_event(c, "promote",
+              "standby peer %d (%.1f GFLOP/s) would cut the predicted iteration cost from %.4f s "
+              "to %.4f s in place of peer %d (%.1f GFLOP/s); re-placing at checkpoint step %ld",
+              c->peers[who].id, c->peers[who].flops / 1e9, now_cost, best,
+              c->peers[c->members[slot]].id, c->peers[c->members[slot]].flops / 1e9,
+              c->committed_step);
+  c->promote = who;
+  s_abort(c, "re-placing the run: a faster standby joins at this checkpoint");
+}
+
+/* After probing: promotes c->promote into the plan when its measured links keep the gain. */
+static void s_promote(coordinator *c, int *list, int n, int *changed, int *n_changed) {
+  int who = c->promote, slot;
+  c->promote = -1;
+  if (who < 0 || c->peers[who].status != PEER_LIVE || s_in(list, n, who)) return;
+  double now_cost = s_cost_of(c, list, n), cost = s_best_swap(c, list, n, who, &slot);
+  if (slot < 0 || cost > (1 - S_PROMOTE_GAIN) * now_cost) {
+    c->peers[who].promote_refused = 1;
+    coord_event(c, "promote",
+                "peer %d stays a standby: with its measured links the cost would be %.4f s "
+                "against %.4f s",
+                c->peers[who].id, cost, now_cost);
+    return;
+  }
+  coord_event(c, "promote", "peer %d takes world rank %d from peer %d (predicted %.4f s -> %.4f s)",
+              c->peers[who].id, slot, c->peers[list[slot]].id, now_cost, cost);
+  list[slot] = who;
+  changed[(*n_changed)++] = slot;
 }
 
 /* Chooses the train epoch's peers and places them. Returns 1 when members[] is set. */
@@ -219,6 +348,7 @@ static int s_place(coordinator *c, const int *live, int n_live) {
       list[i] = best;
       changed[n_changed++] = i;
     }
+    s_promote(c, list, n, changed, &n_changed);
   } else {
     memcpy(list, live, sizeof(int) * n_live); /* fastest first; the rest wait as standbys */
     for (int i = 1; i < n_live; i++)
@@ -229,7 +359,7 @@ static int s_place(coordinator *c, const int *live, int n_live) {
   }
   assign_network net;
   assign_problem prob;
-  s_problem(c, list, n, &net, &prob);
+  s_problem(c, list, n, 0, &net, &prob);
   assign_plan *plan = NULL;
   assign_stats st;
   int rc;
@@ -265,6 +395,7 @@ static int s_place(coordinator *c, const int *live, int n_live) {
     c->n_members = n;
     memcpy(c->plan_members, c->members, sizeof(int) * n);
     c->n_plan = n;
+    s_state_sources(c);
   } else {
     coord_event(c, "error", "placement failed: %s", wt_last_error());
   }
@@ -294,9 +425,12 @@ static void s_start_epoch(coordinator *c, const char *kind, const int *who, int 
   if (!strcmp(kind, "train"))
     coord_event(c, "epoch",
                 "epoch %d: train %d stages x %d replicas, peers by world rank [%s], "
-                "predicted cost %.4f s (random placement %.4f s), from step %ld",
+                "predicted cost %.4f s (random placement %.4f s), from step %ld (%s)",
                 c->epoch, c->cfg.stages, c->cfg.replicas, ids, c->cost_ga, c->cost_random,
-                c->committed_step);
+                c->start_step,
+                c->from_peers           ? "the members' own state, handed over to the others"
+                : c->committed_step > 0 ? "the latest complete checkpoint"
+                                        : "fresh weights");
   else
     coord_event(c, "epoch", "epoch %d: probe the links among peers [%s]", c->epoch, ids);
   s_publish(c);
@@ -327,7 +461,8 @@ static void s_epoch_over(coordinator *c) {
     coord_peer *p = &c->peers[c->members[r]];
     p->epoch_rank = -1;
     p->done_intra += p->bytes_intra, p->done_inter += p->bytes_inter;
-    p->bytes_intra = p->bytes_inter = 0;
+    p->done_inter_raw += p->bytes_inter_raw;
+    p->bytes_intra = p->bytes_inter = p->bytes_inter_raw = 0;
   }
   c->n_members = 0;
   c->phase = EPOCH_NONE;
@@ -413,6 +548,12 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
   if (!cJSON_IsNumber(ep) || ep->valueint != c->epoch || p->epoch_rank < 0 ||
       c->phase == EPOCH_NONE)
     return;
+  const cJSON *hs = cJSON_GetObjectItemCaseSensitive(body, "held_step");
+  if (cJSON_IsNumber(hs) && hs->valuedouble >= 0 && hs->valuedouble < 1e12) {
+    p->held_step = (long)hs->valuedouble;
+    p->held_stage = (int)fmin(
+        fmax(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "held_stage")), -1), 1e6);
+  }
   int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "ok"));
   const char *err = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "error"));
   double steps_v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "steps"));
@@ -423,6 +564,9 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
       p->bytes_intra, cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_intra")));
   p->bytes_inter = fmax(
       p->bytes_inter, cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_inter")));
+  p->bytes_inter_raw =
+      fmax(p->bytes_inter_raw,
+           cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_inter_raw")));
   if (ok && !strcmp(c->epoch_kind, "probe")) s_probe_result(c, p, body);
   if (!ok) {
     /* The cause, not its echoes: when one tasklet fails, its neighbours fail next with a lost
@@ -435,7 +579,8 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
       c->last_error_echo = echo;
     }
     if (c->phase != EPOCH_DRAINING) {
-      if (!strcmp(c->epoch_kind, "train") && steps <= c->committed_step) c->failed_epochs++;
+      if (!strcmp(c->epoch_kind, "train")) /* three in a row without progress stop the run */
+        c->failed_epochs = steps <= c->start_step ? c->failed_epochs + 1 : 0;
       if (!strcmp(c->epoch_kind, "train") && c->lost_at == 0) c->lost_at = wt_now_s();
       s_abort(c, c->last_error);
     }

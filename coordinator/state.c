@@ -4,6 +4,7 @@
 
 #include "common/common.h"
 
+#include <math.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,7 +28,8 @@ static const char *s_schema =
     "CREATE TABLE IF NOT EXISTS checkpoints(step INTEGER, stage INTEGER, digest TEXT,"
     " PRIMARY KEY(step, stage));"
     "CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY AUTOINCREMENT, t REAL, kind TEXT,"
-    " detail TEXT);";
+    " detail TEXT);"
+    "CREATE TABLE IF NOT EXISTS losses(step INTEGER PRIMARY KEY, loss REAL);";
 
 static int s_exec(coordinator *c, const char *sql) {
   char *err = NULL;
@@ -115,6 +117,7 @@ void coord_state_save_run(coordinator *c) {
   cJSON_AddNumberToObject(run, "run_id", (double)c->run_id);
   cJSON_AddNumberToObject(run, "complete", c->run_complete);
   cJSON_AddNumberToObject(run, "committed_step", (double)c->committed_step);
+  cJSON_AddNumberToObject(run, "start_step", (double)c->start_step);
   cJSON_AddNumberToObject(run, "epoch", c->epoch);
   cJSON_AddStringToObject(run, "epoch_kind", c->epoch_kind);
   cJSON_AddNumberToObject(run, "running", c->phase == EPOCH_RUNNING);
@@ -186,6 +189,27 @@ void coord_state_save_epoch(coordinator *c, const char *plan_json) {
   coord_state_save_run(c);
 }
 
+void coord_state_save_loss(coordinator *c, long step, float loss) {
+  s_run(c, "INSERT OR REPLACE INTO losses(step, loss) VALUES(?, ?)", "id", (long long)step,
+        (double)loss);
+}
+
+/* The loss curve, step by step as the heartbeats brought it; the newest point is also the last
+ * step and loss /status shows until the peers report again. */
+static void s_load_losses(coordinator *c) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(c->db, "SELECT step, loss FROM losses ORDER BY step", -1, &st, NULL) !=
+      SQLITE_OK)
+    return;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    long step = (long)sqlite3_column_int64(st, 0);
+    float loss = (float)sqlite3_column_double(st, 1);
+    coord_loss_keep(c, step, loss);
+    c->last_step = step, c->last_loss = loss;
+  }
+  sqlite3_finalize(st);
+}
+
 static int s_peer_by_id(coordinator *c, int id) {
   for (int i = 0; i < c->n_peers; i++)
     if (c->peers[i].id == id) return i;
@@ -248,6 +272,7 @@ static void s_ids_to_peers(coordinator *c, const cJSON *arr, int *out, int *n) {
 
 int coord_state_load(coordinator *c) {
   s_load_peers(c);
+  s_load_losses(c);
   char text[16384];
   if (!coord_state_meta_get(c, "run", text, sizeof text)) {
     randombytes_buf(&c->run_id, sizeof c->run_id);
@@ -263,6 +288,8 @@ int coord_state_load(coordinator *c) {
   c->run_id = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "run_id"));
   c->run_complete = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "complete"));
   c->committed_step = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "committed_step"));
+  double start = cJSON_GetNumberValue(cJSON_GetObjectItem(run, "start_step"));
+  c->start_step = isfinite(start) ? (long)start : c->committed_step;
   c->epoch = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "epoch"));
   const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(run, "epoch_kind"));
   snprintf(c->epoch_kind, sizeof c->epoch_kind, "%s", kind ? kind : "");

@@ -19,6 +19,11 @@ static void s_num(cJSON *o, const char *name, double v) {
 
 void coord_loss_record(coordinator *c, long step, float loss) {
   if (!isfinite(loss)) return;
+  coord_loss_keep(c, step, loss);
+  coord_state_save_loss(c, step, loss);
+}
+
+void coord_loss_keep(coordinator *c, long step, float loss) {
   if (c->n_hist == COORD_LOSS_HIST) { /* keep every other point: the curve stays whole */
     for (int i = 0; i < COORD_LOSS_HIST / 2; i++) {
       c->hist_step[i] = c->hist_step[2 * i + 1];
@@ -126,6 +131,10 @@ cJSON *coord_status(coordinator *c) {
   s_bytes(c, &intra, &inter);
   cJSON_AddNumberToObject(o, "bytes_intra_region", intra);
   cJSON_AddNumberToObject(o, "wan_bytes", inter);
+  double raw = 0; /* what the WAN would have carried with float32 activations */
+  for (int i = 0; i < c->n_peers; i++)
+    raw += c->peers[i].done_inter_raw + c->peers[i].bytes_inter_raw;
+  cJSON_AddNumberToObject(o, "wan_bytes_uncompressed", raw);
   cJSON_AddNumberToObject(o, "refused", (double)c->refused);
   if (c->last_error[0]) cJSON_AddStringToObject(o, "last_error", c->last_error);
   return o;

@@ -81,6 +81,14 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world
   if (c->dp_ring) WT_CHECK(s_check_ring(c->dp_ring, c->replicas));
   if (c->resume && !c->checkpoint_dir[0])
     return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir");
+  if ((c->state_in || c->state_out) &&
+      (c->zero || c->diloco_h || !strncmp(c->act_codec, "delta", 5) ||
+       (strcmp(c->grad_codec, "none") && c->grad_ef)))
+    return wt_fail(WT_EINVAL, "a state hand-over holds the model, optimizer and data position "
+                              "only: it needs --zero 0, no --diloco, no error feedback and no "
+                              "delta --act-codec");
+  if (c->state_in && c->resume)
+    return wt_fail(WT_EINVAL, "start from a handed-over state or resume, not both");
   return WT_OK;
 }
 
@@ -427,6 +435,9 @@ int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *worl
   int rc = parallel_tasklet_setup(k, cfg, world);
   k->t_start = t0;
   if (rc == WT_OK && cfg->resume) rc = parallel_tasklet_resume(k);
+  if (rc == WT_OK && cfg->state_in)
+    rc = parallel_tasklet_state_load(k, cfg->state_in, cfg->state_in_bytes);
+  int started = rc == WT_OK; /* the trainer holds a whole state from here on */
   if (rc == WT_OK) res.steps_done = trainer_steps_done(k->t);
   if (rc == WT_OK) rc = parallel_tasklet_train(k, &res);
   if (rc != WT_OK) {
@@ -441,6 +452,13 @@ int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *worl
   res.reduce_s = k->reduce_s, res.norm_s = k->norm_s;
   if (k->pipe && k->dp) s_bytes(k, &res.bytes_pipeline, &res.bytes_data, &res.bytes_control);
   res.seconds = wt_now_s() - t0;
+  if (cfg->state_out) {
+    /* a failed step never reaches the update, so the trainer is at its last completed step */
+    *cfg->state_out = NULL, *cfg->state_out_bytes = 0;
+    if (started && parallel_tasklet_state_save(k, cfg->state_out, cfg->state_out_bytes) != WT_OK)
+      WT_WARN("tasklet stage %d replica %d: cannot keep its state: %s", cfg->stage, cfg->replica,
+              wt_last_error());
+  }
   parallel_tasklet_teardown(k);
   free(k);
   if (result) *result = res;

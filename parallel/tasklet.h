@@ -105,6 +105,15 @@ typedef struct {
                           every tasklet stops after the same step */
   parallel_tasklet_step_fn on_step; /* called after every step, may be NULL */
   void *on_step_arg;
+  /* In-memory state hand-over (peerd moves a stage between processes with it; see
+   * parallel_tasklet_state_* below). state_in: start from this state blob instead of fresh
+   * weights (resume must be 0). state_out: when the run returns, successful or not, *state_out
+   * receives a malloc'd blob of the stage at its last completed step (NULL when the tasklet never
+   * got that far); the caller frees it. Both need the checkpoints' stateless options. */
+  const void *state_in;
+  size_t state_in_bytes;
+  void **state_out;
+  size_t *state_out_bytes;
 } parallel_tasklet_config;
 
 /* What a run did. */
@@ -136,6 +145,18 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *cfg, int wor
  * error, a diverged loss), with wt_last_error() naming the stage, replica and step. */
 int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *world,
                          parallel_tasklet_result *result);
+
+/* ---- the state hand-over ---------------------------------------------------------------------
+
+   A state blob holds what a checkpoint holds for one stage — parameters, optimizer state and its
+   step count, the steps done and the data position — as little-endian bytes behind a 64-byte
+   header (magic "WTSTATE1", stage, layer range, steps, sizes). Every replica of a stage at the
+   same step holds the same blob, so a tasklet started from another replica's blob continues
+   bit-exactly. Blobs are made by the same build: the data position is its raw bytes. */
+
+/* Reads the header of a blob: its stage and steps done. Returns WT_OK or WT_ECORRUPT (too short,
+ * wrong magic, sizes that do not add up to `bytes`). */
+int parallel_tasklet_state_info(const void *blob, size_t bytes, int *stage, long *step);
 
 /* ---- a multi-stage run as one model (wantrain eval / sample) ------------------------------- */
 

@@ -42,4 +42,8 @@ int parallel_tasklet_checkpoint(parallel_tasklet *k);
 /* Loads the step the manifest names into this tasklet. */
 int parallel_tasklet_resume(parallel_tasklet *k);
 
+/* tasklet_state.c: the stage as a state blob (tasklet.h), malloc'd into *out; and back. */
+int parallel_tasklet_state_save(parallel_tasklet *k, void **out, size_t *bytes);
+int parallel_tasklet_state_load(parallel_tasklet *k, const void *blob, size_t bytes);
+
 #endif

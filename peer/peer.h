@@ -28,6 +28,7 @@ typedef struct {
   char data_dir[WT_CONFIG_STR_MAX]; /* key file, data cache */
   char key[WT_CONFIG_STR_MAX];      /* key pair file; default DATA_DIR/peer.key */
   char host[WT_CONFIG_STR_MAX];     /* address other peers reach this one at */
+  double flops;                     /* FLOP/s to report; 0 = measure (a short sgemm benchmark) */
   double register_timeout_s;
   int quiet;
 } peerd_config;

@@ -4,6 +4,7 @@
 #define WT_PEER_INTERNAL_H
 
 #include "model/data.h"
+#include "parallel/comm.h"
 #include "parallel/zmq.h"
 
 #include <cjson/cJSON.h>
@@ -11,9 +12,20 @@
 #include <signal.h>
 #include <stdint.h>
 
+/* The stage state a peer keeps between epochs (parallel/tasklet.h's state blob), to start the
+ * next epoch from or to hand to a replacement of the same stage. Owned by peerd; the work thread
+ * reads and replaces it only while it runs. */
+typedef struct {
+  void *blob;
+  size_t bytes;
+  int stage;
+  long step; /* 0: nothing held */
+} peer_held;
+
 typedef struct {
   int epoch, rank, size, is_train;
-  cJSON *body; /* the EPOCH message, owned */
+  peer_held *held; /* borrowed from peerd */
+  cJSON *body;     /* the EPOCH message, owned */
   parallel_zmq_transport *transport;
   char keys[64][41];
   double *lat, *bw; /* emulated link rows, or NULL */
@@ -30,6 +42,9 @@ typedef struct {
   double first_loss; /* the loss of step 1 when this epoch ran it, else NaN */
   double loss, tokens_s, bytes_sent, bytes_recv, t_last;
   double bytes_intra, bytes_inter; /* sent over links inside / between regions */
+  double bytes_inter_raw;          /* bytes_inter had the activations gone as float32 */
+  long start_step;                 /* the step the epoch's tasklet started from, -1 = none yet */
+  double act_saved_row;            /* bytes the activation codec saves per sample row sent */
   void *zc;                        /* the zmq communicator while the work runs */
   int stage, replica;
   double *probe_lat, *probe_bw; /* size entries, -1 unmeasured */
@@ -37,7 +52,7 @@ typedef struct {
 
 /* Parses an EPOCH body and binds the data socket (tcp://host:*). NULL with wt_last_error(). */
 peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, const char *sec,
-                         const data_set *data);
+                         const data_set *data, peer_held *held);
 const char *peer_work_endpoint(const peer_work *w);
 /* Connects to the endpoints of START and starts the thread. */
 int peer_work_start(peer_work *w, const cJSON *start);
@@ -45,6 +60,19 @@ int peer_work_start(peer_work *w, const cJSON *start);
 void peer_work_destroy(peer_work **self_p);
 /* The RESULT body for a finished work (caller frees with cJSON_Delete). */
 cJSON *peer_work_result(peer_work *w);
+
+/* Frees what a peer holds and marks it empty. */
+void peer_held_clear(peer_held *h);
+
+/* The state hand-over at the start of a train epoch that names state_from (one source rank per
+ * world rank). This rank first sends its held blob — behind a 48-byte header of step, size and
+ * SHA-256 — to every rank that names it, whatever stage it now serves itself, then takes its own
+ * start: its held blob (*owned = 0; it must hold `stage` at `step`) or one received from its
+ * source (*owned = 1, malloc'd), refused unless digest, stage and step match. Sources send before
+ * anyone receives, so no two ranks wait on each other. Returns WT_OK, WT_EINVAL (a state_from
+ * this peer cannot serve), WT_ECORRUPT (a damaged or wrong blob) or the transport's error. */
+int peer_state_exchange(const peer_held *held, parallel_comm *world, const cJSON *from, int stage,
+                        long step, const void **in, size_t *in_bytes, int *owned);
 
 /* Short local sgemm benchmark: the best FLOP/s of a few 256³ products on the CPU back end. */
 double peer_device_flops(void);

@@ -32,6 +32,10 @@ static const wt_option s_options[] = {
     {"key", WT_OPT_STRING, F(key), 0, 0, "", "key pair file (default DATA_DIR/peer.key)", 0},
     {"host", WT_OPT_STRING, F(host), 0, 0, "127.0.0.1", "address the other peers reach this one at",
      0},
+    {"flops", WT_OPT_FLOAT, F(flops), 0, 1e18, "0",
+     "FLOP/s to report instead of measuring them (0 = measure); emulates a slower or faster "
+     "device for the placement",
+     0},
     {"register-timeout", WT_OPT_FLOAT, F(register_timeout_s), 1, 3600, "30",
      "seconds to wait for the coordinator's answer", 0},
     {"quiet", WT_OPT_FLAG, F(quiet), 0, 1, "0", "no progress lines", 0},
@@ -55,6 +59,7 @@ typedef struct {
   double flops, memory;
   peer_work *work;
   int work_epoch;
+  peer_held held;     /* this peer's stage state at its last completed step, between epochs */
   cJSON *last_result; /* repeated in heartbeats until a new epoch: a RESULT lost in a
                          coordinator restart is not lost */
   long reported_ckpt;
@@ -136,6 +141,10 @@ static int s_register(s_peer *p) {
   cJSON_AddStringToObject(b, "token", p->cfg->token);
   cJSON_AddStringToObject(b, "region", p->cfg->region);
   cJSON_AddStringToObject(b, "host", p->cfg->host);
+  if (p->held.step > 0) { /* registering again (the coordinator restarted): still holds it */
+    cJSON_AddNumberToObject(b, "held_stage", p->held.stage);
+    cJSON_AddNumberToObject(b, "held_step", (double)p->held.step);
+  }
   cJSON *d = cJSON_AddObjectToObject(b, "device");
   cJSON_AddStringToObject(d, "kind", "cpu");
   cJSON_AddNumberToObject(d, "flops", p->flops);
@@ -224,7 +233,7 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
     s_report_failure(p, epoch, why);
     return;
   }
-  p->work = peer_work_new(body, p->cfg->host, p->pub, p->sec, p->data);
+  p->work = peer_work_new(body, p->cfg->host, p->pub, p->sec, p->data, &p->held);
   if (!p->work) {
     fprintf(stderr, "peerd: epoch %d: %s\n", epoch, wt_last_error());
     s_report_failure(p, epoch, wt_last_error());
@@ -234,8 +243,10 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
   if (!p->cfg->quiet)
     printf("peerd %d: epoch %d: %s, rank %d of %d%s\n", p->peer_id, epoch, s_str(body, "kind"),
            s_int(body, "rank", 0), s_int(body, "size", 0),
-           train ? (s_num(train, "resume", 0) ? " (resuming from the latest checkpoint)" : "")
-                 : "");
+           !train                                                  ? ""
+           : cJSON_GetObjectItemCaseSensitive(train, "state_from") ? " (from live replicas' state)"
+           : s_num(train, "resume", 0) ? " (resuming from the latest checkpoint)"
+                                       : "");
   cJSON *b = cJSON_CreateObject();
   cJSON_AddNumberToObject(b, "epoch", epoch);
   cJSON_AddStringToObject(b, "endpoint", peer_work_endpoint(p->work));
@@ -297,11 +308,11 @@ static void s_heartbeat(s_peer *p) {
   cJSON *b = cJSON_CreateObject();
   peer_work *w = p->work;
   long step = 0;
-  double loss = NAN, tok = 0, sent = 0, recv = 0, intra = 0, inter = 0;
+  double loss = NAN, tok = 0, sent = 0, recv = 0, intra = 0, inter = 0, inter_raw = 0;
   if (w && w->is_train) {
     pthread_mutex_lock(&w->mu);
     step = w->step, loss = w->loss, tok = w->tokens_s, sent = w->bytes_sent, recv = w->bytes_recv;
-    intra = w->bytes_intra, inter = w->bytes_inter;
+    intra = w->bytes_intra, inter = w->bytes_inter, inter_raw = w->bytes_inter_raw;
     pthread_mutex_unlock(&w->mu);
   }
   cJSON_AddNumberToObject(b, "epoch", w ? w->epoch : -1);
@@ -314,6 +325,7 @@ static void s_heartbeat(s_peer *p) {
   cJSON_AddNumberToObject(b, "bytes_recv", recv);
   cJSON_AddNumberToObject(b, "bytes_intra", intra);
   cJSON_AddNumberToObject(b, "bytes_inter", inter);
+  cJSON_AddNumberToObject(b, "bytes_inter_raw", inter_raw);
   if (!w && p->last_result) cJSON_AddItemToObject(b, "result", cJSON_Duplicate(p->last_result, 1));
   s_send(p, COORD_CMD_HEARTBEAT, b);
   cJSON_Delete(b);
@@ -446,14 +458,14 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
   s_peer p = {.cfg = cfg, .heartbeat_s = 1, .liveness = 5};
   int rc = s_keys(&p);
   if (rc == WT_OK) {
-    p.flops = peer_device_flops();
+    p.flops = cfg->flops > 0 ? cfg->flops : peer_device_flops();
     p.memory = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     rc = s_connect(&p);
   }
   if (rc == WT_OK) {
     if (!cfg->quiet)
-      printf("peerd: device cpu, %.1f GFLOP/s (256^3 sgemm), %.1f GiB; registering with %s\n",
-             p.flops / 1e9, p.memory / (1 << 30), cfg->coordinator);
+      printf("peerd: device cpu, %.1f GFLOP/s (%s), %.1f GiB; registering with %s\n", p.flops / 1e9,
+             cfg->flops > 0 ? "--flops" : "256^3 sgemm", p.memory / (1 << 30), cfg->coordinator);
     s_register(&p);
     int w = s_await_welcome(&p, wt_now_s() + cfg->register_timeout_s, stop);
     if (w < 0)
@@ -471,6 +483,7 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
     rc = s_loop(&p, stop);
   }
   peer_work_destroy(&p.work);
+  peer_held_clear(&p.held);
   cJSON_Delete(p.last_result);
   data_set_destroy(&p.data);
   if (p.sock) zmq_close(p.sock);

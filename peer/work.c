@@ -3,9 +3,13 @@
  * emulation training uses) or a training tasklet. */
 #include "peer/peer_internal.h"
 
+#include "common/bytes.h" /* defines: wt_put_le64 / wt_get_le64 for the hand-over header */
 #include "common/common.h"
+#include "compress/acsgd.h" /* defines: acsgd_msg_bytes, the activation codec's message size */
 #include "kernels/kernels.h"
 #include "parallel/tasklet.h"
+
+#include <sodium.h> /* defines: crypto_hash_sha256 for the state hand-over */
 
 #include <math.h>
 #include <stdlib.h>
@@ -17,6 +21,8 @@
 #define S_TAG_PONG 9002
 #define S_TAG_BULK 9003
 #define S_TAG_ACK 9004
+#define S_TAG_STATE_HEAD 9101 /* the state hand-over: step, bytes, SHA-256 ... */
+#define S_TAG_STATE 9102      /* ... then the blob */
 #define S_PINGS 5
 #define S_BULKS 3 /* pairs of bulk messages per link */
 
@@ -59,8 +65,9 @@ static int s_wrecv(void *ctx, int peer, int tag, void *buf, size_t cap, size_t *
 static const parallel_transport_ops s_wrap_ops = {.name = "peerd", .send = s_wsend, .recv = s_wrecv};
 
 peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, const char *sec,
-                         const data_set *data) {
+                         const data_set *data, peer_held *held) {
   peer_work *w = wt_xcalloc(1, sizeof *w);
+  w->held = held;
   pthread_mutex_init(&w->mu, NULL);
   w->body = cJSON_Duplicate(epoch, 1);
   w->epoch = s_int(epoch, "epoch", -1);
@@ -213,18 +220,129 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   w->bytes_sent = (double)(st->bytes_pipeline + st->bytes_data + st->bytes_control);
   const cJSON *regions = cJSON_GetObjectItemCaseSensitive(w->body, "regions");
   const char *mine = cJSON_GetStringValue(cJSON_GetArrayItem(regions, w->rank));
-  double intra = 0, inter = 0, recv = 0;
+  double intra = 0, inter = 0, inter_raw = 0, recv = 0;
+  /* Without compression: each step sends m micro-batches of rows samples forward to the next
+   * stage and their gradients back to the previous one; the codec's bytes are fixed per sample
+   * (compress/acsgd.h), so what it saved on a pipeline link is exact. */
+  const int R = s_int(t, "replicas", 1), S = s_int(t, "stages", 1);
+  const double rows = s_num(t, "batch", 1) / fmax(R, 1);
+  if (w->start_step < 0) w->start_step = st->info.step - 1;
+  const double saved = (double)(st->info.step - w->start_step) * rows * w->act_saved_row;
   for (int p = 0; p < w->size; p++) {
     parallel_zmq_link_stats ls = parallel_zmq_link_stats_get(w->zc, p);
     const char *theirs = cJSON_GetStringValue(cJSON_GetArrayItem(regions, p));
-    if (mine && theirs && !strcmp(mine, theirs))
+    int pipe_next = w->stage + 1 < S && p == (w->stage + 1) * R + w->replica;
+    int pipe_prev = w->stage > 0 && p == (w->stage - 1) * R + w->replica;
+    if (mine && theirs && !strcmp(mine, theirs)) {
       intra += (double)ls.bytes_sent;
-    else
+    } else {
       inter += (double)ls.bytes_sent;
+      inter_raw += (double)ls.bytes_sent + (pipe_next || pipe_prev ? saved : 0);
+    }
     recv += (double)ls.bytes_recv;
   }
   w->bytes_intra = intra, w->bytes_inter = inter, w->bytes_recv = recv;
+  w->bytes_inter_raw = inter_raw;
   pthread_mutex_unlock(&w->mu);
+}
+
+/* ---- the state hand-over: before the tasklet starts, every member the coordinator names as a
+ * source (state_from[r] == r) sends its held state to the members that start from it; they check
+ * its SHA-256, stage and step. The sources never receive, so the sends cannot deadlock. ------- */
+
+void peer_held_clear(peer_held *h) {
+  free(h->blob);
+  memset(h, 0, sizeof *h);
+}
+
+static int s_state_send(const peer_held *held, parallel_comm *world, int to) {
+  uint8_t head[48];
+  wt_put_le64(head, (uint64_t)held->step);
+  wt_put_le64(head + 8, (uint64_t)held->bytes);
+  crypto_hash_sha256(head + 16, held->blob, held->bytes);
+  WT_CHECK(parallel_comm_send(world, to, S_TAG_STATE_HEAD, head, sizeof head));
+  return parallel_comm_send(world, to, S_TAG_STATE, held->blob, held->bytes);
+}
+
+static int s_state_recv(parallel_comm *world, int from, int stage, long step, void **out,
+                        size_t *out_bytes) {
+  uint8_t head[48], digest[32];
+  size_t got = 0;
+  WT_CHECK(parallel_comm_recv(world, from, S_TAG_STATE_HEAD, head, sizeof head, &got));
+  uint64_t bytes = wt_get_le64(head + 8);
+  if (got != sizeof head || wt_get_le64(head) != (uint64_t)step || bytes < 64 ||
+      bytes > (1ull << 40))
+    return wt_fail(WT_ECORRUPT,
+                   "state hand-over from rank %d: a header for step %llu of %llu bytes, "
+                   "expected step %ld",
+                   from, (unsigned long long)wt_get_le64(head), (unsigned long long)bytes, step);
+  uint8_t *blob = wt_xmalloc((size_t)bytes);
+  int rc = parallel_comm_recv(world, from, S_TAG_STATE, blob, (size_t)bytes, &got);
+  if (rc == WT_OK && got != bytes)
+    rc = wt_fail(WT_ECORRUPT, "state hand-over from rank %d: %zu bytes, announced %llu", from, got,
+                 (unsigned long long)bytes);
+  if (rc == WT_OK) crypto_hash_sha256(digest, blob, (size_t)bytes);
+  if (rc == WT_OK && sodium_memcmp(digest, head + 16, 32) != 0)
+    rc = wt_fail(WT_ECORRUPT,
+                 "state hand-over from rank %d: SHA-256 mismatch; the state was "
+                 "damaged on the way and is refused",
+                 from);
+  int s = -1;
+  long at = -1;
+  if (rc == WT_OK) rc = parallel_tasklet_state_info(blob, (size_t)bytes, &s, &at);
+  if (rc == WT_OK && (s != stage || at != step))
+    rc = wt_fail(WT_ECORRUPT,
+                 "state hand-over from rank %d: stage %d at step %ld, expected stage "
+                 "%d at step %ld",
+                 from, s, at, stage, step);
+  if (rc != WT_OK) {
+    free(blob);
+    return rc;
+  }
+  *out = blob, *out_bytes = (size_t)bytes;
+  return WT_OK;
+}
+
+/* peer_internal.h: sources send first, then everyone takes its start. */
+int peer_state_exchange(const peer_held *held, parallel_comm *world, const cJSON *from, int stage,
+                        long step, const void **in, size_t *in_bytes, int *owned) {
+  const int me = parallel_comm_rank(world), size = parallel_comm_size(world);
+  if (cJSON_GetArraySize(from) != size || size > 64)
+    return wt_fail(WT_EINVAL, "state_from lists %d sources for a group of %d",
+                   cJSON_GetArraySize(from), size);
+  int src[64] = {0};
+  for (int r = 0; r < size; r++) {
+    const cJSON *e = cJSON_GetArrayItem(from, r);
+    src[r] = cJSON_IsNumber(e) ? (int)fmin(fmax(e->valuedouble, -1), 1e6) : -1;
+    if (src[r] < 0 || src[r] >= size)
+      return wt_fail(WT_EINVAL, "state_from names source %d for rank %d", src[r], r);
+  }
+  int asked = src[me] == me; /* starting from its own state, or sending it */
+  for (int r = 0; r < size; r++) asked |= r != me && src[r] == me;
+  if (asked && (!held->blob || held->step != step))
+    return wt_fail(WT_EINVAL,
+                   "the coordinator expects this peer to hold a stage at step %ld; it "
+                   "holds stage %d at step %ld",
+                   step, held->stage, held->step);
+  for (int r = 0; r < size; r++)
+    if (r != me && src[r] == me) WT_CHECK(s_state_send(held, world, r));
+  if (src[me] == me) {
+    if (held->stage != stage)
+      return wt_fail(WT_EINVAL,
+                     "the coordinator expects this peer to hold stage %d; it holds "
+                     "stage %d",
+                     stage, held->stage);
+    *in = held->blob, *in_bytes = held->bytes, *owned = 0;
+    return WT_OK;
+  }
+  void *blob = NULL;
+  size_t bytes = 0;
+  double t0 = wt_now_s();
+  WT_CHECK(s_state_recv(world, src[me], stage, step, &blob, &bytes));
+  WT_INFO("peerd: stage %d at step %ld: %.1f MB of state from rank %d in %.2f s, SHA-256 ok", stage,
+          step, (double)bytes / 1e6, src[me], wt_now_s() - t0);
+  *in = blob, *in_bytes = bytes, *owned = 1;
+  return WT_OK;
 }
 
 static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
@@ -261,12 +379,36 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   c.resume = s_int(t, "resume", 0);
   c.on_step = s_on_step;
   c.on_step_arg = w;
+  int bits = !strncmp(c.act_codec, "direct", 6) ? atoi(c.act_codec + 6) : 0;
+  const int T = c.train.model.max_seq, C = c.train.model.channels;
   pthread_mutex_lock(&w->mu);
   w->stage = c.stage, w->replica = c.replica, w->total_steps = c.train.steps;
+  w->start_step = -1; /* the first step done tells */
+  w->act_saved_row = bits ? 4.0 * T * C - (double)acsgd_msg_bytes(T, C, bits) : 0;
   pthread_mutex_unlock(&w->mu);
   WT_CHECK(parallel_tasklet_config_validate(&c, parallel_comm_size(world)));
+  const cJSON *from = cJSON_GetObjectItemCaseSensitive(t, "state_from");
+  const void *in = NULL;
+  int owned = 0;
+  if (from) {
+    c.resume = 0;
+    WT_CHECK(peer_state_exchange(w->held, world, from, c.stage, (long)s_num(t, "resume_step", 0),
+                                 &in, &c.state_in_bytes, &owned));
+    c.state_in = in;
+  }
+  void *out = NULL;
+  size_t out_bytes = 0;
+  c.state_out = &out, c.state_out_bytes = &out_bytes;
   parallel_tasklet_result res;
   int rc = parallel_tasklet_run(&c, world, &res);
+  if (owned) free((void *)in);
+  if (out) { /* the stage at its last completed step, kept for the next epoch */
+    int stage = -1;
+    long step = 0;
+    parallel_tasklet_state_info(out, out_bytes, &stage, &step);
+    peer_held_clear(w->held);
+    *w->held = (peer_held){.blob = out, .bytes = out_bytes, .stage = stage, .step = step};
+  }
   uint64_t recv = 0;
   for (int p = 0; p < w->size; p++) recv += parallel_zmq_link_stats_get(zc, p).bytes_recv;
   pthread_mutex_lock(&w->mu);
@@ -335,7 +477,12 @@ cJSON *peer_work_result(peer_work *w) {
   cJSON_AddNumberToObject(b, "steps", (double)w->steps);
   cJSON_AddNumberToObject(b, "bytes_intra", w->bytes_intra);
   cJSON_AddNumberToObject(b, "bytes_inter", w->bytes_inter);
+  cJSON_AddNumberToObject(b, "bytes_inter_raw", w->bytes_inter_raw);
   if (isfinite(w->loss)) cJSON_AddNumberToObject(b, "loss", w->loss);
+  if (w->held->step > 0) { /* what this peer can start the next epoch from or hand over */
+    cJSON_AddNumberToObject(b, "held_stage", w->held->stage);
+    cJSON_AddNumberToObject(b, "held_step", (double)w->held->step);
+  }
   if (!w->is_train && w->rc == WT_OK) {
     cJSON *la = cJSON_AddArrayToObject(b, "latency_s"),
           *bw = cJSON_AddArrayToObject(b, "bandwidth_Bps");

@@ -3,7 +3,7 @@
 # peerd in build/, then runs `wantrain demo`: a coordinator and 9 peerd on this machine over an
 # emulated 4-region WAN (2 pipeline stages x 4 data-parallel replicas plus a standby), GA
 # placement, int8 activations; one peer is killed part-way and the standby takes over. Ends
-# with a summary and the loss curve as a PNG.
+# with a summary (WAN bytes with and without compression, a text sample) and the loss curve as a PNG.
 #   scripts/demo.sh [wantrain demo options]   e.g. --minutes 2 --json
 #   (WANTRAIN_BUILD_DIR overrides build/)
 set -euo pipefail

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_coord_restart — the run survives its coordinator and its whole cluster:
 #  A. the coordinator is killed with kill -9 mid-run and restarted on its state directory: the
-#     peers reconnect by themselves, the run goes on in the same epoch and finishes;
+#     peers reconnect by themselves, the run goes on in the same epoch and finishes, and the
+#     restarted coordinator's /status still has the loss curve it served before the kill;
 #  B. every process is killed with kill -9 and all are started again: the run resumes from the
 #     latest complete checkpoint and ends at run A's final loss (resume is bit-exact);
 #  C. the same, but one stage's shard of that checkpoint is corrupted first: the resume is
@@ -29,9 +30,19 @@ STATE=$WORK/a PEER_LOG=a-peer
 start_coord a.log "${ARGS[@]}"
 peers
 wait_committed "$WORK/a.log" 30 60 || fail "A: no checkpoint"
+history() { curl -sf "http://127.0.0.1:$(cat "$WORK/a/http_port")/status" |
+            python3 -c "import json,sys; print(json.dumps(json.load(sys.stdin)['loss_history']))"; }
+before=$(history) || fail "A: /status did not answer before the kill"
 kill_coord
 sleep 1
 start_coord a.log "${ARGS[@]}"
+for _ in $(seq 50); do after=$(history) && break; sleep 0.1; done
+python3 -c "
+import json, sys
+b, a = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+print(f'A: loss history: {len(b)} points up to step {b[-1][0]} before the kill, {len(a)} after the restart')
+sys.exit(0 if len(b) >= 5 and a[:len(b)] == b else 1)" "$before" "${after:-[]}" ||
+  fail "A: the restarted coordinator lost the loss history (before: $before; after: ${after:-none})"
 wait_for "$WORK/a.log" "the run finished 150 steps" 60 || fail "A: the run did not finish after the restart"
 wait_exit "$CPID" 60
 grep -q "restart: state loaded: .*(running)" "$WORK/a.log" || fail "A: the restart did not find the running epoch"

@@ -2,8 +2,9 @@
  * peerd processes (eight train 2 stages x 4 replicas, one waits as a standby) on an emulated
  * 4-region WAN (coordinator/scenarios/wan4.json), GA placement, int8 activations (direct8);
  * part-way one training peer is killed with SIGKILL and the standby takes over. Ends with a summary
- * (predicted GA vs random cost, measured iteration time, WAN bytes, recovery time, the loss curve
- * as a PNG when gnuplot is there) and, with --json, one JSON line. Everything runs on loopback with
+ * (predicted GA vs random cost, measured iteration time, WAN bytes with and without compression,
+ * recovery time, the loss curve as a PNG when gnuplot is there, a text sample from the trained
+ * model) and, with --json, one JSON line. Everything runs on loopback with
  * ephemeral ports, in a scratch directory. */
 #include "tools/wantrain/cli.h"
 
@@ -160,6 +161,25 @@ static void s_plot(const char *dir, const cJSON *st) {
   free(loss);
 }
 
+/* A text sample from the run's latest complete checkpoint, by `wantrain sample` (the multi-stage
+ * run directory loads as one model): its output with line breaks shown as spaces, in out. */
+static int s_sample(const char *exe, const char *state, char *out, size_t size) {
+  char cmd[3 * PATH_MAX];
+  snprintf(cmd, sizeof cmd,
+           "'%s/wantrain' sample --checkpoint '%s/checkpoints' --tokens 120 --temperature 0.8 "
+           "--seed 1 2>&1",
+           exe, state);
+  FILE *p = popen(cmd, "r");
+  if (!p) return wt_fail(WT_EIO, "cannot run wantrain sample: %s", strerror(errno));
+  size_t n = fread(out, 1, size - 1, p);
+  out[n] = 0;
+  int status = pclose(p);
+  for (size_t i = 0; i < n; i++)
+    if (out[i] == '\n' || out[i] == '\r') out[i] = ' ';
+  while (n > 0 && out[n - 1] == ' ') out[--n] = 0;
+  return status == 0 ? WT_OK : wt_fail(WT_EIO, "wantrain sample failed: %s", out);
+}
+
 static double s_num(const cJSON *o, const char *k) {
   const cJSON *v = cJSON_GetObjectItem(o, k);
   return cJSON_IsNumber(v) ? v->valuedouble : NAN;
@@ -314,13 +334,24 @@ static int s_run(demo_args *a) {
          rnd / ga);
   printf("  measured iteration     %.3f s wall (emulated WAN at time scale %g)\n", it,
          a->time_scale);
-  printf("  WAN bytes              %.1f MB sent between regions (activations %s)\n", wan / 1e6,
-         a->act_codec);
-  if (killed)
-    printf("  churn                  peer %d killed; training resumed %.1f s later from the "
-           "latest complete checkpoint\n",
-           victim_id, rec);
+  double wan_raw = s_num(st, "wan_bytes_uncompressed");
+  printf("  WAN bytes              %.1f MB sent between regions with activations %s; %.1f MB "
+         "without compression (float32 activations, %.2fx)\n",
+         wan / 1e6, a->act_codec, wan_raw / 1e6, wan > 0 ? wan_raw / wan : 0);
+  if (killed) { /* the coordinator's last epoch line says where it started from */
+    char from[512] = "?";
+    if (s_last_line(log, "from step ", line, sizeof line))
+      snprintf(from, sizeof from, "%s", strstr(line, "from step "));
+    printf("  churn                  peer %d killed; training resumed %.1f s later %s\n", victim_id,
+           rec, from);
+  }
   s_plot(a->dir, st);
+  static char sample[4096];
+  int sampled = s_sample(exe, state, sample, sizeof sample) == WT_OK;
+  if (sampled)
+    printf("  text sample            %s\n", sample);
+  else
+    printf("  text sample            none: %s\n", wt_last_error());
   printf("  logs                   %s/coordinator.log, %s/peer*.log\n", a->dir, a->dir);
   if (a->json) {
     cJSON *j = cJSON_CreateObject();
@@ -332,8 +363,10 @@ static int s_run(demo_args *a) {
     cJSON_AddNumberToObject(j, "predicted_cost_random_s", rnd);
     cJSON_AddNumberToObject(j, "measured_iteration_s", it);
     cJSON_AddNumberToObject(j, "wan_bytes", wan);
+    cJSON_AddNumberToObject(j, "wan_bytes_uncompressed", wan_raw);
     cJSON_AddNumberToObject(j, "peer_killed", killed ? victim_id : -1);
     cJSON_AddNumberToObject(j, "recovery_s", killed ? rec : 0);
+    if (sampled) cJSON_AddStringToObject(j, "sample", sample);
     char *text = cJSON_PrintUnformatted(j);
     printf("%s\n", text);
     free(text);
