@@ -22,7 +22,7 @@ ctest --test-dir "$build" -N -V -L gpu | sed -n 's/^[0-9]*: Test command: //p' |
     cp "$cmd" "$pack/bin/"
     echo "$(basename "$cmd")${args:+ $args}" | tr -d '"' >>"$pack/tests.txt"
   done
-for b in bench-train bench-codecs wantrain; do cp "$build/bin/$b" "$pack/bin/"; done
+for b in bench-train bench-codecs bench-collectives wantrain; do cp "$build/bin/$b" "$pack/bin/"; done
 # every library the binaries resolve here, except glibc's and CUDA's (the GPU machine has its own)
 for f in "$pack"/bin/*; do ldd "$f"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^/]*)\.so|/cuda|libcublas|libnccl' |
