@@ -113,11 +113,10 @@ __global__ static void k_int8_decode(const uint8_t *in, size_t n, size_t block, 
   y[i] = d_out(__fmul_rn((float)q, scale), alpha, add, y, i);
 }
 
-/* int4 (codec_int4.c), element 2i in the low nibble of byte i. At an odd block size a pair can
- * straddle two blocks: warp w finds block w's absmax, writing its scale into the payload and
+/* int4 (codec_int4.c): warp w finds block w's absmax, writing its scale into the payload and
  * the factor qmax/absmax into inv[w]; then one thread per payload byte quantizes elements 2i
- * and 2i+1 with their own blocks' factors and packs them. Even block sizes take the one-pass
- * k_int4_encode_even below. */
+ * and 2i+1 with their own blocks' factors (blocks need not be even) and packs them, element
+ * 2i in the low nibble. */
 __global__ static void k_int4_scales(const float *x, size_t n, size_t block, size_t nb,
                                      float *scales, float *inv) {
   size_t b = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
@@ -134,39 +133,17 @@ __global__ static void k_int4_scales(const float *x, size_t n, size_t block, siz
   }
 }
 
-/* One int4 code: round(v · inv) clamped to [-7, 7], as a nibble. */
-__device__ static inline unsigned d_q4(float v, float inv) {
-  return (unsigned)(int)d_min(d_max(rintf(__fmul_rn(v, inv)), -7.0f), 7.0f) & 0xfu;
+__device__ static inline unsigned d_q4(const float *x, size_t e, size_t block, const float *inv) {
+  float v = rintf(__fmul_rn(x[e], inv[e / block]));
+  return (unsigned)(int)d_min(d_max(v, -7.0f), 7.0f) & 0xfu;
 }
 
 __global__ static void k_int4_pack(const float *x, size_t n, size_t block, const float *inv,
                                    uint8_t *packed) {
   size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
   if (2 * i >= n) return;
-  unsigned lo = d_q4(x[2 * i], inv[2 * i / block]);
-  unsigned hi = 2 * i + 1 < n ? d_q4(x[2 * i + 1], inv[(2 * i + 1) / block]) : 0;
+  unsigned lo = d_q4(x, 2 * i, block, inv), hi = 2 * i + 1 < n ? d_q4(x, 2 * i + 1, block, inv) : 0;
   packed[i] = (uint8_t)(lo | hi << 4);
-}
-
-/* int4 at an even block size, in one pass: warp w finds block w's absmax and packs the block's
- * pairs itself (an even block holds whole pairs), so x is read from memory once. */
-__global__ static void k_int4_encode_even(const float *x, size_t n, size_t block, size_t nb,
-                                          uint8_t *out) {
-  size_t b = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
-  unsigned lane = threadIdx.x % 32;
-  if (b >= nb) return;
-  size_t i0 = b * block, m = n - i0 < block ? n - i0 : block;
-  float amax = 0.0f;
-  for (size_t j = lane; j < m; j += 32) amax = d_max(fabsf(x[i0 + j]), amax);
-  for (int off = 16; off > 0; off >>= 1)
-    amax = d_max(__shfl_xor_sync(0xffffffffu, amax, off), amax);
-  float inv = amax > 0 ? __fdiv_rn(7.0f, amax) : 0.0f;
-  uint8_t *packed = out + nb * sizeof(float) + i0 / 2;
-  for (size_t j = 2 * lane; j < m; j += 64) {
-    unsigned hi = j + 1 < m ? d_q4(x[i0 + j + 1], inv) : 0;
-    packed[j / 2] = (uint8_t)(d_q4(x[i0 + j], inv) | hi << 4);
-  }
-  if (lane == 0) ((float *)out)[b] = __fdiv_rn(amax, 7.0f);
 }
 
 __global__ static void k_int4_decode(const uint8_t *in, size_t n, size_t block, size_t nb,
@@ -266,10 +243,6 @@ extern "C" int compress_cuda_encode(int id, const float *x, size_t n, size_t blo
     k_int8_encode<<<s_blocks(nb * 32, 256), 256>>>(x, n, block, nb, out);
     break;
   case COMPRESS_CODEC_INT4: {
-    if (block % 2 == 0) {
-      k_int4_encode_even<<<s_blocks(nb * 32, 256), 256>>>(x, n, block, nb, out);
-      break;
-    }
     float *inv = (float *)s_scratch(nb * sizeof(float));
     if (!inv) break; /* reported below */
     k_int4_scales<<<s_blocks(nb * 32, 256), 256>>>(x, n, block, nb, (float *)out, inv);
