@@ -24,6 +24,7 @@ typedef struct {
   compress_ef *sef;      /* sparse sender residual */
   diloco *outer;         /* DiLoCo, or NULL */
   parallel_zero *zero;   /* ZeRO-1, or NULL */
+  float *grads_host;     /* the reduced gradient on the host, between reduce and ZeRO's update */
   double t_start; /* wt_now_s() when the run began (time_limit_s) */
   int stop;        /* world rank 0 asked every tasklet to stop after this step */
   /* wall time of each part of the steps so far (parallel_tasklet_result) */
