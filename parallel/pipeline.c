@@ -123,8 +123,8 @@ parallel_pipeline *parallel_pipeline_new(const parallel_pipeline_config *cfg, gp
   p->gout = p->ops->host_alloc(mb_bytes);
   p->gin = p->ops->host_alloc(mb_bytes);
   if ((!first && !p->act_in) || !p->act_out || !p->gout || !p->gin) {
-    wt_fail(WT_ENOMEM, "pipeline: no host memory for %d micro-batches of %zu activation bytes",
-            m, mb_bytes);
+    wt_fail(WT_ENOMEM, "pipeline: no host memory for %d micro-batches of %zu activation bytes", m,
+            mb_bytes);
     parallel_pipeline_destroy(&p);
     return NULL;
   }

@@ -43,8 +43,7 @@ static void *hd_m(const void *p) {
   if (!p) return NULL;
   uintptr_t a = (uintptr_t)p, d = (uintptr_t)hd.dev;
   if (a < d || a >= d + hd.cap) {
-    fprintf(stderr, "hostdev: an op was given host pointer %p where a device pointer belongs\n",
-            p);
+    fprintf(stderr, "hostdev: an op was given host pointer %p where a device pointer belongs\n", p);
     abort();
   }
   return hd.mem + (a - d);
@@ -85,8 +84,7 @@ static void hd_copy(void *dst, const void *src, size_t bytes) {
 static void hd_zero(void *p, size_t bytes) {
   memset(HD(p), 0, bytes);
 }
-static void hd_wait(void) {
-}
+static void hd_wait(void) {}
 static double hd_sq_norm(const float *x, size_t n) {
   return kernels_cpu()->sq_norm(HD(x), n);
 }
@@ -216,8 +214,8 @@ static const kernels_ops hd_table = {
 static void hd_init(void) {
   for (size_t cap = (size_t)8 << 30; cap >= ((size_t)1 << 30) && !hd.dev; cap /= 8) {
     void *d = mmap(NULL, cap, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    void *m = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void *m =
+        mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (d != MAP_FAILED && m != MAP_FAILED) {
       hd.dev = d, hd.mem = m, hd.cap = cap;
       break;

@@ -106,8 +106,7 @@ static void s_compare(const s_variant *v, const kernels_ops *dev) {
                      "%s: rank %d step %d validation loss %.9g on the device, %.9g on the CPU",
                      v->name, w, i + 1, onit.val[w][i], cpu.val[w][i]);
     }
-  WT_TEST_ASSERT(!isnan(onit.val[0][STEPS - 1]), "%s: no validation after the last step",
-                 v->name);
+  WT_TEST_ASSERT(!isnan(onit.val[0][STEPS - 1]), "%s: no validation after the last step", v->name);
   printf("%-22s loss %.6f -> %.6f, val %.6f: bitwise the CPU run's\n", v->name, onit.loss[0][0],
          onit.loss[0][STEPS - 1], onit.val[0][STEPS - 1]);
 }
@@ -146,8 +145,9 @@ static void s_names(void) {
   int rc = h_run_all(&h);
   WT_TEST_ASSERT(rc == WT_ENOTSUP, "cuda:99 must be refused (WT_ENOTSUP), got %d: %s", rc,
                  h.err[0]);
-  WT_TEST_ASSERT(strstr(h.err[0], kernels_backend("cuda") ? "no CUDA device 99" : "no CUDA back end"),
-                 "cuda:99: %s", h.err[0]);
+  WT_TEST_ASSERT(
+      strstr(h.err[0], kernels_backend("cuda") ? "no CUDA device 99" : "no CUDA back end"),
+      "cuda:99: %s", h.err[0]);
   WT_TEST_ASSERT(parallel_tasklet_set_default_device("cuda:99") == WT_ENOTSUP,
                  "the process default must refuse cuda:99");
   WT_TEST_ASSERT(parallel_tasklet_config_default().device[0] == 0,
