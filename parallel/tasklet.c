@@ -130,15 +130,28 @@ static int s_reduce_host(parallel_tasklet *k, trainer *t, float *g, size_t n) {
   return parallel_allreduce_compressed(k->dp, k->codec, g, n, PARALLEL_OP_AVG, k->ef);
 }
 
+/* Puts the reduced gradient g back on a device: all of it, or with ZeRO-1 only this replica's
+ * shard, the one part the norm and the update read. */
+static void s_grads_upload(parallel_tasklet *k, gpt_stage *s, const float *g) {
+  if (!k->ops->device) return;
+  if (!k->zero) {
+    gpt_stage_grads_upload(s);
+    return;
+  }
+  size_t n, off, len;
+  parallel_zero_shard(k->zero, &off, &len);
+  k->ops->upload(gpt_stage_grads(s, &n) + off, g + off, sizeof(float) * len);
+}
+
 /* On a device the gradient goes down once, is reduced on the host and goes up once (tasklet.h);
- * on a host back end gpt_stage_grads_host is the buffer itself and the upload does nothing. */
+ * on a host back end gpt_stage_grads_host is the buffer itself and nothing is copied. */
 static int s_reduce(parallel_tasklet *k, trainer *t) {
   if (k->cfg.replicas == 1 || k->cfg.diloco_h) return WT_OK; /* DiLoCo: replicas step alone */
   size_t n;
   gpt_stage *s = trainer_model(t);
   float *g = gpt_stage_grads_host(s, &n);
   int rc = s_reduce_host(k, t, g, n);
-  if (rc == WT_OK) gpt_stage_grads_upload(s);
+  if (rc == WT_OK) s_grads_upload(k, s, g);
   k->grads_host = rc == WT_OK ? g : NULL; /* ZeRO-1's update reads the shard from it */
   return rc;
 }
@@ -251,16 +264,23 @@ static int s_norm(void *ctx, trainer *t, float local_loss, double *sq, float *lo
 }
 
 /* ZeRO-1's update on host buffers: the reduced gradient s_reduce left on the host, and the
- * parameters (downloaded on a device, uploaded again after the all-gather). */
+ * parameters — on a device, the shard is downloaded into k->params_host (the all-gather fills
+ * in the rest) and the whole is uploaded after the all-gather. */
 static int s_update(void *ctx, trainer *t, float lr, float grad_scale) {
   parallel_tasklet *k = ctx;
-  gpt_stage *s = trainer_model(t);
-  size_t n;
+  size_t n, off, len;
+  float *params = gpt_stage_params(trainer_model(t), &n), *dev = params;
   if (!k->grads_host) return wt_fail(WT_EINVAL, "tasklet: ZeRO-1 update without a reduce");
-  float *params = gpt_stage_params_host(s, &n);
+  if (k->ops->device) {
+    if (!k->params_host && !(k->params_host = k->ops->host_alloc(sizeof(float) * n)))
+      return wt_fail(WT_ENOMEM, "ZeRO-1: no host memory for %zu parameters", n);
+    parallel_zero_shard(k->zero, &off, &len);
+    k->ops->download(k->params_host + off, dev + off, sizeof(float) * len);
+    params = k->params_host;
+  }
   int rc = parallel_zero_update(k->zero, params, k->grads_host, lr, grad_scale);
   k->grads_host = NULL;
-  if (rc == WT_OK) gpt_stage_params_upload(s);
+  if (rc == WT_OK && k->ops->device) k->ops->upload(dev, params, sizeof(float) * n);
   return rc;
 }
 
@@ -329,6 +349,7 @@ int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *c
   tc.replica = cfg->replica;
   tc.external_optimizer = cfg->zero;
   if (!(k->t = trainer_new(&tc, cfg->data))) return WT_EINVAL;
+  k->ops = gpt_stage_kernels(trainer_model(k->t));
   parallel_pipeline_config pc = {.schedule = cfg->schedule,
                                  .micro_batches = tc.micro_batches,
                                  .rows = trainer_micro_rows(k->t),
@@ -344,6 +365,7 @@ int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *c
 }
 
 void parallel_tasklet_teardown(parallel_tasklet *k) {
+  if (k->ops) k->ops->host_free(k->params_host);
   parallel_pipeline_destroy(&k->pipeline);
   parallel_zero_destroy(&k->zero);
   diloco_destroy(&k->outer);

@@ -37,10 +37,11 @@
  *   pipeline   activations and their gradients cross as host arrays of gpt.h's API (the stage
  *              copies them in and out); the tied wte gradient is downloaded, summed, uploaded
  *   reduce     the gradient is downloaded once, reduced on the host (any codec, ZeRO-1's
- *              reduce-scatter), uploaded once; the norm is then the back end's sq_norm
+ *              reduce-scatter), uploaded once (ZeRO-1: only the shard); the norm is then the
+ *              back end's sq_norm
  *   ZeRO-1     the shard's optimizer state and update stay on the host (parallel/zero.h works
- *              on host buffers): the stage's parameters go down, the shard is updated and the
- *              whole is all-gathered, then they go up again
+ *              on host buffers): the shard's parameters go down, are updated and all-gathered
+ *              on the host, and the whole goes up
  *   DiLoCo     θ_outer and the outer momentum are host buffers; the parameters go down and up
  *              around each outer step
  *   checkpoints model/checkpoint.h copies to and from the device itself; the tasklet's own
