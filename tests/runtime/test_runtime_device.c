@@ -49,9 +49,9 @@ static void s_run(const s_variant *v, const kernels_ops *ops, h_run *h) {
   c.diloco_h = v->diloco;
   c.zero = v->zero;
   c.act_slots = v->act_slots;
-  char dir[] = "/tmp/wt-device-XXXXXX";
   if (v->resume) {
-    WT_TEST_REQUIRE(mkdtemp(dir), "mkdtemp");
+    char dir[512];
+    wt_test_tmpdir(dir, sizeof dir);
     snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s/run", dir);
     c.checkpoint_every = 3;
     c.stop_after = 3;
@@ -72,7 +72,7 @@ static void s_run(const s_variant *v, const kernels_ops *ops, h_run *h) {
         h->loss[w][i] = first.loss[w][i], h->norm[w][i] = first.norm[w][i];
         h->val[w][i] = first.val[w][i];
       }
-    char rm[128];
+    char rm[600];
     snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
     if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
     return;

@@ -471,8 +471,10 @@ int cmd_launch_worker(int argc, char **argv) {
   int ring[S_MAX_RANKS];
   if (d) s_tasklet_config(&a, d, &c);
   int rc = d ? s_worker_device(&a) : WT_EINVAL;
-  if (rc == WT_OK) snprintf(c.device, sizeof c.device, "%.31s", a.device);
-  if (rc == WT_OK) rc = s_worker_comm(&a, &c.train.model, rank, dir, &world, ring);
+  if (rc == WT_OK) {
+    snprintf(c.device, sizeof c.device, "%.31s", a.device);
+    rc = s_worker_comm(&a, &c.train.model, rank, dir, &world, ring);
+  }
   parallel_tasklet_result res;
   memset(&res, 0, sizeof res);
   if (rc == WT_OK) {
