@@ -3,13 +3,15 @@
  * present. Checked, over 20 steps of each run against the CPU run with the same flags:
  *   - fp32, plain all-reduce: every step's loss within 1e-3 relative, and the loss falls;
  *   - bf16 (--precision bf16): within 3e-2 relative;
- *   - fp32 with ZeRO-1 and AC-SGD delta8 activations, and fp32 DiLoCo H = 5: within 1e-3;
+ *   - fp32 DiLoCo H = 5: within 1e-3; fp32 with ZeRO-1 and AC-SGD delta8 activations: 1e-2;
  *   - `--device cuda` (round-robin over the visible GPUs): within 1e-3;
  *   - `--device cuda:99`: refused with exit status 1 and a message naming the device.
  * Tolerances are test_gpu_model's for 20 training steps, argued there: the GPU sums in another
  * order than the CPU (fp32: ~1e-5 relative per op, drifting to ~1e-4 over the steps), bf16 rounds
- * the GEMM inputs to 8 mantissa bits (~2e-3 per input). The runtime adds host copies only, which
- * are exact (tests/runtime/test_runtime_device.c checks that part bit for bit). */
+ * the GEMM inputs to 8 mantissa bits (~2e-3 per input). With 8-bit activation deltas a rounding
+ * difference can move a code by one step (1/255 of its row's range) on one side only, which the
+ * later steps carry on: 1e-2 there. The runtime adds host copies only, which are exact
+ * (tests/runtime/test_runtime_device.c checks that part bit for bit). */
 #include "common/common.h"
 #include "common/testing.h"
 #include "kernels/kernels.h"
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 enum { STEPS = 20 };
 
@@ -27,6 +30,28 @@ static char s_tmp[512], s_bin[1024];
 static const char *const COMMON =
     "--stages 2 --replicas 2 --micro-batches 2 --batch 8 --seq 32 --layers 2 --channels 64 "
     "--heads 4 --lr 3e-3 --warmup 2 --grad-clip 1 --val-every 0 --log-every 100 --timeout 120";
+
+/* Where the wantrain binary is, into s_bin: $WT_BIN_DIR (ctest sets it), else this test's own
+ * directory (scripts/gpu-pack.sh puts both in one), else its parent (build/bin/tests/..). */
+static int s_find_wantrain(void) {
+  char self[900] = "", path[1100];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) self[n] = 0;
+  char *slash = strrchr(self, '/');
+  if (slash) *slash = 0;
+  const char *env = getenv("WT_BIN_DIR");
+  char up[1000];
+  snprintf(up, sizeof up, "%s/..", self);
+  const char *dirs[] = {env ? env : "", self, up};
+  for (size_t i = 0; i < WT_ARRAY_LEN(dirs); i++) {
+    snprintf(path, sizeof path, "%s/wantrain", dirs[i]);
+    if (dirs[i][0] && access(path, X_OK) == 0) {
+      snprintf(s_bin, sizeof s_bin, "%s", dirs[i]);
+      return 1;
+    }
+  }
+  return 0;
+}
 
 /* Runs `wantrain launch COMMON extra`, its output to tmp/NAME.out; returns the exit status. */
 static int s_launch(const char *name, const char *extra) {
@@ -94,13 +119,12 @@ int main(void) {
     printf("test_gpu_launch: skipped: %s\n", wt_last_error());
     return WT_TEST_SKIP;
   }
-  const char *bin = getenv("WT_BIN_DIR");
-  WT_TEST_REQUIRE(bin, "WT_BIN_DIR is not set (run through ctest)");
-  snprintf(s_bin, sizeof s_bin, "%s", bin);
+  WT_TEST_REQUIRE(s_find_wantrain(), "no wantrain binary in $WT_BIN_DIR, beside this test or in "
+                                     "its parent directory");
   wt_test_tmpdir(s_tmp, sizeof s_tmp);
   s_case("fp32", "", "--device cuda:0", 1e-3);
   s_case("bf16", "", "--device cuda:0 --precision bf16", 3e-2);
-  s_case("zero-delta8", "--zero 1 --act-codec delta8", "--device cuda:0", 1e-3);
+  s_case("zero-delta8", "--zero 1 --act-codec delta8", "--device cuda:0", 1e-2);
   s_case("diloco", "--diloco 5", "--device cuda:0", 1e-3);
   s_case("round-robin", "", "--device cuda", 1e-3);
   int rc = s_launch("cuda99", "--device cuda:99");
