@@ -13,6 +13,7 @@
 #include "parallel/zero.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,23 @@
 /* The world's user tag of the per-step norm exchange (below 2^24: comm.h's split rule). */
 #define S_TAG_NORM 1
 #define S_TAG_VAL 2 /* the validation loss, from the last stage of replica 0 */
+
+/* Tasklets of this process running on the CUDA back end, whose state is process-wide (its
+ * cuBLAS handle, scratch buffers and copy stream: tasklet.h): at most one at a time. */
+static atomic_int s_cuda_tasklets;
+
+/* Takes the CUDA back end for tasklet k when its stage runs there; refuses a second one. */
+static int s_claim_backend(parallel_tasklet *k, const kernels_ops *ops) {
+  if (!ops || strcmp(ops->name, "cuda")) return WT_OK;
+  if (atomic_fetch_add(&s_cuda_tasklets, 1) > 0) {
+    atomic_fetch_sub(&s_cuda_tasklets, 1);
+    return wt_fail(WT_ENOTSUP, "another tasklet of this process already runs on the CUDA back end, "
+                               "whose state is process-wide; run one tasklet per process "
+                               "(wantrain launch, peerd)");
+  }
+  k->holds_cuda = 1;
+  return WT_OK;
+}
 
 /* The device parallel_tasklet_config_default names (parallel_tasklet_set_default_device). */
 static char s_default_device[PARALLEL_TASKLET_DEVICE_MAX];
@@ -344,6 +362,7 @@ int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *c
   WT_CHECK(s_split(k));
   trainer_config tc = cfg->train;
   if (cfg->device[0]) WT_CHECK(kernels_for_device(cfg->device, &tc.kernels)); /* this thread's */
+  WT_CHECK(s_claim_backend(k, tc.kernels));
   s_layers(cfg, &tc.first_layer, &tc.last_layer);
   tc.replicas = cfg->replicas;
   tc.replica = cfg->replica;
@@ -373,6 +392,7 @@ void parallel_tasklet_teardown(parallel_tasklet *k) {
   compress_ef_destroy(&k->sef);
   compress_codec_destroy(&k->codec);
   trainer_destroy(&k->t);
+  if (k->holds_cuda) atomic_fetch_sub(&s_cuda_tasklets, 1);
   parallel_comm_destroy(&k->dp);
   parallel_comm_destroy(&k->pipe);
 }

@@ -49,7 +49,8 @@
  * The numbers are those of the CPU path bit for bit when the back end computes as the CPU does
  * (tests/runtime/test_runtime_device.c runs a host back end dressed as a device). The CUDA back
  * end keeps process-wide state (its cuBLAS handle, scratch buffers, copy stream): one tasklet
- * per process on a GPU (`wantrain launch`, peerd), not several threads sharing it.
+ * per process on a GPU (`wantrain launch`, peerd); a second one in the same process at the same
+ * time is refused (WT_ENOTSUP) instead of sharing it.
  *
  * Checkpoints (checkpoint_dir set): every checkpoint_every steps and at the end, replica 0 of
  * each stage saves DIR/stage-<s>/ (model/checkpoint.h's format: safetensors + SHA-256, one run

@@ -26,6 +26,7 @@ typedef struct {
   diloco *outer;         /* DiLoCo, or NULL */
   parallel_zero *zero;   /* ZeRO-1, or NULL */
   const kernels_ops *ops; /* the stage's back end */
+  int holds_cuda;         /* this tasklet counts as the process's one on the CUDA back end */
   float *grads_host;     /* the reduced gradient on the host, between reduce and ZeRO's update */
   float *params_host;    /* ZeRO-1 on a device: the parameters' host copy (ops->host_alloc) */
   double t_start; /* wt_now_s() when the run began (time_limit_s) */

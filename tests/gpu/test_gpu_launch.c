@@ -5,7 +5,9 @@
  *   - bf16 (--precision bf16): within 3e-2 relative;
  *   - fp32 DiLoCo H = 5: within 1e-3; fp32 with ZeRO-1 and AC-SGD delta8 activations: 1e-2;
  *   - `--device cuda` (round-robin over the visible GPUs): within 1e-3;
- *   - `--device cuda:99`: refused with exit status 1 and a message naming the device.
+ *   - `--device cuda:99`: refused with exit status 1 and a message naming the device;
+ *   - two tasklets of one process on cuda:0 (threads): the second is refused, since the CUDA
+ *     back end's state is process-wide (parallel/tasklet.h).
  * Tolerances are test_gpu_model's for 20 training steps, argued there: the GPU sums in another
  * order than the CPU (fp32: ~1e-5 relative per op, drifting to ~1e-4 over the steps), bf16 rounds
  * the GEMM inputs to 8 mantissa bits (~2e-3 per input). With 8-bit activation deltas a rounding
@@ -15,6 +17,9 @@
 #include "common/common.h"
 #include "common/testing.h"
 #include "kernels/kernels.h"
+#include "model/data.h"
+#include "parallel/comm.h"
+#include "parallel/tasklet.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -113,6 +118,53 @@ static void s_case(const char *name, const char *extra, const char *gpu, double 
          gpu, dev[0], dev[STEPS - 1], cpu[0], cpu[STEPS - 1], worst, tol);
 }
 
+typedef struct {
+  parallel_tasklet_config c;
+  char err[2][512];
+} s_pair;
+
+static int s_pair_rank(parallel_comm *world, void *arg) {
+  s_pair *p = arg;
+  int w = parallel_comm_rank(world);
+  parallel_tasklet_config c = p->c;
+  c.stage = w;
+  int rc = parallel_tasklet_run(&c, world, NULL);
+  snprintf(p->err[w], sizeof p->err[w], "%s", rc == WT_OK ? "" : wt_last_error());
+  return rc;
+}
+
+/* Two stages as threads of this process, both on cuda:0: one of them is refused. */
+static void s_two_in_one_process(void) {
+  data_synth_config sc = data_synth_default();
+  sc.n_tokens = 20000;
+  data_set *d = data_set_synthetic(&sc);
+  WT_TEST_REQUIRE(d, "%s", wt_last_error());
+  static s_pair p;
+  p.c = parallel_tasklet_config_default();
+  p.c.stages = 2;
+  p.c.train = (trainer_config){
+      .model = {.vocab_size = 64, .max_seq = 16, .n_layer = 2, .n_head = 2, .channels = 32},
+      .batch = 4,
+      .micro_batches = 1,
+      .steps = 2,
+      .val_batches = 1,
+      .seed = 1};
+  p.c.train.optim = optim_config_default();
+  p.c.data = d;
+  snprintf(p.c.device, sizeof p.c.device, "cuda:0");
+  parallel_inproc_group *g = parallel_inproc_group_new(2);
+  parallel_inproc_group_set_timeout(g, 30);
+  int rcs[2];
+  parallel_inproc_run(g, s_pair_rank, &p, rcs);
+  parallel_inproc_group_destroy(&g);
+  int refused = 0;
+  for (int w = 0; w < 2; w++)
+    refused += rcs[w] == WT_ENOTSUP && strstr(p.err[w], "run one tasklet per process");
+  WT_TEST_ASSERT(refused == 1, "two tasklets on cuda:0 in one process: %d refused (%s | %s)",
+                 refused, p.err[0], p.err[1]);
+  data_set_destroy(&d);
+}
+
 int main(void) {
   const kernels_ops *gpu;
   if (kernels_for_device("cuda:0", &gpu) != WT_OK) {
@@ -122,6 +174,7 @@ int main(void) {
   WT_TEST_REQUIRE(s_find_wantrain(), "no wantrain binary in $WT_BIN_DIR, beside this test or in "
                                      "its parent directory");
   wt_test_tmpdir(s_tmp, sizeof s_tmp);
+  s_two_in_one_process();
   s_case("fp32", "", "--device cuda:0", 1e-3);
   s_case("bf16", "", "--device cuda:0 --precision bf16", 3e-2);
   s_case("zero-delta8", "--zero 1 --act-codec delta8", "--device cuda:0", 1e-2);

@@ -113,6 +113,7 @@ static void s_compare(const s_variant *v, const kernels_ops *dev) {
 
 /* The table's guard works: a child that reads a stage's device parameters on the host dies. */
 static void s_guard(const kernels_ops *dev) {
+  printf("a child reads device memory on the host; it must die of SIGSEGV, saying so:\n");
   fflush(stdout);
   pid_t pid = fork();
   WT_TEST_REQUIRE(pid >= 0, "fork");
