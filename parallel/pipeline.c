@@ -6,6 +6,7 @@
 
 #include "common/common.h"
 #include "compress/acsgd.h"
+#include "kernels/kernels.h" /* defines: the stage's back end, its host buffers and copies */
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +20,16 @@
 struct parallel_pipeline {
   parallel_pipeline_config cfg;
   gpt_stage *s;
+  const kernels_ops *ops; /* the stage's back end: its host_alloc makes the buffers below */
   parallel_comm *pipe;
   int S, me, first, last;
   size_t TC, mb_floats; /* T·C, rows·T·C */
   int bits, delta;      /* activation codec: bits 0 = none */
+  /* Host buffers (page-locked on a GPU: the stage copies them to and from the device). */
   float *act_in;        /* (m, rows, T, C) inputs received, stages > 0 */
   float *act_out;       /* (rows, T, C) */
   float *gout, *gin;    /* (rows, T, C) gradient from the next stage / to the previous */
+  float *tied;          /* (V, C) on a device: the tied wte gradient's host copy, or NULL */
   float *losses;        /* (m) last stage */
   uint64_t *ids;        /* (m·rows) AC-SGD sample ids */
   uint8_t *msg;
@@ -109,13 +113,21 @@ parallel_pipeline *parallel_pipeline_new(const parallel_pipeline_config *cfg, gp
   parallel_pipeline *p = wt_xcalloc(1, sizeof *p);
   p->cfg = *cfg;
   p->s = stage, p->pipe = pipe, p->S = S, p->me = me, p->first = first, p->last = last;
+  p->ops = gpt_stage_kernels(stage);
   const int m = cfg->micro_batches, rows = cfg->rows, T = cfg->seq, C = g->channels;
   p->TC = (size_t)T * C;
   p->mb_floats = (size_t)rows * p->TC;
-  if (!first) p->act_in = wt_xmalloc(sizeof(float) * p->mb_floats * (size_t)m);
-  p->act_out = wt_xmalloc(sizeof(float) * p->mb_floats);
-  p->gout = wt_xmalloc(sizeof(float) * p->mb_floats);
-  p->gin = wt_xmalloc(sizeof(float) * p->mb_floats);
+  const size_t mb_bytes = sizeof(float) * p->mb_floats;
+  if (!first) p->act_in = p->ops->host_alloc(mb_bytes * (size_t)m);
+  p->act_out = p->ops->host_alloc(mb_bytes);
+  p->gout = p->ops->host_alloc(mb_bytes);
+  p->gin = p->ops->host_alloc(mb_bytes);
+  if ((!first && !p->act_in) || !p->act_out || !p->gout || !p->gin) {
+    wt_fail(WT_ENOMEM, "pipeline: no host memory for %d micro-batches of %zu activation bytes", m,
+            mb_bytes);
+    parallel_pipeline_destroy(&p);
+    return NULL;
+  }
   p->losses = wt_xcalloc((size_t)m, sizeof(float));
   p->ids = wt_xcalloc((size_t)m * rows, sizeof(uint64_t));
   p->slots = s_peak_in_flight(cfg->schedule, me, S, m);
@@ -138,7 +150,8 @@ void parallel_pipeline_destroy(parallel_pipeline **self_p) {
   parallel_pipeline *p = *self_p;
   acsgd_sender_destroy(&p->snd);
   acsgd_receiver_destroy(&p->rcv);
-  free(p->act_in), free(p->act_out), free(p->gout), free(p->gin);
+  p->ops->host_free(p->act_in), p->ops->host_free(p->act_out);
+  p->ops->host_free(p->gout), p->ops->host_free(p->gin), p->ops->host_free(p->tied);
   free(p->losses), free(p->ids), free(p->msg), free(p->slot_of), free(p->holder);
   free(p);
   *self_p = NULL;
@@ -325,10 +338,27 @@ int parallel_pipeline_run(parallel_pipeline *p, const int *inputs, const int *ta
   return rc;
 }
 
+/* The stage's wte gradient in host memory: the buffer itself, or on a device a copy downloaded
+ * into p->tied (uploaded again by s_tied_put). NULL when host memory is short. */
+static float *s_tied_get(parallel_pipeline *p, size_t *n) {
+  float *g = gpt_stage_tied_grad(p->s, n);
+  if (!p->ops->device) return g;
+  if (!p->tied && !(p->tied = p->ops->host_alloc(sizeof(float) * *n))) return NULL;
+  p->ops->download(p->tied, g, sizeof(float) * *n);
+  return p->tied;
+}
+
+static void s_tied_put(parallel_pipeline *p) {
+  size_t n;
+  float *g = gpt_stage_tied_grad(p->s, &n);
+  if (p->ops->device) p->ops->upload(g, p->tied, sizeof(float) * n);
+}
+
 int parallel_pipeline_tied_sum(parallel_pipeline *p) {
   if (p->S == 1 || (!p->first && !p->last)) return WT_OK;
   size_t n = 0, got = 0;
-  float *mine = gpt_stage_tied_grad(p->s, &n);
+  float *mine = s_tied_get(p, &n);
+  if (!mine) return wt_fail(WT_ENOMEM, "pipeline: no host memory for the tied wte gradient");
   float *other = wt_xmalloc(sizeof(float) * n);
   int peer = p->first ? p->S - 1 : 0;
   int rc = parallel_comm_send(p->pipe, peer, S_TAG_TIED, mine, sizeof(float) * n);
@@ -346,6 +376,7 @@ int parallel_pipeline_tied_sum(parallel_pipeline *p) {
     mine[i] = last_v + first[i];
   }
   free(other);
+  if (rc == WT_OK) s_tied_put(p);
   return rc;
 }
 

@@ -28,6 +28,11 @@
  * last stage differentiates (1/m) × each micro-batch's mean loss, so the accumulated gradient is
  * that of the mean over the step's m micro-batches.
  *
+ * On a device back end (a stage made with gpt_stage_new_on) the executor's activation and
+ * gradient buffers are host memory from the back end's host_alloc (page-locked on a GPU), which
+ * the stage copies to and from the device in its passes; parallel_pipeline_tied_sum downloads
+ * the wte gradient, sums it on the host and uploads it again.
+ *
  *   parallel_pipeline *p = parallel_pipeline_new(&cfg, stage, pipe_comm);
  *   gpt_stage_zero_grad(stage);
  *   WT_CHECK(parallel_pipeline_run(p, inputs, targets, &loss));   // one step's passes

@@ -5,6 +5,7 @@
 
 #include "common/bytes.h" /* defines: wt_put_le64 / wt_get_le64 for the norm message */
 #include "common/common.h"
+#include "kernels/kernels.h" /* defines: kernels_for_device, the back end's copies */
 #include "parallel/collectives.h"
 #include "parallel/diloco.h"
 #include "parallel/pipeline.h"
@@ -12,6 +13,7 @@
 #include "parallel/zero.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,9 +25,39 @@
 #define S_TAG_NORM 1
 #define S_TAG_VAL 2 /* the validation loss, from the last stage of replica 0 */
 
+/* Tasklets of this process running on the CUDA back end, whose state is process-wide (its
+ * cuBLAS handle, scratch buffers and copy stream: tasklet.h): at most one at a time. */
+static atomic_int s_cuda_tasklets;
+
+/* Takes the CUDA back end for tasklet k when its stage runs there; refuses a second one. */
+static int s_claim_backend(parallel_tasklet *k, const kernels_ops *ops) {
+  if (!ops || strcmp(ops->name, "cuda")) return WT_OK;
+  if (atomic_fetch_add(&s_cuda_tasklets, 1) > 0) {
+    atomic_fetch_sub(&s_cuda_tasklets, 1);
+    return wt_fail(WT_ENOTSUP, "another tasklet of this process already runs on the CUDA back end, "
+                               "whose state is process-wide; run one tasklet per process "
+                               "(wantrain launch, peerd)");
+  }
+  k->holds_cuda = 1;
+  return WT_OK;
+}
+
+/* The device parallel_tasklet_config_default names (parallel_tasklet_set_default_device). */
+static char s_default_device[PARALLEL_TASKLET_DEVICE_MAX];
+
+int parallel_tasklet_set_default_device(const char *name) {
+  const kernels_ops *ops;
+  if (!name || strlen(name) >= sizeof s_default_device)
+    return wt_fail(WT_EINVAL, "device '%s' is not cpu, cuda or cuda:N", name ? name : "");
+  WT_CHECK(kernels_for_device(name, &ops));
+  snprintf(s_default_device, sizeof s_default_device, "%s", name);
+  return WT_OK;
+}
+
 parallel_tasklet_config parallel_tasklet_config_default(void) {
   parallel_tasklet_config c;
   memset(&c, 0, sizeof c);
+  snprintf(c.device, sizeof c.device, "%s", s_default_device);
   c.stages = c.replicas = 1;
   c.schedule = ASSIGN_SCHEDULE_GPIPE;
   snprintf(c.grad_codec, sizeof c.grad_codec, "none");
@@ -115,15 +147,39 @@ static int s_grads(void *ctx, trainer *t, const int *inputs, const int *targets,
   return rc;
 }
 
-static int s_reduce(parallel_tasklet *k, trainer *t) {
-  size_t n;
-  float *g = gpt_stage_grads(trainer_model(t), &n);
-  if (k->cfg.replicas == 1 || k->cfg.diloco_h) return WT_OK; /* DiLoCo: replicas step alone */
+/* The collective of the step on host gradients g (n floats). */
+static int s_reduce_host(parallel_tasklet *k, trainer *t, float *g, size_t n) {
   if (k->zero) return parallel_zero_reduce(k->zero, g);
   if (!k->codec) return parallel_allreduce(k->dp, g, n, PARALLEL_OP_AVG);
   compress_codec_set_seed(k->codec, (uint64_t)trainer_steps_done(t) + 1); /* randk: same draw */
   if (k->sparse) return parallel_allreduce_sparse(k->dp, k->codec, g, n, PARALLEL_OP_AVG, k->sef);
   return parallel_allreduce_compressed(k->dp, k->codec, g, n, PARALLEL_OP_AVG, k->ef);
+}
+
+/* Puts the reduced gradient g back on a device: all of it, or with ZeRO-1 only this replica's
+ * shard, the one part the norm and the update read. */
+static void s_grads_upload(parallel_tasklet *k, gpt_stage *s, const float *g) {
+  if (!k->ops->device) return;
+  if (!k->zero) {
+    gpt_stage_grads_upload(s);
+    return;
+  }
+  size_t n, off, len;
+  parallel_zero_shard(k->zero, &off, &len);
+  k->ops->upload(gpt_stage_grads(s, &n) + off, g + off, sizeof(float) * len);
+}
+
+/* On a device the gradient goes down once, is reduced on the host and goes up once (tasklet.h);
+ * on a host back end gpt_stage_grads_host is the buffer itself and nothing is copied. */
+static int s_reduce(parallel_tasklet *k, trainer *t) {
+  if (k->cfg.replicas == 1 || k->cfg.diloco_h) return WT_OK; /* DiLoCo: replicas step alone */
+  size_t n;
+  gpt_stage *s = trainer_model(t);
+  float *g = gpt_stage_grads_host(s, &n);
+  int rc = s_reduce_host(k, t, g, n);
+  if (rc == WT_OK) s_grads_upload(k, s, g);
+  k->grads_host = rc == WT_OK ? g : NULL; /* ZeRO-1's update reads the shard from it */
+  return rc;
 }
 
 static int s_sync(void *ctx, trainer *t) {
@@ -233,12 +289,25 @@ static int s_norm(void *ctx, trainer *t, float local_loss, double *sq, float *lo
   return rc;
 }
 
+/* ZeRO-1's update on host buffers: the reduced gradient s_reduce left on the host, and the
+ * parameters — on a device, the shard is downloaded into k->params_host (the all-gather fills
+ * in the rest) and the whole is uploaded after the all-gather. */
 static int s_update(void *ctx, trainer *t, float lr, float grad_scale) {
   parallel_tasklet *k = ctx;
-  size_t n;
-  float *params = gpt_stage_params(trainer_model(t), &n);
-  return parallel_zero_update(k->zero, params, gpt_stage_grads(trainer_model(t), &n), lr,
-                              grad_scale);
+  size_t n, off, len;
+  float *params = gpt_stage_params(trainer_model(t), &n), *dev = params;
+  if (!k->grads_host) return wt_fail(WT_EINVAL, "tasklet: ZeRO-1 update without a reduce");
+  if (k->ops->device) {
+    if (!k->params_host && !(k->params_host = k->ops->host_alloc(sizeof(float) * n)))
+      return wt_fail(WT_ENOMEM, "ZeRO-1: no host memory for %zu parameters", n);
+    parallel_zero_shard(k->zero, &off, &len);
+    k->ops->download(k->params_host + off, dev + off, sizeof(float) * len);
+    params = k->params_host;
+  }
+  int rc = parallel_zero_update(k->zero, params, k->grads_host, lr, grad_scale);
+  k->grads_host = NULL;
+  if (rc == WT_OK && k->ops->device) k->ops->upload(dev, params, sizeof(float) * n);
+  return rc;
 }
 
 /* ---- setup ---------------------------------------------------------------------------------- */
@@ -279,7 +348,7 @@ static int s_data_parallel(parallel_tasklet *k) {
     dc.error_feedback = c->grad_ef;
     dc.sparse = k->sparse;
     if (!(k->outer = diloco_new(n, &dc))) return WT_EINVAL;
-    diloco_init(k->outer, gpt_stage_params(s, &n));
+    diloco_init(k->outer, gpt_stage_params_host(s, &n));
   } else if (k->codec && c->grad_ef && k->sparse) {
     k->sef = compress_ef_new(n);
   } else if (k->codec && c->grad_ef) {
@@ -300,11 +369,14 @@ int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *c
                    parallel_comm_rank(world));
   WT_CHECK(s_split(k));
   trainer_config tc = cfg->train;
+  if (cfg->device[0]) WT_CHECK(kernels_for_device(cfg->device, &tc.kernels)); /* this thread's */
+  WT_CHECK(s_claim_backend(k, tc.kernels));
   s_layers(cfg, &tc.first_layer, &tc.last_layer);
   tc.replicas = cfg->replicas;
   tc.replica = cfg->replica;
   tc.external_optimizer = cfg->zero;
   if (!(k->t = trainer_new(&tc, cfg->data))) return WT_EINVAL;
+  k->ops = gpt_stage_kernels(trainer_model(k->t));
   parallel_pipeline_config pc = {.schedule = cfg->schedule,
                                  .micro_batches = tc.micro_batches,
                                  .rows = trainer_micro_rows(k->t),
@@ -320,6 +392,7 @@ int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *c
 }
 
 void parallel_tasklet_teardown(parallel_tasklet *k) {
+  if (k->ops) k->ops->host_free(k->params_host);
   parallel_pipeline_destroy(&k->pipeline);
   parallel_zero_destroy(&k->zero);
   diloco_destroy(&k->outer);
@@ -327,6 +400,7 @@ void parallel_tasklet_teardown(parallel_tasklet *k) {
   compress_ef_destroy(&k->sef);
   compress_codec_destroy(&k->codec);
   trainer_destroy(&k->t);
+  if (k->holds_cuda) atomic_fetch_sub(&s_cuda_tasklets, 1);
   parallel_comm_destroy(&k->dp);
   parallel_comm_destroy(&k->pipe);
 }
@@ -391,7 +465,9 @@ static int s_step(parallel_tasklet *k, trainer_step_info *info) {
   if (k->outer && (done % k->cfg.diloco_h == 0 || done == k->cfg.train.steps)) {
     size_t n;
     double t0 = wt_now_s();
-    WT_CHECK(diloco_outer_step(k->outer, k->dp, gpt_stage_params(trainer_model(k->t), &n)));
+    gpt_stage *s = trainer_model(k->t);
+    WT_CHECK(diloco_outer_step(k->outer, k->dp, gpt_stage_params_host(s, &n))); /* host θ */
+    gpt_stage_params_upload(s);
     info->seconds += wt_now_s() - t0; /* the step's time includes its share of the outer sync */
     k->reduce_s += wt_now_s() - t0;
   }

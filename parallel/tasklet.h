@@ -30,6 +30,28 @@
  * the pipeline and the groups instead of leaving anyone waiting. parallel_tasklet_run returns
  * the first error with a message naming the stage, replica and step.
  *
+ * Devices: the stage's parameters, gradients, optimizer state and activations live where its
+ * kernels back end keeps them (device, or train.kernels): on a GPU they stay on the GPU, and the
+ * runtime copies bytes to the host only where they leave or enter the process, through the back
+ * end's upload / download into host buffers from its host_alloc (page-locked on a GPU):
+ *   pipeline   activations and their gradients cross as host arrays of gpt.h's API (the stage
+ *              copies them in and out); the tied wte gradient is downloaded, summed, uploaded
+ *   reduce     the gradient is downloaded once, reduced on the host (any codec, ZeRO-1's
+ *              reduce-scatter), uploaded once (ZeRO-1: only the shard); the norm is then the
+ *              back end's sq_norm
+ *   ZeRO-1     the shard's optimizer state and update stay on the host (parallel/zero.h works
+ *              on host buffers): the shard's parameters go down, are updated and all-gathered
+ *              on the host, and the whole goes up
+ *   DiLoCo     θ_outer and the outer momentum are host buffers; the parameters go down and up
+ *              around each outer step
+ *   checkpoints model/checkpoint.h copies to and from the device itself; the tasklet's own
+ *              state file goes through gpt_stage_params_host and optim_state_host
+ * The numbers are those of the CPU path bit for bit when the back end computes as the CPU does
+ * (tests/runtime/test_runtime_device.c runs a host back end dressed as a device). The CUDA back
+ * end keeps process-wide state (its cuBLAS handle, scratch buffers, copy stream): one tasklet
+ * per process on a GPU (`wantrain launch`, peerd); a second one in the same process at the same
+ * time is refused (WT_ENOTSUP) instead of sharing it.
+ *
  * Checkpoints (checkpoint_dir set): every checkpoint_every steps and at the end, replica 0 of
  * each stage saves DIR/stage-<s>/ (model/checkpoint.h's format: safetensors + SHA-256, one run
  * directory per stage), then world rank 0 writes DIR/manifest.json (S, R, layer ranges, the
@@ -56,6 +78,7 @@
 #include <stdint.h>
 
 #define PARALLEL_TASKLET_NAME_MAX 16
+#define PARALLEL_TASKLET_DEVICE_MAX 32
 
 /* What one step reported (to on_step). loss is the step's mean loss over the whole global
  * batch, the same on every tasklet. */
@@ -86,6 +109,11 @@ typedef struct {
   int zero;                         /* 0, or 1 for ZeRO-1 (needs grad_codec none, no DiLoCo) */
   int act_slots; /* activation slots per stage: 0 = one per micro-batch in flight (no forward
                     recomputed); k >= 1 bounds them, recomputing the rest (pipeline.h) */
+  char device[PARALLEL_TASKLET_DEVICE_MAX]; /* the kernels back end the stage runs on, a
+                    kernels_for_device name (cpu, cuda, cuda:N) resolved by parallel_tasklet_run
+                    in its own thread (a GPU is a thread's current device); "" = train.kernels
+                    (NULL: the CPU). parallel_tasklet_config_default fills in the process default
+                    (parallel_tasklet_set_default_device). See "Devices" above */
   const int *dp_ring; /* R entries: this stage's replicas in the order of its data-parallel ring,
                          starting with replica 0 (netsim_ring_order's order, so that the
                          simulated ring is the one that runs; borrowed for the run);
@@ -131,8 +159,17 @@ typedef struct {
   uint64_t bytes_pipeline, bytes_data, bytes_control; /* sent by this tasklet */
 } parallel_tasklet_result;
 
-/* S = R = 1, GPipe, no codecs, no DiLoCo, no ZeRO, grad_ef 1, DiLoCo 0.7 / 0.9, keep 2. */
+/* S = R = 1, GPipe, no codecs, no DiLoCo, no ZeRO, grad_ef 1, DiLoCo 0.7 / 0.9, keep 2, device
+ * the process default ("" until set). */
 parallel_tasklet_config parallel_tasklet_config_default(void);
+
+/* Sets the device that parallel_tasklet_config_default names from now on, for a program whose
+ * tasklet configs are built elsewhere (peerd: one tasklet per process). Checks the name with
+ * kernels_for_device in the calling thread first and returns its status — WT_EINVAL for a
+ * malformed name, WT_ENOTSUP for a build without CUDA or a GPU that is not there, each with
+ * kernels_for_device's message — changing nothing on failure. Call it before any tasklet
+ * starts. */
+int parallel_tasklet_set_default_device(const char *name);
 
 /* Checks a config against itself and a world size: ranges, S·R = world_size, layer ranges,
  * codec names, B divisible by R·m, ZeRO with a codec or DiLoCo. Returns WT_OK or WT_EINVAL

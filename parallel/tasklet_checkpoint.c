@@ -129,7 +129,7 @@ static void s_state_name(const parallel_tasklet *k, long step, char *out, size_t
 
 static int s_state_write_inner(parallel_tasklet *k, FILE *f) {
   size_t n;
-  const float *params = gpt_stage_params(trainer_model(k->t), &n);
+  const float *params = gpt_stage_params_host(trainer_model(k->t), &n); /* a copy on a GPU */
   optim *o = trainer_optim(k->t);
   uint8_t h[20];
   wt_put_le64(h, n);
@@ -138,7 +138,7 @@ static int s_state_write_inner(parallel_tasklet *k, FILE *f) {
   int ok = fwrite(h, 1, sizeof h, f) == sizeof h && fwrite(params, sizeof(float), n, f) == n;
   for (int i = 0; ok && i < optim_num_states(o); i++) {
     size_t m;
-    const float *b = optim_state(o, i, &m);
+    const float *b = optim_state_host(o, i, &m);
     ok = m == n && fwrite(b, sizeof(float), m, f) == m;
   }
   return ok ? WT_OK : wt_fail(WT_EIO, "cannot write the replica's parameters");
@@ -146,7 +146,8 @@ static int s_state_write_inner(parallel_tasklet *k, FILE *f) {
 
 static int s_state_read_inner(parallel_tasklet *k, FILE *f) {
   size_t n;
-  float *params = gpt_stage_params(trainer_model(k->t), &n);
+  gpt_stage *s = trainer_model(k->t);
+  float *params = gpt_stage_params_host(s, &n); /* on a GPU: read into the copy, then uploaded */
   optim *o = trainer_optim(k->t);
   uint8_t h[20];
   if (fread(h, 1, sizeof h, f) != sizeof h) return wt_fail(WT_ECORRUPT, "truncated");
@@ -160,9 +161,12 @@ static int s_state_read_inner(parallel_tasklet *k, FILE *f) {
   if (steps < 0 || steps > CHECKPOINT_MAX_STEP)
     return wt_fail(WT_ECORRUPT, "optimizer step count %ld", steps);
   if (fread(params, sizeof(float), n, f) != n) return wt_fail(WT_ECORRUPT, "truncated");
-  for (int i = 0; i < optim_num_states(o); i++)
-    if (fread(optim_state(o, i, NULL), sizeof(float), n, f) != n)
+  gpt_stage_params_upload(s);
+  for (int i = 0; i < optim_num_states(o); i++) {
+    if (fread(optim_state_host(o, i, NULL), sizeof(float), n, f) != n)
       return wt_fail(WT_ECORRUPT, "truncated");
+    optim_state_upload(o, i);
+  }
   optim_set_step_count(o, steps);
   return WT_OK;
 }

@@ -5,6 +5,7 @@
 
 #include "compress/codec.h"
 #include "compress/ef.h"
+#include "kernels/kernels.h"
 #include "parallel/collectives.h"
 #include "parallel/diloco.h"
 #include "parallel/pipeline.h"
@@ -24,6 +25,10 @@ typedef struct {
   compress_ef *sef;      /* sparse sender residual */
   diloco *outer;         /* DiLoCo, or NULL */
   parallel_zero *zero;   /* ZeRO-1, or NULL */
+  const kernels_ops *ops; /* the stage's back end */
+  int holds_cuda;         /* this tasklet counts as the process's one on the CUDA back end */
+  float *grads_host;     /* the reduced gradient on the host, between reduce and ZeRO's update */
+  float *params_host;    /* ZeRO-1 on a device: the parameters' host copy (ops->host_alloc) */
   double t_start; /* wt_now_s() when the run began (time_limit_s) */
   int stop;        /* world rank 0 asked every tasklet to stop after this step */
   /* wall time of each part of the steps so far (parallel_tasklet_result) */

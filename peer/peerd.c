@@ -5,6 +5,7 @@
 #include "common/common.h"
 #include "coordinator/protocol.h"
 #include "kernels/kernels.h"
+#include "parallel/tasklet.h" /* defines: parallel_tasklet_set_default_device */
 #include "peer/peer_internal.h"
 
 #include <dirent.h>
@@ -448,10 +449,7 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
                      "-DWANTRAIN_CUDA=ON on a machine with the CUDA toolkit), so it can only use "
                      "--device cpu",
                      cfg->device);
-    return wt_fail(WT_ENOTSUP,
-                   "--device %s: the distributed tasklet runs on the CPU back end in "
-                   "this release; use --device cpu",
-                   cfg->device);
+    WT_CHECK(parallel_tasklet_set_default_device(cfg->device)); /* every tasklet runs there */
   }
   if (!cfg->coordinator[0] || !cfg->coordinator_key[0])
     return wt_fail(WT_EINVAL, "--coordinator tcp://HOST:PORT and --coordinator-key are required");

@@ -8,7 +8,7 @@
  * (parallel_tasklet_run). Each worker reports on its status pipe, one line per event:
  *   step STEP LOSS SECONDS BYTES_PIPELINE BYTES_DATA BYTES_CONTROL VAL_LOSS
  *   done STEPS LOSS SECONDS COMPUTE_S BYTES_PIPELINE BYTES_DATA BYTES_CONTROL WIRE_BYTES WAIT_S
- *        REFUSED PIPELINE_S TIED_S REDUCE_S NORM_S TIME_LIMITED VAL_LOSS
+ *        REFUSED PIPELINE_S TIED_S REDUCE_S NORM_S TIME_LIMITED VAL_LOSS RECOMPUTES
  *   error MESSAGE
  * (VAL_LOSS is nan after a step without validation). --time-limit is decided by world rank 0 and
  * agreed on inside the step (parallel/tasklet.h), so every process stops after the same step,
@@ -20,6 +20,7 @@
 #include "tools/wantrain/cli.h"
 
 #include "common/common.h"
+#include "kernels/kernels.h"
 #include "model/data.h"
 #include "model/trainer.h"
 #include "netsim/netsim.h"
@@ -50,6 +51,8 @@ typedef struct {
   char schedule[WT_CONFIG_STR_MAX];
   char grad_codec[WT_CONFIG_STR_MAX], act_codec[WT_CONFIG_STR_MAX];
   int diloco, zero;
+  char device[WT_CONFIG_STR_MAX], precision[WT_CONFIG_STR_MAX];
+  int tf32, act_slots;
   double timeout;
   int insecure;
   char scenario[WT_CONFIG_STR_MAX], scenario_name[WT_CONFIG_STR_MAX];
@@ -88,6 +91,16 @@ static const wt_option s_options[] = {
     {"diloco", WT_OPT_INT, F(diloco), 0, 1e9, "0",
      "DiLoCo: average the replicas every H steps (0 = synchronous)", 0},
     {"zero", WT_OPT_INT, F(zero), 0, 1, "0", "1 = ZeRO-1 optimizer-state sharding", 0},
+    {"device", WT_OPT_STRING, F(device), 0, 0, "cpu",
+     "kernels back end of every process: cpu; cuda:N = all on GPU N; cuda = process w on GPU "
+     "w mod (visible GPUs) (CUDA builds)",
+     0},
+    {"precision", WT_OPT_CHOICE, F(precision), 0, 0, "fp32",
+     "matmul precision; bf16: bf16 tensor-core inputs, fp32 weights, optimizer and loss (GPU)",
+     "fp32|bf16"},
+    {"tf32", WT_OPT_FLAG, F(tf32), 0, 1, "0", "fp32 matmuls on TF32 tensor cores (GPU)", 0},
+    {"act-slots", WT_OPT_INT, F(act_slots), 0, GPT_MAX_SLOTS, "0",
+     "activation slots per stage (0 = one per micro-batch in flight; fewer recompute forwards)", 0},
     {"timeout", WT_OPT_FLOAT, F(timeout), 0.1, 1e6, "60",
      "seconds any process waits for a peer before failing", 0},
     {"insecure", WT_OPT_FLAG, F(insecure), 0, 1, "0",
@@ -167,12 +180,81 @@ static void s_tasklet_config(const launch_args *a, const data_set *d, parallel_t
   snprintf(c->act_codec, sizeof c->act_codec, "%.15s", a->act_codec);
   c->diloco_h = a->diloco;
   c->zero = a->zero;
+  c->act_slots = a->act_slots;
   snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "%s", a->checkpoint_dir);
   c->checkpoint_every = a->checkpoint_every;
   c->keep = a->keep;
   c->resume = a->resume;
   c->val_every = a->val_every;
   c->time_limit_s = a->time_limit;
+}
+
+/* ---- devices ------------------------------------------------------------------------------ */
+
+/* Runs kernels_for_device(device) in a child process, so that the launcher itself never holds a
+ * GPU context while its workers run; with `cuda`, also counts the visible GPUs (*gpus; 0 for the
+ * other names). Returns WT_OK, or kernels_for_device's status and message. */
+static int s_device_probe(const char *device, int *gpus) {
+  int fds[2];
+  if (pipe(fds) != 0) return wt_fail(WT_EIO, "pipe: %s", strerror(errno));
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) return wt_fail(WT_EIO, "cannot start the device check: %s", strerror(errno));
+  if (pid == 0) {
+    close(fds[0]);
+    const kernels_ops *o;
+    int rc = kernels_for_device(device, &o), n = 0;
+    if (rc == WT_OK && !strcmp(device, "cuda"))
+      for (n = 1; n < S_MAX_RANKS; n++) {
+        char name[16];
+        snprintf(name, sizeof name, "cuda:%d", n);
+        if (kernels_for_device(name, &o) != WT_OK) break;
+      }
+    char msg[1200];
+    int len = snprintf(msg, sizeof msg, "%d %d %s", rc, n, rc == WT_OK ? "" : wt_last_error());
+    ssize_t wrote = write(fds[1], msg, (size_t)WT_MIN(len, (int)sizeof msg - 1));
+    _exit(wrote > 0 ? 0 : 1);
+  }
+  close(fds[1]);
+  char msg[1200];
+  size_t got = 0;
+  ssize_t r;
+  while (got < sizeof msg - 1 &&
+         ((r = read(fds[0], msg + got, sizeof msg - 1 - got)) > 0 || (r < 0 && errno == EINTR)))
+    if (r > 0) got += (size_t)r;
+  close(fds[0]);
+  waitpid(pid, NULL, 0);
+  msg[got] = 0;
+  int rc = 0, n = 0, at = 0;
+  if (sscanf(msg, "%d %d %n", &rc, &n, &at) < 2)
+    return wt_fail(WT_EIO, "the check of --device %s died without an answer", device);
+  if (rc != WT_OK) return wt_fail(rc, "%s", msg + at);
+  *gpus = n;
+  return WT_OK;
+}
+
+/* Checks --device, --precision and --tf32 before any worker starts; *gpus: the GPUs `cuda`
+ * spreads the processes over (0 otherwise). Returns WT_OK, WT_EINVAL (a usage error) or
+ * WT_ENOTSUP (no CUDA in this build, no such GPU, a GPU precision on the CPU). */
+static int s_device_check(const launch_args *a, int *gpus) {
+  kernels_precision p;
+  const kernels_ops *o;
+  *gpus = 0;
+  WT_CHECK(kernels_parse_precision(a->precision, a->tf32, &p));
+  if (!strcmp(a->device, "cpu")) return kernels_set_precision(kernels_cpu(), p);
+  if (!kernels_backend("cuda")) return kernels_for_device(a->device, &o); /* says why not */
+  return s_device_probe(a->device, gpus);
+}
+
+/* The worker's back end: kernels_for_device in this (the tasklet's) thread, at the precision of
+ * the flags. */
+static int s_worker_device(const launch_args *a) {
+  const kernels_ops *o;
+  kernels_precision p;
+  WT_CHECK(kernels_for_device(a->device, &o));
+  WT_CHECK(kernels_parse_precision(a->precision, a->tf32, &p));
+  return kernels_set_precision(o, p);
 }
 
 static void s_key_path(const char *dir, int rank, const char *ext, char *out, size_t cap) {
@@ -388,7 +470,11 @@ int cmd_launch_worker(int argc, char **argv) {
   parallel_tasklet_config c;
   int ring[S_MAX_RANKS];
   if (d) s_tasklet_config(&a, d, &c);
-  int rc = d ? s_worker_comm(&a, &c.train.model, rank, dir, &world, ring) : WT_EINVAL;
+  int rc = d ? s_worker_device(&a) : WT_EINVAL;
+  if (rc == WT_OK) {
+    snprintf(c.device, sizeof c.device, "%.31s", a.device);
+    rc = s_worker_comm(&a, &c.train.model, rank, dir, &world, ring);
+  }
   parallel_tasklet_result res;
   memset(&res, 0, sizeof res);
   if (rc == WT_OK) {
@@ -413,12 +499,13 @@ int cmd_launch_worker(int argc, char **argv) {
   }
   if (rc == WT_OK)
     fprintf(status,
-            "done %ld %.9g %.6f %.6f %llu %llu %llu %llu %.6f %llu %.6f %.6f %.6f %.6f %d %.9g\n",
+            "done %ld %.9g %.6f %.6f %llu %llu %llu %llu %.6f %llu %.6f %.6f %.6f %.6f %d %.9g "
+            "%ld\n",
             res.steps_done, res.last_loss, res.seconds, res.compute_s,
             (unsigned long long)res.bytes_pipeline, (unsigned long long)res.bytes_data,
             (unsigned long long)res.bytes_control, (unsigned long long)tot.bytes_sent, tot.wait_s,
             (unsigned long long)parallel_zmq_refused(world), res.pipeline_s, res.tied_s,
-            res.reduce_s, res.norm_s, res.time_limited, res.last_val_loss);
+            res.reduce_s, res.norm_s, res.time_limited, res.last_val_loss, res.recomputes);
   else
     fprintf(status, "error %s\n", wt_last_error());
   fclose(status);
@@ -446,6 +533,7 @@ typedef struct {
   double seconds, compute_s;
   double phase_s[4]; /* pipeline, tied exchange, reduce, norm exchange (all steps) */
   unsigned long long wire_bytes, refused; /* the transport's counters */
+  long recomputes;                        /* forwards run again (--act-slots) */
   double wait_s;
   char error[1024];
 } s_proc;
@@ -465,6 +553,7 @@ typedef struct {
   s_wan wan;         /* the emulated network, when --scenario is given */
   double tied_bytes; /* the tied embedding's gradient (V x C floats) */
   int rings[S_MAX_RANKS]; /* with a scenario: each stage's data-parallel ring (s_wan_rings) */
+  int gpus;               /* --device cuda: process w runs on GPU w mod gpus; 0 otherwise */
 } s_run;
 
 static volatile sig_atomic_t s_signal = 0;
@@ -524,10 +613,11 @@ static void s_handle_line(s_run *r, int w, char *line) {
     if (r->printed < 0 && all > 0) r->printed = (r->first_step = all) - 1;
     while (r->printed >= 0 && r->printed < all) s_progress(r, ++r->printed, &r->p[slow]);
   } else if (!strncmp(line, "done ", 5) &&
-             sscanf(line + 5, "%ld %f %lf %lf %llu %llu %llu %llu %lf %llu %lf %lf %lf %lf %d %f",
+             sscanf(line + 5,
+                    "%ld %f %lf %lf %llu %llu %llu %llu %lf %llu %lf %lf %lf %lf %d %f %ld",
                     &p->steps, &p->loss, &p->seconds, &p->compute_s, &b0, &b1, &b2, &p->wire_bytes,
                     &p->wait_s, &p->refused, &p->phase_s[0], &p->phase_s[1], &p->phase_s[2],
-                    &p->phase_s[3], &p->time_limited, &p->last_val) == 16) {
+                    &p->phase_s[3], &p->time_limited, &p->last_val, &p->recomputes) == 17) {
     p->bytes[0] = b0, p->bytes[1] = b1, p->bytes[2] = b2;
     p->done = 1;
   } else if (!strncmp(line, "error ", 6)) {
@@ -675,16 +765,18 @@ static int s_start(s_run *r, const char *dir, int argc, char **argv) {
       close(fds[0]);
       for (int k = 0; k < w; k++)
         if (r->p[k].fd >= 0) close(r->p[k].fd);
-      char rank[16], fd[16];
+      char rank[16], fd[16], gpu[16];
       snprintf(rank, sizeof rank, "%d", w);
       snprintf(fd, sizeof fd, "%d", fds[1]);
-      char **args = calloc((size_t)argc + 4, sizeof *args);
+      snprintf(gpu, sizeof gpu, "cuda:%d", r->gpus ? w % r->gpus : 0);
+      char **args = calloc((size_t)argc + 6, sizeof *args);
       args[0] = argv[0];
       args[1] = "__tasklet";
       args[2] = rank;
       args[3] = (char *)dir;
       args[4] = fd;
       for (int i = 2; i < argc; i++) args[i + 3] = argv[i];
+      if (r->gpus) args[argc + 3] = "--device", args[argc + 4] = gpu; /* the last flag wins */
       execv(exe, args);
       fprintf(stderr, "wantrain launch: cannot run %s: %s\n", exe, strerror(errno));
       _exit(127);
@@ -812,6 +904,10 @@ static int s_summary(s_run *r) {
   printf("per step (mean over processes): pipeline %.4f s, tied exchange %.4f s, reduce %.4f s, "
          "norm exchange %.4f s\n",
          ph[0], ph[1], ph[2], ph[3]);
+  long recomputes = 0;
+  for (int w = 0; w < r->world; w++) recomputes += r->p[w].recomputes;
+  printf("activation slots: %s; %ld forward passes recomputed in all processes\n",
+         a->act_slots ? "bounded by --act-slots" : "one per micro-batch in flight", recomputes);
   double predicted = NAN;
   if (r->wan.sc) {
     double part[2];
@@ -834,11 +930,10 @@ static int s_summary(s_run *r) {
             "\"time_limited\":%s,\"iteration_s\":%.6f,"
             "\"predicted_iteration_s\":%.6f,\"bytes_pipeline\":%llu,\"bytes_data\":%llu,"
             "\"bytes_control\":%llu,\"pipeline_s\":%.6f,\"tied_s\":%.6f,\"reduce_s\":%.6f,"
-            "\"norm_s\":%.6f}\n",
+            "\"norm_s\":%.6f,\"recomputes\":%ld}\n",
             steps, r->p[0].loss, jval, r->p[0].time_limited ? "true" : "false", iter,
-            isnan(predicted) ? -1.0 : predicted,
-            (unsigned long long)b[0], (unsigned long long)b[1], (unsigned long long)b[2], ph[0],
-            ph[1], ph[2], ph[3]);
+            isnan(predicted) ? -1.0 : predicted, (unsigned long long)b[0], (unsigned long long)b[1],
+            (unsigned long long)b[2], ph[0], ph[1], ph[2], ph[3], recomputes);
   return WT_OK;
 }
 
@@ -865,10 +960,19 @@ int cmd_launch(int argc, char **argv) {
                  a.replicas, a.micro_batches);
   if (rc == WT_OK && a.resume && !a.checkpoint_dir[0])
     rc = wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir (the run directory to resume)");
+  int gpus = 0;
+  if (rc == WT_OK && (rc = s_device_check(&a, &gpus)) != WT_OK) {
+    fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
+    data_set_destroy(&d);
+    return rc == WT_EINVAL ? CLI_USAGE : CLI_FAIL;
+  }
+  char where[64];
+  snprintf(where, sizeof where, "%.20s", a.device);
+  if (gpus) snprintf(where, sizeof where, "%d GPUs round-robin", gpus);
   if (rc == WT_OK)
-    printf("launch: %d stages x %d replicas = %d processes, %s, grad codec %s, act codec %s%s; "
-           "model %.3f M parameters; data %s\n",
-           a.stages, a.replicas, world, a.schedule, a.grad_codec, a.act_codec,
+    printf("launch: %d stages x %d replicas = %d processes on %s (%s), %s, grad codec %s, act "
+           "codec %s%s; model %.3f M parameters; data %s\n",
+           a.stages, a.replicas, world, where, a.precision, a.schedule, a.grad_codec, a.act_codec,
            a.insecure ? ", INSECURE links" : ", CurveZMQ links",
            (double)gpt_config_num_params(&c.train.model) / 1e6, a.data);
   data_set_destroy(&d);
@@ -892,6 +996,7 @@ int cmd_launch(int argc, char **argv) {
   }
   r.a = &a;
   r.world = world;
+  r.gpus = gpus;
   r.tied_bytes = 4.0 * c.train.model.vocab_size * c.train.model.channels;
   if (r.wan.sc) s_wan_rings(&r.wan, &c.train.model, r.rings);
   r.printed = -1;

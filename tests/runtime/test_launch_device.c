@@ -1,0 +1,99 @@
+/* test_launch_device — `wantrain launch`'s --device and --act-slots flags, through the binary.
+ *   errors  (unit) a device this build or machine does not have, a malformed device name, a GPU
+ *           precision on the CPU and a negative --act-slots are refused before any worker starts,
+ *           with exit status 1 (no such device) or 2 (a usage error) and a message saying what to
+ *           do: `--device cuda:0` in a CPU-only build names the missing CUDA back end, in a CUDA
+ *           build without a GPU the missing device; `--device cuda:99` the missing GPU 99.
+ *   slots   (integration) 2 x 2 processes with 4 micro-batches and --act-slots 1 recompute
+ *           forwards (the summary counts them) and give bitwise the losses of --act-slots 0. */
+#include "common/common.h"
+#include "common/testing.h"
+#include "kernels/kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static char s_out[1 << 16];
+
+/* Runs `wantrain launch ARGS` (stderr with stdout into s_out); returns its exit status. */
+static int s_launch(const char *args) {
+  const char *bin = getenv("WT_BIN_DIR");
+  WT_TEST_REQUIRE(bin, "WT_BIN_DIR is not set (run through ctest)");
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cd /tmp && %s/wantrain launch %s 2>&1", bin, args);
+  FILE *p = popen(cmd, "r");
+  WT_TEST_REQUIRE(p, "popen");
+  size_t n = fread(s_out, 1, sizeof s_out - 1, p);
+  s_out[n] = 0;
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void s_refused(const char *args, int want_rc, const char *want_msg) {
+  int rc = s_launch(args);
+  WT_TEST_ASSERT(rc == want_rc && strstr(s_out, want_msg),
+                 "launch %s: exit %d (want %d), output (want \"%s\"):\n%s", args, rc, want_rc,
+                 want_msg, s_out);
+  WT_TEST_ASSERT(!strstr(s_out, "step "), "launch %s started training:\n%s", args, s_out);
+}
+
+static void s_errors(void) {
+  const kernels_ops *ops;
+  int cuda_build = kernels_backend("cuda") != NULL;
+  int have_gpu = cuda_build && kernels_for_device("cuda:0", &ops) == WT_OK;
+  const char *no_cuda = "this build has no CUDA back end (configure with -DWANTRAIN_CUDA=ON";
+  if (!cuda_build)
+    s_refused("--stages 2 --device cuda:0 --steps 2", 1, no_cuda);
+  else if (!have_gpu)
+    s_refused("--stages 2 --device cuda:0 --steps 2", 1, "no CUDA device 0");
+  s_refused("--stages 2 --device cuda:99 --steps 2", 1, cuda_build ? "no CUDA device 99" : no_cuda);
+  s_refused("--stages 2 --device gpu0 --steps 2", 2, "device 'gpu0' is not cpu, cuda or cuda:N");
+  s_refused("--stages 2 --precision bf16 --steps 2", 1, "drop --precision bf16");
+  s_refused("--stages 2 --act-slots -1 --steps 2", 2, "act-slots");
+  printf("launch refuses missing devices, bad names and GPU precisions on the CPU (%s build%s)\n",
+         cuda_build ? "CUDA" : "CPU-only",
+         cuda_build ? (have_gpu ? ", GPU present" : ", no GPU") : "");
+}
+
+/* The losses in s_out's progress lines ("step N/M | loss X | ..."), at most max. */
+static int s_losses(float *loss, int max) {
+  int n = 0;
+  const char *end = strstr(s_out, "\ndone:");
+  for (const char *p = s_out; (p = strstr(p, "| loss ")) && p < end && n < max; p += 7)
+    loss[n++] = (float)atof(p + 7);
+  return n;
+}
+
+static void s_slots(void) {
+  const char *base = "--stages 2 --replicas 2 --micro-batches 4 --batch 16 --seq 32 --layers 2 "
+                     "--channels 32 --heads 2 --steps 4 --log-every 1 --val-every 0 --act-slots";
+  char args[512];
+  float loss[2][8];
+  int n[2];
+  for (int k = 0; k < 2; k++) {
+    snprintf(args, sizeof args, "%s %d", base, k);
+    int rc = s_launch(args);
+    WT_TEST_REQUIRE(rc == 0, "launch %s: exit %d\n%s", args, rc, s_out);
+    n[k] = s_losses(loss[k], 8);
+    const char *want = k ? "bounded by --act-slots; " : "in flight; 0 forward passes recomputed";
+    WT_TEST_ASSERT(strstr(s_out, want), "--act-slots %d: the summary does not say \"%s\":\n%s", k,
+                   want, s_out);
+    const char *at = strstr(s_out, "bounded by --act-slots; ");
+    if (k) WT_TEST_ASSERT(at && atol(at + 24) > 0, "--act-slots 1 recomputed nothing:\n%s", s_out);
+  }
+  WT_TEST_REQUIRE(n[0] == 4 && n[1] == 4, "expected 4 steps' losses, got %d and %d", n[0], n[1]);
+  for (int i = 0; i < 4; i++)
+    WT_TEST_ASSERT(loss[0][i] == loss[1][i], "step %d: loss %.4f with --act-slots 1, %.4f with 0",
+                   i + 1, loss[1][i], loss[0][i]);
+  printf("--act-slots 1 recomputes forwards and trains as --act-slots 0\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "slots"))
+    s_slots();
+  else
+    s_errors();
+  return wt_test_finish("test_launch_device");
+}
