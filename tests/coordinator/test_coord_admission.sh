@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_coord_admission — what a volunteer sees: peerd prints the coordinator's reason and exits 1
-# when refused (no token, forged, expired, used up); a bad flag exits 2; --device cuda:N without
-# CUDA is a clear error; the coordinator refuses codecs whose state checkpoints do not hold; an admitted peer makes its key pair with mode 0600 and, on SIGTERM,
+# when refused (no token, forged, expired, used up); a bad flag exits 2; --device naming a GPU
+# that is not there (cuda:999: no CUDA in the build, or no such device) is a clear error; the coordinator refuses codecs whose state checkpoints do not hold; an admitted peer makes its key pair with mode 0600 and, on SIGTERM,
 # tells the coordinator it leaves and exits 0.
 #   tests/coordinator/test_coord_admission.sh BIN_DIR
 BIN=$1
@@ -43,11 +43,11 @@ expect_refused 6 "used up" --token "$one"
 [ $? = 2 ] || fail "an unknown flag must exit 2"
 "$BIN/peerd" >/dev/null 2>&1
 [ $? = 2 ] || fail "missing --coordinator must exit 2"
-"$BIN/peerd" --coordinator "$EP" --coordinator-key "$STATE/coordinator.pub" --device cuda:0 \
+"$BIN/peerd" --coordinator "$EP" --coordinator-key "$STATE/coordinator.pub" --device cuda:999 \
   --data-dir "$WORK/peer7" >"$WORK/peer7.log" 2>&1
-[ $? = 1 ] || fail "--device cuda:0 must fail with 1"
-grep -qE "cuda:0: this peerd was built without CUDA|cuda:0: the distributed tasklet runs on the CPU" \
-  "$WORK/peer7.log" || fail "--device cuda:0 does not explain itself"
+[ $? = 1 ] || fail "--device cuda:999 must fail with 1"
+grep -qE "cuda:999: this peerd was built without CUDA|no CUDA device 999" "$WORK/peer7.log" ||
+  fail "--device cuda:999 does not explain itself: $(cat "$WORK/peer7.log")"
 
 kill -TERM "${PEER_PID[5]}"
 wait "${PEER_PID[5]}"
