@@ -74,7 +74,8 @@ void peer_held_clear(peer_held *h);
 int peer_state_exchange(const peer_held *held, parallel_comm *world, const cJSON *from, int stage,
                         long step, const void **in, size_t *in_bytes, int *owned);
 
-/* Short local sgemm benchmark: the best FLOP/s of a few 256³ products on the CPU back end. */
-double peer_device_flops(void);
+/* What peerd reports about its device: the best FLOP/s of a few fp32 matmuls on that back end
+ * (256³ on the CPU, 2048³ on a GPU) and the memory it holds in all. */
+int peer_device_measure(const char *device, double *flops, double *memory);
 
 #endif

@@ -147,7 +147,7 @@ static int s_register(s_peer *p) {
     cJSON_AddNumberToObject(b, "held_step", (double)p->held.step);
   }
   cJSON *d = cJSON_AddObjectToObject(b, "device");
-  cJSON_AddStringToObject(d, "kind", "cpu");
+  cJSON_AddStringToObject(d, "kind", strncmp(p->cfg->device, "cuda", 4) ? "cpu" : "cuda");
   cJSON_AddNumberToObject(d, "flops", p->flops);
   cJSON_AddNumberToObject(d, "memory", p->memory);
   int rc = s_send(p, COORD_CMD_REGISTER, b);
@@ -456,14 +456,16 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
   s_peer p = {.cfg = cfg, .heartbeat_s = 1, .liveness = 5};
   int rc = s_keys(&p);
   if (rc == WT_OK) {
-    p.flops = cfg->flops > 0 ? cfg->flops : peer_device_flops();
-    p.memory = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    rc = s_connect(&p);
+    double measured = 0;
+    rc = peer_device_measure(cfg->device, &measured, &p.memory);
+    p.flops = cfg->flops > 0 ? cfg->flops : measured;
   }
+  if (rc == WT_OK) rc = s_connect(&p);
   if (rc == WT_OK) {
     if (!cfg->quiet)
-      printf("peerd: device cpu, %.1f GFLOP/s (%s), %.1f GiB; registering with %s\n", p.flops / 1e9,
-             cfg->flops > 0 ? "--flops" : "256^3 sgemm", p.memory / (1 << 30), cfg->coordinator);
+      printf("peerd: device %s, %.1f GFLOP/s (%s), %.1f GiB; registering with %s\n", cfg->device,
+             p.flops / 1e9, cfg->flops > 0 ? "--flops" : "fp32 matmul", p.memory / (1 << 30),
+             cfg->coordinator);
     s_register(&p);
     int w = s_await_welcome(&p, wt_now_s() + cfg->register_timeout_s, stop);
     if (w < 0)

@@ -62,7 +62,8 @@ static int s_wrecv(void *ctx, int peer, int tag, void *buf, size_t cap, size_t *
   return parallel_comm_recv(x->inner, peer, tag, buf, cap, got);
 }
 
-static const parallel_transport_ops s_wrap_ops = {.name = "peerd", .send = s_wsend, .recv = s_wrecv};
+static const parallel_transport_ops s_wrap_ops = {
+    .name = "peerd", .send = s_wsend, .recv = s_wrecv};
 
 peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, const char *sec,
                          const data_set *data, peer_held *held) {
@@ -510,18 +511,29 @@ void peer_work_destroy(peer_work **self_p) {
   *self_p = NULL;
 }
 
-double peer_device_flops(void) {
-  enum { N = 256 };
-  const kernels_ops *k = kernels_cpu();
-  float *a = wt_xcalloc(N * N, sizeof(float)), *b = wt_xcalloc(N * N, sizeof(float));
-  float *o = wt_xcalloc(N * N, sizeof(float));
-  for (int i = 0; i < N * N; i++) a[i] = (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.1f;
-  double best = 1e9;
-  for (int r = 0; r < 5; r++) {
-    double t0 = wt_now_s();
-    k->matmul_forward(o, a, b, NULL, N, N, N, KERNELS_W_IN_OUT);
-    best = fmin(best, wt_now_s() - t0);
+int peer_device_measure(const char *device, double *flops, double *memory) {
+  const kernels_ops *k = NULL;
+  WT_CHECK(kernels_for_device(device, &k));
+  int n = k->device ? 2048 : 256; /* a GPU needs a bigger product to show its rate */
+  size_t nn = (size_t)n * n;
+  float *h = wt_xmalloc(nn * sizeof(float));
+  for (size_t i = 0; i < nn; i++) h[i] = (float)(i % 7) * 0.1f;
+  float *a = k->alloc(nn * 4), *b = k->alloc(nn * 4), *o = k->alloc(nn * 4), sink;
+  if (!a || !b || !o) {
+    k->free(a), k->free(b), k->free(o), free(h);
+    return wt_fail(WT_ENOMEM, "--device %s: cannot allocate %d^2 matrices to measure it", device,
+                   n);
   }
-  free(a), free(b), free(o);
-  return 2.0 * N * N * N / fmax(best, 1e-9);
+  k->upload(a, h, nn * 4), k->upload(b, h, nn * 4);
+  double best = 1e9;
+  for (int r = 0; r < 6; r++) { /* the first is a warm-up */
+    double t0 = wt_now_s();
+    k->matmul_forward(o, a, b, NULL, n, n, n, KERNELS_W_IN_OUT);
+    k->download(&sink, o, sizeof sink); /* waits for the device */
+    if (r > 0) best = fmin(best, wt_now_s() - t0);
+  }
+  k->free(a), k->free(b), k->free(o), free(h);
+  *flops = 2.0 * n * n * n / fmax(best, 1e-9);
+  *memory = k->mem_total();
+  return WT_OK;
 }
