@@ -4,6 +4,7 @@
 
 #include "common/common.h"
 #include "kernels/kernels.h"
+#include "model/gpt.h"
 #include "model/moe.h"
 #include "parallel/group.h"
 
@@ -119,4 +120,51 @@ int parallel_moe_forward(parallel_moe *m, const float *x, float *y, int N) {
 
 int parallel_moe_backward(parallel_moe *m, const float *dy, float *dx) {
   return moe_layer_backward(m->layer, dy, dx, 1.0f);
+}
+
+/* ---- gathering a model's experts ----------------------------------------------------------- */
+
+/* Offset of tensor `name` in stage s, or -1 when s does not hold it. */
+static long s_offset(gpt_stage *s, const char *name) {
+  int n;
+  const gpt_tensor_info *t = gpt_stage_tensors(s, &n);
+  for (int i = 0; i < n; i++)
+    if (!strcmp(t[i].name, name)) return (long)t[i].offset;
+  return -1;
+}
+
+int parallel_moe_gather_stage(const parallel_mesh *mesh, gpt_stage *local, gpt_stage *full) {
+  const parallel_group_comm *ep = parallel_mesh_coll(mesh, PARALLEL_GROUP_EP);
+  const gpt_config *c = gpt_stage_config(local);
+  if (memcmp(c, gpt_stage_config(full), sizeof *c) != 0 ||
+      gpt_stage_first(local) != gpt_stage_first(full) ||
+      gpt_stage_last(local) != gpt_stage_last(full))
+    return wt_fail(WT_EINVAL, "moe: gathering experts needs two stages of one model and layers");
+  if (gpt_stage_copy_params(full, local) < 0) return WT_EINVAL;
+  if (c->moe_experts == 0) return WT_OK;
+  int El = c->moe_experts / ep->size;
+  size_t es = moe_expert_numel(c->channels), block = (size_t)El * es;
+  float *buf = wt_xmalloc(sizeof(float) * block * (size_t)ep->size);
+  float *lp = gpt_stage_params_host(local, NULL), *fp = gpt_stage_params_host(full, NULL);
+  int rc = WT_OK;
+  for (int l = gpt_stage_first(local); l < gpt_stage_last(local) && rc == WT_OK; l++) {
+    if (!gpt_config_is_moe(c, l)) continue;
+    char mine[64], first[64];
+    snprintf(mine, sizeof mine, "h.%d.moe.experts.%d.c_fc.weight", l, ep->rank * El);
+    snprintf(first, sizeof first, "h.%d.moe.experts.0.c_fc.weight", l);
+    long lo = s_offset(local, mine), fo = s_offset(full, first);
+    if (lo < 0 || fo < 0) {
+      rc = wt_fail(WT_EINVAL, "moe: block %d's experts are missing from a stage (is `local` "
+                              "this rank's EP stage and `full` a stage of every expert?)",
+                   l);
+      break;
+    }
+    memset(buf, 0, sizeof(float) * block * (size_t)ep->size);
+    memcpy(buf + (size_t)ep->rank * block, lp + lo, sizeof(float) * block);
+    rc = parallel_group_allreduce(ep, buf, block * (size_t)ep->size, PARALLEL_OP_SUM);
+    if (rc == WT_OK) memcpy(fp + fo, buf, sizeof(float) * block * (size_t)ep->size);
+  }
+  free(buf);
+  if (rc == WT_OK) gpt_stage_params_upload(full);
+  return rc;
 }

@@ -53,6 +53,18 @@ typedef struct parallel_moe parallel_moe;
  * Returns WT_OK, or WT_ENOTSUP for a group whose back end keeps device buffers. */
 int parallel_moe_exchange(const parallel_mesh *mesh, moe_exchange *ex);
 
+/* Gathers a whole model from the EP ranks' stages: copies this rank's stage `local` (built with
+ * parallel_moe_exchange) into `full`, a stage of the same config and layers holding every expert
+ * (EP degree 1, e.g. gpt_stage_new), and fills in the other ranks' experts through one sum
+ * all-reduce per MoE block over the EP group (each rank contributes its experts, zeros
+ * elsewhere: the sums are exact). Every EP rank calls it with its own `full`; any of them can
+ * then checkpoint_save it, and the checkpoint loads on any EP degree (checkpoint_load picks a
+ * rank's experts by name). Costs one whole model per rank while it runs. Returns WT_OK,
+ * WT_EINVAL if the stages do not match, or the communicator's status. */
+struct gpt_stage;
+int parallel_moe_gather_stage(const parallel_mesh *mesh, struct gpt_stage *local,
+                              struct gpt_stage *full);
+
 /* A layer of width C for up to max_tokens tokens per rank on the mesh's EP group (the mesh must
  * outlive it). Returns NULL with wt_last_error() set on a bad config. Parameters start at 0. */
 parallel_moe *parallel_moe_new(const parallel_mesh *mesh, const struct kernels_ops *k, int channels,
