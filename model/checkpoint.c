@@ -113,7 +113,8 @@ static void s_moe_meta(const gpt_config *c, char mv[4][32], char *layers, size_t
   size_t len = 0;
   layers[0] = 0;
   for (int l = 0; l < GPT_MOE_MAX_LAYERS && len < size; l++)
-    if (c->moe_layer[l]) len += (size_t)snprintf(layers + len, size - len, "%s%d", len ? "," : "", l);
+    if (c->moe_layer[l])
+      len += (size_t)snprintf(layers + len, size - len, "%s%d", len ? "," : "", l);
 }
 
 static int s_write_model(const char *path, gpt_stage *model, const checkpoint_meta *meta) {
@@ -134,18 +135,18 @@ static int s_write_model(const char *path, gpt_stage *model, const checkpoint_me
   snprintf(v[3], 16, "%d", c->n_head);
   snprintf(v[4], 16, "%d", c->channels);
   char mv[4][32], layers[GPT_MOE_MAX_LAYERS * 4 + 1];
-  const char *kv[] = {"format",      "pt",
-                      "vocab_size",  v[0],
-                      "max_seq",     v[1],
-                      "n_layer",     v[2],
-                      "n_head",      v[3],
-                      "channels",    v[4],
-                      "tokenizer",   checkpoint_tokenizer_name(meta->tokenizer),
-                      "moe_experts", mv[0], /* the MoE keys only for an MoE model */
-                      "moe_top_k",   mv[1],
-                      "moe_capacity", mv[2],
+  const char *kv[] = {"format",         "pt",
+                      "vocab_size",     v[0],
+                      "max_seq",        v[1],
+                      "n_layer",        v[2],
+                      "n_head",         v[3],
+                      "channels",       v[4],
+                      "tokenizer",      checkpoint_tokenizer_name(meta->tokenizer),
+                      "moe_experts",    mv[0], /* the MoE keys only for an MoE model */
+                      "moe_top_k",      mv[1],
+                      "moe_capacity",   mv[2],
                       "moe_aux_weight", mv[3],
-                      "moe_layers",  layers};
+                      "moe_layers",     layers};
   int n_kv = (int)WT_ARRAY_LEN(kv) / 2 - (c->moe_experts > 0 ? 0 : 5);
   s_moe_meta(c, mv, layers, sizeof layers);
   FILE *f = fopen(path, "wb");

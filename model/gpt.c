@@ -24,8 +24,9 @@ static int s_validate_moe(const gpt_config *c) {
   }
   if (c->moe_experts == 0) {
     if (any || c->moe_top_k || c->moe_capacity != 0 || c->moe_aux_weight != 0)
-      return wt_fail(WT_EINVAL, "MoE settings (top-k %d, capacity %g, aux weight %g%s) need "
-                                "moe_experts > 0",
+      return wt_fail(WT_EINVAL,
+                     "MoE settings (top-k %d, capacity %g, aux weight %g%s) need "
+                     "moe_experts > 0",
                      c->moe_top_k, c->moe_capacity, c->moe_aux_weight, any ? ", MoE blocks" : "");
     return WT_OK;
   }
@@ -75,20 +76,23 @@ int gpt_config_set_moe_layers(gpt_config *c, const char *list) {
   if (!strcmp(list, "all")) {
     memset(set, 1, (size_t)WT_MAX(n, 0));
     if (c->n_layer > GPT_MOE_MAX_LAYERS)
-      return wt_fail(WT_EINVAL, "MoE blocks: \"all\" of %d blocks exceeds the %d blocks that "
-                                "may be MoE blocks; list them (0-%d)",
+      return wt_fail(WT_EINVAL,
+                     "MoE blocks: \"all\" of %d blocks exceeds the %d blocks that "
+                     "may be MoE blocks; list them (0-%d)",
                      c->n_layer, GPT_MOE_MAX_LAYERS, GPT_MOE_MAX_LAYERS - 1);
   } else {
     for (const char *p = list;;) {
       size_t len = strcspn(p, ",");
       long lo, hi;
       if (!s_parse_range(p, len, &lo, &hi))
-        return wt_fail(WT_EINVAL, "MoE blocks \"%s\": \"%.*s\" is not a block number or a "
-                                  "range a-b; give e.g. \"1,3\", \"0-3\" or \"all\"",
+        return wt_fail(WT_EINVAL,
+                       "MoE blocks \"%s\": \"%.*s\" is not a block number or a "
+                       "range a-b; give e.g. \"1,3\", \"0-3\" or \"all\"",
                        list, (int)WT_MIN(len, 32), p);
       if (hi >= n)
-        return wt_fail(WT_EINVAL, "MoE blocks \"%s\": block %ld does not exist; the model's blocks "
-                                  "are 0..%d",
+        return wt_fail(WT_EINVAL,
+                       "MoE blocks \"%s\": block %ld does not exist; the model's blocks "
+                       "are 0..%d",
                        list, hi, n - 1);
       for (long l = lo; l <= hi; l++) set[l] = 1;
       if (!p[len]) break;
@@ -649,8 +653,7 @@ int gpt_tied_grads_sum(gpt_stage *a, gpt_stage *b) {
 
 /* ---- MoE ---------------------------------------------------------------------------------- */
 
-int gpt_stage_moe_stats(const gpt_stage *s, long *kept, long *dropped, double *aux,
-                        int *forwards) {
+int gpt_stage_moe_stats(const gpt_stage *s, long *kept, long *dropped, double *aux, int *forwards) {
   if (!s->moe_blocks) return 0;
   if (kept) memcpy(kept, s->moe_kept, sizeof(long) * (size_t)s->cfg.moe_experts);
   if (dropped) *dropped = s->moe_dropped;

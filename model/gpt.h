@@ -52,10 +52,10 @@ typedef struct {
   /* The Mixture-of-Experts variant (model/moe.h): in every block l with moe_layer[l] set, the
    * MLP becomes moe_experts GPT-2 MLPs behind a top-k router. moe_experts == 0: the dense model
    * (then every moe_* field must be 0). No padding, so configs compare with memcmp. */
-  int moe_experts;                              /* E */
-  int moe_top_k;                                /* k in [1, E] */
-  float moe_capacity;                           /* capacity factor > 0 */
-  float moe_aux_weight;                         /* weight of the Switch load-balancing loss */
+  int moe_experts;                             /* E */
+  int moe_top_k;                               /* k in [1, E] */
+  float moe_capacity;                          /* capacity factor > 0 */
+  float moe_aux_weight;                        /* weight of the Switch load-balancing loss */
   unsigned char moe_layer[GPT_MOE_MAX_LAYERS]; /* 1: block l is an MoE block */
 } gpt_config;
 
@@ -109,12 +109,12 @@ void gpt_stage_destroy(gpt_stage **self_p);
  * (h.L.moe.experts.E.c_fc.weight), so checkpoint_load puts a checkpoint of any EP degree into
  * it. ep NULL or of size 1 is gpt_stage_new_on. Every rank of the group must run forward and
  * backward together with the same B and T. Returns NULL as gpt_stage_new_on. */
-gpt_stage *gpt_stage_new_ep(const gpt_config *cfg, int first, int last, int max_batch,
-                            int max_seq, const struct kernels_ops *ops, const moe_exchange *ep);
+gpt_stage *gpt_stage_new_ep(const gpt_config *cfg, int first, int last, int max_batch, int max_seq,
+                            const struct kernels_ops *ops, const moe_exchange *ep);
 
 /* GPT-2 initialisation (normal 0.02; residual projections, experts' c_proj included, scaled by
- * 1/sqrt(2L); LayerNorm 1/0; biases 0; the MoE router normal 0.02). Each tensor draws from an RNG seeded by (seed, tensor name), so a layer gets the
- * same weights whatever stage holds it. */
+ * 1/sqrt(2L); LayerNorm 1/0; biases 0; the MoE router normal 0.02). Each tensor draws from an RNG
+ * seeded by (seed, tensor name), so a layer gets the same weights whatever stage holds it. */
 void gpt_stage_init_weights(gpt_stage *s, uint64_t seed);
 
 const gpt_config *gpt_stage_config(const gpt_stage *s);
@@ -177,8 +177,7 @@ void gpt_stage_zero_grad(gpt_stage *s);
  * load-balancing loss (unweighted; 1 is perfectly balanced) per block and forward, *forwards
  * the number of forwards. Any pointer may be NULL. Returns 0 for a dense stage (nothing set),
  * else the number of MoE blocks. */
-int gpt_stage_moe_stats(const gpt_stage *s, long *kept, long *dropped, double *aux,
-                        int *forwards);
+int gpt_stage_moe_stats(const gpt_stage *s, long *kept, long *dropped, double *aux, int *forwards);
 
 /* Copies into dst every tensor of src that dst holds under the same name, whatever the two
  * stages' layer ranges or EP degrees (host back ends). Gathers the experts of several EP ranks

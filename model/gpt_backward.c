@@ -117,8 +117,8 @@ int gpt_stage_backward(gpt_stage *s, const float *grad_out, float *grad_in, floa
   else
     s->ops->upload(s->dres, grad_out, NC * sizeof(float));
   for (int l = s->n_local - 1; l >= 0; l--)
-    WT_CHECK(s_block_backward(s, &s->p_blk[l], &s->g_blk[l], &s->acts[l],
-                              s->moe ? s->moe[l] : NULL, loss_scale, s->resid + l * slice, B, T));
+    WT_CHECK(s_block_backward(s, &s->p_blk[l], &s->g_blk[l], &s->acts[l], s->moe ? s->moe[l] : NULL,
+                              loss_scale, s->resid + l * slice, B, T));
   if (gpt_is_first(s)) {
     float *dwte = s->dwte_emb ? s->dwte_emb : s->g_end.wte;
     s->ops->encoder_backward(dwte, s->g_end.wpe, s->dres, s->tokens_dev, B, T, C);

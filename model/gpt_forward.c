@@ -43,8 +43,8 @@ static int s_moe_forward(gpt_stage *s, moe_layer *m, const gpt_block_acts *a, in
 
 /* One transformer block: x (N,C) -> y (N,C), saving what the backward needs in a; m is the
  * block's MoE layer, or NULL for a dense MLP. */
-static int s_block_forward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_acts *a,
-                           moe_layer *m, const float *x, float *y, int B, int T) {
+static int s_block_forward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_acts *a, moe_layer *m,
+                           const float *x, float *y, int B, int T) {
   const kernels_ops *k = s->ops;
   int C = s->cfg.channels, N = B * T, NH = s->cfg.n_head;
   size_t NC = (size_t)N * C;

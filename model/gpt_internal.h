@@ -83,10 +83,10 @@ struct gpt_stage {
 
   /* MoE blocks (NULL entries for dense blocks; moe NULL for a dense model), this stage's place in
    * the EP group, and the routing statistics since zero_grad (gpt_stage_moe_stats). */
-  moe_layer **moe;   /* n_local */
-  moe_exchange ep;   /* size 1 outside expert parallelism */
-  int moe_blocks;    /* MoE blocks in [first, last) */
-  long *moe_kept;    /* (E) */
+  moe_layer **moe; /* n_local */
+  moe_exchange ep; /* size 1 outside expert parallelism */
+  int moe_blocks;  /* MoE blocks in [first, last) */
+  long *moe_kept;  /* (E) */
   long moe_dropped;
   double moe_aux_sum;
   int moe_forwards;

@@ -80,8 +80,9 @@ moe_layer *moe_layer_new(const kernels_ops *k, int C, const moe_config *cfg, int
   if (moe_config_validate(cfg, ex->size) != WT_OK) return NULL;
   if (C < 1 || max_N < 1 || ex->rank < 0 || ex->rank >= ex->size ||
       (ex->size > 1 && !ex->alltoall)) {
-    wt_fail(WT_EINVAL, "moe: width %d and %d tokens must be >= 1, rank %d in [0, %d) and an "
-                       "EP group of several ranks needs an all-to-all",
+    wt_fail(WT_EINVAL,
+            "moe: width %d and %d tokens must be >= 1, rank %d in [0, %d) and an "
+            "EP group of several ranks needs an all-to-all",
             C, max_N, ex->rank, ex->size);
     return NULL;
   }
@@ -268,15 +269,11 @@ int moe_layer_forward(moe_layer *m, const float *x, float *y, int N) {
   s_to_experts(m, m->recv, m->ein);
   for (int le = 0; le < m->El; le++) { /* unused slots are zero rows: outputs ignored */
     size_t r0 = (size_t)le * rows_e;
-    m->k->matmul_forward(m->h + r0 * 4 * C, m->ein + r0 * C,
-                         s_param(m, le, MOE_FC_W),
-                         s_param(m, le, MOE_FC_B), (int)rows_e, C, 4 * C,
-                         KERNELS_W_IN_OUT);
+    m->k->matmul_forward(m->h + r0 * 4 * C, m->ein + r0 * C, s_param(m, le, MOE_FC_W),
+                         s_param(m, le, MOE_FC_B), (int)rows_e, C, 4 * C, KERNELS_W_IN_OUT);
     m->k->gelu_forward(m->g + r0 * 4 * C, m->h + r0 * 4 * C, rows_e * 4 * C);
-    m->k->matmul_forward(m->eout + r0 * C, m->g + r0 * 4 * C,
-                         s_param(m, le, MOE_PROJ_W),
-                         s_param(m, le, MOE_PROJ_B), (int)rows_e, 4 * C,
-                         C, KERNELS_W_IN_OUT);
+    m->k->matmul_forward(m->eout + r0 * C, m->g + r0 * 4 * C, s_param(m, le, MOE_PROJ_W),
+                         s_param(m, le, MOE_PROJ_B), (int)rows_e, 4 * C, C, KERNELS_W_IN_OUT);
   }
   s_from_experts(m, m->eout, m->send);
   WT_CHECK(s_alltoall(m, m->send, m->back));
@@ -331,18 +328,14 @@ int moe_layer_backward(moe_layer *m, const float *dy, float *dx, float aux_scale
   memset(m->d_ein, 0, sizeof(float) * rows * C);
   for (int le = 0; le < m->El; le++) {
     size_t r0 = (size_t)le * rows_e;
-    m->k->matmul_backward(
-        m->d_g + r0 * 4 * C, s_grad(m, le, MOE_PROJ_W),
-        s_grad(m, le, MOE_PROJ_B), m->d_eout + r0 * C,
-        m->g + r0 * 4 * C, s_param(m, le, MOE_PROJ_W), (int)rows_e,
-        4 * C, C, KERNELS_W_IN_OUT);
+    m->k->matmul_backward(m->d_g + r0 * 4 * C, s_grad(m, le, MOE_PROJ_W), s_grad(m, le, MOE_PROJ_B),
+                          m->d_eout + r0 * C, m->g + r0 * 4 * C, s_param(m, le, MOE_PROJ_W),
+                          (int)rows_e, 4 * C, C, KERNELS_W_IN_OUT);
     m->k->gelu_backward(m->d_h + r0 * 4 * C, m->h + r0 * 4 * C, m->d_g + r0 * 4 * C,
                         rows_e * 4 * C);
-    m->k->matmul_backward(
-        m->d_ein + r0 * C, s_grad(m, le, MOE_FC_W),
-        s_grad(m, le, MOE_FC_B), m->d_h + r0 * 4 * C,
-        m->ein + r0 * C, s_param(m, le, MOE_FC_W), (int)rows_e, C, 4 * C,
-        KERNELS_W_IN_OUT);
+    m->k->matmul_backward(m->d_ein + r0 * C, s_grad(m, le, MOE_FC_W), s_grad(m, le, MOE_FC_B),
+                          m->d_h + r0 * 4 * C, m->ein + r0 * C, s_param(m, le, MOE_FC_W),
+                          (int)rows_e, C, 4 * C, KERNELS_W_IN_OUT);
   }
   s_from_experts(m, m->d_ein, m->send);
   WT_CHECK(s_alltoall(m, m->send, m->back)); /* back now holds d x of each kept choice */

@@ -83,8 +83,7 @@ moe_layer *moe_layer_new(const struct kernels_ops *k, int channels, const moe_co
 void moe_layer_destroy(moe_layer **self_p);
 
 /* Points the layer at its parameters and gradients (see the top; borrowed). */
-void moe_layer_bind(moe_layer *m, float *router, float *d_router, float *experts,
-                    float *d_experts);
+void moe_layer_bind(moe_layer *m, float *router, float *d_router, float *experts, float *d_experts);
 /* Switches to another back end on the same (host) memory. */
 void moe_layer_set_kernels(moe_layer *m, const struct kernels_ops *k);
 

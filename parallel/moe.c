@@ -44,8 +44,8 @@ int parallel_moe_exchange(const parallel_mesh *mesh, moe_exchange *ex) {
                    "moe: its maths runs on host buffers, but the EP group's back end (%s) "
                    "keeps device buffers; run this layer with the host back end",
                    ep->ops->name);
-  *ex = (moe_exchange){.rank = ep->rank, .size = ep->size, .ctx = (void *)ep,
-                       .alltoall = s_alltoall};
+  *ex =
+      (moe_exchange){.rank = ep->rank, .size = ep->size, .ctx = (void *)ep, .alltoall = s_alltoall};
   return WT_OK;
 }
 
@@ -53,8 +53,10 @@ parallel_moe *parallel_moe_new(const parallel_mesh *mesh, const kernels_ops *k, 
                                const parallel_moe_config *cfg, int max_N) {
   moe_exchange ex;
   if (parallel_moe_exchange(mesh, &ex) != WT_OK) return NULL;
-  moe_config mc = {.experts = cfg->experts, .top_k = cfg->top_k,
-                   .capacity_factor = cfg->capacity_factor, .aux_weight = cfg->aux_weight};
+  moe_config mc = {.experts = cfg->experts,
+                   .top_k = cfg->top_k,
+                   .capacity_factor = cfg->capacity_factor,
+                   .aux_weight = cfg->aux_weight};
   moe_layer *layer = moe_layer_new(k, C, &mc, max_N, &ex);
   if (!layer) return NULL;
   parallel_moe *m = wt_xcalloc(1, sizeof *m);
@@ -91,7 +93,8 @@ float *parallel_moe_router_grad(parallel_moe *m, size_t *n) {
 }
 float *parallel_moe_expert(parallel_moe *m, int local, parallel_moe_tensor i, size_t *n) {
   if (n) *n = moe_tensor_numel(m->C, (moe_tensor)i);
-  return m->experts + (size_t)local * moe_expert_numel(m->C) + moe_tensor_offset(m->C, (moe_tensor)i);
+  return m->experts + (size_t)local * moe_expert_numel(m->C) +
+         moe_tensor_offset(m->C, (moe_tensor)i);
 }
 float *parallel_moe_expert_grad(parallel_moe *m, int local, parallel_moe_tensor i, size_t *n) {
   if (n) *n = moe_tensor_numel(m->C, (moe_tensor)i);
@@ -154,8 +157,9 @@ int parallel_moe_gather_stage(const parallel_mesh *mesh, gpt_stage *local, gpt_s
     snprintf(first, sizeof first, "h.%d.moe.experts.0.c_fc.weight", l);
     long lo = s_offset(local, mine), fo = s_offset(full, first);
     if (lo < 0 || fo < 0) {
-      rc = wt_fail(WT_EINVAL, "moe: block %d's experts are missing from a stage (is `local` "
-                              "this rank's EP stage and `full` a stage of every expert?)",
+      rc = wt_fail(WT_EINVAL,
+                   "moe: block %d's experts are missing from a stage (is `local` "
+                   "this rank's EP stage and `full` a stage of every expert?)",
                    l);
       break;
     }

@@ -31,11 +31,11 @@ typedef struct {
   gpt_config cfg;
   char dir[512];
   int tokens[STEPS + 1][BG * T], targets[STEPS + 1][BG * T]; /* the last: the evaluation batch */
-  float loss[STEPS];     /* one device, each step */
-  gpt_stage *ref;        /* one device after training */
-  float eval_ep2;        /* EP 2's loss on the evaluation batch after training */
-  float eval_ep[5];      /* the loaded checkpoint's loss at EP 1, 2, 4 */
-  long dropped;          /* EP 2 rank 0's dropped pairs over the run */
+  float loss[STEPS];                                         /* one device, each step */
+  gpt_stage *ref;                                            /* one device after training */
+  float eval_ep2;   /* EP 2's loss on the evaluation batch after training */
+  float eval_ep[5]; /* the loaded checkpoint's loss at EP 1, 2, 4 */
+  long dropped;     /* EP 2 rank 0's dropped pairs over the run */
 } s_case;
 
 static int s_is_expert(const char *name) {
@@ -184,8 +184,8 @@ done:
 static void s_run(s_case *k, int P, parallel_rank_fn fn, const char *what) {
   parallel_inproc_group *g = parallel_inproc_group_new(P);
   parallel_inproc_group_set_timeout(g, 30);
-  WT_TEST_ASSERT(parallel_inproc_run(g, fn, k, NULL) == WT_OK, "%s on EP %d (messages above)",
-                 what, P);
+  WT_TEST_ASSERT(parallel_inproc_run(g, fn, k, NULL) == WT_OK, "%s on EP %d (messages above)", what,
+                 P);
   parallel_inproc_group_destroy(&g);
 }
 
@@ -208,8 +208,14 @@ static void s_check_names(const s_case *k) {
 
 int main(void) {
   static s_case k;
-  k.cfg = (gpt_config){.vocab_size = V, .max_seq = T, .n_layer = L, .n_head = NH, .channels = C,
-                       .moe_experts = E, .moe_top_k = K, .moe_capacity = (float)E / K,
+  k.cfg = (gpt_config){.vocab_size = V,
+                       .max_seq = T,
+                       .n_layer = L,
+                       .n_head = NH,
+                       .channels = C,
+                       .moe_experts = E,
+                       .moe_top_k = K,
+                       .moe_capacity = (float)E / K,
                        .moe_aux_weight = 0.05f};
   WT_TEST_REQUIRE(gpt_config_set_moe_layers(&k.cfg, "all") == WT_OK, "%s", wt_last_error());
   wt_test_tmpdir(k.dir, sizeof k.dir);

@@ -52,8 +52,7 @@ static gpt_stage *s_stage(const gpt_config *c) {
 
 static void s_fwd_bwd(gpt_stage *s, const int *tok, const int *tgt) {
   gpt_stage_zero_grad(s);
-  WT_TEST_REQUIRE(gpt_stage_forward(s, tok, NULL, tgt, B, T, NULL) == WT_OK, "%s",
-                  wt_last_error());
+  WT_TEST_REQUIRE(gpt_stage_forward(s, tok, NULL, tgt, B, T, NULL) == WT_OK, "%s", wt_last_error());
   WT_TEST_REQUIRE(gpt_stage_backward(s, NULL, NULL, 1.0f) == WT_OK, "%s", wt_last_error());
 }
 
@@ -120,13 +119,15 @@ static void test_layout(void) {
   gpt_stage_params(s, &n);
   WT_TEST_ASSERT(n == gpt_config_num_params(&c), "stage holds %zu, config says %zu", n,
                  gpt_config_num_params(&c));
-  size_t expert = 8 * C * C + 5 * C, dense = gpt_config_num_params(&(gpt_config){
-                                         .vocab_size = V, .max_seq = T, .n_layer = L,
-                                         .n_head = NH, .channels = C});
-  WT_TEST_ASSERT(n == dense + 3 * expert + (size_t)C * 4, "total %zu: dense %zu + 3 experts + "
-                 "router", n, dense);
-  WT_TEST_ASSERT(gpt_config_num_active_params(&c) == dense + expert + (size_t)C * 4,
-                 "active %zu", gpt_config_num_active_params(&c));
+  size_t expert = 8 * C * C + 5 * C,
+         dense = gpt_config_num_params(&(gpt_config){
+             .vocab_size = V, .max_seq = T, .n_layer = L, .n_head = NH, .channels = C});
+  WT_TEST_ASSERT(n == dense + 3 * expert + (size_t)C * 4,
+                 "total %zu: dense %zu + 3 experts + "
+                 "router",
+                 n, dense);
+  WT_TEST_ASSERT(gpt_config_num_active_params(&c) == dense + expert + (size_t)C * 4, "active %zu",
+                 gpt_config_num_active_params(&c));
   const char *want[] = {"h.0.mlp.c_fc.weight", "h.1.moe.router.weight",
                         "h.1.moe.experts.0.c_fc.weight", "h.1.moe.experts.3.c_proj.bias"};
   for (size_t i = 0; i < WT_ARRAY_LEN(want); i++)
@@ -161,8 +162,7 @@ static void test_layout(void) {
 /* CE + aux_weight · Σ over blocks of aux, the objective the backward differentiates. */
 static double s_objective(gpt_stage *s, const int *tok, const int *tgt) {
   gpt_stage_zero_grad(s);
-  WT_TEST_REQUIRE(gpt_stage_forward(s, tok, NULL, tgt, B, T, NULL) == WT_OK, "%s",
-                  wt_last_error());
+  WT_TEST_REQUIRE(gpt_stage_forward(s, tok, NULL, tgt, B, T, NULL) == WT_OK, "%s", wt_last_error());
   double aux;
   int blocks = gpt_stage_moe_stats(s, NULL, NULL, &aux, NULL);
   return gpt_stage_loss(s) + gpt_stage_config(s)->moe_aux_weight * aux * blocks;
@@ -245,8 +245,7 @@ static void test_checkpoint(void) {
   gpt_stage *s = s_stage(&c);
   int tok[B * T], tgt[B * T];
   s_batch(tok, tgt, 9);
-  WT_TEST_REQUIRE(gpt_stage_forward(s, tok, NULL, tgt, B, T, NULL) == WT_OK, "%s",
-                  wt_last_error());
+  WT_TEST_REQUIRE(gpt_stage_forward(s, tok, NULL, tgt, B, T, NULL) == WT_OK, "%s", wt_last_error());
   checkpoint_meta meta = {.step = 1, .tokenizer = DATA_TOKENIZER_SYNTHETIC};
   data_position_init(&meta.data_pos, 1);
   WT_TEST_REQUIRE(checkpoint_save(dir, s, NULL, &meta, 1) == WT_OK, "%s", wt_last_error());
@@ -257,8 +256,7 @@ static void test_checkpoint(void) {
                  back.moe_experts, back.moe_top_k, back.moe_capacity);
   gpt_stage *t = gpt_stage_new(&back, 0, L, B, T);
   WT_TEST_REQUIRE(t && checkpoint_load(dir, t, NULL, &got) == WT_OK, "%s", wt_last_error());
-  WT_TEST_REQUIRE(gpt_stage_forward(t, tok, NULL, tgt, B, T, NULL) == WT_OK, "%s",
-                  wt_last_error());
+  WT_TEST_REQUIRE(gpt_stage_forward(t, tok, NULL, tgt, B, T, NULL) == WT_OK, "%s", wt_last_error());
   WT_TEST_ASSERT(gpt_stage_loss(t) == gpt_stage_loss(s), "loaded loss %.9g, saved %.9g",
                  gpt_stage_loss(t), gpt_stage_loss(s));
   gpt_config d = s_dense();
@@ -285,11 +283,11 @@ static void test_refusals(void) {
   WT_TEST_ASSERT(gpt_config_validate(&c) == WT_EINVAL && strstr(wt_last_error(), "moe_experts"),
                  "MoE blocks without experts: %s", wt_last_error());
   c = s_moe(4, 5, 1.0f, 0.0f, "0");
-  WT_TEST_ASSERT(gpt_config_validate(&c) == WT_EINVAL && strstr(wt_last_error(), "top-k 5"),
-                 "%s", wt_last_error());
+  WT_TEST_ASSERT(gpt_config_validate(&c) == WT_EINVAL && strstr(wt_last_error(), "top-k 5"), "%s",
+                 wt_last_error());
   c = s_moe(4, 1, 0.0f, 0.0f, "0");
-  WT_TEST_ASSERT(gpt_config_validate(&c) == WT_EINVAL && strstr(wt_last_error(), "capacity"),
-                 "%s", wt_last_error());
+  WT_TEST_ASSERT(gpt_config_validate(&c) == WT_EINVAL && strstr(wt_last_error(), "capacity"), "%s",
+                 wt_last_error());
   c = s_moe(4, 1, 1.0f, 0.0f, "0");
   memset(c.moe_layer, 0, sizeof c.moe_layer);
   WT_TEST_ASSERT(gpt_config_validate(&c) == WT_EINVAL &&

@@ -151,7 +151,8 @@ static void s_moe_progress(const run_state *r, const moe_step *m, char *buf, siz
   if (!m->blocks) return;
   int E = r->a->moe_experts;
   long kept = 0, lo = m->kept[0], hi = m->kept[0];
-  for (int e = 0; e < E; e++) kept += m->kept[e], lo = WT_MIN(lo, m->kept[e]), hi = WT_MAX(hi, m->kept[e]);
+  for (int e = 0; e < E; e++)
+    kept += m->kept[e], lo = WT_MIN(lo, m->kept[e]), hi = WT_MAX(hi, m->kept[e]);
   double fair = kept > 0 ? (double)kept / E : 1, all = (double)(kept + m->dropped);
   snprintf(buf, size, " | moe load %.2f-%.2f drop %.1f%% aux %.3f", (double)lo / fair,
            (double)hi / fair, all > 0 ? 100.0 * (double)m->dropped / all : 0.0, m->aux);
@@ -164,8 +165,8 @@ static void s_progress(const run_state *r, const trainer_step_info *info, float 
   s_fmt_duration(per_step * (double)(r->a->steps - info->step), eta, sizeof eta);
   if (!isnan(val)) snprintf(vbuf, sizeof vbuf, " | val %.4f", val);
   s_moe_progress(r, moe, mbuf, sizeof mbuf);
-  printf("step %6ld/%d | loss %.4f%s | lr %.2e | %8.0f tok/s%s | ETA %s\n", info->step,
-         r->a->steps, info->loss, vbuf, info->lr, tok_s, mbuf, eta);
+  printf("step %6ld/%d | loss %.4f%s | lr %.2e | %8.0f tok/s%s | ETA %s\n", info->step, r->a->steps,
+         info->loss, vbuf, info->lr, tok_s, mbuf, eta);
   fflush(stdout);
 }
 
