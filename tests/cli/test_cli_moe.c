@@ -4,7 +4,10 @@
  *   - an MoE model (4 experts, top-2, block 1) trains: the loss falls by more than 1 nat over
  *     40 steps, the progress line shows the experts' load, and every JSON step line carries the
  *     per-expert load whose sum plus the dropped pairs is batch · seq · k · MoE blocks;
- *   - its checkpoint records the MoE model, so `wantrain eval` rebuilds and scores it. */
+ *   - its checkpoint records the MoE model, so `wantrain eval` rebuilds and scores it and
+ *     `wantrain sample` generates from it;
+ *   - a run stopped and resumed from its checkpoint logs bitwise the same losses and expert loads
+ *     as one that never stopped (router, experts and optimizer state all round-trip). */
 #include "tests/cli/cli_harness.h"
 
 #include <math.h>
@@ -68,9 +71,50 @@ static void test_train_and_eval(void) {
   WT_TEST_ASSERT(eval < first - 1.0, "eval of the MoE checkpoint: %.4f", eval);
 }
 
+/* The step lines of a JSON log from "{\"step\":" to the end, without the timing field. */
+static int s_step_lines(const char *log, char lines[][2048], int max) {
+  char path[700], line[1024];
+  snprintf(path, sizeof path, "%s/%s", g_tmp, log);
+  FILE *f = fopen(path, "r");
+  int n = 0;
+  while (f && fgets(line, sizeof line, f) && n < max) {
+    if (strncmp(line, "{\"step\":", 8) != 0) continue;
+    char *t = strstr(line, ",\"tokens_per_s\":"), *m = strstr(line, ",\"moe\":");
+    WT_TEST_REQUIRE(t && m, "no timing or moe field in %s", line);
+    *t = 0;
+    snprintf(lines[n++], 2048, "%s%s", line, m);
+  }
+  if (f) fclose(f);
+  return n;
+}
+
+static void test_resume(void) {
+  const char *model = "--data corpus.txt --layers 2 --channels 16 --heads 2 --seq 16 --batch 4 "
+                      "--steps 6 --moe-experts 4 --moe-top-k 2 --moe-layers 0 --val-every 0";
+  char args[1024];
+  snprintf(args, sizeof args, "train %s --json-log full.jsonl", model);
+  EXPECT(args, 0, "done: step 6");
+  snprintf(args, sizeof args,
+           "train %s --checkpoint-dir rrun --checkpoint-every 3 --time-limit 1e-9 "
+           "--json-log part.jsonl",
+           model);
+  EXPECT(args, 0, "time limit");
+  snprintf(args, sizeof args, "train %s --checkpoint-dir rrun --resume --json-log part.jsonl",
+           model);
+  EXPECT(args, 0, "resumed from step 1");
+  static char full[8][2048], part[8][2048];
+  int nf = s_step_lines("full.jsonl", full, 8), np = s_step_lines("part.jsonl", part, 8);
+  WT_TEST_ASSERT(nf == 6 && np == 6, "%d and %d step lines", nf, np);
+  for (int i = 0; i < nf && i < np; i++)
+    WT_TEST_ASSERT(!strcmp(full[i], part[i]), "step %d differs after resume:\n%s\n%s", i + 1,
+                   full[i], part[i]);
+  EXPECT("sample --checkpoint rrun --tokens 20", 0, "");
+}
+
 int main(void) {
   cli_harness_init();
   test_help_and_refusals();
   test_train_and_eval();
+  test_resume();
   return wt_test_finish("test_cli_moe");
 }
