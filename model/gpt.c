@@ -320,6 +320,11 @@ static double s_bytes_needed(const gpt_config *c, int first, int last, int max_b
   floats += (nl + 1) * N * C + nl * (N * 15 * C + 4 * N + att);
   if (last == c->n_layer) floats += N * C + 2 * N * V + 4 * N;
   floats += N * 15 * C + att;
+  for (int l = first; l < last; l++) /* an MoE layer's routing state and dispatch buffers */
+    if (gpt_config_is_moe(c, l)) {
+      double E = c->moe_experts, rows = ceil(c->moe_capacity * N * c->moe_top_k / E) * E;
+      floats += N * C + 2 * N * E + rows * 23 * C;
+    }
   return 4 * floats;
 }
 

@@ -5,6 +5,8 @@
  *      every step and every weight at the end (dense gradients summed over the EP group, expert
  *      gradients complete on their owner, each rank's loss scaled by 1/EP);
  *      — and again with a tight capacity (0.75), where tokens are dropped, the same ones on both;
+ *      each rank's token load (pairs its experts received) plus the dropped pairs account for
+ *      every token's k choices in every MoE block;
  *   2. the EP 2 ranks gather one checkpoint (parallel_moe_gather_stage, checkpoint_save on rank
  *      0) whose expert tensors carry global names (h.L.moe.experts.E.*);
  *   3. that checkpoint loads into EP 1 and into EP 4 (each rank picking its experts by name) and
@@ -107,6 +109,30 @@ static int s_compare(gpt_stage *s, gpt_stage *ref, int r) {
   return WT_OK;
 }
 
+/* Each rank's token load: the (token, choice) pairs its experts received from all ranks (the
+ * per-expert counts summed over the EP group), which with the dropped ones must account for
+ * every rank's B·T tokens × k choices × MoE blocks. */
+static int s_rank_load(parallel_comm *ep, const long *kept, long dropped, int P, int r) {
+  float f[E + 1];
+  for (int e = 0; e < E; e++) f[e] = (float)kept[e];
+  f[E] = (float)dropped;
+  WT_CHECK(parallel_allreduce(ep, f, E + 1, PARALLEL_OP_SUM));
+  double total = f[E];
+  char line[256];
+  int len = snprintf(line, sizeof line, "EP %d last step: ", P);
+  for (int p = 0; p < P; p++) {
+    double load = 0;
+    for (int e = p * E / P; e < (p + 1) * E / P; e++) load += f[e];
+    total += load;
+    len += snprintf(line + len, sizeof line - (size_t)len, "rank %d receives %.0f pairs, ", p, load);
+  }
+  if (total != (double)BG * T * K * L)
+    return wt_fail(WT_EMISMATCH, "rank %d: loads and drops sum to %.0f, not %d", r, total,
+                   BG * T * K * L);
+  if (r == 0) printf("%sdropped %.0f (of %d)\n", line, f[E], BG * T * K * L);
+  return WT_OK;
+}
+
 static int s_train_fn(parallel_comm *world, void *arg) {
   s_case *k = arg;
   int r = parallel_comm_rank(world), P = parallel_comm_size(world), B = BG / P, rc = WT_OK;
@@ -124,9 +150,10 @@ static int s_train_fn(parallel_comm *world, void *arg) {
     float loss = 0;
     WT_CHECK_GOTO(s_eval(s, NULL, k->tokens[step], k->targets[step], P, r, &loss), rc, done);
     WT_CHECK_GOTO(gpt_stage_backward(s, NULL, NULL, 1.0f / P), rc, done);
-    long dropped = 0;
-    gpt_stage_moe_stats(s, NULL, &dropped, NULL, NULL);
+    long dropped = 0, kept[E];
+    gpt_stage_moe_stats(s, kept, &dropped, NULL, NULL);
     if (r == 0) k->dropped += dropped;
+    if (step == STEPS - 1) WT_CHECK_GOTO(s_rank_load(ep, kept, dropped, P, r), rc, done);
     WT_CHECK_GOTO(parallel_allreduce(ep, &loss, 1, PARALLEL_OP_AVG), rc, done);
     for (int i = 0; i < nt; i++) /* replicated weights: the sum of the ranks' 1/P shares */
       if (!s_is_expert(t[i].name))
