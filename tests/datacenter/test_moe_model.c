@@ -124,7 +124,8 @@ static int s_rank_load(parallel_comm *ep, const long *kept, long dropped, int P,
     double load = 0;
     for (int e = p * E / P; e < (p + 1) * E / P; e++) load += f[e];
     total += load;
-    len += snprintf(line + len, sizeof line - (size_t)len, "rank %d receives %.0f pairs, ", p, load);
+    len +=
+        snprintf(line + len, sizeof line - (size_t)len, "rank %d receives %.0f pairs, ", p, load);
   }
   if (total != (double)BG * T * K * L)
     return wt_fail(WT_EMISMATCH, "rank %d: loads and drops sum to %.0f, not %d", r, total,
