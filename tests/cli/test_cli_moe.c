@@ -23,6 +23,7 @@ static void test_help_and_refusals(void) {
   EXPECT("train --moe-experts -1", 2, "moe-experts");
   EXPECT("train --moe-experts 4 --moe-capacity 0", 2, "moe-capacity");
   EXPECT("train --moe-experts 4 --device cuda:0", 2, "--device cpu only");
+  EXPECT("train --moe-top-k 2", 2, "add --moe-experts E");
 }
 
 /* The text, as numbers, of `key` in a JSON line (after its first occurrence). */

@@ -311,6 +311,10 @@ static int s_check_flags(const train_args *a) {
   if (a->channels % a->heads != 0)
     return wt_fail(WT_EINVAL, "--heads %d must divide --channels %d", a->heads, a->channels);
   if (a->data_sha256[0]) WT_CHECK(data_sha256_check(a->data_sha256));
+  if (a->moe_experts == 0 && (a->moe_top_k != 1 || strcmp(a->moe_layers, "all") != 0 ||
+                              a->moe_capacity != 1.25 || a->moe_aux_weight != 0.01))
+    return wt_fail(WT_EINVAL, "--moe-top-k, --moe-layers, --moe-capacity and --moe-aux-weight "
+                              "shape an MoE model; add --moe-experts E (> 0) or drop them");
   if (a->moe_experts > 0) {
     if (a->moe_top_k > a->moe_experts)
       return wt_fail(WT_EINVAL, "--moe-top-k %d must be at most --moe-experts %d", a->moe_top_k,
