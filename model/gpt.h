@@ -166,7 +166,8 @@ const float *gpt_stage_logits(gpt_stage *s);
  *   grad_out (B, T, C) — gradient w.r.t. act_out, read by every stage but the last, else NULL
  *   grad_in  (B, T, C) — gradient w.r.t. act_in, written by every stage but the first, else NULL
  *   loss_scale         — the last stage differentiates loss_scale × mean loss (1/micro_batches
- *                        for gradient accumulation); ignored by other stages. */
+ *                        for gradient accumulation); other stages use it only to scale their
+ *                        MoE blocks' load-balancing gradient, so pass every stage the same. */
 int gpt_stage_backward(gpt_stage *s, const float *grad_out, float *grad_in, float loss_scale);
 
 void gpt_stage_zero_grad(gpt_stage *s);
