@@ -103,6 +103,20 @@ static void s_remove_tree(const char *dir) {
 
 /* ---- writing ------------------------------------------------------------------------------- */
 
+/* The MoE config as metadata strings: E, k, capacity, aux weight (floats to 9 digits, which
+ * read back exactly) and the MoE blocks as a comma list. */
+static void s_moe_meta(const gpt_config *c, char mv[4][32], char *layers, size_t size) {
+  snprintf(mv[0], 32, "%d", c->moe_experts);
+  snprintf(mv[1], 32, "%d", c->moe_top_k);
+  snprintf(mv[2], 32, "%.9g", c->moe_capacity);
+  snprintf(mv[3], 32, "%.9g", c->moe_aux_weight);
+  size_t len = 0;
+  layers[0] = 0;
+  for (int l = 0; l < GPT_MOE_MAX_LAYERS && len < size; l++)
+    if (c->moe_layer[l])
+      len += (size_t)snprintf(layers + len, size - len, "%s%d", len ? "," : "", l);
+}
+
 static int s_write_model(const char *path, gpt_stage *model, const checkpoint_meta *meta) {
   const gpt_config *c = gpt_stage_config(model);
   int n = gpt_stage_num_tensors(model);
@@ -120,19 +134,27 @@ static int s_write_model(const char *path, gpt_stage *model, const checkpoint_me
   snprintf(v[2], 16, "%d", c->n_layer);
   snprintf(v[3], 16, "%d", c->n_head);
   snprintf(v[4], 16, "%d", c->channels);
-  const char *kv[] = {"format",     "pt",
-                      "vocab_size", v[0],
-                      "max_seq",    v[1],
-                      "n_layer",    v[2],
-                      "n_head",     v[3],
-                      "channels",   v[4],
-                      "tokenizer",  checkpoint_tokenizer_name(meta->tokenizer)};
+  char mv[4][32], layers[GPT_MOE_MAX_LAYERS * 4 + 1];
+  const char *kv[] = {"format",         "pt",
+                      "vocab_size",     v[0],
+                      "max_seq",        v[1],
+                      "n_layer",        v[2],
+                      "n_head",         v[3],
+                      "channels",       v[4],
+                      "tokenizer",      checkpoint_tokenizer_name(meta->tokenizer),
+                      "moe_experts",    mv[0], /* the MoE keys only for an MoE model */
+                      "moe_top_k",      mv[1],
+                      "moe_capacity",   mv[2],
+                      "moe_aux_weight", mv[3],
+                      "moe_layers",     layers};
+  int n_kv = (int)WT_ARRAY_LEN(kv) / 2 - (c->moe_experts > 0 ? 0 : 5);
+  s_moe_meta(c, mv, layers, sizeof layers);
   FILE *f = fopen(path, "wb");
   if (!f) {
     free(t);
     return wt_fail(WT_EIO, "cannot create %s: %s", path, strerror(errno));
   }
-  int rc = safetensors_write(f, path, t, n, kv, (int)WT_ARRAY_LEN(kv) / 2);
+  int rc = safetensors_write(f, path, t, n, kv, n_kv);
   free(t);
   return s_close_synced(f, path, rc);
 }
@@ -477,6 +499,51 @@ static int s_meta_int(const safetensors *st, const char *file, const char *key, 
   return WT_OK;
 }
 
+/* A float metadata value, finite and in [lo, hi]. */
+static int s_meta_float(const safetensors *st, const char *file, const char *key, double lo,
+                        double hi, float *out) {
+  const char *v = safetensors_metadata(st, key);
+  char *end = NULL;
+  errno = 0;
+  double x = v ? strtod(v, &end) : 0;
+  if (!v || !*v || *end || errno || !(x >= lo && x <= hi))
+    return wt_fail(WT_ECORRUPT,
+                   "%s: metadata \"%s\" is %.40s, not a number in [%g, %g]; the checkpoint is "
+                   "damaged or was not written by wantrain — use another step directory",
+                   file, key, v ? v : "missing", lo, hi);
+  *out = (float)x;
+  return WT_OK;
+}
+
+/* The MoE fields (all zero when the file has no "moe_experts": a dense model). */
+static int s_moe_config(const safetensors *st, const char *file, gpt_config *cfg) {
+  cfg->moe_experts = cfg->moe_top_k = 0;
+  cfg->moe_capacity = cfg->moe_aux_weight = 0;
+  memset(cfg->moe_layer, 0, sizeof cfg->moe_layer);
+  if (!safetensors_metadata(st, "moe_experts")) return WT_OK;
+  WT_CHECK(s_meta_int(st, file, "moe_experts", &cfg->moe_experts));
+  WT_CHECK(s_meta_int(st, file, "moe_top_k", &cfg->moe_top_k));
+  WT_CHECK(s_meta_float(st, file, "moe_capacity", 1e-9, 1e9, &cfg->moe_capacity));
+  WT_CHECK(s_meta_float(st, file, "moe_aux_weight", 0, 1e9, &cfg->moe_aux_weight));
+  const char *v = safetensors_metadata(st, "moe_layers");
+  for (const char *p = v; p && *p;) {
+    char *end = NULL;
+    long l = strtol(p, &end, 10);
+    if (end == p || l < 0 || l >= GPT_MOE_MAX_LAYERS || (*end && *end != ',')) {
+      v = NULL;
+      break;
+    }
+    cfg->moe_layer[l] = 1;
+    p = *end ? end + 1 : end;
+  }
+  if (!v || !*v)
+    return wt_fail(WT_ECORRUPT,
+                   "%s: metadata \"moe_layers\" is missing or not a comma list of block "
+                   "numbers; the checkpoint is damaged — use another step directory",
+                   file);
+  return WT_OK;
+}
+
 /* The model config in model.safetensors' metadata, checked for consistency with itself and
  * with the tokenizer that state.json recorded. */
 static int s_model_config(const safetensors *st, const char *file, const checkpoint_meta *meta,
@@ -486,6 +553,7 @@ static int s_model_config(const safetensors *st, const char *file, const checkpo
   WT_CHECK(s_meta_int(st, file, "n_layer", &cfg->n_layer));
   WT_CHECK(s_meta_int(st, file, "n_head", &cfg->n_head));
   WT_CHECK(s_meta_int(st, file, "channels", &cfg->channels));
+  WT_CHECK(s_moe_config(st, file, cfg));
   if (gpt_config_validate(cfg) != WT_OK) {
     char msg[600];
     snprintf(msg, sizeof msg, "%s", wt_last_error());
@@ -539,17 +607,36 @@ int checkpoint_read_config(const char *path, gpt_config *cfg, checkpoint_meta *m
   return WT_OK;
 }
 
+static int s_same_moe(const gpt_config *a, const gpt_config *b) {
+  return a->moe_experts == b->moe_experts && a->moe_top_k == b->moe_top_k &&
+         a->moe_capacity == b->moe_capacity && a->moe_aux_weight == b->moe_aux_weight &&
+         !memcmp(a->moe_layer, b->moe_layer, sizeof a->moe_layer);
+}
+
+/* ", MoE E experts top-k K capacity F aux W in blocks L,..." or "" for a dense model. */
+static void s_moe_describe(const gpt_config *c, char *buf, size_t size) {
+  char mv[4][32], layers[GPT_MOE_MAX_LAYERS * 4 + 1];
+  buf[0] = 0;
+  if (c->moe_experts <= 0) return;
+  s_moe_meta(c, mv, layers, sizeof layers);
+  snprintf(buf, size, ", %s experts (top-%s, capacity %s, aux weight %s) in blocks %s", mv[0],
+           mv[1], mv[2], mv[3], layers);
+}
+
 static int s_same_config(const char *stepdir, const gpt_config *a, const gpt_config *b) {
   if (a->vocab_size == b->vocab_size && a->max_seq == b->max_seq && a->n_layer == b->n_layer &&
-      a->n_head == b->n_head && a->channels == b->channels)
+      a->n_head == b->n_head && a->channels == b->channels && s_same_moe(a, b))
     return WT_OK;
+  char ma[GPT_MOE_MAX_LAYERS * 4 + 256], mb[sizeof ma];
+  s_moe_describe(a, ma, sizeof ma), s_moe_describe(b, mb, sizeof mb);
   return wt_fail(WT_EMISMATCH,
                  "checkpoint %s was written for a model with vocab %d, seq %d, "
-                 "layers %d, heads %d, channels %d, but this run builds vocab %d, seq %d, layers "
-                 "%d, heads %d, channels %d; pass the checkpoint's --layers/--channels/--heads/"
-                 "--seq and data, or use another --checkpoint-dir",
-                 stepdir, a->vocab_size, a->max_seq, a->n_layer, a->n_head, a->channels,
-                 b->vocab_size, b->max_seq, b->n_layer, b->n_head, b->channels);
+                 "layers %d, heads %d, channels %d%s, but this run builds vocab %d, seq %d, layers "
+                 "%d, heads %d, channels %d%s; pass the checkpoint's --layers/--channels/--heads/"
+                 "--seq%s and data, or use another --checkpoint-dir",
+                 stepdir, a->vocab_size, a->max_seq, a->n_layer, a->n_head, a->channels, ma,
+                 b->vocab_size, b->max_seq, b->n_layer, b->n_head, b->channels, mb,
+                 a->moe_experts || b->moe_experts ? "/--moe-*" : "");
 }
 
 /* Weights: with copy == 0 only checks every tensor's name and shape, so that a caller can

@@ -12,6 +12,32 @@
 #include "model/gpt_internal.h"
 #include "common/rng.h"
 
+/* The MoE fields: all zero for a dense model; else a valid moe_config and MoE blocks that exist. */
+static int s_validate_moe(const gpt_config *c) {
+  int any = 0;
+  for (int l = 0; l < GPT_MOE_MAX_LAYERS; l++) {
+    if (!c->moe_layer[l]) continue;
+    any = 1;
+    if (l >= c->n_layer)
+      return wt_fail(WT_EINVAL, "MoE block %d does not exist: the model has blocks 0..%d", l,
+                     c->n_layer - 1);
+  }
+  if (c->moe_experts == 0) {
+    if (any || c->moe_top_k || c->moe_capacity != 0 || c->moe_aux_weight != 0)
+      return wt_fail(WT_EINVAL,
+                     "MoE settings (top-k %d, capacity %g, aux weight %g%s) need "
+                     "moe_experts > 0",
+                     c->moe_top_k, c->moe_capacity, c->moe_aux_weight, any ? ", MoE blocks" : "");
+    return WT_OK;
+  }
+  if (c->moe_experts < 0 || c->moe_experts > 65536)
+    return wt_fail(WT_EINVAL, "moe_experts %d must be in [0, 65536]", c->moe_experts);
+  moe_config mc = {c->moe_experts, c->moe_top_k, c->moe_capacity, c->moe_aux_weight};
+  WT_CHECK(moe_config_validate(&mc, 1));
+  if (!any) return wt_fail(WT_EINVAL, "an MoE model needs at least one MoE block");
+  return WT_OK;
+}
+
 int gpt_config_validate(const gpt_config *c) {
   if (!c) return wt_fail(WT_EINVAL, "gpt config is missing");
   if (c->vocab_size < 1 || c->vocab_size > (1 << 24))
@@ -25,13 +51,83 @@ int gpt_config_validate(const gpt_config *c) {
   if (c->n_head < 1 || c->channels % c->n_head != 0)
     return wt_fail(WT_EINVAL, "n_head %d must be >= 1 and divide channels %d", c->n_head,
                    c->channels);
+  return s_validate_moe(c);
+}
+
+/* One item of a --moe-layers list, "a" or "a-b", into [*lo, *hi]; 0 if malformed. */
+static int s_parse_range(const char *item, size_t len, long *lo, long *hi) {
+  char buf[32], *end;
+  if (len == 0 || len >= sizeof buf) return 0;
+  memcpy(buf, item, len), buf[len] = 0;
+  *lo = strtol(buf, &end, 10);
+  if (end == buf || *lo < 0) return 0;
+  *hi = *lo;
+  if (*end == '-') {
+    char *from = end + 1;
+    *hi = strtol(from, &end, 10);
+    if (end == from || *hi < *lo) return 0;
+  }
+  return *end == 0;
+}
+
+int gpt_config_set_moe_layers(gpt_config *c, const char *list) {
+  int n = WT_MIN(c->n_layer, GPT_MOE_MAX_LAYERS);
+  unsigned char set[GPT_MOE_MAX_LAYERS] = {0};
+  if (!strcmp(list, "all")) {
+    memset(set, 1, (size_t)WT_MAX(n, 0));
+    if (c->n_layer > GPT_MOE_MAX_LAYERS)
+      return wt_fail(WT_EINVAL,
+                     "MoE blocks: \"all\" of %d blocks exceeds the %d blocks that "
+                     "may be MoE blocks; list them (0-%d)",
+                     c->n_layer, GPT_MOE_MAX_LAYERS, GPT_MOE_MAX_LAYERS - 1);
+  } else {
+    for (const char *p = list;;) {
+      size_t len = strcspn(p, ",");
+      long lo, hi;
+      if (!s_parse_range(p, len, &lo, &hi))
+        return wt_fail(WT_EINVAL,
+                       "MoE blocks \"%s\": \"%.*s\" is not a block number or a "
+                       "range a-b; give e.g. \"1,3\", \"0-3\" or \"all\"",
+                       list, (int)WT_MIN(len, 32), p);
+      if (hi >= n)
+        return wt_fail(WT_EINVAL,
+                       "MoE blocks \"%s\": block %ld does not exist; the model's blocks "
+                       "are 0..%d",
+                       list, hi, n - 1);
+      for (long l = lo; l <= hi; l++) set[l] = 1;
+      if (!p[len]) break;
+      p += len + 1;
+    }
+  }
+  memcpy(c->moe_layer, set, sizeof set);
   return WT_OK;
 }
 
-size_t gpt_config_num_params(const gpt_config *c) {
+int gpt_config_is_moe(const gpt_config *c, int l) {
+  return c->moe_experts > 0 && l >= 0 && l < GPT_MOE_MAX_LAYERS && c->moe_layer[l];
+}
+
+/* Parameters of block l: attention and LayerNorms, and a dense MLP or `experts` experts and
+ * the router. */
+static size_t s_block_params(const gpt_config *c, int l, int experts) {
   size_t C = (size_t)c->channels;
-  size_t block = 12 * C * C + 13 * C;
-  return (size_t)c->vocab_size * C + (size_t)c->max_seq * C + (size_t)c->n_layer * block + 2 * C;
+  size_t mlp = moe_expert_numel(c->channels);
+  if (!gpt_config_is_moe(c, l)) return 12 * C * C + 13 * C;
+  return 12 * C * C + 13 * C - mlp + (size_t)experts * mlp + C * (size_t)c->moe_experts;
+}
+
+static size_t s_num_params(const gpt_config *c, int experts) {
+  size_t C = (size_t)c->channels, n = (size_t)c->vocab_size * C + (size_t)c->max_seq * C + 2 * C;
+  for (int l = 0; l < c->n_layer; l++) n += s_block_params(c, l, experts);
+  return n;
+}
+
+size_t gpt_config_num_params(const gpt_config *c) {
+  return s_num_params(c, c->moe_experts);
+}
+
+size_t gpt_config_num_active_params(const gpt_config *c) {
+  return s_num_params(c, c->moe_top_k);
 }
 
 /* ---- layout ------------------------------------------------------------------------------- */
@@ -48,12 +144,38 @@ static void s_add_tensor(gpt_stage *s, const char *name, int d0, int d1, int dec
   s->n_params += t->numel;
 }
 
+/* Experts per MoE block held here: E / (EP degree). */
+static int s_local_experts(const gpt_stage *s) {
+  return s->cfg.moe_experts / s->ep.size;
+}
+
+/* An MoE block's router and this rank's experts, under their global names. */
+static void s_add_moe_tensors(gpt_stage *s, int l) {
+  static const struct {
+    const char *suffix;
+    int rows, cols, decay;
+  } expert[] = {{"c_fc.weight", 1, 4, 1},
+                {"c_fc.bias", 4, 0, 0},
+                {"c_proj.weight", 4, 1, 1},
+                {"c_proj.bias", 1, 0, 0}};
+  int C = s->cfg.channels, El = s_local_experts(s);
+  char name[64];
+  snprintf(name, sizeof name, "h.%d.moe.router.weight", l);
+  s_add_tensor(s, name, C, s->cfg.moe_experts, 1);
+  for (int e = s->ep.rank * El; e < (s->ep.rank + 1) * El; e++)
+    for (size_t k = 0; k < WT_ARRAY_LEN(expert); k++) {
+      snprintf(name, sizeof name, "h.%d.moe.experts.%d.%s", l, e, expert[k].suffix);
+      s_add_tensor(s, name, expert[k].rows * C, expert[k].cols * C, expert[k].decay);
+    }
+}
+
 /* Lists the stage's tensors in Hugging Face state-dict order; a stage holding either end starts
  * with (its copy of) wte.weight. */
 static void s_build_layout(gpt_stage *s) {
   int C = s->cfg.channels;
   char name[64];
-  s->tensors = wt_xcalloc((size_t)(4 + 12 * s->n_local), sizeof *s->tensors);
+  int El = s_local_experts(s);
+  s->tensors = wt_xcalloc((size_t)(4 + (12 + 1 + 4 * El) * s->n_local), sizeof *s->tensors);
   if (gpt_is_first(s) || gpt_is_last(s)) s_add_tensor(s, "wte.weight", s->cfg.vocab_size, C, 1);
   if (gpt_is_first(s)) s_add_tensor(s, "wpe.weight", s->cfg.max_seq, C, 1);
   static const struct {
@@ -66,10 +188,12 @@ static void s_build_layout(gpt_stage *s) {
                {"mlp.c_fc.weight", 1, 4, 1},    {"mlp.c_fc.bias", 4, 0, 0},
                {"mlp.c_proj.weight", 4, 1, 1},  {"mlp.c_proj.bias", 1, 0, 0}};
   for (int l = s->first; l < s->last; l++) {
-    for (size_t k = 0; k < WT_ARRAY_LEN(block); k++) {
+    int moe = gpt_config_is_moe(&s->cfg, l);
+    for (size_t k = 0; k < (moe ? 8 : WT_ARRAY_LEN(block)); k++) {
       snprintf(name, sizeof name, "h.%d.%s", l, block[k].suffix);
       s_add_tensor(s, name, block[k].rows * C, block[k].cols * C, block[k].decay);
     }
+    if (moe) s_add_moe_tensors(s, l);
   }
   if (gpt_is_last(s)) {
     s_add_tensor(s, "ln_f.weight", C, 0, 0);
@@ -87,7 +211,14 @@ static void s_bind(const gpt_stage *s, float *base, gpt_end_ptrs *end, gpt_block
     float **f[12] = {&blk[l].ln1w,     &blk[l].ln1b,     &blk[l].qkvw,    &blk[l].qkvb,
                      &blk[l].attprojw, &blk[l].attprojb, &blk[l].ln2w,    &blk[l].ln2b,
                      &blk[l].fcw,      &blk[l].fcb,      &blk[l].fcprojw, &blk[l].fcprojb};
-    for (int k = 0; k < 12; k++) *f[k] = base + s->tensors[i++].offset;
+    if (!gpt_config_is_moe(&s->cfg, s->first + l)) {
+      for (int k = 0; k < 12; k++) *f[k] = base + s->tensors[i++].offset;
+      continue;
+    }
+    for (int k = 0; k < 8; k++) *f[k] = base + s->tensors[i++].offset;
+    blk[l].router = base + s->tensors[i++].offset;
+    blk[l].experts = base + s->tensors[i].offset; /* the experts' tensors follow one another */
+    i += 4 * s_local_experts(s);
   }
   if (gpt_is_last(s)) {
     end->lnfw = base + s->tensors[i++].offset;
@@ -242,6 +373,10 @@ int gpt_stage_set_slots(gpt_stage *s, int n) {
     return wt_fail(WT_EINVAL, "gpt: %d activation slots; use 1..%d", n, GPT_MAX_SLOTS);
   int have = s->slots ? s->n_slots : 1;
   if (n == have) return WT_OK;
+  if (n > 1 && s->moe) /* a block's routing and expert activations are kept once, not per slot */
+    return wt_fail(WT_ENOTSUP,
+                   "gpt: an MoE model keeps one forward in flight; run its pipeline with one "
+                   "activation slot");
   if (n > have) {
     double need = (n - have) * s_slot_bytes(&s->cfg, s->first, s->last, s->max_batch, s->max_seq);
     if (need > s->ops->mem_total())
@@ -294,24 +429,32 @@ int gpt_stage_slot(const gpt_stage *s) {
 
 /* Bytes the stage will allocate: parameters and gradients, the tied-wte accumulators, and the
  * activations of its layers (mirrors s_alloc_acts; double precision so nothing overflows). */
-static double s_bytes_needed(const gpt_config *c, int first, int last, int max_batch, int max_seq) {
+static double s_bytes_needed(const gpt_config *c, int first, int last, int max_batch, int max_seq,
+                             int ep_size) {
   double N = (double)max_batch * max_seq, C = c->channels, V = c->vocab_size, nl = last - first;
   double att = (double)max_batch * c->n_head * max_seq * max_seq;
-  double params = nl * (12 * C * C + 13 * C);
+  double params = 0;
+  for (int l = first; l < last; l++)
+    params += (double)s_block_params(c, l, c->moe_experts / ep_size);
   if (first == 0) params += V * C + (double)c->max_seq * C;
   if (last == c->n_layer) params += (first == 0 ? 0 : V * C) + 2 * C;
   double floats = 2 * params + (first == 0 && last == c->n_layer ? 2 * V * C : 0);
   floats += (nl + 1) * N * C + nl * (N * 15 * C + 4 * N + att);
   if (last == c->n_layer) floats += N * C + 2 * N * V + 4 * N;
   floats += N * 15 * C + att;
+  for (int l = first; l < last; l++) /* an MoE layer's routing state and dispatch buffers */
+    if (gpt_config_is_moe(c, l)) {
+      double E = c->moe_experts, rows = ceil(c->moe_capacity * N * c->moe_top_k / E) * E;
+      floats += N * C + 2 * N * E + rows * 23 * C;
+    }
   return 4 * floats;
 }
 
 /* Refuses a stage that cannot fit in the back end's memory (this machine's, or the GPU's), with
  * the sizes, instead of letting an allocation abort or the OOM killer end the process later. */
 static int s_check_memory(const gpt_config *c, int first, int last, int max_batch, int max_seq,
-                          const kernels_ops *ops) {
-  double need = s_bytes_needed(c, first, last, max_batch, max_seq);
+                          const kernels_ops *ops, int ep_size) {
+  double need = s_bytes_needed(c, first, last, max_batch, max_seq, ep_size);
   double have = ops->mem_total();
   if (need > have)
     return wt_fail(WT_ENOMEM,
@@ -328,6 +471,30 @@ gpt_stage *gpt_stage_new(const gpt_config *cfg, int first, int last, int max_bat
 
 gpt_stage *gpt_stage_new_on(const gpt_config *cfg, int first, int last, int max_batch, int max_seq,
                             const kernels_ops *ops) {
+  return gpt_stage_new_ep(cfg, first, last, max_batch, max_seq, ops, NULL);
+}
+
+/* The MoE layers of the stage's MoE blocks, bound to their parameters and gradients. */
+static int s_make_moe(gpt_stage *s) {
+  const gpt_config *c = &s->cfg;
+  moe_config mc = {c->moe_experts, c->moe_top_k, c->moe_capacity, c->moe_aux_weight};
+  s->moe = wt_xcalloc((size_t)s->n_local, sizeof *s->moe);
+  s->moe_kept = wt_xcalloc((size_t)c->moe_experts, sizeof *s->moe_kept);
+  for (int l = 0; l < s->n_local; l++) {
+    if (!gpt_config_is_moe(c, s->first + l)) continue;
+    s->moe_blocks++;
+    s->moe[l] = moe_layer_new(s->ops, c->channels, &mc, s->max_batch * s->max_seq, &s->ep);
+    if (!s->moe[l]) return WT_EINVAL;
+    moe_layer_bind(s->moe[l], s->p_blk[l].router, s->g_blk[l].router, s->p_blk[l].experts,
+                   s->g_blk[l].experts);
+  }
+  return WT_OK;
+}
+
+gpt_stage *gpt_stage_new_ep(const gpt_config *cfg, int first, int last, int max_batch, int max_seq,
+                            const kernels_ops *ops, const moe_exchange *ep) {
+  moe_exchange one = {.rank = 0, .size = 1};
+  if (!ep) ep = &one;
   if (!ops) {
     wt_fail(WT_EINVAL, "gpt_stage_new_on: no kernels back end");
     return NULL;
@@ -343,9 +510,24 @@ gpt_stage *gpt_stage_new_on(const gpt_config *cfg, int first, int last, int max_
             cfg->max_seq);
     return NULL;
   }
-  if (s_check_memory(cfg, first, last, max_batch, max_seq, ops) != WT_OK) return NULL;
+  if (cfg->moe_experts > 0) {
+    moe_config mc = {cfg->moe_experts, cfg->moe_top_k, cfg->moe_capacity, cfg->moe_aux_weight};
+    if (ops->device) {
+      wt_fail(WT_ENOTSUP, "MoE blocks run on host back ends only, not on %s; use --device cpu",
+              ops->name);
+      return NULL;
+    }
+    if (moe_config_validate(&mc, ep->size) != WT_OK) return NULL;
+    if (ep->rank < 0 || ep->rank >= ep->size || (ep->size > 1 && !ep->alltoall)) {
+      wt_fail(WT_EINVAL, "EP rank %d must be in [0, %d), with an all-to-all for several ranks",
+              ep->rank, ep->size);
+      return NULL;
+    }
+  }
+  if (s_check_memory(cfg, first, last, max_batch, max_seq, ops, ep->size) != WT_OK) return NULL;
   gpt_stage *s = wt_xcalloc(1, sizeof *s);
   s->cfg = *cfg;
+  s->ep = cfg->moe_experts > 0 ? *ep : one;
   s->first = first, s->last = last, s->n_local = last - first;
   s->max_batch = max_batch, s->max_seq = max_seq;
   s->ops = ops;
@@ -363,6 +545,7 @@ gpt_stage *gpt_stage_new_on(const gpt_config *cfg, int first, int last, int max_
     s->tied_listed = wt_xcalloc((size_t)cfg->vocab_size, 1);
   }
   s_alloc_acts(s);
+  if (cfg->moe_experts > 0 && s_make_moe(s) != WT_OK) gpt_stage_destroy(&s);
   return s;
 }
 
@@ -370,6 +553,9 @@ void gpt_stage_destroy(gpt_stage **self_p) {
   if (!self_p || !*self_p) return;
   gpt_stage *s = *self_p;
   s_free_acts(s);
+  for (int l = 0; s->moe && l < s->n_local; l++) moe_layer_destroy(&s->moe[l]);
+  free(s->moe);
+  free(s->moe_kept);
   free(s->tensors);
   s->ops->free(s->params);
   s->ops->free(s->grads);
@@ -473,6 +659,8 @@ int gpt_stage_set_kernels(gpt_stage *s, const struct kernels_ops *ops) {
                    "live; create the stage on it with gpt_stage_new_on",
                    ops->name, s->ops->name);
   s->ops = ops;
+  for (int l = 0; s->moe && l < s->n_local; l++)
+    if (s->moe[l]) moe_layer_set_kernels(s->moe[l], ops);
   return WT_OK;
 }
 
@@ -544,6 +732,8 @@ static void s_zero(float *a, size_t n) {
 }
 
 void gpt_stage_zero_grad(gpt_stage *s) {
+  if (s->moe_kept) memset(s->moe_kept, 0, sizeof(long) * (size_t)s->cfg.moe_experts);
+  s->moe_dropped = 0, s->moe_aux_sum = 0, s->moe_forwards = 0;
   if (s->ops->device) { /* the dense tied sum: dwte_emb is zero everywhere again */
     s->ops->zero(s->grads, s->n_params * sizeof(float));
     if (s->dwte_emb) s->ops->zero(s->dwte_emb, (size_t)s->cfg.vocab_size * s->cfg.channels * 4);
@@ -586,4 +776,47 @@ int gpt_tied_grads_sum(gpt_stage *a, gpt_stage *b) {
   }
   for (size_t i = 0; i < n; i++) ga[i] = gb[i] = gb[i] + ga[i];
   return WT_OK;
+}
+
+/* ---- MoE ---------------------------------------------------------------------------------- */
+
+int gpt_stage_moe_stats(const gpt_stage *s, long *kept, long *dropped, double *aux, int *forwards) {
+  if (!s->moe_blocks) return 0;
+  if (kept) memcpy(kept, s->moe_kept, sizeof(long) * (size_t)s->cfg.moe_experts);
+  if (dropped) *dropped = s->moe_dropped;
+  if (aux) *aux = s->moe_forwards ? s->moe_aux_sum / ((double)s->moe_forwards * s->moe_blocks) : 0;
+  if (forwards) *forwards = s->moe_forwards;
+  return s->moe_blocks;
+}
+
+/* The index of tensor `name` in s, searching from `hint` on (stages list tensors in the same
+ * order, so the next match is usually right there); -1 if s does not hold it. */
+static int s_find_tensor(const gpt_stage *s, const char *name, int hint) {
+  for (int k = 0; k < s->n_tensors; k++) {
+    int i = (hint + k) % s->n_tensors;
+    if (!strcmp(s->tensors[i].name, name)) return i;
+  }
+  return -1;
+}
+
+int gpt_stage_copy_params(gpt_stage *dst, gpt_stage *src) {
+  if (dst->ops->device || src->ops->device) {
+    wt_fail(WT_EINVAL, "gpt_stage_copy_params: host back ends only");
+    return -1;
+  }
+  int copied = 0, hint = 0;
+  for (int i = 0; i < src->n_tensors; i++) {
+    const gpt_tensor_info *ts = &src->tensors[i];
+    int j = s_find_tensor(dst, ts->name, hint);
+    if (j < 0) continue;
+    const gpt_tensor_info *td = &dst->tensors[j];
+    if (td->numel != ts->numel || td->shape[0] != ts->shape[0]) {
+      wt_fail(WT_EMISMATCH, "tensor %s is %dx%d in one stage and %dx%d in the other", ts->name,
+              ts->shape[0], ts->shape[1], td->shape[0], td->shape[1]);
+      return -1;
+    }
+    memcpy(dst->params + td->offset, src->params + ts->offset, ts->numel * sizeof(float));
+    copied++, hint = j + 1;
+  }
+  return copied;
 }

@@ -11,6 +11,10 @@
  *                       mlp.c_proj (4C→C), each with bias (GPT-2 layout, LayerNorm eps 1e-5,
  *                       tanh-approximated GELU)
  *   last == n_layer     final LayerNorm ln_f, the LM head (tied to wte) and the cross-entropy loss
+ * An MoE block (cfg->moe_layer[l]) has, in place of mlp.*, the router h.l.moe.router.weight
+ * (C, E) and per expert e the MLP h.l.moe.experts.e.{c_fc,c_proj}.{weight,bias} (model/moe.h);
+ * its load-balancing loss adds to the gradient (scaled like the loss) but not to
+ * gpt_stage_loss, which stays the cross-entropy. MoE blocks run on host back ends only.
  *
  * Tied embedding: the LM head reuses wte. A stage that holds both ends (first == 0 and
  * last == n_layer) has one wte whose gradient collects both uses. When the two ends live in
@@ -31,8 +35,13 @@
 #ifndef WT_GPT_H
 #define WT_GPT_H
 
+#include "model/moe.h"
+
 #include <stddef.h>
 #include <stdint.h>
+
+/* The blocks that may be MoE blocks: 0 .. GPT_MOE_MAX_LAYERS - 1. */
+#define GPT_MOE_MAX_LAYERS 128
 
 typedef struct {
   int vocab_size; /* V: 256 for bytes, 50257 for GPT-2 tokens */
@@ -40,13 +49,32 @@ typedef struct {
   int n_layer;    /* L: transformer blocks */
   int n_head;     /* NH: attention heads; must divide channels */
   int channels;   /* C: model width */
+  /* The Mixture-of-Experts variant (model/moe.h): in every block l with moe_layer[l] set, the
+   * MLP becomes moe_experts GPT-2 MLPs behind a top-k router. moe_experts == 0: the dense model
+   * (then every moe_* field must be 0). No padding, so configs compare with memcmp. */
+  int moe_experts;                             /* E */
+  int moe_top_k;                               /* k in [1, E] */
+  float moe_capacity;                          /* capacity factor > 0 */
+  float moe_aux_weight;                        /* weight of the Switch load-balancing loss */
+  unsigned char moe_layer[GPT_MOE_MAX_LAYERS]; /* 1: block l is an MoE block */
 } gpt_config;
 
 /* Returns WT_OK, or WT_EINVAL with a message naming the bad field and why. */
 int gpt_config_validate(const gpt_config *cfg);
 
-/* Total parameter count of the whole model (one copy of wte). */
+/* Sets cfg->moe_layer from `list`: "all" (every block), or block numbers and ranges separated
+ * by commas ("1,3", "0-3,6"), each in [0, min(n_layer, GPT_MOE_MAX_LAYERS)). Returns WT_OK, or
+ * WT_EINVAL naming the bad item (cfg unchanged). cfg->n_layer must be set. */
+int gpt_config_set_moe_layers(gpt_config *cfg, const char *list);
+
+/* Is block l an MoE block? */
+int gpt_config_is_moe(const gpt_config *cfg, int l);
+
+/* Total parameter count of the whole model (one copy of wte, all experts). */
 size_t gpt_config_num_params(const gpt_config *cfg);
+/* Parameters one token uses: the total less the experts it is not routed to (E − k of each
+ * MoE block); the dense model's total. */
+size_t gpt_config_num_active_params(const gpt_config *cfg);
 
 /* One tensor of a stage, in flat-buffer order. */
 typedef struct {
@@ -75,9 +103,18 @@ gpt_stage *gpt_stage_new_on(const gpt_config *cfg, int first, int last, int max_
                             const struct kernels_ops *ops);
 void gpt_stage_destroy(gpt_stage **self_p);
 
-/* GPT-2 initialisation (normal 0.02; residual projections scaled by 1/sqrt(2L); LayerNorm 1/0;
- * biases 0). Each tensor draws from an RNG seeded by (seed, tensor name), so a layer gets the
- * same weights whatever stage holds it. */
+/* A stage whose MoE blocks hold only the experts of rank ep->rank of an expert-parallel group
+ * of ep->size ranks ([rank·E/size, (rank+1)·E/size)) and reach the others through
+ * ep->alltoall (copied; its ctx must outlive the stage). Expert tensors keep their global names
+ * (h.L.moe.experts.E.c_fc.weight), so checkpoint_load puts a checkpoint of any EP degree into
+ * it. ep NULL or of size 1 is gpt_stage_new_on. Every rank of the group must run forward and
+ * backward together with the same B and T. Returns NULL as gpt_stage_new_on. */
+gpt_stage *gpt_stage_new_ep(const gpt_config *cfg, int first, int last, int max_batch, int max_seq,
+                            const struct kernels_ops *ops, const moe_exchange *ep);
+
+/* GPT-2 initialisation (normal 0.02; residual projections, experts' c_proj included, scaled by
+ * 1/sqrt(2L); LayerNorm 1/0; biases 0; the MoE router normal 0.02). Each tensor draws from an RNG
+ * seeded by (seed, tensor name), so a layer gets the same weights whatever stage holds it. */
 void gpt_stage_init_weights(gpt_stage *s, uint64_t seed);
 
 const gpt_config *gpt_stage_config(const gpt_stage *s);
@@ -147,10 +184,26 @@ const float *gpt_stage_logits(gpt_stage *s);
  *   grad_out (B, T, C) — gradient w.r.t. act_out, read by every stage but the last, else NULL
  *   grad_in  (B, T, C) — gradient w.r.t. act_in, written by every stage but the first, else NULL
  *   loss_scale         — the last stage differentiates loss_scale × mean loss (1/micro_batches
- *                        for gradient accumulation); ignored by other stages. */
+ *                        for gradient accumulation); other stages use it only to scale their
+ *                        MoE blocks' load-balancing gradient, so pass every stage the same. */
 int gpt_stage_backward(gpt_stage *s, const float *grad_out, float *grad_in, float loss_scale);
 
 void gpt_stage_zero_grad(gpt_stage *s);
+
+/* The MoE blocks' routing since the last gpt_stage_zero_grad, summed over this stage's MoE
+ * blocks and every forward since: kept[e] (cfg->moe_experts longs) the (token, choice) pairs
+ * expert e accepted from this rank, *dropped those dropped by the capacity, *aux the mean
+ * load-balancing loss (unweighted; 1 is perfectly balanced) per block and forward, *forwards
+ * the number of forwards. Any pointer may be NULL. Returns 0 for a dense stage (nothing set),
+ * else the number of MoE blocks. */
+int gpt_stage_moe_stats(const gpt_stage *s, long *kept, long *dropped, double *aux, int *forwards);
+
+/* Copies into dst every tensor of src that dst holds under the same name, whatever the two
+ * stages' layer ranges or EP degrees (host back ends). Gathers the experts of several EP ranks
+ * into one stage holding them all (to save one checkpoint), or spreads them back. Returns the
+ * number of tensors copied, or -1 with WT_EMISMATCH set when a same-named tensor has another
+ * shape. */
+int gpt_stage_copy_params(gpt_stage *dst, gpt_stage *src);
 
 /* The gradient of this stage's copy of wte (V*C floats, inside gpt_stage_grads: back-end
  * memory), or NULL if the stage holds neither end of the model. Used to exchange

@@ -6,21 +6,28 @@
 #include "common/common.h"
 #include "model/gpt_internal.h"
 
-/* One transformer block. On entry s->dres holds dL/dy; on return dL/dx. */
-static void s_block_backward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_ptrs *g,
-                             const gpt_block_acts *a, const float *x, int B, int T) {
+/* One transformer block. On entry s->dres holds dL/dy; on return dL/dx. m is the block's MoE
+ * layer (its load-balancing gradient scaled by aux_scale), or NULL for a dense MLP. */
+static int s_block_backward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_ptrs *g,
+                            const gpt_block_acts *a, moe_layer *m, float aux_scale, const float *x,
+                            int B, int T) {
   const kernels_ops *k = s->ops;
   int C = s->cfg.channels, N = B * T, NH = s->cfg.n_head;
   size_t NC = (size_t)N * C, N4C = (size_t)N * 4 * C;
   /* y = resid2 + mlp(resid2): dres already is dL/dresid2's pass-through part. */
-  k->zero(s->dfch_gelu, N4C * sizeof(float));
-  k->matmul_backward(s->dfch_gelu, g->fcprojw, g->fcprojb, s->dres, a->fch_gelu, p->fcprojw, N,
-                     4 * C, C, KERNELS_W_IN_OUT);
-  k->zero(s->dfch, N4C * sizeof(float));
-  k->gelu_backward(s->dfch, a->fch, s->dfch_gelu, N4C);
-  k->zero(s->dln, NC * sizeof(float));
-  k->matmul_backward(s->dln, g->fcw, g->fcb, s->dfch, a->ln2, p->fcw, N, C, 4 * C,
-                     KERNELS_W_IN_OUT);
+  if (m) {
+    k->zero(s->dln, NC * sizeof(float));
+    WT_CHECK(moe_layer_backward(m, s->dres, s->dln, aux_scale));
+  } else {
+    k->zero(s->dfch_gelu, N4C * sizeof(float));
+    k->matmul_backward(s->dfch_gelu, g->fcprojw, g->fcprojb, s->dres, a->fch_gelu, p->fcprojw, N,
+                       4 * C, C, KERNELS_W_IN_OUT);
+    k->zero(s->dfch, N4C * sizeof(float));
+    k->gelu_backward(s->dfch, a->fch, s->dfch_gelu, N4C);
+    k->zero(s->dln, NC * sizeof(float));
+    k->matmul_backward(s->dln, g->fcw, g->fcb, s->dfch, a->ln2, p->fcw, N, C, 4 * C,
+                       KERNELS_W_IN_OUT);
+  }
   k->layernorm_backward(s->dres, g->ln2w, g->ln2b, s->dln, a->resid2, p->ln2w, a->ln2_mean,
                         a->ln2_rstd, N, C);
   /* resid2 = x + attn(x): dres now is dL/dresid2, the pass-through part of dL/dx. */
@@ -34,6 +41,7 @@ static void s_block_backward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_pt
                      KERNELS_W_IN_OUT);
   k->layernorm_backward(s->dres, g->ln1w, g->ln1b, s->dln, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N,
                         C);
+  return WT_OK;
 }
 
 /* Last stage: cross-entropy, LM head and ln_f; leaves dL/d(top residual) in s->dres. */
@@ -109,7 +117,8 @@ int gpt_stage_backward(gpt_stage *s, const float *grad_out, float *grad_in, floa
   else
     s->ops->upload(s->dres, grad_out, NC * sizeof(float));
   for (int l = s->n_local - 1; l >= 0; l--)
-    s_block_backward(s, &s->p_blk[l], &s->g_blk[l], &s->acts[l], s->resid + l * slice, B, T);
+    WT_CHECK(s_block_backward(s, &s->p_blk[l], &s->g_blk[l], &s->acts[l], s->moe ? s->moe[l] : NULL,
+                              loss_scale, s->resid + l * slice, B, T));
   if (gpt_is_first(s)) {
     float *dwte = s->dwte_emb ? s->dwte_emb : s->g_end.wte;
     s->ops->encoder_backward(dwte, s->g_end.wpe, s->dres, s->tokens_dev, B, T, C);

@@ -1,6 +1,7 @@
 /* gpt_forward — the forward pass of a layer-range stage: embed (first stage) or take the
  * incoming activations, run the stage's blocks, and either hand the residual stream on or
  * (last stage) apply ln_f, the tied LM head and the cross-entropy. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/common.h"
@@ -28,9 +29,22 @@ static int s_check_inputs(const gpt_stage *s, const int *tokens, const float *ac
   return WT_OK;
 }
 
-/* One transformer block: x (N,C) -> y (N,C), saving what the backward needs in a. */
-static void s_block_forward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_acts *a,
-                            const float *x, float *y, int B, int T) {
+/* An MoE block's MLP: tmp = moe(ln2), and its routing added to the stage's statistics. */
+static int s_moe_forward(gpt_stage *s, moe_layer *m, const gpt_block_acts *a, int N) {
+  WT_CHECK(moe_layer_forward(m, a->ln2, s->tmp, N));
+  int *kept = wt_xmalloc(sizeof(int) * (size_t)s->cfg.moe_experts);
+  moe_layer_load(m, kept);
+  for (int e = 0; e < s->cfg.moe_experts; e++) s->moe_kept[e] += kept[e];
+  free(kept);
+  s->moe_dropped += moe_layer_dropped(m);
+  s->moe_aux_sum += moe_layer_aux_loss(m);
+  return WT_OK;
+}
+
+/* One transformer block: x (N,C) -> y (N,C), saving what the backward needs in a; m is the
+ * block's MoE layer, or NULL for a dense MLP. */
+static int s_block_forward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_acts *a, moe_layer *m,
+                           const float *x, float *y, int B, int T) {
   const kernels_ops *k = s->ops;
   int C = s->cfg.channels, N = B * T, NH = s->cfg.n_head;
   size_t NC = (size_t)N * C;
@@ -40,10 +54,15 @@ static void s_block_forward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_act
   k->matmul_forward(s->tmp, a->atty, p->attprojw, p->attprojb, N, C, C, KERNELS_W_IN_OUT);
   k->residual_forward(a->resid2, x, s->tmp, NC);
   k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->resid2, p->ln2w, p->ln2b, N, C);
-  k->matmul_forward(a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * C, KERNELS_W_IN_OUT);
-  k->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
-  k->matmul_forward(s->tmp, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C, KERNELS_W_IN_OUT);
+  if (m) {
+    WT_CHECK(s_moe_forward(s, m, a, N));
+  } else {
+    k->matmul_forward(a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * C, KERNELS_W_IN_OUT);
+    k->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
+    k->matmul_forward(s->tmp, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C, KERNELS_W_IN_OUT);
+  }
   k->residual_forward(y, a->resid2, s->tmp, NC);
+  return WT_OK;
 }
 
 /* ln_f, logits = x @ wte^T, and the mean cross-entropy over the N positions. */
@@ -84,8 +103,9 @@ int gpt_stage_forward(gpt_stage *s, const int *tokens, const float *act_in, cons
   /* resid holds n_local + 1 slices of the max batch size; slice l is block l's input. */
   size_t slice = (size_t)s->max_batch * s->max_seq * C;
   for (int l = 0; l < s->n_local; l++)
-    s_block_forward(s, &s->p_blk[l], &s->acts[l], s->resid + l * slice, s->resid + (l + 1) * slice,
-                    B, T);
+    WT_CHECK(s_block_forward(s, &s->p_blk[l], &s->acts[l], s->moe ? s->moe[l] : NULL,
+                             s->resid + l * slice, s->resid + (l + 1) * slice, B, T));
+  if (s->moe_blocks) s->moe_forwards++;
   const float *top = s->resid + (size_t)s->n_local * slice;
   if (gpt_is_last(s))
     s_head_forward(s, top, N);

@@ -5,6 +5,7 @@
 
 #include "model/gpt.h"
 #include "kernels/kernels.h"
+#include "model/moe.h"
 
 /* Pointers into a flat buffer (parameters or gradients) for one transformer block. */
 typedef struct {
@@ -14,6 +15,7 @@ typedef struct {
   float *ln2w, *ln2b;         /* (C) */
   float *fcw, *fcb;           /* (C, 4C), (4C) */
   float *fcprojw, *fcprojb;   /* (4C, C), (C) */
+  float *router, *experts;    /* MoE blocks, in place of fc*: (C, E), El × moe_expert_numel */
 } gpt_block_ptrs;
 
 /* The ends of the model (NULL where the stage does not hold them). */
@@ -94,6 +96,16 @@ struct gpt_stage {
    * is stale while it is current); NULL until gpt_stage_set_slots. */
   gpt_slot *slots;
   int n_slots, cur_slot;
+
+  /* MoE blocks (NULL entries for dense blocks; moe NULL for a dense model), this stage's place in
+   * the EP group, and the routing statistics since zero_grad (gpt_stage_moe_stats). */
+  moe_layer **moe; /* n_local */
+  moe_exchange ep; /* size 1 outside expert parallelism */
+  int moe_blocks;  /* MoE blocks in [first, last) */
+  long *moe_kept;  /* (E) */
+  long moe_dropped;
+  double moe_aux_sum;
+  int moe_forwards;
 
   /* Device back ends only: host copies made on request (gpt_stage_params_host, ...), and the
    * tied-wte state of the dense sum (see s_tied_* in gpt_backward.c). */

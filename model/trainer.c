@@ -272,6 +272,9 @@ double trainer_flops_per_step(const gpt_config *c, int B, int T) {
    * (causal masking is not discounted, as in the PaLM/nanoGPT MFU convention). */
   double C = c->channels, L = c->n_layer, V = c->vocab_size;
   double matmul_weights = L * 12 * C * C + V * C;
+  for (int l = 0; l < c->n_layer; l++) /* an MoE block: k experts' MLPs per token and the router */
+    if (gpt_config_is_moe(c, l))
+      matmul_weights += (c->moe_top_k - 1) * 8 * C * C + C * c->moe_experts;
   double tokens = (double)B * T;
   return 6 * matmul_weights * tokens + 3 * L * 4 * T * C * tokens;
 }

@@ -153,7 +153,8 @@ int trainer_apply(optim *opt, float *params, const float *grads, long step, doub
                   float *lr);
 
 /* FLOPs of one training step (forward + backward, ~6 per parameter per token plus attention)
- * for B sequences of T tokens; what benchmarks divide by time. */
+ * for B sequences of T tokens; what benchmarks divide by time. An MoE block counts the k
+ * experts each token runs and its router (not the capacity's padding rows). */
 double trainer_flops_per_step(const gpt_config *cfg, int B, int T);
 
 #endif

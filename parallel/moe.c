@@ -1,113 +1,86 @@
-/* moe — a Mixture-of-Experts MLP with top-k routing, capacity, token dropping and the Switch
- * load-balancing loss, experts spread over the EP group and fed by all-to-all (moe.h). */
+/* moe — the Mixture-of-Experts layer of model/moe.h on a mesh's EP group: the group's
+ * all-to-all as the layer's exchange, and the router and local experts' storage (moe.h). */
 #include "parallel/moe.h"
 
 #include "common/common.h"
 #include "kernels/kernels.h"
+#include "model/gpt.h"
+#include "model/moe.h"
 #include "parallel/group.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+_Static_assert((int)PARALLEL_MOE_FC_W == (int)MOE_FC_W && (int)PARALLEL_MOE_FC_B == (int)MOE_FC_B &&
+                   (int)PARALLEL_MOE_PROJ_W == (int)MOE_PROJ_W &&
+                   (int)PARALLEL_MOE_PROJ_B == (int)MOE_PROJ_B &&
+                   (int)PARALLEL_MOE_TENSORS == (int)MOE_TENSORS,
+               "parallel_moe_tensor follows moe_tensor");
 
 /* User tag of the all-to-all blocks on the EP sub-communicator. */
 enum { S_TAG_A2A = 1 };
 
 struct parallel_moe {
-  const parallel_group_comm *ep;
-  const kernels_ops *k;
-  int C, E, K, P, rank, El, e0, max_N;
-  float cf, aux_weight;
+  moe_layer *layer;
+  int C, E, El;
   float *router, *d_router;   // (C, E)
-  float *experts, *d_experts; // El × [fc_w | fc_b | proj_w | proj_b]
-  size_t expert_size, off[PARALLEL_MOE_TENSORS + 1];
-  /* Forward state. */
-  int N, cap, dropped;
-  float aux;
-  float *x;                  // (N, C)
-  float *probs;              // (N, E)
-  int *choice;               // (N, K) expert of each choice
-  int *slot;                 // (N, K) its slot in the expert, −1 if dropped
-  int *picked, *kept;        // (E) choices that picked / were accepted by each expert
-  float *send, *recv;        // (P, El, cap, C) all-to-all blocks, this rank's view
-  float *ein, *h, *g, *eout; // per local expert: (P·cap, C), (P·cap, 4C) ×2, (P·cap, C)
-  float *back;               // (P, El, cap, C) expert outputs of this rank's tokens
-  /* Backward scratch. */
-  float *d_eout, *d_g, *d_h, *d_ein; // as ein, h, g, eout
-  float *d_logits;                   // (N, E)
+  float *experts, *d_experts; // El × moe_expert_numel(C)
 };
 
-static size_t s_tensor_numel(parallel_moe_tensor i, int C) {
-  switch (i) {
-  case PARALLEL_MOE_FC_W:
-    return (size_t)C * 4 * C;
-  case PARALLEL_MOE_FC_B:
-    return (size_t)4 * C;
-  case PARALLEL_MOE_PROJ_W:
-    return (size_t)4 * C * C;
-  default:
-    return (size_t)C;
-  }
+/* The EP group's all-to-all, with a message that says what a size mismatch means here. */
+static int s_alltoall(void *ctx, const float *send, float *recv, size_t bytes) {
+  const parallel_group_comm *ep = ctx;
+  int rc = parallel_group_alltoall(ep, S_TAG_A2A, send, recv, bytes);
+  if (rc != WT_ECORRUPT) return rc;
+  char why[256];
+  snprintf(why, sizeof why, "%s", wt_last_error());
+  return wt_fail(WT_ECORRUPT, "moe: %s; every EP rank must pass the same number of tokens", why);
+}
+
+int parallel_moe_exchange(const parallel_mesh *mesh, moe_exchange *ex) {
+  const parallel_group_comm *ep = parallel_mesh_coll(mesh, PARALLEL_GROUP_EP);
+  if (ep->ops->device_buffers)
+    return wt_fail(WT_ENOTSUP,
+                   "moe: its maths runs on host buffers, but the EP group's back end (%s) "
+                   "keeps device buffers; run this layer with the host back end",
+                   ep->ops->name);
+  *ex =
+      (moe_exchange){.rank = ep->rank, .size = ep->size, .ctx = (void *)ep, .alltoall = s_alltoall};
+  return WT_OK;
 }
 
 parallel_moe *parallel_moe_new(const parallel_mesh *mesh, const kernels_ops *k, int C,
                                const parallel_moe_config *cfg, int max_N) {
-  const parallel_group_comm *ep = parallel_mesh_coll(mesh, PARALLEL_GROUP_EP);
-  int P = ep->size;
-  if (ep->ops->device_buffers) {
-    wt_fail(WT_ENOTSUP,
-            "moe: its maths runs on host buffers, but the EP group's back end (%s) "
-            "keeps device buffers; run this layer with the host back end",
-            ep->ops->name);
-    return NULL;
-  }
-  if (C < 1 || max_N < 1 || cfg->experts < 1 || cfg->experts % P || cfg->top_k < 1 ||
-      cfg->top_k > cfg->experts || !(cfg->capacity_factor > 0) || !(cfg->aux_weight >= 0)) {
-    wt_fail(WT_EINVAL,
-            "moe: %d experts must be a multiple of the EP degree %d, top-k %d in [1, experts], "
-            "capacity factor %g > 0 and aux weight %g >= 0",
-            cfg->experts, P, cfg->top_k, cfg->capacity_factor, cfg->aux_weight);
-    return NULL;
-  }
+  moe_exchange ex;
+  if (parallel_moe_exchange(mesh, &ex) != WT_OK) return NULL;
+  moe_config mc = {.experts = cfg->experts,
+                   .top_k = cfg->top_k,
+                   .capacity_factor = cfg->capacity_factor,
+                   .aux_weight = cfg->aux_weight};
+  moe_layer *layer = moe_layer_new(k, C, &mc, max_N, &ex);
+  if (!layer) return NULL;
   parallel_moe *m = wt_xcalloc(1, sizeof *m);
-  m->ep = ep, m->k = k, m->C = C, m->E = cfg->experts, m->K = cfg->top_k, m->P = P;
-  m->rank = ep->rank, m->El = m->E / P, m->e0 = m->rank * m->El, m->max_N = max_N;
-  m->cf = cfg->capacity_factor, m->aux_weight = cfg->aux_weight;
-  for (int i = 0; i < PARALLEL_MOE_TENSORS; i++)
-    m->off[i + 1] = m->off[i] + s_tensor_numel((parallel_moe_tensor)i, C);
-  m->expert_size = m->off[PARALLEL_MOE_TENSORS];
-  size_t E = (size_t)m->E, N = (size_t)max_N;
+  m->layer = layer, m->C = C, m->E = cfg->experts, m->El = cfg->experts / ex.size;
+  size_t E = (size_t)m->E, es = moe_expert_numel(C) * (size_t)m->El;
   m->router = wt_xcalloc((size_t)C * E, sizeof(float));
   m->d_router = wt_xcalloc((size_t)C * E, sizeof(float));
-  m->experts = wt_xcalloc(m->expert_size * m->El, sizeof(float));
-  m->d_experts = wt_xcalloc(m->expert_size * m->El, sizeof(float));
-  m->x = wt_xcalloc(N * C, sizeof(float));
-  m->probs = wt_xcalloc(N * E, sizeof(float)), m->d_logits = wt_xcalloc(N * E, sizeof(float));
-  m->choice = wt_xcalloc(N * m->K, sizeof(int)), m->slot = wt_xcalloc(N * m->K, sizeof(int));
-  m->picked = wt_xcalloc(E, sizeof(int)), m->kept = wt_xcalloc(E, sizeof(int));
+  m->experts = wt_xcalloc(es, sizeof(float));
+  m->d_experts = wt_xcalloc(es, sizeof(float));
+  moe_layer_bind(layer, m->router, m->d_router, m->experts, m->d_experts);
   return m;
-}
-
-static void s_free_dispatch(parallel_moe *m) {
-  float *bufs[] = {m->send, m->recv,   m->ein, m->h,   m->g,    m->eout,
-                   m->back, m->d_eout, m->d_g, m->d_h, m->d_ein};
-  for (size_t i = 0; i < WT_ARRAY_LEN(bufs); i++) free(bufs[i]);
-  m->send = m->recv = m->ein = m->h = m->g = m->eout = m->back = NULL;
-  m->d_eout = m->d_g = m->d_h = m->d_ein = NULL;
 }
 
 void parallel_moe_destroy(parallel_moe **self_p) {
   if (!self_p || !*self_p) return;
   parallel_moe *m = *self_p;
-  s_free_dispatch(m);
-  free(m->router), free(m->d_router), free(m->experts), free(m->d_experts), free(m->x);
-  free(m->probs), free(m->d_logits), free(m->choice), free(m->slot), free(m->picked), free(m->kept);
+  moe_layer_destroy(&m->layer);
+  free(m->router), free(m->d_router), free(m->experts), free(m->d_experts);
   free(m);
   *self_p = NULL;
 }
 
 void parallel_moe_experts(const parallel_moe *m, int *first, int *count) {
-  *first = m->e0, *count = m->El;
+  moe_layer_experts(m->layer, first, count);
 }
 
 float *parallel_moe_router(parallel_moe *m, size_t *n) {
@@ -119,231 +92,83 @@ float *parallel_moe_router_grad(parallel_moe *m, size_t *n) {
   return m->d_router;
 }
 float *parallel_moe_expert(parallel_moe *m, int local, parallel_moe_tensor i, size_t *n) {
-  if (n) *n = m->off[i + 1] - m->off[i];
-  return m->experts + (size_t)local * m->expert_size + m->off[i];
+  if (n) *n = moe_tensor_numel(m->C, (moe_tensor)i);
+  return m->experts + (size_t)local * moe_expert_numel(m->C) +
+         moe_tensor_offset(m->C, (moe_tensor)i);
 }
 float *parallel_moe_expert_grad(parallel_moe *m, int local, parallel_moe_tensor i, size_t *n) {
-  if (n) *n = m->off[i + 1] - m->off[i];
-  return m->d_experts + (size_t)local * m->expert_size + m->off[i];
+  if (n) *n = moe_tensor_numel(m->C, (moe_tensor)i);
+  return m->d_experts + (size_t)local * moe_expert_numel(m->C) +
+         moe_tensor_offset(m->C, (moe_tensor)i);
 }
 
 void parallel_moe_zero_grad(parallel_moe *m) {
   memset(m->d_router, 0, sizeof(float) * (size_t)m->C * m->E);
-  memset(m->d_experts, 0, sizeof(float) * m->expert_size * m->El);
+  memset(m->d_experts, 0, sizeof(float) * moe_expert_numel(m->C) * (size_t)m->El);
 }
 
 float parallel_moe_aux_loss(const parallel_moe *m) {
-  return m->aux;
+  return moe_layer_aux_loss(m->layer);
 }
 int parallel_moe_dropped(const parallel_moe *m) {
-  return m->dropped;
+  return moe_layer_dropped(m->layer);
 }
 void parallel_moe_load(const parallel_moe *m, int *kept) {
-  memcpy(kept, m->kept, sizeof(int) * (size_t)m->E);
+  moe_layer_load(m->layer, kept);
 }
-
-/* ---- routing ------------------------------------------------------------------------------- */
-
-/* probs = softmax(x @ Wr); top-k choices; slots under the capacity; the aux loss. */
-static void s_route(parallel_moe *m) {
-  int N = m->N, E = m->E, K = m->K;
-  m->k->matmul_forward(m->probs, m->x, m->router, NULL, N, m->C, E, KERNELS_W_IN_OUT);
-  for (int n = 0; n < N; n++) {
-    float *p = m->probs + (size_t)n * E, mx = -INFINITY, s = 0;
-    for (int e = 0; e < E; e++) mx = fmaxf(mx, p[e]);
-    for (int e = 0; e < E; e++) s += p[e] = expf(p[e] - mx);
-    for (int e = 0; e < E; e++) p[e] /= s;
-    for (int j = 0; j < K; j++) { /* j-th highest; ties go to the lower index */
-      int best = -1;
-      for (int e = 0; e < E; e++) {
-        int taken = 0;
-        for (int i = 0; i < j; i++) taken |= m->choice[(size_t)n * K + i] == e;
-        if (!taken && (best < 0 || p[e] > p[best])) best = e;
-      }
-      m->choice[(size_t)n * K + j] = best;
-    }
-  }
-  memset(m->picked, 0, sizeof(int) * (size_t)E), memset(m->kept, 0, sizeof(int) * (size_t)E);
-  m->dropped = 0;
-  for (int j = 0; j < K; j++) /* all first choices, then all second choices, ... */
-    for (int n = 0; n < N; n++) {
-      int e = m->choice[(size_t)n * K + j];
-      m->picked[e]++;
-      int ok = m->kept[e] < m->cap;
-      m->slot[(size_t)n * K + j] = ok ? m->kept[e]++ : -1;
-      m->dropped += !ok;
-    }
-  double aux = 0;
-  for (int e = 0; e < E; e++) {
-    double mean_p = 0;
-    for (int n = 0; n < N; n++) mean_p += m->probs[(size_t)n * E + e];
-    aux += (double)m->picked[e] / ((double)N * K) * (mean_p / N);
-  }
-  m->aux = (float)(aux * E);
-}
-
-/* ---- dispatch ------------------------------------------------------------------------------- */
-
-/* Row of (token's choice) in a (P, El, cap, C) block buffer, by global expert and slot. */
-static float *s_row(const parallel_moe *m, float *buf, int e, int slot) {
-  return buf + (((size_t)(e / m->El) * m->El + e % m->El) * m->cap + slot) * m->C;
-}
-
-/* Row `slot` from source `src` for local expert le, in the (P, El, cap, C) view of received
- * blocks, and the same row in the per-expert (El, P·cap, C) layout the kernels run on. */
-static size_t s_recv_off(const parallel_moe *m, int src, int le, int slot) {
-  return (((size_t)src * m->El + le) * m->cap + slot) * m->C;
-}
-static size_t s_expert_off(const parallel_moe *m, int le, int src, int slot) {
-  return (((size_t)le * m->P + src) * m->cap + slot) * m->C;
-}
-
-/* Block j of `send` to rank j, block i of `recv` from rank i; each block El·cap·C floats. */
-static int s_alltoall(parallel_moe *m, const float *send, float *recv) {
-  size_t bytes = (size_t)m->El * m->cap * m->C * sizeof(float);
-  int rc = parallel_group_alltoall(m->ep, S_TAG_A2A, send, recv, bytes);
-  if (rc != WT_ECORRUPT) return rc;
-  char why[256];
-  snprintf(why, sizeof why, "%s", wt_last_error());
-  return wt_fail(WT_ECORRUPT, "moe: %s; every EP rank must pass the same number of tokens", why);
-}
-
-/* Between the (P, El, cap, C) exchange view and the (El, P·cap, C) per-expert view. */
-static void s_to_experts(const parallel_moe *m, const float *xv, float *ev) {
-  for (int src = 0; src < m->P; src++)
-    for (int le = 0; le < m->El; le++)
-      memcpy(ev + s_expert_off(m, le, src, 0), xv + s_recv_off(m, src, le, 0),
-             sizeof(float) * (size_t)m->cap * m->C);
-}
-static void s_from_experts(const parallel_moe *m, const float *ev, float *xv) {
-  for (int src = 0; src < m->P; src++)
-    for (int le = 0; le < m->El; le++)
-      memcpy(xv + s_recv_off(m, src, le, 0), ev + s_expert_off(m, le, src, 0),
-             sizeof(float) * (size_t)m->cap * m->C);
-}
-
-static void s_alloc_dispatch(parallel_moe *m) {
-  s_free_dispatch(m);
-  size_t rows = (size_t)m->P * m->El * m->cap, C = (size_t)m->C;
-  m->send = wt_xcalloc(rows * C, sizeof(float)), m->recv = wt_xcalloc(rows * C, sizeof(float));
-  m->ein = wt_xcalloc(rows * C, sizeof(float)), m->eout = wt_xcalloc(rows * C, sizeof(float));
-  m->h = wt_xcalloc(rows * 4 * C, sizeof(float)), m->g = wt_xcalloc(rows * 4 * C, sizeof(float));
-  m->back = wt_xcalloc(rows * C, sizeof(float));
-  m->d_eout = wt_xcalloc(rows * C, sizeof(float)), m->d_ein = wt_xcalloc(rows * C, sizeof(float));
-  m->d_h = wt_xcalloc(rows * 4 * C, sizeof(float)),
-  m->d_g = wt_xcalloc(rows * 4 * C, sizeof(float));
-}
-
-/* ---- forward / backward ------------------------------------------------------------------ */
 
 int parallel_moe_forward(parallel_moe *m, const float *x, float *y, int N) {
-  if (N < 1 || N > m->max_N)
-    return wt_fail(WT_EINVAL, "moe: %d tokens outside [1, %d]", N, m->max_N);
-  int C = m->C, K = m->K, cap = (int)ceil((double)m->cf * N * K / m->E);
-  m->N = N;
-  if (cap < 1) cap = 1;
-  if (cap != m->cap || !m->send) m->cap = cap, s_alloc_dispatch(m);
-  memcpy(m->x, x, sizeof(float) * (size_t)N * C);
-  s_route(m);
-
-  size_t rows = (size_t)m->P * m->El * cap, rows_e = (size_t)m->P * cap;
-  memset(m->send, 0, sizeof(float) * rows * C);
-  for (int n = 0; n < N; n++)
-    for (int j = 0; j < K; j++) {
-      int s = m->slot[(size_t)n * K + j];
-      if (s >= 0)
-        memcpy(s_row(m, m->send, m->choice[(size_t)n * K + j], s), x + (size_t)n * C,
-               sizeof(float) * C);
-    }
-  WT_CHECK(s_alltoall(m, m->send, m->recv));
-  s_to_experts(m, m->recv, m->ein);
-  for (int le = 0; le < m->El; le++) { /* unused slots are zero rows: outputs ignored */
-    size_t r0 = (size_t)le * rows_e;
-    m->k->matmul_forward(m->h + r0 * 4 * C, m->ein + r0 * C,
-                         parallel_moe_expert(m, le, PARALLEL_MOE_FC_W, NULL),
-                         parallel_moe_expert(m, le, PARALLEL_MOE_FC_B, NULL), (int)rows_e, C, 4 * C,
-                         KERNELS_W_IN_OUT);
-    m->k->gelu_forward(m->g + r0 * 4 * C, m->h + r0 * 4 * C, rows_e * 4 * C);
-    m->k->matmul_forward(m->eout + r0 * C, m->g + r0 * 4 * C,
-                         parallel_moe_expert(m, le, PARALLEL_MOE_PROJ_W, NULL),
-                         parallel_moe_expert(m, le, PARALLEL_MOE_PROJ_B, NULL), (int)rows_e, 4 * C,
-                         C, KERNELS_W_IN_OUT);
-  }
-  s_from_experts(m, m->eout, m->send);
-  WT_CHECK(s_alltoall(m, m->send, m->back));
-  memset(y, 0, sizeof(float) * (size_t)N * C);
-  for (int n = 0; n < N; n++)
-    for (int j = 0; j < K; j++) {
-      int s = m->slot[(size_t)n * K + j], e = m->choice[(size_t)n * K + j];
-      if (s < 0) continue;
-      const float *o = s_row(m, m->back, e, s);
-      float gate = m->probs[(size_t)n * m->E + e];
-      for (int c = 0; c < C; c++) y[(size_t)n * C + c] += gate * o[c];
-    }
-  return WT_OK;
-}
-
-/* Router backward: d_logits from d_probs (in m->d_logits on entry) through the softmax, then
- * into the router weights and dx. */
-static void s_router_backward(parallel_moe *m, float *dx) {
-  int N = m->N, E = m->E;
-  for (int n = 0; n < N; n++) {
-    const float *p = m->probs + (size_t)n * E;
-    float *d = m->d_logits + (size_t)n * E, dot = 0;
-    for (int e = 0; e < E; e++) dot += p[e] * d[e];
-    for (int e = 0; e < E; e++) d[e] = p[e] * (d[e] - dot);
-  }
-  m->k->matmul_backward(dx, m->d_router, NULL, m->d_logits, m->x, m->router, N, m->C, E,
-                        KERNELS_W_IN_OUT);
+  return moe_layer_forward(m->layer, x, y, N);
 }
 
 int parallel_moe_backward(parallel_moe *m, const float *dy, float *dx) {
-  int N = m->N, C = m->C, K = m->K, E = m->E, cap = m->cap;
-  size_t rows = (size_t)m->P * m->El * cap, rows_e = (size_t)m->P * cap;
-  /* Combine backward: the gate's gradient and the expert outputs' gradients. The aux loss adds
-   * aux_weight · E · f_e / N to every token's d probs[e]. */
-  for (int n = 0; n < N; n++)
-    for (int e = 0; e < E; e++)
-      m->d_logits[(size_t)n * E + e] =
-          m->aux_weight * (float)E * ((float)m->picked[e] / ((float)N * K)) / (float)N;
-  memset(m->send, 0, sizeof(float) * rows * C);
-  for (int n = 0; n < N; n++)
-    for (int j = 0; j < K; j++) {
-      int s = m->slot[(size_t)n * K + j], e = m->choice[(size_t)n * K + j];
-      if (s < 0) continue;
-      const float *o = s_row(m, m->back, e, s), *d = dy + (size_t)n * C;
-      float gate = m->probs[(size_t)n * E + e], dgate = 0, *dst = s_row(m, m->send, e, s);
-      for (int c = 0; c < C; c++) dgate += d[c] * o[c], dst[c] = gate * d[c];
-      m->d_logits[(size_t)n * E + e] += dgate;
+  return moe_layer_backward(m->layer, dy, dx, 1.0f);
+}
+
+/* ---- gathering a model's experts ----------------------------------------------------------- */
+
+/* Offset of tensor `name` in stage s, or -1 when s does not hold it. */
+static long s_offset(gpt_stage *s, const char *name) {
+  int n;
+  const gpt_tensor_info *t = gpt_stage_tensors(s, &n);
+  for (int i = 0; i < n; i++)
+    if (!strcmp(t[i].name, name)) return (long)t[i].offset;
+  return -1;
+}
+
+int parallel_moe_gather_stage(const parallel_mesh *mesh, gpt_stage *local, gpt_stage *full) {
+  const parallel_group_comm *ep = parallel_mesh_coll(mesh, PARALLEL_GROUP_EP);
+  const gpt_config *c = gpt_stage_config(local);
+  if (memcmp(c, gpt_stage_config(full), sizeof *c) != 0 ||
+      gpt_stage_first(local) != gpt_stage_first(full) ||
+      gpt_stage_last(local) != gpt_stage_last(full))
+    return wt_fail(WT_EINVAL, "moe: gathering experts needs two stages of one model and layers");
+  if (gpt_stage_copy_params(full, local) < 0) return WT_EINVAL;
+  if (c->moe_experts == 0) return WT_OK;
+  int El = c->moe_experts / ep->size;
+  size_t es = moe_expert_numel(c->channels), block = (size_t)El * es;
+  float *buf = wt_xmalloc(sizeof(float) * block * (size_t)ep->size);
+  float *lp = gpt_stage_params_host(local, NULL), *fp = gpt_stage_params_host(full, NULL);
+  int rc = WT_OK;
+  for (int l = gpt_stage_first(local); l < gpt_stage_last(local) && rc == WT_OK; l++) {
+    if (!gpt_config_is_moe(c, l)) continue;
+    char mine[64], first[64];
+    snprintf(mine, sizeof mine, "h.%d.moe.experts.%d.c_fc.weight", l, ep->rank * El);
+    snprintf(first, sizeof first, "h.%d.moe.experts.0.c_fc.weight", l);
+    long lo = s_offset(local, mine), fo = s_offset(full, first);
+    if (lo < 0 || fo < 0) {
+      rc = wt_fail(WT_EINVAL,
+                   "moe: block %d's experts are missing from a stage (is `local` "
+                   "this rank's EP stage and `full` a stage of every expert?)",
+                   l);
+      break;
     }
-  WT_CHECK(s_alltoall(m, m->send, m->recv));
-  s_to_experts(m, m->recv, m->d_eout);
-  memset(m->d_g, 0, sizeof(float) * rows * 4 * C), memset(m->d_h, 0, sizeof(float) * rows * 4 * C);
-  memset(m->d_ein, 0, sizeof(float) * rows * C);
-  for (int le = 0; le < m->El; le++) {
-    size_t r0 = (size_t)le * rows_e;
-    m->k->matmul_backward(
-        m->d_g + r0 * 4 * C, parallel_moe_expert_grad(m, le, PARALLEL_MOE_PROJ_W, NULL),
-        parallel_moe_expert_grad(m, le, PARALLEL_MOE_PROJ_B, NULL), m->d_eout + r0 * C,
-        m->g + r0 * 4 * C, parallel_moe_expert(m, le, PARALLEL_MOE_PROJ_W, NULL), (int)rows_e,
-        4 * C, C, KERNELS_W_IN_OUT);
-    m->k->gelu_backward(m->d_h + r0 * 4 * C, m->h + r0 * 4 * C, m->d_g + r0 * 4 * C,
-                        rows_e * 4 * C);
-    m->k->matmul_backward(
-        m->d_ein + r0 * C, parallel_moe_expert_grad(m, le, PARALLEL_MOE_FC_W, NULL),
-        parallel_moe_expert_grad(m, le, PARALLEL_MOE_FC_B, NULL), m->d_h + r0 * 4 * C,
-        m->ein + r0 * C, parallel_moe_expert(m, le, PARALLEL_MOE_FC_W, NULL), (int)rows_e, C, 4 * C,
-        KERNELS_W_IN_OUT);
+    memset(buf, 0, sizeof(float) * block * (size_t)ep->size);
+    memcpy(buf + (size_t)ep->rank * block, lp + lo, sizeof(float) * block);
+    rc = parallel_group_allreduce(ep, buf, block * (size_t)ep->size, PARALLEL_OP_SUM);
+    if (rc == WT_OK) memcpy(fp + fo, buf, sizeof(float) * block * (size_t)ep->size);
   }
-  s_from_experts(m, m->d_ein, m->send);
-  WT_CHECK(s_alltoall(m, m->send, m->back)); /* back now holds d x of each kept choice */
-  for (int n = 0; n < N; n++)
-    for (int j = 0; j < K; j++) {
-      int s = m->slot[(size_t)n * K + j];
-      if (s < 0) continue;
-      const float *d = s_row(m, m->back, m->choice[(size_t)n * K + j], s);
-      for (int c = 0; c < C; c++) dx[(size_t)n * C + c] += d[c];
-    }
-  s_router_backward(m, dx);
-  return WT_OK;
+  free(buf);
+  if (rc == WT_OK) gpt_stage_params_upload(full);
+  return rc;
 }

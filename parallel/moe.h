@@ -1,26 +1,16 @@
-/* moe — expert parallelism: a Mixture-of-Experts MLP (GShard / Switch Transformer) whose E experts
- * are spread over the ranks of the mesh's EP group, tokens dispatched and combined by all-to-all.
+/* moe — expert parallelism: the Mixture-of-Experts MLP of model/moe.h (top-k router, capacity
+ * and token dropping, Switch load-balancing loss; its maths and routing rules are described
+ * there) with its E experts spread over the ranks of the mesh's EP group, tokens dispatched and
+ * combined by the group's all-to-all.
  *
- * The layer replaces a block's MLP: for each token x (C) of this rank,
- *   router    probs = softmax(x @ Wr), Wr (C, E) replicated on every rank
- *   top-k     the k experts of highest probability (ties to the lower index), gate = their
- *             probabilities (not renormalised, as in Switch for k = 1)
- *   capacity  each expert takes at most cap = ceil(capacity_factor · N·k / E) of this rank's N
- *             tokens; slots are given first choices first, then second choices, each in token
- *             order (GShard); a choice that finds its expert full is dropped (counted) and adds
- *             nothing — the block's residual carries the token on
- *   experts   GPT-2 MLPs: c_fc (C, 4C) + bias, GELU, c_proj (4C, C) + bias; rank p of P holds
- *             experts [p·E/P, (p+1)·E/P)
- *   output    y = Σ over kept choices gate · expert(x)
- *   aux loss  Switch load balancing: aux = E · Σ_e f_e · P_e, f_e the fraction of this rank's
- *             N·k choices that picked e (before dropping), P_e the mean router probability of e;
- *             the backward adds aux_weight · ∂aux/∂probs (f_e is a count and has no gradient).
- * Dispatch: each rank packs, for every destination, a (E/P, cap, C) block of the rows routed to
- * that destination's experts (unused slots zero), and one all-to-all delivers them; the expert
- * outputs return the same way. The same all-to-all runs twice more in the backward. All ranks of
- * the EP group must pass the same N (cap must agree; a block of the wrong size is WT_ECORRUPT).
- * Capacity and dropping are per rank's batch, so a single device that processes each rank's batch
- * with all E experts drops exactly the same tokens (the tests do this).
+ * Two ways to use it:
+ *   - parallel_moe: one standalone layer that owns its router and local experts (below);
+ *   - parallel_moe_exchange: the EP group as a moe_exchange, for a whole GPT whose MoE blocks
+ *     hold only this rank's experts (gpt_stage_new_ep). Expert tensors keep their global names
+ *     (h.L.moe.experts.E.*), so a checkpoint loads on any EP degree.
+ *
+ * Rank p of P holds experts [p·E/P, (p+1)·E/P). All ranks of the EP group must pass the same N
+ * (a block of the wrong size is WT_ECORRUPT).
  *
  * Bytes per rank per forward + backward: 4 · (P − 1) · (E/P) · cap · C · 4 (four all-to-alls).
  * Expert gradients are complete on their owner (summed over all source ranks' tokens); the
@@ -36,6 +26,7 @@
 #ifndef WT_PARALLEL_MOE_H
 #define WT_PARALLEL_MOE_H
 
+#include "model/moe.h"
 #include "parallel/mesh.h"
 
 struct kernels_ops;
@@ -57,6 +48,22 @@ typedef enum {
 } parallel_moe_tensor;
 
 typedef struct parallel_moe parallel_moe;
+
+/* The mesh's EP group as a model/moe.h exchange (borrowed: the mesh must outlive its users).
+ * Returns WT_OK, or WT_ENOTSUP for a group whose back end keeps device buffers. */
+int parallel_moe_exchange(const parallel_mesh *mesh, moe_exchange *ex);
+
+/* Gathers a whole model from the EP ranks' stages: copies this rank's stage `local` (built with
+ * parallel_moe_exchange) into `full`, a stage of the same config and layers holding every expert
+ * (EP degree 1, e.g. gpt_stage_new), and fills in the other ranks' experts through one sum
+ * all-reduce per MoE block over the EP group (each rank contributes its experts, zeros
+ * elsewhere: the sums are exact). Every EP rank calls it with its own `full`; any of them can
+ * then checkpoint_save it, and the checkpoint loads on any EP degree (checkpoint_load picks a
+ * rank's experts by name). Costs one whole model per rank while it runs. Returns WT_OK,
+ * WT_EINVAL if the stages do not match, or the communicator's status. */
+struct gpt_stage;
+int parallel_moe_gather_stage(const parallel_mesh *mesh, struct gpt_stage *local,
+                              struct gpt_stage *full);
 
 /* A layer of width C for up to max_tokens tokens per rank on the mesh's EP group (the mesh must
  * outlive it). Returns NULL with wt_last_error() set on a bad config. Parameters start at 0. */

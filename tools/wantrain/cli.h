@@ -76,6 +76,24 @@ int cli_device(const char *command, const char *name, const char *precision, int
   {"seed", WT_OPT_INT64, offsetof(type, seed), 0, 9e15, "1", "seed of weights and data order", 0}
 // clang-format on
 
+/* The Mixture-of-Experts rows (--moe-experts, --moe-top-k, --moe-layers, --moe-capacity,
+ * --moe-aux-weight), for a struct with fields of those names (moe_layers char[WT_CONFIG_STR_MAX],
+ * moe_capacity and moe_aux_weight double, the rest int); --moe-experts 0 is the dense model. */
+// clang-format off
+#define CLI_MOE_OPTIONS(type)                                                                      \
+  {"moe-experts", WT_OPT_INT, offsetof(type, moe_experts), 0, 65536, "0",                          \
+   "Mixture of Experts: experts per MoE block (0 = a dense model)", 0},                            \
+  {"moe-top-k", WT_OPT_INT, offsetof(type, moe_top_k), 1, 65536, "1",                              \
+   "experts each token is routed to (at most --moe-experts)", 0},                                  \
+  {"moe-layers", WT_OPT_STRING, offsetof(type, moe_layers), 0, 0, "all",                           \
+   "blocks whose MLP becomes experts: all, or numbers and ranges (\"1,3\", \"0-3\")", 0},          \
+  {"moe-capacity", WT_OPT_FLOAT, offsetof(type, moe_capacity), 1e-6, 1e6, "1.25",                  \
+   "capacity factor: an expert takes at most this x tokens*k/experts tokens; the rest are dropped", \
+   0},                                                                                             \
+  {"moe-aux-weight", WT_OPT_FLOAT, offsetof(type, moe_aux_weight), 0, 1e6, "0.01",                 \
+   "weight of the Switch load-balancing loss", 0}
+// clang-format on
+
 /* Prints "wantrain <command>: error: <wt_last_error()>" and returns CLI_FAIL. */
 int cli_fail(const char *command);
 

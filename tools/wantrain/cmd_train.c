@@ -35,6 +35,9 @@ typedef struct {
   double time_limit;
   char device[WT_CONFIG_STR_MAX], precision[WT_CONFIG_STR_MAX];
   int tf32;
+  int moe_experts, moe_top_k;
+  char moe_layers[WT_CONFIG_STR_MAX];
+  double moe_capacity, moe_aux_weight;
 } train_args;
 
 #define F(x) offsetof(train_args, x)
@@ -46,6 +49,7 @@ static const wt_option s_options[] = {
     {"micro-batches", WT_OPT_INT, F(micro_batches), 1, 65536, "1",
      "split each batch into this many accumulated micro-batches", 0},
     CLI_MODEL_OPTIONS(train_args),
+    CLI_MOE_OPTIONS(train_args),
     {"val-every", WT_OPT_INT, F(val_every), 0, 1e9, "50", "validate every N steps (0 = at the end)",
      0},
     {"val-batches", WT_OPT_INT, F(val_batches), 1, 1e6, "8", "micro-batches per validation", 0},
@@ -76,6 +80,14 @@ static void s_on_signal(int sig) {
   signal(sig, SIG_DFL); /* a second signal ends the process at once */
 }
 
+/* The MoE blocks' routing in the step just taken (before any validation forward). */
+typedef struct {
+  int blocks;   /* 0 for a dense model */
+  long *kept;   /* (E) (token, choice) pairs each expert took, over blocks and micro-batches */
+  long dropped; /* pairs dropped by the capacity */
+  double aux;   /* mean load-balancing loss per block (1 = balanced) */
+} moe_step;
+
 typedef struct {
   const train_args *a;
   FILE *log;
@@ -84,15 +96,30 @@ typedef struct {
   long first_step; /* steps already done when this process started */
   char *config_json;
   const kernels_ops *ops; /* --device */
+  moe_step moe;           /* kept: --moe-experts longs (at least one) */
 } run_state;
+
+/* The model of the flags (vocab from the data): dense, or the MoE variant of --moe-*. */
+static int s_model_config(const train_args *a, int vocab, gpt_config *m) {
+  *m = (gpt_config){.vocab_size = vocab,
+                    .max_seq = a->seq,
+                    .n_layer = a->layers,
+                    .n_head = a->heads,
+                    .channels = a->channels};
+  if (a->moe_experts == 0) return WT_OK;
+  m->moe_experts = a->moe_experts, m->moe_top_k = a->moe_top_k;
+  m->moe_capacity = (float)a->moe_capacity, m->moe_aux_weight = (float)a->moe_aux_weight;
+  if (gpt_config_set_moe_layers(m, a->moe_layers) != WT_OK) {
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", wt_last_error());
+    return wt_fail(WT_EINVAL, "--moe-layers: %s (--layers %d)", msg, a->layers);
+  }
+  return WT_OK;
+}
 
 static int s_trainer_config(const train_args *a, const data_set *d, trainer_config *tc) {
   memset(tc, 0, sizeof *tc);
-  tc->model = (gpt_config){.vocab_size = data_set_vocab_size(d),
-                           .max_seq = a->seq,
-                           .n_layer = a->layers,
-                           .n_head = a->heads,
-                           .channels = a->channels};
+  WT_CHECK(s_model_config(a, data_set_vocab_size(d), &tc->model));
   tc->batch = a->batch;
   tc->micro_batches = a->micro_batches;
   tc->steps = a->steps;
@@ -113,13 +140,33 @@ static void s_fmt_duration(double s, char *buf, size_t size) {
   snprintf(buf, size, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
 }
 
-static void s_progress(const run_state *r, const trainer_step_info *info, float val, double tok_s) {
-  char eta[32], vbuf[32] = "";
+static void s_moe_read(trainer *t, moe_step *m) {
+  m->blocks = gpt_stage_moe_stats(trainer_model(t), m->kept, &m->dropped, &m->aux, NULL);
+}
+
+/* " | moe load 0.91-1.12 drop 0.4% aux 1.004": each expert's share of the kept pairs over the
+ * fair share (min-max), the dropped share of all pairs, the aux loss. */
+static void s_moe_progress(const run_state *r, const moe_step *m, char *buf, size_t size) {
+  buf[0] = 0;
+  if (!m->blocks) return;
+  int E = r->a->moe_experts;
+  long kept = 0, lo = m->kept[0], hi = m->kept[0];
+  for (int e = 0; e < E; e++)
+    kept += m->kept[e], lo = WT_MIN(lo, m->kept[e]), hi = WT_MAX(hi, m->kept[e]);
+  double fair = kept > 0 ? (double)kept / E : 1, all = (double)(kept + m->dropped);
+  snprintf(buf, size, " | moe load %.2f-%.2f drop %.1f%% aux %.3f", (double)lo / fair,
+           (double)hi / fair, all > 0 ? 100.0 * (double)m->dropped / all : 0.0, m->aux);
+}
+
+static void s_progress(const run_state *r, const trainer_step_info *info, float val, double tok_s,
+                       const moe_step *moe) {
+  char eta[32], vbuf[32] = "", mbuf[96];
   double per_step = (wt_now_s() - r->t0) / (double)(info->step - r->first_step);
   s_fmt_duration(per_step * (double)(r->a->steps - info->step), eta, sizeof eta);
   if (!isnan(val)) snprintf(vbuf, sizeof vbuf, " | val %.4f", val);
-  printf("step %6ld/%d | loss %.4f%s | lr %.2e | %8.0f tok/s | ETA %s\n", info->step, r->a->steps,
-         info->loss, vbuf, info->lr, tok_s, eta);
+  s_moe_progress(r, moe, mbuf, sizeof mbuf);
+  printf("step %6ld/%d | loss %.4f%s | lr %.2e | %8.0f tok/s%s | ETA %s\n", info->step, r->a->steps,
+         info->loss, vbuf, info->lr, tok_s, mbuf, eta);
   fflush(stdout);
 }
 
@@ -141,13 +188,28 @@ __attribute__((format(printf, 2, 3))) static void s_log_line(run_state *r, const
           r->a->json_log, strerror(r->log_errno));
 }
 
-static void s_log(run_state *r, const trainer_step_info *info, float val, double tok_s) {
-  char vbuf[32] = "null";
+/* ',"moe":{"load":[...],"dropped":D,"aux":A}' for an MoE model (malloc'd; "" when dense). */
+static char *s_moe_json(const run_state *r, const moe_step *m) {
+  if (!m->blocks) return wt_xstrdup("");
+  int E = r->a->moe_experts;
+  size_t size = 96 + (size_t)E * 21, len = 0;
+  char *buf = wt_xmalloc(size);
+  len += (size_t)snprintf(buf, size, ",\"moe\":{\"load\":[");
+  for (int e = 0; e < E; e++)
+    len += (size_t)snprintf(buf + len, size - len, "%s%ld", e ? "," : "", m->kept[e]);
+  snprintf(buf + len, size - len, "],\"dropped\":%ld,\"aux\":%.6g}", m->dropped, m->aux);
+  return buf;
+}
+
+static void s_log(run_state *r, const trainer_step_info *info, float val, double tok_s,
+                  const moe_step *moe) {
+  char vbuf[32] = "null", *mbuf = s_moe_json(r, moe);
   if (!isnan(val)) snprintf(vbuf, sizeof vbuf, "%.6f", val);
   s_log_line(r,
              "{\"step\":%ld,\"loss\":%.6f,\"val_loss\":%s,\"lr\":%.6g,\"grad_norm\":%.6g,"
-             "\"tokens_per_s\":%.1f}\n",
-             info->step, info->loss, vbuf, info->lr, info->grad_norm, tok_s);
+             "\"tokens_per_s\":%.1f%s}\n",
+             info->step, info->loss, vbuf, info->lr, info->grad_norm, tok_s, mbuf);
+  free(mbuf);
 }
 
 static int s_checkpoint(trainer *t, const run_state *r) {
@@ -180,15 +242,16 @@ static int s_train(trainer *t, run_state *r) {
   while (trainer_steps_done(t) < a->steps) {
     trainer_step_info info;
     WT_CHECK(trainer_step(t, &info));
+    s_moe_read(t, &r->moe);
     loss = info.loss;
     float val = NAN;
     int last = info.step == a->steps;
     if (a->val_every > 0 && info.step % a->val_every == 0 && !last)
       WT_CHECK(trainer_val_loss(t, &val));
     double tok_s = tokens_per_step / info.seconds;
-    s_log(r, &info, val, tok_s);
+    s_log(r, &info, val, tok_s, &r->moe);
     if (info.step % a->log_every == 0 || !isnan(val) || info.step == r->first_step + 1)
-      s_progress(r, &info, val, tok_s);
+      s_progress(r, &info, val, tok_s, &r->moe);
     if (a->checkpoint_every > 0 && info.step % a->checkpoint_every == 0 && !last)
       WT_CHECK(s_checkpoint(t, r));
     if (s_stop_signal && !last) {
@@ -224,6 +287,11 @@ static int s_run(const train_args *a, run_state *r) {
   }
   if (rc == WT_OK) {
     size_t np = gpt_config_num_params(&tc.model);
+    if (tc.model.moe_experts > 0)
+      printf("moe: %d experts, top-%d, capacity factor %g, aux weight %g, in blocks %s: %.3f M "
+             "parameters active per token\n",
+             a->moe_experts, a->moe_top_k, a->moe_capacity, a->moe_aux_weight, a->moe_layers,
+             (double)gpt_config_num_active_params(&tc.model) / 1e6);
     printf("model: %d layers, %d channels, %d heads, vocab %d, context %d: %.3f M parameters\n"
            "data: %s (%zu tokens; %zu train, %zu validation)\n",
            a->layers, a->channels, a->heads, tc.model.vocab_size, a->seq, (double)np / 1e6, a->data,
@@ -243,6 +311,20 @@ static int s_check_flags(const train_args *a) {
   if (a->channels % a->heads != 0)
     return wt_fail(WT_EINVAL, "--heads %d must divide --channels %d", a->heads, a->channels);
   if (a->data_sha256[0]) WT_CHECK(data_sha256_check(a->data_sha256));
+  if (a->moe_experts == 0 && (a->moe_top_k != 1 || strcmp(a->moe_layers, "all") != 0 ||
+                              a->moe_capacity != 1.25 || a->moe_aux_weight != 0.01))
+    return wt_fail(WT_EINVAL, "--moe-top-k, --moe-layers, --moe-capacity and --moe-aux-weight "
+                              "shape an MoE model; add --moe-experts E (> 0) or drop them");
+  if (a->moe_experts > 0) {
+    if (a->moe_top_k > a->moe_experts)
+      return wt_fail(WT_EINVAL, "--moe-top-k %d must be at most --moe-experts %d", a->moe_top_k,
+                     a->moe_experts);
+    if (strcmp(a->device, "cpu") != 0)
+      return wt_fail(WT_EINVAL, "MoE blocks (--moe-experts) run on --device cpu only, not %s",
+                     a->device);
+    gpt_config m;
+    WT_CHECK(s_model_config(a, 1, &m));
+  }
   return WT_OK;
 }
 
@@ -298,6 +380,7 @@ int cmd_train(int argc, char **argv) {
   if (a.checkpoint_dir[0] && !(held = checkpoint_run_open(a.checkpoint_dir, !a.resume)))
     return cli_fail("train");
   run_state r = {.a = &a, .config_json = wt_config_to_json(s_options, &a), .ops = ops};
+  r.moe.kept = wt_xcalloc((size_t)WT_MAX(a.moe_experts, 1), sizeof(long));
   rc = s_open_log(&a, &r);
   signal(SIGINT, s_on_signal);
   signal(SIGTERM, s_on_signal);
@@ -305,6 +388,7 @@ int cmd_train(int argc, char **argv) {
   if (rc == WT_OK) rc = s_run(&a, &r);
   rc = s_close_log(&r, rc);
   free(r.config_json);
+  free(r.moe.kept);
   checkpoint_run_close(&held);
   if (rc != WT_OK) {
     cli_fail("train");
