@@ -289,6 +289,12 @@ static void test_refusals(void) {
   WT_TEST_ASSERT(gpt_config_validate(&c) == WT_EINVAL && strstr(wt_last_error(), "capacity"), "%s",
                  wt_last_error());
   c = s_moe(4, 1, 1.0f, 0.0f, "0");
+  gpt_stage *st = gpt_stage_new(&c, 0, c.n_layer, B, T);
+  WT_TEST_REQUIRE(st != NULL, "%s", wt_last_error());
+  WT_TEST_ASSERT(gpt_stage_set_slots(st, 2) == WT_ENOTSUP && strstr(wt_last_error(), "one forward"),
+                 "an MoE stage refuses a second activation slot: %s", wt_last_error());
+  WT_TEST_ASSERT(gpt_stage_set_slots(st, 1) == WT_OK, "one slot is fine");
+  gpt_stage_destroy(&st);
   memset(c.moe_layer, 0, sizeof c.moe_layer);
   WT_TEST_ASSERT(gpt_config_validate(&c) == WT_EINVAL &&
                      strstr(wt_last_error(), "at least one MoE block"),
