@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Runs the long DiLoCo experiments of docs/compression.md ("Long runs: how few bytes at what
+# loss"): synchronous fp32 data parallelism against DiLoCo with plain averaging or Nesterov outer
+# steps over a range of H, pseudo-gradient codecs (fp16, int8, int4, sign, top-k) with and
+# without error feedback, and streaming DiLoCo — 4 workers x 6,000 steps each (6.1 M tokens, 20x
+# the 300-step tables), seeded. Every run prints one JSON line; they are collected in
+# $OUT/runs.jsonl and tabulated (all runs, Pareto front, best setting per byte budget, loss over
+# the run) in $OUT/tables.md.
+#
+#   scripts/run_compression_long.sh                  # tool in build/, results in build/compression-long
+#   BUILD=build OUT=/tmp/long JOBS=16 scripts/run_compression_long.sh
+#   ONLY='^sync|H100' scripts/run_compression_long.sh     # the runs whose name matches a regex
+#   TABLES_ONLY=1 OUT=/tmp/long scripts/run_compression_long.sh   # tabulate what is there
+#
+# A run whose $OUT/runs/NAME.json exists already is not repeated, so a set can be resumed or
+# gathered from several machines. Wall time: 61 runs of 80-250 s each (one core per run, 4
+# threads of a 2-layer, 64-wide GPT sharing it) — about 2.5 core-hours; measured numbers in
+# docs/compression.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+OUT=${OUT:-$BUILD/compression-long}
+JOBS=${JOBS:-2}
+STEPS=${STEPS:-6000}
+ONLY=${ONLY:-.}
+SHARED=${WT_SHARED_DIR:-../shared}
+DATA=${DATA:-$SHARED/data/tinyshakespeare.txt}
+if [ "$DATA" != synthetic ] && [ ! -f "$DATA" ]; then
+  echo "note: $DATA not found; using the synthetic corpus" >&2
+  DATA=synthetic
+fi
+TOOL=$BUILD/bin/compress-experiments
+mkdir -p "$OUT/runs"
+COMMON="--data $DATA --layers 2 --channels 64 --heads 4 --seq 64 --batch 4 --workers 4 --threads 1
+ --steps $STEPS --eval-batches 64 --eval-every $((STEPS / 12))"
+
+# The outer step the codec and streaming runs use: the best of the H=100 sweep (seed 1).
+BEST="--outer-lr 1 --outer-momentum 0.5"
+BEST_TAG=lr1-m0.5
+
+# One line per run, most important first: NAME ARGS...
+plan() {
+  echo "sync-fp32-s1 --experiment dp --codec none --seed 1"
+  for o in "1 0" "0.7 0.9" "0.4 0.9" "1 0.5" "0.8 0.7"; do
+    set -- $o
+    echo "dl-H100-lr$1-m$2-fp32-s1 --experiment diloco --H 100 --outer-lr $1 --outer-momentum $2 --codec none --seed 1"
+  done
+  for H in 100 500; do
+    for codec in fp16 int8 int4 sign topk; do
+      echo "dl-H$H-$BEST_TAG-$codec-s1 --experiment diloco --H $H $BEST --codec $codec --seed 1"
+      echo "dl-H$H-$BEST_TAG-$codec-ef-s1 --experiment diloco --H $H $BEST --codec $codec --ef --seed 1"
+    done
+  done
+  for H in 10 30 300 500 1000; do
+    for o in "1 0" "0.7 0.9" "1 0.5"; do
+      set -- $o
+      echo "dl-H$H-lr$1-m$2-fp32-s1 --experiment diloco --H $H --outer-lr $1 --outer-momentum $2 --codec none --seed 1"
+    done
+  done
+  echo "dl-H10-$BEST_TAG-fp16-s1 --experiment diloco --H 10 $BEST --codec fp16 --seed 1"
+  echo "dl-H30-$BEST_TAG-int8-ef-s1 --experiment diloco --H 30 $BEST --codec int8 --ef --seed 1"
+  echo "dl-H1000-$BEST_TAG-sign-ef-s1 --experiment diloco --H 1000 $BEST --codec sign --ef --seed 1"
+  # Streaming DiLoCo: 4 fragments at staggered times, results arriving at once or 5 steps late.
+  for H in 100 500; do
+    echo "st-H$H-f4-t0-$BEST_TAG-fp32-s1 --experiment diloco --H $H $BEST --fragments 4 --codec none --seed 1"
+    echo "st-H$H-f4-t5-$BEST_TAG-fp32-s1 --experiment diloco --H $H $BEST --fragments 4 --overlap 5 --codec none --seed 1"
+  done
+  echo "st-H100-f4-t5-$BEST_TAG-int4-ef-s1 --experiment diloco --H 100 $BEST --fragments 4 --overlap 5 --codec int4 --ef --seed 1"
+  # Seeds 2 and 3 for the candidates of the front at each budget.
+  for seed in 2 3; do
+    echo "sync-fp32-s$seed --experiment dp --codec none --seed $seed"
+    echo "dl-H10-$BEST_TAG-fp16-s$seed --experiment diloco --H 10 $BEST --codec fp16 --seed $seed"
+    echo "dl-H100-$BEST_TAG-int8-ef-s$seed --experiment diloco --H 100 $BEST --codec int8 --ef --seed $seed"
+    echo "dl-H100-$BEST_TAG-int4-ef-s$seed --experiment diloco --H 100 $BEST --codec int4 --ef --seed $seed"
+    echo "dl-H500-$BEST_TAG-int4-ef-s$seed --experiment diloco --H 500 $BEST --codec int4 --ef --seed $seed"
+    echo "dl-H500-$BEST_TAG-sign-ef-s$seed --experiment diloco --H 500 $BEST --codec sign --ef --seed $seed"
+  done
+}
+
+run_one() {
+  local name=$1
+  shift
+  [ -s "$OUT/runs/$name.json" ] && return 0
+  # shellcheck disable=SC2086
+  if ! "$TOOL" $COMMON "$@" > "$OUT/runs/$name.tmp" 2> "$OUT/runs/$name.err"; then
+    echo "FAILED: $name (see $OUT/runs/$name.err)" >&2
+    return 0
+  fi
+  mv "$OUT/runs/$name.tmp" "$OUT/runs/$name.json"
+  echo "done: $name" >&2
+}
+export -f run_one
+export TOOL OUT COMMON
+
+if [ -z "${TABLES_ONLY:-}" ]; then
+  if [ ! -x "$TOOL" ]; then
+    echo "error: $TOOL not built; run: cmake --build $BUILD --target compress-experiments" >&2
+    exit 1
+  fi
+  start=$(date +%s)
+  plan | awk -v re="$ONLY" '$1 ~ re' > "$OUT/plan.txt"
+  # Each line of the plan becomes one `run_one NAME ARGS...`, JOBS at a time.
+  xargs -P "$JOBS" -L 1 bash -c 'run_one "$@"' _ < "$OUT/plan.txt"
+  echo "$(wc -l < "$OUT/plan.txt") runs in $(( $(date +%s) - start )) s" >&2
+fi
+: > "$OUT/runs.jsonl"
+for f in "$OUT"/runs/*.json; do
+  [ -s "$f" ] || continue
+  name=$(basename "$f" .json)
+  sed "s/^{/{\"name\":\"$name\",/" "$f" >> "$OUT/runs.jsonl"
+done
+python3 tools/compress-experiments/long_tables.py "$OUT/runs.jsonl" > "$OUT/tables.md"
+echo "$(wc -l < "$OUT/runs.jsonl") runs -> $OUT/runs.jsonl, tables -> $OUT/tables.md" >&2
