@@ -9,7 +9,7 @@
 #
 #   scripts/run_compression_long.sh                  # tool in build/, results in build/compression-long
 #   BUILD=build OUT=/tmp/long JOBS=16 scripts/run_compression_long.sh
-#   ONLY='^sync|H100' scripts/run_compression_long.sh     # the runs whose name matches a regex
+#   ONLY='-s1$' SKIP='^st-' scripts/run_compression_long.sh  # runs whose name matches / does not
 #   TABLES_ONLY=1 OUT=/tmp/long scripts/run_compression_long.sh   # tabulate what is there
 #
 # A run whose $OUT/runs/NAME.json exists already is not repeated, so a set can be resumed or
@@ -23,6 +23,7 @@ OUT=${OUT:-$BUILD/compression-long}
 JOBS=${JOBS:-2}
 STEPS=${STEPS:-6000}
 ONLY=${ONLY:-.}
+SKIP=${SKIP:-^$}
 SHARED=${WT_SHARED_DIR:-../shared}
 DATA=${DATA:-$SHARED/data/tinyshakespeare.txt}
 if [ "$DATA" != synthetic ] && [ ! -f "$DATA" ]; then
@@ -34,46 +35,50 @@ mkdir -p "$OUT/runs"
 COMMON="--data $DATA --layers 2 --channels 64 --heads 4 --seq 64 --batch 4 --workers 4 --threads 1
  --steps $STEPS --eval-batches 64 --eval-every $((STEPS / 12))"
 
-# The outer step the codec and streaming runs use: the best of the H=100 sweep (seed 1).
-BEST="--outer-lr 1 --outer-momentum 0.5"
-BEST_TAG=lr1-m0.5
+# The outer step of the codec and streaming runs: DiLoCo's published 0.7 / 0.9, which the H=100
+# sweep (the first runs below) found far better than plain averaging.
+BEST="--outer-lr 0.7 --outer-momentum 0.9"
+BEST_TAG=lr0.7-m0.9
 
-# One line per run, most important first: NAME ARGS...
-plan() {
+# Settings of the Pareto front that get seeds 2 and 3 (names without the -sN suffix).
+SEEDED="sync-fp32"
+
+# Seed 1 of every setting, one line per run, most important first: NAME ARGS...
+plan_s1() {
   echo "sync-fp32-s1 --experiment dp --codec none --seed 1"
-  for o in "1 0" "0.7 0.9" "0.4 0.9" "1 0.5" "0.8 0.7"; do
+  # The outer step at H = 100: plain averaging against Nesterov momentum.
+  for o in "0.7 0.9" "1 0" "0.4 0.9" "1 0.9" "1 0.5"; do
     set -- $o
     echo "dl-H100-lr$1-m$2-fp32-s1 --experiment diloco --H 100 --outer-lr $1 --outer-momentum $2 --codec none --seed 1"
   done
-  for H in 100 500; do
-    for codec in fp16 int8 int4 sign topk; do
-      echo "dl-H$H-$BEST_TAG-$codec-s1 --experiment diloco --H $H $BEST --codec $codec --seed 1"
-      echo "dl-H$H-$BEST_TAG-$codec-ef-s1 --experiment diloco --H $H $BEST --codec $codec --ef --seed 1"
-    done
+  # Pseudo-gradient codecs with and without error feedback.
+  for c in int4 int4-ef sign sign-ef topk topk-ef fp16 int8-ef; do
+    echo "dl-H100-$BEST_TAG-$c-s1 --experiment diloco --H 100 $BEST --codec ${c%-ef} $([ "$c" != "${c%-ef}" ] && echo --ef) --seed 1"
   done
-  for H in 10 30 300 500 1000; do
-    for o in "1 0" "0.7 0.9" "1 0.5"; do
-      set -- $o
-      echo "dl-H$H-lr$1-m$2-fp32-s1 --experiment diloco --H $H --outer-lr $1 --outer-momentum $2 --codec none --seed 1"
-    done
+  for c in fp32 sign sign-ef topk-ef int4-ef; do
+    echo "dl-H500-$BEST_TAG-$c-s1 --experiment diloco --H 500 $BEST --codec $([ $c = fp32 ] && echo none || echo ${c%-ef}) $([ "$c" != "${c%-ef}" ] && echo --ef) --seed 1"
   done
-  echo "dl-H10-$BEST_TAG-fp16-s1 --experiment diloco --H 10 $BEST --codec fp16 --seed 1"
+  echo "dl-H500-lr1-m0-fp32-s1 --experiment diloco --H 500 --outer-lr 1 --outer-momentum 0 --codec none --seed 1"
+  # Shorter and longer intervals.
+  echo "dl-H10-lr1-m0-fp16-s1 --experiment diloco --H 10 --outer-lr 1 --outer-momentum 0 --codec fp16 --seed 1"
+  echo "dl-H10-lr0.4-m0.9-fp16-s1 --experiment diloco --H 10 --outer-lr 0.4 --outer-momentum 0.9 --codec fp16 --seed 1"
+  echo "dl-H30-$BEST_TAG-fp32-s1 --experiment diloco --H 30 $BEST --codec none --seed 1"
   echo "dl-H30-$BEST_TAG-int8-ef-s1 --experiment diloco --H 30 $BEST --codec int8 --ef --seed 1"
+  echo "dl-H1000-$BEST_TAG-int4-ef-s1 --experiment diloco --H 1000 $BEST --codec int4 --ef --seed 1"
   echo "dl-H1000-$BEST_TAG-sign-ef-s1 --experiment diloco --H 1000 $BEST --codec sign --ef --seed 1"
   # Streaming DiLoCo: 4 fragments at staggered times, results arriving at once or 5 steps late.
-  for H in 100 500; do
-    echo "st-H$H-f4-t0-$BEST_TAG-fp32-s1 --experiment diloco --H $H $BEST --fragments 4 --codec none --seed 1"
-    echo "st-H$H-f4-t5-$BEST_TAG-fp32-s1 --experiment diloco --H $H $BEST --fragments 4 --overlap 5 --codec none --seed 1"
-  done
-  echo "st-H100-f4-t5-$BEST_TAG-int4-ef-s1 --experiment diloco --H 100 $BEST --fragments 4 --overlap 5 --codec int4 --ef --seed 1"
-  # Seeds 2 and 3 for the candidates of the front at each budget.
+  echo "st-H100-f4-t0-$BEST_TAG-fp32-s1 --experiment diloco --H 100 $BEST --fragments 4 --codec none --seed 1"
+  echo "st-H100-f4-t5-$BEST_TAG-fp32-s1 --experiment diloco --H 100 $BEST --fragments 4 --overlap 5 --codec none --seed 1"
+  echo "st-H500-f4-t5-$BEST_TAG-sign-ef-s1 --experiment diloco --H 500 $BEST --fragments 4 --overlap 5 --codec sign --ef --seed 1"
+}
+
+# Every run: seed 1 of each setting, then seeds 2 and 3 of the front's settings.
+plan() {
+  plan_s1
   for seed in 2 3; do
-    echo "sync-fp32-s$seed --experiment dp --codec none --seed $seed"
-    echo "dl-H10-$BEST_TAG-fp16-s$seed --experiment diloco --H 10 $BEST --codec fp16 --seed $seed"
-    echo "dl-H100-$BEST_TAG-int8-ef-s$seed --experiment diloco --H 100 $BEST --codec int8 --ef --seed $seed"
-    echo "dl-H100-$BEST_TAG-int4-ef-s$seed --experiment diloco --H 100 $BEST --codec int4 --ef --seed $seed"
-    echo "dl-H500-$BEST_TAG-int4-ef-s$seed --experiment diloco --H 500 $BEST --codec int4 --ef --seed $seed"
-    echo "dl-H500-$BEST_TAG-sign-ef-s$seed --experiment diloco --H 500 $BEST --codec sign --ef --seed $seed"
+    for run in $SEEDED; do
+      plan_s1 | awk -v n="$run-s1" -v s=$seed '$1 == n { sub(/-s1$/, "-s" s, $1); $NF = s; print }'
+    done
   done
 }
 
@@ -98,7 +103,7 @@ if [ -z "${TABLES_ONLY:-}" ]; then
     exit 1
   fi
   start=$(date +%s)
-  plan | awk -v re="$ONLY" '$1 ~ re' > "$OUT/plan.txt"
+  plan | awk -v re="$ONLY" -v skip="$SKIP" '$1 ~ re && $1 !~ skip' > "$OUT/plan.txt"
   # Each line of the plan becomes one `run_one NAME ARGS...`, JOBS at a time.
   xargs -P "$JOBS" -L 1 bash -c 'run_one "$@"' _ < "$OUT/plan.txt"
   echo "$(wc -l < "$OUT/plan.txt") runs in $(( $(date +%s) - start )) s" >&2
