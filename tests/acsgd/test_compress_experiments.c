@@ -94,12 +94,14 @@ static void test_diloco_streaming(void) {
   WT_TEST_REQUIRE(late, "streaming run with overlap failed with status %d", st);
   s_check_common(five, "streaming");
   s_check_common(late, "streaming with overlap");
-  double b1 = s_num(one, "bytes_per_worker_per_step"), b5 = s_num(five, "bytes_per_worker_per_step");
+  double b1 = s_num(one, "bytes_per_worker_per_step"),
+         b5 = s_num(five, "bytes_per_worker_per_step");
   // 6 syncs of everything against 6-7 of each fragment (the final sync completes cut rounds).
   WT_TEST_ASSERT(b5 > 0.98 * b1 && b5 < 1.2 * b1, "bytes per step %.0f vs %.0f", b5, b1);
   double p1 = s_num(one, "peak_bytes_per_sync"), p5 = s_num(five, "peak_bytes_per_sync");
   WT_TEST_ASSERT(p5 > 0.18 * p1 && p5 < 0.22 * p1, "peak bytes per sync %.0f vs %.0f", p5, p1);
-  WT_TEST_ASSERT(s_num(one, "rounds") == 6 && s_num(five, "rounds") == 6, "fragment 0 syncs 6 times");
+  WT_TEST_ASSERT(s_num(one, "rounds") == 6 && s_num(five, "rounds") == 6,
+                 "fragment 0 syncs 6 times");
   // The curve: steps 20, 40 and the end, whose point is the final loss.
   const cJSON *curve = cJSON_GetObjectItem(five, "val_curve");
   WT_TEST_REQUIRE(cJSON_GetArraySize(curve) == 3, "3 curve points, got %d",
@@ -133,8 +135,8 @@ static void test_diloco_codec_bytes(void) {
     s_check_common(j, cases[i].codec);
     double want = cases[i].bytes_per_float / 4 / 10; // vs fp32, once per 10 steps
     double got = s_num(j, "fraction_of_fp32_sync");
-    WT_TEST_ASSERT(fabs(got - want) <= 0.05 * want, "%s: fraction of fp32 sync bytes %.5f, want %.5f",
-                   cases[i].codec, got, want);
+    WT_TEST_ASSERT(fabs(got - want) <= 0.05 * want,
+                   "%s: fraction of fp32 sync bytes %.5f, want %.5f", cases[i].codec, got, want);
     cJSON_Delete(j);
   }
 }
@@ -185,8 +187,9 @@ int main(void) {
   const char *bin = getenv("WT_BIN_DIR");
   snprintf(s_tool, sizeof s_tool, "%s/compress-experiments", bin ? bin : "bin");
   if (access(s_tool, X_OK) != 0) {
-    fprintf(stderr, "test_compress_experiments: %s is missing or not executable; build the "
-                    "compress-experiments target (or set WT_BIN_DIR to the folder holding it)\n",
+    fprintf(stderr,
+            "test_compress_experiments: %s is missing or not executable; build the "
+            "compress-experiments target (or set WT_BIN_DIR to the folder holding it)\n",
             s_tool);
     return 1;
   }

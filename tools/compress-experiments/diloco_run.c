@@ -136,8 +136,10 @@ static int s_check(const exp_config *cfg, size_t n) {
     return wt_fail(WT_EINVAL, "--fragments %d must be at most --H %d and the parameter count",
                    cfg->fragments, cfg->H);
   if (cfg->overlap >= cfg->H)
-    return wt_fail(WT_EINVAL, "--overlap %d must be below --H %d (a fragment's result must "
-                   "arrive before its next sync starts)", cfg->overlap, cfg->H);
+    return wt_fail(WT_EINVAL,
+                   "--overlap %d must be below --H %d (a fragment's result must "
+                   "arrive before its next sync starts)",
+                   cfg->overlap, cfg->H);
   return WT_OK;
 }
 
@@ -274,8 +276,10 @@ int exp_run_diloco(const exp_config *cfg) {
   // Synchronise after the last step so the result is one model.
   if (rc == WT_OK && !diverged) rc = s_final_sync(&r);
   if (curve && !diverged && rc == WT_OK) exp_curve_add(curve, steps, exp_eval_loss(r.s, 1, d, cfg));
-  if (rc == WT_OK) s_report(&r, d, val0, diverged ? NAN : train, steps, diverged, curve, t0);
-  else cJSON_Delete(curve);
+  if (rc == WT_OK)
+    s_report(&r, d, val0, diverged ? NAN : train, steps, diverged, curve, t0);
+  else
+    cJSON_Delete(curve);
   s_teardown(&r);
   data_set_destroy(&d);
   return rc;

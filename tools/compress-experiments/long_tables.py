@@ -60,8 +60,11 @@ def fmt_frac(f):
 
 def main():
     groups = load(sys.argv[1])
-    rows = []
+    rows, solo = [], None
     for key, runs in groups.items():
+        if runs[0]["workers"] == 1:  # a control without traffic, on a quarter of the tokens
+            solo = stats(runs)
+            continue
         mean, sd, n = stats(runs)
         rows.append(dict(key=key, runs=runs, mean=mean, sd=sd, n=n, frac=frac(runs),
                          bpt=runs[0]["bytes_per_worker_per_token"]))
@@ -86,6 +89,9 @@ def main():
         print(f"| {x['key']} | {o} | {h} | {c} | {s} | {fmt_loss(x['mean'], x['sd'], x['n'])} | "
               f"{rel(x)} | {x['bpt']:.3g} | {fmt_frac(x['frac'])} |")
 
+    if solo:
+        print(f"\nControl: one worker alone (a quarter of the tokens, no traffic): "
+              f"{fmt_loss(*solo)}.")
     print("\n### Pareto front (no setting has both fewer bytes and a lower loss)\n")
     print("| setting | final val loss | vs sync | of fp32 sync |")
     print("|---|---|---|---|")
