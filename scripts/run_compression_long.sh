@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Runs the long DiLoCo experiments of docs/compression.md ("Long runs: how few bytes at what
-# loss"): synchronous fp32 data parallelism against DiLoCo with plain averaging or Nesterov outer
-# steps over a range of H, pseudo-gradient codecs (fp16, int8, int4, sign, top-k) with and
-# without error feedback, and streaming DiLoCo — 4 workers x 6,000 steps each (6.1 M tokens, 20x
-# the 300-step tables), seeded. Every run prints one JSON line; they are collected in
+# Runs the long DiLoCo experiments of docs/compression.md ("Long runs: which setting crosses a
+# slow link at the least loss"): synchronous fp32 data parallelism against DiLoCo with plain
+# averaging or Nesterov outer steps over H = 10 to 1000, pseudo-gradient codecs (int4, sign,
+# top-k with and without error feedback; fp16 and int8 at shorter H), and streaming DiLoCo —
+# 4 workers x 6,000 steps each (6.1 M tokens, 20x the 300-step tables), seeded. Every run prints one JSON line; they are collected in
 # $OUT/runs.jsonl and tabulated (all runs, Pareto front, best setting per byte budget, loss over
 # the run) in $OUT/tables.md.
 #
@@ -13,9 +13,9 @@
 #   TABLES_ONLY=1 OUT=/tmp/long scripts/run_compression_long.sh   # tabulate what is there
 #
 # A run whose $OUT/runs/NAME.json exists already is not repeated, so a set can be resumed or
-# gathered from several machines. Wall time: 61 runs of 80-250 s each (one core per run, 4
-# threads of a 2-layer, 64-wide GPT sharing it) — about 2.5 core-hours; measured numbers in
-# docs/compression.md.
+# gathered from several machines. Wall time: 35 runs of 130 s (idle core) to 8 min (loaded
+# machine) each, one core per run; measured on the shared 2-core machine: 9,342 s of run time,
+# about 65 min with 2-3 runs in parallel (docs/compression.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -41,7 +41,7 @@ BEST="--outer-lr 0.7 --outer-momentum 0.9"
 BEST_TAG=lr0.7-m0.9
 
 # Settings of the Pareto front that get seeds 2 and 3 (names without the -sN suffix).
-SEEDED=${SEEDED:-"sync-fp32 dl-H100-lr0.7-m0.9-fp32"}
+SEEDED=${SEEDED:-"sync-fp32 dl-H100-lr0.7-m0.9-fp32 dl-H100-lr0.7-m0.9-int4 dl-H100-lr0.7-m0.9-sign dl-H30-lr0.7-m0.9-int8-ef dl-H500-lr0.7-m0.9-sign"}
 
 # Seed 1 of every setting, one line per run, most important first: NAME ARGS...
 plan_s1() {

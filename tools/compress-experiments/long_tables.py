@@ -55,7 +55,8 @@ def frac(runs):
 
 
 def fmt_frac(f):
-    return "1" if f > 0.5 else f"1/{1 / f:,.0f}"
+    x = 1 / f
+    return "1" if f > 0.5 else f"1/{x:.4g}" if x < 1000 else f"1/{x:,.0f}"
 
 
 def main():
@@ -124,7 +125,9 @@ def main():
               "and its gap to sync\n")
         print("| setting | " + " | ".join(f"step {s}" for s in pick) + " |")
         print("|---|" + "---|" * len(pick))
+        # The front, plus DiLoCo at H = 100 with fp32 pseudo-gradients under both outer steps.
         names = ["sync-fp32"] + [x["key"] for x in front if x["key"] != "sync-fp32"]
+        names += [k for k in ("dl-H100-lr0.7-m0.9-fp32", "dl-H100-lr1-m0-fp32") if k not in names]
         for key in names:
             x = next(x for x in curved if x["key"] == key) if any(x["key"] == key for x in curved) else None
             if x is None:
