@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Runs the compression experiments of docs/compression.md: gradient codecs with and without
-# error feedback (AdamW and SGD), DiLoCo at several H, and AC-SGD at a pipeline cut. Every run
+# Runs the 300-step compression experiments of docs/compression.md: gradient codecs with and
+# without error feedback (AdamW and SGD) and AC-SGD at a pipeline cut (the long DiLoCo runs are
+# scripts/run_compression_long.sh). Every run
 # prints one JSON line; they are collected in $OUT/runs.jsonl and tabulated in $OUT/tables.md.
 #
 #   scripts/run_compression_experiments.sh            # tool in build/, results in build/compression
 #   BUILD=build-g OUT=/tmp/c JOBS=2 STEPS=300 scripts/run_compression_experiments.sh
 #   DATA=synthetic scripts/run_compression_experiments.sh   # without the Shakespeare text
 #
-# Sized for a 2-core machine: 65 runs of a 2-layer, 64-wide GPT, about 12-25 minutes with
+# Sized for a 2-core machine: 53 runs of a 2-layer, 64-wide GPT, about 12-25 minutes with
 # JOBS=2 depending on what else runs (seed 1 unless a run says otherwise). The OpenMP team of
 # each run is 1 thread (--threads 1), so JOBS runs in parallel use JOBS cores.
 set -euo pipefail
@@ -40,14 +41,8 @@ plan() {
       echo "dp-$opt-$codec-ef --experiment dp --optimizer $opt --codec $codec --ef --steps $STEPS"
     done
   done
-  for H in 1 10 50 100; do
-    for codec in fp16 int8; do
-      echo "diloco-H$H-$codec --experiment diloco --codec $codec --H $H --steps $STEPS"
-    done
-  done
-  echo "diloco-H50-none --experiment diloco --codec none --H 50 --steps $STEPS"
-  # Controls: seed spread of the baselines, error feedback without momentum, DiLoCo as plain
-  # parameter averaging, and AC-SGD with its caches in mmapped files.
+  # Controls: seed spread of the baselines, error feedback without momentum, and AC-SGD with its
+  # caches in mmapped files.
   for seed in 2 3; do
     for opt in adamw sgd; do
       echo "seed$seed-$opt-none --experiment dp --optimizer $opt --codec none --steps $STEPS --seed $seed"
@@ -66,9 +61,6 @@ plan() {
       echo "$tag-sgd-$codec --experiment dp --optimizer sgd --clip 0 $lm --codec $codec --steps $STEPS"
       echo "$tag-sgd-$codec-ef --experiment dp --optimizer sgd --clip 0 $lm --codec $codec --ef --steps $STEPS"
     done
-  done
-  for H in 1 10 50; do
-    echo "avg-H$H-fp16 --experiment diloco --codec fp16 --H $H --outer-lr 1 --outer-momentum 0 --steps $STEPS"
   done
   echo "acsgd-delta-2-mmap --experiment acsgd --acsgd delta --bits 2 --grad-bits 8 --subset 64 --batch 8 --epochs $EPOCHS --cut 1 --cache-path $OUT/acsgd-cache"
   # AC-SGD: 64 training windows, batch 8, $EPOCHS epochs; gradients back at 8 bits.
@@ -128,24 +120,6 @@ for codec in ["none", "fp16", "bf16", "int8", "int8-tensor", "topk", "sign"]:
     ef = lambda o: "n/a" if codec == "none" else loss(f"dp-{o}-{codec}-ef")
     print(f"| {codec} | {loss(f'dp-adamw-{codec}')} | {ef('adamw')} | {loss(f'dp-sgd-{codec}')} | {ef('sgd')} | {b} |")
 
-print("\n### DiLoCo vs synchronous data parallelism at the same tokens (AdamW inner)\n")
-print("| run | H | pseudo-gradient | final val loss | KiB/worker/step | bytes vs sync fp32 |")
-print("|---|---|---|---|---|---|")
-sync = runs.get("dp-adamw-none")
-base = sync["bytes_per_worker_per_step"] if sync else None
-def row(name, H, codec):
-    r = runs.get(name)
-    if r is None: return
-    b = r["bytes_per_worker_per_step"]
-    rel = f"1/{base / b:.0f}" if base and b and base / b >= 1.5 else (f"{b / base:.2f}" if base else "-")
-    print(f"| {name} | {H} | {codec} | {loss(name)} | {kib(b)} | {rel} |")
-row("dp-adamw-none", "sync", "fp32 gradients")
-row("dp-adamw-fp16", "sync", "fp16 gradients")
-row("dp-adamw-int8", "sync", "int8 gradients")
-for H in [1, 10, 50, 100]:
-    for codec in ["fp16", "int8", "none"]:
-        row(f"diloco-H{H}-{codec}", H, "fp32" if codec == "none" else codec)
-
 print("\n### Controls\n")
 print("| run | final val loss | final train loss | KiB/worker/step |")
 print("|---|---|---|---|")
@@ -153,7 +127,7 @@ for name in ["seed2-adamw-none", "seed3-adamw-none", "seed2-sgd-none", "seed3-sg
              "m0-sgd-none", "m0-sgd-sign", "m0-sgd-sign-ef", "m0-sgd-topk", "m0-sgd-topk-ef",
              "clip0-sgd-none", "clip0-sgd-sign", "clip0-sgd-sign-ef", "clip0-sgd-topk",
              "clip0-sgd-topk-ef", "lm-sgd-none", "lm-sgd-sign", "lm-sgd-sign-ef", "lm-sgd-topk",
-             "lm-sgd-topk-ef", "avg-H1-fp16", "avg-H10-fp16", "avg-H50-fp16"]:
+             "lm-sgd-topk-ef"]:
     r = runs.get(name)
     if r: print(f"| {name} | {loss(name)} | {loss(name, 'final_train_loss')} | {kib(r['bytes_per_worker_per_step'])} |")
 

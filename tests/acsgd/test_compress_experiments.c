@@ -8,6 +8,7 @@
 #include "common/testing.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,70 @@ static void test_diloco_fp16(void) {
   cJSON_Delete(dp);
 }
 
+/* Streaming DiLoCo: 5 fragments at staggered times move the same bytes per step as one sync of
+ * everything (plus the final sync of the fragments whose round was cut short) but 1/5 per sync;
+ * with a 3-step delay the run still learns; impossible schedules are refused. */
+static void test_diloco_streaming(void) {
+  int st;
+  const char *base = "--experiment diloco --steps 60 --H 10 --seed 3 --eval-every 20";
+  char args[512];
+  cJSON *one = s_run(base, &st);
+  WT_TEST_REQUIRE(one, "diloco run failed with status %d", st);
+  snprintf(args, sizeof args, "%s --fragments 5", base);
+  cJSON *five = s_run(args, &st);
+  WT_TEST_REQUIRE(five, "streaming run failed with status %d", st);
+  snprintf(args, sizeof args, "%s --fragments 5 --overlap 3", base);
+  cJSON *late = s_run(args, &st);
+  WT_TEST_REQUIRE(late, "streaming run with overlap failed with status %d", st);
+  s_check_common(five, "streaming");
+  s_check_common(late, "streaming with overlap");
+  double b1 = s_num(one, "bytes_per_worker_per_step"),
+         b5 = s_num(five, "bytes_per_worker_per_step");
+  // 6 syncs of everything against 6-7 of each fragment (the final sync completes cut rounds).
+  WT_TEST_ASSERT(b5 > 0.98 * b1 && b5 < 1.2 * b1, "bytes per step %.0f vs %.0f", b5, b1);
+  double p1 = s_num(one, "peak_bytes_per_sync"), p5 = s_num(five, "peak_bytes_per_sync");
+  WT_TEST_ASSERT(p5 > 0.18 * p1 && p5 < 0.22 * p1, "peak bytes per sync %.0f vs %.0f", p5, p1);
+  WT_TEST_ASSERT(s_num(one, "rounds") == 6 && s_num(five, "rounds") == 6,
+                 "fragment 0 syncs 6 times");
+  // The curve: steps 20, 40 and the end, whose point is the final loss.
+  const cJSON *curve = cJSON_GetObjectItem(five, "val_curve");
+  WT_TEST_REQUIRE(cJSON_GetArraySize(curve) == 3, "3 curve points, got %d",
+                  cJSON_GetArraySize(curve));
+  const cJSON *last = cJSON_GetArrayItem(curve, 2);
+  WT_TEST_ASSERT(cJSON_GetArrayItem(last, 0)->valuedouble == 60, "last point at step 60");
+  WT_TEST_ASSERT(cJSON_GetArrayItem(last, 1)->valuedouble == s_num(five, "final_val_loss"),
+                 "last curve point is the final loss");
+  cJSON_Delete(one);
+  cJSON_Delete(five);
+  cJSON_Delete(late);
+  WT_TEST_ASSERT(s_run("--experiment diloco --H 10 --overlap 10", &st) == NULL && st != 0,
+                 "a delay of H steps refused");
+  WT_TEST_ASSERT(s_run("--experiment diloco --H 10 --fragments 11", &st) == NULL && st != 0,
+                 "more fragments than H refused");
+}
+
+/* Pseudo-gradient codecs: the bytes per worker are the codec's size once per H steps. */
+static void test_diloco_codec_bytes(void) {
+  static const struct {
+    const char *codec;
+    double bytes_per_float; /* payload per value, scales of 64-value blocks included */
+  } cases[] = {{"int4", 0.5 + 4.0 / 64}, {"sign", 1.0 / 8 + 4.0 / 64}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char args[256];
+    int st;
+    snprintf(args, sizeof args, "--experiment diloco --steps 40 --H 10 --seed 3 --ef --codec %s",
+             cases[i].codec);
+    cJSON *j = s_run(args, &st);
+    WT_TEST_REQUIRE(j, "%s run failed with status %d", cases[i].codec, st);
+    s_check_common(j, cases[i].codec);
+    double want = cases[i].bytes_per_float / 4 / 10; // vs fp32, once per 10 steps
+    double got = s_num(j, "fraction_of_fp32_sync");
+    WT_TEST_ASSERT(fabs(got - want) <= 0.05 * want,
+                   "%s: fraction of fp32 sync bytes %.5f, want %.5f", cases[i].codec, got, want);
+    cJSON_Delete(j);
+  }
+}
+
 static void test_acsgd_delta(void) {
   int st;
   cJSON *j =
@@ -122,13 +187,16 @@ int main(void) {
   const char *bin = getenv("WT_BIN_DIR");
   snprintf(s_tool, sizeof s_tool, "%s/compress-experiments", bin ? bin : "bin");
   if (access(s_tool, X_OK) != 0) {
-    fprintf(stderr, "test_compress_experiments: %s is missing or not executable; build the "
-                    "compress-experiments target (or set WT_BIN_DIR to the folder holding it)\n",
+    fprintf(stderr,
+            "test_compress_experiments: %s is missing or not executable; build the "
+            "compress-experiments target (or set WT_BIN_DIR to the folder holding it)\n",
             s_tool);
     return 1;
   }
   test_dp_int8_ef();
   test_diloco_fp16();
+  test_diloco_streaming();
+  test_diloco_codec_bytes();
   test_acsgd_delta();
   test_local_momentum_is_global();
   test_bad_flag();

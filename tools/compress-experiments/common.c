@@ -100,6 +100,25 @@ int exp_optim_step(optim *opt, gpt_stage *s, double sq_total, double loss) {
   return trainer_apply(opt, params, grads, optim_step_count(opt), sq_total, (float)loss, NULL);
 }
 
+void exp_add_bytes(cJSON *j, const exp_config *cfg, parallel_inproc_group *g, long steps,
+                   size_t n) {
+  double total = 0;
+  for (int w = 0; w < cfg->workers; w++)
+    total += (double)parallel_comm_bytes_sent(parallel_inproc_group_comm(g, w));
+  double per_step = total / cfg->workers / (double)WT_MAX(steps, 1);
+  double fp32 = 2.0 * (cfg->workers - 1) / cfg->workers * 4.0 * (double)n;
+  cJSON_AddNumberToObject(j, "bytes_per_worker_per_step", per_step);
+  cJSON_AddNumberToObject(j, "bytes_per_worker_per_token", per_step / (cfg->batch * cfg->seq));
+  cJSON_AddNumberToObject(j, "fraction_of_fp32_sync", fp32 > 0 ? per_step / fp32 : 0);
+}
+
+void exp_curve_add(cJSON *curve, long step, double loss) {
+  cJSON *pt = cJSON_CreateArray();
+  cJSON_AddItemToArray(pt, cJSON_CreateNumber((double)step));
+  cJSON_AddItemToArray(pt, cJSON_CreateNumber(loss));
+  cJSON_AddItemToArray(curve, pt);
+}
+
 cJSON *exp_result_new(const exp_config *cfg) {
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "experiment", cfg->experiment);

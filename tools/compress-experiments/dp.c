@@ -171,7 +171,8 @@ static double s_bytes_per_worker_step(s_run *r) {
   return total / r->cfg->workers / WT_MAX(r->steps_done, 1);
 }
 
-static void s_report(s_run *r, double val0, double val, double train, int diverged, double t0) {
+static void s_report(s_run *r, double val0, double val, double train, int diverged, cJSON *curve,
+                     double t0) {
   const exp_config *cfg = r->cfg;
   cJSON *j = exp_result_new(cfg);
   cJSON_AddStringToObject(j, "codec", cfg->codec);
@@ -195,6 +196,8 @@ static void s_report(s_run *r, double val0, double val, double train, int diverg
   double fp32 = 2.0 * (cfg->workers - 1) / cfg->workers * 4.0 * (double)r->red.n;
   cJSON_AddNumberToObject(j, "bytes_per_worker_per_step", bytes);
   cJSON_AddNumberToObject(j, "ratio_vs_fp32_ring", bytes > 0 ? fp32 / bytes : 0);
+  exp_add_bytes(j, cfg, r->g, r->steps_done, r->red.n);
+  if (curve) cJSON_AddItemToObject(j, "val_curve", curve);
   cJSON_AddNumberToObject(j, "wall_s", wt_now_s() - t0);
   exp_print(j);
 }
@@ -207,16 +210,22 @@ int exp_run_dp(const exp_config *cfg) {
   int rc = s_setup(&r, cfg, d);
   double train = 0, loss = 0, val0 = rc == WT_OK ? exp_eval_loss(&r.s, 1, d, cfg) : NAN;
   int diverged = 0;
+  cJSON *curve = cfg->eval_every > 0 ? cJSON_CreateArray() : NULL;
   for (int step = 0; rc == WT_OK && step < cfg->steps && !diverged; step++) {
     rc = s_step(&r, &loss);
     r.steps_done++;
     diverged = !isfinite(loss) || loss > 1e3;
     if (step >= cfg->steps - 10) train += loss / WT_MIN(10, cfg->steps);
+    if (curve && !diverged && (step + 1) % cfg->eval_every == 0 && step + 1 < cfg->steps)
+      exp_curve_add(curve, step + 1, exp_eval_loss(&r.s, 1, d, cfg));
   }
   if (rc == WT_OK) {
     double val = diverged ? NAN : exp_eval_loss(&r.s, 1, d, cfg);
-    s_report(&r, val0, val, diverged ? NAN : train, diverged, t0);
+    if (curve && !diverged) exp_curve_add(curve, r.steps_done, val);
+    s_report(&r, val0, val, diverged ? NAN : train, diverged, curve, t0);
+    curve = NULL;
   }
+  cJSON_Delete(curve);
   s_teardown(&r);
   data_set_destroy(&d);
   return rc;

@@ -8,8 +8,11 @@
  *           a gradient codec (none, fp16, bf16, int8 one-scale / blockwise, top-k, sign), with or
  *           without error feedback, under AdamW or SGD with momentum;
  *   diloco  DiLoCo (Douillard et al. 2023): each worker takes H local AdamW steps, then the
- *           workers average their pseudo-gradients (fp32, fp16 or int8) and an outer Nesterov
- *           SGD step moves the shared weights;
+ *           workers average their pseudo-gradients (fp32 or any codec, with or without error
+ *           feedback) and an outer SGD step (Nesterov momentum, or plain averaging with lr 1
+ *           and momentum 0) moves the shared weights; optionally streaming (Douillard et al.
+ *           2025): parameter fragments synchronised at staggered times, results arriving
+ *           a few steps late and merged into the weights trained meanwhile;
  *   acsgd   a 2-stage pipeline split at layer `cut`: the activation crosses the cut through the
  *           AC-SGD sender/receiver (delta or direct quantization, or uncompressed), the gradient
  *           back is quantized directly; a small training subset repeated for several epochs.
@@ -27,6 +30,7 @@
 #include "model/data.h"
 #include "model/gpt.h"
 #include "model/optim.h"
+#include "parallel/comm.h"
 
 #include <cjson/cJSON.h>
 
@@ -46,6 +50,10 @@ typedef struct {
   int warmup;
   int H; /* diloco: inner steps between synchronisations */
   double outer_lr, outer_momentum;
+  int fragments;      /* diloco: streaming fragments synchronised at staggered times */
+  int overlap;        /* diloco: inner steps a sync's result takes to arrive (0 = at once) */
+  double merge_alpha; /* diloco with overlap: θ = α·θ + (1 − α)·θ_outer on arrival */
+  int eval_every;     /* dp, diloco: validation loss every N steps into "val_curve"; 0 = off */
   char acsgd[WT_CONFIG_STR_MAX]; /* none | direct | delta */
   int bits;                      /* acsgd: activation bits */
   int grad_bits;                 /* acsgd: bits of the gradient sent back */
@@ -90,6 +98,16 @@ int exp_codec_new(const char *name, size_t n, compress_codec **out, int *sparse)
  * by the global norm sq_total). A non-finite loss or norm skips the update and returns WT_OK:
  * the caller sees the loss, stops and reports the run as diverged. */
 int exp_optim_step(optim *opt, gpt_stage *s, double sq_total, double loss);
+
+/* Adds the traffic fields to a result: bytes_per_worker_per_step (mean over the ranks of g of
+ * what each sent, over `steps`), bytes_per_worker_per_token (per token a worker trained on),
+ * and fraction_of_fp32_sync: those bytes over the fp32 ring all-reduce of n floats every step,
+ * 2·(W−1)/W·4n — synchronous fp32 data parallelism's traffic for the same model. */
+void exp_add_bytes(cJSON *result, const exp_config *cfg, parallel_inproc_group *g, long steps,
+                   size_t n);
+
+/* Appends [step, loss] to a "val_curve" array. */
+void exp_curve_add(cJSON *curve, long step, double loss);
 
 /* A JSON object with the fields every run reports (experiment, data, model shape, seed). The
  * caller adds its own and prints it with exp_print. */

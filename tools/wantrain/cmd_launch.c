@@ -20,6 +20,7 @@
 #include "tools/wantrain/cli.h"
 
 #include "common/common.h"
+#include "compress/preset.h"
 #include "kernels/kernels.h"
 #include "model/data.h"
 #include "model/trainer.h"
@@ -72,6 +73,7 @@ typedef struct {
   char checkpoint_dir[WT_CONFIG_STR_MAX];
   int checkpoint_every, keep, resume;
   char json_log[WT_CONFIG_STR_MAX];
+  char preset[WT_CONFIG_STR_MAX];
 } launch_args;
 
 /* The data, model and optimizer rows are `wantrain train`'s (cli.h), so a command line moves
@@ -140,6 +142,8 @@ static const wt_option s_options[] = {
     {"keep", WT_OPT_INT, F(keep), 1, 1000, "2", "checkpoints kept per stage", 0},
     {"resume", WT_OPT_FLAG, F(resume), 0, 1, "0", "continue from --checkpoint-dir's manifest", 0},
     {"json-log", WT_OPT_STRING, F(json_log), 0, 0, "", "append one JSON object per step here", 0},
+    {"preset", WT_OPT_CHOICE, F(preset), 0, 0, "none", COMPRESS_PRESET_HELP,
+     "none|" COMPRESS_PRESET_NAMES},
     {0}};
 #undef F
 
@@ -179,6 +183,9 @@ static void s_tasklet_config(const launch_args *a, const data_set *d, parallel_t
   snprintf(c->grad_codec, sizeof c->grad_codec, "%.15s", a->grad_codec); /* a choice: short */
   snprintf(c->act_codec, sizeof c->act_codec, "%.15s", a->act_codec);
   c->diloco_h = a->diloco;
+  const compress_preset *p = strcmp(a->preset, "none") ? compress_preset_find(a->preset) : NULL;
+  if (p) c->diloco_lr = p->outer_lr, c->diloco_momentum = p->outer_momentum;
+  if (p) c->grad_ef = p->error_feedback;
   c->zero = a->zero;
   c->act_slots = a->act_slots;
   snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "%s", a->checkpoint_dir);
@@ -457,7 +464,8 @@ int cmd_launch_worker(int argc, char **argv) {
   launch_args a;
   int help = 0;
   if (!status || wt_config_defaults(s_options, &a) != WT_OK ||
-      wt_config_parse_args(s_options, &a, argc, argv, 5, NULL, 0, NULL, &help) != WT_OK) {
+      wt_config_parse_args(s_options, &a, argc, argv, 5, NULL, 0, NULL, &help) != WT_OK ||
+      compress_preset_apply(a.preset, &a.diloco, a.grad_codec, sizeof a.grad_codec) != WT_OK) {
     fprintf(stderr, "wantrain __tasklet %d: %s\n", rank, wt_last_error());
     return CLI_USAGE;
   }
@@ -941,6 +949,15 @@ int cmd_launch(int argc, char **argv) {
   launch_args a;
   int rc = cli_parse("launch", s_usage, s_options, &a, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;
+  if (compress_preset_apply(a.preset, &a.diloco, a.grad_codec, sizeof a.grad_codec) != WT_OK) {
+    fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
+    return CLI_USAGE;
+  }
+  if (strcmp(a.preset, "none")) {
+    char line[512];
+    compress_preset_describe(compress_preset_find(a.preset), line, sizeof line);
+    printf("launch: preset %s: %s\n", a.preset, line);
+  }
   int world = a.stages * a.replicas;
   if (world > S_MAX_RANKS) {
     fprintf(stderr, "wantrain launch: error: %d x %d = %d processes; at most %d on one host\n",
