@@ -32,7 +32,12 @@ peers
 wait_committed "$WORK/a.log" 30 60 || fail "A: no checkpoint"
 history() { curl -sf "http://127.0.0.1:$(cat "$WORK/a/http_port")/status" |
             python3 -c "import json,sys; print(json.dumps(json.load(sys.stdin)['loss_history']))"; }
-before=$(history) || fail "A: /status did not answer before the kill"
+# the history grows a point per loss report, fewer per step on a faster machine: wait for three
+for _ in $(seq 300); do
+  before=$(history) && [ "$(echo "$before" | python3 -c "import json,sys; print(len(json.load(sys.stdin)))")" -ge 3 ] && break
+  sleep 0.1
+done
+[ -n "$before" ] || fail "A: /status did not answer before the kill"
 kill_coord
 sleep 1
 start_coord a.log "${ARGS[@]}"
@@ -41,7 +46,7 @@ python3 -c "
 import json, sys
 b, a = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 print(f'A: loss history: {len(b)} points up to step {b[-1][0]} before the kill, {len(a)} after the restart')
-sys.exit(0 if len(b) >= 5 and a[:len(b)] == b else 1)" "$before" "${after:-[]}" ||
+sys.exit(0 if len(b) >= 3 and a[:len(b)] == b else 1)" "$before" "${after:-[]}" ||
   fail "A: the restarted coordinator lost the loss history (before: $before; after: ${after:-none})"
 wait_for "$WORK/a.log" "the run finished 150 steps" 60 || fail "A: the run did not finish after the restart"
 wait_exit "$CPID" 60
