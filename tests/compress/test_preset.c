@@ -102,6 +102,15 @@ static void test_launch(void) {
   WT_TEST_ASSERT(st == 2 && strstr(out, "--preset wan sets --grad-codec") &&
                      strstr(out, "--grad-codec bf16 was given"),
                  "conflict refused: status %d, output: %s", st, out);
+  // Activation deltas under DiLoCo are warned about (measured to cost loss), not refused.
+  st = s_launch("--preset wan --act-codec delta4 --replicas 2 --batch 3 --data synthetic", out,
+                sizeof out);
+  WT_TEST_ASSERT(st == 2 && strstr(out, "warning: --act-codec delta4") && strstr(out, "direct8"),
+                 "delta codec under DiLoCo warned: status %d, output: %s", st, out);
+  st = s_launch("--preset wan --act-codec direct8 --replicas 2 --batch 3 --data synthetic", out,
+                sizeof out);
+  WT_TEST_ASSERT(st == 2 && !strstr(out, "warning:"), "direct8 under DiLoCo is not warned: %s",
+                 out);
   st = s_launch("--preset fast --data synthetic", out, sizeof out);
   WT_TEST_ASSERT(st == 2 && strstr(out, "slow-wan"), "unknown preset: status %d: %s", st, out);
 }

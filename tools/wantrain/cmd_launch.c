@@ -370,8 +370,7 @@ static void s_worker_on_step(void *arg, const parallel_tasklet_step *st) {
   s_worker *w = arg;
   fprintf(w->status, "step %ld %.9g %.6f %llu %llu %llu %.9g\n", st->info.step, st->info.loss,
           st->info.seconds, (unsigned long long)st->bytes_pipeline,
-          (unsigned long long)st->bytes_data, (unsigned long long)st->bytes_control,
-          st->val_loss);
+          (unsigned long long)st->bytes_data, (unsigned long long)st->bytes_control, st->val_loss);
   fflush(w->status);
 }
 
@@ -532,9 +531,9 @@ typedef struct {
   int running, exit_code; /* exit_code: status, or 128+signal */
   long steps;             /* last step reported */
   float loss;
-  float val;              /* validation loss of that step, NAN when none was taken */
-  int time_limited;       /* the run stopped at --time-limit */
-  float last_val;         /* the run's last validation loss */
+  float val;        /* validation loss of that step, NAN when none was taken */
+  int time_limited; /* the run stopped at --time-limit */
+  float last_val;   /* the run's last validation loss */
   double step_s;
   uint64_t bytes[3]; /* pipeline, data, control: sent so far */
   int done;
@@ -558,8 +557,8 @@ typedef struct {
   long step_count;
   int failed_rank; /* first failure, -1 none */
   double failed_at;
-  s_wan wan;         /* the emulated network, when --scenario is given */
-  double tied_bytes; /* the tied embedding's gradient (V x C floats) */
+  s_wan wan;              /* the emulated network, when --scenario is given */
+  double tied_bytes;      /* the tied embedding's gradient (V x C floats) */
   int rings[S_MAX_RANKS]; /* with a scenario: each stage's data-parallel ring (s_wan_rings) */
   int gpus;               /* --device cuda: process w runs on GPU w mod gpus; 0 otherwise */
 } s_run;
@@ -791,8 +790,8 @@ static int s_start(s_run *r, const char *dir, int argc, char **argv) {
     }
     close(fds[1]);
     fcntl(fds[0], F_SETFD, FD_CLOEXEC);
-    r->p[w] = (s_proc){
-        .pid = pid, .fd = fds[0], .running = 1, .loss = NAN, .val = NAN, .last_val = NAN};
+    r->p[w] =
+        (s_proc){.pid = pid, .fd = fds[0], .running = 1, .loss = NAN, .val = NAN, .last_val = NAN};
   }
   return WT_OK;
 }
@@ -887,8 +886,8 @@ static int s_summary(s_run *r) {
   if (r->p[0].time_limited)
     printf("time limit of %g s reached at step %ld of %d%s\n", a->time_limit, steps, a->steps,
            a->checkpoint_dir[0] ? "; --resume continues from the checkpoint" : "");
-  printf("done: %ld steps | loss %.6f | val %.4f | %.0f tok/s | %.1f s (%.1f s training)\n",
-         steps, r->p[0].loss, r->p[0].last_val,
+  printf("done: %ld steps | loss %.6f | val %.4f | %.0f tok/s | %.1f s (%.1f s training)\n", steps,
+         r->p[0].loss, r->p[0].last_val,
          (double)a->batch * a->seq * (double)r->step_count / r->step_sum, wall, seconds);
   printf("iteration time %.4f s (mean of steps %ld..%ld); compute %.0f%% of the processes' "
          "time\n",
@@ -958,6 +957,13 @@ int cmd_launch(int argc, char **argv) {
     compress_preset_describe(compress_preset_find(a.preset), line, sizeof line);
     printf("launch: preset %s: %s\n", a.preset, line);
   }
+  if (a.diloco > 0 && !strncmp(a.act_codec, "delta", 5))
+    fprintf(stderr,
+            "wantrain launch: warning: --act-codec %s sends each sample's change since its last "
+            "visit, and DiLoCo's outer steps move the weights at once: measured, it costs several "
+            "percent of loss or more (docs/compression.md, \"Stacked on a pipeline\"); "
+            "--act-codec direct8 moves about the same bytes without that cost\n",
+            a.act_codec);
   int world = a.stages * a.replicas;
   if (world > S_MAX_RANKS) {
     fprintf(stderr, "wantrain launch: error: %d x %d = %d processes; at most %d on one host\n",
