@@ -11,12 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert((int)PARALLEL_MOE_FC_W == (int)MOE_FC_W && (int)PARALLEL_MOE_FC_B == (int)MOE_FC_B &&
-                   (int)PARALLEL_MOE_PROJ_W == (int)MOE_PROJ_W &&
-                   (int)PARALLEL_MOE_PROJ_B == (int)MOE_PROJ_B &&
-                   (int)PARALLEL_MOE_TENSORS == (int)MOE_TENSORS,
-               "parallel_moe_tensor follows moe_tensor");
-
 /* User tag of the all-to-all blocks on the EP sub-communicator. */
 enum { S_TAG_A2A = 1 };
 
@@ -53,11 +47,7 @@ parallel_moe *parallel_moe_new(const parallel_mesh *mesh, const kernels_ops *k, 
                                const parallel_moe_config *cfg, int max_N) {
   moe_exchange ex;
   if (parallel_moe_exchange(mesh, &ex) != WT_OK) return NULL;
-  moe_config mc = {.experts = cfg->experts,
-                   .top_k = cfg->top_k,
-                   .capacity_factor = cfg->capacity_factor,
-                   .aux_weight = cfg->aux_weight};
-  moe_layer *layer = moe_layer_new(k, C, &mc, max_N, &ex);
+  moe_layer *layer = moe_layer_new(k, C, cfg, max_N, &ex);
   if (!layer) return NULL;
   parallel_moe *m = wt_xcalloc(1, sizeof *m);
   m->layer = layer, m->C = C, m->E = cfg->experts, m->El = cfg->experts / ex.size;

@@ -31,21 +31,17 @@
 
 struct kernels_ops;
 
-typedef struct {
-  int experts;           /* E, a multiple of the EP degree */
-  int top_k;             /* k in [1, E] */
-  float capacity_factor; /* > 0 */
-  float aux_weight;      /* weight of the load-balancing loss in the objective (>= 0) */
-} parallel_moe_config;
+/* The layer's configuration and its expert tensors are the model's (model/moe.h); the EP layer
+ * only adds where the experts live. */
+typedef moe_config parallel_moe_config;
 
 /* One local expert's tensors, in this order in parallel_moe_expert's block. */
-typedef enum {
-  PARALLEL_MOE_FC_W = 0, /* (C, 4C) */
-  PARALLEL_MOE_FC_B,     /* (4C) */
-  PARALLEL_MOE_PROJ_W,   /* (4C, C) */
-  PARALLEL_MOE_PROJ_B,   /* (C) */
-  PARALLEL_MOE_TENSORS
-} parallel_moe_tensor;
+typedef moe_tensor parallel_moe_tensor;
+#define PARALLEL_MOE_FC_W MOE_FC_W     /* (C, 4C) */
+#define PARALLEL_MOE_FC_B MOE_FC_B     /* (4C) */
+#define PARALLEL_MOE_PROJ_W MOE_PROJ_W /* (4C, C) */
+#define PARALLEL_MOE_PROJ_B MOE_PROJ_B /* (C) */
+#define PARALLEL_MOE_TENSORS MOE_TENSORS
 
 typedef struct parallel_moe parallel_moe;
 
