@@ -57,6 +57,11 @@ const wt_option exp_options[] = {
      "dp, diloco: validation loss every N steps into the JSON's val_curve (diloco: of the "
      "replicas' mean); 0 = off",
      NULL},
+    {"data-order", WT_OPT_CHOICE, F(data_order), 0, 0, "worker",
+     "dp, diloco: worker = each worker its own stream of windows; global = as `wantrain "
+     "launch` draws them (each worker its slice of one global batch), so both give the same "
+     "losses",
+     "worker|global"},
     {"acsgd", WT_OPT_CHOICE, F(acsgd), 0, 0, "delta", "acsgd: activation path across the cut",
      "none|direct|delta"},
     {"bits", WT_OPT_INT, F(bits), 2, 8, "4", "acsgd: bits per value (2, 4 or 8)", NULL},
