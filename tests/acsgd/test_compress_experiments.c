@@ -4,7 +4,8 @@
  * prints one well-formed JSON line whose loss went down and whose byte counts fit the codec.
  * Also checks that local momentum equals global momentum without compression, that with
  * --data-order global the tool computes what `wantrain launch --stages 1` computes (the same
- * final losses), and that bad flags are refused with a nonzero status. */
+ * final losses), that cut-stats measures a checkpoint's activations at the cut, and that bad
+ * flags are refused with a nonzero status. */
 #include "common/common.h"
 #include "common/testing.h"
 
@@ -226,6 +227,40 @@ static void test_same_as_runtime(void) {
   cJSON_Delete(w);
 }
 
+/* cut-stats: the delta cache replay counts every send and can only hit more with a larger
+ * cache; on a 2-stage checkpoint, 8-bit quantisation errs less than 4-bit, and 4-bit far less
+ * than the activation itself. */
+static void test_cut_stats(void) {
+  char dir[] = "/tmp/wt_cstats_XXXXXX", cmd[2048], args[1400];
+  WT_TEST_REQUIRE(mkdtemp(dir), "mkdtemp");
+  snprintf(cmd, sizeof cmd,
+           "'%s/wantrain' launch --stages 2 --replicas 1 --batch 4 --steps 5 --layers 2 "
+           "--channels 32 --heads 2 --seq 32 --data synthetic --val-every 0 --checkpoint-dir "
+           "%s/run >%s/out 2>&1",
+           s_bin, dir, dir);
+  WT_TEST_REQUIRE(system(cmd) == 0, "launch with a checkpoint: %s", cmd);
+  const char *base = "--experiment cut-stats --seq 32 --workers 2 --batch 4 --steps 400 --cut 1 "
+                     "--eval-batches 2";
+  int st;
+  snprintf(args, sizeof args, "%s --cache-samples 1", base);
+  cJSON *small = s_run(args, &st);
+  snprintf(args, sizeof args, "%s --cache-samples 4096 --checkpoint %s/run/stage-0", base, dir);
+  cJSON *big = s_run(args, &st);
+  WT_TEST_REQUIRE(small && big, "cut-stats runs failed (status %d)", st);
+  WT_TEST_ASSERT(s_num(big, "sends") == 400 * 4, "400 steps of 4 rows: %g sends",
+                 s_num(big, "sends"));
+  double fs = s_num(small, "delta_fraction"), fb = s_num(big, "delta_fraction");
+  WT_TEST_ASSERT(fs >= 0 && fs <= fb && fb <= 1, "hit fractions %g (1 slot) <= %g (4096)", fs, fb);
+  double e4 = s_num(big, "rel_err_4bit"), e8 = s_num(big, "rel_err_8bit");
+  WT_TEST_ASSERT(e8 > 0 && e8 < e4 && e4 < 0.5, "relative errors 8-bit %g < 4-bit %g < 0.5", e8,
+                 e4);
+  WT_TEST_ASSERT(s_num(big, "checkpoint_step") == 5, "the checkpoint of step 5");
+  cJSON_Delete(small);
+  cJSON_Delete(big);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  WT_TEST_ASSERT(system(cmd) == 0, "rm %s", dir);
+}
+
 static void test_bad_flag(void) {
   int st;
   WT_TEST_ASSERT(s_run("--codec int3", &st) == NULL && st != 0, "unknown codec refused");
@@ -252,6 +287,7 @@ int main(void) {
   test_diloco_codec_bytes();
   test_acsgd_delta();
   test_same_as_runtime();
+  test_cut_stats();
   test_local_momentum_is_global();
   test_bad_flag();
   return wt_test_finish("test_compress_experiments");

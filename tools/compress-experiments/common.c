@@ -151,7 +151,8 @@ cJSON *exp_result_new(const exp_config *cfg) {
            cfg->seq);
   cJSON_AddStringToObject(j, "model", model);
   cJSON_AddNumberToObject(j, "seed", (double)cfg->seed);
-  if (strcmp(cfg->experiment, "acsgd")) cJSON_AddStringToObject(j, "data_order", cfg->data_order);
+  if (!strcmp(cfg->experiment, "dp") || !strcmp(cfg->experiment, "diloco"))
+    cJSON_AddStringToObject(j, "data_order", cfg->data_order);
   return j;
 }
 

@@ -61,6 +61,8 @@ typedef struct {
   int cut;
   int subset, epochs;
   char cache_path[WT_CONFIG_STR_MAX];
+  char checkpoint[WT_CONFIG_STR_MAX]; /* cut-stats: a stage directory holding layers [0, cut) */
+  int cache_samples;                  /* cut-stats: the delta cache's bound, samples */
   int eval_batches;
   long long seed;
   int threads;                    /* OpenMP threads of the model's kernels */
@@ -130,5 +132,6 @@ void exp_print(cJSON *result);
 int exp_run_dp(const exp_config *cfg);
 int exp_run_diloco(const exp_config *cfg);
 int exp_run_acsgd(const exp_config *cfg);
+int exp_run_cut_stats(const exp_config *cfg); /* cut_stats.c */
 
 #endif
