@@ -62,13 +62,8 @@ typedef struct {
   char data[WT_CONFIG_STR_MAX];
   char data_sha256[WT_CONFIG_STR_MAX];
   char cache_dir[WT_CONFIG_STR_MAX];
-  int steps, batch, micro_batches, seq, layers, channels, heads;
-  double lr, min_lr;
-  int warmup;
-  double weight_decay, grad_clip;
-  char optimizer[WT_CONFIG_STR_MAX];
-  long long seed;
-  int log_every, val_every, val_batches;
+  cli_train_options t; /* its MoE fields stay 0: launch trains the dense model */
+  int log_every, val_every;
   double time_limit;
   char checkpoint_dir[WT_CONFIG_STR_MAX];
   int checkpoint_every, keep, resume;
@@ -120,16 +115,16 @@ static const wt_option s_options[] = {
     {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-6, 1e6, "1",
      "wall seconds per emulated second of network time", 0},
     CLI_DATA_OPTIONS(launch_args),
-    {"steps", WT_OPT_INT, F(steps), 1, 1e9, "300", "optimizer steps in total", 0},
-    {"batch", WT_OPT_INT, F(batch), 1, 65536, "16",
+    {"steps", WT_OPT_INT, F(t.steps), 1, 1e9, "300", "optimizer steps in total", 0},
+    {"batch", WT_OPT_INT, F(t.batch), 1, 65536, "16",
      "global batch: sequences per step, split over the replicas", 0},
-    {"micro-batches", WT_OPT_INT, F(micro_batches), 1, 65536, "1",
+    {"micro-batches", WT_OPT_INT, F(t.micro_batches), 1, 65536, "1",
      "micro-batches per replica per step (the pipeline's m)", 0},
-    CLI_MODEL_OPTIONS(launch_args),
+    CLI_MODEL_OPTIONS(launch_args, t),
     {"log-every", WT_OPT_INT, F(log_every), 1, 1e9, "10", "print progress every N steps", 0},
     {"val-every", WT_OPT_INT, F(val_every), 0, 1e9, "50",
      "validate every N steps and after the last (0 = after the last only)", 0},
-    {"val-batches", WT_OPT_INT, F(val_batches), 1, 1e6, "8",
+    {"val-batches", WT_OPT_INT, F(t.val_batches), 1, 1e6, "8",
      "micro-batches per validation (run by replica 0's pipeline)", 0},
     {"time-limit", WT_OPT_FLOAT, F(time_limit), 0, 1e9, "0",
      "stop every process after the step in which this many seconds passed, validating and "
@@ -160,25 +155,8 @@ static void s_tasklet_config(const launch_args *a, const data_set *d, parallel_t
   c->stages = a->stages;
   c->replicas = a->replicas;
   c->schedule = !strcmp(a->schedule, "gpipe") ? ASSIGN_SCHEDULE_GPIPE : ASSIGN_SCHEDULE_1F1B;
-  trainer_config *tc = &c->train;
-  memset(tc, 0, sizeof *tc);
-  tc->model = (gpt_config){.vocab_size = data_set_vocab_size(d),
-                           .max_seq = a->seq,
-                           .n_layer = a->layers,
-                           .n_head = a->heads,
-                           .channels = a->channels};
-  tc->batch = a->batch;
-  tc->micro_batches = a->micro_batches;
-  tc->steps = a->steps;
-  tc->val_batches = a->val_batches;
-  tc->seed = (uint64_t)a->seed;
-  tc->optim = optim_config_default();
-  tc->optim.kind = !strcmp(a->optimizer, "sgd") ? OPTIM_SGD : OPTIM_ADAMW;
-  tc->optim.lr = (float)a->lr;
-  tc->optim.min_lr = (float)WT_MIN(a->min_lr, a->lr);
-  tc->optim.warmup_steps = a->warmup;
-  tc->optim.weight_decay = (float)a->weight_decay;
-  tc->optim.grad_clip = (float)a->grad_clip;
+  /* the dense model of the options cannot fail: only --moe-layers can be malformed */
+  (void)cli_trainer_config(&a->t, data_set_vocab_size(d), &c->train);
   c->data = d;
   snprintf(c->grad_codec, sizeof c->grad_codec, "%.15s", a->grad_codec); /* a choice: short */
   snprintf(c->act_codec, sizeof c->act_codec, "%.15s", a->act_codec);
@@ -312,7 +290,7 @@ static int s_wan_open(const launch_args *a, s_wan *w) {
     assign_solver kind;
     assign_budget budget = {.max_evals = 2000};
     rc = assign_solver_parse(a->solver, &kind);
-    if (rc == WT_OK) rc = assign_solve(&prob, kind, &budget, (uint64_t)a->seed, &w->plan, NULL);
+    if (rc == WT_OK) rc = assign_solve(&prob, kind, &budget, (uint64_t)a->t.seed, &w->plan, NULL);
   }
   if (rc == WT_OK && !w->plan) {
     w->plan = assign_plan_new(a->stages, a->replicas);
@@ -576,13 +554,13 @@ static void s_progress(s_run *r, long step, const s_proc *slow) {
   uint64_t b[3] = {0, 0, 0};
   for (int w = 0; w < r->world; w++)
     for (int k = 0; k < 3; k++) b[k] += r->p[w].bytes[k];
-  double tok_s = (double)r->a->batch * r->a->seq / step_s;
+  double tok_s = (double)r->a->t.batch * r->a->t.seq / step_s;
   char vbuf[32] = "";
   if (!isnan(val)) snprintf(vbuf, sizeof vbuf, " | val %.4f", val);
-  if (step % r->a->log_every == 0 || step == r->first_step || step == r->a->steps || vbuf[0]) {
+  if (step % r->a->log_every == 0 || step == r->first_step || step == r->a->t.steps || vbuf[0]) {
     printf("step %6ld/%d | loss %.4f%s | %8.0f tok/s | sent MB: pipeline %.2f, data-parallel "
            "%.2f, control %.3f\n",
-           step, r->a->steps, loss, vbuf, tok_s, b[0] / 1e6, b[1] / 1e6, b[2] / 1e6);
+           step, r->a->t.steps, loss, vbuf, tok_s, b[0] / 1e6, b[1] / 1e6, b[2] / 1e6);
     fflush(stdout);
   }
   if (r->log) {
@@ -595,7 +573,7 @@ static void s_progress(s_run *r, long step, const s_proc *slow) {
             (unsigned long long)b[2]);
     fflush(r->log);
   }
-  if (step > r->first_step || r->a->steps == r->first_step) { /* the first includes start-up */
+  if (step > r->first_step || r->a->t.steps == r->first_step) { /* the first includes start-up */
     r->step_sum += step_s;
     r->step_count++;
   }
@@ -807,7 +785,7 @@ enum { S_MODEL_TIED = 2, S_MODEL_NORM = 4, S_MODEL_ALL = 6 };
 
 static int s_predict(const s_run *r, int model, double *out) {
   const launch_args *a = r->a;
-  int S = a->stages, R = a->replicas, m = a->micro_batches;
+  int S = a->stages, R = a->replicas, m = a->t.micro_batches;
   double steps = (double)(r->printed - r->first_step + 1);
   if (r->printed < 0 || steps < 1) return wt_fail(WT_EINVAL, "no step ran");
   netsim_sim_config cfg;
@@ -884,11 +862,11 @@ static int s_summary(s_run *r) {
   long steps = r->p[0].steps;
   double iter = r->step_count ? r->step_sum / (double)r->step_count : NAN;
   if (r->p[0].time_limited)
-    printf("time limit of %g s reached at step %ld of %d%s\n", a->time_limit, steps, a->steps,
+    printf("time limit of %g s reached at step %ld of %d%s\n", a->time_limit, steps, a->t.steps,
            a->checkpoint_dir[0] ? "; --resume continues from the checkpoint" : "");
   printf("done: %ld steps | loss %.6f | val %.4f | %.0f tok/s | %.1f s (%.1f s training)\n", steps,
          r->p[0].loss, r->p[0].last_val,
-         (double)a->batch * a->seq * (double)r->step_count / r->step_sum, wall, seconds);
+         (double)a->t.batch * a->t.seq * (double)r->step_count / r->step_sum, wall, seconds);
   printf("iteration time %.4f s (mean of steps %ld..%ld); compute %.0f%% of the processes' "
          "time\n",
          iter, WT_MIN(r->first_step + 1, steps), steps,
@@ -977,10 +955,10 @@ int cmd_launch(int argc, char **argv) {
   s_tasklet_config(&a, d, &c);
   rc = parallel_tasklet_config_validate(&c, world);
   /* The trainer checks this too, but only once every process is up. */
-  if (rc == WT_OK && a.batch % (a.replicas * a.micro_batches) != 0)
+  if (rc == WT_OK && a.t.batch % (a.replicas * a.t.micro_batches) != 0)
     rc = wt_fail(WT_EINVAL,
-                 "--batch %d must be a multiple of --replicas %d times --micro-batches %d", a.batch,
-                 a.replicas, a.micro_batches);
+                 "--batch %d must be a multiple of --replicas %d times --micro-batches %d",
+                 a.t.batch, a.replicas, a.t.micro_batches);
   if (rc == WT_OK && a.resume && !a.checkpoint_dir[0])
     rc = wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir (the run directory to resume)");
   int gpus = 0;
