@@ -26,12 +26,12 @@ struct parallel_pipeline {
   size_t TC, mb_floats; /* T·C, rows·T·C */
   int bits, delta;      /* activation codec: bits 0 = none */
   /* Host buffers (page-locked on a GPU: the stage copies them to and from the device). */
-  float *act_in;        /* (m, rows, T, C) inputs received, stages > 0 */
-  float *act_out;       /* (rows, T, C) */
-  float *gout, *gin;    /* (rows, T, C) gradient from the next stage / to the previous */
-  float *tied;          /* (V, C) on a device: the tied wte gradient's host copy, or NULL */
-  float *losses;        /* (m) last stage */
-  uint64_t *ids;        /* (m·rows) AC-SGD sample ids */
+  float *act_in;     /* (m, rows, T, C) inputs received, stages > 0 */
+  float *act_out;    /* (rows, T, C) */
+  float *gout, *gin; /* (rows, T, C) gradient from the next stage / to the previous */
+  float *tied;       /* (V, C) on a device: the tied wte gradient's host copy, or NULL */
+  float *losses;     /* (m) last stage */
+  uint64_t *ids;     /* (m·rows) AC-SGD sample ids */
   uint8_t *msg;
   size_t msg_cap;
   acsgd_sender *snd;   /* cut to the next stage */
@@ -132,6 +132,7 @@ parallel_pipeline *parallel_pipeline_new(const parallel_pipeline_config *cfg, gp
   p->ids = wt_xcalloc((size_t)m * rows, sizeof(uint64_t));
   p->slots = s_peak_in_flight(cfg->schedule, me, S, m);
   if (cfg->act_slots > 0) p->slots = WT_MIN(p->slots, cfg->act_slots);
+  if (gpt_stage_config(stage)->moe_experts > 0) p->slots = 1; /* MoE: one forward in flight */
   p->slot_of = wt_xmalloc(sizeof(int) * (size_t)m);
   p->holder = wt_xmalloc(sizeof(int) * (size_t)p->slots);
   s_release_all(p);

@@ -16,7 +16,8 @@
  * floats). With act_slots k below that peak, a forward that finds no free slot takes the one
  * holding the latest micro-batch, whose backward then first runs its forward again from the
  * stored input (activation recomputation, bitwise the same numbers; k = 1 keeps only the last
- * forward, as a stage without slots does).
+ * forward, as a stage without slots does). A stage of the Mixture-of-Experts model keeps one
+ * forward in flight (gpt.h), so its executor always runs with one slot and recomputes.
  *
  * Activation codec at each cut (both sides must use the same one):
  *   none      float32 activations and gradients, bit-exact
@@ -65,10 +66,10 @@ typedef struct parallel_pipeline parallel_pipeline;
 /* Returns WT_OK or WT_EINVAL naming an unknown activation codec. */
 int parallel_pipeline_codec_check(const char *act_codec);
 
-/* An executor for `stage` (borrowed; the executor sets its activation slots), stage index parallel_comm_rank(pipe) of
- * parallel_comm_size(pipe) (borrowed; both must outlive the executor). The stage's layer range
- * must be this rank's part of the model (first stage holds layer 0 iff rank 0, last iff rank
- * S-1). Returns NULL with wt_last_error() set on a bad config. */
+/* An executor for `stage` (borrowed; the executor sets its activation slots), stage index
+ * parallel_comm_rank(pipe) of parallel_comm_size(pipe) (borrowed; both must outlive the executor).
+ * The stage's layer range must be this rank's part of the model (first stage holds layer 0 iff rank
+ * 0, last iff rank S-1). Returns NULL with wt_last_error() set on a bad config. */
 parallel_pipeline *parallel_pipeline_new(const parallel_pipeline_config *cfg, gpt_stage *stage,
                                          parallel_comm *pipe);
 void parallel_pipeline_destroy(parallel_pipeline **self_p);

@@ -45,7 +45,7 @@ int cli_device(const char *command, const char *name, const char *precision, int
 // clang-format on
 
 /* What `train` and `launch` both turn into a trainer_config: the run's length and batch, the
- * model, the optimizer and, for `train`, the Mixture-of-Experts variant (0 experts: dense). Each
+ * model, the optimizer and the Mixture-of-Experts variant (0 experts: the dense model). Each
  * command's option table points its rows at one member of this type (CLI_MODEL_OPTIONS,
  * CLI_MOE_OPTIONS and its own --steps, --batch, --micro-batches and --val-batches rows). */
 typedef struct {
@@ -64,6 +64,11 @@ typedef struct {
 /* Fills *tc (every field) from the options for a corpus of `vocab` tokens. Returns WT_OK, or
  * WT_EINVAL naming --moe-layers when its list does not fit --layers. */
 int cli_trainer_config(const cli_train_options *o, int vocab, trainer_config *tc);
+
+/* Checks the Mixture-of-Experts options against each other and the device (--device NAME):
+ * shaping flags without --moe-experts, top-k above the experts, a device other than the CPU, a
+ * --moe-layers list that does not fit. Returns WT_OK or WT_EINVAL naming the flag. */
+int cli_check_moe(const cli_train_options *o, const char *device);
 
 /* The data rows (--data, --data-sha256, --cache-dir), for a struct with fields of those names
  * (char[WT_CONFIG_STR_MAX]). The model and optimizer rows (--seq, --layers, --channels, --heads,

@@ -62,7 +62,7 @@ typedef struct {
   char data[WT_CONFIG_STR_MAX];
   char data_sha256[WT_CONFIG_STR_MAX];
   char cache_dir[WT_CONFIG_STR_MAX];
-  cli_train_options t; /* its MoE fields stay 0: launch trains the dense model */
+  cli_train_options t;
   int log_every, val_every;
   double time_limit;
   char checkpoint_dir[WT_CONFIG_STR_MAX];
@@ -121,6 +121,7 @@ static const wt_option s_options[] = {
     {"micro-batches", WT_OPT_INT, F(t.micro_batches), 1, 65536, "1",
      "micro-batches per replica per step (the pipeline's m)", 0},
     CLI_MODEL_OPTIONS(launch_args, t),
+    CLI_MOE_OPTIONS(launch_args, t),
     {"log-every", WT_OPT_INT, F(log_every), 1, 1e9, "10", "print progress every N steps", 0},
     {"val-every", WT_OPT_INT, F(val_every), 0, 1e9, "50",
      "validate every N steps and after the last (0 = after the last only)", 0},
@@ -155,7 +156,7 @@ static void s_tasklet_config(const launch_args *a, const data_set *d, parallel_t
   c->stages = a->stages;
   c->replicas = a->replicas;
   c->schedule = !strcmp(a->schedule, "gpipe") ? ASSIGN_SCHEDULE_GPIPE : ASSIGN_SCHEDULE_1F1B;
-  /* the dense model of the options cannot fail: only --moe-layers can be malformed */
+  /* only a malformed --moe-layers fails here, and cmd_launch refused it before */
   (void)cli_trainer_config(&a->t, data_set_vocab_size(d), &c->train);
   c->data = d;
   snprintf(c->grad_codec, sizeof c->grad_codec, "%.15s", a->grad_codec); /* a choice: short */
@@ -892,7 +893,10 @@ static int s_summary(s_run *r) {
   long recomputes = 0;
   for (int w = 0; w < r->world; w++) recomputes += r->p[w].recomputes;
   printf("activation slots: %s; %ld forward passes recomputed in all processes\n",
-         a->act_slots ? "bounded by --act-slots" : "one per micro-batch in flight", recomputes);
+         a->t.moe_experts ? "one (an MoE stage keeps one forward in flight)"
+         : a->act_slots   ? "bounded by --act-slots"
+                          : "one per micro-batch in flight",
+         recomputes);
   double predicted = NAN;
   if (r->wan.sc) {
     double part[2];
@@ -942,6 +946,10 @@ int cmd_launch(int argc, char **argv) {
             "percent of loss or more (docs/compression.md, \"Stacked on a pipeline\"); "
             "--act-codec direct8 moves about the same bytes without that cost\n",
             a.act_codec);
+  if (cli_check_moe(&a.t, a.device) != WT_OK) {
+    fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
+    return CLI_USAGE;
+  }
   int world = a.stages * a.replicas;
   if (world > S_MAX_RANKS) {
     fprintf(stderr, "wantrain launch: error: %d x %d = %d processes; at most %d on one host\n",

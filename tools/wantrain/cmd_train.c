@@ -267,20 +267,7 @@ static int s_check_flags(const train_args *a) {
   if (a->t.channels % a->t.heads != 0)
     return wt_fail(WT_EINVAL, "--heads %d must divide --channels %d", a->t.heads, a->t.channels);
   if (a->data_sha256[0]) WT_CHECK(data_sha256_check(a->data_sha256));
-  if (a->t.moe_experts == 0 && (a->t.moe_top_k != 1 || strcmp(a->t.moe_layers, "all") != 0 ||
-                                a->t.moe_capacity != 1.25 || a->t.moe_aux_weight != 0.01))
-    return wt_fail(WT_EINVAL, "--moe-top-k, --moe-layers, --moe-capacity and --moe-aux-weight "
-                              "shape an MoE model; add --moe-experts E (> 0) or drop them");
-  if (a->t.moe_experts > 0) {
-    if (a->t.moe_top_k > a->t.moe_experts)
-      return wt_fail(WT_EINVAL, "--moe-top-k %d must be at most --moe-experts %d", a->t.moe_top_k,
-                     a->t.moe_experts);
-    if (strcmp(a->device, "cpu") != 0)
-      return wt_fail(WT_EINVAL, "MoE blocks (--moe-experts) run on --device cpu only, not %s",
-                     a->device);
-    trainer_config tc;
-    WT_CHECK(cli_trainer_config(&a->t, 1, &tc));
-  }
+  WT_CHECK(cli_check_moe(&a->t, a->device));
   return WT_OK;
 }
 

@@ -92,6 +92,22 @@ int cli_trainer_config(const cli_train_options *o, int vocab, trainer_config *tc
   return WT_OK;
 }
 
+int cli_check_moe(const cli_train_options *o, const char *device) {
+  if (o->moe_experts == 0 && (o->moe_top_k != 1 || strcmp(o->moe_layers, "all") != 0 ||
+                              o->moe_capacity != 1.25 || o->moe_aux_weight != 0.01))
+    return wt_fail(WT_EINVAL, "--moe-top-k, --moe-layers, --moe-capacity and --moe-aux-weight "
+                              "shape an MoE model; add --moe-experts E (> 0) or drop them");
+  if (o->moe_experts == 0) return WT_OK;
+  if (o->moe_top_k > o->moe_experts)
+    return wt_fail(WT_EINVAL, "--moe-top-k %d must be at most --moe-experts %d", o->moe_top_k,
+                   o->moe_experts);
+  if (strcmp(device, "cpu") != 0)
+    return wt_fail(WT_EINVAL, "MoE blocks (--moe-experts) run on --device cpu only, not %s",
+                   device);
+  trainer_config tc;
+  return cli_trainer_config(o, 1, &tc);
+}
+
 int cli_fail(const char *command) {
   fprintf(stderr, "wantrain %s: error: %s\n", command, wt_last_error());
   return CLI_FAIL;
