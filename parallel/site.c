@@ -3,6 +3,7 @@
  * parallel_inproc_run over the site's in-process group. */
 #include "parallel/site.h"
 
+#include "assign/assign.h" /* defines: assign_site_device */
 #include "common/common.h"
 #include "kernels/kernels.h" /* defines: the back end the ranks compute on */
 #include "parallel/comm.h"
@@ -411,4 +412,9 @@ uint64_t parallel_site_bytes(const parallel_site *site) {
   for (int r = 0; r < site->t; r++)
     sum += parallel_comm_bytes_sent(parallel_inproc_group_comm(site->g, r));
   return sum;
+}
+
+int parallel_site_device(int gpus, double efficiency, double gpu_flops, double gpu_memory,
+                         double *flops, double *memory) {
+  return assign_site_device(gpus, gpus > 1 ? efficiency : 1, gpu_flops, gpu_memory, flops, memory);
 }

@@ -103,4 +103,11 @@ int parallel_site_grads(parallel_site *site, gpt_stage *stage);
 /* Bytes all ranks sent to each other inside the site since it was made (the TP collectives). */
 uint64_t parallel_site_bytes(const parallel_site *site);
 
+/* The one device a site of `gpus` devices is to the WAN placement: assign_site_device's
+ * aggregate (gpus × efficiency × one device's FLOP/s, gpus × its memory), except that one device
+ * is itself (efficiency 1: no tensor parallelism to lose time to). Returns WT_OK, or WT_EINVAL
+ * for a site that cannot exist (outputs unchanged). */
+int parallel_site_device(int gpus, double efficiency, double gpu_flops, double gpu_memory,
+                         double *flops, double *memory);
+
 #endif

@@ -2,11 +2,10 @@
  * results and checkpoint shards, print progress, leave on a signal. */
 #include "peer/peer.h"
 
-#include "assign/assign.h" /* defines: assign_site_device, the site's aggregate */
 #include "common/common.h"
 #include "coordinator/protocol.h"
 #include "kernels/kernels.h"
-#include "parallel/site.h"    /* defines: PARALLEL_SITE_MAX_RANKS */
+#include "parallel/site.h"    /* defines: PARALLEL_SITE_MAX_RANKS, parallel_site_device */
 #include "parallel/tasklet.h" /* defines: parallel_tasklet_set_default_device */
 #include "peer/peer_internal.h"
 
@@ -477,11 +476,11 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
   if (rc == WT_OK) {
     double measured = 0, memory = 0;
     rc = peer_device_measure(cfg->device, &measured, &memory);
-    /* A site is one device of the GPUs' aggregate (assign.h), which the placement plans with;
-     * one GPU is itself (no tensor parallelism to lose time to). */
+    /* A site is one device of the GPUs' aggregate, which the placement plans with. */
     if (rc == WT_OK)
-      rc = assign_site_device(cfg->gpus, cfg->gpus > 1 ? cfg->site_efficiency : 1,
-                              cfg->flops > 0 ? cfg->flops : measured, memory, &p.flops, &p.memory);
+      rc =
+          parallel_site_device(cfg->gpus, cfg->site_efficiency,
+                               cfg->flops > 0 ? cfg->flops : measured, memory, &p.flops, &p.memory);
   }
   if (rc == WT_OK) rc = s_connect(&p);
   if (rc == WT_OK) {

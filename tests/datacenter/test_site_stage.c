@@ -9,7 +9,9 @@
  *   - a bad token (first stage) or target (last stage) is returned as WT_EINVAL naming it, not
  *     hung, and the site works again afterwards;
  *   - a TP degree that does not divide the heads, an MoE model and a device back end are
- *     refused with a message.
+ *     refused with a message;
+ *   - parallel_site_device reports N × efficiency × one device's FLOP/s and N × its memory for a
+ *     site, one device as itself.
  * Both sides run the reference kernels. */
 #include "kernels/kernels.h"
 #include "model/gpt.h"
@@ -199,7 +201,21 @@ static void test_refusals(void) {
                  "an empty layer range was accepted");
 }
 
+/* The device a site reports: the aggregate for several, itself for one. */
+static void test_device(void) {
+  double f = -1, m = -1;
+  WT_TEST_ASSERT(parallel_site_device(2, 0.9, 1e9, 8e9, &f, &m) == WT_OK && fabs(f - 1.8e9) < 1 &&
+                     m == 16e9,
+                 "site of 2: %g FLOP/s, %g bytes", f, m);
+  WT_TEST_ASSERT(parallel_site_device(1, 0.9, 1e9, 8e9, &f, &m) == WT_OK && f == 1e9 && m == 8e9,
+                 "one device: %g FLOP/s, %g bytes", f, m);
+  f = m = -1;
+  WT_TEST_ASSERT(parallel_site_device(0, 0.9, 1e9, 8e9, &f, &m) == WT_EINVAL && f == -1,
+                 "0 devices accepted");
+}
+
 int main(void) {
+  test_device();
   const int ranges[4][2] = {{0, 1}, {1, 2}, {2, L}, {0, L}};
   const int ts[3] = {1, 2, 4};
   for (int i = 0; i < 4; i++)
