@@ -239,6 +239,7 @@ static int s_run(parallel_site *site, const char *what) {
   int bad = -1;
   for (int r = 0; r < site->t; r++)
     if (rcs[r] != WT_OK && (bad < 0 || (rcs[bad] == WT_EIO && rcs[r] != WT_EIO))) bad = r;
+  if (bad < 0) return wt_fail(WT_EIO, "site %s: the ranks could not be started", what);
   return wt_fail(rcs[bad], "site %s: rank %d of %d: %s", what, bad, site->t,
                  site->ranks[bad].err[0] ? site->ranks[bad].err : wt_status_name(rcs[bad]));
 }

@@ -21,8 +21,9 @@
  * so rank 0 speaks for the site on the WAN.
  *
  * The ranks: every call runs its part on all t ranks at once, as threads of
- * parallel_inproc_run over the site's in-process group (started per call: a thread start costs
- * microseconds, a pass milliseconds), and returns when all have finished. Load and gather move
+ * parallel_inproc_run over the site's in-process group, started per call (40–120 µs a call for
+ * 2–4 ranks on the 2-core build machine, bench-site; small next to a stage's pass of any real
+ * model), and returns when all have finished. Load and gather move
  * no messages: the ranks are threads of one process and each reads or writes its own disjoint
  * part of the stage's host buffers. The passes' collectives are those of tp.h (counted by
  * parallel_site_bytes; docs/parallel.md has the formula).
