@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
   float *dy = wt_xmalloc(sizeof(float) * NC), *dx = wt_xmalloc(sizeof(float) * NC);
   for (size_t i = 0; i < NC; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000 - 0.5f;
   for (size_t i = 0; i < NC; i++) dy[i] = (float)((i * 40503u) % 1000) / 1e5f;
-  double v[S_MAX_RUNS];
+  double v[S_MAX_RUNS] = {0};
   for (int r = 0; r < cfg.runs; r++) {
     double t0 = wt_now_s();
     gpt_stage_forward(st, NULL, x, NULL, B, T, y);
