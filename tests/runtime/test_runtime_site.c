@@ -9,6 +9,7 @@
  *   - a site run checkpointed after 3 steps and resumed continues bitwise as the site run that
  *     never stopped (a site's numbers are deterministic), and its checkpoint resumes without
  *     sites within 1e-4;
+ *   - a site tasklet whose link dies mid-run ends every tasklet with an error, none hangs;
  *   - a site degree that does not divide the heads, and a device back end, are refused with a
  *     message. */
 #include "model/trainer.h"
@@ -125,6 +126,28 @@ static void test_resume(void) {
   printf("site run stopped after 3 steps resumes bitwise; without sites within %.0e\n", RTOL);
 }
 
+/* A site tasklet whose WAN link dies mid-run: every tasklet returns an error within the deadline
+ * (the site's ranks finish each call on their own, so none of them is left waiting). */
+static void test_dead_link(void) {
+  static h_run straight, h;
+  parallel_tasklet_config c = s_config(ASSIGN_SCHEDULE_1F1B);
+  c.site_ranks = 2;
+  h_init(&straight, &c);
+  WT_TEST_REQUIRE(h_run_all(&straight) == WT_OK, "%s", straight.err[0]);
+  h_init(&h, &c);
+  h.timeout_s = 5;
+  h.fail_rank = 0, h.fail_after = (int)(straight.msgs[0] / STEPS * 3); /* in step 4 */
+  double t0 = wt_now_s();
+  WT_TEST_ASSERT(h_run_all(&h) != WT_OK, "the run with a dead link succeeded");
+  for (int w = 0; w < 4; w++)
+    WT_TEST_ASSERT(h.rcs[w] != WT_OK && h.steps[w] < STEPS, "rank %d: rc %d after %ld steps", w,
+                   h.rcs[w], h.steps[w]);
+  WT_TEST_ASSERT(strstr(h.err[0], "injected"), "rank 0: %s", h.err[0]);
+  WT_TEST_ASSERT(wt_now_s() - t0 < 15, "the failure took %.1f s to spread", wt_now_s() - t0);
+  printf("a site tasklet's dead link in step %ld ends every tasklet in %.2f s\n", h.steps[0] + 1,
+         wt_now_s() - t0);
+}
+
 static void test_refusals(void) {
   static h_run h;
   parallel_tasklet_config c = s_config(ASSIGN_SCHEDULE_GPIPE);
@@ -153,6 +176,7 @@ int main(void) {
   test_sites_match(ASSIGN_SCHEDULE_1F1B, "1F1B", 0);
   test_sites_match(ASSIGN_SCHEDULE_1F1B, "1F1B", 1);
   test_resume();
+  test_dead_link();
   test_refusals();
   data_set_destroy(&s_data);
   if (!wt_test_failures) {
