@@ -121,6 +121,7 @@ static int s_load(parallel_site *site, s_rank *rk, const float *p) {
   return WT_OK;
 }
 
+/* dst += src, and src = 0: the gradient moves into the stage. */
 static void s_add(float *dst, float *src, size_t n) {
   for (size_t j = 0; j < n; j++) dst[j] += src[j];
   memset(src, 0, sizeof(float) * n);
@@ -144,15 +145,17 @@ static int s_grads(parallel_site *site, s_rank *rk, int r, float *g) {
     int v0, vr;
     size_t n;
     parallel_tp_vocab_range(rk->voc, &v0, &vr);
-    float *dwte = parallel_tp_vocab_wte_grad(rk->voc, &n), *dwpe;
+    float *dwte = parallel_tp_vocab_wte_grad(rk->voc, &n);
     s_add(g + l->wte + (size_t)v0 * C, dwte, n);
-    dwpe = parallel_tp_vocab_wpe_grad(rk->voc, &n);
+    float *dwpe = parallel_tp_vocab_wpe_grad(rk->voc, &n); /* the same on every rank */
     if (site->has_first && r == 0) s_add(g + l->wpe, dwpe, n);
-    parallel_tp_vocab_zero_grad(rk->voc);
+    parallel_tp_vocab_zero_grad(rk->voc); /* a last stage's unused wpe gradient too */
   }
   if (site->has_last) {
-    if (r == 0)
-      s_add(g + l->lnfw, rk->d_lnf_w, (size_t)C), s_add(g + l->lnfb, rk->d_lnf_b, (size_t)C);
+    if (r == 0) {
+      s_add(g + l->lnfw, rk->d_lnf_w, (size_t)C);
+      s_add(g + l->lnfb, rk->d_lnf_b, (size_t)C);
+    }
     memset(rk->d_lnf_w, 0, sizeof(float) * (size_t)C);
     memset(rk->d_lnf_b, 0, sizeof(float) * (size_t)C);
   }
