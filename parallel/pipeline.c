@@ -94,6 +94,12 @@ static void s_release_all(parallel_pipeline *p) {
   for (int k = 0; k < p->slots; k++) p->holder[k] = -1;
 }
 
+/* The gpt_stage's activation slots: the peak in flight, bounded by act_slots. */
+static int s_stage_slots(const parallel_pipeline *p) {
+  if (gpt_stage_config(p->s)->moe_experts > 0) return 1; /* MoE: one forward in flight */
+  return p->cfg.act_slots > 0 ? WT_MIN(p->slots_peak, p->cfg.act_slots) : p->slots_peak;
+}
+
 parallel_pipeline *parallel_pipeline_new(const parallel_pipeline_config *cfg, gpt_stage *stage,
                                          parallel_comm *pipe) {
   const gpt_config *g = gpt_stage_config(stage);
@@ -133,9 +139,8 @@ parallel_pipeline *parallel_pipeline_new(const parallel_pipeline_config *cfg, gp
   }
   p->losses = wt_xcalloc((size_t)m, sizeof(float));
   p->ids = wt_xcalloc((size_t)m * rows, sizeof(uint64_t));
-  p->slots = p->slots_peak = s_peak_in_flight(cfg->schedule, me, S, m);
-  if (cfg->act_slots > 0) p->slots = WT_MIN(p->slots, cfg->act_slots);
-  if (gpt_stage_config(stage)->moe_experts > 0) p->slots = 1; /* MoE: one forward in flight */
+  p->slots_peak = s_peak_in_flight(cfg->schedule, me, S, m);
+  p->slots = s_stage_slots(p);
   p->slot_of = wt_xmalloc(sizeof(int) * (size_t)m);
   p->holder = wt_xmalloc(sizeof(int) * (size_t)p->slots_peak);
   s_release_all(p);
@@ -191,8 +196,7 @@ int parallel_pipeline_set_site(parallel_pipeline *p, parallel_site *site) {
                    p->ops->name);
   p->site = site;
   /* A site keeps one forward: the others are recomputed from their stored inputs. */
-  p->slots =
-      site ? 1 : WT_MIN(p->slots_peak, p->cfg.act_slots > 0 ? p->cfg.act_slots : p->slots_peak);
+  p->slots = site ? 1 : s_stage_slots(p);
   s_release_all(p);
   return gpt_stage_set_slots(p->s, p->slots);
 }

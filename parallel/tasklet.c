@@ -114,6 +114,11 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world
   if (c->site_ranks < 0 || c->site_ranks > PARALLEL_SITE_MAX_RANKS)
     return wt_fail(WT_EINVAL, "site ranks %d: use 1 (no site) to %d", c->site_ranks,
                    PARALLEL_SITE_MAX_RANKS);
+  if (c->site_ranks > 1 && c->train.model.moe_experts)
+    return wt_fail(WT_EINVAL,
+                   "a site of %d ranks runs dense models only (its tensor parallelism has no "
+                   "expert layers); drop the MoE options or the site",
+                   c->site_ranks);
   if (c->site_ranks > 1 && c->train.model.n_head % c->site_ranks)
     return wt_fail(WT_EINVAL,
                    "a site of %d GPUs splits the %d heads: use a GPU count that "

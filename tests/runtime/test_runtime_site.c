@@ -10,8 +10,8 @@
  *     never stopped (a site's numbers are deterministic), and its checkpoint resumes without
  *     sites within 1e-4;
  *   - a site tasklet whose link dies mid-run ends every tasklet with an error, none hangs;
- *   - a site degree that does not divide the heads, and a device back end, are refused with a
- *     message. */
+ *   - a site degree that does not divide the heads, an MoE model and a device back end are
+ *     refused with a message. */
 #include "model/trainer.h"
 #include "tests/runtime/hostdev.h"
 #include "tests/runtime/runtime_harness.h"
@@ -155,6 +155,12 @@ static void test_refusals(void) {
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_EINVAL &&
                      strstr(wt_last_error(), "divides"),
                  "3 ranks for 4 heads: %s", wt_last_error());
+  c.site_ranks = 2;
+  c.train.model.moe_experts = 4, c.train.model.moe_top_k = 1, c.train.model.moe_capacity = 2;
+  WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_EINVAL &&
+                     strstr(wt_last_error(), "dense"),
+                 "an MoE site: %s", wt_last_error());
+  c = s_config(ASSIGN_SCHEDULE_GPIPE);
   c.site_ranks = 2;
   c.train.kernels = hostdev_ops();
   WT_TEST_REQUIRE(c.train.kernels, "hostdev: %s", wt_last_error());
