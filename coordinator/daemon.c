@@ -336,14 +336,16 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   }
   const cJSON *dev = cJSON_GetObjectItemCaseSensitive(m->body, "device");
   double flops = s_num(dev, "flops", -1), memory = s_num(dev, "memory", 0);
+  double gpus = s_num(dev, "gpus", 1); /* a peerd of one device may not say */
   const char *kind = s_str(dev, "kind"), *region = s_str(m->body, "region");
   const char *host = s_str(m->body, "host");
   if (!cJSON_IsObject(dev) || !(flops > 0 && flops < 1e18) || memory < 0 || !kind[0] ||
-      strlen(kind) >= 32 || strlen(region) >= 64 || strlen(host) >= 256) {
+      !(gpus >= 1 && gpus <= 1024 && gpus == floor(gpus)) || strlen(kind) >= 32 ||
+      strlen(region) >= 64 || strlen(host) >= 256) {
     c->refused++;
     s_refuse(c, route, rlen,
              "registration without a valid device report (kind, flops > 0, "
-             "memory >= 0, region < 64 chars); upgrade peerd");
+             "memory >= 0, gpus 1..1024, region < 64 chars); upgrade peerd");
     WT_WARN("coordinator: refused a registration from key %.8s…: bad device report", key);
     return;
   }
@@ -380,15 +382,15 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   memcpy(p->route, route, rlen);
   p->route_len = rlen;
   p->last_seen = wt_now_s();
-  p->flops = flops, p->memory = memory, p->region_index = ri;
+  p->flops = flops, p->memory = memory, p->region_index = ri, p->gpus = (int)gpus;
   snprintf(p->kind, sizeof p->kind, "%s", kind);
   snprintf(p->region, sizeof p->region, "%s", region);
   snprintf(p->host, sizeof p->host, "%s", host[0] ? host : "127.0.0.1");
   p->held_step = (long)fmin(fmax(s_num(m->body, "held_step", 0), 0), 1e12);
   p->held_stage = s_int(m->body, "held_stage", -1);
   coord_state_save_peer(c, p);
-  coord_event(c, "joined", "peer %d (key %.8s…, %s, %.1f GFLOP/s, region '%s')", p->id, key,
-              p->kind, p->flops / 1e9, p->region);
+  coord_event(c, "joined", "peer %d (key %.8s…, %s x %d, %.1f GFLOP/s, region '%s')", p->id, key,
+              p->kind, p->gpus, p->flops / 1e9, p->region);
   cJSON *b = cJSON_CreateObject();
   cJSON_AddNumberToObject(b, "peer_id", p->id);
   cJSON_AddNumberToObject(b, "heartbeat_s", c->cfg.heartbeat_s);

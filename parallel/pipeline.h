@@ -45,6 +45,7 @@
 #include "assign/schedule.h"
 #include "model/gpt.h"
 #include "parallel/comm.h"
+#include "parallel/site.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -110,7 +111,17 @@ int parallel_pipeline_has_state(const parallel_pipeline *p);
 double parallel_pipeline_compute_s(const parallel_pipeline *p);
 
 /* Forward passes run again for a backward (activation recomputation) since creation: 0 unless
- * act_slots is below the schedule's peak. */
+ * act_slots is below the schedule's peak (or a site runs the passes). */
 long parallel_pipeline_recomputes(const parallel_pipeline *p);
+
+/* Runs the stage's passes on `site` (parallel/site.h; borrowed, made for this stage's layers and
+ * micro-batch shape; NULL: back on the stage) from the next run on. The stage stays what the
+ * caller sees: parallel_pipeline_run and _eval first load the stage's parameters into the site,
+ * and a run ends by adding the site's gradients into the stage's (gradients ACCUMULATE as
+ * without a site); the tied sum, checkpoints and reduces use the stage as before. A site keeps
+ * one forward's activations, so the executor uses one slot and recomputes every forward whose
+ * backward is not the next pass (as act_slots = 1). Returns WT_OK, or WT_ENOTSUP for a stage on
+ * a device back end. */
+int parallel_pipeline_set_site(parallel_pipeline *p, parallel_site *site);
 
 #endif

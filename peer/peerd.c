@@ -5,6 +5,7 @@
 #include "common/common.h"
 #include "coordinator/protocol.h"
 #include "kernels/kernels.h"
+#include "parallel/site.h"    /* defines: PARALLEL_SITE_MAX_RANKS, parallel_site_device */
 #include "parallel/tasklet.h" /* defines: parallel_tasklet_set_default_device */
 #include "peer/peer_internal.h"
 
@@ -34,8 +35,18 @@ static const wt_option s_options[] = {
     {"host", WT_OPT_STRING, F(host), 0, 0, "127.0.0.1", "address the other peers reach this one at",
      0},
     {"flops", WT_OPT_FLOAT, F(flops), 0, 1e18, "0",
-     "FLOP/s to report instead of measuring them (0 = measure); emulates a slower or faster "
+     "one GPU's FLOP/s, instead of measuring them (0 = measure); emulates a slower or faster "
      "device for the placement",
+     0},
+    {"gpus", WT_OPT_INT, F(gpus), 1, PARALLEL_SITE_MAX_RANKS, "1",
+     "GPUs of this site: the coordinator sees one device of gpus x site-efficiency x one GPU's "
+     "FLOP/s and gpus x its memory, and each assigned stage runs with tensor parallelism over "
+     "gpus ranks (threads of this process; --device cpu only; the model's heads must be a "
+     "multiple of it)",
+     0},
+    {"site-efficiency", WT_OPT_FLOAT, F(site_efficiency), 0.01, 1, "0.9",
+     "with --gpus > 1, the fraction of gpus x one GPU's speed the site is reported at (tensor "
+     "parallelism's all-reduces cost time)",
      0},
     {"register-timeout", WT_OPT_FLOAT, F(register_timeout_s), 1, 3600, "30",
      "seconds to wait for the coordinator's answer", 0},
@@ -150,6 +161,7 @@ static int s_register(s_peer *p) {
   cJSON_AddStringToObject(d, "kind", strncmp(p->cfg->device, "cuda", 4) ? "cpu" : "cuda");
   cJSON_AddNumberToObject(d, "flops", p->flops);
   cJSON_AddNumberToObject(d, "memory", p->memory);
+  cJSON_AddNumberToObject(d, "gpus", p->cfg->gpus);
   int rc = s_send(p, COORD_CMD_REGISTER, b);
   cJSON_Delete(b);
   return rc;
@@ -235,6 +247,7 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
     return;
   }
   p->work = peer_work_new(body, p->cfg->host, p->pub, p->sec, p->data, &p->held);
+  if (p->work) p->work->site_ranks = p->cfg->gpus;
   if (!p->work) {
     fprintf(stderr, "peerd: epoch %d: %s\n", epoch, wt_last_error());
     s_report_failure(p, epoch, wt_last_error());
@@ -440,6 +453,11 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
 }
 
 int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
+  if (cfg->gpus > 1 && strncmp(cfg->device, "cpu", 4))
+    return wt_fail(WT_ENOTSUP,
+                   "--gpus %d with --device %s: a site runs its ranks as threads of one process "
+                   "and the CUDA back end's state is process-wide; use --device cpu for a site",
+                   cfg->gpus, cfg->device);
   if (strncmp(cfg->device, "cpu", 4)) {
     if (strncmp(cfg->device, "cuda:", 5) || !cfg->device[5])
       return wt_fail(WT_EINVAL, "--device '%s': expected cpu or cuda:N", cfg->device);
@@ -456,16 +474,20 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
   s_peer p = {.cfg = cfg, .heartbeat_s = 1, .liveness = 5};
   int rc = s_keys(&p);
   if (rc == WT_OK) {
-    double measured = 0;
-    rc = peer_device_measure(cfg->device, &measured, &p.memory);
-    p.flops = cfg->flops > 0 ? cfg->flops : measured;
+    double measured = 0, memory = 0;
+    rc = peer_device_measure(cfg->device, &measured, &memory);
+    /* A site is one device of the GPUs' aggregate, which the placement plans with. */
+    if (rc == WT_OK)
+      rc =
+          parallel_site_device(cfg->gpus, cfg->site_efficiency,
+                               cfg->flops > 0 ? cfg->flops : measured, memory, &p.flops, &p.memory);
   }
   if (rc == WT_OK) rc = s_connect(&p);
   if (rc == WT_OK) {
     if (!cfg->quiet)
-      printf("peerd: device %s, %.1f GFLOP/s (%s), %.1f GiB; registering with %s\n", cfg->device,
-             p.flops / 1e9, cfg->flops > 0 ? "--flops" : "fp32 matmul", p.memory / (1 << 30),
-             cfg->coordinator);
+      printf("peerd: device %s x %d, %.1f GFLOP/s (%s), %.1f GiB; registering with %s\n",
+             cfg->device, cfg->gpus, p.flops / 1e9, cfg->flops > 0 ? "--flops" : "fp32 matmul",
+             p.memory / (1 << 30), cfg->coordinator);
     s_register(&p);
     int w = s_await_welcome(&p, wt_now_s() + cfg->register_timeout_s, stop);
     if (w < 0)

@@ -26,6 +26,7 @@
 #include "model/trainer.h"
 #include "netsim/netsim.h"
 #include "assign/assign.h"
+#include "parallel/site.h" /* defines: PARALLEL_SITE_MAX_RANKS */
 #include "parallel/tasklet.h"
 #include "parallel/zmq.h"
 
@@ -53,7 +54,7 @@ typedef struct {
   char grad_codec[WT_CONFIG_STR_MAX], act_codec[WT_CONFIG_STR_MAX];
   int diloco, zero;
   char device[WT_CONFIG_STR_MAX], precision[WT_CONFIG_STR_MAX];
-  int tf32, act_slots;
+  int tf32, act_slots, site_ranks;
   double timeout;
   int insecure;
   char scenario[WT_CONFIG_STR_MAX], scenario_name[WT_CONFIG_STR_MAX];
@@ -98,6 +99,10 @@ static const wt_option s_options[] = {
     {"tf32", WT_OPT_FLAG, F(tf32), 0, 1, "0", "fp32 matmuls on TF32 tensor cores (GPU)", 0},
     {"act-slots", WT_OPT_INT, F(act_slots), 0, GPT_MAX_SLOTS, "0",
      "activation slots per stage (0 = one per micro-batch in flight; fewer recompute forwards)", 0},
+    {"site-ranks", WT_OPT_INT, F(site_ranks), 1, PARALLEL_SITE_MAX_RANKS, "1",
+     "run every stage on a site of this many tensor-parallel ranks (threads of each process; "
+     "--device cpu; a divisor of --heads)",
+     0},
     {"timeout", WT_OPT_FLOAT, F(timeout), 0.1, 1e6, "60",
      "seconds any process waits for a peer before failing", 0},
     {"insecure", WT_OPT_FLAG, F(insecure), 0, 1, "0",
@@ -167,6 +172,7 @@ static void s_tasklet_config(const launch_args *a, const data_set *d, parallel_t
   if (p) c->grad_ef = p->error_feedback;
   c->zero = a->zero;
   c->act_slots = a->act_slots;
+  c->site_ranks = a->site_ranks;
   snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "%s", a->checkpoint_dir);
   c->checkpoint_every = a->checkpoint_every;
   c->keep = a->keep;
@@ -220,14 +226,19 @@ static int s_device_probe(const char *device, int *gpus) {
   return WT_OK;
 }
 
-/* Checks --device, --precision and --tf32 before any worker starts; *gpus: the GPUs `cuda`
- * spreads the processes over (0 otherwise). Returns WT_OK, WT_EINVAL (a usage error) or
+/* Checks --device, --precision, --tf32 and --site-ranks before any worker starts; *gpus: the
+ * GPUs `cuda` spreads the processes over (0 otherwise). Returns WT_OK, WT_EINVAL (a usage error) or
  * WT_ENOTSUP (no CUDA in this build, no such GPU, a GPU precision on the CPU). */
 static int s_device_check(const launch_args *a, int *gpus) {
   kernels_precision p;
   const kernels_ops *o;
   *gpus = 0;
   WT_CHECK(kernels_parse_precision(a->precision, a->tf32, &p));
+  if (a->site_ranks > 1 && strcmp(a->device, "cpu"))
+    return wt_fail(WT_ENOTSUP,
+                   "--site-ranks %d with --device %s: a site runs its ranks as threads of one "
+                   "process and the CUDA back end's state is process-wide; use --device cpu",
+                   a->site_ranks, a->device);
   if (!strcmp(a->device, "cpu")) return kernels_set_precision(kernels_cpu(), p);
   if (!kernels_backend("cuda")) return kernels_for_device(a->device, &o); /* says why not */
   return s_device_probe(a->device, gpus);
@@ -486,12 +497,13 @@ int cmd_launch_worker(int argc, char **argv) {
   if (rc == WT_OK)
     fprintf(status,
             "done %ld %.9g %.6f %.6f %llu %llu %llu %llu %.6f %llu %.6f %.6f %.6f %.6f %d %.9g "
-            "%ld\n",
+            "%ld %llu\n",
             res.steps_done, res.last_loss, res.seconds, res.compute_s,
             (unsigned long long)res.bytes_pipeline, (unsigned long long)res.bytes_data,
             (unsigned long long)res.bytes_control, (unsigned long long)tot.bytes_sent, tot.wait_s,
             (unsigned long long)parallel_zmq_refused(world), res.pipeline_s, res.tied_s,
-            res.reduce_s, res.norm_s, res.time_limited, res.last_val_loss, res.recomputes);
+            res.reduce_s, res.norm_s, res.time_limited, res.last_val_loss, res.recomputes,
+            (unsigned long long)res.bytes_site);
   else
     fprintf(status, "error %s\n", wt_last_error());
   fclose(status);
@@ -520,6 +532,7 @@ typedef struct {
   double phase_s[4]; /* pipeline, tied exchange, reduce, norm exchange (all steps) */
   unsigned long long wire_bytes, refused; /* the transport's counters */
   long recomputes;                        /* forwards run again (--act-slots) */
+  unsigned long long site_bytes;          /* sent between the ranks of its site (--site-ranks) */
   double wait_s;
   char error[1024];
 } s_proc;
@@ -600,10 +613,11 @@ static void s_handle_line(s_run *r, int w, char *line) {
     while (r->printed >= 0 && r->printed < all) s_progress(r, ++r->printed, &r->p[slow]);
   } else if (!strncmp(line, "done ", 5) &&
              sscanf(line + 5,
-                    "%ld %f %lf %lf %llu %llu %llu %llu %lf %llu %lf %lf %lf %lf %d %f %ld",
+                    "%ld %f %lf %lf %llu %llu %llu %llu %lf %llu %lf %lf %lf %lf %d %f %ld %llu",
                     &p->steps, &p->loss, &p->seconds, &p->compute_s, &b0, &b1, &b2, &p->wire_bytes,
                     &p->wait_s, &p->refused, &p->phase_s[0], &p->phase_s[1], &p->phase_s[2],
-                    &p->phase_s[3], &p->time_limited, &p->last_val, &p->recomputes) == 17) {
+                    &p->phase_s[3], &p->time_limited, &p->last_val, &p->recomputes,
+                    &p->site_bytes) == 18) {
     p->bytes[0] = b0, p->bytes[1] = b1, p->bytes[2] = b2;
     p->done = 1;
   } else if (!strncmp(line, "error ", 6)) {
@@ -893,10 +907,18 @@ static int s_summary(s_run *r) {
   long recomputes = 0;
   for (int w = 0; w < r->world; w++) recomputes += r->p[w].recomputes;
   printf("activation slots: %s; %ld forward passes recomputed in all processes\n",
-         a->t.moe_experts ? "one (an MoE stage keeps one forward in flight)"
-         : a->act_slots   ? "bounded by --act-slots"
-                          : "one per micro-batch in flight",
+         a->t.moe_experts    ? "one (an MoE stage keeps one forward in flight)"
+         : a->site_ranks > 1 ? "one per stage (a site keeps one forward)"
+         : a->act_slots      ? "bounded by --act-slots"
+                             : "one per micro-batch in flight",
          recomputes);
+  if (a->site_ranks > 1) {
+    double site = 0;
+    for (int w = 0; w < r->world; w++) site += (double)r->p[w].site_bytes;
+    printf("sites: every stage on %d tensor-parallel ranks; %.3f MB between their ranks in all "
+           "processes\n",
+           a->site_ranks, site / 1e6);
+  }
   double predicted = NAN;
   if (r->wan.sc) {
     double part[2];
