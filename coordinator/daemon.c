@@ -307,22 +307,6 @@ static int s_find(coordinator *c, const char *key) {
   return -1;
 }
 
-static double s_num(const cJSON *o, const char *name, double def) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-  return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : def;
-}
-
-/* An integer field of a message from outside, clamped so the cast is defined. */
-static int s_int(const cJSON *o, const char *name, int def) {
-  double v = s_num(o, name, def);
-  return (int)fmin(fmax(v, -1e9), 1e9);
-}
-
-static const char *s_str(const cJSON *o, const char *name) {
-  const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
-  return s ? s : "";
-}
-
 static void s_register(coordinator *c, const unsigned char *route, size_t rlen, const char *key,
                        const coordinator_msg *m) {
   char why[512];
@@ -335,10 +319,12 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
     return;
   }
   const cJSON *dev = cJSON_GetObjectItemCaseSensitive(m->body, "device");
-  double flops = s_num(dev, "flops", -1), memory = s_num(dev, "memory", 0);
-  double gpus = s_num(dev, "gpus", 1); /* a peerd of one device may not say */
-  const char *kind = s_str(dev, "kind"), *region = s_str(m->body, "region");
-  const char *host = s_str(m->body, "host");
+  double flops = coordinator_field_num(dev, "flops", -1),
+         memory = coordinator_field_num(dev, "memory", 0);
+  double gpus = coordinator_field_num(dev, "gpus", 1); /* a peerd of one device may not say */
+  const char *kind = coordinator_field_str(dev, "kind"),
+             *region = coordinator_field_str(m->body, "region");
+  const char *host = coordinator_field_str(m->body, "host");
   if (!cJSON_IsObject(dev) || !(flops > 0 && flops < 1e18) || memory < 0 || !kind[0] ||
       !(gpus >= 1 && gpus <= 1024 && gpus == floor(gpus)) || strlen(kind) >= 32 ||
       strlen(region) >= 64 || strlen(host) >= 256) {
@@ -357,7 +343,7 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
     return;
   }
   if (i < 0 && !c->cfg.open &&
-      coord_token_verify(c, s_str(m->body, "token"), why, sizeof why) != WT_OK) {
+      coord_token_verify(c, coordinator_field_str(m->body, "token"), why, sizeof why) != WT_OK) {
     c->refused++;
     s_refuse(c, route, rlen, why);
     coord_event(c, "refused", "key %.8s…: %s", key, why);
@@ -386,8 +372,8 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   snprintf(p->kind, sizeof p->kind, "%s", kind);
   snprintf(p->region, sizeof p->region, "%s", region);
   snprintf(p->host, sizeof p->host, "%s", host[0] ? host : "127.0.0.1");
-  p->held_step = (long)fmin(fmax(s_num(m->body, "held_step", 0), 0), 1e12);
-  p->held_stage = s_int(m->body, "held_stage", -1);
+  p->held_step = (long)fmin(fmax(coordinator_field_num(m->body, "held_step", 0), 0), 1e12);
+  p->held_stage = coordinator_field_int(m->body, "held_stage", -1);
   coord_state_save_peer(c, p);
   coord_event(c, "joined", "peer %d (key %.8s…, %s x %d, %.1f GFLOP/s, region '%s')", p->id, key,
               p->kind, p->gpus, p->flops / 1e9, p->region);
@@ -401,15 +387,15 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
 }
 
 static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
-  p->step = (long)s_int(b, "step", 0);
-  p->loss = s_num(b, "loss", NAN);
-  p->tokens_s = s_num(b, "tokens_s", 0);
-  p->bytes_sent = s_num(b, "bytes_sent", 0);
-  p->bytes_recv = s_num(b, "bytes_recv", 0);
-  p->bytes_intra = fmax(p->bytes_intra, s_num(b, "bytes_intra", 0));
-  p->bytes_inter = fmax(p->bytes_inter, s_num(b, "bytes_inter", 0));
-  p->bytes_inter_raw = fmax(p->bytes_inter_raw, s_num(b, "bytes_inter_raw", 0));
-  int ep = s_int(b, "epoch", -1);
+  p->step = (long)coordinator_field_int(b, "step", 0);
+  p->loss = coordinator_field_num(b, "loss", NAN);
+  p->tokens_s = coordinator_field_num(b, "tokens_s", 0);
+  p->bytes_sent = coordinator_field_num(b, "bytes_sent", 0);
+  p->bytes_recv = coordinator_field_num(b, "bytes_recv", 0);
+  p->bytes_intra = fmax(p->bytes_intra, coordinator_field_num(b, "bytes_intra", 0));
+  p->bytes_inter = fmax(p->bytes_inter, coordinator_field_num(b, "bytes_inter", 0));
+  p->bytes_inter_raw = fmax(p->bytes_inter_raw, coordinator_field_num(b, "bytes_inter_raw", 0));
+  int ep = coordinator_field_int(b, "epoch", -1);
   if (ep == c->epoch && p->epoch_rank >= 0 && c->phase == EPOCH_RUNNING &&
       !strcmp(c->epoch_kind, "train") && p->step > 0) {
     if (p->step > c->last_step) {
@@ -421,7 +407,7 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
       else if (p->step > c->it_step0 + 4)
         c->iteration_s = (now - c->it_t0) / (p->step - c->it_step0);
     }
-    double first = s_num(b, "first_loss", NAN);
+    double first = coordinator_field_num(b, "first_loss", NAN);
     if (isnan(c->first_loss) && isfinite(first)) c->first_loss = first;
     if (c->lost_at > 0 && p->step > c->start_step) { /* a step done in the new epoch */
       c->recovery_s = wt_now_s() - c->lost_at;
@@ -441,9 +427,9 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
 }
 
 static void s_checkpoint(coordinator *c, coord_peer *p, const cJSON *b) {
-  long step = (long)s_int(b, "step", -1);
-  int stage = s_int(b, "stage", -1);
-  const char *digest = s_str(b, "digest");
+  long step = (long)coordinator_field_int(b, "step", -1);
+  int stage = coordinator_field_int(b, "stage", -1);
+  const char *digest = coordinator_field_str(b, "digest");
   if (step < 1 || stage < 0 || stage >= c->cfg.stages || strlen(digest) != 64) {
     c->refused++;
     WT_WARN("coordinator: peer %d sent an impossible checkpoint report (step %ld, stage %d); "

@@ -188,25 +188,10 @@ static int s_recv(s_peer *p, long timeout_ms, coordinator_msg *m) {
   return 1;
 }
 
-static double s_num(const cJSON *o, const char *name, double def) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-  return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : def;
-}
-
-/* An integer field of a message from outside, clamped so the cast is defined. */
-static int s_int(const cJSON *o, const char *name, int def) {
-  double v = s_num(o, name, def);
-  return (int)fmin(fmax(v, -1e9), 1e9);
-}
-
-static const char *s_str(const cJSON *o, const char *name) {
-  const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
-  return s ? s : "";
-}
-
 /* The corpus an epoch names, opened once and kept (fetched, cached and verified for URLs). */
 static int s_data(s_peer *p, const cJSON *train) {
-  const char *spec = s_str(train, "data"), *sha = s_str(train, "data_sha256");
+  const char *spec = coordinator_field_str(train, "data"),
+             *sha = coordinator_field_str(train, "data_sha256");
   if (p->data && !strcmp(spec, p->data_spec)) return WT_OK;
   data_set_destroy(&p->data);
   if (!strcmp(spec, "synthetic") || !spec[0]) {
@@ -237,7 +222,7 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
   p->reported_ckpt = 0; /* the stage may differ from the last epoch's */
   cJSON_Delete(p->last_result);
   p->last_result = NULL;
-  int epoch = s_int(body, "epoch", -1);
+  int epoch = coordinator_field_int(body, "epoch", -1);
   const cJSON *train = cJSON_GetObjectItemCaseSensitive(body, "train");
   if (train && s_data(p, train) != WT_OK) {
     char why[1200];
@@ -255,12 +240,13 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
   }
   p->work_epoch = epoch;
   if (!p->cfg->quiet)
-    printf("peerd %d: epoch %d: %s, rank %d of %d%s\n", p->peer_id, epoch, s_str(body, "kind"),
-           s_int(body, "rank", 0), s_int(body, "size", 0),
+    printf("peerd %d: epoch %d: %s, rank %d of %d%s\n", p->peer_id, epoch,
+           coordinator_field_str(body, "kind"), coordinator_field_int(body, "rank", 0),
+           coordinator_field_int(body, "size", 0),
            !train                                                  ? ""
            : cJSON_GetObjectItemCaseSensitive(train, "state_from") ? " (from live replicas' state)"
-           : s_num(train, "resume", 0) ? " (resuming from the latest checkpoint)"
-                                       : "");
+           : coordinator_field_num(train, "resume", 0) ? " (resuming from the latest checkpoint)"
+                                                       : "");
   cJSON *b = cJSON_CreateObject();
   cJSON_AddNumberToObject(b, "epoch", epoch);
   cJSON_AddStringToObject(b, "endpoint", peer_work_endpoint(p->work));
@@ -269,7 +255,8 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
 }
 
 static void s_on_start(s_peer *p, const cJSON *body) {
-  if (!p->work || s_int(body, "epoch", -1) != p->work_epoch || p->work->started) return;
+  if (!p->work || coordinator_field_int(body, "epoch", -1) != p->work_epoch || p->work->started)
+    return;
   if (peer_work_start(p->work, body) != WT_OK) {
     fprintf(stderr, "peerd: epoch %d: %s\n", p->work_epoch, wt_last_error());
     s_report_failure(p, p->work_epoch, wt_last_error());
@@ -288,7 +275,8 @@ static int s_cmp_long(const void *a, const void *b) {
 static void s_report_checkpoint(s_peer *p) {
   peer_work *w = p->work;
   if (!w || !w->is_train || w->replica != 0) return;
-  const char *dir = s_str(cJSON_GetObjectItemCaseSensitive(w->body, "train"), "checkpoint_dir");
+  const char *dir =
+      coordinator_field_str(cJSON_GetObjectItemCaseSensitive(w->body, "train"), "checkpoint_dir");
   if (!dir[0]) return;
   char path[2200];
   snprintf(path, sizeof path, "%s/stage-%d", dir, w->stage);
@@ -379,12 +367,13 @@ static int s_await_welcome(s_peer *p, double deadline, const volatile sig_atomic
     if (!s_recv(p, 200, &m)) continue;
     int r = 0;
     if (m.cmd == COORD_CMD_WELCOME) {
-      p->peer_id = s_int(m.body, "peer_id", 0);
-      p->heartbeat_s = fmin(fmax(s_num(m.body, "heartbeat_s", 1), 0.05), 60);
-      p->liveness = (int)fmin(fmax(s_num(m.body, "liveness", 5), 2), 100);
+      p->peer_id = coordinator_field_int(m.body, "peer_id", 0);
+      p->heartbeat_s = fmin(fmax(coordinator_field_num(m.body, "heartbeat_s", 1), 0.05), 60);
+      p->liveness = (int)fmin(fmax(coordinator_field_num(m.body, "liveness", 5), 2), 100);
       r = 1;
     } else if (m.cmd == COORD_CMD_REFUSED) {
-      wt_fail(WT_EINVAL, "the coordinator refused this peer: %s", s_str(m.body, "reason"));
+      wt_fail(WT_EINVAL, "the coordinator refused this peer: %s",
+              coordinator_field_str(m.body, "reason"));
       r = -1;
     }
     coordinator_msg_clear(&m);
@@ -409,10 +398,10 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
         s_on_start(p, m.body);
         break;
       case COORD_CMD_ABORT:
-        if (p->work && s_int(m.body, "epoch", -1) == p->work_epoch) {
+        if (p->work && coordinator_field_int(m.body, "epoch", -1) == p->work_epoch) {
           if (!p->cfg->quiet)
             printf("peerd %d: epoch %d aborted: %s\n", p->peer_id, p->work_epoch,
-                   s_str(m.body, "reason"));
+                   coordinator_field_str(m.body, "reason"));
           p->work->abort = 1;
           if (!p->work->started) peer_work_destroy(&p->work);
         }
@@ -422,7 +411,8 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
         if (!p->cfg->quiet) printf("peerd %d: the run is complete\n", p->peer_id);
         return WT_OK;
       case COORD_CMD_REFUSED: /* dropped or forgotten by the coordinator: register again */
-        WT_WARN("peerd: the coordinator says: %s; registering again", s_str(m.body, "reason"));
+        WT_WARN("peerd: the coordinator says: %s; registering again",
+                coordinator_field_str(m.body, "reason"));
         peer_work_destroy(&p->work);
         s_register(p);
         break;
