@@ -3,12 +3,12 @@
  *
  * A site holds the layers [first, last) of a model as t·c ranks (parallel/tp.h) on threads of
  * this process over an in-process group (a mesh with tp = t, cp = c; world rank = tp + t·cp):
- * every block as a
- * parallel_tp_block, and where the stage holds an end of the model the vocabulary-parallel layer
- * (wte split by rows): first == 0 the embedding (wte and the replicated wpe), last == n_layer the
- * replicated ln_f, the LM head tied to wte and the parallel cross-entropy. No rank holds all the
- * logits. The activations that cross the stage's boundaries (act_in, act_out, grad_out, grad_in
- * of gpt.h) are the full (B, T, C) arrays, replicated on every rank.
+ * every block as a parallel_tp_block, and where the stage holds an end of the model the
+ * vocabulary-parallel layer (wte split by rows): first == 0 the embedding (wte and the replicated
+ * wpe), last == n_layer the replicated ln_f, the LM head tied to wte and the parallel
+ * cross-entropy. No rank holds all the logits. The activations that cross the stage's boundaries
+ * (act_in, act_out, grad_out, grad_in of gpt.h) are the full (B, T, C) arrays, replicated on every
+ * rank.
  *
  * Context parallelism (c > 1): each rank computes only the B × T/c rows of its CP positions
  * (cp.h's load-balanced split: chunks j and 2c−1−j of 2c for CP rank j), taken from the full
@@ -23,7 +23,7 @@
  * sends, the data-parallel reduce, the tied-embedding exchange) stay on that stage exactly as
  * without a site. Per step:
  *   parallel_site_load(site, stage)      every rank takes its TP shards of the stage's parameters
- *   parallel_site_forward / _backward    the micro-batches' passes, on the t ranks
+ *   parallel_site_forward / _backward    the micro-batches' passes, on the t·c ranks
  *   parallel_site_grads(site, stage)     the stage's gradients += the ranks' gradients, put back
  *                                        into gpt_stage layout (parallel_tp_unshard_add; the c
  *                                        CP ranks' partial sums of one shard each added once);
