@@ -126,7 +126,7 @@ int main(int argc, char **argv) {
   unsigned long long bytes[S_MAX_SITES] = {0};
   int rc = 0;
   for (int k = 0; k < nt; k++) {
-    parallel_site *site = parallel_site_new(&mc, first, last, B, T, ts[k], kernels_cpu());
+    parallel_site *site = parallel_site_new(&mc, first, last, B, T, ts[k], 1, kernels_cpu());
     if (!site || parallel_site_load(site, st) != WT_OK) {
       fprintf(stderr, "bench-site: %d ranks: %s\n", ts[k], wt_last_error());
       rc = 1;

@@ -4,7 +4,8 @@
 #include "coordinator/coordinator_internal.h"
 
 #include "common/common.h"
-#include "parallel/zmq.h" /* defines: the CURVE key-pair helpers */
+#include "parallel/site.h" /* defines: PARALLEL_SITE_MAX_RANKS */
+#include "parallel/zmq.h"  /* defines: the CURVE key-pair helpers */
 
 #include <errno.h>
 #include <math.h>
@@ -33,6 +34,10 @@ static const wt_option s_options[] = {
     {"layers", WT_OPT_INT, F(layers), 1, 256, "2", "transformer blocks", 0},
     {"channels", WT_OPT_INT, F(channels), 8, 8192, "32", "model width", 0},
     {"heads", WT_OPT_INT, F(heads), 1, 128, "2", "attention heads", 0},
+    {"site-cp", WT_OPT_INT, F(site_cp), 1, PARALLEL_SITE_MAX_RANKS, "1",
+     "context parallelism inside every site (peerd --gpus N > 1): split each sequence over this "
+     "many of its GPUs (ring attention; N a multiple of it, --seq of twice it)",
+     0},
     {"lr", WT_OPT_FLOAT, F(lr), 0, 10, "3e-3", "peak learning rate (AdamW)", 0},
     {"seed", WT_OPT_INT64, F(seed), 0, 9e15, "1", "seed of weights and data order", 0},
     {"data", WT_OPT_STRING, F(data), 0, 0, "synthetic",
@@ -333,6 +338,19 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
              "registration without a valid device report (kind, flops > 0, "
              "memory >= 0, gpus 1..1024, region < 64 chars); upgrade peerd");
     WT_WARN("coordinator: refused a registration from key %.8s…: bad device report", key);
+    return;
+  }
+  /* A site splits the heads over its GPUs / site_cp tensor-parallel ranks: refuse a peer that
+   * could never run its stage rather than fail every epoch it is placed in. */
+  const int cp = c->cfg.site_cp > 1 ? c->cfg.site_cp : 1, n = (int)gpus;
+  if (n > 1 && (n % cp || c->cfg.heads % (n / cp))) {
+    c->refused++;
+    snprintf(why, sizeof why,
+             "a site of %d GPUs cannot run this run's model: %d must be a multiple of --site-cp "
+             "%d and %d / %d tensor-parallel ranks must divide the %d heads; use another --gpus",
+             n, n, cp, n, cp, c->cfg.heads);
+    s_refuse(c, route, rlen, why);
+    coord_event(c, "refused", "key %.8s…: %s", key, why);
     return;
   }
   int ri = coord_region_index(c, region, why, sizeof why);

@@ -119,11 +119,26 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world
                    "a site of %d ranks runs dense models only (its tensor parallelism has no "
                    "expert layers); drop the MoE options or the site",
                    c->site_ranks);
-  if (c->site_ranks > 1 && c->train.model.n_head % c->site_ranks)
+  const int site_cp = c->site_cp > 1 ? c->site_cp : 1;
+  if (c->site_cp < 0 || c->site_cp > PARALLEL_SITE_MAX_RANKS)
+    return wt_fail(WT_EINVAL, "site cp %d: use 1 (no context parallelism) to %d", c->site_cp,
+                   PARALLEL_SITE_MAX_RANKS);
+  if (site_cp > 1 && c->site_ranks > 1 && c->site_ranks % site_cp)
     return wt_fail(WT_EINVAL,
-                   "a site of %d GPUs splits the %d heads: use a GPU count that "
-                   "divides them",
-                   c->site_ranks, c->train.model.n_head);
+                   "a site of %d GPUs cannot split each sequence over %d of them: use a GPU "
+                   "count that is a multiple of the context-parallel degree %d",
+                   c->site_ranks, site_cp, site_cp);
+  if (c->site_ranks > 1 && c->train.model.n_head % (c->site_ranks / site_cp))
+    return wt_fail(WT_EINVAL,
+                   "a site of %d GPUs (%d tensor-parallel × %d context-parallel) splits the %d "
+                   "heads over %d ranks: use a GPU count whose tensor-parallel part divides them",
+                   c->site_ranks, c->site_ranks / site_cp, site_cp, c->train.model.n_head,
+                   c->site_ranks / site_cp);
+  if (site_cp > 1 && c->site_ranks > 1 && c->train.model.max_seq % (2 * site_cp))
+    return wt_fail(WT_EINVAL,
+                   "a site with context parallelism %d splits each sequence into %d chunks: "
+                   "use a sequence length that is a multiple of %d, not %d",
+                   site_cp, 2 * site_cp, 2 * site_cp, c->train.model.max_seq);
   if (c->resume && !c->checkpoint_dir[0])
     return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir");
   if ((c->state_in || c->state_out) &&
@@ -370,8 +385,9 @@ static int s_data_parallel(parallel_tasklet *k) {
   return WT_OK;
 }
 
-/* The stage's site: its TP ranks on this process's threads, in the stage's back end. */
+/* The stage's site: its TP × CP ranks on this process's threads, in the stage's back end. */
 static int s_site(parallel_tasklet *k, const trainer_config *tc) {
+  const int cp = k->cfg.site_cp > 1 ? k->cfg.site_cp : 1;
   if (k->ops->device)
     return wt_fail(WT_ENOTSUP,
                    "a site of %d ranks runs its ranks as threads of one process, but the %s back "
@@ -379,7 +395,7 @@ static int s_site(parallel_tasklet *k, const trainer_config *tc) {
                    k->cfg.site_ranks, k->ops->name);
   WT_CHECK_NEW(k->site, parallel_site_new(&tc->model, tc->first_layer, tc->last_layer,
                                           trainer_micro_rows(k->t), tc->model.max_seq,
-                                          k->cfg.site_ranks, k->ops));
+                                          k->cfg.site_ranks / cp, cp, k->ops));
   return parallel_pipeline_set_site(k->pipeline, k->site);
 }
 

@@ -52,7 +52,8 @@
  * per process on a GPU (`wantrain launch`, peerd); a second one in the same process at the same
  * time is refused (WT_ENOTSUP) instead of sharing it.
  *
- * A site (site_ranks = t > 1): the stage's passes run on t tensor-parallel ranks (parallel/site.h)
+ * A site (site_ranks = n > 1): the stage's passes run on n ranks (parallel/site.h), n / site_cp
+ * tensor-parallel ranks for each of site_cp context-parallel ranks,
  * while the tasklet's gpt_stage stays the stage everyone else sees: the executor loads its
  * parameters into the site before each run and evaluation and adds the site's gradients back
  * after each run, so the reduce, the norm, the update and the checkpoints are unchanged, and a
@@ -118,9 +119,14 @@ typedef struct {
   int site_ranks; /* 0 or 1: the stage runs on its gpt_stage; t > 1: on a site of t tensor-
                      parallel ranks (parallel/site.h: threads of this process; the stage keeps the
                      parameters, optimizer and everything that crosses the WAN). n_head must be a
-                     multiple of t, the model dense and the device a host back end (WT_ENOTSUP on
-                     a GPU: the CUDA back end's state is process-wide). Each forward whose
-                     backward is not the next pass is recomputed (act_slots is then 1) */
+                     multiple of t / site_cp, the model dense and the device a host back end
+                     (WT_ENOTSUP on a GPU: the CUDA back end's state is process-wide). Each forward
+                     whose backward is not the next pass is recomputed (act_slots is then 1). With
+                     site_cp = c > 1 the t ranks are t / c TP × c CP (below) */
+  int site_cp;    /* 0 or 1: no context parallelism in the site; c > 1: each sequence split over
+                     c of the site_ranks (ring attention, parallel/cp.h): site_ranks a multiple
+                     of c, n_head of site_ranks / c, max_seq of 2c. A tasklet without a site
+                     (site_ranks <= 1) ignores it: one device has no sequence to split */
   char device[PARALLEL_TASKLET_DEVICE_MAX]; /* the kernels back end the stage runs on, a
                     kernels_for_device name (cpu, cuda, cuda:N) resolved by parallel_tasklet_run
                     in its own thread (a GPU is a thread's current device); "" = train.kernels

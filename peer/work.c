@@ -368,6 +368,7 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   c.on_step = s_on_step;
   c.on_step_arg = w;
   c.site_ranks = w->site_ranks;
+  c.site_cp = coordinator_field_int(t, "site_cp", 1); /* a coordinator that does not say: none */
   int bits = !strncmp(c.act_codec, "direct", 6) ? atoi(c.act_codec + 6) : 0;
   const int T = c.train.model.max_seq, C = c.train.model.channels;
   pthread_mutex_lock(&w->mu);
@@ -391,10 +392,12 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   c.state_out = &out, c.state_out_bytes = &out_bytes;
   parallel_tasklet_result res;
   int rc = parallel_tasklet_run(&c, world, &res);
-  if (c.site_ranks > 1)
-    WT_INFO("peerd: stage %d ran %ld steps on a site of %d tensor-parallel ranks, %.1f MB between "
-            "them",
-            c.stage, res.steps_done, c.site_ranks, (double)res.bytes_site / 1e6);
+  if (c.site_ranks > 1) {
+    const int cp = c.site_cp > 1 ? c.site_cp : 1;
+    WT_INFO("peerd: stage %d ran %ld steps on a site of %d tensor-parallel x %d context-parallel "
+            "ranks, %.1f MB between them",
+            c.stage, res.steps_done, c.site_ranks / cp, cp, (double)res.bytes_site / 1e6);
+  }
   if (owned) free((void *)in);
   if (out) { /* the stage at its last completed step, kept for the next epoch */
     int stage = -1;

@@ -5,7 +5,11 @@
 #     memory of a one-GPU peer on the same machine; the one-GPU peer shows gpus 1 and its --flops;
 #   - a 2-stage run of the site peer and a one-GPU peer finishes, the loss goes down, and the
 #     site peer's log says its stage ran on a site of 2 ranks;
-#   - --gpus 2 on a GPU device and --gpus 0 are refused before registering.
+#   - --gpus 2 on a GPU device and --gpus 0 are refused before registering;
+#   - context parallelism inside the site: a run with --site-cp 2 has the --gpus 2 peer run its
+#     stage on 1 tensor-parallel x 2 context-parallel ranks and finishes with the loss going
+#     down; a --gpus 3 peer (not a multiple of 2) is refused at registration with a message, and
+#     a --seq that does not split into 4 chunks is refused by the coordinator.
 #   tests/coordinator/test_coord_site.sh BIN_DIR
 BIN=$1
 . "$(dirname "$0")/harness.sh"
@@ -49,7 +53,27 @@ F=$(json_field coord.log first_loss)
 echo "run with a site of 2: first loss $F, final loss $L"
 python3 -c "import sys, math; sys.exit(0 if math.isfinite($L) and $L < $F else 1)" ||
   fail "the loss did not go down: first $F, final $L"
-grep -q "on a site of 2 tensor-parallel ranks" "$WORK/peer1.log" ||
+grep -q "on a site of 2 tensor-parallel x 1 context-parallel ranks" "$WORK/peer1.log" ||
   fail "the site peer did not run its stage on a site"
 grep -q "on a site of" "$WORK/peer2.log" && fail "the one-GPU peer ran a site"
+
+out=$("$BIN/coordinator" --state-dir "$WORK/bad" --site-cp 2 --seq 30 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "multiple of 4 (not 30)" || fail "--site-cp 2 --seq 30: $out"
+STATE=$WORK/state-cp
+start_coord coord-cp.log --open --stages 2 --replicas 1 --steps $STEPS --checkpoint-every 10 \
+  --heartbeat 0.25 --exit-when-done --site-cp 2
+PEER_LOG=cp start_peer 3 --gpus 3 --flops 1e9
+wait_for "$WORK/cp3.log" "refused this peer" 30 || fail "a --gpus 3 peer was not refused"
+grep -q "multiple of --site-cp 2" "$WORK/cp3.log" || fail "the refusal does not say why"
+PEER_LOG=cp start_peer 4 --gpus 2 --flops 1e9
+PEER_LOG=cp start_peer 5 --flops 1e9
+wait_for "$WORK/coord-cp.log" "the run finished $STEPS steps" 90 || fail "the --site-cp 2 run did not finish"
+wait_exit "$CPID" 30
+L=$(json_field coord-cp.log loss)
+F=$(json_field coord-cp.log first_loss)
+echo "run with a site of 1 x 2 (context parallel): first loss $F, final loss $L"
+python3 -c "import sys, math; sys.exit(0 if math.isfinite($L) and $L < $F else 1)" ||
+  fail "the loss did not go down with --site-cp 2: first $F, final $L"
+grep -q "on a site of 1 tensor-parallel x 2 context-parallel ranks" "$WORK/cp4.log" ||
+  fail "the site peer did not run its stage on 2 context-parallel ranks"
 echo "test_coord_site: all checks passed"

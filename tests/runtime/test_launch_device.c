@@ -7,9 +7,11 @@
  *   slots   (integration) 2 x 2 processes with 4 micro-batches and --act-slots 1 recompute
  *           forwards (the summary counts them) and give bitwise the losses of --act-slots 0.
  *   site    (integration) 2 x 2 processes whose stages run on sites of 2 tensor-parallel ranks
- *           (--site-ranks 2) give the losses of --site-ranks 1 within 1e-4 relative, and the
- *           summary counts the bytes between the sites' ranks; --site-ranks 2 on a GPU device is
- *           refused before any worker starts. */
+ *           (--site-ranks 2), and on sites of 2 context-parallel ranks (--site-ranks 2
+ *           --site-cp 2), give the losses of --site-ranks 1 within 1e-4 relative, and the
+ *           summary counts the bytes between the sites' ranks; --site-ranks 2 on a GPU device
+ *           and a --site-ranks that is not a multiple of --site-cp are refused before any worker
+ *           starts. */
 #include "common/common.h"
 #include "common/testing.h"
 #include "kernels/kernels.h"
@@ -98,26 +100,38 @@ static void s_slots(void) {
 
 static void s_site(void) {
   const char *base = "--stages 2 --replicas 2 --micro-batches 2 --batch 8 --seq 32 --layers 2 "
-                     "--channels 32 --heads 2 --steps 4 --log-every 1 --val-every 0 --site-ranks";
+                     "--channels 32 --heads 2 --steps 4 --log-every 1 --val-every 0";
+  /* no site; 2 TP ranks; 2 CP ranks (each holding half of every sequence) */
+  const char *sites[3] = {"--site-ranks 1", "--site-ranks 2", "--site-ranks 2 --site-cp 2"};
+  const char *lines[3] = {NULL,
+                          "sites: every stage on 2 tensor-parallel x 1 context-parallel ranks; ",
+                          "sites: every stage on 1 tensor-parallel x 2 context-parallel ranks; "};
   char args[512];
-  float loss[2][8];
-  int n[2];
-  for (int k = 0; k < 2; k++) {
-    snprintf(args, sizeof args, "%s %d", base, k + 1);
+  float loss[3][8];
+  int n[3];
+  for (int k = 0; k < 3; k++) {
+    snprintf(args, sizeof args, "%s %s", base, sites[k]);
     int rc = s_launch(args);
     WT_TEST_REQUIRE(rc == 0, "launch %s: exit %d\n%s", args, rc, s_out);
     n[k] = s_losses(loss[k], 8);
-    const char *at = strstr(s_out, "sites: every stage on 2 tensor-parallel ranks; ");
-    WT_TEST_ASSERT(!k == !at, "--site-ranks %d: the summary's sites line:\n%s", k + 1, s_out);
-    if (at) WT_TEST_ASSERT(atof(at + 48) > 0, "no bytes between the sites' ranks:\n%s", s_out);
+    const char *at = strstr(s_out, k ? lines[k] : "sites: ");
+    WT_TEST_ASSERT(!k == !at, "%s: the summary's sites line:\n%s", sites[k], s_out);
+    if (at && k)
+      WT_TEST_ASSERT(atof(at + strlen(lines[k])) > 0, "%s: no bytes between the sites' ranks:\n%s",
+                     sites[k], s_out);
   }
-  WT_TEST_REQUIRE(n[0] == 4 && n[1] == 4, "expected 4 steps' losses, got %d and %d", n[0], n[1]);
-  for (int i = 0; i < 4; i++)
-    WT_TEST_ASSERT(fabsf(loss[0][i] - loss[1][i]) <= 1e-4f * loss[0][i],
-                   "step %d: loss %.4f with --site-ranks 2, %.4f with 1", i + 1, loss[1][i],
-                   loss[0][i]);
+  for (int k = 1; k < 3; k++) {
+    WT_TEST_REQUIRE(n[0] == 4 && n[k] == 4, "expected 4 steps' losses, got %d and %d", n[0], n[k]);
+    for (int i = 0; i < 4; i++)
+      WT_TEST_ASSERT(fabsf(loss[0][i] - loss[k][i]) <= 1e-4f * loss[0][i],
+                     "step %d: loss %.4f with %s, %.4f without a site", i + 1, loss[k][i], sites[k],
+                     loss[0][i]);
+  }
   s_refused("--stages 2 --site-ranks 2 --device cuda:0 --steps 2", 1, "process-wide");
-  printf("--site-ranks 2 trains as --site-ranks 1\n");
+  s_refused("--stages 2 --site-ranks 3 --site-cp 2 --steps 2", 2,
+            "multiple of the context-parallel degree 2");
+  s_refused("--stages 2 --site-cp 2 --steps 2", 2, "multiple of it (not 1)");
+  printf("--site-ranks 2 and --site-ranks 2 --site-cp 2 train as --site-ranks 1\n");
 }
 
 int main(int argc, char **argv) {

@@ -2,7 +2,8 @@
  * (parallel_tasklet_config.site_ranks, parallel/site.h) in a 2-stage × 2-replica run over the
  * in-process transport:
  *   - GPipe and 1F1B with two of the four tasklets as sites (of 2 and 4 ranks, one per stage,
- *     in different replicas), and 1F1B with sites of 2 and 4 everywhere: every step's loss and the
+ *     in different replicas), and 1F1B with sites of 2 and 4 everywhere, each also with context
+ *     parallelism c = 2 in the sites (site_cp: 1 × 2 and 2 × 2 ranks): every step's loss and the
  * validation loss equal the run without sites within 1e-4 relative (TP rounds its split sums
  * differently; a lost gradient or a stale weight is off by far more after a few AdamW steps); the
  * sites sent bytes between their ranks and, in GPipe, recomputed forwards (one slot);
@@ -10,8 +11,9 @@
  *     never stopped (a site's numbers are deterministic), and its checkpoint resumes without
  *     sites within 1e-4;
  *   - a site tasklet whose link dies mid-run ends every tasklet with an error, none hangs;
- *   - a site degree that does not divide the heads, an MoE model and a device back end are
- *     refused with a message. */
+ *   - a site degree that does not divide the heads, a GPU count that is not a multiple of the CP
+ *     degree, a sequence that does not split into 2c chunks, an MoE model and a device back end
+ *     are refused with a message. */
 #include "model/trainer.h"
 #include "tests/runtime/hostdev.h"
 #include "tests/runtime/runtime_harness.h"
@@ -61,11 +63,12 @@ static double s_close(const h_run *ref, const h_run *got, long from, const char 
   return fmax(worst, d);
 }
 
-static void test_sites_match(assign_schedule_kind sched, const char *name, int all) {
+static void test_sites_match(assign_schedule_kind sched, const char *name, int all, int cp) {
   static h_run plain, sites;
   parallel_tasklet_config c = s_config(sched);
   h_init(&plain, &c);
   WT_TEST_REQUIRE(h_run_all(&plain) == WT_OK, "%s", plain.err[0]);
+  c.site_cp = cp; /* the tasklets without a site ignore it */
   h_init(&sites, &c);
   /* world rank = stage·R + replica: rank 0 is stage 0 of replica 0, rank 3 stage 1 of replica 1 */
   for (int w = 0; w < 4; w++)
@@ -83,9 +86,9 @@ static void test_sites_match(assign_schedule_kind sched, const char *name, int a
       WT_TEST_ASSERT(sites.res[w].recomputes == (site ? 2 * STEPS : 0),
                      "%s rank %d: %ld forwards recomputed", name, w, sites.res[w].recomputes);
   }
-  printf("%s, %s tasklets as sites: losses within %.2g relative of the run without sites; "
+  printf("%s, %s tasklets as sites, cp %d: losses within %.2g relative of the run without sites; "
          "rank 0's site sent %llu bytes, recomputed %ld forwards\n",
-         name, all ? "all" : "2 of 4", worst, (unsigned long long)sites.res[0].bytes_site,
+         name, all ? "all" : "2 of 4", cp, worst, (unsigned long long)sites.res[0].bytes_site,
          sites.res[0].recomputes);
 }
 
@@ -155,6 +158,22 @@ static void test_refusals(void) {
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_EINVAL &&
                      strstr(wt_last_error(), "divides"),
                  "3 ranks for 4 heads: %s", wt_last_error());
+  c.site_ranks = 6, c.site_cp = 4;
+  WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_EINVAL &&
+                     strstr(wt_last_error(), "multiple of the context-parallel degree 4"),
+                 "6 GPUs with cp 4: %s", wt_last_error());
+  c.site_ranks = 6, c.site_cp = 2;
+  WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_EINVAL &&
+                     strstr(wt_last_error(), "3 tensor-parallel"),
+                 "6 GPUs with cp 2 for 4 heads: %s", wt_last_error());
+  c.site_ranks = 6, c.site_cp = 3; /* 2 TP ranks divide the heads; 6 chunks do not split 16 */
+  WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_EINVAL &&
+                     strstr(wt_last_error(), "multiple of 6, not 16"),
+                 "cp 3 with T = 16: %s", wt_last_error());
+  c.site_ranks = 1, c.site_cp = 2;
+  WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_OK,
+                 "cp 2 without a site was refused: %s", wt_last_error());
+  c.site_cp = 0;
   c.site_ranks = 2;
   c.train.model.moe_experts = 4, c.train.model.moe_top_k = 1, c.train.model.moe_capacity = 2;
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_EINVAL &&
@@ -178,9 +197,12 @@ int main(void) {
   sc.n_tokens = 10000;
   s_data = data_set_synthetic(&sc);
   WT_TEST_REQUIRE(s_data, "%s", wt_last_error());
-  test_sites_match(ASSIGN_SCHEDULE_GPIPE, "GPipe", 0);
-  test_sites_match(ASSIGN_SCHEDULE_1F1B, "1F1B", 0);
-  test_sites_match(ASSIGN_SCHEDULE_1F1B, "1F1B", 1);
+  test_sites_match(ASSIGN_SCHEDULE_GPIPE, "GPipe", 0, 1);
+  test_sites_match(ASSIGN_SCHEDULE_1F1B, "1F1B", 0, 1);
+  test_sites_match(ASSIGN_SCHEDULE_1F1B, "1F1B", 1, 1);
+  test_sites_match(ASSIGN_SCHEDULE_GPIPE, "GPipe", 1, 2);
+  test_sites_match(ASSIGN_SCHEDULE_1F1B, "1F1B", 0, 2);
+  test_sites_match(ASSIGN_SCHEDULE_1F1B, "1F1B", 1, 2);
   test_resume();
   test_dead_link();
   test_refusals();

@@ -54,7 +54,7 @@ typedef struct {
   char grad_codec[WT_CONFIG_STR_MAX], act_codec[WT_CONFIG_STR_MAX];
   int diloco, zero;
   char device[WT_CONFIG_STR_MAX], precision[WT_CONFIG_STR_MAX];
-  int tf32, act_slots, site_ranks;
+  int tf32, act_slots, site_ranks, site_cp;
   double timeout;
   int insecure;
   char scenario[WT_CONFIG_STR_MAX], scenario_name[WT_CONFIG_STR_MAX];
@@ -100,8 +100,12 @@ static const wt_option s_options[] = {
     {"act-slots", WT_OPT_INT, F(act_slots), 0, GPT_MAX_SLOTS, "0",
      "activation slots per stage (0 = one per micro-batch in flight; fewer recompute forwards)", 0},
     {"site-ranks", WT_OPT_INT, F(site_ranks), 1, PARALLEL_SITE_MAX_RANKS, "1",
-     "run every stage on a site of this many tensor-parallel ranks (threads of each process; "
-     "--device cpu; a divisor of --heads)",
+     "run every stage on a site of this many ranks (threads of each process; --device cpu): "
+     "--site-ranks / --site-cp tensor-parallel ranks, a divisor of --heads",
+     0},
+    {"site-cp", WT_OPT_INT, F(site_cp), 1, PARALLEL_SITE_MAX_RANKS, "1",
+     "context parallelism inside each site: split every sequence over this many of its ranks "
+     "(ring attention; --site-ranks a multiple of it, --seq of twice it)",
      0},
     {"timeout", WT_OPT_FLOAT, F(timeout), 0.1, 1e6, "60",
      "seconds any process waits for a peer before failing", 0},
@@ -173,6 +177,7 @@ static void s_tasklet_config(const launch_args *a, const data_set *d, parallel_t
   c->zero = a->zero;
   c->act_slots = a->act_slots;
   c->site_ranks = a->site_ranks;
+  c->site_cp = a->site_cp;
   snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "%s", a->checkpoint_dir);
   c->checkpoint_every = a->checkpoint_every;
   c->keep = a->keep;
@@ -226,14 +231,19 @@ static int s_device_probe(const char *device, int *gpus) {
   return WT_OK;
 }
 
-/* Checks --device, --precision, --tf32 and --site-ranks before any worker starts; *gpus: the
- * GPUs `cuda` spreads the processes over (0 otherwise). Returns WT_OK, WT_EINVAL (a usage error) or
- * WT_ENOTSUP (no CUDA in this build, no such GPU, a GPU precision on the CPU). */
+/* Checks --device, --precision, --tf32, --site-ranks and --site-cp before any worker starts; *gpus:
+ * the GPUs `cuda` spreads the processes over (0 otherwise). Returns WT_OK, WT_EINVAL (a usage
+ * error) or WT_ENOTSUP (no CUDA in this build, no such GPU, a GPU precision on the CPU). */
 static int s_device_check(const launch_args *a, int *gpus) {
   kernels_precision p;
   const kernels_ops *o;
   *gpus = 0;
   WT_CHECK(kernels_parse_precision(a->precision, a->tf32, &p));
+  if (a->site_cp > 1 && a->site_ranks % a->site_cp)
+    return wt_fail(WT_EINVAL,
+                   "--site-cp %d splits each site's ranks along the sequence: give --site-ranks "
+                   "a multiple of it (not %d)",
+                   a->site_cp, a->site_ranks);
   if (a->site_ranks > 1 && strcmp(a->device, "cpu"))
     return wt_fail(WT_ENOTSUP,
                    "--site-ranks %d with --device %s: a site runs its ranks as threads of one "
@@ -915,9 +925,9 @@ static int s_summary(s_run *r) {
   if (a->site_ranks > 1) {
     double site = 0;
     for (int w = 0; w < r->world; w++) site += (double)r->p[w].site_bytes;
-    printf("sites: every stage on %d tensor-parallel ranks; %.3f MB between their ranks in all "
-           "processes\n",
-           a->site_ranks, site / 1e6);
+    printf("sites: every stage on %d tensor-parallel x %d context-parallel ranks; %.3f MB "
+           "between their ranks in all processes\n",
+           a->site_ranks / a->site_cp, a->site_cp, site / 1e6);
   }
   double predicted = NAN;
   if (r->wan.sc) {
