@@ -32,6 +32,8 @@ typedef struct {
   int stages, replicas;         /* S × R tasklets; S·R peers start a run */
   /* training */
   int steps, batch, micro_batches, seq, layers, channels, heads;
+  int site_cp; /* context parallelism inside every site (peerd --gpus N > 1): N / site_cp TP ranks
+                  x site_cp CP ranks; 1 = none */
   double lr;
   long long seed;
   char data[WT_CONFIG_STR_MAX], data_sha256[WT_CONFIG_STR_MAX];

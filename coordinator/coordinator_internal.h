@@ -30,7 +30,8 @@ typedef struct {
   coord_peer_status status;
   char region[64], kind[32], host[256];
   int region_index; /* in the scenario, -1 without one */
-  double flops, memory;
+  double flops, memory; /* a site's aggregate (peerd --gpus) */
+  int gpus;             /* GPUs of the site behind it (1: a single device) */
   double last_seen; /* wt_now_s() */
   /* last heartbeat */
   long step;

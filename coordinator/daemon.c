@@ -4,7 +4,8 @@
 #include "coordinator/coordinator_internal.h"
 
 #include "common/common.h"
-#include "parallel/zmq.h" /* defines: the CURVE key-pair helpers */
+#include "parallel/site.h" /* defines: PARALLEL_SITE_MAX_RANKS */
+#include "parallel/zmq.h"  /* defines: the CURVE key-pair helpers */
 
 #include <errno.h>
 #include <math.h>
@@ -33,6 +34,10 @@ static const wt_option s_options[] = {
     {"layers", WT_OPT_INT, F(layers), 1, 256, "2", "transformer blocks", 0},
     {"channels", WT_OPT_INT, F(channels), 8, 8192, "32", "model width", 0},
     {"heads", WT_OPT_INT, F(heads), 1, 128, "2", "attention heads", 0},
+    {"site-cp", WT_OPT_INT, F(site_cp), 1, PARALLEL_SITE_MAX_RANKS, "1",
+     "context parallelism inside every site (peerd --gpus N > 1): split each sequence over this "
+     "many of its GPUs (ring attention; N a multiple of it, --seq of twice it)",
+     0},
     {"lr", WT_OPT_FLOAT, F(lr), 0, 10, "3e-3", "peak learning rate (AdamW)", 0},
     {"seed", WT_OPT_INT64, F(seed), 0, 9e15, "1", "seed of weights and data order", 0},
     {"data", WT_OPT_STRING, F(data), 0, 0, "synthetic",
@@ -307,22 +312,6 @@ static int s_find(coordinator *c, const char *key) {
   return -1;
 }
 
-static double s_num(const cJSON *o, const char *name, double def) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-  return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : def;
-}
-
-/* An integer field of a message from outside, clamped so the cast is defined. */
-static int s_int(const cJSON *o, const char *name, int def) {
-  double v = s_num(o, name, def);
-  return (int)fmin(fmax(v, -1e9), 1e9);
-}
-
-static const char *s_str(const cJSON *o, const char *name) {
-  const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
-  return s ? s : "";
-}
-
 static void s_register(coordinator *c, const unsigned char *route, size_t rlen, const char *key,
                        const coordinator_msg *m) {
   char why[512];
@@ -335,16 +324,33 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
     return;
   }
   const cJSON *dev = cJSON_GetObjectItemCaseSensitive(m->body, "device");
-  double flops = s_num(dev, "flops", -1), memory = s_num(dev, "memory", 0);
-  const char *kind = s_str(dev, "kind"), *region = s_str(m->body, "region");
-  const char *host = s_str(m->body, "host");
+  double flops = coordinator_field_num(dev, "flops", -1),
+         memory = coordinator_field_num(dev, "memory", 0);
+  double gpus = coordinator_field_num(dev, "gpus", 1); /* a peerd of one device may not say */
+  const char *kind = coordinator_field_str(dev, "kind"),
+             *region = coordinator_field_str(m->body, "region");
+  const char *host = coordinator_field_str(m->body, "host");
   if (!cJSON_IsObject(dev) || !(flops > 0 && flops < 1e18) || memory < 0 || !kind[0] ||
-      strlen(kind) >= 32 || strlen(region) >= 64 || strlen(host) >= 256) {
+      !(gpus >= 1 && gpus <= 1024 && gpus == floor(gpus)) || strlen(kind) >= 32 ||
+      strlen(region) >= 64 || strlen(host) >= 256) {
     c->refused++;
     s_refuse(c, route, rlen,
              "registration without a valid device report (kind, flops > 0, "
-             "memory >= 0, region < 64 chars); upgrade peerd");
+             "memory >= 0, gpus 1..1024, region < 64 chars); upgrade peerd");
     WT_WARN("coordinator: refused a registration from key %.8s…: bad device report", key);
+    return;
+  }
+  /* A site splits the heads over its GPUs / site_cp tensor-parallel ranks: refuse a peer that
+   * could never run its stage rather than fail every epoch it is placed in. */
+  const int cp = c->cfg.site_cp > 1 ? c->cfg.site_cp : 1, n = (int)gpus;
+  if (n > 1 && (n % cp || c->cfg.heads % (n / cp))) {
+    c->refused++;
+    snprintf(why, sizeof why,
+             "a site of %d GPUs cannot run this run's model: %d must be a multiple of --site-cp "
+             "%d and %d / %d tensor-parallel ranks must divide the %d heads; use another --gpus",
+             n, n, cp, n, cp, c->cfg.heads);
+    s_refuse(c, route, rlen, why);
+    coord_event(c, "refused", "key %.8s…: %s", key, why);
     return;
   }
   int ri = coord_region_index(c, region, why, sizeof why);
@@ -355,7 +361,7 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
     return;
   }
   if (i < 0 && !c->cfg.open &&
-      coord_token_verify(c, s_str(m->body, "token"), why, sizeof why) != WT_OK) {
+      coord_token_verify(c, coordinator_field_str(m->body, "token"), why, sizeof why) != WT_OK) {
     c->refused++;
     s_refuse(c, route, rlen, why);
     coord_event(c, "refused", "key %.8s…: %s", key, why);
@@ -380,15 +386,15 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   memcpy(p->route, route, rlen);
   p->route_len = rlen;
   p->last_seen = wt_now_s();
-  p->flops = flops, p->memory = memory, p->region_index = ri;
+  p->flops = flops, p->memory = memory, p->region_index = ri, p->gpus = (int)gpus;
   snprintf(p->kind, sizeof p->kind, "%s", kind);
   snprintf(p->region, sizeof p->region, "%s", region);
   snprintf(p->host, sizeof p->host, "%s", host[0] ? host : "127.0.0.1");
-  p->held_step = (long)fmin(fmax(s_num(m->body, "held_step", 0), 0), 1e12);
-  p->held_stage = s_int(m->body, "held_stage", -1);
+  p->held_step = (long)fmin(fmax(coordinator_field_num(m->body, "held_step", 0), 0), 1e12);
+  p->held_stage = coordinator_field_int(m->body, "held_stage", -1);
   coord_state_save_peer(c, p);
-  coord_event(c, "joined", "peer %d (key %.8s…, %s, %.1f GFLOP/s, region '%s')", p->id, key,
-              p->kind, p->flops / 1e9, p->region);
+  coord_event(c, "joined", "peer %d (key %.8s…, %s x %d, %.1f GFLOP/s, region '%s')", p->id, key,
+              p->kind, p->gpus, p->flops / 1e9, p->region);
   cJSON *b = cJSON_CreateObject();
   cJSON_AddNumberToObject(b, "peer_id", p->id);
   cJSON_AddNumberToObject(b, "heartbeat_s", c->cfg.heartbeat_s);
@@ -399,15 +405,15 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
 }
 
 static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
-  p->step = (long)s_int(b, "step", 0);
-  p->loss = s_num(b, "loss", NAN);
-  p->tokens_s = s_num(b, "tokens_s", 0);
-  p->bytes_sent = s_num(b, "bytes_sent", 0);
-  p->bytes_recv = s_num(b, "bytes_recv", 0);
-  p->bytes_intra = fmax(p->bytes_intra, s_num(b, "bytes_intra", 0));
-  p->bytes_inter = fmax(p->bytes_inter, s_num(b, "bytes_inter", 0));
-  p->bytes_inter_raw = fmax(p->bytes_inter_raw, s_num(b, "bytes_inter_raw", 0));
-  int ep = s_int(b, "epoch", -1);
+  p->step = (long)coordinator_field_int(b, "step", 0);
+  p->loss = coordinator_field_num(b, "loss", NAN);
+  p->tokens_s = coordinator_field_num(b, "tokens_s", 0);
+  p->bytes_sent = coordinator_field_num(b, "bytes_sent", 0);
+  p->bytes_recv = coordinator_field_num(b, "bytes_recv", 0);
+  p->bytes_intra = fmax(p->bytes_intra, coordinator_field_num(b, "bytes_intra", 0));
+  p->bytes_inter = fmax(p->bytes_inter, coordinator_field_num(b, "bytes_inter", 0));
+  p->bytes_inter_raw = fmax(p->bytes_inter_raw, coordinator_field_num(b, "bytes_inter_raw", 0));
+  int ep = coordinator_field_int(b, "epoch", -1);
   if (ep == c->epoch && p->epoch_rank >= 0 && c->phase == EPOCH_RUNNING &&
       !strcmp(c->epoch_kind, "train") && p->step > 0) {
     if (p->step > c->last_step) {
@@ -419,7 +425,7 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
       else if (p->step > c->it_step0 + 4)
         c->iteration_s = (now - c->it_t0) / (p->step - c->it_step0);
     }
-    double first = s_num(b, "first_loss", NAN);
+    double first = coordinator_field_num(b, "first_loss", NAN);
     if (isnan(c->first_loss) && isfinite(first)) c->first_loss = first;
     if (c->lost_at > 0 && p->step > c->start_step) { /* a step done in the new epoch */
       c->recovery_s = wt_now_s() - c->lost_at;
@@ -439,9 +445,9 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
 }
 
 static void s_checkpoint(coordinator *c, coord_peer *p, const cJSON *b) {
-  long step = (long)s_int(b, "step", -1);
-  int stage = s_int(b, "stage", -1);
-  const char *digest = s_str(b, "digest");
+  long step = (long)coordinator_field_int(b, "step", -1);
+  int stage = coordinator_field_int(b, "stage", -1);
+  const char *digest = coordinator_field_str(b, "digest");
   if (step < 1 || stage < 0 || stage >= c->cfg.stages || strlen(digest) != 64) {
     c->refused++;
     WT_WARN("coordinator: peer %d sent an impossible checkpoint report (step %ld, stage %d); "

@@ -79,6 +79,7 @@ static cJSON *s_train_json(coordinator *c, int rank) {
   cJSON_AddNumberToObject(t, "layers", g->layers);
   cJSON_AddNumberToObject(t, "channels", g->channels);
   cJSON_AddNumberToObject(t, "heads", g->heads);
+  cJSON_AddNumberToObject(t, "site_cp", g->site_cp > 1 ? g->site_cp : 1);
   cJSON_AddNumberToObject(t, "lr", g->lr);
   cJSON_AddNumberToObject(t, "seed", (double)g->seed);
   cJSON_AddStringToObject(t, "data", g->data);

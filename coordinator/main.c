@@ -88,6 +88,13 @@ int main(int argc, char **argv) {
                     "--micro-batches and --heads must divide --channels\n");
     return 2;
   }
+  if (cfg.site_cp > 1 && cfg.seq % (2 * cfg.site_cp)) {
+    fprintf(stderr,
+            "coordinator: error: --site-cp %d splits each sequence into %d chunks; give a --seq "
+            "that is a multiple of %d (not %d)\n",
+            cfg.site_cp, 2 * cfg.site_cp, 2 * cfg.site_cp, cfg.seq);
+    return 2;
+  }
   if (strcmp(cfg.grad_codec, "none") || !strncmp(cfg.act_codec, "delta", 5)) {
     /* Recovery from churn resumes from checkpoints, which hold no codec state. */
     fprintf(stderr,

@@ -136,3 +136,18 @@ void coordinator_sid_new(char sid[COORD_SID_CHARS + 1]) {
   randombytes_buf(raw, sizeof raw);
   sodium_bin2hex(sid, COORD_SID_CHARS + 1, raw, sizeof raw);
 }
+
+double coordinator_field_num(const cJSON *o, const char *name, double def) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+  return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : def;
+}
+
+int coordinator_field_int(const cJSON *o, const char *name, int def) {
+  double v = coordinator_field_num(o, name, def);
+  return (int)fmin(fmax(v, -1e9), 1e9);
+}
+
+const char *coordinator_field_str(const cJSON *o, const char *name) {
+  const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
+  return s ? s : "";
+}

@@ -30,8 +30,8 @@
 struct cJSON;
 
 #define COORD_PROTOCOL_VERSION 1
-#define COORD_MSG_MAX 65536              /* bytes of one control message */
-#define COORD_SID_CHARS 32               /* hex characters of a session id */
+#define COORD_MSG_MAX 65536 /* bytes of one control message */
+#define COORD_SID_CHARS 32  /* hex characters of a session id */
 /* 10^15 - 1: cJSON prints a number with 15 significant digits whenever that reads back within
  * its relative tolerance, so larger integers would not re-encode exactly. */
 #define COORD_SEQ_MAX 999999999999999.0
@@ -83,6 +83,13 @@ char *coordinator_msg_encode(coordinator_cmd cmd, const char *sid, uint64_t seq,
  * is the current one and seq > *last (then *last = seq). Returns WT_OK or WT_EINVAL naming why
  * (stale session, replayed or out-of-order sequence). */
 int coordinator_seq_accept(const char *current_sid, uint64_t *last, const char *sid, uint64_t seq);
+
+/* Fields of a message body from outside, read without trusting it: the number (or `def` when
+ * the field is missing, not a number or not finite); the same clamped to [-1e9, 1e9] so the
+ * cast to int is defined; the string ("" when missing or not a string; owned by `o`). */
+double coordinator_field_num(const struct cJSON *o, const char *name, double def);
+int coordinator_field_int(const struct cJSON *o, const char *name, int def);
+const char *coordinator_field_str(const struct cJSON *o, const char *name);
 
 /* A fresh random session id (libsodium randombytes), 32 hex chars + NUL. */
 void coordinator_sid_new(char sid[COORD_SID_CHARS + 1]);

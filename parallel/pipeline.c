@@ -26,21 +26,24 @@ struct parallel_pipeline {
   size_t TC, mb_floats; /* T·C, rows·T·C */
   int bits, delta;      /* activation codec: bits 0 = none */
   /* Host buffers (page-locked on a GPU: the stage copies them to and from the device). */
-  float *act_in;        /* (m, rows, T, C) inputs received, stages > 0 */
-  float *act_out;       /* (rows, T, C) */
-  float *gout, *gin;    /* (rows, T, C) gradient from the next stage / to the previous */
-  float *tied;          /* (V, C) on a device: the tied wte gradient's host copy, or NULL */
-  float *losses;        /* (m) last stage */
-  uint64_t *ids;        /* (m·rows) AC-SGD sample ids */
+  float *act_in;     /* (m, rows, T, C) inputs received, stages > 0 */
+  float *act_out;    /* (rows, T, C) */
+  float *gout, *gin; /* (rows, T, C) gradient from the next stage / to the previous */
+  float *tied;       /* (V, C) on a device: the tied wte gradient's host copy, or NULL */
+  float *losses;     /* (m) last stage */
+  uint64_t *ids;     /* (m·rows) AC-SGD sample ids */
   uint8_t *msg;
   size_t msg_cap;
   acsgd_sender *snd;   /* cut to the next stage */
   acsgd_receiver *rcv; /* cut from the previous stage */
   int slots;           /* activation slots of the stage (pipeline.h) */
+  int slots_peak;      /* micro-batches in flight at most: holder's capacity */
   int *slot_of;        /* (m) slot holding micro-batch j's forward, or -1 */
   int *holder;         /* (slots) micro-batch a slot holds, or -1 */
   long recomputes;     /* forwards run again for a backward */
   double compute_s;
+
+  parallel_site *site; /* or NULL: the passes run on the site's ranks (pipeline.h) */
 };
 
 int parallel_pipeline_codec_check(const char *c) {
@@ -91,6 +94,12 @@ static void s_release_all(parallel_pipeline *p) {
   for (int k = 0; k < p->slots; k++) p->holder[k] = -1;
 }
 
+/* The gpt_stage's activation slots: the peak in flight, bounded by act_slots. */
+static int s_stage_slots(const parallel_pipeline *p) {
+  if (gpt_stage_config(p->s)->moe_experts > 0) return 1; /* MoE: one forward in flight */
+  return p->cfg.act_slots > 0 ? WT_MIN(p->slots_peak, p->cfg.act_slots) : p->slots_peak;
+}
+
 parallel_pipeline *parallel_pipeline_new(const parallel_pipeline_config *cfg, gpt_stage *stage,
                                          parallel_comm *pipe) {
   const gpt_config *g = gpt_stage_config(stage);
@@ -130,10 +139,10 @@ parallel_pipeline *parallel_pipeline_new(const parallel_pipeline_config *cfg, gp
   }
   p->losses = wt_xcalloc((size_t)m, sizeof(float));
   p->ids = wt_xcalloc((size_t)m * rows, sizeof(uint64_t));
-  p->slots = s_peak_in_flight(cfg->schedule, me, S, m);
-  if (cfg->act_slots > 0) p->slots = WT_MIN(p->slots, cfg->act_slots);
+  p->slots_peak = s_peak_in_flight(cfg->schedule, me, S, m);
+  p->slots = s_stage_slots(p);
   p->slot_of = wt_xmalloc(sizeof(int) * (size_t)m);
-  p->holder = wt_xmalloc(sizeof(int) * (size_t)p->slots);
+  p->holder = wt_xmalloc(sizeof(int) * (size_t)p->slots_peak);
   s_release_all(p);
   if (gpt_stage_set_slots(stage, p->slots) != WT_OK || s_make_codec(p, T, C) != WT_OK) {
     parallel_pipeline_destroy(&p);
@@ -179,6 +188,17 @@ double parallel_pipeline_compute_s(const parallel_pipeline *p) {
 
 long parallel_pipeline_recomputes(const parallel_pipeline *p) {
   return p->recomputes;
+}
+
+int parallel_pipeline_set_site(parallel_pipeline *p, parallel_site *site) {
+  if (site && p->ops->device)
+    return wt_fail(WT_ENOTSUP, "pipeline: a site needs a stage in host memory (%s back end)",
+                   p->ops->name);
+  p->site = site;
+  /* A site keeps one forward: the others are recomputed from their stored inputs. */
+  p->slots = site ? 1 : s_stage_slots(p);
+  s_release_all(p);
+  return gpt_stage_set_slots(p->s, p->slots);
 }
 
 /* FNV-1a over a sample's tokens: the same window gives the same id on every stage. */
@@ -251,6 +271,28 @@ static int s_recv(parallel_pipeline *p, int peer, int tag, int j, float *x, int 
 
 /* ---- passes ----------------------------------------------------------------------------- */
 
+/* The stage's passes, on the gpt_stage or on the site that runs it (one slot: slot 0). */
+static int s_use_slot(parallel_pipeline *p, int slot) {
+  return p->site ? WT_OK : gpt_stage_use_slot(p->s, slot);
+}
+
+static int s_pass_forward(parallel_pipeline *p, const int *tokens, const float *act_in,
+                          const int *targets, int rows, float *act_out) {
+  if (p->site)
+    return parallel_site_forward(p->site, tokens, act_in, targets, rows, p->cfg.seq, act_out);
+  return gpt_stage_forward(p->s, tokens, act_in, targets, rows, p->cfg.seq, act_out);
+}
+
+static float s_pass_loss(const parallel_pipeline *p) {
+  return p->site ? parallel_site_loss(p->site) : gpt_stage_loss(p->s);
+}
+
+static int s_pass_backward(parallel_pipeline *p, const float *grad_out, float *grad_in,
+                           float scale) {
+  if (p->site) return parallel_site_backward(p->site, grad_out, grad_in, scale);
+  return gpt_stage_backward(p->s, grad_out, grad_in, scale);
+}
+
 /* A slot for micro-batch j's forward: a free one, else (fewer slots than micro-batches in
  * flight, pipeline_config.act_slots) the one holding the latest micro-batch, whose backward
  * then recomputes it. */
@@ -270,20 +312,20 @@ static int s_take_slot(parallel_pipeline *p, int j) {
 }
 
 static int s_forward(parallel_pipeline *p, int j, const int *inputs, const int *targets) {
-  const int rows = p->cfg.rows, T = p->cfg.seq;
-  size_t tok = (size_t)j * rows * T;
+  const int rows = p->cfg.rows;
+  size_t tok = (size_t)j * rows * p->cfg.seq;
   if (p->slot_of[j] < 0) s_take_slot(p, j);
-  WT_CHECK(gpt_stage_use_slot(p->s, p->slot_of[j]));
+  WT_CHECK(s_use_slot(p, p->slot_of[j]));
   double t0 = wt_now_s();
-  int rc = gpt_stage_forward(p->s, p->first ? inputs + tok : NULL,
-                             p->first ? NULL : p->act_in + (size_t)j * p->mb_floats,
-                             p->last ? targets + tok : NULL, rows, T, p->last ? NULL : p->act_out);
+  int rc = s_pass_forward(p, p->first ? inputs + tok : NULL,
+                          p->first ? NULL : p->act_in + (size_t)j * p->mb_floats,
+                          p->last ? targets + tok : NULL, rows, p->last ? NULL : p->act_out);
   p->compute_s += wt_now_s() - t0;
   if (rc != WT_OK) {
     p->holder[p->slot_of[j]] = -1;
     p->slot_of[j] = -1;
   }
-  if (rc == WT_OK && p->last) p->losses[j] = gpt_stage_loss(p->s);
+  if (rc == WT_OK && p->last) p->losses[j] = s_pass_loss(p);
   return rc;
 }
 
@@ -293,10 +335,10 @@ static int s_backward(parallel_pipeline *p, int j, const int *inputs, const int 
     p->recomputes++;
   }
   int slot = p->slot_of[j];
-  WT_CHECK(gpt_stage_use_slot(p->s, slot));
+  WT_CHECK(s_use_slot(p, slot));
   double t0 = wt_now_s();
-  int rc = gpt_stage_backward(p->s, p->last ? NULL : p->gout, p->first ? NULL : p->gin,
-                              1.0f / (float)p->cfg.micro_batches);
+  int rc = s_pass_backward(p, p->last ? NULL : p->gout, p->first ? NULL : p->gin,
+                           1.0f / (float)p->cfg.micro_batches);
   p->compute_s += wt_now_s() - t0;
   p->holder[slot] = -1;
   p->slot_of[j] = -1;
@@ -327,11 +369,13 @@ int parallel_pipeline_run(parallel_pipeline *p, const int *inputs, const int *ta
   const int m = p->cfg.micro_batches, rows = p->cfg.rows, T = p->cfg.seq;
   for (int i = 0; i < m * rows; i++) p->ids[i] = s_sample_id(inputs + (size_t)i * T, T);
   s_release_all(p);
+  if (p->site) WT_CHECK(parallel_site_load(p->site, p->s)); /* this step's parameters */
   assign_action *acts = wt_xmalloc(sizeof *acts * ASSIGN_SCHEDULE_MAX_ACTIONS(m));
   int n = assign_schedule_stage(p->cfg.schedule, p->me, p->S, m, acts), rc = WT_OK;
   if (n < 0) rc = wt_fail(WT_EINVAL, "pipeline: schedule %d is unknown", (int)p->cfg.schedule);
   for (int k = 0; k < n && rc == WT_OK; k++) rc = s_action(p, acts[k], inputs, targets);
   free(acts);
+  if (rc == WT_OK && p->site) rc = parallel_site_grads(p->site, p->s);
   double sum = 0;
   for (int j = 0; j < m; j++) sum += p->losses[j];
   *loss = p->last ? (float)(sum / m) : 0.0f;
@@ -390,7 +434,8 @@ int parallel_pipeline_eval(parallel_pipeline *p, const int *inputs, const int *t
   double sum = 0;
   int rc = WT_OK;
   s_release_all(p); /* the stage's saved activations are overwritten below */
-  WT_CHECK(gpt_stage_use_slot(p->s, 0));
+  WT_CHECK(s_use_slot(p, 0));
+  if (p->site) WT_CHECK(parallel_site_load(p->site, p->s));
   for (int j = 0; j < n && rc == WT_OK; j++) {
     size_t got = 0, tok = (size_t)j * rows * T;
     if (!p->first) {
@@ -402,9 +447,9 @@ int parallel_pipeline_eval(parallel_pipeline *p, const int *inputs, const int *t
                      j, p->me - 1, got, bytes);
     }
     if (rc == WT_OK)
-      rc = gpt_stage_forward(p->s, p->first ? inputs + tok : NULL, p->first ? NULL : p->act_in,
-                             p->last ? targets + tok : NULL, rows, T, p->last ? NULL : p->act_out);
-    if (rc == WT_OK && p->last) sum += gpt_stage_loss(p->s);
+      rc = s_pass_forward(p, p->first ? inputs + tok : NULL, p->first ? NULL : p->act_in,
+                          p->last ? targets + tok : NULL, rows, p->last ? NULL : p->act_out);
+    if (rc == WT_OK && p->last) sum += s_pass_loss(p);
     if (rc == WT_OK && !p->last)
       rc = parallel_comm_send(p->pipe, p->me + 1, S_TAG_EVAL + j, p->act_out, bytes);
   }

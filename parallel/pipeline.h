@@ -16,7 +16,8 @@
  * floats). With act_slots k below that peak, a forward that finds no free slot takes the one
  * holding the latest micro-batch, whose backward then first runs its forward again from the
  * stored input (activation recomputation, bitwise the same numbers; k = 1 keeps only the last
- * forward, as a stage without slots does).
+ * forward, as a stage without slots does). A stage of the Mixture-of-Experts model keeps one
+ * forward in flight (gpt.h), so its executor always runs with one slot and recomputes.
  *
  * Activation codec at each cut (both sides must use the same one):
  *   none      float32 activations and gradients, bit-exact
@@ -44,6 +45,7 @@
 #include "assign/schedule.h"
 #include "model/gpt.h"
 #include "parallel/comm.h"
+#include "parallel/site.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -65,10 +67,10 @@ typedef struct parallel_pipeline parallel_pipeline;
 /* Returns WT_OK or WT_EINVAL naming an unknown activation codec. */
 int parallel_pipeline_codec_check(const char *act_codec);
 
-/* An executor for `stage` (borrowed; the executor sets its activation slots), stage index parallel_comm_rank(pipe) of
- * parallel_comm_size(pipe) (borrowed; both must outlive the executor). The stage's layer range
- * must be this rank's part of the model (first stage holds layer 0 iff rank 0, last iff rank
- * S-1). Returns NULL with wt_last_error() set on a bad config. */
+/* An executor for `stage` (borrowed; the executor sets its activation slots), stage index
+ * parallel_comm_rank(pipe) of parallel_comm_size(pipe) (borrowed; both must outlive the executor).
+ * The stage's layer range must be this rank's part of the model (first stage holds layer 0 iff rank
+ * 0, last iff rank S-1). Returns NULL with wt_last_error() set on a bad config. */
 parallel_pipeline *parallel_pipeline_new(const parallel_pipeline_config *cfg, gpt_stage *stage,
                                          parallel_comm *pipe);
 void parallel_pipeline_destroy(parallel_pipeline **self_p);
@@ -109,7 +111,17 @@ int parallel_pipeline_has_state(const parallel_pipeline *p);
 double parallel_pipeline_compute_s(const parallel_pipeline *p);
 
 /* Forward passes run again for a backward (activation recomputation) since creation: 0 unless
- * act_slots is below the schedule's peak. */
+ * act_slots is below the schedule's peak (or a site runs the passes). */
 long parallel_pipeline_recomputes(const parallel_pipeline *p);
+
+/* Runs the stage's passes on `site` (parallel/site.h; borrowed, made for this stage's layers and
+ * micro-batch shape; NULL: back on the stage) from the next run on. The stage stays what the
+ * caller sees: parallel_pipeline_run and _eval first load the stage's parameters into the site,
+ * and a run ends by adding the site's gradients into the stage's (gradients ACCUMULATE as
+ * without a site); the tied sum, checkpoints and reduces use the stage as before. A site keeps
+ * one forward's activations, so the executor uses one slot and recomputes every forward whose
+ * backward is not the next pass (as act_slots = 1). Returns WT_OK, or WT_ENOTSUP for a stage on
+ * a device back end. */
+int parallel_pipeline_set_site(parallel_pipeline *p, parallel_site *site);
 
 #endif

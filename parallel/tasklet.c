@@ -111,6 +111,34 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world
     return wt_fail(WT_EINVAL, "act_slots %d: use 0 (as many as needed) to %d", c->act_slots,
                    GPT_MAX_SLOTS);
   if (c->dp_ring) WT_CHECK(s_check_ring(c->dp_ring, c->replicas));
+  if (c->site_ranks < 0 || c->site_ranks > PARALLEL_SITE_MAX_RANKS)
+    return wt_fail(WT_EINVAL, "site ranks %d: use 1 (no site) to %d", c->site_ranks,
+                   PARALLEL_SITE_MAX_RANKS);
+  if (c->site_ranks > 1 && c->train.model.moe_experts)
+    return wt_fail(WT_EINVAL,
+                   "a site of %d ranks runs dense models only (its tensor parallelism has no "
+                   "expert layers); drop the MoE options or the site",
+                   c->site_ranks);
+  const int site_cp = c->site_cp > 1 ? c->site_cp : 1;
+  if (c->site_cp < 0 || c->site_cp > PARALLEL_SITE_MAX_RANKS)
+    return wt_fail(WT_EINVAL, "site cp %d: use 1 (no context parallelism) to %d", c->site_cp,
+                   PARALLEL_SITE_MAX_RANKS);
+  if (site_cp > 1 && c->site_ranks > 1 && c->site_ranks % site_cp)
+    return wt_fail(WT_EINVAL,
+                   "a site of %d GPUs cannot split each sequence over %d of them: use a GPU "
+                   "count that is a multiple of the context-parallel degree %d",
+                   c->site_ranks, site_cp, site_cp);
+  if (c->site_ranks > 1 && c->train.model.n_head % (c->site_ranks / site_cp))
+    return wt_fail(WT_EINVAL,
+                   "a site of %d GPUs (%d tensor-parallel × %d context-parallel) splits the %d "
+                   "heads over %d ranks: use a GPU count whose tensor-parallel part divides them",
+                   c->site_ranks, c->site_ranks / site_cp, site_cp, c->train.model.n_head,
+                   c->site_ranks / site_cp);
+  if (site_cp > 1 && c->site_ranks > 1 && c->train.model.max_seq % (2 * site_cp))
+    return wt_fail(WT_EINVAL,
+                   "a site with context parallelism %d splits each sequence into %d chunks: "
+                   "use a sequence length that is a multiple of %d, not %d",
+                   site_cp, 2 * site_cp, 2 * site_cp, c->train.model.max_seq);
   if (c->resume && !c->checkpoint_dir[0])
     return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir");
   if ((c->state_in || c->state_out) &&
@@ -357,6 +385,20 @@ static int s_data_parallel(parallel_tasklet *k) {
   return WT_OK;
 }
 
+/* The stage's site: its TP × CP ranks on this process's threads, in the stage's back end. */
+static int s_site(parallel_tasklet *k, const trainer_config *tc) {
+  const int cp = k->cfg.site_cp > 1 ? k->cfg.site_cp : 1;
+  if (k->ops->device)
+    return wt_fail(WT_ENOTSUP,
+                   "a site of %d ranks runs its ranks as threads of one process, but the %s back "
+                   "end's state is process-wide; run sites on the cpu device",
+                   k->cfg.site_ranks, k->ops->name);
+  WT_CHECK_NEW(k->site, parallel_site_new(&tc->model, tc->first_layer, tc->last_layer,
+                                          trainer_micro_rows(k->t), tc->model.max_seq,
+                                          k->cfg.site_ranks / cp, cp, k->ops));
+  return parallel_pipeline_set_site(k->pipeline, k->site);
+}
+
 int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *cfg,
                            parallel_comm *world) {
   memset(k, 0, sizeof *k);
@@ -384,6 +426,7 @@ int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *c
   snprintf(pc.act_codec, sizeof pc.act_codec, "%s", cfg->act_codec);
   pc.act_slots = cfg->act_slots;
   if (!(k->pipeline = parallel_pipeline_new(&pc, trainer_model(k->t), k->pipe))) return WT_EINVAL;
+  if (cfg->site_ranks > 1) WT_CHECK(s_site(k, &tc));
   WT_CHECK(s_data_parallel(k));
   trainer_hooks h = {.ctx = k, .grads = s_grads, .sync = s_sync, .norm = s_norm};
   if (k->zero) h.update = s_update;
@@ -394,6 +437,7 @@ int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *c
 void parallel_tasklet_teardown(parallel_tasklet *k) {
   if (k->ops) k->ops->host_free(k->params_host);
   parallel_pipeline_destroy(&k->pipeline);
+  parallel_site_destroy(&k->site);
   parallel_zero_destroy(&k->zero);
   diloco_destroy(&k->outer);
   parallel_ef_destroy(&k->ef);
@@ -527,6 +571,7 @@ int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *worl
   res.pipeline_s = k->pipeline_s, res.tied_s = k->tied_s;
   res.reduce_s = k->reduce_s, res.norm_s = k->norm_s;
   if (k->pipe && k->dp) s_bytes(k, &res.bytes_pipeline, &res.bytes_data, &res.bytes_control);
+  if (k->site) res.bytes_site = parallel_site_bytes(k->site);
   res.seconds = wt_now_s() - t0;
   if (cfg->state_out) {
     /* a failed step never reaches the update, so the trainer is at its last completed step */

@@ -52,6 +52,13 @@
  * per process on a GPU (`wantrain launch`, peerd); a second one in the same process at the same
  * time is refused (WT_ENOTSUP) instead of sharing it.
  *
+ * A site (site_ranks = n > 1): the stage's passes run on n ranks (parallel/site.h), n / site_cp
+ * tensor-parallel ranks for each of site_cp context-parallel ranks,
+ * while the tasklet's gpt_stage stays the stage everyone else sees: the executor loads its
+ * parameters into the site before each run and evaluation and adds the site's gradients back
+ * after each run, so the reduce, the norm, the update and the checkpoints are unchanged, and a
+ * run with sites matches one without within float rounding (tests/runtime/test_runtime_site.c).
+ *
  * Checkpoints (checkpoint_dir set): every checkpoint_every steps and at the end, replica 0 of
  * each stage saves DIR/stage-<s>/ (model/checkpoint.h's format: safetensors + SHA-256, one run
  * directory per stage), then world rank 0 writes DIR/manifest.json (S, R, layer ranges, the
@@ -109,6 +116,17 @@ typedef struct {
   int zero;                         /* 0, or 1 for ZeRO-1 (needs grad_codec none, no DiLoCo) */
   int act_slots; /* activation slots per stage: 0 = one per micro-batch in flight (no forward
                     recomputed); k >= 1 bounds them, recomputing the rest (pipeline.h) */
+  int site_ranks; /* 0 or 1: the stage runs on its gpt_stage; t > 1: on a site of t tensor-
+                     parallel ranks (parallel/site.h: threads of this process; the stage keeps the
+                     parameters, optimizer and everything that crosses the WAN). n_head must be a
+                     multiple of t / site_cp, the model dense and the device a host back end
+                     (WT_ENOTSUP on a GPU: the CUDA back end's state is process-wide). Each forward
+                     whose backward is not the next pass is recomputed (act_slots is then 1). With
+                     site_cp = c > 1 the t ranks are t / c TP × c CP (below) */
+  int site_cp;    /* 0 or 1: no context parallelism in the site; c > 1: each sequence split over
+                     c of the site_ranks (ring attention, parallel/cp.h): site_ranks a multiple
+                     of c, n_head of site_ranks / c, max_seq of 2c. A tasklet without a site
+                     (site_ranks <= 1) ignores it: one device has no sequence to split */
   char device[PARALLEL_TASKLET_DEVICE_MAX]; /* the kernels back end the stage runs on, a
                     kernels_for_device name (cpu, cuda, cuda:N) resolved by parallel_tasklet_run
                     in its own thread (a GPU is a thread's current device); "" = train.kernels
@@ -157,6 +175,7 @@ typedef struct {
    * exchange, the data-parallel reduce, and the (norm share, loss) exchange between all. */
   double pipeline_s, tied_s, reduce_s, norm_s;
   uint64_t bytes_pipeline, bytes_data, bytes_control; /* sent by this tasklet */
+  uint64_t bytes_site; /* sent between the ranks of its site, all ranks together (0: no site) */
 } parallel_tasklet_result;
 
 /* S = R = 1, GPipe, no codecs, no DiLoCo, no ZeRO, grad_ef 1, DiLoCo 0.7 / 0.9, keep 2, device

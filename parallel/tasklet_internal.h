@@ -9,6 +9,7 @@
 #include "parallel/collectives.h"
 #include "parallel/diloco.h"
 #include "parallel/pipeline.h"
+#include "parallel/site.h"
 #include "parallel/tasklet.h"
 #include "parallel/zero.h"
 
@@ -19,6 +20,7 @@ typedef struct {
   parallel_comm *pipe;  /* this replica's stages */
   trainer *t;
   parallel_pipeline *pipeline;
+  parallel_site *site;         /* the stage's TP ranks (site_ranks > 1), or NULL */
   compress_codec *codec; /* gradient codec, or NULL */
   int sparse;            /* topk / randk: all-gathered */
   parallel_ef *ef;       /* compressed ring residuals */

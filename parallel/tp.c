@@ -91,6 +91,50 @@ void parallel_tp_shard(parallel_tp_tensor i, int C, int NH, int r, int t, const 
   }
 }
 
+/* full[at + j] += local[j] for j < n. */
+static void s_add(float *full, const float *local, size_t n) {
+  for (size_t j = 0; j < n; j++) full[j] += local[j];
+}
+
+void parallel_tp_unshard_add(parallel_tp_tensor i, int C, int NH, int r, int t, const float *local,
+                             float *full) {
+  (void)NH; /* the same head-contiguous layout as parallel_tp_shard */
+  int Cl = C / t;
+  switch (i) {
+  case PARALLEL_TP_QKV_W:
+    for (int row = 0; row < C; row++)
+      for (int part = 0; part < 3; part++)
+        s_add(full + (size_t)row * 3 * C + (size_t)part * C + (size_t)r * Cl,
+              local + (size_t)row * 3 * Cl + (size_t)part * Cl, (size_t)Cl);
+    return;
+  case PARALLEL_TP_QKV_B:
+    for (int part = 0; part < 3; part++) s_add(full + part * C + r * Cl, local + part * Cl, Cl);
+    return;
+  case PARALLEL_TP_ATTN_PROJ_W:
+    s_add(full + (size_t)r * Cl * C, local, (size_t)Cl * C);
+    return;
+  case PARALLEL_TP_FC_W:
+    for (int row = 0; row < C; row++)
+      s_add(full + (size_t)row * 4 * C + (size_t)r * 4 * Cl, local + (size_t)row * 4 * Cl,
+            (size_t)4 * Cl);
+    return;
+  case PARALLEL_TP_FC_B:
+    s_add(full + r * 4 * Cl, local, (size_t)4 * Cl);
+    return;
+  case PARALLEL_TP_FC_PROJ_W:
+    s_add(full + (size_t)r * 4 * Cl * C, local, (size_t)4 * Cl * C);
+    return;
+  default:
+    s_add(full, local, (size_t)C);
+    return;
+  }
+}
+
+int parallel_tp_replicated(parallel_tp_tensor i) {
+  return i != PARALLEL_TP_QKV_W && i != PARALLEL_TP_QKV_B && i != PARALLEL_TP_ATTN_PROJ_W &&
+         i != PARALLEL_TP_FC_W && i != PARALLEL_TP_FC_B && i != PARALLEL_TP_FC_PROJ_W;
+}
+
 parallel_tp_block *parallel_tp_block_new(const parallel_mesh *mesh, const kernels_ops *k, int C,
                                          int NH, int max_B, int max_T, int sp) {
   const parallel_group_comm *tp = parallel_mesh_coll(mesh, PARALLEL_GROUP_TP);

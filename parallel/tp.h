@@ -99,6 +99,16 @@ int parallel_tp_block_zero_grad(parallel_tp_block *b);
 void parallel_tp_shard(parallel_tp_tensor i, int channels, int n_head, int rank, int t,
                        const float *full, float *local);
 
+/* The inverse of parallel_tp_shard, accumulating: full's elements that form rank `rank`'s shard
+ * += local. Pure layout; the ranks' shards of a split tensor are disjoint, so t ranks may add
+ * theirs into one full tensor at the same time. For a replicated tensor (LayerNorms, the
+ * row-parallel biases) every rank's shard is the whole tensor: let one rank add it. */
+void parallel_tp_unshard_add(parallel_tp_tensor i, int channels, int n_head, int rank, int t,
+                             const float *local, float *full);
+
+/* 1 if tensor i is replicated on every rank of the group (the same whole tensor everywhere). */
+int parallel_tp_replicated(parallel_tp_tensor i);
+
 /* Loads this rank's shards from the 12 full host tensors (enum order), uploading them where the
  * block's buffers live. Returns WT_OK or the back end's copy error. */
 int parallel_tp_block_load(parallel_tp_block *b, const float *const full[PARALLEL_TP_TENSORS]);
@@ -157,7 +167,8 @@ float *parallel_tp_vocab_wte_grad(parallel_tp_vocab *v, size_t *n);
 float *parallel_tp_vocab_wpe_grad(parallel_tp_vocab *v, size_t *n);
 void parallel_tp_vocab_zero_grad(parallel_tp_vocab *v);
 
-/* Copies this rank's rows of the full wte (V, C) and all of wpe (max_pos, C). */
+/* Copies this rank's rows of the full wte (V, C) and all of wpe (max_pos, C); wpe_full NULL
+ * leaves wpe as it is (a last pipeline stage holds the head but not wpe). */
 void parallel_tp_vocab_load(parallel_tp_vocab *v, const float *wte_full, const float *wpe_full);
 
 /* out (N, C) = wte[tokens] + wpe[position] on every rank of the TP group (N = B·T/c rows; with

@@ -105,7 +105,7 @@ void parallel_tp_vocab_zero_grad(parallel_tp_vocab *v) {
 
 void parallel_tp_vocab_load(parallel_tp_vocab *v, const float *wte_full, const float *wpe_full) {
   memcpy(v->wte, wte_full + (size_t)v->v0 * v->C, sizeof(float) * (size_t)v->Vr * v->C);
-  memcpy(v->wpe, wpe_full, sizeof(float) * (size_t)v->max_pos * v->C);
+  if (wpe_full) memcpy(v->wpe, wpe_full, sizeof(float) * (size_t)v->max_pos * v->C);
 }
 
 /* Checks ids and the batch before anything is sent, so every rank refuses the same input

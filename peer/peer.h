@@ -1,5 +1,6 @@
 /* peer — peerd, the volunteer's daemon: registers with a coordinator (coordinator/protocol.h),
- * measures its device, probes links when asked, trains the tasklet each epoch assigns it
+ * measures its device (with --gpus N a site of N GPUs, reported as one device of their aggregate
+ * compute and memory), probes links when asked, trains the tasklet each epoch assigns it
  * (parallel/tasklet.h over a ZeroMQ communicator built from the epoch), heartbeats, reports
  * checkpoint shards, and leaves cleanly on SIGINT/SIGTERM.
  *
@@ -28,7 +29,9 @@ typedef struct {
   char data_dir[WT_CONFIG_STR_MAX]; /* key file, data cache */
   char key[WT_CONFIG_STR_MAX];      /* key pair file; default DATA_DIR/peer.key */
   char host[WT_CONFIG_STR_MAX];     /* address other peers reach this one at */
-  double flops;                     /* FLOP/s to report; 0 = measure (a short sgemm benchmark) */
+  double flops;                     /* one GPU's FLOP/s; 0 = measure (a short sgemm benchmark) */
+  int gpus;               /* GPUs of this site: its tasklets run as sites of that many TP ranks */
+  double site_efficiency; /* the site's speed is gpus × efficiency × one GPU's */
   double register_timeout_s;
   int quiet;
 } peerd_config;

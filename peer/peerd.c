@@ -5,6 +5,7 @@
 #include "common/common.h"
 #include "coordinator/protocol.h"
 #include "kernels/kernels.h"
+#include "parallel/site.h"    /* defines: PARALLEL_SITE_MAX_RANKS, parallel_site_device */
 #include "parallel/tasklet.h" /* defines: parallel_tasklet_set_default_device */
 #include "peer/peer_internal.h"
 
@@ -34,8 +35,18 @@ static const wt_option s_options[] = {
     {"host", WT_OPT_STRING, F(host), 0, 0, "127.0.0.1", "address the other peers reach this one at",
      0},
     {"flops", WT_OPT_FLOAT, F(flops), 0, 1e18, "0",
-     "FLOP/s to report instead of measuring them (0 = measure); emulates a slower or faster "
+     "one GPU's FLOP/s, instead of measuring them (0 = measure); emulates a slower or faster "
      "device for the placement",
+     0},
+    {"gpus", WT_OPT_INT, F(gpus), 1, PARALLEL_SITE_MAX_RANKS, "1",
+     "GPUs of this site: the coordinator sees one device of gpus x site-efficiency x one GPU's "
+     "FLOP/s and gpus x its memory, and each assigned stage runs with tensor parallelism over "
+     "gpus ranks (threads of this process; --device cpu only; the model's heads must be a "
+     "multiple of it)",
+     0},
+    {"site-efficiency", WT_OPT_FLOAT, F(site_efficiency), 0.01, 1, "0.9",
+     "with --gpus > 1, the fraction of gpus x one GPU's speed the site is reported at (tensor "
+     "parallelism's all-reduces cost time)",
      0},
     {"register-timeout", WT_OPT_FLOAT, F(register_timeout_s), 1, 3600, "30",
      "seconds to wait for the coordinator's answer", 0},
@@ -150,6 +161,7 @@ static int s_register(s_peer *p) {
   cJSON_AddStringToObject(d, "kind", strncmp(p->cfg->device, "cuda", 4) ? "cpu" : "cuda");
   cJSON_AddNumberToObject(d, "flops", p->flops);
   cJSON_AddNumberToObject(d, "memory", p->memory);
+  cJSON_AddNumberToObject(d, "gpus", p->cfg->gpus);
   int rc = s_send(p, COORD_CMD_REGISTER, b);
   cJSON_Delete(b);
   return rc;
@@ -176,25 +188,10 @@ static int s_recv(s_peer *p, long timeout_ms, coordinator_msg *m) {
   return 1;
 }
 
-static double s_num(const cJSON *o, const char *name, double def) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-  return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : def;
-}
-
-/* An integer field of a message from outside, clamped so the cast is defined. */
-static int s_int(const cJSON *o, const char *name, int def) {
-  double v = s_num(o, name, def);
-  return (int)fmin(fmax(v, -1e9), 1e9);
-}
-
-static const char *s_str(const cJSON *o, const char *name) {
-  const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
-  return s ? s : "";
-}
-
 /* The corpus an epoch names, opened once and kept (fetched, cached and verified for URLs). */
 static int s_data(s_peer *p, const cJSON *train) {
-  const char *spec = s_str(train, "data"), *sha = s_str(train, "data_sha256");
+  const char *spec = coordinator_field_str(train, "data"),
+             *sha = coordinator_field_str(train, "data_sha256");
   if (p->data && !strcmp(spec, p->data_spec)) return WT_OK;
   data_set_destroy(&p->data);
   if (!strcmp(spec, "synthetic") || !spec[0]) {
@@ -225,7 +222,7 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
   p->reported_ckpt = 0; /* the stage may differ from the last epoch's */
   cJSON_Delete(p->last_result);
   p->last_result = NULL;
-  int epoch = s_int(body, "epoch", -1);
+  int epoch = coordinator_field_int(body, "epoch", -1);
   const cJSON *train = cJSON_GetObjectItemCaseSensitive(body, "train");
   if (train && s_data(p, train) != WT_OK) {
     char why[1200];
@@ -235,6 +232,7 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
     return;
   }
   p->work = peer_work_new(body, p->cfg->host, p->pub, p->sec, p->data, &p->held);
+  if (p->work) p->work->site_ranks = p->cfg->gpus;
   if (!p->work) {
     fprintf(stderr, "peerd: epoch %d: %s\n", epoch, wt_last_error());
     s_report_failure(p, epoch, wt_last_error());
@@ -242,12 +240,13 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
   }
   p->work_epoch = epoch;
   if (!p->cfg->quiet)
-    printf("peerd %d: epoch %d: %s, rank %d of %d%s\n", p->peer_id, epoch, s_str(body, "kind"),
-           s_int(body, "rank", 0), s_int(body, "size", 0),
+    printf("peerd %d: epoch %d: %s, rank %d of %d%s\n", p->peer_id, epoch,
+           coordinator_field_str(body, "kind"), coordinator_field_int(body, "rank", 0),
+           coordinator_field_int(body, "size", 0),
            !train                                                  ? ""
            : cJSON_GetObjectItemCaseSensitive(train, "state_from") ? " (from live replicas' state)"
-           : s_num(train, "resume", 0) ? " (resuming from the latest checkpoint)"
-                                       : "");
+           : coordinator_field_num(train, "resume", 0) ? " (resuming from the latest checkpoint)"
+                                                       : "");
   cJSON *b = cJSON_CreateObject();
   cJSON_AddNumberToObject(b, "epoch", epoch);
   cJSON_AddStringToObject(b, "endpoint", peer_work_endpoint(p->work));
@@ -256,7 +255,8 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
 }
 
 static void s_on_start(s_peer *p, const cJSON *body) {
-  if (!p->work || s_int(body, "epoch", -1) != p->work_epoch || p->work->started) return;
+  if (!p->work || coordinator_field_int(body, "epoch", -1) != p->work_epoch || p->work->started)
+    return;
   if (peer_work_start(p->work, body) != WT_OK) {
     fprintf(stderr, "peerd: epoch %d: %s\n", p->work_epoch, wt_last_error());
     s_report_failure(p, p->work_epoch, wt_last_error());
@@ -275,7 +275,8 @@ static int s_cmp_long(const void *a, const void *b) {
 static void s_report_checkpoint(s_peer *p) {
   peer_work *w = p->work;
   if (!w || !w->is_train || w->replica != 0) return;
-  const char *dir = s_str(cJSON_GetObjectItemCaseSensitive(w->body, "train"), "checkpoint_dir");
+  const char *dir =
+      coordinator_field_str(cJSON_GetObjectItemCaseSensitive(w->body, "train"), "checkpoint_dir");
   if (!dir[0]) return;
   char path[2200];
   snprintf(path, sizeof path, "%s/stage-%d", dir, w->stage);
@@ -366,12 +367,13 @@ static int s_await_welcome(s_peer *p, double deadline, const volatile sig_atomic
     if (!s_recv(p, 200, &m)) continue;
     int r = 0;
     if (m.cmd == COORD_CMD_WELCOME) {
-      p->peer_id = s_int(m.body, "peer_id", 0);
-      p->heartbeat_s = fmin(fmax(s_num(m.body, "heartbeat_s", 1), 0.05), 60);
-      p->liveness = (int)fmin(fmax(s_num(m.body, "liveness", 5), 2), 100);
+      p->peer_id = coordinator_field_int(m.body, "peer_id", 0);
+      p->heartbeat_s = fmin(fmax(coordinator_field_num(m.body, "heartbeat_s", 1), 0.05), 60);
+      p->liveness = (int)fmin(fmax(coordinator_field_num(m.body, "liveness", 5), 2), 100);
       r = 1;
     } else if (m.cmd == COORD_CMD_REFUSED) {
-      wt_fail(WT_EINVAL, "the coordinator refused this peer: %s", s_str(m.body, "reason"));
+      wt_fail(WT_EINVAL, "the coordinator refused this peer: %s",
+              coordinator_field_str(m.body, "reason"));
       r = -1;
     }
     coordinator_msg_clear(&m);
@@ -396,10 +398,10 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
         s_on_start(p, m.body);
         break;
       case COORD_CMD_ABORT:
-        if (p->work && s_int(m.body, "epoch", -1) == p->work_epoch) {
+        if (p->work && coordinator_field_int(m.body, "epoch", -1) == p->work_epoch) {
           if (!p->cfg->quiet)
             printf("peerd %d: epoch %d aborted: %s\n", p->peer_id, p->work_epoch,
-                   s_str(m.body, "reason"));
+                   coordinator_field_str(m.body, "reason"));
           p->work->abort = 1;
           if (!p->work->started) peer_work_destroy(&p->work);
         }
@@ -409,7 +411,8 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
         if (!p->cfg->quiet) printf("peerd %d: the run is complete\n", p->peer_id);
         return WT_OK;
       case COORD_CMD_REFUSED: /* dropped or forgotten by the coordinator: register again */
-        WT_WARN("peerd: the coordinator says: %s; registering again", s_str(m.body, "reason"));
+        WT_WARN("peerd: the coordinator says: %s; registering again",
+                coordinator_field_str(m.body, "reason"));
         peer_work_destroy(&p->work);
         s_register(p);
         break;
@@ -440,6 +443,11 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
 }
 
 int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
+  if (cfg->gpus > 1 && strncmp(cfg->device, "cpu", 4))
+    return wt_fail(WT_ENOTSUP,
+                   "--gpus %d with --device %s: a site runs its ranks as threads of one process "
+                   "and the CUDA back end's state is process-wide; use --device cpu for a site",
+                   cfg->gpus, cfg->device);
   if (strncmp(cfg->device, "cpu", 4)) {
     if (strncmp(cfg->device, "cuda:", 5) || !cfg->device[5])
       return wt_fail(WT_EINVAL, "--device '%s': expected cpu or cuda:N", cfg->device);
@@ -456,16 +464,20 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
   s_peer p = {.cfg = cfg, .heartbeat_s = 1, .liveness = 5};
   int rc = s_keys(&p);
   if (rc == WT_OK) {
-    double measured = 0;
-    rc = peer_device_measure(cfg->device, &measured, &p.memory);
-    p.flops = cfg->flops > 0 ? cfg->flops : measured;
+    double measured = 0, memory = 0;
+    rc = peer_device_measure(cfg->device, &measured, &memory);
+    /* A site is one device of the GPUs' aggregate, which the placement plans with. */
+    if (rc == WT_OK)
+      rc =
+          parallel_site_device(cfg->gpus, cfg->site_efficiency,
+                               cfg->flops > 0 ? cfg->flops : measured, memory, &p.flops, &p.memory);
   }
   if (rc == WT_OK) rc = s_connect(&p);
   if (rc == WT_OK) {
     if (!cfg->quiet)
-      printf("peerd: device %s, %.1f GFLOP/s (%s), %.1f GiB; registering with %s\n", cfg->device,
-             p.flops / 1e9, cfg->flops > 0 ? "--flops" : "fp32 matmul", p.memory / (1 << 30),
-             cfg->coordinator);
+      printf("peerd: device %s x %d, %.1f GFLOP/s (%s), %.1f GiB; registering with %s\n",
+             cfg->device, cfg->gpus, p.flops / 1e9, cfg->flops > 0 ? "--flops" : "fp32 matmul",
+             p.memory / (1 << 30), cfg->coordinator);
     s_register(&p);
     int w = s_await_welcome(&p, wt_now_s() + cfg->register_timeout_s, stop);
     if (w < 0)

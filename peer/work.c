@@ -6,6 +6,7 @@
 #include "common/bytes.h" /* defines: wt_put_le64 / wt_get_le64 for the hand-over header */
 #include "common/common.h"
 #include "compress/acsgd.h" /* defines: acsgd_msg_bytes, the activation codec's message size */
+#include "coordinator/protocol.h" /* defines: coordinator_field_*, reading epoch messages */
 #include "kernels/kernels.h"
 #include "parallel/tasklet.h"
 
@@ -25,22 +26,6 @@
 #define S_TAG_STATE 9102      /* ... then the blob */
 #define S_PINGS 5
 #define S_BULKS 3 /* pairs of bulk messages per link */
-
-static double s_num(const cJSON *o, const char *name, double def) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-  return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : def;
-}
-
-/* An integer field of a message from outside, clamped so the cast is defined. */
-static int s_int(const cJSON *o, const char *name, int def) {
-  double v = s_num(o, name, def);
-  return (int)fmin(fmax(v, -1e9), 1e9);
-}
-
-static const char *s_str(const cJSON *o, const char *name) {
-  const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
-  return s ? s : "";
-}
 
 /* ---- the aborting wrapper: once w->abort is set every op fails, so the tasklet returns and
  * its comm says goodbye, which ends the neighbours' waits at once ---------------------------- */
@@ -71,10 +56,10 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
   w->held = held;
   pthread_mutex_init(&w->mu, NULL);
   w->body = cJSON_Duplicate(epoch, 1);
-  w->epoch = s_int(epoch, "epoch", -1);
-  w->rank = s_int(epoch, "rank", -1);
-  w->size = s_int(epoch, "size", 0);
-  w->is_train = !strcmp(s_str(epoch, "kind"), "train");
+  w->epoch = coordinator_field_int(epoch, "epoch", -1);
+  w->rank = coordinator_field_int(epoch, "rank", -1);
+  w->size = coordinator_field_int(epoch, "size", 0);
+  w->is_train = !strcmp(coordinator_field_str(epoch, "kind"), "train");
   w->data = data;
   w->loss = w->first_loss = NAN;
   const cJSON *keys = cJSON_GetObjectItemCaseSensitive(epoch, "keys");
@@ -110,12 +95,12 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
   for (int i = 0; i < w->size; i++) pubs[i] = w->keys[i];
   parallel_zmq_config z = parallel_zmq_config_default();
   z.rank = w->rank, z.size = w->size, z.endpoints = eps;
-  z.run_id = (uint64_t)fmin(fmax(s_num(epoch, "run_id", 1), 0), 1e18);
+  z.run_id = (uint64_t)fmin(fmax(coordinator_field_num(epoch, "run_id", 1), 0), 1e18);
   z.epoch = (uint32_t)w->epoch;
-  z.timeout_s = s_num(epoch, "timeout_s", 30);
+  z.timeout_s = coordinator_field_num(epoch, "timeout_s", 30);
   z.secret_key = sec, z.public_key = pub, z.peer_public_keys = pubs;
   z.latency_s = w->lat, z.bandwidth_Bps = w->bw;
-  z.time_scale = s_num(epoch, "time_scale", 1);
+  z.time_scale = coordinator_field_num(epoch, "time_scale", 1);
   w->transport = parallel_zmq_transport_new(&z);
   if (!w->transport) {
     char why[1024];
@@ -140,7 +125,7 @@ static int s_cmp(const void *a, const void *b) {
 
 static int s_probe_pair(peer_work *w, parallel_comm *c, int other, size_t bulk_bytes,
                         unsigned char *bulk) {
-  double ts = s_num(w->body, "time_scale", 1), rtt[S_PINGS];
+  double ts = coordinator_field_num(w->body, "time_scale", 1), rtt[S_PINGS];
   unsigned char small[64] = {0};
   size_t got;
   if (w->rank < other) {
@@ -183,7 +168,7 @@ static int s_probe_pair(peer_work *w, parallel_comm *c, int other, size_t bulk_b
  * per link. */
 static int s_probe(peer_work *w, parallel_comm *c) {
   int n = w->size, m = n % 2 ? n + 1 : n;
-  size_t bulk_bytes = (size_t)fmin(fmax(s_num(w->body, "probe_bytes", 0), 0), 1e9);
+  size_t bulk_bytes = (size_t)fmin(fmax(coordinator_field_num(w->body, "probe_bytes", 0), 0), 1e9);
   if (bulk_bytes < 1024 || bulk_bytes > (64u << 20)) bulk_bytes = 512 * 1024;
   unsigned char *bulk = wt_xcalloc(bulk_bytes, 1);
   w->probe_lat = wt_xmalloc(sizeof(double) * n);
@@ -212,7 +197,8 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   pthread_mutex_lock(&w->mu);
   double now = wt_now_s(), dt = now - w->t_last;
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(w->body, "train");
-  double tokens = s_num(t, "batch", 1) * s_num(t, "seq", 1) / fmax(s_num(t, "replicas", 1), 1);
+  double tokens = coordinator_field_num(t, "batch", 1) * coordinator_field_num(t, "seq", 1) /
+                  fmax(coordinator_field_num(t, "replicas", 1), 1);
   if (w->t_last > 0 && dt > 0) w->tokens_s = tokens / dt;
   w->t_last = now;
   w->step = st->info.step;
@@ -225,8 +211,8 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   /* Without compression: each step sends m micro-batches of rows samples forward to the next
    * stage and their gradients back to the previous one; the codec's bytes are fixed per sample
    * (compress/acsgd.h), so what it saved on a pipeline link is exact. */
-  const int R = s_int(t, "replicas", 1), S = s_int(t, "stages", 1);
-  const double rows = s_num(t, "batch", 1) / fmax(R, 1);
+  const int R = coordinator_field_int(t, "replicas", 1), S = coordinator_field_int(t, "stages", 1);
+  const double rows = coordinator_field_num(t, "batch", 1) / fmax(R, 1);
   if (w->start_step < 0) w->start_step = st->info.step - 1;
   const double saved = (double)(st->info.step - w->start_step) * rows * w->act_saved_row;
   for (int p = 0; p < w->size; p++) {
@@ -350,36 +336,39 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(w->body, "train");
   if (!cJSON_IsObject(t)) return wt_fail(WT_EINVAL, "train epoch without a training config");
   parallel_tasklet_config c = parallel_tasklet_config_default();
-  c.stages = s_int(t, "stages", 1);
-  c.replicas = s_int(t, "replicas", 1);
-  c.stage = s_int(t, "stage", 0);
-  c.replica = s_int(t, "replica", 0);
+  c.stages = coordinator_field_int(t, "stages", 1);
+  c.replicas = coordinator_field_int(t, "replicas", 1);
+  c.stage = coordinator_field_int(t, "stage", 0);
+  c.replica = coordinator_field_int(t, "replica", 0);
   c.schedule = ASSIGN_SCHEDULE_1F1B;
   c.train.model = (gpt_config){.vocab_size = data_set_vocab_size(w->data),
-                               .max_seq = s_int(t, "seq", 32),
-                               .n_layer = s_int(t, "layers", 2),
-                               .n_head = s_int(t, "heads", 2),
-                               .channels = s_int(t, "channels", 32)};
-  c.train.batch = s_int(t, "batch", 16);
-  c.train.micro_batches = s_int(t, "micro_batches", 1);
-  c.train.steps = (long)s_int(t, "steps", 10);
+                               .max_seq = coordinator_field_int(t, "seq", 32),
+                               .n_layer = coordinator_field_int(t, "layers", 2),
+                               .n_head = coordinator_field_int(t, "heads", 2),
+                               .channels = coordinator_field_int(t, "channels", 32)};
+  c.train.batch = coordinator_field_int(t, "batch", 16);
+  c.train.micro_batches = coordinator_field_int(t, "micro_batches", 1);
+  c.train.steps = (long)coordinator_field_int(t, "steps", 10);
   c.train.val_batches = 1;
-  c.train.seed = (uint64_t)fmin(fmax(s_num(t, "seed", 1), 0), 9e15);
+  c.train.seed = (uint64_t)fmin(fmax(coordinator_field_num(t, "seed", 1), 0), 9e15);
   c.train.optim = optim_config_default();
-  c.train.optim.lr = (float)s_num(t, "lr", 3e-3);
+  c.train.optim.lr = (float)coordinator_field_num(t, "lr", 3e-3);
   c.train.optim.min_lr = c.train.optim.lr / 10;
   c.train.optim.weight_decay = 0;
   c.data = w->data;
-  snprintf(c.grad_codec, sizeof c.grad_codec, "%s", s_str(t, "grad_codec"));
-  snprintf(c.act_codec, sizeof c.act_codec, "%s", s_str(t, "act_codec"));
+  snprintf(c.grad_codec, sizeof c.grad_codec, "%s", coordinator_field_str(t, "grad_codec"));
+  snprintf(c.act_codec, sizeof c.act_codec, "%s", coordinator_field_str(t, "act_codec"));
   if (!c.grad_codec[0]) snprintf(c.grad_codec, sizeof c.grad_codec, "none");
   if (!c.act_codec[0]) snprintf(c.act_codec, sizeof c.act_codec, "none");
-  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s", s_str(t, "checkpoint_dir"));
-  c.checkpoint_every = s_int(t, "checkpoint_every", 0);
+  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s",
+           coordinator_field_str(t, "checkpoint_dir"));
+  c.checkpoint_every = coordinator_field_int(t, "checkpoint_every", 0);
   c.keep = 3;
-  c.resume = s_int(t, "resume", 0);
+  c.resume = coordinator_field_int(t, "resume", 0);
   c.on_step = s_on_step;
   c.on_step_arg = w;
+  c.site_ranks = w->site_ranks;
+  c.site_cp = coordinator_field_int(t, "site_cp", 1); /* a coordinator that does not say: none */
   int bits = !strncmp(c.act_codec, "direct", 6) ? atoi(c.act_codec + 6) : 0;
   const int T = c.train.model.max_seq, C = c.train.model.channels;
   pthread_mutex_lock(&w->mu);
@@ -393,8 +382,9 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   int owned = 0;
   if (from) {
     c.resume = 0;
-    WT_CHECK(peer_state_exchange(w->held, world, from, c.stage, (long)s_num(t, "resume_step", 0),
-                                 &in, &c.state_in_bytes, &owned));
+    WT_CHECK(peer_state_exchange(w->held, world, from, c.stage,
+                                 (long)coordinator_field_num(t, "resume_step", 0), &in,
+                                 &c.state_in_bytes, &owned));
     c.state_in = in;
   }
   void *out = NULL;
@@ -402,6 +392,12 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   c.state_out = &out, c.state_out_bytes = &out_bytes;
   parallel_tasklet_result res;
   int rc = parallel_tasklet_run(&c, world, &res);
+  if (c.site_ranks > 1) {
+    const int cp = c.site_cp > 1 ? c.site_cp : 1;
+    WT_INFO("peerd: stage %d ran %ld steps on a site of %d tensor-parallel x %d context-parallel "
+            "ranks, %.1f MB between them",
+            c.stage, res.steps_done, c.site_ranks / cp, cp, (double)res.bytes_site / 1e6);
+  }
   if (owned) free((void *)in);
   if (out) { /* the stage at its last completed step, kept for the next epoch */
     int stage = -1;

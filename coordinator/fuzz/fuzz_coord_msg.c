@@ -1,5 +1,10 @@
 /* fuzz_coord_msg — libFuzzer target for the control message decoder: any input is either
- * refused with a message or decoded into a well-formed envelope that re-encodes. */
+ * refused with a message or decoded into a well-formed envelope that re-encodes. Run by
+ * scripts/fuzz.sh from valid and broken messages.
+ *
+ * fuzz-sources: coordinator/protocol.c common/common.c
+ * fuzz-libs: -lcjson -lsodium -lm
+ */
 #include "coordinator/protocol.h"
 
 #include "common/common.h"

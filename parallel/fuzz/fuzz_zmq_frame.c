@@ -2,7 +2,10 @@
  * (parallel/zmq_protocol.h): the input's first 48 bytes (or all of it, when shorter) are the
  * header frame, the rest the payload. Decoding must never read out of bounds or crash, and a
  * header it accepts must re-encode to exactly the same bytes (nothing is silently normalised).
- * Built and run for a bounded time by tests/transport/fuzz_zmq_frame.sh. */
+ * Run by scripts/fuzz.sh; its seed is a valid header with a 4-byte payload.
+ *
+ * fuzz-sources: parallel/zmq_protocol.c
+ */
 #include "parallel/zmq_protocol.h"
 
 #include <stdint.h>

@@ -7,7 +7,11 @@
  *   - its checkpoint records the MoE model, so `wantrain eval` rebuilds and scores it and
  *     `wantrain sample` generates from it;
  *   - a run stopped and resumed from its checkpoint logs bitwise the same losses and expert loads
- *     as one that never stopped (router, experts and optimizer state all round-trip). */
+ *     as one that never stopped (router, experts and optimizer state all round-trip);
+ *   - `wantrain launch` trains the MoE model on 2 stages × 2 replicas (each stage recomputing its
+ *     forwards, one in flight) with every step's loss equal to `wantrain train`'s with the same
+ *     global batch and R·m micro-batches to a relative 1e-5, for both schedules; its MoE flags
+ *     are checked as train's. */
 #include "tests/cli/cli_harness.h"
 
 #include <math.h>
@@ -112,10 +116,53 @@ static void test_resume(void) {
   EXPECT("sample --checkpoint rrun --tokens 20", 0, "");
 }
 
+/* Losses of steps 1..n of a JSON log ({"step":N,"loss":X,...}) into loss[]; the number found. */
+static int s_losses(const char *log, double *loss, int n) {
+  char path[700], line[4096];
+  snprintf(path, sizeof path, "%s/%s", g_tmp, log);
+  FILE *f = fopen(path, "r");
+  int found = 0;
+  long step;
+  double v;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "{\"step\":%ld,\"loss\":%lf", &step, &v) == 2 && step >= 1 && step <= n)
+      loss[step - 1] = v, found++;
+  if (f) fclose(f);
+  return found;
+}
+
+static void test_launch(void) {
+  EXPECT("launch --moe-experts 4 --moe-top-k 5", 2,
+         "--moe-top-k 5 must be at most --moe-experts 4");
+  EXPECT("launch --moe-capacity 2", 2, "add --moe-experts E");
+  const char *model = "--layers 2 --channels 32 --heads 2 --seq 16 --batch 8 --steps 5 "
+                      "--optimizer sgd --moe-experts 4 --moe-top-k 2 --moe-layers 1 "
+                      "--moe-capacity 1.0";
+  char args[1024];
+  snprintf(args, sizeof args, "train %s --micro-batches 4 --val-every 0 --json-log moe-ref.jsonl",
+           model);
+  EXPECT(args, 0, "done");
+  double ref[5], got[5];
+  WT_TEST_REQUIRE(s_losses("moe-ref.jsonl", ref, 5) == 5, "five steps in the train log");
+  const char *schedules[] = {"gpipe", "1f1b"};
+  for (int k = 0; k < 2; k++) {
+    char log[64];
+    snprintf(log, sizeof log, "moe-launch-%s.jsonl", schedules[k]);
+    snprintf(args, sizeof args,
+             "launch %s --stages 2 --replicas 2 --micro-batches 2 --schedule %s --timeout 30 "
+             "--json-log %s",
+             model, schedules[k], log);
+    EXPECT(args, 0, "an MoE stage keeps one forward in flight");
+    WT_TEST_REQUIRE(s_losses(log, got, 5) == 5, "%s: five steps in the launch log", schedules[k]);
+    for (int i = 0; i < 5; i++) WT_TEST_CLOSE(got[i], ref[i], 0, 1e-5, schedules[k]);
+  }
+}
+
 int main(void) {
   cli_harness_init();
   test_help_and_refusals();
   test_train_and_eval();
   test_resume();
+  test_launch();
   return wt_test_finish("test_cli_moe");
 }

@@ -21,6 +21,7 @@ typedef struct {
   int fail_rank, fail_after;    /* this rank's sends fail from its fail_after-th on; -1: none */
   int stall_rank;               /* this rank sleeps stall_s before it starts; -1: none */
   double stall_s;
+  int site_ranks[H_MAX_RANKS]; /* > 0: this rank's site_ranks instead of base's */
   /* results */
   float loss[H_MAX_RANKS][H_MAX_STEPS], norm[H_MAX_RANKS][H_MAX_STEPS];
   float val[H_MAX_RANKS][H_MAX_STEPS]; /* validation loss after the step, NAN when none */
@@ -70,6 +71,7 @@ static int h_rank(parallel_comm *world, void *arg) {
   c.replica = w % c.replicas;
   c.on_step = h_on_step;
   c.on_step_arg = h;
+  if (h->site_ranks[w] > 0) c.site_ranks = h->site_ranks[w];
   h_dying dying = {world, h->fail_after};
   parallel_comm *use = world, *wrapped = NULL;
   if (w == h->fail_rank) {

@@ -5,11 +5,18 @@
  *           do: `--device cuda:0` in a CPU-only build names the missing CUDA back end, in a CUDA
  *           build without a GPU the missing device; `--device cuda:99` the missing GPU 99.
  *   slots   (integration) 2 x 2 processes with 4 micro-batches and --act-slots 1 recompute
- *           forwards (the summary counts them) and give bitwise the losses of --act-slots 0. */
+ *           forwards (the summary counts them) and give bitwise the losses of --act-slots 0.
+ *   site    (integration) 2 x 2 processes whose stages run on sites of 2 tensor-parallel ranks
+ *           (--site-ranks 2), and on sites of 2 context-parallel ranks (--site-ranks 2
+ *           --site-cp 2), give the losses of --site-ranks 1 within 1e-4 relative, and the
+ *           summary counts the bytes between the sites' ranks; --site-ranks 2 on a GPU device
+ *           and a --site-ranks that is not a multiple of --site-cp are refused before any worker
+ *           starts. */
 #include "common/common.h"
 #include "common/testing.h"
 #include "kernels/kernels.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +59,7 @@ static void s_errors(void) {
   s_refused("--stages 2 --device gpu0 --steps 2", 2, "device 'gpu0' is not cpu, cuda or cuda:N");
   s_refused("--stages 2 --precision bf16 --steps 2", 1, "drop --precision bf16");
   s_refused("--stages 2 --act-slots -1 --steps 2", 2, "act-slots");
+  s_refused("--stages 2 --site-ranks 0 --steps 2", 2, "site-ranks");
   printf("launch refuses missing devices, bad names and GPU precisions on the CPU (%s build%s)\n",
          cuda_build ? "CUDA" : "CPU-only",
          cuda_build ? (have_gpu ? ", GPU present" : ", no GPU") : "");
@@ -90,9 +98,47 @@ static void s_slots(void) {
   printf("--act-slots 1 recomputes forwards and trains as --act-slots 0\n");
 }
 
+static void s_site(void) {
+  const char *base = "--stages 2 --replicas 2 --micro-batches 2 --batch 8 --seq 32 --layers 2 "
+                     "--channels 32 --heads 2 --steps 4 --log-every 1 --val-every 0";
+  /* no site; 2 TP ranks; 2 CP ranks (each holding half of every sequence) */
+  const char *sites[3] = {"--site-ranks 1", "--site-ranks 2", "--site-ranks 2 --site-cp 2"};
+  const char *lines[3] = {NULL,
+                          "sites: every stage on 2 tensor-parallel x 1 context-parallel ranks; ",
+                          "sites: every stage on 1 tensor-parallel x 2 context-parallel ranks; "};
+  char args[512];
+  float loss[3][8];
+  int n[3];
+  for (int k = 0; k < 3; k++) {
+    snprintf(args, sizeof args, "%s %s", base, sites[k]);
+    int rc = s_launch(args);
+    WT_TEST_REQUIRE(rc == 0, "launch %s: exit %d\n%s", args, rc, s_out);
+    n[k] = s_losses(loss[k], 8);
+    const char *at = strstr(s_out, k ? lines[k] : "sites: ");
+    WT_TEST_ASSERT(!k == !at, "%s: the summary's sites line:\n%s", sites[k], s_out);
+    if (at && k)
+      WT_TEST_ASSERT(atof(at + strlen(lines[k])) > 0, "%s: no bytes between the sites' ranks:\n%s",
+                     sites[k], s_out);
+  }
+  for (int k = 1; k < 3; k++) {
+    WT_TEST_REQUIRE(n[0] == 4 && n[k] == 4, "expected 4 steps' losses, got %d and %d", n[0], n[k]);
+    for (int i = 0; i < 4; i++)
+      WT_TEST_ASSERT(fabsf(loss[0][i] - loss[k][i]) <= 1e-4f * loss[0][i],
+                     "step %d: loss %.4f with %s, %.4f without a site", i + 1, loss[k][i], sites[k],
+                     loss[0][i]);
+  }
+  s_refused("--stages 2 --site-ranks 2 --device cuda:0 --steps 2", 1, "process-wide");
+  s_refused("--stages 2 --site-ranks 3 --site-cp 2 --steps 2", 2,
+            "multiple of the context-parallel degree 2");
+  s_refused("--stages 2 --site-cp 2 --steps 2", 2, "multiple of it (not 1)");
+  printf("--site-ranks 2 and --site-ranks 2 --site-cp 2 train as --site-ranks 1\n");
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "slots"))
     s_slots();
+  else if (argc > 1 && !strcmp(argv[1], "site"))
+    s_site();
   else
     s_errors();
   return wt_test_finish("test_launch_device");

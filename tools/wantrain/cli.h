@@ -3,6 +3,7 @@
 #define WT_CLI_H
 
 #include "common/config.h"
+#include "model/trainer.h"
 
 /* Exit statuses: 0 success, 1 a failure at run time (file, data, checkpoint), 2 a usage error
  * (unknown or malformed flag, missing required option). */
@@ -39,15 +40,41 @@ int cli_device(const char *command, const char *name, const char *precision, int
   {"precision", WT_OPT_CHOICE, offsetof(type, precision), 0, 0, "fp32",                            \
    "matmul precision; bf16: bf16 tensor-core inputs, fp32 weights, optimizer and loss (GPU)",      \
    "fp32|bf16"},                                                                                   \
-  {"tf32", WT_OPT_FLAG, offsetof(type, tf32), 0, 1, "0",                                          \
+  {"tf32", WT_OPT_FLAG, offsetof(type, tf32), 0, 1, "0",                                           \
    "fp32 matmuls on TF32 tensor cores (GPU)", 0}
 // clang-format on
 
-/* The data rows (--data, --data-sha256, --cache-dir) and the model and optimizer rows (--seq,
- * --layers, --channels, --heads, --lr, --min-lr, --warmup, --weight-decay, --grad-clip,
- * --optimizer, --seed) that `train` and `launch` share, so a command line moves between them;
- * for a struct with fields of those names (strings char[WT_CONFIG_STR_MAX], seed long long,
- * lr, min_lr, weight_decay, grad_clip double, the rest int). */
+/* What `train` and `launch` both turn into a trainer_config: the run's length and batch, the
+ * model, the optimizer and the Mixture-of-Experts variant (0 experts: the dense model). Each
+ * command's option table points its rows at one member of this type (CLI_MODEL_OPTIONS,
+ * CLI_MOE_OPTIONS and its own --steps, --batch, --micro-batches and --val-batches rows). */
+typedef struct {
+  int steps, batch, micro_batches, val_batches;
+  int seq, layers, channels, heads;
+  double lr, min_lr;
+  int warmup;
+  double weight_decay, grad_clip;
+  char optimizer[WT_CONFIG_STR_MAX];
+  long long seed;
+  int moe_experts, moe_top_k;
+  char moe_layers[WT_CONFIG_STR_MAX];
+  double moe_capacity, moe_aux_weight;
+} cli_train_options;
+
+/* Fills *tc (every field) from the options for a corpus of `vocab` tokens. Returns WT_OK, or
+ * WT_EINVAL naming --moe-layers when its list does not fit --layers. */
+int cli_trainer_config(const cli_train_options *o, int vocab, trainer_config *tc);
+
+/* Checks the Mixture-of-Experts options against each other and the device (--device NAME):
+ * shaping flags without --moe-experts, top-k above the experts, a device other than the CPU, a
+ * --moe-layers list that does not fit. Returns WT_OK or WT_EINVAL naming the flag. */
+int cli_check_moe(const cli_train_options *o, const char *device);
+
+/* The data rows (--data, --data-sha256, --cache-dir), for a struct with fields of those names
+ * (char[WT_CONFIG_STR_MAX]). The model and optimizer rows (--seq, --layers, --channels, --heads,
+ * --lr, --min-lr, --warmup, --weight-decay, --grad-clip, --optimizer, --seed) that `train` and
+ * `launch` share, so a command line moves between them, for a member `m` of type
+ * cli_train_options in `type`. */
 // clang-format off
 #define CLI_DATA_OPTIONS(type)                                                                     \
   {"data", WT_OPT_STRING, offsetof(type, data), 0, 0, "synthetic",                                 \
@@ -56,41 +83,41 @@ int cli_device(const char *command, const char *name, const char *precision, int
    "expected SHA-256 of the data file", 0},                                                        \
   {"cache-dir", WT_OPT_STRING, offsetof(type, cache_dir), 0, 0, "",                                \
    "where URLs are downloaded (default $WANTRAIN_CACHE or ~/.cache/wantrain)", 0}
-#define CLI_MODEL_OPTIONS(type)                                                                    \
-  {"seq", WT_OPT_INT, offsetof(type, seq), 1, 65536, "64",                                         \
+#define CLI_MODEL_OPTIONS(type, m)                                                                 \
+  {"seq", WT_OPT_INT, offsetof(type, m.seq), 1, 65536, "64",                                       \
    "sequence length T (the model's context)", 0},                                                  \
-  {"layers", WT_OPT_INT, offsetof(type, layers), 1, 4096, "2", "transformer blocks L", 0},         \
-  {"channels", WT_OPT_INT, offsetof(type, channels), 1, 65536, "64", "model width C", 0},          \
-  {"heads", WT_OPT_INT, offsetof(type, heads), 1, 4096, "4",                                       \
+  {"layers", WT_OPT_INT, offsetof(type, m.layers), 1, 4096, "2", "transformer blocks L", 0},       \
+  {"channels", WT_OPT_INT, offsetof(type, m.channels), 1, 65536, "64", "model width C", 0},        \
+  {"heads", WT_OPT_INT, offsetof(type, m.heads), 1, 4096, "4",                                     \
    "attention heads (must divide channels)", 0},                                                   \
-  {"lr", WT_OPT_FLOAT, offsetof(type, lr), 0, 10, "3e-3", "peak learning rate", 0},                \
-  {"min-lr", WT_OPT_FLOAT, offsetof(type, min_lr), 0, 10, "3e-4",                                  \
+  {"lr", WT_OPT_FLOAT, offsetof(type, m.lr), 0, 10, "3e-3", "peak learning rate", 0},              \
+  {"min-lr", WT_OPT_FLOAT, offsetof(type, m.min_lr), 0, 10, "3e-4",                                \
    "learning rate at the end of the cosine", 0},                                                   \
-  {"warmup", WT_OPT_INT, offsetof(type, warmup), 0, 1e9, "20", "linear warmup steps", 0},          \
-  {"weight-decay", WT_OPT_FLOAT, offsetof(type, weight_decay), 0, 10, "0.0",                       \
+  {"warmup", WT_OPT_INT, offsetof(type, m.warmup), 0, 1e9, "20", "linear warmup steps", 0},        \
+  {"weight-decay", WT_OPT_FLOAT, offsetof(type, m.weight_decay), 0, 10, "0.0",                     \
    "decoupled weight decay", 0},                                                                   \
-  {"grad-clip", WT_OPT_FLOAT, offsetof(type, grad_clip), 0, 1e9, "1.0",                            \
+  {"grad-clip", WT_OPT_FLOAT, offsetof(type, m.grad_clip), 0, 1e9, "1.0",                          \
    "max gradient norm (0 = off)", 0},                                                              \
-  {"optimizer", WT_OPT_CHOICE, offsetof(type, optimizer), 0, 0, "adamw", "update rule",            \
+  {"optimizer", WT_OPT_CHOICE, offsetof(type, m.optimizer), 0, 0, "adamw", "update rule",          \
    "adamw|sgd"},                                                                                   \
-  {"seed", WT_OPT_INT64, offsetof(type, seed), 0, 9e15, "1", "seed of weights and data order", 0}
+  {"seed", WT_OPT_INT64, offsetof(type, m.seed), 0, 9e15, "1", "seed of weights and data order", 0}
 // clang-format on
 
 /* The Mixture-of-Experts rows (--moe-experts, --moe-top-k, --moe-layers, --moe-capacity,
- * --moe-aux-weight), for a struct with fields of those names (moe_layers char[WT_CONFIG_STR_MAX],
- * moe_capacity and moe_aux_weight double, the rest int); --moe-experts 0 is the dense model. */
+ * --moe-aux-weight), for a member `m` of type cli_train_options in `type`; --moe-experts 0 is
+ * the dense model. */
 // clang-format off
-#define CLI_MOE_OPTIONS(type)                                                                      \
-  {"moe-experts", WT_OPT_INT, offsetof(type, moe_experts), 0, 65536, "0",                          \
+#define CLI_MOE_OPTIONS(type, m)                                                                   \
+  {"moe-experts", WT_OPT_INT, offsetof(type, m.moe_experts), 0, 65536, "0",                        \
    "Mixture of Experts: experts per MoE block (0 = a dense model)", 0},                            \
-  {"moe-top-k", WT_OPT_INT, offsetof(type, moe_top_k), 1, 65536, "1",                              \
+  {"moe-top-k", WT_OPT_INT, offsetof(type, m.moe_top_k), 1, 65536, "1",                            \
    "experts each token is routed to (at most --moe-experts)", 0},                                  \
-  {"moe-layers", WT_OPT_STRING, offsetof(type, moe_layers), 0, 0, "all",                           \
+  {"moe-layers", WT_OPT_STRING, offsetof(type, m.moe_layers), 0, 0, "all",                         \
    "blocks whose MLP becomes experts: all, or numbers and ranges (\"1,3\", \"0-3\")", 0},          \
-  {"moe-capacity", WT_OPT_FLOAT, offsetof(type, moe_capacity), 1e-6, 1e6, "1.25",                  \
+  {"moe-capacity", WT_OPT_FLOAT, offsetof(type, m.moe_capacity), 1e-6, 1e6, "1.25",                \
    "capacity factor: an expert takes at most this x tokens*k/experts tokens; the rest are dropped", \
    0},                                                                                             \
-  {"moe-aux-weight", WT_OPT_FLOAT, offsetof(type, moe_aux_weight), 0, 1e6, "0.01",                 \
+  {"moe-aux-weight", WT_OPT_FLOAT, offsetof(type, m.moe_aux_weight), 0, 1e6, "0.01",               \
    "weight of the Switch load-balancing loss", 0}
 // clang-format on
 

@@ -26,6 +26,7 @@
 #include "model/trainer.h"
 #include "netsim/netsim.h"
 #include "assign/assign.h"
+#include "parallel/site.h" /* defines: PARALLEL_SITE_MAX_RANKS */
 #include "parallel/tasklet.h"
 #include "parallel/zmq.h"
 
@@ -53,7 +54,7 @@ typedef struct {
   char grad_codec[WT_CONFIG_STR_MAX], act_codec[WT_CONFIG_STR_MAX];
   int diloco, zero;
   char device[WT_CONFIG_STR_MAX], precision[WT_CONFIG_STR_MAX];
-  int tf32, act_slots;
+  int tf32, act_slots, site_ranks, site_cp;
   double timeout;
   int insecure;
   char scenario[WT_CONFIG_STR_MAX], scenario_name[WT_CONFIG_STR_MAX];
@@ -62,13 +63,8 @@ typedef struct {
   char data[WT_CONFIG_STR_MAX];
   char data_sha256[WT_CONFIG_STR_MAX];
   char cache_dir[WT_CONFIG_STR_MAX];
-  int steps, batch, micro_batches, seq, layers, channels, heads;
-  double lr, min_lr;
-  int warmup;
-  double weight_decay, grad_clip;
-  char optimizer[WT_CONFIG_STR_MAX];
-  long long seed;
-  int log_every, val_every, val_batches;
+  cli_train_options t;
+  int log_every, val_every;
   double time_limit;
   char checkpoint_dir[WT_CONFIG_STR_MAX];
   int checkpoint_every, keep, resume;
@@ -113,6 +109,14 @@ static const wt_option s_options[] = {
     {"tf32", WT_OPT_FLAG, F(tf32), 0, 1, "0", "fp32 matmuls on TF32 tensor cores (GPU)", 0},
     {"act-slots", WT_OPT_INT, F(act_slots), 0, GPT_MAX_SLOTS, "0",
      "activation slots per stage (0 = one per micro-batch in flight; fewer recompute forwards)", 0},
+    {"site-ranks", WT_OPT_INT, F(site_ranks), 1, PARALLEL_SITE_MAX_RANKS, "1",
+     "run every stage on a site of this many ranks (threads of each process; --device cpu): "
+     "--site-ranks / --site-cp tensor-parallel ranks, a divisor of --heads",
+     0},
+    {"site-cp", WT_OPT_INT, F(site_cp), 1, PARALLEL_SITE_MAX_RANKS, "1",
+     "context parallelism inside each site: split every sequence over this many of its ranks "
+     "(ring attention; --site-ranks a multiple of it, --seq of twice it)",
+     0},
     {"timeout", WT_OPT_FLOAT, F(timeout), 0.1, 1e6, "60",
      "seconds any process waits for a peer before failing", 0},
     {"insecure", WT_OPT_FLAG, F(insecure), 0, 1, "0",
@@ -130,16 +134,17 @@ static const wt_option s_options[] = {
     {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-6, 1e6, "1",
      "wall seconds per emulated second of network time", 0},
     CLI_DATA_OPTIONS(launch_args),
-    {"steps", WT_OPT_INT, F(steps), 1, 1e9, "300", "optimizer steps in total", 0},
-    {"batch", WT_OPT_INT, F(batch), 1, 65536, "16",
+    {"steps", WT_OPT_INT, F(t.steps), 1, 1e9, "300", "optimizer steps in total", 0},
+    {"batch", WT_OPT_INT, F(t.batch), 1, 65536, "16",
      "global batch: sequences per step, split over the replicas", 0},
-    {"micro-batches", WT_OPT_INT, F(micro_batches), 1, 65536, "1",
+    {"micro-batches", WT_OPT_INT, F(t.micro_batches), 1, 65536, "1",
      "micro-batches per replica per step (the pipeline's m)", 0},
-    CLI_MODEL_OPTIONS(launch_args),
+    CLI_MODEL_OPTIONS(launch_args, t),
+    CLI_MOE_OPTIONS(launch_args, t),
     {"log-every", WT_OPT_INT, F(log_every), 1, 1e9, "10", "print progress every N steps", 0},
     {"val-every", WT_OPT_INT, F(val_every), 0, 1e9, "50",
      "validate every N steps and after the last (0 = after the last only)", 0},
-    {"val-batches", WT_OPT_INT, F(val_batches), 1, 1e6, "8",
+    {"val-batches", WT_OPT_INT, F(t.val_batches), 1, 1e6, "8",
      "micro-batches per validation (run by replica 0's pipeline)", 0},
     {"time-limit", WT_OPT_FLOAT, F(time_limit), 0, 1e9, "0",
      "stop every process after the step in which this many seconds passed, validating and "
@@ -188,25 +193,8 @@ static void s_tasklet_config(const launch_args *a, const data_set *d, parallel_t
   c->stages = a->stages;
   c->replicas = a->replicas;
   c->schedule = !strcmp(a->schedule, "gpipe") ? ASSIGN_SCHEDULE_GPIPE : ASSIGN_SCHEDULE_1F1B;
-  trainer_config *tc = &c->train;
-  memset(tc, 0, sizeof *tc);
-  tc->model = (gpt_config){.vocab_size = data_set_vocab_size(d),
-                           .max_seq = a->seq,
-                           .n_layer = a->layers,
-                           .n_head = a->heads,
-                           .channels = a->channels};
-  tc->batch = a->batch;
-  tc->micro_batches = a->micro_batches;
-  tc->steps = a->steps;
-  tc->val_batches = a->val_batches;
-  tc->seed = (uint64_t)a->seed;
-  tc->optim = optim_config_default();
-  tc->optim.kind = !strcmp(a->optimizer, "sgd") ? OPTIM_SGD : OPTIM_ADAMW;
-  tc->optim.lr = (float)a->lr;
-  tc->optim.min_lr = (float)WT_MIN(a->min_lr, a->lr);
-  tc->optim.warmup_steps = a->warmup;
-  tc->optim.weight_decay = (float)a->weight_decay;
-  tc->optim.grad_clip = (float)a->grad_clip;
+  /* only a malformed --moe-layers fails here, and cmd_launch refused it before */
+  (void)cli_trainer_config(&a->t, data_set_vocab_size(d), &c->train);
   c->data = d;
   snprintf(c->grad_codec, sizeof c->grad_codec, "%.15s", a->grad_codec); /* a choice: short */
   snprintf(c->act_codec, sizeof c->act_codec, "%.15s", a->act_codec);
@@ -216,6 +204,8 @@ static void s_tasklet_config(const launch_args *a, const data_set *d, parallel_t
   c->grad_ef = strcmp(a->grad_ef, "off") != 0; /* auto without a preset: on */
   c->zero = a->zero;
   c->act_slots = a->act_slots;
+  c->site_ranks = a->site_ranks;
+  c->site_cp = a->site_cp;
   snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "%s", a->checkpoint_dir);
   c->checkpoint_every = a->checkpoint_every;
   c->keep = a->keep;
@@ -269,14 +259,24 @@ static int s_device_probe(const char *device, int *gpus) {
   return WT_OK;
 }
 
-/* Checks --device, --precision and --tf32 before any worker starts; *gpus: the GPUs `cuda`
- * spreads the processes over (0 otherwise). Returns WT_OK, WT_EINVAL (a usage error) or
- * WT_ENOTSUP (no CUDA in this build, no such GPU, a GPU precision on the CPU). */
+/* Checks --device, --precision, --tf32, --site-ranks and --site-cp before any worker starts; *gpus:
+ * the GPUs `cuda` spreads the processes over (0 otherwise). Returns WT_OK, WT_EINVAL (a usage
+ * error) or WT_ENOTSUP (no CUDA in this build, no such GPU, a GPU precision on the CPU). */
 static int s_device_check(const launch_args *a, int *gpus) {
   kernels_precision p;
   const kernels_ops *o;
   *gpus = 0;
   WT_CHECK(kernels_parse_precision(a->precision, a->tf32, &p));
+  if (a->site_cp > 1 && a->site_ranks % a->site_cp)
+    return wt_fail(WT_EINVAL,
+                   "--site-cp %d splits each site's ranks along the sequence: give --site-ranks "
+                   "a multiple of it (not %d)",
+                   a->site_cp, a->site_ranks);
+  if (a->site_ranks > 1 && strcmp(a->device, "cpu"))
+    return wt_fail(WT_ENOTSUP,
+                   "--site-ranks %d with --device %s: a site runs its ranks as threads of one "
+                   "process and the CUDA back end's state is process-wide; use --device cpu",
+                   a->site_ranks, a->device);
   if (!strcmp(a->device, "cpu")) return kernels_set_precision(kernels_cpu(), p);
   if (!kernels_backend("cuda")) return kernels_for_device(a->device, &o); /* says why not */
   return s_device_probe(a->device, gpus);
@@ -340,7 +340,7 @@ static int s_wan_open(const launch_args *a, s_wan *w) {
     assign_solver kind;
     assign_budget budget = {.max_evals = 2000};
     rc = assign_solver_parse(a->solver, &kind);
-    if (rc == WT_OK) rc = assign_solve(&prob, kind, &budget, (uint64_t)a->seed, &w->plan, NULL);
+    if (rc == WT_OK) rc = assign_solve(&prob, kind, &budget, (uint64_t)a->t.seed, &w->plan, NULL);
   }
   if (rc == WT_OK && !w->plan) {
     w->plan = assign_plan_new(a->stages, a->replicas);
@@ -535,12 +535,13 @@ int cmd_launch_worker(int argc, char **argv) {
   if (rc == WT_OK)
     fprintf(status,
             "done %ld %.9g %.6f %.6f %llu %llu %llu %llu %.6f %llu %.6f %.6f %.6f %.6f %d %.9g "
-            "%ld\n",
+            "%ld %llu\n",
             res.steps_done, res.last_loss, res.seconds, res.compute_s,
             (unsigned long long)res.bytes_pipeline, (unsigned long long)res.bytes_data,
             (unsigned long long)res.bytes_control, (unsigned long long)tot.bytes_sent, tot.wait_s,
             (unsigned long long)parallel_zmq_refused(world), res.pipeline_s, res.tied_s,
-            res.reduce_s, res.norm_s, res.time_limited, res.last_val_loss, res.recomputes);
+            res.reduce_s, res.norm_s, res.time_limited, res.last_val_loss, res.recomputes,
+            (unsigned long long)res.bytes_site);
   else
     fprintf(status, "error %s\n", wt_last_error());
   fclose(status);
@@ -569,6 +570,7 @@ typedef struct {
   double phase_s[4]; /* pipeline, tied exchange, reduce, norm exchange (all steps) */
   unsigned long long wire_bytes, refused; /* the transport's counters */
   long recomputes;                        /* forwards run again (--act-slots) */
+  unsigned long long site_bytes;          /* sent between the ranks of its site (--site-ranks) */
   double wait_s;
   char error[1024];
 } s_proc;
@@ -604,13 +606,13 @@ static void s_progress(s_run *r, long step, const s_proc *slow) {
   uint64_t b[3] = {0, 0, 0};
   for (int w = 0; w < r->world; w++)
     for (int k = 0; k < 3; k++) b[k] += r->p[w].bytes[k];
-  double tok_s = (double)r->a->batch * r->a->seq / step_s;
+  double tok_s = (double)r->a->t.batch * r->a->t.seq / step_s;
   char vbuf[32] = "";
   if (!isnan(val)) snprintf(vbuf, sizeof vbuf, " | val %.4f", val);
-  if (step % r->a->log_every == 0 || step == r->first_step || step == r->a->steps || vbuf[0]) {
+  if (step % r->a->log_every == 0 || step == r->first_step || step == r->a->t.steps || vbuf[0]) {
     printf("step %6ld/%d | loss %.4f%s | %8.0f tok/s | sent MB: pipeline %.2f, data-parallel "
            "%.2f, control %.3f\n",
-           step, r->a->steps, loss, vbuf, tok_s, b[0] / 1e6, b[1] / 1e6, b[2] / 1e6);
+           step, r->a->t.steps, loss, vbuf, tok_s, b[0] / 1e6, b[1] / 1e6, b[2] / 1e6);
     fflush(stdout);
   }
   if (r->log) {
@@ -623,7 +625,7 @@ static void s_progress(s_run *r, long step, const s_proc *slow) {
             (unsigned long long)b[2]);
     fflush(r->log);
   }
-  if (step > r->first_step || r->a->steps == r->first_step) { /* the first includes start-up */
+  if (step > r->first_step || r->a->t.steps == r->first_step) { /* the first includes start-up */
     r->step_sum += step_s;
     r->step_count++;
   }
@@ -649,10 +651,11 @@ static void s_handle_line(s_run *r, int w, char *line) {
     while (r->printed >= 0 && r->printed < all) s_progress(r, ++r->printed, &r->p[slow]);
   } else if (!strncmp(line, "done ", 5) &&
              sscanf(line + 5,
-                    "%ld %f %lf %lf %llu %llu %llu %llu %lf %llu %lf %lf %lf %lf %d %f %ld",
+                    "%ld %f %lf %lf %llu %llu %llu %llu %lf %llu %lf %lf %lf %lf %d %f %ld %llu",
                     &p->steps, &p->loss, &p->seconds, &p->compute_s, &b0, &b1, &b2, &p->wire_bytes,
                     &p->wait_s, &p->refused, &p->phase_s[0], &p->phase_s[1], &p->phase_s[2],
-                    &p->phase_s[3], &p->time_limited, &p->last_val, &p->recomputes) == 17) {
+                    &p->phase_s[3], &p->time_limited, &p->last_val, &p->recomputes,
+                    &p->site_bytes) == 18) {
     p->bytes[0] = b0, p->bytes[1] = b1, p->bytes[2] = b2;
     p->done = 1;
   } else if (!strncmp(line, "error ", 6)) {
@@ -835,7 +838,7 @@ enum { S_MODEL_TIED = 2, S_MODEL_NORM = 4, S_MODEL_ALL = 6 };
 
 static int s_predict(const s_run *r, int model, double *out) {
   const launch_args *a = r->a;
-  int S = a->stages, R = a->replicas, m = a->micro_batches;
+  int S = a->stages, R = a->replicas, m = a->t.micro_batches;
   double steps = (double)(r->printed - r->first_step + 1);
   if (r->printed < 0 || steps < 1) return wt_fail(WT_EINVAL, "no step ran");
   netsim_sim_config cfg;
@@ -912,11 +915,11 @@ static int s_summary(s_run *r) {
   long steps = r->p[0].steps;
   double iter = r->step_count ? r->step_sum / (double)r->step_count : NAN;
   if (r->p[0].time_limited)
-    printf("time limit of %g s reached at step %ld of %d%s\n", a->time_limit, steps, a->steps,
+    printf("time limit of %g s reached at step %ld of %d%s\n", a->time_limit, steps, a->t.steps,
            a->checkpoint_dir[0] ? "; --resume continues from the checkpoint" : "");
   printf("done: %ld steps | loss %.6f | val %.4f | %.0f tok/s | %.1f s (%.1f s training)\n", steps,
          r->p[0].loss, r->p[0].last_val,
-         (double)a->batch * a->seq * (double)r->step_count / r->step_sum, wall, seconds);
+         (double)a->t.batch * a->t.seq * (double)r->step_count / r->step_sum, wall, seconds);
   printf("iteration time %.4f s (mean of steps %ld..%ld); compute %.0f%% of the processes' "
          "time\n",
          iter, WT_MIN(r->first_step + 1, steps), steps,
@@ -942,7 +945,18 @@ static int s_summary(s_run *r) {
   long recomputes = 0;
   for (int w = 0; w < r->world; w++) recomputes += r->p[w].recomputes;
   printf("activation slots: %s; %ld forward passes recomputed in all processes\n",
-         a->act_slots ? "bounded by --act-slots" : "one per micro-batch in flight", recomputes);
+         a->t.moe_experts    ? "one (an MoE stage keeps one forward in flight)"
+         : a->site_ranks > 1 ? "one per stage (a site keeps one forward)"
+         : a->act_slots      ? "bounded by --act-slots"
+                             : "one per micro-batch in flight",
+         recomputes);
+  if (a->site_ranks > 1) {
+    double site = 0;
+    for (int w = 0; w < r->world; w++) site += (double)r->p[w].site_bytes;
+    printf("sites: every stage on %d tensor-parallel x %d context-parallel ranks; %.3f MB "
+           "between their ranks in all processes\n",
+           a->site_ranks / a->site_cp, a->site_cp, site / 1e6);
+  }
   double predicted = NAN;
   if (r->wan.sc) {
     double part[2];
@@ -997,6 +1011,10 @@ int cmd_launch(int argc, char **argv) {
             "(docs/compression.md, \"Stacked on a pipeline\"); --act-codec delta8 or direct8 "
             "cost nothing measurable there\n",
             a.act_codec, a.act_codec[5]);
+  if (cli_check_moe(&a.t, a.device) != WT_OK) {
+    fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
+    return CLI_USAGE;
+  }
   int world = a.stages * a.replicas;
   if (world > S_MAX_RANKS) {
     fprintf(stderr, "wantrain launch: error: %d x %d = %d processes; at most %d on one host\n",
@@ -1010,10 +1028,10 @@ int cmd_launch(int argc, char **argv) {
   s_tasklet_config(&a, d, &c);
   rc = parallel_tasklet_config_validate(&c, world);
   /* The trainer checks this too, but only once every process is up. */
-  if (rc == WT_OK && a.batch % (a.replicas * a.micro_batches) != 0)
+  if (rc == WT_OK && a.t.batch % (a.replicas * a.t.micro_batches) != 0)
     rc = wt_fail(WT_EINVAL,
-                 "--batch %d must be a multiple of --replicas %d times --micro-batches %d", a.batch,
-                 a.replicas, a.micro_batches);
+                 "--batch %d must be a multiple of --replicas %d times --micro-batches %d",
+                 a.t.batch, a.replicas, a.t.micro_batches);
   if (rc == WT_OK && a.resume && !a.checkpoint_dir[0])
     rc = wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir (the run directory to resume)");
   int gpus = 0;

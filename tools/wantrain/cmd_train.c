@@ -22,37 +22,29 @@ typedef struct {
   char data[WT_CONFIG_STR_MAX];
   char data_sha256[WT_CONFIG_STR_MAX];
   char cache_dir[WT_CONFIG_STR_MAX];
-  int steps, batch, micro_batches, seq, layers, channels, heads;
-  double lr, min_lr;
-  int warmup;
-  double weight_decay, grad_clip;
-  char optimizer[WT_CONFIG_STR_MAX];
-  long long seed;
-  int val_every, val_batches, log_every;
+  cli_train_options t;
+  int val_every, log_every;
   char checkpoint_dir[WT_CONFIG_STR_MAX];
   int checkpoint_every, keep, resume;
   char json_log[WT_CONFIG_STR_MAX];
   double time_limit;
   char device[WT_CONFIG_STR_MAX], precision[WT_CONFIG_STR_MAX];
   int tf32;
-  int moe_experts, moe_top_k;
-  char moe_layers[WT_CONFIG_STR_MAX];
-  double moe_capacity, moe_aux_weight;
 } train_args;
 
 #define F(x) offsetof(train_args, x)
 static const wt_option s_options[] = {
     {"config", WT_OPT_STRING, F(config), 0, 0, "", "JSON file of options (flags override it)", 0},
     CLI_DATA_OPTIONS(train_args),
-    {"steps", WT_OPT_INT, F(steps), 1, 1e9, "300", "optimizer steps in total", 0},
-    {"batch", WT_OPT_INT, F(batch), 1, 65536, "16", "global batch: sequences per step", 0},
-    {"micro-batches", WT_OPT_INT, F(micro_batches), 1, 65536, "1",
+    {"steps", WT_OPT_INT, F(t.steps), 1, 1e9, "300", "optimizer steps in total", 0},
+    {"batch", WT_OPT_INT, F(t.batch), 1, 65536, "16", "global batch: sequences per step", 0},
+    {"micro-batches", WT_OPT_INT, F(t.micro_batches), 1, 65536, "1",
      "split each batch into this many accumulated micro-batches", 0},
-    CLI_MODEL_OPTIONS(train_args),
-    CLI_MOE_OPTIONS(train_args),
+    CLI_MODEL_OPTIONS(train_args, t),
+    CLI_MOE_OPTIONS(train_args, t),
     {"val-every", WT_OPT_INT, F(val_every), 0, 1e9, "50", "validate every N steps (0 = at the end)",
      0},
-    {"val-batches", WT_OPT_INT, F(val_batches), 1, 1e6, "8", "micro-batches per validation", 0},
+    {"val-batches", WT_OPT_INT, F(t.val_batches), 1, 1e6, "8", "micro-batches per validation", 0},
     {"log-every", WT_OPT_INT, F(log_every), 1, 1e9, "10", "print progress every N steps", 0},
     {"checkpoint-dir", WT_OPT_STRING, F(checkpoint_dir), 0, 0, "",
      "run directory for checkpoints (none if empty)", 0},
@@ -99,42 +91,6 @@ typedef struct {
   moe_step moe;           /* kept: --moe-experts longs (at least one) */
 } run_state;
 
-/* The model of the flags (vocab from the data): dense, or the MoE variant of --moe-*. */
-static int s_model_config(const train_args *a, int vocab, gpt_config *m) {
-  *m = (gpt_config){.vocab_size = vocab,
-                    .max_seq = a->seq,
-                    .n_layer = a->layers,
-                    .n_head = a->heads,
-                    .channels = a->channels};
-  if (a->moe_experts == 0) return WT_OK;
-  m->moe_experts = a->moe_experts, m->moe_top_k = a->moe_top_k;
-  m->moe_capacity = (float)a->moe_capacity, m->moe_aux_weight = (float)a->moe_aux_weight;
-  if (gpt_config_set_moe_layers(m, a->moe_layers) != WT_OK) {
-    char msg[600];
-    snprintf(msg, sizeof msg, "%s", wt_last_error());
-    return wt_fail(WT_EINVAL, "--moe-layers: %s (--layers %d)", msg, a->layers);
-  }
-  return WT_OK;
-}
-
-static int s_trainer_config(const train_args *a, const data_set *d, trainer_config *tc) {
-  memset(tc, 0, sizeof *tc);
-  WT_CHECK(s_model_config(a, data_set_vocab_size(d), &tc->model));
-  tc->batch = a->batch;
-  tc->micro_batches = a->micro_batches;
-  tc->steps = a->steps;
-  tc->val_batches = a->val_batches;
-  tc->seed = (uint64_t)a->seed;
-  tc->optim = optim_config_default();
-  tc->optim.kind = !strcmp(a->optimizer, "sgd") ? OPTIM_SGD : OPTIM_ADAMW;
-  tc->optim.lr = (float)a->lr;
-  tc->optim.min_lr = (float)WT_MIN(a->min_lr, a->lr);
-  tc->optim.warmup_steps = a->warmup;
-  tc->optim.weight_decay = (float)a->weight_decay;
-  tc->optim.grad_clip = (float)a->grad_clip;
-  return WT_OK;
-}
-
 static void s_fmt_duration(double s, char *buf, size_t size) {
   long t = (long)(s + 0.5);
   snprintf(buf, size, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
@@ -149,7 +105,7 @@ static void s_moe_read(trainer *t, moe_step *m) {
 static void s_moe_progress(const run_state *r, const moe_step *m, char *buf, size_t size) {
   buf[0] = 0;
   if (!m->blocks) return;
-  int E = r->a->moe_experts;
+  int E = r->a->t.moe_experts;
   long kept = 0, lo = m->kept[0], hi = m->kept[0];
   for (int e = 0; e < E; e++)
     kept += m->kept[e], lo = WT_MIN(lo, m->kept[e]), hi = WT_MAX(hi, m->kept[e]);
@@ -162,11 +118,11 @@ static void s_progress(const run_state *r, const trainer_step_info *info, float 
                        const moe_step *moe) {
   char eta[32], vbuf[32] = "", mbuf[96];
   double per_step = (wt_now_s() - r->t0) / (double)(info->step - r->first_step);
-  s_fmt_duration(per_step * (double)(r->a->steps - info->step), eta, sizeof eta);
+  s_fmt_duration(per_step * (double)(r->a->t.steps - info->step), eta, sizeof eta);
   if (!isnan(val)) snprintf(vbuf, sizeof vbuf, " | val %.4f", val);
   s_moe_progress(r, moe, mbuf, sizeof mbuf);
-  printf("step %6ld/%d | loss %.4f%s | lr %.2e | %8.0f tok/s%s | ETA %s\n", info->step, r->a->steps,
-         info->loss, vbuf, info->lr, tok_s, mbuf, eta);
+  printf("step %6ld/%d | loss %.4f%s | lr %.2e | %8.0f tok/s%s | ETA %s\n", info->step,
+         r->a->t.steps, info->loss, vbuf, info->lr, tok_s, mbuf, eta);
   fflush(stdout);
 }
 
@@ -191,7 +147,7 @@ __attribute__((format(printf, 2, 3))) static void s_log_line(run_state *r, const
 /* ',"moe":{"load":[...],"dropped":D,"aux":A}' for an MoE model (malloc'd; "" when dense). */
 static char *s_moe_json(const run_state *r, const moe_step *m) {
   if (!m->blocks) return wt_xstrdup("");
-  int E = r->a->moe_experts;
+  int E = r->a->t.moe_experts;
   size_t size = 96 + (size_t)E * 21, len = 0;
   char *buf = wt_xmalloc(size);
   len += (size_t)snprintf(buf, size, ",\"moe\":{\"load\":[");
@@ -235,17 +191,17 @@ static int s_done(trainer *t, run_state *r, float loss) {
 /* The loop: steps until --steps or --time-limit, validating and checkpointing on schedule. */
 static int s_train(trainer *t, run_state *r) {
   const train_args *a = r->a;
-  const double tokens_per_step = (double)a->batch * a->seq;
+  const double tokens_per_step = (double)a->t.batch * a->t.seq;
   float loss = NAN;
   r->first_step = trainer_steps_done(t);
   r->t0 = wt_now_s();
-  while (trainer_steps_done(t) < a->steps) {
+  while (trainer_steps_done(t) < a->t.steps) {
     trainer_step_info info;
     WT_CHECK(trainer_step(t, &info));
     s_moe_read(t, &r->moe);
     loss = info.loss;
     float val = NAN;
-    int last = info.step == a->steps;
+    int last = info.step == a->t.steps;
     if (a->val_every > 0 && info.step % a->val_every == 0 && !last)
       WT_CHECK(trainer_val_loss(t, &val));
     double tok_s = tokens_per_step / info.seconds;
@@ -271,7 +227,7 @@ static int s_run(const train_args *a, run_state *r) {
   data_set *d = data_set_open(a->data, a->cache_dir, a->data_sha256);
   if (!d) return WT_EINVAL;
   trainer_config tc;
-  int rc = s_trainer_config(a, d, &tc);
+  int rc = cli_trainer_config(&a->t, data_set_vocab_size(d), &tc);
   tc.kernels = r->ops;
   trainer *t = rc == WT_OK ? trainer_new(&tc, d) : NULL;
   if (rc == WT_OK && !t) rc = WT_EINVAL;
@@ -290,12 +246,12 @@ static int s_run(const train_args *a, run_state *r) {
     if (tc.model.moe_experts > 0)
       printf("moe: %d experts, top-%d, capacity factor %g, aux weight %g, in blocks %s: %.3f M "
              "parameters active per token\n",
-             a->moe_experts, a->moe_top_k, a->moe_capacity, a->moe_aux_weight, a->moe_layers,
-             (double)gpt_config_num_active_params(&tc.model) / 1e6);
+             a->t.moe_experts, a->t.moe_top_k, a->t.moe_capacity, a->t.moe_aux_weight,
+             a->t.moe_layers, (double)gpt_config_num_active_params(&tc.model) / 1e6);
     printf("model: %d layers, %d channels, %d heads, vocab %d, context %d: %.3f M parameters\n"
            "data: %s (%zu tokens; %zu train, %zu validation)\n",
-           a->layers, a->channels, a->heads, tc.model.vocab_size, a->seq, (double)np / 1e6, a->data,
-           data_set_num_tokens(d), data_set_num_train(d), data_set_num_val(d));
+           a->t.layers, a->t.channels, a->t.heads, tc.model.vocab_size, a->t.seq, (double)np / 1e6,
+           a->data, data_set_num_tokens(d), data_set_num_train(d), data_set_num_val(d));
     if (data_set_tokenizer(d) == DATA_TOKENIZER_SYNTHETIC)
       printf("synthetic corpus: entropy rate %.4f nats/token (the best loss possible)\n",
              data_synthetic_entropy(data_synth_default().successors));
@@ -308,23 +264,10 @@ static int s_run(const train_args *a, run_state *r) {
 
 /* Checks of flag values and combinations that need no file: a failure is a usage error. */
 static int s_check_flags(const train_args *a) {
-  if (a->channels % a->heads != 0)
-    return wt_fail(WT_EINVAL, "--heads %d must divide --channels %d", a->heads, a->channels);
+  if (a->t.channels % a->t.heads != 0)
+    return wt_fail(WT_EINVAL, "--heads %d must divide --channels %d", a->t.heads, a->t.channels);
   if (a->data_sha256[0]) WT_CHECK(data_sha256_check(a->data_sha256));
-  if (a->moe_experts == 0 && (a->moe_top_k != 1 || strcmp(a->moe_layers, "all") != 0 ||
-                              a->moe_capacity != 1.25 || a->moe_aux_weight != 0.01))
-    return wt_fail(WT_EINVAL, "--moe-top-k, --moe-layers, --moe-capacity and --moe-aux-weight "
-                              "shape an MoE model; add --moe-experts E (> 0) or drop them");
-  if (a->moe_experts > 0) {
-    if (a->moe_top_k > a->moe_experts)
-      return wt_fail(WT_EINVAL, "--moe-top-k %d must be at most --moe-experts %d", a->moe_top_k,
-                     a->moe_experts);
-    if (strcmp(a->device, "cpu") != 0)
-      return wt_fail(WT_EINVAL, "MoE blocks (--moe-experts) run on --device cpu only, not %s",
-                     a->device);
-    gpt_config m;
-    WT_CHECK(s_model_config(a, 1, &m));
-  }
+  WT_CHECK(cli_check_moe(&a->t, a->device));
   return WT_OK;
 }
 
@@ -380,7 +323,7 @@ int cmd_train(int argc, char **argv) {
   if (a.checkpoint_dir[0] && !(held = checkpoint_run_open(a.checkpoint_dir, !a.resume)))
     return cli_fail("train");
   run_state r = {.a = &a, .config_json = wt_config_to_json(s_options, &a), .ops = ops};
-  r.moe.kept = wt_xcalloc((size_t)WT_MAX(a.moe_experts, 1), sizeof(long));
+  r.moe.kept = wt_xcalloc((size_t)WT_MAX(a.t.moe_experts, 1), sizeof(long));
   rc = s_open_log(&a, &r);
   signal(SIGINT, s_on_signal);
   signal(SIGTERM, s_on_signal);

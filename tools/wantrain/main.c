@@ -12,6 +12,7 @@
 #include "common/common.h"
 #include "kernels/kernels.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const struct {
@@ -59,6 +60,54 @@ int cli_device(const char *command, const char *name, const char *precision, int
   return rc == WT_EINVAL ? CLI_USAGE : CLI_FAIL;
 }
 
+int cli_trainer_config(const cli_train_options *o, int vocab, trainer_config *tc) {
+  memset(tc, 0, sizeof *tc);
+  gpt_config *m = &tc->model;
+  *m = (gpt_config){.vocab_size = vocab,
+                    .max_seq = o->seq,
+                    .n_layer = o->layers,
+                    .n_head = o->heads,
+                    .channels = o->channels};
+  if (o->moe_experts > 0) {
+    m->moe_experts = o->moe_experts, m->moe_top_k = o->moe_top_k;
+    m->moe_capacity = (float)o->moe_capacity, m->moe_aux_weight = (float)o->moe_aux_weight;
+    if (gpt_config_set_moe_layers(m, o->moe_layers) != WT_OK) {
+      char msg[600];
+      snprintf(msg, sizeof msg, "%s", wt_last_error());
+      return wt_fail(WT_EINVAL, "--moe-layers: %s (--layers %d)", msg, o->layers);
+    }
+  }
+  tc->batch = o->batch;
+  tc->micro_batches = o->micro_batches;
+  tc->steps = o->steps;
+  tc->val_batches = o->val_batches;
+  tc->seed = (uint64_t)o->seed;
+  tc->optim = optim_config_default();
+  tc->optim.kind = !strcmp(o->optimizer, "sgd") ? OPTIM_SGD : OPTIM_ADAMW;
+  tc->optim.lr = (float)o->lr;
+  tc->optim.min_lr = (float)WT_MIN(o->min_lr, o->lr);
+  tc->optim.warmup_steps = o->warmup;
+  tc->optim.weight_decay = (float)o->weight_decay;
+  tc->optim.grad_clip = (float)o->grad_clip;
+  return WT_OK;
+}
+
+int cli_check_moe(const cli_train_options *o, const char *device) {
+  if (o->moe_experts == 0 && (o->moe_top_k != 1 || strcmp(o->moe_layers, "all") != 0 ||
+                              o->moe_capacity != 1.25 || o->moe_aux_weight != 0.01))
+    return wt_fail(WT_EINVAL, "--moe-top-k, --moe-layers, --moe-capacity and --moe-aux-weight "
+                              "shape an MoE model; add --moe-experts E (> 0) or drop them");
+  if (o->moe_experts == 0) return WT_OK;
+  if (o->moe_top_k > o->moe_experts)
+    return wt_fail(WT_EINVAL, "--moe-top-k %d must be at most --moe-experts %d", o->moe_top_k,
+                   o->moe_experts);
+  if (strcmp(device, "cpu") != 0)
+    return wt_fail(WT_EINVAL, "MoE blocks (--moe-experts) run on --device cpu only, not %s",
+                   device);
+  trainer_config tc;
+  return cli_trainer_config(o, 1, &tc);
+}
+
 int cli_fail(const char *command) {
   fprintf(stderr, "wantrain %s: error: %s\n", command, wt_last_error());
   return CLI_FAIL;
@@ -66,7 +115,7 @@ int cli_fail(const char *command) {
 
 int main(int argc, char **argv) {
   wt_program_init(argv); /* OMP_WAIT_POLICY=PASSIVE unless the user chose */
-  kernels_cpu_init(); /* loads OpenBLAS before any thread starts; a failure shows at first use */
+  kernels_cpu_init();    /* loads OpenBLAS before any thread starts; a failure shows at first use */
   if (argc < 2) {
     s_usage(stderr);
     return CLI_USAGE;

@@ -1,0 +1,130 @@
+/* site — one pipeline stage run by t tensor-parallel × c context-parallel ranks of one site
+ * (several GPUs behind NVLink or InfiniBand), which the WAN machinery treats as one big device.
+ *
+ * A site holds the layers [first, last) of a model as t·c ranks (parallel/tp.h) on threads of
+ * this process over an in-process group (a mesh with tp = t, cp = c; world rank = tp + t·cp):
+ * every block as a parallel_tp_block, and where the stage holds an end of the model the
+ * vocabulary-parallel layer (wte split by rows): first == 0 the embedding (wte and the replicated
+ * wpe), last == n_layer the replicated ln_f, the LM head tied to wte and the parallel
+ * cross-entropy. No rank holds all the logits. The activations that cross the stage's boundaries
+ * (act_in, act_out, grad_out, grad_in of gpt.h) are the full (B, T, C) arrays, replicated on every
+ * rank.
+ *
+ * Context parallelism (c > 1): each rank computes only the B × T/c rows of its CP positions
+ * (cp.h's load-balanced split: chunks j and 2c−1−j of 2c for CP rank j), taken from the full
+ * tokens / act_in / targets / grad_out; attention runs as ring attention over the CP group and
+ * everything else is row-wise. TP rank 0 of each CP rank writes its rows of act_out and grad_in
+ * back at their positions, so the outputs are again the full arrays in position order. The loss
+ * is the mean over all B·T rows (the mean of the c ranks' means, which hold B·T/c rows each).
+ * T (of every batch, and max_seq) must be a multiple of 2c.
+ *
+ * The site's caller keeps the stage's CANONICAL gpt_stage (model/gpt.h) in host memory: its
+ * parameters, gradients, optimizer, checkpoints and everything that crosses the WAN (pipeline
+ * sends, the data-parallel reduce, the tied-embedding exchange) stay on that stage exactly as
+ * without a site. Per step:
+ *   parallel_site_load(site, stage)      every rank takes its TP shards of the stage's parameters
+ *   parallel_site_forward / _backward    the micro-batches' passes, on the t·c ranks
+ *   parallel_site_grads(site, stage)     the stage's gradients += the ranks' gradients, put back
+ *                                        into gpt_stage layout (parallel_tp_unshard_add; the c
+ *                                        CP ranks' partial sums of one shard each added once);
+ *                                        the site's own gradients are zeroed
+ * so rank 0 speaks for the site on the WAN.
+ *
+ * The ranks: every call runs its part on all t·c ranks at once, as threads of
+ * parallel_inproc_run over the site's in-process group, started per call (40–120 µs a call for
+ * 2–4 ranks on the 2-core build machine, bench-site; small next to a stage's pass of any real
+ * model), and returns when all have finished (the gather: c calls, one per CP rank). Load and
+ * gather move no messages: the ranks are threads of one process and each reads or writes its own
+ * part of the stage's host buffers. The passes' collectives are those of tp.h and cp.h (counted
+ * by parallel_site_bytes; docs/parallel.md has the formula).
+ *
+ * Failures: every receive inside the site waits at most the group's deadline
+ * (parallel_site_set_timeout, default 120 s). A rank that fails (a bad token, a corrupt message)
+ * returns its error and its thread ends, which closes it, so its peers' next receives fail at
+ * once instead of waiting; the call returns the failing rank's error (WT_EINVAL for a bad token
+ * or target, checked on every rank before anything is sent) with a message naming the rank. The
+ * site stays usable: the next call starts from empty mailboxes.
+ *
+ * Numbers: equal to the single-device stage within float rounding (tp.h: atol 1e-5 + rtol 1e-4
+ * in the tests), not bitwise. A site keeps one forward's activations (gpt.h's activation slots do
+ * not exist here): the pipeline executor recomputes a forward whose backward is not the next pass
+ * (pipeline.h, act_slots = 1).
+ *
+ * Limits: host kernels back ends only (the CUDA back end's state is process-wide, so t ranks
+ * cannot share it in one process: WT_ENOTSUP); dense models (MoE: WT_ENOTSUP); n_head a multiple
+ * of t, vocab_size >= t, T a multiple of 2c; no sequence parallelism inside the site.
+ *
+ *   parallel_site *site = parallel_site_new(&cfg, first, last, rows, T, 2, 1, kernels_cpu());
+ *   WT_CHECK(parallel_site_load(site, stage));
+ *   WT_CHECK(parallel_site_forward(site, tokens, act_in, targets, rows, T, act_out));
+ *   WT_CHECK(parallel_site_backward(site, grad_out, grad_in, 1.0f));
+ *   WT_CHECK(parallel_site_grads(site, stage));   // stage gradients += the site's
+ *   parallel_site_destroy(&site);
+ */
+#ifndef WT_PARALLEL_SITE_H
+#define WT_PARALLEL_SITE_H
+
+#include "model/gpt.h"
+
+#include <stdint.h>
+
+struct kernels_ops;
+
+typedef struct parallel_site parallel_site;
+
+/* The most ranks (t·c) a site may have. */
+#define PARALLEL_SITE_MAX_RANKS 64
+
+/* A site of tp × cp ranks (tp TP ranks for each of cp CP ranks; cp = 1: no context parallelism)
+ * for layers [first, last) of cfg, for batches of up to max_batch × max_seq tokens, computing
+ * with kernels back end k (NULL: the CPU). Parameters start at zero (parallel_site_load them).
+ * Returns NULL with wt_last_error() set: WT_EINVAL for a bad range, a TP degree that does not
+ * divide the heads or max_seq not a multiple of 2·cp (cp > 1), WT_ENOTSUP for a device back end
+ * or an MoE model. */
+parallel_site *parallel_site_new(const gpt_config *cfg, int first, int last, int max_batch,
+                                 int max_seq, int tp, int cp, const struct kernels_ops *k);
+void parallel_site_destroy(parallel_site **self_p);
+
+/* All ranks (tp × cp), the TP degree and the CP degree. */
+int parallel_site_ranks(const parallel_site *site);
+int parallel_site_tp(const parallel_site *site);
+int parallel_site_cp(const parallel_site *site);
+
+/* Each receive inside the site waits at most timeout_s (> 0) seconds. */
+void parallel_site_set_timeout(parallel_site *site, double timeout_s);
+
+/* Every rank takes its shards of `stage`'s parameters (host memory; the stage must have the
+ * site's config and layer range: WT_EINVAL otherwise). */
+int parallel_site_load(parallel_site *site, gpt_stage *stage);
+
+/* gpt_stage_forward's contract (tokens for the first stage, act_in for the others, targets for
+ * the last, act_out (B, T, C) written by every stage but the last), over the t·c ranks. Returns
+ * WT_OK, WT_EINVAL for a bad token, target or batch (T not a multiple of 2c with cp > 1), or the
+ * failing rank's error. */
+int parallel_site_forward(parallel_site *site, const int *tokens, const float *act_in,
+                          const int *targets, int B, int T, float *act_out);
+
+/* After a forward on the last stage: its mean cross-entropy (nats). */
+float parallel_site_loss(const parallel_site *site);
+
+/* gpt_stage_backward's contract for the last forward: the site's gradients +=, grad_in written
+ * (every stage but the first), loss_scale as there. Returns WT_OK or the failing rank's error. */
+int parallel_site_backward(parallel_site *site, const float *grad_out, float *grad_in,
+                           float loss_scale);
+
+/* stage's gradients (host memory, gpt_stage layout) += the site's gradients since the last
+ * parallel_site_grads, which are then zeroed. Returns WT_OK or WT_EINVAL for another stage. */
+int parallel_site_grads(parallel_site *site, gpt_stage *stage);
+
+/* Bytes all ranks sent to each other inside the site since it was made (the TP collectives and
+ * the ring attention's blocks). */
+uint64_t parallel_site_bytes(const parallel_site *site);
+
+/* The one device a site of `gpus` devices is to the WAN placement: assign_site_device's
+ * aggregate (gpus × efficiency × one device's FLOP/s, gpus × its memory), except that one device
+ * is itself (efficiency 1: no tensor parallelism to lose time to). Returns WT_OK, or WT_EINVAL
+ * for a site that cannot exist (outputs unchanged). */
+int parallel_site_device(int gpus, double efficiency, double gpu_flops, double gpu_memory,
+                         double *flops, double *memory);
+
+#endif
