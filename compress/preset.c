@@ -32,22 +32,48 @@ const compress_preset *compress_preset_find(const char *name) {
   return NULL;
 }
 
-int compress_preset_apply(const char *name, int *diloco_h, char *codec, size_t cap) {
+compress_sync_options compress_sync_options_default(void) {
+  return (compress_sync_options){.outer_lr = COMPRESS_OUTER_LR_DEFAULT,
+                                 .outer_momentum = COMPRESS_OUTER_MOMENTUM_DEFAULT,
+                                 .codec = "none",
+                                 .error_feedback = -1};
+}
+
+/* A set option that is not the preset's value: refused, naming both. */
+static int s_conflict(const char *preset, const char *opt, const char *want, const char *got) {
+  return wt_fail(WT_EINVAL, "--preset %s sets --%s %s, but --%s %s was given; drop one of them",
+                 preset, opt, want, opt, got);
+}
+
+int compress_preset_apply(const char *name, compress_sync_options *o) {
   if (!strcmp(name, "none")) return WT_OK;
   const compress_preset *p = compress_preset_find(name);
   if (!p) return WT_ENOTFOUND;
-  if (*diloco_h != 0 && *diloco_h != p->diloco_h)
-    return wt_fail(WT_EINVAL,
-                   "--preset %s sets --diloco %d, but --diloco %d was given; drop one of them",
-                   name, p->diloco_h, *diloco_h);
-  if (strcmp(codec, "none") && strcmp(codec, p->codec))
-    return wt_fail(WT_EINVAL,
-                   "--preset %s sets --grad-codec %s, but --grad-codec %s was given; drop one of "
-                   "them",
-                   name, p->codec, codec);
-  assert(strlen(p->codec) < cap);
-  *diloco_h = p->diloco_h;
-  snprintf(codec, cap, "%s", p->codec);
+  char want[32], got[32];
+  if (o->diloco_h != 0 && o->diloco_h != p->diloco_h) {
+    snprintf(want, sizeof want, "%d", p->diloco_h), snprintf(got, sizeof got, "%d", o->diloco_h);
+    return s_conflict(name, "diloco", want, got);
+  }
+  if (o->outer_lr != COMPRESS_OUTER_LR_DEFAULT && o->outer_lr != (double)p->outer_lr) {
+    snprintf(want, sizeof want, "%g", p->outer_lr), snprintf(got, sizeof got, "%g", o->outer_lr);
+    return s_conflict(name, "outer-lr", want, got);
+  }
+  if (o->outer_momentum != COMPRESS_OUTER_MOMENTUM_DEFAULT &&
+      o->outer_momentum != (double)p->outer_momentum) {
+    snprintf(want, sizeof want, "%g", p->outer_momentum);
+    snprintf(got, sizeof got, "%g", o->outer_momentum);
+    return s_conflict(name, "outer-momentum", want, got);
+  }
+  if (strcmp(o->codec, "none") && strcmp(o->codec, p->codec))
+    return s_conflict(name, "grad-codec", p->codec, o->codec);
+  if (o->error_feedback >= 0 && o->error_feedback != p->error_feedback)
+    return s_conflict(name, "grad-ef", p->error_feedback ? "on" : "off",
+                      o->error_feedback ? "on" : "off");
+  assert(strlen(p->codec) < sizeof o->codec);
+  o->diloco_h = p->diloco_h;
+  o->outer_lr = p->outer_lr, o->outer_momentum = p->outer_momentum;
+  snprintf(o->codec, sizeof o->codec, "%s", p->codec);
+  o->error_feedback = p->error_feedback;
   return WT_OK;
 }
 

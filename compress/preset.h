@@ -14,7 +14,8 @@
  *   <= 1/10000    slow-wan   home connections, shared or metered links
  *
  * Applying a preset to a command's options (compress_preset_apply): an option still at its
- * unset value (H = 0, codec "none") takes the preset's value; an option the user set to the
+ * unset value (H = 0, codec "none", outer lr 0.7 and momentum 0.9, error feedback -1) takes
+ * the preset's value; an option the user set to the
  * preset's own value is fine; any other value conflicts, and the call fails naming both so
  * the user drops one of them. (An option set explicitly to its unset value cannot be told
  * apart from an unset one, so the preset wins there.)
@@ -60,11 +61,26 @@ const compress_preset *compress_preset_find(const char *name);
  * of its bytes", into buf[0..cap) (truncated to fit, always NUL-terminated). */
 void compress_preset_describe(const compress_preset *p, char *buf, size_t cap);
 
-/* Applies preset `name` to a command's options: *diloco_h (0 = unset) and codec (a
- * NUL-terminated buffer of `cap` bytes; "none" = unset). "none" as the name changes nothing.
- * Returns WT_OK, WT_ENOTFOUND for an unknown name, or WT_EINVAL when an option holds another
- * value than the preset's (the message names the preset, the option and both values); nothing
- * is changed on error. */
-int compress_preset_apply(const char *name, int *diloco_h, char *codec, size_t cap);
+/* How a command's replicas synchronise, as its options hold them before a preset is applied.
+ * Each field has an unset value, which a preset replaces; a set field must equal the preset's. */
+#define COMPRESS_OUTER_LR_DEFAULT 0.7       /* DiLoCo's published outer lr */
+#define COMPRESS_OUTER_MOMENTUM_DEFAULT 0.9 /* and its Nesterov momentum */
+typedef struct {
+  int diloco_h;          /* --diloco: 0 (unset) = synchronous */
+  double outer_lr;       /* --outer-lr: unset = COMPRESS_OUTER_LR_DEFAULT */
+  double outer_momentum; /* --outer-momentum: unset = COMPRESS_OUTER_MOMENTUM_DEFAULT */
+  char codec[16];        /* --grad-codec: "none" (unset) = fp32 */
+  int error_feedback;    /* --grad-ef: -1 unset, 0 off, 1 on */
+} compress_sync_options;
+
+/* Options with every field unset. */
+compress_sync_options compress_sync_options_default(void);
+
+/* Applies preset `name` to *o. "none" as the name changes nothing. Returns WT_OK,
+ * WT_ENOTFOUND for an unknown name, or WT_EINVAL when a field holds another value than the
+ * preset's (the message names the preset, the option and both values, e.g. "--preset wan sets
+ * --grad-codec sign, but --grad-codec int8 was given; drop one of them"); *o is unchanged on
+ * error. */
+int compress_preset_apply(const char *name, compress_sync_options *o);
 
 #endif

@@ -2,7 +2,9 @@
  * synthetic corpus in three settings (int8 gradients with error feedback in data parallelism,
  * DiLoCo with fp16 pseudo-gradients, AC-SGD 2-bit deltas at a pipeline cut) and checks that each
  * prints one well-formed JSON line whose loss went down and whose byte counts fit the codec.
- * Also checks that local momentum equals global momentum without compression, and that bad
+ * Also checks that local momentum equals global momentum without compression, that with
+ * --data-order global the tool computes what `wantrain launch --stages 1` computes (the same
+ * final losses), that cut-stats measures a checkpoint's activations at the cut, and that bad
  * flags are refused with a nonzero status. */
 #include "common/common.h"
 #include "common/testing.h"
@@ -15,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char s_tool[1024];
+static char s_tool[1100], s_bin[1000];
 
 /* Runs the tool with `args`; returns its parsed JSON line (caller frees) or NULL. */
 static cJSON *s_run(const char *args, int *status) {
@@ -174,6 +176,91 @@ static void test_local_momentum_is_global(void) {
   cJSON_Delete(l);
 }
 
+/* The final validation loss `wantrain launch` prints for `args` (its JSON log's done event). */
+static double s_launch_val(const char *args) {
+  char dir[] = "/tmp/wt_cexp_XXXXXX", cmd[4096], log[1100];
+  WT_TEST_REQUIRE(mkdtemp(dir), "mkdtemp");
+  snprintf(log, sizeof log, "%s/log.jsonl", dir);
+  snprintf(cmd, sizeof cmd, "'%s/wantrain' launch %s --json-log %s >%s/out 2>&1", s_bin, args, log,
+           dir);
+  int st = system(cmd);
+  WT_TEST_ASSERT(st == 0, "wantrain launch %s: status %d", args, st);
+  double val = NAN;
+  FILE *f = fopen(log, "r");
+  char line[4096];
+  while (f && fgets(line, sizeof line, f)) {
+    cJSON *j = cJSON_Parse(line);
+    const cJSON *e = j ? cJSON_GetObjectItem(j, "event") : NULL;
+    if (cJSON_IsString(e) && !strcmp(e->valuestring, "done")) val = s_num(j, "val_loss");
+    cJSON_Delete(j);
+  }
+  if (f) fclose(f);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  WT_TEST_ASSERT(system(cmd) == 0, "rm %s", dir);
+  return val;
+}
+
+/* In-process and multi-process are the same arithmetic once the batches are drawn alike: the
+ * same model, optimizer, DiLoCo outer step and sign codec give the same final validation loss
+ * (launch prints it with 6 decimals); with each worker's own data stream they differ. */
+static void test_same_as_runtime(void) {
+  const char *model = "--layers 2 --channels 32 --heads 2 --seq 32 --warmup 5 --seed 2";
+  char args[1024];
+  snprintf(args, sizeof args,
+           "--stages 1 --replicas 4 --batch 16 --steps 30 --diloco 10 --grad-codec sign "
+           "--grad-ef off --weight-decay 0.1 --val-every 0 --val-batches 8 --data synthetic %s",
+           model);
+  double rt = s_launch_val(args);
+  const char *tool = "--experiment diloco --workers 4 --batch 4 --steps 30 --H 10 --codec sign "
+                     "--eval-batches 8";
+  int st;
+  snprintf(args, sizeof args, "%s %s --data-order global", tool, model);
+  cJSON *g = s_run(args, &st);
+  snprintf(args, sizeof args, "%s %s", tool, model);
+  cJSON *w = s_run(args, &st);
+  WT_TEST_REQUIRE(g && w, "tool runs failed");
+  double vg = s_num(g, "final_val_loss"), vw = s_num(w, "final_val_loss");
+  WT_TEST_ASSERT(fabs(vg - rt) < 2e-6, "--data-order global %.7f vs wantrain launch %.7f", vg, rt);
+  WT_TEST_ASSERT(fabs(vw - rt) > 1e-4, "per-worker streams %.7f should differ from launch %.7f", vw,
+                 rt);
+  cJSON_Delete(g);
+  cJSON_Delete(w);
+}
+
+/* cut-stats: the delta cache replay counts every send and can only hit more with a larger
+ * cache; on a 2-stage checkpoint, 8-bit quantisation errs less than 4-bit, and 4-bit far less
+ * than the activation itself. */
+static void test_cut_stats(void) {
+  char dir[] = "/tmp/wt_cstats_XXXXXX", cmd[2048], args[1400];
+  WT_TEST_REQUIRE(mkdtemp(dir), "mkdtemp");
+  snprintf(cmd, sizeof cmd,
+           "'%s/wantrain' launch --stages 2 --replicas 1 --batch 4 --steps 5 --layers 2 "
+           "--channels 32 --heads 2 --seq 32 --data synthetic --val-every 0 --checkpoint-dir "
+           "%s/run >%s/out 2>&1",
+           s_bin, dir, dir);
+  WT_TEST_REQUIRE(system(cmd) == 0, "launch with a checkpoint: %s", cmd);
+  const char *base = "--experiment cut-stats --seq 32 --workers 2 --batch 4 --steps 400 --cut 1 "
+                     "--eval-batches 2";
+  int st;
+  snprintf(args, sizeof args, "%s --cache-samples 1", base);
+  cJSON *small = s_run(args, &st);
+  snprintf(args, sizeof args, "%s --cache-samples 4096 --checkpoint %s/run/stage-0", base, dir);
+  cJSON *big = s_run(args, &st);
+  WT_TEST_REQUIRE(small && big, "cut-stats runs failed (status %d)", st);
+  WT_TEST_ASSERT(s_num(big, "sends") == 400 * 4, "400 steps of 4 rows: %g sends",
+                 s_num(big, "sends"));
+  double fs = s_num(small, "delta_fraction"), fb = s_num(big, "delta_fraction");
+  WT_TEST_ASSERT(fs >= 0 && fs <= fb && fb <= 1, "hit fractions %g (1 slot) <= %g (4096)", fs, fb);
+  double e4 = s_num(big, "rel_err_4bit"), e8 = s_num(big, "rel_err_8bit");
+  WT_TEST_ASSERT(e8 > 0 && e8 < e4 && e4 < 0.5, "relative errors 8-bit %g < 4-bit %g < 0.5", e8,
+                 e4);
+  WT_TEST_ASSERT(s_num(big, "checkpoint_step") == 5, "the checkpoint of step 5");
+  cJSON_Delete(small);
+  cJSON_Delete(big);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  WT_TEST_ASSERT(system(cmd) == 0, "rm %s", dir);
+}
+
 static void test_bad_flag(void) {
   int st;
   WT_TEST_ASSERT(s_run("--codec int3", &st) == NULL && st != 0, "unknown codec refused");
@@ -185,7 +272,8 @@ static void test_bad_flag(void) {
 
 int main(void) {
   const char *bin = getenv("WT_BIN_DIR");
-  snprintf(s_tool, sizeof s_tool, "%s/compress-experiments", bin ? bin : "bin");
+  snprintf(s_bin, sizeof s_bin, "%s", bin ? bin : "bin");
+  snprintf(s_tool, sizeof s_tool, "%s/compress-experiments", s_bin);
   if (access(s_tool, X_OK) != 0) {
     fprintf(stderr,
             "test_compress_experiments: %s is missing or not executable; build the "
@@ -198,6 +286,8 @@ int main(void) {
   test_diloco_streaming();
   test_diloco_codec_bytes();
   test_acsgd_delta();
+  test_same_as_runtime();
+  test_cut_stats();
   test_local_momentum_is_global();
   test_bad_flag();
   return wt_test_finish("test_compress_experiments");

@@ -46,30 +46,65 @@ static void test_table(void) {
                  wt_last_error());
 }
 
+/* Each sets one option of wan's to another value. */
+static void s_set_h(compress_sync_options *o) {
+  o->diloco_h = 30;
+}
+static void s_set_codec(compress_sync_options *o) {
+  snprintf(o->codec, sizeof o->codec, "int8");
+}
+static void s_set_lr(compress_sync_options *o) {
+  o->outer_lr = 1;
+}
+static void s_set_momentum(compress_sync_options *o) {
+  o->outer_momentum = 0;
+}
+static void s_set_ef(compress_sync_options *o) {
+  o->error_feedback = 1;
+}
+
 static void test_apply(void) {
-  const compress_preset *wan = compress_preset_find("wan");
-  WT_TEST_REQUIRE(wan, "wan exists");
-  int h = 0;
-  char codec[16] = "none";
-  WT_TEST_ASSERT(compress_preset_apply("wan", &h, codec, sizeof codec) == WT_OK, "apply wan");
-  WT_TEST_ASSERT(h == wan->diloco_h && !strcmp(codec, wan->codec), "wan sets H=%d %s", h, codec);
+  const compress_preset *wan = compress_preset_find("wan"), *lan = compress_preset_find("lan");
+  WT_TEST_REQUIRE(wan && lan, "wan and lan exist");
+  compress_sync_options o = compress_sync_options_default();
+  WT_TEST_ASSERT(compress_preset_apply("wan", &o) == WT_OK, "apply wan");
+  WT_TEST_ASSERT(o.diloco_h == wan->diloco_h && !strcmp(o.codec, wan->codec) &&
+                     o.outer_lr == wan->outer_lr && o.outer_momentum == wan->outer_momentum &&
+                     o.error_feedback == wan->error_feedback,
+                 "wan sets H=%d %s lr %g m %g ef %d", o.diloco_h, o.codec, o.outer_lr,
+                 o.outer_momentum, o.error_feedback);
   // Repeating the preset's own values is fine.
-  WT_TEST_ASSERT(compress_preset_apply("wan", &h, codec, sizeof codec) == WT_OK, "same values");
-  // A contradicting H or codec is refused with both values named, and nothing changes.
-  h = wan->diloco_h + 1;
-  snprintf(codec, sizeof codec, "none");
-  WT_TEST_ASSERT(compress_preset_apply("wan", &h, codec, sizeof codec) == WT_EINVAL, "H conflict");
-  WT_TEST_ASSERT(strstr(wt_last_error(), "--diloco") && strstr(wt_last_error(), "--preset wan"),
-                 "message: %s", wt_last_error());
-  WT_TEST_ASSERT(h == wan->diloco_h + 1 && !strcmp(codec, "none"), "unchanged on error");
-  h = 0;
-  snprintf(codec, sizeof codec, "%s", strcmp(wan->codec, "fp16") ? "fp16" : "int8");
-  WT_TEST_ASSERT(compress_preset_apply("wan", &h, codec, sizeof codec) == WT_EINVAL,
-                 "codec conflict");
-  WT_TEST_ASSERT(strstr(wt_last_error(), "--grad-codec") && h == 0, "message: %s", wt_last_error());
+  WT_TEST_ASSERT(compress_preset_apply("wan", &o) == WT_OK, "same values");
+  // A contradicting option is refused with both values named, and nothing changes.
+  struct {
+    const char *opt;
+    void (*set)(compress_sync_options *);
+  } bad[] = {{"--diloco", s_set_h},
+             {"--grad-codec", s_set_codec},
+             {"--outer-lr", s_set_lr},
+             {"--outer-momentum", s_set_momentum},
+             {"--grad-ef", s_set_ef}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    o = compress_sync_options_default();
+    bad[i].set(&o);
+    compress_sync_options before = o;
+    WT_TEST_ASSERT(compress_preset_apply("wan", &o) == WT_EINVAL, "%s conflict", bad[i].opt);
+    WT_TEST_ASSERT(strstr(wt_last_error(), bad[i].opt) && strstr(wt_last_error(), "--preset wan"),
+                   "message: %s", wt_last_error());
+    WT_TEST_ASSERT(!memcmp(&o, &before, sizeof o), "%s: unchanged on error", bad[i].opt);
+  }
+  // lan turns error feedback on; saying so again is fine, saying off is not.
+  o = compress_sync_options_default();
+  o.error_feedback = 1;
+  WT_TEST_ASSERT(compress_preset_apply("lan", &o) == WT_OK && o.error_feedback == 1, "lan + ef");
+  o = compress_sync_options_default();
+  o.error_feedback = 0;
+  WT_TEST_ASSERT(compress_preset_apply("lan", &o) == WT_EINVAL, "lan without ef refused");
   // "none" leaves the options alone.
-  h = 7;
-  WT_TEST_ASSERT(compress_preset_apply("none", &h, codec, sizeof codec) == WT_OK && h == 7,
+  o = compress_sync_options_default();
+  o.diloco_h = 7, o.outer_lr = 1, o.outer_momentum = 0;
+  WT_TEST_ASSERT(compress_preset_apply("none", &o) == WT_OK && o.diloco_h == 7 && o.outer_lr == 1 &&
+                     o.error_feedback == -1,
                  "no preset");
 }
 
@@ -102,15 +137,23 @@ static void test_launch(void) {
   WT_TEST_ASSERT(st == 2 && strstr(out, "--preset wan sets --grad-codec") &&
                      strstr(out, "--grad-codec bf16 was given"),
                  "conflict refused: status %d, output: %s", st, out);
-  // Activation deltas under DiLoCo are warned about (measured to cost loss), not refused.
+  st = s_launch("--preset wan --outer-momentum 0 --data synthetic", out, sizeof out);
+  WT_TEST_ASSERT(st == 2 && strstr(out, "--preset wan sets --outer-momentum 0.9"),
+                 "outer momentum conflict refused: status %d, output: %s", st, out);
+  // 4-bit activations under DiLoCo's Nesterov step are warned about (measured to cost loss), not
+  // refused; 8 bits, or plain averaging, measured to cost nothing, are not.
   st = s_launch("--preset wan --act-codec delta4 --replicas 2 --batch 3 --data synthetic", out,
                 sizeof out);
   WT_TEST_ASSERT(st == 2 && strstr(out, "warning: --act-codec delta4") && strstr(out, "direct8"),
                  "delta codec under DiLoCo warned: status %d, output: %s", st, out);
-  st = s_launch("--preset wan --act-codec direct8 --replicas 2 --batch 3 --data synthetic", out,
-                sizeof out);
-  WT_TEST_ASSERT(st == 2 && !strstr(out, "warning:"), "direct8 under DiLoCo is not warned: %s",
-                 out);
+  const char *quiet[] = {"--preset wan --act-codec direct8", "--preset wan --act-codec delta8",
+                         "--diloco 30 --outer-lr 1 --outer-momentum 0 --act-codec delta4"};
+  for (size_t i = 0; i < sizeof quiet / sizeof quiet[0]; i++) {
+    char args[256];
+    snprintf(args, sizeof args, "%s --replicas 2 --batch 3 --data synthetic", quiet[i]);
+    st = s_launch(args, out, sizeof out);
+    WT_TEST_ASSERT(st == 2 && !strstr(out, "warning:"), "%s is not warned: %s", quiet[i], out);
+  }
   st = s_launch("--preset fast --data synthetic", out, sizeof out);
   WT_TEST_ASSERT(st == 2 && strstr(out, "slow-wan"), "unknown preset: status %d: %s", st, out);
 }

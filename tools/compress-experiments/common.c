@@ -119,6 +119,28 @@ void exp_curve_add(cJSON *curve, long step, double loss) {
   cJSON_AddItemToArray(curve, pt);
 }
 
+void exp_data_position_init(const exp_config *cfg, int w, data_position *pos) {
+  if (!strcmp(cfg->data_order, "global"))
+    data_position_init(pos, (uint64_t)cfg->seed); /* model/trainer.c's seeding */
+  else
+    data_position_init(pos, (uint64_t)cfg->seed * 1000 + (uint64_t)w);
+}
+
+void exp_next_batch(const exp_config *cfg, const data_set *d, data_position *pos, int w,
+                    int *inputs, int *targets) {
+  const int B = cfg->batch, T = cfg->seq, W = cfg->workers;
+  if (strcmp(cfg->data_order, "global")) {
+    data_set_next_batch(d, pos, B, T, inputs, targets);
+    return;
+  }
+  int *in = wt_xmalloc(sizeof(int) * (size_t)W * B * T); // (W·B, T): the global batch
+  int *tg = wt_xmalloc(sizeof(int) * (size_t)W * B * T);
+  data_set_next_batch(d, pos, W * B, T, in, tg);
+  memcpy(inputs, in + (size_t)w * B * T, sizeof(int) * (size_t)B * T);
+  memcpy(targets, tg + (size_t)w * B * T, sizeof(int) * (size_t)B * T);
+  free(in), free(tg);
+}
+
 cJSON *exp_result_new(const exp_config *cfg) {
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "experiment", cfg->experiment);
@@ -129,6 +151,8 @@ cJSON *exp_result_new(const exp_config *cfg) {
            cfg->seq);
   cJSON_AddStringToObject(j, "model", model);
   cJSON_AddNumberToObject(j, "seed", (double)cfg->seed);
+  if (!strcmp(cfg->experiment, "dp") || !strcmp(cfg->experiment, "diloco"))
+    cJSON_AddStringToObject(j, "data_order", cfg->data_order);
   return j;
 }
 

@@ -124,7 +124,7 @@ static int s_inner_step(s_run *r, const data_set *d, int w, double *loss) {
   const int B = r->cfg->batch, T = r->cfg->seq;
   gpt_stage *s = r->s[w];
   gpt_stage_zero_grad(s);
-  data_set_next_batch(d, &r->pos[w], B, T, r->in, r->tg);
+  exp_next_batch(r->cfg, d, &r->pos[w], w, r->in, r->tg);
   float l;
   WT_CHECK(trainer_micro_grads(s, r->in, r->tg, B, T, 1.0f, &l));
   *loss = l;
@@ -183,7 +183,7 @@ static int s_setup(s_run *r, const data_set *d) {
       diloco_init(o, p + r->off[f]);
       if (cfg->overlap > 0) r->snap[w * F + f] = wt_xmalloc(nf * sizeof(float));
     }
-    data_position_init(&r->pos[w], (uint64_t)cfg->seed * 1000 + (uint64_t)w); // as in dp
+    exp_data_position_init(cfg, w, &r->pos[w]); // as in dp
   }
   r->avg = gpt_stage_new(&gc, 0, gc.n_layer, cfg->batch, cfg->seq);
   r->g = parallel_inproc_group_new(W);

@@ -74,7 +74,7 @@ static int s_worker_grads(s_run *r, double *loss) {
   *loss = 0;
   for (int w = 0; w < W; w++) {
     gpt_stage_zero_grad(r->s);
-    data_set_next_batch(r->d, &r->pos[w], B, T, r->in, r->tg);
+    exp_next_batch(r->cfg, r->d, &r->pos[w], w, r->in, r->tg);
     float l;
     WT_CHECK(trainer_micro_grads(r->s, r->in, r->tg, B, T, 1.0f, &l));
     *loss += l / W;
@@ -121,7 +121,7 @@ static int s_setup(s_run *r, const exp_config *cfg, const data_set *d) {
   r->pos = wt_xcalloc(W, sizeof *r->pos);
   for (int w = 0; w < W; w++) {
     r->red.grads[w] = wt_xmalloc(n * sizeof(float));
-    data_position_init(&r->pos[w], (uint64_t)cfg->seed * 1000 + (uint64_t)w);
+    exp_data_position_init(cfg, w, &r->pos[w]);
   }
   if (cfg->ef && codec && r->red.sparse) {
     r->red.sparse_ef = wt_xcalloc(W, sizeof(compress_ef *));

@@ -54,12 +54,15 @@ typedef struct {
   int overlap;        /* diloco: inner steps a sync's result takes to arrive (0 = at once) */
   double merge_alpha; /* diloco with overlap: θ = α·θ + (1 − α)·θ_outer on arrival */
   int eval_every;     /* dp, diloco: validation loss every N steps into "val_curve"; 0 = off */
-  char acsgd[WT_CONFIG_STR_MAX]; /* none | direct | delta */
-  int bits;                      /* acsgd: activation bits */
-  int grad_bits;                 /* acsgd: bits of the gradient sent back */
+  char data_order[WT_CONFIG_STR_MAX]; /* dp, diloco: worker | global (see exp_next_batch) */
+  char acsgd[WT_CONFIG_STR_MAX];      /* none | direct | delta */
+  int bits;                           /* acsgd: activation bits */
+  int grad_bits;                      /* acsgd: bits of the gradient sent back */
   int cut;
   int subset, epochs;
   char cache_path[WT_CONFIG_STR_MAX];
+  char checkpoint[WT_CONFIG_STR_MAX]; /* cut-stats: a stage directory holding layers [0, cut) */
+  int cache_samples;                  /* cut-stats: the delta cache's bound, samples */
   int eval_batches;
   long long seed;
   int threads;                    /* OpenMP threads of the model's kernels */
@@ -85,6 +88,17 @@ gpt_config exp_model_config(const exp_config *cfg, const data_set *d);
  * warmup then cosine to 10% over total_steps, clip cfg->clip, weight decay 0 for SGD, and no
  * optimizer momentum when the workers apply it themselves (--local-momentum). */
 optim_config exp_optim_config(const exp_config *cfg, long total_steps);
+
+/* Where worker w's training batches come from. --data-order worker: its own stream, seeded
+ * seed·1000 + w. --data-order global: the way `wantrain launch` (model/trainer.h) draws them —
+ * every worker draws the whole global batch of workers × batch windows from one stream seeded
+ * by --seed and trains on its slice w — so that an in-process run and the multi-process runtime
+ * see the same windows in the same order. */
+void exp_data_position_init(const exp_config *cfg, int w, data_position *pos);
+
+/* Worker w's next batch (batch × seq windows) into inputs / targets, advancing *pos. */
+void exp_next_batch(const exp_config *cfg, const data_set *d, data_position *pos, int w,
+                    int *inputs, int *targets);
 
 /* Mean validation loss of the model split over n_stages stages (1 or 2; activations passed
  * exactly) over cfg->eval_batches fixed batches. Returns NAN if a forward fails. */
@@ -118,5 +132,6 @@ void exp_print(cJSON *result);
 int exp_run_dp(const exp_config *cfg);
 int exp_run_diloco(const exp_config *cfg);
 int exp_run_acsgd(const exp_config *cfg);
+int exp_run_cut_stats(const exp_config *cfg); /* cut_stats.c */
 
 #endif

@@ -12,7 +12,8 @@
 
 #define F(field) offsetof(exp_config, field)
 const wt_option exp_options[] = {
-    {"experiment", WT_OPT_CHOICE, F(experiment), 0, 0, "dp", "what to run", "dp|diloco|acsgd"},
+    {"experiment", WT_OPT_CHOICE, F(experiment), 0, 0, "dp", "what to run",
+     "dp|diloco|acsgd|cut-stats"},
     {"data", WT_OPT_STRING, F(data), 0, 0, "synthetic",
      "corpus: a text file (bytes) or 'synthetic' (the built-in Markov corpus)", NULL},
     {"steps", WT_OPT_INT, F(steps), 1, 1e7, "200",
@@ -57,6 +58,11 @@ const wt_option exp_options[] = {
      "dp, diloco: validation loss every N steps into the JSON's val_curve (diloco: of the "
      "replicas' mean); 0 = off",
      NULL},
+    {"data-order", WT_OPT_CHOICE, F(data_order), 0, 0, "worker",
+     "dp, diloco: worker = each worker its own stream of windows; global = as `wantrain "
+     "launch` draws them (each worker its slice of one global batch), so both give the same "
+     "losses",
+     "worker|global"},
     {"acsgd", WT_OPT_CHOICE, F(acsgd), 0, 0, "delta", "acsgd: activation path across the cut",
      "none|direct|delta"},
     {"bits", WT_OPT_INT, F(bits), 2, 8, "4", "acsgd: bits per value (2, 4 or 8)", NULL},
@@ -67,6 +73,11 @@ const wt_option exp_options[] = {
     {"epochs", WT_OPT_INT, F(epochs), 1, 1e5, "20", "acsgd: passes over the subset", NULL},
     {"cache-path", WT_OPT_STRING, F(cache_path), 0, 0, "",
      "acsgd: keep the activation caches in mmapped files PATH.send / PATH.recv", NULL},
+    {"checkpoint", WT_OPT_STRING, F(checkpoint), 0, 0, "",
+     "cut-stats: a run's stage directory (RUN/stage-0) whose activations at --cut to measure",
+     NULL},
+    {"cache-samples", WT_OPT_INT, F(cache_samples), 1, 1e7, "4096",
+     "cut-stats: the delta cache's bound (the runtime's default), samples", NULL},
     {"eval-batches", WT_OPT_INT, F(eval_batches), 1, 1e5, "8",
      "validation batches (of `batch` sequences) for the final loss", NULL},
     {"seed", WT_OPT_INT64, F(seed), 0, 9.2e18, "1", "weights, data order, codecs", NULL},
@@ -102,8 +113,10 @@ int main(int argc, char **argv) {
     rc = exp_run_dp(&cfg);
   else if (!strcmp(cfg.experiment, "diloco"))
     rc = exp_run_diloco(&cfg);
-  else
+  else if (!strcmp(cfg.experiment, "acsgd"))
     rc = exp_run_acsgd(&cfg);
+  else
+    rc = exp_run_cut_stats(&cfg);
   if (rc != WT_OK) {
     fprintf(stderr, "compress-experiments: %s\n", wt_last_error());
     return 1;

@@ -70,6 +70,8 @@ typedef struct {
   int checkpoint_every, keep, resume;
   char json_log[WT_CONFIG_STR_MAX];
   char preset[WT_CONFIG_STR_MAX];
+  double outer_lr, outer_momentum;
+  char grad_ef[WT_CONFIG_STR_MAX];
 } launch_args;
 
 /* The data, model and optimizer rows are `wantrain train`'s (cli.h), so a command line moves
@@ -88,6 +90,14 @@ static const wt_option s_options[] = {
      "activation compression across pipeline cuts", "none|delta2|delta4|delta8|direct8"},
     {"diloco", WT_OPT_INT, F(diloco), 0, 1e9, "0",
      "DiLoCo: average the replicas every H steps (0 = synchronous)", 0},
+    {"outer-lr", WT_OPT_FLOAT, F(outer_lr), 0, 10, "0.7",
+     "DiLoCo's outer lr (1 with --outer-momentum 0 = plain averaging)", 0},
+    {"outer-momentum", WT_OPT_FLOAT, F(outer_momentum), 0, 0.999, "0.9",
+     "DiLoCo's outer Nesterov momentum", 0},
+    {"grad-ef", WT_OPT_CHOICE, F(grad_ef), 0, 0, "auto",
+     "error feedback around --grad-codec (gradients, or DiLoCo's pseudo-gradients); auto = "
+     "the preset's, else on",
+     "auto|on|off"},
     {"zero", WT_OPT_INT, F(zero), 0, 1, "0", "1 = ZeRO-1 optimizer-state sharding", 0},
     {"device", WT_OPT_STRING, F(device), 0, 0, "cpu",
      "kernels back end of every process: cpu; cuda:N = all on GPU N; cuda = process w on GPU "
@@ -160,6 +170,24 @@ static const char *s_usage =
 
 /* ---- the configuration both sides build from the options ---------------------------------- */
 
+/* --preset onto the synchronisation options (compress/preset.h: it fills unset ones and refuses
+ * contradicting ones). */
+static int s_apply_preset(launch_args *a) {
+  compress_sync_options o = {.diloco_h = a->diloco,
+                             .outer_lr = a->outer_lr,
+                             .outer_momentum = a->outer_momentum,
+                             .error_feedback = !strcmp(a->grad_ef, "auto") ? -1
+                                               : !strcmp(a->grad_ef, "on") ? 1
+                                                                           : 0};
+  snprintf(o.codec, sizeof o.codec, "%.15s", a->grad_codec); /* a choice: short */
+  WT_CHECK(compress_preset_apply(a->preset, &o));
+  a->diloco = o.diloco_h;
+  a->outer_lr = o.outer_lr, a->outer_momentum = o.outer_momentum;
+  snprintf(a->grad_codec, sizeof a->grad_codec, "%s", o.codec);
+  snprintf(a->grad_ef, sizeof a->grad_ef, "%s", o.error_feedback == 0 ? "off" : "on");
+  return WT_OK;
+}
+
 static void s_tasklet_config(const launch_args *a, const data_set *d, parallel_tasklet_config *c) {
   *c = parallel_tasklet_config_default();
   c->stages = a->stages;
@@ -170,10 +198,10 @@ static void s_tasklet_config(const launch_args *a, const data_set *d, parallel_t
   c->data = d;
   snprintf(c->grad_codec, sizeof c->grad_codec, "%.15s", a->grad_codec); /* a choice: short */
   snprintf(c->act_codec, sizeof c->act_codec, "%.15s", a->act_codec);
-  c->diloco_h = a->diloco;
-  const compress_preset *p = strcmp(a->preset, "none") ? compress_preset_find(a->preset) : NULL;
-  if (p) c->diloco_lr = p->outer_lr, c->diloco_momentum = p->outer_momentum;
-  if (p) c->grad_ef = p->error_feedback;
+  c->diloco_h = a->diloco; /* a preset was applied to these by s_apply_preset */
+  c->diloco_lr = (float)a->outer_lr;
+  c->diloco_momentum = (float)a->outer_momentum;
+  c->grad_ef = strcmp(a->grad_ef, "off") != 0; /* auto without a preset: on */
   c->zero = a->zero;
   c->act_slots = a->act_slots;
   c->site_ranks = a->site_ranks;
@@ -464,7 +492,7 @@ int cmd_launch_worker(int argc, char **argv) {
   int help = 0;
   if (!status || wt_config_defaults(s_options, &a) != WT_OK ||
       wt_config_parse_args(s_options, &a, argc, argv, 5, NULL, 0, NULL, &help) != WT_OK ||
-      compress_preset_apply(a.preset, &a.diloco, a.grad_codec, sizeof a.grad_codec) != WT_OK) {
+      s_apply_preset(&a) != WT_OK) {
     fprintf(stderr, "wantrain __tasklet %d: %s\n", rank, wt_last_error());
     return CLI_USAGE;
   }
@@ -962,7 +990,7 @@ int cmd_launch(int argc, char **argv) {
   launch_args a;
   int rc = cli_parse("launch", s_usage, s_options, &a, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;
-  if (compress_preset_apply(a.preset, &a.diloco, a.grad_codec, sizeof a.grad_codec) != WT_OK) {
+  if (s_apply_preset(&a) != WT_OK) {
     fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
     return CLI_USAGE;
   }
@@ -971,13 +999,18 @@ int cmd_launch(int argc, char **argv) {
     compress_preset_describe(compress_preset_find(a.preset), line, sizeof line);
     printf("launch: preset %s: %s\n", a.preset, line);
   }
-  if (a.diloco > 0 && !strncmp(a.act_codec, "delta", 5))
+  /* Measured (docs/compression.md, "Stacked on a pipeline"): the Nesterov outer step lets the
+   * activations at a cut grow far beyond synchronous training's, and 2-4-bit codecs, whose
+   * per-row range those large values set, then lose the small ones. 8 bits do not. */
+  if (a.diloco > 0 && a.outer_momentum > 0 &&
+      (!strcmp(a.act_codec, "delta2") || !strcmp(a.act_codec, "delta4")))
     fprintf(stderr,
-            "wantrain launch: warning: --act-codec %s sends each sample's change since its last "
-            "visit, and DiLoCo's outer steps move the weights at once: measured, it costs several "
-            "percent of loss or more (docs/compression.md, \"Stacked on a pipeline\"); "
-            "--act-codec direct8 moves about the same bytes without that cost\n",
-            a.act_codec);
+            "wantrain launch: warning: --act-codec %s quantises activations to %c bits, and "
+            "under DiLoCo's Nesterov outer step the activations at a cut grow large with a few "
+            "dominant channels: measured, it costs several percent of loss or more "
+            "(docs/compression.md, \"Stacked on a pipeline\"); --act-codec delta8 or direct8 "
+            "cost nothing measurable there\n",
+            a.act_codec, a.act_codec[5]);
   if (cli_check_moe(&a.t, a.device) != WT_OK) {
     fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
     return CLI_USAGE;
