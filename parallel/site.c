@@ -9,6 +9,7 @@
 #include "parallel/comm.h"
 #include "parallel/cp.h"
 #include "parallel/mesh.h"
+#include "parallel/moe.h"
 #include "parallel/tp.h"
 
 #include <stdio.h>
@@ -43,6 +44,8 @@ typedef struct {
   float *d[2];              /* (N, C) backward ping-pong */
   int *tokens, *targets;    /* (N) this rank's rows of the first / last stage's ids */
   int *pos;                 /* (max_seq / c) the position of each local row in its sequence */
+  gpt_stage *st;            /* an MoE site: this EP rank's stage (its experts), else NULL */
+  size_t *map;              /* an MoE site: the canonical offset of each of st's tensors */
   float loss;
   char err[512];
 } s_rank;
@@ -53,6 +56,7 @@ typedef enum { S_LOAD, S_FORWARD, S_BACKWARD, S_GRADS } s_op;
 typedef struct {
   s_op op;
   const float *params; /* S_LOAD: the stage's host parameters */
+  gpt_stage *stage;    /* S_LOAD on an MoE site: the canonical stage */
   float *grads;        /* S_GRADS: the stage's host gradients */
   int round;           /* S_GRADS: the CP rank whose ranks add theirs in this call */
   const int *tokens, *targets;
@@ -65,6 +69,7 @@ typedef struct {
 struct parallel_site {
   gpt_config cfg;
   int first, last, n_local, t, c, max_batch, max_seq, has_first, has_last;
+  int ep; /* 1: an MoE site, its t ranks an EP group (t = the EP degree, c = 1) */
   const kernels_ops *k;
   parallel_inproc_group *g;
   s_rank *ranks;
@@ -85,6 +90,7 @@ static int s_layout_of(parallel_site *site, gpt_stage *st) {
                    "site: the stage holds layers [%d, %d) of another model than the site's "
                    "[%d, %d); make the site for this stage",
                    gpt_stage_first(st), gpt_stage_last(st), site->first, site->last);
+  if (site->ep) return WT_OK; /* the EP ranks' stages find their tensors by name */
   s_layout *l = &site->lay;
   l->wte = l->wpe = l->lnfw = l->lnfb = S_ABSENT;
   for (int i = 0; i < site->n_local * PARALLEL_TP_TENSORS; i++) l->blk[i] = S_ABSENT;
@@ -253,6 +259,74 @@ static int s_backward(parallel_site *site, s_rank *rk, const s_call *c) {
   return WT_OK;
 }
 
+/* ---- an MoE site: EP rank p runs its gpt_stage on rows [p·B/t, (p+1)·B/t) ---------------- */
+
+static int s_ep_load(parallel_site *site, s_rank *rk, const s_call *c) {
+  (void)site;
+  if (gpt_stage_copy_params(rk->st, c->stage) < 0) return WT_EMISMATCH;
+  gpt_stage_params_upload(rk->st);
+  return WT_OK;
+}
+
+static int s_ep_forward(parallel_site *site, s_rank *rk, const s_call *c) {
+  const int Bl = c->B / site->t;
+  const size_t row0 = (size_t)rk->tp * Bl * c->T, C = (size_t)site->cfg.channels;
+  WT_CHECK(gpt_stage_forward(
+      rk->st, c->tokens ? c->tokens + row0 : NULL, c->act_in ? c->act_in + row0 * C : NULL,
+      c->targets ? c->targets + row0 : NULL, Bl, c->T, c->act_out ? c->act_out + row0 * C : NULL));
+  if (site->has_last) rk->loss = gpt_stage_loss(rk->st);
+  return WT_OK;
+}
+
+/* Each rank's loss is the mean over its B/t rows, the stage's the mean of the t ranks' means:
+ * each rank differentiates loss_scale / t times its own (and so its MoE blocks' aux loss). */
+static int s_ep_backward(parallel_site *site, s_rank *rk, const s_call *c) {
+  const size_t row0 = (size_t)rk->tp * (site->B / site->t) * site->T,
+               C = (size_t)site->cfg.channels;
+  return gpt_stage_backward(rk->st, c->grad_out ? c->grad_out + row0 * C : NULL,
+                            c->grad_in ? c->grad_in + row0 * C : NULL,
+                            c->loss_scale / (float)site->t);
+}
+
+/* The canonical offset of each tensor of rank r's stage, found by name once (both stages list
+ * their tensors in the same order; the rank's lacks the other ranks' experts). */
+static int s_ep_map(s_rank *rk, gpt_stage *canon) {
+  if (rk->map) return WT_OK;
+  int n, m, j = 0;
+  const gpt_tensor_info *t = gpt_stage_tensors(rk->st, &n), *u = gpt_stage_tensors(canon, &m);
+  size_t *map = wt_xcalloc((size_t)n, sizeof *map);
+  for (int i = 0; i < n; i++) {
+    while (j < m && strcmp(u[j].name, t[i].name)) j++;
+    if (j == m || u[j].numel != t[i].numel) {
+      free(map);
+      return wt_fail(WT_EINVAL, "site: the stage lacks tensor %s of its EP ranks", t[i].name);
+    }
+    map[i] = u[j].offset;
+  }
+  rk->map = map;
+  return WT_OK;
+}
+
+/* The canonical gradients += every rank's: the dense tensors (the router's too) summed over the
+ * t ranks, each expert's from its one owner (complete there). Run by the caller's thread, rank
+ * after rank, so no two add into one element at once. */
+static int s_ep_grads(parallel_site *site, gpt_stage *canon, float *g) {
+  for (int r = 0; r < site->t; r++) {
+    s_rank *rk = &site->ranks[r];
+    WT_CHECK(s_ep_map(rk, canon));
+    int n;
+    const gpt_tensor_info *t = gpt_stage_tensors(rk->st, &n);
+    const float *src = gpt_stage_grads_host(rk->st, NULL);
+    for (int i = 0; i < n; i++) {
+      float *dst = g + rk->map[i];
+      const float *s = src + t[i].offset;
+      for (size_t e = 0; e < t[i].numel; e++) dst[e] += s[e];
+    }
+    gpt_stage_zero_grad(rk->st); /* its tied-embedding partial sums too */
+  }
+  return WT_OK;
+}
+
 /* Every rank's thread: the current call's part of this rank. */
 static int s_rank_main(parallel_comm *comm, void *arg) {
   parallel_site *site = arg;
@@ -260,6 +334,14 @@ static int s_rank_main(parallel_comm *comm, void *arg) {
   s_rank *rk = &site->ranks[r];
   const s_call *c = &site->call;
   int rc = WT_OK;
+  if (site->ep) {
+    rc = c->op == S_LOAD       ? s_ep_load(site, rk, c)
+         : c->op == S_FORWARD  ? s_ep_forward(site, rk, c)
+         : c->op == S_BACKWARD ? s_ep_backward(site, rk, c)
+                               : WT_EINVAL; /* the gather runs in the caller's thread */
+    if (rc != WT_OK) snprintf(rk->err, sizeof rk->err, "%s", wt_last_error());
+    return rc;
+  }
   switch (c->op) {
   case S_LOAD:
     rc = s_load(site, rk, c->params);
@@ -305,7 +387,18 @@ static int s_check(const gpt_config *cfg, int first, int last, int max_batch, in
   if (max_batch < 1 || max_seq < 1 || max_seq > cfg->max_seq)
     return wt_fail(WT_EINVAL, "site: batch %d x %d does not fit a context of %d", max_batch,
                    max_seq, cfg->max_seq);
-  if (cfg->n_head % t || cfg->vocab_size < t)
+  if (cfg->moe_experts) {
+    if (c > 1)
+      return wt_fail(WT_EINVAL,
+                     "site: an MoE model runs its %d ranks as expert-parallel ranks, without "
+                     "context parallelism; drop the site's CP degree %d",
+                     t * c, c);
+    if (cfg->moe_experts % t || max_batch % t)
+      return wt_fail(WT_EINVAL,
+                     "site: %d expert-parallel ranks split the %d experts and the %d rows of a "
+                     "micro-batch evenly; use a GPU count that divides both",
+                     t, cfg->moe_experts, max_batch);
+  } else if (cfg->n_head % t || cfg->vocab_size < t)
     return wt_fail(WT_EINVAL,
                    "site: %d ranks must divide the %d heads (and the vocabulary of %d have a "
                    "row per rank); use a GPU count that divides the heads",
@@ -315,8 +408,6 @@ static int s_check(const gpt_config *cfg, int first, int last, int max_batch, in
                    "site: context parallelism over %d ranks splits each sequence into %d chunks, "
                    "so the sequence length %d must be a multiple of %d",
                    c, 2 * c, max_seq, 2 * c);
-  if (cfg->moe_experts)
-    return wt_fail(WT_ENOTSUP, "site: MoE models do not run on a site yet; use --gpus 1");
   if (k->device)
     return wt_fail(WT_ENOTSUP,
                    "site: the %s back end keeps process-wide state (handles, scratch, streams), "
@@ -333,8 +424,16 @@ static int s_rank_new(parallel_site *site, int r) {
   const int C = cfg->channels, B = site->max_batch, T = site->max_seq;
   const size_t N = (size_t)B * (T / site->c);
   parallel_mesh_shape shape = {.dp = 1, .pp = 1, .tp = site->t, .cp = site->c, .ep = 1};
+  if (site->ep) shape.tp = 1, shape.ep = site->t;
   rk->tp = r % site->t, rk->cp = r / site->t;
   WT_CHECK_NEW(rk->mesh, parallel_mesh_new(parallel_inproc_group_comm(site->g, r), &shape, 1));
+  if (site->ep) {
+    moe_exchange ex;
+    WT_CHECK(parallel_moe_exchange(rk->mesh, &ex));
+    WT_CHECK_NEW(rk->st,
+                 gpt_stage_new_ep(cfg, site->first, site->last, B / site->t, T, site->k, &ex));
+    return WT_OK;
+  }
   rk->blk = wt_xcalloc((size_t)site->n_local, sizeof *rk->blk);
   for (int b = 0; b < site->n_local; b++)
     WT_CHECK_NEW(rk->blk[b], parallel_tp_block_new(rk->mesh, site->k, C, cfg->n_head, B, T, 0));
@@ -363,7 +462,8 @@ static void s_rank_destroy(parallel_site *site, s_rank *rk) {
   free(rk->blk), free(rk->act), free(rk->d[0]), free(rk->d[1]);
   free(rk->lnf_w), free(rk->lnf_b), free(rk->d_lnf_w), free(rk->d_lnf_b);
   free(rk->lnf), free(rk->mean), free(rk->rstd);
-  free(rk->tokens), free(rk->targets), free(rk->pos);
+  free(rk->tokens), free(rk->targets), free(rk->pos), free(rk->map);
+  gpt_stage_destroy(&rk->st);
   parallel_mesh_destroy(&rk->mesh);
 }
 
@@ -376,6 +476,7 @@ parallel_site *parallel_site_new(const gpt_config *cfg, int first, int last, int
   site->cfg = *cfg, site->first = first, site->last = last, site->n_local = last - first;
   site->t = tp, site->c = cp, site->max_batch = max_batch, site->max_seq = max_seq, site->k = k;
   site->has_first = first == 0, site->has_last = last == cfg->n_layer;
+  site->ep = cfg->moe_experts > 0;
   site->lay.blk = wt_xcalloc((size_t)site->n_local * PARALLEL_TP_TENSORS, sizeof(size_t));
   site->ranks = wt_xcalloc((size_t)ranks, sizeof *site->ranks);
   if (!(site->g = parallel_inproc_group_new(ranks))) {
@@ -409,7 +510,11 @@ int parallel_site_ranks(const parallel_site *site) {
 }
 
 int parallel_site_tp(const parallel_site *site) {
-  return site->t;
+  return site->ep ? 1 : site->t;
+}
+
+int parallel_site_ep(const parallel_site *site) {
+  return site->ep ? site->t : 1;
 }
 
 int parallel_site_cp(const parallel_site *site) {
@@ -424,13 +529,18 @@ void parallel_site_set_timeout(parallel_site *site, double timeout_s) {
 
 int parallel_site_load(parallel_site *site, gpt_stage *stage) {
   WT_CHECK(s_layout_of(site, stage));
-  site->call = (s_call){.op = S_LOAD, .params = gpt_stage_params_host(stage, NULL)};
+  site->call = (s_call){.op = S_LOAD, .params = gpt_stage_params_host(stage, NULL), .stage = stage};
   return s_run(site, "load");
 }
 
 int parallel_site_grads(parallel_site *site, gpt_stage *stage) {
   WT_CHECK(s_layout_of(site, stage));
   float *g = gpt_stage_grads_host(stage, NULL);
+  if (site->ep) {
+    WT_CHECK(s_ep_grads(site, stage, g));
+    gpt_stage_grads_upload(stage);
+    return WT_OK;
+  }
   for (int round = 0; round < site->c; round++) {
     site->call = (s_call){.op = S_GRADS, .grads = g, .round = round};
     WT_CHECK(s_run(site, "gradient gather"));
@@ -449,6 +559,11 @@ int parallel_site_forward(parallel_site *site, const int *tokens, const float *a
                    "site: context parallelism over %d ranks needs a sequence length that is a "
                    "multiple of %d, not %d",
                    site->c, 2 * site->c, T);
+  if (site->ep && B % site->t)
+    return wt_fail(WT_EINVAL,
+                   "site: %d expert-parallel ranks take equal rows of a micro-batch, so its %d "
+                   "rows must be a multiple of %d",
+                   site->t, B, site->t);
   if ((site->has_first && !tokens) || (!site->has_first && !act_in) ||
       (site->has_last && !targets) || (!site->has_last && !act_out))
     return wt_fail(WT_EINVAL, "site: forward of layers [%d, %d) without its inputs or outputs",
@@ -465,6 +580,11 @@ int parallel_site_forward(parallel_site *site, const int *tokens, const float *a
   site->B = B, site->T = T;
   /* Every CP rank holds B·T/c rows: the stage's mean is the mean of the ranks' means. */
   double loss = 0;
+  if (site->ep) { /* every EP rank holds B/t rows */
+    for (int r = 0; r < site->t; r++) loss += site->ranks[r].loss;
+    site->loss = (float)(loss / site->t);
+    return WT_OK;
+  }
   for (int j = 0; j < site->c; j++) loss += site->ranks[j * site->t].loss;
   site->loss = (float)(loss / site->c);
   return WT_OK;
@@ -483,6 +603,28 @@ int parallel_site_backward(parallel_site *site, const float *grad_out, float *gr
   site->call = (s_call){
       .op = S_BACKWARD, .grad_out = grad_out, .grad_in = grad_in, .loss_scale = loss_scale};
   return s_run(site, "backward");
+}
+
+int parallel_site_moe_stats(const parallel_site *site, long *kept, long *dropped, double *aux,
+                            int *forwards) {
+  if (!site->ep) return 0;
+  const int E = site->cfg.moe_experts;
+  long *k = wt_xcalloc((size_t)E, sizeof *k), drop = 0;
+  double a = 0;
+  int blocks = 0, fw = 0;
+  if (kept) memset(kept, 0, sizeof(long) * (size_t)E);
+  for (int r = 0; r < site->t; r++) {
+    long d = 0;
+    double ar = 0;
+    blocks = gpt_stage_moe_stats(site->ranks[r].st, k, &d, &ar, &fw);
+    for (int e = 0; kept && e < E; e++) kept[e] += k[e];
+    drop += d, a += ar;
+  }
+  free(k);
+  if (dropped) *dropped = drop;
+  if (aux) *aux = a / site->t;
+  if (forwards) *forwards = fw;
+  return blocks;
 }
 
 uint64_t parallel_site_bytes(const parallel_site *site) {

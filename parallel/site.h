@@ -18,6 +18,22 @@
  * is the mean over all B·T rows (the mean of the c ranks' means, which hold B·T/c rows each).
  * T (of every batch, and max_seq) must be a multiple of 2c.
  *
+ * An MoE model (cfg->moe_experts > 0): the site's n ranks (tp = n, cp = 1) are an expert-
+ * parallel group instead (parallel/moe.h; no TP or CP for MoE). Rank p holds a gpt_stage built
+ * with gpt_stage_new_ep over the site's EP group: the dense weights (and every router)
+ * replicated, experts [p·E/n, (p+1)·E/n) of each MoE block; it takes rows [p·B/n, (p+1)·B/n)
+ * of each micro-batch (tokens / act_in / targets / grad_out) and writes the same rows of act_out
+ * and grad_in, the MoE blocks exchanging tokens by the group's all-to-all. Each rank
+ * differentiates loss_scale / n times the mean over its rows, so the loss is the mean of the
+ * ranks' means. Load copies the canonical stage's dense tensors and each rank's experts by name;
+ * the gather adds every rank's dense gradients (the sum over the ranks) and each expert's from
+ * its owner, where it is complete. E and B (max_batch and every batch) must be multiples of n.
+ * Numbers: the capacity and the load-balancing loss are per rank's rows (model/moe.h's EP
+ * rule), so the site equals one device that runs each rank's rows as its own micro-batch
+ * (loss_scale / n each) within float rounding, drops included; with a capacity that drops
+ * nothing and aux_weight 0 it equals the single-device stage on the whole micro-batch (with an
+ * aux loss, its gradient differs: the mean of per-rank aux losses is not the whole batch's).
+ *
  * The site's caller keeps the stage's CANONICAL gpt_stage (model/gpt.h) in host memory: its
  * parameters, gradients, optimizer, checkpoints and everything that crosses the WAN (pipeline
  * sends, the data-parallel reduce, the tied-embedding exchange) stay on that stage exactly as
@@ -42,7 +58,8 @@
  * (parallel_site_set_timeout, default 120 s). A rank that fails (a bad token, a corrupt message)
  * returns its error and its thread ends, which closes it, so its peers' next receives fail at
  * once instead of waiting; the call returns the failing rank's error (WT_EINVAL for a bad token
- * or target, checked on every rank before anything is sent) with a message naming the rank. The
+ * or target, checked on every rank before anything is sent; an MoE site checks each rank's
+ * rows) with a message naming the rank. The
  * site stays usable: the next call starts from empty mailboxes.
  *
  * Numbers: equal to the single-device stage within float rounding (tp.h: atol 1e-5 + rtol 1e-4
@@ -51,8 +68,9 @@
  * (pipeline.h, act_slots = 1).
  *
  * Limits: host kernels back ends only (the CUDA back end's state is process-wide, so t ranks
- * cannot share it in one process: WT_ENOTSUP); dense models (MoE: WT_ENOTSUP); n_head a multiple
- * of t, vocab_size >= t, T a multiple of 2c; no sequence parallelism inside the site.
+ * cannot share it in one process: WT_ENOTSUP); a dense model: n_head a multiple of t,
+ * vocab_size >= t, T a multiple of 2c; an MoE model: c = 1, E and B multiples of t; no sequence
+ * parallelism inside the site.
  *
  *   parallel_site *site = parallel_site_new(&cfg, first, last, rows, T, 2, 1, kernels_cpu());
  *   WT_CHECK(parallel_site_load(site, stage));
@@ -79,16 +97,19 @@ typedef struct parallel_site parallel_site;
  * for layers [first, last) of cfg, for batches of up to max_batch × max_seq tokens, computing
  * with kernels back end k (NULL: the CPU). Parameters start at zero (parallel_site_load them).
  * Returns NULL with wt_last_error() set: WT_EINVAL for a bad range, a TP degree that does not
- * divide the heads or max_seq not a multiple of 2·cp (cp > 1), WT_ENOTSUP for a device back end
- * or an MoE model. */
+ * divide the heads or max_seq not a multiple of 2·cp (cp > 1), WT_ENOTSUP for a device back end.
+ * An MoE model runs its tp ranks as EP ranks: WT_EINVAL for cp > 1, or an expert count or
+ * max_batch that tp does not divide. */
 parallel_site *parallel_site_new(const gpt_config *cfg, int first, int last, int max_batch,
                                  int max_seq, int tp, int cp, const struct kernels_ops *k);
 void parallel_site_destroy(parallel_site **self_p);
 
-/* All ranks (tp × cp), the TP degree and the CP degree. */
+/* All ranks (tp × cp), the TP degree, the CP degree and the EP degree (an MoE site: all its
+ * ranks, TP and CP 1; a dense site: 1). */
 int parallel_site_ranks(const parallel_site *site);
 int parallel_site_tp(const parallel_site *site);
 int parallel_site_cp(const parallel_site *site);
+int parallel_site_ep(const parallel_site *site);
 
 /* Each receive inside the site waits at most timeout_s (> 0) seconds. */
 void parallel_site_set_timeout(parallel_site *site, double timeout_s);
@@ -116,8 +137,16 @@ int parallel_site_backward(parallel_site *site, const float *grad_out, float *gr
  * parallel_site_grads, which are then zeroed. Returns WT_OK or WT_EINVAL for another stage. */
 int parallel_site_grads(parallel_site *site, gpt_stage *stage);
 
+/* An MoE site's routing since the last parallel_site_grads, over its EP ranks (gpt.h's
+ * gpt_stage_moe_stats of each rank's stage): kept[e] (cfg->moe_experts longs) and *dropped summed
+ * over the ranks' rows, *aux the mean over the ranks of their mean load-balancing loss, *forwards
+ * the forwards since. Any pointer may be NULL. Returns 0 for a dense site (nothing set), else the
+ * stage's number of MoE blocks. */
+int parallel_site_moe_stats(const parallel_site *site, long *kept, long *dropped, double *aux,
+                            int *forwards);
+
 /* Bytes all ranks sent to each other inside the site since it was made (the TP collectives and
- * the ring attention's blocks). */
+ * the ring attention's blocks; an MoE site's all-to-alls). */
 uint64_t parallel_site_bytes(const parallel_site *site);
 
 /* The one device a site of `gpus` devices is to the WAN placement: assign_site_device's

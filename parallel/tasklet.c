@@ -77,8 +77,10 @@ static int s_check_ring(const int *ring, int R) {
     int seen = 0;
     for (int j = 0; j < R; j++) seen += ring[j] == i;
     if (seen != 1)
-      return wt_fail(WT_EINVAL, "dp_ring names replica %d %d times; it must be a permutation of "
-                                "0..%d", i, seen, R - 1);
+      return wt_fail(WT_EINVAL,
+                     "dp_ring names replica %d %d times; it must be a permutation of "
+                     "0..%d",
+                     i, seen, R - 1);
   }
   return WT_OK;
 }
@@ -114,21 +116,34 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world
   if (c->site_ranks < 0 || c->site_ranks > PARALLEL_SITE_MAX_RANKS)
     return wt_fail(WT_EINVAL, "site ranks %d: use 1 (no site) to %d", c->site_ranks,
                    PARALLEL_SITE_MAX_RANKS);
-  if (c->site_ranks > 1 && c->train.model.moe_experts)
-    return wt_fail(WT_EINVAL,
-                   "a site of %d ranks runs dense models only (its tensor parallelism has no "
-                   "expert layers); drop the MoE options or the site",
-                   c->site_ranks);
   const int site_cp = c->site_cp > 1 ? c->site_cp : 1;
   if (c->site_cp < 0 || c->site_cp > PARALLEL_SITE_MAX_RANKS)
     return wt_fail(WT_EINVAL, "site cp %d: use 1 (no context parallelism) to %d", c->site_cp,
                    PARALLEL_SITE_MAX_RANKS);
+  if (c->site_ranks > 1 && c->train.model.moe_experts) {
+    /* An MoE site's ranks are expert-parallel: each holds E/n experts and B/n rows. */
+    const int n = c->site_ranks, E = c->train.model.moe_experts;
+    const int per = c->replicas * c->train.micro_batches;
+    const int rows = per > 0 ? c->train.batch / per : 0;
+    if (site_cp > 1)
+      return wt_fail(WT_EINVAL,
+                     "a site runs an MoE model with its %d GPUs as expert-parallel ranks, "
+                     "without context parallelism: drop the site's CP degree %d",
+                     n, site_cp);
+    if (E % n || rows % n)
+      return wt_fail(WT_EINVAL,
+                     "a site of %d GPUs runs an MoE model as %d expert-parallel ranks, which "
+                     "split its %d experts and each micro-batch's %d rows evenly: use a GPU count "
+                     "that divides both",
+                     n, n, E, rows);
+  }
   if (site_cp > 1 && c->site_ranks > 1 && c->site_ranks % site_cp)
     return wt_fail(WT_EINVAL,
                    "a site of %d GPUs cannot split each sequence over %d of them: use a GPU "
                    "count that is a multiple of the context-parallel degree %d",
                    c->site_ranks, site_cp, site_cp);
-  if (c->site_ranks > 1 && c->train.model.n_head % (c->site_ranks / site_cp))
+  if (c->site_ranks > 1 && !c->train.model.moe_experts &&
+      c->train.model.n_head % (c->site_ranks / site_cp))
     return wt_fail(WT_EINVAL,
                    "a site of %d GPUs (%d tensor-parallel × %d context-parallel) splits the %d "
                    "heads over %d ranks: use a GPU count whose tensor-parallel part divides them",

@@ -53,7 +53,8 @@
  * time is refused (WT_ENOTSUP) instead of sharing it.
  *
  * A site (site_ranks = n > 1): the stage's passes run on n ranks (parallel/site.h), n / site_cp
- * tensor-parallel ranks for each of site_cp context-parallel ranks,
+ * tensor-parallel ranks for each of site_cp context-parallel ranks (an MoE model: n
+ * expert-parallel ranks),
  * while the tasklet's gpt_stage stays the stage everyone else sees: the executor loads its
  * parameters into the site before each run and evaluation and adds the site's gradients back
  * after each run, so the reduce, the norm, the update and the checkpoints are unchanged, and a
@@ -114,12 +115,14 @@ typedef struct {
   int diloco_h;                     /* 0: synchronous; H >= 1: DiLoCo outer step every H steps */
   float diloco_lr, diloco_momentum; /* outer Nesterov SGD (defaults 0.7, 0.9) */
   int zero;                         /* 0, or 1 for ZeRO-1 (needs grad_codec none, no DiLoCo) */
-  int act_slots; /* activation slots per stage: 0 = one per micro-batch in flight (no forward
-                    recomputed); k >= 1 bounds them, recomputing the rest (pipeline.h) */
+  int act_slots;  /* activation slots per stage: 0 = one per micro-batch in flight (no forward
+                     recomputed); k >= 1 bounds them, recomputing the rest (pipeline.h) */
   int site_ranks; /* 0 or 1: the stage runs on its gpt_stage; t > 1: on a site of t tensor-
                      parallel ranks (parallel/site.h: threads of this process; the stage keeps the
-                     parameters, optimizer and everything that crosses the WAN). n_head must be a
-                     multiple of t / site_cp, the model dense and the device a host back end
+                     parameters, optimizer and everything that crosses the WAN). A dense model:
+                     n_head must be a multiple of t / site_cp; an MoE model runs the t ranks as
+                     expert-parallel ranks (site.h), so E and the micro-batch rows must be
+                     multiples of t and site_cp 1. The device must be a host back end
                      (WT_ENOTSUP on a GPU: the CUDA back end's state is process-wide). Each forward
                      whose backward is not the next pass is recomputed (act_slots is then 1). With
                      site_cp = c > 1 the t ranks are t / c TP × c CP (below) */
@@ -136,15 +139,15 @@ typedef struct {
                          starting with replica 0 (netsim_ring_order's order, so that the
                          simulated ring is the one that runs; borrowed for the run);
                          NULL = 0, 1, ..., R-1 */
-  char checkpoint_dir[1024];        /* "" = no checkpoints */
-  int checkpoint_every;             /* steps between checkpoints (0 = only at the end) */
-  int keep;                         /* checkpoints kept per stage (>= 1) */
-  int resume;                       /* 1: continue from checkpoint_dir's manifest */
-  int val_every;   /* validation loss every N steps and after the last (0: after the last only),
-                      over train.val_batches batches of the validation split, computed by
-                      replica 0's pipeline and sent to every tasklet */
-  long stop_after; /* 0, or stop (after checkpointing) once this many steps are
-                      done in total: a run cut short and resumed later */
+  char checkpoint_dir[1024]; /* "" = no checkpoints */
+  int checkpoint_every;      /* steps between checkpoints (0 = only at the end) */
+  int keep;                  /* checkpoints kept per stage (>= 1) */
+  int resume;                /* 1: continue from checkpoint_dir's manifest */
+  int val_every;       /* validation loss every N steps and after the last (0: after the last only),
+                          over train.val_batches batches of the validation split, computed by
+                          replica 0's pipeline and sent to every tasklet */
+  long stop_after;     /* 0, or stop (after checkpointing) once this many steps are
+                          done in total: a run cut short and resumed later */
   double time_limit_s; /* 0, or stop (after validating and checkpointing) after the step in which
                           world rank 0 had run this many seconds (since parallel_tasklet_run
                           began); rank 0's decision travels with the step's norm exchange, so

@@ -12,8 +12,15 @@
  *   - a sequence length that is not a multiple of 2c is refused, at construction and per batch;
  *   - a bad token (first stage) or target (last stage) is returned as WT_EINVAL naming it, not
  *     hung, and the site works again afterwards;
- *   - a TP degree that does not divide the heads, an MoE model and a device back end are
- *     refused with a message;
+ *   - a TP degree that does not divide the heads and a device back end are refused with a
+ *     message;
+ *   - an MoE model (every block MoE, E = 4, top-2) on sites of 1, 2 and 4 EP ranks, the same four
+ *     stages: with a capacity that drops nothing and no aux loss, act_out, the loss, grad_in and
+ *     every gradient (dense, router, each expert) equal the single-device stage on the whole
+ *     micro-batches; with a tight capacity (tokens dropped) and an aux loss, they equal one device
+ *     that runs each rank's rows as its own micro-batch, and so do the dropped pairs; the bytes
+ *     equal moe.h's all-to-all formula; E or rows not a multiple of the ranks, MoE with CP, a
+ *     dense stage and a bad token are refused;
  *   - parallel_site_device reports N × efficiency × one device's FLOP/s and N × its memory for a
  *     site, one device as itself.
  * Both sides run the reference kernels. */
@@ -200,12 +207,6 @@ static void test_refusals(void) {
   WT_TEST_ASSERT(!parallel_site_new(&s_cfg, 0, L, B, T, 3, 1, kernels_ref()) &&
                      wt_last_status() == WT_EINVAL && strstr(wt_last_error(), "heads"),
                  "3 ranks for 4 heads: %s", wt_last_error());
-  gpt_config moe = s_cfg;
-  moe.moe_experts = 4, moe.moe_top_k = 1, moe.moe_capacity = 1.25f;
-  gpt_config_set_moe_layers(&moe, "1");
-  WT_TEST_ASSERT(!parallel_site_new(&moe, 0, L, B, T, 2, 1, kernels_ref()) &&
-                     wt_last_status() == WT_ENOTSUP && strstr(wt_last_error(), "MoE"),
-                 "MoE: %s", wt_last_error());
   kernels_ops gpu = *kernels_ref();
   gpu.name = "cuda", gpu.device = 1;
   WT_TEST_ASSERT(!parallel_site_new(&s_cfg, 0, L, B, T, 2, 1, &gpu) &&
@@ -251,6 +252,174 @@ static void test_device(void) {
                  "0 devices accepted");
 }
 
+/* ---- MoE: the site's ranks as EP ranks --------------------------------------------------- */
+
+enum { BM = 4, NM = BM * T, E = 4, K = 2 };
+
+static gpt_config s_moe_cfg(float capacity, float aux) {
+  gpt_config m = s_cfg;
+  m.moe_experts = E, m.moe_top_k = K, m.moe_capacity = capacity, m.moe_aux_weight = aux;
+  WT_TEST_REQUIRE(gpt_config_set_moe_layers(&m, "all") == WT_OK, "%s", wt_last_error());
+  return m;
+}
+
+/* An MoE stage (every block MoE, E = 4, top-2) on a site of P EP ranks against one device on
+ * the same weights and two micro-batches of BM rows:
+ *   per_rank 0: the device runs each micro-batch whole (a capacity that drops nothing and no aux
+ *     loss, which is per rank's rows on the site);
+ *   per_rank 1: the device runs each rank's BM/P rows as its own micro-batch (loss_scale / P),
+ *     so its capacity and aux loss see the rows each EP rank sees: equal with drops too.
+ * Checks act_out, the loss, grad_in, every gradient (dense, router, each expert) and the bytes of
+ * the all-to-alls (moe.h: 4·(P − 1)·(E/P)·cap·C·4 per rank per MoE block per forward + backward).
+ */
+static void test_moe_stage(int first, int last, int P, float capacity, float aux, int per_rank) {
+  const int has_first = first == 0, has_last = last == L, Bl = BM / P;
+  gpt_config cfg = s_moe_cfg(capacity, aux);
+  gpt_stage *ref = gpt_stage_new(&cfg, first, last, BM, T),
+            *canon = gpt_stage_new(&cfg, first, last, BM, T);
+  WT_TEST_REQUIRE(ref && canon, "stage: %s", wt_last_error());
+  gpt_stage_set_kernels(ref, kernels_ref()), gpt_stage_set_kernels(canon, kernels_ref());
+  s_fill(ref), s_fill(canon);
+  parallel_site *site = parallel_site_new(&cfg, first, last, BM, T, P, 1, kernels_ref());
+  WT_TEST_REQUIRE(site, "MoE site P=%d: %s", P, wt_last_error());
+  WT_TEST_ASSERT(parallel_site_ranks(site) == P && parallel_site_ep(site) == P &&
+                     parallel_site_tp(site) == 1 && parallel_site_cp(site) == 1,
+                 "MoE site of %d reports %d ranks, ep %d, tp %d", P, parallel_site_ranks(site),
+                 parallel_site_ep(site), parallel_site_tp(site));
+  parallel_site_set_timeout(site, 30);
+  WT_TEST_REQUIRE(parallel_site_load(site, canon) == WT_OK, "%s", wt_last_error());
+  static int tokens[MB][NM], targets[MB][NM];
+  static float act_in[MB][NM * C], grad_out[MB][NM * C];
+  static float out_ref[NM * C], out_site[NM * C], gin_ref[NM * C], gin_site[NM * C];
+  s_rng = 0x51ed2701a3c4e5f7ull + (uint64_t)first * 7 + (uint64_t)last;
+  for (int j = 0; j < MB; j++)
+    for (int i = 0; i < NM; i++) {
+      tokens[j][i] = (int)(fabsf(s_uniform()) * V) % V;
+      targets[j][i] = (int)(fabsf(s_uniform()) * V) % V;
+    }
+  for (int j = 0; j < MB; j++)
+    for (int i = 0; i < NM * C; i++)
+      act_in[j][i] = s_uniform(), grad_out[j][i] = 0.1f * s_uniform();
+  s_max_err = 0;
+  uint64_t bytes0 = parallel_site_bytes(site);
+  long dropped = 0;
+  char what[128];
+  for (int j = 0; j < MB; j++) {
+    const int *tok = has_first ? tokens[j] : NULL, *tgt = has_last ? targets[j] : NULL;
+    const float *in = has_first ? NULL : act_in[j], *gout = has_last ? NULL : grad_out[j];
+    WT_TEST_REQUIRE(parallel_site_forward(site, tok, in, tgt, BM, T, has_last ? NULL : out_site) ==
+                        WT_OK,
+                    "MoE site forward: %s", wt_last_error());
+    WT_TEST_REQUIRE(parallel_site_backward(site, gout, has_first ? NULL : gin_site, 0.5f) == WT_OK,
+                    "MoE site backward: %s", wt_last_error());
+    /* The reference: the whole micro-batch, or each rank's rows as one. */
+    const int parts = per_rank ? P : 1, rows = BM / parts;
+    double loss = 0;
+    for (int p = 0; p < parts; p++) {
+      const size_t r0 = (size_t)p * rows * T;
+      WT_TEST_REQUIRE(gpt_stage_forward(ref, tok ? tok + r0 : NULL, in ? in + r0 * C : NULL,
+                                        tgt ? tgt + r0 : NULL, rows, T,
+                                        has_last ? NULL : out_ref + r0 * C) == WT_OK,
+                      "%s", wt_last_error());
+      if (has_last) loss += gpt_stage_loss(ref);
+      WT_TEST_REQUIRE(gpt_stage_backward(ref, gout ? gout + r0 * C : NULL,
+                                         has_first ? NULL : gin_ref + r0 * C,
+                                         0.5f / (float)parts) == WT_OK,
+                      "%s", wt_last_error());
+    }
+    if (has_last) {
+      float a = parallel_site_loss(site), b = (float)(loss / parts);
+      s_max_err = fmax(s_max_err, fabs((double)a - b));
+      WT_TEST_ASSERT(fabsf(a - b) <= 1e-5f + 1e-5f * fabsf(b),
+                     "MoE P=%d loss %.7f, single device %.7f", P, a, b);
+    } else {
+      snprintf(what, sizeof what, "MoE act_out [%d,%d) P=%d", first, last, P);
+      s_close(out_site, out_ref, (size_t)NM * C, what);
+    }
+    if (!has_first) {
+      snprintf(what, sizeof what, "MoE grad_in [%d,%d) P=%d", first, last, P);
+      s_close(gin_site, gin_ref, (size_t)NM * C, what);
+    }
+  }
+  int cap = (int)ceil((double)capacity * Bl * T * K / E);
+  uint64_t want = (uint64_t)MB * (last - first) * P * 4ull * (P - 1) * (E / P) *
+                  (uint64_t)(cap < 1 ? 1 : cap) * C * sizeof(float);
+  uint64_t sent = parallel_site_bytes(site) - bytes0;
+  WT_TEST_ASSERT(sent == want, "MoE [%d,%d) P=%d sent %llu bytes, formula %llu", first, last, P,
+                 (unsigned long long)sent, (unsigned long long)want);
+  WT_TEST_REQUIRE(parallel_site_moe_stats(site, NULL, &dropped, NULL, NULL) == last - first,
+                  "MoE stats: %d blocks", parallel_site_moe_stats(site, NULL, NULL, NULL, NULL));
+  long ref_dropped = 0;
+  gpt_stage_moe_stats(ref, NULL, &ref_dropped, NULL, NULL);
+  if (per_rank)
+    WT_TEST_ASSERT(dropped == ref_dropped, "MoE P=%d dropped %ld pairs, the device %ld", P, dropped,
+                   ref_dropped);
+  else
+    WT_TEST_ASSERT(dropped == 0 && ref_dropped == 0, "capacity %g dropped %ld / %ld", capacity,
+                   dropped, ref_dropped);
+  for (int rep = 0; rep < 2; rep++)
+    WT_TEST_REQUIRE(parallel_site_grads(site, canon) == WT_OK, "%s", wt_last_error());
+  const float *gr = gpt_stage_grads(ref, NULL), *gs = gpt_stage_grads(canon, NULL);
+  for (int k = 0; k < gpt_stage_num_tensors(ref); k++) {
+    const gpt_tensor_info *ti = gpt_stage_tensor(ref, k);
+    snprintf(what, sizeof what, "grad %s [%d,%d) P=%d", ti->name, first, last, P);
+    s_close(gs + ti->offset, gr + ti->offset, ti->numel, what);
+  }
+  printf("MoE site [%d,%d), %d EP ranks, capacity %g%s: max error %.3g, %ld pairs dropped, "
+         "%llu bytes in the site\n",
+         first, last, P, capacity, per_rank ? " (vs each rank's rows)" : "", s_max_err, dropped,
+         (unsigned long long)sent);
+  parallel_site_destroy(&site);
+  gpt_stage_destroy(&ref), gpt_stage_destroy(&canon);
+}
+
+static void test_moe_refusals(void) {
+  gpt_config moe = s_moe_cfg(2.0f, 0);
+  WT_TEST_ASSERT(!parallel_site_new(&moe, 0, L, 6, T, 3, 1, kernels_ref()) &&
+                     wt_last_status() == WT_EINVAL && strstr(wt_last_error(), "4 experts"),
+                 "4 experts on 3 EP ranks: %s", wt_last_error());
+  WT_TEST_ASSERT(!parallel_site_new(&moe, 0, L, 3, T, 2, 1, kernels_ref()) &&
+                     wt_last_status() == WT_EINVAL && strstr(wt_last_error(), "3 rows"),
+                 "3 rows on 2 EP ranks: %s", wt_last_error());
+  WT_TEST_ASSERT(!parallel_site_new(&moe, 0, L, BM, T, 1, 2, kernels_ref()) &&
+                     wt_last_status() == WT_EINVAL && strstr(wt_last_error(), "context"),
+                 "MoE with CP: %s", wt_last_error());
+  gpt_stage *st = gpt_stage_new(&moe, 1, 2, BM, T);
+  parallel_site *site = parallel_site_new(&moe, 1, 2, BM, T, 2, 1, kernels_ref());
+  WT_TEST_REQUIRE(st && site && parallel_site_load(site, st) == WT_OK, "%s", wt_last_error());
+  static float in[NM * C], out[NM * C];
+  int rc = parallel_site_forward(site, NULL, in, NULL, 3, T, out);
+  WT_TEST_ASSERT(rc == WT_EINVAL && strstr(wt_last_error(), "multiple of 2"),
+                 "3 rows on 2 EP ranks: rc %d '%s'", rc, wt_last_error());
+  WT_TEST_ASSERT(parallel_site_forward(site, NULL, in, NULL, 2, T, out) == WT_OK, "2 rows: %s",
+                 wt_last_error());
+  WT_TEST_ASSERT(parallel_site_forward(site, NULL, NULL, NULL, 2, T, out) == WT_EINVAL,
+                 "a middle stage without act_in was accepted");
+  gpt_stage *dense = s_stage(1, 2);
+  WT_TEST_ASSERT(parallel_site_load(site, dense) == WT_EINVAL, "a dense stage loaded into MoE");
+  gpt_stage_destroy(&dense);
+  parallel_site_destroy(&site);
+  gpt_stage_destroy(&st);
+  /* A bad token in rank 1's rows: its peers' all-to-all fails at once instead of waiting. */
+  st = gpt_stage_new(&moe, 0, L, BM, T);
+  site = parallel_site_new(&moe, 0, L, BM, T, 2, 1, kernels_ref());
+  WT_TEST_REQUIRE(st && site && parallel_site_load(site, st) == WT_OK, "%s", wt_last_error());
+  parallel_site_set_timeout(site, 10);
+  static int tokens[NM], targets[NM];
+  tokens[NM - 1] = V;
+  double t0 = wt_now_s();
+  rc = parallel_site_forward(site, tokens, NULL, targets, BM, T, NULL);
+  WT_TEST_ASSERT(rc == WT_EINVAL && strstr(wt_last_error(), "rank 1"),
+                 "bad token on EP rank 1: rc %d '%s'", rc, wt_last_error());
+  WT_TEST_ASSERT(wt_now_s() - t0 < 5, "the refusal took %.1f s", wt_now_s() - t0);
+  tokens[NM - 1] = 0;
+  WT_TEST_ASSERT(parallel_site_forward(site, tokens, NULL, targets, BM, T, NULL) == WT_OK &&
+                     isfinite(parallel_site_loss(site)),
+                 "the MoE site does not work after a refusal: %s", wt_last_error());
+  parallel_site_destroy(&site);
+  gpt_stage_destroy(&st);
+}
+
 int main(void) {
   test_device();
   const int ranges[4][2] = {{0, 1}, {1, 2}, {2, L}, {0, L}};
@@ -260,5 +429,11 @@ int main(void) {
   test_bad_input();
   test_bad_length();
   test_refusals();
+  for (int i = 0; i < 4; i++)
+    for (int P = 1; P <= 4; P *= 2) {
+      test_moe_stage(ranges[i][0], ranges[i][1], P, 2.0f, 0, 0);     /* cap = every choice */
+      test_moe_stage(ranges[i][0], ranges[i][1], P, 0.5f, 0.01f, 1); /* tokens dropped */
+    }
+  test_moe_refusals();
   return wt_test_failures ? 1 : 0;
 }

@@ -9,9 +9,11 @@
  *   site    (integration) 2 x 2 processes whose stages run on sites of 2 tensor-parallel ranks
  *           (--site-ranks 2), and on sites of 2 context-parallel ranks (--site-ranks 2
  *           --site-cp 2), give the losses of --site-ranks 1 within 1e-4 relative, and the
- *           summary counts the bytes between the sites' ranks; --site-ranks 2 on a GPU device
- *           and a --site-ranks that is not a multiple of --site-cp are refused before any worker
- *           starts. */
+ *           summary counts the bytes between the sites' ranks; the MoE model (E = 4, top-2, a
+ *           capacity that drops nothing, no aux loss) on sites of 2 expert-parallel ranks gives
+ *           the losses of --site-ranks 1 within 1e-4 relative; --site-ranks 2 on a GPU device,
+ *           a --site-ranks that is not a multiple of --site-cp, and an MoE site whose ranks do
+ *           not divide the experts are refused before any worker starts. */
 #include "common/common.h"
 #include "common/testing.h"
 #include "kernels/kernels.h"
@@ -127,11 +129,32 @@ static void s_site(void) {
                      "step %d: loss %.4f with %s, %.4f without a site", i + 1, loss[k][i], sites[k],
                      loss[0][i]);
   }
+  /* The MoE model on sites of 2 expert-parallel ranks (a capacity that drops nothing, no aux
+   * loss: the site's is per rank's rows). */
+  const char *moe = "--moe-experts 4 --moe-top-k 2 --moe-capacity 2 --moe-aux-weight 0";
+  const char *moe_line = "sites: every stage on 2 expert-parallel ranks; ";
+  for (int k = 0; k < 2; k++) {
+    snprintf(args, sizeof args, "%s %s --site-ranks %d", base, moe, k + 1);
+    int rc = s_launch(args);
+    WT_TEST_REQUIRE(rc == 0, "launch %s: exit %d\n%s", args, rc, s_out);
+    n[k] = s_losses(loss[k], 8);
+    const char *at = strstr(s_out, moe_line);
+    WT_TEST_ASSERT(k ? at && atof(at + strlen(moe_line)) > 0 : !strstr(s_out, "sites: "),
+                   "MoE --site-ranks %d: the summary's sites line:\n%s", k + 1, s_out);
+  }
+  WT_TEST_REQUIRE(n[0] == 4 && n[1] == 4, "MoE: expected 4 steps' losses, got %d and %d", n[0],
+                  n[1]);
+  for (int i = 0; i < 4; i++)
+    WT_TEST_ASSERT(fabsf(loss[0][i] - loss[1][i]) <= 1e-4f * loss[0][i],
+                   "MoE step %d: loss %.4f on sites of 2, %.4f without", i + 1, loss[1][i],
+                   loss[0][i]);
   s_refused("--stages 2 --site-ranks 2 --device cuda:0 --steps 2", 1, "process-wide");
   s_refused("--stages 2 --site-ranks 3 --site-cp 2 --steps 2", 2,
             "multiple of the context-parallel degree 2");
   s_refused("--stages 2 --site-cp 2 --steps 2", 2, "multiple of it (not 1)");
-  printf("--site-ranks 2 and --site-ranks 2 --site-cp 2 train as --site-ranks 1\n");
+  s_refused("--stages 2 --site-ranks 3 --moe-experts 4 --steps 2", 2, "4 experts");
+  printf("--site-ranks 2, --site-ranks 2 --site-cp 2 and an MoE model on --site-ranks 2 train as "
+         "--site-ranks 1\n");
 }
 
 int main(int argc, char **argv) {

@@ -11,8 +11,12 @@
  *     never stopped (a site's numbers are deterministic), and its checkpoint resumes without
  *     sites within 1e-4;
  *   - a site tasklet whose link dies mid-run ends every tasklet with an error, none hangs;
+ *   - the MoE model (E = 4, top-2, a capacity that drops nothing, no aux loss) with every
+ *     tasklet a site of 2 expert-parallel ranks, GPipe and 1F1B: every step's loss and the
+ *     validation loss equal the run without sites within 1e-4 relative;
  *   - a site degree that does not divide the heads, a GPU count that is not a multiple of the CP
- *     degree, a sequence that does not split into 2c chunks, an MoE model and a device back end
+ *     degree, a sequence that does not split into 2c chunks, an MoE site with CP, with a GPU
+ *     count that does not divide the experts or the micro-batch rows, and a device back end
  *     are refused with a message. */
 #include "model/trainer.h"
 #include "tests/runtime/hostdev.h"
@@ -90,6 +94,34 @@ static void test_sites_match(assign_schedule_kind sched, const char *name, int a
          "rank 0's site sent %llu bytes, recomputed %ld forwards\n",
          name, all ? "all" : "2 of 4", cp, worst, (unsigned long long)sites.res[0].bytes_site,
          sites.res[0].recomputes);
+}
+
+/* The MoE model (both blocks MoE, E = 4, top-2, a capacity that drops nothing, no aux loss: the
+ * site's aux loss is per rank's rows) with every tasklet a site of 2 expert-parallel ranks, each
+ * taking one of a micro-batch's 2 rows: the losses of the run without sites within RTOL. */
+static gpt_config s_moe(gpt_config m) {
+  m.moe_experts = 4, m.moe_top_k = 2, m.moe_capacity = 2.0f, m.moe_aux_weight = 0;
+  WT_TEST_REQUIRE(gpt_config_set_moe_layers(&m, "all") == WT_OK, "%s", wt_last_error());
+  return m;
+}
+
+static void test_moe_sites(assign_schedule_kind sched, const char *name) {
+  static h_run plain, sites;
+  parallel_tasklet_config c = s_config(sched);
+  c.train.model = s_moe(c.train.model);
+  h_init(&plain, &c);
+  WT_TEST_REQUIRE(h_run_all(&plain) == WT_OK, "%s", plain.err[0]);
+  h_init(&sites, &c);
+  for (int w = 0; w < 4; w++) sites.site_ranks[w] = 2;
+  int rc = h_run_all(&sites);
+  WT_TEST_REQUIRE(rc == WT_OK, "MoE %s: %s | %s | %s | %s", name, sites.err[0], sites.err[1],
+                  sites.err[2], sites.err[3]);
+  double worst = s_close(&plain, &sites, 0, name);
+  for (int w = 0; w < 4; w++)
+    WT_TEST_ASSERT(sites.res[w].bytes_site > 0, "MoE %s rank %d: no bytes in its site", name, w);
+  printf("MoE %s, every tasklet a site of 2 EP ranks: losses within %.2g relative of the run "
+         "without sites; rank 0's site sent %llu bytes\n",
+         name, worst, (unsigned long long)sites.res[0].bytes_site);
 }
 
 /* A site run of 3 steps checkpointed in s_tmp/dir. */
@@ -175,10 +207,21 @@ static void test_refusals(void) {
                  "cp 2 without a site was refused: %s", wt_last_error());
   c.site_cp = 0;
   c.site_ranks = 2;
-  c.train.model.moe_experts = 4, c.train.model.moe_top_k = 1, c.train.model.moe_capacity = 2;
+  c.train.model = s_moe(c.train.model);
+  WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_OK, "an MoE site of 2: %s",
+                 wt_last_error());
+  c.site_cp = 2;
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_EINVAL &&
-                     strstr(wt_last_error(), "dense"),
-                 "an MoE site: %s", wt_last_error());
+                     strstr(wt_last_error(), "without context parallelism"),
+                 "an MoE site with cp 2: %s", wt_last_error());
+  c.site_cp = 1, c.site_ranks = 3; /* 4 experts, 2 rows */
+  WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_EINVAL &&
+                     strstr(wt_last_error(), "4 experts"),
+                 "an MoE site of 3: %s", wt_last_error());
+  c.site_ranks = 4; /* 4 experts, but 2 rows per micro-batch */
+  WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_EINVAL &&
+                     strstr(wt_last_error(), "2 rows"),
+                 "an MoE site of 4 on 2 rows: %s", wt_last_error());
   c = s_config(ASSIGN_SCHEDULE_GPIPE);
   c.site_ranks = 2;
   c.train.kernels = hostdev_ops();
@@ -203,6 +246,8 @@ int main(void) {
   test_sites_match(ASSIGN_SCHEDULE_GPIPE, "GPipe", 1, 2);
   test_sites_match(ASSIGN_SCHEDULE_1F1B, "1F1B", 0, 2);
   test_sites_match(ASSIGN_SCHEDULE_1F1B, "1F1B", 1, 2);
+  test_moe_sites(ASSIGN_SCHEDULE_GPIPE, "GPipe");
+  test_moe_sites(ASSIGN_SCHEDULE_1F1B, "1F1B");
   test_resume();
   test_dead_link();
   test_refusals();

@@ -111,7 +111,9 @@ static const wt_option s_options[] = {
      "activation slots per stage (0 = one per micro-batch in flight; fewer recompute forwards)", 0},
     {"site-ranks", WT_OPT_INT, F(site_ranks), 1, PARALLEL_SITE_MAX_RANKS, "1",
      "run every stage on a site of this many ranks (threads of each process; --device cpu): "
-     "--site-ranks / --site-cp tensor-parallel ranks, a divisor of --heads",
+     "--site-ranks / --site-cp tensor-parallel ranks, a divisor of --heads (an MoE model: "
+     "--site-ranks expert-parallel ranks, a divisor of --moe-experts and of each micro-batch's "
+     "rows)",
      0},
     {"site-cp", WT_OPT_INT, F(site_cp), 1, PARALLEL_SITE_MAX_RANKS, "1",
      "context parallelism inside each site: split every sequence over this many of its ranks "
@@ -953,9 +955,14 @@ static int s_summary(s_run *r) {
   if (a->site_ranks > 1) {
     double site = 0;
     for (int w = 0; w < r->world; w++) site += (double)r->p[w].site_bytes;
-    printf("sites: every stage on %d tensor-parallel x %d context-parallel ranks; %.3f MB "
-           "between their ranks in all processes\n",
-           a->site_ranks / a->site_cp, a->site_cp, site / 1e6);
+    if (a->t.moe_experts)
+      printf("sites: every stage on %d expert-parallel ranks; %.3f MB between their ranks in all "
+             "processes\n",
+             a->site_ranks, site / 1e6);
+    else
+      printf("sites: every stage on %d tensor-parallel x %d context-parallel ranks; %.3f MB "
+             "between their ranks in all processes\n",
+             a->site_ranks / a->site_cp, a->site_cp, site / 1e6);
   }
   double predicted = NAN;
   if (r->wan.sc) {
