@@ -34,6 +34,11 @@ typedef struct {
   int steps, batch, micro_batches, seq, layers, channels, heads;
   int site_cp; /* context parallelism inside every site (peerd --gpus N > 1): N / site_cp TP ranks
                   x site_cp CP ranks; 1 = none */
+  /* the Mixture-of-Experts variant (model/moe.h; 0 experts = dense); a site runs an MoE stage
+   * as N expert-parallel ranks */
+  int moe_experts, moe_top_k;
+  char moe_layers[WT_CONFIG_STR_MAX];
+  double moe_capacity, moe_aux_weight;
   double lr;
   long long seed;
   char data[WT_CONFIG_STR_MAX], data_sha256[WT_CONFIG_STR_MAX];

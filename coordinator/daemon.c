@@ -38,6 +38,15 @@ static const wt_option s_options[] = {
      "context parallelism inside every site (peerd --gpus N > 1): split each sequence over this "
      "many of its GPUs (ring attention; N a multiple of it, --seq of twice it)",
      0},
+    {"moe-experts", WT_OPT_INT, F(moe_experts), 0, 65536, "0",
+     "Mixture of Experts: experts per MoE block (0 = a dense model); CPU peers only", 0},
+    {"moe-top-k", WT_OPT_INT, F(moe_top_k), 1, 65536, "1", "experts each token is routed to", 0},
+    {"moe-layers", WT_OPT_STRING, F(moe_layers), 0, 0, "all",
+     "blocks whose MLP becomes experts: all, or numbers and ranges (\"1,3\", \"0-3\")", 0},
+    {"moe-capacity", WT_OPT_FLOAT, F(moe_capacity), 1e-6, 1e6, "1.25",
+     "capacity factor: an expert takes at most this x tokens*k/experts tokens", 0},
+    {"moe-aux-weight", WT_OPT_FLOAT, F(moe_aux_weight), 0, 1e6, "0.01",
+     "weight of the Switch load-balancing loss", 0},
     {"lr", WT_OPT_FLOAT, F(lr), 0, 10, "3e-3", "peak learning rate (AdamW)", 0},
     {"seed", WT_OPT_INT64, F(seed), 0, 9e15, "1", "seed of weights and data order", 0},
     {"data", WT_OPT_STRING, F(data), 0, 0, "synthetic",
@@ -343,7 +352,28 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   /* A site splits the heads over its GPUs / site_cp tensor-parallel ranks: refuse a peer that
    * could never run its stage rather than fail every epoch it is placed in. */
   const int cp = c->cfg.site_cp > 1 ? c->cfg.site_cp : 1, n = (int)gpus;
-  if (n > 1 && (n % cp || c->cfg.heads % (n / cp))) {
+  const int E = c->cfg.moe_experts;
+  if (E > 0 && strcmp(kind, "cpu") != 0) {
+    c->refused++;
+    snprintf(why, sizeof why,
+             "this run's model has MoE blocks, which run on CPU peers only (this peer reports a "
+             "%s device); join with --device cpu",
+             kind);
+    s_refuse(c, route, rlen, why);
+    coord_event(c, "refused", "key %.8s…: %s", key, why);
+    return;
+  }
+  if (E > 0 && n > 1 && E % n) {
+    c->refused++;
+    snprintf(why, sizeof why,
+             "a site of %d GPUs runs this run's MoE stages as %d expert-parallel ranks, which must "
+             "split the %d experts evenly; use a --gpus that divides %d",
+             n, n, E, E);
+    s_refuse(c, route, rlen, why);
+    coord_event(c, "refused", "key %.8s…: %s", key, why);
+    return;
+  }
+  if (E == 0 && n > 1 && (n % cp || c->cfg.heads % (n / cp))) {
     c->refused++;
     snprintf(why, sizeof why,
              "a site of %d GPUs cannot run this run's model: %d must be a multiple of --site-cp "

@@ -7,6 +7,7 @@
 
 #include "common/common.h"
 #include "common/rng.h"
+#include "model/gpt.h" /* defines: gpt_config_set_moe_layers for the MoE blocks' size */
 
 #include <math.h>
 #include <stdio.h>
@@ -80,6 +81,13 @@ static cJSON *s_train_json(coordinator *c, int rank) {
   cJSON_AddNumberToObject(t, "channels", g->channels);
   cJSON_AddNumberToObject(t, "heads", g->heads);
   cJSON_AddNumberToObject(t, "site_cp", g->site_cp > 1 ? g->site_cp : 1);
+  if (g->moe_experts > 0) {
+    cJSON_AddNumberToObject(t, "moe_experts", g->moe_experts);
+    cJSON_AddNumberToObject(t, "moe_top_k", g->moe_top_k);
+    cJSON_AddStringToObject(t, "moe_layers", g->moe_layers);
+    cJSON_AddNumberToObject(t, "moe_capacity", g->moe_capacity);
+    cJSON_AddNumberToObject(t, "moe_aux_weight", g->moe_aux_weight);
+  }
   cJSON_AddNumberToObject(t, "lr", g->lr);
   cJSON_AddNumberToObject(t, "seed", (double)g->seed);
   cJSON_AddStringToObject(t, "data", g->data);
@@ -168,6 +176,20 @@ static int s_all_probed(coordinator *c, const int *who, int n) {
   return 1;
 }
 
+/* Parameters of the model for the cost model: the blocks and embeddings (vocabulary not known
+ * here, so a nominal 64 rows) and each MoE block's router and extra experts — all of them
+ * (what a replica's reduce moves), or only the top-k a token uses (active: its compute). */
+static double s_model_params(const coordinator_config *g, int active) {
+  const double C = g->channels;
+  double params = 12.0 * g->layers * C * C + 64.0 * C;
+  gpt_config m = {.n_layer = g->layers};
+  if (g->moe_experts > 0 && gpt_config_set_moe_layers(&m, g->moe_layers) == WT_OK)
+    for (int l = 0; l < g->layers && l < GPT_MOE_MAX_LAYERS; l++)
+      if (m.moe_layer[l])
+        params += ((active ? g->moe_top_k : g->moe_experts) - 1) * 8.0 * C * C + C * g->moe_experts;
+  return params;
+}
+
 /* The cost model's problem over the peers `list` (network index = position in list). */
 static void s_problem(coordinator *c, const int *list, int n, int with_compute, assign_network *net,
                       assign_problem *p) {
@@ -189,7 +211,7 @@ static void s_problem(coordinator *c, const int *list, int n, int with_compute, 
     }
   }
   assign_network_symmetrize(net);
-  double params = 12.0 * g->layers * g->channels * g->channels + 64.0 * g->channels;
+  double params = s_model_params(g, 0);
   *p = (assign_problem){.net = net,
                         .d_pp = g->stages,
                         .d_dp = g->replicas,
@@ -198,7 +220,8 @@ static void s_problem(coordinator *c, const int *list, int n, int with_compute, 
   /* A tasklet's compute on the fastest listed peer: 6 FLOP per parameter and token (forward and
    * backward) for its stage's parameters and its replica's tokens. */
   if (with_compute && ref > 0)
-    p->compute_s = 6.0 * params / g->stages * ((double)g->batch / g->replicas * g->seq) / ref;
+    p->compute_s =
+        6.0 * s_model_params(g, 1) / g->stages * ((double)g->batch / g->replicas * g->seq) / ref;
 }
 
 static void s_network_free(assign_network *net) {

@@ -332,6 +332,20 @@ int peer_state_exchange(const peer_held *held, parallel_comm *world, const cJSON
   return WT_OK;
 }
 
+/* The Mixture-of-Experts fields of a training config (none: the dense model). */
+static int s_moe_config(const cJSON *t, gpt_config *m) {
+  m->moe_experts = coordinator_field_int(t, "moe_experts", 0);
+  if (m->moe_experts <= 0) {
+    m->moe_experts = 0;
+    return WT_OK;
+  }
+  m->moe_top_k = coordinator_field_int(t, "moe_top_k", 1);
+  m->moe_capacity = (float)coordinator_field_num(t, "moe_capacity", 1.25);
+  m->moe_aux_weight = (float)coordinator_field_num(t, "moe_aux_weight", 0.01);
+  WT_CHECK(gpt_config_set_moe_layers(m, coordinator_field_str(t, "moe_layers")));
+  return gpt_config_validate(m);
+}
+
 static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(w->body, "train");
   if (!cJSON_IsObject(t)) return wt_fail(WT_EINVAL, "train epoch without a training config");
@@ -346,6 +360,7 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
                                .n_layer = coordinator_field_int(t, "layers", 2),
                                .n_head = coordinator_field_int(t, "heads", 2),
                                .channels = coordinator_field_int(t, "channels", 32)};
+  WT_CHECK(s_moe_config(t, &c.train.model));
   c.train.batch = coordinator_field_int(t, "batch", 16);
   c.train.micro_batches = coordinator_field_int(t, "micro_batches", 1);
   c.train.steps = (long)coordinator_field_int(t, "steps", 10);
@@ -392,7 +407,11 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   c.state_out = &out, c.state_out_bytes = &out_bytes;
   parallel_tasklet_result res;
   int rc = parallel_tasklet_run(&c, world, &res);
-  if (c.site_ranks > 1) {
+  if (c.site_ranks > 1 && c.train.model.moe_experts > 0) {
+    WT_INFO("peerd: stage %d ran %ld steps on a site of %d expert-parallel ranks, %.1f MB between "
+            "them",
+            c.stage, res.steps_done, c.site_ranks, (double)res.bytes_site / 1e6);
+  } else if (c.site_ranks > 1) {
     const int cp = c.site_cp > 1 ? c.site_cp : 1;
     WT_INFO("peerd: stage %d ran %ld steps on a site of %d tensor-parallel x %d context-parallel "
             "ranks, %.1f MB between them",

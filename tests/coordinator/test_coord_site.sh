@@ -9,7 +9,11 @@
 #   - context parallelism inside the site: a run with --site-cp 2 has the --gpus 2 peer run its
 #     stage on 1 tensor-parallel x 2 context-parallel ranks and finishes with the loss going
 #     down; a --gpus 3 peer (not a multiple of 2) is refused at registration with a message, and
-#     a --seq that does not split into 4 chunks is refused by the coordinator.
+#     a --seq that does not split into 4 chunks is refused by the coordinator;
+#   - expert parallelism inside the site: a run of the MoE model (--moe-experts 4) has the --gpus 2
+#     peer run its stage on 2 expert-parallel ranks and finishes with the loss going down; a
+#     --gpus 3 peer (3 does not divide 4 experts) is refused at registration with the reason,
+#     and the coordinator refuses --moe-top-k without --moe-experts and MoE with --site-cp.
 #   tests/coordinator/test_coord_site.sh BIN_DIR
 BIN=$1
 . "$(dirname "$0")/harness.sh"
@@ -76,4 +80,26 @@ python3 -c "import sys, math; sys.exit(0 if math.isfinite($L) and $L < $F else 1
   fail "the loss did not go down with --site-cp 2: first $F, final $L"
 grep -q "on a site of 1 tensor-parallel x 2 context-parallel ranks" "$WORK/cp4.log" ||
   fail "the site peer did not run its stage on 2 context-parallel ranks"
+
+out=$("$BIN/coordinator" --state-dir "$WORK/bad" --moe-top-k 2 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "add --moe-experts" || fail "--moe-top-k alone: $out"
+out=$("$BIN/coordinator" --state-dir "$WORK/bad" --moe-experts 4 --site-cp 2 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "without context parallelism" || fail "MoE + --site-cp: $out"
+STATE=$WORK/state-ep
+start_coord coord-ep.log --open --stages 2 --replicas 1 --steps $STEPS --checkpoint-every 10 \
+  --heartbeat 0.25 --exit-when-done --moe-experts 4 --moe-top-k 2 --moe-capacity 2
+PEER_LOG=ep start_peer 6 --gpus 3 --flops 1e9
+wait_for "$WORK/ep6.log" "refused this peer" 30 || fail "a --gpus 3 peer was not refused for 4 experts"
+grep -q "split the 4 experts evenly" "$WORK/ep6.log" || fail "the MoE refusal does not say why"
+PEER_LOG=ep start_peer 7 --gpus 2 --flops 1e9
+PEER_LOG=ep start_peer 8 --flops 1e9
+wait_for "$WORK/coord-ep.log" "the run finished $STEPS steps" 90 || fail "the MoE run did not finish"
+wait_exit "$CPID" 30
+L=$(json_field coord-ep.log loss)
+F=$(json_field coord-ep.log first_loss)
+echo "MoE run with a site of 2 expert-parallel ranks: first loss $F, final loss $L"
+python3 -c "import sys, math; sys.exit(0 if math.isfinite($L) and $L < $F else 1)" ||
+  fail "the loss did not go down in the MoE run: first $F, final $L"
+grep -q "on a site of 2 expert-parallel ranks" "$WORK/ep7.log" ||
+  fail "the site peer did not run its MoE stage on 2 expert-parallel ranks"
 echo "test_coord_site: all checks passed"
