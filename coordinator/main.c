@@ -4,6 +4,7 @@
 
 #include "common/common.h"
 #include "common/config.h"
+#include "compress/preset.h"
 
 #include <signal.h>
 #include <stddef.h>
@@ -83,28 +84,22 @@ int main(int argc, char **argv) {
                          opts);
     return 0;
   }
-  if (cfg.batch % (cfg.replicas * cfg.micro_batches) || cfg.channels % cfg.heads) {
-    fprintf(stderr, "coordinator: error: --batch must be a multiple of --replicas x "
-                    "--micro-batches and --heads must divide --channels\n");
+  if (coordinator_config_check(&cfg) != WT_OK) {
+    fprintf(stderr, "coordinator: error: %s\n", wt_last_error());
     return 2;
   }
-  if (cfg.site_cp > 1 && cfg.seq % (2 * cfg.site_cp)) {
-    fprintf(stderr,
-            "coordinator: error: --site-cp %d splits each sequence into %d chunks; give a --seq "
-            "that is a multiple of %d (not %d)\n",
-            cfg.site_cp, 2 * cfg.site_cp, 2 * cfg.site_cp, cfg.seq);
-    return 2;
+  if (strcmp(cfg.preset, "none")) {
+    char line[512];
+    compress_preset_describe(compress_preset_find(cfg.preset), line, sizeof line);
+    printf("coordinator: preset %s: %s\n", cfg.preset, line);
   }
-  if (strcmp(cfg.grad_codec, "none") || !strncmp(cfg.act_codec, "delta", 5)) {
-    /* Recovery from churn resumes from checkpoints, which hold no codec state. */
-    fprintf(stderr,
-            "coordinator: error: --grad-codec %s / --act-codec %s keep state (error "
-            "feedback, activation caches) that checkpoints do not hold, so a run could "
-            "not recover from a lost peer; use --grad-codec none and --act-codec none "
-            "or direct8\n",
-            cfg.grad_codec, cfg.act_codec);
-    return 2;
-  }
+  if (coordinator_config_stateful(&cfg))
+    printf("coordinator: sync: DiLoCo H=%d (outer lr %g, momentum %g), --grad-codec %s, error "
+           "feedback %s, --act-codec %s: recovery from a lost peer resumes from the last "
+           "complete checkpoint in %s\n",
+           cfg.diloco_h, cfg.outer_lr, cfg.outer_momentum, cfg.grad_codec, cfg.grad_ef,
+           cfg.act_codec, cfg.checkpoint_dir);
+  fflush(stdout);
   struct sigaction sa = {0};
   sa.sa_handler = s_on_signal;
   sigaction(SIGINT, &sa, NULL);
