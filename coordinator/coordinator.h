@@ -43,6 +43,12 @@ typedef struct {
   long long seed;
   char data[WT_CONFIG_STR_MAX], data_sha256[WT_CONFIG_STR_MAX];
   char grad_codec[WT_CONFIG_STR_MAX], act_codec[WT_CONFIG_STR_MAX];
+  /* how replicas synchronise (compress/preset.h): a --preset fills the options below it left
+   * unset (coordinator_config_check); grad_ef "auto" becomes "on" or "off" there */
+  char preset[WT_CONFIG_STR_MAX];
+  int diloco_h; /* 0: synchronous; H: DiLoCo, one outer step per H steps */
+  double outer_lr, outer_momentum;
+  char grad_ef[WT_CONFIG_STR_MAX];        /* error feedback around grad_codec: auto|on|off */
   char checkpoint_dir[WT_CONFIG_STR_MAX]; /* shared by the peers; "" = <state_dir>/checkpoints */
   int checkpoint_every;
   /* placement */
@@ -63,6 +69,19 @@ typedef struct {
 
 /* The option table of coordinator_config (names, bounds, defaults, help), for the program. */
 const wt_option *coordinator_options(void);
+
+/* Checks a parsed config and applies its --preset (compress_preset_apply: unset options take the
+ * preset's values, contradicting ones are refused naming both); grad_ef is "on" or "off"
+ * afterwards. Returns WT_OK, or WT_EINVAL / WT_ENOTFOUND with wt_last_error() saying what to
+ * change: batch not split evenly, heads not dividing channels, a sequence site_cp cannot split,
+ * a preset conflict, or a stateful run (below) without an explicit checkpoint_dir. */
+int coordinator_config_check(coordinator_config *cfg);
+
+/* 1 when the run keeps state across steps that the peers' in-memory hand-over cannot carry:
+ * DiLoCo's outer state, error-feedback residuals, delta activation caches. Such a run recovers
+ * from churn through the last complete checkpoint only, whose per-replica .state files hold it
+ * (docs/coordinator.md, "Recovery"). */
+int coordinator_config_stateful(const coordinator_config *cfg);
 
 typedef struct coordinator coordinator;
 

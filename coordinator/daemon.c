@@ -4,6 +4,8 @@
 #include "coordinator/coordinator_internal.h"
 
 #include "common/common.h"
+#include "model/gpt.h" /* defines: the MoE checks of gpt_config */
+#include "compress/preset.h"
 #include "parallel/site.h" /* defines: PARALLEL_SITE_MAX_RANKS */
 #include "parallel/zmq.h"  /* defines: the CURVE key-pair helpers */
 
@@ -53,13 +55,24 @@ static const wt_option s_options[] = {
      "corpus: synthetic, or a URL / path every peer fetches and verifies", 0},
     {"data-sha256", WT_OPT_STRING, F(data_sha256), 0, 0, "", "SHA-256 the corpus must have", 0},
     {"grad-codec", WT_OPT_CHOICE, F(grad_codec), 0, 0, "none",
-     "gradient compression (only none recovers from churn: codecs keep state)",
+     "gradient compression in the data-parallel reduce (DiLoCo: of its pseudo-gradients)",
      "none|fp16|bf16|int8|int4|sign|topk|randk"},
     {"act-codec", WT_OPT_CHOICE, F(act_codec), 0, 0, "none",
-     "activation compression (none or direct8 recover from churn)",
-     "none|delta2|delta4|delta8|direct8"},
+     "activation compression across pipeline cuts", "none|delta2|delta4|delta8|direct8"},
+    {"diloco", WT_OPT_INT, F(diloco_h), 0, 1e9, "0",
+     "DiLoCo: average the replicas every H steps (0 = synchronous)", 0},
+    {"outer-lr", WT_OPT_FLOAT, F(outer_lr), 0, 10, "0.7",
+     "DiLoCo's outer lr (1 with --outer-momentum 0 = plain averaging)", 0},
+    {"outer-momentum", WT_OPT_FLOAT, F(outer_momentum), 0, 0.999, "0.9",
+     "DiLoCo's outer Nesterov momentum", 0},
+    {"grad-ef", WT_OPT_CHOICE, F(grad_ef), 0, 0, "auto",
+     "error feedback around --grad-codec; auto = the preset's, else on", "auto|on|off"},
+    {"preset", WT_OPT_CHOICE, F(preset), 0, 0, "none", COMPRESS_PRESET_HELP,
+     "none|" COMPRESS_PRESET_NAMES},
     {"checkpoint-dir", WT_OPT_STRING, F(checkpoint_dir), 0, 0, "",
-     "checkpoint directory the peers share (default STATE_DIR/checkpoints)", 0},
+     "checkpoint directory the peers share (default STATE_DIR/checkpoints; required with "
+     "DiLoCo, error feedback or a delta --act-codec, which recover from it)",
+     0},
     {"checkpoint-every", WT_OPT_INT, F(checkpoint_every), 1, 1e9, "10", "steps between checkpoints",
      0},
     {"solver", WT_OPT_CHOICE, F(solver), 0, 0, "ga", "placement solver",
@@ -88,6 +101,74 @@ static const wt_option s_options[] = {
 
 const wt_option *coordinator_options(void) {
   return s_options;
+}
+
+int coordinator_config_stateful(const coordinator_config *cfg) {
+  return cfg->diloco_h > 0 || !strncmp(cfg->act_codec, "delta", 5) ||
+         (strcmp(cfg->grad_codec, "none") && strcmp(cfg->grad_ef, "off"));
+}
+
+/* The MoE options against each other and the model, as `wantrain train` checks them. */
+static int s_check_moe(const coordinator_config *c) {
+  if (c->moe_experts == 0 && (c->moe_top_k != 1 || strcmp(c->moe_layers, "all") != 0 ||
+                              c->moe_capacity != 1.25 || c->moe_aux_weight != 0.01))
+    return wt_fail(WT_EINVAL, "--moe-top-k, --moe-layers, --moe-capacity and --moe-aux-weight "
+                              "shape an MoE model; add --moe-experts E (> 0) or drop them");
+  if (c->moe_experts == 0) return WT_OK;
+  if (c->site_cp > 1)
+    return wt_fail(WT_EINVAL, "a site runs an MoE model's stages expert-parallel, without "
+                              "context parallelism; drop --site-cp or the MoE options");
+  gpt_config g = {.vocab_size = 256,
+                  .max_seq = c->seq,
+                  .n_layer = c->layers,
+                  .n_head = c->heads,
+                  .channels = c->channels,
+                  .moe_experts = c->moe_experts,
+                  .moe_top_k = c->moe_top_k,
+                  .moe_capacity = (float)c->moe_capacity,
+                  .moe_aux_weight = (float)c->moe_aux_weight};
+  if (gpt_config_set_moe_layers(&g, c->moe_layers) != WT_OK) {
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", wt_last_error());
+    return wt_fail(WT_EINVAL, "--moe-layers: %s (--layers %d)", msg, c->layers);
+  }
+  return gpt_config_validate(&g);
+}
+
+int coordinator_config_check(coordinator_config *cfg) {
+  if (cfg->batch % (cfg->replicas * cfg->micro_batches) || cfg->channels % cfg->heads)
+    return wt_fail(WT_EINVAL, "--batch must be a multiple of --replicas x --micro-batches and "
+                              "--heads must divide --channels");
+  if (cfg->site_cp > 1 && cfg->seq % (2 * cfg->site_cp))
+    return wt_fail(WT_EINVAL,
+                   "--site-cp %d splits each sequence into %d chunks; give a --seq that is a "
+                   "multiple of %d (not %d)",
+                   cfg->site_cp, 2 * cfg->site_cp, 2 * cfg->site_cp, cfg->seq);
+  WT_CHECK(s_check_moe(cfg));
+  compress_sync_options o = {.diloco_h = cfg->diloco_h,
+                             .outer_lr = cfg->outer_lr,
+                             .outer_momentum = cfg->outer_momentum,
+                             .error_feedback = !strcmp(cfg->grad_ef, "auto") ? -1
+                                               : !strcmp(cfg->grad_ef, "on") ? 1
+                                                                             : 0};
+  snprintf(o.codec, sizeof o.codec, "%.15s", cfg->grad_codec); /* a choice: short */
+  WT_CHECK(compress_preset_apply(cfg->preset[0] ? cfg->preset : "none", &o));
+  cfg->diloco_h = o.diloco_h;
+  cfg->outer_lr = o.outer_lr, cfg->outer_momentum = o.outer_momentum;
+  snprintf(cfg->grad_codec, sizeof cfg->grad_codec, "%s", o.codec);
+  snprintf(cfg->grad_ef, sizeof cfg->grad_ef, "%s", o.error_feedback == 0 ? "off" : "on");
+  /* A replacement peer must find the lost replica's .state file in the checkpoint directory,
+   * so every peer has to reach it: the default under the coordinator's state directory is
+   * shared only when all run on its host, which a run that cannot recover otherwise must not
+   * assume silently. */
+  if (coordinator_config_stateful(cfg) && !cfg->checkpoint_dir[0])
+    return wt_fail(WT_EINVAL,
+                   "this run keeps state across steps (DiLoCo, error feedback or delta activation "
+                   "caches: --diloco %d, --grad-codec %s, --grad-ef %s, --act-codec %s) that "
+                   "only checkpoints carry to a peer replacing a lost one; give "
+                   "--checkpoint-dir, a directory every peer shares",
+                   cfg->diloco_h, cfg->grad_codec, cfg->grad_ef, cfg->act_codec);
+  return WT_OK;
 }
 
 /* ---- ZAP: every CURVE client may connect; the daemon admits by token. The handler tells the

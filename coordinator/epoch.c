@@ -94,6 +94,10 @@ static cJSON *s_train_json(coordinator *c, int rank) {
   cJSON_AddStringToObject(t, "data_sha256", g->data_sha256);
   cJSON_AddStringToObject(t, "grad_codec", g->grad_codec);
   cJSON_AddStringToObject(t, "act_codec", g->act_codec);
+  cJSON_AddNumberToObject(t, "diloco", g->diloco_h);
+  cJSON_AddNumberToObject(t, "outer_lr", g->outer_lr);
+  cJSON_AddNumberToObject(t, "outer_momentum", g->outer_momentum);
+  cJSON_AddNumberToObject(t, "grad_ef", strcmp(g->grad_ef, "off") != 0);
   cJSON_AddStringToObject(t, "checkpoint_dir", g->checkpoint_dir);
   cJSON_AddNumberToObject(t, "checkpoint_every", g->checkpoint_every);
   cJSON_AddNumberToObject(t, "resume", !c->from_peers && c->committed_step > 0);
@@ -245,11 +249,16 @@ static int s_holds(coordinator *c, int rank, int stage, long step) {
  * memory (every replica of a stage at one step holds the same state), when it is no older than
  * the latest complete checkpoint; a member that does not hold its stage at that step receives it
  * from one that does (spread over them). Otherwise, and after an epoch that made no progress
- * (a hand-over may be what failed), everyone loads the checkpoint. */
+ * (a hand-over may be what failed), everyone loads the checkpoint. A stateful run (DiLoCo, error
+ * feedback, delta activation caches) always loads the checkpoint: the held states carry the
+ * weights and optimizer only, while each replica's own sync state lives in its .state file of
+ * the checkpoint, and a peer replacing a lost replica must start from that replica's file. The
+ * steps since the checkpoint are trained again. */
 static void s_state_sources(coordinator *c) {
   const int S = c->cfg.stages, R = c->cfg.replicas, n = c->n_members;
+  const int handover = c->failed_epochs == 0 && !coordinator_config_stateful(&c->cfg);
   long best = 0;
-  for (int q = 0; q < n && c->failed_epochs == 0; q++) {
+  for (int q = 0; q < n && handover; q++) {
     long step = c->peers[c->members[q]].held_step;
     int covered = step > best && step >= c->committed_step;
     for (int st = 0; covered && st < S; st++) {

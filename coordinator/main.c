@@ -4,7 +4,7 @@
 
 #include "common/common.h"
 #include "common/config.h"
-#include "model/gpt.h" /* defines: the MoE checks of gpt_config */
+#include "compress/preset.h"
 
 #include <signal.h>
 #include <stddef.h>
@@ -65,33 +65,6 @@ static int s_token(int argc, char **argv) {
   return 0;
 }
 
-/* The MoE options against each other and the model, as `wantrain train` checks them. */
-static int s_check_moe(const coordinator_config *c) {
-  if (c->moe_experts == 0 && (c->moe_top_k != 1 || strcmp(c->moe_layers, "all") != 0 ||
-                              c->moe_capacity != 1.25 || c->moe_aux_weight != 0.01))
-    return wt_fail(WT_EINVAL, "--moe-top-k, --moe-layers, --moe-capacity and --moe-aux-weight "
-                              "shape an MoE model; add --moe-experts E (> 0) or drop them");
-  if (c->moe_experts == 0) return WT_OK;
-  if (c->site_cp > 1)
-    return wt_fail(WT_EINVAL, "a site runs an MoE model's stages expert-parallel, without "
-                              "context parallelism; drop --site-cp or the MoE options");
-  gpt_config g = {.vocab_size = 256,
-                  .max_seq = c->seq,
-                  .n_layer = c->layers,
-                  .n_head = c->heads,
-                  .channels = c->channels,
-                  .moe_experts = c->moe_experts,
-                  .moe_top_k = c->moe_top_k,
-                  .moe_capacity = (float)c->moe_capacity,
-                  .moe_aux_weight = (float)c->moe_aux_weight};
-  if (gpt_config_set_moe_layers(&g, c->moe_layers) != WT_OK) {
-    char msg[600];
-    snprintf(msg, sizeof msg, "%s", wt_last_error());
-    return wt_fail(WT_EINVAL, "--moe-layers: %s (--layers %d)", msg, c->layers);
-  }
-  return gpt_config_validate(&g);
-}
-
 int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "token")) return s_token(argc, argv);
   int first = argc >= 2 && !strcmp(argv[1], "serve") ? 2 : 1;
@@ -111,32 +84,22 @@ int main(int argc, char **argv) {
                          opts);
     return 0;
   }
-  if (cfg.batch % (cfg.replicas * cfg.micro_batches) || cfg.channels % cfg.heads) {
-    fprintf(stderr, "coordinator: error: --batch must be a multiple of --replicas x "
-                    "--micro-batches and --heads must divide --channels\n");
-    return 2;
-  }
-  if (cfg.site_cp > 1 && cfg.seq % (2 * cfg.site_cp)) {
-    fprintf(stderr,
-            "coordinator: error: --site-cp %d splits each sequence into %d chunks; give a --seq "
-            "that is a multiple of %d (not %d)\n",
-            cfg.site_cp, 2 * cfg.site_cp, 2 * cfg.site_cp, cfg.seq);
-    return 2;
-  }
-  if (s_check_moe(&cfg) != WT_OK) {
+  if (coordinator_config_check(&cfg) != WT_OK) {
     fprintf(stderr, "coordinator: error: %s\n", wt_last_error());
     return 2;
   }
-  if (strcmp(cfg.grad_codec, "none") || !strncmp(cfg.act_codec, "delta", 5)) {
-    /* Recovery from churn resumes from checkpoints, which hold no codec state. */
-    fprintf(stderr,
-            "coordinator: error: --grad-codec %s / --act-codec %s keep state (error "
-            "feedback, activation caches) that checkpoints do not hold, so a run could "
-            "not recover from a lost peer; use --grad-codec none and --act-codec none "
-            "or direct8\n",
-            cfg.grad_codec, cfg.act_codec);
-    return 2;
+  if (strcmp(cfg.preset, "none")) {
+    char line[512];
+    compress_preset_describe(compress_preset_find(cfg.preset), line, sizeof line);
+    printf("coordinator: preset %s: %s\n", cfg.preset, line);
   }
+  if (coordinator_config_stateful(&cfg))
+    printf("coordinator: sync: DiLoCo H=%d (outer lr %g, momentum %g), --grad-codec %s, error "
+           "feedback %s, --act-codec %s: recovery from a lost peer resumes from the last "
+           "complete checkpoint in %s\n",
+           cfg.diloco_h, cfg.outer_lr, cfg.outer_momentum, cfg.grad_codec, cfg.grad_ef,
+           cfg.act_codec, cfg.checkpoint_dir);
+  fflush(stdout);
   struct sigaction sa = {0};
   sa.sa_handler = s_on_signal;
   sigaction(SIGINT, &sa, NULL);

@@ -375,6 +375,13 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   snprintf(c.act_codec, sizeof c.act_codec, "%s", coordinator_field_str(t, "act_codec"));
   if (!c.grad_codec[0]) snprintf(c.grad_codec, sizeof c.grad_codec, "none");
   if (!c.act_codec[0]) snprintf(c.act_codec, sizeof c.act_codec, "none");
+  /* how replicas synchronise; a coordinator that does not say: every step, error feedback on */
+  c.diloco_h = coordinator_field_int(t, "diloco", 0);
+  /* clamped to the coordinator's option bounds, so the cast to float is defined */
+  c.diloco_lr = (float)fmin(fmax(coordinator_field_num(t, "outer_lr", c.diloco_lr), 0), 10);
+  c.diloco_momentum =
+      (float)fmin(fmax(coordinator_field_num(t, "outer_momentum", c.diloco_momentum), 0), 0.999);
+  c.grad_ef = coordinator_field_int(t, "grad_ef", 1) != 0;
   snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s",
            coordinator_field_str(t, "checkpoint_dir"));
   c.checkpoint_every = coordinator_field_int(t, "checkpoint_every", 0);
@@ -393,6 +400,15 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   pthread_mutex_unlock(&w->mu);
   WT_CHECK(parallel_tasklet_config_validate(&c, parallel_comm_size(world)));
   const cJSON *from = cJSON_GetObjectItemCaseSensitive(t, "state_from");
+  /* A stateful run (DiLoCo, error feedback, delta caches) keeps no state between epochs: the
+   * coordinator restarts it from its checkpoint, which holds what a hand-over cannot. */
+  const int stateful = c.diloco_h > 0 || !strncmp(c.act_codec, "delta", 5) ||
+                       (strcmp(c.grad_codec, "none") && c.grad_ef);
+  if (stateful && from)
+    return wt_fail(WT_EINVAL, "the coordinator asks for a state hand-over in a run with DiLoCo, "
+                              "error feedback or delta activation caches, which only its "
+                              "checkpoint can restore");
+  if (stateful) peer_held_clear(w->held); /* nothing to hand over or to report as held */
   const void *in = NULL;
   int owned = 0;
   if (from) {
@@ -404,7 +420,12 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   }
   void *out = NULL;
   size_t out_bytes = 0;
-  c.state_out = &out, c.state_out_bytes = &out_bytes;
+  if (!stateful) c.state_out = &out, c.state_out_bytes = &out_bytes;
+  if (c.diloco_h > 0 || strcmp(c.grad_codec, "none"))
+    WT_INFO("peerd: stage %d replica %d syncs with DiLoCo H=%d (outer lr %g, momentum %g), "
+            "grad codec %s, error feedback %s",
+            c.stage, c.replica, c.diloco_h, (double)c.diloco_lr, (double)c.diloco_momentum,
+            c.grad_codec, c.grad_ef ? "on" : "off");
   parallel_tasklet_result res;
   int rc = parallel_tasklet_run(&c, world, &res);
   if (c.site_ranks > 1 && c.train.model.moe_experts > 0) {

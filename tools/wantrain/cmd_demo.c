@@ -47,7 +47,8 @@ static const wt_option s_options[] = {
     {"scenario", WT_OPT_STRING, F(scenario), 0, 0, "",
      "WAN scenario (default: the shipped coordinator/scenarios/wan4.json)", 0},
     {"act-codec", WT_OPT_CHOICE, F(act_codec), 0, 0, "direct8",
-     "activation compression (codecs with state cannot resume from checkpoints)", "none|direct8"},
+     "activation compression (stateless: the standby takes over from the members' memory)",
+     "none|direct8"},
     {"time-scale", WT_OPT_FLOAT, F(time_scale), 0.001, 10, "0.1",
      "wall seconds per emulated second of the WAN", 0},
     {0}};

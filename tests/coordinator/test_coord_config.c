@@ -1,0 +1,95 @@
+/* test_coord_config — the coordinator's option handling: a --preset fills the sync options it
+ * leaves unset and refuses contradicting ones naming both; a run that keeps state across steps
+ * (DiLoCo, error feedback, delta activation caches) is refused without an explicit
+ * --checkpoint-dir, since recovery from a lost peer goes through the checkpoint only; stateless
+ * runs need none. No sockets. */
+#include "common/common.h"
+#include "common/testing.h"
+#include "coordinator/coordinator.h"
+
+#include <string.h>
+
+/* Parses the NULL-terminated arguments into *cfg and checks them; returns the check's status. */
+static int s_check(coordinator_config *cfg, const char *const *args) {
+  char *argv[32] = {"coordinator"};
+  int argc = 1, help = 0;
+  for (; args[argc - 1]; argc++) argv[argc] = (char *)args[argc - 1];
+  const wt_option *opts = coordinator_options();
+  WT_TEST_REQUIRE(wt_config_defaults(opts, cfg) == WT_OK, "defaults");
+  WT_TEST_REQUIRE(wt_config_parse_args(opts, cfg, argc, argv, 1, NULL, 0, NULL, &help) == WT_OK,
+                  "parse: %s", wt_last_error());
+  return coordinator_config_check(cfg);
+}
+
+static void test_preset_applied(void) {
+  coordinator_config c;
+  const char *wan[] = {"--preset", "wan", "--checkpoint-dir", "/shared/ckpt", NULL};
+  WT_TEST_REQUIRE(s_check(&c, wan) == WT_OK, "--preset wan: %s", wt_last_error());
+  WT_TEST_ASSERT(c.diloco_h == 100 && !strcmp(c.grad_codec, "sign") && !strcmp(c.grad_ef, "off"),
+                 "wan: DiLoCo H=%d, codec %s, ef %s", c.diloco_h, c.grad_codec, c.grad_ef);
+  WT_TEST_CLOSE(c.outer_lr, 0.7, 1e-6, 0, "wan's outer lr");
+  WT_TEST_CLOSE(c.outer_momentum, 0.9, 1e-6, 0, "wan's outer momentum");
+  WT_TEST_ASSERT(coordinator_config_stateful(&c), "a DiLoCo run keeps state");
+  const char *lan[] = {"--preset",         "lan",          "--diloco", "30", "--grad-codec", "int8",
+                       "--checkpoint-dir", "/shared/ckpt", NULL};
+  WT_TEST_REQUIRE(s_check(&c, lan) == WT_OK, "options repeating the preset's values: %s",
+                  wt_last_error());
+  WT_TEST_ASSERT(c.diloco_h == 30 && !strcmp(c.grad_ef, "on"), "lan: H=%d, ef %s", c.diloco_h,
+                 c.grad_ef);
+}
+
+static void test_conflicts_refused(void) {
+  coordinator_config c;
+  const char *codec[] = {"--preset", "wan", "--grad-codec", "int8", "--checkpoint-dir", "/x", NULL};
+  WT_TEST_ASSERT(s_check(&c, codec) == WT_EINVAL, "a codec contradicting the preset is refused");
+  WT_TEST_ASSERT(strstr(wt_last_error(), "--preset wan") && strstr(wt_last_error(), "sign") &&
+                     strstr(wt_last_error(), "int8"),
+                 "the message names both: %s", wt_last_error());
+  const char *h[] = {"--preset", "slow-wan", "--diloco", "50", "--checkpoint-dir", "/x", NULL};
+  WT_TEST_ASSERT(s_check(&c, h) == WT_EINVAL && strstr(wt_last_error(), "--diloco"),
+                 "an interval contradicting the preset is refused: %s", wt_last_error());
+  const char *lr[] = {"--preset", "lan", "--outer-lr", "1", "--checkpoint-dir", "/x", NULL};
+  WT_TEST_ASSERT(s_check(&c, lr) == WT_EINVAL && strstr(wt_last_error(), "--outer-lr"),
+                 "an outer lr contradicting the preset is refused: %s", wt_last_error());
+  const char *ef[] = {"--preset", "wan", "--grad-ef", "on", "--checkpoint-dir", "/x", NULL};
+  WT_TEST_ASSERT(s_check(&c, ef) == WT_EINVAL && strstr(wt_last_error(), "--grad-ef"),
+                 "error feedback contradicting the preset is refused: %s", wt_last_error());
+  const char *batch[] = {"--batch", "15", NULL};
+  WT_TEST_ASSERT(s_check(&c, batch) == WT_EINVAL && strstr(wt_last_error(), "--batch"),
+                 "a batch the replicas cannot split is refused: %s", wt_last_error());
+}
+
+static void test_stateful_needs_checkpoint_dir(void) {
+  coordinator_config c;
+  const char *const stateful[][7] = {{"--preset", "wan", NULL},
+                                     {"--diloco", "5", NULL},
+                                     {"--grad-codec", "int8", NULL}, /* error feedback: auto = on */
+                                     {"--act-codec", "delta4", NULL}};
+  for (size_t i = 0; i < sizeof stateful / sizeof *stateful; i++) {
+    WT_TEST_ASSERT(s_check(&c, stateful[i]) == WT_EINVAL, "%s %s without --checkpoint-dir",
+                   stateful[i][0], stateful[i][1]);
+    WT_TEST_ASSERT(strstr(wt_last_error(), "--checkpoint-dir") != NULL,
+                   "the message says what "
+                   "to give: %s",
+                   wt_last_error());
+  }
+  const char *const stateless[][7] = {
+      {NULL}, {"--grad-codec", "int8", "--grad-ef", "off", NULL}, {"--act-codec", "direct8", NULL}};
+  for (size_t i = 0; i < sizeof stateless / sizeof *stateless; i++) {
+    WT_TEST_ASSERT(s_check(&c, stateless[i]) == WT_OK,
+                   "a stateless run needs no checkpoint "
+                   "dir: %s",
+                   wt_last_error());
+    WT_TEST_ASSERT(!coordinator_config_stateful(&c), "stateless run %zu", i);
+  }
+  const char *with_dir[] = {"--diloco", "5", "--checkpoint-dir", "/shared/ckpt", NULL};
+  WT_TEST_ASSERT(s_check(&c, with_dir) == WT_OK && coordinator_config_stateful(&c),
+                 "a stateful run with a checkpoint dir: %s", wt_last_error());
+}
+
+int main(void) {
+  test_preset_applied();
+  test_conflicts_refused();
+  test_stateful_needs_checkpoint_dir();
+  return wt_test_finish("test_coord_config");
+}
