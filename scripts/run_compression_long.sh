@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the long DiLoCo experiments of docs/compression.md ("Long runs: which setting crosses a
 # slow link at the least loss"): synchronous fp32 data parallelism against DiLoCo with plain
-# averaging or Nesterov outer steps over H = 10 to 1000, pseudo-gradient codecs (int4, sign,
-# top-k with and without error feedback; fp16 at H = 10, int8 + EF at H = 30 and 100), and
+# averaging or Nesterov outer steps over H = 10 to 1000, pseudo-gradient codecs (fp16, int8,
+# int4, sign, top-k with and without error feedback at H = 100; fp16 at H = 10, int8 + EF at
+# H = 30), and
 # streaming DiLoCo — 4 workers x 6,000 steps each (6.1 M tokens, 20x the 300-step tables),
 # seeded. Every run prints one JSON line; they are collected in $OUT/runs.jsonl and tabulated
 # (all runs, Pareto front, best setting per byte budget, loss over the run) in $OUT/tables.md.
@@ -13,9 +14,9 @@
 #   TABLES_ONLY=1 OUT=/tmp/long scripts/run_compression_long.sh   # tabulate what is there
 #
 # A run whose $OUT/runs/NAME.json exists already is not repeated, so a set can be resumed or
-# gathered from several machines. Wall time: 42 runs of 100 s (idle core) to 8 min (loaded
-# machine) each, one core per run; measured on the shared 2-core machine: about 10,100 s of run
-# time, about 75 min with 2-3 runs in parallel (docs/compression.md).
+# gathered from several machines. Wall time: 47 runs of 100 s (idle core) to 8 min (loaded
+# machine) each, one core per run; measured on the shared 2-core machine: about 11,000 s of run
+# time, about 80 min with 2-3 runs in parallel (docs/compression.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -41,7 +42,7 @@ BEST="--outer-lr 0.7 --outer-momentum 0.9"
 BEST_TAG=lr0.7-m0.9
 
 # Settings of the Pareto front that get seeds 2 and 3 (names without the -sN suffix).
-SEEDED=${SEEDED:-"sync-fp32 dl-H100-lr0.7-m0.9-fp32 dl-H100-lr0.7-m0.9-int4 dl-H100-lr0.7-m0.9-int4-ef dl-H100-lr0.7-m0.9-sign dl-H30-lr0.7-m0.9-int8-ef dl-H500-lr0.7-m0.9-int4-ef dl-H500-lr0.7-m0.9-sign dl-H1000-lr0.7-m0.9-int4-ef"}
+SEEDED=${SEEDED:-"sync-fp32 dl-H100-lr0.7-m0.9-fp32 dl-H100-lr0.7-m0.9-int4 dl-H100-lr0.7-m0.9-int4-ef dl-H100-lr0.7-m0.9-sign dl-H30-lr0.7-m0.9-int8-ef dl-H500-lr0.7-m0.9-int4-ef dl-H500-lr0.7-m0.9-sign dl-H1000-lr0.7-m0.9-int4-ef dl-H1000-lr0.7-m0.9-sign-ef"}
 
 # Seed 1 of every setting, one line per run, most important first: NAME ARGS...
 plan_s1() {
@@ -52,7 +53,7 @@ plan_s1() {
     echo "dl-H100-lr$1-m$2-fp32-s1 --experiment diloco --H 100 --outer-lr $1 --outer-momentum $2 --codec none --seed 1"
   done
   # Pseudo-gradient codecs with and without error feedback.
-  for c in int8-ef int4 int4-ef sign sign-ef topk topk-ef; do
+  for c in fp16 fp16-ef int8 int8-ef int4 int4-ef sign sign-ef topk topk-ef; do
     echo "dl-H100-$BEST_TAG-$c-s1 --experiment diloco --H 100 $BEST --codec ${c%-ef} $([ "$c" != "${c%-ef}" ] && echo --ef) --seed 1"
   done
   for c in fp32 sign topk-ef int4-ef; do
