@@ -29,10 +29,10 @@ typedef struct {
   uint64_t last_seq;
   coord_peer_status status;
   char region[64], kind[32], host[256];
-  int region_index; /* in the scenario, -1 without one */
+  int region_index;     /* in the scenario, -1 without one */
   double flops, memory; /* a site's aggregate (peerd --gpus) */
   int gpus;             /* GPUs of the site behind it (1: a single device) */
-  double last_seen; /* wt_now_s() */
+  double last_seen;     /* wt_now_s() */
   /* last heartbeat */
   long step;
   double loss, tokens_s, bytes_sent, bytes_recv;

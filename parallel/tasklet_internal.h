@@ -20,19 +20,19 @@ typedef struct {
   parallel_comm *pipe;  /* this replica's stages */
   trainer *t;
   parallel_pipeline *pipeline;
-  parallel_site *site;         /* the stage's TP ranks (site_ranks > 1), or NULL */
-  compress_codec *codec; /* gradient codec, or NULL */
-  int sparse;            /* topk / randk: all-gathered */
-  parallel_ef *ef;       /* compressed ring residuals */
-  compress_ef *sef;      /* sparse sender residual */
-  diloco *outer;         /* DiLoCo, or NULL */
-  parallel_zero *zero;   /* ZeRO-1, or NULL */
+  parallel_site *site;    /* the stage's TP ranks (site_ranks > 1), or NULL */
+  compress_codec *codec;  /* gradient codec, or NULL */
+  int sparse;             /* topk / randk: all-gathered */
+  parallel_ef *ef;        /* compressed ring residuals */
+  compress_ef *sef;       /* sparse sender residual */
+  diloco *outer;          /* DiLoCo, or NULL */
+  parallel_zero *zero;    /* ZeRO-1, or NULL */
   const kernels_ops *ops; /* the stage's back end */
   int holds_cuda;         /* this tasklet counts as the process's one on the CUDA back end */
-  float *grads_host;     /* the reduced gradient on the host, between reduce and ZeRO's update */
-  float *params_host;    /* ZeRO-1 on a device: the parameters' host copy (ops->host_alloc) */
-  double t_start; /* wt_now_s() when the run began (time_limit_s) */
-  int stop;        /* world rank 0 asked every tasklet to stop after this step */
+  float *grads_host;      /* the reduced gradient on the host, between reduce and ZeRO's update */
+  float *params_host;     /* ZeRO-1 on a device: the parameters' host copy (ops->host_alloc) */
+  double t_start;         /* wt_now_s() when the run began (time_limit_s) */
+  int stop;               /* world rank 0 asked every tasklet to stop after this step */
   /* wall time of each part of the steps so far (parallel_tasklet_result) */
   double pipeline_s, tied_s, reduce_s, norm_s;
 } parallel_tasklet;

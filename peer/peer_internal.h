@@ -47,7 +47,7 @@ typedef struct {
   double act_saved_row;            /* bytes the activation codec saves per sample row sent */
   void *zc;                        /* the zmq communicator while the work runs */
   int stage, replica;
-  int site_ranks; /* --gpus: the tasklet's site (set before peer_work_start) */
+  int site_ranks;               /* --gpus: the tasklet's site (set before peer_work_start) */
   double *probe_lat, *probe_bw; /* size entries, -1 unmeasured */
 } peer_work;
 

@@ -51,7 +51,8 @@ static int h_dying_recv(void *ctx, int peer, int tag, void *buf, size_t cap, siz
   return parallel_comm_recv(d->inner, peer, tag, buf, cap, got);
 }
 
-static const parallel_transport_ops h_dying_ops = {.name = "dying", .send = h_dying_send, .recv = h_dying_recv};
+static const parallel_transport_ops h_dying_ops = {
+    .name = "dying", .send = h_dying_send, .recv = h_dying_recv};
 
 static void h_on_step(void *arg, const parallel_tasklet_step *st) {
   h_run *h = arg;
