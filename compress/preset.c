@@ -88,3 +88,19 @@ void compress_preset_describe(const compress_preset *p, char *buf, size_t cap) {
            p->error_feedback ? " with error feedback" : "", p->loss, p->sync_loss,
            1.0 / p->fraction);
 }
+
+int compress_sync_args_apply(compress_sync_args *a) {
+  compress_sync_options o = {.diloco_h = a->diloco,
+                             .outer_lr = a->outer_lr,
+                             .outer_momentum = a->outer_momentum,
+                             .error_feedback = !strcmp(a->grad_ef, "auto") ? -1
+                                               : !strcmp(a->grad_ef, "on") ? 1
+                                                                           : 0};
+  snprintf(o.codec, sizeof o.codec, "%.15s", a->grad_codec); /* a choice: short */
+  WT_CHECK(compress_preset_apply(a->preset[0] ? a->preset : "none", &o));
+  a->diloco = o.diloco_h;
+  a->outer_lr = o.outer_lr, a->outer_momentum = o.outer_momentum;
+  snprintf(a->grad_codec, sizeof a->grad_codec, "%s", o.codec);
+  snprintf(a->grad_ef, sizeof a->grad_ef, "%s", o.error_feedback == 0 ? "off" : "on");
+  return WT_OK;
+}

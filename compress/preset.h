@@ -23,6 +23,8 @@
 #ifndef WT_COMPRESS_PRESET_H
 #define WT_COMPRESS_PRESET_H
 
+#include "common/config.h"
+
 #include <stddef.h>
 
 typedef struct {
@@ -82,5 +84,39 @@ compress_sync_options compress_sync_options_default(void);
  * --grad-codec sign, but --grad-codec int8 was given; drop one of them"); *o is unchanged on
  * error. */
 int compress_preset_apply(const char *name, compress_sync_options *o);
+
+/* ---- the options of a command that synchronises replicas -------------------------------------
+ * `wantrain launch` and `coordinator` read the same six options into a member of this type
+ * (COMPRESS_SYNC_OPTIONS lists their rows) and apply the preset with compress_sync_args_apply. */
+typedef struct {
+  char grad_codec[WT_CONFIG_STR_MAX]; /* none|fp16|bf16|int8|int4|sign|topk|randk */
+  int diloco;                         /* H: 0 = synchronous */
+  double outer_lr, outer_momentum;
+  char grad_ef[WT_CONFIG_STR_MAX]; /* auto|on|off; on or off once applied */
+  char preset[WT_CONFIG_STR_MAX];  /* none or a preset's name */
+} compress_sync_args;
+
+/* Applies a->preset to the other fields in place (compress_preset_apply's rules; grad_ef auto
+ * becomes the preset's choice, else on). Returns its statuses; *a is unchanged on error. */
+int compress_sync_args_apply(compress_sync_args *a);
+
+/* The option rows of a compress_sync_args member `m` of `type`. */
+// clang-format off
+#define COMPRESS_SYNC_OPTIONS(type, m)                                                             \
+  {"grad-codec", WT_OPT_CHOICE, offsetof(type, m.grad_codec), 0, 0, "none",                        \
+   "gradient compression in the data-parallel reduce (DiLoCo: of its pseudo-gradients)",           \
+   "none|fp16|bf16|int8|int4|sign|topk|randk"},                                                    \
+  {"diloco", WT_OPT_INT, offsetof(type, m.diloco), 0, 1e9, "0",                                    \
+   "DiLoCo: average the replicas every H steps (0 = synchronous)", 0},                             \
+  {"outer-lr", WT_OPT_FLOAT, offsetof(type, m.outer_lr), 0, 10, "0.7",                             \
+   "DiLoCo's outer lr (1 with --outer-momentum 0 = plain averaging)", 0},                          \
+  {"outer-momentum", WT_OPT_FLOAT, offsetof(type, m.outer_momentum), 0, 0.999, "0.9",              \
+   "DiLoCo's outer Nesterov momentum", 0},                                                         \
+  {"grad-ef", WT_OPT_CHOICE, offsetof(type, m.grad_ef), 0, 0, "auto",                              \
+   "error feedback around --grad-codec (gradients, or DiLoCo's pseudo-gradients); auto = the "     \
+   "preset's, else on", "auto|on|off"},                                                            \
+  {"preset", WT_OPT_CHOICE, offsetof(type, m.preset), 0, 0, "none", COMPRESS_PRESET_HELP,          \
+   "none|" COMPRESS_PRESET_NAMES}
+// clang-format on
 
 #endif

@@ -21,6 +21,7 @@
 #define WT_COORDINATOR_H
 
 #include "common/config.h"
+#include "compress/preset.h" /* defines: compress_sync_args */
 
 #include <signal.h>
 #include <stdint.h>
@@ -42,13 +43,10 @@ typedef struct {
   double lr;
   long long seed;
   char data[WT_CONFIG_STR_MAX], data_sha256[WT_CONFIG_STR_MAX];
-  char grad_codec[WT_CONFIG_STR_MAX], act_codec[WT_CONFIG_STR_MAX];
-  /* how replicas synchronise (compress/preset.h): a --preset fills the options below it left
-   * unset (coordinator_config_check); grad_ef "auto" becomes "on" or "off" there */
-  char preset[WT_CONFIG_STR_MAX];
-  int diloco_h; /* 0: synchronous; H: DiLoCo, one outer step per H steps */
-  double outer_lr, outer_momentum;
-  char grad_ef[WT_CONFIG_STR_MAX];        /* error feedback around grad_codec: auto|on|off */
+  char act_codec[WT_CONFIG_STR_MAX];
+  /* how replicas synchronise (compress/preset.h): --preset fills the options left unset
+   * (coordinator_config_check); grad_ef "auto" becomes "on" or "off" there */
+  compress_sync_args sync;
   char checkpoint_dir[WT_CONFIG_STR_MAX]; /* shared by the peers; "" = <state_dir>/checkpoints */
   int checkpoint_every;
   /* placement */

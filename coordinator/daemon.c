@@ -54,21 +54,9 @@ static const wt_option s_options[] = {
     {"data", WT_OPT_STRING, F(data), 0, 0, "synthetic",
      "corpus: synthetic, or a URL / path every peer fetches and verifies", 0},
     {"data-sha256", WT_OPT_STRING, F(data_sha256), 0, 0, "", "SHA-256 the corpus must have", 0},
-    {"grad-codec", WT_OPT_CHOICE, F(grad_codec), 0, 0, "none",
-     "gradient compression in the data-parallel reduce (DiLoCo: of its pseudo-gradients)",
-     "none|fp16|bf16|int8|int4|sign|topk|randk"},
+    COMPRESS_SYNC_OPTIONS(coordinator_config, sync),
     {"act-codec", WT_OPT_CHOICE, F(act_codec), 0, 0, "none",
      "activation compression across pipeline cuts", "none|delta2|delta4|delta8|direct8"},
-    {"diloco", WT_OPT_INT, F(diloco_h), 0, 1e9, "0",
-     "DiLoCo: average the replicas every H steps (0 = synchronous)", 0},
-    {"outer-lr", WT_OPT_FLOAT, F(outer_lr), 0, 10, "0.7",
-     "DiLoCo's outer lr (1 with --outer-momentum 0 = plain averaging)", 0},
-    {"outer-momentum", WT_OPT_FLOAT, F(outer_momentum), 0, 0.999, "0.9",
-     "DiLoCo's outer Nesterov momentum", 0},
-    {"grad-ef", WT_OPT_CHOICE, F(grad_ef), 0, 0, "auto",
-     "error feedback around --grad-codec; auto = the preset's, else on", "auto|on|off"},
-    {"preset", WT_OPT_CHOICE, F(preset), 0, 0, "none", COMPRESS_PRESET_HELP,
-     "none|" COMPRESS_PRESET_NAMES},
     {"checkpoint-dir", WT_OPT_STRING, F(checkpoint_dir), 0, 0, "",
      "checkpoint directory the peers share (default STATE_DIR/checkpoints; required with "
      "DiLoCo, error feedback or a delta --act-codec, which recover from it)",
@@ -104,8 +92,8 @@ const wt_option *coordinator_options(void) {
 }
 
 int coordinator_config_stateful(const coordinator_config *cfg) {
-  return cfg->diloco_h > 0 || !strncmp(cfg->act_codec, "delta", 5) ||
-         (strcmp(cfg->grad_codec, "none") && strcmp(cfg->grad_ef, "off"));
+  return cfg->sync.diloco > 0 || !strncmp(cfg->act_codec, "delta", 5) ||
+         (strcmp(cfg->sync.grad_codec, "none") && strcmp(cfg->sync.grad_ef, "off"));
 }
 
 /* The MoE options against each other and the model, as `wantrain train` checks them. */
@@ -145,18 +133,7 @@ int coordinator_config_check(coordinator_config *cfg) {
                    "multiple of %d (not %d)",
                    cfg->site_cp, 2 * cfg->site_cp, 2 * cfg->site_cp, cfg->seq);
   WT_CHECK(s_check_moe(cfg));
-  compress_sync_options o = {.diloco_h = cfg->diloco_h,
-                             .outer_lr = cfg->outer_lr,
-                             .outer_momentum = cfg->outer_momentum,
-                             .error_feedback = !strcmp(cfg->grad_ef, "auto") ? -1
-                                               : !strcmp(cfg->grad_ef, "on") ? 1
-                                                                             : 0};
-  snprintf(o.codec, sizeof o.codec, "%.15s", cfg->grad_codec); /* a choice: short */
-  WT_CHECK(compress_preset_apply(cfg->preset[0] ? cfg->preset : "none", &o));
-  cfg->diloco_h = o.diloco_h;
-  cfg->outer_lr = o.outer_lr, cfg->outer_momentum = o.outer_momentum;
-  snprintf(cfg->grad_codec, sizeof cfg->grad_codec, "%s", o.codec);
-  snprintf(cfg->grad_ef, sizeof cfg->grad_ef, "%s", o.error_feedback == 0 ? "off" : "on");
+  WT_CHECK(compress_sync_args_apply(&cfg->sync));
   /* A replacement peer must find the lost replica's .state file in the checkpoint directory,
    * so every peer has to reach it: the default under the coordinator's state directory is
    * shared only when all run on its host, which a run that cannot recover otherwise must not
@@ -167,7 +144,7 @@ int coordinator_config_check(coordinator_config *cfg) {
                    "caches: --diloco %d, --grad-codec %s, --grad-ef %s, --act-codec %s) that "
                    "only checkpoints carry to a peer replacing a lost one; give "
                    "--checkpoint-dir, a directory every peer shares",
-                   cfg->diloco_h, cfg->grad_codec, cfg->grad_ef, cfg->act_codec);
+                   cfg->sync.diloco, cfg->sync.grad_codec, cfg->sync.grad_ef, cfg->act_codec);
   return WT_OK;
 }
 

@@ -92,12 +92,12 @@ static cJSON *s_train_json(coordinator *c, int rank) {
   cJSON_AddNumberToObject(t, "seed", (double)g->seed);
   cJSON_AddStringToObject(t, "data", g->data);
   cJSON_AddStringToObject(t, "data_sha256", g->data_sha256);
-  cJSON_AddStringToObject(t, "grad_codec", g->grad_codec);
+  cJSON_AddStringToObject(t, "grad_codec", g->sync.grad_codec);
   cJSON_AddStringToObject(t, "act_codec", g->act_codec);
-  cJSON_AddNumberToObject(t, "diloco", g->diloco_h);
-  cJSON_AddNumberToObject(t, "outer_lr", g->outer_lr);
-  cJSON_AddNumberToObject(t, "outer_momentum", g->outer_momentum);
-  cJSON_AddNumberToObject(t, "grad_ef", strcmp(g->grad_ef, "off") != 0);
+  cJSON_AddNumberToObject(t, "diloco", g->sync.diloco);
+  cJSON_AddNumberToObject(t, "outer_lr", g->sync.outer_lr);
+  cJSON_AddNumberToObject(t, "outer_momentum", g->sync.outer_momentum);
+  cJSON_AddNumberToObject(t, "grad_ef", strcmp(g->sync.grad_ef, "off") != 0);
   cJSON_AddStringToObject(t, "checkpoint_dir", g->checkpoint_dir);
   cJSON_AddNumberToObject(t, "checkpoint_every", g->checkpoint_every);
   cJSON_AddNumberToObject(t, "resume", !c->from_peers && c->committed_step > 0);

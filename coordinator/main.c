@@ -88,17 +88,17 @@ int main(int argc, char **argv) {
     fprintf(stderr, "coordinator: error: %s\n", wt_last_error());
     return 2;
   }
-  if (strcmp(cfg.preset, "none")) {
+  if (strcmp(cfg.sync.preset, "none")) {
     char line[512];
-    compress_preset_describe(compress_preset_find(cfg.preset), line, sizeof line);
-    printf("coordinator: preset %s: %s\n", cfg.preset, line);
+    compress_preset_describe(compress_preset_find(cfg.sync.preset), line, sizeof line);
+    printf("coordinator: preset %s: %s\n", cfg.sync.preset, line);
   }
   if (coordinator_config_stateful(&cfg))
     printf("coordinator: sync: DiLoCo H=%d (outer lr %g, momentum %g), --grad-codec %s, error "
            "feedback %s, --act-codec %s: recovery from a lost peer resumes from the last "
            "complete checkpoint in %s\n",
-           cfg.diloco_h, cfg.outer_lr, cfg.outer_momentum, cfg.grad_codec, cfg.grad_ef,
-           cfg.act_codec, cfg.checkpoint_dir);
+           cfg.sync.diloco, cfg.sync.outer_lr, cfg.sync.outer_momentum, cfg.sync.grad_codec,
+           cfg.sync.grad_ef, cfg.act_codec, cfg.checkpoint_dir);
   fflush(stdout);
   struct sigaction sa = {0};
   sa.sa_handler = s_on_signal;

@@ -25,17 +25,18 @@ static void test_preset_applied(void) {
   coordinator_config c;
   const char *wan[] = {"--preset", "wan", "--checkpoint-dir", "/shared/ckpt", NULL};
   WT_TEST_REQUIRE(s_check(&c, wan) == WT_OK, "--preset wan: %s", wt_last_error());
-  WT_TEST_ASSERT(c.diloco_h == 100 && !strcmp(c.grad_codec, "sign") && !strcmp(c.grad_ef, "off"),
-                 "wan: DiLoCo H=%d, codec %s, ef %s", c.diloco_h, c.grad_codec, c.grad_ef);
-  WT_TEST_CLOSE(c.outer_lr, 0.7, 1e-6, 0, "wan's outer lr");
-  WT_TEST_CLOSE(c.outer_momentum, 0.9, 1e-6, 0, "wan's outer momentum");
+  WT_TEST_ASSERT(
+      c.sync.diloco == 100 && !strcmp(c.sync.grad_codec, "sign") && !strcmp(c.sync.grad_ef, "off"),
+      "wan: DiLoCo H=%d, codec %s, ef %s", c.sync.diloco, c.sync.grad_codec, c.sync.grad_ef);
+  WT_TEST_CLOSE(c.sync.outer_lr, 0.7, 1e-6, 0, "wan's outer lr");
+  WT_TEST_CLOSE(c.sync.outer_momentum, 0.9, 1e-6, 0, "wan's outer momentum");
   WT_TEST_ASSERT(coordinator_config_stateful(&c), "a DiLoCo run keeps state");
   const char *lan[] = {"--preset",         "lan",          "--diloco", "30", "--grad-codec", "int8",
                        "--checkpoint-dir", "/shared/ckpt", NULL};
   WT_TEST_REQUIRE(s_check(&c, lan) == WT_OK, "options repeating the preset's values: %s",
                   wt_last_error());
-  WT_TEST_ASSERT(c.diloco_h == 30 && !strcmp(c.grad_ef, "on"), "lan: H=%d, ef %s", c.diloco_h,
-                 c.grad_ef);
+  WT_TEST_ASSERT(c.sync.diloco == 30 && !strcmp(c.sync.grad_ef, "on"), "lan: H=%d, ef %s",
+                 c.sync.diloco, c.sync.grad_ef);
 }
 
 static void test_conflicts_refused(void) {

@@ -51,8 +51,9 @@ typedef struct {
   char config[WT_CONFIG_STR_MAX];
   int stages, replicas;
   char schedule[WT_CONFIG_STR_MAX];
-  char grad_codec[WT_CONFIG_STR_MAX], act_codec[WT_CONFIG_STR_MAX];
-  int diloco, zero;
+  compress_sync_args sync; /* --grad-codec, --diloco, --outer-*, --grad-ef, --preset */
+  char act_codec[WT_CONFIG_STR_MAX];
+  int zero;
   char device[WT_CONFIG_STR_MAX], precision[WT_CONFIG_STR_MAX];
   int tf32, act_slots, site_ranks, site_cp;
   double timeout;
@@ -69,9 +70,6 @@ typedef struct {
   char checkpoint_dir[WT_CONFIG_STR_MAX];
   int checkpoint_every, keep, resume;
   char json_log[WT_CONFIG_STR_MAX];
-  char preset[WT_CONFIG_STR_MAX];
-  double outer_lr, outer_momentum;
-  char grad_ef[WT_CONFIG_STR_MAX];
 } launch_args;
 
 /* The data, model and optimizer rows are `wantrain train`'s (cli.h), so a command line moves
@@ -83,21 +81,9 @@ static const wt_option s_options[] = {
     {"replicas", WT_OPT_INT, F(replicas), 1, S_MAX_RANKS, "1",
      "data-parallel replicas R (S x R processes)", 0},
     {"schedule", WT_OPT_CHOICE, F(schedule), 0, 0, "1f1b", "pipeline schedule", "1f1b|gpipe"},
-    {"grad-codec", WT_OPT_CHOICE, F(grad_codec), 0, 0, "none",
-     "gradient compression in the data-parallel all-reduce",
-     "none|fp16|bf16|int8|int4|sign|topk|randk"},
+    COMPRESS_SYNC_OPTIONS(launch_args, sync),
     {"act-codec", WT_OPT_CHOICE, F(act_codec), 0, 0, "none",
      "activation compression across pipeline cuts", "none|delta2|delta4|delta8|direct8"},
-    {"diloco", WT_OPT_INT, F(diloco), 0, 1e9, "0",
-     "DiLoCo: average the replicas every H steps (0 = synchronous)", 0},
-    {"outer-lr", WT_OPT_FLOAT, F(outer_lr), 0, 10, "0.7",
-     "DiLoCo's outer lr (1 with --outer-momentum 0 = plain averaging)", 0},
-    {"outer-momentum", WT_OPT_FLOAT, F(outer_momentum), 0, 0.999, "0.9",
-     "DiLoCo's outer Nesterov momentum", 0},
-    {"grad-ef", WT_OPT_CHOICE, F(grad_ef), 0, 0, "auto",
-     "error feedback around --grad-codec (gradients, or DiLoCo's pseudo-gradients); auto = "
-     "the preset's, else on",
-     "auto|on|off"},
     {"zero", WT_OPT_INT, F(zero), 0, 1, "0", "1 = ZeRO-1 optimizer-state sharding", 0},
     {"device", WT_OPT_STRING, F(device), 0, 0, "cpu",
      "kernels back end of every process: cpu; cuda:N = all on GPU N; cuda = process w on GPU "
@@ -159,8 +145,6 @@ static const wt_option s_options[] = {
     {"keep", WT_OPT_INT, F(keep), 1, 1000, "2", "checkpoints kept per stage", 0},
     {"resume", WT_OPT_FLAG, F(resume), 0, 1, "0", "continue from --checkpoint-dir's manifest", 0},
     {"json-log", WT_OPT_STRING, F(json_log), 0, 0, "", "append one JSON object per step here", 0},
-    {"preset", WT_OPT_CHOICE, F(preset), 0, 0, "none", COMPRESS_PRESET_HELP,
-     "none|" COMPRESS_PRESET_NAMES},
     {0}};
 #undef F
 
@@ -172,24 +156,6 @@ static const char *s_usage =
 
 /* ---- the configuration both sides build from the options ---------------------------------- */
 
-/* --preset onto the synchronisation options (compress/preset.h: it fills unset ones and refuses
- * contradicting ones). */
-static int s_apply_preset(launch_args *a) {
-  compress_sync_options o = {.diloco_h = a->diloco,
-                             .outer_lr = a->outer_lr,
-                             .outer_momentum = a->outer_momentum,
-                             .error_feedback = !strcmp(a->grad_ef, "auto") ? -1
-                                               : !strcmp(a->grad_ef, "on") ? 1
-                                                                           : 0};
-  snprintf(o.codec, sizeof o.codec, "%.15s", a->grad_codec); /* a choice: short */
-  WT_CHECK(compress_preset_apply(a->preset, &o));
-  a->diloco = o.diloco_h;
-  a->outer_lr = o.outer_lr, a->outer_momentum = o.outer_momentum;
-  snprintf(a->grad_codec, sizeof a->grad_codec, "%s", o.codec);
-  snprintf(a->grad_ef, sizeof a->grad_ef, "%s", o.error_feedback == 0 ? "off" : "on");
-  return WT_OK;
-}
-
 static void s_tasklet_config(const launch_args *a, const data_set *d, parallel_tasklet_config *c) {
   *c = parallel_tasklet_config_default();
   c->stages = a->stages;
@@ -198,12 +164,12 @@ static void s_tasklet_config(const launch_args *a, const data_set *d, parallel_t
   /* only a malformed --moe-layers fails here, and cmd_launch refused it before */
   (void)cli_trainer_config(&a->t, data_set_vocab_size(d), &c->train);
   c->data = d;
-  snprintf(c->grad_codec, sizeof c->grad_codec, "%.15s", a->grad_codec); /* a choice: short */
+  snprintf(c->grad_codec, sizeof c->grad_codec, "%.15s", a->sync.grad_codec); /* a choice: short */
   snprintf(c->act_codec, sizeof c->act_codec, "%.15s", a->act_codec);
-  c->diloco_h = a->diloco; /* a preset was applied to these by s_apply_preset */
-  c->diloco_lr = (float)a->outer_lr;
-  c->diloco_momentum = (float)a->outer_momentum;
-  c->grad_ef = strcmp(a->grad_ef, "off") != 0; /* auto without a preset: on */
+  c->diloco_h = a->sync.diloco; /* with the preset applied (compress_sync_args_apply) */
+  c->diloco_lr = (float)a->sync.outer_lr;
+  c->diloco_momentum = (float)a->sync.outer_momentum;
+  c->grad_ef = strcmp(a->sync.grad_ef, "off") != 0; /* auto without a preset: on */
   c->zero = a->zero;
   c->act_slots = a->act_slots;
   c->site_ranks = a->site_ranks;
@@ -494,7 +460,7 @@ int cmd_launch_worker(int argc, char **argv) {
   int help = 0;
   if (!status || wt_config_defaults(s_options, &a) != WT_OK ||
       wt_config_parse_args(s_options, &a, argc, argv, 5, NULL, 0, NULL, &help) != WT_OK ||
-      s_apply_preset(&a) != WT_OK) {
+      compress_sync_args_apply(&a.sync) != WT_OK) {
     fprintf(stderr, "wantrain __tasklet %d: %s\n", rank, wt_last_error());
     return CLI_USAGE;
   }
@@ -865,7 +831,7 @@ static int s_predict(const s_run *r, int model, double *out) {
   /* the pipeline links carry the tied gradient too (both ways, every replica) */
   double act = S > 1 ? bp / steps - (double)R * 2 * cfg.tied_bytes : 0;
   cfg.act_bytes = S > 1 ? WT_MAX(act, 0.0) / (R * (S - 1) * m * 2) : 0;
-  cfg.grad_bytes = R > 1 && !a->diloco ? bd / (steps * S * 2 * (R - 1)) : 0;
+  cfg.grad_bytes = R > 1 && !a->sync.diloco ? bd / (steps * S * 2 * (R - 1)) : 0;
   cfg.dp_algo = ASSIGN_DP_RING;
   cfg.dp_ring = r->rings;
   cfg.tied_bytes = tied_model;
@@ -997,19 +963,19 @@ int cmd_launch(int argc, char **argv) {
   launch_args a;
   int rc = cli_parse("launch", s_usage, s_options, &a, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;
-  if (s_apply_preset(&a) != WT_OK) {
+  if (compress_sync_args_apply(&a.sync) != WT_OK) {
     fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
     return CLI_USAGE;
   }
-  if (strcmp(a.preset, "none")) {
+  if (strcmp(a.sync.preset, "none")) {
     char line[512];
-    compress_preset_describe(compress_preset_find(a.preset), line, sizeof line);
-    printf("launch: preset %s: %s\n", a.preset, line);
+    compress_preset_describe(compress_preset_find(a.sync.preset), line, sizeof line);
+    printf("launch: preset %s: %s\n", a.sync.preset, line);
   }
   /* Measured (docs/compression.md, "Stacked on a pipeline"): the Nesterov outer step lets the
    * activations at a cut grow far beyond synchronous training's, and 2-4-bit codecs, whose
    * per-row range those large values set, then lose the small ones. 8 bits do not. */
-  if (a.diloco > 0 && a.outer_momentum > 0 &&
+  if (a.sync.diloco > 0 && a.sync.outer_momentum > 0 &&
       (!strcmp(a.act_codec, "delta2") || !strcmp(a.act_codec, "delta4")))
     fprintf(stderr,
             "wantrain launch: warning: --act-codec %s quantises activations to %c bits, and "
@@ -1053,8 +1019,8 @@ int cmd_launch(int argc, char **argv) {
   if (rc == WT_OK)
     printf("launch: %d stages x %d replicas = %d processes on %s (%s), %s, grad codec %s, act "
            "codec %s%s; model %.3f M parameters; data %s\n",
-           a.stages, a.replicas, world, where, a.precision, a.schedule, a.grad_codec, a.act_codec,
-           a.insecure ? ", INSECURE links" : ", CurveZMQ links",
+           a.stages, a.replicas, world, where, a.precision, a.schedule, a.sync.grad_codec,
+           a.act_codec, a.insecure ? ", INSECURE links" : ", CurveZMQ links",
            (double)gpt_config_num_params(&c.train.model) / 1e6, a.data);
   data_set_destroy(&d);
   if (rc != WT_OK) {
