@@ -40,9 +40,10 @@ static const wt_option s_options[] = {
      0},
     {"gpus", WT_OPT_INT, F(gpus), 1, PARALLEL_SITE_MAX_RANKS, "1",
      "GPUs of this site: the coordinator sees one device of gpus x site-efficiency x one GPU's "
-     "FLOP/s and gpus x its memory, and each assigned stage runs with tensor parallelism over "
-     "gpus ranks (threads of this process; --device cpu only; the model's heads must be a "
-     "multiple of it)",
+     "FLOP/s and gpus x its memory, and each assigned stage runs on gpus ranks (threads of this "
+     "process; --device cpu only): tensor parallelism (the heads must split over it), times "
+     "context parallelism when the run has --site-cp, or expert parallelism for an MoE model "
+     "(the experts must split over it)",
      0},
     {"site-efficiency", WT_OPT_FLOAT, F(site_efficiency), 0.01, 1, "0.9",
      "with --gpus > 1, the fraction of gpus x one GPU's speed the site is reported at (tensor "
