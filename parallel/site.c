@@ -176,32 +176,22 @@ static int s_grads(parallel_site *site, s_rank *rk, float *g) {
   return WT_OK;
 }
 
-/* dst (B, T/c rows, width elements of size `size` each) = src's (B, T) rows at this rank's
- * positions; s_rows_put is the inverse. With c = 1 both are plain copies. */
-static void s_rows_take(const s_rank *rk, int c, void *dst, const void *src, int B, int T,
-                        size_t row) {
+/* Copies rows of `row` bytes between a full (B, T) array and this rank's (B, T/c) rows at its
+ * positions: into the local rows (to_full = 0) or back into the full array (to_full = 1). With
+ * c = 1 it is a plain copy. */
+static void s_rows_copy(const s_rank *rk, int c, void *dst, const void *src, int B, int T,
+                        size_t row, int to_full) {
   const int Tl = T / c;
   if (c == 1) {
     memcpy(dst, src, row * (size_t)B * T);
     return;
   }
   for (int b = 0; b < B; b++)
-    for (int i = 0; i < Tl; i++)
-      memcpy((char *)dst + ((size_t)b * Tl + i) * row,
-             (const char *)src + ((size_t)b * T + rk->pos[i]) * row, row);
-}
-
-static void s_rows_put(const s_rank *rk, int c, void *dst, const void *src, int B, int T,
-                       size_t row) {
-  const int Tl = T / c;
-  if (c == 1) {
-    memcpy(dst, src, row * (size_t)B * T);
-    return;
-  }
-  for (int b = 0; b < B; b++)
-    for (int i = 0; i < Tl; i++)
-      memcpy((char *)dst + ((size_t)b * T + rk->pos[i]) * row,
-             (const char *)src + ((size_t)b * Tl + i) * row, row);
+    for (int i = 0; i < Tl; i++) {
+      size_t full = (size_t)b * T + rk->pos[i], local = (size_t)b * Tl + i;
+      memcpy((char *)dst + (to_full ? full : local) * row,
+             (const char *)src + (to_full ? local : full) * row, row);
+    }
 }
 
 /* The pass over this rank's N = B·T/c rows; the full arrays crossing the stage's boundaries are
@@ -212,22 +202,22 @@ static int s_forward(parallel_site *site, s_rank *rk, const s_call *c) {
   const size_t NC = (size_t)c->B * (c->T / cp) * C;
   for (int i = 0; i < c->T / cp; i++) rk->pos[i] = parallel_cp_position(cp, rk->cp, c->T, i);
   if (site->has_first) {
-    s_rows_take(rk, cp, rk->tokens, c->tokens, c->B, c->T, sizeof(int));
+    s_rows_copy(rk, cp, rk->tokens, c->tokens, c->B, c->T, sizeof(int), 0);
     WT_CHECK(parallel_tp_vocab_embed(rk->voc, rk->tokens, c->B, c->T, rk->act));
   } else {
-    s_rows_take(rk, cp, rk->act, c->act_in, c->B, c->T, sizeof(float) * (size_t)C);
+    s_rows_copy(rk, cp, rk->act, c->act_in, c->B, c->T, sizeof(float) * (size_t)C, 0);
   }
   for (int b = 0; b < L; b++)
     WT_CHECK(parallel_tp_block_forward(rk->blk[b], rk->act + (size_t)b * NC,
                                        rk->act + (size_t)(b + 1) * NC, c->B, c->T));
   const float *h = rk->act + (size_t)L * NC;
   if (!site->has_last) {
-    if (rk->tp == 0) s_rows_put(rk, cp, c->act_out, h, c->B, c->T, sizeof(float) * (size_t)C);
+    if (rk->tp == 0) s_rows_copy(rk, cp, c->act_out, h, c->B, c->T, sizeof(float) * (size_t)C, 1);
     return WT_OK;
   }
   site->k->layernorm_forward(rk->lnf, rk->mean, rk->rstd, h, rk->lnf_w, rk->lnf_b,
                              c->B * (c->T / cp), C);
-  s_rows_take(rk, cp, rk->targets, c->targets, c->B, c->T, sizeof(int));
+  s_rows_copy(rk, cp, rk->targets, c->targets, c->B, c->T, sizeof(int), 0);
   return parallel_tp_vocab_loss(rk->voc, rk->lnf, rk->targets, c->B, c->T, &rk->loss);
 }
 
@@ -244,7 +234,7 @@ static int s_backward(parallel_site *site, s_rank *rk, const s_call *c) {
     site->k->layernorm_backward(d, rk->d_lnf_w, rk->d_lnf_b, d_lnf, rk->act + (size_t)L * NC,
                                 rk->lnf_w, rk->mean, rk->rstd, N, C);
   } else {
-    s_rows_take(rk, cp, d, c->grad_out, site->B, site->T, sizeof(float) * (size_t)C);
+    s_rows_copy(rk, cp, d, c->grad_out, site->B, site->T, sizeof(float) * (size_t)C, 0);
   }
   for (int b = L - 1; b >= 0; b--) {
     memset(dx, 0, sizeof(float) * NC);
@@ -255,7 +245,7 @@ static int s_backward(parallel_site *site, s_rank *rk, const s_call *c) {
   if (site->has_first)
     parallel_tp_vocab_embed_backward(rk->voc, d);
   else if (rk->tp == 0)
-    s_rows_put(rk, cp, c->grad_in, d, site->B, site->T, sizeof(float) * (size_t)C);
+    s_rows_copy(rk, cp, c->grad_in, d, site->B, site->T, sizeof(float) * (size_t)C, 1);
   return WT_OK;
 }
 
