@@ -1,13 +1,15 @@
 /* bench_site — what running a pipeline stage on a site of t tensor-parallel ranks
  * (parallel/site.h) costs on this machine, against the same stage on one gpt_stage:
  *   - the time of one micro-batch's forward + backward of a middle stage on the gpt_stage and on
- *     sites of each t in --ranks (median over --runs), and the bytes the site's ranks sent;
+ *     sites of each t in --ranks, alternately (parallel_site_measure, medians over --runs), the
+ *     efficiency that gives (stage / (t × site)), and the bytes the site's ranks sent per pass;
  *   - the fixed cost of one site call: parallel_inproc_run of a function that does nothing.
  * On a CPU the ranks share the machine's cores (and OpenBLAS's threads), so a site is no faster
  * than one device here: the table measures the overhead of the code path GPUs will run, not a
  * speed-up. Prints a table, then one JSON line:
- *   {"bench":"site","layers":..,"channels":..,"heads":..,"rows":..,"seq":..,"stage_s":..,
- *    "sites":[{"ranks":..,"pass_s":..,"bytes":..,"call_us":..},...],"loadavg":..}
+ *   {"bench":"site","layers":..,"channels":..,"heads":..,"rows":..,"seq":..,
+ *    "sites":[{"ranks":..,"stage_s":..,"pass_s":..,"efficiency":..,"bytes":..,"call_us":..},...],
+ *    "loadavg":..}
  *   build/bin/bench-site [--layers 2] [--channels 256] [--heads 8] [--rows 4] [--seq 128]
  *                        [--ranks 2,4] [--runs 7]
  */
@@ -23,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define S_MAX_RUNS 50
+#define S_MAX_RUNS 64 /* parallel_site_measure's most repetitions */
 #define S_MAX_SITES 8
 
 typedef struct {
@@ -42,16 +44,6 @@ static const wt_option s_options[] = {
     {"runs", WT_OPT_INT, F(runs), 1, S_MAX_RUNS, "7", "repetitions (median)", NULL},
     {0}};
 #undef F
-
-static int s_cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double s_median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, s_cmp);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static int s_noop(parallel_comm *c, void *arg) {
   (void)c, (void)arg;
@@ -99,67 +91,45 @@ int main(int argc, char **argv) {
                    .n_head = cfg.heads,
                    .channels = cfg.channels};
   const int first = 1, last = 1 + cfg.layers, B = cfg.rows, T = cfg.seq, C = cfg.channels;
-  gpt_stage *st = gpt_stage_new(&mc, first, last, B, T);
-  if (!st) {
-    fprintf(stderr, "bench-site: %s\n", wt_last_error());
-    return 1;
-  }
-  gpt_stage_init_weights(st, 1);
-  const size_t NC = (size_t)B * T * C;
-  float *x = wt_xmalloc(sizeof(float) * NC), *y = wt_xmalloc(sizeof(float) * NC);
-  float *dy = wt_xmalloc(sizeof(float) * NC), *dx = wt_xmalloc(sizeof(float) * NC);
-  for (size_t i = 0; i < NC; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000 - 0.5f;
-  for (size_t i = 0; i < NC; i++) dy[i] = (float)((i * 40503u) % 1000) / 1e5f;
-  double v[S_MAX_RUNS] = {0};
-  for (int r = 0; r < cfg.runs; r++) {
-    double t0 = wt_now_s();
-    gpt_stage_forward(st, NULL, x, NULL, B, T, y);
-    gpt_stage_backward(st, dy, dx, 1.0f);
-    v[r] = wt_now_s() - t0;
-  }
-  double stage_s = s_median(v, cfg.runs);
-  printf("middle stage of %d blocks, C = %d, %d heads, micro-batch %d x %d; forward + backward:\n",
+  printf("middle stage of %d blocks, C = %d, %d heads, micro-batch %d x %d; forward + backward,\n"
+         "on one gpt_stage and on the site alternately (parallel_site_measure):\n",
          cfg.layers, C, cfg.heads, B, T);
-  printf("%-12s %12s %14s %14s\n", "", "pass (s)", "site bytes", "call (us)");
-  printf("%-12s %12.4f %14s %14s\n", "gpt_stage", stage_s, "-", "-");
-  double pass[S_MAX_SITES] = {0}, call[S_MAX_SITES] = {0};
+  printf("%-12s %12s %12s %11s %14s %11s\n", "", "stage (s)", "site (s)", "efficiency",
+         "site bytes", "call (us)");
+  double one[S_MAX_SITES] = {0}, pass[S_MAX_SITES] = {0}, eff[S_MAX_SITES] = {0},
+         call[S_MAX_SITES] = {0};
   unsigned long long bytes[S_MAX_SITES] = {0};
   int rc = 0;
   for (int k = 0; k < nt; k++) {
     parallel_site *site = parallel_site_new(&mc, first, last, B, T, ts[k], 1, kernels_cpu());
-    if (!site || parallel_site_load(site, st) != WT_OK) {
+    parallel_site_timing t;
+    uint64_t b0 = site ? parallel_site_bytes(site) : 0;
+    if (!site || parallel_site_measure(site, &mc, first, last, B, T, cfg.runs, &t) != WT_OK) {
       fprintf(stderr, "bench-site: %d ranks: %s\n", ts[k], wt_last_error());
       rc = 1;
       parallel_site_destroy(&site);
       continue;
     }
-    uint64_t b0 = parallel_site_bytes(site);
-    for (int r = 0; r < cfg.runs; r++) {
-      double t0 = wt_now_s();
-      int ok = parallel_site_forward(site, NULL, x, NULL, B, T, y) == WT_OK &&
-               parallel_site_backward(site, dy, dx, 1.0f) == WT_OK;
-      v[r] = wt_now_s() - t0;
-      if (!ok) fprintf(stderr, "bench-site: %d ranks: %s\n", ts[k], wt_last_error()), rc = 1;
-    }
-    pass[k] = s_median(v, cfg.runs);
-    bytes[k] = (unsigned long long)((parallel_site_bytes(site) - b0) / (uint64_t)cfg.runs);
+    one[k] = t.one_s, pass[k] = t.site_s, eff[k] = t.efficiency;
+    /* the measure's untimed pass and its cfg.runs timed ones */
+    bytes[k] = (unsigned long long)((parallel_site_bytes(site) - b0) / (uint64_t)(cfg.runs + 1));
     call[k] = s_call_us(ts[k]);
     char name[32];
     snprintf(name, sizeof name, "site of %d", ts[k]);
-    printf("%-12s %12.4f %14llu %14.1f\n", name, pass[k], bytes[k], call[k]);
+    printf("%-12s %12.4f %12.4f %11.3f %14llu %11.1f\n", name, one[k], pass[k], eff[k], bytes[k],
+           call[k]);
     parallel_site_destroy(&site);
   }
   double load[1] = {-1};
   if (getloadavg(load, 1) != 1) load[0] = -1;
   printf("load average %.2f\n", load[0]);
   printf("{\"bench\":\"site\",\"layers\":%d,\"channels\":%d,\"heads\":%d,\"rows\":%d,\"seq\":%d,"
-         "\"stage_s\":%.6f,\"sites\":[",
-         cfg.layers, C, cfg.heads, B, T, stage_s);
+         "\"sites\":[",
+         cfg.layers, C, cfg.heads, B, T);
   for (int k = 0; k < nt; k++)
-    printf("%s{\"ranks\":%d,\"pass_s\":%.6f,\"bytes\":%llu,\"call_us\":%.1f}", k ? "," : "", ts[k],
-           pass[k], bytes[k], call[k]);
+    printf("%s{\"ranks\":%d,\"stage_s\":%.6f,\"pass_s\":%.6f,\"efficiency\":%.4f,"
+           "\"bytes\":%llu,\"call_us\":%.1f}",
+           k ? "," : "", ts[k], one[k], pass[k], eff[k], bytes[k], call[k]);
   printf("],\"loadavg\":%.2f}\n", load[0]);
-  free(x), free(y), free(dy), free(dx);
-  gpt_stage_destroy(&st);
   return rc;
 }

@@ -156,4 +156,39 @@ uint64_t parallel_site_bytes(const parallel_site *site);
 int parallel_site_device(int gpus, double efficiency, double gpu_flops, double gpu_memory,
                          double *flops, double *memory);
 
+/* ---- measuring a site's efficiency ---------------------------------------------------------
+ * A site's efficiency is one device's time for a stage's forward + backward over the site's
+ * time for the same passes, divided by the site's ranks: the fraction of linear scaling the
+ * site keeps (assign_site_device). On a GPU site it is what the ranks' collectives cost; on a
+ * CPU the ranks share one machine's cores, so a site of n ranks measures about 1/n or less. */
+
+/* Measured efficiencies are kept in [PARALLEL_SITE_MIN_EFFICIENCY, 1]. */
+#define PARALLEL_SITE_MIN_EFFICIENCY 0.01
+
+typedef struct {
+  double one_s;      /* median seconds of the passes on one gpt_stage */
+  double site_s;     /* median seconds of the same passes on the site */
+  double efficiency; /* one_s / (ranks × site_s), clamped to [MIN_EFFICIENCY, 1] */
+} parallel_site_timing;
+
+/* Times `reps` (1..64) forward + backward passes of one B × T micro-batch through a middle stage
+ * [first, last) of cfg (neither end of the model), on a fresh gpt_stage and on `site` (made for
+ * that stage) alternately, after one untimed pass of each; medians into *out. The site is
+ * loaded with the stage's weights and its gradients are gathered away, so it is left as if new.
+ * Returns WT_OK, WT_EINVAL (a stage with an end of the model, reps out of range, another stage
+ * than the site's) or the site's error. */
+int parallel_site_measure(parallel_site *site, const gpt_config *cfg, int first, int last, int B,
+                          int T, int reps, parallel_site_timing *out);
+
+/* The model a site is probed on before the run's model is known: 3 layers (the middle one is
+ * timed), heads of 64 channels, at least 12 heads and a multiple of `ranks` (GPT-2 small's 768
+ * channels for 1, 2, 3, 4, 6 or 12 ranks); micro-batches of PROBE_ROWS × PROBE_SEQ tokens. */
+#define PARALLEL_SITE_PROBE_ROWS 2
+#define PARALLEL_SITE_PROBE_SEQ 256
+gpt_config parallel_site_probe_config(int ranks);
+
+/* parallel_site_measure on a threaded site of `ranks` TP ranks on the CPU, for the middle block
+ * of parallel_site_probe_config(ranks). Returns WT_OK or the first error. */
+int parallel_site_probe(int ranks, int reps, parallel_site_timing *out);
+
 #endif

@@ -31,7 +31,7 @@ typedef struct {
   char host[WT_CONFIG_STR_MAX];     /* address other peers reach this one at */
   double flops;                     /* one GPU's FLOP/s; 0 = measure (a short sgemm benchmark) */
   int gpus;               /* GPUs of this site: its tasklets run as sites of that many TP ranks */
-  double site_efficiency; /* the site's speed is gpus × efficiency × one GPU's */
+  double site_efficiency; /* the site's speed is gpus × efficiency × one GPU's; 0: measure it */
   double register_timeout_s;
   int quiet;
 } peerd_config;

@@ -45,9 +45,10 @@ static const wt_option s_options[] = {
      "context parallelism when the run has --site-cp, or expert parallelism for an MoE model "
      "(the experts must split over it)",
      0},
-    {"site-efficiency", WT_OPT_FLOAT, F(site_efficiency), 0.01, 1, "0.9",
+    {"site-efficiency", WT_OPT_FLOAT, F(site_efficiency), 0, 1, "0",
      "with --gpus > 1, the fraction of gpus x one GPU's speed the site is reported at (tensor "
-     "parallelism's all-reduces cost time)",
+     "parallelism's all-reduces cost time); 0 = measure it at start: one stage's passes on one "
+     "rank against the same passes on the site",
      0},
     {"register-timeout", WT_OPT_FLOAT, F(register_timeout_s), 1, 3600, "30",
      "seconds to wait for the coordinator's answer", 0},
@@ -443,6 +444,25 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
   return WT_OK;
 }
 
+/* The site's efficiency, measured on the probe model (site.h) and printed. */
+static int s_site_efficiency(const peerd_config *cfg, double *efficiency) {
+  if (!cfg->quiet) {
+    printf("peerd: measuring the efficiency of the site of %d ranks...\n", cfg->gpus);
+    fflush(stdout);
+  }
+  parallel_site_timing t;
+  if (parallel_site_probe(cfg->gpus, 5, &t) != WT_OK)
+    return wt_fail(wt_last_status(),
+                   "cannot measure the site's efficiency (%s); give --site-efficiency E instead",
+                   wt_last_error());
+  *efficiency = t.efficiency;
+  if (!cfg->quiet)
+    printf("peerd: site efficiency %.3f (measured: a stage's passes take %.4f s on one rank and "
+           "%.4f s on the site of %d)\n",
+           t.efficiency, t.one_s, t.site_s, cfg->gpus);
+  return WT_OK;
+}
+
 int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
   if (cfg->gpus > 1 && strncmp(cfg->device, "cpu", 4))
     return wt_fail(WT_ENOTSUP,
@@ -468,10 +488,11 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
     double measured = 0, memory = 0;
     rc = peer_device_measure(cfg->device, &measured, &memory);
     /* A site is one device of the GPUs' aggregate, which the placement plans with. */
+    double efficiency = cfg->site_efficiency;
+    if (rc == WT_OK && cfg->gpus > 1 && efficiency == 0) rc = s_site_efficiency(cfg, &efficiency);
     if (rc == WT_OK)
-      rc =
-          parallel_site_device(cfg->gpus, cfg->site_efficiency,
-                               cfg->flops > 0 ? cfg->flops : measured, memory, &p.flops, &p.memory);
+      rc = parallel_site_device(cfg->gpus, efficiency, cfg->flops > 0 ? cfg->flops : measured,
+                                memory, &p.flops, &p.memory);
   }
   if (rc == WT_OK) rc = s_connect(&p);
   if (rc == WT_OK) {

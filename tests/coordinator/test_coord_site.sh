@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_coord_site — a site inside the WAN run: `peerd --gpus 2` registers as one device of the
 # two GPUs' aggregate and trains its stage with tensor parallelism over 2 ranks.
-#   - /status shows the site peer with gpus 2, FLOP/s = 2 x 0.9 x its --flops and twice the
+#   - /status shows the site peer (--site-efficiency 0.9) with gpus 2, FLOP/s = 2 x 0.9 x its
+#     --flops and twice the
 #     memory of a one-GPU peer on the same machine; the one-GPU peer shows gpus 1 and its --flops;
 #   - a 2-stage run of the site peer and a one-GPU peer finishes, the loss goes down, and the
 #     site peer's log says its stage ran on a site of 2 ranks;
@@ -9,7 +10,9 @@
 #   - context parallelism inside the site: a run with --site-cp 2 has the --gpus 2 peer run its
 #     stage on 1 tensor-parallel x 2 context-parallel ranks and finishes with the loss going
 #     down; a --gpus 3 peer (not a multiple of 2) is refused at registration with a message, and
-#     a --seq that does not split into 4 chunks is refused by the coordinator;
+#     a --seq that does not split into 4 chunks is refused by the coordinator; that --gpus 2 peer
+#     measures its efficiency E (no --site-efficiency), prints it, and /status shows 2 x E x its
+#     --flops;
 #   - expert parallelism inside the site: a run of the MoE model (--moe-experts 4) has the --gpus 2
 #     peer run its stage on 2 expert-parallel ranks and finishes with the loss going down; a
 #     --gpus 3 peer (3 does not divide 4 experts) is refused at registration with the reason,
@@ -26,7 +29,7 @@ out=$("$BIN/peerd" --coordinator tcp://127.0.0.1:1 --coordinator-key x --gpus 0 
 
 start_coord coord.log --open --stages 2 --replicas 1 --steps $STEPS --checkpoint-every 10 \
   --heartbeat 0.25 --exit-when-done
-start_peer 1 --gpus 2 --flops 1e9
+start_peer 1 --gpus 2 --flops 1e9 --site-efficiency 0.9
 start_peer 2 --flops 1e9
 port=$(cat "$STATE/http_port")
 # /status once both peers are admitted (the run may already be training)
@@ -71,6 +74,22 @@ wait_for "$WORK/cp3.log" "refused this peer" 30 || fail "a --gpus 3 peer was not
 grep -q "multiple of --site-cp 2" "$WORK/cp3.log" || fail "the refusal does not say why"
 PEER_LOG=cp start_peer 4 --gpus 2 --flops 1e9
 PEER_LOG=cp start_peer 5 --flops 1e9
+wait_for "$WORK/cp4.log" "site efficiency" 30 || fail "the --gpus 2 peer did not measure its efficiency"
+E=$(sed -n 's/.*site efficiency \([0-9.]*\) (measured.*/\1/p' "$WORK/cp4.log")
+port=$(cat "$STATE/http_port")
+for _ in $(seq 100); do
+  status=$(curl -sf "http://127.0.0.1:$port/status") &&
+    echo "$status" | python3 -c 'import json,sys; sys.exit(0 if any(p["gpus"] == 2 for p in json.load(sys.stdin)["peers"]) else 1)' &&
+    break
+  sleep 0.2
+done
+echo "$status" | python3 -c "
+import json, sys
+e = float('$E')
+site = [p for p in json.load(sys.stdin)['peers'] if p['gpus'] == 2]
+print(f'measured site efficiency {e}; /status flops {site[0][\"flops\"]:.4g}' if site else 'no site')
+sys.exit(0 if site and 0 < e <= 1 and abs(site[0]['flops'] - 2 * e * 1e9) <= 1e6 else 1)" ||
+  fail "the measured efficiency ($E) is not what the site registered: $status"
 wait_for "$WORK/coord-cp.log" "the run finished $STEPS steps" 90 || fail "the --site-cp 2 run did not finish"
 wait_exit "$CPID" 30
 L=$(json_field coord-cp.log loss)
