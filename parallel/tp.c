@@ -302,9 +302,10 @@ static int s_reduce(parallel_tp_block *b, float *partial, float *rows) {
                              sizeof(float) * (size_t)b->rows * C);
 }
 
-/* Through the kernels table, so that the same code adds a bias on device buffers. */
-static void s_add_bias(const kernels_ops *k, float *x, const float *bias, int rows, int C) {
-  for (int i = 0; i < rows; i++) k->residual_forward(x + (size_t)i * C, x + (size_t)i * C, bias, C);
+/* A row-parallel matmul's bias, replicated: TP rank 0 adds it to its partial product, so the
+ * reduction adds it once (in the matmul, not as one op per row afterwards). */
+static const float *s_row_bias(const parallel_tp_block *b, parallel_tp_tensor bias) {
+  return b->tp->rank == 0 ? parallel_tp_block_param((parallel_tp_block *)b, bias, NULL) : NULL;
 }
 
 /* ---- forward --------------------------------------------------------------------------------- */
@@ -336,9 +337,8 @@ int parallel_tp_block_forward(parallel_tp_block *b, const float *x, float *out, 
   else
     k->attention_forward(b->atty, b->att, b->qkv, B, T, Cl, b->NHl);
   k->matmul_forward(b->red, b->atty, parallel_tp_block_param(b, PARALLEL_TP_ATTN_PROJ_W, NULL),
-                    NULL, N, Cl, C, KERNELS_W_IN_OUT);
+                    s_row_bias(b, PARALLEL_TP_ATTN_PROJ_B), N, Cl, C, KERNELS_W_IN_OUT);
   WT_CHECK(s_reduce(b, b->red, b->d_rows));
-  s_add_bias(k, b->d_rows, parallel_tp_block_param(b, PARALLEL_TP_ATTN_PROJ_B, NULL), R, C);
   k->residual_forward(b->res1, x, b->d_rows, (size_t)R * C);
 
   /* MLP: LN (rows) → f → column-parallel c_fc → GELU → row-parallel c_proj → g */
@@ -350,10 +350,9 @@ int parallel_tp_block_forward(parallel_tp_block *b, const float *x, float *out, 
                     parallel_tp_block_param(b, PARALLEL_TP_FC_B, NULL), N, C, 4 * Cl,
                     KERNELS_W_IN_OUT);
   k->gelu_forward(b->gelu, b->fc, (size_t)N * 4 * Cl);
-  k->matmul_forward(b->red, b->gelu, parallel_tp_block_param(b, PARALLEL_TP_FC_PROJ_W, NULL), NULL,
-                    N, 4 * Cl, C, KERNELS_W_IN_OUT);
+  k->matmul_forward(b->red, b->gelu, parallel_tp_block_param(b, PARALLEL_TP_FC_PROJ_W, NULL),
+                    s_row_bias(b, PARALLEL_TP_FC_PROJ_B), N, 4 * Cl, C, KERNELS_W_IN_OUT);
   WT_CHECK(s_reduce(b, b->red, b->d_rows));
-  s_add_bias(k, b->d_rows, parallel_tp_block_param(b, PARALLEL_TP_FC_PROJ_B, NULL), R, C);
   k->residual_forward(out, b->res1, b->d_rows, (size_t)R * C);
   return WT_OK;
 }

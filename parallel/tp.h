@@ -7,10 +7,10 @@
  * in the TP group, rank r holds:
  *   c_attn     column-parallel: the q, k and v columns of heads [r·NH/t, (r+1)·NH/t), (C, 3C/t)
  *   attention  its NH/t heads, entirely local
- *   attn.c_proj row-parallel: rows [r·C/t, (r+1)·C/t) of (C, C); its bias is added once, after
- *              the reduction
+ *   attn.c_proj row-parallel: rows [r·C/t, (r+1)·C/t) of (C, C); its bias is added once, by
+ *              rank 0's matmul into its partial product before the reduction
  *   mlp.c_fc   column-parallel: columns [r·4C/t, (r+1)·4C/t), (C, 4C/t)
- *   mlp.c_proj row-parallel: rows [r·4C/t, (r+1)·4C/t) of (4C, C); bias added after reduction
+ *   mlp.c_proj row-parallel: rows [r·4C/t, (r+1)·4C/t) of (4C, C); bias added as attn.c_proj's
  *   ln_1, ln_2 replicated
  * and the f / g conjugate operators join them: f (before each column-parallel matmul) is the
  * identity forward and an all-reduce of the input gradient backward; g (after each row-parallel
@@ -18,7 +18,7 @@
  * exactly 4 all-reduces of (B·T, C) floats on the TP group (docs/parallel.md has the byte count).
  *
  * Sequence parallelism (sequence_parallel = 1): outside the two column/row-parallel regions —
- * LayerNorms, residuals, bias additions — each rank holds only its 1/t of the B·T token rows.
+ * LayerNorms and residuals — each rank holds only its 1/t of the B·T token rows.
  * f becomes an all-gather forward (reduce-scatter backward), g a reduce-scatter forward (all-gather
  * backward): the same bytes as the all-reduces, but LayerNorm work and its activations shrink by t.
  * The LayerNorm weight and bias gradients, then partial sums over each rank's rows, are summed
