@@ -22,6 +22,7 @@
 
 #include "common/config.h"
 #include "compress/preset.h" /* defines: compress_sync_args */
+#include "model/gpt.h"       /* defines: gpt_moe_options */
 
 #include <signal.h>
 #include <stdint.h>
@@ -37,9 +38,7 @@ typedef struct {
                   x site_cp CP ranks; 1 = none */
   /* the Mixture-of-Experts variant (model/moe.h; 0 experts = dense); a site runs an MoE stage
    * as N expert-parallel ranks */
-  int moe_experts, moe_top_k;
-  char moe_layers[WT_CONFIG_STR_MAX];
-  double moe_capacity, moe_aux_weight;
+  gpt_moe_options moe;
   double lr;
   long long seed;
   char data[WT_CONFIG_STR_MAX], data_sha256[WT_CONFIG_STR_MAX];

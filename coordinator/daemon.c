@@ -40,15 +40,7 @@ static const wt_option s_options[] = {
      "context parallelism inside every site (peerd --gpus N > 1): split each sequence over this "
      "many of its GPUs (ring attention; N a multiple of it, --seq of twice it)",
      0},
-    {"moe-experts", WT_OPT_INT, F(moe_experts), 0, 65536, "0",
-     "Mixture of Experts: experts per MoE block (0 = a dense model); CPU peers only", 0},
-    {"moe-top-k", WT_OPT_INT, F(moe_top_k), 1, 65536, "1", "experts each token is routed to", 0},
-    {"moe-layers", WT_OPT_STRING, F(moe_layers), 0, 0, "all",
-     "blocks whose MLP becomes experts: all, or numbers and ranges (\"1,3\", \"0-3\")", 0},
-    {"moe-capacity", WT_OPT_FLOAT, F(moe_capacity), 1e-6, 1e6, "1.25",
-     "capacity factor: an expert takes at most this x tokens*k/experts tokens", 0},
-    {"moe-aux-weight", WT_OPT_FLOAT, F(moe_aux_weight), 0, 1e6, "0.01",
-     "weight of the Switch load-balancing loss", 0},
+    GPT_MOE_OPTIONS(coordinator_config, moe),
     {"lr", WT_OPT_FLOAT, F(lr), 0, 10, "3e-3", "peak learning rate (AdamW)", 0},
     {"seed", WT_OPT_INT64, F(seed), 0, 9e15, "1", "seed of weights and data order", 0},
     {"data", WT_OPT_STRING, F(data), 0, 0, "synthetic",
@@ -98,28 +90,16 @@ int coordinator_config_stateful(const coordinator_config *cfg) {
 
 /* The MoE options against each other and the model, as `wantrain train` checks them. */
 static int s_check_moe(const coordinator_config *c) {
-  if (c->moe_experts == 0 && (c->moe_top_k != 1 || strcmp(c->moe_layers, "all") != 0 ||
-                              c->moe_capacity != 1.25 || c->moe_aux_weight != 0.01))
-    return wt_fail(WT_EINVAL, "--moe-top-k, --moe-layers, --moe-capacity and --moe-aux-weight "
-                              "shape an MoE model; add --moe-experts E (> 0) or drop them");
-  if (c->moe_experts == 0) return WT_OK;
-  if (c->site_cp > 1)
-    return wt_fail(WT_EINVAL, "a site runs an MoE model's stages expert-parallel, without "
-                              "context parallelism; drop --site-cp or the MoE options");
   gpt_config g = {.vocab_size = 256,
                   .max_seq = c->seq,
                   .n_layer = c->layers,
                   .n_head = c->heads,
-                  .channels = c->channels,
-                  .moe_experts = c->moe_experts,
-                  .moe_top_k = c->moe_top_k,
-                  .moe_capacity = (float)c->moe_capacity,
-                  .moe_aux_weight = (float)c->moe_aux_weight};
-  if (gpt_config_set_moe_layers(&g, c->moe_layers) != WT_OK) {
-    char msg[600];
-    snprintf(msg, sizeof msg, "%s", wt_last_error());
-    return wt_fail(WT_EINVAL, "--moe-layers: %s (--layers %d)", msg, c->layers);
-  }
+                  .channels = c->channels};
+  WT_CHECK(gpt_moe_options_apply(&c->moe, &g));
+  if (c->moe.experts == 0) return WT_OK;
+  if (c->site_cp > 1)
+    return wt_fail(WT_EINVAL, "a site runs an MoE model's stages expert-parallel, without "
+                              "context parallelism; drop --site-cp or the MoE options");
   return gpt_config_validate(&g);
 }
 
@@ -410,7 +390,7 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   /* A site splits the heads over its GPUs / site_cp tensor-parallel ranks: refuse a peer that
    * could never run its stage rather than fail every epoch it is placed in. */
   const int cp = c->cfg.site_cp > 1 ? c->cfg.site_cp : 1, n = (int)gpus;
-  const int E = c->cfg.moe_experts;
+  const int E = c->cfg.moe.experts;
   if (E > 0 && strcmp(kind, "cpu") != 0) {
     c->refused++;
     snprintf(why, sizeof why,

@@ -81,12 +81,12 @@ static cJSON *s_train_json(coordinator *c, int rank) {
   cJSON_AddNumberToObject(t, "channels", g->channels);
   cJSON_AddNumberToObject(t, "heads", g->heads);
   cJSON_AddNumberToObject(t, "site_cp", g->site_cp > 1 ? g->site_cp : 1);
-  if (g->moe_experts > 0) {
-    cJSON_AddNumberToObject(t, "moe_experts", g->moe_experts);
-    cJSON_AddNumberToObject(t, "moe_top_k", g->moe_top_k);
-    cJSON_AddStringToObject(t, "moe_layers", g->moe_layers);
-    cJSON_AddNumberToObject(t, "moe_capacity", g->moe_capacity);
-    cJSON_AddNumberToObject(t, "moe_aux_weight", g->moe_aux_weight);
+  if (g->moe.experts > 0) {
+    cJSON_AddNumberToObject(t, "moe_experts", g->moe.experts);
+    cJSON_AddNumberToObject(t, "moe_top_k", g->moe.top_k);
+    cJSON_AddStringToObject(t, "moe_layers", g->moe.layers);
+    cJSON_AddNumberToObject(t, "moe_capacity", g->moe.capacity);
+    cJSON_AddNumberToObject(t, "moe_aux_weight", g->moe.aux_weight);
   }
   cJSON_AddNumberToObject(t, "lr", g->lr);
   cJSON_AddNumberToObject(t, "seed", (double)g->seed);
@@ -187,10 +187,10 @@ static double s_model_params(const coordinator_config *g, int active) {
   const double C = g->channels;
   double params = 12.0 * g->layers * C * C + 64.0 * C;
   gpt_config m = {.n_layer = g->layers};
-  if (g->moe_experts > 0 && gpt_config_set_moe_layers(&m, g->moe_layers) == WT_OK)
+  if (g->moe.experts > 0 && gpt_config_set_moe_layers(&m, g->moe.layers) == WT_OK)
     for (int l = 0; l < g->layers && l < GPT_MOE_MAX_LAYERS; l++)
       if (m.moe_layer[l])
-        params += ((active ? g->moe_top_k : g->moe_experts) - 1) * 8.0 * C * C + C * g->moe_experts;
+        params += ((active ? g->moe.top_k : g->moe.experts) - 1) * 8.0 * C * C + C * g->moe.experts;
   return params;
 }
 

@@ -103,6 +103,32 @@ int gpt_config_set_moe_layers(gpt_config *c, const char *list) {
   return WT_OK;
 }
 
+int gpt_moe_options_apply(const gpt_moe_options *o, gpt_config *cfg) {
+  if (o->experts == 0) {
+    if (o->top_k != 1 || strcmp(o->layers, "all") != 0 || o->capacity != 1.25 ||
+        o->aux_weight != 0.01)
+      return wt_fail(WT_EINVAL, "--moe-top-k, --moe-layers, --moe-capacity and --moe-aux-weight "
+                                "shape an MoE model; add --moe-experts E (> 0) or drop them");
+    cfg->moe_experts = cfg->moe_top_k = 0;
+    cfg->moe_capacity = cfg->moe_aux_weight = 0;
+    memset(cfg->moe_layer, 0, sizeof cfg->moe_layer);
+    return WT_OK;
+  }
+  if (o->top_k > o->experts)
+    return wt_fail(WT_EINVAL, "--moe-top-k %d must be at most --moe-experts %d", o->top_k,
+                   o->experts);
+  gpt_config c = *cfg;
+  if (gpt_config_set_moe_layers(&c, o->layers) != WT_OK) {
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", wt_last_error());
+    return wt_fail(WT_EINVAL, "--moe-layers: %s (--layers %d)", msg, cfg->n_layer);
+  }
+  c.moe_experts = o->experts, c.moe_top_k = o->top_k;
+  c.moe_capacity = (float)o->capacity, c.moe_aux_weight = (float)o->aux_weight;
+  *cfg = c;
+  return WT_OK;
+}
+
 int gpt_config_is_moe(const gpt_config *c, int l) {
   return c->moe_experts > 0 && l >= 0 && l < GPT_MOE_MAX_LAYERS && c->moe_layer[l];
 }
@@ -359,8 +385,7 @@ static void s_free_acts(gpt_stage *s) {
 }
 
 /* Bytes of one activation slot (mirrors s_alloc_slot). */
-static double s_slot_bytes(const gpt_config *c, int first, int last, int max_batch,
-                           int max_seq) {
+static double s_slot_bytes(const gpt_config *c, int first, int last, int max_batch, int max_seq) {
   double N = (double)max_batch * max_seq, C = c->channels, V = c->vocab_size, nl = last - first;
   double att = (double)max_batch * c->n_head * max_seq * max_seq;
   double floats = (nl + 1) * N * C + nl * (N * 15 * C + 4 * N + att) + 2 * N;

@@ -35,6 +35,7 @@
 #ifndef WT_GPT_H
 #define WT_GPT_H
 
+#include "common/config.h" /* defines: wt_option rows, WT_CONFIG_STR_MAX */
 #include "model/moe.h"
 
 #include <stddef.h>
@@ -66,6 +67,36 @@ int gpt_config_validate(const gpt_config *cfg);
  * by commas ("1,3", "0-3,6"), each in [0, min(n_layer, GPT_MOE_MAX_LAYERS)). Returns WT_OK, or
  * WT_EINVAL naming the bad item (cfg unchanged). cfg->n_layer must be set. */
 int gpt_config_set_moe_layers(gpt_config *cfg, const char *list);
+
+/* The Mixture-of-Experts options of a command line (--moe-experts, --moe-top-k, --moe-layers,
+ * --moe-capacity, --moe-aux-weight), one set of rows for every program that builds the model
+ * (`wantrain train` and `launch`, the coordinator), for a member `m` of type gpt_moe_options in
+ * `type`. --moe-experts 0 is the dense model. */
+typedef struct {
+  int experts, top_k;
+  char layers[WT_CONFIG_STR_MAX];
+  double capacity, aux_weight;
+} gpt_moe_options;
+// clang-format off
+#define GPT_MOE_OPTIONS(type, m)                                                                   \
+  {"moe-experts", WT_OPT_INT, offsetof(type, m.experts), 0, 65536, "0",                            \
+   "Mixture of Experts: experts per MoE block (0 = a dense model; the CPU back end only)", 0},     \
+  {"moe-top-k", WT_OPT_INT, offsetof(type, m.top_k), 1, 65536, "1",                                \
+   "experts each token is routed to (at most --moe-experts)", 0},                                  \
+  {"moe-layers", WT_OPT_STRING, offsetof(type, m.layers), 0, 0, "all",                             \
+   "blocks whose MLP becomes experts: all, or numbers and ranges (\"1,3\", \"0-3\")", 0},          \
+  {"moe-capacity", WT_OPT_FLOAT, offsetof(type, m.capacity), 1e-6, 1e6, "1.25",                    \
+   "capacity factor: an expert takes at most this x tokens*k/experts tokens; the rest are dropped", \
+   0},                                                                                             \
+  {"moe-aux-weight", WT_OPT_FLOAT, offsetof(type, m.aux_weight), 0, 1e6, "0.01",                   \
+   "weight of the Switch load-balancing loss", 0}
+// clang-format on
+
+/* Sets cfg's moe_* fields from the options (cfg->n_layer set; a dense model when o->experts is
+ * 0). Returns WT_OK, or WT_EINVAL naming the flag: a shaping flag without --moe-experts, a
+ * --moe-top-k above --moe-experts, a --moe-layers list that does not fit --layers (cfg
+ * unchanged). */
+int gpt_moe_options_apply(const gpt_moe_options *o, gpt_config *cfg);
 
 /* Is block l an MoE block? */
 int gpt_config_is_moe(const gpt_config *cfg, int l);
@@ -179,13 +210,13 @@ int gpt_stage_slot(const gpt_stage *s);
 float gpt_stage_loss(const gpt_stage *s);
 const float *gpt_stage_logits(gpt_stage *s);
 
-/* Backward of the current slot's forward (the last forward when there is one slot). ACCUMULATES (+=) parameter gradients, so several micro-batches
- * can be summed before one update.
- *   grad_out (B, T, C) — gradient w.r.t. act_out, read by every stage but the last, else NULL
- *   grad_in  (B, T, C) — gradient w.r.t. act_in, written by every stage but the first, else NULL
- *   loss_scale         — the last stage differentiates loss_scale × mean loss (1/micro_batches
- *                        for gradient accumulation); other stages use it only to scale their
- *                        MoE blocks' load-balancing gradient, so pass every stage the same. */
+/* Backward of the current slot's forward (the last forward when there is one slot). ACCUMULATES
+ * (+=) parameter gradients, so several micro-batches can be summed before one update. grad_out (B,
+ * T, C) — gradient w.r.t. act_out, read by every stage but the last, else NULL grad_in  (B, T, C) —
+ * gradient w.r.t. act_in, written by every stage but the first, else NULL loss_scale         — the
+ * last stage differentiates loss_scale × mean loss (1/micro_batches for gradient accumulation);
+ * other stages use it only to scale their MoE blocks' load-balancing gradient, so pass every stage
+ * the same. */
 int gpt_stage_backward(gpt_stage *s, const float *grad_out, float *grad_in, float loss_scale);
 
 void gpt_stage_zero_grad(gpt_stage *s);

@@ -47,7 +47,7 @@ int cli_device(const char *command, const char *name, const char *precision, int
 /* What `train` and `launch` both turn into a trainer_config: the run's length and batch, the
  * model, the optimizer and the Mixture-of-Experts variant (0 experts: the dense model). Each
  * command's option table points its rows at one member of this type (CLI_MODEL_OPTIONS,
- * CLI_MOE_OPTIONS and its own --steps, --batch, --micro-batches and --val-batches rows). */
+ * GPT_MOE_OPTIONS and its own --steps, --batch, --micro-batches and --val-batches rows). */
 typedef struct {
   int steps, batch, micro_batches, val_batches;
   int seq, layers, channels, heads;
@@ -56,9 +56,7 @@ typedef struct {
   double weight_decay, grad_clip;
   char optimizer[WT_CONFIG_STR_MAX];
   long long seed;
-  int moe_experts, moe_top_k;
-  char moe_layers[WT_CONFIG_STR_MAX];
-  double moe_capacity, moe_aux_weight;
+  gpt_moe_options moe; /* GPT_MOE_OPTIONS (model/gpt.h) */
 } cli_train_options;
 
 /* Fills *tc (every field) from the options for a corpus of `vocab` tokens. Returns WT_OK, or
@@ -101,24 +99,6 @@ int cli_check_moe(const cli_train_options *o, const char *device);
   {"optimizer", WT_OPT_CHOICE, offsetof(type, m.optimizer), 0, 0, "adamw", "update rule",          \
    "adamw|sgd"},                                                                                   \
   {"seed", WT_OPT_INT64, offsetof(type, m.seed), 0, 9e15, "1", "seed of weights and data order", 0}
-// clang-format on
-
-/* The Mixture-of-Experts rows (--moe-experts, --moe-top-k, --moe-layers, --moe-capacity,
- * --moe-aux-weight), for a member `m` of type cli_train_options in `type`; --moe-experts 0 is
- * the dense model. */
-// clang-format off
-#define CLI_MOE_OPTIONS(type, m)                                                                   \
-  {"moe-experts", WT_OPT_INT, offsetof(type, m.moe_experts), 0, 65536, "0",                        \
-   "Mixture of Experts: experts per MoE block (0 = a dense model)", 0},                            \
-  {"moe-top-k", WT_OPT_INT, offsetof(type, m.moe_top_k), 1, 65536, "1",                            \
-   "experts each token is routed to (at most --moe-experts)", 0},                                  \
-  {"moe-layers", WT_OPT_STRING, offsetof(type, m.moe_layers), 0, 0, "all",                         \
-   "blocks whose MLP becomes experts: all, or numbers and ranges (\"1,3\", \"0-3\")", 0},          \
-  {"moe-capacity", WT_OPT_FLOAT, offsetof(type, m.moe_capacity), 1e-6, 1e6, "1.25",                \
-   "capacity factor: an expert takes at most this x tokens*k/experts tokens; the rest are dropped", \
-   0},                                                                                             \
-  {"moe-aux-weight", WT_OPT_FLOAT, offsetof(type, m.moe_aux_weight), 0, 1e6, "0.01",               \
-   "weight of the Switch load-balancing loss", 0}
 // clang-format on
 
 /* Prints "wantrain <command>: error: <wt_last_error()>" and returns CLI_FAIL. */

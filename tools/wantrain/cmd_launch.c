@@ -128,7 +128,7 @@ static const wt_option s_options[] = {
     {"micro-batches", WT_OPT_INT, F(t.micro_batches), 1, 65536, "1",
      "micro-batches per replica per step (the pipeline's m)", 0},
     CLI_MODEL_OPTIONS(launch_args, t),
-    CLI_MOE_OPTIONS(launch_args, t),
+    GPT_MOE_OPTIONS(launch_args, t.moe),
     {"log-every", WT_OPT_INT, F(log_every), 1, 1e9, "10", "print progress every N steps", 0},
     {"val-every", WT_OPT_INT, F(val_every), 0, 1e9, "50",
      "validate every N steps and after the last (0 = after the last only)", 0},
@@ -913,7 +913,7 @@ static int s_summary(s_run *r) {
   long recomputes = 0;
   for (int w = 0; w < r->world; w++) recomputes += r->p[w].recomputes;
   printf("activation slots: %s; %ld forward passes recomputed in all processes\n",
-         a->t.moe_experts    ? "one (an MoE stage keeps one forward in flight)"
+         a->t.moe.experts    ? "one (an MoE stage keeps one forward in flight)"
          : a->site_ranks > 1 ? "one per stage (a site keeps one forward)"
          : a->act_slots      ? "bounded by --act-slots"
                              : "one per micro-batch in flight",
@@ -921,7 +921,7 @@ static int s_summary(s_run *r) {
   if (a->site_ranks > 1) {
     double site = 0;
     for (int w = 0; w < r->world; w++) site += (double)r->p[w].site_bytes;
-    if (a->t.moe_experts)
+    if (a->t.moe.experts)
       printf("sites: every stage on %d expert-parallel ranks; %.3f MB between their ranks in all "
              "processes\n",
              a->site_ranks, site / 1e6);

@@ -41,7 +41,7 @@ static const wt_option s_options[] = {
     {"micro-batches", WT_OPT_INT, F(t.micro_batches), 1, 65536, "1",
      "split each batch into this many accumulated micro-batches", 0},
     CLI_MODEL_OPTIONS(train_args, t),
-    CLI_MOE_OPTIONS(train_args, t),
+    GPT_MOE_OPTIONS(train_args, t.moe),
     {"val-every", WT_OPT_INT, F(val_every), 0, 1e9, "50", "validate every N steps (0 = at the end)",
      0},
     {"val-batches", WT_OPT_INT, F(t.val_batches), 1, 1e6, "8", "micro-batches per validation", 0},
@@ -105,7 +105,7 @@ static void s_moe_read(trainer *t, moe_step *m) {
 static void s_moe_progress(const run_state *r, const moe_step *m, char *buf, size_t size) {
   buf[0] = 0;
   if (!m->blocks) return;
-  int E = r->a->t.moe_experts;
+  int E = r->a->t.moe.experts;
   long kept = 0, lo = m->kept[0], hi = m->kept[0];
   for (int e = 0; e < E; e++)
     kept += m->kept[e], lo = WT_MIN(lo, m->kept[e]), hi = WT_MAX(hi, m->kept[e]);
@@ -147,7 +147,7 @@ __attribute__((format(printf, 2, 3))) static void s_log_line(run_state *r, const
 /* ',"moe":{"load":[...],"dropped":D,"aux":A}' for an MoE model (malloc'd; "" when dense). */
 static char *s_moe_json(const run_state *r, const moe_step *m) {
   if (!m->blocks) return wt_xstrdup("");
-  int E = r->a->t.moe_experts;
+  int E = r->a->t.moe.experts;
   size_t size = 96 + (size_t)E * 21, len = 0;
   char *buf = wt_xmalloc(size);
   len += (size_t)snprintf(buf, size, ",\"moe\":{\"load\":[");
@@ -246,8 +246,8 @@ static int s_run(const train_args *a, run_state *r) {
     if (tc.model.moe_experts > 0)
       printf("moe: %d experts, top-%d, capacity factor %g, aux weight %g, in blocks %s: %.3f M "
              "parameters active per token\n",
-             a->t.moe_experts, a->t.moe_top_k, a->t.moe_capacity, a->t.moe_aux_weight,
-             a->t.moe_layers, (double)gpt_config_num_active_params(&tc.model) / 1e6);
+             a->t.moe.experts, a->t.moe.top_k, a->t.moe.capacity, a->t.moe.aux_weight,
+             a->t.moe.layers, (double)gpt_config_num_active_params(&tc.model) / 1e6);
     printf("model: %d layers, %d channels, %d heads, vocab %d, context %d: %.3f M parameters\n"
            "data: %s (%zu tokens; %zu train, %zu validation)\n",
            a->t.layers, a->t.channels, a->t.heads, tc.model.vocab_size, a->t.seq, (double)np / 1e6,
@@ -323,7 +323,7 @@ int cmd_train(int argc, char **argv) {
   if (a.checkpoint_dir[0] && !(held = checkpoint_run_open(a.checkpoint_dir, !a.resume)))
     return cli_fail("train");
   run_state r = {.a = &a, .config_json = wt_config_to_json(s_options, &a), .ops = ops};
-  r.moe.kept = wt_xcalloc((size_t)WT_MAX(a.t.moe_experts, 1), sizeof(long));
+  r.moe.kept = wt_xcalloc((size_t)WT_MAX(a.t.moe.experts, 1), sizeof(long));
   rc = s_open_log(&a, &r);
   signal(SIGINT, s_on_signal);
   signal(SIGTERM, s_on_signal);

@@ -68,15 +68,7 @@ int cli_trainer_config(const cli_train_options *o, int vocab, trainer_config *tc
                     .n_layer = o->layers,
                     .n_head = o->heads,
                     .channels = o->channels};
-  if (o->moe_experts > 0) {
-    m->moe_experts = o->moe_experts, m->moe_top_k = o->moe_top_k;
-    m->moe_capacity = (float)o->moe_capacity, m->moe_aux_weight = (float)o->moe_aux_weight;
-    if (gpt_config_set_moe_layers(m, o->moe_layers) != WT_OK) {
-      char msg[600];
-      snprintf(msg, sizeof msg, "%s", wt_last_error());
-      return wt_fail(WT_EINVAL, "--moe-layers: %s (--layers %d)", msg, o->layers);
-    }
-  }
+  WT_CHECK(gpt_moe_options_apply(&o->moe, m));
   tc->batch = o->batch;
   tc->micro_batches = o->micro_batches;
   tc->steps = o->steps;
@@ -93,19 +85,12 @@ int cli_trainer_config(const cli_train_options *o, int vocab, trainer_config *tc
 }
 
 int cli_check_moe(const cli_train_options *o, const char *device) {
-  if (o->moe_experts == 0 && (o->moe_top_k != 1 || strcmp(o->moe_layers, "all") != 0 ||
-                              o->moe_capacity != 1.25 || o->moe_aux_weight != 0.01))
-    return wt_fail(WT_EINVAL, "--moe-top-k, --moe-layers, --moe-capacity and --moe-aux-weight "
-                              "shape an MoE model; add --moe-experts E (> 0) or drop them");
-  if (o->moe_experts == 0) return WT_OK;
-  if (o->moe_top_k > o->moe_experts)
-    return wt_fail(WT_EINVAL, "--moe-top-k %d must be at most --moe-experts %d", o->moe_top_k,
-                   o->moe_experts);
-  if (strcmp(device, "cpu") != 0)
+  gpt_config m = {.n_layer = o->layers};
+  WT_CHECK(gpt_moe_options_apply(&o->moe, &m));
+  if (o->moe.experts > 0 && strcmp(device, "cpu") != 0)
     return wt_fail(WT_EINVAL, "MoE blocks (--moe-experts) run on --device cpu only, not %s",
                    device);
-  trainer_config tc;
-  return cli_trainer_config(o, 1, &tc);
+  return WT_OK;
 }
 
 int cli_fail(const char *command) {
