@@ -19,7 +19,8 @@ static const char *s_schema =
     "CREATE TABLE IF NOT EXISTS tokens(id TEXT PRIMARY KEY, expires REAL, uses_left INTEGER,"
     " created REAL);"
     "CREATE TABLE IF NOT EXISTS peers(key TEXT PRIMARY KEY, id INTEGER, status INTEGER,"
-    " sid TEXT, last_seq INTEGER, region TEXT, kind TEXT, host TEXT, flops REAL, memory REAL);"
+    " sid TEXT, last_seq INTEGER, region TEXT, kind TEXT, host TEXT, flops REAL, memory REAL,"
+    " gpus INTEGER DEFAULT 1);"
     "CREATE TABLE IF NOT EXISTS sessions(key TEXT, sid TEXT, PRIMARY KEY(key, sid));"
     "CREATE TABLE IF NOT EXISTS links(a TEXT, b TEXT, latency_s REAL, bandwidth_Bps REAL,"
     " PRIMARY KEY(a, b));"
@@ -63,6 +64,20 @@ static void s_run(coordinator *c, const char *sql, const char *types, ...) {
   sqlite3_finalize(st);
 }
 
+/* A state database written before peers reported their GPUs has no gpus column: add it, every
+ * peer it knows counted as one GPU (what those peers were). */
+static int s_add_gpus_column(coordinator *c) {
+  sqlite3_stmt *st = NULL;
+  int found = 0;
+  if (sqlite3_prepare_v2(c->db, "SELECT name FROM pragma_table_info('peers')", -1, &st, NULL) !=
+      SQLITE_OK)
+    return wt_fail(WT_EIO, "state database %s/state.db: %s", c->dir, sqlite3_errmsg(c->db));
+  while (sqlite3_step(st) == SQLITE_ROW)
+    found |= !strcmp((const char *)sqlite3_column_text(st, 0), "gpus");
+  sqlite3_finalize(st);
+  return found ? WT_OK : s_exec(c, "ALTER TABLE peers ADD COLUMN gpus INTEGER DEFAULT 1;");
+}
+
 int coord_state_open(coordinator *c) {
   char path[1300];
   snprintf(path, sizeof path, "%s/state.db", c->dir);
@@ -74,7 +89,8 @@ int coord_state_open(coordinator *c) {
     return rc;
   }
   sqlite3_busy_timeout(c->db, 5000);
-  return s_exec(c, s_schema);
+  WT_CHECK(s_exec(c, s_schema));
+  return s_add_gpus_column(c);
 }
 
 void coord_state_close(coordinator *c) {
@@ -139,9 +155,10 @@ void coord_state_save_run(coordinator *c) {
 void coord_state_save_peer(coordinator *c, const coord_peer *p) {
   s_run(c,
         "INSERT OR REPLACE INTO peers(key, id, status, sid, last_seq, region, kind, host, flops,"
-        " memory) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        "tiititttdd", p->key, (long long)p->id, (long long)p->status, p->sid,
-        (long long)p->last_seq, p->region, p->kind, p->host, p->flops, p->memory);
+        " memory, gpus) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "tiititttddi", p->key, (long long)p->id, (long long)p->status, p->sid,
+        (long long)p->last_seq, p->region, p->kind, p->host, p->flops, p->memory,
+        (long long)(p->gpus > 0 ? p->gpus : 1));
 }
 
 void coord_state_save_link(coordinator *c, int a, int b) {
@@ -226,7 +243,7 @@ static void s_load_peers(coordinator *c) {
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(c->db,
                          "SELECT key, id, status, sid, last_seq, region, kind, host, "
-                         "flops, memory FROM peers ORDER BY id",
+                         "flops, memory, gpus FROM peers ORDER BY id",
                          -1, &st, NULL) != SQLITE_OK)
     return;
   while (sqlite3_step(st) == SQLITE_ROW && c->n_peers < COORD_MAX_PEERS) {
@@ -242,6 +259,8 @@ static void s_load_peers(coordinator *c) {
     snprintf(p->host, sizeof p->host, "%s", (const char *)sqlite3_column_text(st, 7));
     p->flops = sqlite3_column_double(st, 8);
     p->memory = sqlite3_column_double(st, 9);
+    p->gpus = sqlite3_column_int(st, 10);
+    if (p->gpus < 1 || p->gpus > 1024) p->gpus = 1; /* a damaged row: one GPU, as registration */
     p->last_seen = wt_now_s(); /* a restarted coordinator gives every peer a full liveness */
     p->epoch_rank = -1;
     char why[256];

@@ -113,7 +113,7 @@ cJSON *coord_status(coordinator *c) {
     cJSON_AddStringToObject(j, "device", p->kind);
     cJSON_AddNumberToObject(j, "flops", p->flops);
     cJSON_AddNumberToObject(j, "memory", p->memory);
-    cJSON_AddNumberToObject(j, "gpus", p->gpus > 0 ? p->gpus : 1); /* 0: loaded from the state */
+    cJSON_AddNumberToObject(j, "gpus", p->gpus > 0 ? p->gpus : 1);
     cJSON_AddNumberToObject(j, "step", (double)p->step);
     s_num(j, "loss", p->loss);
     cJSON_AddNumberToObject(j, "tokens_s", p->tokens_s);

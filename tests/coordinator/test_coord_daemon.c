@@ -1,7 +1,9 @@
 /* test_coord_daemon — the coordinator in-process against raw CURVE clients: admission (no token,
  * forged, used up, unknown key), garbage / truncated / oversized / wrong-version / replayed
  * messages dropped and counted while it keeps serving, and a restart on the same state
- * directory that keeps the peer's session and refuses a replay across it. */
+ * directory that keeps the peer's session (and its site's GPU count in /status) and refuses a
+ * replay across it; a state database of the schema before the GPU count is upgraded in place,
+ * its peers counted as one GPU each. */
 #include "common/common.h"
 #include "common/testing.h"
 #include "coordinator/coordinator.h"
@@ -11,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 #include <pthread.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
@@ -80,7 +83,9 @@ static int s_reply(s_client *cl, char *field, size_t size) {
 static void s_register(s_client *cl, const char *token) {
   char body[512];
   snprintf(body, sizeof body,
-           "{\"token\":\"%s\",\"device\":{\"kind\":\"cpu\",\"flops\":1e9,\"memory\":1e9}}", token);
+           "{\"token\":\"%s\",\"device\":{\"kind\":\"cpu\",\"flops\":1e9,\"memory\":1e9,"
+           "\"gpus\":2}}",
+           token);
   s_msg(cl, COORD_CMD_REGISTER, ++cl->seq, body);
 }
 
@@ -190,7 +195,28 @@ int main(void) {
   s_msg(&good, COORD_CMD_HEARTBEAT, ++good.seq, "{\"step\":0}");
   WT_TEST_ASSERT(s_reply(&good, NULL, 0) == COORD_CMD_ACK,
                  "the restarted coordinator knows the peer's session");
+  status = coordinator_status_json(c);
+  WT_TEST_ASSERT(strstr(status, "\"gpus\":2"), "the restart keeps the site's GPUs: %s", status);
+  free(status);
   zmq_close(good.sock);
+  s_stop_it(&c, th);
+
+  /* a state database of the schema without the GPU count: upgraded, the peer one GPU */
+  char db_path[1200];
+  snprintf(db_path, sizeof db_path, "%s/state.db", s_state);
+  sqlite3 *db = NULL;
+  WT_TEST_REQUIRE(sqlite3_open(db_path, &db) == SQLITE_OK &&
+                      sqlite3_exec(db, "ALTER TABLE peers DROP COLUMN gpus", NULL, NULL, NULL) ==
+                          SQLITE_OK,
+                  "dropping the gpus column: %s", sqlite3_errmsg(db));
+  sqlite3_close(db);
+  c = s_start(&th);
+  status = coordinator_status_json(c);
+  WT_TEST_ASSERT(strstr(status, "\"gpus\":1") && !strstr(status, "\"gpus\":2"),
+                 "an old state's peer counts as one GPU: %s", status);
+  free(status);
+  s_stop_it(&c, th);
+  c = s_start(&th); /* the upgraded database opens again */
   s_stop_it(&c, th);
   s_client *all[] = {&none, &forged, &second, &stranger, &hostile};
   for (size_t i = 0; i < WT_ARRAY_LEN(all); i++) zmq_close(all[i]->sock);
