@@ -43,12 +43,19 @@
  *   "tokens_per_s": number >= 0, training throughput over the last interval
  *   "bytes_per_s":  object, link class -> bytes per second sent over links of that class, summed
  *                   over peers; classes are "intra_region" and "inter_region" (others allowed)
+ *   "sync":         object, how the replicas synchronise (optional; checked when present):
+ *       "preset":   string, "none" or the preset the other members came from
+ *       "diloco":   integer >= 0, DiLoCo's H (0: every step)
+ *       "grad_codec", "grad_ef", "act_codec": strings, the codecs and error feedback in use
+ *       "outer_lr", "outer_momentum": numbers >= 0, DiLoCo's outer step
  *   "peers":        array of objects, one per peer the coordinator knows:
  *       "id":       string (e.g. the first hex digits of its public key)
  *       "region":   string, the peer's region label ("" when it gave none)
  *       "stage":    integer, its pipeline stage in the current epoch, -1 when none
  *       "replica":  integer, its data-parallel replica, -1 when none
  *       "state":    string: "joining", "probing", "standby", "training", "leaving", "lost"
+ *     and, not checked: "flops" and "memory" (its device, a site's aggregate), "gpus" (1, or a
+ *     site's GPUs)
  *
  * ---- /metrics (all gauges, from the same snapshot) ----------------------------------------------
  *   wantrain_epoch, wantrain_step, wantrain_stages, wantrain_replicas, wantrain_loss,

@@ -208,6 +208,21 @@ static int s_check_history(const cJSON *st) {
   return WT_OK;
 }
 
+static int s_check_sync(const cJSON *st) {
+  const cJSON *sync = cJSON_GetObjectItemCaseSensitive(st, "sync");
+  if (!sync) return WT_OK;
+  WT_CHECK(s_need("", "sync", cJSON_IsObject(sync), "an object"));
+  WT_CHECK(s_check_count(sync, "sync.", "diloco", 0));
+  static const char *const text[] = {"preset", "grad_codec", "grad_ef", "act_codec"};
+  for (size_t i = 0; i < WT_ARRAY_LEN(text); i++) WT_CHECK(s_check_string(sync, "sync.", text[i]));
+  static const char *const num[] = {"outer_lr", "outer_momentum"};
+  for (size_t i = 0; i < WT_ARRAY_LEN(num); i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(sync, num[i]);
+    WT_CHECK(s_need("sync.", num[i], cJSON_IsNumber(v) && v->valuedouble >= 0, "a number >= 0"));
+  }
+  return WT_OK;
+}
+
 int coordinator_http_status_check(const cJSON *st) {
   if (!cJSON_IsObject(st)) return wt_fail(WT_EINVAL, "status is not a JSON object");
   const cJSON *version = cJSON_GetObjectItemCaseSensitive(st, "version");
@@ -230,5 +245,6 @@ int coordinator_http_status_check(const cJSON *st) {
     if (!cJSON_IsNumber(l) || l->valuedouble < 0)
       return wt_fail(WT_EINVAL, "status \"bytes_per_s\".\"%s\" is not a number >= 0", l->string);
   WT_CHECK(s_check_history(st));
+  WT_CHECK(s_check_sync(st));
   return s_check_peers(st);
 }

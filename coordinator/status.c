@@ -68,6 +68,13 @@ static const char *s_run_state(const coordinator *c) {
   return !strcmp(c->epoch_kind, "train") ? "training" : "probing";
 }
 
+/* A value the trainer holds as a float, as its shortest decimal (0.7, not 0.699999988). */
+static double s_float_value(double v) {
+  char text[32];
+  snprintf(text, sizeof text, "%.7g", v);
+  return strtod(text, NULL);
+}
+
 cJSON *coord_status(coordinator *c) {
   cJSON *o = cJSON_CreateObject();
   char run[32];
@@ -98,6 +105,14 @@ cJSON *coord_status(coordinator *c) {
   cJSON *rates = cJSON_AddObjectToObject(o, "bytes_per_s");
   cJSON_AddNumberToObject(rates, "intra_region", c->rate_intra);
   cJSON_AddNumberToObject(rates, "inter_region", c->rate_inter);
+  cJSON *sync = cJSON_AddObjectToObject(o, "sync"); /* as applied: a preset already expanded */
+  cJSON_AddStringToObject(sync, "preset", c->cfg.sync.preset);
+  cJSON_AddNumberToObject(sync, "diloco", c->cfg.sync.diloco);
+  cJSON_AddStringToObject(sync, "grad_codec", c->cfg.sync.grad_codec);
+  cJSON_AddStringToObject(sync, "grad_ef", c->cfg.sync.grad_ef);
+  cJSON_AddNumberToObject(sync, "outer_lr", s_float_value(c->cfg.sync.outer_lr));
+  cJSON_AddNumberToObject(sync, "outer_momentum", s_float_value(c->cfg.sync.outer_momentum));
+  cJSON_AddStringToObject(sync, "act_codec", c->cfg.act_codec);
   cJSON *peers = cJSON_AddArrayToObject(o, "peers");
   for (int i = 0; i < c->n_peers; i++) {
     const coord_peer *p = &c->peers[i];

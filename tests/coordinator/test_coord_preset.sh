@@ -4,7 +4,8 @@
 # emulated 2 ms lab:
 #   - a `--preset wan` run (DiLoCo H=100, sign pseudo-gradients) trains to the end, its peers log
 #     the setting, and all the peers together send at most half the bytes of a `--preset none`
-#     run of the same steps (what remains is mostly the pipeline's activations);
+#     run of the same steps (what remains is mostly the pipeline's activations); its /status
+#     shows the applied setting under "sync";
 #   - a `--preset lan` run (DiLoCo H=30, int8 with error feedback) loses a member, killed with
 #     kill -9 after a checkpoint past an outer step: the standby takes over, the next epoch starts
 #     from the latest complete checkpoint (never from the survivors' memory, which lacks the
@@ -31,6 +32,12 @@ bytes() { python3 -c "print(int($(json_field "$1.log" bytes_intra_region) + $(js
 run none 4 none
 finish none
 run wan 4 wan
+curl -sf "http://127.0.0.1:$(cat "$STATE/http_port")/status" | python3 -c "
+import json, sys
+s = json.load(sys.stdin)['sync']
+print('wan: /status sync', s)
+sys.exit(0 if (s['preset'], s['diloco'], s['grad_codec'], s['grad_ef'], s['outer_lr']) ==
+         ('wan', 100, 'sign', 'off', 0.7) else 1)" || fail "wan: /status does not show the preset's setting"
 finish wan
 grep -q "coordinator: preset wan: DiLoCo H=100" "$WORK/wan.log" || fail "wan: the coordinator did not print the preset"
 n=$(cat "$WORK"/wan-peer*.log | grep -c "syncs with DiLoCo H=100 (outer lr 0.7, momentum 0.9), grad codec sign, error feedback off")

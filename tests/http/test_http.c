@@ -354,6 +354,22 @@ static void s_schema_check(fake_status *f) {
   WT_TEST_ASSERT(coordinator_http_status_check(st) == WT_EINVAL &&
                      strstr(wt_last_error(), "loss_history"),
                  "bad history: %s", wt_last_error());
+  cJSON_DeleteItemFromArray(cJSON_GetObjectItem(st, "loss_history"),
+                            cJSON_GetArraySize(cJSON_GetObjectItem(st, "loss_history")) - 1);
+  cJSON *sync = cJSON_Parse("{\"preset\": \"wan\", \"diloco\": 100, \"grad_codec\": \"sign\","
+                            " \"grad_ef\": \"on\", \"outer_lr\": 0.7, \"outer_momentum\": 0.9,"
+                            " \"act_codec\": \"none\"}");
+  cJSON_AddItemToObject(st, "sync", sync);
+  WT_TEST_ASSERT(coordinator_http_status_check(st) == WT_OK, "a sync member: %s", wt_last_error());
+  cJSON_ReplaceItemInObject(sync, "diloco", cJSON_CreateNumber(-1));
+  WT_TEST_ASSERT(coordinator_http_status_check(st) == WT_EINVAL &&
+                     strstr(wt_last_error(), "sync.\"diloco\""),
+                 "negative H: %s", wt_last_error());
+  cJSON_ReplaceItemInObject(sync, "diloco", cJSON_CreateNumber(100));
+  cJSON_DeleteItemFromObject(sync, "grad_codec");
+  WT_TEST_ASSERT(coordinator_http_status_check(st) == WT_EINVAL &&
+                     strstr(wt_last_error(), "sync.\"grad_codec\""),
+                 "no codec: %s", wt_last_error());
   cJSON_Delete(st);
   /* /metrics from a partial snapshot: what is there, nothing invented. */
   cJSON *part = cJSON_Parse("{\"step\": 5, \"peers\": [1, {\"id\": 3}]}");
