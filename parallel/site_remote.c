@@ -531,6 +531,9 @@ int parallel_site_remote_run(parallel_site *site, const char *what) {
 void parallel_site_remote_destroy(parallel_site *site) {
   site_remote *rem = site->remote;
   parallel_site_link *l = rem->link;
+  /* Destroying a failed site must not replace the failure's message with a goodbye's. */
+  const int code = wt_last_status();
+  char *why = wt_xstrdup(wt_last_error());
   if (site->self == 0) {
     s_hdr h = {.op = S_OP_CLOSE};
     for (int r = 1; rem->data && r < l->decl.n; r++)
@@ -547,6 +550,8 @@ void parallel_site_remote_destroy(parallel_site *site) {
   free(rem->buf), free(rem->ids_a), free(rem->ids_b), free(rem->in), free(rem->out);
   free(rem);
   site->remote = NULL;
+  if (code != WT_OK) wt_fail(code, "%s", why);
+  free(why);
 }
 
 void parallel_site_remote_set_timeout(parallel_site *site, double timeout_s) {
