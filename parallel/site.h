@@ -2,7 +2,8 @@
  * (several GPUs behind NVLink or InfiniBand), which the WAN machinery treats as one big device.
  *
  * A site holds the layers [first, last) of a model as t·c ranks (parallel/tp.h) on threads of
- * this process over an in-process group (a mesh with tp = t, cp = c; world rank = tp + t·cp):
+ * this process over an in-process group — or on processes of their own, declared by a site file
+ * (below: parallel_site_new_linked) — (a mesh with tp = t, cp = c; world rank = tp + t·cp):
  * every block as a parallel_tp_block, and where the stage holds an end of the model the
  * vocabulary-parallel layer (wte split by rows): first == 0 the embedding (wte and the replicated
  * wpe), last == n_layer the replicated ln_f, the LM head tied to wte and the parallel
@@ -46,7 +47,7 @@
  *                                        the site's own gradients are zeroed
  * so rank 0 speaks for the site on the WAN.
  *
- * The ranks: every call runs its part on all t·c ranks at once, as threads of
+ * The ranks (of a threaded site): every call runs its part on all t·c ranks at once, as threads of
  * parallel_inproc_run over the site's in-process group, started per call (40–120 µs a call for
  * 2–4 ranks on the 2-core build machine, bench-site; small next to a stage's pass of any real
  * model), and returns when all have finished (the gather: c calls, one per CP rank). Load and

@@ -46,8 +46,8 @@ static const wt_option s_options[] = {
      "(the experts must split over it)",
      0},
     {"site-efficiency", WT_OPT_FLOAT, F(site_efficiency), 0.01, 1, "0.9",
-     "with --gpus > 1 or --site, the fraction of gpus x one GPU's speed the site is reported at (tensor "
-     "parallelism's all-reduces cost time)",
+     "with --gpus > 1 or --site, the fraction of gpus x one GPU's speed the site is reported at "
+     "(tensor parallelism's all-reduces cost time)",
      0},
     {"site", WT_OPT_STRING, F(site), 0, 0, "",
      "a site file ({\"ranks\": [{\"endpoint\": \"tcp://HOST:PORT\", \"public_key\": KEY}, "
