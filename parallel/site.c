@@ -245,23 +245,27 @@ static int s_ep_map(site_rank *rk, gpt_stage *canon) {
   return WT_OK;
 }
 
-/* The canonical gradients += every rank's: the dense tensors (the router's too) summed over the
- * t ranks, each expert's from its one owner (complete there). Run by the caller's thread, rank
- * after rank, so no two add into one element at once. */
-static int s_ep_grads(parallel_site *site, gpt_stage *canon, float *g) {
-  for (int r = 0; r < site->t; r++) {
-    site_rank *rk = &site->ranks[r];
-    WT_CHECK(s_ep_map(rk, canon));
-    int n;
-    const gpt_tensor_info *t = gpt_stage_tensors(rk->st, &n);
-    const float *src = gpt_stage_grads_host(rk->st, NULL);
-    for (int i = 0; i < n; i++) {
-      float *dst = g + rk->map[i];
-      const float *s = src + t[i].offset;
-      for (size_t e = 0; e < t[i].numel; e++) dst[e] += s[e];
-    }
-    gpt_stage_zero_grad(rk->st); /* its tied-embedding partial sums too */
+/* The canonical gradients += rank rk's: its dense tensors (the router's too) and its experts'
+ * (complete there); then its own are zeroed. */
+static int s_ep_grads_rank(site_rank *rk, gpt_stage *canon, float *g) {
+  WT_CHECK(s_ep_map(rk, canon));
+  int n;
+  const gpt_tensor_info *t = gpt_stage_tensors(rk->st, &n);
+  const float *src = gpt_stage_grads_host(rk->st, NULL);
+  for (int i = 0; i < n; i++) {
+    float *dst = g + rk->map[i];
+    const float *s = src + t[i].offset;
+    for (size_t e = 0; e < t[i].numel; e++) dst[e] += s[e];
   }
+  gpt_stage_zero_grad(rk->st); /* its tied-embedding partial sums too */
+  return WT_OK;
+}
+
+/* The canonical gradients += every rank's: the dense tensors summed over the t ranks, each
+ * expert's from its one owner. Run by the caller's thread, rank after rank, so no two add into
+ * one element at once. */
+static int s_ep_grads(parallel_site *site, gpt_stage *canon, float *g) {
+  for (int r = 0; r < site->t; r++) WT_CHECK(s_ep_grads_rank(&site->ranks[r], canon, g));
   return WT_OK;
 }
 
@@ -272,7 +276,7 @@ int parallel_site_rank_call(parallel_site *site, site_rank *rk) {
     rc = c->op == SITE_LOAD       ? s_ep_load(site, rk, c)
          : c->op == SITE_FORWARD  ? s_ep_forward(site, rk, c)
          : c->op == SITE_BACKWARD ? s_ep_backward(site, rk, c)
-                                  : WT_EINVAL; /* the gather runs in the caller's thread */
+                                  : s_ep_grads_rank(rk, c->stage, c->grads); /* a process's */
     if (rc != WT_OK) snprintf(rk->err, sizeof rk->err, "%s", wt_last_error());
     return rc;
   }
@@ -490,7 +494,7 @@ int parallel_site_load(parallel_site *site, gpt_stage *stage) {
 int parallel_site_grads(parallel_site *site, gpt_stage *stage) {
   WT_CHECK(parallel_site_layout_of(site, stage));
   float *g = gpt_stage_grads_host(stage, NULL);
-  if (site->ep) {
+  if (site->ep && !site->remote) {
     WT_CHECK(s_ep_grads(site, stage, g));
     gpt_stage_grads_upload(stage);
     return WT_OK;
@@ -571,7 +575,9 @@ int parallel_site_moe_stats(const parallel_site *site, long *kept, long *dropped
   for (int r = 0; r < site->t; r++) {
     long d = 0;
     double ar = 0;
-    blocks = gpt_stage_moe_stats(site->ranks[r].st, k, &d, &ar, &fw);
+    blocks = site->remote && r != site->self
+                 ? parallel_site_remote_moe_stats(site, r, k, &d, &ar, &fw)
+                 : gpt_stage_moe_stats(site->ranks[r].st, k, &d, &ar, &fw);
     for (int e = 0; kept && e < E; e++) kept[e] += k[e];
     drop += d, a += ar;
   }

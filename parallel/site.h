@@ -185,12 +185,15 @@ uint64_t parallel_site_bytes(const parallel_site *site);
  * second (not the timeout) with an error naming the member's rank and endpoint. A call that
  * fails leaves the site unusable (WT_EIO for every later call): destroy it; the next
  * parallel_site_new_linked opens a new session with the same member processes, or with a member
- * restarted at its site-file entry. A control link whose peer said goodbye (a member that left)
- * is rebuilt on the next OPEN.
+ * restarted at its site-file entry (the control link stays: a process back at a peer's endpoint
+ * is live again, zmq.h). Until a member answers, opening fails after the link's timeout.
  *
- * Limits: a dense model only (an MoE site of processes: WT_ENOTSUP); t·c must equal the site
- * file's processes; parallel_site_set_timeout applies to rank 0's waits (the members took the
- * site's timeout when it opened).
+ * An MoE model runs its t processes as EP ranks, as the threaded site does; each member also
+ * sends its routing counts after every call, so parallel_site_moe_stats is the same sum.
+ *
+ * Limits: t·c must equal the site file's processes; parallel_site_set_timeout applies to rank 0's
+ * waits (the members took the site's timeout, the link's, when it opened); host back ends only
+ * (the rank code's rule, though one process per rank would lift its reason).
  *
  *   parallel_site_decl decl;                                   // every process:
  *   WT_CHECK(parallel_site_decl_load("site.json", &decl));
@@ -239,7 +242,7 @@ int parallel_site_link_rank(const parallel_site_link *link);
  * them; rank r is TP rank r mod tp of CP rank r / tp). Opens a session with every member within
  * the link's timeout. The link is borrowed and must outlive the site; one site per link at a
  * time. Returns NULL with wt_last_error() set: parallel_site_new's errors, WT_EINVAL for another
- * process count or a link that is not rank 0's, WT_ENOTSUP for an MoE model, or the error of
+ * process count or a link that is not rank 0's, or the error of
  * the member that could not open (naming its rank: WT_ETIMEOUT when it did not answer). */
 parallel_site *parallel_site_new_linked(const gpt_config *cfg, int first, int last, int max_batch,
                                         int max_seq, int tp, int cp, const struct kernels_ops *k,

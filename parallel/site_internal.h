@@ -105,5 +105,8 @@ int parallel_site_remote_run(parallel_site *site, const char *what);
 void parallel_site_remote_destroy(parallel_site *site);
 void parallel_site_remote_set_timeout(parallel_site *site, double timeout_s);
 uint64_t parallel_site_remote_bytes(const parallel_site *site);
+/* An MoE site: member r's routing as of its last answer (gpt_stage_moe_stats's contract). */
+int parallel_site_remote_moe_stats(const parallel_site *site, int r, long *kept, long *dropped,
+                                   double *aux, int *forwards);
 
 #endif

@@ -47,6 +47,13 @@ typedef struct {
   float loss_scale;
 } s_hdr;
 
+/* An MoE member's routing after each call (then cfg.moe_experts int64 kept counts). */
+typedef struct {
+  int32_t blocks, forwards;
+  int64_t dropped;
+  double aux;
+} s_stats;
+
 typedef struct {
   int32_t rc;
   float loss;
@@ -75,9 +82,11 @@ typedef struct site_remote {
   uint64_t bytes[PARALLEL_SITE_MAX_RANKS]; /* rank 0: each member's last reported bytes */
   float *buf;                              /* rank 0: a member's rows or gradients */
   size_t buf_n;
-  gpt_stage *canon;   /* a member: its host copy of the stage */
-  int *ids_a, *ids_b; /* a member: tokens, targets (B, T) */
-  float *in, *out;    /* a member: act_in / grad_out, act_out / grad_in */
+  s_stats stats[PARALLEL_SITE_MAX_RANKS]; /* rank 0, an MoE site: each member's routing */
+  long *kept;                             /* (n, E) */
+  gpt_stage *canon;                       /* a member: its host copy of the stage */
+  int *ids_a, *ids_b;                     /* a member: tokens, targets (B, T) */
+  float *in, *out;                        /* a member: act_in / grad_out, act_out / grad_in */
 } site_remote;
 
 /* ---- the site file ----------------------------------------------------------------------------
@@ -355,12 +364,6 @@ parallel_site *parallel_site_new_linked(const gpt_config *cfg, int first, int la
                                         parallel_site_link *link) {
   if (!k) k = kernels_cpu();
   if (parallel_site_check(cfg, first, last, max_batch, max_seq, tp, cp, k) != WT_OK) return NULL;
-  if (cfg->moe_experts) {
-    wt_fail(WT_ENOTSUP,
-            "site: an MoE model runs on a site of threads (peerd --gpus N); a site of processes "
-            "runs dense models only");
-    return NULL;
-  }
   if (!link || link->rank != 0 || tp * cp != link->decl.n) {
     wt_fail(WT_EINVAL,
             "site: %d × %d ranks on a site file of %d processes (rank %d); rank 0 "
@@ -371,6 +374,7 @@ parallel_site *parallel_site_new_linked(const gpt_config *cfg, int first, int la
   parallel_site *site = parallel_site_alloc(cfg, first, last, max_batch, max_seq, tp, cp, k);
   site_remote *rem = site->remote = wt_xcalloc(1, sizeof *rem);
   rem->link = link, rem->timeout_s = link->timeout_s, rem->session = ++link->session;
+  if (site->ep) rem->kept = wt_xcalloc((size_t)tp * cfg->moe_experts, sizeof(long));
   char(*eps)[PARALLEL_SITE_ENDPOINT_CHARS] =
       wt_xcalloc(PARALLEL_SITE_MAX_RANKS, PARALLEL_SITE_ENDPOINT_CHARS);
   const char *epp[PARALLEL_SITE_MAX_RANKS];
@@ -461,7 +465,13 @@ static int s_collect(parallel_site *site, int r, s_status *st) {
   float *full = c->op == SITE_FORWARD && !site->has_last     ? c->act_out
                 : c->op == SITE_BACKWARD && !site->has_first ? c->grad_in
                                                              : NULL;
-  if (full && r % site->t == 0) {
+  if (full && site->ep) { /* EP rank r's rows [r·B/t, (r+1)·B/t) */
+    const size_t n = (size_t)(B / site->t) * T * C;
+    WT_CHECK(
+        parallel_comm_recv(rem->data, r, S_TAG_OUT, full + (size_t)r * n, n * sizeof(float), &got));
+    if (got != n * sizeof(float))
+      return wt_fail(WT_ECORRUPT, "%zu bytes of rows, expected %zu", got, n * 4);
+  } else if (full && r % site->t == 0) {
     WT_CHECK(parallel_comm_recv(rem->data, r, S_TAG_OUT, s_buf(rem, rows * C),
                                 rows * C * sizeof(float), &got));
     if (got != rows * C * sizeof(float))
@@ -480,7 +490,35 @@ static int s_collect(parallel_site *site, int r, s_status *st) {
     /* g + 0 is g: the member's zeros elsewhere leave the threaded site's order of sums. */
     for (size_t j = 0; j < n; j++) g[j] += rem->buf[j];
   }
+  if (site->ep) {
+    const size_t E = (size_t)site->cfg.moe_experts, bytes = sizeof(s_stats) + E * sizeof(int64_t);
+    uint8_t *msg = wt_xmalloc(bytes);
+    int rc = parallel_comm_recv(rem->data, r, S_TAG_OUT, msg, bytes, &got);
+    if (rc == WT_OK && got != bytes) rc = wt_fail(WT_ECORRUPT, "routing of %zu bytes", got);
+    if (rc == WT_OK) {
+      memcpy(&rem->stats[r], msg, sizeof(s_stats));
+      for (size_t e = 0; e < E; e++) {
+        int64_t v;
+        memcpy(&v, msg + sizeof(s_stats) + e * sizeof v, sizeof v);
+        rem->kept[(size_t)r * E + e] = (long)v;
+      }
+    }
+    free(msg);
+    return rc;
+  }
   return WT_OK;
+}
+
+int parallel_site_remote_moe_stats(const parallel_site *site, int r, long *kept, long *dropped,
+                                   double *aux, int *forwards) {
+  const site_remote *rem = site->remote;
+  const s_stats *st = &rem->stats[r];
+  const size_t E = (size_t)site->cfg.moe_experts;
+  if (kept) memcpy(kept, rem->kept + (size_t)r * E, E * sizeof(long));
+  if (dropped) *dropped = st->dropped;
+  if (aux) *aux = st->aux;
+  if (forwards) *forwards = st->forwards;
+  return st->blocks;
 }
 
 int parallel_site_remote_run(parallel_site *site, const char *what) {
@@ -547,7 +585,8 @@ void parallel_site_remote_destroy(parallel_site *site) {
   memset(&site->ranks[site->self], 0, sizeof site->ranks[site->self]);
   parallel_comm_destroy(&rem->data);
   gpt_stage_destroy(&rem->canon);
-  free(rem->buf), free(rem->ids_a), free(rem->ids_b), free(rem->in), free(rem->out);
+  free(rem->buf), free(rem->kept), free(rem->ids_a), free(rem->ids_b), free(rem->in),
+      free(rem->out);
   free(rem);
   site->remote = NULL;
   if (code != WT_OK) wt_fail(code, "%s", why);
@@ -602,6 +641,25 @@ static int s_recv_in(parallel_site *site, void *buf, size_t bytes) {
   return WT_OK;
 }
 
+/* An MoE member's routing since the last gather (parallel_site_moe_stats adds it up). */
+static int s_send_stats(parallel_site *site, site_rank *rk) {
+  const size_t E = (size_t)site->cfg.moe_experts, bytes = sizeof(s_stats) + E * sizeof(int64_t);
+  long *kept = wt_xcalloc(E, sizeof *kept), dropped = 0;
+  s_stats st = {0};
+  double aux = 0;
+  int fw = 0;
+  st.blocks = gpt_stage_moe_stats(rk->st, kept, &dropped, &aux, &fw);
+  st.forwards = fw, st.dropped = dropped, st.aux = aux;
+  uint8_t *msg = wt_xmalloc(bytes);
+  memcpy(msg, &st, sizeof st);
+  for (size_t e = 0; e < E; e++) {
+    int64_t v = kept[e];
+    memcpy(msg + sizeof st + e * sizeof v, &v, sizeof v);
+  }
+  free(kept);
+  return parallel_comm_send_owned(site->remote->data, 0, S_TAG_OUT, msg, bytes);
+}
+
 /* One call of rank 0 on this member: its inputs, the rank code, the status and outputs back. */
 static int s_member_call(parallel_site *site, const s_hdr *h) {
   site_remote *rem = site->remote;
@@ -638,7 +696,7 @@ static int s_member_call(parallel_site *site, const s_hdr *h) {
     break;
   case SITE_GRADS:
     memset(g, 0, np * sizeof(float));
-    c->grads = g, c->round = rk->cp;
+    c->grads = g, c->round = rk->cp, c->stage = rem->canon;
     break;
   }
   if (rc == WT_OK)
@@ -651,15 +709,19 @@ static int s_member_call(parallel_site *site, const s_hdr *h) {
   WT_CHECK(parallel_comm_send(rem->data, 0, S_TAG_STATUS, &st, sizeof st));
   if (rc != WT_OK) return wt_fail(rc, "%s", rk->err);
   float *full = c->op == SITE_FORWARD ? c->act_out : c->op == SITE_BACKWARD ? c->grad_in : NULL;
-  if (full && rk->tp == 0) { /* this CP rank's rows, in local order: rank 0 places them */
+  if (full && site->ep) { /* this EP rank's rows */
+    const size_t n = (size_t)(h->B / site->t) * h->T * C;
+    WT_CHECK(
+        parallel_comm_send(rem->data, 0, S_TAG_OUT, full + (size_t)rk->tp * n, n * sizeof(float)));
+  } else if (full && rk->tp == 0) { /* this CP rank's rows, in local order: rank 0 places them */
     const size_t rows = (size_t)h->B * (h->T / site->c);
     float *mine = wt_xmalloc(rows * C * sizeof(float));
     parallel_site_rows_copy(rk->pos, site->c, mine, full, h->B, h->T, C * sizeof(float), 0);
-    return parallel_comm_send_owned(rem->data, 0, S_TAG_OUT, mine, rows * C * sizeof(float));
+    WT_CHECK(parallel_comm_send_owned(rem->data, 0, S_TAG_OUT, mine, rows * C * sizeof(float)));
   }
   if (c->op == SITE_GRADS)
-    return parallel_comm_send(rem->data, 0, S_TAG_OUT, g, np * sizeof(float));
-  return WT_OK;
+    WT_CHECK(parallel_comm_send(rem->data, 0, S_TAG_OUT, g, np * sizeof(float)));
+  return site->ep ? s_send_stats(site, rk) : WT_OK;
 }
 
 /* A session from START to its end: rank 0's CLOSE (WT_OK), a stop, or a failure (its error). */

@@ -130,7 +130,7 @@ typedef struct {
                      site_cp = c > 1 the t ranks are t / c TP × c CP (below) */
   struct parallel_site_link *site_link; /* borrowed, NULL: the site's ranks are threads of this
                      process; else rank 0's link to a declared site of site_ranks processes
-                     (parallel/site.h: parallel_site_new_linked; dense models only) */
+                     (parallel/site.h: parallel_site_new_linked) */
   int site_cp; /* 0 or 1: no context parallelism in the site; c > 1: each sequence split over
                   c of the site_ranks (ring attention, parallel/cp.h): site_ranks a multiple
                   of c, n_head of site_ranks / c, max_seq of 2c. A tasklet without a site

@@ -54,7 +54,7 @@ static const wt_option s_options[] = {
      "...]}, parallel/site.h): this peerd is rank --site-rank of a site whose ranks are "
      "processes. Rank 0 registers with the coordinator as --gpus N does (N = the file's "
      "ranks); ranks >= 1 need no --coordinator and serve rank 0 until SIGINT/SIGTERM. "
-     "--device cpu only, dense models only",
+     "--device cpu only",
      0},
     {"site-rank", WT_OPT_INT, F(site_rank), -1, PARALLEL_SITE_MAX_RANKS - 1, "-1",
      "this process's rank in --site (its entry's public_key must be this peerd's --key)", 0},

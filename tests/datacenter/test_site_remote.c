@@ -1,10 +1,12 @@
 /* test_site_remote — a site whose ranks are processes (parallel/site.h) against the threaded site
  * on the same weights and micro-batches. Member processes are forked at the start (before any
  * ZeroMQ context or OpenMP region) and serve two declared sites: A of 2 processes and B of 4.
- *   - t × c = 2×1 (A), 4×1 and 2×2 (B) for a first, middle and last stage: act_out, the loss,
- *     grad_in and every gradient (two micro-batches, loss_scale 1/2, gathered twice) are
- *     BITWISE equal to the threaded site's: the same rank code runs the same collectives in the
- *     same order, and rank 0 adds the members' gradient buffers in the threaded site's order;
+ *   - t × c = 2×1 (A), 4×1 and 2×2 (B) for a first, middle and last stage, and an MoE model
+ *     (every block MoE, E = 4, top-2, capacity 0.5 so that tokens drop, aux loss 0.01) on 2 EP
+ *     ranks (A): act_out, the loss, grad_in and every gradient (two micro-batches, loss_scale
+ *     1/2, gathered twice), and the MoE routing statistics, are BITWISE equal to the threaded
+ *     site's: the same rank code runs the same collectives in the same order, and rank 0 adds
+ *     the members' gradient buffers in the threaded site's order;
  *   - a member killed (SIGKILL) in the middle of a session makes rank 0's next call fail within
  *     5 s (not the 30 s timeout) with an error naming "site member rank 1"; the failed site
  *     refuses later calls; a member restarted at the same entry serves a new site that works;
@@ -43,8 +45,10 @@ static float s_uniform(void) { /* xorshift64*, in [-1, 1) */
   return (float)((double)((s_rng * 2685821657736338717ull) >> 40) / (double)(1ull << 24)) * 2 - 1;
 }
 
-static gpt_stage *s_stage(int first, int last) {
-  gpt_stage *st = gpt_stage_new(&s_cfg, first, last, B, T);
+static gpt_config s_moe; /* every block MoE, E = 4, top-2, a capacity that drops, an aux loss */
+
+static gpt_stage *s_stage_of(const gpt_config *cfg, int first, int last) {
+  gpt_stage *st = gpt_stage_new(cfg, first, last, B, T);
   WT_TEST_REQUIRE(st, "stage: %s", wt_last_error());
   gpt_stage_set_kernels(st, kernels_ref());
   float *p = gpt_stage_params(st, NULL);
@@ -58,6 +62,10 @@ static gpt_stage *s_stage(int first, int last) {
       for (size_t j = 0; j < ti->numel; j++) p[ti->offset + j] += 1.0f;
   }
   return st;
+}
+
+static gpt_stage *s_stage(int first, int last) {
+  return s_stage_of(&s_cfg, first, last);
 }
 
 /* Exact equality; the first difference and the max error when not. */
@@ -115,7 +123,8 @@ static pid_t s_member(const char *file, int r, int k, int go) {
   pid_t pid = fork();
   WT_TEST_REQUIRE(pid >= 0, "fork");
   if (pid) return pid;
-  signal(SIGTERM, s_on_term);
+  struct sigaction sa = {.sa_handler = s_on_term}; /* no SA_RESTART: a waiting standby leaves */
+  sigaction(SIGTERM, &sa, NULL);
   prctl(PR_SET_PDEATHSIG, SIGTERM); /* a test that ends early takes its members with it */
   char byte;
   if (go >= 0 && read(go, &byte, 1) != 1) _exit(3);
@@ -142,17 +151,17 @@ static parallel_site_link *s_leader(const char *file, int k) {
 /* ---- the comparison -----------------------------------------------------------------------------
  */
 
-static void test_equal(parallel_site_link *link, int first, int last, int t, int c) {
+static void test_equal(const gpt_config *cfg, parallel_site_link *link, int first, int last, int t,
+                       int c) {
   const int has_first = first == 0, has_last = last == L;
-  gpt_stage *canon_t = s_stage(first, last), *canon_p = s_stage(first, last);
-  parallel_site *thr = parallel_site_new(&s_cfg, first, last, B, T, t, c, kernels_ref());
+  gpt_stage *canon_t = s_stage_of(cfg, first, last), *canon_p = s_stage_of(cfg, first, last);
+  parallel_site *thr = parallel_site_new(cfg, first, last, B, T, t, c, kernels_ref());
   double t0 = wt_now_s();
-  parallel_site *proc =
-      parallel_site_new_linked(&s_cfg, first, last, B, T, t, c, kernels_ref(), link);
+  parallel_site *proc = parallel_site_new_linked(cfg, first, last, B, T, t, c, kernels_ref(), link);
   double t_open = wt_now_s() - t0;
   WT_TEST_REQUIRE(thr && proc, "sites t=%d c=%d: %s", t, c, wt_last_error());
-  WT_TEST_ASSERT(parallel_site_ranks(proc) == t * c && parallel_site_tp(proc) == t &&
-                     parallel_site_cp(proc) == c,
+  WT_TEST_ASSERT(parallel_site_ranks(proc) == t * c && parallel_site_cp(proc) == c &&
+                     (cfg->moe_experts ? parallel_site_ep(proc) == t : parallel_site_tp(proc) == t),
                  "process site reports %d ranks", parallel_site_ranks(proc));
   WT_TEST_REQUIRE(parallel_site_load(thr, canon_t) == WT_OK, "%s", wt_last_error());
   WT_TEST_REQUIRE(parallel_site_load(proc, canon_p) == WT_OK, "load: %s", wt_last_error());
@@ -186,6 +195,17 @@ static void test_equal(parallel_site_link *link, int first, int last, int t, int
                     "process backward: %s", wt_last_error());
     if (!has_first) s_same(gin_p, gin_t, (size_t)N * C, what);
   }
+  if (cfg->moe_experts) { /* the routing, summed over the ranks as the threaded site does */
+    long kt[4], kp[4], dt = -1, dp = -2;
+    double at = -1, ap = -2;
+    int ft = -1, fp = -2;
+    int bt = parallel_site_moe_stats(thr, kt, &dt, &at, &ft),
+        bp = parallel_site_moe_stats(proc, kp, &dp, &ap, &fp);
+    WT_TEST_ASSERT(bt == bp && bt == last - first && !memcmp(kt, kp, sizeof kt) && dt == dp &&
+                       !memcmp(&at, &ap, sizeof at) && ft == fp && ft == MB,
+                   "%s routing: blocks %d/%d dropped %ld/%ld aux %.9g/%.9g forwards %d/%d", what,
+                   bp, bt, dp, dt, ap, at, fp, ft);
+  }
   for (int rep = 0; rep < 2; rep++) { /* the second adds nothing */
     WT_TEST_REQUIRE(parallel_site_grads(thr, canon_t) == WT_OK, "%s", wt_last_error());
     WT_TEST_REQUIRE(parallel_site_grads(proc, canon_p) == WT_OK, "gather: %s", wt_last_error());
@@ -194,9 +214,10 @@ static void test_equal(parallel_site_link *link, int first, int last, int t, int
   const float *gt = gpt_stage_grads(canon_t, &n), *gp = gpt_stage_grads(canon_p, NULL);
   snprintf(what, sizeof what, "gradients [%d,%d) t=%d c=%d", first, last, t, c);
   s_same(gp, gt, n, what);
-  printf("site of processes [%d,%d), %d tp x %d cp: bitwise equal to threads; opened in %.2f s, "
+  printf("%s site of processes [%d,%d), %d x %d ranks: bitwise equal to threads; opened in %.2f s, "
          "%llu bytes sent in the site\n",
-         first, last, t, c, t_open, (unsigned long long)parallel_site_bytes(proc));
+         cfg->moe_experts ? "MoE" : "dense", first, last, t, c, t_open,
+         (unsigned long long)parallel_site_bytes(proc));
   parallel_site_destroy(&proc), parallel_site_destroy(&thr);
   gpt_stage_destroy(&canon_t), gpt_stage_destroy(&canon_p);
 }
@@ -309,6 +330,10 @@ static void test_refusals(void) {
 
 int main(void) {
   wt_test_tmpdir(s_dir, sizeof s_dir);
+  s_moe = s_cfg;
+  s_moe.moe_experts = 4, s_moe.moe_top_k = 2, s_moe.moe_capacity = 0.5f;
+  s_moe.moe_aux_weight = 0.01f;
+  WT_TEST_REQUIRE(gpt_config_set_moe_layers(&s_moe, "all") == WT_OK, "%s", wt_last_error());
   for (int k = 0; k < S_A + S_B; k++)
     WT_TEST_REQUIRE(parallel_zmq_keypair_new(s_pub[k], s_sec[k]) == WT_OK, "keys");
   snprintf(s_file_a, sizeof s_file_a, "%s/a.json", s_dir);
@@ -331,9 +356,10 @@ int main(void) {
                  "4 ranks on a site of 2: %s", wt_last_error());
   const int ranges[3][2] = {{0, 1}, {1, 2}, {2, 3}};
   for (int i = 0; i < 3; i++) {
-    test_equal(a, ranges[i][0], ranges[i][1], 2, 1);
-    test_equal(b, ranges[i][0], ranges[i][1], 4, 1);
-    test_equal(b, ranges[i][0], ranges[i][1], 2, 2);
+    test_equal(&s_cfg, a, ranges[i][0], ranges[i][1], 2, 1);
+    test_equal(&s_cfg, b, ranges[i][0], ranges[i][1], 4, 1);
+    test_equal(&s_cfg, b, ranges[i][0], ranges[i][1], 2, 2);
+    test_equal(&s_moe, a, ranges[i][0], ranges[i][1], 2, 1); /* 2 EP ranks */
   }
   test_bad_token(a);
   test_member_dies(a, &pids[0], go[1]);
