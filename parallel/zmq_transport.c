@@ -496,6 +496,12 @@ static void *s_send_main(void *p) {
         s_out_unref(m);
       }
       t->links[r].head = t->links[r].tail = NULL;
+      /* A peer known to be gone takes nothing more: don't linger on its unsent frames. */
+      pthread_mutex_lock(&t->mu);
+      int gone = t->links[r].gone;
+      pthread_mutex_unlock(&t->mu);
+      int zero = 0;
+      if (gone) zmq_setsockopt(t->links[r].push, ZMQ_LINGER, &zero, sizeof zero);
       zmq_close(t->links[r].push);
     }
   return NULL;
