@@ -89,8 +89,7 @@ typedef struct site_remote {
   float *in, *out;                        /* a member: act_in / grad_out, act_out / grad_in */
 } site_remote;
 
-/* ---- the site file ----------------------------------------------------------------------------
- */
+/* ---- the site file --------------------------------------------------------------------------- */
 
 static int s_bad(const char *path, const char *what) {
   return wt_fail(WT_EINVAL,
@@ -176,8 +175,7 @@ int parallel_site_decl_load(const char *path, parallel_site_decl *decl) {
   return rc;
 }
 
-/* ---- the control link -------------------------------------------------------------------------
- */
+/* ---- the control link ------------------------------------------------------------------------ */
 
 static int s_ctl_open(parallel_site_link *l) {
   parallel_zmq_config zc = parallel_zmq_config_default();
@@ -285,8 +283,7 @@ static parallel_zmq_transport *s_data_bind(parallel_site_link *l, uint32_t sessi
   return parallel_zmq_transport_new(&zc);
 }
 
-/* ---- rank 0: opening a session ----------------------------------------------------------------
- */
+/* ---- rank 0: opening a session --------------------------------------------------------------- */
 
 /* OPEN to every member until each answered (repeated every S_RESEND_S), within the timeout.
  * eps receives the members' data endpoints. */
@@ -410,8 +407,7 @@ parallel_site *parallel_site_new_linked(const gpt_config *cfg, int first, int la
   return site;
 }
 
-/* ---- rank 0: the calls ------------------------------------------------------------------------
- */
+/* ---- rank 0: the calls ----------------------------------------------------------------------- */
 
 /* Ends the session after a failure: the ranks' mesh first (it lives on the data comm), then the
  * data comm, whose goodbye makes every member's wait fail at once. */
@@ -605,8 +601,7 @@ uint64_t parallel_site_remote_bytes(const parallel_site *site) {
   return sum;
 }
 
-/* ---- a member: serving sessions ---------------------------------------------------------------
- */
+/* ---- a member: serving sessions -------------------------------------------------------------- */
 
 /* The member's site of session m (after START): its rank over the data comm, its stage copy. */
 static int s_member_site(parallel_site_link *l, const s_ctl *m, parallel_zmq_transport **tr,

@@ -148,8 +148,7 @@ static parallel_site_link *s_leader(const char *file, int k) {
   return link;
 }
 
-/* ---- the comparison -----------------------------------------------------------------------------
- */
+/* ---- the comparison -------------------------------------------------------------------------- */
 
 static void test_equal(const gpt_config *cfg, parallel_site_link *link, int first, int last, int t,
                        int c) {
@@ -276,8 +275,7 @@ static void test_bad_token(parallel_site_link *link) {
   gpt_stage_destroy(&st);
 }
 
-/* ---- site files and links that are refused ------------------------------------------------------
- */
+/* ---- site files and links that are refused --------------------------------------------------- */
 
 static void s_expect_bad(const char *name, const char *text, const char *field) {
   char path[400];
