@@ -375,5 +375,12 @@ int main(void) {
     WT_TEST_ASSERT(got == pids[r] && WIFEXITED(status) && WEXITSTATUS(status) == 0,
                    "member %d did not stop cleanly on SIGTERM (status %d)", r, status);
   }
+  const char *scratch[] = {"a", "b", "json", "noranks", "one", "ipc", "key", "dup"};
+  for (size_t i = 0; i < sizeof scratch / sizeof *scratch; i++) {
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s.json", s_dir, scratch[i]);
+    remove(path);
+  }
+  WT_TEST_ASSERT(rmdir(s_dir) == 0, "scratch directory %s left with files in it", s_dir);
   return wt_test_finish("test_site_remote");
 }
