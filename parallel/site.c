@@ -11,6 +11,7 @@
 #include "parallel/mesh.h"
 #include "parallel/moe.h"
 #include "parallel/tp.h"
+#include "parallel/site_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,67 +23,12 @@ static const char *const s_block_names[PARALLEL_TP_TENSORS] = {
     "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
     "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
 
-#define S_ABSENT ((size_t)-1)
-
-/* Where each tensor of the stage sits in its flat buffers (S_ABSENT where it holds none). */
-typedef struct {
-  size_t wte, wpe, lnfw, lnfb;
-  size_t *blk; /* (n_local, PARALLEL_TP_TENSORS) */
-} s_layout;
-
-/* One rank's TP model of the stage: TP rank tp of the CP group's rank cp, holding the rows of its
- * CP positions (all rows with c = 1). */
-typedef struct {
-  parallel_mesh *mesh;
-  int tp, cp;
-  parallel_tp_vocab *voc;   /* first or last stage, else NULL */
-  parallel_tp_block **blk;  /* (n_local) */
-  float *lnf_w, *lnf_b;     /* (C) last stage: replicated */
-  float *d_lnf_w, *d_lnf_b; /* (C) */
-  float *act;               /* (n_local + 1, N, C): the input of each block and the output */
-  float *lnf, *mean, *rstd; /* (N, C), (N), (N): the last stage's ln_f, kept for backward */
-  float *d[2];              /* (N, C) backward ping-pong */
-  int *tokens, *targets;    /* (N) this rank's rows of the first / last stage's ids */
-  int *pos;                 /* (max_seq / c) the position of each local row in its sequence */
-  gpt_stage *st;            /* an MoE site: this EP rank's stage (its experts), else NULL */
-  size_t *map;              /* an MoE site: the canonical offset of each of st's tensors */
-  float loss;
-  char err[512];
-} s_rank;
-
-typedef enum { S_LOAD, S_FORWARD, S_BACKWARD, S_GRADS } s_op;
-
-/* What the current call asks of every rank (read-only while the ranks run). */
-typedef struct {
-  s_op op;
-  const float *params; /* S_LOAD: the stage's host parameters */
-  gpt_stage *stage;    /* S_LOAD on an MoE site: the canonical stage */
-  float *grads;        /* S_GRADS: the stage's host gradients */
-  int round;           /* S_GRADS: the CP rank whose ranks add theirs in this call */
-  const int *tokens, *targets;
-  const float *act_in, *grad_out;
-  float *act_out, *grad_in;
-  int B, T;
-  float loss_scale;
-} s_call;
-
-struct parallel_site {
-  gpt_config cfg;
-  int first, last, n_local, t, c, max_batch, max_seq, has_first, has_last;
-  int ep; /* 1: an MoE site, its t ranks an EP group (t = the EP degree, c = 1) */
-  const kernels_ops *k;
-  parallel_inproc_group *g;
-  s_rank *ranks;
-  s_layout lay;
-  s_call call;
-  int B, T; /* the last forward's shape */
-  float loss;
-};
+#define S_ABSENT ((size_t)-1) /* a tensor the stage does not hold */
 
 /* ---- the stage's layout -------------------------------------------------------------------- */
 
 /* Fills the layout from a stage's tensor table, checking that it is the site's stage. */
-static int s_layout_of(parallel_site *site, gpt_stage *st) {
+int parallel_site_layout_of(parallel_site *site, gpt_stage *st) {
   const gpt_config *c = gpt_stage_config(st);
   if (memcmp(c, &site->cfg, sizeof *c) || gpt_stage_first(st) != site->first ||
       gpt_stage_last(st) != site->last)
@@ -91,7 +37,7 @@ static int s_layout_of(parallel_site *site, gpt_stage *st) {
                    "[%d, %d); make the site for this stage",
                    gpt_stage_first(st), gpt_stage_last(st), site->first, site->last);
   if (site->ep) return WT_OK; /* the EP ranks' stages find their tensors by name */
-  s_layout *l = &site->lay;
+  site_layout *l = &site->lay;
   l->wte = l->wpe = l->lnfw = l->lnfb = S_ABSENT;
   for (int i = 0; i < site->n_local * PARALLEL_TP_TENSORS; i++) l->blk[i] = S_ABSENT;
   for (int k = 0; k < gpt_stage_num_tensors(st); k++) {
@@ -118,8 +64,8 @@ static int s_layout_of(parallel_site *site, gpt_stage *st) {
 
 /* ---- one rank's part of each call ------------------------------------------------------------ */
 
-static int s_load(parallel_site *site, s_rank *rk, const float *p) {
-  const s_layout *l = &site->lay;
+static int s_load(parallel_site *site, site_rank *rk, const float *p) {
+  const site_layout *l = &site->lay;
   const float *full[PARALLEL_TP_TENSORS];
   for (int b = 0; b < site->n_local; b++) {
     for (int i = 0; i < PARALLEL_TP_TENSORS; i++) full[i] = p + l->blk[b * PARALLEL_TP_TENSORS + i];
@@ -143,8 +89,8 @@ static void s_add(float *dst, float *src, size_t n) {
  * replicated tensors (the same on every TP rank, tp.h); then this rank's are zeroed. The c CP
  * ranks holding one TP shard each hold partial sums over their positions: they add theirs in
  * separate calls (site->call.round), so no two threads add into the same element at once. */
-static int s_grads(parallel_site *site, s_rank *rk, float *g) {
-  const s_layout *l = &site->lay;
+static int s_grads(parallel_site *site, site_rank *rk, float *g) {
+  const site_layout *l = &site->lay;
   const int C = site->cfg.channels, NH = site->cfg.n_head, t = site->t, r = rk->tp;
   for (int b = 0; b < site->n_local; b++) {
     for (int i = 0; i < PARALLEL_TP_TENSORS; i++) {
@@ -176,11 +122,9 @@ static int s_grads(parallel_site *site, s_rank *rk, float *g) {
   return WT_OK;
 }
 
-/* Copies rows of `row` bytes between a full (B, T) array and this rank's (B, T/c) rows at its
- * positions: into the local rows (to_full = 0) or back into the full array (to_full = 1). With
- * c = 1 it is a plain copy. */
-static void s_rows_copy(const s_rank *rk, int c, void *dst, const void *src, int B, int T,
-                        size_t row, int to_full) {
+/* With c = 1 a plain copy. */
+void parallel_site_rows_copy(const int *pos, int c, void *dst, const void *src, int B, int T,
+                             size_t row, int to_full) {
   const int Tl = T / c;
   if (c == 1) {
     memcpy(dst, src, row * (size_t)B * T);
@@ -188,7 +132,7 @@ static void s_rows_copy(const s_rank *rk, int c, void *dst, const void *src, int
   }
   for (int b = 0; b < B; b++)
     for (int i = 0; i < Tl; i++) {
-      size_t full = (size_t)b * T + rk->pos[i], local = (size_t)b * Tl + i;
+      size_t full = (size_t)b * T + pos[i], local = (size_t)b * Tl + i;
       memcpy((char *)dst + (to_full ? full : local) * row,
              (const char *)src + (to_full ? local : full) * row, row);
     }
@@ -197,31 +141,33 @@ static void s_rows_copy(const s_rank *rk, int c, void *dst, const void *src, int
 /* The pass over this rank's N = B·T/c rows; the full arrays crossing the stage's boundaries are
  * read at this rank's positions, and written back at them by TP rank 0 of each CP rank (the CP
  * ranks' positions are disjoint, so they write at once). */
-static int s_forward(parallel_site *site, s_rank *rk, const s_call *c) {
+static int s_forward(parallel_site *site, site_rank *rk, const site_call *c) {
   const int C = site->cfg.channels, L = site->n_local, cp = site->c;
   const size_t NC = (size_t)c->B * (c->T / cp) * C;
   for (int i = 0; i < c->T / cp; i++) rk->pos[i] = parallel_cp_position(cp, rk->cp, c->T, i);
   if (site->has_first) {
-    s_rows_copy(rk, cp, rk->tokens, c->tokens, c->B, c->T, sizeof(int), 0);
+    parallel_site_rows_copy(rk->pos, cp, rk->tokens, c->tokens, c->B, c->T, sizeof(int), 0);
     WT_CHECK(parallel_tp_vocab_embed(rk->voc, rk->tokens, c->B, c->T, rk->act));
   } else {
-    s_rows_copy(rk, cp, rk->act, c->act_in, c->B, c->T, sizeof(float) * (size_t)C, 0);
+    parallel_site_rows_copy(rk->pos, cp, rk->act, c->act_in, c->B, c->T, sizeof(float) * (size_t)C,
+                            0);
   }
   for (int b = 0; b < L; b++)
     WT_CHECK(parallel_tp_block_forward(rk->blk[b], rk->act + (size_t)b * NC,
                                        rk->act + (size_t)(b + 1) * NC, c->B, c->T));
   const float *h = rk->act + (size_t)L * NC;
   if (!site->has_last) {
-    if (rk->tp == 0) s_rows_copy(rk, cp, c->act_out, h, c->B, c->T, sizeof(float) * (size_t)C, 1);
+    if (rk->tp == 0)
+      parallel_site_rows_copy(rk->pos, cp, c->act_out, h, c->B, c->T, sizeof(float) * (size_t)C, 1);
     return WT_OK;
   }
   site->k->layernorm_forward(rk->lnf, rk->mean, rk->rstd, h, rk->lnf_w, rk->lnf_b,
                              c->B * (c->T / cp), C);
-  s_rows_copy(rk, cp, rk->targets, c->targets, c->B, c->T, sizeof(int), 0);
+  parallel_site_rows_copy(rk->pos, cp, rk->targets, c->targets, c->B, c->T, sizeof(int), 0);
   return parallel_tp_vocab_loss(rk->voc, rk->lnf, rk->targets, c->B, c->T, &rk->loss);
 }
 
-static int s_backward(parallel_site *site, s_rank *rk, const s_call *c) {
+static int s_backward(parallel_site *site, site_rank *rk, const site_call *c) {
   const int cp = site->c, N = site->B * (site->T / cp), C = site->cfg.channels, L = site->n_local;
   const size_t NC = (size_t)N * C;
   float *d = rk->d[0], *dx = rk->d[1];
@@ -234,7 +180,8 @@ static int s_backward(parallel_site *site, s_rank *rk, const s_call *c) {
     site->k->layernorm_backward(d, rk->d_lnf_w, rk->d_lnf_b, d_lnf, rk->act + (size_t)L * NC,
                                 rk->lnf_w, rk->mean, rk->rstd, N, C);
   } else {
-    s_rows_copy(rk, cp, d, c->grad_out, site->B, site->T, sizeof(float) * (size_t)C, 0);
+    parallel_site_rows_copy(rk->pos, cp, d, c->grad_out, site->B, site->T,
+                            sizeof(float) * (size_t)C, 0);
   }
   for (int b = L - 1; b >= 0; b--) {
     memset(dx, 0, sizeof(float) * NC);
@@ -245,20 +192,21 @@ static int s_backward(parallel_site *site, s_rank *rk, const s_call *c) {
   if (site->has_first)
     parallel_tp_vocab_embed_backward(rk->voc, d);
   else if (rk->tp == 0)
-    s_rows_copy(rk, cp, c->grad_in, d, site->B, site->T, sizeof(float) * (size_t)C, 1);
+    parallel_site_rows_copy(rk->pos, cp, c->grad_in, d, site->B, site->T, sizeof(float) * (size_t)C,
+                            1);
   return WT_OK;
 }
 
 /* ---- an MoE site: EP rank p runs its gpt_stage on rows [p·B/t, (p+1)·B/t) ---------------- */
 
-static int s_ep_load(parallel_site *site, s_rank *rk, const s_call *c) {
+static int s_ep_load(parallel_site *site, site_rank *rk, const site_call *c) {
   (void)site;
   if (gpt_stage_copy_params(rk->st, c->stage) < 0) return WT_EMISMATCH;
   gpt_stage_params_upload(rk->st);
   return WT_OK;
 }
 
-static int s_ep_forward(parallel_site *site, s_rank *rk, const s_call *c) {
+static int s_ep_forward(parallel_site *site, site_rank *rk, const site_call *c) {
   const int Bl = c->B / site->t;
   const size_t row0 = (size_t)rk->tp * Bl * c->T, C = (size_t)site->cfg.channels;
   WT_CHECK(gpt_stage_forward(
@@ -270,7 +218,7 @@ static int s_ep_forward(parallel_site *site, s_rank *rk, const s_call *c) {
 
 /* Each rank's loss is the mean over its B/t rows, the stage's the mean of the t ranks' means:
  * each rank differentiates loss_scale / t times its own (and so its MoE blocks' aux loss). */
-static int s_ep_backward(parallel_site *site, s_rank *rk, const s_call *c) {
+static int s_ep_backward(parallel_site *site, site_rank *rk, const site_call *c) {
   const size_t row0 = (size_t)rk->tp * (site->B / site->t) * site->T,
                C = (size_t)site->cfg.channels;
   return gpt_stage_backward(rk->st, c->grad_out ? c->grad_out + row0 * C : NULL,
@@ -280,7 +228,7 @@ static int s_ep_backward(parallel_site *site, s_rank *rk, const s_call *c) {
 
 /* The canonical offset of each tensor of rank r's stage, found by name once (both stages list
  * their tensors in the same order; the rank's lacks the other ranks' experts). */
-static int s_ep_map(s_rank *rk, gpt_stage *canon) {
+static int s_ep_map(site_rank *rk, gpt_stage *canon) {
   if (rk->map) return WT_OK;
   int n, m, j = 0;
   const gpt_tensor_info *t = gpt_stage_tensors(rk->st, &n), *u = gpt_stage_tensors(canon, &m);
@@ -297,52 +245,52 @@ static int s_ep_map(s_rank *rk, gpt_stage *canon) {
   return WT_OK;
 }
 
-/* The canonical gradients += every rank's: the dense tensors (the router's too) summed over the
- * t ranks, each expert's from its one owner (complete there). Run by the caller's thread, rank
- * after rank, so no two add into one element at once. */
-static int s_ep_grads(parallel_site *site, gpt_stage *canon, float *g) {
-  for (int r = 0; r < site->t; r++) {
-    s_rank *rk = &site->ranks[r];
-    WT_CHECK(s_ep_map(rk, canon));
-    int n;
-    const gpt_tensor_info *t = gpt_stage_tensors(rk->st, &n);
-    const float *src = gpt_stage_grads_host(rk->st, NULL);
-    for (int i = 0; i < n; i++) {
-      float *dst = g + rk->map[i];
-      const float *s = src + t[i].offset;
-      for (size_t e = 0; e < t[i].numel; e++) dst[e] += s[e];
-    }
-    gpt_stage_zero_grad(rk->st); /* its tied-embedding partial sums too */
+/* The canonical gradients += rank rk's: its dense tensors (the router's too) and its experts'
+ * (complete there); then its own are zeroed. */
+static int s_ep_grads_rank(site_rank *rk, gpt_stage *canon, float *g) {
+  WT_CHECK(s_ep_map(rk, canon));
+  int n;
+  const gpt_tensor_info *t = gpt_stage_tensors(rk->st, &n);
+  const float *src = gpt_stage_grads_host(rk->st, NULL);
+  for (int i = 0; i < n; i++) {
+    float *dst = g + rk->map[i];
+    const float *s = src + t[i].offset;
+    for (size_t e = 0; e < t[i].numel; e++) dst[e] += s[e];
   }
+  gpt_stage_zero_grad(rk->st); /* its tied-embedding partial sums too */
   return WT_OK;
 }
 
-/* Every rank's thread: the current call's part of this rank. */
-static int s_rank_main(parallel_comm *comm, void *arg) {
-  parallel_site *site = arg;
-  const int r = parallel_comm_rank(comm);
-  s_rank *rk = &site->ranks[r];
-  const s_call *c = &site->call;
+/* The canonical gradients += every rank's: the dense tensors summed over the t ranks, each
+ * expert's from its one owner. Run by the caller's thread, rank after rank, so no two add into
+ * one element at once. */
+static int s_ep_grads(parallel_site *site, gpt_stage *canon, float *g) {
+  for (int r = 0; r < site->t; r++) WT_CHECK(s_ep_grads_rank(&site->ranks[r], canon, g));
+  return WT_OK;
+}
+
+int parallel_site_rank_call(parallel_site *site, site_rank *rk) {
+  const site_call *c = &site->call;
   int rc = WT_OK;
   if (site->ep) {
-    rc = c->op == S_LOAD       ? s_ep_load(site, rk, c)
-         : c->op == S_FORWARD  ? s_ep_forward(site, rk, c)
-         : c->op == S_BACKWARD ? s_ep_backward(site, rk, c)
-                               : WT_EINVAL; /* the gather runs in the caller's thread */
+    rc = c->op == SITE_LOAD       ? s_ep_load(site, rk, c)
+         : c->op == SITE_FORWARD  ? s_ep_forward(site, rk, c)
+         : c->op == SITE_BACKWARD ? s_ep_backward(site, rk, c)
+                                  : s_ep_grads_rank(rk, c->stage, c->grads); /* a process's */
     if (rc != WT_OK) snprintf(rk->err, sizeof rk->err, "%s", wt_last_error());
     return rc;
   }
   switch (c->op) {
-  case S_LOAD:
+  case SITE_LOAD:
     rc = s_load(site, rk, c->params);
     break;
-  case S_FORWARD:
+  case SITE_FORWARD:
     rc = s_forward(site, rk, c);
     break;
-  case S_BACKWARD:
+  case SITE_BACKWARD:
     rc = s_backward(site, rk, c);
     break;
-  case S_GRADS:
+  case SITE_GRADS:
     if (rk->cp == c->round) rc = s_grads(site, rk, c->grads);
     break;
   }
@@ -350,10 +298,17 @@ static int s_rank_main(parallel_comm *comm, void *arg) {
   return rc;
 }
 
+/* Every rank's thread: the current call's part of this rank. */
+static int s_rank_main(parallel_comm *comm, void *arg) {
+  parallel_site *site = arg;
+  return parallel_site_rank_call(site, &site->ranks[parallel_comm_rank(comm)]);
+}
+
 /* Runs the current call on every rank. On failure, names the rank that failed first in cause:
  * one whose error is not a peer having gone (WT_EIO), if any. */
 static int s_run(parallel_site *site, const char *what) {
   int rcs[PARALLEL_SITE_MAX_RANKS];
+  if (site->remote) return parallel_site_remote_run(site, what);
   if (parallel_inproc_run(site->g, s_rank_main, site, rcs) == WT_OK) return WT_OK;
   int bad = -1;
   for (int r = 0; r < site->t * site->c; r++)
@@ -365,8 +320,8 @@ static int s_run(parallel_site *site, const char *what) {
 
 /* ---- construction ---------------------------------------------------------------------------- */
 
-static int s_check(const gpt_config *cfg, int first, int last, int max_batch, int max_seq, int t,
-                   int c, const kernels_ops *k) {
+int parallel_site_check(const gpt_config *cfg, int first, int last, int max_batch, int max_seq,
+                        int t, int c, const kernels_ops *k) {
   WT_CHECK(gpt_config_validate(cfg));
   if (t < 1 || c < 1 || t * c > PARALLEL_SITE_MAX_RANKS)
     return wt_fail(WT_EINVAL, "site: %d × %d ranks; use 1 to %d in all", t, c,
@@ -408,15 +363,15 @@ static int s_check(const gpt_config *cfg, int first, int last, int max_batch, in
 }
 
 /* Rank r's layers and buffers: world rank r = tp + t·cp (mesh.h). */
-static int s_rank_new(parallel_site *site, int r) {
-  s_rank *rk = &site->ranks[r];
+int parallel_site_rank_new(parallel_site *site, int r, parallel_comm *world) {
+  site_rank *rk = &site->ranks[r];
   const gpt_config *cfg = &site->cfg;
   const int C = cfg->channels, B = site->max_batch, T = site->max_seq;
   const size_t N = (size_t)B * (T / site->c);
   parallel_mesh_shape shape = {.dp = 1, .pp = 1, .tp = site->t, .cp = site->c, .ep = 1};
   if (site->ep) shape.tp = 1, shape.ep = site->t;
   rk->tp = r % site->t, rk->cp = r / site->t;
-  WT_CHECK_NEW(rk->mesh, parallel_mesh_new(parallel_inproc_group_comm(site->g, r), &shape, 1));
+  WT_CHECK_NEW(rk->mesh, parallel_mesh_new(world, &shape, 1));
   if (site->ep) {
     moe_exchange ex;
     WT_CHECK(parallel_moe_exchange(rk->mesh, &ex));
@@ -446,7 +401,7 @@ static int s_rank_new(parallel_site *site, int r) {
   return WT_OK;
 }
 
-static void s_rank_destroy(parallel_site *site, s_rank *rk) {
+void parallel_site_rank_destroy(parallel_site *site, site_rank *rk) {
   for (int b = 0; rk->blk && b < site->n_local; b++) parallel_tp_block_destroy(&rk->blk[b]);
   parallel_tp_vocab_destroy(&rk->voc);
   free(rk->blk), free(rk->act), free(rk->d[0]), free(rk->d[1]);
@@ -460,21 +415,15 @@ static void s_rank_destroy(parallel_site *site, s_rank *rk) {
 parallel_site *parallel_site_new(const gpt_config *cfg, int first, int last, int max_batch,
                                  int max_seq, int tp, int cp, const kernels_ops *k) {
   if (!k) k = kernels_cpu();
-  if (s_check(cfg, first, last, max_batch, max_seq, tp, cp, k) != WT_OK) return NULL;
+  if (parallel_site_check(cfg, first, last, max_batch, max_seq, tp, cp, k) != WT_OK) return NULL;
   const int ranks = tp * cp;
-  parallel_site *site = wt_xcalloc(1, sizeof *site);
-  site->cfg = *cfg, site->first = first, site->last = last, site->n_local = last - first;
-  site->t = tp, site->c = cp, site->max_batch = max_batch, site->max_seq = max_seq, site->k = k;
-  site->has_first = first == 0, site->has_last = last == cfg->n_layer;
-  site->ep = cfg->moe_experts > 0;
-  site->lay.blk = wt_xcalloc((size_t)site->n_local * PARALLEL_TP_TENSORS, sizeof(size_t));
-  site->ranks = wt_xcalloc((size_t)ranks, sizeof *site->ranks);
+  parallel_site *site = parallel_site_alloc(cfg, first, last, max_batch, max_seq, tp, cp, k);
   if (!(site->g = parallel_inproc_group_new(ranks))) {
     parallel_site_destroy(&site);
     return NULL;
   }
   for (int r = 0; r < ranks; r++)
-    if (s_rank_new(site, r) != WT_OK) {
+    if (parallel_site_rank_new(site, r, parallel_inproc_group_comm(site->g, r)) != WT_OK) {
       int code = wt_last_status();
       char why[512];
       snprintf(why, sizeof why, "%s", wt_last_error());
@@ -485,10 +434,25 @@ parallel_site *parallel_site_new(const gpt_config *cfg, int first, int last, int
   return site;
 }
 
+parallel_site *parallel_site_alloc(const gpt_config *cfg, int first, int last, int max_batch,
+                                   int max_seq, int tp, int cp, const kernels_ops *k) {
+  const int ranks = tp * cp;
+  parallel_site *site = wt_xcalloc(1, sizeof *site);
+  site->cfg = *cfg, site->first = first, site->last = last, site->n_local = last - first;
+  site->t = tp, site->c = cp, site->max_batch = max_batch, site->max_seq = max_seq, site->k = k;
+  site->has_first = first == 0, site->has_last = last == cfg->n_layer;
+  site->ep = cfg->moe_experts > 0;
+  site->lay.blk = wt_xcalloc((size_t)site->n_local * PARALLEL_TP_TENSORS, sizeof(size_t));
+  site->ranks = wt_xcalloc((size_t)ranks, sizeof *site->ranks);
+  return site;
+}
+
 void parallel_site_destroy(parallel_site **self_p) {
   if (!self_p || !*self_p) return;
   parallel_site *site = *self_p;
-  for (int r = 0; site->ranks && r < site->t * site->c; r++) s_rank_destroy(site, &site->ranks[r]);
+  if (site->remote) parallel_site_remote_destroy(site); /* before the ranks: it ends the session */
+  for (int r = 0; site->ranks && r < site->t * site->c; r++)
+    parallel_site_rank_destroy(site, &site->ranks[r]);
   parallel_inproc_group_destroy(&site->g);
   free(site->ranks), free(site->lay.blk);
   free(site);
@@ -512,27 +476,32 @@ int parallel_site_cp(const parallel_site *site) {
 }
 
 void parallel_site_set_timeout(parallel_site *site, double timeout_s) {
-  parallel_inproc_group_set_timeout(site->g, timeout_s);
+  if (site->remote)
+    parallel_site_remote_set_timeout(site, timeout_s);
+  else
+    parallel_inproc_group_set_timeout(site->g, timeout_s);
 }
 
 /* ---- calls ----------------------------------------------------------------------------------- */
 
 int parallel_site_load(parallel_site *site, gpt_stage *stage) {
-  WT_CHECK(s_layout_of(site, stage));
-  site->call = (s_call){.op = S_LOAD, .params = gpt_stage_params_host(stage, NULL), .stage = stage};
+  WT_CHECK(parallel_site_layout_of(site, stage));
+  site->call =
+      (site_call){.op = SITE_LOAD, .params = gpt_stage_params_host(stage, NULL), .stage = stage};
   return s_run(site, "load");
 }
 
 int parallel_site_grads(parallel_site *site, gpt_stage *stage) {
-  WT_CHECK(s_layout_of(site, stage));
+  WT_CHECK(parallel_site_layout_of(site, stage));
   float *g = gpt_stage_grads_host(stage, NULL);
-  if (site->ep) {
+  if (site->ep && !site->remote) {
     WT_CHECK(s_ep_grads(site, stage, g));
     gpt_stage_grads_upload(stage);
     return WT_OK;
   }
-  for (int round = 0; round < site->c; round++) {
-    site->call = (s_call){.op = S_GRADS, .grads = g, .round = round};
+  /* A site of processes gathers in one call: each member adds into its own buffer. */
+  for (int round = 0; round < (site->remote ? 1 : site->c); round++) {
+    site->call = (site_call){.op = SITE_GRADS, .stage = stage, .grads = g, .round = round};
     WT_CHECK(s_run(site, "gradient gather"));
   }
   gpt_stage_grads_upload(stage);
@@ -558,13 +527,13 @@ int parallel_site_forward(parallel_site *site, const int *tokens, const float *a
       (site->has_last && !targets) || (!site->has_last && !act_out))
     return wt_fail(WT_EINVAL, "site: forward of layers [%d, %d) without its inputs or outputs",
                    site->first, site->last);
-  site->call = (s_call){.op = S_FORWARD,
-                        .tokens = tokens,
-                        .act_in = act_in,
-                        .targets = targets,
-                        .B = B,
-                        .T = T,
-                        .act_out = act_out};
+  site->call = (site_call){.op = SITE_FORWARD,
+                           .tokens = tokens,
+                           .act_in = act_in,
+                           .targets = targets,
+                           .B = B,
+                           .T = T,
+                           .act_out = act_out};
   site->B = site->T = 0; /* no forward to differentiate until this one succeeds */
   WT_CHECK(s_run(site, "forward"));
   site->B = B, site->T = T;
@@ -590,8 +559,8 @@ int parallel_site_backward(parallel_site *site, const float *grad_out, float *gr
   if ((!site->has_last && !grad_out) || (!site->has_first && !grad_in))
     return wt_fail(WT_EINVAL, "site: backward of layers [%d, %d) without its gradients",
                    site->first, site->last);
-  site->call = (s_call){
-      .op = S_BACKWARD, .grad_out = grad_out, .grad_in = grad_in, .loss_scale = loss_scale};
+  site->call = (site_call){
+      .op = SITE_BACKWARD, .grad_out = grad_out, .grad_in = grad_in, .loss_scale = loss_scale};
   return s_run(site, "backward");
 }
 
@@ -606,7 +575,9 @@ int parallel_site_moe_stats(const parallel_site *site, long *kept, long *dropped
   for (int r = 0; r < site->t; r++) {
     long d = 0;
     double ar = 0;
-    blocks = gpt_stage_moe_stats(site->ranks[r].st, k, &d, &ar, &fw);
+    blocks = site->remote && r != site->self
+                 ? parallel_site_remote_moe_stats(site, r, k, &d, &ar, &fw)
+                 : gpt_stage_moe_stats(site->ranks[r].st, k, &d, &ar, &fw);
     for (int e = 0; kept && e < E; e++) kept[e] += k[e];
     drop += d, a += ar;
   }
@@ -618,6 +589,7 @@ int parallel_site_moe_stats(const parallel_site *site, long *kept, long *dropped
 }
 
 uint64_t parallel_site_bytes(const parallel_site *site) {
+  if (site->remote) return parallel_site_remote_bytes(site);
   uint64_t sum = 0;
   for (int r = 0; r < site->t * site->c; r++)
     sum += parallel_comm_bytes_sent(parallel_inproc_group_comm(site->g, r));

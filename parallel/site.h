@@ -2,7 +2,8 @@
  * (several GPUs behind NVLink or InfiniBand), which the WAN machinery treats as one big device.
  *
  * A site holds the layers [first, last) of a model as t·c ranks (parallel/tp.h) on threads of
- * this process over an in-process group (a mesh with tp = t, cp = c; world rank = tp + t·cp):
+ * this process over an in-process group — or on processes of their own, declared by a site file
+ * (below: parallel_site_new_linked) — (a mesh with tp = t, cp = c; world rank = tp + t·cp):
  * every block as a parallel_tp_block, and where the stage holds an end of the model the
  * vocabulary-parallel layer (wte split by rows): first == 0 the embedding (wte and the replicated
  * wpe), last == n_layer the replicated ln_f, the LM head tied to wte and the parallel
@@ -46,7 +47,7 @@
  *                                        the site's own gradients are zeroed
  * so rank 0 speaks for the site on the WAN.
  *
- * The ranks: every call runs its part on all t·c ranks at once, as threads of
+ * The ranks (of a threaded site): every call runs its part on all t·c ranks at once, as threads of
  * parallel_inproc_run over the site's in-process group, started per call (40–120 µs a call for
  * 2–4 ranks on the 2-core build machine, bench-site; small next to a stage's pass of any real
  * model), and returns when all have finished (the gather: c calls, one per CP rank). Load and
@@ -84,6 +85,7 @@
 
 #include "model/gpt.h"
 
+#include <signal.h> /* defines: sig_atomic_t */
 #include <stdint.h>
 
 struct kernels_ops;
@@ -148,6 +150,111 @@ int parallel_site_moe_stats(const parallel_site *site, long *kept, long *dropped
 /* Bytes all ranks sent to each other inside the site since it was made (the TP collectives and
  * the ring attention's blocks; an MoE site's all-to-alls). */
 uint64_t parallel_site_bytes(const parallel_site *site);
+
+/* ---- a site whose ranks are processes --------------------------------------------------------
+ * The same site (the same rank code, the same numbers: bitwise equal to the threaded site in the
+ * tests) with each rank a process of its own, on one host or several hosts of one datacenter.
+ * A SITE FILE declares the processes in rank order:
+ *   {"ranks": [{"endpoint": "tcp://10.0.0.1:7100", "public_key": "<40-char Z85>"}, ...]}
+ * Every process makes a parallel_site_link over it (its own rank and key pair): a CONTROL
+ * communicator (zmq.h, CurveZMQ with the file's keys, each process bound at its own endpoint).
+ * Rank 0 makes the site with parallel_site_new_linked and uses it exactly as a threaded site;
+ * ranks >= 1 run parallel_site_serve, which serves rank 0's sites one after another.
+ *
+ * Protocol. A site is one SESSION (a number rank 0 draws per site). Over the control comm: OPEN
+ * (rank 0 → members: session, config, layers, batch, t × c, timeout), each member's answer (the
+ * endpoint of a fresh data transport on its host's ephemeral port, or its error), START (every
+ * data endpoint), and a member's READY over the new DATA communicator (epoch = session, so a
+ * message of an older session is refused). The site's mesh, collectives and every call run on
+ * the data comm: rank 0 sends each member a call header and the inputs its rank code reads
+ * (tokens, act_in, targets, grad_out: the full arrays); every process runs its rank; each member
+ * answers its status, its loss and the outputs only rank 0 returns (the rows of act_out /
+ * grad_in that TP rank 0 of its CP rank writes). Load: rank 0 broadcasts the stage's flat
+ * parameters into each member's own host copy of the stage (gpt_stage of [first, last)), from
+ * which its rank takes its shards. Gather: each member adds its rank's gradients into its
+ * zeroed copy and sends the whole buffer; rank 0 adds the members' buffers in rank order, which
+ * sums every element in the threaded site's order.
+ * Known cost: per step, every member receives the stage's full parameters (4·P bytes) and
+ * sends back full gradients (4·P bytes), where its rank needs only its shard — an exchange of
+ * shards only would cut that about t times. Plus per micro-batch the inputs (B·T·C floats, or
+ * B·T ids) to every member and each CP rank's rows of the outputs back.
+ *
+ * Failures. Every wait has the site's deadline (parallel_site_set_timeout on rank 0, sent to the
+ * members in OPEN). A member that fails sends its error and closes the session's data comm; one
+ * that dies is seen by its connection dropping: either way rank 0's call fails within about a
+ * second (not the timeout) with an error naming the member's rank and endpoint. A call that
+ * fails leaves the site unusable (WT_EIO for every later call): destroy it; the next
+ * parallel_site_new_linked opens a new session with the same member processes, or with a member
+ * restarted at its site-file entry (the control link stays: a process back at a peer's endpoint
+ * is live again, zmq.h). Until a member answers, opening fails after the link's timeout.
+ *
+ * An MoE model runs its t processes as EP ranks, as the threaded site does; each member also
+ * sends its routing counts after every call, so parallel_site_moe_stats is the same sum.
+ *
+ * Limits: t·c must equal the site file's processes; parallel_site_set_timeout applies to rank 0's
+ * waits (the members took the site's timeout, the link's, when it opened); host back ends only
+ * (the rank code's rule, though one process per rank would lift its reason).
+ *
+ *   parallel_site_decl decl;                                   // every process:
+ *   WT_CHECK(parallel_site_decl_load("site.json", &decl));
+ *   parallel_site_link *link = parallel_site_link_new(&decl, rank, pub, sec, 120);
+ *   // rank 0:
+ *   parallel_site *site = parallel_site_new_linked(&cfg, first, last, B, T, 2, 1, NULL, link);
+ *   ... parallel_site_load / _forward / _backward / _grads as above ...
+ *   parallel_site_destroy(&site);                              // ends the session
+ *   // ranks >= 1:
+ *   parallel_site_serve(link, NULL, &stop);                    // until *stop
+ *   parallel_site_link_destroy(&link);
+ */
+
+#define PARALLEL_SITE_ENDPOINT_CHARS 256 /* with the NUL */
+
+/* A parsed site file: n processes, rank r at endpoint[r] with public key key[r]. */
+typedef struct {
+  int n;
+  char endpoint[PARALLEL_SITE_MAX_RANKS][PARALLEL_SITE_ENDPOINT_CHARS];
+  char key[PARALLEL_SITE_MAX_RANKS][41];
+} parallel_site_decl;
+
+/* Reads and checks a site file: valid JSON with "ranks" an array of 2..PARALLEL_SITE_MAX_RANKS
+ * objects, each a "endpoint" tcp://HOST:PORT (no wildcard port) and a "public_key" of 40 Z85
+ * characters, no endpoint or key twice. Returns WT_OK, WT_ENOTFOUND / WT_EIO when the file
+ * cannot be read, or WT_EINVAL with a message naming the file and the field (decl unchanged). */
+int parallel_site_decl_load(const char *path, parallel_site_decl *decl);
+
+typedef struct parallel_site_link parallel_site_link;
+
+/* This process's link as rank `rank` of the declared site, with its key pair (Z85, 40 chars;
+ * public_key must be the file's entry for `rank`), binding its entry's endpoint. timeout_s (> 0)
+ * bounds every wait of the control protocol. Copies what it needs of decl. Returns NULL with
+ * wt_last_error() set: WT_EINVAL for a rank outside [0, n) or a key that is not the file's entry
+ * (saying which), WT_EIO when the endpoint cannot be bound. */
+parallel_site_link *parallel_site_link_new(const parallel_site_decl *decl, int rank,
+                                           const char *public_key, const char *secret_key,
+                                           double timeout_s);
+void parallel_site_link_destroy(parallel_site_link **self_p);
+
+/* The link's processes (the site file's entries) and this process's rank. */
+int parallel_site_link_size(const parallel_site_link *link);
+int parallel_site_link_rank(const parallel_site_link *link);
+
+/* Rank 0: parallel_site_new's site, whose ranks are the link's processes (tp × cp must equal
+ * them; rank r is TP rank r mod tp of CP rank r / tp). Opens a session with every member within
+ * the link's timeout. The link is borrowed and must outlive the site; one site per link at a
+ * time. Returns NULL with wt_last_error() set: parallel_site_new's errors, WT_EINVAL for another
+ * process count or a link that is not rank 0's, or the error of
+ * the member that could not open (naming its rank: WT_ETIMEOUT when it did not answer). */
+parallel_site *parallel_site_new_linked(const gpt_config *cfg, int first, int last, int max_batch,
+                                        int max_seq, int tp, int cp, const struct kernels_ops *k,
+                                        parallel_site_link *link);
+
+/* Ranks >= 1: serves rank 0's sites, one session after another, computing with kernels back end
+ * k (NULL: the CPU), until *stop becomes nonzero (checked at least every half second while
+ * idle). Prints one line to stdout per session opened (layers, t × c) and one to stderr per
+ * session that failed (why); a failed session is not fatal. Returns WT_OK once stopped, or
+ * WT_EINVAL for a link of rank 0. */
+int parallel_site_serve(parallel_site_link *link, const struct kernels_ops *k,
+                        const volatile sig_atomic_t *stop);
 
 /* The one device a site of `gpus` devices is to the WAN placement: assign_site_device's
  * aggregate (gpus × efficiency × one device's FLOP/s, gpus × its memory), except that one device

@@ -400,9 +400,17 @@ static int s_data_parallel(parallel_tasklet *k) {
   return WT_OK;
 }
 
-/* The stage's site: its TP × CP ranks on this process's threads, in the stage's back end. */
+/* The stage's site: its TP × CP ranks on this process's threads (or, with a site link, the
+ * declared site's processes), in the stage's back end. */
 static int s_site(parallel_tasklet *k, const trainer_config *tc) {
   const int cp = k->cfg.site_cp > 1 ? k->cfg.site_cp : 1;
+  if (k->cfg.site_link) {
+    WT_CHECK_NEW(k->site,
+                 parallel_site_new_linked(&tc->model, tc->first_layer, tc->last_layer,
+                                          trainer_micro_rows(k->t), tc->model.max_seq,
+                                          k->cfg.site_ranks / cp, cp, k->ops, k->cfg.site_link));
+    return parallel_pipeline_set_site(k->pipeline, k->site);
+  }
   if (k->ops->device)
     return wt_fail(WT_ENOTSUP,
                    "a site of %d ranks runs its ranks as threads of one process, but the %s back "

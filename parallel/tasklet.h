@@ -85,6 +85,8 @@
 
 #include <stdint.h>
 
+struct parallel_site_link; /* parallel/site.h */
+
 #define PARALLEL_TASKLET_NAME_MAX 16
 #define PARALLEL_TASKLET_DEVICE_MAX 32
 
@@ -126,10 +128,13 @@ typedef struct {
                      (WT_ENOTSUP on a GPU: the CUDA back end's state is process-wide). Each forward
                      whose backward is not the next pass is recomputed (act_slots is then 1). With
                      site_cp = c > 1 the t ranks are t / c TP × c CP (below) */
-  int site_cp;    /* 0 or 1: no context parallelism in the site; c > 1: each sequence split over
-                     c of the site_ranks (ring attention, parallel/cp.h): site_ranks a multiple
-                     of c, n_head of site_ranks / c, max_seq of 2c. A tasklet without a site
-                     (site_ranks <= 1) ignores it: one device has no sequence to split */
+  struct parallel_site_link *site_link; /* borrowed, NULL: the site's ranks are threads of this
+                     process; else rank 0's link to a declared site of site_ranks processes
+                     (parallel/site.h: parallel_site_new_linked) */
+  int site_cp; /* 0 or 1: no context parallelism in the site; c > 1: each sequence split over
+                  c of the site_ranks (ring attention, parallel/cp.h): site_ranks a multiple
+                  of c, n_head of site_ranks / c, max_seq of 2c. A tasklet without a site
+                  (site_ranks <= 1) ignores it: one device has no sequence to split */
   char device[PARALLEL_TASKLET_DEVICE_MAX]; /* the kernels back end the stage runs on, a
                     kernels_for_device name (cpu, cuda, cuda:N) resolved by parallel_tasklet_run
                     in its own thread (a GPU is a thread's current device); "" = train.kernels

@@ -20,7 +20,8 @@
  *    other tags wait in a per-peer mailbox). It fails within timeout_s with WT_ETIMEOUT, or
  *    earlier with WT_EIO when the peer has said goodbye (its comm was destroyed) or its
  *    connection dropped (its process died): the error names this rank, the peer and its
- *    endpoint, the tag, the current step and what was expected.
+ *    endpoint, the tag, the current step and what was expected. A peer process that comes back
+ *    at its endpoint (a new handshake, after the old connection dropped) is live again.
  *  - recv may be called from one thread at a time per (peer); send from any thread.
  *  - A message that is not well-formed (zmq_protocol.h), carries another run id or epoch, a
  *    source rank that does not match its authenticated key, or a length that does not match, is
@@ -129,6 +130,11 @@ typedef struct {
 /* Sets the header fields of the messages this communicator sends from now on. Returns WT_OK or
  * WT_EINVAL (not a zmq communicator, or kind/codec out of range). */
 int parallel_zmq_set_context(parallel_comm *c, const parallel_zmq_msg_context *ctx);
+
+/* Sets the deadline of every recv and blocked send from now on (cfg.timeout_s at creation), e.g.
+ * short waits while idle, the full deadline inside a call. Returns WT_OK or WT_EINVAL (not a zmq
+ * communicator, or timeout_s <= 0). */
+int parallel_zmq_set_timeout(parallel_comm *c, double timeout_s);
 
 typedef struct {
   uint64_t bytes_sent, msgs_sent; /* payload bytes / messages put on the wire to the peer */

@@ -24,11 +24,11 @@
 #include <time.h>
 #include <zmq.h>
 
-#define S_PART_BYTES ((size_t)256 << 10) /* pacing granularity of an emulated link */
+#define S_PART_BYTES ((size_t)256 << 10)  /* pacing granularity of an emulated link */
 #define S_ONE_FRAME_MAX ((size_t)1 << 20) /* unshaped payloads up to this go in one frame */
-#define S_POLL_MS 50                     /* how often the threads look at their stop flags */
-#define S_GONE_GRACE_S 0.5               /* a dropped peer's last messages may still be in flight */
-#define S_HWM 16                         /* messages ZeroMQ may hold per pipe */
+#define S_POLL_MS 50                      /* how often the threads look at their stop flags */
+#define S_GONE_GRACE_S 0.5    /* a dropped peer's last messages may still be in flight */
+#define S_HWM 16              /* messages ZeroMQ may hold per pipe */
 #define S_MAX_PARTS (1 << 18) /* payload frames of one message: 64 GiB in 256 KiB parts */
 
 /* One queued outgoing message; its buffer is shared by the ZeroMQ frames that carry it. */
@@ -61,7 +61,7 @@ typedef struct {
   double alpha_w, sec_per_byte; /* emulated latency and 1/β, in wall seconds */
   s_in *ihead, *itail;
   size_t in_bytes;
-  int connected, gone, said_bye, blocked;
+  int connected, gone, said_bye, dropped_after_bye, blocked;
   double gone_at;
   const char *gone_why;
   parallel_zmq_link_stats st;
@@ -338,8 +338,13 @@ static void s_monitor_one(parallel_zmq_transport *t, int peer) {
   memcpy(&event, zmq_msg_data(&ev), 2);
   pthread_mutex_lock(&t->mu);
   if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+    /* A handshake after the goodbye's connection dropped is a new process at the peer's
+     * endpoint (one restarted with the same key): the link is live again. */
+    if (l->said_bye && l->dropped_after_bye) l->said_bye = 0, l->dropped_after_bye = 0;
     l->connected = 1;
     if (!l->said_bye) l->gone = 0;
+  } else if (event == ZMQ_EVENT_DISCONNECTED && l->said_bye) {
+    l->dropped_after_bye = 1;
   } else if (event == ZMQ_EVENT_DISCONNECTED && l->connected && !l->gone) {
     l->gone = 1;
     l->gone_at = wt_now_s();
@@ -491,6 +496,12 @@ static void *s_send_main(void *p) {
         s_out_unref(m);
       }
       t->links[r].head = t->links[r].tail = NULL;
+      /* A peer known to be gone takes nothing more: don't linger on its unsent frames. */
+      pthread_mutex_lock(&t->mu);
+      int gone = t->links[r].gone;
+      pthread_mutex_unlock(&t->mu);
+      int zero = 0;
+      if (gone) zmq_setsockopt(t->links[r].push, ZMQ_LINGER, &zero, sizeof zero);
       zmq_close(t->links[r].push);
     }
   return NULL;
@@ -1033,6 +1044,16 @@ int parallel_zmq_set_context(parallel_comm *c, const parallel_zmq_msg_context *c
                    PARALLEL_ZMQ_CODEC_MAX);
   pthread_mutex_lock(&t->mu);
   t->msg = *ctx;
+  pthread_mutex_unlock(&t->mu);
+  return WT_OK;
+}
+
+int parallel_zmq_set_timeout(parallel_comm *c, double timeout_s) {
+  parallel_zmq_transport *t = s_of(c);
+  if (!t) return wt_fail(WT_EINVAL, "zmq: set_timeout on a communicator of another transport");
+  if (!(timeout_s > 0)) return wt_fail(WT_EINVAL, "zmq: timeout_s must be > 0 (got %g)", timeout_s);
+  pthread_mutex_lock(&t->mu);
+  t->timeout_s = timeout_s;
   pthread_mutex_unlock(&t->mu);
   return WT_OK;
 }

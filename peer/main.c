@@ -27,12 +27,14 @@ int main(int argc, char **argv) {
   if (help) {
     wt_config_print_help(stdout,
                          "usage: peerd --coordinator tcp://HOST:PORT --coordinator-key FILE|KEY "
-                         "--token TOKEN [options]\n\nJoins a wantrain run and trains what the "
-                         "coordinator assigns.",
+                         "--token TOKEN [options]\n       peerd --site FILE --site-rank R "
+                         "(R >= 1) [--key FILE] [--data-dir DIR]\n\nJoins a wantrain run and "
+                         "trains what the coordinator assigns; or, as rank R >= 1 of a declared "
+                         "site, serves that site's rank 0.",
                          peerd_options());
     return 0;
   }
-  if (!cfg.coordinator[0] || !cfg.coordinator_key[0]) {
+  if (cfg.site_rank < 1 && (!cfg.coordinator[0] || !cfg.coordinator_key[0])) {
     fprintf(stderr, "peerd: error: --coordinator tcp://HOST:PORT and --coordinator-key FILE|KEY "
                     "are required (peerd --help)\n");
     return 2;

@@ -1,6 +1,8 @@
 /* peer — peerd, the volunteer's daemon: registers with a coordinator (coordinator/protocol.h),
  * measures its device (with --gpus N a site of N GPUs, reported as one device of their aggregate
- * compute and memory), probes links when asked, trains the tasklet each epoch assigns it
+ * compute and memory; with --site FILE --site-rank R one process of a declared site, whose rank
+ * 0 registers the site and whose other ranks never talk to the coordinator but serve rank 0's
+ * sites: parallel/site.h), probes links when asked, trains the tasklet each epoch assigns it
  * (parallel/tasklet.h over a ZeroMQ communicator built from the epoch), heartbeats, reports
  * checkpoint shards, and leaves cleanly on SIGINT/SIGTERM.
  *
@@ -33,6 +35,9 @@ typedef struct {
   int gpus;               /* GPUs of this site: its tasklets run as sites of that many TP ranks */
   double site_efficiency; /* the site's speed is gpus × efficiency × one GPU's; 0: measure it */
   double register_timeout_s;
+  char site[WT_CONFIG_STR_MAX]; /* a site file: this process is one rank of a declared site */
+  int site_rank;                /* its rank there: 0 registers, >= 1 serve rank 0 (-1: none) */
+  double site_timeout_s;        /* every wait inside the site */
   int quiet;
 } peerd_config;
 

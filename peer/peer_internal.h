@@ -47,8 +47,9 @@ typedef struct {
   double act_saved_row;            /* bytes the activation codec saves per sample row sent */
   void *zc;                        /* the zmq communicator while the work runs */
   int stage, replica;
-  int site_ranks;               /* --gpus: the tasklet's site (set before peer_work_start) */
-  double *probe_lat, *probe_bw; /* size entries, -1 unmeasured */
+  int site_ranks; /* --gpus: the tasklet's site (set before peer_work_start) */
+  struct parallel_site_link *site_link; /* --site, rank 0: the site's processes (borrowed) */
+  double *probe_lat, *probe_bw;         /* size entries, -1 unmeasured */
 } peer_work;
 
 /* Parses an EPOCH body and binds the data socket (tcp://host:*). NULL with wt_last_error(). */

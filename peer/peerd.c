@@ -46,10 +46,22 @@ static const wt_option s_options[] = {
      "(the experts must split over it)",
      0},
     {"site-efficiency", WT_OPT_FLOAT, F(site_efficiency), 0, 1, "0",
-     "with --gpus > 1, the fraction of gpus x one GPU's speed the site is reported at (tensor "
-     "parallelism's all-reduces cost time); 0 = measure it at start: one stage's passes on one "
-     "rank against the same passes on the site",
+     "with --gpus > 1 or --site, the fraction of gpus x one GPU's speed the site is reported at "
+     "(tensor parallelism's all-reduces cost time); 0 = measure it at start: one stage's passes "
+     "on one rank against the same passes on the site (with --site: on its processes, which "
+     "must be serving)",
      0},
+    {"site", WT_OPT_STRING, F(site), 0, 0, "",
+     "a site file ({\"ranks\": [{\"endpoint\": \"tcp://HOST:PORT\", \"public_key\": KEY}, "
+     "...]}, parallel/site.h): this peerd is rank --site-rank of a site whose ranks are "
+     "processes. Rank 0 registers with the coordinator as --gpus N does (N = the file's "
+     "ranks); ranks >= 1 need no --coordinator and serve rank 0 until SIGINT/SIGTERM. "
+     "--device cpu only",
+     0},
+    {"site-rank", WT_OPT_INT, F(site_rank), -1, PARALLEL_SITE_MAX_RANKS - 1, "-1",
+     "this process's rank in --site (its entry's public_key must be this peerd's --key)", 0},
+    {"site-timeout", WT_OPT_FLOAT, F(site_timeout_s), 1, 3600, "120",
+     "with --site, seconds any wait inside the site may take", 0},
     {"register-timeout", WT_OPT_FLOAT, F(register_timeout_s), 1, 3600, "30",
      "seconds to wait for the coordinator's answer", 0},
     {"quiet", WT_OPT_FLAG, F(quiet), 0, 1, "0", "no progress lines", 0},
@@ -79,6 +91,8 @@ typedef struct {
   long reported_ckpt;
   data_set *data;
   char data_spec[WT_CONFIG_STR_MAX];
+  int gpus;                 /* the site's ranks: --gpus, or the --site file's processes */
+  parallel_site_link *link; /* --site: the site's processes, else NULL */
 } s_peer;
 
 static int s_send(s_peer *p, coordinator_cmd cmd, const cJSON *body) {
@@ -104,7 +118,12 @@ static int s_keys(s_peer *p) {
   } else if (rc != WT_OK) {
     return rc;
   }
-  const char *k = c->coordinator_key;
+  return WT_OK;
+}
+
+/* The coordinator's public key: --coordinator-key, a file or the key itself. */
+static int s_coordinator_key(s_peer *p) {
+  const char *k = p->cfg->coordinator_key;
   uint8_t raw[32];
   /* A readable file wins: a 40-character path is also valid Z85. */
   if (access(k, R_OK) != 0 && strlen(k) == 40 && zmq_z85_decode(raw, k)) {
@@ -163,7 +182,7 @@ static int s_register(s_peer *p) {
   cJSON_AddStringToObject(d, "kind", strncmp(p->cfg->device, "cuda", 4) ? "cpu" : "cuda");
   cJSON_AddNumberToObject(d, "flops", p->flops);
   cJSON_AddNumberToObject(d, "memory", p->memory);
-  cJSON_AddNumberToObject(d, "gpus", p->cfg->gpus);
+  cJSON_AddNumberToObject(d, "gpus", p->gpus);
   int rc = s_send(p, COORD_CMD_REGISTER, b);
   cJSON_Delete(b);
   return rc;
@@ -234,7 +253,7 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
     return;
   }
   p->work = peer_work_new(body, p->cfg->host, p->pub, p->sec, p->data, &p->held);
-  if (p->work) p->work->site_ranks = p->cfg->gpus;
+  if (p->work) p->work->site_ranks = p->gpus, p->work->site_link = p->link;
   if (!p->work) {
     fprintf(stderr, "peerd: epoch %d: %s\n", epoch, wt_last_error());
     s_report_failure(p, epoch, wt_last_error());
@@ -444,26 +463,84 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
   return WT_OK;
 }
 
-/* The site's efficiency, measured on the probe model (site.h) and printed. */
-static int s_site_efficiency(const peerd_config *cfg, double *efficiency) {
+/* The site's efficiency, measured on the probe model (site.h) and printed: on a threaded site
+ * of --gpus ranks, or on the declared site's processes (its members must be serving). */
+static int s_site_efficiency(s_peer *p, double *efficiency) {
+  const peerd_config *cfg = p->cfg;
   if (!cfg->quiet) {
-    printf("peerd: measuring the efficiency of the site of %d ranks...\n", cfg->gpus);
+    printf("peerd: measuring the efficiency of the site of %d ranks...\n", p->gpus);
     fflush(stdout);
   }
   parallel_site_timing t;
-  if (parallel_site_probe(cfg->gpus, 5, &t) != WT_OK)
-    return wt_fail(wt_last_status(),
+  int rc;
+  if (p->link) {
+    const gpt_config probe = parallel_site_probe_config(p->gpus);
+    parallel_site *site = parallel_site_new_linked(
+        &probe, 1, 2, PARALLEL_SITE_PROBE_ROWS, PARALLEL_SITE_PROBE_SEQ, p->gpus, 1, NULL, p->link);
+    rc = site ? parallel_site_measure(site, &probe, 1, 2, PARALLEL_SITE_PROBE_ROWS,
+                                      PARALLEL_SITE_PROBE_SEQ, 5, &t)
+              : wt_last_status();
+    parallel_site_destroy(&site);
+  } else {
+    rc = parallel_site_probe(p->gpus, 5, &t);
+  }
+  if (rc != WT_OK)
+    return wt_fail(rc,
                    "cannot measure the site's efficiency (%s); give --site-efficiency E instead",
                    wt_last_error());
   *efficiency = t.efficiency;
   if (!cfg->quiet)
     printf("peerd: site efficiency %.3f (measured: a stage's passes take %.4f s on one rank and "
            "%.4f s on the site of %d)\n",
-           t.efficiency, t.one_s, t.site_s, cfg->gpus);
+           t.efficiency, t.one_s, t.site_s, p->gpus);
   return WT_OK;
 }
 
+/* --site FILE --site-rank R: the site's declaration, checked against this peerd's options and
+ * key, and the link to its other processes. */
+static int s_site(s_peer *p) {
+  const peerd_config *cfg = p->cfg;
+  parallel_site_decl *decl = wt_xcalloc(1, sizeof *decl);
+  int rc = parallel_site_decl_load(cfg->site, decl);
+  if (rc == WT_OK && cfg->site_rank >= decl->n)
+    rc = wt_fail(WT_EINVAL, "--site-rank %d: the site file %s declares ranks 0 to %d",
+                 cfg->site_rank, cfg->site, decl->n - 1);
+  if (rc == WT_OK && cfg->gpus != 1 && cfg->gpus != decl->n)
+    rc = wt_fail(WT_EINVAL,
+                 "--gpus %d with --site %s: the site's GPUs are its %d processes (one each); drop "
+                 "--gpus or give %d",
+                 cfg->gpus, cfg->site, decl->n, decl->n);
+  if (rc == WT_OK && !(p->link = parallel_site_link_new(decl, cfg->site_rank, p->pub, p->sec,
+                                                        cfg->site_timeout_s)))
+    rc = wt_fail(wt_last_status(), "--site %s: %s", cfg->site, wt_last_error());
+  if (rc == WT_OK) p->gpus = decl->n;
+  free(decl);
+  return rc;
+}
+
+/* A site member (--site-rank >= 1): serves rank 0's sites until a signal; no coordinator. */
+static int s_serve(s_peer *p, const volatile sig_atomic_t *stop) {
+  if (!p->cfg->quiet)
+    printf("peerd: site member rank %d of %d (%s); serving the site's rank 0\n", p->cfg->site_rank,
+           p->gpus, p->cfg->site);
+  fflush(stdout);
+  int rc = parallel_site_serve(p->link, NULL, stop);
+  if (!p->cfg->quiet) printf("peerd: site member rank %d stopped\n", p->cfg->site_rank);
+  return rc;
+}
+
 int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
+  if (cfg->site_rank >= 0 && !cfg->site[0])
+    return wt_fail(WT_EINVAL, "--site-rank %d without --site FILE: a rank is one of a site file's",
+                   cfg->site_rank);
+  if (cfg->site[0] && cfg->site_rank < 0)
+    return wt_fail(WT_EINVAL, "--site %s needs --site-rank R: this process's entry in it",
+                   cfg->site);
+  if (cfg->site[0] && strncmp(cfg->device, "cpu", 4))
+    return wt_fail(WT_ENOTSUP,
+                   "--site with --device %s: a site's ranks run on host back ends only; use "
+                   "--device cpu",
+                   cfg->device);
   if (cfg->gpus > 1 && strncmp(cfg->device, "cpu", 4))
     return wt_fail(WT_ENOTSUP,
                    "--gpus %d with --device %s: a site runs its ranks as threads of one process "
@@ -480,25 +557,33 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
                      cfg->device);
     WT_CHECK(parallel_tasklet_set_default_device(cfg->device)); /* every tasklet runs there */
   }
-  if (!cfg->coordinator[0] || !cfg->coordinator_key[0])
+  const int member = cfg->site[0] && cfg->site_rank > 0;
+  if (!member && (!cfg->coordinator[0] || !cfg->coordinator_key[0]))
     return wt_fail(WT_EINVAL, "--coordinator tcp://HOST:PORT and --coordinator-key are required");
-  s_peer p = {.cfg = cfg, .heartbeat_s = 1, .liveness = 5};
+  s_peer p = {.cfg = cfg, .heartbeat_s = 1, .liveness = 5, .gpus = cfg->gpus};
   int rc = s_keys(&p);
+  if (rc == WT_OK && cfg->site[0]) rc = s_site(&p);
+  if (rc == WT_OK && member) {
+    rc = s_serve(&p, stop);
+    parallel_site_link_destroy(&p.link);
+    return rc;
+  }
+  if (rc == WT_OK) rc = s_coordinator_key(&p);
   if (rc == WT_OK) {
     double measured = 0, memory = 0;
     rc = peer_device_measure(cfg->device, &measured, &memory);
     /* A site is one device of the GPUs' aggregate, which the placement plans with. */
     double efficiency = cfg->site_efficiency;
-    if (rc == WT_OK && cfg->gpus > 1 && efficiency == 0) rc = s_site_efficiency(cfg, &efficiency);
+    if (rc == WT_OK && p.gpus > 1 && efficiency == 0) rc = s_site_efficiency(&p, &efficiency);
     if (rc == WT_OK)
-      rc = parallel_site_device(cfg->gpus, efficiency, cfg->flops > 0 ? cfg->flops : measured,
-                                memory, &p.flops, &p.memory);
+      rc = parallel_site_device(p.gpus, efficiency, cfg->flops > 0 ? cfg->flops : measured, memory,
+                                &p.flops, &p.memory);
   }
   if (rc == WT_OK) rc = s_connect(&p);
   if (rc == WT_OK) {
     if (!cfg->quiet)
       printf("peerd: device %s x %d, %.1f GFLOP/s (%s), %.1f GiB; registering with %s\n",
-             cfg->device, cfg->gpus, p.flops / 1e9, cfg->flops > 0 ? "--flops" : "fp32 matmul",
+             cfg->device, p.gpus, p.flops / 1e9, cfg->flops > 0 ? "--flops" : "fp32 matmul",
              p.memory / (1 << 30), cfg->coordinator);
     s_register(&p);
     int w = s_await_welcome(&p, wt_now_s() + cfg->register_timeout_s, stop);
@@ -522,5 +607,6 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
   data_set_destroy(&p.data);
   if (p.sock) zmq_close(p.sock);
   if (p.ctx) zmq_ctx_term(p.ctx);
+  parallel_site_link_destroy(&p.link);
   return rc;
 }

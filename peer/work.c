@@ -390,6 +390,7 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   c.on_step = s_on_step;
   c.on_step_arg = w;
   c.site_ranks = w->site_ranks;
+  c.site_link = w->site_link;
   c.site_cp = coordinator_field_int(t, "site_cp", 1); /* a coordinator that does not say: none */
   int bits = !strncmp(c.act_codec, "direct", 6) ? atoi(c.act_codec + 6) : 0;
   const int T = c.train.model.max_seq, C = c.train.model.channels;
