@@ -799,6 +799,8 @@ int parallel_site_serve(parallel_site_link *link, const kernels_ops *k,
       free(a);
     } else if (m->type == S_START && tr && m->session == open->session) {
       memcpy(open->eps, m->eps, sizeof m->eps);
+      for (int r = 0; r < PARALLEL_SITE_MAX_RANKS; r++) /* never read past an endpoint */
+        open->eps[r][PARALLEL_SITE_ENDPOINT_CHARS - 1] = 0;
       if (s_member_session(link, open, &tr, k, stop) != WT_OK) {
         fprintf(stderr, "site: rank %d: session %u failed: %s\n", link->rank, open->session,
                 wt_last_error());
