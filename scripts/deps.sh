@@ -6,7 +6,8 @@ PACKAGES=(build-essential cmake pkg-config git
           libzmq3-dev libsodium-dev libcurl4-openssl-dev libssl-dev libopenblas-dev
           libcjson-dev libsqlite3-dev libmicrohttpd-dev
           clang libclang-rt-14-dev gnuplot-nox zlib1g-dev
-          chromium)  # headless, for the dashboard page test (tests/http)
+          chromium   # headless, for the dashboard page test (tests/http)
+          python3 curl)  # the integration tests read /status and JSON logs with them
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

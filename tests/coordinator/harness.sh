@@ -15,6 +15,12 @@ fail() {
   for f in "$WORK"/*.log; do echo "--- $f"; tail -12 "$f"; done
   exit 1
 }
+# need_tool CMD PACKAGE: fails, naming the Debian package, when CMD is not on PATH.
+need_tool() {
+  command -v "$1" >/dev/null 2>&1 || fail "$1 not found: install the Debian package $2 (scripts/deps.sh does)"
+}
+need_tool python3 python3
+need_tool curl curl
 # start_coord LOG ARGS...: runs the coordinator on $STATE (default $WORK/state); its endpoint
 # lands in $EP, its pid in $CPID.
 start_coord() {
