@@ -1,0 +1,610 @@
+/* tasklet — one pipeline stage of one data-parallel replica for a whole run: builds the stage's
+ * trainer, the pipeline executor and the data-parallel machinery, and plugs them into
+ * trainer_step's hooks (tasklet.h). */
+#include "parallel/runtime/tasklet.h"
+
+#include "common/bytes.h" /* defines: wt_put_le64 / wt_get_le64 for the norm message */
+#include "common/common.h"
+#include "kernels/kernels.h" /* defines: kernels_for_device, the back end's copies */
+#include "parallel/collectives/collectives.h"
+#include "parallel/runtime/diloco.h"
+#include "parallel/runtime/pipeline.h"
+#include "parallel/runtime/tasklet_internal.h"
+#include "parallel/runtime/zero.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Split ids (comm.h): no two ranks share both a stage and a replica, so every data-parallel
+ * group can use one id and every pipeline another. */
+#define S_SPLIT_DP 1
+#define S_SPLIT_PIPE 2
+/* The world's user tag of the per-step norm exchange (below 2^24: comm.h's split rule). */
+#define S_TAG_NORM 1
+#define S_TAG_VAL 2 /* the validation loss, from the last stage of replica 0 */
+
+/* Tasklets of this process running on the CUDA back end, whose state is process-wide (its
+ * cuBLAS handle, scratch buffers and copy stream: tasklet.h): at most one at a time. */
+static atomic_int s_cuda_tasklets;
+
+/* Takes the CUDA back end for tasklet k when its stage runs there; refuses a second one. */
+static int s_claim_backend(parallel_tasklet *k, const kernels_ops *ops) {
+  if (!ops || strcmp(ops->name, "cuda")) return WT_OK;
+  if (atomic_fetch_add(&s_cuda_tasklets, 1) > 0) {
+    atomic_fetch_sub(&s_cuda_tasklets, 1);
+    return wt_fail(WT_ENOTSUP, "another tasklet of this process already runs on the CUDA back end, "
+                               "whose state is process-wide; run one tasklet per process "
+                               "(wantrain launch, peerd)");
+  }
+  k->holds_cuda = 1;
+  return WT_OK;
+}
+
+/* The device parallel_tasklet_config_default names (parallel_tasklet_set_default_device). */
+static char s_default_device[PARALLEL_TASKLET_DEVICE_MAX];
+
+int parallel_tasklet_set_default_device(const char *name) {
+  const kernels_ops *ops;
+  if (!name || strlen(name) >= sizeof s_default_device)
+    return wt_fail(WT_EINVAL, "device '%s' is not cpu, cuda or cuda:N", name ? name : "");
+  WT_CHECK(kernels_for_device(name, &ops));
+  snprintf(s_default_device, sizeof s_default_device, "%s", name);
+  return WT_OK;
+}
+
+parallel_tasklet_config parallel_tasklet_config_default(void) {
+  parallel_tasklet_config c;
+  memset(&c, 0, sizeof c);
+  snprintf(c.device, sizeof c.device, "%s", s_default_device);
+  c.stages = c.replicas = 1;
+  c.schedule = ASSIGN_SCHEDULE_GPIPE;
+  snprintf(c.grad_codec, sizeof c.grad_codec, "none");
+  snprintf(c.act_codec, sizeof c.act_codec, "none");
+  c.grad_ef = 1;
+  c.diloco_lr = 0.7f;
+  c.diloco_momentum = 0.9f;
+  c.keep = 2;
+  return c;
+}
+
+/* A ring order must name every replica once and start at replica 0, which stays data-parallel
+ * rank 0 (the rank that gathers and saves). */
+static int s_check_ring(const int *ring, int R) {
+  if (ring[0] != 0) return wt_fail(WT_EINVAL, "dp_ring starts at replica %d, not 0", ring[0]);
+  for (int i = 0; i < R; i++) {
+    int seen = 0;
+    for (int j = 0; j < R; j++) seen += ring[j] == i;
+    if (seen != 1)
+      return wt_fail(WT_EINVAL,
+                     "dp_ring names replica %d %d times; it must be a permutation of "
+                     "0..%d",
+                     i, seen, R - 1);
+  }
+  return WT_OK;
+}
+
+int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world_size) {
+  if (c->stages < 1 || c->replicas < 1 || c->stages * c->replicas != world_size)
+    return wt_fail(WT_EINVAL, "%d stages x %d replicas do not make the world of %d processes",
+                   c->stages, c->replicas, world_size);
+  if (c->stage < 0 || c->stage >= c->stages || c->replica < 0 || c->replica >= c->replicas)
+    return wt_fail(WT_EINVAL, "tasklet (stage %d, replica %d) is outside %d x %d", c->stage,
+                   c->replica, c->stages, c->replicas);
+  if (c->first_layer == 0 && c->last_layer == 0 && c->train.model.n_layer < c->stages)
+    return wt_fail(WT_EINVAL, "%d layers cannot be split into %d stages; use fewer --stages",
+                   c->train.model.n_layer, c->stages);
+  if (!c->data) return wt_fail(WT_EINVAL, "tasklet: no data set");
+  if (strcmp(c->grad_codec, "none") && !compress_codec_ops_by_name(c->grad_codec))
+    return wt_fail(WT_EINVAL, "--grad-codec %s is unknown; use none or one of %s", c->grad_codec,
+                   compress_codec_names());
+  WT_CHECK(parallel_pipeline_codec_check(c->act_codec));
+  if (c->diloco_h < 0) return wt_fail(WT_EINVAL, "--diloco %d must be >= 0", c->diloco_h);
+  if (c->val_every < 0) return wt_fail(WT_EINVAL, "--val-every %d must be >= 0", c->val_every);
+  if (!(c->time_limit_s >= 0))
+    return wt_fail(WT_EINVAL, "--time-limit %g must be >= 0 seconds", c->time_limit_s);
+  if (c->zero != 0 && c->zero != 1) return wt_fail(WT_EINVAL, "--zero %d: use 0 or 1", c->zero);
+  if (c->zero && (strcmp(c->grad_codec, "none") || c->diloco_h))
+    return wt_fail(WT_EINVAL, "--zero 1 shards the uncompressed synchronous update; drop "
+                              "--grad-codec and --diloco");
+  if (c->keep < 1) return wt_fail(WT_EINVAL, "keep %d must be >= 1", c->keep);
+  if (c->act_slots < 0 || c->act_slots > GPT_MAX_SLOTS)
+    return wt_fail(WT_EINVAL, "act_slots %d: use 0 (as many as needed) to %d", c->act_slots,
+                   GPT_MAX_SLOTS);
+  if (c->dp_ring) WT_CHECK(s_check_ring(c->dp_ring, c->replicas));
+  if (c->site_ranks < 0 || c->site_ranks > PARALLEL_SITE_MAX_RANKS)
+    return wt_fail(WT_EINVAL, "site ranks %d: use 1 (no site) to %d", c->site_ranks,
+                   PARALLEL_SITE_MAX_RANKS);
+  const int site_cp = c->site_cp > 1 ? c->site_cp : 1;
+  if (c->site_cp < 0 || c->site_cp > PARALLEL_SITE_MAX_RANKS)
+    return wt_fail(WT_EINVAL, "site cp %d: use 1 (no context parallelism) to %d", c->site_cp,
+                   PARALLEL_SITE_MAX_RANKS);
+  if (c->site_ranks > 1 && c->train.model.moe_experts) {
+    /* An MoE site's ranks are expert-parallel: each holds E/n experts and B/n rows. */
+    const int n = c->site_ranks, E = c->train.model.moe_experts;
+    const int per = c->replicas * c->train.micro_batches;
+    const int rows = per > 0 ? c->train.batch / per : 0;
+    if (site_cp > 1)
+      return wt_fail(WT_EINVAL,
+                     "a site runs an MoE model with its %d GPUs as expert-parallel ranks, "
+                     "without context parallelism: drop the site's CP degree %d",
+                     n, site_cp);
+    if (E % n || rows % n)
+      return wt_fail(WT_EINVAL,
+                     "a site of %d GPUs runs an MoE model as %d expert-parallel ranks, which "
+                     "split its %d experts and each micro-batch's %d rows evenly: use a GPU count "
+                     "that divides both",
+                     n, n, E, rows);
+  }
+  if (site_cp > 1 && c->site_ranks > 1 && c->site_ranks % site_cp)
+    return wt_fail(WT_EINVAL,
+                   "a site of %d GPUs cannot split each sequence over %d of them: use a GPU "
+                   "count that is a multiple of the context-parallel degree %d",
+                   c->site_ranks, site_cp, site_cp);
+  if (c->site_ranks > 1 && !c->train.model.moe_experts &&
+      c->train.model.n_head % (c->site_ranks / site_cp))
+    return wt_fail(WT_EINVAL,
+                   "a site of %d GPUs (%d tensor-parallel × %d context-parallel) splits the %d "
+                   "heads over %d ranks: use a GPU count whose tensor-parallel part divides them",
+                   c->site_ranks, c->site_ranks / site_cp, site_cp, c->train.model.n_head,
+                   c->site_ranks / site_cp);
+  if (site_cp > 1 && c->site_ranks > 1 && c->train.model.max_seq % (2 * site_cp))
+    return wt_fail(WT_EINVAL,
+                   "a site with context parallelism %d splits each sequence into %d chunks: "
+                   "use a sequence length that is a multiple of %d, not %d",
+                   site_cp, 2 * site_cp, 2 * site_cp, c->train.model.max_seq);
+  if (c->resume && !c->checkpoint_dir[0])
+    return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir");
+  if ((c->state_in || c->state_out) &&
+      (c->zero || c->diloco_h || !strncmp(c->act_codec, "delta", 5) ||
+       (strcmp(c->grad_codec, "none") && c->grad_ef)))
+    return wt_fail(WT_EINVAL, "a state hand-over holds the model, optimizer and data position "
+                              "only: it needs --zero 0, no --diloco, no error feedback and no "
+                              "delta --act-codec");
+  if (c->state_in && c->resume)
+    return wt_fail(WT_EINVAL, "start from a handed-over state or resume, not both");
+  return WT_OK;
+}
+
+/* This stage's layers: the config's, or an even split. */
+static void s_layers(const parallel_tasklet_config *c, int *first, int *last) {
+  if (c->first_layer || c->last_layer) {
+    *first = c->first_layer, *last = c->last_layer;
+    return;
+  }
+  int L = c->train.model.n_layer;
+  *first = c->stage * L / c->stages;
+  *last = (c->stage + 1) * L / c->stages;
+}
+
+/* ---- hooks ---------------------------------------------------------------------------------- */
+
+static int s_grads(void *ctx, trainer *t, const int *inputs, const int *targets, int rows,
+                   float *loss) {
+  parallel_tasklet *k = ctx;
+  (void)t, (void)rows;
+  double t0 = wt_now_s();
+  int rc = parallel_pipeline_run(k->pipeline, inputs, targets, loss);
+  k->pipeline_s += wt_now_s() - t0;
+  return rc;
+}
+
+/* The collective of the step on host gradients g (n floats). */
+static int s_reduce_host(parallel_tasklet *k, trainer *t, float *g, size_t n) {
+  if (k->zero) return parallel_zero_reduce(k->zero, g);
+  if (!k->codec) return parallel_allreduce(k->dp, g, n, PARALLEL_OP_AVG);
+  compress_codec_set_seed(k->codec, (uint64_t)trainer_steps_done(t) + 1); /* randk: same draw */
+  if (k->sparse) return parallel_allreduce_sparse(k->dp, k->codec, g, n, PARALLEL_OP_AVG, k->sef);
+  return parallel_allreduce_compressed(k->dp, k->codec, g, n, PARALLEL_OP_AVG, k->ef);
+}
+
+/* Puts the reduced gradient g back on a device: all of it, or with ZeRO-1 only this replica's
+ * shard, the one part the norm and the update read. */
+static void s_grads_upload(parallel_tasklet *k, gpt_stage *s, const float *g) {
+  if (!k->ops->device) return;
+  if (!k->zero) {
+    gpt_stage_grads_upload(s);
+    return;
+  }
+  size_t n, off, len;
+  parallel_zero_shard(k->zero, &off, &len);
+  k->ops->upload(gpt_stage_grads(s, &n) + off, g + off, sizeof(float) * len);
+}
+
+/* On a device the gradient goes down once, is reduced on the host and goes up once (tasklet.h);
+ * on a host back end gpt_stage_grads_host is the buffer itself and nothing is copied. */
+static int s_reduce(parallel_tasklet *k, trainer *t) {
+  if (k->cfg.replicas == 1 || k->cfg.diloco_h) return WT_OK; /* DiLoCo: replicas step alone */
+  size_t n;
+  gpt_stage *s = trainer_model(t);
+  float *g = gpt_stage_grads_host(s, &n);
+  int rc = s_reduce_host(k, t, g, n);
+  if (rc == WT_OK) s_grads_upload(k, s, g);
+  k->grads_host = rc == WT_OK ? g : NULL; /* ZeRO-1's update reads the shard from it */
+  return rc;
+}
+
+static int s_sync(void *ctx, trainer *t) {
+  parallel_tasklet *k = ctx;
+  double t0 = wt_now_s();
+  WT_CHECK(parallel_pipeline_tied_sum(k->pipeline));
+  double t1 = wt_now_s();
+  int rc = s_reduce(k, t);
+  k->tied_s += t1 - t0;
+  k->reduce_s += wt_now_s() - t1;
+  return rc;
+}
+
+/* This tasklet's share of the squared norm: its ZeRO shard, or the whole stage summed chunk by
+ * chunk over the ring's chunks (the same grouping as the shards, so both agree bitwise). */
+static double s_sq_share(parallel_tasklet *k, gpt_stage *s) {
+  size_t n, off, len;
+  gpt_stage_grads(s, &n);
+  if (k->zero) {
+    parallel_zero_shard(k->zero, &off, &len);
+    return trainer_grad_sq_norm_range(s, off, off + len);
+  }
+  double sq = 0;
+  for (int c = 0; c < k->cfg.replicas; c++) {
+    parallel_chunk_range(n, k->cfg.replicas, c, &off, &len);
+    sq += trainer_grad_sq_norm_range(s, off, off + len);
+  }
+  return sq;
+}
+
+/* One tasklet's entry of the per-step exchange: its norm share, its loss (doubles) and a stop
+ * flag (world rank 0's time-limit decision; 0 from everyone else). */
+#define S_ENTRY 24
+
+/* Every tasklet's entry to every other, each message stamped with the step: one message latency
+ * per step instead of a ring's 2(W-1) (the messages are tiny, so W-1 of them per tasklet cost
+ * nothing next to a WAN latency). all receives W entries in world rank order. A peer at another
+ * step is refused (WT_ECORRUPT). */
+static int s_exchange(parallel_tasklet *k, const uint8_t mine[S_ENTRY], long step, uint8_t *all) {
+  const int W = parallel_comm_size(k->world), me = parallel_comm_rank(k->world);
+  uint8_t msg[8 + S_ENTRY], got_msg[8 + S_ENTRY];
+  wt_put_le64(msg, (uint64_t)step);
+  memcpy(msg + 8, mine, S_ENTRY);
+  memcpy(all + (size_t)me * S_ENTRY, mine, S_ENTRY);
+  for (int w = 0; w < W; w++)
+    if (w != me) WT_CHECK(parallel_comm_send(k->world, w, S_TAG_NORM, msg, sizeof msg));
+  for (int w = 0; w < W; w++) {
+    if (w == me) continue;
+    size_t got = 0;
+    WT_CHECK(parallel_comm_recv(k->world, w, S_TAG_NORM, got_msg, sizeof got_msg, &got));
+    if (got != sizeof got_msg || wt_get_le64(got_msg) != (uint64_t)step)
+      return wt_fail(WT_ECORRUPT,
+                     "norm exchange: world rank %d sent %zu bytes for step %llu, "
+                     "expected %zu for step %ld",
+                     w, got, (unsigned long long)(got >= 8 ? wt_get_le64(got_msg) : 0),
+                     sizeof got_msg, step);
+    memcpy(all + (size_t)w * S_ENTRY, got_msg + 8, S_ENTRY);
+  }
+  return WT_OK;
+}
+
+static double s_get_double(const uint8_t *p) {
+  uint64_t bits = wt_get_le64(p);
+  double v;
+  memcpy(&v, &bits, 8);
+  return v;
+}
+
+static void s_put_double(uint8_t *p, double v) {
+  uint64_t bits;
+  memcpy(&bits, &v, 8);
+  wt_put_le64(p, bits);
+}
+
+static int s_norm(void *ctx, trainer *t, float local_loss, double *sq, float *loss) {
+  parallel_tasklet *k = ctx;
+  const int S = k->cfg.stages, R = k->cfg.replicas;
+  uint8_t mine[S_ENTRY] = {0};
+  s_put_double(mine, s_sq_share(k, trainer_model(t)));
+  s_put_double(mine + 8, local_loss);
+  if (parallel_comm_rank(k->world) == 0 && k->cfg.time_limit_s > 0 &&
+      wt_now_s() - k->t_start >= k->cfg.time_limit_s)
+    mine[16] = 1;
+  uint8_t *all = wt_xmalloc((size_t)S * R * S_ENTRY);
+  double t0 = wt_now_s();
+  int rc = s_exchange(k, mine, trainer_steps_done(t) + 1, all);
+  k->norm_s += wt_now_s() - t0;
+  if (rc == WT_OK) {
+    /* field f (0 sq share, 1 loss) of tasklet (s, r) = world rank s·R + r */
+#define ENTRY(s, r, f) s_get_double(all + ((size_t)(s)*R + (size_t)(r)) * S_ENTRY + 8 * (f))
+    double total = 0, loss_sum = 0;
+    for (int s = 0; s < S; s++) {
+      double stage = 0;
+      if (k->zero)
+        for (int c = 0; c < R; c++) stage += ENTRY(s, parallel_chunk_owner(c, R), 0);
+      else
+        stage = ENTRY(s, k->cfg.replica, 0);
+      total += stage;
+    }
+    for (int r = 0; r < R; r++) loss_sum += ENTRY(S - 1, r, 1);
+#undef ENTRY
+    *sq = total;
+    *loss = (float)(loss_sum / R);
+    k->stop = all[16] != 0; /* world rank 0's entry */
+  }
+  free(all);
+  return rc;
+}
+
+/* ZeRO-1's update on host buffers: the reduced gradient s_reduce left on the host, and the
+ * parameters — on a device, the shard is downloaded into k->params_host (the all-gather fills
+ * in the rest) and the whole is uploaded after the all-gather. */
+static int s_update(void *ctx, trainer *t, float lr, float grad_scale) {
+  parallel_tasklet *k = ctx;
+  size_t n, off, len;
+  float *params = gpt_stage_params(trainer_model(t), &n), *dev = params;
+  if (!k->grads_host) return wt_fail(WT_EINVAL, "tasklet: ZeRO-1 update without a reduce");
+  if (k->ops->device) {
+    if (!k->params_host && !(k->params_host = k->ops->host_alloc(sizeof(float) * n)))
+      return wt_fail(WT_ENOMEM, "ZeRO-1: no host memory for %zu parameters", n);
+    parallel_zero_shard(k->zero, &off, &len);
+    k->ops->download(k->params_host + off, dev + off, sizeof(float) * len);
+    params = k->params_host;
+  }
+  int rc = parallel_zero_update(k->zero, params, k->grads_host, lr, grad_scale);
+  k->grads_host = NULL;
+  if (rc == WT_OK && k->ops->device) k->ops->upload(dev, params, sizeof(float) * n);
+  return rc;
+}
+
+/* ---- setup ---------------------------------------------------------------------------------- */
+
+static int s_split(parallel_tasklet *k) {
+  const int S = k->cfg.stages, R = k->cfg.replicas, s = k->cfg.stage, r = k->cfg.replica;
+  int *ranks = wt_xmalloc(sizeof(int) * (size_t)(S > R ? S : R));
+  for (int i = 0; i < R; i++) ranks[i] = s * R + (k->cfg.dp_ring ? k->cfg.dp_ring[i] : i);
+  k->dp = parallel_comm_split(k->world, ranks, R, S_SPLIT_DP);
+  for (int i = 0; i < S; i++) ranks[i] = i * R + r;
+  k->pipe = k->dp ? parallel_comm_split(k->world, ranks, S, S_SPLIT_PIPE) : NULL;
+  free(ranks);
+  return k->pipe ? WT_OK : WT_EINVAL;
+}
+
+static int s_data_parallel(parallel_tasklet *k) {
+  const parallel_tasklet_config *c = &k->cfg;
+  gpt_stage *s = trainer_model(k->t);
+  size_t n;
+  gpt_stage_params(s, &n);
+  if (c->zero) {
+    int nt;
+    const gpt_tensor_info *ti = gpt_stage_tensors(s, &nt);
+    optim_config oc = c->train.optim;
+    oc.total_steps = c->train.steps;
+    if (!(k->zero = parallel_zero_new(&oc, ti, nt, k->dp))) return WT_EINVAL;
+  }
+  if (strcmp(c->grad_codec, "none")) {
+    compress_params p = compress_params_default();
+    WT_CHECK_NEW(k->codec, compress_codec_new(c->grad_codec, &p));
+    k->sparse = !strcmp(c->grad_codec, "topk") || !strcmp(c->grad_codec, "randk");
+  }
+  if (c->diloco_h) {
+    diloco_config dc = diloco_config_default();
+    dc.lr = c->diloco_lr;
+    dc.momentum = c->diloco_momentum;
+    dc.codec = k->codec;
+    dc.error_feedback = c->grad_ef;
+    dc.sparse = k->sparse;
+    if (!(k->outer = diloco_new(n, &dc))) return WT_EINVAL;
+    diloco_init(k->outer, gpt_stage_params_host(s, &n));
+  } else if (k->codec && c->grad_ef && k->sparse) {
+    k->sef = compress_ef_new(n);
+  } else if (k->codec && c->grad_ef) {
+    WT_CHECK_NEW(k->ef, parallel_ef_new(n, parallel_comm_rank(k->dp), c->replicas));
+  }
+  return WT_OK;
+}
+
+/* The stage's site: its TP × CP ranks on this process's threads (or, with a site link, the
+ * declared site's processes), in the stage's back end. */
+static int s_site(parallel_tasklet *k, const trainer_config *tc) {
+  const int cp = k->cfg.site_cp > 1 ? k->cfg.site_cp : 1;
+  if (k->cfg.site_link) {
+    WT_CHECK_NEW(k->site,
+                 parallel_site_new_linked(&tc->model, tc->first_layer, tc->last_layer,
+                                          trainer_micro_rows(k->t), tc->model.max_seq,
+                                          k->cfg.site_ranks / cp, cp, k->ops, k->cfg.site_link));
+    return parallel_pipeline_set_site(k->pipeline, k->site);
+  }
+  if (k->ops->device)
+    return wt_fail(WT_ENOTSUP,
+                   "a site of %d ranks runs its ranks as threads of one process, but the %s back "
+                   "end's state is process-wide; run sites on the cpu device",
+                   k->cfg.site_ranks, k->ops->name);
+  WT_CHECK_NEW(k->site, parallel_site_new(&tc->model, tc->first_layer, tc->last_layer,
+                                          trainer_micro_rows(k->t), tc->model.max_seq,
+                                          k->cfg.site_ranks / cp, cp, k->ops));
+  return parallel_pipeline_set_site(k->pipeline, k->site);
+}
+
+int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *cfg,
+                           parallel_comm *world) {
+  memset(k, 0, sizeof *k);
+  k->cfg = *cfg;
+  k->world = world;
+  WT_CHECK(parallel_tasklet_config_validate(cfg, parallel_comm_size(world)));
+  if (parallel_comm_rank(world) != cfg->stage * cfg->replicas + cfg->replica)
+    return wt_fail(WT_EINVAL, "tasklet (stage %d, replica %d) must be world rank %d, not %d",
+                   cfg->stage, cfg->replica, cfg->stage * cfg->replicas + cfg->replica,
+                   parallel_comm_rank(world));
+  WT_CHECK(s_split(k));
+  trainer_config tc = cfg->train;
+  if (cfg->device[0]) WT_CHECK(kernels_for_device(cfg->device, &tc.kernels)); /* this thread's */
+  WT_CHECK(s_claim_backend(k, tc.kernels));
+  s_layers(cfg, &tc.first_layer, &tc.last_layer);
+  tc.replicas = cfg->replicas;
+  tc.replica = cfg->replica;
+  tc.external_optimizer = cfg->zero;
+  if (!(k->t = trainer_new(&tc, cfg->data))) return WT_EINVAL;
+  k->ops = gpt_stage_kernels(trainer_model(k->t));
+  parallel_pipeline_config pc = {.schedule = cfg->schedule,
+                                 .micro_batches = tc.micro_batches,
+                                 .rows = trainer_micro_rows(k->t),
+                                 .seq = tc.model.max_seq};
+  snprintf(pc.act_codec, sizeof pc.act_codec, "%s", cfg->act_codec);
+  pc.act_slots = cfg->act_slots;
+  if (!(k->pipeline = parallel_pipeline_new(&pc, trainer_model(k->t), k->pipe))) return WT_EINVAL;
+  if (cfg->site_ranks > 1) WT_CHECK(s_site(k, &tc));
+  WT_CHECK(s_data_parallel(k));
+  trainer_hooks h = {.ctx = k, .grads = s_grads, .sync = s_sync, .norm = s_norm};
+  if (k->zero) h.update = s_update;
+  trainer_set_hooks(k->t, &h);
+  return WT_OK;
+}
+
+void parallel_tasklet_teardown(parallel_tasklet *k) {
+  if (k->ops) k->ops->host_free(k->params_host);
+  parallel_pipeline_destroy(&k->pipeline);
+  parallel_site_destroy(&k->site);
+  parallel_zero_destroy(&k->zero);
+  diloco_destroy(&k->outer);
+  parallel_ef_destroy(&k->ef);
+  compress_ef_destroy(&k->sef);
+  compress_codec_destroy(&k->codec);
+  trainer_destroy(&k->t);
+  if (k->holds_cuda) atomic_fetch_sub(&s_cuda_tasklets, 1);
+  parallel_comm_destroy(&k->dp);
+  parallel_comm_destroy(&k->pipe);
+}
+
+/* ---- the run -------------------------------------------------------------------------------- */
+
+static void s_bytes(parallel_tasklet *k, uint64_t *pipe, uint64_t *dp, uint64_t *control) {
+  *pipe = parallel_comm_bytes_sent(k->pipe);
+  *dp = parallel_comm_bytes_sent(k->dp);
+  *control = parallel_comm_bytes_sent(k->world) - *pipe - *dp;
+}
+
+/* Validation as trainer_val_loss batches it (train.val_batches batches of the stage's micro-batch
+ * rows), run by replica 0's pipeline; the last stage of replica 0 sends the loss to every other
+ * tasklet, stamped with the step. */
+static int s_validate(parallel_tasklet *k, float *val) {
+  const int S = k->cfg.stages, R = k->cfg.replicas, T = k->cfg.train.model.max_seq;
+  const int W = S * R, me = parallel_comm_rank(k->world), from = (S - 1) * R;
+  const long step = trainer_steps_done(k->t);
+  int rc = WT_OK;
+  float v = NAN;
+  if (k->cfg.replica == 0) {
+    const int mb = trainer_micro_rows(k->t);
+    size_t windows = data_set_num_val_windows(k->cfg.data, T);
+    int nb = (int)WT_MIN((size_t)k->cfg.train.val_batches, (windows + (size_t)mb - 1) / (size_t)mb);
+    int b = (int)WT_MIN((size_t)mb, windows);
+    nb = WT_MIN(nb, PARALLEL_PIPELINE_MAX_EVAL);
+    int *in = wt_xmalloc(sizeof(int) * (size_t)nb * b * T);
+    int *tg = wt_xmalloc(sizeof(int) * (size_t)nb * b * T);
+    for (int i = 0; i < nb; i++)
+      data_set_val_batch(k->cfg.data, (size_t)i * b, b, T, in + (size_t)i * b * T,
+                         tg + (size_t)i * b * T);
+    rc = parallel_pipeline_eval(k->pipeline, in, tg, nb, b, &v);
+    free(in), free(tg);
+  }
+  uint8_t msg[16];
+  if (rc == WT_OK && me == from) {
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    wt_put_le64(msg, (uint64_t)step), wt_put_le64(msg + 8, bits);
+    for (int w = 0; w < W && rc == WT_OK; w++)
+      if (w != me) rc = parallel_comm_send(k->world, w, S_TAG_VAL, msg, sizeof msg);
+  } else if (rc == WT_OK) {
+    size_t got = 0;
+    rc = parallel_comm_recv(k->world, from, S_TAG_VAL, msg, sizeof msg, &got);
+    if (rc == WT_OK && (got != sizeof msg || wt_get_le64(msg) != (uint64_t)step))
+      rc = wt_fail(WT_ECORRUPT,
+                   "validation loss from world rank %d: %zu bytes for step %llu, "
+                   "expected 16 for step %ld",
+                   from, got, (unsigned long long)(got >= 8 ? wt_get_le64(msg) : 0), step);
+    uint32_t bits = rc == WT_OK ? (uint32_t)wt_get_le64(msg + 8) : 0;
+    memcpy(&v, &bits, 4);
+  }
+  *val = v;
+  return rc;
+}
+
+/* One step plus, every H steps and at the end, DiLoCo's outer step. */
+static int s_step(parallel_tasklet *k, trainer_step_info *info) {
+  WT_CHECK(trainer_step(k->t, info));
+  long done = trainer_steps_done(k->t);
+  if (k->outer && (done % k->cfg.diloco_h == 0 || done == k->cfg.train.steps)) {
+    size_t n;
+    double t0 = wt_now_s();
+    gpt_stage *s = trainer_model(k->t);
+    WT_CHECK(diloco_outer_step(k->outer, k->dp, gpt_stage_params_host(s, &n))); /* host θ */
+    gpt_stage_params_upload(s);
+    info->seconds += wt_now_s() - t0; /* the step's time includes its share of the outer sync */
+    k->reduce_s += wt_now_s() - t0;
+  }
+  return WT_OK;
+}
+
+int parallel_tasklet_train(parallel_tasklet *k, parallel_tasklet_result *res) {
+  const parallel_tasklet_config *c = &k->cfg;
+  long end = c->train.steps;
+  if (c->stop_after > 0 && c->stop_after < end) end = c->stop_after;
+  int rc = WT_OK;
+  while (rc == WT_OK && trainer_steps_done(k->t) < end) {
+    parallel_tasklet_step st = {.stage = c->stage, .replica = c->replica, .val_loss = NAN};
+    rc = s_step(k, &st.info);
+    if (rc != WT_OK) break;
+    if (k->stop && st.info.step < end) { /* the time limit: every tasklet ends here */
+      end = st.info.step;
+      res->time_limited = 1;
+    }
+    int last = st.info.step == end;
+    if (last || (c->val_every > 0 && st.info.step % c->val_every == 0))
+      rc = s_validate(k, &st.val_loss);
+    if (rc != WT_OK) break;
+    res->steps_done = st.info.step;
+    res->last_loss = st.info.loss;
+    if (!isnan(st.val_loss)) res->last_val_loss = st.val_loss;
+    s_bytes(k, &st.bytes_pipeline, &st.bytes_data, &st.bytes_control);
+    if (c->on_step) c->on_step(c->on_step_arg, &st);
+    if (c->checkpoint_dir[0] &&
+        (last || (c->checkpoint_every > 0 && st.info.step % c->checkpoint_every == 0)))
+      rc = parallel_tasklet_checkpoint(k);
+  }
+  return rc;
+}
+
+int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *world,
+                         parallel_tasklet_result *result) {
+  double t0 = wt_now_s();
+  parallel_tasklet_result res = {.last_loss = NAN, .last_val_loss = NAN};
+  parallel_tasklet *k = wt_xcalloc(1, sizeof *k);
+  int rc = parallel_tasklet_setup(k, cfg, world);
+  k->t_start = t0;
+  if (rc == WT_OK && cfg->resume) rc = parallel_tasklet_resume(k);
+  if (rc == WT_OK && cfg->state_in)
+    rc = parallel_tasklet_state_load(k, cfg->state_in, cfg->state_in_bytes);
+  int started = rc == WT_OK; /* the trainer holds a whole state from here on */
+  if (rc == WT_OK) res.steps_done = trainer_steps_done(k->t);
+  if (rc == WT_OK) rc = parallel_tasklet_train(k, &res);
+  if (rc != WT_OK) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", wt_last_error());
+    rc = wt_fail(rc, "tasklet stage %d replica %d, step %ld: %s", cfg->stage, cfg->replica,
+                 k->t ? trainer_steps_done(k->t) + 1 : 0L, why);
+  }
+  if (k->pipeline) res.compute_s = parallel_pipeline_compute_s(k->pipeline);
+  if (k->pipeline) res.recomputes = parallel_pipeline_recomputes(k->pipeline);
+  res.pipeline_s = k->pipeline_s, res.tied_s = k->tied_s;
+  res.reduce_s = k->reduce_s, res.norm_s = k->norm_s;
+  if (k->pipe && k->dp) s_bytes(k, &res.bytes_pipeline, &res.bytes_data, &res.bytes_control);
+  if (k->site) res.bytes_site = parallel_site_bytes(k->site);
+  res.seconds = wt_now_s() - t0;
+  if (cfg->state_out) {
+    /* a failed step never reaches the update, so the trainer is at its last completed step */
+    *cfg->state_out = NULL, *cfg->state_out_bytes = 0;
+    if (started && parallel_tasklet_state_save(k, cfg->state_out, cfg->state_out_bytes) != WT_OK)
+      WT_WARN("tasklet stage %d replica %d: cannot keep its state: %s", cfg->stage, cfg->replica,
+              wt_last_error());
+  }
+  parallel_tasklet_teardown(k);
+  free(k);
+  if (result) *result = res;
+  return rc;
+}

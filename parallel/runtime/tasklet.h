@@ -1,0 +1,239 @@
+/* tasklet — the per-process entry point of distributed training: one pipeline stage of one
+ * data-parallel replica, run for a number of steps over a world communicator handed in.
+ * `wantrain launch` runs one per process, `peerd` will run one per assignment, and the tests run
+ * S × R of them as threads over the in-process transport.
+ *
+ * World layout: S stages × R replicas = parallel_comm_size(world) ranks, and the tasklet of
+ * stage s, replica r is world rank s·R + r (the index of assign_plan.device). Inside, the world
+ * is split (parallel_comm_split) into the stage's data-parallel group (ranks s·R .. s·R+R-1) and
+ * the replica's pipeline (ranks r, R+r, ..., (S-1)·R+r).
+ *
+ * One step (model/trainer.h's trainer_step with these hooks):
+ *   every tasklet draws the same global batch (B sequences) from the same seed; replica r takes
+ *   rows [r·B/R, (r+1)·B/R) and splits them into m micro-batches
+ *   grads  the pipeline executor (parallel/runtime/pipeline.h) runs the schedule: activations go forward
+ *          as gpt.h's act_in, their gradients back as grad_in (through the activation codec)
+ *   sync   tied embedding: stages 0 and S-1 exchange their wte gradients and both keep the sum;
+ *          then the stage's data-parallel group averages the gradient: ring all-reduce,
+ *          compressed all-reduce (grad_codec, with error feedback), ZeRO-1's reduce-scatter, or
+ *          nothing (DiLoCo: replicas step alone; every H steps an outer step averages them)
+ *   norm   every tasklet sends its (gradient sq-norm share, loss, stop flag) to every other,
+ *          stamped with the step (one message latency): the global norm for clipping, the
+ *          step's mean loss and world rank 0's time-limit decision, identical on every tasklet
+ *   update AdamW / SGD on the stage; ZeRO-1: on this replica's 1/R shard, then an all-gather
+ * Without compression, R × S tasklets compute what trainer_step computes on one process with
+ * micro_batches = R·m, up to float rounding (docs/runtime.md has the measured differences).
+ *
+ * Failures: every wait is bounded by the transport's deadline, and a tasklet that fails returns
+ * its error; on the in-process transport its rank is then closed, on ZeroMQ its process exits,
+ * so each peer's next receive from it fails at once (WT_EIO) and the failure spreads through
+ * the pipeline and the groups instead of leaving anyone waiting. parallel_tasklet_run returns
+ * the first error with a message naming the stage, replica and step.
+ *
+ * Devices: the stage's parameters, gradients, optimizer state and activations live where its
+ * kernels back end keeps them (device, or train.kernels): on a GPU they stay on the GPU, and the
+ * runtime copies bytes to the host only where they leave or enter the process, through the back
+ * end's upload / download into host buffers from its host_alloc (page-locked on a GPU):
+ *   pipeline   activations and their gradients cross as host arrays of gpt.h's API (the stage
+ *              copies them in and out); the tied wte gradient is downloaded, summed, uploaded
+ *   reduce     the gradient is downloaded once, reduced on the host (any codec, ZeRO-1's
+ *              reduce-scatter), uploaded once (ZeRO-1: only the shard); the norm is then the
+ *              back end's sq_norm
+ *   ZeRO-1     the shard's optimizer state and update stay on the host (parallel/runtime/zero.h works
+ *              on host buffers): the shard's parameters go down, are updated and all-gathered
+ *              on the host, and the whole goes up
+ *   DiLoCo     θ_outer and the outer momentum are host buffers; the parameters go down and up
+ *              around each outer step
+ *   checkpoints model/checkpoint.h copies to and from the device itself; the tasklet's own
+ *              state file goes through gpt_stage_params_host and optim_state_host
+ * The numbers are those of the CPU path bit for bit when the back end computes as the CPU does
+ * (tests/runtime/test_runtime_device.c runs a host back end dressed as a device). The CUDA back
+ * end keeps process-wide state (its cuBLAS handle, scratch buffers, copy stream): one tasklet
+ * per process on a GPU (`wantrain launch`, peerd); a second one in the same process at the same
+ * time is refused (WT_ENOTSUP) instead of sharing it.
+ *
+ * A site (site_ranks = n > 1): the stage's passes run on n ranks (parallel/datacenter/site.h), n / site_cp
+ * tensor-parallel ranks for each of site_cp context-parallel ranks (an MoE model: n
+ * expert-parallel ranks),
+ * while the tasklet's gpt_stage stays the stage everyone else sees: the executor loads its
+ * parameters into the site before each run and evaluation and adds the site's gradients back
+ * after each run, so the reduce, the norm, the update and the checkpoints are unchanged, and a
+ * run with sites matches one without within float rounding (tests/runtime/test_runtime_site.c).
+ *
+ * Checkpoints (checkpoint_dir set): every checkpoint_every steps and at the end, replica 0 of
+ * each stage saves DIR/stage-<s>/ (model/checkpoint.h's format: safetensors + SHA-256, one run
+ * directory per stage), then world rank 0 writes DIR/manifest.json (S, R, layer ranges, the
+ * step) once every stage has saved. resume = 1 loads the step the manifest names on every
+ * tasklet and continues bit-exactly. What else a run keeps across steps (DiLoCo's inner and
+ * outer state, error-feedback residuals, AC-SGD delta caches) every tasklet saves beside its
+ * stage, DIR/stage-<s>/replica-<r>-step-<step>.state (docs/runtime.md), and loads on resume.
+ *
+ *   parallel_tasklet_config c = parallel_tasklet_config_default();
+ *   c.stages = 2, c.replicas = 2, c.stage = s, c.replica = r;
+ *   c.train = trainer_cfg;  c.data = data;           // global batch, steps, optimizer, seed
+ *   parallel_tasklet_result res;
+ *   int rc = parallel_tasklet_run(&c, world, &res);  // world: S·R ranks, this one s·R + r
+ */
+#ifndef WT_PARALLEL_TASKLET_H
+#define WT_PARALLEL_TASKLET_H
+
+#include "assign/schedule.h"
+#include "model/checkpoint.h"
+#include "model/data.h"
+#include "model/trainer.h"
+#include "parallel/transport/comm.h"
+
+#include <stdint.h>
+
+struct parallel_site_link; /* parallel/datacenter/site.h */
+
+#define PARALLEL_TASKLET_NAME_MAX 16
+#define PARALLEL_TASKLET_DEVICE_MAX 32
+
+/* What one step reported (to on_step). loss is the step's mean loss over the whole global
+ * batch, the same on every tasklet. */
+typedef struct {
+  int stage, replica;
+  trainer_step_info info;  /* step, loss, lr, global grad norm, seconds */
+  float val_loss;          /* validation loss after this step, NAN when none was taken */
+  uint64_t bytes_pipeline; /* bytes this tasklet sent to its pipeline neighbours so far */
+  uint64_t bytes_data;     /* ... to its data-parallel group (gradients, ZeRO, DiLoCo) */
+  uint64_t bytes_control;  /* ... for norms, losses, checkpoint agreement */
+} parallel_tasklet_step;
+
+typedef void (*parallel_tasklet_step_fn)(void *arg, const parallel_tasklet_step *step);
+
+typedef struct {
+  int stages, replicas;          /* S >= 1, R >= 1: S·R must equal the world's size */
+  int stage, replica;            /* this tasklet */
+  int first_layer, last_layer;   /* this stage's layers; 0, 0 = an even split of n_layer */
+  assign_schedule_kind schedule; /* GPipe or 1F1B */
+  trainer_config train;          /* model, GLOBAL batch B, micro_batches m PER REPLICA, steps,
+                                    optimizer, seed; the stage and replica fields are set here */
+  const data_set *data;          /* borrowed; the same corpus on every tasklet */
+  char grad_codec[PARALLEL_TASKLET_NAME_MAX]; /* none|fp16|bf16|int8|int4|sign|topk|randk */
+  int grad_ef; /* error feedback for the lossy gradient codecs (default 1) */
+  char act_codec[PARALLEL_TASKLET_NAME_MAX]; /* none|delta2|delta4|delta8|direct8 */
+  int diloco_h;                     /* 0: synchronous; H >= 1: DiLoCo outer step every H steps */
+  float diloco_lr, diloco_momentum; /* outer Nesterov SGD (defaults 0.7, 0.9) */
+  int zero;                         /* 0, or 1 for ZeRO-1 (needs grad_codec none, no DiLoCo) */
+  int act_slots;  /* activation slots per stage: 0 = one per micro-batch in flight (no forward
+                     recomputed); k >= 1 bounds them, recomputing the rest (pipeline.h) */
+  int site_ranks; /* 0 or 1: the stage runs on its gpt_stage; t > 1: on a site of t tensor-
+                     parallel ranks (parallel/datacenter/site.h: threads of this process; the stage keeps the
+                     parameters, optimizer and everything that crosses the WAN). A dense model:
+                     n_head must be a multiple of t / site_cp; an MoE model runs the t ranks as
+                     expert-parallel ranks (site.h), so E and the micro-batch rows must be
+                     multiples of t and site_cp 1. The device must be a host back end
+                     (WT_ENOTSUP on a GPU: the CUDA back end's state is process-wide). Each forward
+                     whose backward is not the next pass is recomputed (act_slots is then 1). With
+                     site_cp = c > 1 the t ranks are t / c TP × c CP (below) */
+  struct parallel_site_link *site_link; /* borrowed, NULL: the site's ranks are threads of this
+                     process; else rank 0's link to a declared site of site_ranks processes
+                     (parallel/datacenter/site.h: parallel_site_new_linked) */
+  int site_cp; /* 0 or 1: no context parallelism in the site; c > 1: each sequence split over
+                  c of the site_ranks (ring attention, parallel/datacenter/cp.h): site_ranks a multiple
+                  of c, n_head of site_ranks / c, max_seq of 2c. A tasklet without a site
+                  (site_ranks <= 1) ignores it: one device has no sequence to split */
+  char device[PARALLEL_TASKLET_DEVICE_MAX]; /* the kernels back end the stage runs on, a
+                    kernels_for_device name (cpu, cuda, cuda:N) resolved by parallel_tasklet_run
+                    in its own thread (a GPU is a thread's current device); "" = train.kernels
+                    (NULL: the CPU). parallel_tasklet_config_default fills in the process default
+                    (parallel_tasklet_set_default_device). See "Devices" above */
+  const int *dp_ring; /* R entries: this stage's replicas in the order of its data-parallel ring,
+                         starting with replica 0 (netsim_ring_order's order, so that the
+                         simulated ring is the one that runs; borrowed for the run);
+                         NULL = 0, 1, ..., R-1 */
+  char checkpoint_dir[1024]; /* "" = no checkpoints */
+  int checkpoint_every;      /* steps between checkpoints (0 = only at the end) */
+  int keep;                  /* checkpoints kept per stage (>= 1) */
+  int resume;                /* 1: continue from checkpoint_dir's manifest */
+  int val_every;       /* validation loss every N steps and after the last (0: after the last only),
+                          over train.val_batches batches of the validation split, computed by
+                          replica 0's pipeline and sent to every tasklet */
+  long stop_after;     /* 0, or stop (after checkpointing) once this many steps are
+                          done in total: a run cut short and resumed later */
+  double time_limit_s; /* 0, or stop (after validating and checkpointing) after the step in which
+                          world rank 0 had run this many seconds (since parallel_tasklet_run
+                          began); rank 0's decision travels with the step's norm exchange, so
+                          every tasklet stops after the same step */
+  parallel_tasklet_step_fn on_step; /* called after every step, may be NULL */
+  void *on_step_arg;
+  /* In-memory state hand-over (peerd moves a stage between processes with it; see
+   * parallel_tasklet_state_* below). state_in: start from this state blob instead of fresh
+   * weights (resume must be 0). state_out: when the run returns, successful or not, *state_out
+   * receives a malloc'd blob of the stage at its last completed step (NULL when the tasklet never
+   * got that far); the caller frees it. Both need the checkpoints' stateless options. */
+  const void *state_in;
+  size_t state_in_bytes;
+  void **state_out;
+  size_t *state_out_bytes;
+} parallel_tasklet_config;
+
+/* What a run did. */
+typedef struct {
+  long steps_done;     /* optimizer steps completed in total (resumed ones included) */
+  int time_limited;    /* 1: the run stopped early at time_limit_s */
+  float last_val_loss; /* the last validation loss (NAN if none was taken) */
+  float last_loss;     /* the last step's mean loss (NAN if no step ran) */
+  double seconds;      /* wall time of parallel_tasklet_run */
+  double compute_s;    /* of it, in forward / backward passes */
+  long recomputes;     /* forward passes run again for a backward (pipeline.h) */
+  /* Where the steps' time went: the pipeline's passes and transfers, the tied embedding's
+   * exchange, the data-parallel reduce, and the (norm share, loss) exchange between all. */
+  double pipeline_s, tied_s, reduce_s, norm_s;
+  uint64_t bytes_pipeline, bytes_data, bytes_control; /* sent by this tasklet */
+  uint64_t bytes_site; /* sent between the ranks of its site, all ranks together (0: no site) */
+} parallel_tasklet_result;
+
+/* S = R = 1, GPipe, no codecs, no DiLoCo, no ZeRO, grad_ef 1, DiLoCo 0.7 / 0.9, keep 2, device
+ * the process default ("" until set). */
+parallel_tasklet_config parallel_tasklet_config_default(void);
+
+/* Sets the device that parallel_tasklet_config_default names from now on, for a program whose
+ * tasklet configs are built elsewhere (peerd: one tasklet per process). Checks the name with
+ * kernels_for_device in the calling thread first and returns its status — WT_EINVAL for a
+ * malformed name, WT_ENOTSUP for a build without CUDA or a GPU that is not there, each with
+ * kernels_for_device's message — changing nothing on failure. Call it before any tasklet
+ * starts. */
+int parallel_tasklet_set_default_device(const char *name);
+
+/* Checks a config against itself and a world size: ranges, S·R = world_size, layer ranges,
+ * codec names, B divisible by R·m, ZeRO with a codec or DiLoCo. Returns WT_OK or WT_EINVAL
+ * naming the field and what to do. */
+int parallel_tasklet_config_validate(const parallel_tasklet_config *cfg, int world_size);
+
+/* Runs the tasklet for cfg->train.steps steps (fewer with stop_after) over world (borrowed; its
+ * rank must be cfg->stage·R + cfg->replica). Fills *result (may be NULL). Returns WT_OK, or the
+ * first error (a bad config, a transport error or deadline, a corrupt message, a checkpoint
+ * error, a diverged loss), with wt_last_error() naming the stage, replica and step. */
+int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *world,
+                         parallel_tasklet_result *result);
+
+/* ---- the state hand-over ---------------------------------------------------------------------
+
+   A state blob holds what a checkpoint holds for one stage — parameters, optimizer state and its
+   step count, the steps done and the data position — as little-endian bytes behind a 64-byte
+   header (magic "WTSTATE1", stage, layer range, steps, sizes). Every replica of a stage at the
+   same step holds the same blob, so a tasklet started from another replica's blob continues
+   bit-exactly. Blobs are made by the same build: the data position is its raw bytes. */
+
+/* Reads the header of a blob: its stage and steps done. Returns WT_OK or WT_ECORRUPT (too short,
+ * wrong magic, sizes that do not add up to `bytes`). */
+int parallel_tasklet_state_info(const void *blob, size_t bytes, int *stage, long *step);
+
+/* ---- a multi-stage run as one model (wantrain eval / sample) ------------------------------- */
+
+/* 1 if path is a multi-stage run directory (it holds manifest.json). */
+int parallel_run_is_multistage(const char *path);
+
+/* As checkpoint_read_config and checkpoint_load (model/checkpoint.h, no optimizer), for either a
+ * single-process checkpoint or a multi-stage run directory: then every stage's checkpoint at the
+ * step the manifest names is verified and its tensors are copied into `model`, which must be a
+ * whole model of the run's config; *meta is stage 0's. Returns checkpoint_load's statuses, or
+ * WT_ECORRUPT for a malformed manifest, a stage at another step or layers no stage holds; the
+ * model is unchanged on failure. */
+int parallel_run_read_config(const char *path, gpt_config *cfg, checkpoint_meta *meta);
+int parallel_run_load_model(const char *path, gpt_stage *model, checkpoint_meta *meta);
+
+#endif

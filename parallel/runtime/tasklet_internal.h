@@ -1,0 +1,56 @@
+/* tasklet_internal — the tasklet's state, shared by tasklet.c (setup, hooks, the run) and
+ * tasklet_checkpoint.c (per-stage checkpoints and the run manifest). Not part of the API. */
+#ifndef WT_PARALLEL_TASKLET_INTERNAL_H
+#define WT_PARALLEL_TASKLET_INTERNAL_H
+
+#include "compress/codec.h"
+#include "compress/ef.h"
+#include "kernels/kernels.h"
+#include "parallel/collectives/collectives.h"
+#include "parallel/runtime/diloco.h"
+#include "parallel/runtime/pipeline.h"
+#include "parallel/datacenter/site.h"
+#include "parallel/runtime/tasklet.h"
+#include "parallel/runtime/zero.h"
+
+typedef struct {
+  parallel_tasklet_config cfg;
+  parallel_comm *world; /* borrowed */
+  parallel_comm *dp;    /* this stage's replicas */
+  parallel_comm *pipe;  /* this replica's stages */
+  trainer *t;
+  parallel_pipeline *pipeline;
+  parallel_site *site;    /* the stage's TP ranks (site_ranks > 1), or NULL */
+  compress_codec *codec;  /* gradient codec, or NULL */
+  int sparse;             /* topk / randk: all-gathered */
+  parallel_ef *ef;        /* compressed ring residuals */
+  compress_ef *sef;       /* sparse sender residual */
+  diloco *outer;          /* DiLoCo, or NULL */
+  parallel_zero *zero;    /* ZeRO-1, or NULL */
+  const kernels_ops *ops; /* the stage's back end */
+  int holds_cuda;         /* this tasklet counts as the process's one on the CUDA back end */
+  float *grads_host;      /* the reduced gradient on the host, between reduce and ZeRO's update */
+  float *params_host;     /* ZeRO-1 on a device: the parameters' host copy (ops->host_alloc) */
+  double t_start;         /* wt_now_s() when the run began (time_limit_s) */
+  int stop;               /* world rank 0 asked every tasklet to stop after this step */
+  /* wall time of each part of the steps so far (parallel_tasklet_result) */
+  double pipeline_s, tied_s, reduce_s, norm_s;
+} parallel_tasklet;
+
+int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *cfg,
+                           parallel_comm *world);
+void parallel_tasklet_teardown(parallel_tasklet *k);
+int parallel_tasklet_train(parallel_tasklet *k, parallel_tasklet_result *res);
+
+/* Saves this stage's checkpoint (replica 0) and, once every stage has, the manifest (world rank
+ * 0); every tasklet takes part in the agreement. Returns WT_OK or the first error. */
+int parallel_tasklet_checkpoint(parallel_tasklet *k);
+
+/* Loads the step the manifest names into this tasklet. */
+int parallel_tasklet_resume(parallel_tasklet *k);
+
+/* tasklet_state.c: the stage as a state blob (tasklet.h), malloc'd into *out; and back. */
+int parallel_tasklet_state_save(parallel_tasklet *k, void **out, size_t *bytes);
+int parallel_tasklet_state_load(parallel_tasklet *k, const void *blob, size_t bytes);
+
+#endif

@@ -1,0 +1,186 @@
+/* zmq — the ZeroMQ transport: a parallel_transport_ops back end (comm.h) between processes,
+ * tcp:// between hosts and ipc:// on one host, every link encrypted and authenticated with
+ * CurveZMQ, every wait bounded by a deadline, and optional WAN emulation (per-link latency and
+ * bandwidth) in user space. The collectives (collectives.h) run over it unchanged.
+ *
+ * Shape: each rank binds ONE receiving socket at its own endpoint (a PULL, the CURVE server) and
+ * connects one sending socket to every peer's endpoint (a PUSH per peer, a CURVE client that
+ * knows the peer's public key). So every ordered pair (i → j) is one connection with its own
+ * FIFO order, and both ends are authenticated: the client checks the server's key, and the
+ * server's ZAP handler (a thread on inproc://zeromq.zap.01) admits only the public keys of the
+ * group, telling the receiver which rank each message really comes from.
+ *
+ * Contract (on top of comm.h's):
+ *  - send copies the buffer into a per-link queue and returns; a sender thread puts it on the
+ *    wire (after its emulated delay), so compute overlaps sending. When the link's queue holds
+ *    max_queue_bytes, send blocks (one larger message is always admitted) until the sender thread
+ *    drains it or timeout_s passes (WT_ETIMEOUT naming the peer). Once a peer is known to be
+ *    gone, send fails with WT_EIO.
+ *  - recv returns the oldest message from `peer` with `tag` (per (peer, tag) FIFO; messages for
+ *    other tags wait in a per-peer mailbox). It fails within timeout_s with WT_ETIMEOUT, or
+ *    earlier with WT_EIO when the peer has said goodbye (its comm was destroyed) or its
+ *    connection dropped (its process died): the error names this rank, the peer and its
+ *    endpoint, the tag, the current step and what was expected. A peer process that comes back
+ *    at its endpoint (a new handshake, after the old connection dropped) is live again.
+ *  - recv may be called from one thread at a time per (peer); send from any thread.
+ *  - A message that is not well-formed (zmq_protocol.h), carries another run id or epoch, a
+ *    source rank that does not match its authenticated key, or a length that does not match, is
+ *    dropped, logged at warn level and counted (parallel_zmq_refused); the transport goes on. A
+ *    connection with a key outside the group is refused by the ZAP handler, logged and counted.
+ *  - insecure = 1 turns CURVE off (plaintext, no authentication); it logs a warning once per
+ *    communicator. It is never chosen silently: without it, missing keys are an error.
+ *
+ * Header fields per message: step, micro-batch, tensor id, codec id and kind are taken from the
+ * communicator's message context (parallel_zmq_set_context) at send time; the tag is the op's
+ * tag. The receiver uses the header's run id, epoch, source and length for checks, the tag for
+ * matching, and logs the rest when it refuses a message.
+ *
+ * WAN emulation (latency_s / bandwidth_Bps given): a message of b bytes to peer j, handed to
+ * send at t, starts serialising at s = max(t, when the link's previous message finished
+ * serialising) and occupies the link for b/β_j; its bytes leave in parts of at most 256 KiB,
+ * part k at s + α_j + (k+1)·part/β_j, so the last byte arrives α_j + b/β_j after s — a pipe of
+ * latency α_j and rate β_j with back-to-back messages not paying α twice. time_scale multiplies
+ * every emulated duration into wall time (1 = real time; 0.01 emulates a 100 ms link with 1 ms).
+ *
+ * Usage (each process):
+ *   parallel_zmq_config cfg = parallel_zmq_config_default();
+ *   cfg.rank = r; cfg.size = p; cfg.endpoints = eps;   // eps[r] may be "tcp://127.0.0.1:*"
+ *   cfg.run_id = 42; cfg.timeout_s = 30;
+ *   cfg.secret_key = my_sec; cfg.public_key = my_pub; cfg.peer_public_keys = pubs;
+ *   parallel_comm *c = parallel_zmq_comm_new(&cfg);    // binds eps[r], connects to the others
+ *   if (!c) { fprintf(stderr, "%s\n", wt_last_error()); return 1; }
+ *   parallel_allreduce(c, x, n, PARALLEL_OP_SUM);
+ *   parallel_comm_destroy(&c);                          // says goodbye to the peers
+ * When the peers' ports are not known in advance, bind first and connect later:
+ *   parallel_zmq_transport *t = parallel_zmq_transport_new(&cfg);      // binds
+ *   publish(parallel_zmq_transport_endpoint(t)); gather(eps);
+ *   parallel_comm *c = parallel_zmq_transport_connect(&t, eps);       // takes t
+ * parallel_zmq_fork_run() does exactly that for `size` forked processes on loopback (the test
+ * and benchmark harness, like parallel_inproc_run for threads).
+ */
+#ifndef WT_PARALLEL_ZMQ_H
+#define WT_PARALLEL_ZMQ_H
+
+#include "parallel/transport/comm.h"
+#include "parallel/transport/zmq_protocol.h" // defines: parallel_zmq_kind, the header layout
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PARALLEL_ZMQ_KEY_CHARS 40 /* a Z85-encoded CURVE key; buffers need 41 with the NUL */
+
+typedef struct {
+  int rank, size;               /* this process's rank in [0, size), size in [1, 1024] */
+  const char *const *endpoints; /* size entries: "tcp://host:port" or "ipc:///path"; the own one
+                                 * may use port * (ephemeral; see transport_endpoint) */
+  uint64_t run_id;              /* every message carries it; others are refused */
+  uint32_t epoch;               /* the assignment version; ditto */
+  double timeout_s;             /* deadline of every recv and blocked send (default 60) */
+  size_t max_queue_bytes;       /* per-link send queue bound (default 64 MiB) */
+  /* Security: Z85 keys (40 chars). secret_key/public_key are this rank's; peer_public_keys has
+   * `size` entries (the own entry is ignored). Required unless insecure = 1. */
+  const char *secret_key, *public_key;
+  const char *const *peer_public_keys;
+  int insecure; /* 1: plaintext, no authentication (debugging); warns */
+  /* WAN emulation, off when NULL: `size` entries each, the link from this rank to peer j. */
+  const double *latency_s;     /* one-way latency α_j in seconds (≥ 0) */
+  const double *bandwidth_Bps; /* bandwidth β_j in bytes/s (> 0, or 0 for unlimited) */
+  double time_scale;           /* wall seconds per emulated second (default 1) */
+  int io_threads; /* ZeroMQ I/O threads (1..16, default 2): with two, a rank's outgoing and
+                     incoming CURVE streams are encrypted and decrypted in parallel, as the two
+                     ends of a lone stream are (docs/protocol.md) */
+} parallel_zmq_config;
+
+/* Defaults: timeout 60 s, queue 64 MiB, time_scale 1, 2 I/O threads, everything else 0 / NULL. */
+parallel_zmq_config parallel_zmq_config_default(void);
+
+typedef struct parallel_zmq_transport parallel_zmq_transport;
+
+/* Validates cfg, creates the sockets and threads, and binds cfg->endpoints[rank]. Copies what
+ * it needs of cfg. Returns NULL with wt_last_error() set on a bad config (WT_EINVAL: which
+ * field and why), a bind failure (WT_EIO: the endpoint and zmq's reason). */
+parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *cfg);
+
+/* The endpoint actually bound (ephemeral port resolved), owned by the transport. */
+const char *parallel_zmq_transport_endpoint(const parallel_zmq_transport *t);
+
+/* Connects to every peer's endpoint (endpoints[rank] is ignored) and wraps the transport as a
+ * communicator, taking ownership of *t_p (set to NULL, also on failure, when it is destroyed).
+ * Returns NULL with wt_last_error() set on a bad endpoint. */
+parallel_comm *parallel_zmq_transport_connect(parallel_zmq_transport **t_p,
+                                              const char *const *endpoints);
+
+/* Frees a transport that was never connected (e.g. when another rank failed to start); sets
+ * *t_p = NULL. */
+void parallel_zmq_transport_destroy(parallel_zmq_transport **t_p);
+
+/* transport_new + transport_connect(cfg->endpoints); the endpoints must be concrete. */
+parallel_comm *parallel_zmq_comm_new(const parallel_zmq_config *cfg);
+
+/* ---- per-message context and counters (for communicators made here) -------------------------
+ * These take the communicator; on one of another transport they return WT_EINVAL (setters) or
+ * zeros (getters). */
+
+typedef struct {
+  uint8_t kind;  /* parallel_zmq_kind; default PARALLEL_ZMQ_KIND_DATA */
+  uint8_t codec; /* 0 raw, or a compress_codec_id */
+  uint32_t step, micro_batch, tensor_id;
+} parallel_zmq_msg_context;
+
+/* Sets the header fields of the messages this communicator sends from now on. Returns WT_OK or
+ * WT_EINVAL (not a zmq communicator, or kind/codec out of range). */
+int parallel_zmq_set_context(parallel_comm *c, const parallel_zmq_msg_context *ctx);
+
+/* Sets the deadline of every recv and blocked send from now on (cfg.timeout_s at creation), e.g.
+ * short waits while idle, the full deadline inside a call. Returns WT_OK or WT_EINVAL (not a zmq
+ * communicator, or timeout_s <= 0). */
+int parallel_zmq_set_timeout(parallel_comm *c, double timeout_s);
+
+typedef struct {
+  uint64_t bytes_sent, msgs_sent; /* payload bytes / messages put on the wire to the peer */
+  uint64_t bytes_recv, msgs_recv; /* accepted from the peer (refused ones are not counted) */
+  double wait_s;   /* seconds this rank's recv calls waited for the peer, plus blocked sends */
+  double shaped_s; /* emulated delay on the link: the sum over messages of (emulated arrival −
+                      queueing time), so queueing behind earlier messages counts too */
+} parallel_zmq_link_stats;
+
+/* Counters of the link between this rank and `peer` (zeros for self or a non-zmq comm). */
+parallel_zmq_link_stats parallel_zmq_link_stats_get(const parallel_comm *c, int peer);
+
+/* Messages refused (malformed, wrong run/epoch/source/length) plus connections the ZAP handler
+ * refused, since creation. */
+uint64_t parallel_zmq_refused(const parallel_comm *c);
+
+/* ---- CURVE keys --------------------------------------------------------------------------------
+ */
+
+/* A fresh key pair (zmq_curve_keypair), Z85, NUL-terminated. Returns WT_OK or WT_ENOTSUP (libzmq
+ * built without CURVE). */
+int parallel_zmq_keypair_new(char public_z85[41], char secret_z85[41]);
+
+/* Writes "public <z85>\nsecret <z85>\n" to path, created with mode 0600 (an existing file is
+ * replaced atomically). Returns WT_OK or WT_EIO. */
+int parallel_zmq_keypair_save(const char *path, const char *public_z85, const char *secret_z85);
+
+/* Reads a file written by keypair_save. Refuses (WT_EINVAL) a file readable by group or others,
+ * a malformed file (WT_ECORRUPT) or a public key that does not belong to the secret key
+ * (WT_EMISMATCH); WT_ENOTFOUND / WT_EIO when it cannot be read. */
+int parallel_zmq_keypair_load(const char *path, char public_z85[41], char secret_z85[41]);
+
+/* ---- process harness ----------------------------------------------------------------------------
+ */
+
+/* Forks `size` processes; each builds a zmq communicator from *base (rank, size and endpoints are
+ * filled in here: tcp://127.0.0.1 with ephemeral ports, exchanged through pipes; with
+ * base->insecure == 0 and no keys, a key pair per rank is made before the fork), calls
+ * fn(comm, arg), destroys the comm and exits with fn's status. rcs[rank] (may be NULL) receives
+ * each status: fn's return value, or WT_EIO for a process that died or could not start. A child
+ * prints wt_last_error() to stderr when fn fails. Returns WT_OK if every rank returned WT_OK,
+ * else the first failing rank's status. The parent waits at most base->timeout_s × 4 + 30 s for
+ * the children and kills the rest after that (WT_ETIMEOUT). The children are forked without
+ * exec, and libgomp is not fork-safe: call it before the calling process runs any OpenMP region
+ * (a child forked after one can block in its own first region). */
+int parallel_zmq_fork_run(int size, const parallel_zmq_config *base, parallel_rank_fn fn, void *arg,
+                          int *rcs);
+
+#endif

@@ -1,0 +1,86 @@
+/* zmq_protocol — the framing header of every message the ZeroMQ transport (parallel/transport/zmq.h)
+ * puts on the wire: constants, the decoded struct, and the encoder / decoder / checker that the
+ * transport, its tests and the fuzz target (parallel/transport/fuzz/fuzz_zmq_frame.c) share. The full
+ * specification, with the reasons for each field, is docs/protocol.md.
+ *
+ * One ZeroMQ multipart message per transport message:
+ *   frame 0: the 48-byte header below;
+ *   frames 1..k: the payload, cut into k ≥ 0 parts (k = 0 for an empty payload) whose lengths
+ *     add up to the header's length field. Parts let the sender pace a large message (WAN
+ *     emulation) and let CURVE encrypt, send and decrypt one part while the next is in
+ *     flight; the receiver concatenates them.
+ *
+ *   offset size field
+ *    0     4    magic "WTZM"
+ *    4     1    version (PARALLEL_ZMQ_VERSION)
+ *    5     1    kind (parallel_zmq_kind)
+ *    6     1    codec id: 0 = raw bytes, else a compress_codec_id (1..PARALLEL_ZMQ_CODEC_MAX)
+ *    7     1    flags, 0
+ *    8     8    run id
+ *   16     4    epoch (the assignment version; a message from another epoch is refused)
+ *   20     4    source rank
+ *   24     4    tag (the transport op's int tag, two's complement)
+ *   28     4    step
+ *   32     4    micro-batch
+ *   36     4    tensor id
+ *   40     8    payload length in bytes (≤ PARALLEL_ZMQ_MAX_PAYLOAD)
+ * Little-endian. Integrity and authenticity come from CurveZMQ (every frame is authenticated
+ * encryption); this header only says what the bytes are and lets the receiver refuse a message
+ * that does not belong to its run, epoch or group before any of it is used.
+ */
+#ifndef WT_PARALLEL_ZMQ_PROTOCOL_H
+#define WT_PARALLEL_ZMQ_PROTOCOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PARALLEL_ZMQ_MAGIC "WTZM"
+#define PARALLEL_ZMQ_VERSION 1
+#define PARALLEL_ZMQ_HEADER_BYTES 48
+#define PARALLEL_ZMQ_CODEC_MAX 8                     /* the highest compress_codec_id */
+#define PARALLEL_ZMQ_MAX_PAYLOAD ((uint64_t)1 << 36) /* 64 GiB: a guard, not a limit of use */
+
+typedef enum {
+  PARALLEL_ZMQ_KIND_DATA = 1,       /* a collective or generic point-to-point message */
+  PARALLEL_ZMQ_KIND_ACTIVATION = 2, /* pipeline: activations going forward */
+  PARALLEL_ZMQ_KIND_ACT_GRAD = 3,   /* pipeline: gradients of activations going back */
+  PARALLEL_ZMQ_KIND_CONTROL = 4,    /* small control messages of the runtime */
+  PARALLEL_ZMQ_KIND_BYE = 5,        /* the sender is closing: no more messages will come */
+} parallel_zmq_kind;
+#define PARALLEL_ZMQ_KIND_MAX 5
+
+typedef struct {
+  uint8_t version, kind, codec, flags;
+  uint64_t run_id;
+  uint32_t epoch;
+  int32_t src_rank;
+  int32_t tag;
+  uint32_t step, micro_batch, tensor_id;
+  uint64_t length;
+} parallel_zmq_header;
+
+/* Writes h into out[0..PARALLEL_ZMQ_HEADER_BYTES) (magic and version are written from the
+ * constants, whatever h->version holds). */
+void parallel_zmq_header_encode(const parallel_zmq_header *h, uint8_t *out);
+
+/* Parses n bytes as a header. Returns NULL and fills *h when the bytes are a well-formed header
+ * of this protocol version (size, magic, version, kind, codec, flags, length bound); otherwise
+ * returns a static string naming the first problem ("unknown version", ...). Never reads past
+ * buf[n-1]. */
+const char *parallel_zmq_header_decode(const uint8_t *buf, size_t n, parallel_zmq_header *h);
+
+/* What a receiver expects of every message: its run, epoch and group size. */
+typedef struct {
+  uint64_t run_id;
+  uint32_t epoch;
+  int size; /* group size: the source rank must be in [0, size) */
+  int self; /* the receiver's rank: a message claiming to come from it is refused */
+} parallel_zmq_expect;
+
+/* Checks a decoded header against the receiver's expectations and the bytes that actually
+ * arrived after it (payload_bytes). Returns NULL when it may be used, else a static string
+ * naming the problem ("wrong run id", "length does not match the payload", ...). */
+const char *parallel_zmq_header_check(const parallel_zmq_header *h, const parallel_zmq_expect *e,
+                                      uint64_t payload_bytes);
+
+#endif
