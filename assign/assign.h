@@ -200,7 +200,7 @@ int assign_plan_moved(const assign_plan *a, const assign_plan *b);
 /* ---- sites ---------------------------------------------------------------------------------- */
 
 /* A site: `gpus` identical GPUs behind one fast fabric (NVLink, InfiniBand) that run their
- * pipeline stage with tensor/context/expert parallelism inside (parallel/mesh.h). The WAN
+ * pipeline stage with tensor/context/expert parallelism inside (parallel/datacenter/mesh.h). The WAN
  * solvers see it as ONE device whose
  *   compute speed = gpus × efficiency × the speed of one GPU
  *   memory        = gpus × the memory of one GPU (0 = unlimited stays unlimited)

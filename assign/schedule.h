@@ -1,5 +1,5 @@
 /* schedule — pipeline schedules (GPipe, 1F1B) as data: for each stage, the ordered list of
- * actions one training step runs. The runtime's executor (parallel/pipeline.h) runs these lists
+ * actions one training step runs. The runtime's executor (parallel/runtime/pipeline.h) runs these lists
  * and netsim's simulator builds its task graph from the same lists, so what is simulated and
  * what runs cannot drift apart. Pure: no I/O, no allocation.
  *

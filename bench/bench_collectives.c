@@ -21,9 +21,9 @@
  *   build/bin/bench-collectives [--procs 4] [--mib 64] [--runs 5] [--beta 10e6]
  * The load average is printed too: on a shared machine every number here is CPU-bound.
  */
-#include "parallel/collectives.h"
-#include "parallel/comm.h"
-#include "parallel/zmq.h"
+#include "parallel/collectives/collectives.h"
+#include "parallel/transport/comm.h"
+#include "parallel/transport/zmq.h"
 
 #include "common/common.h"
 #include "common/config.h"

@@ -1,4 +1,4 @@
-/* bench-runtime — the distributed runtime (parallel/tasklet.h) against one process, with the
+/* bench-runtime — the distributed runtime (parallel/runtime/tasklet.h) against one process, with the
  * tasklets as threads over the in-process transport:
  *   1. agreement: every step's loss of S x R tasklets vs trainer_step on one process with the
  *      same global batch and seed (R·m micro-batches), SGD and AdamW, over --steps steps:
@@ -15,8 +15,8 @@
  *                                             [--compute-only] */
 #include "common/common.h"
 #include "model/trainer.h"
-#include "parallel/comm.h"
-#include "parallel/tasklet.h"
+#include "parallel/transport/comm.h"
+#include "parallel/runtime/tasklet.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* bench_site — what running a pipeline stage on a site of t tensor-parallel ranks
- * (parallel/site.h) costs on this machine, against the same stage on one gpt_stage:
+ * (parallel/datacenter/site.h) costs on this machine, against the same stage on one gpt_stage:
  *   - the time of one micro-batch's forward + backward of a middle stage on the gpt_stage and on
  *     sites of each t in --ranks, alternately (parallel_site_measure, medians over --runs), the
  *     efficiency that gives (stage / (t × site)), and the bytes the site's ranks sent per pass;
@@ -15,8 +15,8 @@
  */
 #include "kernels/kernels.h"
 #include "model/gpt.h"
-#include "parallel/comm.h"
-#include "parallel/site.h"
+#include "parallel/transport/comm.h"
+#include "parallel/datacenter/site.h"
 
 #include "common/common.h"
 #include "common/config.h"

@@ -6,8 +6,8 @@
 #include "common/common.h"
 #include "model/gpt.h" /* defines: the MoE checks of gpt_config */
 #include "compress/preset.h"
-#include "parallel/site.h" /* defines: PARALLEL_SITE_MAX_RANKS */
-#include "parallel/zmq.h"  /* defines: the CURVE key-pair helpers */
+#include "parallel/datacenter/site.h" /* defines: PARALLEL_SITE_MAX_RANKS */
+#include "parallel/transport/zmq.h"  /* defines: the CURVE key-pair helpers */
 
 #include <errno.h>
 #include <math.h>

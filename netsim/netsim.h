@@ -20,7 +20,7 @@
  *   "memory_gb"             a number or one per region; default unlimited
  *   "site_gpus"             GPUs inside each device of the region (group), a number or one per
  *                           region; default 1. A device with N > 1 is a site that runs its stage
- *                           with TP/CP/EP inside (parallel/mesh.h); the solvers and the
+ *                           with TP/CP/EP inside (parallel/datacenter/mesh.h); the solvers and the
  *                           simulator see one device of N × site_efficiency × device_tflops and
  *                           N × memory_gb (assign_site_device); its NIC stays nic_gbps
  *   "site_efficiency"       the fraction of linear scaling a site keeps, in (0, 1]; a number or

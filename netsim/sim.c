@@ -70,7 +70,7 @@ static void s_add_compute(s_builder *b) {
       double bwd = b->cfg->stage_fwd_s ? 2 * fwd : b->cfg->bwd_s;
       for (int k = 0; k < 2 * m; k++) {
         /* The executor keeps the activations of its latest forward only: any other backward
-         * runs its forward again first (parallel/pipeline.h). */
+         * runs its forward again first (parallel/runtime/pipeline.h). */
         int again = b->cfg->recompute && is_bwd[k] && held != mb[k];
         held = is_bwd[k] ? -1 : mb[k];
         b->recomputes += again;

@@ -4,15 +4,15 @@
 #define WT_PEER_INTERNAL_H
 
 #include "model/data.h"
-#include "parallel/comm.h"
-#include "parallel/zmq.h"
+#include "parallel/transport/comm.h"
+#include "parallel/transport/zmq.h"
 
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 
-/* The stage state a peer keeps between epochs (parallel/tasklet.h's state blob), to start the
+/* The stage state a peer keeps between epochs (parallel/runtime/tasklet.h's state blob), to start the
  * next epoch from or to hand to a replacement of the same stage. Owned by peerd; the work thread
  * reads and replaces it only while it runs. */
 typedef struct {

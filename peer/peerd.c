@@ -5,8 +5,8 @@
 #include "common/common.h"
 #include "coordinator/protocol.h"
 #include "kernels/kernels.h"
-#include "parallel/site.h"    /* defines: PARALLEL_SITE_MAX_RANKS, parallel_site_device */
-#include "parallel/tasklet.h" /* defines: parallel_tasklet_set_default_device */
+#include "parallel/datacenter/site.h"    /* defines: PARALLEL_SITE_MAX_RANKS, parallel_site_device */
+#include "parallel/runtime/tasklet.h" /* defines: parallel_tasklet_set_default_device */
 #include "peer/peer_internal.h"
 
 #include <dirent.h>
@@ -53,7 +53,7 @@ static const wt_option s_options[] = {
      0},
     {"site", WT_OPT_STRING, F(site), 0, 0, "",
      "a site file ({\"ranks\": [{\"endpoint\": \"tcp://HOST:PORT\", \"public_key\": KEY}, "
-     "...]}, parallel/site.h): this peerd is rank --site-rank of a site whose ranks are "
+     "...]}, parallel/datacenter/site.h): this peerd is rank --site-rank of a site whose ranks are "
      "processes. Rank 0 registers with the coordinator as --gpus N does (N = the file's "
      "ranks); ranks >= 1 need no --coordinator and serve rank 0 until SIGINT/SIGTERM. "
      "--device cpu only",

@@ -8,7 +8,7 @@
 #include "compress/acsgd.h" /* defines: acsgd_msg_bytes, the activation codec's message size */
 #include "coordinator/protocol.h" /* defines: coordinator_field_*, reading epoch messages */
 #include "kernels/kernels.h"
-#include "parallel/tasklet.h"
+#include "parallel/runtime/tasklet.h"
 
 #include <sodium.h> /* defines: crypto_hash_sha256 for the state hand-over */
 

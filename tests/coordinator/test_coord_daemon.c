@@ -9,7 +9,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/http.h"
 #include "coordinator/protocol.h"
-#include "parallel/zmq.h"
+#include "parallel/transport/zmq.h"
 
 #include <cjson/cJSON.h>
 #include <pthread.h>

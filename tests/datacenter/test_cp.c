@@ -1,4 +1,4 @@
-/* test_cp — ring attention (parallel/cp.h) on c = 1, 2, 4 in-process ranks against single-device
+/* test_cp — ring attention (parallel/datacenter/cp.h) on c = 1, 2, 4 in-process ranks against single-device
  * causal attention (the reference kernels): each rank's output rows and its rows of the qkv
  * gradient agree, the load-balanced split gives every rank the same number of unmasked
  * query-key pairs, the bytes sent equal the formula in cp.h, and a rank whose batch differs from
@@ -8,8 +8,8 @@
  * online-softmax recurrence instead of one pass, so float32 rounding differs by a few ulps; a
  * wrong mask, position or merge is off by ~1e-1. */
 #include "kernels/kernels.h"
-#include "parallel/cp.h"
-#include "parallel/mesh.h"
+#include "parallel/datacenter/cp.h"
+#include "parallel/datacenter/mesh.h"
 
 #include "common/common.h"
 #include "common/testing.h"

@@ -1,4 +1,4 @@
-/* test_group — the group table (parallel/group.h) that every parallel layer calls.
+/* test_group — the group table (parallel/datacenter/group.h) that every parallel layer calls.
  *
  *   dispatch  a counting table wrapped around the host ring, installed on the TP group of 2
  *             in-process ranks: the TP block (with and without sequence parallelism) makes all
@@ -10,11 +10,11 @@
  *             layers whose maths runs on the host (ring attention, vocab-parallel loss, MoE, a TP
  *             block with CP) refuse a table of device buffers with WT_ENOTSUP and a message. */
 #include "kernels/kernels.h"
-#include "parallel/cp.h"
-#include "parallel/group.h"
-#include "parallel/mesh.h"
-#include "parallel/moe.h"
-#include "parallel/tp.h"
+#include "parallel/datacenter/cp.h"
+#include "parallel/datacenter/group.h"
+#include "parallel/datacenter/mesh.h"
+#include "parallel/datacenter/moe.h"
+#include "parallel/datacenter/tp.h"
 
 #include "common/common.h"
 #include "common/testing.h"

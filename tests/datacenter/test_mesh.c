@@ -2,8 +2,8 @@
  * right members in the right order (checked by talking over each group, against a hand-written
  * table and against the coordinates the members report), collectives stay inside their group,
  * and shapes that do not fit the world are refused with a message. */
-#include "parallel/collectives.h"
-#include "parallel/mesh.h"
+#include "parallel/collectives/collectives.h"
+#include "parallel/datacenter/mesh.h"
 
 #include "common/common.h"
 #include "common/testing.h"

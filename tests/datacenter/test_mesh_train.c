@@ -4,7 +4,7 @@
  * trained on the same global batches: the loss of every step and every weight at the end.
  *
  * Data: each step's global batch has DP·B sequences; replica d takes sequences [d·B, (d+1)·B),
- * CP rank c of it the positions of the load-balanced split (parallel/cp.h). Each rank's loss is
+ * CP rank c of it the positions of the load-balanced split (parallel/datacenter/cp.h). Each rank's loss is
  * the mean over its rows, so the global mean loss — and its gradient — is the average over the
  * dense-gradient group (dp × cp), which is what the ranks all-reduce before each step.
  * Tolerance: losses atol 1e-5 + rtol 1e-5, weights atol 1e-5 + rtol 1e-4 (row-parallel partial
@@ -12,10 +12,10 @@
  * both are printed). */
 #include "kernels/kernels.h"
 #include "model/gpt.h"
-#include "parallel/collectives.h"
-#include "parallel/cp.h"
-#include "parallel/mesh.h"
-#include "parallel/tp.h"
+#include "parallel/collectives/collectives.h"
+#include "parallel/datacenter/cp.h"
+#include "parallel/datacenter/mesh.h"
+#include "parallel/datacenter/tp.h"
 
 #include "common/common.h"
 #include "common/testing.h"

@@ -1,4 +1,4 @@
-/* test_moe — the Mixture-of-Experts layer (parallel/moe.h).
+/* test_moe — the Mixture-of-Experts layer (parallel/datacenter/moe.h).
  *
  * 1. The one-device layer (EP 1) against a brute-force forward written here from the definition
  *    (softmax router, top-k, capacity in GShard order, GPT-2 MLP experts), and its gradients
@@ -14,8 +14,8 @@
  * padded expert batches of other sizes may sum in another order); brute force 1e-5 + 1e-4;
  * finite differences (float32, step 1e-2) 2e-3 + 2e-2·|ref|. */
 #include "kernels/kernels.h"
-#include "parallel/mesh.h"
-#include "parallel/moe.h"
+#include "parallel/datacenter/mesh.h"
+#include "parallel/datacenter/moe.h"
 
 #include "common/common.h"
 #include "common/testing.h"

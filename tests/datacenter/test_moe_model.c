@@ -17,9 +17,9 @@
 #include "model/checkpoint.h"
 #include "model/gpt.h"
 #include "model/safetensors.h"
-#include "parallel/collectives.h"
-#include "parallel/mesh.h"
-#include "parallel/moe.h"
+#include "parallel/collectives/collectives.h"
+#include "parallel/datacenter/mesh.h"
+#include "parallel/datacenter/moe.h"
 
 #include "common/common.h"
 #include "common/testing.h"

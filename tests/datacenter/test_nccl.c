@@ -1,4 +1,4 @@
-/* test_nccl — the NCCL back end (parallel/nccl.h).
+/* test_nccl — the NCCL back end (parallel/datacenter/nccl.h).
  *
  *   test_nccl refuse   (unit) where NCCL or a GPU is missing, forming a communicator fails with
  *                      WT_ENOTSUP and a message that says what is missing, nothing crashes;
@@ -16,11 +16,11 @@
  *                      without NCCL, a GPU or the CUDA kernels
  * One GPU cannot host several ranks of one NCCL communicator, so multi-rank behaviour rests on the
  * in-process tests of the layers. */
-#include "parallel/nccl.h"
+#include "parallel/datacenter/nccl.h"
 
 #include "kernels/kernels.h"
-#include "parallel/mesh.h"
-#include "parallel/tp.h"
+#include "parallel/datacenter/mesh.h"
+#include "parallel/datacenter/tp.h"
 
 #include "common/common.h"
 #include "common/testing.h"

@@ -1,4 +1,4 @@
-/* test_site_measure — a site's efficiency measured (parallel/site.h):
+/* test_site_measure — a site's efficiency measured (parallel/datacenter/site.h):
  *   - parallel_site_probe_config gives a model every rank count from 1 to 16 splits: at least 12
  *     heads, a multiple of the ranks, 64 channels per head, GPT-2 small's width for 1–4 ranks;
  *   - parallel_site_measure on sites of 1 and 2 ranks reports positive medians and the efficiency
@@ -10,7 +10,7 @@
  * Timing is not asserted (a noisy machine): only that the numbers are consistent. */
 #include "kernels/kernels.h"
 #include "model/gpt.h"
-#include "parallel/site.h"
+#include "parallel/datacenter/site.h"
 
 #include "common/common.h"
 #include "common/testing.h"

@@ -1,4 +1,4 @@
-/* test_site_remote — a site whose ranks are processes (parallel/site.h) against the threaded site
+/* test_site_remote — a site whose ranks are processes (parallel/datacenter/site.h) against the threaded site
  * on the same weights and micro-batches. Member processes are forked at the start (before any
  * ZeroMQ context or OpenMP region) and serve two declared sites: A of 2 processes and B of 4.
  *   - t × c = 2×1 (A), 4×1 and 2×2 (B) for a first, middle and last stage, and an MoE model
@@ -17,8 +17,8 @@
  *   - the members stop on SIGTERM within 5 s and exit 0. */
 #include "kernels/kernels.h"
 #include "model/gpt.h"
-#include "parallel/site.h"
-#include "parallel/zmq.h"
+#include "parallel/datacenter/site.h"
+#include "parallel/transport/zmq.h"
 
 #include "common/common.h"
 #include "common/testing.h"

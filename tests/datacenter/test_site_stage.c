@@ -1,5 +1,5 @@
 /* test_site_stage — a pipeline stage run by a site of t tensor-parallel × c context-parallel ranks
- * (parallel/site.h) against the single-device stage (model/gpt.h) on the same weights and
+ * (parallel/datacenter/site.h) against the single-device stage (model/gpt.h) on the same weights and
  * micro-batches:
  *   - t × c = 1×1, 2×1, 4×1, 1×2, 2×2, 1×4 for a first, middle, last and whole-model stage:
  *     act_out, the loss, grad_in and
@@ -26,7 +26,7 @@
  * Both sides run the reference kernels. */
 #include "kernels/kernels.h"
 #include "model/gpt.h"
-#include "parallel/site.h"
+#include "parallel/datacenter/site.h"
 
 #include "common/common.h"
 #include "common/testing.h"

@@ -1,4 +1,4 @@
-/* test_tp — the tensor-parallel block (parallel/tp.h) with t = 1, 2, 4 in-process ranks, with and
+/* test_tp — the tensor-parallel block (parallel/datacenter/tp.h) with t = 1, 2, 4 in-process ranks, with and
  * without sequence parallelism, against one block of the single-device model (model/gpt.h, a
  * stage holding layer 1 of 3), both on the reference kernels (threads of their own would crowd
  * the in-process ranks): outputs, input gradient and every parameter gradient agree, one
@@ -12,9 +12,9 @@
  * missing reduction gives errors of order 1e-1. */
 #include "kernels/kernels.h"
 #include "model/gpt.h"
-#include "parallel/collectives.h"
-#include "parallel/mesh.h"
-#include "parallel/tp.h"
+#include "parallel/collectives/collectives.h"
+#include "parallel/datacenter/mesh.h"
+#include "parallel/datacenter/tp.h"
 
 #include "common/common.h"
 #include "common/testing.h"
@@ -25,7 +25,7 @@ enum { B = 2, T = 8, C = 32, NH = 4, N = B * T };
 #define ATOL 1e-5
 #define RTOL 1e-4
 #define LR 0.1f
-/* Bytes of the frame header on every collective message (parallel/frame_internal.h). */
+/* Bytes of the frame header on every collective message (parallel/collectives/frame_internal.h). */
 #define FRAME_HEADER 32
 
 typedef struct {

@@ -1,4 +1,4 @@
-/* test_tp_model — a whole GPT-2 split by tensor parallelism (parallel/tp.h): vocabulary-parallel
+/* test_tp_model — a whole GPT-2 split by tensor parallelism (parallel/datacenter/tp.h): vocabulary-parallel
  * embedding, L tensor-parallel blocks (with and without sequence parallelism), a replicated ln_f
  * and the vocabulary-parallel LM head with its parallel cross-entropy, on t = 1, 2, 4 in-process
  * ranks, against the single-device model (model/gpt.h) on the same weights and batch: the loss,
@@ -9,9 +9,9 @@
  * differently in float32; a wrong shard or a missing reduction is off by ~1e-1). */
 #include "kernels/kernels.h"
 #include "model/gpt.h"
-#include "parallel/collectives.h"
-#include "parallel/mesh.h"
-#include "parallel/tp.h"
+#include "parallel/collectives/collectives.h"
+#include "parallel/datacenter/mesh.h"
+#include "parallel/datacenter/tp.h"
 
 #include "common/common.h"
 #include "common/testing.h"

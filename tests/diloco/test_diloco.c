@@ -7,10 +7,10 @@
  *    identical and still train the toy problem;
  *  - config validation.
  * The toy problem: least squares, replica i minimises 1/(2B)·|A_i θ − b_i|² on its own rows. */
-#include "parallel/diloco.h"
+#include "parallel/runtime/diloco.h"
 
-#include "parallel/collectives.h"
-#include "parallel/comm.h"
+#include "parallel/collectives/collectives.h"
+#include "parallel/transport/comm.h"
 #include "common/common.h"
 #include "common/rng.h"
 #include "common/testing.h"

@@ -4,10 +4,10 @@
  * up to the float rounding argued in test_diloco.c; replicas stay bitwise identical.
  * Each replica trains on its own random token batches (seeded by rank). Then DiLoCo proper
  * (H = 4 AdamW steps, outer Nesterov 0.7 / 0.9, fp32 / int8 / sign pseudo-gradients) trains. */
-#include "parallel/diloco.h"
+#include "parallel/runtime/diloco.h"
 
-#include "parallel/collectives.h"
-#include "parallel/comm.h"
+#include "parallel/collectives/collectives.h"
+#include "parallel/transport/comm.h"
 #include "common/common.h"
 #include "model/gpt.h"
 #include "model/optim.h"

@@ -7,7 +7,7 @@
  *   - `--device cuda` (round-robin over the visible GPUs): within 1e-3;
  *   - `--device cuda:99`: refused with exit status 1 and a message naming the device;
  *   - two tasklets of one process on cuda:0 (threads): the second is refused, since the CUDA
- *     back end's state is process-wide (parallel/tasklet.h).
+ *     back end's state is process-wide (parallel/runtime/tasklet.h).
  * Tolerances are test_gpu_model's for 20 training steps, argued there: the GPU sums in another
  * order than the CPU (fp32: ~1e-5 relative per op, drifting to ~1e-4 over the steps), bf16 rounds
  * the GEMM inputs to 8 mantissa bits (~2e-3 per input). With 8-bit activation deltas a rounding
@@ -18,8 +18,8 @@
 #include "common/testing.h"
 #include "kernels/kernels.h"
 #include "model/data.h"
-#include "parallel/comm.h"
-#include "parallel/tasklet.h"
+#include "parallel/transport/comm.h"
+#include "parallel/runtime/tasklet.h"
 
 #include <math.h>
 #include <stdio.h>

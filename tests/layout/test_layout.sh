@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The layout checker refuses each kind of violation on a small made-up tree, then passes on the
-# real one.
+# The layout checkers refuse each kind of violation on a small made-up tree, then pass on the
+# real one: check_layout.sh on the sources, check_calls.sh on the objects of the build.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=${WT_SOURCE_DIR:-$here/../..}
@@ -10,8 +10,11 @@ fails=0
 
 expect_violation() { # name, file, content, expected message part
   rm -rf "$tmp/t"
-  mkdir -p "$tmp/t/common" "$tmp/t/assign" "$tmp/t/kernels/cpu" "$tmp/t/model"
+  mkdir -p "$tmp/t/common" "$tmp/t/assign" "$tmp/t/kernels/cpu" "$tmp/t/model" \
+    "$tmp/t/parallel/runtime" "$tmp/t/coordinator"
   echo '' >"$tmp/t/common/common.h"
+  echo '' >"$tmp/t/parallel/runtime/tasklet.h"
+  echo '' >"$tmp/t/coordinator/coordinator.h"
   echo '' >"$tmp/t/kernels/cpu/fast.h"
   echo '' >"$tmp/t/model/gpt.h"
   echo '' >"$tmp/t/model/gpt_internal.h"
@@ -32,6 +35,30 @@ expect_violation "missing file" model/a.c '#include "model/nope.h"' 'names no fi
 expect_violation "internal header" assign/a.c '#include "model/gpt_internal.h"' 'internal to model/'
 expect_violation "kernel back end" model/a.c '#include "kernels/cpu/fast.h"' 'internal to kernels/'
 expect_violation "arrow backwards" assign/a.c '#include "model/gpt.h"' 'assign/ must not depend on model/'
+expect_violation "layer upwards" parallel/transport/a.c '#include "parallel/runtime/tasklet.h"' \
+  'parallel/transport/ must not depend on parallel/runtime/'
+expect_violation "a header not allowed" peer/a.c '#include "coordinator/coordinator.h"' \
+  'peer/ may include only coordinator/protocol.h of coordinator/'
+
+# A made-up build of two files that call each other, and a third that only calls one of them.
+expect_loop() {
+  local b=$tmp/b obj=$tmp/b/x/CMakeFiles/wt_x.dir
+  rm -rf "$b"
+  mkdir -p "$obj"
+  printf 'void b(void);\nvoid a(void) { b(); }\n' >"$tmp/a.c"
+  printf 'void a(void);\nvoid b(void) { a(); }\n' >"$tmp/b.c"
+  printf 'void a(void);\nvoid c(void) { a(); }\n' >"$tmp/c.c"
+  for f in a b c; do cc -c "$tmp/$f.c" -o "$obj/$f.c.o" || return 1; done
+  out=$(bash "$here/check_calls.sh" "$b" 2>&1)
+  rc=$?
+  if [ $rc -ne 1 ] || [[ "$out" != *"x/a.c"* || "$out" != *"x/b.c"* || "$out" == *"x/c.c"* ]]; then
+    echo "FAIL a circle between files: rc=$rc, wanted x/a.c and x/b.c (not x/c.c) in: $out"
+    fails=$((fails + 1))
+  else
+    echo "ok   a circle between files"
+  fi
+}
+expect_loop
 
 if out=$(bash "$here/check_layout.sh" "$src" 2>&1); then
   echo "ok   the source tree"
@@ -40,5 +67,13 @@ else
   echo "$out"
   fails=$((fails + 1))
 fi
-echo "$((6 - fails)) passed, $fails failed"
+bin=${WT_BINARY_DIR:-$src/build}
+if out=$(bash "$here/check_calls.sh" "$bin" 2>&1); then
+  echo "ok   the build's files call no loop"
+else
+  echo "FAIL the build ($bin):"
+  echo "$out"
+  fails=$((fails + 1))
+fi
+echo "$((10 - fails)) passed, $fails failed"
 [ $fails -eq 0 ]

@@ -4,7 +4,7 @@
 #ifndef WT_TESTS_PARALLEL_FAULTY_H
 #define WT_TESTS_PARALLEL_FAULTY_H
 
-#include "parallel/comm.h"
+#include "parallel/transport/comm.h"
 
 #include "common/common.h"
 

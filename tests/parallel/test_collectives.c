@@ -2,9 +2,9 @@
  * against a serial sum for every size 0..N and world 1..8, broadcast from every root,
  * all-gather-v of unequal sizes, and clean failure on garbled, truncated or foreign messages
  * injected by a test transport that wraps the in-process one. */
-#include "parallel/collectives.h"
-#include "parallel/comm.h"
-#include "parallel/frame_internal.h"
+#include "parallel/collectives/collectives.h"
+#include "parallel/transport/comm.h"
+#include "parallel/collectives/frame_internal.h"
 
 #include "common/common.h"
 #include "common/rng.h"

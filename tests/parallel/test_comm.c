@@ -1,6 +1,6 @@
 /* test_comm — the in-process transport: point-to-point order and tags, bounded mailboxes,
  * barrier, peers that leave, timeouts, refusal of oversized messages. */
-#include "parallel/comm.h"
+#include "parallel/transport/comm.h"
 
 #include "common/common.h"
 #include "common/testing.h"

@@ -8,8 +8,8 @@
  *  - the sparse all-reduce equals the dense sum of each rank's selected entries;
  *  - a damaged compressed message fails cleanly on the receiving rank; residual checkpoints.
  * It also prints the bytes each rank sends per all-reduce for every codec (docs/parallel.md). */
-#include "parallel/collectives.h"
-#include "parallel/comm.h"
+#include "parallel/collectives/collectives.h"
+#include "parallel/transport/comm.h"
 
 #include "compress/codec.h"
 #include "common/common.h"

@@ -1,5 +1,5 @@
 /* test_peer_state — the stage state peerd keeps between epochs and hands to a replacement
- * (parallel/tasklet.h's state_in / state_out blobs), on 2 x 2 tasklets over the in-process
+ * (parallel/runtime/tasklet.h's state_in / state_out blobs), on 2 x 2 tasklets over the in-process
  * transport:
  *   - a run stopped after 3 of 8 steps leaves one blob per tasklet at step 3, and the two
  *     replicas of a stage hold the same bytes (what lets any replica stand in for another);
@@ -13,8 +13,8 @@
  *     step it does not hold refuses. */
 #include "common/common.h"
 #include "common/testing.h"
-#include "parallel/comm.h"
-#include "parallel/tasklet.h"
+#include "parallel/transport/comm.h"
+#include "parallel/runtime/tasklet.h"
 #include "peer/peer_internal.h"
 
 #include <cjson/cJSON.h>

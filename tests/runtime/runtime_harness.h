@@ -6,8 +6,8 @@
 
 #include "common/common.h"
 #include "common/testing.h"
-#include "parallel/comm.h"
-#include "parallel/tasklet.h"
+#include "parallel/transport/comm.h"
+#include "parallel/runtime/tasklet.h"
 
 #include <math.h>
 #include <string.h>

@@ -4,8 +4,8 @@
  * bad splits are refused with a message. */
 #include "common/common.h"
 #include "common/testing.h"
-#include "parallel/collectives.h"
-#include "parallel/comm.h"
+#include "parallel/collectives/collectives.h"
+#include "parallel/transport/comm.h"
 
 enum { S = 3, R = 2, N = 1001 };
 

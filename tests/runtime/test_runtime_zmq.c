@@ -10,7 +10,7 @@
  *     to its successor on that ring (the transport's per-link counters), and the losses still
  *     match one process. */
 #include "model/trainer.h"
-#include "parallel/zmq.h"
+#include "parallel/transport/zmq.h"
 #include "tests/runtime/runtime_harness.h"
 
 #include <unistd.h>

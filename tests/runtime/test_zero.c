@@ -5,8 +5,8 @@
 #include "common/common.h"
 #include "common/rng.h"
 #include "common/testing.h"
-#include "parallel/collectives.h"
-#include "parallel/zero.h"
+#include "parallel/collectives/collectives.h"
+#include "parallel/runtime/zero.h"
 
 enum { R = 3, STEPS = 4 };
 

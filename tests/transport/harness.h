@@ -5,7 +5,7 @@
 #ifndef WT_TESTS_TRANSPORT_HARNESS_H
 #define WT_TESTS_TRANSPORT_HARNESS_H
 
-#include "parallel/zmq.h"
+#include "parallel/transport/zmq.h"
 
 #include "common/common.h"
 

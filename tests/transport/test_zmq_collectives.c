@@ -4,9 +4,9 @@
  * by the world), broadcast, all-gather-v of unequal sizes, the compressed all-reduce (int8 with
  * two-stage error feedback, three steps) and the sparse top-k all-reduce. Each child computes the
  * in-process reference itself (threads) from the same deterministic inputs and compares. */
-#include "parallel/collectives.h"
-#include "parallel/comm.h"
-#include "parallel/zmq.h"
+#include "parallel/collectives/collectives.h"
+#include "parallel/transport/comm.h"
+#include "parallel/transport/zmq.h"
 
 #include "common/common.h"
 #include "common/testing.h"

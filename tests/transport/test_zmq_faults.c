@@ -7,9 +7,9 @@
  *    plaintext client on a CURVE link: nothing of theirs is delivered;
  *  - a peer process that dies mid-step makes every other process fail with a clear error well
  *    within the deadline; a silent (stuck) peer makes them fail at the deadline, never hang. */
-#include "parallel/collectives.h"
-#include "parallel/zmq.h"
-#include "parallel/zmq_protocol.h"
+#include "parallel/collectives/collectives.h"
+#include "parallel/transport/zmq.h"
+#include "parallel/transport/zmq_protocol.h"
 
 #include "common/common.h"
 #include "common/testing.h"

@@ -4,7 +4,7 @@
  * zero-copy send_owned / recv_view paths, the message
  * context in the header (seen in a refusal), per-link counters, config errors, key files, ipc
  * endpoints, and the insecure warning. */
-#include "parallel/zmq.h"
+#include "parallel/transport/zmq.h"
 
 #include "common/common.h"
 #include "common/testing.h"

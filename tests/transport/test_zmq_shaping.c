@@ -4,7 +4,7 @@
  * once (a pipe, not a stop-and-wait link), and time_scale shrinks all of it. Bounds are
  * generous (the lower ones tight, since shaping can only add time; the upper ones allow for a
  * loaded 2-core machine) — the benchmark, not this test, measures how close it gets. */
-#include "parallel/zmq.h"
+#include "parallel/transport/zmq.h"
 
 #include "common/common.h"
 #include "common/testing.h"

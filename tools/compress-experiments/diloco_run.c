@@ -1,5 +1,5 @@
 /* diloco_run — DiLoCo: `workers` replicas (one gpt_stage each) take H inner AdamW (or SGD) steps
- * on their own micro-batches, then average their pseudo-gradients through parallel/diloco.h
+ * on their own micro-batches, then average their pseudo-gradients through parallel/runtime/diloco.h
  * (fp32 ring, or compressed with --codec, error feedback with --ef) over the in-process
  * transport, one thread per rank, and take the outer (Nesterov) step. --steps counts inner steps
  * per worker, so a run sees exactly the tokens of a synchronous dp run with the same --steps.
@@ -18,7 +18,7 @@
 
 #include "common/common.h"
 #include "model/trainer.h"
-#include "parallel/diloco.h"
+#include "parallel/runtime/diloco.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -240,7 +240,7 @@ static void s_report(s_run *r, const data_set *d, double val0, double train, int
   cJSON_AddNumberToObject(j, "tokens", (double)steps * cfg->workers * cfg->batch * cfg->seq);
   size_t n = r->off[r->F];
   cJSON_AddNumberToObject(j, "params", (double)n);
-  cJSON_AddStringToObject(j, "reduce", "parallel/diloco.h over parallel/ collectives, in-process");
+  cJSON_AddStringToObject(j, "reduce", "parallel/runtime/diloco.h over parallel/ collectives, in-process");
   cJSON_AddBoolToObject(j, "diverged", diverged);
   cJSON_AddNumberToObject(j, "initial_val_loss", val0);
   cJSON_AddNumberToObject(j, "final_val_loss", diverged ? NAN : exp_eval_loss(r->s, 1, d, cfg));

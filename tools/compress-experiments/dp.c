@@ -14,7 +14,7 @@
  * momentum correction of DGC, Lin et al. 2018, without its factor masking). */
 #include "tools/compress-experiments/experiments.h"
 
-#include "parallel/collectives.h"
+#include "parallel/collectives/collectives.h"
 #include "common/common.h"
 #include "model/trainer.h"
 

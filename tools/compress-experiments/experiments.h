@@ -30,7 +30,7 @@
 #include "model/data.h"
 #include "model/gpt.h"
 #include "model/optim.h"
-#include "parallel/comm.h"
+#include "parallel/transport/comm.h"
 
 #include <cjson/cJSON.h>
 

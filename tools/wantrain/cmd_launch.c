@@ -4,14 +4,14 @@
  * The launcher makes a private run directory (mode 0700) with one CURVE key pair per rank and
  * the ipc:// sockets, then fork+execs this binary once per rank as the hidden command
  *   wantrain __tasklet RANK RUN_DIR STATUS_FD <the launch options>
- * which builds its communicator (parallel/zmq.h) and runs the per-process entry point
+ * which builds its communicator (parallel/transport/zmq.h) and runs the per-process entry point
  * (parallel_tasklet_run). Each worker reports on its status pipe, one line per event:
  *   step STEP LOSS SECONDS BYTES_PIPELINE BYTES_DATA BYTES_CONTROL VAL_LOSS
  *   done STEPS LOSS SECONDS COMPUTE_S BYTES_PIPELINE BYTES_DATA BYTES_CONTROL WIRE_BYTES WAIT_S
  *        REFUSED PIPELINE_S TIED_S REDUCE_S NORM_S TIME_LIMITED VAL_LOSS RECOMPUTES
  *   error MESSAGE
  * (VAL_LOSS is nan after a step without validation). --time-limit is decided by world rank 0 and
- * agreed on inside the step (parallel/tasklet.h), so every process stops after the same step,
+ * agreed on inside the step (parallel/runtime/tasklet.h), so every process stops after the same step,
  * validating and checkpointing as after the last.
  * The launcher prints progress when every rank has finished a step, and the summary at the end.
  * A worker that fails or dies ends the run: the others notice through the transport (a dropped
@@ -26,9 +26,9 @@
 #include "model/trainer.h"
 #include "netsim/netsim.h"
 #include "assign/assign.h"
-#include "parallel/site.h" /* defines: PARALLEL_SITE_MAX_RANKS */
-#include "parallel/tasklet.h"
-#include "parallel/zmq.h"
+#include "parallel/datacenter/site.h" /* defines: PARALLEL_SITE_MAX_RANKS */
+#include "parallel/runtime/tasklet.h"
+#include "parallel/transport/zmq.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

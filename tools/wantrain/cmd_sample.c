@@ -3,7 +3,7 @@
 #include "tools/wantrain/cli.h"
 
 #include "model/checkpoint.h"
-#include "parallel/tasklet.h" /* a multi-stage run directory as one model */
+#include "parallel/runtime/tasklet.h" /* a multi-stage run directory as one model */
 #include "common/common.h"
 #include "model/data.h"
 #include "kernels/kernels.h"
