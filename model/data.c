@@ -35,6 +35,12 @@ data_set *data_set_from_tokens(uint16_t *tokens, size_t n, int vocab_size, data_
   return d;
 }
 
+data_set *data_set_synthetic(const data_synth_config *cfg) {
+  uint16_t *tok = data_synth_tokens(cfg);
+  return tok ? data_set_from_tokens(tok, cfg->n_tokens, cfg->vocab_size, DATA_TOKENIZER_SYNTHETIC)
+             : NULL;
+}
+
 void data_set_destroy(data_set **self_p) {
   if (!self_p || !*self_p) return;
   free((*self_p)->tokens);

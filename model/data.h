@@ -28,6 +28,7 @@
 #define WT_DATA_H
 
 #include "common/rng.h"
+#include "model/data_synth.h" /* defines: data_synth_config */
 
 #include <signal.h>
 #include <stddef.h>
@@ -36,31 +37,12 @@
 #define DATA_SHARD_MAGIC 20240520
 #define DATA_SHARD_VERSION 1
 #define DATA_GPT2_VOCAB 50257
-#define DATA_SYNTH_SEED 1234 /* the seed of the built-in corpus used by the CLI */
 
 typedef enum {
   DATA_TOKENIZER_SYNTHETIC = 0, /* token i prints as data_synthetic_alphabet[i] */
   DATA_TOKENIZER_BYTES = 1,     /* token i is the byte i */
   DATA_TOKENIZER_GPT2 = 2,      /* GPT-2 ids; no vocabulary here, printed as <id> */
 } data_tokenizer;
-
-/* Parameters of the synthetic corpus. */
-typedef struct {
-  int vocab_size;  /* V in [2, 64]: tokens print as the first V characters of the alphabet */
-  int successors;  /* K in [1, min(V, 8)]: possible next tokens per state */
-  size_t n_tokens; /* corpus length, >= 1024 */
-  uint64_t seed;   /* chooses the successor sets; the same seed gives the same corpus */
-} data_synth_config;
-
-/* The built-in corpus: V = 64, K = 4, 1 Mi tokens, seed DATA_SYNTH_SEED. */
-data_synth_config data_synth_default(void);
-
-/* The entropy rate (nats/token) of the synthetic corpus with K successors: -Σ p_k ln p_k over
- * the fixed probability profile. The lowest mean loss any model can reach on it. */
-double data_synthetic_entropy(int successors);
-
-/* The 64 printable characters synthetic tokens map to (token i ↔ alphabet[i]). */
-extern const char data_synthetic_alphabet[65];
 
 /* Where the next training batch comes from. Plain data: copy it into a checkpoint. */
 typedef struct {

@@ -4,9 +4,10 @@
  * fixed probabilities p_k ∝ 2^-k. All rows share that profile, so H(next | s) = H(p) for every
  * s, and the per-token loss floor is H(p) no matter where a window starts.
  */
-#include "model/data_internal.h"
+#include "model/data_synth.h"
 
 #include "common/common.h"
+#include "common/rng.h" // defines: wt_rng
 
 #include <assert.h>
 #include <math.h>
@@ -68,7 +69,7 @@ static int s_validate(const data_synth_config *c) {
   return WT_OK;
 }
 
-data_set *data_set_synthetic(const data_synth_config *cfg) {
+uint16_t *data_synth_tokens(const data_synth_config *cfg) {
   if (s_validate(cfg) != WT_OK) return NULL;
   const int V = cfg->vocab_size, K = cfg->successors;
   int succ[SYNTH_MAX_VOCAB * SYNTH_MAX_SUCC];
@@ -87,5 +88,5 @@ data_set *data_set_synthetic(const data_synth_config *cfg) {
     while (k < K - 1 && u >= cdf[k]) k++;
     s = succ[s * K + k];
   }
-  return data_set_from_tokens(tok, cfg->n_tokens, V, DATA_TOKENIZER_SYNTHETIC);
+  return tok;
 }
