@@ -304,11 +304,12 @@ static int s_rank_main(parallel_comm *comm, void *arg) {
   return parallel_site_rank_call(site, &site->ranks[parallel_comm_rank(comm)]);
 }
 
+/* ---- the threaded runner: every rank a thread of this process ------------------------------ */
+
 /* Runs the current call on every rank. On failure, names the rank that failed first in cause:
  * one whose error is not a peer having gone (WT_EIO), if any. */
-static int s_run(parallel_site *site, const char *what) {
+static int s_threads_run(parallel_site *site, const char *what) {
   int rcs[PARALLEL_SITE_MAX_RANKS];
-  if (site->remote) return parallel_site_remote_run(site, what);
   if (parallel_inproc_run(site->g, s_rank_main, site, rcs) == WT_OK) return WT_OK;
   int bad = -1;
   for (int r = 0; r < site->t * site->c; r++)
@@ -317,6 +318,39 @@ static int s_run(parallel_site *site, const char *what) {
   return wt_fail(rcs[bad], "site %s: rank %d of %d: %s", what, bad, site->t * site->c,
                  site->ranks[bad].err[0] ? site->ranks[bad].err : wt_status_name(rcs[bad]));
 }
+
+/* An MoE site adds rank after rank in this thread; a dense one gathers one CP round a call. */
+static int s_threads_gather_grads(parallel_site *site, gpt_stage *stage, float *g) {
+  if (site->ep) return s_ep_grads(site, stage, g);
+  for (int round = 0; round < site->c; round++) {
+    site->call = (site_call){.op = SITE_GRADS, .stage = stage, .grads = g, .round = round};
+    WT_CHECK(s_threads_run(site, "gradient gather"));
+  }
+  return WT_OK;
+}
+
+static int s_threads_moe_stats(const parallel_site *site, int r, long *kept, long *dropped,
+                               double *aux, int *forwards) {
+  return gpt_stage_moe_stats(site->ranks[r].st, kept, dropped, aux, forwards);
+}
+
+static void s_threads_set_timeout(parallel_site *site, double timeout_s) {
+  parallel_inproc_group_set_timeout(site->g, timeout_s);
+}
+
+static uint64_t s_threads_bytes(const parallel_site *site) {
+  uint64_t sum = 0;
+  for (int r = 0; r < site->t * site->c; r++)
+    sum += parallel_comm_bytes_sent(parallel_inproc_group_comm(site->g, r));
+  return sum;
+}
+
+static const site_runner_ops s_threads = {.name = "threads",
+                                          .run = s_threads_run,
+                                          .gather_grads = s_threads_gather_grads,
+                                          .moe_stats = s_threads_moe_stats,
+                                          .set_timeout = s_threads_set_timeout,
+                                          .bytes = s_threads_bytes};
 
 /* ---- construction ---------------------------------------------------------------------------- */
 
@@ -444,13 +478,14 @@ parallel_site *parallel_site_alloc(const gpt_config *cfg, int first, int last, i
   site->ep = cfg->moe_experts > 0;
   site->lay.blk = wt_xcalloc((size_t)site->n_local * PARALLEL_TP_TENSORS, sizeof(size_t));
   site->ranks = wt_xcalloc((size_t)ranks, sizeof *site->ranks);
+  site->runner = &s_threads;
   return site;
 }
 
 void parallel_site_destroy(parallel_site **self_p) {
   if (!self_p || !*self_p) return;
   parallel_site *site = *self_p;
-  if (site->remote) parallel_site_remote_destroy(site); /* before the ranks: it ends the session */
+  if (site->runner->close) site->runner->close(site); /* before the ranks: it ends a session */
   for (int r = 0; site->ranks && r < site->t * site->c; r++)
     parallel_site_rank_destroy(site, &site->ranks[r]);
   parallel_inproc_group_destroy(&site->g);
@@ -476,10 +511,7 @@ int parallel_site_cp(const parallel_site *site) {
 }
 
 void parallel_site_set_timeout(parallel_site *site, double timeout_s) {
-  if (site->remote)
-    parallel_site_remote_set_timeout(site, timeout_s);
-  else
-    parallel_inproc_group_set_timeout(site->g, timeout_s);
+  site->runner->set_timeout(site, timeout_s);
 }
 
 /* ---- calls ----------------------------------------------------------------------------------- */
@@ -488,22 +520,12 @@ int parallel_site_load(parallel_site *site, gpt_stage *stage) {
   WT_CHECK(parallel_site_layout_of(site, stage));
   site->call =
       (site_call){.op = SITE_LOAD, .params = gpt_stage_params_host(stage, NULL), .stage = stage};
-  return s_run(site, "load");
+  return site->runner->run(site, "load");
 }
 
 int parallel_site_grads(parallel_site *site, gpt_stage *stage) {
   WT_CHECK(parallel_site_layout_of(site, stage));
-  float *g = gpt_stage_grads_host(stage, NULL);
-  if (site->ep && !site->remote) {
-    WT_CHECK(s_ep_grads(site, stage, g));
-    gpt_stage_grads_upload(stage);
-    return WT_OK;
-  }
-  /* A site of processes gathers in one call: each member adds into its own buffer. */
-  for (int round = 0; round < (site->remote ? 1 : site->c); round++) {
-    site->call = (site_call){.op = SITE_GRADS, .stage = stage, .grads = g, .round = round};
-    WT_CHECK(s_run(site, "gradient gather"));
-  }
+  WT_CHECK(site->runner->gather_grads(site, stage, gpt_stage_grads_host(stage, NULL)));
   gpt_stage_grads_upload(stage);
   return WT_OK;
 }
@@ -535,7 +557,7 @@ int parallel_site_forward(parallel_site *site, const int *tokens, const float *a
                            .T = T,
                            .act_out = act_out};
   site->B = site->T = 0; /* no forward to differentiate until this one succeeds */
-  WT_CHECK(s_run(site, "forward"));
+  WT_CHECK(site->runner->run(site, "forward"));
   site->B = B, site->T = T;
   /* Every CP rank holds B·T/c rows: the stage's mean is the mean of the ranks' means. */
   double loss = 0;
@@ -561,7 +583,7 @@ int parallel_site_backward(parallel_site *site, const float *grad_out, float *gr
                    site->first, site->last);
   site->call = (site_call){
       .op = SITE_BACKWARD, .grad_out = grad_out, .grad_in = grad_in, .loss_scale = loss_scale};
-  return s_run(site, "backward");
+  return site->runner->run(site, "backward");
 }
 
 int parallel_site_moe_stats(const parallel_site *site, long *kept, long *dropped, double *aux,
@@ -575,9 +597,7 @@ int parallel_site_moe_stats(const parallel_site *site, long *kept, long *dropped
   for (int r = 0; r < site->t; r++) {
     long d = 0;
     double ar = 0;
-    blocks = site->remote && r != site->self
-                 ? parallel_site_remote_moe_stats(site, r, k, &d, &ar, &fw)
-                 : gpt_stage_moe_stats(site->ranks[r].st, k, &d, &ar, &fw);
+    blocks = site->runner->moe_stats(site, r, k, &d, &ar, &fw);
     for (int e = 0; kept && e < E; e++) kept[e] += k[e];
     drop += d, a += ar;
   }
@@ -589,11 +609,7 @@ int parallel_site_moe_stats(const parallel_site *site, long *kept, long *dropped
 }
 
 uint64_t parallel_site_bytes(const parallel_site *site) {
-  if (site->remote) return parallel_site_remote_bytes(site);
-  uint64_t sum = 0;
-  for (int r = 0; r < site->t * site->c; r++)
-    sum += parallel_comm_bytes_sent(parallel_inproc_group_comm(site->g, r));
-  return sum;
+  return site->runner->bytes(site);
 }
 
 int parallel_site_device(int gpus, double efficiency, double gpu_flops, double gpu_memory,

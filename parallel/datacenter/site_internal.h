@@ -39,6 +39,8 @@ typedef struct {
   char err[512];
 } site_rank;
 
+typedef struct site_runner_ops site_runner_ops;
+
 typedef enum { SITE_LOAD, SITE_FORWARD, SITE_BACKWARD, SITE_GRADS } site_op;
 
 /* What the current call asks of every rank (read-only while the ranks run). */
@@ -66,8 +68,9 @@ struct parallel_site {
   site_call call;
   int B, T; /* the last forward's shape */
   float loss;
-  int self;                   /* the rank this process runs: 0 (a threaded site runs them all) */
-  struct site_remote *remote; /* a site of processes (site_remote.c), else NULL */
+  int self; /* the rank this process runs: 0 (a threaded site runs them all) */
+  const struct site_runner_ops *runner;
+  struct site_remote *remote; /* the process runner's state (site_remote.c), else NULL */
 };
 
 /* Validates a site's shape (site.h's parallel_site_new rules). Returns WT_OK or WT_EINVAL /
@@ -97,16 +100,25 @@ int parallel_site_layout_of(parallel_site *site, gpt_stage *st);
 void parallel_site_rows_copy(const int *pos, int c, void *dst, const void *src, int B, int T,
                              size_t row, int to_full);
 
-/* ---- a site of processes (site_remote.c), called by site.c for a site with `remote` ---- */
+/* ---- runners: how a site runs its ranks ---------------------------------------------------- */
 
-/* Runs site->call on every rank of the site's processes (rank 0's side). */
-int parallel_site_remote_run(parallel_site *site, const char *what);
-/* Closes the session (the members go back to waiting) and frees site->remote. */
-void parallel_site_remote_destroy(parallel_site *site);
-void parallel_site_remote_set_timeout(parallel_site *site, double timeout_s);
-uint64_t parallel_site_remote_bytes(const parallel_site *site);
-/* An MoE site: member r's routing as of its last answer (gpt_stage_moe_stats's contract). */
-int parallel_site_remote_moe_stats(const parallel_site *site, int r, long *kept, long *dropped,
-                                   double *aux, int *forwards);
+/* One table per kind of site: its ranks as threads of this process (site.c's, the default of
+ * parallel_site_alloc) or as processes (site_remote.c's, set by its constructors). site.c
+ * calls only through the table. */
+struct site_runner_ops {
+  const char *name;
+  /* Runs site->call on every rank; on failure names the rank that failed first. */
+  int (*run)(parallel_site *site, const char *what);
+  /* Adds every rank's gradients of the stage into g (its host gradients). */
+  int (*gather_grads)(parallel_site *site, gpt_stage *stage, float *g);
+  /* Rank r's MoE routing as of its last forward (gpt_stage_moe_stats's contract). */
+  int (*moe_stats)(const parallel_site *site, int r, long *kept, long *dropped, double *aux,
+                   int *forwards);
+  void (*set_timeout)(parallel_site *site, double timeout_s);
+  /* Bytes the site's ranks sent to each other so far. */
+  uint64_t (*bytes)(const parallel_site *site);
+  /* Releases the runner's state before the ranks are destroyed; NULL when there is none. */
+  void (*close)(parallel_site *site);
+};
 
 #endif

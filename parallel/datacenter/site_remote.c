@@ -89,6 +89,8 @@ typedef struct site_remote {
   float *in, *out;                        /* a member: act_in / grad_out, act_out / grad_in */
 } site_remote;
 
+static site_remote *s_process_site(parallel_site *site);
+
 /* ---- the site file --------------------------------------------------------------------------- */
 
 static int s_bad(const char *path, const char *what) {
@@ -369,7 +371,7 @@ parallel_site *parallel_site_new_linked(const gpt_config *cfg, int first, int la
     return NULL;
   }
   parallel_site *site = parallel_site_alloc(cfg, first, last, max_batch, max_seq, tp, cp, k);
-  site_remote *rem = site->remote = wt_xcalloc(1, sizeof *rem);
+  site_remote *rem = s_process_site(site);
   rem->link = link, rem->timeout_s = link->timeout_s, rem->session = ++link->session;
   if (site->ep) rem->kept = wt_xcalloc((size_t)tp * cfg->moe_experts, sizeof(long));
   char(*eps)[PARALLEL_SITE_ENDPOINT_CHARS] =
@@ -505,8 +507,10 @@ static int s_collect(parallel_site *site, int r, s_status *st) {
   return WT_OK;
 }
 
-int parallel_site_remote_moe_stats(const parallel_site *site, int r, long *kept, long *dropped,
-                                   double *aux, int *forwards) {
+/* Rank 0 and a member know their own routing; the others' came with their last answers. */
+static int s_process_moe_stats(const parallel_site *site, int r, long *kept, long *dropped,
+                               double *aux, int *forwards) {
+  if (r == site->self) return gpt_stage_moe_stats(site->ranks[r].st, kept, dropped, aux, forwards);
   const site_remote *rem = site->remote;
   const s_stats *st = &rem->stats[r];
   const size_t E = (size_t)site->cfg.moe_experts;
@@ -517,7 +521,7 @@ int parallel_site_remote_moe_stats(const parallel_site *site, int r, long *kept,
   return st->blocks;
 }
 
-int parallel_site_remote_run(parallel_site *site, const char *what) {
+static int s_process_run(parallel_site *site, const char *what) {
   site_remote *rem = site->remote;
   const int n = rem->link->decl.n;
   if (rem->broken)
@@ -562,7 +566,7 @@ int parallel_site_remote_run(parallel_site *site, const char *what) {
                  rem->link->eps[bad], mwhy);
 }
 
-void parallel_site_remote_destroy(parallel_site *site) {
+static void s_process_close(parallel_site *site) {
   site_remote *rem = site->remote;
   parallel_site_link *l = rem->link;
   /* Destroying a failed site must not replace the failure's message with a goodbye's. */
@@ -589,16 +593,36 @@ void parallel_site_remote_destroy(parallel_site *site) {
   free(why);
 }
 
-void parallel_site_remote_set_timeout(parallel_site *site, double timeout_s) {
+static void s_process_set_timeout(parallel_site *site, double timeout_s) {
   site->remote->timeout_s = timeout_s;
   if (site->remote->data) parallel_zmq_set_timeout(site->remote->data, timeout_s);
 }
 
-uint64_t parallel_site_remote_bytes(const parallel_site *site) {
+static uint64_t s_process_bytes(const parallel_site *site) {
   const site_remote *rem = site->remote;
   uint64_t sum = rem->data ? parallel_comm_bytes_sent(rem->data) : 0;
   for (int r = 1; r < rem->link->decl.n; r++) sum += rem->bytes[r];
   return sum;
+}
+
+/* One call gathers: each member adds its ranks' gradients into its own buffer. */
+static int s_process_gather_grads(parallel_site *site, gpt_stage *stage, float *g) {
+  site->call = (site_call){.op = SITE_GRADS, .stage = stage, .grads = g};
+  return s_process_run(site, "gradient gather");
+}
+
+static const site_runner_ops s_process = {.name = "processes",
+                                          .run = s_process_run,
+                                          .gather_grads = s_process_gather_grads,
+                                          .moe_stats = s_process_moe_stats,
+                                          .set_timeout = s_process_set_timeout,
+                                          .bytes = s_process_bytes,
+                                          .close = s_process_close};
+
+/* Makes site a site of processes: its runner and that runner's (empty) state. */
+static site_remote *s_process_site(parallel_site *site) {
+  site->runner = &s_process;
+  return site->remote = wt_xcalloc(1, sizeof *site->remote);
 }
 
 /* ---- a member: serving sessions -------------------------------------------------------------- */
@@ -613,7 +637,7 @@ static int s_member_site(parallel_site_link *l, const s_ctl *m, parallel_zmq_tra
                    l->decl.n);
   parallel_site *site =
       parallel_site_alloc(&m->cfg, m->first, m->last, m->max_batch, m->max_seq, m->t, m->c, k);
-  site_remote *rem = site->remote = wt_xcalloc(1, sizeof *rem);
+  site_remote *rem = s_process_site(site);
   *out = site;
   site->self = l->rank;
   rem->link = l, rem->session = m->session, rem->timeout_s = m->timeout_s;
