@@ -107,6 +107,10 @@ size_t gpt_config_num_params(const gpt_config *cfg);
  * MoE block); the dense model's total. */
 size_t gpt_config_num_active_params(const gpt_config *cfg);
 
+/* Parameters of block l as one rank stores it: attention and LayerNorms, and a dense MLP or, in
+ * an MoE block, `experts` experts and the router. */
+size_t gpt_config_block_params(const gpt_config *cfg, int l, int experts);
+
 /* One tensor of a stage, in flat-buffer order. */
 typedef struct {
   char name[64]; /* Hugging Face GPT2Model name: "wte.weight", "h.3.attn.c_attn.weight" */
