@@ -9,15 +9,6 @@
 set -uo pipefail
 build=$(cd "${1:?usage: check_calls.sh BUILD_DIR}" && pwd) || exit 2
 
-# source_of OBJECT: the source path an object was compiled from, relative to the source root
-# (BUILD/model/CMakeFiles/wt_model.dir/data.c.o -> model/data.c).
-source_of() {
-  local rel=${1#"$build"/} dir="" rest
-  [[ $rel == CMakeFiles/* ]] || dir=${rel%%/CMakeFiles/*}
-  rest=${rel#*.dir/}
-  echo "${dir:+$dir/}${rest%.o}"
-}
-
 mapfile -t objects < <(find "$build" -path '*/CMakeFiles/*.dir/*' -name '*.o' |
   grep -vE "^$build/(tests|bench)/|/CMakeFiles/(test_|fuzz_|bench-)[^/]*\.dir/|/CompilerId" | sort)
 if [ ${#objects[@]} -eq 0 ]; then
@@ -25,18 +16,24 @@ if [ ${#objects[@]} -eq 0 ]; then
   exit 2
 fi
 
-declare -A defined_in
-for o in "${objects[@]}"; do
-  src=$(source_of "$o")
-  while read -r sym; do defined_in[$sym]=$src; done < <(nm --defined-only -g "$o" | awk '$2 == "T" {print $3}')
-done
-edges=$(for o in "${objects[@]}"; do
-  src=$(source_of "$o")
-  for sym in $(nm -u "$o" | awk '{print $2}'); do
-    to=${defined_in[$sym]:-}
-    [ -n "$to" ] && [ "$to" != "$src" ] && echo "$src $to"
-  done
-done | sort -u)
+# One line per symbol: "OBJECT:ADDRESS TYPE NAME" or "OBJECT: TYPE NAME"; awk names each object by its source
+# (BUILD/model/CMakeFiles/wt_model.dir/data.c.o -> model/data.c) and joins uses to definitions.
+edges=$({ nm -A -g --defined-only "${objects[@]}"; nm -A -u "${objects[@]}"; } 2>/dev/null |
+  awk -v build="$build/" '
+    function source_of(o,   dir, rest) {
+      sub(/:.*/, "", o); o = substr(o, length(build) + 1)
+      dir = o; sub(/\/?CMakeFiles\/.*/, "", dir)
+      rest = o; sub(/.*\.dir\//, "", rest); sub(/\.o$/, "", rest)
+      return (dir == "" ? "" : dir "/") rest
+    }
+    $2 == "T" { defined[$3] = source_of($1); next }
+    $2 == "U" { uses[source_of($1) " " $3] = 1 }
+    END {
+      for (u in uses) {
+        split(u, f, " ")
+        if ((f[2] in defined) && defined[f[2]] != f[1]) print f[1], defined[f[2]]
+      }
+    }' | sort -u)
 
 loops=$(tsort <<<"$edges" 2>&1 >/dev/null | sed -n 's/^tsort: //p' | grep -v 'input contains a loop')
 if [ -n "$loops" ]; then
