@@ -38,6 +38,20 @@ typedef enum {
   KERNELS_W_OUT_IN = 1, /* weight (OC, C): out = inp @ weight^T        (nn.Linear, tied wte) */
 } kernels_wlayout;
 
+/* Matmul precision. Buffers, weights, optimizer state, softmax and loss stay fp32 in every mode;
+ * what changes is how the GEMMs (linear layers and attention) multiply:
+ *   FP32  exact fp32 products (the only mode of the host back ends)
+ *   TF32  tensor cores with TF32 inputs (10-bit mantissa), fp32 accumulation   (--tf32)
+ *   BF16  tensor cores with inputs rounded to bf16 (8-bit mantissa), fp32 accumulation
+ *         (--precision bf16: llm.c's mixed precision for the matmuls; activations are still
+ *         stored in fp32)
+ */
+typedef enum {
+  KERNELS_PREC_FP32 = 0,
+  KERNELS_PREC_TF32 = 1,
+  KERNELS_PREC_BF16 = 2
+} kernels_precision;
+
 typedef struct kernels_ops {
   const char *name; /* "cpu", "ref", "cuda" */
 
@@ -132,6 +146,14 @@ typedef struct kernels_ops {
   void (*download_async)(void *dst_host, const void *src, size_t bytes);
   void (*upload_async)(void *dst, const void *src_host, size_t bytes);
   void (*copy_wait)(void);
+
+  /* Device and precision: NULL on back ends with one device that computes in fp32 (cpu, ref).
+   * select_device makes device `index` the calling thread's current one: 0, or -1 with *count
+   * set to the devices seen and `why` to the driver's error, if any. set_precision chooses the
+   * matmuls' precision for the whole process. Callers use kernels_for_device and
+   * kernels_set_precision, which say what is wrong when an entry is missing. */
+  int (*select_device)(int index, int *count, char *why, size_t why_len);
+  void (*set_precision)(kernels_precision p);
 } kernels_ops;
 
 /* The one registration point: "cpu", "ref" or "cuda". Returns NULL for an unknown name or a
@@ -148,19 +170,6 @@ const kernels_ops *kernels_backend(const char *name);
  * says how many there are, or why none can be seen), each with a message saying what to do. */
 int kernels_for_device(const char *name, const kernels_ops **ops);
 
-/* Matmul precision. Buffers, weights, optimizer state, softmax and loss stay fp32 in every mode;
- * what changes is how the GEMMs (linear layers and attention) multiply:
- *   FP32  exact fp32 products (the only mode of the host back ends)
- *   TF32  tensor cores with TF32 inputs (10-bit mantissa), fp32 accumulation   (--tf32)
- *   BF16  tensor cores with inputs rounded to bf16 (8-bit mantissa), fp32 accumulation
- *         (--precision bf16: llm.c's mixed precision for the matmuls; activations are still
- *         stored in fp32)
- */
-typedef enum {
-  KERNELS_PREC_FP32 = 0,
-  KERNELS_PREC_TF32 = 1,
-  KERNELS_PREC_BF16 = 2
-} kernels_precision;
 
 /* Sets the precision of back end `ops` for the rest of the process (the CUDA back end's math
  * is process-wide). Returns WT_OK, or WT_ENOTSUP for TF32/BF16 on a host back end, with a

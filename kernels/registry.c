@@ -1,5 +1,5 @@
 /* registry — the one place that knows which kernels back ends this binary holds, and the one
- * parser of device names. */
+ * parser of device names. Device selection and precision go through each table's entries. */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,13 +7,19 @@
 #include "common/common.h"
 #include "kernels/cpu/cpu_internal.h"
 
+#ifdef WT_KERNELS_HAVE_CUDA
+const kernels_ops *kernels_cuda(void); /* kernels/cuda/cuda_table.cu */
+#else
+static const kernels_ops *kernels_cuda(void) {
+  return NULL; /* not built into this binary */
+}
+#endif
+
 const kernels_ops *kernels_backend(const char *name) {
   if (!name) return NULL;
   if (strcmp(name, "cpu") == 0) return &kernels_cpu_table;
   if (strcmp(name, "ref") == 0) return &kernels_ref_table;
-#ifdef WT_KERNELS_HAVE_CUDA
   if (strcmp(name, "cuda") == 0) return kernels_cuda();
-#endif
   return NULL;
 }
 
@@ -38,22 +44,21 @@ int kernels_for_device(const char *name, const kernels_ops **ops) {
   if (dev < 0)
     return wt_fail(WT_EINVAL, "device '%s' is not cpu, cuda or cuda:N (N a GPU index, e.g. cuda:0)",
                    name);
-#ifdef WT_KERNELS_HAVE_CUDA
+  const kernels_ops *gpu = kernels_backend("cuda");
+  if (!gpu)
+    return wt_fail(WT_ENOTSUP,
+                   "device %s: this build has no CUDA back end (configure with -DWANTRAIN_CUDA=ON "
+                   "on a machine with the CUDA toolkit), or use --device cpu",
+                   name);
   char why[256] = "";
   int count = 0;
-  if (kernels_cuda_select(dev, &count, why, sizeof why) != 0)
+  if (gpu->select_device(dev, &count, why, sizeof why) != 0)
     return wt_fail(WT_ENOTSUP,
                    "no CUDA device %d (cudaGetDeviceCount says %d%s%s): run on a machine with "
                    "that GPU and its driver, or use --device cpu",
                    dev, count, why[0] ? ": " : "", why);
-  *ops = kernels_cuda();
+  *ops = gpu;
   return WT_OK;
-#else
-  return wt_fail(WT_ENOTSUP,
-                 "device %s: this build has no CUDA back end (configure with -DWANTRAIN_CUDA=ON "
-                 "on a machine with the CUDA toolkit), or use --device cpu",
-                 name);
-#endif
 }
 
 int kernels_parse_precision(const char *name, int tf32, kernels_precision *p) {
@@ -69,12 +74,10 @@ int kernels_parse_precision(const char *name, int tf32, kernels_precision *p) {
 int kernels_set_precision(const kernels_ops *ops, kernels_precision p) {
   static const char *const names[] = {"fp32", "tf32", "bf16"};
   if ((int)p < 0 || (int)p > 2) return wt_fail(WT_EINVAL, "unknown precision %d", (int)p);
-#ifdef WT_KERNELS_HAVE_CUDA
-  if (ops == kernels_cuda()) {
-    kernels_cuda_set_precision(p);
+  if (ops && ops->set_precision) {
+    ops->set_precision(p);
     return WT_OK;
   }
-#endif
   if (p != KERNELS_PREC_FP32)
     return wt_fail(WT_ENOTSUP,
                    "%s matmuls need a GPU: the %s back end computes in fp32 only; drop "

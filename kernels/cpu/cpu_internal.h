@@ -1,5 +1,5 @@
-/* cpu_internal — private to kernels/: the ops tables each back end defines, and the per-op
- * functions of the two CPU back ends (one file per op pair under kernels/cpu/). */
+/* cpu_internal — private to kernels/: the two CPU back ends' ops tables and their per-op
+ * functions (one file per op pair under kernels/cpu/). */
 #ifndef WT_KERNELS_CPU_INTERNAL_H
 #define WT_KERNELS_CPU_INTERNAL_H
 
@@ -10,13 +10,6 @@
 
 extern const kernels_ops kernels_cpu_table; /* cpu/cpu_table.c */
 extern const kernels_ops kernels_ref_table; /* cpu/ref_table.c */
-#ifdef WT_KERNELS_HAVE_CUDA
-const kernels_ops *kernels_cuda(void); /* kernels/cuda */
-/* Makes GPU `dev` the calling thread's current device (kernels/cuda/memory.cu). Returns 0, or
- * -1 with *count set to the number of GPUs seen and `why` to the CUDA error, if any. */
-int kernels_cuda_select(int dev, int *count, char *why, size_t why_len);
-void kernels_cuda_set_precision(kernels_precision p); /* kernels/cuda/matmul.cu */
-#endif
 
 /* Fast CPU ops (kernels_cpu_*) and reference ops (kernels_ref_*): see kernels.h for the
  * contract of each. */

@@ -61,6 +61,8 @@ void kernels_cuda_gemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m
                                float alpha, const float *A, int lda, long long sa, const float *B,
                                int ldb, long long sb, float beta, float *C, int ldc, long long sc,
                                int batch);
+/* The table's device and precision entries (memory.cu, matmul.cu; kernels.h has the contract). */
+extern "C" int kernels_cuda_select(int dev, int *count, char *why, size_t why_len);
 extern "C" void kernels_cuda_set_precision(kernels_precision p);
 
 /* Sum over a block of 32*k threads; every thread gets the result. Fixed order. */

@@ -34,6 +34,8 @@ static const kernels_ops s_cuda_table = {
     kernels_cuda_download_async,
     kernels_cuda_upload_async,
     kernels_cuda_copy_wait,
+    kernels_cuda_select,
+    kernels_cuda_set_precision,
 };
 
 extern "C" const kernels_ops *kernels_cuda(void) {
