@@ -48,9 +48,8 @@
  * so rank 0 speaks for the site on the WAN.
  *
  * The ranks (of a threaded site): every call runs its part on all t·c ranks at once, as threads of
- * parallel_inproc_run over the site's in-process group, started per call (40–120 µs a call for
- * 2–4 ranks on the 2-core build machine, bench-site; small next to a stage's pass of any real
- * model), and returns when all have finished (the gather: c calls, one per CP rank). Load and
+ * parallel_inproc_run over the site's in-process group, started per call (docs/parallel.md has
+ * its measured cost), and returns when all have finished (the gather: c calls, one per CP rank). Load and
  * gather move no messages: the ranks are threads of one process and each reads or writes its own
  * part of the stage's host buffers. The passes' collectives are those of tp.h and cp.h (counted
  * by parallel_site_bytes; docs/parallel.md has the formula).
@@ -161,23 +160,9 @@ uint64_t parallel_site_bytes(const parallel_site *site);
  * Rank 0 makes the site with parallel_site_new_linked and uses it exactly as a threaded site;
  * ranks >= 1 run parallel_site_serve, which serves rank 0's sites one after another.
  *
- * Protocol. A site is one SESSION (a number rank 0 draws per site). Over the control comm: OPEN
- * (rank 0 → members: session, config, layers, batch, t × c, timeout), each member's answer (the
- * endpoint of a fresh data transport on its host's ephemeral port, or its error), START (every
- * data endpoint), and a member's READY over the new DATA communicator (epoch = session, so a
- * message of an older session is refused). The site's mesh, collectives and every call run on
- * the data comm: rank 0 sends each member a call header and the inputs its rank code reads
- * (tokens, act_in, targets, grad_out: the full arrays); every process runs its rank; each member
- * answers its status, its loss and the outputs only rank 0 returns (the rows of act_out /
- * grad_in that TP rank 0 of its CP rank writes). Load: rank 0 broadcasts the stage's flat
- * parameters into each member's own host copy of the stage (gpt_stage of [first, last)), from
- * which its rank takes its shards. Gather: each member adds its rank's gradients into its
- * zeroed copy and sends the whole buffer; rank 0 adds the members' buffers in rank order, which
- * sums every element in the threaded site's order.
- * Known cost: per step, every member receives the stage's full parameters (4·P bytes) and
- * sends back full gradients (4·P bytes), where its rank needs only its shard — an exchange of
- * shards only would cut that about t times. Plus per micro-batch the inputs (B·T·C floats, or
- * B·T ids) to every member and each CP rank's rows of the outputs back.
+ * The messages between rank 0 and the members (sessions, OPEN / START / READY, the per-call
+ * inputs and answers, the parameter broadcast at load and the gradient gather) and what they
+ * cost per step are in docs/parallel.md ("A site whose ranks are processes").
  *
  * Failures. Every wait has the site's deadline (parallel_site_set_timeout on rank 0, sent to the
  * members in OPEN). A member that fails sends its error and closes the session's data comm; one
