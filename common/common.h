@@ -1,6 +1,6 @@
 /* common — status codes, the last-error message, logging, CHECK macros and a clock.
  *
- * Two error regimes (see STYLE.md):
+ * Two error regimes, chosen on purpose:
  *  - a programming error is an assert() with file:line;
  *  - anything from outside (a file, a flag, a peer, the network) is a returned wt_status.
  *    The function that detects it calls wt_fail(code, "what was wrong; what to do"), which

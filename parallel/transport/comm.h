@@ -2,8 +2,9 @@
  * byte messages between ranks, over a pluggable transport.
  *
  * A transport is one `parallel_transport_ops` table (send / recv of byte buffers to a peer rank
- * with an integer tag). The collectives (collectives.h) are written ONLY against this table, so
- * the same ring all-reduce runs over in-process threads today and over ZeroMQ or NCCL later.
+ * with an integer tag). The collectives (parallel/collectives/collectives.h) are written ONLY
+ * against this table, so the same ring all-reduce runs over in-process threads (inproc.c) and
+ * over ZeroMQ (zmq.h); NCCL groups have their own collectives table (parallel/datacenter/group.h).
  *
  * Semantics every transport must give:
  *  - send(peer, tag, buf, n) queues or delivers a copy of n bytes; it may block while the peer's
