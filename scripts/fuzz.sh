@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds libFuzzer targets with clang, ASan and UBSan, seeds each, and runs each for a bounded
-# time. A target is a file */fuzz/fuzz_<name>.c; the lines of its header comment say what it
-# links:
+# time. A target is a file */fuzz/fuzz_<name>.c (or */*/fuzz/, as in parallel/transport/); the
+# lines of its header comment say what it links:
 #   fuzz-sources: model/safetensors.c common/common.c    (globs allowed)
 #   fuzz-flags:   -DNAME=value                           (optional compile flags)
 #   fuzz-libs:    -lcjson -lm                            (optional)
@@ -27,18 +27,20 @@ while [ $# -gt 0 ]; do
     *) NAMES+=("$1"); shift ;;
   esac
 done
+shopt -s nullglob
 if [ ${#NAMES[@]} -eq 0 ]; then
-  for f in */fuzz/fuzz_*.c; do
+  for f in */fuzz/fuzz_*.c */*/fuzz/fuzz_*.c; do
     n=$(basename "$f" .c)
     NAMES+=("${n#fuzz_}")
   done
 fi
 TARGETS=()
 for n in "${NAMES[@]}"; do
-  found=(*/fuzz/fuzz_"$n".c)
-  [ -f "${found[0]}" ] || { echo "fuzz.sh: no target */fuzz/fuzz_$n.c" >&2; exit 2; }
+  found=(*/fuzz/fuzz_"$n".c */*/fuzz/fuzz_"$n".c)
+  [ ${#found[@]} -gt 0 ] || { echo "fuzz.sh: no target */fuzz/fuzz_$n.c" >&2; exit 2; }
   TARGETS+=("${found[0]}")
 done
+shopt -u nullglob
 CC=${FUZZ_CC:-clang}
 if ! command -v "$CC" >/dev/null; then
   echo "fuzz.sh: $CC not found; install clang and libclang-rt-14-dev (scripts/deps.sh)"
