@@ -1,0 +1,159 @@
+/* zmq_send — the ZeroMQ transport's sender thread and its queues: it owns the PUSH
+ * sockets and drains the per-link queues, pacing each message when WAN emulation is on. */
+#include "parallel/transport/zmq_transport_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <string.h>
+
+/* ---- sender -------------------------------------------------------------------------------- */
+
+/* Wall time the next frame(s) of m are due: the end of their emulated serialisation plus α. */
+static double s_due(const s_link *l, const s_out *m) {
+  if (m->start == 0) return 0;
+  size_t end = WT_MIN(m->bytes, m->sent + S_PART_BYTES);
+  return m->start + l->alpha_w + (double)end * l->sec_per_byte;
+}
+
+/* Hands the next frames of the link's head message to ZeroMQ. Returns 1 when the message is
+ * done, 0 when it must wait (pacing or a full pipe; l->blocked says which). Called without the
+ * mutex: only this thread pops heads or touches the frames in progress. */
+static int s_push_some(parallel_zmq_transport *t, s_link *l, s_out *m, double now) {
+  if (!m->header_sent) {
+    int flags = ZMQ_DONTWAIT | (m->bytes ? ZMQ_SNDMORE : 0);
+    if (zmq_send(l->push, m->header, PARALLEL_ZMQ_HEADER_BYTES, flags) < 0) {
+      l->blocked = 1; /* EAGAIN: the pipe is full; nothing of this message was sent */
+      return 0;
+    }
+    m->header_sent = 1;
+  }
+  l->blocked = 0;
+  while (m->sent < m->bytes) {
+    if (m->start != 0 && s_due(l, m) > now) return 0;
+    /* A small unshaped message goes out in one frame, which the receiver hands out without a
+     * copy (s_recv_view); larger or paced ones in parts. */
+    int whole = m->start == 0 && m->bytes <= S_ONE_FRAME_MAX;
+    size_t len = whole ? m->bytes - m->sent : WT_MIN(S_PART_BYTES, m->bytes - m->sent);
+    zmq_msg_t f;
+    atomic_fetch_add(&m->refs, 1);
+    zmq_msg_init_data(&f, m->data + m->sent, len, s_free_frame, m);
+    m->sent += len;
+    /* After the first frame ZeroMQ accepts the rest of a multipart message without blocking. */
+    zmq_msg_send(&f, l->push, m->sent < m->bytes ? ZMQ_SNDMORE : 0);
+  }
+  (void)t;
+  return 1;
+}
+
+void *parallel_zmq_send_main(void *p) {
+  parallel_zmq_transport *t = p;
+  zmq_pollitem_t *items = wt_xcalloc((size_t)t->size, sizeof *items);
+  pthread_mutex_lock(&t->mu);
+  while (!atomic_load(&t->stop_send)) {
+    double now = wt_now_s(), next = now + S_POLL_MS * 1e-3;
+    int nblocked = 0, progressed = 0;
+    for (int r = 0; r < t->size; r++) {
+      s_link *l = &t->links[r];
+      s_out *m = l->head;
+      if (!m) continue;
+      double due = s_due(l, m);
+      if (due > now) {
+        next = WT_MIN(next, due);
+        continue;
+      }
+      pthread_mutex_unlock(&t->mu);
+      int done = s_push_some(t, l, m, now);
+      pthread_mutex_lock(&t->mu);
+      if (done) {
+        l->head = m->next;
+        if (!l->head) l->tail = NULL;
+        l->queued_bytes -= m->bytes;
+        l->st.bytes_sent += m->bytes;
+        l->st.msgs_sent++;
+        s_out_unref(m);
+        progressed = 1;
+        pthread_cond_broadcast(&t->cv_out);
+      } else if (l->blocked) {
+        items[nblocked++] = (zmq_pollitem_t){l->push, 0, ZMQ_POLLOUT, 0};
+      } else {
+        next = WT_MIN(next, s_due(l, m));
+      }
+    }
+    if (progressed) continue;
+    if (nblocked) {
+      /* A full pipe: wait until one accepts more (or the next paced frame is due). */
+      pthread_mutex_unlock(&t->mu);
+      long ms = (long)((next - wt_now_s()) * 1e3) + 1;
+      zmq_poll(items, nblocked, WT_MAX(1L, WT_MIN(ms, (long)S_POLL_MS)));
+      pthread_mutex_lock(&t->mu);
+    } else {
+      s_wait_until(&t->cv_send, &t->mu, next);
+    }
+  }
+  pthread_mutex_unlock(&t->mu);
+  free(items);
+  for (int r = 0; r < t->size; r++)
+    if (t->links[r].push) {
+      /* Drop whatever could not go out; linger bounds how long close waits for a dead peer. */
+      for (s_out *m = t->links[r].head, *next; m; m = next) {
+        next = m->next;
+        s_out_unref(m);
+      }
+      t->links[r].head = t->links[r].tail = NULL;
+      /* A peer known to be gone takes nothing more: don't linger on its unsent frames. */
+      pthread_mutex_lock(&t->mu);
+      int gone = t->links[r].gone;
+      pthread_mutex_unlock(&t->mu);
+      int zero = 0;
+      if (gone) zmq_setsockopt(t->links[r].push, ZMQ_LINGER, &zero, sizeof zero);
+      zmq_close(t->links[r].push);
+    }
+  return NULL;
+}
+
+/* Appends a message to the link's queue, stamping its emulated start: when it was handed over
+ * (`ready`, the wall time of the send call, since a NIC starts serialising while the rest of a
+ * buffer is still being copied) or when the link is free, whichever is later. Caller holds
+ * t->mu. */
+void parallel_zmq_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m, double ready) {
+  if (t->shaped) {
+    double now = ready;
+    double start = WT_MAX(now, l->link_free);
+    l->link_free = start + (double)m->bytes * l->sec_per_byte;
+    m->start = start > 0 ? start : 1e-9;
+    l->st.shaped_s += l->link_free + l->alpha_w - now;
+  }
+  if (l->tail)
+    l->tail->next = m;
+  else
+    l->head = m;
+  l->tail = m;
+  l->queued_bytes += m->bytes;
+  pthread_cond_signal(&t->cv_send);
+}
+
+s_out *parallel_zmq_out_new(const parallel_zmq_transport *t, const parallel_zmq_msg_context *ctx,
+                            int kind, int tag, const void *buf, void *owned, size_t bytes) {
+  s_out *m = wt_xcalloc(1, sizeof *m);
+  if (owned) {
+    m->data = owned;
+  } else {
+    m->data = bytes ? wt_xmalloc(bytes) : NULL;
+    if (bytes) memcpy(m->data, buf, bytes);
+  }
+  m->bytes = bytes;
+  atomic_init(&m->refs, 1);
+  parallel_zmq_header h = {.kind = (uint8_t)kind,
+                           .codec = ctx->codec,
+                           .run_id = t->run_id,
+                           .epoch = t->epoch,
+                           .src_rank = t->rank,
+                           .tag = tag,
+                           .step = ctx->step,
+                           .micro_batch = ctx->micro_batch,
+                           .tensor_id = ctx->tensor_id,
+                           .length = bytes};
+  parallel_zmq_header_encode(&h, m->header);
+  return m;
+}
+

@@ -1,0 +1,158 @@
+/* zmq_transport_internal — what the ZeroMQ transport's files share: its limits, the queued and
+ * received message types, the per-link and per-transport state, small helpers, and the entry
+ * points of its three threads (zmq_zap.c, zmq_recv.c, zmq_send.c). zmq_transport.c holds the
+ * ops and the construction; the thread files never call back into it. Internal to
+ * parallel/transport. */
+#ifndef WT_PARALLEL_ZMQ_TRANSPORT_INTERNAL_H
+#define WT_PARALLEL_ZMQ_TRANSPORT_INTERNAL_H
+
+#include "parallel/transport/zmq.h"
+
+#include "common/common.h"
+#include "parallel/transport/zmq_protocol.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <zmq.h>
+
+#define S_PART_BYTES ((size_t)256 << 10)  /* pacing granularity of an emulated link */
+#define S_ONE_FRAME_MAX ((size_t)1 << 20) /* unshaped payloads up to this go in one frame */
+#define S_POLL_MS 50                      /* how often the threads look at their stop flags */
+#define S_GONE_GRACE_S 0.5    /* a dropped peer's last messages may still be in flight */
+#define S_HWM 16              /* messages ZeroMQ may hold per pipe */
+#define S_MAX_PARTS (1 << 18) /* payload frames of one message: 64 GiB in 256 KiB parts */
+
+/* One queued outgoing message; its buffer is shared by the ZeroMQ frames that carry it. */
+typedef struct s_out {
+  struct s_out *next;
+  uint8_t header[PARALLEL_ZMQ_HEADER_BYTES];
+  uint8_t *data;
+  size_t bytes, sent; /* payload bytes, and how many of them are already handed to ZeroMQ */
+  int header_sent;
+  double start;    /* wall time the emulated serialisation starts (0 when unshaped) */
+  atomic_int refs; /* this struct + one per frame in flight */
+} s_out;
+
+/* One received message waiting in a mailbox: its payload frames, kept as ZeroMQ messages. */
+typedef struct s_in {
+  struct s_in *next;
+  int tag;
+  size_t bytes;
+  int nparts;
+  zmq_msg_t *parts;
+} s_in;
+
+typedef struct {
+  char *endpoint;
+  void *push;    /* sender thread */
+  void *monitor; /* receiver thread: events of push */
+  s_out *head, *tail;
+  size_t queued_bytes;
+  double link_free;             /* wall time the emulated link finishes serialising its queue */
+  double alpha_w, sec_per_byte; /* emulated latency and 1/β, in wall seconds */
+  s_in *ihead, *itail;
+  size_t in_bytes;
+  int connected, gone, said_bye, dropped_after_bye, blocked;
+  double gone_at;
+  const char *gone_why;
+  parallel_zmq_link_stats st;
+} s_link;
+
+struct parallel_zmq_transport {
+  int rank, size;
+  uint64_t run_id;
+  uint32_t epoch;
+  double timeout_s;
+  size_t max_queue;
+  int insecure, shaped;
+  char *bound;
+  uint8_t (*peer_keys)[32]; /* binary public keys, for the ZAP handler */
+  char secret[41], public_key[41];
+  char **peer_keys_z85;
+  void *zctx, *pull, *zap;
+  s_link *links;
+  pthread_mutex_t mu;
+  pthread_cond_t cv_in, cv_out, cv_send;
+  pthread_t th_zap, th_recv, th_send;
+  int started_zap, started_recv, started_send;
+  atomic_int stop_zap, stop_recv, stop_send;
+  int waiters;
+  parallel_zmq_msg_context msg;
+  uint64_t refused;
+};
+
+/* ---- small helpers --------------------------------------------------------------------------- */
+
+static inline struct timespec s_abs(double wall_s) {
+  /* wt_now_s is CLOCK_MONOTONIC, and so are the conds (see s_cond_init). */
+  struct timespec ts;
+  ts.tv_sec = (time_t)wall_s;
+  ts.tv_nsec = (long)((wall_s - (double)ts.tv_sec) * 1e9);
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  return ts;
+}
+
+static inline void s_cond_init(pthread_cond_t *cv) {
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(cv, &attr);
+  pthread_condattr_destroy(&attr);
+}
+
+static inline void s_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double wall_s) {
+  struct timespec ts = s_abs(wall_s);
+  pthread_cond_timedwait(cv, mu, &ts);
+}
+
+static inline void s_out_unref(s_out *m) {
+  if (atomic_fetch_sub(&m->refs, 1) == 1) {
+    free(m->data);
+    free(m);
+  }
+}
+
+static inline void s_free_frame(void *data, void *hint) {
+  (void)data;
+  s_out_unref(hint);
+}
+
+static inline void s_in_free(s_in *m) {
+  for (int i = 0; i < m->nparts; i++) zmq_msg_close(&m->parts[i]);
+  free(m->parts);
+  free(m);
+}
+
+/* "tag 5" or "reserved tag 0x40000011" — collective tags read better in hex. */
+static inline const char *s_tag_name(int tag, char *buf, size_t cap) {
+  if (tag >= PARALLEL_TAG_RESERVED)
+    snprintf(buf, cap, "library tag 0x%x", (unsigned)tag);
+  else
+    snprintf(buf, cap, "tag %d", tag);
+  return buf;
+}
+
+/* ---- the threads and the send path's queue ------------------------------------------------- */
+
+/* The ZAP handler (zmq_zap.c): admits only the group's CURVE keys until t->stop_zap. */
+void *parallel_zmq_zap_main(void *t);
+/* The receiver (zmq_recv.c): validates and files incoming messages, watches the PUSH sockets'
+ * monitors, until t->stop_recv. */
+void *parallel_zmq_recv_main(void *t);
+/* The sender (zmq_send.c): drains the links' queues, pacing when shaped, until t->stop_send. */
+void *parallel_zmq_send_main(void *t);
+
+/* Appends m to l's queue with its emulated start (zmq_send.c). Caller holds t->mu. */
+void parallel_zmq_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m, double ready);
+/* A message for the queue; `owned` (a wt_xmalloc'ed block of `bytes`) becomes its buffer, else
+ * buf is copied (NULL owned). Never NULL. */
+s_out *parallel_zmq_out_new(const parallel_zmq_transport *t, const parallel_zmq_msg_context *ctx,
+                            int kind, int tag, const void *buf, void *owned, size_t bytes);
+
+#endif
