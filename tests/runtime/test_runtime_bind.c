@@ -7,6 +7,8 @@
  *   - a run trained with int8 + error feedback resumed without the codec (its state files would
  *     be dropped), or with error feedback off;
  *   - more steps are allowed: the resume goes on and the manifest records the change;
+ *   - a run directory written before the binding resumes, and refuses the state files a run
+ *     without their codec would drop;
  *   - parallel_run_binding_check names the first field that differs, both values and the flag,
  *     and leaves alone what does not change the numbers or says where a stage runs. */
 #include "tests/runtime/runtime_harness.h"
@@ -115,6 +117,31 @@ static void test_dropped_codec(void) {
   WT_TEST_ASSERT(h_run_all(&h) == WT_OK && h.steps[0] == STEPS, "resumed as saved: %s", h.err[0]);
 }
 
+/* A run directory as an older wantrain wrote it: no binding in the manifest or in any stage
+ * checkpoint (state.json's "train" removed, the digests made again). It still resumes with the
+ * options it was saved with; resumed without its codec, the state files it finds are refused
+ * instead of dropped. */
+static void test_unbound_run(void) {
+  parallel_tasklet_config c = s_config("unbound", 9);
+  snprintf(c.grad_codec, sizeof c.grad_codec, "int8");
+  c = s_start(c);
+  s_sh("cd unbound && python3 -c \"import json; m=json.load(open('manifest.json')); "
+       "m.pop('run', None); json.dump(m, open('manifest.json', 'w'))\" && "
+       "for d in stage-*/step-00000002; do (cd $d && python3 -c \"import json; "
+       "s=json.load(open('state.json')); s.pop('train', None); "
+       "json.dump(s, open('state.json', 'w'))\" && "
+       "sha256sum model.safetensors optimizer.safetensors state.json > SHA256SUMS) || exit 1; "
+       "done");
+  snprintf(c.grad_codec, sizeof c.grad_codec, "none");
+  s_refused(&c, "an unbound int8 + error feedback run resumed without a codec",
+            "holds ring-residuals but this run keeps nothing");
+  snprintf(c.grad_codec, sizeof c.grad_codec, "int8");
+  static h_run h;
+  h_init(&h, &c);
+  WT_TEST_ASSERT(h_run_all(&h) == WT_OK && h.steps[0] == STEPS, "an unbound run resumes: %s",
+                 h.err[0]);
+}
+
 static cJSON *s_manifest(const char *dir) {
   char path[1100], text[16384] = "";
   snprintf(path, sizeof path, "%s/manifest.json", dir);
@@ -197,6 +224,7 @@ int main(void) {
   test_changed_batch();
   test_dropped_codec();
   test_more_steps();
+  test_unbound_run();
   data_set_destroy(&s_data);
   if (!wt_test_failures) {
     char rm[700];
