@@ -67,6 +67,8 @@
  * tasklet and continues bit-exactly. What else a run keeps across steps (DiLoCo's inner and
  * outer state, error-feedback residuals, AC-SGD delta caches) every tasklet saves beside its
  * stage, DIR/stage-<s>/replica-<r>-step-<step>.state (docs/runtime.md), and loads on resume.
+ * Every stage checkpoint and the manifest record the run binding (below), so a resume refuses
+ * another run's stage directory and a run continued with settings that change its numbers.
  *
  *   parallel_tasklet_config c = parallel_tasklet_config_default();
  *   c.stages = 2, c.replicas = 2, c.stage = s, c.replica = r;
@@ -148,6 +150,9 @@ typedef struct {
   int checkpoint_every;      /* steps between checkpoints (0 = only at the end) */
   int keep;                  /* checkpoints kept per stage (>= 1) */
   int resume;                /* 1: continue from checkpoint_dir's manifest */
+  uint64_t run_id;     /* the run's id, recorded in every stage checkpoint and the manifest (the
+                          run binding, below); 0 = one derived from the bound settings. A resume
+                          keeps the id its manifest records and ignores this one */
   int val_every;       /* validation loss every N steps and after the last (0: after the last only),
                           over train.val_batches batches of the validation split, computed by
                           replica 0's pipeline and sent to every tasklet */
@@ -221,6 +226,41 @@ int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *worl
 /* Reads the header of a blob: its stage and steps done. Returns WT_OK or WT_ECORRUPT (too short,
  * wrong magic, sizes that do not add up to `bytes`). */
 int parallel_tasklet_state_info(const void *blob, size_t bytes, int *stage, long *step);
+
+/* ---- the run binding -------------------------------------------------------------------------
+
+   What ties a run directory's checkpoints to one run: the run id and, as strings, every setting
+   that changes the run's arithmetic — seed, data (token count, tokenizer, CRC-32 of the tokens),
+   stages, replicas, batch, micro-batches, schedule, model, optimizer and its hyperparameters,
+   the gradient and activation codecs with error feedback, DiLoCo — and steps (the lr
+   schedule's horizon); all of them the same on every tasklet of the run. Each stage checkpoint
+   records it (state.json's "train") and so does the manifest ("run"). A resume refuses a stage
+   checkpoint whose binding is not the manifest's (a stage directory from another run) and a run
+   whose bound settings differ from the recorded ones; steps may change (a run extended or
+   shortened): the resume says so and the manifest records it. What a run may change freely (it
+   never changes the numbers, or only validation and bookkeeping): ZeRO-1, activation slots,
+   validation, checkpoint interval and count, stop_after, time limit, deadlines, and where a stage
+   runs (device, site ranks: placement may differ between tasklets and between epochs).
+   docs/runtime.md has the list. */
+
+#define PARALLEL_RUN_BINDING_MAX 2048
+
+/* cfg's binding as JSON text (one object of strings, malloc'd; the caller frees it), with
+ * run_id, or one derived from the other fields when run_id is 0. cfg->data may be NULL (then
+ * the data field is "none"). Never fails. */
+char *parallel_run_binding(const parallel_tasklet_config *cfg, uint64_t run_id);
+
+/* Checks that a run recorded with binding `was` may continue with binding `now` (run ids are
+ * not compared: a resume is a new launch of the same run). Returns WT_OK, writing into notes
+ * (may be NULL) what changed that may ("steps was 20, this run asks 40", "" when nothing did);
+ * WT_EMISMATCH naming the first bound field that differs, both values and what to do
+ * ("<what>: batch was 8, this run asks 16; resume with --batch 8 or start a new run
+ * directory"); WT_ECORRUPT when `was` is not a binding. */
+int parallel_run_binding_check(const char *what, const char *was, const char *now, char *notes,
+                               size_t notes_size);
+
+/* The run id a binding records (0 when it records none or is not a binding). */
+uint64_t parallel_run_binding_id(const char *binding);
 
 /* ---- a multi-stage run as one model (wantrain eval / sample) ------------------------------- */
 

@@ -2,18 +2,21 @@
  * (tasklet.h): replica 0 of each stage saves its stage with model/checkpoint.h, every tasklet
  * reports whether its part succeeded in one all-gather, and world rank 0 then writes
  * DIR/manifest.json atomically. Every tasklet also saves what the stage checkpoint does not hold
- * (DiLoCo, error-feedback residuals, AC-SGD caches; below). Resume loads the step the manifest
- * names, never a newer step a stage may have saved before the run stopped. */
+ * (DiLoCo, error-feedback residuals, AC-SGD caches; below). Each stage checkpoint and the
+ * manifest record the run binding (tasklet.h), which resume checks. Resume loads the step the
+ * manifest names, never a newer step a stage may have saved before the run stopped. */
 #include "parallel/runtime/tasklet_internal.h"
 
 #include "common/bytes.h" /* defines: wt_put_le32 / wt_get_le32, wt_crc32 */
 #include "common/common.h"
 #include "model/checkpoint.h"
 
+#include <assert.h>
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,183 @@ static void s_stage_dir(const parallel_tasklet *k, int stage, char *out, size_t 
 }
 
 static int s_state_save(parallel_tasklet *k);
+
+/* ---- the run binding (tasklet.h) ---------------------------------------------------------------
+ * One row per bound field: its name in the JSON object, the launch flag that sets it (NULL: no
+ * flag; the message then says "the same <field>"), and whether a resume may change it. */
+typedef struct {
+  const char *field, *flag;
+  int may_change;
+} s_bind_row;
+
+static const s_bind_row s_bind[] = {
+    {"run_id", NULL, 0},
+    {"seed", "--seed", 0},
+    {"data", "--data", 0},
+    {"stages", "--stages", 0},
+    {"replicas", "--replicas", 0},
+    {"batch", "--batch", 0},
+    {"micro_batches", "--micro-batches", 0},
+    {"schedule", "--schedule", 0},
+    {"model", NULL, 0},
+    {"optimizer", "--optimizer", 0},
+    {"lr", "--lr", 0},
+    {"min_lr", "--min-lr", 0},
+    {"warmup_steps", "--warmup", 0},
+    {"weight_decay", "--weight-decay", 0},
+    {"grad_clip", "--grad-clip", 0},
+    {"betas_eps_momentum", NULL, 0},
+    {"grad_codec", "--grad-codec", 0},
+    {"grad_ef", "--grad-ef", 0},
+    {"act_codec", "--act-codec", 0},
+    {"diloco", "--diloco", 0},
+    {"outer_lr", "--outer-lr", 0},
+    {"outer_momentum", "--outer-momentum", 0},
+    {"steps", "--steps", 1},
+};
+enum { S_BIND_N = (int)WT_ARRAY_LEN(s_bind), S_BIND_VALUE = 96 };
+
+static void s_bind_model(const gpt_config *g, char *out, size_t size) {
+  int n = snprintf(out, size, "V%d T%d L%d H%d C%d", g->vocab_size, g->max_seq, g->n_layer,
+                   g->n_head, g->channels);
+  if (g->moe_experts <= 0 || n < 0 || (size_t)n >= size) return;
+  n += snprintf(out + n, size - (size_t)n, " E%d k%d cap %.9g aux %.9g moe ", g->moe_experts,
+                g->moe_top_k, g->moe_capacity, g->moe_aux_weight);
+  for (int l = 0; l < g->n_layer && l < GPT_MOE_MAX_LAYERS && (size_t)n + 1 < size; l++)
+    out[n++] = g->moe_layer[l] ? '1' : '0', out[n] = 0;
+}
+
+/* The values of every row but run_id, in s_bind's order: settings of the run, the same on every
+ * tasklet (where a stage runs — device, site — is not bound). Settings that take no part in the
+ * arithmetic (error feedback without a codec, DiLoCo's outer step without DiLoCo) are recorded
+ * as "-" or 0, so that their defaults never differ. */
+static void s_bind_values(const parallel_tasklet_config *c, char v[S_BIND_N][S_BIND_VALUE]) {
+  const trainer_config *t = &c->train;
+  const optim_config *o = &t->optim;
+  const int coded = strcmp(c->grad_codec, "none") != 0, outer = c->diloco_h > 0;
+  int i = 1;
+  snprintf(v[i++], S_BIND_VALUE, "%llu", (unsigned long long)t->seed);
+  if (c->data)
+    snprintf(
+        v[i++], S_BIND_VALUE, "%zu tokens, tokenizer %s, crc32 %08x", data_set_num_tokens(c->data),
+        data_set_tokenizer(c->data) == DATA_TOKENIZER_GPT2    ? "gpt2"
+        : data_set_tokenizer(c->data) == DATA_TOKENIZER_BYTES ? "bytes"
+                                                              : "synthetic",
+        wt_crc32(0, data_set_tokens(c->data), sizeof(uint16_t) * data_set_num_tokens(c->data)));
+  else
+    snprintf(v[i++], S_BIND_VALUE, "none");
+  snprintf(v[i++], S_BIND_VALUE, "%d", c->stages);
+  snprintf(v[i++], S_BIND_VALUE, "%d", c->replicas);
+  snprintf(v[i++], S_BIND_VALUE, "%d", t->batch);
+  snprintf(v[i++], S_BIND_VALUE, "%d", t->micro_batches);
+  snprintf(v[i++], S_BIND_VALUE, "%s", c->schedule == ASSIGN_SCHEDULE_GPIPE ? "gpipe" : "1f1b");
+  s_bind_model(&t->model, v[i++], S_BIND_VALUE);
+  snprintf(v[i++], S_BIND_VALUE, "%s", o->kind == OPTIM_SGD ? "sgd" : "adamw");
+  snprintf(v[i++], S_BIND_VALUE, "%.9g", o->lr);
+  snprintf(v[i++], S_BIND_VALUE, "%.9g", o->min_lr);
+  snprintf(v[i++], S_BIND_VALUE, "%d", o->warmup_steps);
+  snprintf(v[i++], S_BIND_VALUE, "%.9g", o->weight_decay);
+  snprintf(v[i++], S_BIND_VALUE, "%.9g", o->grad_clip);
+  snprintf(v[i++], S_BIND_VALUE, "%.9g %.9g %.9g %.9g", o->beta1, o->beta2, o->eps, o->momentum);
+  snprintf(v[i++], S_BIND_VALUE, "%s", c->grad_codec);
+  snprintf(v[i++], S_BIND_VALUE, "%s", coded ? (c->grad_ef ? "on" : "off") : "-");
+  snprintf(v[i++], S_BIND_VALUE, "%s", c->act_codec);
+  snprintf(v[i++], S_BIND_VALUE, "%d", c->diloco_h);
+  snprintf(v[i++], S_BIND_VALUE, "%.9g", outer ? c->diloco_lr : 0.0);
+  snprintf(v[i++], S_BIND_VALUE, "%.9g", outer ? c->diloco_momentum : 0.0);
+  snprintf(v[i++], S_BIND_VALUE, "%ld", t->steps);
+  assert(i == S_BIND_N);
+}
+
+char *parallel_run_binding(const parallel_tasklet_config *cfg, uint64_t run_id) {
+  char v[S_BIND_N][S_BIND_VALUE];
+  s_bind_values(cfg, v);
+  if (!run_id) { /* FNV-1a over the settings, each with its NUL: the same settings, the same id */
+    run_id = 14695981039346656037ull;
+    for (int i = 1; i < S_BIND_N; i++)
+      for (size_t j = 0; j <= strlen(v[i]); j++)
+        run_id = (run_id ^ (unsigned char)v[i][j]) * 1099511628211ull;
+  }
+  snprintf(v[0], S_BIND_VALUE, "%016llx", (unsigned long long)run_id);
+  cJSON *o = cJSON_CreateObject();
+  for (int i = 0; i < S_BIND_N; i++) cJSON_AddStringToObject(o, s_bind[i].field, v[i]);
+  char *text = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  return text;
+}
+
+static const char *s_bind_get(const cJSON *o, const char *field) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, field);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+uint64_t parallel_run_binding_id(const char *binding) {
+  cJSON *o = binding ? cJSON_Parse(binding) : NULL;
+  const char *id = s_bind_get(o, "run_id");
+  uint64_t out = id ? strtoull(id, NULL, 16) : 0;
+  cJSON_Delete(o);
+  return out;
+}
+
+/* The first row from `from` on whose values differ in was and now (parsed objects), or -1;
+ * may_change rows only when `strict`. A field `was` lacks reads "(none)". */
+static int s_bind_diff(const cJSON *was, const cJSON *now, int from, int strict, const char **a,
+                       const char **b) {
+  for (int i = from; i < S_BIND_N; i++) {
+    if (s_bind[i].may_change && !strict) continue;
+    *a = s_bind_get(was, s_bind[i].field), *b = s_bind_get(now, s_bind[i].field);
+    if (!*a) *a = "(none)";
+    if (!*b) *b = "(none)";
+    if (strcmp(*a, *b)) return i;
+  }
+  return -1;
+}
+
+int parallel_run_binding_check(const char *what, const char *was, const char *now, char *notes,
+                               size_t notes_size) {
+  cJSON *w = was ? cJSON_Parse(was) : NULL, *n = now ? cJSON_Parse(now) : NULL;
+  const char *a = NULL, *b = NULL;
+  int rc = WT_OK;
+  if (notes && notes_size) notes[0] = 0;
+  if (!cJSON_IsObject(w) || !s_bind_get(w, "run_id") || !cJSON_IsObject(n))
+    rc = wt_fail(WT_ECORRUPT,
+                 "%s: the recorded run binding is malformed; restore the run "
+                 "directory or start a new one",
+                 what);
+  int i = rc == WT_OK ? s_bind_diff(w, n, 1, 0, &a, &b) : -1;
+  if (i >= 0 && s_bind[i].flag)
+    rc = wt_fail(WT_EMISMATCH,
+                 "%s: %s was %s, this run asks %s; resume with %s %s or start a new run "
+                 "directory",
+                 what, s_bind[i].field, a, b, s_bind[i].flag, a);
+  else if (i >= 0)
+    rc = wt_fail(WT_EMISMATCH,
+                 "%s: %s was %s, this run asks %s; resume with the same %s or start a new run "
+                 "directory",
+                 what, s_bind[i].field, a, b, s_bind[i].field);
+  for (int k = 0; rc == WT_OK && k < S_BIND_N; k++) {
+    if (!s_bind[k].may_change || s_bind_diff(w, n, k, 1, &a, &b) != k) continue;
+    size_t len = notes ? strlen(notes) : 0;
+    if (notes && len < notes_size)
+      snprintf(notes + len, notes_size - len, "%s%s was %s, this run asks %s", len ? "; " : "",
+               s_bind[k].field, a, b);
+  }
+  cJSON_Delete(w);
+  cJSON_Delete(n);
+  return rc;
+}
+
+/* This tasklet's binding, made once (the data's CRC is not free on a large corpus). */
+static const char *s_binding(parallel_tasklet *k) {
+  if (!k->binding[0]) {
+    if (!k->run_id) k->run_id = k->cfg.run_id;
+    char *text = parallel_run_binding(&k->cfg, k->run_id);
+    snprintf(k->binding, sizeof k->binding, "%s", text);
+    free(text);
+    if (!k->run_id) k->run_id = parallel_run_binding_id(k->binding);
+  }
+  return k->binding;
+}
 
 /* ZeRO-1: the whole stage's optimizer, its state all-gathered from the shards (every replica of
  * the stage takes part). NULL with wt_last_error() set on failure. */
@@ -56,6 +236,7 @@ static int s_save_stage(parallel_tasklet *k) {
     checkpoint_meta m = {.step = trainer_steps_done(k->t),
                          .data_pos = trainer_data_position(k->t),
                          .tokenizer = data_set_tokenizer(k->cfg.data)};
+    snprintf(m.train_json, sizeof m.train_json, "%s", s_binding(k));
     /* Two kept at least: the manifest may still name the previous step while this one lands. */
     rc = checkpoint_save(dir, trainer_model(k->t), full ? full : trainer_optim(k->t), &m,
                          WT_MAX(k->cfg.keep, 2));
@@ -248,12 +429,13 @@ static const char *s_section_names(unsigned f, char *out, size_t size) {
 /* Reads this tasklet's state of `step` into the run (after the stage checkpoint). */
 static int s_state_load(parallel_tasklet *k, long step) {
   const unsigned sections = s_state_sections(k);
-  if (!sections) return WT_OK;
   char dir[1200], name[96], path[1400];
   s_stage_dir(k, k->cfg.stage, dir, sizeof dir);
   s_state_name(k, step, name, sizeof name);
   snprintf(path, sizeof path, "%s/%s", dir, name);
   FILE *f = fopen(path, "rb");
+  /* A run that keeps nothing finds no file; one it finds holds state this run would drop. */
+  if (!f && !sections) return WT_OK;
   if (!f)
     return wt_fail(WT_ENOTFOUND,
                    "no tasklet state %s (%s): this run keeps state across steps (DiLoCo, "
@@ -321,6 +503,9 @@ static int s_write_manifest(parallel_tasklet *k, const uint8_t *parts) {
   cJSON_AddNumberToObject(model, "n_layer", g->n_layer);
   cJSON_AddNumberToObject(model, "n_head", g->n_head);
   cJSON_AddNumberToObject(model, "channels", g->channels);
+  cJSON_AddItemToObject(root, "run", cJSON_Parse(s_binding(k)));
+  cJSON *changes = k->run_changes[0] ? cJSON_Parse(k->run_changes) : NULL;
+  if (changes) cJSON_AddItemToObject(root, "changes", changes);
   cJSON *stages = cJSON_AddArrayToObject(root, "stage");
   for (int s = 0; s < c->stages; s++) {
     const uint8_t *p = parts + (size_t)9 * (s * c->replicas); /* replica 0 of stage s */
@@ -407,16 +592,19 @@ static int s_num(const cJSON *o, const char *key, long *out) {
   return WT_OK;
 }
 
-/* A parsed manifest: the step and, per stage, its layers and step directory (absolute). */
+/* A parsed manifest: the step, per stage its layers and step directory (absolute), and the run
+ * binding and recorded changes as JSON text (NULL: none; a manifest of an older wantrain). */
 typedef struct {
   long step;
   int stages;
   int *first, *last;
   char (*step_dir)[1400];
+  char *binding, *changes;
 } s_manifest;
 
 static void s_manifest_free(s_manifest *m) {
   free(m->first), free(m->last), free(m->step_dir);
+  free(m->binding), free(m->changes);
   memset(m, 0, sizeof *m);
 }
 
@@ -441,7 +629,16 @@ static int s_manifest_read(const char *dir, s_manifest *out) {
                  "run manifest %s is malformed (format, step or stages); restore "
                  "it from a backup or start a new run",
                  path);
+  const cJSON *run = cJSON_GetObjectItemCaseSensitive(root, "run");
+  const cJSON *changes = cJSON_GetObjectItemCaseSensitive(root, "changes");
+  if (rc == WT_OK && ((run && !cJSON_IsObject(run)) || (changes && !cJSON_IsArray(changes))))
+    rc = wt_fail(WT_ECORRUPT,
+                 "run manifest %s is malformed (run or changes); restore it from a backup or "
+                 "start a new run",
+                 path);
   if (rc == WT_OK) {
+    out->binding = run ? cJSON_PrintUnformatted(run) : NULL;
+    out->changes = changes ? cJSON_PrintUnformatted(changes) : NULL;
     out->stages = (int)stages;
     out->first = wt_xcalloc((size_t)stages, sizeof(int));
     out->last = wt_xcalloc((size_t)stages, sizeof(int));
@@ -499,15 +696,100 @@ static int s_load_stage(parallel_tasklet *k, const char *step_dir, checkpoint_me
   return rc;
 }
 
+/* A stage's checkpoints lie inside its run directory: a stage (or step) directory that is a
+ * symbolic link out of it would resume another run's stage. A missing one is left to
+ * checkpoint_load to report. */
+static int s_inside_run(const char *dir, const char *step_dir) {
+  char run[PATH_MAX], real[PATH_MAX];
+  if (!realpath(dir, run) || !realpath(step_dir, real)) return WT_OK;
+  size_t n = strlen(run);
+  if (!strncmp(real, run, n) && real[n] == '/') return WT_OK;
+  return wt_fail(WT_EMISMATCH,
+                 "%s is %s, outside the run directory %s (a symbolic link): a stage's "
+                 "checkpoints must lie in its run; copy them in or start a new run directory",
+                 step_dir, real, run);
+}
+
+/* Appends {"step": step, "change": notes} to the changes the manifest carries on. */
+static void s_record_change(parallel_tasklet *k, const char *earlier, long step,
+                            const char *notes) {
+  cJSON *list = earlier ? cJSON_Parse(earlier) : NULL;
+  if (!cJSON_IsArray(list)) cJSON_Delete(list), list = cJSON_CreateArray();
+  cJSON *e = cJSON_CreateObject();
+  cJSON_AddNumberToObject(e, "step", (double)step);
+  cJSON_AddStringToObject(e, "change", notes);
+  cJSON_AddItemToArray(list, e);
+  char *text = cJSON_PrintUnformatted(list);
+  if (text && strlen(text) < sizeof k->run_changes)
+    snprintf(k->run_changes, sizeof k->run_changes, "%s", text);
+  free(text);
+  cJSON_Delete(list);
+}
+
+/* The stage checkpoint's binding must be its manifest's (the same run); the run's recorded
+ * settings must allow this run's (parallel_run_binding_check). Takes over the recorded run id
+ * and keeps the recorded changes, adding this resume's. A run directory of an older wantrain
+ * (no binding anywhere) resumes unchecked and is bound from its next checkpoint on. */
+static int s_bind_resume(parallel_tasklet *k, const s_manifest *man, const checkpoint_meta *m) {
+  const parallel_tasklet_config *c = &k->cfg;
+  const char *stage = m->train_json[0] ? m->train_json : NULL;
+  const int rank0 = parallel_comm_rank(k->world) == 0;
+  char what[1500];
+  snprintf(what, sizeof what, "stage %d checkpoint %s", c->stage, man->step_dir[c->stage]);
+  if (man->binding && !stage)
+    return wt_fail(WT_EMISMATCH,
+                   "%s records no run binding but its manifest does: the stage directory comes "
+                   "from another run; restore this run's stage-%d or start a new run directory",
+                   what, c->stage);
+  if (man->binding) {
+    cJSON *a = cJSON_Parse(stage), *b = cJSON_Parse(man->binding);
+    const char *va = NULL, *vb = NULL, *ia = NULL, *ib = NULL;
+    int id = s_bind_diff(a, b, 0, 1, &ia, &ib) == 0, i = s_bind_diff(a, b, 1, 1, &va, &vb);
+    int rc = WT_OK;
+    if (id || i >= 0)
+      rc = wt_fail(WT_EMISMATCH,
+                   "%s belongs to another run: run_id %s, the manifest's %s%s%s%s%s%s%s; "
+                   "restore this run's stage-%d or start a new run directory",
+                   what, ia ? ia : "?", ib ? ib : "?", i >= 0 ? "; " : "",
+                   i >= 0 ? s_bind[i].field : "", i >= 0 ? " was " : "", i >= 0 ? va : "",
+                   i >= 0 ? ", the manifest's " : "", i >= 0 ? vb : "", c->stage);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    WT_CHECK(rc);
+  }
+  if (!stage) {
+    if (rank0)
+      WT_WARN("run %s records no run binding (an older wantrain wrote it): its settings "
+              "cannot be checked; the next checkpoint records them",
+              c->checkpoint_dir);
+    return WT_OK;
+  }
+  k->run_id = parallel_run_binding_id(stage);
+  k->binding[0] = 0; /* made again with the recorded id */
+  char notes[512];
+  WT_CHECK(parallel_run_binding_check(what, stage, s_binding(k), notes, sizeof notes));
+  if (man->changes && strlen(man->changes) < sizeof k->run_changes)
+    snprintf(k->run_changes, sizeof k->run_changes, "%s", man->changes);
+  if (!notes[0]) return WT_OK;
+  s_record_change(k, man->changes, m->step, notes);
+  if (rank0)
+    WT_WARN("run %s resumed at step %ld with a change a run may make: %s (the manifest records "
+            "it)",
+            c->checkpoint_dir, m->step, notes);
+  return WT_OK;
+}
+
 int parallel_tasklet_resume(parallel_tasklet *k) {
   s_manifest man;
   WT_CHECK(s_manifest_read(k->cfg.checkpoint_dir, &man));
   int rc = s_manifest_check(k, &man);
+  if (rc == WT_OK) rc = s_inside_run(k->cfg.checkpoint_dir, man.step_dir[k->cfg.stage]);
   checkpoint_meta m;
   if (rc == WT_OK) rc = s_load_stage(k, man.step_dir[k->cfg.stage], &m);
   if (rc == WT_OK && m.step != man.step)
     rc = wt_fail(WT_ECORRUPT, "%s holds step %ld but the manifest names step %ld",
                  man.step_dir[k->cfg.stage], m.step, man.step);
+  if (rc == WT_OK) rc = s_bind_resume(k, &man, &m);
   if (rc == WT_OK) rc = s_state_load(k, m.step);
   if (rc == WT_OK) trainer_set_progress(k->t, m.step, &m.data_pos);
   s_manifest_free(&man);

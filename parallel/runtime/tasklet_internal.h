@@ -32,6 +32,12 @@ typedef struct {
   float *grads_host;      /* the reduced gradient on the host, between reduce and ZeRO's update */
   float *params_host;     /* ZeRO-1 on a device: the parameters' host copy (ops->host_alloc) */
   double t_start;         /* wt_now_s() when the run began (time_limit_s) */
+  /* The run binding (tasklet.h): the run's id (0 until the first checkpoint or the resume sets
+   * it), this run's binding text ("" until made) and the changes resumes recorded (a JSON
+   * array, "" for none), which every manifest carries on. */
+  uint64_t run_id;
+  char binding[PARALLEL_RUN_BINDING_MAX];
+  char run_changes[PARALLEL_RUN_BINDING_MAX];
   int stop;               /* world rank 0 asked every tasklet to stop after this step */
   /* wall time of each part of the steps so far (parallel_tasklet_result) */
   double pipeline_s, tied_s, reduce_s, norm_s;

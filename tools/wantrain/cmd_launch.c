@@ -36,6 +36,7 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -385,6 +386,20 @@ static void s_worker_step(void *arg, const parallel_tasklet_step *st) {
   if (s_worker_rank == s_worker_die_rank && st->info.step == s_worker_die_step) _exit(3);
 }
 
+/* The launch's random id (s_write_run_id): every message carries it, and a fresh run records it
+ * as its run id (parallel/runtime/tasklet.h's run binding). */
+static int s_read_run_id(const char *dir, uint64_t *id) {
+  char path[1100];
+  snprintf(path, sizeof path, "%.1000s/run-id", dir);
+  FILE *f = fopen(path, "r");
+  unsigned long long run_id = 0;
+  int got = f ? fscanf(f, "%llx", &run_id) : 0;
+  if (f) fclose(f);
+  if (got != 1) return wt_fail(WT_EIO, "cannot read the run id from %s", path);
+  *id = run_id;
+  return WT_OK;
+}
+
 /* This worker's communicator; with a scenario also its links' shaping and, in ring (R entries),
  * its stage's data-parallel ring (ring[0] = -1 without a scenario). */
 static int s_worker_comm(const launch_args *a, const gpt_config *model, int rank, const char *dir,
@@ -411,13 +426,7 @@ static int s_worker_comm(const launch_args *a, const gpt_config *model, int rank
   z.size = world;
   z.endpoints = eps;
   z.timeout_s = a->timeout;
-  snprintf(path, sizeof path, "%.1000s/run-id", dir);
-  FILE *f = fopen(path, "r");
-  unsigned long long run_id = 0;
-  int got = f ? fscanf(f, "%llx", &run_id) : 0;
-  if (f) fclose(f);
-  if (got != 1) return wt_fail(WT_EIO, "cannot read the run id from %s", path);
-  z.run_id = run_id;
+  WT_CHECK(s_read_run_id(dir, &z.run_id));
   z.insecure = a->insecure;
   double lat[S_MAX_RANKS], bw[S_MAX_RANKS];
   s_wan wan;
@@ -476,6 +485,9 @@ int cmd_launch_worker(int argc, char **argv) {
   int rc = d ? s_worker_device(&a) : WT_EINVAL;
   if (rc == WT_OK) {
     snprintf(c.device, sizeof c.device, "%.31s", a.device);
+    rc = s_read_run_id(dir, &c.run_id);
+  }
+  if (rc == WT_OK) {
     rc = s_worker_comm(&a, &c.train.model, rank, dir, &world, ring);
   }
   parallel_tasklet_result res;
@@ -548,6 +560,7 @@ typedef struct {
   int world;
   s_proc p[S_MAX_RANKS];
   FILE *log;
+  int log_errno;   /* the first write error of --json-log, 0 none */
   long printed;    /* last step printed; -1 before the first */
   long first_step; /* the first step this launch ran (later than 1 on --resume) */
   double t0;
@@ -560,6 +573,36 @@ typedef struct {
   int rings[S_MAX_RANKS]; /* with a scenario: each stage's data-parallel ring (s_wan_rings) */
   int gpus;               /* --device cuda: process w runs on GPU w mod gpus; 0 otherwise */
 } s_run;
+
+/* Writes one line to the JSON log. The first write error is reported at once; the run goes on
+ * (its checkpoints matter more than its log) and the launcher exits with status 1 at the end, as
+ * `wantrain train` does. */
+__attribute__((format(printf, 2, 3))) static void s_log_line(s_run *r, const char *fmt, ...) {
+  if (!r->log || r->log_errno) return;
+  va_list ap;
+  va_start(ap, fmt);
+  errno = 0;
+  int bad = vfprintf(r->log, fmt, ap) < 0;
+  va_end(ap);
+  bad = bad || fflush(r->log) != 0;
+  if (!bad) return;
+  r->log_errno = errno ? errno : EIO;
+  fprintf(stderr,
+          "wantrain launch: warning: cannot write --json-log %s: %s; training goes on, the log "
+          "stops here and the launch will exit with status 1\n",
+          r->a->json_log, strerror(r->log_errno));
+}
+
+/* Closes the log; any write error of the run is a failure of the run. */
+static int s_close_log(s_run *r, int rc) {
+  if (!r->log) return rc;
+  if (fclose(r->log) != 0 && !r->log_errno) r->log_errno = errno ? errno : EIO;
+  r->log = NULL;
+  if (r->log_errno && rc == WT_OK)
+    rc = wt_fail(WT_EIO, "--json-log %s could not be written (%s); the log is incomplete",
+                 r->a->json_log, strerror(r->log_errno));
+  return rc;
+}
 
 static volatile sig_atomic_t s_signal = 0;
 static void s_on_signal(int sig) {
@@ -586,12 +629,12 @@ static void s_progress(s_run *r, long step, const s_proc *slow) {
   if (r->log) {
     char jval[32] = "null";
     if (!isnan(val)) snprintf(jval, sizeof jval, "%.6f", val);
-    fprintf(r->log,
-            "{\"step\":%ld,\"loss\":%.6f,\"val_loss\":%s,\"tokens_per_s\":%.1f,\"step_s\":%.6f,"
-            "\"bytes_pipeline\":%llu,\"bytes_data\":%llu,\"bytes_control\":%llu}\n",
-            step, loss, jval, tok_s, step_s, (unsigned long long)b[0], (unsigned long long)b[1],
-            (unsigned long long)b[2]);
-    fflush(r->log);
+    s_log_line(r,
+               "{\"step\":%ld,\"loss\":%.6f,\"val_loss\":%s,\"tokens_per_s\":%.1f,"
+               "\"step_s\":%.6f,\"bytes_pipeline\":%llu,\"bytes_data\":%llu,"
+               "\"bytes_control\":%llu}\n",
+               step, loss, jval, tok_s, step_s, (unsigned long long)b[0], (unsigned long long)b[1],
+               (unsigned long long)b[2]);
   }
   if (step > r->first_step || r->a->t.steps == r->first_step) { /* the first includes start-up */
     r->step_sum += step_s;
@@ -947,15 +990,16 @@ static int s_summary(s_run *r) {
   char jval[32] = "null";
   if (!isnan(r->p[0].last_val)) snprintf(jval, sizeof jval, "%.6f", r->p[0].last_val);
   if (r->log)
-    fprintf(r->log,
-            "{\"event\":\"done\",\"steps\":%ld,\"loss\":%.6f,\"val_loss\":%s,"
-            "\"time_limited\":%s,\"iteration_s\":%.6f,"
-            "\"predicted_iteration_s\":%.6f,\"bytes_pipeline\":%llu,\"bytes_data\":%llu,"
-            "\"bytes_control\":%llu,\"pipeline_s\":%.6f,\"tied_s\":%.6f,\"reduce_s\":%.6f,"
-            "\"norm_s\":%.6f,\"recomputes\":%ld}\n",
-            steps, r->p[0].loss, jval, r->p[0].time_limited ? "true" : "false", iter,
-            isnan(predicted) ? -1.0 : predicted, (unsigned long long)b[0], (unsigned long long)b[1],
-            (unsigned long long)b[2], ph[0], ph[1], ph[2], ph[3], recomputes);
+    s_log_line(r,
+               "{\"event\":\"done\",\"steps\":%ld,\"loss\":%.6f,\"val_loss\":%s,"
+               "\"time_limited\":%s,\"iteration_s\":%.6f,"
+               "\"predicted_iteration_s\":%.6f,\"bytes_pipeline\":%llu,\"bytes_data\":%llu,"
+               "\"bytes_control\":%llu,\"pipeline_s\":%.6f,\"tied_s\":%.6f,\"reduce_s\":%.6f,"
+               "\"norm_s\":%.6f,\"recomputes\":%ld}\n",
+               steps, r->p[0].loss, jval, r->p[0].time_limited ? "true" : "false", iter,
+               isnan(predicted) ? -1.0 : predicted, (unsigned long long)b[0],
+               (unsigned long long)b[1], (unsigned long long)b[2], ph[0], ph[1], ph[2], ph[3],
+               recomputes);
   return WT_OK;
 }
 
@@ -1072,7 +1116,9 @@ int cmd_launch(int argc, char **argv) {
   }
   s_supervise(&r);
   rc = s_summary(&r);
-  if (r.log) fclose(r.log);
+  rc = s_close_log(&r, rc);
+  if (rc != WT_OK && r.failed_rank < 0)
+    fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
   s_remove_run_dir(dir, world);
   s_wan_close(&r.wan);
   if (s_signal) return 128 + (int)s_signal;
