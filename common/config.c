@@ -93,12 +93,11 @@ int wt_config_defaults(const wt_option *table, void *cfg) {
 
 /* The text of a config file's value, once its JSON type fits the option's: numbers for numeric
  * options, true/false for flags, strings for the rest (a boolean is no step count). */
-static int s_json_value(const wt_option *table, const char *path, const cJSON *item, char *buf,
+static int s_json_value(const wt_option *table, const char *origin, const cJSON *item, char *buf,
                         size_t size, const char **value) {
   const wt_option *o = wt_config_find(table, item->string);
   if (!o)
-    return wt_fail(WT_EINVAL, "config file %s: unknown option \"%s\" (see --help)", path,
-                   item->string);
+    return wt_fail(WT_EINVAL, "%s: unknown option \"%s\" (see --help)", origin, item->string);
   const char *want = NULL;
   switch (o->type) {
   case WT_OPT_INT:
@@ -124,7 +123,7 @@ static int s_json_value(const wt_option *table, const char *path, const cJSON *i
     break;
   }
   if (want)
-    return wt_fail(WT_EINVAL, "config file %s: \"%s\" must be %s (as --%s takes), not %s", path,
+    return wt_fail(WT_EINVAL, "%s: \"%s\" must be %s (as --%s takes), not %s", origin,
                    item->string, want, item->string,
                    cJSON_IsBool(item)     ? "a boolean"
                    : cJSON_IsNumber(item) ? "a number"
@@ -158,20 +157,29 @@ int wt_config_load_file(const wt_option *table, void *cfg, const char *path) {
     cJSON_Delete(root);
     return wt_fail(WT_EINVAL, "config file %s: not a JSON object", path);
   }
+  char origin[1100];
+  snprintf(origin, sizeof origin, "config file %s", path);
+  int rc = wt_config_apply_json(table, cfg, root, origin);
+  cJSON_Delete(root);
+  return rc;
+}
+
+int wt_config_apply_json(const wt_option *table, void *cfg, const cJSON *object,
+                         const char *origin) {
+  if (!cJSON_IsObject(object)) return wt_fail(WT_EINVAL, "%s: not a JSON object", origin);
   int rc = WT_OK;
-  for (cJSON *item = root->child; item && rc == WT_OK; item = item->next) {
+  for (const cJSON *item = object->child; item && rc == WT_OK; item = item->next) {
     char buf[64];
     const char *value = buf;
-    rc = s_json_value(table, path, item, buf, sizeof buf, &value);
+    rc = s_json_value(table, origin, item, buf, sizeof buf, &value);
     if (rc != WT_OK) break;
     rc = wt_config_set(table, cfg, item->string, value);
     if (rc != WT_OK) {
       char msg[1200];
       snprintf(msg, sizeof msg, "%s", wt_last_error());
-      wt_fail(rc, "config file %s: %s", path, msg);
+      wt_fail(rc, "%s: %s", origin, msg);
     }
   }
-  cJSON_Delete(root);
   return rc;
 }
 
@@ -247,15 +255,27 @@ void wt_config_print_help(FILE *out, const char *usage, const wt_option *table) 
   fprintf(out, "  %-34s %s\n", "--help", "print this help and exit");
 }
 
+/* v as the shortest decimal that reads back as exactly v (cJSON's own printing may lose the
+ * last bit), as a raw JSON number. */
+static void s_add_exact_number(cJSON *obj, const char *name, double v) {
+  char text[32];
+  for (int digits = 15; digits <= 17; digits++) {
+    snprintf(text, sizeof text, "%.*g", digits, v);
+    if (strtod(text, NULL) == v) break;
+  }
+  if (!isfinite(v)) snprintf(text, sizeof text, "null");
+  cJSON_AddRawToObject(obj, name, text);
+}
+
 char *wt_config_to_json(const wt_option *table, const void *cfg) {
   cJSON *root = cJSON_CreateObject();
   for (const wt_option *o = table; o->name; o++) {
     const char *field = (const char *)cfg + o->offset;
     switch (o->type) {
-    case WT_OPT_INT:
-    case WT_OPT_FLAG: cJSON_AddNumberToObject(root, o->name, *(const int *)field); break;
+    case WT_OPT_INT: cJSON_AddNumberToObject(root, o->name, *(const int *)field); break;
+    case WT_OPT_FLAG: cJSON_AddBoolToObject(root, o->name, *(const int *)field); break;
     case WT_OPT_INT64: cJSON_AddNumberToObject(root, o->name, (double)*(const long long *)field); break;
-    case WT_OPT_FLOAT: cJSON_AddNumberToObject(root, o->name, *(const double *)field); break;
+    case WT_OPT_FLOAT: s_add_exact_number(root, o->name, *(const double *)field); break;
     case WT_OPT_STRING:
     case WT_OPT_CHOICE: cJSON_AddStringToObject(root, o->name, field); break;
     }

@@ -51,6 +51,14 @@ int wt_config_set(const wt_option *table, void *cfg, const char *name, const cha
  * Returns WT_OK, WT_ENOTFOUND (no such file) or WT_EINVAL (bad JSON / key / value). */
 int wt_config_load_file(const wt_option *table, void *cfg, const char *path);
 
+/* Applies a JSON object (a cJSON object: {"steps": 100, ...}) as a config file would be; origin
+ * names it in messages ("config file x.json", "epoch 4"). Returns WT_OK or WT_EINVAL (not an
+ * object, an unknown key, a value of the wrong type or out of bounds), keys before the bad one
+ * applied. */
+struct cJSON;
+int wt_config_apply_json(const wt_option *table, void *cfg, const struct cJSON *object,
+                         const char *origin);
+
 /* Parses argv[first..argc). Flags may be `--name value` or `--name=value`; `--config FILE` (if
  * the table has a "config" option) loads the file first so that later flags override it.
  * Non-flag arguments are returned in order through `positional` (pointers into argv), at most
@@ -63,7 +71,8 @@ int wt_config_parse_args(const wt_option *table, void *cfg, int argc, char **arg
 /* Prints `usage` then one line per option: --name TYPE  help (default: X). */
 void wt_config_print_help(FILE *out, const char *usage, const wt_option *table);
 
-/* The effective configuration as a JSON object string; the caller frees it with free(). */
+/* The effective configuration as a JSON object string (flags as true / false, so that
+ * wt_config_apply_json reads it back); the caller frees it with free(). */
 char *wt_config_to_json(const wt_option *table, const void *cfg);
 
 /* Finds an option by name, or NULL. */
