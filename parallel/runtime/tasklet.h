@@ -83,6 +83,7 @@
 #include "model/checkpoint.h"
 #include "model/data.h"
 #include "model/trainer.h"
+#include "parallel/runtime/run_config.h"
 #include "parallel/transport/comm.h"
 
 #include <stdint.h>
@@ -202,6 +203,21 @@ parallel_tasklet_config parallel_tasklet_config_default(void);
  * kernels_for_device's message — changing nothing on failure. Call it before any tasklet
  * starts. */
 int parallel_tasklet_set_default_device(const char *name);
+
+/* ---- from a run description (run_config.h) ------------------------------------------------- */
+
+/* The trainer's config of the run for a corpus of `vocab` tokens: the model (MoE options
+ * applied, validated), batch, micro-batches, steps, validation batches, seed and the optimizer
+ * (min-lr capped at lr). Returns WT_OK or WT_EINVAL naming the option (*tc unchanged). */
+int parallel_run_trainer_config(const parallel_run_config *run, int vocab, trainer_config *tc);
+
+/* Tasklet (stage, replica)'s config of the run over `data` (borrowed): the trainer's config,
+ * S x R, the schedule, the sync (codec, error feedback, DiLoCo), ZeRO, the activation codec and
+ * slots, the site's shape, checkpoints and validation, from the run; everything else
+ * parallel_tasklet_config_default's (the device, resume, state hand-over, callbacks and
+ * dp_ring are the caller's to set). Returns WT_OK or parallel_run_trainer_config's error. */
+int parallel_tasklet_config_from_run(const parallel_run_config *run, int stage, int replica,
+                                     const data_set *data, parallel_tasklet_config *cfg);
 
 /* Checks a config against itself and a world size: ranges, S·R = world_size, layer ranges,
  * codec names, B divisible by R·m, ZeRO with a codec or DiLoCo. Returns WT_OK or WT_EINVAL

@@ -4,6 +4,8 @@
 #include "parallel/runtime/run_config.h"
 
 #include "common/common.h"
+#include "model/data.h"
+#include "parallel/runtime/tasklet.h"
 #include "common/testing.h"
 
 #include <cjson/cJSON.h>
@@ -181,10 +183,45 @@ static void test_from_json_refuses(void) {
   cJSON_Delete(partial);
 }
 
+/* What a tasklet runs is what the run says: the operator's schedule, min-lr, seq, keep and sync
+ * reach the tasklet's and trainer's fields. */
+static void test_tasklet_from_run(void) {
+  data_synth_config dc = data_synth_default();
+  data_set *data = data_set_synthetic(&dc);
+  WT_TEST_REQUIRE(data, "%s", wt_last_error());
+  parallel_run_config run = parallel_run_config_default();
+  run.stages = 2, run.replicas = 2, run.seq = 48, run.keep = 5, run.min_lr = 1e-4;
+  run.val_every = 7, run.checkpoint_every = 3, run.warmup = 4, run.act_slots = 1;
+  snprintf(run.schedule, sizeof run.schedule, "gpipe");
+  snprintf(run.sync.grad_codec, sizeof run.sync.grad_codec, "int8");
+  snprintf(run.sync.grad_ef, sizeof run.sync.grad_ef, "off");
+  snprintf(run.checkpoint_dir, sizeof run.checkpoint_dir, "ckpt");
+  WT_TEST_REQUIRE(parallel_run_config_check(&run) == WT_OK, "%s", wt_last_error());
+  parallel_tasklet_config c;
+  WT_TEST_REQUIRE(parallel_tasklet_config_from_run(&run, 1, 0, data, &c) == WT_OK, "%s",
+                  wt_last_error());
+  WT_TEST_ASSERT(c.schedule == ASSIGN_SCHEDULE_GPIPE, "schedule gpipe");
+  WT_TEST_ASSERT(c.stage == 1 && c.replica == 0 && c.stages == 2 && c.replicas == 2, "seat");
+  WT_TEST_ASSERT(c.train.model.max_seq == 48 && c.train.model.vocab_size == dc.vocab_size,
+                 "seq %d, vocab %d", c.train.model.max_seq, c.train.model.vocab_size);
+  WT_TEST_ASSERT(c.train.optim.min_lr == (float)1e-4 && c.train.optim.warmup_steps == 4,
+                 "min-lr %g, warmup %d", (double)c.train.optim.min_lr,
+                 c.train.optim.warmup_steps);
+  WT_TEST_ASSERT(c.keep == 5 && c.checkpoint_every == 3 && !strcmp(c.checkpoint_dir, "ckpt"),
+                 "checkpoints: keep %d every %d in %s", c.keep, c.checkpoint_every,
+                 c.checkpoint_dir);
+  WT_TEST_ASSERT(!strcmp(c.grad_codec, "int8") && c.grad_ef == 0, "int8 without EF");
+  WT_TEST_ASSERT(c.val_every == 7 && c.act_slots == 1, "validation and slots");
+  WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_OK, "the tasklet is valid: %s",
+                 wt_last_error());
+  data_set_destroy(&data);
+}
+
 int main(void) {
   test_round_trip_every_option();
   test_check_names_the_option();
   test_preset_and_stateful();
   test_from_json_refuses();
+  test_tasklet_from_run();
   return wt_test_finish("test_run_config");
 }
