@@ -7,12 +7,14 @@
 
 #include "common/common.h"
 #include "common/rng.h"
-#include "model/gpt.h" /* defines: gpt_config_set_moe_layers for the MoE blocks' size */
+#include "model/data.h" /* defines: data_file_sha256 to check a reported shard */
+#include "model/gpt.h"  /* defines: gpt_config_set_moe_layers for the MoE blocks' size */
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define S_BIND_DEADLINE_S 30.0
 #define S_PROBE_DEADLINE_S 120.0
@@ -341,6 +343,106 @@ void coord_epoch_on_commit(coordinator *c) {
               c->committed_step);
   c->promote = who;
   s_abort(c, "re-placing the run: a faster standby joins at this checkpoint");
+}
+
+/* The step the run must have committed once its tasklets have done `steps`: the latest
+ * checkpoint step at or below it (every checkpoint_every steps, and the last step). */
+static long s_due_checkpoint(const coordinator *c, long steps) {
+  if (steps >= c->cfg.steps) return c->cfg.steps;
+  return c->cfg.checkpoint_every > 0 ? steps / c->cfg.checkpoint_every * c->cfg.checkpoint_every
+                                     : 0;
+}
+
+/* Whether the owner of a stage's checkpoint in the running train epoch can have saved `step`:
+ * past the step the epoch started from, on the checkpoint grid, not past the run's end. */
+static int s_report_from_owner(coordinator *c, const coord_peer *p, int epoch, long step, int stage,
+                               char *why, size_t size) {
+  const int owner = stage * c->cfg.replicas; /* replica 0 saves the stage */
+  if (epoch != c->epoch || strcmp(c->epoch_kind, "train") ||
+      (c->phase != EPOCH_RUNNING && c->phase != EPOCH_DRAINING))
+    snprintf(why, size, "epoch %d is not the running train epoch (%d)", epoch, c->epoch);
+  else if (p->epoch_rank != owner)
+    snprintf(why, size, "peer %d is %s, and world rank %d saves stage %d's shard", p->id,
+             p->epoch_rank < 0 ? "not a member of this epoch" : "not that stage's replica 0", owner,
+             stage);
+  else if (step <= c->start_step || step > c->cfg.steps || s_due_checkpoint(c, step) != step)
+    snprintf(why, size,
+             "the epoch started at step %ld and saves every %d steps up to step %d, so it "
+             "cannot have saved this step",
+             c->start_step, c->cfg.checkpoint_every, c->cfg.steps);
+  else
+    return 1;
+  return 0;
+}
+
+/* Checks the report against the shard on disk when the coordinator sees the checkpoint
+ * directory: SHA256SUMS must hash to the reported digest and every file it lists must exist
+ * (their contents are checked against it by every load). Without the directory the digest is
+ * kept unchecked, as the owner sent it; that is said once. */
+static int s_report_matches_disk(coordinator *c, long step, int stage, const char *digest,
+                                 char *why, size_t size) {
+  struct stat st;
+  if (stat(c->cfg.checkpoint_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (!c->ckpt_unchecked)
+      coord_event(c, "checkpoint",
+                  "%s is not visible here: the checkpoint digests the peers report are recorded "
+                  "unchecked (each load still checks its shard)",
+                  c->cfg.checkpoint_dir);
+    c->ckpt_unchecked = 1;
+    return 1;
+  }
+  char dir[1400], path[1700], hex[65], line[512];
+  snprintf(dir, sizeof dir, "%s/stage-%d/step-%08ld", c->cfg.checkpoint_dir, stage, step);
+  snprintf(path, sizeof path, "%s/SHA256SUMS", dir);
+  if (data_file_sha256(path, hex) != WT_OK) {
+    snprintf(why, size, "%s cannot be read (%s)", path, wt_last_error());
+    return 0;
+  }
+  if (strcmp(hex, digest)) {
+    snprintf(why, size, "its digest %.16s… is not the SHA-256 of %s (%.16s…)", digest, path, hex);
+    return 0;
+  }
+  FILE *f = fopen(path, "r");
+  int ok = f != NULL;
+  if (!f) snprintf(why, size, "%s cannot be opened", path);
+  while (ok && fgets(line, sizeof line, f)) {
+    char sum[128], name[256];
+    if (sscanf(line, "%127s %255s", sum, name) != 2) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, name[0] == '*' ? name + 1 : name);
+    ok = !strchr(name, '/') && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    if (!ok) snprintf(why, size, "%s lists %s, which is not a file there", dir, name);
+  }
+  if (f) fclose(f);
+  return ok;
+}
+
+void coord_epoch_on_checkpoint(coordinator *c, coord_peer *p, const cJSON *body) {
+  long step = coordinator_field_int(body, "step", -1);
+  int stage = coordinator_field_int(body, "stage", -1);
+  int epoch = coordinator_field_int(body, "epoch", -1);
+  const char *digest = coordinator_field_str(body, "digest");
+  char why[2048] = "";
+  int hex = strlen(digest) == 64 && strspn(digest, "0123456789abcdef") == 64;
+  if (step < 1 || stage < 0 || stage >= c->cfg.stages || !hex)
+    snprintf(why, sizeof why, "an impossible step, stage or digest");
+  if (!why[0] && s_report_from_owner(c, p, epoch, step, stage, why, sizeof why))
+    s_report_matches_disk(c, step, stage, digest, why, sizeof why);
+  if (why[0]) {
+    c->refused++;
+    WT_WARN("coordinator: dropped a checkpoint report from peer %d (epoch %d, step %ld, stage "
+            "%d): %s",
+            p->id, epoch, step, stage, why);
+    return;
+  }
+  int complete = 0;
+  coord_state_checkpoint(c, step, stage, digest, &complete);
+  if (complete && step > c->committed_step) {
+    c->committed_step = step;
+    coord_state_save_run(c);
+    coord_event(c, "checkpoint", "step %ld complete: all %d stages reported their shards", step,
+                c->cfg.stages);
+    coord_epoch_on_commit(c);
+  }
 }
 
 /* After probing: promotes c->promote into the plan when its measured links keep the gain. */
