@@ -90,7 +90,10 @@ struct coordinator {
   int n_plan;
   double cost_ga, cost_random;
   int failed_epochs; /* consecutive train epochs that ended without progress */
-  int ckpt_unchecked; /* the checkpoint directory is not visible here (said once) */
+  int missed_checkpoints; /* failed train epochs since the last commit that trained past a
+                           * checkpoint step they did not commit (a checkpoint that cannot be
+                           * saved, e.g. on a full disk) */
+  int ckpt_unchecked;     /* the checkpoint directory is not visible here (said once) */
   char last_error[1024];
   int last_error_echo; /* last_error is a neighbour's lost link, not a cause */
   double first_loss, last_loss;

@@ -262,7 +262,10 @@ static void s_state_sources(coordinator *c) {
   long best = 0;
   for (int q = 0; q < n && handover; q++) {
     long step = c->peers[c->members[q]].held_step;
-    int covered = step > best && step >= c->committed_step;
+    /* a held final step whose checkpoint is not committed would start an epoch with nothing
+     * to train and nothing saved: the run trains from the checkpoint to the end again */
+    int covered = step > best && step >= c->committed_step &&
+                  (step < c->cfg.steps || c->committed_step >= c->cfg.steps);
     for (int st = 0; covered && st < S; st++) {
       int any = 0;
       for (int r = 0; r < n && !any; r++) any = s_holds(c, r, st, step);
@@ -438,6 +441,7 @@ void coord_epoch_on_checkpoint(coordinator *c, coord_peer *p, const cJSON *body)
   coord_state_checkpoint(c, step, stage, digest, &complete);
   if (complete && step > c->committed_step) {
     c->committed_step = step;
+    c->missed_checkpoints = 0;
     coord_state_save_run(c);
     coord_event(c, "checkpoint", "step %ld complete: all %d stages reported their shards", step,
                 c->cfg.stages);
@@ -591,7 +595,24 @@ static int s_all_reported(coordinator *c) {
   return 1;
 }
 
+/* A train epoch that ended short of the run's end and trained past a checkpoint step it did
+ * not commit: its steps live only in the members' memory. Counted until the next commit. */
+static void s_count_missed(coordinator *c) {
+  long reached = 0;
+  for (int r = 0; r < c->n_members; r++)
+    reached = WT_MAX(reached, c->peers[c->members[r]].steps_done);
+  long due = s_due_checkpoint(c, reached);
+  if (due <= c->committed_step) return;
+  c->missed_checkpoints++;
+  coord_event(c, "checkpoint",
+              "epoch %d trained to step %ld but the checkpoint of step %ld was not committed "
+              "(%d such epoch%s since the latest complete checkpoint, step %ld)",
+              c->epoch, reached, due, c->missed_checkpoints, c->missed_checkpoints > 1 ? "s" : "",
+              c->committed_step);
+}
+
 static void s_epoch_over(coordinator *c) {
+  if (!strcmp(c->epoch_kind, "train") && !c->run_complete) s_count_missed(c);
   for (int r = 0; r < c->n_members; r++) {
     coord_peer *p = &c->peers[c->members[r]];
     p->epoch_rank = -1;
@@ -602,6 +623,27 @@ static void s_epoch_over(coordinator *c) {
   c->n_members = 0;
   c->phase = EPOCH_NONE;
   coord_state_save_run(c);
+}
+
+/* Stops the run with its cause and tells every live peer, which exits with an error. */
+static void s_stop(coordinator *c) {
+  char why[2600];
+  if (c->failed_epochs >= 3)
+    snprintf(why, sizeof why, "three epochs in a row failed without progress; last error: %s",
+             c->last_error);
+  else
+    snprintf(why, sizeof why,
+             "three epochs trained past a checkpoint that was not saved; the latest complete "
+             "checkpoint is step %ld in %s; last error: %s",
+             c->committed_step, c->cfg.checkpoint_dir, c->last_error);
+  c->run_complete = 2;
+  coord_event(c, "stopped", "%s", why);
+  coord_state_save_run(c);
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddStringToObject(b, "error", why);
+  for (int i = 0; i < c->n_peers; i++)
+    if (c->peers[i].status == PEER_LIVE) coord_send(c, &c->peers[i], COORD_CMD_FINISH, b);
+  cJSON_Delete(b);
 }
 
 void coord_epoch_tick(coordinator *c) {
@@ -622,11 +664,8 @@ void coord_epoch_tick(coordinator *c) {
     s_start_epoch(c, "probe", live, WT_MIN(n_live, 64));
     return;
   }
-  if (c->failed_epochs >= 3) {
-    c->run_complete = 2;
-    coord_event(c, "stopped", "three epochs in a row failed without progress; last error: %s",
-                c->last_error);
-    coord_state_save_run(c);
+  if (c->failed_epochs >= 3 || c->missed_checkpoints >= 3) {
+    s_stop(c);
     return;
   }
   if (s_place(c, live, n_live)) s_start_epoch(c, "train", NULL, 0);
@@ -727,9 +766,15 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
     if (steps >= c->cfg.steps) {
       c->run_complete = 1;
       c->last_step = steps;
-      coord_event(c, "complete", "the run finished %ld steps (epoch %d); final loss %.4f", steps,
-                  c->epoch, cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "loss")));
-      c->last_loss = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "loss"));
+      /* an epoch that trained no step reports no loss: the last one seen stands */
+      double loss = coordinator_field_num(body, "loss", NAN);
+      if (isfinite(loss)) c->last_loss = loss;
+      if (isfinite(c->last_loss))
+        coord_event(c, "complete", "the run finished %ld steps (epoch %d); final loss %.4f", steps,
+                    c->epoch, c->last_loss);
+      else
+        coord_event(c, "complete", "the run finished %ld steps (epoch %d); no loss was reported",
+                    steps, c->epoch);
       for (int i = 0; i < c->n_peers; i++)
         if (c->peers[i].status == PEER_LIVE) coord_send(c, &c->peers[i], COORD_CMD_FINISH, NULL);
     }

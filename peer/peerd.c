@@ -436,10 +436,14 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
           if (!p->work->started) peer_work_destroy(&p->work);
         }
         break;
-      case COORD_CMD_FINISH:
+      case COORD_CMD_FINISH: { /* with an error: the coordinator stopped the run */
+        char why[2048];
+        snprintf(why, sizeof why, "%s", coordinator_field_str(m.body, "error"));
         coordinator_msg_clear(&m);
+        if (why[0]) return wt_fail(WT_EIO, "the coordinator stopped the run: %s", why);
         if (!p->cfg->quiet) printf("peerd %d: the run is complete\n", p->peer_id);
         return WT_OK;
+      }
       case COORD_CMD_REFUSED: /* dropped or forgotten by the coordinator: register again */
         WT_WARN("peerd: the coordinator says: %s; registering again",
                 coordinator_field_str(m.body, "reason"));
