@@ -419,6 +419,22 @@ static int s_report_matches_disk(coordinator *c, long step, int stage, const cha
   return ok;
 }
 
+/* Whether a stage's shard of `step` is gone because the stage saved a newer one since: its
+ * directory is missing and the stage's `latest` names a later step. An honest report that
+ * arrives late (queued while the coordinator restarted) finds it so. */
+static int s_pruned(coordinator *c, int stage, long step) {
+  char path[1400], name[64] = "";
+  struct stat st;
+  snprintf(path, sizeof path, "%s/stage-%d/step-%08ld", c->cfg.checkpoint_dir, stage, step);
+  if (stat(path, &st) == 0) return 0;
+  snprintf(path, sizeof path, "%s/stage-%d/latest", c->cfg.checkpoint_dir, stage);
+  FILE *f = fopen(path, "r");
+  long latest = -1;
+  if (f && fgets(name, sizeof name, f) && sscanf(name, "step-%ld", &latest) != 1) latest = -1;
+  if (f) fclose(f);
+  return latest > step;
+}
+
 void coord_epoch_on_checkpoint(coordinator *c, coord_peer *p, const cJSON *body) {
   long step = coordinator_field_int(body, "step", -1);
   int stage = coordinator_field_int(body, "stage", -1);
@@ -428,8 +444,13 @@ void coord_epoch_on_checkpoint(coordinator *c, coord_peer *p, const cJSON *body)
   int hex = strlen(digest) == 64 && strspn(digest, "0123456789abcdef") == 64;
   if (step < 1 || stage < 0 || stage >= c->cfg.stages || !hex)
     snprintf(why, sizeof why, "an impossible step, stage or digest");
-  if (!why[0] && s_report_from_owner(c, p, epoch, step, stage, why, sizeof why))
-    s_report_matches_disk(c, step, stage, digest, why, sizeof why);
+  if (!why[0] && s_report_from_owner(c, p, epoch, step, stage, why, sizeof why) &&
+      !s_report_matches_disk(c, step, stage, digest, why, sizeof why) && s_pruned(c, stage, step)) {
+    WT_INFO("coordinator: ignored peer %d's report of step %ld, stage %d: its shard was pruned "
+            "before the report arrived (a newer step is saved)",
+            p->id, step, stage);
+    return;
+  }
   if (why[0]) {
     c->refused++;
     WT_WARN("coordinator: dropped a checkpoint report from peer %d (epoch %d, step %ld, stage "
@@ -633,8 +654,8 @@ static void s_stop(coordinator *c) {
              c->last_error);
   else
     snprintf(why, sizeof why,
-             "three epochs trained past a checkpoint that was not saved; the latest complete "
-             "checkpoint is step %ld in %s; last error: %s",
+             "three epochs failed after training past a checkpoint step that was never "
+             "committed; the latest complete checkpoint is step %ld in %s; last error: %s",
              c->committed_step, c->cfg.checkpoint_dir, c->last_error);
   c->run_complete = 2;
   coord_event(c, "stopped", "%s", why);

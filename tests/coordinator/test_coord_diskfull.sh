@@ -2,10 +2,10 @@
 # test_coord_diskfull — a checkpoint directory that fills up stops the run with the cause. A 2 × 1
 # run checkpoints every 10 steps into a tmpfs that holds one checkpoint: step 10 commits, every
 # later save fails with "No space left on device". The coordinator must stop the run after three
-# epochs that trained past a checkpoint they could not save, naming it, exit 1, never call the
-# run complete or print a NaN loss; every peerd must exit 1 with the coordinator's reason; and
-# step 10 must stay the manifest's step with every shard matching its SHA256SUMS. Needs mount
-# rights for the tmpfs: without them it is skipped (exit 77), never passed.
+# epochs that trained past a checkpoint they could not commit, naming the cause, and exit 1,
+# never calling the run complete or printing a NaN loss; every peerd must exit 1 with the
+# coordinator's reason; and step 10 must stay the manifest's step with every shard matching its
+# SHA256SUMS. Needs mount rights for the tmpfs: without them it is skipped (exit 77), never passed.
 #   tests/coordinator/test_coord_diskfull.sh BIN_DIR
 BIN=$1
 . "$(dirname "$0")/harness.sh"
@@ -33,8 +33,8 @@ rc=$?
 grep -q "complete: the run finished" "$WORK/c.log" && fail "the coordinator called the run complete"
 grep -qi "final loss.*nan" "$WORK/c.log" && fail "the coordinator printed a NaN final loss"
 stop=$(grep -m1 "stopped: " "$WORK/c.log") || fail "no stop message"
-echo "$stop" | grep -q "checkpoint that was not saved; the latest complete checkpoint is step 10" ||
-  fail "the stop does not name the unsaved checkpoints and step 10: $stop"
+echo "$stop" | grep -q "never committed; the latest complete checkpoint is step 10 .*No space left on device" ||
+  fail "the stop does not name the uncommitted checkpoints, step 10 and the full disk: $stop"
 echo "${stop:0:300}"
 [ "$(json_field c.log committed_step)" = 10 ] || fail "committed step $(json_field c.log committed_step), expected 10"
 [ "$(json_field c.log state)" = stopped ] || fail "final state $(json_field c.log state), expected stopped"

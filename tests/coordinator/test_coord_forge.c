@@ -175,7 +175,7 @@ int main(void) {
   coordinator_config cfg;
   wt_config_defaults(coordinator_options(), &cfg);
   snprintf(cfg.state_dir, sizeof cfg.state_dir, "%.1000s/state", s_tmp);
-  snprintf(cfg.checkpoint_dir, sizeof cfg.checkpoint_dir, "%s", s_ckpt);
+  snprintf(cfg.checkpoint_dir, sizeof cfg.checkpoint_dir, "%.1000s", s_ckpt);
   cfg.open = 1, cfg.stages = 2, cfg.replicas = 1, cfg.steps = 100, cfg.checkpoint_every = 10;
   cfg.heartbeat_s = 0.2, cfg.liveness = 100, cfg.http_port = -1;
   coordinator *c = coordinator_new(&cfg);
