@@ -7,10 +7,11 @@
 
 #include "common/common.h"
 #include "common/rng.h"
-#include "model/data.h" /* defines: data_file_sha256 to check a reported shard */
-#include "model/gpt.h"  /* defines: gpt_config_set_moe_layers for the MoE blocks' size */
+#include "model/gpt.h" /* defines: gpt_config_set_moe_layers for the MoE blocks' size */
 
+#include <errno.h>
 #include <math.h>
+#include <sodium.h> /* defines: crypto_hash_sha256 for a reported shard's SHA256SUMS */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,6 +379,25 @@ static int s_report_from_owner(coordinator *c, const coord_peer *p, int epoch, l
   return 0;
 }
 
+/* The SHA-256 of a shard's SHA256SUMS, in lowercase hex. A file over 64 KiB is refused: no
+ * SHA256SUMS is, and the daemon's loop should not hash whatever a path holds. */
+static int s_sums_sha256(const char *path, char hex[65]) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return wt_fail(WT_ENOTFOUND, "cannot read %s: %s", path, strerror(errno));
+  crypto_hash_sha256_state st;
+  crypto_hash_sha256_init(&st);
+  unsigned char buf[4096], digest[32];
+  size_t n, total = 0;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0 && (total += n) <= 65536)
+    crypto_hash_sha256_update(&st, buf, n);
+  int bad = ferror(f) || total > 65536;
+  fclose(f);
+  if (bad) return wt_fail(WT_EIO, "%s is unreadable or larger than 64 KiB", path);
+  crypto_hash_sha256_final(&st, digest);
+  sodium_bin2hex(hex, 65, digest, sizeof digest);
+  return WT_OK;
+}
+
 /* Checks the report against the shard on disk when the coordinator sees the checkpoint
  * directory: SHA256SUMS must hash to the reported digest and every file it lists must exist
  * (their contents are checked against it by every load). Without the directory the digest is
@@ -397,7 +417,7 @@ static int s_report_matches_disk(coordinator *c, long step, int stage, const cha
   char dir[1400], path[1700], hex[65], line[512];
   snprintf(dir, sizeof dir, "%s/stage-%d/step-%08ld", c->cfg.checkpoint_dir, stage, step);
   snprintf(path, sizeof path, "%s/SHA256SUMS", dir);
-  if (data_file_sha256(path, hex) != WT_OK) {
+  if (s_sums_sha256(path, hex) != WT_OK) {
     snprintf(why, size, "%s cannot be read (%s)", path, wt_last_error());
     return 0;
   }

@@ -11,11 +11,10 @@
 #include "common/testing.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/protocol.h"
-#include "model/data.h" /* defines: data_file_sha256 for the shard's digest */
-#include "parallel/zmq.h"
 
 #include <cjson/cJSON.h>
 #include <pthread.h>
+#include <sodium.h> /* defines: crypto_hash_sha256 for the shard's digest */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +57,7 @@ static void s_send(s_client *cl, coordinator_cmd cmd, const char *fmt, ...) {
 
 /* Connects and registers with flops; waits for WELCOME. */
 static void s_join(s_client *cl, coordinator *c, double flops) {
-  parallel_zmq_keypair_new(cl->pub, cl->sec);
+  zmq_curve_keypair(cl->pub, cl->sec);
   cl->sock = zmq_socket(s_zctx, ZMQ_DEALER);
   int linger = 0;
   zmq_setsockopt(cl->sock, ZMQ_LINGER, &linger, sizeof linger);
@@ -129,24 +128,28 @@ static long s_status_num(coordinator *c, const char *key) {
   return v;
 }
 
+/* Writes text to path; its SHA-256 into hex. */
+static void s_write(const char *path, const char *text, char hex[65]) {
+  FILE *f = fopen(path, "w");
+  WT_TEST_REQUIRE(f && fputs(text, f) >= 0 && fclose(f) == 0, "writing %s", path);
+  unsigned char d[32];
+  crypto_hash_sha256(d, (const unsigned char *)text, strlen(text));
+  sodium_bin2hex(hex, 65, d, sizeof d);
+}
+
 /* A stage's shard of `step` on disk: one file and its SHA256SUMS; the digest into hex. */
 static void s_shard(int stage, long step, char hex[65]) {
-  char dir[1300], path[1400], sum[65];
+  char dir[1300], path[1400], text[256], sum[65];
   snprintf(dir, sizeof dir, "%s/stage-%d", s_ckpt, stage);
   mkdir(dir, 0755);
   snprintf(dir, sizeof dir, "%s/stage-%d/step-%08ld", s_ckpt, stage, step);
   mkdir(dir, 0755);
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
-  FILE *f = fopen(path, "w");
-  WT_TEST_REQUIRE(f, "writing %s", path);
-  fprintf(f, "weights of stage %d at step %ld\n", stage, step);
-  fclose(f);
-  WT_TEST_REQUIRE(data_file_sha256(path, sum) == WT_OK, "%s", wt_last_error());
+  snprintf(text, sizeof text, "weights of stage %d at step %ld\n", stage, step);
+  s_write(path, text, sum);
   snprintf(path, sizeof path, "%s/SHA256SUMS", dir);
-  f = fopen(path, "w");
-  fprintf(f, "%s  model.safetensors\n", sum);
-  fclose(f);
-  WT_TEST_REQUIRE(data_file_sha256(path, hex) == WT_OK, "%s", wt_last_error());
+  snprintf(text, sizeof text, "%s  model.safetensors\n", sum);
+  s_write(path, text, hex);
 }
 
 /* Sends one report and waits for the coordinator to handle it (a heartbeat's ACK follows). */
