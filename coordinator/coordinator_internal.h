@@ -90,6 +90,10 @@ struct coordinator {
   int n_plan;
   double cost_ga, cost_random;
   int failed_epochs; /* consecutive train epochs that ended without progress */
+  int missed_checkpoints; /* failed train epochs since the last commit that trained past a
+                           * checkpoint step they did not commit (a checkpoint that cannot be
+                           * saved, e.g. on a full disk) */
+  int ckpt_unchecked;     /* the checkpoint directory is not visible here (said once) */
   char last_error[1024];
   int last_error_echo; /* last_error is a neighbour's lost link, not a cause */
   double first_loss, last_loss;
@@ -145,6 +149,11 @@ void coord_epoch_tick(coordinator *c);
 void coord_epoch_on_bound(coordinator *c, coord_peer *p, const cJSON *body);
 void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body);
 void coord_epoch_on_lost(coordinator *c, coord_peer *p, const char *why);
+/* A CHECKPOINT report: taken only from the tasklet that saves that stage's shard in the running
+ * train epoch, for a step it can have saved, with the SHA-256 of its SHA256SUMS matching the
+ * file when the checkpoint directory is visible here; otherwise dropped, logged and counted.
+ * Commits the step once every stage has reported it. */
+void coord_epoch_on_checkpoint(coordinator *c, coord_peer *p, const cJSON *body);
 /* A checkpoint was committed: re-places the run when a standby would cut the cost enough. */
 void coord_epoch_on_commit(coordinator *c);
 int coord_scenario_load(coordinator *c);

@@ -512,28 +512,6 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
   cJSON_Delete(a);
 }
 
-static void s_checkpoint(coordinator *c, coord_peer *p, const cJSON *b) {
-  long step = (long)coordinator_field_int(b, "step", -1);
-  int stage = coordinator_field_int(b, "stage", -1);
-  const char *digest = coordinator_field_str(b, "digest");
-  if (step < 1 || stage < 0 || stage >= c->cfg.stages || strlen(digest) != 64) {
-    c->refused++;
-    WT_WARN("coordinator: peer %d sent an impossible checkpoint report (step %ld, stage %d); "
-            "dropped",
-            p->id, step, stage);
-    return;
-  }
-  int complete = 0;
-  coord_state_checkpoint(c, step, stage, digest, &complete);
-  if (complete && step > c->committed_step) {
-    c->committed_step = step;
-    coord_state_save_run(c);
-    coord_event(c, "checkpoint", "step %ld complete: all %d stages reported their shards", step,
-                c->cfg.stages);
-    coord_epoch_on_commit(c);
-  }
-}
-
 static void s_message(coordinator *c, const unsigned char *route, size_t rlen, const char *key,
                       const void *data, size_t n) {
   coordinator_msg m;
@@ -581,7 +559,7 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
     coord_epoch_on_result(c, p, m.body);
     break;
   case COORD_CMD_CHECKPOINT:
-    s_checkpoint(c, p, m.body);
+    coord_epoch_on_checkpoint(c, p, m.body);
     break;
   case COORD_CMD_LEAVE:
     p->status = PEER_GONE;

@@ -9,10 +9,13 @@
 #include "common/rng.h"
 #include "model/gpt.h" /* defines: gpt_config_set_moe_layers for the MoE blocks' size */
 
+#include <errno.h>
 #include <math.h>
+#include <sodium.h> /* defines: crypto_hash_sha256 for a reported shard's SHA256SUMS */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define S_BIND_DEADLINE_S 30.0
 #define S_PROBE_DEADLINE_S 120.0
@@ -260,7 +263,10 @@ static void s_state_sources(coordinator *c) {
   long best = 0;
   for (int q = 0; q < n && handover; q++) {
     long step = c->peers[c->members[q]].held_step;
-    int covered = step > best && step >= c->committed_step;
+    /* a held final step whose checkpoint is not committed would start an epoch with nothing
+     * to train and nothing saved: the run trains from the checkpoint to the end again */
+    int covered = step > best && step >= c->committed_step &&
+                  (step < c->cfg.steps || c->committed_step >= c->cfg.steps);
     for (int st = 0; covered && st < S; st++) {
       int any = 0;
       for (int r = 0; r < n && !any; r++) any = s_holds(c, r, st, step);
@@ -341,6 +347,147 @@ void coord_epoch_on_commit(coordinator *c) {
               c->committed_step);
   c->promote = who;
   s_abort(c, "re-placing the run: a faster standby joins at this checkpoint");
+}
+
+/* The step the run must have committed once its tasklets have done `steps`: the latest
+ * checkpoint step at or below it (every checkpoint_every steps, and the last step). */
+static long s_due_checkpoint(const coordinator *c, long steps) {
+  if (steps >= c->cfg.steps) return c->cfg.steps;
+  return c->cfg.checkpoint_every > 0 ? steps / c->cfg.checkpoint_every * c->cfg.checkpoint_every
+                                     : 0;
+}
+
+/* Whether the owner of a stage's checkpoint in the running train epoch can have saved `step`:
+ * past the step the epoch started from, on the checkpoint grid, not past the run's end. */
+static int s_report_from_owner(coordinator *c, const coord_peer *p, int epoch, long step, int stage,
+                               char *why, size_t size) {
+  const int owner = stage * c->cfg.replicas; /* replica 0 saves the stage */
+  if (epoch != c->epoch || strcmp(c->epoch_kind, "train") ||
+      (c->phase != EPOCH_RUNNING && c->phase != EPOCH_DRAINING))
+    snprintf(why, size, "epoch %d is not the running train epoch (%d)", epoch, c->epoch);
+  else if (p->epoch_rank != owner)
+    snprintf(why, size, "peer %d is %s, and world rank %d saves stage %d's shard", p->id,
+             p->epoch_rank < 0 ? "not a member of this epoch" : "not that stage's replica 0", owner,
+             stage);
+  else if (step <= c->start_step || step > c->cfg.steps || s_due_checkpoint(c, step) != step)
+    snprintf(why, size,
+             "the epoch started at step %ld and saves every %d steps up to step %d, so it "
+             "cannot have saved this step",
+             c->start_step, c->cfg.checkpoint_every, c->cfg.steps);
+  else
+    return 1;
+  return 0;
+}
+
+/* The SHA-256 of a shard's SHA256SUMS, in lowercase hex. A file over 64 KiB is refused: no
+ * SHA256SUMS is, and the daemon's loop should not hash whatever a path holds. */
+static int s_sums_sha256(const char *path, char hex[65]) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return wt_fail(WT_ENOTFOUND, "cannot read %s: %s", path, strerror(errno));
+  crypto_hash_sha256_state st;
+  crypto_hash_sha256_init(&st);
+  unsigned char buf[4096], digest[32];
+  size_t n, total = 0;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0 && (total += n) <= 65536)
+    crypto_hash_sha256_update(&st, buf, n);
+  int bad = ferror(f) || total > 65536;
+  fclose(f);
+  if (bad) return wt_fail(WT_EIO, "%s is unreadable or larger than 64 KiB", path);
+  crypto_hash_sha256_final(&st, digest);
+  sodium_bin2hex(hex, 65, digest, sizeof digest);
+  return WT_OK;
+}
+
+/* Checks the report against the shard on disk when the coordinator sees the checkpoint
+ * directory: SHA256SUMS must hash to the reported digest and every file it lists must exist
+ * (their contents are checked against it by every load). Without the directory the digest is
+ * kept unchecked, as the owner sent it; that is said once. */
+static int s_report_matches_disk(coordinator *c, long step, int stage, const char *digest,
+                                 char *why, size_t size) {
+  struct stat st;
+  if (stat(c->cfg.checkpoint_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (!c->ckpt_unchecked)
+      coord_event(c, "checkpoint",
+                  "%s is not visible here: the checkpoint digests the peers report are recorded "
+                  "unchecked (each load still checks its shard)",
+                  c->cfg.checkpoint_dir);
+    c->ckpt_unchecked = 1;
+    return 1;
+  }
+  char dir[1400], path[1700], hex[65], line[512];
+  snprintf(dir, sizeof dir, "%s/stage-%d/step-%08ld", c->cfg.checkpoint_dir, stage, step);
+  snprintf(path, sizeof path, "%s/SHA256SUMS", dir);
+  if (s_sums_sha256(path, hex) != WT_OK) {
+    snprintf(why, size, "%s cannot be read (%s)", path, wt_last_error());
+    return 0;
+  }
+  if (strcmp(hex, digest)) {
+    snprintf(why, size, "its digest %.16s… is not the SHA-256 of %s (%.16s…)", digest, path, hex);
+    return 0;
+  }
+  FILE *f = fopen(path, "r");
+  int ok = f != NULL;
+  if (!f) snprintf(why, size, "%s cannot be opened", path);
+  while (ok && fgets(line, sizeof line, f)) {
+    char sum[128], name[256];
+    if (sscanf(line, "%127s %255s", sum, name) != 2) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, name[0] == '*' ? name + 1 : name);
+    ok = !strchr(name, '/') && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    if (!ok) snprintf(why, size, "%s lists %s, which is not a file there", dir, name);
+  }
+  if (f) fclose(f);
+  return ok;
+}
+
+/* Whether a stage's shard of `step` is gone because the stage saved a newer one since: its
+ * directory is missing and the stage's `latest` names a later step. An honest report that
+ * arrives late (queued while the coordinator restarted) finds it so. */
+static int s_pruned(coordinator *c, int stage, long step) {
+  char path[1400], name[64] = "";
+  struct stat st;
+  snprintf(path, sizeof path, "%s/stage-%d/step-%08ld", c->cfg.checkpoint_dir, stage, step);
+  if (stat(path, &st) == 0) return 0;
+  snprintf(path, sizeof path, "%s/stage-%d/latest", c->cfg.checkpoint_dir, stage);
+  FILE *f = fopen(path, "r");
+  long latest = -1;
+  if (f && fgets(name, sizeof name, f) && sscanf(name, "step-%ld", &latest) != 1) latest = -1;
+  if (f) fclose(f);
+  return latest > step;
+}
+
+void coord_epoch_on_checkpoint(coordinator *c, coord_peer *p, const cJSON *body) {
+  long step = coordinator_field_int(body, "step", -1);
+  int stage = coordinator_field_int(body, "stage", -1);
+  int epoch = coordinator_field_int(body, "epoch", -1);
+  const char *digest = coordinator_field_str(body, "digest");
+  char why[2048] = "";
+  int hex = strlen(digest) == 64 && strspn(digest, "0123456789abcdef") == 64;
+  if (step < 1 || stage < 0 || stage >= c->cfg.stages || !hex)
+    snprintf(why, sizeof why, "an impossible step, stage or digest");
+  if (!why[0] && s_report_from_owner(c, p, epoch, step, stage, why, sizeof why) &&
+      !s_report_matches_disk(c, step, stage, digest, why, sizeof why) && s_pruned(c, stage, step)) {
+    WT_INFO("coordinator: ignored peer %d's report of step %ld, stage %d: its shard was pruned "
+            "before the report arrived (a newer step is saved)",
+            p->id, step, stage);
+    return;
+  }
+  if (why[0]) {
+    c->refused++;
+    WT_WARN("coordinator: dropped a checkpoint report from peer %d (epoch %d, step %ld, stage "
+            "%d): %s",
+            p->id, epoch, step, stage, why);
+    return;
+  }
+  int complete = 0;
+  coord_state_checkpoint(c, step, stage, digest, &complete);
+  if (complete && step > c->committed_step) {
+    c->committed_step = step;
+    c->missed_checkpoints = 0;
+    coord_state_save_run(c);
+    coord_event(c, "checkpoint", "step %ld complete: all %d stages reported their shards", step,
+                c->cfg.stages);
+    coord_epoch_on_commit(c);
+  }
 }
 
 /* After probing: promotes c->promote into the plan when its measured links keep the gain. */
@@ -489,7 +636,24 @@ static int s_all_reported(coordinator *c) {
   return 1;
 }
 
+/* A train epoch that ended short of the run's end and trained past a checkpoint step it did
+ * not commit: its steps live only in the members' memory. Counted until the next commit. */
+static void s_count_missed(coordinator *c) {
+  long reached = 0;
+  for (int r = 0; r < c->n_members; r++)
+    reached = WT_MAX(reached, c->peers[c->members[r]].steps_done);
+  long due = s_due_checkpoint(c, reached);
+  if (due <= c->committed_step) return;
+  c->missed_checkpoints++;
+  coord_event(c, "checkpoint",
+              "epoch %d trained to step %ld but the checkpoint of step %ld was not committed "
+              "(%d such epoch%s since the latest complete checkpoint, step %ld)",
+              c->epoch, reached, due, c->missed_checkpoints, c->missed_checkpoints > 1 ? "s" : "",
+              c->committed_step);
+}
+
 static void s_epoch_over(coordinator *c) {
+  if (!strcmp(c->epoch_kind, "train") && !c->run_complete) s_count_missed(c);
   for (int r = 0; r < c->n_members; r++) {
     coord_peer *p = &c->peers[c->members[r]];
     p->epoch_rank = -1;
@@ -500,6 +664,27 @@ static void s_epoch_over(coordinator *c) {
   c->n_members = 0;
   c->phase = EPOCH_NONE;
   coord_state_save_run(c);
+}
+
+/* Stops the run with its cause and tells every live peer, which exits with an error. */
+static void s_stop(coordinator *c) {
+  char why[2600];
+  if (c->failed_epochs >= 3)
+    snprintf(why, sizeof why, "three epochs in a row failed without progress; last error: %s",
+             c->last_error);
+  else
+    snprintf(why, sizeof why,
+             "three epochs failed after training past a checkpoint step that was never "
+             "committed; the latest complete checkpoint is step %ld in %s; last error: %s",
+             c->committed_step, c->cfg.checkpoint_dir, c->last_error);
+  c->run_complete = 2;
+  coord_event(c, "stopped", "%s", why);
+  coord_state_save_run(c);
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddStringToObject(b, "error", why);
+  for (int i = 0; i < c->n_peers; i++)
+    if (c->peers[i].status == PEER_LIVE) coord_send(c, &c->peers[i], COORD_CMD_FINISH, b);
+  cJSON_Delete(b);
 }
 
 void coord_epoch_tick(coordinator *c) {
@@ -520,11 +705,8 @@ void coord_epoch_tick(coordinator *c) {
     s_start_epoch(c, "probe", live, WT_MIN(n_live, 64));
     return;
   }
-  if (c->failed_epochs >= 3) {
-    c->run_complete = 2;
-    coord_event(c, "stopped", "three epochs in a row failed without progress; last error: %s",
-                c->last_error);
-    coord_state_save_run(c);
+  if (c->failed_epochs >= 3 || c->missed_checkpoints >= 3) {
+    s_stop(c);
     return;
   }
   if (s_place(c, live, n_live)) s_start_epoch(c, "train", NULL, 0);
@@ -625,9 +807,15 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
     if (steps >= c->cfg.steps) {
       c->run_complete = 1;
       c->last_step = steps;
-      coord_event(c, "complete", "the run finished %ld steps (epoch %d); final loss %.4f", steps,
-                  c->epoch, cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "loss")));
-      c->last_loss = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "loss"));
+      /* an epoch that trained no step reports no loss: the last one seen stands */
+      double loss = coordinator_field_num(body, "loss", NAN);
+      if (isfinite(loss)) c->last_loss = loss;
+      if (isfinite(c->last_loss))
+        coord_event(c, "complete", "the run finished %ld steps (epoch %d); final loss %.4f", steps,
+                    c->epoch, c->last_loss);
+      else
+        coord_event(c, "complete", "the run finished %ld steps (epoch %d); no loss was reported",
+                    steps, c->epoch);
       for (int i = 0; i < c->n_peers; i++)
         if (c->peers[i].status == PEER_LIVE) coord_send(c, &c->peers[i], COORD_CMD_FINISH, NULL);
     }

@@ -42,7 +42,7 @@ typedef enum {
   COORD_CMD_HEARTBEAT,    /* epoch, state, step, loss, tokens_s, bytes_sent, bytes_recv */
   COORD_CMD_BOUND,        /* epoch, endpoint: the peer's data socket for that epoch is bound */
   COORD_CMD_RESULT,       /* epoch, ok, error, steps, loss | probe rows (latency_s, bandwidth) */
-  COORD_CMD_CHECKPOINT,   /* step, stage, digest: this stage's shard of step is on disk */
+  COORD_CMD_CHECKPOINT,   /* epoch, step, stage, digest: this stage's shard of step is on disk */
   COORD_CMD_LEAVE,        /* the peer is going away */
   COORD_CMD_WELCOME,      /* peer_id, role: admitted */
   COORD_CMD_REFUSED,      /* reason: not admitted (the peer prints it and exits) */
@@ -51,7 +51,7 @@ typedef enum {
   COORD_CMD_START,        /* epoch, endpoints: connect and run */
   COORD_CMD_ABORT,        /* epoch: stop that group's work (a member was lost) */
   COORD_CMD_STANDBY,      /* no role now; stay connected */
-  COORD_CMD_FINISH,       /* the run is complete; the peer may exit */
+  COORD_CMD_FINISH,       /* the run is complete, or with error: it stopped; the peer exits */
   COORD_CMD_COUNT
 } coordinator_cmd;
 

@@ -240,11 +240,12 @@ static void s_report_failure(s_peer *p, int epoch, const char *why) {
 
 static void s_on_epoch(s_peer *p, const cJSON *body) {
   peer_work_destroy(&p->work);
-  p->reported_ckpt = 0; /* the stage may differ from the last epoch's */
   cJSON_Delete(p->last_result);
   p->last_result = NULL;
   int epoch = coordinator_field_int(body, "epoch", -1);
   const cJSON *train = cJSON_GetObjectItemCaseSensitive(body, "train");
+  /* the stage may differ from the last epoch's; what this epoch saves comes after its start */
+  p->reported_ckpt = train ? coordinator_field_int(train, "resume_step", 0) : 0;
   if (train && s_data(p, train) != WT_OK) {
     char why[1200];
     snprintf(why, sizeof why, "data: %s", wt_last_error());
@@ -285,9 +286,12 @@ static void s_on_start(s_peer *p, const cJSON *body) {
   }
 }
 
-/* Replica 0 of each stage reports every shard it saved since the last report (a heartbeat may
- * span several checkpoints): DIR/stage-<s>/step-<n>/, whose SHA256SUMS covers every file; the
- * digest reported is the SHA-256 of that SHA256SUMS. Only complete directories have one. */
+/* Replica 0 of each stage reports every shard its tasklet saved in this epoch since the last
+ * report (a heartbeat may span several checkpoints): DIR/stage-<s>/step-<n>/ for steps after the
+ * epoch's start and not after the tasklet's step (a directory left by an earlier epoch is not
+ * this one's), whose SHA256SUMS covers every file; the digest reported is the SHA-256 of that
+ * SHA256SUMS. Only complete directories have one. The coordinator takes reports from the stage's
+ * replica 0 of its running epoch only (docs/coordinator.md). */
 static int s_cmp_long(const void *a, const void *b) {
   long x = *(const long *)a, y = *(const long *)b;
   return (x > y) - (x < y);
@@ -303,12 +307,16 @@ static void s_report_checkpoint(s_peer *p) {
   snprintf(path, sizeof path, "%s/stage-%d", dir, w->stage);
   DIR *d = opendir(path);
   if (!d) return;
+  pthread_mutex_lock(&w->mu);
+  const long done = w->step; /* set before the tasklet saves that step */
+  pthread_mutex_unlock(&w->mu);
   long steps[64];
   int n = 0;
   for (struct dirent *e; (e = readdir(d)) && n < 64;) {
     long step;
     char tail;
-    if (sscanf(e->d_name, "step-%ld%c", &step, &tail) == 1 && step > p->reported_ckpt)
+    if (sscanf(e->d_name, "step-%ld%c", &step, &tail) == 1 && step > p->reported_ckpt &&
+        step <= done)
       steps[n++] = step;
   }
   closedir(d);
@@ -318,6 +326,7 @@ static void s_report_checkpoint(s_peer *p) {
     snprintf(path, sizeof path, "%s/stage-%d/step-%08ld/SHA256SUMS", dir, w->stage, steps[i]);
     if (data_file_sha256(path, hex) != WT_OK) return; /* not complete yet: try next heartbeat */
     cJSON *b = cJSON_CreateObject();
+    cJSON_AddNumberToObject(b, "epoch", w->epoch);
     cJSON_AddNumberToObject(b, "step", steps[i]);
     cJSON_AddNumberToObject(b, "stage", w->stage);
     cJSON_AddStringToObject(b, "digest", hex);
@@ -427,10 +436,14 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
           if (!p->work->started) peer_work_destroy(&p->work);
         }
         break;
-      case COORD_CMD_FINISH:
+      case COORD_CMD_FINISH: { /* with an error: the coordinator stopped the run */
+        char why[2048];
+        snprintf(why, sizeof why, "%s", coordinator_field_str(m.body, "error"));
         coordinator_msg_clear(&m);
+        if (why[0]) return wt_fail(WT_EIO, "the coordinator stopped the run: %s", why);
         if (!p->cfg->quiet) printf("peerd %d: the run is complete\n", p->peer_id);
         return WT_OK;
+      }
       case COORD_CMD_REFUSED: /* dropped or forgotten by the coordinator: register again */
         WT_WARN("peerd: the coordinator says: %s; registering again",
                 coordinator_field_str(m.body, "reason"));
