@@ -427,27 +427,38 @@ static void s_ids_append(tokenizer_ids *out, const int32_t *ids, size_t n) {
   out->n += n;
 }
 
+/* The rank and merged id of the pair (a, b); rank INT32_MAX when it is not a merge. */
+static inline void s_rank(const tokenizer_bpe *t, int32_t a, int32_t b, int32_t *rank,
+                          int32_t *merged) {
+  const s_pair_slot *p = s_pair_get(t, a, b);
+  *rank = p ? p->rank : INT32_MAX;
+  *merged = p ? p->merged : 0;
+}
+
 /* Merges the symbols w[0..n) in place, GPT-2's way: while some adjacent pair has a rank, every
- * occurrence of the lowest-ranked pair, left to right, becomes its merged token. Returns the
- * number of symbols left. */
-static size_t s_merge(const tokenizer_bpe *t, int32_t *w, size_t n) {
+ * occurrence of the lowest-ranked pair, left to right, becomes its merged token. rk and mg keep
+ * each pair's rank and merged id and mark flags the symbols just merged (n each), so only the
+ * pairs next to a merge are looked up again. Returns the number of symbols left. */
+static size_t s_merge(const tokenizer_bpe *t, int32_t *w, int32_t *rk, int32_t *mg,
+                      unsigned char *mark, size_t n) {
+  for (size_t i = 0; i + 1 < n; i++) s_rank(t, w[i], w[i + 1], &rk[i], &mg[i]);
   while (n > 1) {
-    int32_t best = INT32_MAX, a = 0, b = 0, ab = 0;
-    for (size_t i = 0; i + 1 < n; i++) {
-      const s_pair_slot *p = s_pair_get(t, w[i], w[i + 1]);
-      if (p && p->rank < best) best = p->rank, a = w[i], b = w[i + 1], ab = p->merged;
-    }
-    if (best == INT32_MAX) break;
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
+    size_t best = 0;
+    for (size_t i = 1; i + 1 < n; i++)
+      if (rk[i] < rk[best]) best = i;
+    if (rk[best] == INT32_MAX) break;
+    int32_t a = w[best], b = w[best + 1], ab = mg[best];
+    size_t m = best; /* nothing before the first occurrence changes */
+    for (size_t i = best; i < n; m++) {
       if (i + 1 < n && w[i] == a && w[i + 1] == b) {
-        w[m++] = ab;
-        i++;
+        w[m] = ab, mark[m] = 1, i += 2;
       } else {
-        w[m++] = w[i];
+        w[m] = w[i], rk[m] = rk[i], mg[m] = mg[i], mark[m] = 0, i++;
       }
     }
     n = m;
+    for (size_t j = best ? best - 1 : 0; j + 1 < n; j++)
+      if (mark[j] || mark[j + 1]) s_rank(t, w[j], w[j + 1], &rk[j], &mg[j]);
   }
   return n;
 }
@@ -464,10 +475,11 @@ static void s_encode_piece(tokenizer_bpe *t, const unsigned char *p, size_t n, t
   }
   if (n > t->work_cap) {
     t->work_cap = WT_MAX(n, 2 * t->work_cap);
-    t->work = wt_xrealloc(t->work, t->work_cap, sizeof *t->work);
+    t->work = wt_xrealloc(t->work, t->work_cap, 3 * sizeof *t->work + 1);
   }
-  for (size_t i = 0; i < n; i++) t->work[i] = t->byte_id[p[i]];
-  size_t m = s_merge(t, t->work, n);
+  int32_t *w = t->work, *rk = w + n, *mg = rk + n;
+  for (size_t i = 0; i < n; i++) w[i] = t->byte_id[p[i]];
+  size_t m = s_merge(t, w, rk, mg, (unsigned char *)(mg + n), n);
   s_ids_append(out, t->work, m);
   if (n > CACHE_MAX_PIECE) return;
   if (t->cache.count >= CACHE_MAX_ENTRIES) {
