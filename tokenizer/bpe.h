@@ -71,9 +71,10 @@ void tokenizer_bpe_encode(tokenizer_bpe *self, const char *text, size_t len, tok
 
 /* The first position p >= from (1 <= p < len) where text can be cut so that encoding
  * text[0..p) and text[p..len) separately gives the same ids as encoding it whole, whatever
- * follows p; len when there is none. For encoding a long text piece by piece: between an
- * ASCII non-space (not an apostrophe) and an ASCII character of another class (letter, digit,
- * space, other), which no piece of the pattern spans. */
+ * follows p; len when there is none. For encoding a long text piece by piece. The cuts are
+ * where no piece of the pattern can span: between an ASCII non-space other than an apostrophe
+ * and an ASCII character of another class (letter, digit, space, other), and between any
+ * non-space code point and an ASCII space. */
 size_t tokenizer_bpe_next_cut(const char *text, size_t len, size_t from);
 
 /* The bytes of one token (*len of them; not NUL-terminated), owned by the tokenizer; NULL when

@@ -186,12 +186,30 @@ size_t bpe_piece_end(const unsigned char *s, size_t len, size_t pos) {
   return i;
 }
 
+/* The class of the code point that ends at s[p-1] (p >= 1, s[p] not a continuation byte). A
+ * lead byte always starts a code point, so the nearest one behind p says where it starts; a
+ * continuation byte that no valid sequence covers is an invalid byte of its own (OTHER). */
+static bpe_class s_class_before(const unsigned char *s, size_t p) {
+  if (s[p - 1] < 0x80) return (bpe_class)s_ascii[s[p - 1]];
+  for (size_t k = 1; k <= 4 && k <= p; k++) {
+    if ((s[p - k] & 0xC0) == 0x80) continue;
+    int32_t cp;
+    return bpe_utf8_next(s + p - k, k, &cp) == k ? bpe_classify(cp) : BPE_CLASS_OTHER;
+  }
+  return BPE_CLASS_OTHER;
+}
+
 size_t tokenizer_bpe_next_cut(const char *text, size_t len, size_t from) {
   const unsigned char *s = (const unsigned char *)text;
   for (size_t p = from ? from : 1; p < len; p++) {
     unsigned a = s[p - 1], b = s[p];
-    if (a < 0x80 && b < 0x80 && a != '\'' && s_ascii[a] != BPE_CLASS_SPACE &&
-        s_ascii[a] != s_ascii[b])
+    if (b >= 0x80) continue;
+    /* ASCII pairs: a run of one class ends where the class changes (an apostrophe may start a
+     * contraction, a space belongs to the piece after it) */
+    if (a < 0x80 && a != '\'' && s_ascii[a] != BPE_CLASS_SPACE && s_ascii[a] != s_ascii[b])
+      return p;
+    /* any non-space code point before an ASCII space ends its piece there */
+    if (a >= 0x80 && s_ascii[b] == BPE_CLASS_SPACE && s_class_before(s, p) != BPE_CLASS_SPACE)
       return p;
   }
   return len;

@@ -3,10 +3,11 @@
  * tests/fixtures/bpe/expected.json holds the ids that the npm package gpt-3-encoder gives for
  * corpus.txt (unicode, whitespace runs, contractions, code, emoji), each of its lines and some
  * edge cases (make_fixture.js made it); every case must encode to exactly those ids and decode
- * back to its text. When ../shared holds tinyshakespeare.txt, its 338025 ids must match the
- * reference's count, first ids and hash. Also: the pre-tokenizer's pieces on a few strings,
- * cutting at tokenizer_bpe_next_cut changes nothing, arbitrary bytes (invalid UTF-8) round
- * trip, UTF-8 repair, and the errors for missing or corrupt files. */
+ * back to its text, and cutting the corpus at any tokenizer_bpe_next_cut changes no id. When
+ * ../shared holds tinyshakespeare.txt, its 338025 ids must match the reference's count, first ids
+ * and hash. Also: the pre-tokenizer's pieces on a few strings, cutting at tokenizer_bpe_next_cut
+ * changes nothing, arbitrary bytes (invalid UTF-8) round trip, UTF-8 repair, and the errors for
+ * missing or corrupt files. */
 #include "tokenizer/bpe.h"
 
 #include "common/common.h"
@@ -52,6 +53,43 @@ static int s_expect_ids(tokenizer_bpe *t, const char *text, size_t len, const in
   return ok;
 }
 
+/* Cutting text at every cut tokenizer_bpe_next_cut offers changes no id. Returns the cuts. */
+static int s_expect_cuts(tokenizer_bpe *t, const char *text, size_t len, const char *what) {
+  tokenizer_ids whole = {0}, parts = {0};
+  tokenizer_bpe_encode(t, text, len, &whole);
+  int cuts = 0, bad = 0;
+  for (size_t p = tokenizer_bpe_next_cut(text, len, 1); p < len;
+       p = tokenizer_bpe_next_cut(text, len, p + 1), cuts++) {
+    parts.n = 0;
+    tokenizer_bpe_encode(t, text, p, &parts);
+    tokenizer_bpe_encode(t, text + p, len - p, &parts);
+    if (parts.n != whole.n || memcmp(parts.ids, whole.ids, whole.n * sizeof *whole.ids)) {
+      if (!bad++) WT_TEST_ASSERT(0, "%s: a cut at byte %zu changes the ids", what, p);
+    }
+  }
+  WT_TEST_ASSERT(!bad, "%s: %d of %d cuts change the ids", what, bad, cuts);
+  tokenizer_ids_free(&whole);
+  tokenizer_ids_free(&parts);
+  return cuts;
+}
+
+/* Cuts next to non-ASCII text: after a non-space code point before an ASCII space, never after
+ * a non-ASCII space (U+3000) or inside a contraction. */
+static void test_cuts(tokenizer_bpe *t) {
+  static const struct {
+    const char *text;
+    int cuts;
+  } cases[] = {{"a\xe3\x80\x80\n", 0}, {"\xe0\xa5\xa4\n", 1},
+               {"\x80\x80 x", 1},      {"'s\n", 1},
+               {"x\xc3 y", 1},         {"\xe6\x97\xa5 \xe6\x9c\xac\n", 2}};
+  for (size_t i = 0; i < WT_ARRAY_LEN(cases); i++) {
+    char what[32];
+    snprintf(what, sizeof what, "cuts of case %zu", i);
+    int n = s_expect_cuts(t, cases[i].text, strlen(cases[i].text), what);
+    WT_TEST_ASSERT(n == cases[i].cuts, "%s: %d cuts, want %d", what, n, cases[i].cuts);
+  }
+}
+
 static void test_reference(tokenizer_bpe *t, const char *fixtures) {
   char path[8192];
   size_t len;
@@ -72,6 +110,8 @@ static void test_reference(tokenizer_bpe *t, const char *fixtures) {
     char what[96];
     snprintf(what, sizeof what, "case %d \"%.40s\"", k++, text);
     passed += s_expect_ids(t, text, strlen(text), want, n, what);
+    if (k == 1) /* the whole corpus */
+      WT_TEST_ASSERT(s_expect_cuts(t, text, strlen(text), what) > 300, "the corpus has cuts");
     free(want);
   }
   WT_TEST_ASSERT(k > 40 && passed == k, "%d of %d reference cases match", passed, k);
@@ -258,6 +298,7 @@ int main(void) {
   WT_TEST_ASSERT(tokenizer_bpe_vocab_size(t) == 50257, "vocab %d", tokenizer_bpe_vocab_size(t));
   WT_TEST_ASSERT(tokenizer_bpe_eot(t) == 50256, "eot %d", tokenizer_bpe_eot(t));
   test_pieces();
+  test_cuts(t);
   test_reference(t, fixtures);
   test_big_file(t, fixtures);
   test_bytes_round_trip(t);
