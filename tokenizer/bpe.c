@@ -442,6 +442,7 @@ static inline void s_rank(const tokenizer_bpe *t, int32_t a, int32_t b, int32_t 
 static size_t s_merge(const tokenizer_bpe *t, int32_t *w, int32_t *rk, int32_t *mg,
                       unsigned char *mark, size_t n) {
   for (size_t i = 0; i + 1 < n; i++) s_rank(t, w[i], w[i + 1], &rk[i], &mg[i]);
+  memset(mark, 0, n);
   while (n > 1) {
     size_t best = 0;
     for (size_t i = 1; i + 1 < n; i++)
