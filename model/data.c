@@ -128,8 +128,8 @@ void data_token_text(data_tokenizer tok, int token, char *buf, size_t size) {
 int data_text_encode(data_tokenizer tok, const char *text, int *out, int max, int *n) {
   int count = 0;
   if (tok == DATA_TOKENIZER_GPT2 && *text)
-    return wt_fail(WT_EINVAL, "this model reads GPT-2 token ids and wantrain has no GPT-2 "
-                              "tokenizer; omit --prompt");
+    return wt_fail(WT_EINVAL, "this model reads GPT-2 token ids: a prompt needs GPT-2's BPE "
+                              "(sample --tokenizer DIR with vocab.json + merges.txt)");
   for (const unsigned char *c = (const unsigned char *)text; *c && count < max; c++) {
     if (tok == DATA_TOKENIZER_BYTES) {
       out[count++] = *c;

@@ -41,7 +41,7 @@
 typedef enum {
   DATA_TOKENIZER_SYNTHETIC = 0, /* token i prints as data_synthetic_alphabet[i] */
   DATA_TOKENIZER_BYTES = 1,     /* token i is the byte i */
-  DATA_TOKENIZER_GPT2 = 2,      /* GPT-2 ids; no vocabulary here, printed as <id> */
+  DATA_TOKENIZER_GPT2 = 2,      /* GPT-2 ids; printed as <id> here (text: tokenizer/bpe.h) */
 } data_tokenizer;
 
 /* Where the next training batch comes from. Plain data: copy it into a checkpoint. */
@@ -97,7 +97,8 @@ void data_set_val_batch(const data_set *d, size_t first, int B, int T, int *inpu
 void data_token_text(data_tokenizer tok, int token, char *buf, size_t size);
 
 /* Encodes text as tokens for `tok` into out (at most max), *n receives the count. Returns
- * WT_EINVAL for a character outside the synthetic alphabet or for GPT-2 (no BPE here). */
+ * WT_EINVAL for a character outside the synthetic alphabet or for GPT-2 (its BPE is in
+ * tokenizer/bpe.h, which model does not depend on). */
 int data_text_encode(data_tokenizer tok, const char *text, int *out, int max, int *n);
 
 /* SHA-256 of a file as 64 lowercase hex characters (+ NUL) into hex. Returns WT_OK or WT_EIO. */

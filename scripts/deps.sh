@@ -4,7 +4,7 @@
 set -euo pipefail
 PACKAGES=(build-essential cmake pkg-config git
           libzmq3-dev libsodium-dev libcurl4-openssl-dev libssl-dev libopenblas-dev
-          libcjson-dev libsqlite3-dev libmicrohttpd-dev
+          libcjson-dev libsqlite3-dev libmicrohttpd-dev libutf8proc-dev
           clang libclang-rt-14-dev gnuplot-nox zlib1g-dev
           chromium   # headless, for the dashboard page test (tests/http)
           python3 curl)  # the integration tests read /status and JSON logs with them

@@ -15,6 +15,7 @@ cd "${1:-$(dirname "$0")/../..}" || exit 2
 P=parallel
 declare -A allowed=(
   [common]=""
+  [tokenizer]="common"
   [kernels]="common"
   [model]="common kernels"
   [compress]="common"

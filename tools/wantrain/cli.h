@@ -12,6 +12,7 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
 /* The hidden `wantrain __tasklet RANK RUN_DIR STATUS_FD <launch options>` that `launch` execs
  * once per process (cmd_launch.c). */

@@ -3,6 +3,7 @@
  *   wantrain train  [options]    train (or resume) on the synthetic corpus, a file or a URL
  *   wantrain eval   [options]    mean next-token cross-entropy of a checkpoint on a file
  *   wantrain sample [options]    generate text from a checkpoint
+ *   wantrain tokenize [options]  a text file to GPT-2 token shards (llm.c .bin)
  *
  * Every command's options come from one table in its cmd_*.c (common/config.h): --help lists
  * them with their defaults; a bad flag exits with status 2.
@@ -23,6 +24,7 @@ static const struct {
     {"train", cmd_train, "train a GPT (or resume one) and write checkpoints"},
     {"eval", cmd_eval, "mean next-token loss of a checkpoint on a data file"},
     {"sample", cmd_sample, "generate text from a checkpoint"},
+    {"tokenize", cmd_tokenize, "encode a text file with GPT-2's BPE into llm.c .bin shards"},
     {"launch", cmd_launch, "train with S stages x R replicas as local processes over ZeroMQ"},
     {"demo", cmd_demo, "coordinator + 9 peerd over an emulated WAN, one peer killed part-way"},
 };
