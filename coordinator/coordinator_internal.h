@@ -60,8 +60,9 @@ struct coordinator {
   coordinator_config cfg;
   char dir[1200];
   sqlite3 *db;
-  void *zctx, *router, *zap;
+  void *zctx, *router;
   void *zap_thread;
+  struct coord_zap *zap_state; /* zap.c: the connection counts, owned by the ZAP thread */
   char pub[COORD_KEY_LEN + 1], sec[COORD_KEY_LEN + 1], endpoint[256];
   unsigned char token_key[32];
   char sid[COORD_SID_CHARS + 1];
@@ -128,6 +129,15 @@ void coord_state_meta_set(coordinator *c, const char *key, const char *value);
 /* token.c */
 int coord_token_verify(coordinator *c, const char *token, char *why, size_t why_size);
 int coord_token_key_load(const char *dir, unsigned char key[32]);
+
+/* zap.c — the ZAP handler: any CURVE key may connect (the daemon admits by token), but at most
+ * cfg.max_connections at once and cfg.max_per_source from one address, counted from the
+ * control socket's monitor; a key the state database knows is not held to the per-source cap.
+ * coord_zap_start checks the open-file limit (raising the soft one, lowering max_connections to
+ * fit it) and starts the handler on c->router before it binds; coord_zap_stop joins it after
+ * zmq_ctx_shutdown. Start returns WT_OK or WT_EIO with wt_last_error() set. */
+int coord_zap_start(coordinator *c);
+void coord_zap_stop(coordinator *c);
 
 /* daemon.c */
 void coord_send(coordinator *c, coord_peer *p, coordinator_cmd cmd, const cJSON *body);

@@ -20,6 +20,8 @@
 #include <sys/stat.h>
 #include <zmq.h>
 
+#define S_HANDSHAKE_MS 10000 /* ZMQ_HANDSHAKE_IVL of a control connection */
+
 #define F(x) offsetof(coordinator_config, x)
 static const wt_option s_options[] = {
     {"state-dir", WT_OPT_STRING, F(state_dir), 0, 0, "coordinator-state",
@@ -70,6 +72,14 @@ static const wt_option s_options[] = {
      0},
     {"peer-timeout", WT_OPT_FLOAT, F(peer_timeout_s), 1, 3600, "15",
      "deadline of every data-plane wait on the peers, seconds", 0},
+    {"max-connections", WT_OPT_INT, F(max_connections), 16, 1e6, "512",
+     "control connections open at once, from all addresses (lowered at start to fit the "
+     "open-file limit, ulimit -n)",
+     0},
+    {"max-connections-per-source", WT_OPT_INT, F(max_per_source), 1, 1e6, "64",
+     "control connections open at once from one address (the peers behind one NAT or on one "
+     "host share it); a peer admitted before is not held to it",
+     0},
     {"exit-when-done", WT_OPT_FLAG, F(exit_when_done), 0, 1, "0", "exit once the run is complete",
      0},
     {"http-bind", WT_OPT_STRING, F(http_bind), 0, 0, "127.0.0.1",
@@ -128,44 +138,6 @@ int coordinator_config_check(coordinator_config *cfg) {
   return WT_OK;
 }
 
-/* ---- ZAP: every CURVE client may connect; the daemon admits by token. The handler tells the
- * ROUTER the client's key as the User-Id of its messages. ---------------------------------- */
-
-static void *s_zap_loop(void *arg) {
-  void *rep = arg;
-  for (;;) {
-    char frames[7][256];
-    size_t lens[7];
-    int n = 0, more = 1;
-    while (more && n < 7) {
-      int got = zmq_recv(rep, frames[n], sizeof frames[n], 0);
-      if (got < 0) goto out;
-      lens[n] = (size_t)WT_MIN(got, 255);
-      size_t sz = sizeof more;
-      zmq_getsockopt(rep, ZMQ_RCVMORE, &more, &sz);
-      n++;
-    }
-    while (more) { /* drain an oversized request */
-      char junk[256];
-      if (zmq_recv(rep, junk, sizeof junk, 0) < 0) goto out;
-      size_t sz = sizeof more;
-      zmq_getsockopt(rep, ZMQ_RCVMORE, &more, &sz);
-    }
-    char user[41] = "";
-    int ok = n >= 7 && lens[5] == 5 && !memcmp(frames[5], "CURVE", 5) && lens[6] == 32;
-    if (ok) zmq_z85_encode(user, (const uint8_t *)frames[6], 32);
-    zmq_send(rep, "1.0", 3, ZMQ_SNDMORE);
-    zmq_send(rep, frames[1], n > 1 ? lens[1] : 0, ZMQ_SNDMORE);
-    zmq_send(rep, ok ? "200" : "400", 3, ZMQ_SNDMORE);
-    zmq_send(rep, ok ? "OK" : "CURVE only", ok ? 2 : 10, ZMQ_SNDMORE);
-    zmq_send(rep, user, strlen(user), ZMQ_SNDMORE);
-    zmq_send(rep, "", 0, 0);
-  }
-out:
-  zmq_close(rep);
-  return NULL;
-}
-
 static int s_keys(coordinator *c) {
   char path[1300];
   snprintf(path, sizeof path, "%s/coordinator.key", c->dir);
@@ -185,17 +157,10 @@ static int s_keys(coordinator *c) {
 
 static int s_bind(coordinator *c) {
   c->zctx = zmq_ctx_new();
-  c->zap = zmq_socket(c->zctx, ZMQ_REP);
-  if (zmq_bind(c->zap, "inproc://zeromq.zap.01") != 0)
-    return wt_fail(WT_EIO, "cannot bind the ZAP handler: %s", zmq_strerror(errno));
-  pthread_t *th = wt_xmalloc(sizeof *th);
-  if (pthread_create(th, NULL, s_zap_loop, c->zap) != 0) {
-    free(th);
-    return wt_fail(WT_EIO, "cannot start the ZAP thread");
-  }
-  c->zap_thread = th;
   c->router = zmq_socket(c->zctx, ZMQ_ROUTER);
-  int one = 1, linger = 0, hwm = 10000;
+  int one = 1, linger = 0, hwm = 10000, handshake_ms = S_HANDSHAKE_MS;
+  /* a connection that does not finish its CURVE handshake gives its descriptor back */
+  zmq_setsockopt(c->router, ZMQ_HANDSHAKE_IVL, &handshake_ms, sizeof handshake_ms);
   zmq_setsockopt(c->router, ZMQ_CURVE_SERVER, &one, sizeof one);
   zmq_setsockopt(c->router, ZMQ_CURVE_SECRETKEY, c->sec, 40);
   zmq_setsockopt(c->router, ZMQ_ZAP_DOMAIN, "wantrain", 8);
@@ -205,6 +170,7 @@ static int s_bind(coordinator *c) {
   int maxmsg = COORD_MSG_MAX + 1024; /* larger frames are cut off by zmq before we read them */
   int64_t maxsize = maxmsg;
   zmq_setsockopt(c->router, ZMQ_MAXMSGSIZE, &maxsize, sizeof maxsize);
+  WT_CHECK(coord_zap_start(c));
   /* A restarted coordinator with an ephemeral port listens where it listened before, so the
    * peers' reconnects find it. */
   char previous[256] = "";
@@ -299,12 +265,7 @@ void coordinator_destroy(coordinator **self_p) {
   if (c->router) zmq_close(c->router);
   if (c->zctx) {
     zmq_ctx_shutdown(c->zctx);
-    if (c->zap_thread) {
-      pthread_join(*(pthread_t *)c->zap_thread, NULL);
-      free(c->zap_thread);
-    } else if (c->zap) {
-      zmq_close(c->zap);
-    }
+    coord_zap_stop(c);
     zmq_ctx_term(c->zctx);
   }
   coord_state_close(c);
