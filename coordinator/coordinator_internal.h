@@ -69,6 +69,9 @@ struct coordinator {
   uint64_t out_seq, refused;
   coord_peer peers[COORD_MAX_PEERS];
   int n_peers;
+  double refusal_log_t; /* start of the window of refusals logged (s_refusal_log) */
+  int refusal_log_n;    /* lines logged in that window */
+  uint64_t refusal_log_skipped; /* refusals not logged in it */
   /* scenario (WAN emulation) */
   netsim_scenario_set *scenario_set;
   const netsim_scenario *scenario; /* the emulated WAN, or NULL */
@@ -120,7 +123,10 @@ void coord_state_save_peer(coordinator *c, const coord_peer *p);
 void coord_state_save_run(coordinator *c);
 void coord_state_save_link(coordinator *c, int a, int b);
 int coord_state_checkpoint(coordinator *c, long step, int stage, const char *digest, int *complete);
+/* Whether the key's session was admitted before (a replayed registration); read-only. */
 int coord_state_session_seen(coordinator *c, const char *key, const char *sid);
+/* Records an admitted registration's session: only admitted ones are kept. */
+void coord_state_session_add(coordinator *c, const char *key, const char *sid);
 void coord_state_save_epoch(coordinator *c, const char *plan_json);
 void coord_state_save_loss(coordinator *c, long step, float loss);
 int coord_state_meta_get(coordinator *c, const char *key, char *out, size_t size);

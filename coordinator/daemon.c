@@ -13,6 +13,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sodium.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,8 @@
 #include <zmq.h>
 
 #define S_HANDSHAKE_MS 10000 /* ZMQ_HANDSHAKE_IVL of a control connection */
+#define S_REFUSAL_WINDOW_S 10
+#define S_REFUSAL_LINES 20 /* refusals logged per window */
 
 #define F(x) offsetof(coordinator_config, x)
 static const wt_option s_options[] = {
@@ -314,6 +317,40 @@ static void s_refuse(coordinator *c, const unsigned char *route, size_t rlen, co
   cJSON_Delete(b);
 }
 
+/* Logs what was refused to a sender that is not an admitted peer, at most S_REFUSAL_LINES lines
+ * per S_REFUSAL_WINDOW_S and then how many were not: such a sender must not fill the log. */
+static void s_refusal_log(coordinator *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void s_refusal_log(coordinator *c, const char *fmt, ...) {
+  double now = wt_now_s();
+  if (now - c->refusal_log_t >= S_REFUSAL_WINDOW_S) {
+    if (c->refusal_log_skipped)
+      WT_WARN("coordinator: %llu more refusals in the last %.0f s were not logged",
+              (unsigned long long)c->refusal_log_skipped, now - c->refusal_log_t);
+    c->refusal_log_t = now, c->refusal_log_n = 0, c->refusal_log_skipped = 0;
+  }
+  if (c->refusal_log_n >= S_REFUSAL_LINES) {
+    c->refusal_log_skipped++;
+    return;
+  }
+  c->refusal_log_n++;
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  WT_WARN("coordinator: %s", line);
+}
+
+/* A registration refused: counted, answered with the reason and logged (rate-limited). Nothing
+ * is written to the state database for it. */
+static void s_refuse_registration(coordinator *c, const unsigned char *route, size_t rlen,
+                                  const char *key, const char *why) {
+  c->refused++;
+  s_refuse(c, route, rlen, why);
+  s_refusal_log(c, "refused: key %.8s…: %s", key, why);
+}
+
 static int s_find(coordinator *c, const char *key) {
   for (int i = 0; i < c->n_peers; i++)
     if (!strcmp(c->peers[i].key, key)) return i;
@@ -326,9 +363,8 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   int i = s_find(c, key);
   if (coord_state_session_seen(c, key, m->sid)) {
     c->refused++;
-    WT_WARN("coordinator: dropped a replayed registration (session %.8s… of key %.8s… was seen "
-            "before)",
-            m->sid, key);
+    s_refusal_log(c, "dropped a replayed registration (session %.8s… of key %.8s… was seen before)",
+                  m->sid, key);
     return;
   }
   const cJSON *dev = cJSON_GetObjectItemCaseSensitive(m->body, "device");
@@ -341,11 +377,9 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   if (!cJSON_IsObject(dev) || !(flops > 0 && flops < 1e18) || memory < 0 || !kind[0] ||
       !(gpus >= 1 && gpus <= 1024 && gpus == floor(gpus)) || strlen(kind) >= 32 ||
       strlen(region) >= 64 || strlen(host) >= 256) {
-    c->refused++;
-    s_refuse(c, route, rlen,
-             "registration without a valid device report (kind, flops > 0, "
-             "memory >= 0, gpus 1..1024, region < 64 chars); upgrade peerd");
-    WT_WARN("coordinator: refused a registration from key %.8s…: bad device report", key);
+    s_refuse_registration(c, route, rlen, key,
+                          "registration without a valid device report (kind, flops > 0, "
+                          "memory >= 0, gpus 1..1024, region < 64 chars); upgrade peerd");
     return;
   }
   /* A site splits the heads over its GPUs / site_cp tensor-parallel ranks: refuse a peer that
@@ -353,47 +387,37 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   const int cp = c->cfg.site_cp > 1 ? c->cfg.site_cp : 1, n = (int)gpus;
   const int E = c->cfg.moe.experts;
   if (E > 0 && strcmp(kind, "cpu") != 0) {
-    c->refused++;
     snprintf(why, sizeof why,
              "this run's model has MoE blocks, which run on CPU peers only (this peer reports a "
              "%s device); join with --device cpu",
              kind);
-    s_refuse(c, route, rlen, why);
-    coord_event(c, "refused", "key %.8s…: %s", key, why);
+    s_refuse_registration(c, route, rlen, key, why);
     return;
   }
   if (E > 0 && n > 1 && E % n) {
-    c->refused++;
     snprintf(why, sizeof why,
              "a site of %d GPUs runs this run's MoE stages as %d expert-parallel ranks, which must "
              "split the %d experts evenly; use a --gpus that divides %d",
              n, n, E, E);
-    s_refuse(c, route, rlen, why);
-    coord_event(c, "refused", "key %.8s…: %s", key, why);
+    s_refuse_registration(c, route, rlen, key, why);
     return;
   }
   if (E == 0 && n > 1 && (n % cp || c->cfg.heads % (n / cp))) {
-    c->refused++;
     snprintf(why, sizeof why,
              "a site of %d GPUs cannot run this run's model: %d must be a multiple of --site-cp "
              "%d and %d / %d tensor-parallel ranks must divide the %d heads; use another --gpus",
              n, n, cp, n, cp, c->cfg.heads);
-    s_refuse(c, route, rlen, why);
-    coord_event(c, "refused", "key %.8s…: %s", key, why);
+    s_refuse_registration(c, route, rlen, key, why);
     return;
   }
   int ri = coord_region_index(c, region, why, sizeof why);
   if (ri < 0 && c->scenario) {
-    c->refused++;
-    s_refuse(c, route, rlen, why);
-    coord_event(c, "refused", "key %.8s…: %s", key, why);
+    s_refuse_registration(c, route, rlen, key, why);
     return;
   }
   if (i < 0 && !c->cfg.open &&
       coord_token_verify(c, coordinator_field_str(m->body, "token"), why, sizeof why) != WT_OK) {
-    c->refused++;
-    s_refuse(c, route, rlen, why);
-    coord_event(c, "refused", "key %.8s…: %s", key, why);
+    s_refuse_registration(c, route, rlen, key, why);
     return;
   }
   if (i < 0) {
@@ -407,6 +431,7 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
     snprintf(c->peers[i].key, sizeof c->peers[i].key, "%s", key);
     c->peers[i].epoch_rank = -1;
   }
+  coord_state_session_add(c, key, m->sid);
   coord_peer *p = &c->peers[i];
   int was_member = p->epoch_rank >= 0 && p->status == PEER_LIVE;
   p->status = PEER_LIVE;
@@ -500,7 +525,7 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
   coordinator_msg m;
   if (coordinator_msg_decode(data, n, &m) != WT_OK) {
     c->refused++;
-    WT_WARN("coordinator: dropped a message from key %.8s…: %s", key, wt_last_error());
+    s_refusal_log(c, "dropped a message from key %.8s…: %s", key, wt_last_error());
     return;
   }
   if (m.cmd == COORD_CMD_REGISTER) {
@@ -511,8 +536,8 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
   int i = s_find(c, key);
   if (i < 0 || c->peers[i].status != PEER_LIVE) {
     c->refused++;
-    WT_WARN("coordinator: dropped \"%s\" from key %.8s…: %s", coordinator_cmd_name(m.cmd), key,
-            i < 0 ? "an unknown key" : "a peer that was dropped");
+    s_refusal_log(c, "dropped \"%s\" from key %.8s…: %s", coordinator_cmd_name(m.cmd), key,
+                  i < 0 ? "an unknown key" : "a peer that was dropped");
     s_refuse(c, route, rlen,
              i < 0 ? "unknown peer key: register first with a join token"
                    : "this peer was dropped (missed heartbeats); register again");
@@ -572,7 +597,7 @@ static void s_recv(coordinator *c) {
   if (!more || zmq_msg_recv(&msg, c->router, 0) < 0) {
     zmq_msg_close(&msg);
     c->refused++;
-    WT_WARN("coordinator: dropped an empty message");
+    s_refusal_log(c, "dropped an empty message");
     return;
   }
   const char *user = zmq_msg_gets(&msg, "User-Id");
@@ -585,8 +610,8 @@ static void s_recv(coordinator *c) {
   }
   if (extra || rlen > 255 || !user || strlen(user) != COORD_KEY_LEN) {
     c->refused++;
-    WT_WARN("coordinator: dropped a message with %s",
-            extra ? "more than one frame" : "no authenticated key");
+    s_refusal_log(c, "dropped a message with %s",
+                  extra ? "more than one frame" : "no authenticated key");
   } else {
     s_message(c, route, (size_t)rlen, user, zmq_msg_data(&msg), zmq_msg_size(&msg));
   }

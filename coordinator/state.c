@@ -177,8 +177,11 @@ int coord_state_session_seen(coordinator *c, const char *key, const char *sid) {
     seen = sqlite3_step(st) == SQLITE_ROW;
   }
   sqlite3_finalize(st);
-  if (!seen) s_run(c, "INSERT INTO sessions(key, sid) VALUES(?, ?)", "tt", key, sid);
   return seen;
+}
+
+void coord_state_session_add(coordinator *c, const char *key, const char *sid) {
+  s_run(c, "INSERT OR IGNORE INTO sessions(key, sid) VALUES(?, ?)", "tt", key, sid);
 }
 
 int coord_state_checkpoint(coordinator *c, long step, int stage, const char *digest,
