@@ -67,8 +67,9 @@ struct coordinator {
   unsigned char token_key[32];
   char sid[COORD_SID_CHARS + 1];
   uint64_t out_seq, refused;
-  coord_peer peers[COORD_MAX_PEERS];
+  coord_peer peers[COORD_MAX_PEERS]; /* slots; those of peers gone for good are reused */
   int n_peers;
+  int next_peer_id;     /* ids are never reused: one more than any the state database holds */
   double refusal_log_t; /* start of the window of refusals logged (s_refusal_log) */
   int refusal_log_n;    /* lines logged in that window */
   uint64_t refusal_log_skipped; /* refusals not logged in it */
@@ -127,6 +128,10 @@ int coord_state_checkpoint(coordinator *c, long step, int stage, const char *dig
 int coord_state_session_seen(coordinator *c, const char *key, const char *sid);
 /* Records an admitted registration's session: only admitted ones are kept. */
 void coord_state_session_add(coordinator *c, const char *key, const char *sid);
+/* The id the state database knows the key by (a peer gone from the table), or 0. */
+int coord_state_peer_id(coordinator *c, const char *key);
+/* Loads the probed links between peer index i and the peers in the table. */
+void coord_state_load_links(coordinator *c, int i);
 void coord_state_save_epoch(coordinator *c, const char *plan_json);
 void coord_state_save_loss(coordinator *c, long step, float loss);
 int coord_state_meta_get(coordinator *c, const char *key, char *out, size_t size);

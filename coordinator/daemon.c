@@ -357,6 +357,48 @@ static int s_find(coordinator *c, const char *key) {
   return -1;
 }
 
+/* Whether slot i is in use: a live peer, a member of the epoch, a world rank of the last plan
+ * (a standby takes it over by that slot) or the standby chosen for promotion. A peer gone for
+ * good (it left, or was lost and holds none of these) is only history, kept in the database. */
+static int s_slot_needed(const coordinator *c, int i) {
+  if (c->peers[i].status == PEER_LIVE || c->peers[i].epoch_rank >= 0 || c->promote == i) return 1;
+  for (int r = 0; r < c->n_members; r++)
+    if (c->members[r] == i) return 1;
+  for (int r = 0; r < c->n_plan; r++)
+    if (c->plan_members[r] == i) return 1;
+  return 0;
+}
+
+static void s_remap(const int *map, int *list, int n) {
+  for (int k = 0; k < n; k++) list[k] = map[list[k]];
+}
+
+/* Frees the slots of peers gone for good: the table is compacted in order and every slot index
+ * the daemon keeps (members, plan, promotion, the probed links) follows its peer. */
+static void s_reap(coordinator *c) {
+  const int M = COORD_MAX_PEERS, n_old = c->n_peers;
+  int map[COORD_MAX_PEERS], n = 0;
+  for (int i = 0; i < n_old; i++) map[i] = s_slot_needed(c, i) ? n++ : -1;
+  if (n == n_old) return;
+  /* map[i] <= i: moving forward in order never overwrites what is still to be read */
+  for (int i = 0; i < n_old; i++)
+    if (map[i] >= 0 && map[i] != i) c->peers[map[i]] = c->peers[i];
+  for (int a = 0; a < n_old; a++)
+    for (int b = 0; b < n_old; b++)
+      if (map[a] >= 0 && map[b] >= 0) {
+        c->lat[map[a] * M + map[b]] = c->lat[a * M + b];
+        c->bw[map[a] * M + map[b]] = c->bw[a * M + b];
+      }
+  for (int a = 0; a < n_old; a++)
+    for (int b = 0; b < n_old; b++)
+      if (a >= n || b >= n) c->lat[a * M + b] = c->bw[a * M + b] = -1;
+  s_remap(map, c->members, c->n_members);
+  s_remap(map, c->plan_members, c->n_plan);
+  if (c->promote >= 0) c->promote = map[c->promote];
+  c->n_peers = n;
+  WT_INFO("coordinator: freed the slots of %d peers gone for good (%d in use)", n_old - n, n);
+}
+
 static void s_register(coordinator *c, const unsigned char *route, size_t rlen, const char *key,
                        const coordinator_msg *m) {
   char why[512];
@@ -415,21 +457,29 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
     s_refuse_registration(c, route, rlen, key, why);
     return;
   }
-  if (i < 0 && !c->cfg.open &&
+  /* A key the table no longer holds but the database knows comes back as itself, without a
+   * token, as it would have while its slot was kept. The slot is found before the token is
+   * checked so that a full coordinator spends no token's use. */
+  int known_id = i < 0 ? coord_state_peer_id(c, key) : 0;
+  if (i < 0 && c->n_peers == COORD_MAX_PEERS) s_reap(c);
+  if (i < 0 && c->n_peers == COORD_MAX_PEERS) {
+    s_refuse_registration(c, route, rlen, key,
+                          "the coordinator is full (every slot holds a live peer or one the run "
+                          "still needs); try again later or another run");
+    return;
+  }
+  if (i < 0 && !known_id && !c->cfg.open &&
       coord_token_verify(c, coordinator_field_str(m->body, "token"), why, sizeof why) != WT_OK) {
     s_refuse_registration(c, route, rlen, key, why);
     return;
   }
   if (i < 0) {
-    if (c->n_peers == COORD_MAX_PEERS) {
-      s_refuse(c, route, rlen, "the coordinator is full; try another run");
-      return;
-    }
     i = c->n_peers++;
     memset(&c->peers[i], 0, sizeof c->peers[i]);
-    c->peers[i].id = i + 1;
+    c->peers[i].id = known_id ? known_id : c->next_peer_id++;
     snprintf(c->peers[i].key, sizeof c->peers[i].key, "%s", key);
     c->peers[i].epoch_rank = -1;
+    if (known_id) coord_state_load_links(c, i);
   }
   coord_state_session_add(c, key, m->sid);
   coord_peer *p = &c->peers[i];

@@ -1,5 +1,8 @@
-/* test_coord_limits — the coordinator in-process against raw CURVE clients, over what an
- * unauthenticated sender adds up to: 2000 registrations refused for a bad token add no row to
+/* test_coord_limits — the coordinator in-process against raw CURVE clients, over what a
+ * long-lived run and an unauthenticated sender add up to: 300 volunteers that join and leave
+ * one after another (more than the table's COORD_MAX_PEERS slots) leave room for the next one,
+ * with ids never reused, a peer that stayed live untouched and a returning key recognised as
+ * itself, across a restart too; and 2000 registrations refused for a bad token add no row to
  * the state database and only a bounded number of log lines. */
 #include "common/common.h"
 #include "common/testing.h"
@@ -17,6 +20,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#define S_CHURN 300  /* more volunteers than the coordinator has slots (256) */
 #define S_REFUSED 2000
 
 static char s_tmp[1024], s_state[1100];
@@ -118,6 +122,56 @@ static long s_count(const char *sql) {
   return n;
 }
 
+/* Volunteers join and leave, one after another; the slots of those gone are reused. */
+static void test_churn(coordinator **c, pthread_t *th, const char *token) {
+  s_client stay, first, v;
+  int id = 0, prev = 0, stay_id = 0, first_id = 0, ok = 1;
+  s_open(&stay, *c, 1);
+  s_register(&stay, token);
+  WT_TEST_REQUIRE(s_reply(&stay, &stay_id) == COORD_CMD_WELCOME, "the peer that stays joins");
+  for (int k = 0; k < S_CHURN && ok; k++) {
+    s_client *cl = k == 0 ? &first : &v;
+    s_open(cl, *c, 1);
+    s_register(cl, token);
+    ok = s_reply(cl, &id) == COORD_CMD_WELCOME && id > prev && id != stay_id;
+    WT_TEST_ASSERT(ok, "volunteer %d of %d is admitted with a new id (%d after %d)", k + 1, S_CHURN,
+                   id, prev);
+    prev = id;
+    if (k == 0) first_id = id;
+    s_send(cl, COORD_CMD_LEAVE, NULL);
+    s_send(&stay, COORD_CMD_HEARTBEAT, "{\"step\":0}"); /* orders the leave before the next */
+    WT_TEST_ASSERT(s_reply(&stay, NULL) == COORD_CMD_ACK, "the peer that stays is served");
+    s_close(cl);
+  }
+  s_open(&first, *c, 0); /* the first volunteer comes back, with its key and no token */
+  s_register(&first, "");
+  WT_TEST_ASSERT(s_reply(&first, &id) == COORD_CMD_WELCOME && id == first_id,
+                 "a returning key is recognised as peer %d (got %d)", first_id, id);
+  WT_TEST_ASSERT(s_count("SELECT COUNT(*) FROM peers") == S_CHURN + 1 &&
+                     s_count("SELECT COUNT(DISTINCT id) FROM peers") == S_CHURN + 1,
+                 "the database holds each key once, each with its own id (%ld rows)",
+                 s_count("SELECT COUNT(*) FROM peers"));
+  /* a restart loads the live peers; ids go on; the peer that stayed keeps its session */
+  s_stop_it(c, *th);
+  *c = s_start(th);
+  s_close(&stay);
+  char sid[COORD_SID_CHARS + 1];
+  uint64_t seq = stay.seq;
+  memcpy(sid, stay.sid, sizeof sid);
+  s_open(&stay, *c, 0);
+  memcpy(stay.sid, sid, sizeof sid), stay.seq = seq;
+  s_send(&stay, COORD_CMD_HEARTBEAT, "{\"step\":0}");
+  WT_TEST_ASSERT(s_reply(&stay, NULL) == COORD_CMD_ACK, "the peer that stayed is still known");
+  s_client late;
+  s_open(&late, *c, 1);
+  s_register(&late, token);
+  WT_TEST_ASSERT(s_reply(&late, &id) == COORD_CMD_WELCOME && id > prev,
+                 "after a restart a new volunteer gets a new id (%d after %d)", id, prev);
+  s_close(&late);
+  s_close(&stay);
+  s_close(&first);
+}
+
 /* Registrations with a bad token, each in a fresh session: refused, and nothing kept of them. */
 static void test_refusals_leave_nothing(coordinator *c) {
   long sessions = s_count("SELECT COUNT(*) FROM sessions");
@@ -164,6 +218,7 @@ int main(void) {
   pthread_t th;
   coordinator *c = s_start(&th);
   test_refusals_leave_nothing(c);
+  test_churn(&c, &th, token);
   s_stop_it(&c, th);
   zmq_ctx_term(s_zctx);
   return wt_test_finish("test_coord_limits");
