@@ -681,6 +681,23 @@ static void s_liveness(coordinator *c) {
   }
 }
 
+/* The loop did not run for late_s beyond its poll timeout: the process was stopped, its VM
+ * paused or migrated, or a placement took long. The peers' heartbeats of that time went
+ * unheard, not unsent, so that time does not count as their silence: every live peer's window
+ * resumes where it stood (a peer already silent before stays so), and the epoch phase's
+ * deadline moves on by as much. */
+static void s_forgive_stall(coordinator *c, double late_s) {
+  double now = wt_now_s();
+  for (int i = 0; i < c->n_peers; i++)
+    if (c->peers[i].status == PEER_LIVE)
+      c->peers[i].last_seen = fmin(now, c->peers[i].last_seen + late_s);
+  c->phase_deadline += late_s;
+  if (late_s >= 1)
+    WT_WARN("coordinator: the loop did not run for %.1f s (the process was stopped, its machine "
+            "paused, or a placement ran long); the peers' liveness does not count that time",
+            late_s);
+}
+
 /* The poll timeout: until the nearest deadline (a peer's liveness, the epoch phase's), at most
  * half a heartbeat so the status rates and the epoch logic keep ticking. */
 static long s_next_deadline_ms(coordinator *c) {
@@ -703,13 +720,15 @@ int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
     printf("coordinator: dashboard http://%s:%d/ (/status, /metrics)\n", c->cfg.http_bind,
            coordinator_http_port(c->http));
   fflush(stdout);
-  double done_at = 0;
+  double done_at = 0, awake = wt_now_s(); /* when the loop last judged the peers' liveness */
   while (!*stop) {
     zmq_pollitem_t item = {c->router, 0, ZMQ_POLLIN, 0};
     long timeout_ms = s_next_deadline_ms(c);
     if (zmq_poll(&item, 1, timeout_ms) < 0 && errno != EINTR)
       return wt_fail(WT_EIO, "control socket poll failed: %s", zmq_strerror(errno));
     pthread_mutex_lock(&c->mu);
+    double late = wt_now_s() - awake - timeout_ms / 1e3;
+    if (late > c->cfg.heartbeat_s) s_forgive_stall(c, late);
     for (int k = 0; k < 256 && (item.revents & ZMQ_POLLIN); k++) {
       int ev = 0;
       size_t sz = sizeof ev;
@@ -718,6 +737,7 @@ int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
       s_recv(c);
     }
     s_liveness(c);
+    awake = wt_now_s();
     coord_epoch_tick(c);
     coord_status_tick(c);
     pthread_mutex_unlock(&c->mu);
