@@ -26,6 +26,8 @@
   128 /* descriptors beside the control connections: database, status server                       \
          (64 connections at most), ZeroMQ's own, logs */
 #define S_FD_MAX (1 << 20)
+#define S_NOT_OPEN -1  /* fd_source: no control connection on that descriptor */
+#define S_NO_SOURCE -2 /* fd_source: one, counted in the total only (the source table is full) */
 
 typedef struct {
   char addr[INET6_ADDRSTRLEN];
@@ -39,7 +41,7 @@ struct coord_zap {
   int total;
   s_source *sources; /* max_total + S_FD_RESERVE entries: no more can be open */
   int n_sources;
-  int *fd_source; /* by descriptor: its entry in sources, -1 = none */
+  int *fd_source; /* by descriptor: its entry in sources, S_NOT_OPEN or S_NO_SOURCE */
   int fd_cap;
   uint64_t refused;
 };
@@ -120,18 +122,19 @@ static int s_monitor_event(struct coord_zap *z) {
   zmq_msg_close(&head);
   zmq_msg_close(&addr);
   if (fd >= (uint32_t)z->fd_cap) return 0;
-  if (event == ZMQ_EVENT_ACCEPTED && z->fd_source[fd] < 0) {
+  if (event != ZMQ_EVENT_ACCEPTED && event != ZMQ_EVENT_DISCONNECTED) return 0;
+  if (z->fd_source[fd] != S_NOT_OPEN) { /* closed (on ACCEPTED: its DISCONNECTED went missing) */
+    if (z->fd_source[fd] >= 0) z->sources[z->fd_source[fd]].n--;
+    z->fd_source[fd] = S_NOT_OPEN;
+    z->total--;
+  }
+  if (event == ZMQ_EVENT_ACCEPTED) {
     char a[INET6_ADDRSTRLEN];
     s_peer_addr((int)fd, a, sizeof a);
     int s = s_source_find(z, a, 1);
-    z->fd_source[fd] = s;
+    z->fd_source[fd] = s >= 0 ? s : S_NO_SOURCE;
     if (s >= 0) z->sources[s].n++;
     z->total++;
-  } else if (event == ZMQ_EVENT_DISCONNECTED && z->fd_source[fd] != -1) {
-    int s = z->fd_source[fd];
-    if (s >= 0) z->sources[s].n--;
-    z->fd_source[fd] = -1;
-    z->total--;
   }
   return 0;
 }
@@ -225,7 +228,7 @@ int coord_zap_start(coordinator *c) {
   z->max_total = c->cfg.max_connections, z->max_source = c->cfg.max_per_source;
   z->sources = wt_xcalloc((size_t)z->max_total + S_FD_RESERVE, sizeof *z->sources);
   z->fd_source = wt_xmalloc(sizeof(int) * (size_t)z->fd_cap);
-  for (int i = 0; i < z->fd_cap; i++) z->fd_source[i] = -1;
+  for (int i = 0; i < z->fd_cap; i++) z->fd_source[i] = S_NOT_OPEN;
   char path[1300];
   snprintf(path, sizeof path, "%s/state.db", c->dir);
   if (sqlite3_open_v2(path, &z->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
