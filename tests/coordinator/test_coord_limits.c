@@ -2,8 +2,9 @@
  * long-lived run and an unauthenticated sender add up to: 300 volunteers that join and leave
  * one after another (more than the table's COORD_MAX_PEERS slots) leave room for the next one,
  * with ids never reused, a peer that stayed live untouched and a returning key recognised as
- * itself, across a restart too; and 2000 registrations refused for a bad token add no row to
- * the state database and only a bounded number of log lines. */
+ * itself, across a restart too; 2000 registrations refused for a bad token add no row to
+ * the state database and only a bounded number of log lines; and the connections from one
+ * address are capped, except for a key admitted before. */
 #include "common/common.h"
 #include "common/testing.h"
 #include "coordinator/coordinator.h"
@@ -20,7 +21,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#define S_CHURN 300  /* more volunteers than the coordinator has slots (256) */
+#define S_CHURN 300 /* more volunteers than the coordinator has slots (256) */
 #define S_REFUSED 2000
 
 static char s_tmp[1024], s_state[1100];
@@ -39,10 +40,11 @@ static void *s_serve(void *arg) {
   return NULL;
 }
 
-static coordinator *s_start(pthread_t *th) {
+static coordinator *s_start_with(pthread_t *th, const char *state, int per_source) {
   coordinator_config cfg;
   wt_config_defaults(coordinator_options(), &cfg);
-  snprintf(cfg.state_dir, sizeof cfg.state_dir, "%.1000s", s_state);
+  snprintf(cfg.state_dir, sizeof cfg.state_dir, "%.1000s", state);
+  if (per_source) cfg.max_per_source = per_source;
   cfg.stages = 2, cfg.replicas = 4; /* eight live peers: never more than two here, no epoch */
   cfg.heartbeat_s = 0.2, cfg.liveness = 100;
   cfg.http_port = -1;
@@ -51,6 +53,10 @@ static coordinator *s_start(pthread_t *th) {
   s_stop = 0;
   pthread_create(th, NULL, s_serve, c);
   return c;
+}
+
+static coordinator *s_start(pthread_t *th) {
+  return s_start_with(th, s_state, 0);
 }
 
 static void s_stop_it(coordinator **c, pthread_t th) {
@@ -93,11 +99,11 @@ static void s_register(s_client *cl, const char *token) {
   s_send(cl, COORD_CMD_REGISTER, body);
 }
 
-/* The next reply within 3 s: its command (-1 for none) and its peer_id (0 without one). */
-static int s_reply(s_client *cl, int *peer_id) {
+/* The next reply within ms: its command (-1 for none) and its peer_id (0 without one). */
+static int s_reply_within(s_client *cl, int *peer_id, long ms) {
   zmq_pollitem_t it = {cl->sock, 0, ZMQ_POLLIN, 0};
   if (peer_id) *peer_id = 0;
-  if (zmq_poll(&it, 1, 3000) <= 0) return -1;
+  if (zmq_poll(&it, 1, ms) <= 0) return -1;
   char buf[COORD_MSG_MAX];
   int n = zmq_recv(cl->sock, buf, sizeof buf, 0);
   coordinator_msg m;
@@ -106,6 +112,10 @@ static int s_reply(s_client *cl, int *peer_id) {
   int cmd = (int)m.cmd;
   coordinator_msg_clear(&m);
   return cmd;
+}
+
+static int s_reply(s_client *cl, int *peer_id) {
+  return s_reply_within(cl, peer_id, 3000);
 }
 
 static long s_count(const char *sql) {
@@ -172,6 +182,48 @@ static void test_churn(coordinator **c, pthread_t *th, const char *token) {
   s_close(&first);
 }
 
+/* A fresh key's connection gets through the caps: an unknown key is answered, not ignored. */
+static int s_through(s_client *cl, coordinator *c) {
+  s_open(cl, c, 1);
+  s_send(cl, COORD_CMD_HEARTBEAT, "{\"step\":0}");
+  return s_reply_within(cl, NULL, 1000) == COORD_CMD_REFUSED;
+}
+
+/* At most max_per_source connections from one address, unless the key was admitted before;
+ * a closed connection gives its place back. */
+static void test_per_source_cap(const char *token_state) {
+  char state[1200], token[256];
+  snprintf(state, sizeof state, "%s-caps", token_state);
+  WT_TEST_REQUIRE(coordinator_token_new(state, 0, 0, token, sizeof token) == WT_OK, "%s",
+                  wt_last_error());
+  pthread_t th;
+  coordinator *c = s_start_with(&th, state, 3);
+  s_client peer, a, b, d, again;
+  s_open(&peer, c, 1);
+  s_register(&peer, token);
+  WT_TEST_REQUIRE(s_reply(&peer, NULL) == COORD_CMD_WELCOME, "a peer is admitted");
+  WT_TEST_ASSERT(s_through(&a, c) && s_through(&b, c), "three connections from 127.0.0.1 pass");
+  WT_TEST_ASSERT(!s_through(&d, c), "a fourth one with a fresh key is refused at the handshake");
+  s_close(&d);
+  again = peer; /* the admitted key, on a second connection beside its first */
+  s_open(&again, c, 0);
+  memcpy(again.sid, peer.sid, sizeof again.sid), again.seq = peer.seq; /* its session goes on */
+  s_send(&again, COORD_CMD_HEARTBEAT, "{\"step\":0}");
+  WT_TEST_ASSERT(s_reply_within(&again, NULL, 1000) == COORD_CMD_ACK,
+                 "a key admitted before is not held to the per-source cap");
+  s_close(&again);
+  s_close(&a);
+  int passed = 0; /* a's place comes back once its DISCONNECTED is counted */
+  for (int k = 0; k < 5 && !passed; k++) {
+    passed = s_through(&d, c);
+    s_close(&d);
+  }
+  WT_TEST_ASSERT(passed, "a closed connection gives its place back");
+  s_close(&b);
+  s_close(&peer);
+  s_stop_it(&c, th);
+}
+
 /* Registrations with a bad token, each in a fresh session: refused, and nothing kept of them. */
 static void test_refusals_leave_nothing(coordinator *c) {
   long sessions = s_count("SELECT COUNT(*) FROM sessions");
@@ -220,6 +272,7 @@ int main(void) {
   test_refusals_leave_nothing(c);
   test_churn(&c, &th, token);
   s_stop_it(&c, th);
+  test_per_source_cap(s_state);
   zmq_ctx_term(s_zctx);
   return wt_test_finish("test_coord_limits");
 }
