@@ -134,7 +134,7 @@ static long s_count(const char *sql) {
 
 /* Volunteers join and leave, one after another; the slots of those gone are reused. */
 static void test_churn(coordinator **c, pthread_t *th, const char *token) {
-  s_client stay, first, v;
+  s_client stay = {0}, first = {0}, v = {0};
   int id = 0, prev = 0, stay_id = 0, first_id = 0, ok = 1;
   s_open(&stay, *c, 1);
   s_register(&stay, token);
@@ -172,7 +172,7 @@ static void test_churn(coordinator **c, pthread_t *th, const char *token) {
   memcpy(stay.sid, sid, sizeof sid), stay.seq = seq;
   s_send(&stay, COORD_CMD_HEARTBEAT, "{\"step\":0}");
   WT_TEST_ASSERT(s_reply(&stay, NULL) == COORD_CMD_ACK, "the peer that stayed is still known");
-  s_client late;
+  s_client late = {0};
   s_open(&late, *c, 1);
   s_register(&late, token);
   WT_TEST_ASSERT(s_reply(&late, &id) == COORD_CMD_WELCOME && id > prev,
@@ -198,7 +198,7 @@ static void test_per_source_cap(const char *token_state) {
                   wt_last_error());
   pthread_t th;
   coordinator *c = s_start_with(&th, state, 3);
-  s_client peer, a, b, d, again;
+  s_client peer = {0}, a = {0}, b = {0}, d = {0}, again = {0};
   s_open(&peer, c, 1);
   s_register(&peer, token);
   WT_TEST_REQUIRE(s_reply(&peer, NULL) == COORD_CMD_WELCOME, "a peer is admitted");
@@ -234,7 +234,7 @@ static void test_refusals_leave_nothing(coordinator *c) {
   int saved = dup(2), fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   dup2(fd, 2);
   close(fd);
-  s_client bad;
+  s_client bad = {0};
   s_open(&bad, c, 1);
   int refused = 0;
   for (int k = 0; k < S_REFUSED; k++) {
