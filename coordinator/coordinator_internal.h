@@ -60,14 +60,19 @@ struct coordinator {
   coordinator_config cfg;
   char dir[1200];
   sqlite3 *db;
-  void *zctx, *router, *zap;
+  void *zctx, *router;
   void *zap_thread;
+  struct coord_zap *zap_state; /* zap.c: the connection counts, owned by the ZAP thread */
   char pub[COORD_KEY_LEN + 1], sec[COORD_KEY_LEN + 1], endpoint[256];
   unsigned char token_key[32];
   char sid[COORD_SID_CHARS + 1];
   uint64_t out_seq, refused;
-  coord_peer peers[COORD_MAX_PEERS];
+  coord_peer peers[COORD_MAX_PEERS]; /* slots; those of peers gone for good are reused */
   int n_peers;
+  int next_peer_id;     /* ids are never reused: one more than any the state database holds */
+  double refusal_log_t; /* start of the window of refusals logged (s_refusal_log) */
+  int refusal_log_n;    /* lines logged in that window */
+  uint64_t refusal_log_skipped; /* refusals not logged in it */
   /* scenario (WAN emulation) */
   netsim_scenario_set *scenario_set;
   const netsim_scenario *scenario; /* the emulated WAN, or NULL */
@@ -123,7 +128,14 @@ void coord_state_save_peer(coordinator *c, const coord_peer *p);
 void coord_state_save_run(coordinator *c);
 void coord_state_save_link(coordinator *c, int a, int b);
 int coord_state_checkpoint(coordinator *c, long step, int stage, const char *digest, int *complete);
+/* Whether the key's session was admitted before (a replayed registration); read-only. */
 int coord_state_session_seen(coordinator *c, const char *key, const char *sid);
+/* Records an admitted registration's session: only admitted ones are kept. */
+void coord_state_session_add(coordinator *c, const char *key, const char *sid);
+/* The id the state database knows the key by (a peer gone from the table), or 0. */
+int coord_state_peer_id(coordinator *c, const char *key);
+/* Loads the probed links between peer index i and the peers in the table. */
+void coord_state_load_links(coordinator *c, int i);
 void coord_state_save_epoch(coordinator *c, const char *plan_json);
 void coord_state_save_loss(coordinator *c, long step, float loss);
 int coord_state_meta_get(coordinator *c, const char *key, char *out, size_t size);
@@ -132,6 +144,15 @@ void coord_state_meta_set(coordinator *c, const char *key, const char *value);
 /* token.c */
 int coord_token_verify(coordinator *c, const char *token, char *why, size_t why_size);
 int coord_token_key_load(const char *dir, unsigned char key[32]);
+
+/* zap.c — the ZAP handler: any CURVE key may connect (the daemon admits by token), but at most
+ * cfg.max_connections at once and cfg.max_per_source from one address, counted from the
+ * control socket's monitor; a key the state database knows is not held to the per-source cap.
+ * coord_zap_start checks the open-file limit (raising the soft one, lowering max_connections to
+ * fit it) and starts the handler on c->router before it binds; coord_zap_stop joins it after
+ * zmq_ctx_shutdown. Start returns WT_OK or WT_EIO with wt_last_error() set. */
+int coord_zap_start(coordinator *c);
+void coord_zap_stop(coordinator *c);
 
 /* daemon.c */
 void coord_send(coordinator *c, coord_peer *p, coordinator_cmd cmd, const cJSON *body);

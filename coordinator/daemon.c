@@ -13,12 +13,17 @@
 #include <math.h>
 #include <pthread.h>
 #include <sodium.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <zmq.h>
+
+#define S_HANDSHAKE_MS 10000 /* ZMQ_HANDSHAKE_IVL of a control connection */
+#define S_REFUSAL_WINDOW_S 10
+#define S_REFUSAL_LINES 20 /* refusals logged per window */
 
 #define F(x) offsetof(coordinator_config, x)
 static const wt_option s_options[] = {
@@ -70,6 +75,14 @@ static const wt_option s_options[] = {
      0},
     {"peer-timeout", WT_OPT_FLOAT, F(peer_timeout_s), 1, 3600, "15",
      "deadline of every data-plane wait on the peers, seconds", 0},
+    {"max-connections", WT_OPT_INT, F(max_connections), 16, 1e6, "512",
+     "control connections open at once, from all addresses (lowered at start to fit the "
+     "open-file limit, ulimit -n)",
+     0},
+    {"max-connections-per-source", WT_OPT_INT, F(max_per_source), 1, 1e6, "64",
+     "control connections open at once from one address (the peers behind one NAT or on one "
+     "host share it); a peer admitted before is not held to it",
+     0},
     {"exit-when-done", WT_OPT_FLAG, F(exit_when_done), 0, 1, "0", "exit once the run is complete",
      0},
     {"http-bind", WT_OPT_STRING, F(http_bind), 0, 0, "127.0.0.1",
@@ -128,44 +141,6 @@ int coordinator_config_check(coordinator_config *cfg) {
   return WT_OK;
 }
 
-/* ---- ZAP: every CURVE client may connect; the daemon admits by token. The handler tells the
- * ROUTER the client's key as the User-Id of its messages. ---------------------------------- */
-
-static void *s_zap_loop(void *arg) {
-  void *rep = arg;
-  for (;;) {
-    char frames[7][256];
-    size_t lens[7];
-    int n = 0, more = 1;
-    while (more && n < 7) {
-      int got = zmq_recv(rep, frames[n], sizeof frames[n], 0);
-      if (got < 0) goto out;
-      lens[n] = (size_t)WT_MIN(got, 255);
-      size_t sz = sizeof more;
-      zmq_getsockopt(rep, ZMQ_RCVMORE, &more, &sz);
-      n++;
-    }
-    while (more) { /* drain an oversized request */
-      char junk[256];
-      if (zmq_recv(rep, junk, sizeof junk, 0) < 0) goto out;
-      size_t sz = sizeof more;
-      zmq_getsockopt(rep, ZMQ_RCVMORE, &more, &sz);
-    }
-    char user[41] = "";
-    int ok = n >= 7 && lens[5] == 5 && !memcmp(frames[5], "CURVE", 5) && lens[6] == 32;
-    if (ok) zmq_z85_encode(user, (const uint8_t *)frames[6], 32);
-    zmq_send(rep, "1.0", 3, ZMQ_SNDMORE);
-    zmq_send(rep, frames[1], n > 1 ? lens[1] : 0, ZMQ_SNDMORE);
-    zmq_send(rep, ok ? "200" : "400", 3, ZMQ_SNDMORE);
-    zmq_send(rep, ok ? "OK" : "CURVE only", ok ? 2 : 10, ZMQ_SNDMORE);
-    zmq_send(rep, user, strlen(user), ZMQ_SNDMORE);
-    zmq_send(rep, "", 0, 0);
-  }
-out:
-  zmq_close(rep);
-  return NULL;
-}
-
 static int s_keys(coordinator *c) {
   char path[1300];
   snprintf(path, sizeof path, "%s/coordinator.key", c->dir);
@@ -185,17 +160,10 @@ static int s_keys(coordinator *c) {
 
 static int s_bind(coordinator *c) {
   c->zctx = zmq_ctx_new();
-  c->zap = zmq_socket(c->zctx, ZMQ_REP);
-  if (zmq_bind(c->zap, "inproc://zeromq.zap.01") != 0)
-    return wt_fail(WT_EIO, "cannot bind the ZAP handler: %s", zmq_strerror(errno));
-  pthread_t *th = wt_xmalloc(sizeof *th);
-  if (pthread_create(th, NULL, s_zap_loop, c->zap) != 0) {
-    free(th);
-    return wt_fail(WT_EIO, "cannot start the ZAP thread");
-  }
-  c->zap_thread = th;
   c->router = zmq_socket(c->zctx, ZMQ_ROUTER);
-  int one = 1, linger = 0, hwm = 10000;
+  int one = 1, linger = 0, hwm = 10000, handshake_ms = S_HANDSHAKE_MS;
+  /* a connection that does not finish its CURVE handshake gives its descriptor back */
+  zmq_setsockopt(c->router, ZMQ_HANDSHAKE_IVL, &handshake_ms, sizeof handshake_ms);
   zmq_setsockopt(c->router, ZMQ_CURVE_SERVER, &one, sizeof one);
   zmq_setsockopt(c->router, ZMQ_CURVE_SECRETKEY, c->sec, 40);
   zmq_setsockopt(c->router, ZMQ_ZAP_DOMAIN, "wantrain", 8);
@@ -205,6 +173,7 @@ static int s_bind(coordinator *c) {
   int maxmsg = COORD_MSG_MAX + 1024; /* larger frames are cut off by zmq before we read them */
   int64_t maxsize = maxmsg;
   zmq_setsockopt(c->router, ZMQ_MAXMSGSIZE, &maxsize, sizeof maxsize);
+  WT_CHECK(coord_zap_start(c));
   /* A restarted coordinator with an ephemeral port listens where it listened before, so the
    * peers' reconnects find it. */
   char previous[256] = "";
@@ -299,12 +268,7 @@ void coordinator_destroy(coordinator **self_p) {
   if (c->router) zmq_close(c->router);
   if (c->zctx) {
     zmq_ctx_shutdown(c->zctx);
-    if (c->zap_thread) {
-      pthread_join(*(pthread_t *)c->zap_thread, NULL);
-      free(c->zap_thread);
-    } else if (c->zap) {
-      zmq_close(c->zap);
-    }
+    coord_zap_stop(c);
     zmq_ctx_term(c->zctx);
   }
   coord_state_close(c);
@@ -353,10 +317,86 @@ static void s_refuse(coordinator *c, const unsigned char *route, size_t rlen, co
   cJSON_Delete(b);
 }
 
+/* Logs what was refused to a sender that is not an admitted peer, at most S_REFUSAL_LINES lines
+ * per S_REFUSAL_WINDOW_S and then how many were not: such a sender must not fill the log. */
+static void s_refusal_log(coordinator *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void s_refusal_log(coordinator *c, const char *fmt, ...) {
+  double now = wt_now_s();
+  if (now - c->refusal_log_t >= S_REFUSAL_WINDOW_S) {
+    if (c->refusal_log_skipped)
+      WT_WARN("coordinator: %llu more refusals in the last %.0f s were not logged",
+              (unsigned long long)c->refusal_log_skipped, now - c->refusal_log_t);
+    c->refusal_log_t = now, c->refusal_log_n = 0, c->refusal_log_skipped = 0;
+  }
+  if (c->refusal_log_n >= S_REFUSAL_LINES) {
+    c->refusal_log_skipped++;
+    return;
+  }
+  c->refusal_log_n++;
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  WT_WARN("coordinator: %s", line);
+}
+
+/* A registration refused: counted, answered with the reason and logged (rate-limited). Nothing
+ * is written to the state database for it. */
+static void s_refuse_registration(coordinator *c, const unsigned char *route, size_t rlen,
+                                  const char *key, const char *why) {
+  c->refused++;
+  s_refuse(c, route, rlen, why);
+  s_refusal_log(c, "refused: key %.8s…: %s", key, why);
+}
+
 static int s_find(coordinator *c, const char *key) {
   for (int i = 0; i < c->n_peers; i++)
     if (!strcmp(c->peers[i].key, key)) return i;
   return -1;
+}
+
+/* Whether slot i is in use: a live peer, a member of the epoch, a world rank of the last plan
+ * (a standby takes it over by that slot) or the standby chosen for promotion. A peer gone for
+ * good (it left, or was lost and holds none of these) is only history, kept in the database. */
+static int s_slot_needed(const coordinator *c, int i) {
+  if (c->peers[i].status == PEER_LIVE || c->peers[i].epoch_rank >= 0 || c->promote == i) return 1;
+  for (int r = 0; r < c->n_members; r++)
+    if (c->members[r] == i) return 1;
+  for (int r = 0; r < c->n_plan; r++)
+    if (c->plan_members[r] == i) return 1;
+  return 0;
+}
+
+static void s_remap(const int *map, int *list, int n) {
+  for (int k = 0; k < n; k++) list[k] = map[list[k]];
+}
+
+/* Frees the slots of peers gone for good: the table is compacted in order and every slot index
+ * the daemon keeps (members, plan, promotion, the probed links) follows its peer. */
+static void s_reap(coordinator *c) {
+  const int M = COORD_MAX_PEERS, n_old = c->n_peers;
+  int map[COORD_MAX_PEERS], n = 0;
+  for (int i = 0; i < n_old; i++) map[i] = s_slot_needed(c, i) ? n++ : -1;
+  if (n == n_old) return;
+  /* map[i] <= i: moving forward in order never overwrites what is still to be read */
+  for (int i = 0; i < n_old; i++)
+    if (map[i] >= 0 && map[i] != i) c->peers[map[i]] = c->peers[i];
+  for (int a = 0; a < n_old; a++)
+    for (int b = 0; b < n_old; b++)
+      if (map[a] >= 0 && map[b] >= 0) {
+        c->lat[map[a] * M + map[b]] = c->lat[a * M + b];
+        c->bw[map[a] * M + map[b]] = c->bw[a * M + b];
+      }
+  for (int a = 0; a < n_old; a++)
+    for (int b = 0; b < n_old; b++)
+      if (a >= n || b >= n) c->lat[a * M + b] = c->bw[a * M + b] = -1;
+  s_remap(map, c->members, c->n_members);
+  s_remap(map, c->plan_members, c->n_plan);
+  if (c->promote >= 0) c->promote = map[c->promote];
+  c->n_peers = n;
+  WT_INFO("coordinator: freed the slots of %d peers gone for good (%d in use)", n_old - n, n);
 }
 
 static void s_register(coordinator *c, const unsigned char *route, size_t rlen, const char *key,
@@ -365,9 +405,8 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   int i = s_find(c, key);
   if (coord_state_session_seen(c, key, m->sid)) {
     c->refused++;
-    WT_WARN("coordinator: dropped a replayed registration (session %.8s… of key %.8s… was seen "
-            "before)",
-            m->sid, key);
+    s_refusal_log(c, "dropped a replayed registration (session %.8s… of key %.8s… was seen before)",
+                  m->sid, key);
     return;
   }
   const cJSON *dev = cJSON_GetObjectItemCaseSensitive(m->body, "device");
@@ -380,11 +419,9 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   if (!cJSON_IsObject(dev) || !(flops > 0 && flops < 1e18) || memory < 0 || !kind[0] ||
       !(gpus >= 1 && gpus <= 1024 && gpus == floor(gpus)) || strlen(kind) >= 32 ||
       strlen(region) >= 64 || strlen(host) >= 256) {
-    c->refused++;
-    s_refuse(c, route, rlen,
-             "registration without a valid device report (kind, flops > 0, "
-             "memory >= 0, gpus 1..1024, region < 64 chars); upgrade peerd");
-    WT_WARN("coordinator: refused a registration from key %.8s…: bad device report", key);
+    s_refuse_registration(c, route, rlen, key,
+                          "registration without a valid device report (kind, flops > 0, "
+                          "memory >= 0, gpus 1..1024, region < 64 chars); upgrade peerd");
     return;
   }
   /* A site splits the heads over its GPUs / site_cp tensor-parallel ranks: refuse a peer that
@@ -392,60 +429,59 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   const int cp = c->cfg.site_cp > 1 ? c->cfg.site_cp : 1, n = (int)gpus;
   const int E = c->cfg.moe.experts;
   if (E > 0 && strcmp(kind, "cpu") != 0) {
-    c->refused++;
     snprintf(why, sizeof why,
              "this run's model has MoE blocks, which run on CPU peers only (this peer reports a "
              "%s device); join with --device cpu",
              kind);
-    s_refuse(c, route, rlen, why);
-    coord_event(c, "refused", "key %.8s…: %s", key, why);
+    s_refuse_registration(c, route, rlen, key, why);
     return;
   }
   if (E > 0 && n > 1 && E % n) {
-    c->refused++;
     snprintf(why, sizeof why,
              "a site of %d GPUs runs this run's MoE stages as %d expert-parallel ranks, which must "
              "split the %d experts evenly; use a --gpus that divides %d",
              n, n, E, E);
-    s_refuse(c, route, rlen, why);
-    coord_event(c, "refused", "key %.8s…: %s", key, why);
+    s_refuse_registration(c, route, rlen, key, why);
     return;
   }
   if (E == 0 && n > 1 && (n % cp || c->cfg.heads % (n / cp))) {
-    c->refused++;
     snprintf(why, sizeof why,
              "a site of %d GPUs cannot run this run's model: %d must be a multiple of --site-cp "
              "%d and %d / %d tensor-parallel ranks must divide the %d heads; use another --gpus",
              n, n, cp, n, cp, c->cfg.heads);
-    s_refuse(c, route, rlen, why);
-    coord_event(c, "refused", "key %.8s…: %s", key, why);
+    s_refuse_registration(c, route, rlen, key, why);
     return;
   }
   int ri = coord_region_index(c, region, why, sizeof why);
   if (ri < 0 && c->scenario) {
-    c->refused++;
-    s_refuse(c, route, rlen, why);
-    coord_event(c, "refused", "key %.8s…: %s", key, why);
+    s_refuse_registration(c, route, rlen, key, why);
     return;
   }
-  if (i < 0 && !c->cfg.open &&
+  /* A key the table no longer holds but the database knows comes back as itself, without a
+   * token, as it would have while its slot was kept. The slot is found before the token is
+   * checked so that a full coordinator spends no token's use. */
+  int known_id = i < 0 ? coord_state_peer_id(c, key) : 0;
+  if (i < 0 && c->n_peers == COORD_MAX_PEERS) s_reap(c);
+  if (i < 0 && c->n_peers == COORD_MAX_PEERS) {
+    s_refuse_registration(c, route, rlen, key,
+                          "the coordinator is full (every slot holds a live peer or one the run "
+                          "still needs); try again later or another run");
+    return;
+  }
+  if (i < 0 && !known_id && !c->cfg.open &&
       coord_token_verify(c, coordinator_field_str(m->body, "token"), why, sizeof why) != WT_OK) {
-    c->refused++;
-    s_refuse(c, route, rlen, why);
-    coord_event(c, "refused", "key %.8s…: %s", key, why);
+    s_refuse_registration(c, route, rlen, key, why);
     return;
   }
   if (i < 0) {
-    if (c->n_peers == COORD_MAX_PEERS) {
-      s_refuse(c, route, rlen, "the coordinator is full; try another run");
-      return;
-    }
     i = c->n_peers++;
     memset(&c->peers[i], 0, sizeof c->peers[i]);
-    c->peers[i].id = i + 1;
+    c->peers[i].id = known_id ? known_id : c->next_peer_id++;
     snprintf(c->peers[i].key, sizeof c->peers[i].key, "%s", key);
     c->peers[i].epoch_rank = -1;
+    if (known_id) coord_state_load_links(c, i);
   }
+  coord_state_session_add(c, key, m->sid);
   coord_peer *p = &c->peers[i];
   int was_member = p->epoch_rank >= 0 && p->status == PEER_LIVE;
   p->status = PEER_LIVE;
@@ -517,7 +553,7 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
   coordinator_msg m;
   if (coordinator_msg_decode(data, n, &m) != WT_OK) {
     c->refused++;
-    WT_WARN("coordinator: dropped a message from key %.8s…: %s", key, wt_last_error());
+    s_refusal_log(c, "dropped a message from key %.8s…: %s", key, wt_last_error());
     return;
   }
   if (m.cmd == COORD_CMD_REGISTER) {
@@ -528,8 +564,8 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
   int i = s_find(c, key);
   if (i < 0 || c->peers[i].status != PEER_LIVE) {
     c->refused++;
-    WT_WARN("coordinator: dropped \"%s\" from key %.8s…: %s", coordinator_cmd_name(m.cmd), key,
-            i < 0 ? "an unknown key" : "a peer that was dropped");
+    s_refusal_log(c, "dropped \"%s\" from key %.8s…: %s", coordinator_cmd_name(m.cmd), key,
+                  i < 0 ? "an unknown key" : "a peer that was dropped");
     s_refuse(c, route, rlen,
              i < 0 ? "unknown peer key: register first with a join token"
                    : "this peer was dropped (missed heartbeats); register again");
@@ -589,7 +625,7 @@ static void s_recv(coordinator *c) {
   if (!more || zmq_msg_recv(&msg, c->router, 0) < 0) {
     zmq_msg_close(&msg);
     c->refused++;
-    WT_WARN("coordinator: dropped an empty message");
+    s_refusal_log(c, "dropped an empty message");
     return;
   }
   const char *user = zmq_msg_gets(&msg, "User-Id");
@@ -602,8 +638,8 @@ static void s_recv(coordinator *c) {
   }
   if (extra || rlen > 255 || !user || strlen(user) != COORD_KEY_LEN) {
     c->refused++;
-    WT_WARN("coordinator: dropped a message with %s",
-            extra ? "more than one frame" : "no authenticated key");
+    s_refusal_log(c, "dropped a message with %s",
+                  extra ? "more than one frame" : "no authenticated key");
   } else {
     s_message(c, route, (size_t)rlen, user, zmq_msg_data(&msg), zmq_msg_size(&msg));
   }
@@ -621,6 +657,23 @@ static void s_liveness(coordinator *c) {
                 now - p->last_seen);
     coord_epoch_on_lost(c, p, "it stopped sending heartbeats");
   }
+}
+
+/* The loop did not run for late_s beyond its poll timeout: the process was stopped, its VM
+ * paused or migrated, or a placement took long. The peers' heartbeats of that time went
+ * unheard, not unsent, so that time does not count as their silence: every live peer's window
+ * resumes where it stood (a peer already silent before stays so), and the epoch phase's
+ * deadline moves on by as much. */
+static void s_forgive_stall(coordinator *c, double late_s) {
+  double now = wt_now_s();
+  for (int i = 0; i < c->n_peers; i++)
+    if (c->peers[i].status == PEER_LIVE)
+      c->peers[i].last_seen = fmin(now, c->peers[i].last_seen + late_s);
+  c->phase_deadline += late_s;
+  if (late_s >= 1)
+    WT_WARN("coordinator: the loop did not run for %.1f s (the process was stopped, its machine "
+            "paused, or a placement ran long); the peers' liveness does not count that time",
+            late_s);
 }
 
 /* The poll timeout: until the nearest deadline (a peer's liveness, the epoch phase's), at most
@@ -645,13 +698,15 @@ int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
     printf("coordinator: dashboard http://%s:%d/ (/status, /metrics)\n", c->cfg.http_bind,
            coordinator_http_port(c->http));
   fflush(stdout);
-  double done_at = 0;
+  double done_at = 0, awake = wt_now_s(); /* when the loop last judged the peers' liveness */
   while (!*stop) {
     zmq_pollitem_t item = {c->router, 0, ZMQ_POLLIN, 0};
     long timeout_ms = s_next_deadline_ms(c);
     if (zmq_poll(&item, 1, timeout_ms) < 0 && errno != EINTR)
       return wt_fail(WT_EIO, "control socket poll failed: %s", zmq_strerror(errno));
     pthread_mutex_lock(&c->mu);
+    double late = wt_now_s() - awake - timeout_ms / 1e3;
+    if (late > c->cfg.heartbeat_s) s_forgive_stall(c, late);
     for (int k = 0; k < 256 && (item.revents & ZMQ_POLLIN); k++) {
       int ev = 0;
       size_t sz = sizeof ev;
@@ -660,6 +715,7 @@ int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
       s_recv(c);
     }
     s_liveness(c);
+    awake = wt_now_s();
     coord_epoch_tick(c);
     coord_status_tick(c);
     pthread_mutex_unlock(&c->mu);

@@ -177,8 +177,22 @@ int coord_state_session_seen(coordinator *c, const char *key, const char *sid) {
     seen = sqlite3_step(st) == SQLITE_ROW;
   }
   sqlite3_finalize(st);
-  if (!seen) s_run(c, "INSERT INTO sessions(key, sid) VALUES(?, ?)", "tt", key, sid);
   return seen;
+}
+
+void coord_state_session_add(coordinator *c, const char *key, const char *sid) {
+  s_run(c, "INSERT OR IGNORE INTO sessions(key, sid) VALUES(?, ?)", "tt", key, sid);
+}
+
+int coord_state_peer_id(coordinator *c, const char *key) {
+  sqlite3_stmt *st = NULL;
+  int id = 0;
+  if (sqlite3_prepare_v2(c->db, "SELECT id FROM peers WHERE key = ?", -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) id = sqlite3_column_int(st, 0);
+  }
+  sqlite3_finalize(st);
+  return id > 0 ? id : 0;
 }
 
 int coord_state_checkpoint(coordinator *c, long step, int stage, const char *digest,
@@ -239,14 +253,54 @@ static int s_peer_by_key(coordinator *c, const char *key) {
   return -1;
 }
 
-static void s_load_peers(coordinator *c) {
+/* The probed links among the peers in the table; with key, only those of that peer. */
+static void s_load_links(coordinator *c, const char *key) {
   sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(c->db,
+                         key ? "SELECT a, b, latency_s, bandwidth_Bps FROM links WHERE a = ?1 OR "
+                               "b = ?1"
+                             : "SELECT a, b, latency_s, bandwidth_Bps FROM links",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  if (key) sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    int a = s_peer_by_key(c, (const char *)sqlite3_column_text(st, 0));
+    int b = s_peer_by_key(c, (const char *)sqlite3_column_text(st, 1));
+    if (a < 0 || b < 0) continue;
+    c->lat[a * COORD_MAX_PEERS + b] = sqlite3_column_double(st, 2);
+    c->bw[a * COORD_MAX_PEERS + b] = sqlite3_column_double(st, 3);
+  }
+  sqlite3_finalize(st);
+}
+
+void coord_state_load_links(coordinator *c, int i) {
+  s_load_links(c, c->peers[i].key);
+}
+
+static int s_json_has(const cJSON *run, const char *name, int id) {
+  const cJSON *it;
+  cJSON_ArrayForEach(it, cJSON_GetObjectItem(run, name)) if (it->valueint == id) return 1;
+  return 0;
+}
+
+/* The peers the table holds: the live ones and those the run record names (members of the
+ * running epoch, world ranks of the last plan). Peers gone for good stay in the database only,
+ * where a returning key is found (coord_state_peer_id). Ids go on after the largest seen. */
+static void s_load_peers(coordinator *c, const cJSON *run) {
+  sqlite3_stmt *st = NULL;
+  c->next_peer_id = 1;
   if (sqlite3_prepare_v2(c->db,
                          "SELECT key, id, status, sid, last_seq, region, kind, host, "
                          "flops, memory, gpus FROM peers ORDER BY id",
                          -1, &st, NULL) != SQLITE_OK)
     return;
-  while (sqlite3_step(st) == SQLITE_ROW && c->n_peers < COORD_MAX_PEERS) {
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    int id = sqlite3_column_int(st, 1);
+    if (id >= c->next_peer_id) c->next_peer_id = id + 1;
+    if (c->n_peers == COORD_MAX_PEERS ||
+        (!sqlite3_column_int(st, 2) && !s_json_has(run, "members", id) &&
+         !s_json_has(run, "plan", id)))
+      continue;
     coord_peer *p = &c->peers[c->n_peers++];
     memset(p, 0, sizeof *p);
     snprintf(p->key, sizeof p->key, "%s", (const char *)sqlite3_column_text(st, 0));
@@ -267,17 +321,7 @@ static void s_load_peers(coordinator *c) {
     p->region_index = coord_region_index(c, p->region, why, sizeof why);
   }
   sqlite3_finalize(st);
-  if (sqlite3_prepare_v2(c->db, "SELECT a, b, latency_s, bandwidth_Bps FROM links", -1, &st,
-                         NULL) != SQLITE_OK)
-    return;
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    int a = s_peer_by_key(c, (const char *)sqlite3_column_text(st, 0));
-    int b = s_peer_by_key(c, (const char *)sqlite3_column_text(st, 1));
-    if (a < 0 || b < 0) continue;
-    c->lat[a * COORD_MAX_PEERS + b] = sqlite3_column_double(st, 2);
-    c->bw[a * COORD_MAX_PEERS + b] = sqlite3_column_double(st, 3);
-  }
-  sqlite3_finalize(st);
+  s_load_links(c, NULL);
 }
 
 static void s_ids_to_peers(coordinator *c, const cJSON *arr, int *out, int *n) {
@@ -290,20 +334,21 @@ static void s_ids_to_peers(coordinator *c, const cJSON *arr, int *out, int *n) {
 }
 
 int coord_state_load(coordinator *c) {
-  s_load_peers(c);
-  s_load_losses(c);
   char text[16384];
-  if (!coord_state_meta_get(c, "run", text, sizeof text)) {
-    randombytes_buf(&c->run_id, sizeof c->run_id);
-    coord_state_save_run(c);
-    return WT_OK;
-  }
-  cJSON *run = cJSON_Parse(text);
-  if (!run)
+  int have_run = coord_state_meta_get(c, "run", text, sizeof text);
+  cJSON *run = have_run ? cJSON_Parse(text) : NULL;
+  if (have_run && !run)
     return wt_fail(WT_ECORRUPT,
                    "state database %s/state.db: the run record is not JSON; "
                    "move the state directory away to start a new run",
                    c->dir);
+  s_load_peers(c, run);
+  s_load_losses(c);
+  if (!have_run) {
+    randombytes_buf(&c->run_id, sizeof c->run_id);
+    coord_state_save_run(c);
+    return WT_OK;
+  }
   c->run_id = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "run_id"));
   c->run_complete = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "complete"));
   c->committed_step = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "committed_step"));
