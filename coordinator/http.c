@@ -38,10 +38,46 @@ static void s_mhd_log(void *cls, const char *fmt, va_list ap) {
   WT_DEBUG("http: %s", msg);
 }
 
+/* A copy of `s` (allocated with cJSON_malloc) with each byte that starts no well-formed UTF-8
+ * sequence replaced by U+FFFD, or NULL when `s` is well-formed already. */
+static char *s_utf8_repaired(const char *s) {
+  size_t n = strlen(s), i = 0, len = 0;
+  while (i < n && (len = wt_utf8_seq(s + i, n - i))) i += len;
+  if (i == n) return NULL;
+  char *out = cJSON_malloc(3 * n + 1), *o = out;
+  if (!out) return NULL;
+  for (i = 0; i < n; i += len ? len : 1) {
+    len = wt_utf8_seq(s + i, n - i);
+    memcpy(o, len ? s + i : "\xEF\xBF\xBD", len ? len : 3);
+    o += len ? len : 3;
+  }
+  *o = '\0';
+  return out;
+}
+
+void coordinator_http_utf8_repair(cJSON *item) {
+  for (; item; item = item->next) {
+    char *fixed;
+    if (item->string && !(item->type & cJSON_StringIsConst) &&
+        (fixed = s_utf8_repaired(item->string))) {
+      cJSON_free(item->string);
+      item->string = fixed;
+    }
+    if (cJSON_IsString(item) && !(item->type & cJSON_IsReference) && item->valuestring &&
+        (fixed = s_utf8_repaired(item->valuestring))) {
+      cJSON_free(item->valuestring);
+      item->valuestring = fixed;
+    }
+    coordinator_http_utf8_repair(item->child);
+  }
+}
+
 static cJSON *s_snapshot(coordinator_http *self) {
   if (self->lock) pthread_mutex_lock(self->lock);
   cJSON *st = self->status(self->arg);
   if (self->lock) pthread_mutex_unlock(self->lock);
+  /* JSON and the exposition format are UTF-8, whatever bytes the caller's strings hold. */
+  if (st) coordinator_http_utf8_repair(st);
   return st;
 }
 

@@ -247,6 +247,45 @@ static void s_hostile_label(int port, fake_status *f) {
   pthread_mutex_unlock(&f->lock);
 }
 
+static int s_is_utf8(const char *s, size_t n) {
+  for (size_t i = 0, len; i < n; i += len)
+    if (!(len = wt_utf8_seq(s + i, n - i))) return 0;
+  return 1;
+}
+
+/* Labels that are not UTF-8 (a stray byte, a cut sequence, one cut by the label length) are
+ * served as U+FFFD: /status stays valid JSON and /metrics valid exposition text. */
+static void s_non_utf8_label(int port, fake_status *f) {
+  char cut[COORDINATOR_HTTP_STR_MAX + 8];
+  memset(cut, 'a', COORDINATOR_HTTP_STR_MAX - 1);
+  snprintf(cut + COORDINATOR_HTTP_STR_MAX - 1, 8, "\xC3\xA9z"); /* é across the cut */
+  const char *labels[] = {"eu\xFF\xFE-west\xC3", cut};
+  for (size_t k = 0; k < WT_ARRAY_LEN(labels); k++) {
+    pthread_mutex_lock(&f->lock);
+    f->region0 = labels[k];
+    pthread_mutex_unlock(&f->lock);
+    s_reply r = s_request(port, NULL, "/status");
+    WT_TEST_ASSERT(r.code == 200 && s_is_utf8(r.body, r.len), "/status is not UTF-8: %.80s",
+                   r.body);
+    cJSON *st = cJSON_Parse(r.body);
+    const char *region = cJSON_GetStringValue(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(st, "peers"), 0), "region"));
+    WT_TEST_ASSERT(k > 0 ||
+                       (region && !strcmp(region, "eu\xEF\xBF\xBD\xEF\xBF\xBD-west\xEF\xBF\xBD")),
+                   "repaired region: %s", region ? region : "(none)");
+    WT_TEST_ASSERT(k == 0 || (region && !strcmp(region, cut)), "a valid label is kept as it is");
+    cJSON_Delete(st);
+    s_reply_free(&r);
+    r = s_request(port, NULL, "/metrics");
+    WT_TEST_ASSERT(r.code == 200 && s_is_utf8(r.body, r.len), "/metrics is not UTF-8");
+    s_check_exposition(r.body);
+    s_reply_free(&r);
+  }
+  pthread_mutex_lock(&f->lock);
+  f->region0 = NULL;
+  pthread_mutex_unlock(&f->lock);
+}
+
 /* The listening socket is on 127.0.0.1 when no address is given (from /proc/net/tcp). */
 static void s_check_loopback_only(int port) {
   FILE *t = fopen("/proc/net/tcp", "r");
@@ -399,6 +438,7 @@ int main(void) {
   }
   s_bad_requests(port, &f);
   s_hostile_label(port, &f);
+  s_non_utf8_label(port, &f);
   s_concurrent(port, &f);
   fake_status_set(&f, 42);
   s_check_status(port, &f, 42); /* still serving after all of the above */
