@@ -1028,7 +1028,7 @@ int cmd_launch(int argc, char **argv) {
             "(docs/compression.md, \"Stacked on a pipeline\"); --act-codec delta8 or direct8 "
             "cost nothing measurable there\n",
             a.act_codec, a.act_codec[5]);
-  if (cli_check_moe(&a.t, a.device) != WT_OK) {
+  if (cli_check_model(&a.t, a.device) != WT_OK) {
     fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
     return CLI_USAGE;
   }
