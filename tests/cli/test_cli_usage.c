@@ -25,6 +25,7 @@ int main(void) {
   WT_TEST_ASSERT(!strstr(g_out, "processes on"), "launch started its processes:\n%s", g_out);
   EXPECT("train --steps 1 --device tpu", 2, "device 'tpu'");
   EXPECT("launch --steps 1 --device tpu", 2, "device 'tpu'");
+  EXPECT("launch --steps 1 --site-ranks 2 --device cuda:0", 2, "--site-ranks 2 with --device");
   EXPECT("eval --device tpu --checkpoint none --data synthetic", 2, "device 'tpu'");
   EXPECT("sample --device tpu --checkpoint none", 2, "device 'tpu'");
 
@@ -40,6 +41,7 @@ int main(void) {
   s_use("peerd");
   EXPECT(PEERD "--device tpu", 2, "--device 'tpu': expected cpu or cuda:N");
   EXPECT(PEERD "--site-rank 1", 2, "--site-rank 1 without --site FILE");
+  EXPECT(PEERD "--gpus 2 --device cuda:0", 2, "--gpus 2 with --device cuda:0");
   EXPECT("--site-rank 2 --data-dir pd", 2, "--site-rank 2 without --site FILE");
   EXPECT(PEERD "--region \"$(printf 'eu\\n[warn] x')\"", 2,
          "--region \"eu\\n[warn] x\" holds a control character at byte 2");

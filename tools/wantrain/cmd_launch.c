@@ -242,7 +242,7 @@ static int s_device_check(const launch_args *a, int *gpus) {
                    "a multiple of it (not %d)",
                    a->site_cp, a->site_ranks);
   if (a->site_ranks > 1 && strcmp(a->device, "cpu"))
-    return wt_fail(WT_ENOTSUP,
+    return wt_fail(WT_EINVAL,
                    "--site-ranks %d with --device %s: a site runs its ranks as threads of one "
                    "process and the CUDA back end's state is process-wide; use --device cpu",
                    a->site_ranks, a->device);
