@@ -13,10 +13,12 @@
  *
  * Outside input: a request never crashes or blocks the server. Unknown paths get 404, methods
  * other than GET and HEAD get 405 (with `Allow: GET, HEAD`), request headers are bounded
- * (libmicrohttpd answers oversized ones itself), connections are limited in number and time out
- * when idle. A callback that returns NULL gets 503. Strings in the snapshot (peer ids, region
- * labels) are escaped for Prometheus labels and inserted into the page as text, never as HTML;
- * bytes in them that are not UTF-8 are served as U+FFFD, so both pages stay valid UTF-8.
+ * (libmicrohttpd answers oversized ones itself), connections are limited in number (1024 or half
+ * the process's descriptors; half of that per address) and time out when idle, and one epoll
+ * thread serves them all, so slow or idle clients delay no one's reply. A callback that returns
+ * NULL gets 503. Strings in the snapshot (peer ids, region labels) are escaped for Prometheus
+ * labels and inserted into the page as text, never as HTML; bytes in them that are not UTF-8 are
+ * served as U+FFFD, so both pages stay valid UTF-8.
  *
  * Usage:
  *   static cJSON *s_status(void *arg) { ... build per the schema below ...; return status; }
