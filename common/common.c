@@ -64,7 +64,59 @@ void wt_log(wt_log_level level, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "[%s] %s\n", names[level], line);
+  char safe[4 * sizeof line];
+  fprintf(stderr, "[%s] %s\n", names[level], wt_text_escape(safe, sizeof safe, line));
+}
+
+size_t wt_utf8_seq(const char *s, size_t n) {
+  const unsigned char *u = (const unsigned char *)s;
+  if (n == 0) return 0;
+  if (u[0] < 0x80) return 1;
+  /* The lead byte fixes the length and the range of the second byte (RFC 3629, section 4),
+   * which rules out overlong forms, surrogates and code points above U+10FFFF. */
+  size_t len = 0;
+  unsigned lo = 0x80, hi = 0xBF;
+  if (u[0] >= 0xC2 && u[0] <= 0xDF) len = 2;
+  if (u[0] >= 0xE0 && u[0] <= 0xEF) len = 3;
+  if (u[0] >= 0xF0 && u[0] <= 0xF4) len = 4;
+  if (u[0] == 0xE0) lo = 0xA0;
+  if (u[0] == 0xED) hi = 0x9F;
+  if (u[0] == 0xF0) lo = 0x90;
+  if (u[0] == 0xF4) hi = 0x8F;
+  if (len == 0 || n < len || u[1] < lo || u[1] > hi) return 0;
+  for (size_t i = 2; i < len; i++)
+    if (u[i] < 0x80 || u[i] > 0xBF) return 0;
+  return len;
+}
+
+size_t wt_utf8_printable(const char *s, size_t n) {
+  const unsigned char *u = (const unsigned char *)s;
+  size_t len = wt_utf8_seq(s, n);
+  if (len == 1 && (u[0] < 0x20 || u[0] == 0x7F)) return 0;
+  if (len == 2 && u[0] == 0xC2 && u[1] < 0xA0) return 0; /* C1: U+0080..U+009F */
+  return len;
+}
+
+char *wt_text_escape(char *out, size_t size, const char *in) {
+  size_t o = 0, n = strlen(in);
+  for (size_t i = 0; i < n;) {
+    char esc[8];
+    size_t len = wt_utf8_printable(in + i, n - i), w = len;
+    const char *from = in + i;
+    if (!len) {
+      const unsigned char b = (unsigned char)in[i];
+      w = (size_t)(b == '\n'   ? snprintf(esc, sizeof esc, "\\n")
+                   : b == '\r' ? snprintf(esc, sizeof esc, "\\r")
+                   : b == '\t' ? snprintf(esc, sizeof esc, "\\t")
+                               : snprintf(esc, sizeof esc, "\\x%02X", b));
+      from = esc, len = 1;
+    }
+    if (o + w >= size) break;
+    memcpy(out + o, from, w);
+    o += w, i += len;
+  }
+  out[o] = '\0';
+  return out;
 }
 
 double wt_now_s(void) {

@@ -41,7 +41,9 @@ int wt_last_status(void);
 /* A short name for a status code ("invalid input", "I/O error", ...). Never NULL. */
 const char *wt_status_name(int code);
 
-/* Logging to stderr. Level from WT_LOG_LEVEL (error, warn, info, debug; default info). */
+/* Logging to stderr, one line per call. Level from WT_LOG_LEVEL (error, warn, info, debug;
+ * default info). The message is written through wt_text_escape, so text from outside that it
+ * quotes (a peer's label, a reason) cannot start a line of its own or break the log's UTF-8. */
 typedef enum { WT_LOG_ERROR, WT_LOG_WARN, WT_LOG_INFO, WT_LOG_DEBUG } wt_log_level;
 void wt_log(wt_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int wt_log_enabled(wt_log_level level);
@@ -100,6 +102,18 @@ char *wt_xstrdup(const char *s);
  * the user has not set it, this sets OMP_WAIT_POLICY=PASSIVE and re-executes the program once
  * with the same arguments; if that fails it returns and the program runs as it is. */
 void wt_program_init(char **argv);
+
+/* Text from outside as UTF-8. wt_utf8_seq: the length (1..4) of the well-formed UTF-8 sequence
+ * that starts at s[0] within n bytes, or 0 when none does (a stray continuation byte, an
+ * overlong form, a surrogate, a code point above U+10FFFF, a sequence cut short, n == 0).
+ * wt_utf8_printable: the same, but 0 also for a control character (C0, DEL, C1). */
+size_t wt_utf8_seq(const char *s, size_t n);
+size_t wt_utf8_printable(const char *s, size_t n);
+
+/* Copies `in` into out (size >= 1; always NUL-terminated, cut before a whole escape or character)
+ * as one line of valid UTF-8: printable characters as they are, every other byte as \n, \r,
+ * \t or \xHH. Returns out. */
+char *wt_text_escape(char *out, size_t size, const char *in);
 
 /* Checked size arithmetic for sizes read from outside: returns WT_EINVAL on overflow. */
 int wt_mul_size(size_t a, size_t b, size_t *out);

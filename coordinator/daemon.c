@@ -416,6 +416,13 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   const char *kind = coordinator_field_str(dev, "kind"),
              *region = coordinator_field_str(m->body, "region");
   const char *host = coordinator_field_str(m->body, "host");
+  if (coordinator_register_labels_check(m->body) != WT_OK) {
+    c->refused++;
+    snprintf(why, sizeof why, "%s", wt_last_error());
+    s_refuse(c, route, rlen, why);
+    coord_event(c, "refused", "key %.8s…: %s", key, why);
+    return;
+  }
   if (!cJSON_IsObject(dev) || !(flops > 0 && flops < 1e18) || memory < 0 || !kind[0] ||
       !(gpus >= 1 && gpus <= 1024 && gpus == floor(gpus)) || strlen(kind) >= 32 ||
       strlen(region) >= 64 || strlen(host) >= 256) {

@@ -12,14 +12,22 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* Limits on what a client can make the server hold: a request's headers must fit in the
  * per-connection memory (larger ones get 431 from libmicrohttpd), idle connections are closed,
- * and the number of connections is capped so a flood cannot exhaust descriptors. */
+ * and the number of connections is capped so a flood cannot exhaust descriptors.
+ *
+ * A held connection costs one descriptor and S_CONN_MEMORY, nothing else: one thread polls them
+ * all with epoll (poll where there is none; never select, which stops at FD_SETSIZE), so slow or
+ * idle clients delay no one else's reply. What they can take is the connection limit: once it
+ * is reached libmicrohttpd stops accepting and new clients wait in the listen queue. So the
+ * limit is high, S_CONN_MAX or half of this process's descriptors, whichever is lower, and one
+ * address may hold at most half of it: one client cannot lock out the others, and a client that
+ * holds a few hundred connections from the operator's own address leaves room for its request. */
 #define S_CONN_MEMORY (32 * 1024)
 #define S_CONN_TIMEOUT_S 10
-#define S_CONN_MAX 64
-#define S_CONN_PER_IP 32
+#define S_CONN_MAX 1024
 
 struct coordinator_http {
   struct MHD_Daemon *daemon;
@@ -38,10 +46,46 @@ static void s_mhd_log(void *cls, const char *fmt, va_list ap) {
   WT_DEBUG("http: %s", msg);
 }
 
+/* A copy of `s` (allocated with cJSON_malloc) with each byte that starts no well-formed UTF-8
+ * sequence replaced by U+FFFD, or NULL when `s` is well-formed already. */
+static char *s_utf8_repaired(const char *s) {
+  size_t n = strlen(s), i = 0, len = 0;
+  while (i < n && (len = wt_utf8_seq(s + i, n - i))) i += len;
+  if (i == n) return NULL;
+  char *out = cJSON_malloc(3 * n + 1), *o = out;
+  if (!out) return NULL;
+  for (i = 0; i < n; i += len ? len : 1) {
+    len = wt_utf8_seq(s + i, n - i);
+    memcpy(o, len ? s + i : "\xEF\xBF\xBD", len ? len : 3);
+    o += len ? len : 3;
+  }
+  *o = '\0';
+  return out;
+}
+
+void coordinator_http_utf8_repair(cJSON *item) {
+  for (; item; item = item->next) {
+    char *fixed;
+    if (item->string && !(item->type & cJSON_StringIsConst) &&
+        (fixed = s_utf8_repaired(item->string))) {
+      cJSON_free(item->string);
+      item->string = fixed;
+    }
+    if (cJSON_IsString(item) && !(item->type & cJSON_IsReference) && item->valuestring &&
+        (fixed = s_utf8_repaired(item->valuestring))) {
+      cJSON_free(item->valuestring);
+      item->valuestring = fixed;
+    }
+    coordinator_http_utf8_repair(item->child);
+  }
+}
+
 static cJSON *s_snapshot(coordinator_http *self) {
   if (self->lock) pthread_mutex_lock(self->lock);
   cJSON *st = self->status(self->arg);
   if (self->lock) pthread_mutex_unlock(self->lock);
+  /* JSON and the exposition format are UTF-8, whatever bytes the caller's strings hold. */
+  if (st) coordinator_http_utf8_repair(st);
   return st;
 }
 
@@ -109,6 +153,13 @@ static enum MHD_Result s_handle(void *cls, struct MHD_Connection *c, const char 
   return s_plain(c, MHD_HTTP_NOT_FOUND, "not found: the server has /, /status and /metrics\n");
 }
 
+/* The connection limit: S_CONN_MAX, or half of the descriptors this process may open. */
+static unsigned s_conn_max(void) {
+  struct rlimit r;
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return S_CONN_MAX;
+  return (unsigned)WT_MAX(16, WT_MIN((rlim_t)S_CONN_MAX, r.rlim_cur / 2));
+}
+
 /* Fills `addr` from a numeric address; returns its length, or 0 when it is not one. */
 static socklen_t s_address(const char *bind, int port, struct sockaddr_storage *addr) {
   memset(addr, 0, sizeof *addr);
@@ -150,15 +201,18 @@ coordinator_http *coordinator_http_new(const coordinator_http_opts *opts) {
   self->status = opts->status;
   self->arg = opts->arg;
   self->lock = opts->lock;
-  unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+  unsigned flags = MHD_USE_ERROR_LOG;
+  flags |= MHD_is_feature_supported(MHD_FEATURE_EPOLL) ? MHD_USE_EPOLL_INTERNAL_THREAD
+                                                       : MHD_USE_POLL_INTERNAL_THREAD;
   if (addr.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+  const unsigned conn_max = s_conn_max();
   errno = 0;
   self->daemon = MHD_start_daemon(
       flags, (uint16_t)opts->port, NULL, NULL, s_handle, self, MHD_OPTION_SOCK_ADDR,
       (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)S_CONN_MEMORY,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)S_CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
-      (unsigned)S_CONN_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)S_CONN_PER_IP,
-      MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, NULL, MHD_OPTION_END);
+      conn_max, MHD_OPTION_PER_IP_CONNECTION_LIMIT, conn_max / 2, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+      conn_max, MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, NULL, MHD_OPTION_END);
   if (!self->daemon) {
     wt_fail(WT_EIO, "cannot serve HTTP on %s port %d: %s; pick another port (0 = any free one)",
             bind, opts->port, errno ? strerror(errno) : "libmicrohttpd refused to start");

@@ -13,9 +13,12 @@
  *
  * Outside input: a request never crashes or blocks the server. Unknown paths get 404, methods
  * other than GET and HEAD get 405 (with `Allow: GET, HEAD`), request headers are bounded
- * (libmicrohttpd answers oversized ones itself), connections are limited in number and time out
- * when idle. A callback that returns NULL gets 503. Strings in the snapshot (peer ids, region
- * labels) are escaped for Prometheus labels and inserted into the page as text, never as HTML.
+ * (libmicrohttpd answers oversized ones itself), connections are limited in number (1024 or half
+ * the process's descriptors; half of that per address) and time out when idle, and one epoll
+ * thread serves them all, so slow or idle clients delay no one's reply. A callback that returns
+ * NULL gets 503. Strings in the snapshot (peer ids, region labels) are escaped for Prometheus
+ * labels and inserted into the page as text, never as HTML; bytes in them that are not UTF-8 are
+ * served as U+FFFD, so both pages stay valid UTF-8.
  *
  * Usage:
  *   static cJSON *s_status(void *arg) { ... build per the schema below ...; return status; }
@@ -104,6 +107,11 @@ void coordinator_http_destroy(coordinator_http **self_p);
 /* Checks that `status` follows the schema above with every member present: WT_OK, or WT_EINVAL
  * with wt_last_error() naming the first bad or missing member. For callers' tests. */
 int coordinator_http_status_check(const cJSON *status);
+
+/* Replaces, in every string of `item`, its siblings and their children (member names too), each
+ * byte that starts no well-formed UTF-8 sequence with U+FFFD. What the server does to every
+ * snapshot before it serves it; for other writers of the same snapshot. NULL-safe. */
+void coordinator_http_utf8_repair(cJSON *item);
 
 /* Renders the /metrics text for `status` into a new NUL-terminated string the caller frees with
  * free(), or NULL with wt_last_error() set when status is not an object. */

@@ -25,12 +25,21 @@ static void s_value(FILE *f, double v) {
 }
 
 /* A label value: backslash, quote and newline escaped as the format requires; other control
- * bytes become '?' so a hostile label cannot forge a line. Long values are cut. */
+ * bytes become '?' so a hostile label cannot forge a line, and bytes that are not UTF-8 become
+ * U+FFFD. Long values are cut before a whole character. */
 static void s_label(FILE *f, const char *s) {
   fputc('"', f);
-  for (size_t i = 0; s && s[i] && i < COORDINATOR_HTTP_STR_MAX; i++) {
+  size_t n = s ? strlen(s) : 0, len = 0;
+  for (size_t i = 0; i < n && i < COORDINATOR_HTTP_STR_MAX; i += len ? len : 1) {
     unsigned char c = (unsigned char)s[i];
-    if (c == '\\')
+    len = wt_utf8_seq(s + i, n - i);
+    if (len > 1 && i + len <= COORDINATOR_HTTP_STR_MAX)
+      fwrite(s + i, 1, len, f);
+    else if (len > 1)
+      break;
+    else if (!len)
+      fputs("\xEF\xBF\xBD", f);
+    else if (c == '\\')
       fputs("\\\\", f);
     else if (c == '"')
       fputs("\\\"", f);

@@ -3,6 +3,7 @@
 #include "coordinator/coordinator.h"
 
 #include "common/common.h"
+#include "coordinator/coordinator_internal.h" /* defines: COORD_MAX_PEERS */
 #include "common/config.h"
 #include "compress/preset.h"
 
@@ -86,6 +87,15 @@ int main(int argc, char **argv) {
   }
   if (coordinator_config_check(&cfg) != WT_OK) {
     fprintf(stderr, "coordinator: error: %s\n", wt_last_error());
+    return 2;
+  }
+  /* Each seat is one admitted peer, and the coordinator admits no more than COORD_MAX_PEERS. */
+  if (cfg.stages * cfg.replicas > COORD_MAX_PEERS) {
+    fprintf(stderr,
+            "coordinator: error: --stages %d x --replicas %d = %d seats, but a coordinator admits "
+            "at most %d peers, so this run could never start; give fewer stages or replicas "
+            "(stages x replicas <= %d)\n",
+            cfg.stages, cfg.replicas, cfg.stages * cfg.replicas, COORD_MAX_PEERS, COORD_MAX_PEERS);
     return 2;
   }
   if (strcmp(cfg.sync.preset, "none")) {

@@ -1,4 +1,5 @@
-/* protocol — the control message envelope: decode with every check, encode, the replay rule. */
+/* protocol — the control message envelope: decode with every check, encode, the replay rule,
+ * and the rule for the labels a peer registers with. */
 #include "coordinator/protocol.h"
 
 #include "common/common.h"
@@ -150,4 +151,38 @@ int coordinator_field_int(const cJSON *o, const char *name, int def) {
 const char *coordinator_field_str(const cJSON *o, const char *name) {
   const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
   return s ? s : "";
+}
+
+int coordinator_label_check(const char *name, const char *value, size_t max) {
+  /* The value is quoted escaped and cut, so that the message itself is a safe label. */
+  char head[33], quoted[4 * sizeof head];
+  size_t n = strlen(value);
+  snprintf(head, sizeof head, "%s", value);
+  wt_text_escape(quoted, sizeof quoted, head);
+  const char *more = n >= sizeof head ? "…" : "";
+  if (n > max)
+    return wt_fail(WT_EINVAL,
+                   "%s \"%s%s\" is %zu bytes long; a %s is at most %zu bytes of printable UTF-8",
+                   name, quoted, more, n, name, max);
+  for (size_t i = 0; i < n;) {
+    size_t len = wt_utf8_printable(value + i, n - i);
+    if (!len)
+      return wt_fail(WT_EINVAL,
+                     "%s \"%s%s\" holds %s at byte %zu; a %s is printable UTF-8 text (no control "
+                     "characters)",
+                     name, quoted, more,
+                     wt_utf8_seq(value + i, n - i) ? "a control character"
+                                                   : "bytes that are not UTF-8",
+                     i, name);
+    i += len;
+  }
+  return WT_OK;
+}
+
+int coordinator_register_labels_check(const cJSON *body) {
+  const cJSON *dev = cJSON_GetObjectItemCaseSensitive(body, "device");
+  WT_CHECK(
+      coordinator_label_check("region", coordinator_field_str(body, "region"), COORD_REGION_MAX));
+  WT_CHECK(coordinator_label_check("host", coordinator_field_str(body, "host"), COORD_HOST_MAX));
+  return coordinator_label_check("device kind", coordinator_field_str(dev, "kind"), COORD_KIND_MAX);
 }

@@ -91,6 +91,22 @@ double coordinator_field_num(const struct cJSON *o, const char *name, double def
 int coordinator_field_int(const struct cJSON *o, const char *name, int def);
 const char *coordinator_field_str(const struct cJSON *o, const char *name);
 
+/* Bytes of the labels a peer registers with (its region, the host its peers reach it at, its
+ * device kind), NUL excluded. */
+#define COORD_REGION_MAX 63
+#define COORD_HOST_MAX 255
+#define COORD_KIND_MAX 31
+
+/* The rule for a label: at most `max` bytes of printable UTF-8 text (no control characters, no
+ * ill-formed sequences), "" allowed. peerd checks its --region and --host with it before it
+ * registers; the coordinator refuses a registration that breaks it. Returns WT_OK, or WT_EINVAL
+ * with wt_last_error() naming `name`, quoting the value escaped and saying what is wrong. */
+int coordinator_label_check(const char *name, const char *value, size_t max);
+
+/* coordinator_label_check on the labels of a register body: "region", "host" and device
+ * "kind" (each "" when missing or not a string). */
+int coordinator_register_labels_check(const struct cJSON *body);
+
 /* A fresh random session id (libsodium randombytes), 32 hex chars + NUL. */
 void coordinator_sid_new(char sid[COORD_SID_CHARS + 1]);
 

@@ -161,6 +161,7 @@ char *coordinator_status_json(coordinator *c) {
   pthread_mutex_lock(&c->mu);
   cJSON *o = coord_status(c);
   pthread_mutex_unlock(&c->mu);
+  coordinator_http_utf8_repair(o); /* labels restored from an older state were never checked */
   char *text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   return text;

@@ -39,6 +39,10 @@ int main(int argc, char **argv) {
                     "are required (peerd --help)\n");
     return 2;
   }
+  if (peerd_config_check(&cfg) != WT_OK) {
+    fprintf(stderr, "peerd: error: %s\n", wt_last_error());
+    return 2;
+  }
   struct sigaction sa = {0};
   sa.sa_handler = s_on_signal;
   sigaction(SIGINT, &sa, NULL);

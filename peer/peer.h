@@ -44,9 +44,16 @@ typedef struct {
 /* The option table of peerd_config. */
 const wt_option *peerd_options(void);
 
+/* Checks the flags and their combinations without touching anything: --site and --site-rank
+ * together, --device cpu or cuda:N (and cpu for a site), --region and --host as labels the
+ * coordinator admits (coordinator_label_check), --coordinator and --coordinator-key unless a
+ * site member. Returns WT_OK or WT_EINVAL / WT_ENOTSUP naming the flag: a usage error. */
+int peerd_config_check(const peerd_config *cfg);
+
 /* Runs peerd until the coordinator says the run is complete (WT_OK), *stop becomes nonzero
  * (tells the coordinator it leaves; WT_OK), or registration fails (WT_EINVAL refused / WT_ETIMEOUT
- * no answer / WT_EIO, with wt_last_error() saying why and what to do). */
+ * no answer / WT_EIO, with wt_last_error() saying why and what to do). Checks cfg with
+ * peerd_config_check first. */
 int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop);
 
 #endif

@@ -542,7 +542,7 @@ static int s_serve(s_peer *p, const volatile sig_atomic_t *stop) {
   return rc;
 }
 
-int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
+int peerd_config_check(const peerd_config *cfg) {
   if (cfg->site_rank >= 0 && !cfg->site[0])
     return wt_fail(WT_EINVAL, "--site-rank %d without --site FILE: a rank is one of a site file's",
                    cfg->site_rank);
@@ -559,9 +559,24 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
                    "--gpus %d with --device %s: a site runs its ranks as threads of one process "
                    "and the CUDA back end's state is process-wide; use --device cpu for a site",
                    cfg->gpus, cfg->device);
+  if (strncmp(cfg->device, "cpu", 4) && (strncmp(cfg->device, "cuda:", 5) || !cfg->device[5]))
+    return wt_fail(WT_EINVAL, "--device '%s': expected cpu or cuda:N", cfg->device);
+  /* The coordinator's rule: a label it would refuse is refused here, before any work. */
+  if (coordinator_label_check("region", cfg->region, COORD_REGION_MAX) != WT_OK ||
+      coordinator_label_check("host", cfg->host, COORD_HOST_MAX) != WT_OK) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", wt_last_error());
+    return wt_fail(WT_EINVAL, "--%s", why);
+  }
+  const int member = cfg->site[0] && cfg->site_rank > 0;
+  if (!member && (!cfg->coordinator[0] || !cfg->coordinator_key[0]))
+    return wt_fail(WT_EINVAL, "--coordinator tcp://HOST:PORT and --coordinator-key are required");
+  return WT_OK;
+}
+
+int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
+  WT_CHECK(peerd_config_check(cfg));
   if (strncmp(cfg->device, "cpu", 4)) {
-    if (strncmp(cfg->device, "cuda:", 5) || !cfg->device[5])
-      return wt_fail(WT_EINVAL, "--device '%s': expected cpu or cuda:N", cfg->device);
     if (!kernels_backend("cuda"))
       return wt_fail(WT_ENOTSUP,
                      "--device %s: this peerd was built without CUDA (configure with "
@@ -571,8 +586,6 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
     WT_CHECK(parallel_tasklet_set_default_device(cfg->device)); /* every tasklet runs there */
   }
   const int member = cfg->site[0] && cfg->site_rank > 0;
-  if (!member && (!cfg->coordinator[0] || !cfg->coordinator_key[0]))
-    return wt_fail(WT_EINVAL, "--coordinator tcp://HOST:PORT and --coordinator-key are required");
   s_peer p = {.cfg = cfg, .heartbeat_s = 1, .liveness = 5, .gpus = cfg->gpus};
   int rc = s_keys(&p);
   if (rc == WT_OK && cfg->site[0]) rc = s_site(&p);

@@ -38,9 +38,9 @@ static inline int s_wantrain(const char *args) {
   do {                                                                                             \
     int rc_ = s_wantrain(args);                                                                    \
     WT_TEST_ASSERT(rc_ == (code) && strstr(g_out, words),                                          \
-                   "wantrain %s: exit %d (want %d), "                                              \
+                   "%s %s: exit %d (want %d), "                                                    \
                    "want '%s' in:\n%s",                                                            \
-                   args, rc_, code, words, g_out);                                                 \
+                   g_bin, args, rc_, code, words, g_out);                                          \
   } while (0)
 
 static inline void s_write(const char *name, const void *data, size_t n) {

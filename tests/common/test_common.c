@@ -1,5 +1,5 @@
-/* test_common — the option table (parse, bounds, choices, files, help), the RNG and the
- * aborting allocators. */
+/* test_common — the option table (parse, bounds, choices, files, help), the RNG, the aborting
+ * allocators, and UTF-8 checks and escaping of outside text (also in a log line). */
 #include "common/common.h"
 #include "common/config.h"
 #include "common/rng.h"
@@ -142,11 +142,57 @@ static void test_alloc(void) {
   WT_TEST_ASSERT(s_child_fails(s_overflow_realloc), "wt_xrealloc of an overflowing size returned");
 }
 
+/* Well-formed UTF-8 is recognised sequence by sequence; the ill-formed kinds RFC 3629 names are
+ * not. */
+static void test_utf8(void) {
+  WT_TEST_ASSERT(wt_utf8_seq("a", 1) == 1 && wt_utf8_seq("\xC3\xA9", 2) == 2, "a, é");
+  WT_TEST_ASSERT(wt_utf8_seq("\xE2\x80\xA6", 3) == 3 && wt_utf8_seq("\xF0\x9F\x98\x80", 4) == 4,
+                 "…, an emoji");
+  static const char *const bad[] = {"\xFF",         "\x80",         "\xC0\xAF",
+                                    "\xE0\x80\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80",
+                                    "\xE2\x80",     "\xC3("};
+  for (size_t i = 0; i < WT_ARRAY_LEN(bad); i++)
+    WT_TEST_ASSERT(wt_utf8_seq(bad[i], strlen(bad[i])) == 0, "ill-formed case %zu accepted", i);
+  WT_TEST_ASSERT(wt_utf8_seq("\xC3\xA9", 1) == 0, "a sequence cut short by n");
+  WT_TEST_ASSERT(wt_utf8_printable("\n", 1) == 0 && wt_utf8_printable("\x7F", 1) == 0 &&
+                     wt_utf8_printable("\xC2\x85", 2) == 0 && wt_utf8_printable("\xC2\xA0", 2) == 2,
+                 "C0, DEL and C1 are controls; U+00A0 is not");
+  char out[64];
+  WT_TEST_ASSERT(!strcmp(wt_text_escape(out, sizeof out, "eu\n[warn] forged\t\xFF\xC3\xA9\x01"),
+                         "eu\\n[warn] forged\\t\\xFF\xC3\xA9\\x01"),
+                 "escaped: %s", out);
+  WT_TEST_ASSERT(!strcmp(wt_text_escape(out, 6, "ab\ncd"), "ab\\nc"), "cut: %s", out);
+  WT_TEST_ASSERT(!strcmp(wt_text_escape(out, 4, "ab\xFF"), "ab"), "cut before an escape: %s", out);
+}
+
+/* A logged message that quotes outside text is still one line of valid UTF-8. */
+static void test_log_line(void) {
+  char path[] = "/tmp/wt-test-log-XXXXXX";
+  int fd = mkstemp(path);
+  WT_TEST_REQUIRE(fd >= 0, "mkstemp");
+  fflush(stderr);
+  int saved = dup(STDERR_FILENO);
+  dup2(fd, STDERR_FILENO);
+  WT_WARN("peer joined, region '%s'", "eu\n[warn] coordinator: forged\r\xFF");
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  char buf[256] = {0};
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  close(fd);
+  unlink(path);
+  WT_TEST_ASSERT(n > 0 && !strcmp(buf, "[warn] peer joined, region 'eu\\n[warn] coordinator: "
+                                       "forged\\r\\xFF'\n"),
+                 "log line: %s", buf);
+}
+
 int main(void) {
   test_parse();
   test_alloc();
   test_errors();
   test_file();
   test_rng();
+  test_utf8();
+  test_log_line();
   return wt_test_finish("test_common");
 }

@@ -12,6 +12,7 @@
 #include <curl/curl.h>
 #include <netinet/in.h>
 #include <regex.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -38,15 +39,16 @@ static size_t s_header_cb(char *data, size_t size, size_t n, void *arg) {
   return size * n;
 }
 
-/* One request with curl; method NULL = GET. Fails the test when curl itself fails. */
-static s_reply s_request(int port, const char *method, const char *path) {
+/* One request with curl, answered within timeout_s; method NULL = GET. Fails the test when curl
+ * itself fails. */
+static s_reply s_request_within(int port, const char *method, const char *path, long timeout_s) {
   s_reply r = {0};
   r.body = wt_xstrdup("");
   char url[256];
   snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
   CURL *c = curl_easy_init();
   curl_easy_setopt(c, CURLOPT_URL, url);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, s_body_cb);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, s_header_cb);
@@ -63,6 +65,10 @@ static s_reply s_request(int port, const char *method, const char *path) {
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.code);
   curl_easy_cleanup(c);
   return r;
+}
+
+static s_reply s_request(int port, const char *method, const char *path) {
+  return s_request_within(port, method, path, 10);
 }
 
 static void s_reply_free(s_reply *r) {
@@ -247,6 +253,73 @@ static void s_hostile_label(int port, fake_status *f) {
   pthread_mutex_unlock(&f->lock);
 }
 
+static int s_is_utf8(const char *s, size_t n) {
+  for (size_t i = 0, len; i < n; i += len)
+    if (!(len = wt_utf8_seq(s + i, n - i))) return 0;
+  return 1;
+}
+
+/* Labels that are not UTF-8 (a stray byte, a cut sequence, one cut by the label length) are
+ * served as U+FFFD: /status stays valid JSON and /metrics valid exposition text. */
+static void s_non_utf8_label(int port, fake_status *f) {
+  char cut[COORDINATOR_HTTP_STR_MAX + 8];
+  memset(cut, 'a', COORDINATOR_HTTP_STR_MAX - 1);
+  snprintf(cut + COORDINATOR_HTTP_STR_MAX - 1, 8, "\xC3\xA9z"); /* é across the cut */
+  const char *labels[] = {"eu\xFF\xFE-west\xC3", cut};
+  for (size_t k = 0; k < WT_ARRAY_LEN(labels); k++) {
+    pthread_mutex_lock(&f->lock);
+    f->region0 = labels[k];
+    pthread_mutex_unlock(&f->lock);
+    s_reply r = s_request(port, NULL, "/status");
+    WT_TEST_ASSERT(r.code == 200 && s_is_utf8(r.body, r.len), "/status is not UTF-8: %.80s",
+                   r.body);
+    cJSON *st = cJSON_Parse(r.body);
+    const char *region = cJSON_GetStringValue(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(st, "peers"), 0), "region"));
+    WT_TEST_ASSERT(k > 0 ||
+                       (region && !strcmp(region, "eu\xEF\xBF\xBD\xEF\xBF\xBD-west\xEF\xBF\xBD")),
+                   "repaired region: %s", region ? region : "(none)");
+    WT_TEST_ASSERT(k == 0 || (region && !strcmp(region, cut)), "a valid label is kept as it is");
+    cJSON_Delete(st);
+    s_reply_free(&r);
+    r = s_request(port, NULL, "/metrics");
+    WT_TEST_ASSERT(r.code == 200 && s_is_utf8(r.body, r.len), "/metrics is not UTF-8");
+    s_check_exposition(r.body);
+    s_reply_free(&r);
+  }
+  pthread_mutex_lock(&f->lock);
+  f->region0 = NULL;
+  pthread_mutex_unlock(&f->lock);
+}
+
+/* 200 connections that trickle a request that never ends, one byte a second, or send nothing,
+ * half from the client's own address and half from 100 others of 127/8: a request on a new
+ * connection is still answered within 3 s (not after the 10 s idle timeout frees a place) for
+ * as long as they are held. */
+static void s_slow_clients(int port) {
+  enum { N = 200 };
+  static const char trickle[] = "GET /status HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+  int fds[N];
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  for (int i = 0; i < N; i++) {
+    struct sockaddr_in from = {.sin_family = AF_INET};
+    from.sin_addr.s_addr = htonl(INADDR_LOOPBACK + (uint32_t)(i < N / 2 ? 0 : i - N / 2 + 1));
+    fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+    WT_TEST_REQUIRE(fds[i] >= 0 && bind(fds[i], (struct sockaddr *)&from, sizeof from) == 0 &&
+                        connect(fds[i], (struct sockaddr *)&a, sizeof a) == 0,
+                    "slow connection %d", i);
+  }
+  for (int round = 0; round < 3; round++) {
+    for (int i = 1; i < N; i += 2) (void)!send(fds[i], trickle + round, 1, MSG_NOSIGNAL);
+    s_reply r = s_request_within(port, NULL, "/status", 3);
+    WT_TEST_ASSERT(r.code == 200, "/status with %d slow connections held: %ld", N, r.code);
+    s_reply_free(&r);
+    usleep(1000 * 1000);
+  }
+  for (int i = 0; i < N; i++) close(fds[i]);
+}
+
 /* The listening socket is on 127.0.0.1 when no address is given (from /proc/net/tcp). */
 static void s_check_loopback_only(int port) {
   FILE *t = fopen("/proc/net/tcp", "r");
@@ -382,6 +455,12 @@ static void s_schema_check(fake_status *f) {
 }
 
 int main(void) {
+  /* s_slow_clients holds 200 descriptors, and the server sizes its limit from what is left. */
+  struct rlimit nofile;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < 1024) {
+    nofile.rlim_cur = WT_MIN(nofile.rlim_max, 1024);
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   curl_global_init(CURL_GLOBAL_DEFAULT);
   fake_status f = {.lock = PTHREAD_MUTEX_INITIALIZER, .stages = 2, .replicas = 3};
   coordinator_http *h = coordinator_http_new(&(coordinator_http_opts){
@@ -399,7 +478,9 @@ int main(void) {
   }
   s_bad_requests(port, &f);
   s_hostile_label(port, &f);
+  s_non_utf8_label(port, &f);
   s_concurrent(port, &f);
+  s_slow_clients(port);
   fake_status_set(&f, 42);
   s_check_status(port, &f, 42); /* still serving after all of the above */
   s_bad_options(port);

@@ -148,7 +148,7 @@ static void s_site(void) {
     WT_TEST_ASSERT(fabsf(loss[0][i] - loss[1][i]) <= 1e-4f * loss[0][i],
                    "MoE step %d: loss %.4f on sites of 2, %.4f without", i + 1, loss[1][i],
                    loss[0][i]);
-  s_refused("--stages 2 --site-ranks 2 --device cuda:0 --steps 2", 1, "process-wide");
+  s_refused("--stages 2 --site-ranks 2 --device cuda:0 --steps 2", 2, "process-wide");
   s_refused("--stages 2 --site-ranks 3 --site-cp 2 --steps 2", 2,
             "multiple of the context-parallel degree 2");
   s_refused("--stages 2 --site-cp 2 --steps 2", 2, "multiple of it (not 1)");

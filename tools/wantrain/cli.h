@@ -69,6 +69,11 @@ int cli_trainer_config(const cli_train_options *o, int vocab, trainer_config *tc
  * --moe-layers list that does not fit. Returns WT_OK or WT_EINVAL naming the flag. */
 int cli_check_moe(const cli_train_options *o, const char *device);
 
+/* The model's shape flags (--heads dividing --channels), then cli_check_moe: what `train` and
+ * `launch` both refuse as a usage error before starting anything. WT_OK or WT_EINVAL naming the
+ * flag. */
+int cli_check_model(const cli_train_options *o, const char *device);
+
 /* The data rows (--data, --data-sha256, --cache-dir), for a struct with fields of those names
  * (char[WT_CONFIG_STR_MAX]). The model and optimizer rows (--seq, --layers, --channels, --heads,
  * --lr, --min-lr, --warmup, --weight-decay, --grad-clip, --optimizer, --seed) that `train` and

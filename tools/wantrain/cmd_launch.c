@@ -242,7 +242,7 @@ static int s_device_check(const launch_args *a, int *gpus) {
                    "a multiple of it (not %d)",
                    a->site_cp, a->site_ranks);
   if (a->site_ranks > 1 && strcmp(a->device, "cpu"))
-    return wt_fail(WT_ENOTSUP,
+    return wt_fail(WT_EINVAL,
                    "--site-ranks %d with --device %s: a site runs its ranks as threads of one "
                    "process and the CUDA back end's state is process-wide; use --device cpu",
                    a->site_ranks, a->device);
@@ -1028,7 +1028,7 @@ int cmd_launch(int argc, char **argv) {
             "(docs/compression.md, \"Stacked on a pipeline\"); --act-codec delta8 or direct8 "
             "cost nothing measurable there\n",
             a.act_codec, a.act_codec[5]);
-  if (cli_check_moe(&a.t, a.device) != WT_OK) {
+  if (cli_check_model(&a.t, a.device) != WT_OK) {
     fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
     return CLI_USAGE;
   }

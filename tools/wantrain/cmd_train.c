@@ -264,11 +264,8 @@ static int s_run(const train_args *a, run_state *r) {
 
 /* Checks of flag values and combinations that need no file: a failure is a usage error. */
 static int s_check_flags(const train_args *a) {
-  if (a->t.channels % a->t.heads != 0)
-    return wt_fail(WT_EINVAL, "--heads %d must divide --channels %d", a->t.heads, a->t.channels);
   if (a->data_sha256[0]) WT_CHECK(data_sha256_check(a->data_sha256));
-  WT_CHECK(cli_check_moe(&a->t, a->device));
-  return WT_OK;
+  return cli_check_model(&a->t, a->device);
 }
 
 /* A fresh run starts a new log; appending to another run's lines would mix the two. */

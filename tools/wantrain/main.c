@@ -95,6 +95,12 @@ int cli_check_moe(const cli_train_options *o, const char *device) {
   return WT_OK;
 }
 
+int cli_check_model(const cli_train_options *o, const char *device) {
+  if (o->channels % o->heads != 0)
+    return wt_fail(WT_EINVAL, "--heads %d must divide --channels %d", o->heads, o->channels);
+  return cli_check_moe(o, device);
+}
+
 int cli_fail(const char *command) {
   fprintf(stderr, "wantrain %s: error: %s\n", command, wt_last_error());
   return CLI_FAIL;
