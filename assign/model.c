@@ -18,15 +18,26 @@ void assign_model_init(assign_model *m, const assign_problem *p) {
   m->K = K;
   m->dpc = wt_xcalloc((size_t)n * n, sizeof(double));
   m->ppc = wt_xcalloc((size_t)n * n, sizeof(double));
-  /* PS: every device sends and receives its 1/K shard to/from each other member, 2 directions. */
-  double dp_factor = p->dp_algo == ASSIGN_DP_RING ? 1.0 : 2.0;
+  /* PS: every device sends and receives its 1/K shard to/from each other member, both
+   * directions of the pair; ring: one hop. Written so that a symmetric pair without access
+   * links gives the paper's numbers bit for bit (t + t == 2·t, (t + t) / 2 == t). */
+  int ring = p->dp_algo == ASSIGN_DP_RING;
+  double chunk = p->c_dp_bytes / K;
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++) {
       if (i == j) continue;
-      double a = net->latency_s[i * n + j], b = net->bandwidth_Bps[i * n + j];
-      m->dpc[i * n + j] = dp_factor * (a + p->c_dp_bytes / (K * b));
-      m->ppc[i * n + j] = a + p->c_pp_bytes / b;
+      double aij = net->latency_s[i * n + j], aji = net->latency_s[j * n + i];
+      double bij = assign_path_Bps(p, i, j), bji = assign_path_Bps(p, j, i);
+      m->dpc[i * n + j] =
+          ring ? aij + chunk / bij
+               : (aij + p->c_dp_bytes / (K * bij)) + (aji + p->c_dp_bytes / (K * bji));
+      m->ppc[i * n + j] = ((aij + p->c_pp_bytes / bij) + (aji + p->c_pp_bytes / bji)) / 2;
     }
+  if (p->access) {
+    int *seen = wt_xcalloc((size_t)p->access->n_links, sizeof(int));
+    for (int i = 0; i < n && !m->shared; i++) m->shared = seen[p->access->link_of[i]]++ > 0;
+    free(seen);
+  }
   m->feasible = 1;
   for (int i = 0; i < n; i++) {
     double speed = net->compute_speed ? net->compute_speed[i] : 1.0;
@@ -58,7 +69,13 @@ static double s_ring_bottleneck(const assign_model *m, const int *devs, int k) {
 double assign_model_group_dp(assign_model *m, const int *devs) {
   int K = m->K, n = m->n;
   if (K <= 1) return 0;
-  if (m->p->dp_algo == ASSIGN_DP_RING) return 2.0 * (K - 1) * s_ring_bottleneck(m, devs, K);
+  if (m->p->dp_algo == ASSIGN_DP_RING) {
+    /* Hops that share an access link are priced together, in the best ring for that. */
+    double step = m->shared && assign_access_shared(m->p, K, devs)
+                      ? assign_ring_choose(m->p, K, devs, NULL)
+                      : s_ring_bottleneck(m, devs, K);
+    return 2.0 * (K - 1) * step;
+  }
   double worst = 0;
   for (int i = 0; i < K; i++) {
     double sum = 0;
@@ -108,11 +125,21 @@ assign_cost assign_plan_cost(const assign_problem *p, const assign_plan *plan) {
   assign_model_init(&m, p);
   int P = m.P, K = m.K, n = m.n;
   double dp = 0, path = 0;
-  for (int s = 0; s < P; s++) dp = assign_dmax(dp, assign_model_group_dp(&m, plan->device + s * K));
+  int ring = p->dp_algo == ASSIGN_DP_RING && plan->ring && K > 1;
+  for (int s = 0; s < P; s++) {
+    const int *row = plan->device + s * K;
+    double g =
+        ring ? 2.0 * (K - 1) * assign_ring_time(p, K, row, plan->ring + s * K, p->c_dp_bytes / K)
+             : assign_model_group_dp(&m, row);
+    dp = assign_dmax(dp, g);
+  }
   for (int s = 0; s + 1 < P; s++) {
     double hop = 0;
-    for (int r = 0; r < K; r++)
-      hop = assign_dmax(hop, m.ppc[plan->device[s * K + r] * n + plan->device[(s + 1) * K + r]]);
+    if (m.shared) /* the cut's K hops run at once and may share access links */
+      hop = assign_cut_time(p, K, plan->device + s * K, plan->device + (s + 1) * K);
+    else
+      for (int r = 0; r < K; r++)
+        hop = assign_dmax(hop, m.ppc[plan->device[s * K + r] * n + plan->device[(s + 1) * K + r]]);
     path += hop;
   }
   assign_cost c = s_finish(&m, dp, path);
@@ -178,6 +205,10 @@ assign_cost assign_plan_optimize_order(const assign_problem *p, assign_plan *pla
   assign_model m;
   assign_model_init(&m, p);
   assign_cost c = assign_model_partition_cost(&m, plan->device, ASSIGN_ORDER_EXACT);
+  int shared = m.shared;
   assign_model_free(&m);
+  /* The rows moved: rings of the old layout no longer describe them. */
+  if (plan->ring) assign_plan_choose_rings(p, plan);
+  if (plan->ring || shared) c = assign_plan_cost(p, plan);
   return c;
 }
