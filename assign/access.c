@@ -118,6 +118,20 @@ double assign_ring_time(const assign_problem *p, int k, const int *devs, const i
   return t;
 }
 
+double assign_rings_time(const assign_problem *p, const assign_plan *plan, const int *ring) {
+  int P = plan->d_pp, K = plan->d_dp, F = P * K;
+  if (K <= 1) return 0;
+  int *src = wt_xmalloc(sizeof(int) * 2 * (size_t)F), *dst = src + F;
+  for (int s = 0; s < P; s++)
+    for (int i = 0; i < K; i++) {
+      const int *row = plan->device + s * K, *r = ring + s * K;
+      src[s * K + i] = row[r[i]], dst[s * K + i] = row[r[(i + 1) % K]];
+    }
+  double t = s_slowest(p, F, src, dst, p->c_dp_bytes / K, NULL);
+  free(src);
+  return t;
+}
+
 double assign_cut_time(const assign_problem *p, int K, const int *from, const int *to) {
   double *fwd = wt_xmalloc(sizeof(double) * 2 * (size_t)K), *bwd = fwd + K, worst = 0;
   s_slowest(p, K, from, to, p->c_pp_bytes, fwd);

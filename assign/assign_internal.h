@@ -47,6 +47,9 @@ int assign_access_shared(const assign_problem *p, int k, const int *devs);
  * bandwidth, those crossing access links sharing the sender's uplink and receiver's downlink. */
 void assign_access_share(const assign_problem *p, int F, const int *src, const int *dst,
                          double *rate);
+/* One step of every stage's ring at once (ring[s*K + i] as plan->ring): the slowest hop of the
+ * P·K transfers of c_dp/K bytes, sharing access links across stages. */
+double assign_rings_time(const assign_problem *p, const assign_plan *plan, const int *ring);
 /* One pipeline cut of K hops from[r] → to[r], all at once: max over hops of the mean of the
  * forward (c_pp from → to) and backward (to → from) transfer times under sharing. */
 double assign_cut_time(const assign_problem *p, int K, const int *from, const int *to);
@@ -54,12 +57,15 @@ double assign_cut_time(const assign_problem *p, int K, const int *from, const in
 typedef struct {
   const assign_problem *p;
   int n, P, K;
-  int shared;       /* some access link holds two devices: rings and cuts may share it */
-  double *dpc;      /* n*n: PS: t(d→d') + t(d'→d) of a c_dp/K shard (the paper's
-                       2(α + c_dp/(K·β)) when symmetric); ring: one hop α + (c_dp/K)/β' */
-  double *ppc;      /* n*n: (t(d→d', c_pp) + t(d'→d, c_pp)) / 2 (α + c_pp/β when symmetric) */
-  double compute_s; /* the placement-independent compute term */
-  int feasible;     /* memory check */
+  int shared; /* some access link holds two devices: rings and cuts may share it */
+  /* Pair costs. With access links shared by several devices the searches divide each uplink
+   * and downlink among the transfers that can cross it at once (model.c, s_search_Bps); the
+   * exact sharing is priced on whole plans (assign_plan_cost). */
+  double *dpc; /* n*n: PS: t(d→d') + t(d'→d) of a c_dp/K shard (the paper's 2(α + c_dp/(K·β))
+                  when symmetric); ring: one hop α + (c_dp/K)/β */
+  double *ppc; /* n*n: (t(d→d', c_pp) + t(d'→d, c_pp)) / 2 (α + c_pp/β when symmetric) */
+  double compute_s;  /* the placement-independent compute term */
+  int feasible;      /* memory check */
   double *scratch_w; /* K*K matching weights */
   int *scratch_i;    /* work space for matching */
 } assign_model;
