@@ -27,14 +27,17 @@
  *   t(d→d', B) = α_dd' + B / β'_dd', where β'_dd' = min(β_dd', up(d), down(d')) when d and d'
  *                are on different access links, else β_dd' (a site's LAN).
  *   sharded PS: the pair term 2(α + c_DP/(D_DP·β)) becomes t(d→d') + t(d'→d) with B = c_DP/D_DP.
- *   ring:       DATAP(C) = 2(k−1) · the slowest hop of one ring step, the k hops running at once
- *               and sharing access links max-min fairly (assign_ring_time), in the plan's ring
- *               order (plan->ring) or, for a bare partition, the best order (assign_ring_choose).
+ *   ring:       DATAP = 2(k−1) · one step of every stage's ring at once (all stages reduce at
+ *               the end of the iteration): the slowest of the P·k hops, sharing access links
+ *               max-min fairly, in the plan's rings (plan->ring) or each stage's best ring
+ *               (assign_ring_choose). Without shared links: max over stages of the paper's
+ *               ring term, each stage alone.
  *   pipeline:   a hop's pair cost is the mean of its forward (activation) and backward (gradient)
  *               time, (t(d→d', c_PP) + t(d'→d, c_PP)) / 2; assign_plan_cost prices each cut's K
- *               concurrent hops sharing access links, as the ring step. The searches see
- *               per-pair costs only for the pipeline term (sharing is priced on their final
- *               plan); they see sharing in the ring term.
+ *               concurrent hops sharing access links.
+ * The searches keep per-pair costs and price a pair across a shared access link with the link
+ * divided among the transfers that can cross it at once (min(devices on it, D_PP) in the
+ * reduce, min(devices on it, D_DP) in a cut); assign_solve prices its final plan exactly.
  */
 #ifndef WT_ASSIGN_H
 #define WT_ASSIGN_H
