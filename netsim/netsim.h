@@ -115,8 +115,9 @@ void netsim_scenario_destroy(netsim_scenario **self_p);
 const char *netsim_scenario_name(const netsim_scenario *self);
 /* The devices' network (latency s, bandwidth B/s, compute speed, memory), owned by the scenario. */
 const assign_network *netsim_scenario_network(const netsim_scenario *self);
-/* The cost-model problem of the scenario (d_pp, d_dp, c_dp, c_pp; dp_algo paper's sharded PS);
- * problem->net points into the scenario. */
+/* The cost-model problem of the scenario (d_pp, d_dp, c_dp, c_pp, its access links or NULL;
+ * dp_algo the paper's sharded PS — set ASSIGN_DP_RING, or netsim_scenario_default_dp_algo, to
+ * price the runtime's ring); problem->net and problem->access point into the scenario. */
 void netsim_scenario_problem(const netsim_scenario *self, assign_problem *problem);
 /* Region (group) index of device d, and a region's name (a "region K" label when unnamed). */
 int netsim_scenario_region_of(const netsim_scenario *self, int d);
