@@ -11,8 +11,10 @@
 
 /* Rings with members sharing an access link are enumerated up to this many members. */
 #define S_SHARED_RING_EXACT_MAX 7
-/* Passes of the relocation search over a ring above that size. */
+/* Passes of the relocation search over a ring above that size, and the largest ring it runs on:
+ * a pass tries k² moves of O(k²) each, ~3·10⁵ steps at 24 members. */
 #define S_RELOCATE_PASSES 8
+#define S_RELOCATE_MAX 24
 
 double assign_path_Bps(const assign_problem *p, int i, int j) {
   double b = p->net->bandwidth_Bps[i * p->net->n + j];
@@ -243,8 +245,11 @@ double assign_ring_choose(const assign_problem *p, int k, const int *devs, int *
     assign_ring_order(k, w, ring);
     free(w);
     s_ring_group_links(p, k, devs, ring, alt);
-    t = s_ring_relocate(p, k, devs, chunk, ring);
-    double ta = s_ring_relocate(p, k, devs, chunk, alt);
+    int relocate = k <= S_RELOCATE_MAX;
+    t = relocate ? s_ring_relocate(p, k, devs, chunk, ring)
+                 : assign_ring_time(p, k, devs, ring, chunk);
+    double ta = relocate ? s_ring_relocate(p, k, devs, chunk, alt)
+                         : assign_ring_time(p, k, devs, alt, chunk);
     if (ta < t) t = ta, memcpy(ring, alt, sizeof(int) * (size_t)k);
     s_rotate_to_zero(k, ring);
   }

@@ -167,9 +167,9 @@ double assign_ring_time(const assign_problem *p, int k, const int *devs, const i
  * c_DP / d_dp bytes (assign_ring_time). Without two members on one access link the hops do not
  * share and the best ring is the bottleneck ring of assign_ring_order (exact up to 10 members);
  * with sharing: every ring up to 7 members, else the better of the bottleneck ring and a ring
- * that keeps each access link's members together, improved by moving members while the step
- * gets faster. Region-aware in that sense: a ring crossing a shared uplink once beats one that
- * crosses it at every other hop. */
+ * that keeps each access link's members together, each improved (up to 24 members) by moving
+ * single members while the step gets faster. Region-aware in that sense: a ring crossing a shared
+ * uplink once beats one that crosses it at every other hop. */
 double assign_ring_choose(const assign_problem *p, int k, const int *devs, int *order);
 
 /* Fills plan->ring (allocating it when NULL) with assign_ring_choose for every stage. Returns
