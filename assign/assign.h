@@ -3,9 +3,10 @@
  * files, no printing.
  *
  * Vocabulary:
- *   network  N devices with one-way latency α (s) and bandwidth β (bytes/s) between each pair
- *            (symmetrised on load as the mean of both directions), optional compute speed and
- *            memory per device.
+ *   network  N devices with one-way latency α (s) and path bandwidth β (bytes/s) for each
+ *            ordered pair (α_dd' need not equal α_d'd), optional compute speed and memory per
+ *            device; and optionally access links (assign_access): the uplink and downlink each
+ *            device reaches the network through, possibly shared by the devices of a site.
  *   problem  the network plus D_PP (stages), D_DP (replicas), c_DP (gradient bytes of one
  *            stage), c_PP (activation bytes crossing one cut per iteration) and options.
  *   plan     the assignment, as a D_PP × D_DP table: device[s * d_dp + r] runs stage s of
@@ -20,6 +21,23 @@
  * plan_cost evaluates a plan as given (its own row order and columns); the solvers choose rows
  * (the partition) and then order and match them optimally, so their plans cost what the model
  * says the partition costs.
+ *
+ * Directed pairs and access links (the general model; with symmetric pairs and no access links
+ * every number is the paper's, bit for bit):
+ *   t(d→d', B) = α_dd' + B / β'_dd', where β'_dd' = min(β_dd', up(d), down(d')) when d and d'
+ *                are on different access links, else β_dd' (a site's LAN).
+ *   sharded PS: the pair term 2(α + c_DP/(D_DP·β)) becomes t(d→d') + t(d'→d) with B = c_DP/D_DP.
+ *   ring:       DATAP = 2(k−1) · one step of every stage's ring at once (all stages reduce at
+ *               the end of the iteration): the slowest of the P·k hops, sharing access links
+ *               max-min fairly, in the plan's rings (plan->ring) or each stage's best ring
+ *               (assign_ring_choose). Without shared links: max over stages of the paper's
+ *               ring term, each stage alone.
+ *   pipeline:   a hop's pair cost is the mean of its forward (activation) and backward (gradient)
+ *               time, (t(d→d', c_PP) + t(d'→d, c_PP)) / 2; assign_plan_cost prices each cut's K
+ *               concurrent hops sharing access links.
+ * The searches keep per-pair costs and price a pair across a shared access link with the link
+ * divided among the transfers that can cross it at once (min(devices on it, D_PP) in the
+ * reduce, min(devices on it, D_DP) in a cut); assign_solve prices its final plan exactly.
  */
 #ifndef WT_ASSIGN_H
 #define WT_ASSIGN_H
@@ -29,11 +47,24 @@
 
 typedef struct {
   int n;                 /* devices */
-  double *latency_s;     /* n*n, one way, symmetric after assign_network_symmetrize */
+  double *latency_s;     /* n*n, one way: latency_s[d*n + d'] from d to d' */
   double *bandwidth_Bps; /* n*n, bytes per second, > 0 off the diagonal */
   double *compute_speed; /* n, relative speed (1 = reference); NULL = all 1 */
   double *memory_bytes;  /* n; NULL = unlimited */
 } assign_network;
+
+/* Access links: every device reaches the network through one access link, of which several
+ * devices may share one (the peers of a home or of a site behind one uplink). A transfer between
+ * devices on different access links is limited by its path bandwidth, the sender's uplink and the
+ * receiver's downlink; between devices on one access link only by the path (the site's own LAN).
+ * Concurrent transfers share an uplink or downlink max-min fairly. Nothing here is owned: the
+ * arrays belong to whoever built the struct (netsim_scenario_access for a scenario). */
+typedef struct {
+  int n_links;            /* access links */
+  const int *link_of;     /* n devices: the access link of each, in [0, n_links) */
+  const double *up_Bps;   /* n_links: uplink capacity, bytes/s, > 0; INFINITY = unlimited */
+  const double *down_Bps; /* n_links: downlink capacity, as up_Bps */
+} assign_access;
 
 typedef enum { ASSIGN_DP_SHARDED_PS = 0, ASSIGN_DP_RING = 1 } assign_dp_algo;
 
@@ -43,16 +74,21 @@ typedef struct {
   double c_dp_bytes; /* gradient bytes of one stage */
   double c_pp_bytes; /* activation bytes per pipeline cut per iteration */
   /* Beyond the paper (all off / zero by default = the paper's model): */
-  assign_dp_algo dp_algo;    /* data-parallel term: sharded parameter server (paper) or ring */
-  double compute_s;          /* compute time of one tasklet on a speed-1 device; 0 = not modelled.
-                                When > 0, COMM gains max over tasklets of compute_s / speed. */
-  double stage_memory_bytes; /* memory one tasklet needs; 0 = not checked. A plan placing a
-                                tasklet on a device with less memory is infeasible (cost +inf). */
+  assign_dp_algo dp_algo;      /* data-parallel term: sharded parameter server (paper) or ring */
+  double compute_s;            /* compute time of one tasklet on a speed-1 device; 0 = not modelled.
+                                  When > 0, COMM gains max over tasklets of compute_s / speed. */
+  double stage_memory_bytes;   /* memory one tasklet needs; 0 = not checked. A plan placing a
+                                  tasklet on a device with less memory is infeasible (cost +inf). */
+  const assign_access *access; /* access links; NULL = unlimited (the paper's model) */
 } assign_problem;
 
 typedef struct {
   int d_pp, d_dp;
   int *device; /* d_pp * d_dp entries; owned by the plan */
+  /* Each stage's data-parallel ring, or NULL when none was chosen: ring[s*d_dp + i] is the
+   * replica (column of row s) at position i of stage s's ring, ring[s*d_dp] = 0; owned by the
+   * plan. assign_solve fills it (assign_plan_choose_rings); the runtime runs these rings. */
+  int *ring;
 } assign_plan;
 
 typedef struct {
@@ -63,22 +99,27 @@ typedef struct {
   int feasible;     /* 0 if a memory constraint is violated */
 } assign_cost;
 
-/* Validates a problem: sizes, symmetric positive bandwidths, non-negative latencies.
- * Returns WT_OK or WT_EINVAL naming the problem. */
+/* Validates a problem: sizes, positive bandwidths, non-negative latencies (either direction of
+ * a pair may differ), access links in range with capacities > 0. Returns WT_OK or WT_EINVAL
+ * naming the problem. */
 int assign_problem_validate(const assign_problem *p);
 
-/* Makes latency and bandwidth symmetric: x_dd' = x_d'd = (x_dd' + x_d'd) / 2. */
+/* Makes latency and bandwidth symmetric: x_dd' = x_d'd = (x_dd' + x_d'd) / 2 (the paper's
+ * undirected model, for callers that measured both directions but want their mean). */
 void assign_network_symmetrize(assign_network *net);
 
+/* A plan with device[i] = i and no rings; NULL (wt_last_error) for a size below 1. */
 assign_plan *assign_plan_new(int d_pp, int d_dp);
 void assign_plan_destroy(assign_plan **self_p);
+/* A deep copy (rings included when src has them). */
 assign_plan *assign_plan_copy(const assign_plan *src);
 
 /* Checks that a plan has the problem's shape and holds every device exactly once. Returns WT_OK
  * or WT_EINVAL naming the first bad entry. */
 int assign_plan_validate(const assign_problem *p, const assign_plan *plan);
 
-/* Cost of a plan exactly as laid out (row order = pipeline order, columns = matchings). The
+/* Cost of a plan exactly as laid out (row order = pipeline order, columns = matchings, and with
+ * the ring term its own rings when plan->ring is set, else each stage's best ring). The
  * problem must be valid (assign_problem_validate). A plan that fails assign_plan_validate costs
  * NaN in every field with feasible = 0, and wt_last_error() says why. */
 assign_cost assign_plan_cost(const assign_problem *p, const assign_plan *plan);
@@ -111,6 +152,29 @@ double assign_tsp_open_path(int m, const double *w, int exact, int *order);
  * nearest-neighbour ring over all starts. The cost model's ring term (2(D−1) times this, with
  * w = α + c_DP/(D·β)) and netsim's simulated ring both use it, so they agree on the order. */
 double assign_ring_order(int k, const double *w, int *order);
+
+/* ---- rings over the network model (directed pairs, shared access links) -------------------- */
+
+/* Seconds of one ring step over the k devices devs[] in ring order order[] (positions into
+ * devs): every member i sends `bytes` to the next, all at once, the k transfers sharing access
+ * links max-min fairly (capped by their paths); the step lasts as long as the slowest transfer
+ * (latency + bytes / its rate). The problem must be valid. 0 for k <= 1. */
+double assign_ring_time(const assign_problem *p, int k, const int *devs, const int *order,
+                        double bytes);
+
+/* The ring over the k devices devs[] that the cost model prices and the runtime should run:
+ * writes the order (positions into devs, order[0] = 0) and returns its step time for chunks of
+ * c_DP / d_dp bytes (assign_ring_time). Without two members on one access link the hops do not
+ * share and the best ring is the bottleneck ring of assign_ring_order (exact up to 10 members);
+ * with sharing: every ring up to 7 members, else the better of the bottleneck ring and a ring
+ * that keeps each access link's members together, each improved (up to 24 members) by moving
+ * single members while the step gets faster. Region-aware in that sense: a ring crossing a shared
+ * uplink once beats one that crosses it at every other hop. */
+double assign_ring_choose(const assign_problem *p, int k, const int *devs, int *order);
+
+/* Fills plan->ring (allocating it when NULL) with assign_ring_choose for every stage. Returns
+ * WT_OK, or WT_EINVAL (ring untouched) when the plan does not fit the problem. */
+int assign_plan_choose_rings(const assign_problem *p, assign_plan *plan);
 
 /* ---- solvers ------------------------------------------------------------------------------ */
 
@@ -171,7 +235,9 @@ typedef struct {
 } assign_stats;
 
 /* Solves a problem with one solver, reproducibly: the same problem, kind, budget (by evals) and
- * seed give the same plan. On WT_OK *out is a new plan the caller destroys. stats may be NULL.
+ * seed give the same plan, with its rings chosen (plan->ring, assign_plan_choose_rings) — the
+ * whole placement a coordinator hands to its peers. On WT_OK *out is a new plan the caller
+ * destroys. stats may be NULL.
  * Returns WT_EINVAL for an invalid problem, for `exact` above 12 devices, and when no plan is
  * feasible (a device's memory below stage_memory_bytes); *out is then NULL. */
 int assign_solve(const assign_problem *p, assign_solver kind, const assign_budget *budget,
@@ -200,9 +266,8 @@ int assign_plan_moved(const assign_plan *a, const assign_plan *b);
 /* ---- sites ---------------------------------------------------------------------------------- */
 
 /* A site: `gpus` identical GPUs behind one fast fabric (NVLink, InfiniBand) that run their
- * pipeline stage with tensor/context/expert parallelism inside (parallel/datacenter/mesh.h). The WAN
- * solvers see it as ONE device whose
- *   compute speed = gpus × efficiency × the speed of one GPU
+ * pipeline stage with tensor/context/expert parallelism inside (parallel/datacenter/mesh.h). The
+ * WAN solvers see it as ONE device whose compute speed = gpus × efficiency × the speed of one GPU
  *   memory        = gpus × the memory of one GPU (0 = unlimited stays unlimited)
  * where efficiency in (0, 1] is the stated fraction of linear scaling the site's inner
  * parallelism keeps (its collectives and bubbles). Writes the site's speed and memory; returns

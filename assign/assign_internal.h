@@ -36,11 +36,34 @@ static inline double assign_dmax(double a, double b) {
 /* Rings are ordered exactly (bottleneck Hamiltonian cycle) up to this many replicas. */
 #define ASSIGN_RING_EXACT_MAX 10
 
+/* ---- the network model's shared parts (access.c) ------------------------------------------ */
+
+/* Path bandwidth from i to j through their access links: min(β_ij, up(i), down(j)) when on
+ * different links, β_ij otherwise (and without access links). */
+double assign_path_Bps(const assign_problem *p, int i, int j);
+/* 1 when two of the k devices are on one access link (so concurrent hops may share it). */
+int assign_access_shared(const assign_problem *p, int k, const int *devs);
+/* Max-min fair rates of F concurrent transfers src[f] → dst[f]: each capped by its path
+ * bandwidth, those crossing access links sharing the sender's uplink and receiver's downlink. */
+void assign_access_share(const assign_problem *p, int F, const int *src, const int *dst,
+                         double *rate);
+/* One step of every stage's ring at once (ring[s*K + i] as plan->ring): the slowest hop of the
+ * P·K transfers of c_dp/K bytes, sharing access links across stages. */
+double assign_rings_time(const assign_problem *p, const assign_plan *plan, const int *ring);
+/* One pipeline cut of K hops from[r] → to[r], all at once: max over hops of the mean of the
+ * forward (c_pp from → to) and backward (to → from) transfer times under sharing. */
+double assign_cut_time(const assign_problem *p, int K, const int *from, const int *to);
+
 typedef struct {
   const assign_problem *p;
   int n, P, K;
-  double *dpc;       /* n*n: PS: 2(α + c_dp/(K·β)); ring: one hop α + c_dp/(K·β) */
-  double *ppc;       /* n*n: α + c_pp/β */
+  int shared; /* some access link holds two devices: rings and cuts may share it */
+  /* Pair costs. With access links shared by several devices the searches divide each uplink
+   * and downlink among the transfers that can cross it at once (model.c, s_search_Bps); the
+   * exact sharing is priced on whole plans (assign_plan_cost). */
+  double *dpc; /* n*n: PS: t(d→d') + t(d'→d) of a c_dp/K shard (the paper's 2(α + c_dp/(K·β))
+                  when symmetric); ring: one hop α + (c_dp/K)/β */
+  double *ppc; /* n*n: (t(d→d', c_pp) + t(d'→d, c_pp)) / 2 (α + c_pp/β when symmetric) */
   double compute_s;  /* the placement-independent compute term */
   int feasible;      /* memory check */
   double *scratch_w; /* K*K matching weights */
@@ -180,18 +203,18 @@ int assign_local_search(assign_search *s, assign_tracker *t, wt_rng *rng, int ma
 typedef struct {
   assign_model *m;
   int n, P, K;
-  int *dev;       /* n: the layout */
-  int *pos;       /* n: place (s*K + c) of each device */
-  double *sum;    /* n: PS: the device's DATAP sum within its row */
-  double *rowdp;  /* P */
-  double *hop;    /* (P-1)*K: ppc between dev[s*K+c] and dev[(s+1)*K+c] */
-  double *cutmax; /* P-1: each cut's slowest hop */
-  int *cutarg;    /* P-1: its column */
-  double *cut2;   /* P-1: the slowest hop of the other columns */
+  int *dev;                         /* n: the layout */
+  int *pos;                         /* n: place (s*K + c) of each device */
+  double *sum;                      /* n: PS: the device's DATAP sum within its row */
+  double *rowdp;                    /* P */
+  double *hop;                      /* (P-1)*K: ppc between dev[s*K+c] and dev[(s+1)*K+c] */
+  double *cutmax;                   /* P-1: each cut's slowest hop */
+  int *cutarg;                      /* P-1: its column */
+  double *cut2;                     /* P-1: the slowest hop of the other columns */
   double dp, path, hops, cost, tie; /* hops = Σ all hops; tie = Σ rows' DATAP + hops */
-  int L;          /* nearest neighbours per device (by ppc) */
-  int *knn;       /* n*L */
-  long *evals;    /* counter the moves add to (the search's) */
+  int L;                            /* nearest neighbours per device (by ppc) */
+  int *knn;                         /* n*L */
+  long *evals;                      /* counter the moves add to (the search's) */
   /* the last tentative swap */
   int t_x, t_y;
   double t_dpx, t_dpy, t_cost, t_tie;

@@ -8,6 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The path bandwidth the searches price a pair with: through access links, each uplink and
+ * downlink divided among the transfers that can cross it at once — at most `at_once` (one per
+ * ring in a reduce, every stage's ring leaving a site once; one per pipeline in a cut) and at
+ * most the devices on it. Exact with one device per access link and without access links. */
+static double s_search_Bps(const assign_problem *p, const int *count, int at_once, int i, int j) {
+  const assign_access *a = p->access;
+  double b = p->net->bandwidth_Bps[i * p->net->n + j];
+  if (!a || a->link_of[i] == a->link_of[j]) return b;
+  int li = a->link_of[i], lj = a->link_of[j];
+  double up = a->up_Bps[li] / WT_MIN(count[li], at_once);
+  double down = a->down_Bps[lj] / WT_MIN(count[lj], at_once);
+  return assign_dmin(b, assign_dmin(up, down));
+}
+
 void assign_model_init(assign_model *m, const assign_problem *p) {
   const assign_network *net = p->net;
   int n = net->n, K = p->d_dp;
@@ -18,15 +32,30 @@ void assign_model_init(assign_model *m, const assign_problem *p) {
   m->K = K;
   m->dpc = wt_xcalloc((size_t)n * n, sizeof(double));
   m->ppc = wt_xcalloc((size_t)n * n, sizeof(double));
-  /* PS: every device sends and receives its 1/K shard to/from each other member, 2 directions. */
-  double dp_factor = p->dp_algo == ASSIGN_DP_RING ? 1.0 : 2.0;
+  /* PS: every device sends and receives its 1/K shard to/from each other member, both
+   * directions of the pair; ring: one hop. Written so that a symmetric pair without access
+   * links gives the paper's numbers bit for bit (t + t == 2·t, (t + t) / 2 == t). */
+  int ring = p->dp_algo == ASSIGN_DP_RING, P = p->d_pp;
+  double chunk = p->c_dp_bytes / K;
+  int *count = NULL; /* devices per access link */
+  if (p->access) {
+    count = wt_xcalloc((size_t)p->access->n_links, sizeof(int));
+    for (int i = 0; i < n; i++) m->shared |= count[p->access->link_of[i]]++ > 0;
+  }
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++) {
       if (i == j) continue;
-      double a = net->latency_s[i * n + j], b = net->bandwidth_Bps[i * n + j];
-      m->dpc[i * n + j] = dp_factor * (a + p->c_dp_bytes / (K * b));
-      m->ppc[i * n + j] = a + p->c_pp_bytes / b;
+      double aij = net->latency_s[i * n + j], aji = net->latency_s[j * n + i];
+      if (ring) {
+        m->dpc[i * n + j] = aij + chunk / s_search_Bps(p, count, P, i, j);
+      } else {
+        double bij = assign_path_Bps(p, i, j), bji = assign_path_Bps(p, j, i);
+        m->dpc[i * n + j] = (aij + p->c_dp_bytes / (K * bij)) + (aji + p->c_dp_bytes / (K * bji));
+      }
+      double fij = s_search_Bps(p, count, K, i, j), fji = s_search_Bps(p, count, K, j, i);
+      m->ppc[i * n + j] = ((aij + p->c_pp_bytes / fij) + (aji + p->c_pp_bytes / fji)) / 2;
     }
+  free(count);
   m->feasible = 1;
   for (int i = 0; i < n; i++) {
     double speed = net->compute_speed ? net->compute_speed[i] : 1.0;
@@ -108,11 +137,30 @@ assign_cost assign_plan_cost(const assign_problem *p, const assign_plan *plan) {
   assign_model_init(&m, p);
   int P = m.P, K = m.K, n = m.n;
   double dp = 0, path = 0;
-  for (int s = 0; s < P; s++) dp = assign_dmax(dp, assign_model_group_dp(&m, plan->device + s * K));
+  int ring = p->dp_algo == ASSIGN_DP_RING && K > 1;
+  if (ring && m.shared) {
+    /* Every stage reduces at the end of the iteration: all rings' hops run at once and share
+     * access links across stages too. */
+    assign_plan *own = plan->ring ? NULL : assign_plan_copy(plan);
+    if (own) assign_plan_choose_rings(p, own);
+    dp = 2.0 * (K - 1) * assign_rings_time(p, plan, own ? own->ring : plan->ring);
+    assign_plan_destroy(&own);
+  } else
+    for (int s = 0; s < P; s++) {
+      const int *row = plan->device + s * K;
+      double g =
+          ring && plan->ring
+              ? 2.0 * (K - 1) * assign_ring_time(p, K, row, plan->ring + s * K, p->c_dp_bytes / K)
+              : assign_model_group_dp(&m, row);
+      dp = assign_dmax(dp, g);
+    }
   for (int s = 0; s + 1 < P; s++) {
     double hop = 0;
-    for (int r = 0; r < K; r++)
-      hop = assign_dmax(hop, m.ppc[plan->device[s * K + r] * n + plan->device[(s + 1) * K + r]]);
+    if (m.shared) /* the cut's K hops run at once and may share access links */
+      hop = assign_cut_time(p, K, plan->device + s * K, plan->device + (s + 1) * K);
+    else
+      for (int r = 0; r < K; r++)
+        hop = assign_dmax(hop, m.ppc[plan->device[s * K + r] * n + plan->device[(s + 1) * K + r]]);
     path += hop;
   }
   assign_cost c = s_finish(&m, dp, path);
@@ -178,6 +226,10 @@ assign_cost assign_plan_optimize_order(const assign_problem *p, assign_plan *pla
   assign_model m;
   assign_model_init(&m, p);
   assign_cost c = assign_model_partition_cost(&m, plan->device, ASSIGN_ORDER_EXACT);
+  int shared = m.shared;
   assign_model_free(&m);
+  /* The rows moved: rings of the old layout no longer describe them. */
+  if (plan->ring) assign_plan_choose_rings(p, plan);
+  if (plan->ring || shared) c = assign_plan_cost(p, plan);
   return c;
 }

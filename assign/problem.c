@@ -16,12 +16,6 @@ static int s_validate_matrix(const assign_network *net, const double *x, const c
       if (!isfinite(v) || v < 0 || (positive && v <= 0))
         return wt_fail(WT_EINVAL, "assign: %s[%d][%d] = %g; it must be %s and finite", what, i, j,
                        v, positive ? "> 0" : ">= 0");
-      double w = x[j * n + i];
-      if (fabs(v - w) > 1e-9 * fmax(fabs(v), fabs(w)))
-        return wt_fail(WT_EINVAL,
-                       "assign: %s is not symmetric at [%d][%d] (%g vs %g); call "
-                       "assign_network_symmetrize first",
-                       what, i, j, v, w);
     }
   return WT_OK;
 }
@@ -35,6 +29,26 @@ static int s_validate_devices(const assign_network *net) {
       return wt_fail(WT_EINVAL, "assign: memory_bytes[%d] = %g; it must be >= 0", i,
                      net->memory_bytes[i]);
   }
+  return WT_OK;
+}
+
+/* Access links: every device on a link in range, capacities > 0 (INFINITY = unlimited). */
+static int s_validate_access(const assign_problem *p) {
+  const assign_access *a = p->access;
+  if (!a) return WT_OK;
+  if (a->n_links < 1 || !a->link_of || !a->up_Bps || !a->down_Bps)
+    return wt_fail(WT_EINVAL, "assign: access links given without links, link_of, up_Bps or "
+                              "down_Bps; pass access = NULL for unlimited access");
+  for (int d = 0; d < p->net->n; d++)
+    if (a->link_of[d] < 0 || a->link_of[d] >= a->n_links)
+      return wt_fail(WT_EINVAL, "assign: device %d is on access link %d, outside 0..%d", d,
+                     a->link_of[d], a->n_links - 1);
+  for (int l = 0; l < a->n_links; l++)
+    if (!(a->up_Bps[l] > 0) || !(a->down_Bps[l] > 0))
+      return wt_fail(WT_EINVAL,
+                     "assign: access link %d has uplink %g and downlink %g bytes/s; both must be "
+                     "> 0 (INFINITY for unlimited)",
+                     l, a->up_Bps[l], a->down_Bps[l]);
   return WT_OK;
 }
 
@@ -69,6 +83,7 @@ int assign_problem_validate(const assign_problem *p) {
   WT_CHECK(s_validate_matrix(net, net->latency_s, "latency_s", 0));
   WT_CHECK(s_validate_matrix(net, net->bandwidth_Bps, "bandwidth_Bps", 1));
   WT_CHECK(s_validate_devices(net));
+  WT_CHECK(s_validate_access(p));
   return s_validate_scalars(p);
 }
 
@@ -111,13 +126,19 @@ assign_plan *assign_plan_new(int d_pp, int d_dp) {
 void assign_plan_destroy(assign_plan **self_p) {
   if (!self_p || !*self_p) return;
   free((*self_p)->device);
+  free((*self_p)->ring);
   free(*self_p);
   *self_p = NULL;
 }
 
 assign_plan *assign_plan_copy(const assign_plan *src) {
   assign_plan *plan = assign_plan_new(src->d_pp, src->d_dp);
-  memcpy(plan->device, src->device, (size_t)src->d_pp * src->d_dp * sizeof(int));
+  size_t cells = (size_t)src->d_pp * src->d_dp;
+  memcpy(plan->device, src->device, cells * sizeof(int));
+  if (src->ring) {
+    plan->ring = wt_xmalloc(cells * sizeof(int));
+    memcpy(plan->ring, src->ring, cells * sizeof(int));
+  }
   return plan;
 }
 

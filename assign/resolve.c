@@ -128,6 +128,8 @@ int assign_resolve(const assign_problem *p, const assign_plan *prev, const int *
   s_improve(&s, &t, &rng);
   assign_plan *plan = assign_plan_new(p->d_pp, p->d_dp);
   assign_cost c = assign_search_to_plan(&s, plan);
+  assign_plan_choose_rings(p, plan); /* the new plan's rings, as assign_solve's */
+  if (p->access) c = assign_plan_cost(p, plan);
   st->evals = s.evals;
   st->seconds = wt_now_s() - t0;
   st->best_cost_s = c.comm_s;

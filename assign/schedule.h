@@ -1,6 +1,6 @@
 /* schedule — pipeline schedules (GPipe, 1F1B) as data: for each stage, the ordered list of
- * actions one training step runs. The runtime's executor (parallel/runtime/pipeline.h) runs these lists
- * and netsim's simulator builds its task graph from the same lists, so what is simulated and
+ * actions one training step runs. The runtime's executor (parallel/runtime/pipeline.h) runs these
+ * lists and netsim's simulator builds its task graph from the same lists, so what is simulated and
  * what runs cannot drift apart. Pure: no I/O, no allocation.
  *
  * A stage s of S runs m micro-batches j = 0..m-1. A forward of micro-batch j is

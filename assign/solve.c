@@ -163,6 +163,10 @@ int assign_solve(const assign_problem *p, assign_solver kind, const assign_budge
       return rc;
     }
   }
+  /* The rings the runtime will run; with shared access links the search priced the pipeline
+   * per pair, so the plan is priced again as it will run. */
+  assign_plan_choose_rings(p, plan);
+  if (p->access) c = assign_plan_cost(p, plan);
   st->seconds = wt_now_s() - t0;
   st->best_cost_s = c.comm_s;
   st->exact_order = !rank_order && p->d_pp <= ASSIGN_EXACT_TSP_MAX;

@@ -13,6 +13,8 @@
  *    size: greedy, ga and random at their default budgets (ga: 1 s, plus its refinement's floor
  *    of 20·n moves; random: 5000 partitions or 1 s), cost and time to solution, and ga's margin
  *    over greedy.
+ * 1b. The same scenario priced with the ring reduce the runtime runs, without and with shared
+ *    access links (each region behind one 1 Gbit/s gateway): table rows only.
  * Prints a table, then one JSON line.
  */
 #include "assign/assign.h"
@@ -150,6 +152,46 @@ static int s_worldwide(const bench_cfg *cfg, s_result *res) {
     rc = s_run(&in, kinds[i], budgets[i], (uint64_t)cfg->seed, &res[i]);
   s_free(&in);
   return rc;
+}
+
+/* The ring model on the world-wide scenario: the runtime's ring reduce, each region's eight
+ * GPUs behind one shared access link of 1 Gbit/s up and down (a region's gateway). Rows "ring"
+ * (no access links) and "ring-acc" (shared links): megatron, deepspeed and ga at its budget. */
+static int s_worldwide_ring(const bench_cfg *cfg) {
+  s_instance in;
+  s_alloc(&in, 64, 8, 8);
+  dtfm_ww_fill(in.net.latency_s, in.net.bandwidth_Bps);
+  in.prob.dp_algo = ASSIGN_DP_RING;
+  int link_of[64];
+  double cap[8];
+  for (int d = 0; d < 64; d++) link_of[d] = d / 8;
+  for (int l = 0; l < 8; l++) cap[l] = 1e9 / 8;
+  assign_access acc = {8, link_of, cap, cap};
+  assign_budget ga = {.max_seconds = cfg->ga_seconds};
+  if (cfg->ga_evals > 0) ga = (assign_budget){.max_evals = cfg->ga_evals};
+  const assign_solver kinds[3] = {ASSIGN_SOLVER_MEGATRON, ASSIGN_SOLVER_DEEPSPEED,
+                                  ASSIGN_SOLVER_GA};
+  for (int shared = 0; shared < 2; shared++) {
+    in.prob.access = shared ? &acc : NULL;
+    for (int k = 0; k < 3; k++) {
+      assign_plan *plan = NULL;
+      assign_stats st;
+      if (assign_solve(&in.prob, kinds[k], kinds[k] == ASSIGN_SOLVER_GA ? &ga : NULL,
+                       (uint64_t)cfg->seed, &plan, &st) != WT_OK) {
+        fprintf(stderr, "bench-assign: ring %s failed: %s\n", assign_solver_name(kinds[k]),
+                wt_last_error());
+        s_free(&in);
+        return WT_EINVAL;
+      }
+      assign_cost c = assign_plan_cost(&in.prob, plan);
+      printf("%-10s %-9s %10.3f %9.3f %9.3f %9.3f %9ld %9ld %9.3f\n", shared ? "ring-acc" : "ring",
+             assign_solver_name(kinds[k]), c.comm_s, c.dp_s, c.pp_s, st.seconds, st.evals,
+             st.evals_to_best, st.seconds_to_best);
+      assign_plan_destroy(&plan);
+    }
+  }
+  s_free(&in);
+  return WT_OK;
 }
 
 static void s_print_curve(const s_result *r, int n) {
@@ -313,6 +355,7 @@ int main(int argc, char **argv) {
          "2pp_s", "time_s", "evals", "ev_best", "t_best");
   s_result ww[WW_RUNS], big[BIG_RUNS];
   if (s_worldwide(&cfg, ww) != WT_OK) return 1;
+  if (s_worldwide_ring(&cfg) != WT_OK) return 1;
   if (!cfg.skip_big && s_large(&cfg, big) != WT_OK) return 1;
   if (s_scale(&cfg, sides, n_sides, scale, &n_scale) != WT_OK) return 1;
   printf("\n");

@@ -1,5 +1,6 @@
 /* assignment — the JSON "assignment" object netsim prints and reads back: groups (one list of
- * devices per stage) and pipelines (one list of devices per replica, stage order). */
+ * devices per stage), pipelines (one list of devices per replica, stage order) and, when the plan
+ * has them, rings (one list of replicas per stage, in ring order). */
 #include "netsim/netsim.h"
 
 #include "common/common.h"
@@ -26,7 +27,52 @@ cJSON *netsim_assignment_to_json(const assign_plan *plan) {
       cJSON_AddItemToArray(col, cJSON_CreateNumber(plan->device[s * plan->d_dp + r]));
     cJSON_AddItemToArray(pipes, col);
   }
+  if (plan->ring) {
+    cJSON *rings = cJSON_AddArrayToObject(obj, "rings");
+    for (int s = 0; s < plan->d_pp; s++) {
+      cJSON *row = cJSON_CreateArray();
+      for (int i = 0; i < plan->d_dp; i++)
+        cJSON_AddItemToArray(row, cJSON_CreateNumber(plan->ring[s * plan->d_dp + i]));
+      cJSON_AddItemToArray(rings, row);
+    }
+  }
   return obj;
+}
+
+/* "rings": per stage, its replicas once each in ring order, starting with replica 0. */
+static int s_rings(const char *path, const cJSON *arr, assign_plan *plan) {
+  int P = plan->d_pp, K = plan->d_dp;
+  if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) != P)
+    return wt_fail(WT_EINVAL,
+                   "assignment %s: \"rings\" must be an array of %d lists (one per stage)", path,
+                   P);
+  int *ring = wt_xmalloc(sizeof(int) * (size_t)P * K), s = 0, rc = WT_OK;
+  char *seen = wt_xmalloc((size_t)K);
+  for (const cJSON *row = arr->child; row && rc == WT_OK; row = row->next, s++) {
+    memset(seen, 0, (size_t)K);
+    if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != K) {
+      rc = wt_fail(WT_EINVAL, "assignment %s: \"rings\"[%d] must list %d replicas", path, s, K);
+      break;
+    }
+    int i = 0;
+    for (const cJSON *v = row->child; v && rc == WT_OK; v = v->next, i++) {
+      double x = cJSON_IsNumber(v) ? v->valuedouble : -1;
+      if (x != floor(x) || x < 0 || x >= K || seen[(int)x]++ || (i == 0 && x != 0))
+        rc = wt_fail(WT_EINVAL,
+                     "assignment %s: \"rings\"[%d] must hold replicas 0..%d once each, starting "
+                     "with 0 (entry %d is not that)",
+                     path, s, K - 1, i);
+      else
+        ring[s * K + i] = (int)x;
+    }
+  }
+  free(seen);
+  if (rc == WT_OK) {
+    free(plan->ring);
+    plan->ring = ring;
+  } else
+    free(ring);
+  return rc;
 }
 
 /* Reads a rows×cols table of device ids into plan cells; transposed for "pipelines". */
@@ -92,6 +138,8 @@ static int s_parse(const char *path, const cJSON *root, assign_plan *plan) {
     assign_plan_destroy(&g);
     WT_CHECK(rc);
   }
+  const cJSON *rings = cJSON_GetObjectItemCaseSensitive(obj, "rings");
+  if (rings) WT_CHECK(s_rings(path, rings, plan));
   return WT_OK;
 }
 

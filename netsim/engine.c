@@ -9,10 +9,11 @@
  * or however slow a link is. Every turn of the loop retires a transfer or a timed completion,
  * which bounds it by the graph's size.
  *
- * Rates are max-min fair under three kinds of limit: each flow's pair bandwidth, and each
- * device's egress and ingress NIC. The allocation splits over the connected components of the
- * flows-and-NICs graph, so when flows start or end only the components they touch are
- * re-shared, each by water-filling ordered with a heap: O(F log F) for a component of F flows.
+ * Rates are max-min fair under these limits: each flow's pair bandwidth, each device's egress
+ * and ingress NIC, and — for a flow between two access links — the sender's uplink and the
+ * receiver's downlink (unlimited ones are left out). The allocation splits over the connected
+ * components of the flows-and-NICs graph, so when flows start or end only the components they touch
+ * are re-shared, each by water-filling ordered with a heap: O(F log F) for a component of F flows.
  * A simulation therefore costs about O(transfers · component size · log), not O(devices) or a
  * rescan of every flow per event. */
 #include "netsim/sim_internal.h"
@@ -104,9 +105,10 @@ typedef struct {
   double cap;       /* the pair's bandwidth, bytes/s */
   double remaining; /* bytes left at t_upd */
   double rate, t_upd;
-  int ver;           /* bumped whenever its drain time changes or it ends */
-  int at_out, at_in; /* positions in its devices' lists */
-  int mark;          /* component search stamp */
+  int ver;         /* bumped whenever its drain time changes or it ends */
+  int nr;          /* resources it loads: egress NIC, ingress NIC, then uplink, downlink */
+  int r[4], at[4]; /* those resources and its positions in their lists */
+  int mark;        /* component search stamp */
 } s_flow;
 
 typedef struct {
@@ -121,7 +123,8 @@ static void s_list_push(s_list *l, int v) {
   l->a[l->n++] = v;
 }
 
-/* A resource is one direction of one NIC: 2d egress of device d, 2d+1 its ingress. */
+/* A resource is one direction of one NIC: 2d egress of device d, 2d+1 its ingress; or of one
+ * access link l: 2n + 2l its uplink, 2n + 2l + 1 its downlink. */
 typedef struct {
   s_list flows; /* flow slots using it */
   double left;  /* capacity not yet given to frozen flows (during a filling) */
@@ -134,6 +137,7 @@ typedef struct {
   netsim_graph *g;
   const assign_network *net;
   const double *nic;
+  const assign_access *access;
   int free_pp;
   double t;
   s_heap timed;  /* compute / join / arrival completions by task */
@@ -142,7 +146,8 @@ typedef struct {
   int n_slots, cap_slots;
   s_list free_slots;
   int active;
-  s_res *res; /* 2 per device */
+  s_res *res; /* 2 per device, then 2 per access link */
+  int n_res;
   s_list dirty;
   int stamp;
   /* scratch of one sharing */
@@ -189,34 +194,41 @@ static void s_flow_add(s_engine *e, int task) {
   f->rate = 0;
   f->t_upd = e->t;
   f->ver++;
-  f->at_out = e->res[2 * f->src].flows.n;
-  s_list_push(&e->res[2 * f->src].flows, slot);
-  f->at_in = e->res[2 * f->dst + 1].flows.n;
-  s_list_push(&e->res[2 * f->dst + 1].flows, slot);
-  s_res_dirty(e, 2 * f->src);
-  s_res_dirty(e, 2 * f->dst + 1);
+  f->nr = 0;
+  f->r[f->nr++] = 2 * f->src;
+  f->r[f->nr++] = 2 * f->dst + 1;
+  const assign_access *a = e->access;
+  if (a && a->link_of[f->src] != a->link_of[f->dst]) {
+    int base = 2 * e->net->n, lu = a->link_of[f->src], ld = a->link_of[f->dst];
+    if (isfinite(a->up_Bps[lu])) f->r[f->nr++] = base + 2 * lu;
+    if (isfinite(a->down_Bps[ld])) f->r[f->nr++] = base + 2 * ld + 1;
+  }
+  for (int k = 0; k < f->nr; k++) {
+    f->at[k] = e->res[f->r[k]].flows.n;
+    s_list_push(&e->res[f->r[k]].flows, slot);
+    s_res_dirty(e, f->r[k]);
+  }
   e->active++;
 }
 
 /* Removes slot from a resource's list, moving the last entry into its place. */
-static void s_res_unlink(s_engine *e, int r, int at, int is_in) {
+static void s_res_unlink(s_engine *e, int r, int at) {
   s_list *l = &e->res[r].flows;
   int moved = l->a[--l->n];
   if (at < l->n) {
     l->a[at] = moved;
-    if (is_in)
-      e->flows[moved].at_in = at;
-    else
-      e->flows[moved].at_out = at;
+    s_flow *m = &e->flows[moved];
+    for (int k = 0; k < m->nr; k++)
+      if (m->r[k] == r) m->at[k] = at;
   }
 }
 
 static void s_flow_remove(s_engine *e, int slot) {
   s_flow *f = &e->flows[slot];
-  s_res_unlink(e, 2 * f->src, f->at_out, 0);
-  s_res_unlink(e, 2 * f->dst + 1, f->at_in, 1);
-  s_res_dirty(e, 2 * f->src);
-  s_res_dirty(e, 2 * f->dst + 1);
+  for (int k = 0; k < f->nr; k++) {
+    s_res_unlink(e, f->r[k], f->at[k]);
+    s_res_dirty(e, f->r[k]);
+  }
   f->task = -1;
   f->ver++;
   s_list_push(&e->free_slots, slot);
@@ -239,11 +251,10 @@ static void s_component(s_engine *e, int r0) {
       if (f->mark == e->stamp) continue;
       f->mark = e->stamp;
       s_list_push(&e->comp_flows, slot);
-      int ends[2] = {2 * f->src, 2 * f->dst + 1};
-      for (int k = 0; k < 2; k++)
-        if (e->res[ends[k]].mark != e->stamp) {
-          e->res[ends[k]].mark = e->stamp;
-          s_list_push(&e->comp_res, ends[k]);
+      for (int k = 0; k < f->nr; k++)
+        if (e->res[f->r[k]].mark != e->stamp) {
+          e->res[f->r[k]].mark = e->stamp;
+          s_list_push(&e->comp_res, f->r[k]);
         }
     }
   }
@@ -266,12 +277,20 @@ static void s_flow_set_rate(s_engine *e, int slot, double rate) {
 static void s_fill_freeze(s_engine *e, int slot, double level) {
   e->frozen[slot] = 1;
   s_flow_set_rate(e, slot, level);
-  int ends[2] = {2 * e->flows[slot].src, 2 * e->flows[slot].dst + 1};
-  for (int k = 0; k < 2; k++) {
-    s_res *res = &e->res[ends[k]];
+  const s_flow *f = &e->flows[slot];
+  for (int k = 0; k < f->nr; k++) {
+    s_res *res = &e->res[f->r[k]];
     res->left = fmax(0, res->left - level);
     res->unfrozen--;
   }
+}
+
+/* Capacity of resource r in bytes/s. */
+static double s_capacity(const s_engine *e, int r) {
+  int n = e->net->n;
+  if (r < 2 * n) return e->nic[r / 2];
+  int l = (r - 2 * n) / 2;
+  return r % 2 ? e->access->down_Bps[l] : e->access->up_Bps[l];
 }
 
 /* Restores the heap below index i (Floyd's construction calls it bottom-up: O(n) in all). */
@@ -298,7 +317,7 @@ static void s_share_component(s_engine *e) {
   nics->n = caps->n = 0;
   for (int i = 0; i < e->comp_res.n; i++) {
     s_res *res = &e->res[e->comp_res.a[i]];
-    res->left = e->nic[e->comp_res.a[i] / 2];
+    res->left = s_capacity(e, e->comp_res.a[i]);
     res->unfrozen = res->flows.n;
     if (res->unfrozen) s_heap_push(nics, res->left / res->unfrozen, e->comp_res.a[i], 0);
   }
@@ -414,7 +433,7 @@ static int s_step(s_engine *e) {
 }
 
 static void s_engine_free(s_engine *e) {
-  for (int r = 0; r < 2 * e->net->n; r++) free(e->res[r].flows.a);
+  for (int r = 0; r < e->n_res; r++) free(e->res[r].flows.a);
   free(e->res);
   free(e->flows);
   free(e->frozen);
@@ -429,9 +448,10 @@ static void s_engine_free(s_engine *e) {
 }
 
 int netsim_engine_run(netsim_graph *g, const assign_network *net, const double *nic_Bps,
-                      int free_pp, double deadline_s) {
-  s_engine e = {.g = g, .net = net, .nic = nic_Bps, .free_pp = free_pp};
-  e.res = wt_xcalloc(2 * (size_t)net->n, sizeof *e.res);
+                      const assign_access *access, int free_pp, double deadline_s) {
+  s_engine e = {.g = g, .net = net, .nic = nic_Bps, .access = access, .free_pp = free_pp};
+  e.n_res = 2 * net->n + (access ? 2 * access->n_links : 0);
+  e.res = wt_xcalloc((size_t)e.n_res, sizeof *e.res);
   for (int i = 0; i < g->n; i++)
     if (g->tasks[i].pending == 0) s_start(&e, i);
   /* Each turn retires at least one transfer or completion: a transfer drains once and a task

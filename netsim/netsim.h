@@ -27,9 +27,15 @@
  *                           one per region (also a constant); default 1
  *   "hidden_size", "activation_bytes"  (constants only) to derive tokens per iteration from
  *                           c_pp (defaults 2048 and 2, GPT3-XL in fp16)
+ *   "uplink_gbps", "downlink_gbps"  access-link capacities (per scenario): a number or one per
+ *                           region, 0 = unlimited; absent = unlimited (the paper's model)
+ *   "access"                "device" (default: each device has its own access link of those
+ *                           capacities) or "region" (the devices of a region share one access
+ *                           link: a home, or a site behind one uplink; traffic inside it does
+ *                           not cross it)
  * Units on load: latency ms one way → s; bandwidth Gbit/s → bytes/s = Gbps·1e9/8. Devices are
- * numbered region by region (group by group). Matrices are symmetrised as the mean of both
- * directions.
+ * numbered region by region (group by group). Matrices are directed, row = from, column = to:
+ * a symmetric matrix is both directions (old files load exactly as before).
  *
  * Simulator model (netsim_simulate):
  *   - every tasklet (stage s of replica r) runs forward and backward passes of m micro-batches
@@ -39,10 +45,13 @@
  *   - an activation (forward) and its gradient (backward) cross each pipeline cut per
  *     micro-batch as transfers of act_bytes: arrival = sending done + one-way latency.
  *   - concurrent transfers share bandwidth max-min fairly (progressive filling): each transfer
- *     is capped by its pair's bandwidth, and all transfers leaving (entering) a device share
- *     its egress (ingress) NIC. Rates are recomputed whenever a transfer starts or ends.
+ *     is capped by its pair's bandwidth, all transfers leaving (entering) a device share its
+ *     egress (ingress) NIC, and transfers between different access links share the sender's
+ *     uplink and the receiver's downlink (cfg.access). Rates are recomputed whenever a
+ *     transfer starts or ends.
  *   - after its last backward pass each stage's data-parallel group reduces grad_bytes:
- *     ring (2(D−1) steps of grad_bytes/D around the replicas in column order) or sharded
+ *     ring (2(D−1) steps of grad_bytes/D around the replicas in the plan's ring order, see
+ *     netsim_sim_config.dp_ring) or sharded
  *     parameter server (every device sends shard j to device j, then j sends it back reduced).
  *   - what wantrain's runtime adds, each switched on in the config: passes timed per stage;
  *     recomputation (the executor holds one micro-batch's activations, so any other backward
@@ -106,8 +115,9 @@ void netsim_scenario_destroy(netsim_scenario **self_p);
 const char *netsim_scenario_name(const netsim_scenario *self);
 /* The devices' network (latency s, bandwidth B/s, compute speed, memory), owned by the scenario. */
 const assign_network *netsim_scenario_network(const netsim_scenario *self);
-/* The cost-model problem of the scenario (d_pp, d_dp, c_dp, c_pp; dp_algo paper's sharded PS);
- * problem->net points into the scenario. */
+/* The cost-model problem of the scenario (d_pp, d_dp, c_dp, c_pp, its access links or NULL;
+ * dp_algo the paper's sharded PS — set ASSIGN_DP_RING, or netsim_scenario_default_dp_algo, to
+ * price the runtime's ring); problem->net and problem->access point into the scenario. */
 void netsim_scenario_problem(const netsim_scenario *self, assign_problem *problem);
 /* Region (group) index of device d, and a region's name (a "region K" label when unnamed). */
 int netsim_scenario_region_of(const netsim_scenario *self, int d);
@@ -115,26 +125,39 @@ int netsim_scenario_region_count(const netsim_scenario *self);
 const char *netsim_scenario_region_name(const netsim_scenario *self, int region);
 /* Per-device NIC capacity in bytes/s (n entries, owned by the scenario). */
 const double *netsim_scenario_nic(const netsim_scenario *self);
+/* The scenario's access links (owned by the scenario), or NULL when it has none (unlimited
+ * access: the paper's model). netsim_scenario_problem puts it in the problem. */
+const assign_access *netsim_scenario_access(const netsim_scenario *self);
+/* 1 when some pair's two directions differ (latency or bandwidth). */
+int netsim_scenario_directed(const netsim_scenario *self);
+/* The data-parallel algorithm a scenario is priced with by default: the paper's sharded
+ * parameter server when it has symmetric pairs and no access links (so its numbers are the
+ * paper's), else the ring the runtime runs. */
+assign_dp_algo netsim_scenario_default_dp_algo(const netsim_scenario *self);
 /* Forward+backward FLOPs of one stage for one whole iteration (all micro-batches), derived as
  * 6 · (c_dp/4 parameters) · (c_pp / (hidden·activation_bytes) tokens). */
 double netsim_scenario_stage_flops(const netsim_scenario *self);
 /* Effective FLOP/s of a speed-1 device (compute_speed is relative to it). */
 double netsim_scenario_reference_flops(const netsim_scenario *self);
 
-/* Writes the scenario as a one-scenario document in the region form (loadable again): links,
- * region sizes, cost constants and the reference FLOP/s; per-region compute speed, NIC and
- * memory are not written. Returns WT_OK or WT_EIO naming the path. */
+/* Writes the scenario as a one-scenario document in the region form (loadable again): links
+ * (each direction), region sizes, access links when they are per region or per device with
+ * one capacity per region, cost constants and the reference FLOP/s; per-region compute speed,
+ * NIC and memory are not written. Returns WT_OK or WT_EIO naming the path. */
 int netsim_scenario_save(const netsim_scenario *self, const char *path);
 
 /* ---- assignment files ------------------------------------------------------------------------ */
 
 /* Reads an "assignment" object ({"groups": [[stage 0 devices], ...], "pipelines": [[device of
- * stage 0, ...] per replica]}; either key alone is enough, and when both are given they must
- * agree; a whole compare result entry {"assignment": {...}} is accepted too) and checks it against
- * d_pp × d_dp devices: right shape, every device exactly once. On WT_OK *out is a new plan.
+ * stage 0, ...] per replica], "rings": [[replica at ring position 0, ...] per stage]}; groups
+ * or pipelines alone is enough, and when both are given they must agree; rings is optional
+ * and, when given, must hold each stage's replicas once, starting with replica 0; a whole
+ * compare result entry {"assignment": {...}} is accepted too) and checks it against d_pp × d_dp
+ * devices: right shape, every device exactly once. On WT_OK *out is a new plan.
  * WT_EINVAL names the file and the problem. */
 int netsim_assignment_load(const char *path, int d_pp, int d_dp, assign_plan **out);
-/* Builds the JSON "assignment" object of a plan (caller frees with cJSON_Delete). */
+/* Builds the JSON "assignment" object of a plan, with "rings" when the plan has them (caller
+ * frees with cJSON_Delete). */
 struct cJSON *netsim_assignment_to_json(const assign_plan *plan);
 
 /* ---- simulator ------------------------------------------------------------------------------- */
@@ -156,15 +179,21 @@ typedef struct {
   double tied_bytes; /* first and last stage swap the tied embedding's gradient before reducing */
   int norm_exchange; /* after its reduce each tasklet sends norm_bytes to every other */
   double norm_bytes;
-  const int *dp_ring; /* d_pp × d_dp: each stage's replicas in ring order; NULL = the order
-                         netsim_ring_order picks for grad_bytes */
+  const int *dp_ring; /* d_pp × d_dp: each stage's replicas in ring order; NULL = the plan's
+                         rings (plan->ring), or without them the order netsim_ring_order picks */
+  const assign_access *access; /* access links shared by transfers; NULL = none */
 } netsim_sim_config;
 
 /* The order of stage `stage`'s data-parallel ring: its replicas (ring[0..d_dp-1], starting with
  * replica 0) in the order assign_ring_order picks for hop costs α + (grad_bytes/d_dp)/β between
- * their devices — the ring the cost model and the simulator use, and the one a run should use. */
+ * their devices — the cost model's ring on a network without access links. With access links
+ * use netsim_ring_order_access (or the rings assign_solve puts in the plan). */
 void netsim_ring_order(const assign_network *net, const assign_plan *plan, int stage,
                        double grad_bytes, int *ring);
+/* As netsim_ring_order, over the whole network model: assign_ring_choose with access links
+ * (NULL = none, the same ring as netsim_ring_order). */
+void netsim_ring_order_access(const assign_network *net, const assign_access *access,
+                              const assign_plan *plan, int stage, double grad_bytes, int *ring);
 
 typedef struct {
   double iteration_s;    /* the whole iteration: pipeline phase + exposed all-reduce */
@@ -187,7 +216,7 @@ typedef struct netsim_trace netsim_trace;
 
 /* Fills a config from a scenario: m micro-batches, fwd/bwd from the scenario's stage FLOPs and
  * reference FLOP/s (forward 1/3, backward 2/3), act_bytes = c_pp/m, grad_bytes = c_dp, sharded
- * PS, the scenario's NICs. */
+ * PS, the scenario's NICs and access links. */
 void netsim_sim_config_from_scenario(const netsim_scenario *s, netsim_schedule schedule, int m,
                                      netsim_sim_config *cfg);
 
@@ -209,6 +238,11 @@ int netsim_simulate(const assign_network *net, const assign_plan *plan,
 int netsim_transfers_simulate(const assign_network *net, const double *nic_Bps, int count,
                               const int *src, const int *dst, const double *bytes,
                               const double *start_s, double *arrive_s);
+/* As netsim_transfers_simulate, with access links shared by the transfers (NULL = none). */
+int netsim_transfers_simulate_access(const assign_network *net, const assign_access *access,
+                                     const double *nic_Bps, int count, const int *src,
+                                     const int *dst, const double *bytes, const double *start_s,
+                                     double *arrive_s);
 
 /* The timeline as Chrome trace JSON ({"traceEvents": [...]}: one "X" event per compute pass
  * (cat "compute", tid 0), one per transfer on the sender (cat "send", tids 100+) and one on the

@@ -37,6 +37,9 @@ void netsim_scenario_destroy(netsim_scenario **self_p) {
   free(s->net.compute_speed);
   free(s->net.memory_bytes);
   free(s->nic_Bps);
+  free(s->link_of);
+  free(s->up_Bps);
+  free(s->down_Bps);
   free(s->name);
   free(s);
   *self_p = NULL;
@@ -69,6 +72,36 @@ int netsim_scenario_region_count(const netsim_scenario *self) {
 const double *netsim_scenario_nic(const netsim_scenario *self) {
   return self->nic_Bps;
 }
+const assign_access *netsim_scenario_access(const netsim_scenario *self) {
+  return self->access.n_links > 0 ? &self->access : NULL;
+}
+
+void netsim_scenario_set_access(netsim_scenario *s, int n_links, const int *link_of,
+                                const double *up_Bps, const double *down_Bps) {
+  free(s->link_of), free(s->up_Bps), free(s->down_Bps);
+  s->link_of = wt_xmalloc(sizeof(int) * (size_t)s->net.n);
+  s->up_Bps = wt_xmalloc(sizeof(double) * (size_t)n_links);
+  s->down_Bps = wt_xmalloc(sizeof(double) * (size_t)n_links);
+  memcpy(s->link_of, link_of, sizeof(int) * (size_t)s->net.n);
+  memcpy(s->up_Bps, up_Bps, sizeof(double) * (size_t)n_links);
+  memcpy(s->down_Bps, down_Bps, sizeof(double) * (size_t)n_links);
+  s->access = (assign_access){n_links, s->link_of, s->up_Bps, s->down_Bps};
+}
+
+assign_dp_algo netsim_scenario_default_dp_algo(const netsim_scenario *self) {
+  return netsim_scenario_access(self) || netsim_scenario_directed(self) ? ASSIGN_DP_RING
+                                                                        : ASSIGN_DP_SHARDED_PS;
+}
+
+int netsim_scenario_directed(const netsim_scenario *self) {
+  const assign_network *net = &self->net;
+  for (int i = 0; i < net->n; i++)
+    for (int j = i + 1; j < net->n; j++)
+      if (net->latency_s[i * net->n + j] != net->latency_s[j * net->n + i] ||
+          net->bandwidth_Bps[i * net->n + j] != net->bandwidth_Bps[j * net->n + i])
+        return 1;
+  return 0;
+}
 double netsim_scenario_reference_flops(const netsim_scenario *self) {
   return self->ref_flops;
 }
@@ -88,6 +121,7 @@ void netsim_scenario_problem(const netsim_scenario *self, assign_problem *proble
   problem->c_dp_bytes = self->c_dp_bytes;
   problem->c_pp_bytes = self->c_pp_bytes;
   problem->dp_algo = ASSIGN_DP_SHARDED_PS;
+  problem->access = netsim_scenario_access(self);
 }
 
 double netsim_scenario_stage_flops(const netsim_scenario *self) {

@@ -17,6 +17,10 @@ struct netsim_scenario {
   int *region_of;      /* n devices */
   assign_network net;  /* owns its arrays */
   double *nic_Bps;     /* n */
+  /* Access links (access.n_links == 0: none, every access unlimited): */
+  assign_access access; /* points at the three arrays below */
+  int *link_of;         /* n */
+  double *up_Bps, *down_Bps;
   int d_pp, d_dp;
   double c_dp_bytes, c_pp_bytes;
   double hidden, act_value_bytes; /* to turn c_pp into tokens */
@@ -31,6 +35,10 @@ struct netsim_scenario_set {
 
 /* Allocates a scenario of n devices in k regions with every array zeroed. */
 netsim_scenario *netsim_scenario_alloc(const char *name, int n, int k);
+
+/* Copies access links into the scenario (link_of has one entry per device). */
+void netsim_scenario_set_access(netsim_scenario *s, int n_links, const int *link_of,
+                                const double *up_Bps, const double *down_Bps);
 
 /* Default NIC = the device's fastest link (its own region's bandwidth in the paper's data). */
 void netsim_scenario_default_nics(netsim_scenario *s);

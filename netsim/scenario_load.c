@@ -184,7 +184,8 @@ static void s_expand(netsim_scenario *s, const double *lat, const double *bw, co
       s->net.latency_s[a * n + b] = a == b ? 0 : lat[ra * k + rb];
       s->net.bandwidth_Bps[a * n + b] = bw[ra * k + rb];
     }
-  assign_network_symmetrize(&s->net);
+  /* Row = from, column = to: a symmetric matrix is both directions, an asymmetric one keeps
+   * them apart (the cost model and the simulator read each direction). */
   netsim_scenario_default_nics(s);
   if (mem[0] > 0) s->net.memory_bytes = wt_xcalloc((size_t)n, sizeof(double));
   for (int a = 0; a < n; a++) {
@@ -201,6 +202,60 @@ static void s_expand(netsim_scenario *s, const double *lat, const double *bw, co
 typedef struct {
   double c_dp, c_pp, d_pp, d_dp, tflops, nic, mem, hidden, act_bytes, site_eff;
 } s_constants;
+
+/* A per-region access capacity: absent (out[] stays 0 = unlimited), one number for all, or an
+ * array of k numbers; 0 in an array marks a region whose access is unlimited. */
+static int s_per_region_capacity(const s_ctx *c, const cJSON *obj, const char *key, int k,
+                                 double *out, int *given) {
+  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!item) return WT_OK;
+  *given = 1;
+  if (cJSON_IsNumber(item)) {
+    if (!(item->valuedouble > 0) || !(item->valuedouble <= S_MAX_VALUE))
+      return s_fail(c, key, "must be in (0, %g] Gbit/s, got %g", S_MAX_VALUE, item->valuedouble);
+    for (int r = 0; r < k; r++) out[r] = item->valuedouble;
+    return WT_OK;
+  }
+  return s_number_row(c, item, key, k, 0, 0, out);
+}
+
+/* Access links: "uplink_gbps" / "downlink_gbps" (per region; absent or 0 = unlimited) and
+ * "access": "device" (each device its own link of those capacities, the default) or "region"
+ * (the devices of a region share one link: a home or a site behind one uplink). */
+static int s_access_parse(const s_ctx *c, const cJSON *js, netsim_scenario *s) {
+  int nr = s->n_regions, n = s->net.n, given = 0, shared = 0;
+  const cJSON *mode = cJSON_GetObjectItemCaseSensitive(js, "access");
+  if (mode) {
+    if (!cJSON_IsString(mode) ||
+        (strcmp(mode->valuestring, "device") && strcmp(mode->valuestring, "region")))
+      return s_fail(c, "access",
+                    "must be \"device\" (each device its own access link) or \"region\" (the "
+                    "devices of a region share one)");
+    shared = !strcmp(mode->valuestring, "region");
+    given = 1;
+  }
+  double *cap = wt_xcalloc(2 * (size_t)nr, sizeof(double));
+  int rc = s_per_region_capacity(c, js, "uplink_gbps", nr, cap, &given);
+  if (rc == WT_OK) rc = s_per_region_capacity(c, js, "downlink_gbps", nr, cap + nr, &given);
+  if (rc == WT_OK && given) {
+    int links = shared ? nr : n;
+    int *link_of = wt_xmalloc(sizeof(int) * (size_t)n);
+    double *up = wt_xmalloc(sizeof(double) * (size_t)links);
+    double *down = wt_xmalloc(sizeof(double) * (size_t)links);
+    for (int d = 0; d < n; d++) {
+      int r = s->region_of[d], l = shared ? r : d;
+      link_of[d] = l;
+      up[l] = cap[r] > 0 ? cap[r] * 1e9 / 8.0 : INFINITY; /* Gbit/s → bytes/s */
+      down[l] = cap[nr + r] > 0 ? cap[nr + r] * 1e9 / 8.0 : INFINITY;
+    }
+    netsim_scenario_set_access(s, links, link_of, up, down);
+    free(link_of);
+    free(up);
+    free(down);
+  }
+  free(cap);
+  return rc;
+}
 
 /* A site has a whole number of GPUs and keeps at most linear scaling. */
 #define S_MAX_SITE_GPUS 65536
@@ -290,6 +345,7 @@ static int s_scenario_parse(const s_ctx *c, const cJSON *js, const s_constants *
   if (rc == WT_OK) rc = s_check_sites(c, nr, per + 3 * nr, per + 4 * nr);
   if (rc == WT_OK) rc = s_scenario_degrees(c, js, k, s);
   if (rc == WT_OK) s_expand(s, lat, bw, per, per + nr, per + 2 * nr, per + 3 * nr, per + 4 * nr);
+  if (rc == WT_OK) rc = s_access_parse(c, js, s);
   free(lat);
   free(bw);
   free(per);

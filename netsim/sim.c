@@ -153,19 +153,21 @@ static void s_add_pipeline(s_builder *b) {
       }
 }
 
+void netsim_ring_order_access(const assign_network *net, const assign_access *access,
+                              const assign_plan *plan, int stage, double grad_bytes, int *ring) {
+  /* The cost model's own choice (assign_ring_choose reads only net, access, c_dp and d_dp). */
+  assign_problem p = {.net = net,
+                      .d_pp = 1,
+                      .d_dp = plan->d_dp,
+                      .c_dp_bytes = grad_bytes,
+                      .dp_algo = ASSIGN_DP_RING,
+                      .access = access};
+  assign_ring_choose(&p, plan->d_dp, plan->device + (size_t)stage * plan->d_dp, ring);
+}
+
 void netsim_ring_order(const assign_network *net, const assign_plan *plan, int stage,
                        double grad_bytes, int *ring) {
-  int D = plan->d_dp;
-  double chunk = grad_bytes / D;
-  const int *devs = plan->device + (size_t)stage * D;
-  double *hop = wt_xmalloc(sizeof(double) * (size_t)D * D);
-  for (int x = 0; x < D; x++)
-    for (int y = 0; y < D; y++)
-      hop[x * D + y] = x == y ? 0
-                              : net->latency_s[devs[x] * net->n + devs[y]] +
-                                    chunk / net->bandwidth_Bps[devs[x] * net->n + devs[y]];
-  assign_ring_order(D, hop, ring);
-  free(hop);
+  netsim_ring_order_access(net, NULL, plan, stage, grad_bytes, ring);
 }
 
 /* Ring all-reduce over the group in the order assign_ring_order picks (the cost model's ring):
@@ -177,10 +179,11 @@ static void s_add_ring(s_builder *b, int s) {
   int *prev = wt_xmalloc(sizeof(int) * (size_t)D), *cur = wt_xmalloc(sizeof(int) * (size_t)D);
   int *devs = wt_xmalloc(sizeof(int) * (size_t)D), *ring = wt_xmalloc(sizeof(int) * (size_t)D);
   for (int r = 0; r < D; r++) devs[r] = s_dev(b, s, r);
-  if (b->cfg->dp_ring)
-    memcpy(ring, b->cfg->dp_ring + (size_t)s * D, sizeof(int) * (size_t)D);
+  const int *given = b->cfg->dp_ring ? b->cfg->dp_ring : b->plan->ring;
+  if (given)
+    memcpy(ring, given + (size_t)s * D, sizeof(int) * (size_t)D);
   else
-    netsim_ring_order(b->net, b->plan, s, b->cfg->grad_bytes, ring);
+    netsim_ring_order_access(b->net, b->cfg->access, b->plan, s, b->cfg->grad_bytes, ring);
   char label[64];
   for (int k = 0; k < steps; k++) {
     for (int i = 0; i < D; i++) {
@@ -283,6 +286,25 @@ static int s_check(const assign_network *net, const assign_plan *plan,
   }
   free(seen);
   WT_CHECK(rc);
+  for (int i = 0; cfg->access && i < net->n; i++)
+    if (cfg->access->link_of[i] < 0 || cfg->access->link_of[i] >= cfg->access->n_links)
+      return wt_fail(WT_EINVAL, "simulate: device %d is on access link %d, outside 0..%d", i,
+                     cfg->access->link_of[i], cfg->access->n_links - 1);
+  for (int l = 0; cfg->access && l < cfg->access->n_links; l++)
+    if (!(cfg->access->up_Bps[l] > 0) || !(cfg->access->down_Bps[l] > 0))
+      return wt_fail(WT_EINVAL, "simulate: access link %d needs capacities > 0", l);
+  const int *ring = cfg->dp_ring ? cfg->dp_ring : plan->ring;
+  for (int s = 0; ring && s < plan->d_pp; s++) {
+    int mask_ok = 1;
+    char *in = wt_xcalloc((size_t)plan->d_dp, 1);
+    for (int i = 0; i < plan->d_dp && mask_ok; i++) {
+      int r = ring[s * plan->d_dp + i];
+      mask_ok = r >= 0 && r < plan->d_dp && !in[r]++;
+    }
+    free(in);
+    if (!mask_ok)
+      return wt_fail(WT_EINVAL, "simulate: stage %d's ring does not hold each replica once", s);
+  }
   if (cfg->micro_batches < 1 || cfg->micro_batches > 100000)
     return wt_fail(WT_EINVAL, "simulate: micro_batches must be in [1, 100000]");
   for (int s = 0; cfg->stage_fwd_s && s < plan->d_pp; s++)
@@ -340,7 +362,7 @@ static int s_run(const assign_network *net, const assign_plan *plan, const netsi
                  int free_pp, s_builder *b, const double *nic, double deadline_s) {
   *b = (s_builder){.net = net, .plan = plan, .cfg = cfg};
   s_build(b);
-  return netsim_engine_run(&b->g, net, nic, free_pp, deadline_s);
+  return netsim_engine_run(&b->g, net, nic, cfg->access, free_pp, deadline_s);
 }
 
 static double *s_default_nics(const assign_network *net) {
@@ -424,11 +446,20 @@ void netsim_sim_config_from_scenario(const netsim_scenario *s, netsim_schedule s
   cfg->grad_bytes = s->c_dp_bytes;
   cfg->dp_algo = ASSIGN_DP_SHARDED_PS;
   cfg->nic_Bps = s->nic_Bps;
+  cfg->access = netsim_scenario_access(s);
 }
 
 int netsim_transfers_simulate(const assign_network *net, const double *nic_Bps, int count,
                               const int *src, const int *dst, const double *bytes,
                               const double *start_s, double *arrive_s) {
+  return netsim_transfers_simulate_access(net, NULL, nic_Bps, count, src, dst, bytes, start_s,
+                                          arrive_s);
+}
+
+int netsim_transfers_simulate_access(const assign_network *net, const assign_access *access,
+                                     const double *nic_Bps, int count, const int *src,
+                                     const int *dst, const double *bytes, const double *start_s,
+                                     double *arrive_s) {
   netsim_graph g = {0};
   for (int i = 0; i < count; i++) {
     if (src[i] < 0 || src[i] >= net->n || dst[i] < 0 || dst[i] >= net->n || src[i] == dst[i] ||
@@ -447,7 +478,7 @@ int netsim_transfers_simulate(const assign_network *net, const double *nic_Bps, 
     netsim_graph_dep(&g, w, netsim_graph_add(&g, t));
   }
   double *own_nic = nic_Bps ? NULL : s_default_nics(net);
-  int rc = netsim_engine_run(&g, net, nic_Bps ? nic_Bps : own_nic, 0, 0);
+  int rc = netsim_engine_run(&g, net, nic_Bps ? nic_Bps : own_nic, access, 0, 0);
   for (int i = 0; rc == WT_OK && i < count; i++) arrive_s[i] = g.tasks[2 * i + 1].end_s;
   netsim_graph_free(&g);
   free(own_nic);

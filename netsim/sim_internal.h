@@ -40,12 +40,13 @@ int netsim_graph_add(netsim_graph *g, netsim_task task);
 void netsim_graph_dep(netsim_graph *g, int before, int after);
 void netsim_graph_free(netsim_graph *g);
 
-/* Runs the graph from time 0 and fills the tasks' times. Transfers of kind PP take zero time
+/* Runs the graph from time 0 and fills the tasks' times; transfers share NICs and, when access
+ * is not NULL, access links (see netsim.h). Transfers of kind PP take zero time
  * when free_pp is set (used to separate bubble from pipeline communication). deadline_s is a
  * wt_now_s() time after which the run stops with WT_ETIMEOUT (0 = none). Returns WT_OK, or
  * WT_EINVAL when some task never became ready (a cycle: a programming error in the builder). */
 int netsim_engine_run(netsim_graph *g, const assign_network *net, const double *nic_Bps,
-                      int free_pp, double deadline_s);
+                      const assign_access *access, int free_pp, double deadline_s);
 
 /* The timeline of a finished graph. */
 netsim_trace *netsim_trace_from_graph(const netsim_graph *g, int n_devices);

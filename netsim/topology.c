@@ -41,7 +41,8 @@ static double s_bandwidth_gbps(wt_rng *rng, double km) {
 
 netsim_scenario *netsim_scenario_random(int n_regions, int gpus_per_region, uint64_t seed) {
   if (n_regions < 1 || gpus_per_region < 1) {
-    wt_fail(WT_EINVAL, "a random world needs at least one region and one GPU per region (got %d x %d)",
+    wt_fail(WT_EINVAL,
+            "a random world needs at least one region and one GPU per region (got %d x %d)",
             n_regions, gpus_per_region);
     return NULL;
   }
@@ -156,6 +157,35 @@ static cJSON *s_region_matrix(const netsim_scenario *s, const double *m, double 
   return rows;
 }
 
+/* Access links as the file holds them: one per region ("region") or one per device with one
+ * capacity per region ("device"); other layouts (built in code) are not written. */
+static void s_save_access(const netsim_scenario *s, cJSON *sc) {
+  const assign_access *a = netsim_scenario_access(s);
+  if (!a) return;
+  int n = s->net.n, k = s->n_regions, per_region = a->n_links == k, per_device = a->n_links == n;
+  int *first = wt_xmalloc(sizeof(int) * (size_t)k);
+  for (int r = 0; r < k; r++) first[r] = -1;
+  for (int d = 0; d < n; d++) {
+    int r = s->region_of[d], l = a->link_of[d];
+    if (first[r] < 0) first[r] = d;
+    int l0 = a->link_of[first[r]];
+    per_region &= l == r;
+    per_device &= l == d && a->up_Bps[l] == a->up_Bps[l0] && a->down_Bps[l] == a->down_Bps[l0];
+  }
+  if (per_region || per_device) {
+    cJSON_AddStringToObject(sc, "access", per_region ? "region" : "device");
+    cJSON *up = cJSON_AddArrayToObject(sc, "uplink_gbps"),
+          *down = cJSON_AddArrayToObject(sc, "downlink_gbps");
+    for (int r = 0; r < k; r++) {
+      int l = a->link_of[first[r]];
+      double u = a->up_Bps[l], w = a->down_Bps[l]; /* 0 in the file = unlimited */
+      cJSON_AddItemToArray(up, cJSON_CreateNumber(isfinite(u) ? u * 8e-9 : 0));
+      cJSON_AddItemToArray(down, cJSON_CreateNumber(isfinite(w) ? w * 8e-9 : 0));
+    }
+  }
+  free(first);
+}
+
 int netsim_scenario_save(const netsim_scenario *s, const char *path) {
   cJSON *root = cJSON_CreateObject(), *k = cJSON_AddObjectToObject(root, "cost_model_constants");
   cJSON_AddNumberToObject(k, "c_dp_bytes_per_stage", s->c_dp_bytes);
@@ -172,6 +202,7 @@ int netsim_scenario_save(const netsim_scenario *s, const char *path) {
     cJSON_AddItemToArray(sizes, cJSON_CreateNumber(s->region_size[r]));
   cJSON_AddItemToObject(sc, "latency_ms", s_region_matrix(s, s->net.latency_s, 1e3));
   cJSON_AddItemToObject(sc, "bandwidth_gbps", s_region_matrix(s, s->net.bandwidth_Bps, 8e-9));
+  s_save_access(s, sc);
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
   FILE *f = fopen(path, "w");

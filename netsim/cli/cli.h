@@ -18,7 +18,7 @@
 typedef struct {
   char schedule[WT_CONFIG_STR_MAX]; /* gpipe | 1f1b */
   int micro_batches;
-  char dp_algo[WT_CONFIG_STR_MAX]; /* sharded-ps | ring */
+  char dp_algo[WT_CONFIG_STR_MAX]; /* auto | sharded-ps | ring */
   double fwd_s, bwd_s;             /* 0 = derived from the model size and device speed */
   double limit_s;                  /* wall-clock limit of one simulation; 0 = none */
 } cli_sim_opts;
@@ -40,9 +40,10 @@ typedef struct {
        offsetof(type, member.dp_algo),                                                             \
        0,                                                                                          \
        0,                                                                                          \
-       "sharded-ps",                                                                               \
-       "data-parallel reduce (paper: sharded parameter server)",                                   \
-       "sharded-ps|ring"},                                                                         \
+       "auto",                                                                                     \
+       "data-parallel reduce; auto: the paper's sharded PS on symmetric scenarios without access " \
+       "links, else the ring",                                                                     \
+       "auto|sharded-ps|ring"},                                                                    \
       {"fwd-s",                                                                                    \
        WT_OPT_FLOAT,                                                                               \
        offsetof(type, member.fwd_s),                                                               \

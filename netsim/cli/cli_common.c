@@ -9,7 +9,9 @@
 void cli_sim_config(const cli_sim_opts *o, const netsim_scenario *s, netsim_sim_config *cfg) {
   netsim_schedule kind = !strcmp(o->schedule, "gpipe") ? NETSIM_GPIPE : NETSIM_1F1B;
   netsim_sim_config_from_scenario(s, kind, o->micro_batches, cfg);
-  cfg->dp_algo = !strcmp(o->dp_algo, "ring") ? ASSIGN_DP_RING : ASSIGN_DP_SHARDED_PS;
+  cfg->dp_algo = !strcmp(o->dp_algo, "ring")         ? ASSIGN_DP_RING
+                 : !strcmp(o->dp_algo, "sharded-ps") ? ASSIGN_DP_SHARDED_PS
+                                                     : netsim_scenario_default_dp_algo(s);
   cfg->max_seconds = o->limit_s;
   if (o->fwd_s > 0) cfg->fwd_s = o->fwd_s;
   if (o->bwd_s > 0)

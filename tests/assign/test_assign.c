@@ -563,10 +563,30 @@ static void test_invalid(void) {
                  "negative bandwidth named: %s", wt_last_error());
   w.net.bandwidth_Bps[3 * 64 + 9] = 5e8;
   WT_TEST_ASSERT(assign_problem_validate(&w.prob) == WT_EINVAL &&
-                     strstr(wt_last_error(), "not symmetric"),
-                 "asymmetric named: %s", wt_last_error());
+                     strstr(wt_last_error(), "bandwidth_Bps[9][3]"),
+                 "the other direction named: %s", wt_last_error());
+  w.net.bandwidth_Bps[9 * 64 + 3] = 2.5e8; /* a directed pair is a valid network */
+  WT_TEST_ASSERT(assign_problem_validate(&w.prob) == WT_OK, "directed: %s", wt_last_error());
   assign_network_symmetrize(&w.net);
+  WT_TEST_ASSERT(w.net.bandwidth_Bps[9 * 64 + 3] == 3.75e8 &&
+                     w.net.bandwidth_Bps[3 * 64 + 9] == 3.75e8,
+                 "symmetrised as the mean");
   WT_TEST_ASSERT(assign_problem_validate(&w.prob) == WT_OK, "symmetrised: %s", wt_last_error());
+  int link_of[64] = {0};
+  double up[2] = {1e9, 0}, down[2] = {1e9, INFINITY};
+  assign_access acc = {2, link_of, up, down};
+  w.prob.access = &acc;
+  link_of[7] = 2;
+  WT_TEST_ASSERT(assign_problem_validate(&w.prob) == WT_EINVAL &&
+                     strstr(wt_last_error(), "device 7 is on access link 2"),
+                 "link out of range named: %s", wt_last_error());
+  link_of[7] = 1;
+  WT_TEST_ASSERT(assign_problem_validate(&w.prob) == WT_EINVAL &&
+                     strstr(wt_last_error(), "access link 1 has uplink 0"),
+                 "zero uplink named: %s", wt_last_error());
+  up[1] = INFINITY;
+  WT_TEST_ASSERT(assign_problem_validate(&w.prob) == WT_OK, "unlimited link: %s", wt_last_error());
+  w.prob.access = NULL;
   w.net.latency_s[1] = NAN;
   WT_TEST_ASSERT(assign_problem_validate(&w.prob) == WT_EINVAL &&
                      strstr(wt_last_error(), "latency"),

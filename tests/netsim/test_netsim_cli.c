@@ -254,9 +254,57 @@ static void test_sweep(void) {
   free(err);
 }
 
+/* The shipped access-link worlds through the CLI: --dp-algo auto prices them with the ring, ga
+ * beats the megatron-like layout on two_homes, every plan carries its rings, and simulating the
+ * printed ga plan (rings included) gives compare's iteration time. */
+static void test_access_links(void) {
+  char file[1024], args[2048], path[512];
+  snprintf(file, sizeof file, "%s/netsim/scenarios/access-links.json", wt_test_source_dir());
+  snprintf(args, sizeof args,
+           "compare --scenario-file '%s' --scenario two_homes --solvers megatron,ga "
+           "--max-evals 2000 --json",
+           file);
+  char *out = NULL, *err = NULL;
+  int rc = s_netsim(args, &out, &err);
+  WT_TEST_REQUIRE(rc == 0, "compare exit %d: %s", rc, err);
+  cJSON *root = cJSON_Parse(out);
+  WT_TEST_REQUIRE(root, "not JSON: %.200s", out);
+  const cJSON *res = cJSON_GetObjectItem(root, "results");
+  const cJSON *meg = cJSON_GetArrayItem(res, 0), *ga = cJSON_GetArrayItem(res, 1);
+  WT_TEST_REQUIRE(meg && ga, "two results");
+  double meg_s = cJSON_GetObjectItem(meg, "comm_cost_s")->valuedouble;
+  double ga_s = cJSON_GetObjectItem(ga, "comm_cost_s")->valuedouble;
+  WT_TEST_ASSERT(ga_s < 0.6 * meg_s, "ga %.3f s vs megatron %.3f s on shared uplinks", ga_s, meg_s);
+  const cJSON *rings = cJSON_GetObjectItem(cJSON_GetObjectItem(ga, "assignment"), "rings");
+  WT_TEST_ASSERT(cJSON_GetArraySize(rings) == 2 &&
+                     cJSON_GetArraySize(cJSON_GetArrayItem(rings, 0)) == 4,
+                 "the plan's rings are printed");
+  snprintf(path, sizeof path, "%s/ga-access.json", s_dir);
+  char *text = cJSON_Print(cJSON_GetObjectItem(ga, "assignment"));
+  s_write(path, text);
+  free(text);
+  snprintf(args, sizeof args,
+           "simulate --scenario-file '%s' --scenario two_homes --assignment '%s' --json", file,
+           path);
+  free(out);
+  free(err);
+  rc = s_netsim(args, &out, &err);
+  WT_TEST_REQUIRE(rc == 0, "simulate exit %d: %s", rc, err);
+  cJSON *sim = cJSON_Parse(out);
+  WT_TEST_REQUIRE(sim, "simulate --json is not JSON");
+  WT_TEST_CLOSE(cJSON_GetObjectItem(sim, "simulated_iteration_s")->valuedouble,
+                cJSON_GetObjectItem(ga, "simulated_iteration_s")->valuedouble, 1e-9, 1e-9,
+                "simulate agrees with compare");
+  cJSON_Delete(sim);
+  cJSON_Delete(root);
+  free(out);
+  free(err);
+}
+
 int main(void) {
   wt_test_tmpdir(s_dir, sizeof s_dir);
   test_compare_and_simulate();
+  test_access_links();
   test_refusals();
   test_no_simulate_and_limit();
   test_sweep();

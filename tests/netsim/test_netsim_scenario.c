@@ -212,11 +212,101 @@ static void test_optional_fields(void) {
   WT_TEST_CLOSE(net->compute_speed[3], 2.0, 0, 1e-12, "speed of the 60 TFLOP/s region");
   WT_TEST_CLOSE(net->memory_bytes[0], 16e9, 0, 1e-12, "memory");
   WT_TEST_CLOSE(netsim_scenario_nic(s)[1], 4e9 / 8, 0, 1e-12, "nic");
-  /* Asymmetric input is averaged: (10 + 12) / 2 ms, (1 + 3) / 2 Gbit/s. */
-  WT_TEST_CLOSE(s_lat(s, 0, 2), 0.011, 1e-12, 0, "symmetrised latency");
-  WT_TEST_CLOSE(s_gbps(s, 2, 0), 2.0, 1e-9, 0, "symmetrised bandwidth");
+  /* An asymmetric matrix keeps its directions: row = from, column = to. */
+  WT_TEST_CLOSE(s_lat(s, 0, 2), 0.010, 1e-12, 0, "latency region 0 → 1");
+  WT_TEST_CLOSE(s_lat(s, 2, 0), 0.012, 1e-12, 0, "latency region 1 → 0");
+  WT_TEST_CLOSE(s_gbps(s, 0, 2), 1.0, 1e-9, 0, "bandwidth region 0 → 1");
+  WT_TEST_CLOSE(s_gbps(s, 2, 0), 3.0, 1e-9, 0, "bandwidth region 1 → 0");
+  WT_TEST_ASSERT(netsim_scenario_directed(s), "directed");
+  WT_TEST_ASSERT(netsim_scenario_access(s) == NULL, "no access links given: unlimited");
+  WT_TEST_ASSERT(netsim_scenario_default_dp_algo(s) == ASSIGN_DP_RING, "directed: ring by default");
+  assign_problem p;
+  netsim_scenario_problem(s, &p);
+  WT_TEST_ASSERT(assign_problem_validate(&p) == WT_OK, "a directed problem: %s", wt_last_error());
   netsim_scenario_set_destroy(&set);
   remove(path);
+  rmdir(dir);
+}
+
+/* Old files load as before: symmetric, no access links, the paper's reduce by default. */
+static void test_back_compat(void) {
+  netsim_scenario_set *set = s_load_shipped();
+  for (int i = 0; i < netsim_scenario_set_count(set); i++) {
+    const netsim_scenario *s = netsim_scenario_set_get(set, i);
+    assign_problem p;
+    netsim_scenario_problem(s, &p);
+    WT_TEST_ASSERT(!netsim_scenario_directed(s) && !netsim_scenario_access(s) && !p.access &&
+                       netsim_scenario_default_dp_algo(s) == ASSIGN_DP_SHARDED_PS,
+                   "%s loads as the paper's model", netsim_scenario_name(s));
+  }
+  netsim_scenario_set_destroy(&set);
+}
+
+static netsim_scenario_set *s_load_text(const char *dir, const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/access.json", dir);
+  FILE *f = fopen(path, "w");
+  fputs(text, f);
+  fclose(f);
+  netsim_scenario_set *set = netsim_scenario_set_load(path);
+  remove(path);
+  return set;
+}
+
+/* Access links: per device (the default) or shared per region, capacities per region, 0 =
+ * unlimited; bad values refused naming the field; a save/load round trip keeps them. */
+static void test_access_links(void) {
+  char dir[256];
+  wt_test_tmpdir(dir, sizeof dir);
+  netsim_scenario_set *set = s_load_text(
+      dir, "{" K "\"scenarios\":[{\"name\":\"homes\",\"gpus_per_region\":[2,2],\"latency_ms\":"
+           "[[1,20],[20,1]],\"bandwidth_gbps\":[[10,1],[1,10]],\"access\":\"region\","
+           "\"uplink_gbps\":[0.1,0],\"downlink_gbps\":0.5}]}");
+  WT_TEST_REQUIRE(set != NULL, "%s", wt_last_error());
+  const netsim_scenario *s = netsim_scenario_set_get(set, 0);
+  const assign_access *a = netsim_scenario_access(s);
+  WT_TEST_REQUIRE(a && a->n_links == 2, "one link per region");
+  WT_TEST_ASSERT(a->link_of[0] == 0 && a->link_of[1] == 0 && a->link_of[2] == 1 &&
+                     a->link_of[3] == 1,
+                 "a region's devices share its link");
+  WT_TEST_CLOSE(a->up_Bps[0], 0.1e9 / 8, 0, 1e-12, "uplink of region 0");
+  WT_TEST_ASSERT(isinf(a->up_Bps[1]), "0 = unlimited");
+  WT_TEST_CLOSE(a->down_Bps[1], 0.5e9 / 8, 0, 1e-12, "one downlink for all");
+  WT_TEST_ASSERT(netsim_scenario_default_dp_algo(s) == ASSIGN_DP_RING, "access links: ring");
+  assign_problem p;
+  netsim_scenario_problem(s, &p);
+  WT_TEST_ASSERT(p.access == a && assign_problem_validate(&p) == WT_OK, "in the problem: %s",
+                 wt_last_error());
+  char path[512];
+  snprintf(path, sizeof path, "%s/saved.json", dir);
+  WT_TEST_REQUIRE(netsim_scenario_save(s, path) == WT_OK, "%s", wt_last_error());
+  netsim_scenario_set *back = netsim_scenario_set_load(path);
+  WT_TEST_REQUIRE(back != NULL, "%s", wt_last_error());
+  const assign_access *b = netsim_scenario_access(netsim_scenario_set_get(back, 0));
+  WT_TEST_ASSERT(b && b->n_links == 2 && b->link_of[3] == 1 && b->up_Bps[0] == a->up_Bps[0] &&
+                     isinf(b->up_Bps[1]) && b->down_Bps[1] == a->down_Bps[1],
+                 "saved and loaded back");
+  netsim_scenario_set_destroy(&back);
+  remove(path);
+  netsim_scenario_set_destroy(&set);
+  set = s_load_text(dir, "{" K "\"scenarios\":[{\"name\":\"own\",\"gpus_per_region\":[2,2],"
+                         "\"latency_ms\":[[1,20],[20,1]],\"bandwidth_gbps\":[[10,1],[1,10]],"
+                         "\"uplink_gbps\":[0.1,0.2]}]}");
+  WT_TEST_REQUIRE(set != NULL, "%s", wt_last_error());
+  a = netsim_scenario_access(netsim_scenario_set_get(set, 0));
+  WT_TEST_ASSERT(a && a->n_links == 4 && a->link_of[3] == 3 && a->up_Bps[3] == 0.2e9 / 8 &&
+                     isinf(a->down_Bps[0]),
+                 "by default each device has its own access link");
+  netsim_scenario_set_destroy(&set);
+  set = s_load_text(dir, "{" K "\"scenarios\":[{\"name\":\"bad\",\"gpus_per_region\":[2,2],"
+                         "\"latency_ms\":[[1,20],[20,1]],\"bandwidth_gbps\":[[10,1],[1,10]],"
+                         "\"uplink_gbps\":[0.1,-1]}]}");
+  WT_TEST_ASSERT(!set && strstr(wt_last_error(), "'uplink_gbps': entry 1 is -1"), "%s",
+                 wt_last_error());
+  set = s_load_text(dir, "{" K "\"scenarios\":[{\"name\":\"bad\",\"gpus_per_region\":[2,2],"
+                         "\"latency_ms\":[[1,20],[20,1]],\"bandwidth_gbps\":[[10,1],[1,10]],"
+                         "\"access\":\"site\"}]}");
+  WT_TEST_ASSERT(!set && strstr(wt_last_error(), "'access'"), "%s", wt_last_error());
   rmdir(dir);
 }
 
@@ -405,6 +495,8 @@ static void test_mutations(void) {
 }
 
 int main(void) {
+  test_back_compat();
+  test_access_links();
   test_shipped();
   test_bad_files();
   test_optional_fields();

@@ -409,6 +409,9 @@ static void test_assignment_files(void) {
   /* Round trip of the JSON netsim prints. */
   assign_plan *p = s_plan(2, 3), *back = NULL;
   p->device[0] = 5, p->device[5] = 0;
+  p->ring = malloc(6 * sizeof(int));
+  const int rings[6] = {0, 2, 1, 0, 1, 2};
+  memcpy(p->ring, rings, sizeof rings);
   cJSON *js = netsim_assignment_to_json(p);
   char *text = cJSON_Print(js);
   s_write(path, text);
@@ -416,6 +419,7 @@ static void test_assignment_files(void) {
   cJSON_Delete(js);
   WT_TEST_REQUIRE(netsim_assignment_load(path, 2, 3, &back) == WT_OK, "%s", wt_last_error());
   WT_TEST_ASSERT(!memcmp(back->device, p->device, 6 * sizeof(int)), "round trip");
+  WT_TEST_ASSERT(back->ring && !memcmp(back->ring, rings, sizeof rings), "rings round trip");
   assign_plan_destroy(&back);
   const char *bad[] = {
       "{\"groups\": [[0,1,2],[3,4,4]]}",                                     /* a device twice */
@@ -426,6 +430,9 @@ static void test_assignment_files(void) {
       "{\"groups\": [[0,1,2],[3,4,5]], \"pipelines\": [[1,0],[2,3],[4,5]]}", /* disagree */
       "{\"stages\": []}",                                                    /* neither key */
       "[1,2,3]",                                                             /* not an object */
+      "{\"groups\": [[0,1,2],[3,4,5]], \"rings\": [[0,1,1],[0,1,2]]}",       /* replica twice */
+      "{\"groups\": [[0,1,2],[3,4,5]], \"rings\": [[1,0,2],[0,1,2]]}",       /* not from 0 */
+      "{\"groups\": [[0,1,2],[3,4,5]], \"rings\": [[0,1,2]]}",               /* a stage short */
   };
   for (size_t i = 0; i < WT_ARRAY_LEN(bad); i++) {
     s_write(path, bad[i]);
@@ -438,7 +445,80 @@ static void test_assignment_files(void) {
   assign_plan_destroy(&p);
 }
 
+/* Access links: two peers behind one uplink each get half of it (and share the receiver's NIC);
+ * alone a transfer gets all of it; between peers on one access link the uplink is not used. */
+static void test_access_sharing(void) {
+  assign_network net = s_net(3, 0);
+  int link_of[3] = {0, 0, 1};
+  double up[2] = {1e8, INFINITY}, down[2] = {INFINITY, INFINITY};
+  assign_access acc = {2, link_of, up, down};
+  int src[2] = {0, 1}, dst[2] = {2, 2};
+  double bytes[2] = {1e8, 1e8}, start[2] = {0, 0}, arrive[2];
+  WT_TEST_REQUIRE(netsim_transfers_simulate_access(&net, &acc, NULL, 2, src, dst, bytes, start,
+                                                   arrive) == WT_OK,
+                  "%s", wt_last_error());
+  WT_TEST_CLOSE(arrive[0], 2.0, 1e-12, 1e-12, "first peer: half the uplink");
+  WT_TEST_CLOSE(arrive[1], 2.0, 1e-12, 1e-12, "second peer: half the uplink");
+  netsim_transfers_simulate_access(&net, &acc, NULL, 1, src, dst, bytes, start, arrive);
+  WT_TEST_CLOSE(arrive[0], 1.0, 1e-12, 1e-12, "alone: the whole uplink");
+  int lan_dst[1] = {1};
+  netsim_transfers_simulate_access(&net, &acc, NULL, 1, src, lan_dst, bytes, start, arrive);
+  WT_TEST_CLOSE(arrive[0], 0.1, 1e-12, 1e-12, "inside the site: the path, not the uplink");
+  /* The second transfer starts when the first is half done: 0.5 s alone at 1e8 B/s, then both
+   * at half (the first ends at 1.5 s), then the second alone again (ends at 2.0 s). */
+  start[1] = 0.5;
+  netsim_transfers_simulate_access(&net, &acc, NULL, 2, src, dst, bytes, start, arrive);
+  WT_TEST_CLOSE(arrive[0], 1.5, 1e-12, 1e-12, "re-shared when the second starts");
+  WT_TEST_CLOSE(arrive[1], 2.0, 1e-12, 1e-12, "and when the first ends");
+  s_net_free(&net);
+}
+
+/* Two sites of four devices behind one 100 Mbit/s uplink (and downlink) each, replicas
+ * numbered alternately: the ring in replica order crosses each uplink at four hops of every
+ * step, the ring assign_solve chooses (and puts in the plan) once. Simulated, the chosen ring
+ * is ~4× faster, and it takes as long as the cost model's ring term says. */
+static void test_ring_order_on_shared_uplinks(void) {
+  assign_network net = s_net(8, 0);
+  int link_of[8];
+  double cap[2] = {1.25e7, 1.25e7};
+  for (int i = 0; i < 8; i++) {
+    link_of[i] = i % 2;
+    for (int j = 0; j < 8; j++) {
+      int same = i % 2 == j % 2;
+      net.latency_s[i * 8 + j] = i == j ? 0 : same ? 0.001 : 0.03;
+      net.bandwidth_Bps[i * 8 + j] = same ? 1.25e9 : 1.25e8;
+    }
+  }
+  assign_access acc = {2, link_of, cap, cap};
+  assign_problem prob = {.net = &net,
+                         .d_pp = 1,
+                         .d_dp = 8,
+                         .c_dp_bytes = 8e8,
+                         .dp_algo = ASSIGN_DP_RING,
+                         .access = &acc};
+  assign_plan *chosen = NULL;
+  WT_TEST_REQUIRE(assign_solve(&prob, ASSIGN_SOLVER_GA, NULL, 1, &chosen, NULL) == WT_OK, "%s",
+                  wt_last_error());
+  assign_plan *replica = assign_plan_copy(chosen);
+  for (int i = 0; i < 8; i++) replica->device[i] = i, replica->ring[i] = i;
+  netsim_sim_config cfg = s_cfg(NETSIM_GPIPE, 1, 0, 0, 0);
+  cfg.grad_bytes = prob.c_dp_bytes;
+  cfg.dp_algo = ASSIGN_DP_RING;
+  cfg.access = &acc;
+  netsim_sim_result a = s_sim(&net, replica, &cfg), b = s_sim(&net, chosen, &cfg);
+  double model = assign_plan_cost(&prob, chosen).dp_s;
+  fprintf(stderr, "shared uplinks: replica-order ring %.3f s, chosen ring %.3f s (model %.3f)\n",
+          a.dp_comm_s, b.dp_comm_s, model);
+  WT_TEST_ASSERT(b.dp_comm_s * 3.5 < a.dp_comm_s, "the chosen ring is ~4x faster");
+  WT_TEST_CLOSE(b.dp_comm_s, model, 0, 1e-3, "simulated chosen ring vs the model");
+  assign_plan_destroy(&replica);
+  assign_plan_destroy(&chosen);
+  s_net_free(&net);
+}
+
 int main(void) {
+  test_access_sharing();
+  test_ring_order_on_shared_uplinks();
   test_gpipe_closed_form();
   test_1f1b();
   test_nic_sharing();
