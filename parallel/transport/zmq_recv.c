@@ -45,7 +45,10 @@ static const char *s_hello(parallel_zmq_transport *t, s_link *l, const uint8_t *
     memcpy(l->peer_random, random, PARALLEL_ZMQ_RANDOM_BYTES);
     l->peer_caps = caps;
     l->peer_gen++;
-    parallel_zmq_aead_session(&l->rx, l->base_rx, random, t->random, caps, t->caps);
+    if (parallel_zmq_aead_session(&l->rx, l->base_rx, random, t->random, caps, t->caps) != 0)
+      WT_WARN("zmq: rank %d: OpenSSL cannot make the cipher of a link; its messages will be "
+              "refused",
+              t->rank);
     l->rx_next = 0;
   }
   if (!problem && memcmp(echo, t->random, PARALLEL_ZMQ_RANDOM_BYTES) != 0) l->hello_due = 1;

@@ -30,7 +30,11 @@ static int s_nparts(const s_out *m) {
  * Caller holds t->mu; m's header has not gone out. */
 static void s_seal_begin(parallel_zmq_transport *t, s_link *l, s_out *m) {
   if (l->tx_gen != l->peer_gen) {
-    parallel_zmq_aead_session(&l->tx, l->base_tx, t->random, l->peer_random, t->caps, l->peer_caps);
+    if (parallel_zmq_aead_session(&l->tx, l->base_tx, t->random, l->peer_random, t->caps,
+                                  l->peer_caps) != 0)
+      WT_WARN("zmq: rank %d: OpenSSL cannot make the cipher of the link to rank %d; its "
+              "messages will be refused",
+              t->rank, (int)(l - t->links));
     l->tx_gen = l->peer_gen;
     l->tx_next = 0;
   }

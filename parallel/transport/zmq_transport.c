@@ -236,6 +236,8 @@ static void s_destroy(void *vctx) {
     }
     free(l->endpoint);
     free(l->seen);
+    parallel_zmq_aead_free(&l->rx);
+    parallel_zmq_aead_free(&l->tx);
   }
   pthread_mutex_destroy(&t->mu);
   pthread_cond_destroy(&t->cv_in);
