@@ -7,7 +7,8 @@
  *  - on the wire between two ranks (a tap that relays rank 1's frames to rank 0), a flipped
  *    payload or header byte, a replayed message, two messages swapped, a message cut short
  *    (a part dropped, a part one byte short, no trailer) and two parts swapped are each refused
- *    and counted, and the good messages around them arrive;
+ *    and counted, and the good messages around them arrive; after the sender restarts with
+ *    the same keys its new session works, and the old session's message and hello are refused;
  *  - a peer process that dies mid-step makes every other process fail with a clear error well
  *    within the deadline; a silent (stuck) peer makes them fail at the deadline, never hang. */
 #include "parallel/collectives/collectives.h"
@@ -197,6 +198,17 @@ static void s_wire_put(void *sock, const s_wire_msg *m) {
   for (int i = 0; i < m->n; i++) zmq_send(sock, m->f[i], m->len[i], i + 1 < m->n ? ZMQ_SNDMORE : 0);
 }
 
+static s_wire_msg s_first_hello; /* the first hello relayed: an old session's, after a restart */
+
+static void s_wire_copy(s_wire_msg *to, const s_wire_msg *from) {
+  to->n = from->n;
+  for (int i = 0; i < from->n; i++) {
+    to->len[i] = from->len[i];
+    to->f[i] = wt_xmalloc(from->len[i] + 1);
+    memcpy(to->f[i], from->f[i], from->len[i]);
+  }
+}
+
 /* Takes the next data message from the tap, relaying hellos (kind 6) untouched. Returns 0, or
  * -1 when nothing came within the socket's receive timeout. */
 static int s_wire_take(void *tap, void *relay, s_wire_msg *m) {
@@ -219,6 +231,7 @@ static int s_wire_take(void *tap, void *relay, s_wire_msg *m) {
       zmq_msg_close(&f);
     }
     if (m->len[0] < 6 || m->f[0][5] != PARALLEL_ZMQ_KIND_HELLO) return 0;
+    if (s_first_hello.n == 0) s_wire_copy(&s_first_hello, m);
     s_wire_put(relay, m);
     s_wire_free(m);
   }
@@ -294,7 +307,6 @@ static void test_wire_tap(void) {
                  "the later one arrives");
   WT_TEST_ASSERT(s_wait_refused(c0, 4) == 4, "the reordered earlier one is refused");
   s_wire_free(&c);
-  s_wire_free(&d);
   /* Cut short: the last part dropped, a part one byte short, the trailer dropped. */
   parallel_comm_send(c1, 0, 9, big, sizeof big);
   WT_TEST_REQUIRE(s_wire_take(tap, relay, &b) == 0 && b.n == 14, "12 parts and a trailer (%d)",
@@ -330,14 +342,57 @@ static void test_wire_tap(void) {
                  "a large message after the bad ones arrives intact: %s", wt_last_error());
   WT_TEST_ASSERT(parallel_zmq_link_stats_get(c0, 1).msgs_recv == 3, "accepted %llu messages",
                  (unsigned long long)parallel_zmq_link_stats_get(c0, 1).msgs_recv);
+
+  /* Rank 1 restarts at its endpoint with the same keys: the new process's session works, and
+   * neither the old session's messages nor its hello are taken. */
+  parallel_comm_destroy(&c1);
+  WT_TEST_REQUIRE(s_wire_take(tap, relay, &b) == 0 && b.f[0][5] == PARALLEL_ZMQ_KIND_BYE,
+                  "the old process's goodbye (lost on the way)");
+  s_wire_free(&b);
+  parallel_zmq_config cfg = parallel_zmq_config_default();
+  const char *again[2] = {"tcp://127.0.0.1:*", eps[1]};
+  cfg.rank = 1, cfg.size = 2, cfg.endpoints = again, cfg.timeout_s = 5;
+  cfg.secret_key = sec[1], cfg.public_key = pub[1], cfg.peer_public_keys = pubs;
+  parallel_zmq_transport *t1 = parallel_zmq_transport_new(&cfg);
+  WT_TEST_REQUIRE(t1, "rank 1 binds its endpoint again: %s", wt_last_error());
+  c1 = parallel_zmq_transport_connect(&t1, eps1);
+  WT_TEST_REQUIRE(c1, "%s", wt_last_error());
+  fd = s_capture_begin(&saved);
+  parallel_comm_send(c1, 0, 11, &v, sizeof v);
+  WT_TEST_REQUIRE(s_wire_take(tap, relay, &b) == 0, "the new process's message");
+  s_wire_put(relay, &b);
+  s_wire_free(&b);
+  w = 0;
+  WT_TEST_ASSERT(parallel_comm_recv(c0, 1, 11, &w, sizeof w, &got) == WT_OK && w == v,
+                 "the restarted peer's message arrives: %s", wt_last_error());
+  s_wire_put(relay, &a);
+  WT_TEST_ASSERT(s_wait_refused(c0, 9) == 9, "an old session's first message is refused");
+  s_wire_put(relay, &d);
+  WT_TEST_ASSERT(s_wait_refused(c0, 10) == 10, "an old session's later message is refused");
+  s_wire_put(relay, &s_first_hello);
+  WT_TEST_ASSERT(s_wait_refused(c0, 11) == 11, "an old session's hello is refused");
+  parallel_comm_send(c1, 0, 12, &v, sizeof v);
+  s_wire_take(tap, relay, &b);
+  s_wire_put(relay, &b);
+  s_wire_free(&b);
+  WT_TEST_ASSERT(parallel_comm_recv(c0, 1, 12, &w, sizeof w, &got) == WT_OK,
+                 "the new session goes on: %s", wt_last_error());
+  s_capture_end(fd, saved, text, sizeof text);
+  /* The old first message's counter is below the new session's next one; the later one's is
+   * not, but the new session's key does not open it. */
+  WT_TEST_ASSERT(strstr(text, "replayed or reordered") && strstr(text, "authentication failed") &&
+                     strstr(text, "replayed hello"),
+                 "the old session's frames are named: %s", text);
+  s_wire_free(&d);
   s_wire_free(&a);
+  s_wire_free(&s_first_hello);
   parallel_comm_destroy(&c1);
   parallel_comm_destroy(&c0);
   zmq_close(tap);
   zmq_close(relay);
   zmq_ctx_term(zctx);
-  printf("wire tap: replay, flipped payload and header, reorder, three truncations and swapped "
-         "parts refused\n");
+  printf("wire tap: replay, flipped payload and header, reorder, three truncations, swapped "
+         "parts, an old session's message and hello refused\n");
 }
 
 /* ---- a peer that dies or goes silent, across processes -------------------------------------- */
