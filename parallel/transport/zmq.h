@@ -104,8 +104,11 @@ parallel_zmq_config parallel_zmq_config_default(void);
 typedef struct parallel_zmq_transport parallel_zmq_transport;
 
 /* Validates cfg, creates the sockets and threads, and binds cfg->endpoints[rank]. Copies what
- * it needs of cfg. Returns NULL with wt_last_error() set on a bad config (WT_EINVAL: which
- * field and why), a bind failure (WT_EIO: the endpoint and zmq's reason). */
+ * it needs of cfg. The first call in a process also tunes glibc's malloc for short-lived large
+ * buffers (keeps up to 256 MiB of freed heap, mmap only from 32 MiB) unless GLIBC_TUNABLES or
+ * MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_THRESHOLD_ is set: a process-wide setting. Returns NULL with
+ * wt_last_error() set on a bad config (WT_EINVAL: which field and why), a bind failure (WT_EIO: the
+ * endpoint and zmq's reason). */
 parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *cfg);
 
 /* The endpoint actually bound (ephemeral port resolved), owned by the transport. */

@@ -12,6 +12,9 @@
 
 #include <assert.h>
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h> // defines: mallopt
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -265,6 +268,23 @@ static const parallel_transport_ops s_zmq_ops = {.name = "zmq",
 
 /* ---- construction -------------------------------------------------------------------------- */
 
+/* Every message is a short-lived buffer of up to 1 MiB per part (the sender's copy, ZeroMQ's
+ * receive buffer). With glibc's defaults the heap top above 2 × the dynamic mmap threshold is
+ * handed back after each burst and faulted in, zeroed, for the next: on this project's machine
+ * a lone pair moved about half as many bytes that way (docs/performance.md). So the process
+ * keeps up to 256 MiB of freed heap and serves blocks below 32 MiB from it — once, and not
+ * when the user tuned malloc through the environment. */
+static void s_malloc_tune(void) {
+#ifdef __GLIBC__
+  if (getenv("GLIBC_TUNABLES") || getenv("MALLOC_TRIM_THRESHOLD_") ||
+      getenv("MALLOC_MMAP_THRESHOLD_"))
+    return;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
+}
+static pthread_once_t s_malloc_once = PTHREAD_ONCE_INIT;
+
 parallel_zmq_config parallel_zmq_config_default(void) {
   parallel_zmq_config c;
   memset(&c, 0, sizeof c);
@@ -399,6 +419,7 @@ static int s_keys(parallel_zmq_transport *t, const parallel_zmq_config *c) {
 
 parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *c) {
   if (s_config_check(c) != WT_OK) return NULL;
+  pthread_once(&s_malloc_once, s_malloc_tune);
   parallel_zmq_transport *t = wt_xcalloc(1, sizeof *t);
   t->rank = c->rank;
   t->size = c->size;
