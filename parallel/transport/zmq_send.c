@@ -42,6 +42,7 @@ static void s_seal_begin(parallel_zmq_transport *t, s_link *l, s_out *m) {
   size_t ntags = (size_t)WT_MAX(m->nparts, 1);
   wt_put_le64(m->header + 48, l->tx_next);
   l->tx_next += ntags;
+  free(m->trailer);
   m->trailer = wt_xmalloc(ntags * PARALLEL_ZMQ_TAG_BYTES);
   if (m->nparts == 0)
     parallel_zmq_aead_seal(&l->tx, wt_get_le64(m->header + 48), m->header,
@@ -105,7 +106,8 @@ void *parallel_zmq_send_main(void *p) {
       if (!m) continue;
       if (!t->insecure && !m->hello && !m->header_sent) {
         if (l->peer_gen == 0) continue; /* no session yet: the peer's hello wakes this thread */
-        s_seal_begin(t, l, m);
+        /* Once per message, again only if the session changed before its header went out. */
+        if (!m->trailer || l->tx_gen != l->peer_gen) s_seal_begin(t, l, m);
       }
       double due = s_due(l, m);
       if (due > now) {
