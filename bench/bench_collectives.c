@@ -1,24 +1,22 @@
-/* bench_collectives — ring all-reduce over the ZeroMQ transport among p forked processes on
- * loopback (CURVE on), against references measured in the same run:
- *  1. shaped: every link emulates bandwidth β (WAN emulation, zero latency); the all-reduce of
- *     n bytes is compared with the bound 2(p−1)/p · n/β (target: ≥ 0.85 of the bound);
- *  2. unshaped: its bus bandwidth 2(p−1)/p · n / t beside plain ZeroMQ streams (raw PUSH/PULL
- *     sockets with CURVE, 256 KiB messages, the bytes one rank sends in the all-reduce, no
- *     transport code, two I/O threads per process like the transport) in two forms: (a) one pair streaming alone, (b) every ring link streaming
- *     at once — the same links and the same number of busy processes as the all-reduce
- *     (target: bus ≥ 0.70 of the stream). Each run measures (a), (b) and the all-reduce back to
- *     back in the same processes, so the three share whatever load the machine has then.
- * Which stream is the fair ceiling depends on the cores: CURVE encrypts and decrypts every byte,
- * so the all-reduce does p times the crypto work of a lone pair (every rank sends and receives);
- * a lone pair runs at full speed only when the machine has a core free for every busy ZeroMQ
- * thread of the ring (about 2p). With fewer cores the lone pair is a CPU ceiling the ring cannot
- * reach (on 2 cores and p = 4 about 2 / (2p) = 0.25 of it), and (b) is the comparison that
- * measures the collective rather than the machine. The table says which one the target is met
- * against. Medians over --runs repetitions. Prints a table, then one JSON line:
- *   {"bench":"collectives","procs":..,"mib":..,"runs":..,"cores":..,"beta_Bps":..,"shaped_s":..,
- *    "bound_s":..,"shaped_of_bound":..,"allreduce_s":..,"bus_GBps":..,"pair_GBps":..,
- *    "ring_links_GBps":..,"bus_of_pair":..,"bus_of_ring_links":..,"loadavg":..}
- *   build/bin/bench-collectives [--procs 4] [--mib 64] [--runs 5] [--beta 10e6]
+/* bench_collectives — what users compare: the ring all-reduce over the ZeroMQ transport among
+ * p forked processes on loopback, with sealed links and with --insecure ones, at 1, 4, 16 and
+ * 64 MiB (up to --mib), beside references measured in the same run:
+ *  1. a lone pair of processes streaming --pair-mib MiB in 256 KiB messages over (a) plain
+ *     ZeroMQ PUSH/PULL (plaintext, no transport code), (c) the same with CurveZMQ, (s) the
+ *     transport with sealed links (send + recv_view, one copy on the send side, as the ring's
+ *     frames) and (i) the transport with insecure links; back to back per run, so they share
+ *     the machine's load (target: (s) ≥ 0.70 of (a));
+ *  2. the all-reduce at each size, sealed and insecure: bus bandwidth 2(p−1)/p · n / t, from a
+ *     common start (barrier) to the last rank's end (barrier), like Open MPI's, which
+ *     scripts/bench-collectives.sh measures beside it (bench/mpi_allreduce.c) and merges;
+ *  3. shaped (--beta > 0): every link emulates bandwidth β; the all-reduce of --mib MiB against
+ *     the bound 2(p−1)/p · n/β (target ≥ 0.85).
+ * Medians over --runs repetitions. Prints a table, then one JSON line:
+ *   {"bench":"collectives","procs":..,"runs":..,"cores":..,"cipher":..,"pair_mib":..,
+ *    "pair_plain_GBps":..,"pair_curve_GBps":..,"pair_sealed_GBps":..,"pair_insecure_GBps":..,
+ *    "sealed_of_plain":..,"allreduce":[{"mib":..,"sealed_s":..,"sealed_bus_GBps":..,
+ *    "insecure_s":..,"insecure_bus_GBps":..},..],"beta_Bps":..,"shaped_of_bound":..,"loadavg":..}
+ *   build/bin/bench-collectives [--procs 4] [--mib 64] [--runs 5] [--pair-mib 256] [--beta 10e6]
  * The load average is printed too: on a shared machine every number here is CPU-bound.
  */
 #include "parallel/collectives/collectives.h"
@@ -33,12 +31,17 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <sodium.h>
 #include <zmq.h>
 
 #define S_MAX_RUNS 50
+#define S_NSIZES 4
+#define S_MSG ((size_t)256 << 10) /* stream message size */
+
+static const int s_sizes[S_NSIZES] = {1, 4, 16, 64}; /* MiB; those ≤ --mib, and --mib itself */
 
 typedef struct {
-  int procs, mib, runs;
+  int procs, mib, runs, pair_mib;
   double beta;
 } bench_cfg;
 
@@ -47,16 +50,20 @@ static const wt_option s_options[] = {
     {"mib", WT_OPT_INT, offsetof(bench_cfg, mib), 1, 4096, "64", "all-reduce size in MiB", NULL},
     {"runs", WT_OPT_INT, offsetof(bench_cfg, runs), 1, S_MAX_RUNS, "5",
      "repetitions of each measurement (median)", NULL},
-    {"beta", WT_OPT_FLOAT, offsetof(bench_cfg, beta), 1e5, 1e11, "10e6",
-     "emulated link bandwidth of the shaped run, bytes/s (keep it well below what the unshaped "
-     "ring moves, or the run measures the CPU instead of the emulation)",
+    {"pair-mib", WT_OPT_INT, offsetof(bench_cfg, pair_mib), 1, 4096, "256",
+     "bytes one pair streams per run, MiB", NULL},
+    {"beta", WT_OPT_FLOAT, offsetof(bench_cfg, beta), 0, 1e11, "10e6",
+     "emulated link bandwidth of the shaped run, bytes/s, 0 to skip it (keep it well below what "
+     "the unshaped ring moves, or the run measures the CPU instead of the emulation)",
      NULL},
     {0}};
 
 /* Written by rank 0 of each fork group into memory shared with the parent. */
 typedef struct {
   bench_cfg cfg;
-  double allreduce_s[S_MAX_RUNS], pair_s[S_MAX_RUNS], ring_s[S_MAX_RUNS];
+  int nsizes, mib[S_NSIZES + 1];
+  double allreduce_s[S_NSIZES + 1][S_MAX_RUNS];
+  double plain_s[S_MAX_RUNS], curve_s[S_MAX_RUNS], comm_s[S_MAX_RUNS];
 } s_shared;
 
 static int s_cmp(const void *a, const void *b) {
@@ -81,18 +88,22 @@ static int s_time_allreduce(parallel_comm *c, float *x, size_t n, double *out) {
   return WT_OK;
 }
 
+/* Every size in sh->mib: a warm-up (connections, page faults), then --runs timed all-reduces. */
 static int s_allreduce_fn(parallel_comm *c, void *arg) {
   s_shared *sh = arg;
-  size_t n = (size_t)sh->cfg.mib << 18; /* MiB of float32 */
-  float *x = wt_xmalloc(n * sizeof *x);
-  for (size_t i = 0; i < n; i++) x[i] = (float)(i % 1000) * 1e-3f;
-  double t;
-  int rc = s_time_allreduce(c, x, n, &t); /* warm-up: connections, page faults */
-  for (int r = 0; rc == WT_OK && r < sh->cfg.runs; r++) {
+  int rc = WT_OK;
+  for (int k = 0; rc == WT_OK && k < sh->nsizes; k++) {
+    size_t n = (size_t)sh->mib[k] << 18; /* MiB of float32 */
+    float *x = wt_xmalloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(i % 1000) * 1e-3f;
+    double t;
     rc = s_time_allreduce(c, x, n, &t);
-    if (parallel_comm_rank(c) == 0) sh->allreduce_s[r] = t;
+    for (int r = 0; rc == WT_OK && r < sh->cfg.runs; r++) {
+      rc = s_time_allreduce(c, x, n, &t);
+      if (parallel_comm_rank(c) == 0) sh->allreduce_s[k][r] = t;
+    }
+    free(x);
   }
-  free(x);
   return rc;
 }
 
@@ -130,61 +141,104 @@ static int s_stream(void *push, void *pull, int sending, int receiving, size_t b
   return rc;
 }
 
-/* Unshaped: per run, (a) one pair streaming alone, (b) every ring link streaming at once, then
- * the all-reduce over the transport, in the same processes. */
-static int s_unshaped_fn(parallel_comm *c, void *arg) {
-  s_shared *sh = arg;
-  int me = parallel_comm_rank(c), p = parallel_comm_size(c);
-  int right = (me + 1) % p, left = (me + p - 1) % p;
-  /* Raw sockets with fresh keys: a PULL (CURVE server) bound here, whose port and key go to the
-   * left neighbour, and a PUSH to the right neighbour's. */
-  char pub[41], sec[41], ep[256] = "", right_pub[41], right_ep[256];
-  WT_CHECK(parallel_zmq_keypair_new(pub, sec));
-  void *zctx = zmq_ctx_new();
-  zmq_ctx_set(zctx, ZMQ_IO_THREADS, 2); /* as the transport: sending and receiving in parallel */
-  void *pull = zmq_socket(zctx, ZMQ_PULL), *push = zmq_socket(zctx, ZMQ_PUSH);
-  int one = 1, zero = 0, hwm = 16;
-  zmq_setsockopt(pull, ZMQ_CURVE_SERVER, &one, sizeof one);
-  zmq_setsockopt(pull, ZMQ_CURVE_SECRETKEY, sec, 40);
-  zmq_setsockopt(pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
-  zmq_setsockopt(pull, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_bind(pull, "tcp://127.0.0.1:*");
-  size_t len = sizeof ep;
-  zmq_getsockopt(pull, ZMQ_LAST_ENDPOINT, ep, &len);
-  size_t got;
-  WT_CHECK(parallel_comm_send(c, left, 1, pub, 41));
-  WT_CHECK(parallel_comm_send(c, left, 2, ep, sizeof ep));
-  WT_CHECK(parallel_comm_recv(c, right, 1, right_pub, 41, &got));
-  WT_CHECK(parallel_comm_recv(c, right, 2, right_ep, sizeof right_ep, &got));
-  zmq_setsockopt(push, ZMQ_SNDHWM, &hwm, sizeof hwm);
-  zmq_setsockopt(push, ZMQ_CURVE_SERVERKEY, right_pub, 40);
-  zmq_setsockopt(push, ZMQ_CURVE_PUBLICKEY, pub, 40);
-  zmq_setsockopt(push, ZMQ_CURVE_SECRETKEY, sec, 40);
-  zmq_setsockopt(push, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_connect(push, right_ep);
-  /* One small message around the ring so the handshakes are done before any clock starts. */
-  size_t bytes = (size_t)sh->cfg.mib << 20, chunk = bytes / (size_t)p;
-  size_t msg = WT_MIN(chunk, (size_t)256 << 10); /* a stream pipelines its messages */
-  double t = 0;
-  int rc = s_stream(push, pull, 1, 1, 1, 1, c, &t);
-  /* What one rank sends in an all-reduce: 2(p-1) chunks of n/p. */
-  size_t stream_bytes = 2 * (size_t)(p - 1) * chunk, n = bytes / sizeof(float);
-  float *x = wt_xmalloc(n * sizeof *x);
-  for (size_t i = 0; i < n; i++) x[i] = (float)(i % 1000) * 1e-3f;
-  if (rc == WT_OK) rc = s_time_allreduce(c, x, n, &t); /* warm-up: page faults, queues */
-  /* The three measurements of a run back to back, so that they share the machine's load. */
-  for (int r = 0; rc == WT_OK && r < sh->cfg.runs; r++) {
-    rc = s_stream(push, pull, me == 0, me == 1, stream_bytes, msg, c, &t); /* one pair alone */
-    if (me == 0) sh->pair_s[r] = t;
-    if (rc == WT_OK) rc = s_stream(push, pull, 1, 1, stream_bytes, msg, c, &t); /* every link */
-    if (me == 0) sh->ring_s[r] = t;
-    if (rc == WT_OK) rc = s_time_allreduce(c, x, n, &t);
-    if (me == 0) sh->allreduce_s[r] = t;
+/* Streams `bytes` from rank 0 to rank 1 over the transport in S_MSG messages: sent from one
+ * buffer (copied into the frame, as the ring's pieces are), received in place (recv_view). */
+static int s_comm_stream(parallel_comm *c, size_t bytes, uint8_t *buf, double *out) {
+  int me = parallel_comm_rank(c), rc = parallel_comm_barrier(c);
+  double t0 = wt_now_s();
+  for (size_t done = 0; rc == WT_OK && done < bytes; done += S_MSG) {
+    size_t len = WT_MIN(S_MSG, bytes - done), got = 0;
+    if (me == 0) {
+      rc = parallel_comm_send(c, 1, 3, buf, len);
+    } else {
+      const void *data = NULL;
+      void *handle = NULL;
+      rc = parallel_comm_recv_view(c, 0, 3, buf, len, &data, &got, &handle);
+      if (rc == WT_OK) parallel_comm_release(c, handle);
+    }
   }
-  free(x);
-  zmq_close(push);
-  zmq_close(pull);
+  if (rc == WT_OK) rc = parallel_comm_barrier(c);
+  *out = wt_now_s() - t0;
+  return rc;
+}
+
+/* Raw sockets between ranks 0 → 1 on their own context (one I/O thread, as the transport):
+ * plaintext, or CURVE with fresh keys. */
+static int s_raw_pair(parallel_comm *c, int curve, void **zctx, void **push, void **pull) {
+  int me = parallel_comm_rank(c), zero = 0, one = 1, hwm = 16;
+  char pub[41], sec[41], ep[256] = "", peer_pub[41] = "";
+  size_t got;
+  WT_CHECK(parallel_zmq_keypair_new(pub, sec));
+  *zctx = zmq_ctx_new();
+  zmq_ctx_set(*zctx, ZMQ_IO_THREADS, 1);
+  *push = *pull = NULL;
+  if (me == 1) {
+    *pull = zmq_socket(*zctx, ZMQ_PULL);
+    if (curve) {
+      zmq_setsockopt(*pull, ZMQ_CURVE_SERVER, &one, sizeof one);
+      zmq_setsockopt(*pull, ZMQ_CURVE_SECRETKEY, sec, 40);
+    }
+    zmq_setsockopt(*pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(*pull, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_bind(*pull, "tcp://127.0.0.1:*");
+    size_t len = sizeof ep;
+    zmq_getsockopt(*pull, ZMQ_LAST_ENDPOINT, ep, &len);
+    WT_CHECK(parallel_comm_send(c, 0, 1, pub, 41));
+    WT_CHECK(parallel_comm_send(c, 0, 2, ep, sizeof ep));
+  } else if (me == 0) {
+    WT_CHECK(parallel_comm_recv(c, 1, 1, peer_pub, 41, &got));
+    WT_CHECK(parallel_comm_recv(c, 1, 2, ep, sizeof ep, &got));
+    *push = zmq_socket(*zctx, ZMQ_PUSH);
+    zmq_setsockopt(*push, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    if (curve) {
+      zmq_setsockopt(*push, ZMQ_CURVE_SERVERKEY, peer_pub, 40);
+      zmq_setsockopt(*push, ZMQ_CURVE_PUBLICKEY, pub, 40);
+      zmq_setsockopt(*push, ZMQ_CURVE_SECRETKEY, sec, 40);
+    }
+    zmq_setsockopt(*push, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_connect(*push, ep);
+  }
+  return WT_OK;
+}
+
+static void s_raw_close(void *zctx, void *push, void *pull) {
+  if (push) zmq_close(push);
+  if (pull) zmq_close(pull);
   zmq_ctx_term(zctx);
+}
+
+/* The lone pair, per run back to back: plain ZeroMQ, CURVE, then the transport (sealed or
+ * insecure, as the comm was made). With `comm_only`, just the transport. */
+static int s_pair_fn(parallel_comm *c, void *arg) {
+  s_shared *sh = arg;
+  int me = parallel_comm_rank(c), comm_only = sh->cfg.procs < 0;
+  size_t bytes = (size_t)sh->cfg.pair_mib << 20;
+  void *zp = NULL, *pp = NULL, *lp = NULL, *zc = NULL, *pc = NULL, *lc = NULL;
+  if (!comm_only) {
+    WT_CHECK(s_raw_pair(c, 0, &zp, &pp, &lp));
+    WT_CHECK(s_raw_pair(c, 1, &zc, &pc, &lc));
+  }
+  uint8_t *buf = wt_xmalloc(S_MSG);
+  memset(buf, 0x5a, S_MSG);
+  double t = 0;
+  int rc = WT_OK;
+  /* Warm-up: handshakes, sessions, page faults. */
+  if (!comm_only) rc = s_stream(pp, lp, me == 0, me == 1, S_MSG * 8, S_MSG, c, &t);
+  if (!comm_only && rc == WT_OK) rc = s_stream(pc, lc, me == 0, me == 1, S_MSG * 8, S_MSG, c, &t);
+  if (rc == WT_OK) rc = s_comm_stream(c, S_MSG * 8, buf, &t);
+  for (int r = 0; rc == WT_OK && r < sh->cfg.runs; r++) {
+    if (!comm_only) {
+      rc = s_stream(pp, lp, me == 0, me == 1, bytes, S_MSG, c, &sh->plain_s[r]);
+      if (rc == WT_OK) rc = s_stream(pc, lc, me == 0, me == 1, bytes, S_MSG, c, &sh->curve_s[r]);
+    }
+    if (rc == WT_OK) rc = s_comm_stream(c, bytes, buf, &t);
+    if (me == 0) sh->comm_s[r] = t;
+  }
+  free(buf);
+  if (!comm_only) {
+    s_raw_close(zp, pp, lp);
+    s_raw_close(zc, pc, lc);
+  }
   return rc;
 }
 
@@ -208,62 +262,116 @@ int main(int argc, char **argv) {
   memset(sh, 0, sizeof *sh);
   sh->cfg = cfg;
   int p = cfg.procs;
-  double n = (double)((size_t)cfg.mib << 20), factor = 2.0 * (p - 1) / p;
+  for (int k = 0; k < S_NSIZES && s_sizes[k] < cfg.mib; k++) sh->mib[sh->nsizes++] = s_sizes[k];
+  sh->mib[sh->nsizes++] = cfg.mib;
+  double factor = 2.0 * (p - 1) / p, pair_bytes = (double)((size_t)cfg.pair_mib << 20);
   parallel_zmq_config base = parallel_zmq_config_default();
   base.timeout_s = 120;
-  base.max_queue_bytes = (size_t)cfg.mib << 20;
+  base.max_queue_bytes = (size_t)64 << 20;
 
-  if (parallel_zmq_fork_run(p, &base, s_unshaped_fn, sh, NULL) != WT_OK) {
+  /* The lone pair: plain, CURVE and sealed in one group, insecure in a second. */
+  double plain_s[S_MAX_RUNS], curve_s[S_MAX_RUNS], sealed_s[S_MAX_RUNS], insecure_s[S_MAX_RUNS];
+  if (parallel_zmq_fork_run(2, &base, s_pair_fn, sh, NULL) != WT_OK) {
+    fprintf(stderr, "bench-collectives: pair: %s\n", wt_last_error());
+    return 1;
+  }
+  memcpy(plain_s, sh->plain_s, sizeof plain_s);
+  memcpy(curve_s, sh->curve_s, sizeof curve_s);
+  memcpy(sealed_s, sh->comm_s, sizeof sealed_s);
+  parallel_zmq_config insecure = base;
+  insecure.insecure = 1;
+  sh->cfg.procs = -1; /* transport only */
+  if (parallel_zmq_fork_run(2, &insecure, s_pair_fn, sh, NULL) != WT_OK) {
+    fprintf(stderr, "bench-collectives: insecure pair: %s\n", wt_last_error());
+    return 1;
+  }
+  sh->cfg.procs = p;
+  memcpy(insecure_s, sh->comm_s, sizeof insecure_s);
+  double gb_plain = pair_bytes / s_median(plain_s, cfg.runs) / 1e9;
+  double gb_curve = pair_bytes / s_median(curve_s, cfg.runs) / 1e9;
+  double gb_sealed = pair_bytes / s_median(sealed_s, cfg.runs) / 1e9;
+  double gb_insecure = pair_bytes / s_median(insecure_s, cfg.runs) / 1e9;
+
+  /* The all-reduce at every size, sealed, then insecure. */
+  double ar_sealed[S_NSIZES + 1], ar_insecure[S_NSIZES + 1];
+  if (parallel_zmq_fork_run(p, &base, s_allreduce_fn, sh, NULL) != WT_OK) {
     fprintf(stderr, "bench-collectives: %s\n", wt_last_error());
     return 1;
   }
-  double pair_s = s_median(sh->pair_s, cfg.runs), ring_s = s_median(sh->ring_s, cfg.runs);
-  double ar_s = s_median(sh->allreduce_s, cfg.runs);
-  double pair_gbps = factor * n / pair_s / 1e9, ring_gbps = factor * n / ring_s / 1e9;
-  double bus_gbps = factor * n / ar_s / 1e9;
-
-  double lat[16] = {0}, bw[16];
-  for (int r = 0; r < 16; r++) bw[r] = cfg.beta;
-  base.latency_s = lat;
-  base.bandwidth_Bps = bw;
-  if (parallel_zmq_fork_run(p, &base, s_allreduce_fn, sh, NULL) != WT_OK) {
-    fprintf(stderr, "bench-collectives: shaped: %s\n", wt_last_error());
+  for (int k = 0; k < sh->nsizes; k++) ar_sealed[k] = s_median(sh->allreduce_s[k], cfg.runs);
+  if (parallel_zmq_fork_run(p, &insecure, s_allreduce_fn, sh, NULL) != WT_OK) {
+    fprintf(stderr, "bench-collectives: insecure: %s\n", wt_last_error());
     return 1;
   }
-  double shaped_s = s_median(sh->allreduce_s, cfg.runs), bound_s = factor * n / cfg.beta;
+  for (int k = 0; k < sh->nsizes; k++) ar_insecure[k] = s_median(sh->allreduce_s[k], cfg.runs);
+
+  /* Shaped, at --mib only. */
+  double shaped_s = 0, bound_s = 0, n_top = (double)((size_t)cfg.mib << 20);
+  if (cfg.beta > 0) {
+    double lat[16] = {0}, bw[16];
+    for (int r = 0; r < 16; r++) bw[r] = cfg.beta;
+    parallel_zmq_config shaped = base;
+    shaped.latency_s = lat;
+    shaped.bandwidth_Bps = bw;
+    sh->nsizes = 1;
+    sh->mib[0] = cfg.mib;
+    if (parallel_zmq_fork_run(p, &shaped, s_allreduce_fn, sh, NULL) != WT_OK) {
+      fprintf(stderr, "bench-collectives: shaped: %s\n", wt_last_error());
+      return 1;
+    }
+    shaped_s = s_median(sh->allreduce_s[0], cfg.runs);
+    bound_s = factor * n_top / cfg.beta;
+    sh->nsizes = 0;
+    for (int k = 0; k < S_NSIZES && s_sizes[k] < cfg.mib; k++) sh->mib[sh->nsizes++] = s_sizes[k];
+    sh->mib[sh->nsizes++] = cfg.mib;
+  }
 
   double load[1] = {0};
   getloadavg(load, 1);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  double of_bound = bound_s / shaped_s, of_pair = bus_gbps / pair_gbps;
-  double of_ring = bus_gbps / ring_gbps;
-  printf("ring all-reduce of %d MiB over ZeroMQ + CURVE, %d processes on %ld cores, median of %d "
-         "runs (load average %.1f)\n",
-         cfg.mib, p, cores, cfg.runs, load[0]);
-  printf("%-48s %10s %10s\n", "measurement", "seconds", "GB/s");
-  printf("%-48s %10.3f %10.3f\n", "(a) plain zmq stream, one pair alone", pair_s, pair_gbps);
-  printf("%-48s %10.3f %10.3f\n", "(b) plain zmq streams, every ring link at once", ring_s,
-         ring_gbps);
-  printf("%-48s %10.3f %10.3f  (bus)\n", "all-reduce, unshaped", ar_s, bus_gbps);
-  printf("%-48s %10.3f %10.3f  (bus)\n", "all-reduce, shaped", shaped_s,
-         factor * n / shaped_s / 1e9);
-  printf("%-48s %10.3f %10.3f\n", "bound 2(p-1)/p * n / beta", bound_s, cfg.beta / 1e9);
-  printf("shaped all-reduce: %.3f of the bound (target >= 0.85: %s)\n", of_bound,
-         of_bound >= 0.85 ? "met" : "NOT met");
-  printf("unshaped bus bandwidth: %.2f of (a) the lone pair (target >= 0.70: %s), %.2f of (b) the "
-         "ring links' streams (target >= 0.70: %s)\n",
-         of_pair, of_pair >= 0.70 ? "met" : "NOT met", of_ring,
-         of_ring >= 0.70 ? "met" : "NOT met");
-  if (cores < 2L * p)
-    printf("(a) is CPU-bound here: the ring's %d processes encrypt and decrypt %d times the bytes "
-           "of the lone pair on %ld cores (ceiling about %.2f of it); (b) is the fair reference\n",
-           p, p, cores, (double)cores / (2.0 * p));
-  printf("{\"bench\":\"collectives\",\"procs\":%d,\"mib\":%d,\"runs\":%d,\"cores\":%ld,"
-         "\"beta_Bps\":%.6g,\"shaped_s\":%.4f,\"bound_s\":%.4f,\"shaped_of_bound\":%.4f,"
-         "\"allreduce_s\":%.4f,\"bus_GBps\":%.4f,\"pair_GBps\":%.4f,\"ring_links_GBps\":%.4f,"
-         "\"bus_of_pair\":%.4f,\"bus_of_ring_links\":%.4f,\"loadavg\":%.2f}\n",
-         p, cfg.mib, cfg.runs, cores, cfg.beta, shaped_s, bound_s, of_bound, ar_s, bus_gbps,
-         pair_gbps, ring_gbps, of_pair, of_ring, load[0]);
+  const char *cipher = crypto_aead_aes256gcm_is_available() ? "aes256gcm" : "xchacha20poly1305";
+  printf("ZeroMQ transport, %d processes on %ld cores, median of %d runs (load average %.1f), "
+         "sealed with %s\n",
+         p, cores, cfg.runs, load[0], cipher);
+  printf("%-52s %10s %10s\n", "lone pair, 256 KiB messages", "seconds", "GB/s");
+  printf("%-52s %10.3f %10.3f\n", "(a) plain ZeroMQ, plaintext", s_median(plain_s, cfg.runs),
+         gb_plain);
+  printf("%-52s %10.3f %10.3f\n", "(c) plain ZeroMQ, CurveZMQ", s_median(curve_s, cfg.runs),
+         gb_curve);
+  printf("%-52s %10.3f %10.3f\n", "(s) transport, sealed", s_median(sealed_s, cfg.runs), gb_sealed);
+  printf("%-52s %10.3f %10.3f\n", "(i) transport, insecure", s_median(insecure_s, cfg.runs),
+         gb_insecure);
+  printf("sealed pair: %.2f of plaintext ZeroMQ (target >= 0.70: %s), %.2fx CurveZMQ\n",
+         gb_sealed / gb_plain, gb_sealed / gb_plain >= 0.70 ? "met" : "NOT met",
+         gb_sealed / gb_curve);
+  printf("%-10s %12s %12s %12s %12s\n", "all-reduce", "sealed s", "bus GB/s", "insecure s",
+         "bus GB/s");
+  for (int k = 0; k < sh->nsizes; k++) {
+    double n = (double)((size_t)sh->mib[k] << 20);
+    printf("%6d MiB %12.4f %12.3f %12.4f %12.3f\n", sh->mib[k], ar_sealed[k],
+           factor * n / ar_sealed[k] / 1e9, ar_insecure[k], factor * n / ar_insecure[k] / 1e9);
+  }
+  if (cfg.beta > 0)
+    printf("shaped all-reduce of %d MiB at beta %.3g B/s: %.3f s, %.3f of the bound %.3f s "
+           "(target >= 0.85: %s)\n",
+           cfg.mib, cfg.beta, shaped_s, bound_s / shaped_s, bound_s,
+           bound_s / shaped_s >= 0.85 ? "met" : "NOT met");
+  printf("{\"bench\":\"collectives\",\"procs\":%d,\"runs\":%d,\"cores\":%ld,\"cipher\":\"%s\","
+         "\"pair_mib\":%d,\"pair_plain_GBps\":%.4f,\"pair_curve_GBps\":%.4f,"
+         "\"pair_sealed_GBps\":%.4f,\"pair_insecure_GBps\":%.4f,\"sealed_of_plain\":%.4f,"
+         "\"allreduce\":[",
+         p, cfg.runs, cores, cipher, cfg.pair_mib, gb_plain, gb_curve, gb_sealed, gb_insecure,
+         gb_sealed / gb_plain);
+  for (int k = 0; k < sh->nsizes; k++) {
+    double n = (double)((size_t)sh->mib[k] << 20);
+    printf("%s{\"mib\":%d,\"sealed_s\":%.5f,\"sealed_bus_GBps\":%.4f,\"insecure_s\":%.5f,"
+           "\"insecure_bus_GBps\":%.4f}",
+           k ? "," : "", sh->mib[k], ar_sealed[k], factor * n / ar_sealed[k] / 1e9, ar_insecure[k],
+           factor * n / ar_insecure[k] / 1e9);
+  }
+  printf("],\"beta_Bps\":%.6g,\"shaped_s\":%.4f,\"bound_s\":%.4f,\"shaped_of_bound\":%.4f,"
+         "\"loadavg\":%.2f}\n",
+         cfg.beta, shaped_s, bound_s, shaped_s > 0 ? bound_s / shaped_s : 0, load[0]);
   munmap(sh, sizeof *sh);
   return 0;
 }

@@ -44,7 +44,7 @@ typedef struct {
   /* Frees ctx (may be NULL when the context is owned elsewhere, e.g. by an in-process group). */
   void (*destroy)(void *ctx);
   /* Optional (NULL means 0): 1 when the transport itself guarantees that a delivered message is
-   * exactly the bytes its authenticated sender sent (CurveZMQ's per-message MAC does), so the
+   * exactly the bytes its authenticated sender sent (the AEAD tags of a sealed ZeroMQ link do), so
    * collectives can leave their payload checksum out. */
   int (*integrity)(void *ctx);
   /* Optional zero-copy paths (NULL: parallel_comm_send_owned / _recv_view fall back to send and

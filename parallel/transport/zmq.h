@@ -1,14 +1,18 @@
 /* zmq — the ZeroMQ transport: a parallel_transport_ops back end (comm.h) between processes,
- * tcp:// between hosts and ipc:// on one host, every link encrypted and authenticated with
- * CurveZMQ, every wait bounded by a deadline, and optional WAN emulation (per-link latency and
- * bandwidth) in user space. The collectives (collectives.h) run over it unchanged.
+ * tcp:// between hosts and ipc:// on one host, every message sealed (encrypted and
+ * authenticated) under per-link, per-direction keys derived from the ranks' CURVE key pairs,
+ * every wait bounded by a deadline, and optional WAN emulation (per-link latency and bandwidth)
+ * in user space. The collectives (collectives.h) run over it unchanged.
  *
- * Shape: each rank binds ONE receiving socket at its own endpoint (a PULL, the CURVE server) and
- * connects one sending socket to every peer's endpoint (a PUSH per peer, a CURVE client that
- * knows the peer's public key). So every ordered pair (i → j) is one connection with its own
- * FIFO order, and both ends are authenticated: the client checks the server's key, and the
- * server's ZAP handler (a thread on inproc://zeromq.zap.01) admits only the public keys of the
- * group, telling the receiver which rank each message really comes from.
+ * Shape: each rank binds ONE receiving socket at its own endpoint (a PULL) and connects one
+ * sending socket to every peer's endpoint (a PUSH per peer). So every ordered pair (i → j) is
+ * one connection with its own FIFO order. The sockets speak plain ZMTP; security lives in the
+ * frames (zmq_aead.h, docs/protocol.md "Sealed links"): the two processes of a link exchange
+ * session randoms in hellos MAC'd with keys that only the holders of the two ranks' secret keys
+ * can compute (crypto_kx over the X25519 CURVE keys), and every payload part is then sealed with
+ * AES-256-GCM (or XChaCha20-Poly1305 without AES-NI) under a key of both randoms, a counter as
+ * nonce and the header as associated data. A message opens only with the key of the rank its
+ * header names, so the receiver knows which rank each message really comes from.
  *
  * Contract (on top of comm.h's):
  *  - send copies the buffer into a per-link queue and returns; a sender thread puts it on the
@@ -23,12 +27,15 @@
  *    endpoint, the tag, the current step and what was expected. A peer process that comes back
  *    at its endpoint (a new handshake, after the old connection dropped) is live again.
  *  - recv may be called from one thread at a time per (peer); send from any thread.
- *  - A message that is not well-formed (zmq_protocol.h), carries another run id or epoch, a
- *    source rank that does not match its authenticated key, or a length that does not match, is
- *    dropped, logged at warn level and counted (parallel_zmq_refused); the transport goes on. A
- *    connection with a key outside the group is refused by the ZAP handler, logged and counted.
- *  - insecure = 1 turns CURVE off (plaintext, no authentication); it logs a warning once per
- *    communicator. It is never chosen silently: without it, missing keys are an error.
+ *  - A message that is not well-formed (zmq_protocol.h), carries another run id or epoch or a
+ *    length that does not match, does not open under its claimed source's key (forged, altered,
+ *    cut short, parts swapped), or repeats or precedes a counter already accepted (replayed,
+ *    reordered) is dropped, logged at warn level and counted (parallel_zmq_refused); the
+ *    transport goes on. So is a hello that is not MAC'd with a group key, or that brings back an
+ *    earlier session's random.
+ *  - insecure = 1 turns sealing off (plaintext, no authentication); it logs a warning once per
+ *    communicator. It is never chosen silently: without it, missing keys are an error. Both ends
+ *    of a link must agree: a plaintext message on a sealed link is refused, and vice versa.
  *
  * Header fields per message: step, micro-batch, tensor id, codec id and kind are taken from the
  * communicator's message context (parallel_zmq_set_context) at send time; the tag is the op's
@@ -86,19 +93,22 @@ typedef struct {
   const double *latency_s;     /* one-way latency α_j in seconds (≥ 0) */
   const double *bandwidth_Bps; /* bandwidth β_j in bytes/s (> 0, or 0 for unlimited) */
   double time_scale;           /* wall seconds per emulated second (default 1) */
-  int io_threads; /* ZeroMQ I/O threads (1..16, default 2): with two, a rank's outgoing and
-                     incoming CURVE streams are encrypted and decrypted in parallel, as the two
-                     ends of a lone stream are (docs/protocol.md) */
+  int io_threads; /* ZeroMQ I/O threads (1..16, default 1): sealing runs on the transport's
+                     sender thread and opening on its receiver thread, so ZeroMQ's threads only
+                     move bytes; one keeps up with loopback TCP (docs/protocol.md) */
 } parallel_zmq_config;
 
-/* Defaults: timeout 60 s, queue 64 MiB, time_scale 1, 2 I/O threads, everything else 0 / NULL. */
+/* Defaults: timeout 60 s, queue 64 MiB, time_scale 1, 1 I/O thread, everything else 0 / NULL. */
 parallel_zmq_config parallel_zmq_config_default(void);
 
 typedef struct parallel_zmq_transport parallel_zmq_transport;
 
 /* Validates cfg, creates the sockets and threads, and binds cfg->endpoints[rank]. Copies what
- * it needs of cfg. Returns NULL with wt_last_error() set on a bad config (WT_EINVAL: which
- * field and why), a bind failure (WT_EIO: the endpoint and zmq's reason). */
+ * it needs of cfg. The first call in a process also tunes glibc's malloc for short-lived large
+ * buffers (keeps up to 256 MiB of freed heap, mmap only from 32 MiB) unless GLIBC_TUNABLES or
+ * MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_THRESHOLD_ is set: a process-wide setting. Returns NULL with
+ * wt_last_error() set on a bad config (WT_EINVAL: which field and why), a bind failure (WT_EIO: the
+ * endpoint and zmq's reason). */
 parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *cfg);
 
 /* The endpoint actually bound (ephemeral port resolved), owned by the transport. */
@@ -147,12 +157,13 @@ typedef struct {
 /* Counters of the link between this rank and `peer` (zeros for self or a non-zmq comm). */
 parallel_zmq_link_stats parallel_zmq_link_stats_get(const parallel_comm *c, int peer);
 
-/* Messages refused (malformed, wrong run/epoch/source/length) plus connections the ZAP handler
- * refused, since creation. */
+/* Messages refused (malformed, wrong run/epoch/source/length, failed to open, replayed or
+ * reordered, a bad hello) since creation. */
 uint64_t parallel_zmq_refused(const parallel_comm *c);
 
-/* ---- CURVE keys --------------------------------------------------------------------------------
- */
+/* ---- keys ------------------------------------------------------------------------------------
+ * CURVE key pairs (X25519, Z85): CurveZMQ sockets (the control plane) use such pairs as they are;
+ * the data links derive their kx keys from them (zmq_aead.h). */
 
 /* A fresh key pair (zmq_curve_keypair), Z85, NUL-terminated. Returns WT_OK or WT_ENOTSUP (libzmq
  * built without CURVE). */

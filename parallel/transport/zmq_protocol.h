@@ -1,14 +1,17 @@
-/* zmq_protocol — the framing header of every message the ZeroMQ transport (parallel/transport/zmq.h)
- * puts on the wire: constants, the decoded struct, and the encoder / decoder / checker that the
- * transport, its tests and the fuzz target (parallel/transport/fuzz/fuzz_zmq_frame.c) share. The full
- * specification, with the reasons for each field, is docs/protocol.md.
+/* zmq_protocol — the framing header of every message the ZeroMQ transport
+ * (parallel/transport/zmq.h) puts on the wire: constants, the decoded struct, and the encoder /
+ * decoder / checker that the transport, its tests and the fuzz target
+ * (parallel/transport/fuzz/fuzz_zmq_frame.c) share. The full specification, with the reasons for
+ * each field, is docs/protocol.md.
  *
  * One ZeroMQ multipart message per transport message:
- *   frame 0: the 48-byte header below;
+ *   frame 0: the 56-byte header below, in the clear (the associated data of the seal);
  *   frames 1..k: the payload, cut into k ≥ 0 parts (k = 0 for an empty payload) whose lengths
- *     add up to the header's length field. Parts let the sender pace a large message (WAN
- *     emulation) and let CURVE encrypt, send and decrypt one part while the next is in
- *     flight; the receiver concatenates them.
+ *     add up to the header's length field; each part sealed in place (same length) on a
+ *     sealed link, so the sender paces a large message part by part (WAN emulation);
+ *   frame k+1, sealed links only: the trailer, max(k, 1) authentication tags of
+ *     PARALLEL_ZMQ_TAG_BYTES, the tag of part i at i × PARALLEL_ZMQ_TAG_BYTES (the one tag of
+ *     an empty payload seals nothing but the header). A hello's trailer is its MAC.
  *
  *   offset size field
  *    0     4    magic "WTZM"
@@ -24,9 +27,12 @@
  *   32     4    micro-batch
  *   36     4    tensor id
  *   40     8    payload length in bytes (≤ PARALLEL_ZMQ_MAX_PAYLOAD)
- * Little-endian. Integrity and authenticity come from CurveZMQ (every frame is authenticated
- * encryption); this header only says what the bytes are and lets the receiver refuse a message
- * that does not belong to its run, epoch or group before any of it is used.
+ *   48     8    counter: the nonce of part 0 (part i uses counter + i) under the link's key;
+ *                0 on plaintext links and in a hello
+ * Little-endian. Integrity and authenticity come from the seal (zmq_aead.h: per link and
+ * direction keys from crypto_kx over the ranks' X25519 keys and both processes' session
+ * randoms); this header says what the bytes are and lets the receiver refuse a message that
+ * does not belong to its run, epoch or group before any crypto runs.
  */
 #ifndef WT_PARALLEL_ZMQ_PROTOCOL_H
 #define WT_PARALLEL_ZMQ_PROTOCOL_H
@@ -35,9 +41,11 @@
 #include <stdint.h>
 
 #define PARALLEL_ZMQ_MAGIC "WTZM"
-#define PARALLEL_ZMQ_VERSION 1
-#define PARALLEL_ZMQ_HEADER_BYTES 48
-#define PARALLEL_ZMQ_CODEC_MAX 8                     /* the highest compress_codec_id */
+#define PARALLEL_ZMQ_VERSION 2
+#define PARALLEL_ZMQ_HEADER_BYTES 56
+#define PARALLEL_ZMQ_TAG_BYTES 16     /* one authentication tag in a trailer */
+#define PARALLEL_ZMQ_FLAG_SEALED 0x01 /* flags bit 0: parts are sealed and a trailer follows */
+#define PARALLEL_ZMQ_CODEC_MAX 8      /* the highest compress_codec_id */
 #define PARALLEL_ZMQ_MAX_PAYLOAD ((uint64_t)1 << 36) /* 64 GiB: a guard, not a limit of use */
 
 typedef enum {
@@ -46,8 +54,9 @@ typedef enum {
   PARALLEL_ZMQ_KIND_ACT_GRAD = 3,   /* pipeline: gradients of activations going back */
   PARALLEL_ZMQ_KIND_CONTROL = 4,    /* small control messages of the runtime */
   PARALLEL_ZMQ_KIND_BYE = 5,        /* the sender is closing: no more messages will come */
+  PARALLEL_ZMQ_KIND_HELLO = 6,      /* a sealed link's session random (zmq_aead.h) */
 } parallel_zmq_kind;
-#define PARALLEL_ZMQ_KIND_MAX 5
+#define PARALLEL_ZMQ_KIND_MAX 6
 
 typedef struct {
   uint8_t version, kind, codec, flags;
@@ -57,6 +66,7 @@ typedef struct {
   int32_t tag;
   uint32_t step, micro_batch, tensor_id;
   uint64_t length;
+  uint64_t counter;
 } parallel_zmq_header;
 
 /* Writes h into out[0..PARALLEL_ZMQ_HEADER_BYTES) (magic and version are written from the
@@ -65,7 +75,8 @@ void parallel_zmq_header_encode(const parallel_zmq_header *h, uint8_t *out);
 
 /* Parses n bytes as a header. Returns NULL and fills *h when the bytes are a well-formed header
  * of this protocol version (size, magic, version, kind, codec, flags, length bound); otherwise
- * returns a static string naming the first problem ("unknown version", ...). Never reads past
+ * returns a static string naming the first problem ("bad magic", a version that says which
+ * side to upgrade, ...). Never reads past
  * buf[n-1]. */
 const char *parallel_zmq_header_decode(const uint8_t *buf, size_t n, parallel_zmq_header *h);
 
@@ -78,7 +89,8 @@ typedef struct {
 } parallel_zmq_expect;
 
 /* Checks a decoded header against the receiver's expectations and the bytes that actually
- * arrived after it (payload_bytes). Returns NULL when it may be used, else a static string
+ * arrived after it (payload_bytes); a hello's epoch is not checked (its session outlives an
+ * assignment). Returns NULL when it may be used, else a static string
  * naming the problem ("wrong run id", "length does not match the payload", ...). */
 const char *parallel_zmq_header_check(const parallel_zmq_header *h, const parallel_zmq_expect *e,
                                       uint64_t payload_bytes);

@@ -9,21 +9,91 @@
 
 /* ---- receiver ------------------------------------------------------------------------------ */
 
-static void s_refuse(parallel_zmq_transport *t, const char *problem, const parallel_zmq_header *h,
-                     const char *user) {
+static void s_refuse(parallel_zmq_transport *t, const char *problem, const parallel_zmq_header *h) {
   char tagbuf[48];
   if (h)
     WT_WARN("zmq: rank %d refused a message (%s): claims rank %d, %s, run %llu epoch %u step %u "
-            "micro-batch %u tensor %u, %llu bytes, authenticated as '%s'; dropped",
+            "micro-batch %u tensor %u, %llu bytes, counter %llu; dropped",
             t->rank, problem, (int)h->src_rank, s_tag_name(h->tag, tagbuf, sizeof tagbuf),
             (unsigned long long)h->run_id, h->epoch, h->step, h->micro_batch, h->tensor_id,
-            (unsigned long long)h->length, user ? user : "-");
+            (unsigned long long)h->length, (unsigned long long)h->counter);
   else
-    WT_WARN("zmq: rank %d refused a message (%s), authenticated as '%s'; dropped", t->rank, problem,
-            user ? user : "-");
+    WT_WARN("zmq: rank %d refused a message (%s); dropped", t->rank, problem);
   pthread_mutex_lock(&t->mu);
   t->refused++;
   pthread_mutex_unlock(&t->mu);
+}
+
+/* Takes a peer's authenticated hello: a session random seen before and since replaced is an old
+ * session's (refused); a new one becomes the link's session (keys of both directions change, its
+ * counters start again) and is answered with this process's hello unless the peer already
+ * echoes this process's random. */
+static const char *s_hello(parallel_zmq_transport *t, s_link *l, const uint8_t *body) {
+  const uint8_t *random = body, *echo = body + PARALLEL_ZMQ_RANDOM_BYTES;
+  uint8_t caps = body[2 * PARALLEL_ZMQ_RANDOM_BYTES];
+  const char *problem = NULL;
+  pthread_mutex_lock(&t->mu);
+  int current = l->peer_gen && memcmp(random, l->peer_random, PARALLEL_ZMQ_RANDOM_BYTES) == 0;
+  int old = 0;
+  for (int i = 0; i < l->nseen && !current; i++)
+    if (memcmp(l->seen[i], random, PARALLEL_ZMQ_RANDOM_BYTES) == 0) old = 1;
+  if (old) {
+    problem = "a replayed hello of an earlier session of that rank";
+  } else if (!current) {
+    if (l->nseen == S_MAX_SESSIONS) memmove(l->seen[0], l->seen[1], --l->nseen * sizeof *l->seen);
+    memcpy(l->seen[l->nseen++], random, PARALLEL_ZMQ_RANDOM_BYTES);
+    memcpy(l->peer_random, random, PARALLEL_ZMQ_RANDOM_BYTES);
+    l->peer_caps = caps;
+    l->peer_gen++;
+    if (parallel_zmq_aead_session(&l->rx, l->base_rx, random, t->random, caps, t->caps) != 0)
+      WT_WARN("zmq: rank %d: OpenSSL cannot make the cipher of a link; its messages will be "
+              "refused",
+              t->rank);
+    l->rx_next = 0;
+  }
+  if (!problem && memcmp(echo, t->random, PARALLEL_ZMQ_RANDOM_BYTES) != 0) l->hello_due = 1;
+  pthread_cond_broadcast(&t->cv_send);
+  pthread_mutex_unlock(&t->mu);
+  return problem;
+}
+
+/* Authenticates a sealed message from l's peer and opens its n payload parts in place (or
+ * takes its hello; *hello is then 1). Returns NULL, or what is wrong with it. */
+static const char *s_open_sealed(parallel_zmq_transport *t, s_link *l, const uint8_t *header,
+                                 const parallel_zmq_header *h, zmq_msg_t *parts, int n,
+                                 zmq_msg_t *trailer, int *hello) {
+  size_t ntags = (size_t)WT_MAX(n, 1);
+  if (!trailer || zmq_msg_size(trailer) != ntags * PARALLEL_ZMQ_TAG_BYTES)
+    return "its trailer does not hold one tag per part (truncated or extended)";
+  const uint8_t *tags = zmq_msg_data(trailer);
+  if (h->kind == PARALLEL_ZMQ_KIND_HELLO) {
+    *hello = 1;
+    if (n != 1 || h->length != PARALLEL_ZMQ_HELLO_BYTES) return "a malformed hello";
+    uint8_t mac[16];
+    const uint8_t *body = zmq_msg_data(&parts[0]);
+    parallel_zmq_aead_hello_mac(mac, l->base_rx, header, PARALLEL_ZMQ_HEADER_BYTES, body,
+                                PARALLEL_ZMQ_HELLO_BYTES);
+    if (sodium_memcmp(mac, tags, 16) != 0)
+      return "a hello not made with the claimed rank's key (a stranger, or a peer given "
+             "another key pair than this rank was given for it)";
+    return s_hello(t, l, body);
+  }
+  pthread_mutex_lock(&t->mu);
+  int keyed = l->peer_gen != 0;
+  pthread_mutex_unlock(&t->mu);
+  if (!keyed) return "a sealed message before its sender's hello (no session key yet)";
+  if (h->counter < l->rx_next) return "replayed or reordered (its counter is below the next one)";
+  if (h->counter > UINT64_MAX - ntags) return "counter out of range";
+  for (int k = 0; k < n || (k == 0 && n == 0); k++) {
+    uint8_t *buf = n ? zmq_msg_data(&parts[k]) : NULL;
+    size_t len = n ? zmq_msg_size(&parts[k]) : 0;
+    if (parallel_zmq_aead_open(&l->rx, h->counter + (uint64_t)k, header, PARALLEL_ZMQ_HEADER_BYTES,
+                               buf, len, tags + (size_t)k * PARALLEL_ZMQ_TAG_BYTES) != 0)
+      return "authentication failed (altered in transit, or not sealed with the claimed "
+             "rank's key for this session)";
+  }
+  l->rx_next = h->counter + ntags;
+  return NULL;
 }
 
 /* Receives one multipart message from the PULL socket and files or refuses it. */
@@ -39,7 +109,7 @@ static void s_recv_one(parallel_zmq_transport *t) {
   zmq_msg_t *parts = wt_xmalloc((size_t)cap * sizeof *parts);
   uint64_t total = 0;
   while (more) {
-    if (n == S_MAX_PARTS) { /* a flood of frames: drain the rest without keeping it */
+    if (n == S_MAX_PARTS + 1) { /* a flood of frames: drain the rest without keeping it */
       zmq_msg_t extra;
       zmq_msg_init(&extra);
       more = zmq_msg_recv(&extra, t->pull, 0) >= 0 && zmq_msg_more(&extra);
@@ -66,20 +136,31 @@ static void s_recv_one(parallel_zmq_transport *t) {
     more = zmq_msg_more(&parts[n]);
     n++;
   }
-  const char *user = t->insecure ? NULL : zmq_msg_gets(&head, "User-Id");
   parallel_zmq_header h;
-  const char *problem = parallel_zmq_header_decode(zmq_msg_data(&head), zmq_msg_size(&head), &h);
+  const uint8_t *hb = zmq_msg_data(&head);
+  const char *problem = parallel_zmq_header_decode(hb, zmq_msg_size(&head), &h);
   parallel_zmq_expect e = {t->run_id, t->epoch, t->size, t->rank};
-  int decoded = problem == NULL;
+  int decoded = problem == NULL, sealed = decoded && (h.flags & PARALLEL_ZMQ_FLAG_SEALED);
+  zmq_msg_t *trailer = NULL;
   if (!problem && too_many) problem = "more payload frames than any sender makes";
-  if (!problem) problem = parallel_zmq_header_check(&h, &e, total);
-  if (!problem && user) {
-    char want[32];
-    snprintf(want, sizeof want, "rank %d", (int)h.src_rank);
-    if (strcmp(user, want) != 0) problem = "source rank is not the one its key belongs to";
+  if (!problem && sealed && t->insecure)
+    problem = "a sealed message on a plaintext link (this rank runs insecure, the sender not)";
+  if (!problem && !sealed && !t->insecure)
+    problem = "a plaintext message on a sealed link (the sender runs insecure, or is not a "
+              "wantrain peer)";
+  if (!problem && sealed && n > 0) { /* the last frame is the trailer, not payload */
+    trailer = &parts[--n];
+    total -= zmq_msg_size(trailer);
   }
-  if (problem) {
-    s_refuse(t, problem, decoded ? &h : NULL, user);
+  if (!problem) problem = parallel_zmq_header_check(&h, &e, total);
+  int hello = 0;
+  if (!problem && sealed)
+    problem = s_open_sealed(t, &t->links[h.src_rank], hb, &h, parts, n, trailer, &hello);
+  if (!problem && !sealed && h.kind == PARALLEL_ZMQ_KIND_HELLO)
+    problem = "a hello on a plaintext link";
+  if (trailer) zmq_msg_close(trailer);
+  if (problem || hello) {
+    if (problem) s_refuse(t, problem, decoded ? &h : NULL);
     for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
     free(parts);
     zmq_msg_close(&head);
@@ -137,11 +218,6 @@ static void s_monitor_one(parallel_zmq_transport *t, int peer) {
     l->gone = 1;
     l->gone_at = wt_now_s();
     l->gone_why = "its connection dropped (the process died or the network failed)";
-  } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH && !l->gone) {
-    l->gone = 1;
-    l->gone_at = wt_now_s();
-    l->gone_why = "it refused this rank's CURVE key (check both key files)";
-    WT_WARN("zmq: rank %d: rank %d (%s) refused this rank's key", t->rank, peer, l->endpoint);
   }
   pthread_cond_broadcast(&t->cv_in);
   pthread_cond_broadcast(&t->cv_out);
@@ -189,4 +265,3 @@ void *parallel_zmq_recv_main(void *p) {
     if (t->links[r].monitor) zmq_close(t->links[r].monitor);
   return NULL;
 }
-

@@ -4,6 +4,8 @@
 
 #include <assert.h>
 #include <errno.h>
+#include "common/bytes.h" // defines: little-endian field access
+
 #include <string.h>
 
 /* ---- sender -------------------------------------------------------------------------------- */
@@ -15,12 +17,48 @@ static double s_due(const s_link *l, const s_out *m) {
   return m->start + l->alpha_w + (double)end * l->sec_per_byte;
 }
 
-/* Hands the next frames of the link's head message to ZeroMQ. Returns 1 when the message is
- * done, 0 when it must wait (pacing or a full pipe; l->blocked says which). Called without the
- * mutex: only this thread pops heads or touches the frames in progress. */
+/* Payload frames of m: one for an unshaped message up to S_ONE_FRAME_MAX, which the receiver
+ * hands out without a copy (s_recv_view), else parts of S_PART_BYTES (paced ones, large ones). */
+static int s_nparts(const s_out *m) {
+  if (m->bytes == 0) return 0;
+  if (m->start == 0 && m->bytes <= S_ONE_FRAME_MAX) return 1;
+  return (int)((m->bytes + S_PART_BYTES - 1) / S_PART_BYTES);
+}
+
+/* Gives m its counters under l's key (current for the peer's session, made here when the peer's
+ * session changed) and room for its tags; an empty payload's tag seals the header alone.
+ * Caller holds t->mu; m's header has not gone out. */
+static void s_seal_begin(parallel_zmq_transport *t, s_link *l, s_out *m) {
+  if (l->tx_gen != l->peer_gen) {
+    if (parallel_zmq_aead_session(&l->tx, l->base_tx, t->random, l->peer_random, t->caps,
+                                  l->peer_caps) != 0)
+      WT_WARN("zmq: rank %d: OpenSSL cannot make the cipher of the link to rank %d; its "
+              "messages will be refused",
+              t->rank, (int)(l - t->links));
+    l->tx_gen = l->peer_gen;
+    l->tx_next = 0;
+  }
+  m->nparts = s_nparts(m);
+  size_t ntags = (size_t)WT_MAX(m->nparts, 1);
+  wt_put_le64(m->header + 48, l->tx_next);
+  l->tx_next += ntags;
+  free(m->trailer);
+  m->trailer = wt_xmalloc(ntags * PARALLEL_ZMQ_TAG_BYTES);
+  if (m->nparts == 0)
+    parallel_zmq_aead_seal(&l->tx, wt_get_le64(m->header + 48), m->header,
+                           PARALLEL_ZMQ_HEADER_BYTES, NULL, 0, m->trailer);
+}
+
+/* Hands the next frames of the link's head message to ZeroMQ, sealing each part in place just
+ * before it goes. Returns 1 when the message is done, 0 when it must wait (pacing or a full
+ * pipe; l->blocked says which). Called without the mutex: only this thread pops heads, touches
+ * the frames in progress or l->tx. */
 static int s_push_some(parallel_zmq_transport *t, s_link *l, s_out *m, double now) {
+  (void)t;
+  int sealed = m->trailer && !m->hello;
   if (!m->header_sent) {
-    int flags = ZMQ_DONTWAIT | (m->bytes ? ZMQ_SNDMORE : 0);
+    if (!m->hello) m->nparts = s_nparts(m);
+    int flags = ZMQ_DONTWAIT | (m->bytes || m->trailer ? ZMQ_SNDMORE : 0);
     if (zmq_send(l->push, m->header, PARALLEL_ZMQ_HEADER_BYTES, flags) < 0) {
       l->blocked = 1; /* EAGAIN: the pipe is full; nothing of this message was sent */
       return 0;
@@ -30,18 +68,21 @@ static int s_push_some(parallel_zmq_transport *t, s_link *l, s_out *m, double no
   l->blocked = 0;
   while (m->sent < m->bytes) {
     if (m->start != 0 && s_due(l, m) > now) return 0;
-    /* A small unshaped message goes out in one frame, which the receiver hands out without a
-     * copy (s_recv_view); larger or paced ones in parts. */
-    int whole = m->start == 0 && m->bytes <= S_ONE_FRAME_MAX;
-    size_t len = whole ? m->bytes - m->sent : WT_MIN(S_PART_BYTES, m->bytes - m->sent);
+    size_t len = m->nparts == 1 ? m->bytes : WT_MIN(S_PART_BYTES, m->bytes - m->sent);
+    size_t k = m->nparts == 1 ? 0 : m->sent / S_PART_BYTES;
+    if (sealed)
+      parallel_zmq_aead_seal(&l->tx, wt_get_le64(m->header + 48) + k, m->header,
+                             PARALLEL_ZMQ_HEADER_BYTES, m->data + m->sent, len,
+                             m->trailer + k * PARALLEL_ZMQ_TAG_BYTES);
     zmq_msg_t f;
     atomic_fetch_add(&m->refs, 1);
     zmq_msg_init_data(&f, m->data + m->sent, len, s_free_frame, m);
     m->sent += len;
     /* After the first frame ZeroMQ accepts the rest of a multipart message without blocking. */
-    zmq_msg_send(&f, l->push, m->sent < m->bytes ? ZMQ_SNDMORE : 0);
+    zmq_msg_send(&f, l->push, m->sent < m->bytes || m->trailer ? ZMQ_SNDMORE : 0);
   }
-  (void)t;
+  if (m->trailer)
+    zmq_send(l->push, m->trailer, (size_t)WT_MAX(m->nparts, 1) * PARALLEL_ZMQ_TAG_BYTES, 0);
   return 1;
 }
 
@@ -54,8 +95,20 @@ void *parallel_zmq_send_main(void *p) {
     int nblocked = 0, progressed = 0;
     for (int r = 0; r < t->size; r++) {
       s_link *l = &t->links[r];
+      if (l->hello_due && l->push && (!l->head || !l->head->header_sent)) {
+        s_out *h = parallel_zmq_hello_new(t, l);
+        h->next = l->head;
+        l->head = h;
+        if (!l->tail) l->tail = h;
+        l->hello_due = 0;
+      }
       s_out *m = l->head;
       if (!m) continue;
+      if (!t->insecure && !m->hello && !m->header_sent) {
+        if (l->peer_gen == 0) continue; /* no session yet: the peer's hello wakes this thread */
+        /* Once per message, again only if the session changed before its header went out. */
+        if (!m->trailer || l->tx_gen != l->peer_gen) s_seal_begin(t, l, m);
+      }
       double due = s_due(l, m);
       if (due > now) {
         next = WT_MIN(next, due);
@@ -67,9 +120,11 @@ void *parallel_zmq_send_main(void *p) {
       if (done) {
         l->head = m->next;
         if (!l->head) l->tail = NULL;
-        l->queued_bytes -= m->bytes;
-        l->st.bytes_sent += m->bytes;
-        l->st.msgs_sent++;
+        if (!m->hello) {
+          l->queued_bytes -= m->bytes;
+          l->st.bytes_sent += m->bytes;
+          l->st.msgs_sent++;
+        }
         s_out_unref(m);
         progressed = 1;
         pthread_cond_broadcast(&t->cv_out);
@@ -145,6 +200,7 @@ s_out *parallel_zmq_out_new(const parallel_zmq_transport *t, const parallel_zmq_
   atomic_init(&m->refs, 1);
   parallel_zmq_header h = {.kind = (uint8_t)kind,
                            .codec = ctx->codec,
+                           .flags = t->insecure ? 0 : PARALLEL_ZMQ_FLAG_SEALED,
                            .run_id = t->run_id,
                            .epoch = t->epoch,
                            .src_rank = t->rank,
@@ -157,3 +213,18 @@ s_out *parallel_zmq_out_new(const parallel_zmq_transport *t, const parallel_zmq_
   return m;
 }
 
+s_out *parallel_zmq_hello_new(const parallel_zmq_transport *t, const s_link *l) {
+  uint8_t *body = wt_xmalloc(PARALLEL_ZMQ_HELLO_BYTES);
+  memcpy(body, t->random, PARALLEL_ZMQ_RANDOM_BYTES);
+  memcpy(body + PARALLEL_ZMQ_RANDOM_BYTES, l->peer_random, PARALLEL_ZMQ_RANDOM_BYTES);
+  body[2 * PARALLEL_ZMQ_RANDOM_BYTES] = t->caps;
+  parallel_zmq_msg_context ctx = {0};
+  s_out *m = parallel_zmq_out_new(t, &ctx, PARALLEL_ZMQ_KIND_HELLO, 0, body, body,
+                                  PARALLEL_ZMQ_HELLO_BYTES);
+  m->hello = 1;
+  m->nparts = 1;
+  m->trailer = wt_xmalloc(PARALLEL_ZMQ_TAG_BYTES);
+  parallel_zmq_aead_hello_mac(m->trailer, l->base_tx, m->header, PARALLEL_ZMQ_HEADER_BYTES, body,
+                              PARALLEL_ZMQ_HELLO_BYTES);
+  return m;
+}

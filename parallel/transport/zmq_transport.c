@@ -1,18 +1,20 @@
 /* zmq_transport — the ZeroMQ back end of parallel_transport_ops (contract in zmq.h).
  *
  * Threads per transport, each owning its sockets (ZeroMQ sockets are not thread-safe):
- *  - the ZAP handler (REP on inproc://zeromq.zap.01) admits only the group's CURVE keys;
  *  - the receiver owns the bound PULL socket and the monitors of the PUSH sockets; it validates
- *    every message and files it in the source's mailbox, and marks a peer gone when it says
- *    goodbye or its connection drops;
- *  - the sender owns the PUSH sockets; it drains the per-link queues, pacing each message when
- *    WAN emulation is on.
+ *    every message, opens its seal in place and files it in the source's mailbox, takes hellos,
+ *    and marks a peer gone when it says goodbye or its connection drops;
+ *  - the sender owns the PUSH sockets; it drains the per-link queues, sealing each part in place
+ *    as it goes and pacing each message when WAN emulation is on.
  * One mutex guards the queues, mailboxes, link state and counters; the callers' send/recv only
  * touch those, never a socket. */
 #include "parallel/transport/zmq_transport_internal.h"
 
 #include <assert.h>
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h> // defines: mallopt
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -199,8 +201,9 @@ static void s_destroy(void *vctx) {
     pthread_mutex_lock(&t->mu);
     for (int r = 0; r < t->size; r++)
       if (r != t->rank && !t->links[r].gone)
-        parallel_zmq_enqueue(t, &t->links[r], parallel_zmq_out_new(t, &t->msg, PARALLEL_ZMQ_KIND_BYE, 0, NULL, NULL, 0),
-                  wt_now_s());
+        parallel_zmq_enqueue(
+            t, &t->links[r],
+            parallel_zmq_out_new(t, &t->msg, PARALLEL_ZMQ_KIND_BYE, 0, NULL, NULL, 0), wt_now_s());
     double deadline = wt_now_s() + WT_MIN(t->timeout_s, 5.0);
     for (;;) {
       int pending = 0;
@@ -227,12 +230,6 @@ static void s_destroy(void *vctx) {
     for (int r = 0; r < t->size; r++)
       if (t->links[r].monitor) zmq_close(t->links[r].monitor);
   }
-  if (t->started_zap) {
-    atomic_store(&t->stop_zap, 1);
-    pthread_join(t->th_zap, NULL);
-  } else if (t->zap) {
-    zmq_close(t->zap);
-  }
   if (t->zctx) zmq_ctx_term(t->zctx);
   for (int r = 0; r < t->size; r++) {
     s_link *l = &t->links[r];
@@ -241,19 +238,21 @@ static void s_destroy(void *vctx) {
       s_in_free(m);
     }
     free(l->endpoint);
+    free(l->seen);
+    parallel_zmq_aead_free(&l->rx);
+    parallel_zmq_aead_free(&l->tx);
   }
   pthread_mutex_destroy(&t->mu);
   pthread_cond_destroy(&t->cv_in);
   pthread_cond_destroy(&t->cv_out);
   pthread_cond_destroy(&t->cv_send);
+  sodium_memzero(t->links, (size_t)t->size * sizeof *t->links); /* the keys */
   free(t->links);
-  free(t->peer_keys);
   free(t->bound);
-  memset(t->secret, 0, sizeof t->secret);
   free(t);
 }
 
-/* CURVE authenticates and encrypts every frame; plaintext links carry only TCP's checksum. */
+/* Sealed links authenticate every part; plaintext links carry only TCP's checksum. */
 static int s_integrity(void *vctx) {
   return !((parallel_zmq_transport *)vctx)->insecure;
 }
@@ -269,13 +268,30 @@ static const parallel_transport_ops s_zmq_ops = {.name = "zmq",
 
 /* ---- construction -------------------------------------------------------------------------- */
 
+/* Every message is a short-lived buffer of up to 1 MiB per part (the sender's copy, ZeroMQ's
+ * receive buffer). With glibc's defaults the heap top above 2 × the dynamic mmap threshold is
+ * handed back after each burst and faulted in, zeroed, for the next: on this project's machine
+ * a lone pair moved about half as many bytes that way (docs/performance.md). So the process
+ * keeps up to 256 MiB of freed heap and serves blocks below 32 MiB from it — once, and not
+ * when the user tuned malloc through the environment. */
+static void s_malloc_tune(void) {
+#ifdef __GLIBC__
+  if (getenv("GLIBC_TUNABLES") || getenv("MALLOC_TRIM_THRESHOLD_") ||
+      getenv("MALLOC_MMAP_THRESHOLD_"))
+    return;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
+}
+static pthread_once_t s_malloc_once = PTHREAD_ONCE_INIT;
+
 parallel_zmq_config parallel_zmq_config_default(void) {
   parallel_zmq_config c;
   memset(&c, 0, sizeof c);
   c.timeout_s = 60.0;
   c.max_queue_bytes = (size_t)64 << 20;
   c.time_scale = 1.0;
-  c.io_threads = 2;
+  c.io_threads = 1;
   return c;
 }
 
@@ -295,9 +311,9 @@ static int s_config_check(const parallel_zmq_config *c) {
     return wt_fail(WT_EINVAL, "zmq: timeout_s must be > 0 (got %g)", c->timeout_s);
   if (c->max_queue_bytes == 0) return wt_fail(WT_EINVAL, "zmq: max_queue_bytes must be > 0");
   if (!c->insecure) {
-    if (!zmq_has("curve"))
-      return wt_fail(WT_ENOTSUP, "zmq: this libzmq has no CURVE support; install a libzmq "
-                                 "built with libsodium, or pass insecure=1 for a local test");
+    if (parallel_zmq_aead_init() != 0)
+      return wt_fail(WT_ENOTSUP, "zmq: libsodium cannot start (no entropy source?); sealed "
+                                 "links need it, or pass insecure=1 for a local test");
     if (!s_key_ok(c->secret_key) || !s_key_ok(c->public_key))
       return wt_fail(WT_EINVAL,
                      "zmq: rank %d has no valid CURVE key pair (40-char Z85 keys); "
@@ -313,7 +329,7 @@ static int s_config_check(const parallel_zmq_config *c) {
                        r);
   }
   if (c->io_threads < 0 || c->io_threads > 16)
-    return wt_fail(WT_EINVAL, "zmq: io_threads %d: use 1..16 (0 = the default 2)", c->io_threads);
+    return wt_fail(WT_EINVAL, "zmq: io_threads %d: use 1..16 (0 = the default 1)", c->io_threads);
   if (c->latency_s || c->bandwidth_Bps) {
     if (!(c->time_scale > 0))
       return wt_fail(WT_EINVAL, "zmq: time_scale must be > 0 (got %g)", c->time_scale);
@@ -333,31 +349,21 @@ static void s_setopt_int(void *sock, int opt, int v) {
   zmq_setsockopt(sock, opt, &v, sizeof v);
 }
 
-/* Creates the context, ZAP handler, bound PULL socket, PUSH sockets (not yet connected) and
- * their monitors; starts the ZAP and receiver threads. */
+/* Creates the context, bound PULL socket, PUSH sockets (not yet connected) and their monitors;
+ * starts the receiver thread. */
 static int s_open(parallel_zmq_transport *t, const parallel_zmq_config *c) {
   t->zctx = zmq_ctx_new();
   if (!t->zctx) return wt_fail(WT_EIO, "zmq: cannot create a context: %s", zmq_strerror(errno));
   /* Before the first socket: the I/O threads start with it. */
-  if (zmq_ctx_set(t->zctx, ZMQ_IO_THREADS, c->io_threads ? c->io_threads : 2) != 0)
+  if (zmq_ctx_set(t->zctx, ZMQ_IO_THREADS, c->io_threads ? c->io_threads : 1) != 0)
     return wt_fail(WT_EIO, "zmq: cannot set %d I/O threads: %s", c->io_threads,
                    zmq_strerror(errno));
-  if (!t->insecure) {
-    t->zap = zmq_socket(t->zctx, ZMQ_REP);
-    if (zmq_bind(t->zap, "inproc://zeromq.zap.01") != 0)
-      return wt_fail(WT_EIO, "zmq: cannot start the ZAP handler: %s", zmq_strerror(errno));
-    if (pthread_create(&t->th_zap, NULL, parallel_zmq_zap_main, t) != 0)
-      return wt_fail(WT_EIO, "zmq: cannot start the ZAP thread");
-    t->started_zap = 1;
-  }
   t->pull = zmq_socket(t->zctx, ZMQ_PULL);
   s_setopt_int(t->pull, ZMQ_RCVHWM, S_HWM);
   s_setopt_int(t->pull, ZMQ_LINGER, 0);
-  if (!t->insecure) {
-    s_setopt_int(t->pull, ZMQ_CURVE_SERVER, 1);
-    zmq_setsockopt(t->pull, ZMQ_CURVE_SECRETKEY, t->secret, PARALLEL_ZMQ_KEY_CHARS);
-    zmq_setsockopt(t->pull, ZMQ_ZAP_DOMAIN, "wantrain", 8);
-  }
+  /* No sender makes a larger frame; a connection that sends one is dropped by ZeroMQ. */
+  int64_t maxmsg = S_MAX_FRAME;
+  zmq_setsockopt(t->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
   const char *ep = c->endpoints[c->rank];
   if (zmq_bind(t->pull, ep) != 0)
     return wt_fail(WT_EIO,
@@ -376,16 +382,9 @@ static int s_open(parallel_zmq_transport *t, const parallel_zmq_config *c) {
     s_setopt_int(l->push, ZMQ_LINGER, (int)(WT_MIN(t->timeout_s, 2.0) * 1000));
     s_setopt_int(l->push, ZMQ_RECONNECT_IVL, 100);
     s_setopt_int(l->push, ZMQ_RECONNECT_IVL_MAX, 1000);
-    if (!t->insecure) {
-      zmq_setsockopt(l->push, ZMQ_CURVE_SERVERKEY, t->peer_keys_z85[r], PARALLEL_ZMQ_KEY_CHARS);
-      zmq_setsockopt(l->push, ZMQ_CURVE_PUBLICKEY, t->public_key, PARALLEL_ZMQ_KEY_CHARS);
-      zmq_setsockopt(l->push, ZMQ_CURVE_SECRETKEY, t->secret, PARALLEL_ZMQ_KEY_CHARS);
-    }
     char mon[64];
     snprintf(mon, sizeof mon, "inproc://wt-monitor-%d", r);
-    zmq_socket_monitor(l->push, mon,
-                       ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
-                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+    zmq_socket_monitor(l->push, mon, ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED);
     l->monitor = zmq_socket(t->zctx, ZMQ_PAIR);
     s_setopt_int(l->monitor, ZMQ_LINGER, 0);
     zmq_connect(l->monitor, mon);
@@ -396,8 +395,31 @@ static int s_open(parallel_zmq_transport *t, const parallel_zmq_config *c) {
   return WT_OK;
 }
 
+/* Sealed links: this process's session random and caps, and each link's kx base keys from the
+ * rank's X25519 key pair (the CURVE keys) and the peer's public key. */
+static int s_keys(parallel_zmq_transport *t, const parallel_zmq_config *c) {
+  uint8_t pk[32], sk[32], peer_pk[32];
+  zmq_z85_decode(pk, c->public_key);
+  zmq_z85_decode(sk, c->secret_key);
+  randombytes_buf(t->random, sizeof t->random);
+  t->caps = parallel_zmq_aead_caps();
+  int rc = WT_OK;
+  for (int r = 0; r < t->size && rc == WT_OK; r++) {
+    if (r == t->rank) continue;
+    s_link *l = &t->links[r];
+    zmq_z85_decode(peer_pk, c->peer_public_keys[r]);
+    if (parallel_zmq_aead_base_keys(l->base_rx, l->base_tx, t->rank, r, pk, sk, peer_pk) != 0)
+      rc = wt_fail(WT_EINVAL, "zmq: the public key of rank %d is not a usable X25519 key", r);
+    l->seen = wt_xcalloc(S_MAX_SESSIONS, sizeof *l->seen);
+    l->hello_due = 1;
+  }
+  sodium_memzero(sk, sizeof sk);
+  return rc;
+}
+
 parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *c) {
   if (s_config_check(c) != WT_OK) return NULL;
+  pthread_once(&s_malloc_once, s_malloc_tune);
   parallel_zmq_transport *t = wt_xcalloc(1, sizeof *t);
   t->rank = c->rank;
   t->size = c->size;
@@ -411,22 +433,14 @@ parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *c)
   s_cond_init(&t->cv_in);
   s_cond_init(&t->cv_out);
   s_cond_init(&t->cv_send);
-  atomic_init(&t->stop_zap, 0);
   atomic_init(&t->stop_recv, 0);
   atomic_init(&t->stop_send, 0);
   t->links = wt_xcalloc((size_t)t->size, sizeof *t->links);
-  t->peer_keys = wt_xcalloc((size_t)t->size, sizeof *t->peer_keys);
-  if (!t->insecure) {
-    memcpy(t->secret, c->secret_key, 41);
-    memcpy(t->public_key, c->public_key, 41);
-    t->peer_keys_z85 = (char **)c->peer_public_keys; /* used only inside s_open */
-    for (int r = 0; r < t->size; r++)
-      if (r != t->rank) zmq_z85_decode(t->peer_keys[r], c->peer_public_keys[r]);
-  } else {
+  int rc = t->insecure ? WT_OK : s_keys(t, c);
+  if (t->insecure)
     WT_WARN("zmq: rank %d runs INSECURE: plaintext, unauthenticated links (debugging only; "
-            "drop insecure to use CurveZMQ)",
+            "drop insecure to seal every link)",
             t->rank);
-  }
   t->shaped = c->latency_s || c->bandwidth_Bps;
   for (int r = 0; r < t->size; r++) {
     s_link *l = &t->links[r];
@@ -434,8 +448,7 @@ parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *c)
     if (c->bandwidth_Bps && c->bandwidth_Bps[r] > 0)
       l->sec_per_byte = c->time_scale / c->bandwidth_Bps[r];
   }
-  int rc = s_open(t, c);
-  t->peer_keys_z85 = NULL;
+  if (rc == WT_OK) rc = s_open(t, c);
   if (rc != WT_OK) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", wt_last_error());

@@ -1,6 +1,6 @@
 /* zmq_transport_internal — what the ZeroMQ transport's files share: its limits, the queued and
  * received message types, the per-link and per-transport state, small helpers, and the entry
- * points of its three threads (zmq_zap.c, zmq_recv.c, zmq_send.c). zmq_transport.c holds the
+ * points of its two threads (zmq_recv.c, zmq_send.c). zmq_transport.c holds the
  * ops and the construction; the thread files never call back into it. Internal to
  * parallel/transport. */
 #ifndef WT_PARALLEL_ZMQ_TRANSPORT_INTERNAL_H
@@ -9,6 +9,7 @@
 #include "parallel/transport/zmq.h"
 
 #include "common/common.h"
+#include "parallel/transport/zmq_aead.h"
 #include "parallel/transport/zmq_protocol.h"
 
 #include <pthread.h>
@@ -24,6 +25,8 @@
 #define S_GONE_GRACE_S 0.5    /* a dropped peer's last messages may still be in flight */
 #define S_HWM 16              /* messages ZeroMQ may hold per pipe */
 #define S_MAX_PARTS (1 << 18) /* payload frames of one message: 64 GiB in 256 KiB parts */
+#define S_MAX_FRAME ((int64_t)S_MAX_PARTS * PARALLEL_ZMQ_TAG_BYTES + 4096) /* largest frame */
+#define S_MAX_SESSIONS 64 /* a peer's session randoms remembered, to refuse old hellos */
 
 /* One queued outgoing message; its buffer is shared by the ZeroMQ frames that carry it. */
 typedef struct s_out {
@@ -32,8 +35,11 @@ typedef struct s_out {
   uint8_t *data;
   size_t bytes, sent; /* payload bytes, and how many of them are already handed to ZeroMQ */
   int header_sent;
-  double start;    /* wall time the emulated serialisation starts (0 when unshaped) */
-  atomic_int refs; /* this struct + one per frame in flight */
+  int hello;        /* a hello: data holds its body, the trailer its MAC, nothing is sealed */
+  int nparts;       /* payload frames (fixed when the header goes out) */
+  uint8_t *trailer; /* sealed links: one tag per part (max(nparts, 1)), sent last */
+  double start;     /* wall time the emulated serialisation starts (0 when unshaped) */
+  atomic_int refs;  /* this struct + one per frame in flight */
 } s_out;
 
 /* One received message waiting in a mailbox: its payload frames, kept as ZeroMQ messages. */
@@ -59,6 +65,23 @@ typedef struct {
   double gone_at;
   const char *gone_why;
   parallel_zmq_link_stats st;
+  /* Sealed links (zmq_aead.h). Under t->mu: the peer's session random as last accepted, its
+   * caps and a generation that changes with it, and whether a hello must be sent. */
+  uint8_t base_rx[32], base_tx[32]; /* kx keys: peer → self, self → peer */
+  uint8_t peer_random[PARALLEL_ZMQ_RANDOM_BYTES], peer_caps;
+  unsigned peer_gen; /* 0 until the peer's first hello */
+  int hello_due;
+  /* The receiver thread's own: the key of peer → self and its next acceptable counter, and the
+   * session randoms seen from this peer (an old one is a replayed hello). */
+  parallel_zmq_aead rx;
+  uint64_t rx_next;
+  uint8_t (*seen)[PARALLEL_ZMQ_RANDOM_BYTES];
+  int nseen;
+  /* The sender thread's own: the key of self → peer, the generation it was made for, and the
+   * next counter. */
+  parallel_zmq_aead tx;
+  unsigned tx_gen;
+  uint64_t tx_next;
 } s_link;
 
 struct parallel_zmq_transport {
@@ -69,16 +92,15 @@ struct parallel_zmq_transport {
   size_t max_queue;
   int insecure, shaped;
   char *bound;
-  uint8_t (*peer_keys)[32]; /* binary public keys, for the ZAP handler */
-  char secret[41], public_key[41];
-  char **peer_keys_z85;
-  void *zctx, *pull, *zap;
+  uint8_t random[PARALLEL_ZMQ_RANDOM_BYTES]; /* this process's session random */
+  uint8_t caps;                              /* parallel_zmq_aead_caps() */
+  void *zctx, *pull;
   s_link *links;
   pthread_mutex_t mu;
   pthread_cond_t cv_in, cv_out, cv_send;
-  pthread_t th_zap, th_recv, th_send;
-  int started_zap, started_recv, started_send;
-  atomic_int stop_zap, stop_recv, stop_send;
+  pthread_t th_recv, th_send;
+  int started_recv, started_send;
+  atomic_int stop_recv, stop_send;
   int waiters;
   parallel_zmq_msg_context msg;
   uint64_t refused;
@@ -114,6 +136,7 @@ static inline void s_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double 
 static inline void s_out_unref(s_out *m) {
   if (atomic_fetch_sub(&m->refs, 1) == 1) {
     free(m->data);
+    free(m->trailer);
     free(m);
   }
 }
@@ -140,8 +163,6 @@ static inline const char *s_tag_name(int tag, char *buf, size_t cap) {
 
 /* ---- the threads and the send path's queue ------------------------------------------------- */
 
-/* The ZAP handler (zmq_zap.c): admits only the group's CURVE keys until t->stop_zap. */
-void *parallel_zmq_zap_main(void *t);
 /* The receiver (zmq_recv.c): validates and files incoming messages, watches the PUSH sockets'
  * monitors, until t->stop_recv. */
 void *parallel_zmq_recv_main(void *t);
@@ -154,5 +175,8 @@ void parallel_zmq_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m, double
  * buf is copied (NULL owned). Never NULL. */
 s_out *parallel_zmq_out_new(const parallel_zmq_transport *t, const parallel_zmq_msg_context *ctx,
                             int kind, int tag, const void *buf, void *owned, size_t bytes);
+/* A hello to l's peer: this process's session random, the peer's as last accepted (zeros
+ * before) and the caps, MAC'd under l's base tx key. Caller holds t->mu. Never NULL. */
+s_out *parallel_zmq_hello_new(const parallel_zmq_transport *t, const s_link *l);
 
 #endif

@@ -1,14 +1,19 @@
 /* test_zmq_faults — what the ZeroMQ transport does when the outside misbehaves:
- *  - malformed or foreign frames (wrong version, kind, codec, flags, run id, epoch, length, a
- *    short header, a source rank that is not the sender's key, a flood of payload frames) sent
- *    with a raw socket are
- *    refused, logged and counted, and the rank goes on receiving good messages;
- *  - a connection with a key outside the group is refused by the ZAP handler, and so is a
- *    plaintext client on a CURVE link: nothing of theirs is delivered;
+ *  - malformed or foreign frames (an older protocol version, bad magic, kind, codec, flags, run
+ *    id, epoch, length, a short header, a source rank outside the group or the receiver's own,
+ *    a plaintext message on a sealed link, a forged tag, a flood of payload frames) sent with a
+ *    raw socket are refused, logged and counted, and the rank goes on receiving good messages;
+ *  - a hello from a key outside the group is refused: nothing of a stranger's is delivered;
+ *  - on the wire between two ranks (a tap that relays rank 1's frames to rank 0), a flipped
+ *    payload or header byte, a replayed message, two messages swapped, a message cut short
+ *    (a part dropped, a part one byte short, no trailer) and two parts swapped are each refused
+ *    and counted, and the good messages around them arrive; after the sender restarts with
+ *    the same keys its new session works, and the old session's message and hello are refused;
  *  - a peer process that dies mid-step makes every other process fail with a clear error well
  *    within the deadline; a silent (stuck) peer makes them fail at the deadline, never hang. */
 #include "parallel/collectives/collectives.h"
 #include "parallel/transport/zmq.h"
+#include "parallel/transport/zmq_aead.h"
 #include "parallel/transport/zmq_protocol.h"
 
 #include "common/common.h"
@@ -24,31 +29,30 @@
 
 static parallel_zmq_header s_good_header(int src, int tag, uint64_t len) {
   parallel_zmq_header h = {.kind = PARALLEL_ZMQ_KIND_DATA,
+                           .flags = PARALLEL_ZMQ_FLAG_SEALED,
                            .run_id = 77,
                            .epoch = 3,
                            .src_rank = src,
                            .tag = tag,
-                           .length = len};
+                           .length = len,
+                           .counter = 1000}; /* ahead of the link's: only the tag can refuse */
   return h;
 }
 
-/* Sends header bytes (possibly damaged) and a payload as one multipart message. */
+/* Sends header bytes (possibly damaged), a payload and a trailer (when tlen > 0) as one
+ * multipart message. */
 static void s_raw_send(void *sock, const uint8_t *header, size_t hlen, const void *payload,
-                       size_t plen) {
-  zmq_send(sock, header, hlen, plen ? ZMQ_SNDMORE : 0);
-  if (plen) zmq_send(sock, payload, plen, 0);
+                       size_t plen, const uint8_t *trailer, size_t tlen) {
+  zmq_send(sock, header, hlen, plen || tlen ? ZMQ_SNDMORE : 0);
+  if (plen) zmq_send(sock, payload, plen, tlen ? ZMQ_SNDMORE : 0);
+  if (tlen) zmq_send(sock, trailer, tlen, 0);
 }
 
-static void *s_raw_client(void *zctx, const char *endpoint, const char *server_pub, const char *pub,
-                          const char *sec) {
+/* A plain ZMTP client: the data links run no CURVE, the seal inside the frames protects them. */
+static void *s_raw_client(void *zctx, const char *endpoint) {
   void *s = zmq_socket(zctx, ZMQ_PUSH);
   int linger = 1000;
   zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-  if (pub) {
-    zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, server_pub, 40);
-    zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 40);
-    zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 40);
-  }
   zmq_connect(s, endpoint);
   return s;
 }
@@ -60,6 +64,27 @@ static uint64_t s_wait_refused(parallel_comm *c, uint64_t want) {
   return parallel_zmq_refused(c);
 }
 
+/* Redirects stderr to a temp file until s_capture_end, which reads it into text. */
+static int s_capture_begin(int *saved) {
+  char path[] = "/tmp/wt-faults-XXXXXX";
+  int fd = mkstemp(path);
+  unlink(path);
+  fflush(stderr);
+  *saved = dup(2);
+  dup2(fd, 2);
+  return fd;
+}
+
+static void s_capture_end(int fd, int saved, char *text, size_t cap) {
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  lseek(fd, 0, SEEK_SET);
+  ssize_t n = read(fd, text, cap - 1);
+  text[n > 0 ? n : 0] = 0;
+  close(fd);
+}
+
 static void test_bad_frames(void) {
   parallel_zmq_config base = parallel_zmq_config_default();
   base.run_id = 77;
@@ -67,10 +92,16 @@ static void test_bad_frames(void) {
   base.timeout_s = 1;
   s_group g;
   WT_TEST_REQUIRE(s_group_open(&g, 3, &base, NULL, NULL) == WT_OK, "%s", wt_last_error());
+  /* Sessions first: a sealed frame before its claimed sender's hello is refused for that. */
+  uint32_t payload = 0xabcd, v = 0;
+  size_t got = 0;
+  for (int r = 1; r <= 2; r++)
+    WT_TEST_REQUIRE(parallel_comm_send(g.comms[r], 0, 9, &payload, sizeof payload) == WT_OK &&
+                        parallel_comm_recv(g.comms[0], r, 9, &v, sizeof v, &got) == WT_OK,
+                    "rank %d's session: %s", r, wt_last_error());
   void *zctx = zmq_ctx_new();
-  /* Authenticated as rank 1 (its real key pair), so only the header checks can refuse. */
-  void *raw = s_raw_client(zctx, g.eps[0], g.pub[0], g.pub[1], g.sec[1]);
-  uint32_t payload = 0xabcd;
+  void *raw = s_raw_client(zctx, g.eps[0]);
+  uint8_t tag[PARALLEL_ZMQ_TAG_BYTES] = {0};
   uint8_t hb[PARALLEL_ZMQ_HEADER_BYTES + 1];
   struct {
     const char *what;
@@ -79,71 +110,294 @@ static void test_bad_frames(void) {
     parallel_zmq_header h;
     size_t hlen;
   } cases[] = {
-      {"wrong version", 4, 9, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
+      {"protocol version older than this build", 4, 1, s_good_header(1, 5, 4),
+       PARALLEL_ZMQ_HEADER_BYTES},
       {"bad magic", 0, 'X', s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
-      {"unknown kind", 5, 77, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
+      {"unknown message kind", 5, 77, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
       {"unknown codec", 6, 200, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
-      {"flags", 7, 1, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
+      {"unknown flags", 7, 0x81, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
+      {"a plaintext message on a sealed link", 7, 0, s_good_header(1, 5, 4),
+       PARALLEL_ZMQ_HEADER_BYTES},
       {"wrong run id", 8, 78, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
       {"wrong epoch", 16, 4, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
-      {"length too long", -1, 0, s_good_header(1, 5, 5), PARALLEL_ZMQ_HEADER_BYTES},
-      {"length too short", -1, 0, s_good_header(1, 5, 3), PARALLEL_ZMQ_HEADER_BYTES},
-      {"short header", -1, 0, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES - 1},
-      {"long header", -1, 0, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES + 1},
-      {"claims the receiver's rank", -1, 0, s_good_header(0, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
-      {"claims another rank than its key", -1, 0, s_good_header(2, 5, 4),
-       PARALLEL_ZMQ_HEADER_BYTES},
-      {"rank outside the group", -1, 0, s_good_header(7, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
+      {"length does not match", -1, 0, s_good_header(1, 5, 5), PARALLEL_ZMQ_HEADER_BYTES},
+      {"length does not match", -1, 0, s_good_header(1, 5, 3), PARALLEL_ZMQ_HEADER_BYTES},
+      {"wrong size", -1, 0, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES - 1},
+      {"wrong size", -1, 0, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES + 1},
+      {"the receiver's own rank", -1, 0, s_good_header(0, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
+      {"outside the group", -1, 0, s_good_header(7, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
+      /* A well-formed header but a tag nobody with the key made. */
+      {"authentication failed", -1, 0, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
+      {"authentication failed", -1, 0, s_good_header(2, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
   };
   int ncases = (int)WT_ARRAY_LEN(cases);
+  char text[16384];
+  int saved, fd = s_capture_begin(&saved);
   for (int k = 0; k < ncases; k++) {
     memset(hb, 0, sizeof hb);
     parallel_zmq_header_encode(&cases[k].h, hb);
     if (cases[k].offset >= 0) hb[cases[k].offset] = cases[k].value;
-    s_raw_send(raw, hb, cases[k].hlen, &payload, sizeof payload);
+    s_raw_send(raw, hb, cases[k].hlen, &payload, sizeof payload, tag, sizeof tag);
   }
-  /* A flood of empty payload frames, more than any sender makes (2^18 + 1). */
+  /* A flood of empty payload frames, more than any sender makes (2^18 + 2). */
   parallel_zmq_header flood = s_good_header(1, 5, 0);
   parallel_zmq_header_encode(&flood, hb);
   zmq_send(raw, hb, PARALLEL_ZMQ_HEADER_BYTES, ZMQ_SNDMORE);
-  for (int k = 0; k < (1 << 18); k++) zmq_send(raw, "", 0, ZMQ_SNDMORE);
+  for (int k = 0; k < (1 << 18) + 1; k++) zmq_send(raw, "", 0, ZMQ_SNDMORE);
   zmq_send(raw, "", 0, 0);
   ncases++;
   uint64_t refused = s_wait_refused(g.comms[0], (uint64_t)ncases);
-  WT_TEST_ASSERT(refused == (uint64_t)ncases, "refused %llu of %d bad frames",
-                 (unsigned long long)refused, ncases);
-  /* The rank goes on: a good frame from the same raw socket arrives, and none of the bad ones
-   * (all tag 5) is delivered. */
-  parallel_zmq_header h = s_good_header(1, 6, sizeof payload);
-  parallel_zmq_header_encode(&h, hb);
-  s_raw_send(raw, hb, PARALLEL_ZMQ_HEADER_BYTES, &payload, sizeof payload);
-  uint32_t v = 0;
-  size_t got = 0;
-  WT_TEST_ASSERT(parallel_comm_recv(g.comms[0], 1, 6, &v, sizeof v, &got) == WT_OK && v == payload,
-                 "good frame after bad ones: %s", wt_last_error());
-  WT_TEST_ASSERT(parallel_zmq_link_stats_get(g.comms[0], 1).msgs_recv == 1,
-                 "only the good frame was accepted");
-  zmq_close(raw);
-
-  /* A key outside the group: the ZAP handler refuses the connection. */
+  /* A hello that claims rank 1 but is MAC'd with a stranger's key: refused, so the stranger
+   * never gets a session and nothing it seals can be opened. */
   char opub[41], osec[41];
   parallel_zmq_keypair_new(opub, osec);
-  void *stranger = s_raw_client(zctx, g.eps[0], g.pub[0], opub, osec);
-  h = s_good_header(1, 7, sizeof payload);
-  parallel_zmq_header_encode(&h, hb);
-  s_raw_send(stranger, hb, PARALLEL_ZMQ_HEADER_BYTES, &payload, sizeof payload);
+  uint8_t spk[32], ssk[32], pk0[32], rx[32], tx[32], body[PARALLEL_ZMQ_HELLO_BYTES] = {0};
+  zmq_z85_decode(spk, opub);
+  zmq_z85_decode(ssk, osec);
+  zmq_z85_decode(pk0, g.pub[0]);
+  parallel_zmq_aead_base_keys(rx, tx, 1, 0, spk, ssk, pk0);
+  randombytes_buf(body, PARALLEL_ZMQ_RANDOM_BYTES);
+  parallel_zmq_header hh = s_good_header(1, 0, sizeof body);
+  hh.kind = PARALLEL_ZMQ_KIND_HELLO;
+  parallel_zmq_header_encode(&hh, hb);
+  parallel_zmq_aead_hello_mac(tag, tx, hb, PARALLEL_ZMQ_HEADER_BYTES, body, sizeof body);
+  s_raw_send(raw, hb, PARALLEL_ZMQ_HEADER_BYTES, body, sizeof body, tag, sizeof tag);
   refused = s_wait_refused(g.comms[0], (uint64_t)ncases + 1);
-  WT_TEST_ASSERT(refused >= (uint64_t)ncases + 1, "ZAP refused the stranger (%llu)",
-                 (unsigned long long)refused);
-  /* A plaintext client on a CURVE link cannot even handshake. */
-  void *plain = s_raw_client(zctx, g.eps[0], NULL, NULL, NULL);
-  s_raw_send(plain, hb, PARALLEL_ZMQ_HEADER_BYTES, &payload, sizeof payload);
-  int rc = parallel_comm_recv(g.comms[0], 1, 7, &v, sizeof v, &got);
-  WT_TEST_ASSERT(rc == WT_ETIMEOUT, "nothing from the stranger or the plaintext client: rc %d", rc);
-  zmq_close(stranger);
-  zmq_close(plain);
+  s_capture_end(fd, saved, text, sizeof text);
+  WT_TEST_ASSERT(refused == (uint64_t)ncases + 1, "refused %llu of %d bad frames",
+                 (unsigned long long)refused, ncases + 1);
+  for (int k = 0; k < ncases - 1; k++)
+    WT_TEST_ASSERT(strstr(text, cases[k].what), "the log names '%s': %s", cases[k].what, text);
+  WT_TEST_ASSERT(strstr(text, "more payload frames") && strstr(text, "not made with the claimed "
+                                                                     "rank's key"),
+                 "the flood and the stranger's hello are named: %s", text);
+  /* The rank goes on: a good message from rank 1 arrives, and none of the bad ones (all tag 5)
+   * is delivered. */
+  WT_TEST_ASSERT(parallel_comm_send(g.comms[1], 0, 6, &payload, sizeof payload) == WT_OK, "send");
+  WT_TEST_ASSERT(parallel_comm_recv(g.comms[0], 1, 6, &v, sizeof v, &got) == WT_OK && v == payload,
+                 "good message after bad ones: %s", wt_last_error());
+  WT_TEST_ASSERT(parallel_zmq_link_stats_get(g.comms[0], 1).msgs_recv == 2,
+                 "only the good messages were accepted");
+  int rc = parallel_comm_recv(g.comms[0], 1, 5, &v, sizeof v, &got);
+  WT_TEST_ASSERT(rc == WT_ETIMEOUT, "nothing of the bad frames is delivered: rc %d", rc);
+  zmq_close(raw);
   zmq_ctx_term(zctx);
   s_group_close(&g);
+}
+
+/* ---- a tap on the wire between two ranks ---------------------------------------------------- */
+
+/* One multipart message as it crossed the wire: its frames' bytes. */
+typedef struct {
+  int n;
+  uint8_t *f[64];
+  size_t len[64];
+} s_wire_msg;
+
+static void s_wire_free(s_wire_msg *m) {
+  for (int i = 0; i < m->n; i++) free(m->f[i]);
+  m->n = 0;
+}
+
+static void s_wire_put(void *sock, const s_wire_msg *m) {
+  for (int i = 0; i < m->n; i++) zmq_send(sock, m->f[i], m->len[i], i + 1 < m->n ? ZMQ_SNDMORE : 0);
+}
+
+static s_wire_msg s_first_hello; /* the first hello relayed: an old session's, after a restart */
+
+static void s_wire_copy(s_wire_msg *to, const s_wire_msg *from) {
+  to->n = from->n;
+  for (int i = 0; i < from->n; i++) {
+    to->len[i] = from->len[i];
+    to->f[i] = wt_xmalloc(from->len[i] + 1);
+    memcpy(to->f[i], from->f[i], from->len[i]);
+  }
+}
+
+/* Takes the next data message from the tap, relaying hellos (kind 6) untouched. Returns 0, or
+ * -1 when nothing came within the socket's receive timeout. */
+static int s_wire_take(void *tap, void *relay, s_wire_msg *m) {
+  for (;;) {
+    m->n = 0;
+    int more = 1;
+    while (more && m->n < 64) {
+      zmq_msg_t f;
+      zmq_msg_init(&f);
+      if (zmq_msg_recv(&f, tap, 0) < 0) {
+        zmq_msg_close(&f);
+        s_wire_free(m);
+        return -1;
+      }
+      m->len[m->n] = zmq_msg_size(&f);
+      m->f[m->n] = wt_xmalloc(m->len[m->n] + 1);
+      memcpy(m->f[m->n], zmq_msg_data(&f), m->len[m->n]);
+      m->n++;
+      more = zmq_msg_more(&f);
+      zmq_msg_close(&f);
+    }
+    if (m->len[0] < 6 || m->f[0][5] != PARALLEL_ZMQ_KIND_HELLO) return 0;
+    if (s_first_hello.n == 0) s_wire_copy(&s_first_hello, m);
+    s_wire_put(relay, m);
+    s_wire_free(m);
+  }
+}
+
+static void test_wire_tap(void) {
+  char pub[2][41], sec[2][41];
+  const char *pubs[2] = {pub[0], pub[1]};
+  parallel_zmq_transport *ts[2];
+  char eps[2][256];
+  for (int r = 0; r < 2; r++)
+    WT_TEST_REQUIRE(parallel_zmq_keypair_new(pub[r], sec[r]) == WT_OK, "keys");
+  for (int r = 0; r < 2; r++) {
+    parallel_zmq_config cfg = parallel_zmq_config_default();
+    const char *bind[2] = {"tcp://127.0.0.1:*", "tcp://127.0.0.1:*"};
+    cfg.rank = r, cfg.size = 2, cfg.endpoints = bind, cfg.timeout_s = 5;
+    cfg.secret_key = sec[r], cfg.public_key = pub[r], cfg.peer_public_keys = pubs;
+    ts[r] = parallel_zmq_transport_new(&cfg);
+    WT_TEST_REQUIRE(ts[r], "%s", wt_last_error());
+    snprintf(eps[r], sizeof eps[r], "%s", parallel_zmq_transport_endpoint(ts[r]));
+  }
+  /* Rank 1 talks to the tap, which relays to rank 0; rank 0 talks to rank 1 directly. */
+  void *zctx = zmq_ctx_new();
+  void *tap = zmq_socket(zctx, ZMQ_PULL);
+  int tmo = 5000, zero = 0;
+  zmq_setsockopt(tap, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+  zmq_setsockopt(tap, ZMQ_LINGER, &zero, sizeof zero);
+  WT_TEST_REQUIRE(zmq_bind(tap, "tcp://127.0.0.1:*") == 0, "bind the tap");
+  char tap_ep[256];
+  size_t tlen = sizeof tap_ep;
+  zmq_getsockopt(tap, ZMQ_LAST_ENDPOINT, tap_ep, &tlen);
+  void *relay = s_raw_client(zctx, eps[0]);
+  const char *eps0[2] = {eps[0], eps[1]}, *eps1[2] = {tap_ep, eps[1]};
+  parallel_comm *c0 = parallel_zmq_transport_connect(&ts[0], eps0);
+  parallel_comm *c1 = parallel_zmq_transport_connect(&ts[1], eps1);
+  WT_TEST_REQUIRE(c0 && c1, "%s", wt_last_error());
+
+  static uint8_t big[3 << 20], out[3 << 20]; /* 12 parts of 256 KiB */
+  for (size_t i = 0; i < sizeof big; i++) big[i] = (uint8_t)(i * 7);
+  uint32_t v = 0x11223344, w = 0;
+  size_t got = 0;
+  s_wire_msg a, b, c, d;
+  char text[16384];
+  int saved, fd = s_capture_begin(&saved);
+  /* A good message, then the same bytes again: a replay. */
+  parallel_comm_send(c1, 0, 5, &v, sizeof v);
+  WT_TEST_REQUIRE(s_wire_take(tap, relay, &a) == 0 && a.n == 3, "a sealed message on the wire");
+  WT_TEST_ASSERT(memcmp(a.f[1], &v, sizeof v) != 0, "the payload crosses the wire encrypted");
+  s_wire_put(relay, &a);
+  WT_TEST_ASSERT(parallel_comm_recv(c0, 1, 5, &w, sizeof w, &got) == WT_OK && w == v,
+                 "relayed intact it arrives: %s", wt_last_error());
+  s_wire_put(relay, &a);
+  WT_TEST_ASSERT(s_wait_refused(c0, 1) == 1, "a replayed message is refused");
+  /* A flipped payload byte; a flipped header byte (the header is the associated data). */
+  parallel_comm_send(c1, 0, 6, &v, sizeof v);
+  s_wire_take(tap, relay, &b);
+  b.f[1][2] ^= 0x10;
+  s_wire_put(relay, &b);
+  WT_TEST_ASSERT(s_wait_refused(c0, 2) == 2, "a flipped payload bit is refused");
+  b.f[1][2] ^= 0x10;
+  b.f[0][28] ^= 0x01; /* the step */
+  s_wire_put(relay, &b);
+  WT_TEST_ASSERT(s_wait_refused(c0, 3) == 3, "a flipped header bit is refused");
+  s_wire_free(&b);
+  /* Two messages swapped: the later one is taken, the earlier one is then refused. */
+  parallel_comm_send(c1, 0, 7, &v, sizeof v);
+  parallel_comm_send(c1, 0, 8, &v, sizeof v);
+  s_wire_take(tap, relay, &c);
+  s_wire_take(tap, relay, &d);
+  s_wire_put(relay, &d);
+  s_wire_put(relay, &c);
+  WT_TEST_ASSERT(parallel_comm_recv(c0, 1, 8, &w, sizeof w, &got) == WT_OK,
+                 "the later one arrives");
+  WT_TEST_ASSERT(s_wait_refused(c0, 4) == 4, "the reordered earlier one is refused");
+  s_wire_free(&c);
+  /* Cut short: the last part dropped, a part one byte short, the trailer dropped. */
+  parallel_comm_send(c1, 0, 9, big, sizeof big);
+  WT_TEST_REQUIRE(s_wire_take(tap, relay, &b) == 0 && b.n == 14, "12 parts and a trailer (%d)",
+                  b.n);
+  s_wire_msg cut = b;
+  cut.f[12] = b.f[13], cut.len[12] = b.len[13], cut.n = 13;
+  s_wire_put(relay, &cut);
+  WT_TEST_ASSERT(s_wait_refused(c0, 5) == 5, "a message without its last part is refused");
+  b.len[3]--;
+  s_wire_put(relay, &b);
+  b.len[3]++;
+  WT_TEST_ASSERT(s_wait_refused(c0, 6) == 6, "a part one byte short is refused");
+  cut = b, cut.n = 13;
+  s_wire_put(relay, &cut);
+  WT_TEST_ASSERT(s_wait_refused(c0, 7) == 7, "a message without its trailer is refused");
+  /* Two parts swapped inside the message: each part has its own nonce. */
+  uint8_t *p2 = b.f[2];
+  b.f[2] = b.f[3], b.f[3] = p2;
+  s_wire_put(relay, &b);
+  WT_TEST_ASSERT(s_wait_refused(c0, 8) == 8, "swapped parts are refused");
+  s_wire_free(&b);
+  s_capture_end(fd, saved, text, sizeof text);
+  WT_TEST_ASSERT(strstr(text, "replayed or reordered") && strstr(text, "authentication failed") &&
+                     strstr(text, "length does not match"),
+                 "the refusals say why: %s", text);
+  /* The link still works, and only the three good messages were accepted. */
+  parallel_comm_send(c1, 0, 10, big, sizeof big);
+  s_wire_take(tap, relay, &b);
+  s_wire_put(relay, &b);
+  s_wire_free(&b);
+  WT_TEST_ASSERT(parallel_comm_recv(c0, 1, 10, out, sizeof out, &got) == WT_OK &&
+                     got == sizeof big && memcmp(out, big, sizeof big) == 0,
+                 "a large message after the bad ones arrives intact: %s", wt_last_error());
+  WT_TEST_ASSERT(parallel_zmq_link_stats_get(c0, 1).msgs_recv == 3, "accepted %llu messages",
+                 (unsigned long long)parallel_zmq_link_stats_get(c0, 1).msgs_recv);
+
+  /* Rank 1 restarts at its endpoint with the same keys: the new process's session works, and
+   * neither the old session's messages nor its hello are taken. */
+  parallel_comm_destroy(&c1);
+  WT_TEST_REQUIRE(s_wire_take(tap, relay, &b) == 0 && b.f[0][5] == PARALLEL_ZMQ_KIND_BYE,
+                  "the old process's goodbye (lost on the way)");
+  s_wire_free(&b);
+  parallel_zmq_config cfg = parallel_zmq_config_default();
+  const char *again[2] = {"tcp://127.0.0.1:*", eps[1]};
+  cfg.rank = 1, cfg.size = 2, cfg.endpoints = again, cfg.timeout_s = 5;
+  cfg.secret_key = sec[1], cfg.public_key = pub[1], cfg.peer_public_keys = pubs;
+  parallel_zmq_transport *t1 = parallel_zmq_transport_new(&cfg);
+  WT_TEST_REQUIRE(t1, "rank 1 binds its endpoint again: %s", wt_last_error());
+  c1 = parallel_zmq_transport_connect(&t1, eps1);
+  WT_TEST_REQUIRE(c1, "%s", wt_last_error());
+  fd = s_capture_begin(&saved);
+  parallel_comm_send(c1, 0, 11, &v, sizeof v);
+  WT_TEST_REQUIRE(s_wire_take(tap, relay, &b) == 0, "the new process's message");
+  s_wire_put(relay, &b);
+  s_wire_free(&b);
+  w = 0;
+  WT_TEST_ASSERT(parallel_comm_recv(c0, 1, 11, &w, sizeof w, &got) == WT_OK && w == v,
+                 "the restarted peer's message arrives: %s", wt_last_error());
+  s_wire_put(relay, &a);
+  WT_TEST_ASSERT(s_wait_refused(c0, 9) == 9, "an old session's first message is refused");
+  s_wire_put(relay, &d);
+  WT_TEST_ASSERT(s_wait_refused(c0, 10) == 10, "an old session's later message is refused");
+  s_wire_put(relay, &s_first_hello);
+  WT_TEST_ASSERT(s_wait_refused(c0, 11) == 11, "an old session's hello is refused");
+  parallel_comm_send(c1, 0, 12, &v, sizeof v);
+  s_wire_take(tap, relay, &b);
+  s_wire_put(relay, &b);
+  s_wire_free(&b);
+  WT_TEST_ASSERT(parallel_comm_recv(c0, 1, 12, &w, sizeof w, &got) == WT_OK,
+                 "the new session goes on: %s", wt_last_error());
+  s_capture_end(fd, saved, text, sizeof text);
+  /* The old first message's counter is below the new session's next one; the later one's is
+   * not, but the new session's key does not open it. */
+  WT_TEST_ASSERT(strstr(text, "replayed or reordered") && strstr(text, "authentication failed") &&
+                     strstr(text, "replayed hello"),
+                 "the old session's frames are named: %s", text);
+  s_wire_free(&d);
+  s_wire_free(&a);
+  s_wire_free(&s_first_hello);
+  parallel_comm_destroy(&c1);
+  parallel_comm_destroy(&c0);
+  zmq_close(tap);
+  zmq_close(relay);
+  zmq_ctx_term(zctx);
+  printf("wire tap: replay, flipped payload and header, reorder, three truncations, swapped "
+         "parts, an old session's message and hello refused\n");
 }
 
 /* ---- a peer that dies or goes silent, across processes -------------------------------------- */
@@ -221,6 +475,7 @@ static void s_fault_case(int silent) {
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   test_bad_frames();
+  test_wire_tap();
   s_fault_case(0);
   s_fault_case(1);
   if (wt_test_failures) fprintf(stderr, "test_zmq_faults: %d failure(s)\n", wt_test_failures);

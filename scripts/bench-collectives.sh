@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# bench-collectives.sh — the 4-process all-reduce of wantrain's ZeroMQ transport (sealed and
+# --insecure) beside Open MPI's over TCP, 1–64 MiB, in one run on this machine, plus the lone
+# pair (plain ZeroMQ, CurveZMQ, the transport sealed and insecure). Alternates the two programs
+# for --rounds rounds so both see the same load, takes medians, and prints each program's
+# lines and then one merged JSON line:
+#   {"bench":"collectives_vs_mpi","procs":4,"rounds":..,"runs":..,"cipher":..,"loadavg":..,
+#    "pair_plain_GBps":..,"pair_curve_GBps":..,"pair_sealed_GBps":..,"pair_insecure_GBps":..,
+#    "sealed_of_plain":..,"allreduce":[{"mib":..,"mpi_bus_GBps":..,"sealed_bus_GBps":..,
+#    "insecure_bus_GBps":..,"sealed_of_mpi":..,"insecure_of_mpi":..},..]}
+# Open MPI (Debian openmpi-bin, libopenmpi-dev) is installed here when mpirun or mpicc is
+# missing — by this script only, never by the build or the tests.
+#   scripts/bench-collectives.sh [--build build] [--mib 64] [--runs 5] [--rounds 3]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=build MIB=64 RUNS=5 ROUNDS=3 PROCS=4
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) BUILD=$2; shift 2 ;;
+    --mib) MIB=$2; shift 2 ;;
+    --runs) RUNS=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "bench-collectives.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+BENCH="$BUILD/bin/bench-collectives"
+[ -x "$BENCH" ] || { echo "bench-collectives.sh: $BENCH not built; run cmake --build $BUILD --target bench-collectives" >&2; exit 2; }
+if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "bench-collectives.sh: Open MPI is missing; run: sudo apt-get install -y openmpi-bin libopenmpi-dev" >&2
+    exit 2
+  fi
+  apt-get install -y openmpi-bin libopenmpi-dev >/dev/null
+fi
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+mpicc -O2 -o "$OUT/mpi_allreduce" bench/mpi_allreduce.c
+MPIRUN=(mpirun -np "$PROCS" --oversubscribe --mca btl tcp,self)
+[ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
+for r in $(seq "$ROUNDS"); do
+  "${MPIRUN[@]}" "$OUT/mpi_allreduce" "$MIB" "$RUNS" | tail -1 | tee -a "$OUT/mpi.jsonl"
+  "$BENCH" --procs "$PROCS" --mib "$MIB" --runs "$RUNS" --beta 0 2>/dev/null | tee "$OUT/zmq.txt"
+  tail -1 "$OUT/zmq.txt" >> "$OUT/zmq.jsonl"
+done
+python3 - "$OUT/mpi.jsonl" "$OUT/zmq.jsonl" "$ROUNDS" <<'PY'
+import json, os, statistics, sys
+mpi = [json.loads(l) for l in open(sys.argv[1])]
+zmq = [json.loads(l) for l in open(sys.argv[2])]
+med = lambda xs: round(statistics.median(xs), 4)
+out = {"bench": "collectives_vs_mpi", "procs": zmq[0]["procs"], "rounds": int(sys.argv[3]),
+       "runs": zmq[0]["runs"], "cores": zmq[0]["cores"], "cipher": zmq[0]["cipher"],
+       "loadavg": round(os.getloadavg()[0], 2)}
+for k in ("pair_plain_GBps", "pair_curve_GBps", "pair_sealed_GBps", "pair_insecure_GBps",
+          "sealed_of_plain"):
+    out[k] = med([z[k] for z in zmq])
+rows = []
+for i, row in enumerate(zmq[0]["allreduce"]):
+    m = med([x["allreduce"][i]["bus_GBps"] for x in mpi])
+    s = med([z["allreduce"][i]["sealed_bus_GBps"] for z in zmq])
+    n = med([z["allreduce"][i]["insecure_bus_GBps"] for z in zmq])
+    rows.append({"mib": row["mib"], "mpi_bus_GBps": m, "sealed_bus_GBps": s,
+                 "insecure_bus_GBps": n, "sealed_of_mpi": round(s / m, 3),
+                 "insecure_of_mpi": round(n / m, 3)})
+out["allreduce"] = rows
+print(json.dumps(out, separators=(",", ":")))
+PY
