@@ -67,16 +67,20 @@ static int s_check_zero(const parallel_run_config *run) {
 }
 
 /* A site's ranks split a dense stage's heads (and sequences, with site-cp) or, for an MoE
- * model, its experts and each micro-batch's rows. */
+ * model, its experts and each micro-batch's rows. site-cp is checked on its own too: in a
+ * coordinator run the sites are the peers' (--gpus), known only when they register. */
 static int s_check_site(const parallel_run_config *run) {
   const int n = run->site_ranks, c = run->site_cp;
+  if (c > 1 && run->moe.experts > 0)
+    return wt_fail(WT_EINVAL,
+                   "site-cp %d: a site runs an MoE model's stages expert-parallel, without "
+                   "context parallelism; use site-cp 1 or a dense model",
+                   c);
+  if (c > 1 && run->seq % (2 * c))
+    return wt_fail(WT_EINVAL, "seq %d is not a multiple of 2 x site-cp = %d", run->seq, 2 * c);
   if (n <= 1) return WT_OK;
   if (run->moe.experts > 0) {
     const int rows = run->batch / (run->replicas * run->micro_batches);
-    if (c > 1)
-      return wt_fail(WT_EINVAL, "site-cp %d: an MoE model's site runs expert parallelism only; "
-                                "use site-cp 1",
-                     c);
     if (run->moe.experts % n || rows % n)
       return wt_fail(WT_EINVAL,
                      "site-ranks %d must divide moe-experts %d and each micro-batch's %d rows "
@@ -84,14 +88,12 @@ static int s_check_site(const parallel_run_config *run) {
                      n, run->moe.experts, rows);
     return WT_OK;
   }
-  if (n % c)
-    return wt_fail(WT_EINVAL, "site-cp %d does not divide site-ranks %d", c, n);
+  if (n % c) return wt_fail(WT_EINVAL, "site-cp %d does not divide site-ranks %d", c, n);
   if (run->heads % (n / c))
-    return wt_fail(WT_EINVAL, "heads %d are not a multiple of the site's %d tensor-parallel "
-                              "ranks (site-ranks / site-cp)",
+    return wt_fail(WT_EINVAL,
+                   "heads %d are not a multiple of the site's %d tensor-parallel ranks "
+                   "(site-ranks / site-cp)",
                    run->heads, n / c);
-  if (c > 1 && run->seq % (2 * c))
-    return wt_fail(WT_EINVAL, "seq %d is not a multiple of 2 x site-cp = %d", run->seq, 2 * c);
   return WT_OK;
 }
 

@@ -47,7 +47,7 @@ typedef struct {
   int seq, layers, channels, heads;
   gpt_moe_options moe; /* 0 experts: the dense model */
   /* the data */
-  char data[WT_CONFIG_STR_MAX], data_sha256[WT_CONFIG_STR_MAX], cache_dir[WT_CONFIG_STR_MAX];
+  char data[WT_CONFIG_STR_MAX], data_sha256[WT_CONFIG_STR_MAX];
   /* the optimizer and its schedule */
   int steps, batch, micro_batches, warmup;
   double lr, min_lr, weight_decay, grad_clip;
@@ -72,9 +72,11 @@ typedef struct {
   int tf32;
 } parallel_run_config;
 
-/* The option rows, in groups, for a parallel_run_config member `m` of `type` (`m` may be a
- * member path such as run.; the table of the struct itself passes nothing). Defaults are the
- * run's; bounds are what the runtime can take. */
+/* The option rows, in groups, for a parallel_run_config member `m` of `type` (`m` is a member
+ * path such as run., or nothing for the struct itself; a group names only its own fields, so a
+ * command whose struct has those fields under the same names may use it too, as `wantrain`'s
+ * do). The MoE rows are model/gpt.h's GPT_MOE_OPTIONS. Defaults are the run's; bounds are what
+ * the runtime can take. */
 // clang-format off
 #define PARALLEL_RUN_F(type, m, field) offsetof(type, m field)
 #define PARALLEL_RUN_MODEL_OPTIONS(type, m)                                                        \
@@ -83,22 +85,24 @@ typedef struct {
   {"layers", WT_OPT_INT, PARALLEL_RUN_F(type, m, layers), 1, 4096, "2", "transformer blocks L", 0},\
   {"channels", WT_OPT_INT, PARALLEL_RUN_F(type, m, channels), 1, 65536, "64", "model width C", 0}, \
   {"heads", WT_OPT_INT, PARALLEL_RUN_F(type, m, heads), 1, 4096, "4",                              \
-   "attention heads (must divide channels)", 0},                                                   \
-  GPT_MOE_OPTIONS(type, m moe)
+   "attention heads (must divide channels)", 0}
 #define PARALLEL_RUN_DATA_OPTIONS(type, m)                                                         \
   {"data", WT_OPT_STRING, PARALLEL_RUN_F(type, m, data), 0, 0, "synthetic",                        \
    "corpus: synthetic, a text file, an llm.c .bin shard, or an http(s)/file URL", 0},              \
   {"data-sha256", WT_OPT_STRING, PARALLEL_RUN_F(type, m, data_sha256), 0, 0, "",                   \
-   "expected SHA-256 of the data file", 0},                                                        \
-  {"cache-dir", WT_OPT_STRING, PARALLEL_RUN_F(type, m, cache_dir), 0, 0, "",                       \
-   "where URLs are downloaded (default $WANTRAIN_CACHE or ~/.cache/wantrain)", 0}
-#define PARALLEL_RUN_OPTIM_OPTIONS(type, m)                                                        \
+   "expected SHA-256 of the data file", 0}
+#define PARALLEL_RUN_STEPS_OPTIONS(type, m)                                                        \
   {"steps", WT_OPT_INT, PARALLEL_RUN_F(type, m, steps), 1, 1e9, "300",                             \
    "optimizer steps in total", 0},                                                                 \
   {"batch", WT_OPT_INT, PARALLEL_RUN_F(type, m, batch), 1, 65536, "16",                            \
    "global batch: sequences per step, split over the replicas", 0},                                \
   {"micro-batches", WT_OPT_INT, PARALLEL_RUN_F(type, m, micro_batches), 1, 65536, "1",             \
    "micro-batches per replica per step (the pipeline's m)", 0},                                    \
+  {"val-every", WT_OPT_INT, PARALLEL_RUN_F(type, m, val_every), 0, 1e9, "50",                      \
+   "validate every N steps and after the last (0 = after the last only)", 0},                      \
+  {"val-batches", WT_OPT_INT, PARALLEL_RUN_F(type, m, val_batches), 1, 1e6, "8",                   \
+   "micro-batches per validation", 0}
+#define PARALLEL_RUN_OPTIM_OPTIONS(type, m)                                                        \
   {"lr", WT_OPT_FLOAT, PARALLEL_RUN_F(type, m, lr), 0, 10, "3e-3", "peak learning rate", 0},       \
   {"min-lr", WT_OPT_FLOAT, PARALLEL_RUN_F(type, m, min_lr), 0, 10, "3e-4",                         \
    "learning rate at the end of the cosine", 0},                                                   \
@@ -110,11 +114,7 @@ typedef struct {
   {"optimizer", WT_OPT_CHOICE, PARALLEL_RUN_F(type, m, optimizer), 0, 0, "adamw", "update rule",   \
    "adamw|sgd"},                                                                                   \
   {"seed", WT_OPT_INT64, PARALLEL_RUN_F(type, m, seed), 0, 9e15, "1",                              \
-   "seed of weights and data order", 0},                                                           \
-  {"val-every", WT_OPT_INT, PARALLEL_RUN_F(type, m, val_every), 0, 1e9, "50",                      \
-   "validate every N steps and after the last (0 = after the last only)", 0},                      \
-  {"val-batches", WT_OPT_INT, PARALLEL_RUN_F(type, m, val_batches), 1, 1e6, "8",                   \
-   "micro-batches per validation", 0}
+   "seed of weights and data order", 0}
 #define PARALLEL_RUN_PIPELINE_OPTIONS(type, m)                                                     \
   {"stages", WT_OPT_INT, PARALLEL_RUN_F(type, m, stages), 1, PARALLEL_RUN_MAX_RANKS, "1",          \
    "pipeline stages S", 0},                                                                        \
@@ -154,7 +154,8 @@ typedef struct {
   {"tf32", WT_OPT_FLAG, PARALLEL_RUN_F(type, m, tf32), 0, 1, "0",                                  \
    "fp32 matmuls on TF32 tensor cores (GPU)", 0}
 #define PARALLEL_RUN_OPTIONS(type, m)                                                              \
-  PARALLEL_RUN_MODEL_OPTIONS(type, m), PARALLEL_RUN_DATA_OPTIONS(type, m),                         \
+  PARALLEL_RUN_MODEL_OPTIONS(type, m), GPT_MOE_OPTIONS(type, m moe),                               \
+  PARALLEL_RUN_DATA_OPTIONS(type, m), PARALLEL_RUN_STEPS_OPTIONS(type, m),                         \
   PARALLEL_RUN_OPTIM_OPTIONS(type, m), PARALLEL_RUN_PIPELINE_OPTIONS(type, m),                     \
   PARALLEL_RUN_SYNC_OPTIONS(type, m), PARALLEL_RUN_CHECKPOINT_OPTIONS(type, m),                    \
   PARALLEL_RUN_SITE_OPTIONS(type, m), PARALLEL_RUN_DEVICE_OPTIONS(type, m)

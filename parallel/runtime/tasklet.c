@@ -92,6 +92,12 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world
   if (c->stage < 0 || c->stage >= c->stages || c->replica < 0 || c->replica >= c->replicas)
     return wt_fail(WT_EINVAL, "tasklet (stage %d, replica %d) is outside %d x %d", c->stage,
                    c->replica, c->stages, c->replicas);
+  const int parts = c->replicas * c->train.micro_batches;
+  if (parts < 1 || c->train.batch % parts)
+    return wt_fail(WT_EINVAL,
+                   "batch %d is not a multiple of replicas x micro-batches = %d x %d: every "
+                   "replica takes batch / replicas rows in micro-batches of equal size",
+                   c->train.batch, c->replicas, c->train.micro_batches);
   if (c->first_layer == 0 && c->last_layer == 0 && c->train.model.n_layer < c->stages)
     return wt_fail(WT_EINVAL, "%d layers cannot be split into %d stages; use fewer --stages",
                    c->train.model.n_layer, c->stages);

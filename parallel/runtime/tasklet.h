@@ -1,78 +1,29 @@
 /* tasklet — the per-process entry point of distributed training: one pipeline stage of one
  * data-parallel replica, run for a number of steps over a world communicator handed in.
- * `wantrain launch` runs one per process, `peerd` will run one per assignment, and the tests run
- * S × R of them as threads over the in-process transport.
+ * `wantrain launch` runs one per process, `peerd` one per train epoch, and the tests run S × R
+ * of them as threads over the in-process transport. A tasklet's config is the run's
+ * (parallel_tasklet_config_from_run, run_config.h) plus its seat and wiring.
  *
- * World layout: S stages × R replicas = parallel_comm_size(world) ranks, and the tasklet of
- * stage s, replica r is world rank s·R + r (the index of assign_plan.device). Inside, the world
- * is split (parallel_comm_split) into the stage's data-parallel group (ranks s·R .. s·R+R-1) and
- * the replica's pipeline (ranks r, R+r, ..., (S-1)·R+r).
+ * Contract:
+ *  - World layout: S stages × R replicas = parallel_comm_size(world) ranks; the tasklet of stage
+ *    s, replica r is world rank s·R + r (the index of assign_plan.device).
+ *  - Numbers: without compression, R × S tasklets compute what trainer_step computes on one
+ *    process with micro_batches = R·m, up to float rounding; on a device back end that computes
+ *    as the CPU does, bit for bit the CPU path.
+ *  - Failures: every wait is bounded by the transport's deadline; a tasklet that fails returns
+ *    its error, naming the stage, replica and step, and its peers' next receive from it fails at
+ *    once, so a failure spreads instead of leaving anyone waiting.
+ *  - Checkpoints (checkpoint_dir set): every checkpoint_every steps and at the end, one
+ *    directory per stage and a manifest, bound to the run (below); resume continues
+ *    bit-exactly or refuses a run that would continue differently.
+ *  - Devices: the stage lives where its kernels back end keeps it; one tasklet per process on a
+ *    GPU (a second one at the same time is refused, WT_ENOTSUP).
  *
- * One step (model/trainer.h's trainer_step with these hooks):
- *   every tasklet draws the same global batch (B sequences) from the same seed; replica r takes
- *   rows [r·B/R, (r+1)·B/R) and splits them into m micro-batches
- *   grads  the pipeline executor (parallel/runtime/pipeline.h) runs the schedule: activations go forward
- *          as gpt.h's act_in, their gradients back as grad_in (through the activation codec)
- *   sync   tied embedding: stages 0 and S-1 exchange their wte gradients and both keep the sum;
- *          then the stage's data-parallel group averages the gradient: ring all-reduce,
- *          compressed all-reduce (grad_codec, with error feedback), ZeRO-1's reduce-scatter, or
- *          nothing (DiLoCo: replicas step alone; every H steps an outer step averages them)
- *   norm   every tasklet sends its (gradient sq-norm share, loss, stop flag) to every other,
- *          stamped with the step (one message latency): the global norm for clipping, the
- *          step's mean loss and world rank 0's time-limit decision, identical on every tasklet
- *   update AdamW / SGD on the stage; ZeRO-1: on this replica's 1/R shard, then an all-gather
- * Without compression, R × S tasklets compute what trainer_step computes on one process with
- * micro_batches = R·m, up to float rounding (docs/runtime.md has the measured differences).
+ * docs/runtime.md describes how a step runs (the hooks, the schedules, the data-parallel
+ * reduce, the norm exchange), the checkpoint files, the device copies and sites.
  *
- * Failures: every wait is bounded by the transport's deadline, and a tasklet that fails returns
- * its error; on the in-process transport its rank is then closed, on ZeroMQ its process exits,
- * so each peer's next receive from it fails at once (WT_EIO) and the failure spreads through
- * the pipeline and the groups instead of leaving anyone waiting. parallel_tasklet_run returns
- * the first error with a message naming the stage, replica and step.
- *
- * Devices: the stage's parameters, gradients, optimizer state and activations live where its
- * kernels back end keeps them (device, or train.kernels): on a GPU they stay on the GPU, and the
- * runtime copies bytes to the host only where they leave or enter the process, through the back
- * end's upload / download into host buffers from its host_alloc (page-locked on a GPU):
- *   pipeline   activations and their gradients cross as host arrays of gpt.h's API (the stage
- *              copies them in and out); the tied wte gradient is downloaded, summed, uploaded
- *   reduce     the gradient is downloaded once, reduced on the host (any codec, ZeRO-1's
- *              reduce-scatter), uploaded once (ZeRO-1: only the shard); the norm is then the
- *              back end's sq_norm
- *   ZeRO-1     the shard's optimizer state and update stay on the host (parallel/runtime/zero.h works
- *              on host buffers): the shard's parameters go down, are updated and all-gathered
- *              on the host, and the whole goes up
- *   DiLoCo     θ_outer and the outer momentum are host buffers; the parameters go down and up
- *              around each outer step
- *   checkpoints model/checkpoint.h copies to and from the device itself; the tasklet's own
- *              state file goes through gpt_stage_params_host and optim_state_host
- * The numbers are those of the CPU path bit for bit when the back end computes as the CPU does
- * (tests/runtime/test_runtime_device.c runs a host back end dressed as a device). The CUDA back
- * end keeps process-wide state (its cuBLAS handle, scratch buffers, copy stream): one tasklet
- * per process on a GPU (`wantrain launch`, peerd); a second one in the same process at the same
- * time is refused (WT_ENOTSUP) instead of sharing it.
- *
- * A site (site_ranks = n > 1): the stage's passes run on n ranks (parallel/datacenter/site.h), n / site_cp
- * tensor-parallel ranks for each of site_cp context-parallel ranks (an MoE model: n
- * expert-parallel ranks),
- * while the tasklet's gpt_stage stays the stage everyone else sees: the executor loads its
- * parameters into the site before each run and evaluation and adds the site's gradients back
- * after each run, so the reduce, the norm, the update and the checkpoints are unchanged, and a
- * run with sites matches one without within float rounding (tests/runtime/test_runtime_site.c).
- *
- * Checkpoints (checkpoint_dir set): every checkpoint_every steps and at the end, replica 0 of
- * each stage saves DIR/stage-<s>/ (model/checkpoint.h's format: safetensors + SHA-256, one run
- * directory per stage), then world rank 0 writes DIR/manifest.json (S, R, layer ranges, the
- * step) once every stage has saved. resume = 1 loads the step the manifest names on every
- * tasklet and continues bit-exactly. What else a run keeps across steps (DiLoCo's inner and
- * outer state, error-feedback residuals, AC-SGD delta caches) every tasklet saves beside its
- * stage, DIR/stage-<s>/replica-<r>-step-<step>.state (docs/runtime.md), and loads on resume.
- * Every stage checkpoint and the manifest record the run binding (below), so a resume refuses
- * another run's stage directory and a run continued with settings that change its numbers.
- *
- *   parallel_tasklet_config c = parallel_tasklet_config_default();
- *   c.stages = 2, c.replicas = 2, c.stage = s, c.replica = r;
- *   c.train = trainer_cfg;  c.data = data;           // global batch, steps, optimizer, seed
+ *   parallel_tasklet_config c;
+ *   WT_CHECK(parallel_tasklet_config_from_run(&run, s, r, data, &c));
  *   parallel_tasklet_result res;
  *   int rc = parallel_tasklet_run(&c, world, &res);  // world: S·R ranks, this one s·R + r
  */
@@ -219,8 +170,8 @@ int parallel_run_trainer_config(const parallel_run_config *run, int vocab, train
 int parallel_tasklet_config_from_run(const parallel_run_config *run, int stage, int replica,
                                      const data_set *data, parallel_tasklet_config *cfg);
 
-/* Checks a config against itself and a world size: ranges, S·R = world_size, layer ranges,
- * codec names, B divisible by R·m, ZeRO with a codec or DiLoCo. Returns WT_OK or WT_EINVAL
+/* Checks a config against itself and a world size: ranges, S·R = world_size, B divisible by
+ * R·m, layer ranges, codec names, ZeRO with a codec or DiLoCo. Returns WT_OK or WT_EINVAL
  * naming the field and what to do. */
 int parallel_tasklet_config_validate(const parallel_tasklet_config *cfg, int world_size);
 

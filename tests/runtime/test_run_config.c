@@ -114,10 +114,12 @@ static void test_check_names_the_option(void) {
   s_expect_refused(r, "heads 4 are not a multiple of the site's 3 tensor-parallel ranks");
   r = ok, r.site_ranks = 4, r.site_cp = 2, r.seq = 66;
   s_expect_refused(r, "seq 66 is not a multiple of 2 x site-cp = 4");
-  r = ok, r.site_ranks = 4, r.site_cp = 3;
+  r = ok, r.site_ranks = 4, r.site_cp = 3, r.seq = 66;
   s_expect_refused(r, "site-cp 3 does not divide site-ranks 4");
-  r = ok, r.moe.experts = 4, r.site_ranks = 2, r.site_cp = 2;
-  s_expect_refused(r, "an MoE model's site runs expert parallelism only");
+  r = ok, r.site_cp = 3; /* the sites are the peers' in a coordinator run: site-cp alone */
+  s_expect_refused(r, "seq 64 is not a multiple of 2 x site-cp = 6");
+  r = ok, r.moe.experts = 4, r.site_cp = 2;
+  s_expect_refused(r, "expert-parallel, without context parallelism");
   r = ok, r.moe.experts = 3, r.site_ranks = 2;
   s_expect_refused(r, "site-ranks 2 must divide moe-experts 3");
   r = ok;
@@ -149,6 +151,28 @@ static void test_preset_and_stateful(void) {
   WT_TEST_ASSERT(parallel_run_config_stateful(&s), "delta activations keep caches");
   snprintf(s.act_codec, sizeof s.act_codec, "direct8");
   WT_TEST_ASSERT(!parallel_run_config_stateful(&s), "direct8 keeps none");
+}
+
+/* What the coordinator sends is checked again by each peer: a checked run, through JSON and
+ * checked again, is accepted and unchanged, for every preset. */
+static void test_check_twice(void) {
+  const char *presets[] = {"none", "lan", "wan", "slow-wan"};
+  for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
+    parallel_run_config run = parallel_run_config_default();
+    snprintf(run.sync.preset, sizeof run.sync.preset, "%s", presets[i]);
+    WT_TEST_REQUIRE(parallel_run_config_check(&run) == WT_OK, "%s", wt_last_error());
+    char *json = parallel_run_config_to_json(&run);
+    cJSON *obj = cJSON_Parse(json);
+    parallel_run_config back;
+    int rc = parallel_run_config_from_json(obj, "epoch 2", &back);
+    if (rc == WT_OK) rc = parallel_run_config_check(&back);
+    WT_TEST_ASSERT(rc == WT_OK, "preset %s, checked again: %s", presets[i], wt_last_error());
+    char *again = parallel_run_config_to_json(&back);
+    WT_TEST_ASSERT(!strcmp(json, again), "preset %s: the run changed on the second check",
+                   presets[i]);
+    free(again), free(json);
+    cJSON_Delete(obj);
+  }
 }
 
 /* JSON from a peer's point of view: whatever the coordinator sent, refused with the key named,
@@ -222,6 +246,7 @@ int main(void) {
   test_check_names_the_option();
   test_preset_and_stateful();
   test_from_json_refuses();
+  test_check_twice();
   test_tasklet_from_run();
   return wt_test_finish("test_run_config");
 }
