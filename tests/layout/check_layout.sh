@@ -25,14 +25,14 @@ declare -A allowed=(
   [$P/runtime]="common compress model kernels assign $P/transport $P/collectives $P/datacenter"
   [assign]="common"
   [netsim]="common assign"
-  [coordinator]="common assign netsim compress model $P/transport $P/datacenter"
+  [coordinator]="common assign netsim compress model $P/transport $P/runtime"
   [peer]="common compress model kernels coordinator $P/transport $P/collectives $P/datacenter $P/runtime"
 )
 # module:other -> the only headers of other that module may include
 declare -A only=(
   [peer:coordinator]="coordinator/protocol.h"
   [coordinator:model]="model/gpt.h"
-  [coordinator:$P/datacenter]="$P/datacenter/site.h"
+  [coordinator:$P/runtime]="$P/runtime/run_config.h"
 )
 
 # module_of PATH: parallel/LAYER for the parallel layers, else the top folder.
