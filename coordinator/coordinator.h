@@ -21,8 +21,7 @@
 #define WT_COORDINATOR_H
 
 #include "common/config.h"
-#include "compress/preset.h" /* defines: compress_sync_args */
-#include "model/gpt.h"       /* defines: gpt_moe_options */
+#include "parallel/runtime/run_config.h" /* defines: parallel_run_config */
 
 #include <signal.h>
 #include <stdint.h>
@@ -31,23 +30,10 @@ typedef struct {
   char state_dir[WT_CONFIG_STR_MAX];
   char bind[WT_CONFIG_STR_MAX]; /* tcp://127.0.0.1:* by default */
   int open;                     /* 1: admit peers without a token */
-  int stages, replicas;         /* S × R tasklets; S·R peers start a run */
-  /* training */
-  int steps, batch, micro_batches, seq, layers, channels, heads;
-  int site_cp; /* context parallelism inside every site (peerd --gpus N > 1): N / site_cp TP ranks
-                  x site_cp CP ranks; 1 = none */
-  /* the Mixture-of-Experts variant (model/moe.h; 0 experts = dense); a site runs an MoE stage
-   * as N expert-parallel ranks */
-  gpt_moe_options moe;
-  double lr;
-  long long seed;
-  char data[WT_CONFIG_STR_MAX], data_sha256[WT_CONFIG_STR_MAX];
-  char act_codec[WT_CONFIG_STR_MAX];
-  /* how replicas synchronise (compress/preset.h): --preset fills the options left unset
-   * (coordinator_config_check); grad_ef "auto" becomes "on" or "off" there */
-  compress_sync_args sync;
-  char checkpoint_dir[WT_CONFIG_STR_MAX]; /* shared by the peers; "" = <state_dir>/checkpoints */
-  int checkpoint_every;
+  /* the training run the peers carry out: S x R tasklets, S·R peers start it. Its device rows
+   * are not the coordinator's options: each peer computes on its own --device. An empty
+   * checkpoint_dir means <state_dir>/checkpoints. */
+  parallel_run_config run;
   /* placement */
   char solver[WT_CONFIG_STR_MAX]; /* ga by default */
   int probe_kib;                  /* bytes of each link's bandwidth probe, KiB */
@@ -70,18 +56,11 @@ typedef struct {
 /* The option table of coordinator_config (names, bounds, defaults, help), for the program. */
 const wt_option *coordinator_options(void);
 
-/* Checks a parsed config and applies its --preset (compress_preset_apply: unset options take the
- * preset's values, contradicting ones are refused naming both); grad_ef is "on" or "off"
- * afterwards. Returns WT_OK, or WT_EINVAL / WT_ENOTFOUND with wt_last_error() saying what to
- * change: batch not split evenly, heads not dividing channels, a sequence site_cp cannot split,
- * a preset conflict, or a stateful run (below) without an explicit checkpoint_dir. */
+/* Checks a parsed config: the run with parallel_run_config_check (which applies its preset), and
+ * that a stateful run (parallel_run_config_stateful) names its checkpoint_dir. Returns WT_OK, or
+ * WT_EINVAL / WT_ENOTFOUND with wt_last_error() saying what to change. */
 int coordinator_config_check(coordinator_config *cfg);
 
-/* 1 when the run keeps state across steps that the peers' in-memory hand-over cannot carry:
- * DiLoCo's outer state, error-feedback residuals, delta activation caches. Such a run recovers
- * from churn through the last complete checkpoint only, whose per-replica .state files hold it
- * (docs/coordinator.md, "Recovery"). */
-int coordinator_config_stateful(const coordinator_config *cfg);
 
 typedef struct coordinator coordinator;
 

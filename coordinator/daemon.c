@@ -1,13 +1,10 @@
-/* daemon — the coordinator's socket, CURVE/ZAP, main loop and message dispatch (admission,
- * heartbeats, leaving, checkpoint reports). Epoch logic lives in epoch.c, the database in
- * state.c. */
+/* daemon — the coordinator's socket, main loop and message dispatch (admission, heartbeats,
+ * leaving, checkpoint reports). Epoch logic lives in epoch.c, the database in state.c, the
+ * options in options.c, the ZAP handler in zap.c, the send path in send.c. */
 #include "coordinator/coordinator_internal.h"
 
 #include "common/common.h"
-#include "model/gpt.h" /* defines: the MoE checks of gpt_config */
-#include "compress/preset.h"
-#include "parallel/datacenter/site.h" /* defines: PARALLEL_SITE_MAX_RANKS */
-#include "parallel/transport/zmq.h"  /* defines: the CURVE key-pair helpers */
+#include "parallel/transport/zmq.h" /* defines: the CURVE key-pair helpers */
 
 #include <errno.h>
 #include <math.h>
@@ -25,121 +22,7 @@
 #define S_REFUSAL_WINDOW_S 10
 #define S_REFUSAL_LINES 20 /* refusals logged per window */
 
-#define F(x) offsetof(coordinator_config, x)
-static const wt_option s_options[] = {
-    {"state-dir", WT_OPT_STRING, F(state_dir), 0, 0, "coordinator-state",
-     "directory of the state database, keys and tokens (made if missing)", 0},
-    {"bind", WT_OPT_STRING, F(bind), 0, 0, "tcp://127.0.0.1:*",
-     "control endpoint (tcp://HOST:PORT; port * picks a free one)", 0},
-    {"open", WT_OPT_FLAG, F(open), 0, 1, "0", "admit peers without a join token", 0},
-    {"stages", WT_OPT_INT, F(stages), 1, 64, "2", "pipeline stages S", 0},
-    {"replicas", WT_OPT_INT, F(replicas), 1, 64, "4", "data-parallel replicas R", 0},
-    {"steps", WT_OPT_INT, F(steps), 1, 1e9, "200", "optimizer steps of the run", 0},
-    {"batch", WT_OPT_INT, F(batch), 1, 65536, "16", "global batch (sequences per step)", 0},
-    {"micro-batches", WT_OPT_INT, F(micro_batches), 1, 1024, "2", "micro-batches per replica", 0},
-    {"seq", WT_OPT_INT, F(seq), 2, 4096, "32", "sequence length T", 0},
-    {"layers", WT_OPT_INT, F(layers), 1, 256, "2", "transformer blocks", 0},
-    {"channels", WT_OPT_INT, F(channels), 8, 8192, "32", "model width", 0},
-    {"heads", WT_OPT_INT, F(heads), 1, 128, "2", "attention heads", 0},
-    {"site-cp", WT_OPT_INT, F(site_cp), 1, PARALLEL_SITE_MAX_RANKS, "1",
-     "context parallelism inside every site (peerd --gpus N > 1): split each sequence over this "
-     "many of its GPUs (ring attention; N a multiple of it, --seq of twice it)",
-     0},
-    GPT_MOE_OPTIONS(coordinator_config, moe),
-    {"lr", WT_OPT_FLOAT, F(lr), 0, 10, "3e-3", "peak learning rate (AdamW)", 0},
-    {"seed", WT_OPT_INT64, F(seed), 0, 9e15, "1", "seed of weights and data order", 0},
-    {"data", WT_OPT_STRING, F(data), 0, 0, "synthetic",
-     "corpus: synthetic, or a URL / path every peer fetches and verifies", 0},
-    {"data-sha256", WT_OPT_STRING, F(data_sha256), 0, 0, "", "SHA-256 the corpus must have", 0},
-    COMPRESS_SYNC_OPTIONS(coordinator_config, sync),
-    {"act-codec", WT_OPT_CHOICE, F(act_codec), 0, 0, "none",
-     "activation compression across pipeline cuts", "none|delta2|delta4|delta8|direct8"},
-    {"checkpoint-dir", WT_OPT_STRING, F(checkpoint_dir), 0, 0, "",
-     "checkpoint directory the peers share (default STATE_DIR/checkpoints; required with "
-     "DiLoCo, error feedback or a delta --act-codec, which recover from it)",
-     0},
-    {"checkpoint-every", WT_OPT_INT, F(checkpoint_every), 1, 1e9, "10", "steps between checkpoints",
-     0},
-    {"solver", WT_OPT_CHOICE, F(solver), 0, 0, "ga", "placement solver",
-     "ga|random|greedy|megatron|deepspeed"},
-    {"probe-kib", WT_OPT_INT, F(probe_kib), 16, 65536, "512",
-     "bytes of each link's bandwidth probe, KiB", 0},
-    {"scenario", WT_OPT_STRING, F(scenario), 0, 0, "",
-     "netsim scenario file to emulate the WAN from (peers give --region)", 0},
-    {"scenario-name", WT_OPT_STRING, F(scenario_name), 0, 0, "",
-     "the scenario in --scenario (default: its first)", 0},
-    {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-4, 100, "1", "wall seconds per emulated second",
-     0},
-    {"heartbeat", WT_OPT_FLOAT, F(heartbeat_s), 0.05, 60, "0.5", "heartbeat interval, seconds", 0},
-    {"liveness", WT_OPT_INT, F(liveness), 2, 100, "6", "missed heartbeats before a peer is dropped",
-     0},
-    {"peer-timeout", WT_OPT_FLOAT, F(peer_timeout_s), 1, 3600, "15",
-     "deadline of every data-plane wait on the peers, seconds", 0},
-    {"max-connections", WT_OPT_INT, F(max_connections), 16, 1e6, "512",
-     "control connections open at once, from all addresses (lowered at start to fit the "
-     "open-file limit, ulimit -n)",
-     0},
-    {"max-connections-per-source", WT_OPT_INT, F(max_per_source), 1, 1e6, "64",
-     "control connections open at once from one address (the peers behind one NAT or on one "
-     "host share it); a peer admitted before is not held to it",
-     0},
-    {"exit-when-done", WT_OPT_FLAG, F(exit_when_done), 0, 1, "0", "exit once the run is complete",
-     0},
-    {"http-bind", WT_OPT_STRING, F(http_bind), 0, 0, "127.0.0.1",
-     "address of the status server (/status, /metrics, dashboard)", 0},
-    {"http-port", WT_OPT_INT, F(http_port), -1, 65535, "0",
-     "port of the status server (0 = a free one, -1 = no server)", 0},
-    {0}};
-#undef F
 
-const wt_option *coordinator_options(void) {
-  return s_options;
-}
-
-int coordinator_config_stateful(const coordinator_config *cfg) {
-  return cfg->sync.diloco > 0 || !strncmp(cfg->act_codec, "delta", 5) ||
-         (strcmp(cfg->sync.grad_codec, "none") && strcmp(cfg->sync.grad_ef, "off"));
-}
-
-/* The MoE options against each other and the model, as `wantrain train` checks them. */
-static int s_check_moe(const coordinator_config *c) {
-  gpt_config g = {.vocab_size = 256,
-                  .max_seq = c->seq,
-                  .n_layer = c->layers,
-                  .n_head = c->heads,
-                  .channels = c->channels};
-  WT_CHECK(gpt_moe_options_apply(&c->moe, &g));
-  if (c->moe.experts == 0) return WT_OK;
-  if (c->site_cp > 1)
-    return wt_fail(WT_EINVAL, "a site runs an MoE model's stages expert-parallel, without "
-                              "context parallelism; drop --site-cp or the MoE options");
-  return gpt_config_validate(&g);
-}
-
-int coordinator_config_check(coordinator_config *cfg) {
-  if (cfg->batch % (cfg->replicas * cfg->micro_batches) || cfg->channels % cfg->heads)
-    return wt_fail(WT_EINVAL, "--batch must be a multiple of --replicas x --micro-batches and "
-                              "--heads must divide --channels");
-  if (cfg->site_cp > 1 && cfg->seq % (2 * cfg->site_cp))
-    return wt_fail(WT_EINVAL,
-                   "--site-cp %d splits each sequence into %d chunks; give a --seq that is a "
-                   "multiple of %d (not %d)",
-                   cfg->site_cp, 2 * cfg->site_cp, 2 * cfg->site_cp, cfg->seq);
-  WT_CHECK(s_check_moe(cfg));
-  WT_CHECK(compress_sync_args_apply(&cfg->sync));
-  /* A replacement peer must find the lost replica's .state file in the checkpoint directory,
-   * so every peer has to reach it: the default under the coordinator's state directory is
-   * shared only when all run on its host, which a run that cannot recover otherwise must not
-   * assume silently. */
-  if (coordinator_config_stateful(cfg) && !cfg->checkpoint_dir[0])
-    return wt_fail(WT_EINVAL,
-                   "this run keeps state across steps (DiLoCo, error feedback or delta activation "
-                   "caches: --diloco %d, --grad-codec %s, --grad-ef %s, --act-codec %s) that "
-                   "only checkpoints carry to a peer replacing a lost one; give "
-                   "--checkpoint-dir, a directory every peer shares",
-                   cfg->sync.diloco, cfg->sync.grad_codec, cfg->sync.grad_ef, cfg->act_codec);
-  return WT_OK;
-}
 
 static int s_keys(coordinator *c) {
   char path[1300];
@@ -232,8 +115,8 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
   c->promote = -1;
   c->cfg = *cfg;
   snprintf(c->dir, sizeof c->dir, "%s", cfg->state_dir);
-  if (!c->cfg.checkpoint_dir[0])
-    snprintf(c->cfg.checkpoint_dir, sizeof c->cfg.checkpoint_dir, "%.1000s/checkpoints", c->dir);
+  if (!c->cfg.run.checkpoint_dir[0])
+    snprintf(c->cfg.run.checkpoint_dir, sizeof c->cfg.run.checkpoint_dir, "%.1000s/checkpoints", c->dir);
   c->lat = wt_xmalloc(sizeof(double) * COORD_MAX_PEERS * COORD_MAX_PEERS);
   c->bw = wt_xmalloc(sizeof(double) * COORD_MAX_PEERS * COORD_MAX_PEERS);
   for (int i = 0; i < COORD_MAX_PEERS * COORD_MAX_PEERS; i++) c->lat[i] = c->bw[i] = -1;
@@ -289,21 +172,6 @@ const char *coordinator_endpoint(const coordinator *c) {
 }
 uint64_t coordinator_refused(const coordinator *c) {
   return c->refused;
-}
-
-void coord_send(coordinator *c, coord_peer *p, coordinator_cmd cmd, const cJSON *body) {
-  if (!p->route_len) return;
-  char *text = coordinator_msg_encode(cmd, c->sid, ++c->out_seq, body);
-  if (!text) {
-    WT_ERROR("coordinator: cannot send %s to peer %d: %s", coordinator_cmd_name(cmd), p->id,
-             wt_last_error());
-    return;
-  }
-  if (zmq_send(c->router, p->route, p->route_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-      zmq_send(c->router, text, strlen(text), ZMQ_DONTWAIT) < 0)
-    WT_DEBUG("coordinator: %s to peer %d not sent: %s", coordinator_cmd_name(cmd), p->id,
-             zmq_strerror(errno));
-  free(text);
 }
 
 /* A reply to a sender that has no peer record (refused registration, unknown key). */
@@ -433,8 +301,8 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   }
   /* A site splits the heads over its GPUs / site_cp tensor-parallel ranks: refuse a peer that
    * could never run its stage rather than fail every epoch it is placed in. */
-  const int cp = c->cfg.site_cp > 1 ? c->cfg.site_cp : 1, n = (int)gpus;
-  const int E = c->cfg.moe.experts;
+  const int cp = c->cfg.run.site_cp > 1 ? c->cfg.run.site_cp : 1, n = (int)gpus;
+  const int E = c->cfg.run.moe.experts;
   if (E > 0 && strcmp(kind, "cpu") != 0) {
     snprintf(why, sizeof why,
              "this run's model has MoE blocks, which run on CPU peers only (this peer reports a "
@@ -451,11 +319,11 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
     s_refuse_registration(c, route, rlen, key, why);
     return;
   }
-  if (E == 0 && n > 1 && (n % cp || c->cfg.heads % (n / cp))) {
+  if (E == 0 && n > 1 && (n % cp || c->cfg.run.heads % (n / cp))) {
     snprintf(why, sizeof why,
              "a site of %d GPUs cannot run this run's model: %d must be a multiple of --site-cp "
              "%d and %d / %d tensor-parallel ranks must divide the %d heads; use another --gpus",
-             n, n, cp, n, cp, c->cfg.heads);
+             n, n, cp, n, cp, c->cfg.run.heads);
     s_refuse_registration(c, route, rlen, key, why);
     return;
   }

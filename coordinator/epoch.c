@@ -22,33 +22,6 @@
 
 static void s_abort(coordinator *c, const char *why);
 
-int coord_scenario_load(coordinator *c) {
-  if (!c->cfg.scenario[0]) return WT_OK;
-  WT_CHECK_NEW(c->scenario_set, netsim_scenario_set_load(c->cfg.scenario));
-  if (!c->cfg.scenario_name[0]) {
-    c->scenario = netsim_scenario_set_get(c->scenario_set, 0);
-    return WT_OK;
-  }
-  return netsim_scenario_set_find(c->scenario_set, c->cfg.scenario_name, &c->scenario);
-}
-
-int coord_region_index(coordinator *c, const char *label, char *why, size_t size) {
-  if (!c->scenario) return -1;
-  int k = netsim_scenario_region_count(c->scenario);
-  for (int r = 0; r < k; r++)
-    if (!strcmp(label, netsim_scenario_region_name(c->scenario, r))) return r;
-  char names[512] = "";
-  for (int r = 0; r < k; r++) {
-    strncat(names, netsim_scenario_region_name(c->scenario, r), sizeof names - strlen(names) - 3);
-    if (r + 1 < k) strcat(names, ", ");
-  }
-  snprintf(why, size,
-           "region '%s' is not in the emulated scenario %s; start peerd with "
-           "--region one of: %s",
-           label, netsim_scenario_name(c->scenario), names);
-  return -1;
-}
-
 /* The emulated one-way latency and bandwidth between two peers' regions. */
 static void s_emulated(coordinator *c, int a, int b, double *lat, double *bw) {
   const assign_network *net = netsim_scenario_network(c->scenario);
@@ -69,40 +42,14 @@ static void s_send_all(coordinator *c, coordinator_cmd cmd, const cJSON *body) {
   }
 }
 
-static cJSON *s_train_json(coordinator *c, int rank) {
-  const coordinator_config *g = &c->cfg;
+/* A train epoch's "tasklet" object: member `rank`'s seat in the run ("train" is the run itself,
+ * parallel_run_config's JSON as the operator set it), where it starts from, and its data
+ * shard. */
+static cJSON *s_tasklet_json(coordinator *c, int rank) {
+  const parallel_run_config *run = &c->cfg.run;
   cJSON *t = cJSON_CreateObject();
-  cJSON_AddNumberToObject(t, "stages", g->stages);
-  cJSON_AddNumberToObject(t, "replicas", g->replicas);
-  cJSON_AddNumberToObject(t, "stage", rank / g->replicas);
-  cJSON_AddNumberToObject(t, "replica", rank % g->replicas);
-  cJSON_AddNumberToObject(t, "steps", g->steps);
-  cJSON_AddNumberToObject(t, "batch", g->batch);
-  cJSON_AddNumberToObject(t, "micro_batches", g->micro_batches);
-  cJSON_AddNumberToObject(t, "seq", g->seq);
-  cJSON_AddNumberToObject(t, "layers", g->layers);
-  cJSON_AddNumberToObject(t, "channels", g->channels);
-  cJSON_AddNumberToObject(t, "heads", g->heads);
-  cJSON_AddNumberToObject(t, "site_cp", g->site_cp > 1 ? g->site_cp : 1);
-  if (g->moe.experts > 0) {
-    cJSON_AddNumberToObject(t, "moe_experts", g->moe.experts);
-    cJSON_AddNumberToObject(t, "moe_top_k", g->moe.top_k);
-    cJSON_AddStringToObject(t, "moe_layers", g->moe.layers);
-    cJSON_AddNumberToObject(t, "moe_capacity", g->moe.capacity);
-    cJSON_AddNumberToObject(t, "moe_aux_weight", g->moe.aux_weight);
-  }
-  cJSON_AddNumberToObject(t, "lr", g->lr);
-  cJSON_AddNumberToObject(t, "seed", (double)g->seed);
-  cJSON_AddStringToObject(t, "data", g->data);
-  cJSON_AddStringToObject(t, "data_sha256", g->data_sha256);
-  cJSON_AddStringToObject(t, "grad_codec", g->sync.grad_codec);
-  cJSON_AddStringToObject(t, "act_codec", g->act_codec);
-  cJSON_AddNumberToObject(t, "diloco", g->sync.diloco);
-  cJSON_AddNumberToObject(t, "outer_lr", g->sync.outer_lr);
-  cJSON_AddNumberToObject(t, "outer_momentum", g->sync.outer_momentum);
-  cJSON_AddNumberToObject(t, "grad_ef", strcmp(g->sync.grad_ef, "off") != 0);
-  cJSON_AddStringToObject(t, "checkpoint_dir", g->checkpoint_dir);
-  cJSON_AddNumberToObject(t, "checkpoint_every", g->checkpoint_every);
+  cJSON_AddNumberToObject(t, "stage", rank / run->replicas);
+  cJSON_AddNumberToObject(t, "replica", rank % run->replicas);
   cJSON_AddNumberToObject(t, "resume", !c->from_peers && c->committed_step > 0);
   cJSON_AddNumberToObject(t, "resume_step", (double)c->start_step);
   if (c->from_peers) {
@@ -111,8 +58,8 @@ static cJSON *s_train_json(coordinator *c, int rank) {
       cJSON_AddItemToArray(from, cJSON_CreateNumber(c->state_from[r]));
   }
   /* the data shard: this replica's rows of every global batch */
-  cJSON_AddNumberToObject(t, "shard_first_row", (rank % g->replicas) * g->batch / g->replicas);
-  cJSON_AddNumberToObject(t, "shard_rows", g->batch / g->replicas);
+  cJSON_AddNumberToObject(t, "shard_first_row", (rank % run->replicas) * run->batch / run->replicas);
+  cJSON_AddNumberToObject(t, "shard_rows", run->batch / run->replicas);
   return t;
 }
 
@@ -150,7 +97,14 @@ static void s_publish(coordinator *c) {
         cJSON_AddItemToArray(bw, cJSON_CreateNumber(w));
       }
     }
-    if (!strcmp(c->epoch_kind, "train")) cJSON_AddItemToObject(b, "train", s_train_json(c, r));
+    if (!strcmp(c->epoch_kind, "train")) {
+      /* as raw text: cJSON would print its numbers again, to 15 digits, and the peer must
+       * receive every bit the operator set */
+      char *run = parallel_run_config_to_json(&c->cfg.run);
+      cJSON_AddRawToObject(b, "train", run);
+      cJSON_AddItemToObject(b, "tasklet", s_tasklet_json(c, r));
+      free(run);
+    }
     coord_send(c, p, COORD_CMD_EPOCH, b);
     cJSON_Delete(b);
   }
@@ -187,13 +141,13 @@ static int s_all_probed(coordinator *c, const int *who, int n) {
  * here, so a nominal 64 rows) and each MoE block's router and extra experts — all of them
  * (what a replica's reduce moves), or only the top-k a token uses (active: its compute). */
 static double s_model_params(const coordinator_config *g, int active) {
-  const double C = g->channels;
-  double params = 12.0 * g->layers * C * C + 64.0 * C;
-  gpt_config m = {.n_layer = g->layers};
-  if (g->moe.experts > 0 && gpt_config_set_moe_layers(&m, g->moe.layers) == WT_OK)
-    for (int l = 0; l < g->layers && l < GPT_MOE_MAX_LAYERS; l++)
+  const double C = g->run.channels;
+  double params = 12.0 * g->run.layers * C * C + 64.0 * C;
+  gpt_config m = {.n_layer = g->run.layers};
+  if (g->run.moe.experts > 0 && gpt_config_set_moe_layers(&m, g->run.moe.layers) == WT_OK)
+    for (int l = 0; l < g->run.layers && l < GPT_MOE_MAX_LAYERS; l++)
       if (m.moe_layer[l])
-        params += ((active ? g->moe.top_k : g->moe.experts) - 1) * 8.0 * C * C + C * g->moe.experts;
+        params += ((active ? g->run.moe.top_k : g->run.moe.experts) - 1) * 8.0 * C * C + C * g->run.moe.experts;
   return params;
 }
 
@@ -220,15 +174,15 @@ static void s_problem(coordinator *c, const int *list, int n, int with_compute, 
   assign_network_symmetrize(net);
   double params = s_model_params(g, 0);
   *p = (assign_problem){.net = net,
-                        .d_pp = g->stages,
-                        .d_dp = g->replicas,
-                        .c_dp_bytes = 4.0 * params / g->stages,
-                        .c_pp_bytes = 4.0 * g->batch * g->seq * g->channels};
+                        .d_pp = g->run.stages,
+                        .d_dp = g->run.replicas,
+                        .c_dp_bytes = 4.0 * params / g->run.stages,
+                        .c_pp_bytes = 4.0 * g->run.batch * g->run.seq * g->run.channels};
   /* A tasklet's compute on the fastest listed peer: 6 FLOP per parameter and token (forward and
    * backward) for its stage's parameters and its replica's tokens. */
   if (with_compute && ref > 0)
     p->compute_s =
-        6.0 * s_model_params(g, 1) / g->stages * ((double)g->batch / g->replicas * g->seq) / ref;
+        6.0 * s_model_params(g, 1) / g->run.stages * ((double)g->run.batch / g->run.replicas * g->run.seq) / ref;
 }
 
 static void s_network_free(assign_network *net) {
@@ -258,15 +212,15 @@ static int s_holds(coordinator *c, int rank, int stage, long step) {
  * the checkpoint, and a peer replacing a lost replica must start from that replica's file. The
  * steps since the checkpoint are trained again. */
 static void s_state_sources(coordinator *c) {
-  const int S = c->cfg.stages, R = c->cfg.replicas, n = c->n_members;
-  const int handover = c->failed_epochs == 0 && !coordinator_config_stateful(&c->cfg);
+  const int S = c->cfg.run.stages, R = c->cfg.run.replicas, n = c->n_members;
+  const int handover = c->failed_epochs == 0 && !parallel_run_config_stateful(&c->cfg.run);
   long best = 0;
   for (int q = 0; q < n && handover; q++) {
     long step = c->peers[c->members[q]].held_step;
     /* a held final step whose checkpoint is not committed would start an epoch with nothing
      * to train and nothing saved: the run trains from the checkpoint to the end again */
     int covered = step > best && step >= c->committed_step &&
-                  (step < c->cfg.steps || c->committed_step >= c->cfg.steps);
+                  (step < c->cfg.run.steps || c->committed_step >= c->cfg.run.steps);
     for (int st = 0; covered && st < S; st++) {
       int any = 0;
       for (int r = 0; r < n && !any; r++) any = s_holds(c, r, st, step);
@@ -302,7 +256,7 @@ static double s_cost_of(coordinator *c, const int *list, int n) {
   assign_network net;
   assign_problem prob;
   s_problem(c, list, n, 1, &net, &prob);
-  assign_plan *plan = assign_plan_new(c->cfg.stages, c->cfg.replicas);
+  assign_plan *plan = assign_plan_new(c->cfg.run.stages, c->cfg.run.replicas);
   for (int w = 0; w < n; w++) plan->device[w] = w;
   double cost = assign_plan_cost(&prob, plan).comm_s;
   assign_plan_destroy(&plan);
@@ -352,8 +306,8 @@ void coord_epoch_on_commit(coordinator *c) {
 /* The step the run must have committed once its tasklets have done `steps`: the latest
  * checkpoint step at or below it (every checkpoint_every steps, and the last step). */
 static long s_due_checkpoint(const coordinator *c, long steps) {
-  if (steps >= c->cfg.steps) return c->cfg.steps;
-  return c->cfg.checkpoint_every > 0 ? steps / c->cfg.checkpoint_every * c->cfg.checkpoint_every
+  if (steps >= c->cfg.run.steps) return c->cfg.run.steps;
+  return c->cfg.run.checkpoint_every > 0 ? steps / c->cfg.run.checkpoint_every * c->cfg.run.checkpoint_every
                                      : 0;
 }
 
@@ -361,7 +315,7 @@ static long s_due_checkpoint(const coordinator *c, long steps) {
  * past the step the epoch started from, on the checkpoint grid, not past the run's end. */
 static int s_report_from_owner(coordinator *c, const coord_peer *p, int epoch, long step, int stage,
                                char *why, size_t size) {
-  const int owner = stage * c->cfg.replicas; /* replica 0 saves the stage */
+  const int owner = stage * c->cfg.run.replicas; /* replica 0 saves the stage */
   if (epoch != c->epoch || strcmp(c->epoch_kind, "train") ||
       (c->phase != EPOCH_RUNNING && c->phase != EPOCH_DRAINING))
     snprintf(why, size, "epoch %d is not the running train epoch (%d)", epoch, c->epoch);
@@ -369,11 +323,11 @@ static int s_report_from_owner(coordinator *c, const coord_peer *p, int epoch, l
     snprintf(why, size, "peer %d is %s, and world rank %d saves stage %d's shard", p->id,
              p->epoch_rank < 0 ? "not a member of this epoch" : "not that stage's replica 0", owner,
              stage);
-  else if (step <= c->start_step || step > c->cfg.steps || s_due_checkpoint(c, step) != step)
+  else if (step <= c->start_step || step > c->cfg.run.steps || s_due_checkpoint(c, step) != step)
     snprintf(why, size,
              "the epoch started at step %ld and saves every %d steps up to step %d, so it "
              "cannot have saved this step",
-             c->start_step, c->cfg.checkpoint_every, c->cfg.steps);
+             c->start_step, c->cfg.run.checkpoint_every, c->cfg.run.steps);
   else
     return 1;
   return 0;
@@ -405,17 +359,17 @@ static int s_sums_sha256(const char *path, char hex[65]) {
 static int s_report_matches_disk(coordinator *c, long step, int stage, const char *digest,
                                  char *why, size_t size) {
   struct stat st;
-  if (stat(c->cfg.checkpoint_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+  if (stat(c->cfg.run.checkpoint_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
     if (!c->ckpt_unchecked)
       coord_event(c, "checkpoint",
                   "%s is not visible here: the checkpoint digests the peers report are recorded "
                   "unchecked (each load still checks its shard)",
-                  c->cfg.checkpoint_dir);
+                  c->cfg.run.checkpoint_dir);
     c->ckpt_unchecked = 1;
     return 1;
   }
   char dir[1400], path[1700], hex[65], line[512];
-  snprintf(dir, sizeof dir, "%s/stage-%d/step-%08ld", c->cfg.checkpoint_dir, stage, step);
+  snprintf(dir, sizeof dir, "%s/stage-%d/step-%08ld", c->cfg.run.checkpoint_dir, stage, step);
   snprintf(path, sizeof path, "%s/SHA256SUMS", dir);
   if (s_sums_sha256(path, hex) != WT_OK) {
     snprintf(why, size, "%s cannot be read (%s)", path, wt_last_error());
@@ -445,9 +399,9 @@ static int s_report_matches_disk(coordinator *c, long step, int stage, const cha
 static int s_pruned(coordinator *c, int stage, long step) {
   char path[1400], name[64] = "";
   struct stat st;
-  snprintf(path, sizeof path, "%s/stage-%d/step-%08ld", c->cfg.checkpoint_dir, stage, step);
+  snprintf(path, sizeof path, "%s/stage-%d/step-%08ld", c->cfg.run.checkpoint_dir, stage, step);
   if (stat(path, &st) == 0) return 0;
-  snprintf(path, sizeof path, "%s/stage-%d/latest", c->cfg.checkpoint_dir, stage);
+  snprintf(path, sizeof path, "%s/stage-%d/latest", c->cfg.run.checkpoint_dir, stage);
   FILE *f = fopen(path, "r");
   long latest = -1;
   if (f && fgets(name, sizeof name, f) && sscanf(name, "step-%ld", &latest) != 1) latest = -1;
@@ -462,7 +416,7 @@ void coord_epoch_on_checkpoint(coordinator *c, coord_peer *p, const cJSON *body)
   const char *digest = coordinator_field_str(body, "digest");
   char why[2048] = "";
   int hex = strlen(digest) == 64 && strspn(digest, "0123456789abcdef") == 64;
-  if (step < 1 || stage < 0 || stage >= c->cfg.stages || !hex)
+  if (step < 1 || stage < 0 || stage >= c->cfg.run.stages || !hex)
     snprintf(why, sizeof why, "an impossible step, stage or digest");
   if (!why[0] && s_report_from_owner(c, p, epoch, step, stage, why, sizeof why) &&
       !s_report_matches_disk(c, step, stage, digest, why, sizeof why) && s_pruned(c, stage, step)) {
@@ -485,7 +439,7 @@ void coord_epoch_on_checkpoint(coordinator *c, coord_peer *p, const cJSON *body)
     c->missed_checkpoints = 0;
     coord_state_save_run(c);
     coord_event(c, "checkpoint", "step %ld complete: all %d stages reported their shards", step,
-                c->cfg.stages);
+                c->cfg.run.stages);
     coord_epoch_on_commit(c);
   }
 }
@@ -512,7 +466,7 @@ static void s_promote(coordinator *c, int *list, int n, int *changed, int *n_cha
 
 /* Chooses the train epoch's peers and places them. Returns 1 when members[] is set. */
 static int s_place(coordinator *c, const int *live, int n_live) {
-  int n = c->cfg.stages * c->cfg.replicas, list[COORD_MAX_PEERS], changed[COORD_MAX_PEERS];
+  int n = c->cfg.run.stages * c->cfg.run.replicas, list[COORD_MAX_PEERS], changed[COORD_MAX_PEERS];
   int n_changed = 0, resolve = c->n_plan == n;
   if (resolve) {
     memcpy(list, c->plan_members, sizeof(int) * n);
@@ -544,7 +498,7 @@ static int s_place(coordinator *c, const int *live, int n_live) {
   assign_stats st;
   int rc;
   if (resolve) {
-    assign_plan *prev = assign_plan_new(c->cfg.stages, c->cfg.replicas);
+    assign_plan *prev = assign_plan_new(c->cfg.run.stages, c->cfg.run.replicas);
     for (int w = 0; w < n; w++) prev->device[w] = w;
     assign_budget b = {.max_evals = 400};
     rc = assign_resolve(&prob, prev, changed, n_changed, &b, (uint64_t)c->epoch, &plan, &st);
@@ -553,12 +507,12 @@ static int s_place(coordinator *c, const int *live, int n_live) {
     assign_solver kind = ASSIGN_SOLVER_GA;
     assign_solver_parse(c->cfg.solver, &kind);
     assign_budget b = {.max_evals = 4000, .max_seconds = 2};
-    rc = assign_solve(&prob, kind, &b, (uint64_t)c->cfg.seed, &plan, &st);
+    rc = assign_solve(&prob, kind, &b, (uint64_t)c->cfg.run.seed, &plan, &st);
     /* the baseline: the mean cost of placing the peers at random (as laid out, 100 draws) */
     if (rc == WT_OK) {
-      assign_plan *rnd = assign_plan_new(c->cfg.stages, c->cfg.replicas);
+      assign_plan *rnd = assign_plan_new(c->cfg.run.stages, c->cfg.run.replicas);
       wt_rng rng;
-      wt_rng_seed(&rng, (uint64_t)c->cfg.seed);
+      wt_rng_seed(&rng, (uint64_t)c->cfg.run.seed);
       double sum = 0;
       for (int k = 0; k < 100; k++) {
         for (int w = 0; w < n; w++) rnd->device[w] = w;
@@ -606,7 +560,7 @@ static void s_start_epoch(coordinator *c, const char *kind, const int *who, int 
     coord_event(c, "epoch",
                 "epoch %d: train %d stages x %d replicas, peers by world rank [%s], "
                 "predicted cost %.4f s (random placement %.4f s), from step %ld (%s)",
-                c->epoch, c->cfg.stages, c->cfg.replicas, ids, c->cost_ga, c->cost_random,
+                c->epoch, c->cfg.run.stages, c->cfg.run.replicas, ids, c->cost_ga, c->cost_random,
                 c->start_step,
                 c->from_peers           ? "the members' own state, handed over to the others"
                 : c->committed_step > 0 ? "the latest complete checkpoint"
@@ -676,7 +630,7 @@ static void s_stop(coordinator *c) {
     snprintf(why, sizeof why,
              "three epochs failed after training past a checkpoint step that was never "
              "committed; the latest complete checkpoint is step %ld in %s; last error: %s",
-             c->committed_step, c->cfg.checkpoint_dir, c->last_error);
+             c->committed_step, c->cfg.run.checkpoint_dir, c->last_error);
   c->run_complete = 2;
   coord_event(c, "stopped", "%s", why);
   coord_state_save_run(c);
@@ -699,7 +653,7 @@ void coord_epoch_tick(coordinator *c) {
     s_epoch_over(c);
   }
   if (c->phase != EPOCH_NONE) return;
-  int live[COORD_MAX_PEERS], n_live = s_live(c, live), need = c->cfg.stages * c->cfg.replicas;
+  int live[COORD_MAX_PEERS], n_live = s_live(c, live), need = c->cfg.run.stages * c->cfg.run.replicas;
   if (n_live < need) return;
   if (!s_all_probed(c, live, n_live)) {
     s_start_epoch(c, "probe", live, WT_MIN(n_live, 64));
@@ -804,7 +758,7 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
   if (!s_all_reported(c) || c->phase == EPOCH_DRAINING) return;
   if (!strcmp(c->epoch_kind, "train")) {
     c->failed_epochs = 0;
-    if (steps >= c->cfg.steps) {
+    if (steps >= c->cfg.run.steps) {
       c->run_complete = 1;
       c->last_step = steps;
       /* an epoch that trained no step reports no loss: the last one seen stands */

@@ -90,25 +90,25 @@ int main(int argc, char **argv) {
     return 2;
   }
   /* Each seat is one admitted peer, and the coordinator admits no more than COORD_MAX_PEERS. */
-  if (cfg.stages * cfg.replicas > COORD_MAX_PEERS) {
+  if (cfg.run.stages * cfg.run.replicas > COORD_MAX_PEERS) {
     fprintf(stderr,
             "coordinator: error: --stages %d x --replicas %d = %d seats, but a coordinator admits "
             "at most %d peers, so this run could never start; give fewer stages or replicas "
             "(stages x replicas <= %d)\n",
-            cfg.stages, cfg.replicas, cfg.stages * cfg.replicas, COORD_MAX_PEERS, COORD_MAX_PEERS);
+            cfg.run.stages, cfg.run.replicas, cfg.run.stages * cfg.run.replicas, COORD_MAX_PEERS, COORD_MAX_PEERS);
     return 2;
   }
-  if (strcmp(cfg.sync.preset, "none")) {
+  if (strcmp(cfg.run.sync.preset, "none")) {
     char line[512];
-    compress_preset_describe(compress_preset_find(cfg.sync.preset), line, sizeof line);
-    printf("coordinator: preset %s: %s\n", cfg.sync.preset, line);
+    compress_preset_describe(compress_preset_find(cfg.run.sync.preset), line, sizeof line);
+    printf("coordinator: preset %s: %s\n", cfg.run.sync.preset, line);
   }
-  if (coordinator_config_stateful(&cfg))
+  if (parallel_run_config_stateful(&cfg.run))
     printf("coordinator: sync: DiLoCo H=%d (outer lr %g, momentum %g), --grad-codec %s, error "
            "feedback %s, --act-codec %s: recovery from a lost peer resumes from the last "
            "complete checkpoint in %s\n",
-           cfg.sync.diloco, cfg.sync.outer_lr, cfg.sync.outer_momentum, cfg.sync.grad_codec,
-           cfg.sync.grad_ef, cfg.act_codec, cfg.checkpoint_dir);
+           cfg.run.sync.diloco, cfg.run.sync.outer_lr, cfg.run.sync.outer_momentum, cfg.run.sync.grad_codec,
+           cfg.run.sync.grad_ef, cfg.run.act_codec, cfg.run.checkpoint_dir);
   fflush(stdout);
   struct sigaction sa = {0};
   sa.sa_handler = s_on_signal;

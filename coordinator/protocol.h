@@ -29,7 +29,7 @@
 
 struct cJSON;
 
-#define COORD_PROTOCOL_VERSION 1
+#define COORD_PROTOCOL_VERSION 2
 #define COORD_MSG_MAX 65536 /* bytes of one control message */
 #define COORD_SID_CHARS 32  /* hex characters of a session id */
 /* 10^15 - 1: cJSON prints a number with 15 significant digits whenever that reads back within

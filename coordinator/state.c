@@ -207,7 +207,7 @@ int coord_state_checkpoint(coordinator *c, long step, int stage, const char *dig
     if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int(st, 0);
   }
   sqlite3_finalize(st);
-  *complete = n >= c->cfg.stages;
+  *complete = n >= c->cfg.run.stages;
   return WT_OK;
 }
 
@@ -379,4 +379,17 @@ int coord_state_load(coordinator *c) {
               c->phase == EPOCH_RUNNING ? "running" : "idle", c->n_peers, c->committed_step,
               c->run_complete ? ", run complete" : "");
   return WT_OK;
+}
+
+/* The loss curve kept in memory for /status (loaded from the losses table, then appended). */
+void coord_loss_keep(coordinator *c, long step, float loss) {
+  if (c->n_hist == COORD_LOSS_HIST) { /* keep every other point: the curve stays whole */
+    for (int i = 0; i < COORD_LOSS_HIST / 2; i++) {
+      c->hist_step[i] = c->hist_step[2 * i + 1];
+      c->hist_loss[i] = c->hist_loss[2 * i + 1];
+    }
+    c->n_hist = COORD_LOSS_HIST / 2;
+  }
+  c->hist_step[c->n_hist] = step;
+  c->hist_loss[c->n_hist++] = loss;
 }

@@ -23,18 +23,6 @@ void coord_loss_record(coordinator *c, long step, float loss) {
   coord_state_save_loss(c, step, loss);
 }
 
-void coord_loss_keep(coordinator *c, long step, float loss) {
-  if (c->n_hist == COORD_LOSS_HIST) { /* keep every other point: the curve stays whole */
-    for (int i = 0; i < COORD_LOSS_HIST / 2; i++) {
-      c->hist_step[i] = c->hist_step[2 * i + 1];
-      c->hist_loss[i] = c->hist_loss[2 * i + 1];
-    }
-    c->n_hist = COORD_LOSS_HIST / 2;
-  }
-  c->hist_step[c->n_hist] = step;
-  c->hist_loss[c->n_hist++] = loss;
-}
-
 static void s_bytes(coordinator *c, double *intra, double *inter) {
   *intra = *inter = 0;
   for (int i = 0; i < c->n_peers; i++) {
@@ -84,8 +72,8 @@ cJSON *coord_status(coordinator *c) {
   cJSON_AddStringToObject(o, "state", s_run_state(c));
   cJSON_AddNumberToObject(o, "epoch", c->epoch);
   cJSON_AddNumberToObject(o, "step", (double)c->last_step);
-  cJSON_AddNumberToObject(o, "stages", c->cfg.stages);
-  cJSON_AddNumberToObject(o, "replicas", c->cfg.replicas);
+  cJSON_AddNumberToObject(o, "stages", c->cfg.run.stages);
+  cJSON_AddNumberToObject(o, "replicas", c->cfg.run.replicas);
   s_num(o, "loss", c->last_loss);
   cJSON *hist = cJSON_AddArrayToObject(o, "loss_history");
   for (int i = 0; i < c->n_hist; i++) {
@@ -97,7 +85,7 @@ cJSON *coord_status(coordinator *c) {
   double tok = 0, intra, inter;
   for (int i = 0; i < c->n_peers; i++) { /* one replica's first stage counts its tokens */
     const coord_peer *p = &c->peers[i];
-    if (p->status == PEER_LIVE && p->epoch_rank >= 0 && p->epoch_rank < c->cfg.replicas &&
+    if (p->status == PEER_LIVE && p->epoch_rank >= 0 && p->epoch_rank < c->cfg.run.replicas &&
         !strcmp(c->epoch_kind, "train"))
       tok += p->tokens_s;
   }
@@ -106,13 +94,13 @@ cJSON *coord_status(coordinator *c) {
   cJSON_AddNumberToObject(rates, "intra_region", c->rate_intra);
   cJSON_AddNumberToObject(rates, "inter_region", c->rate_inter);
   cJSON *sync = cJSON_AddObjectToObject(o, "sync"); /* as applied: a preset already expanded */
-  cJSON_AddStringToObject(sync, "preset", c->cfg.sync.preset);
-  cJSON_AddNumberToObject(sync, "diloco", c->cfg.sync.diloco);
-  cJSON_AddStringToObject(sync, "grad_codec", c->cfg.sync.grad_codec);
-  cJSON_AddStringToObject(sync, "grad_ef", c->cfg.sync.grad_ef);
-  cJSON_AddNumberToObject(sync, "outer_lr", s_float_value(c->cfg.sync.outer_lr));
-  cJSON_AddNumberToObject(sync, "outer_momentum", s_float_value(c->cfg.sync.outer_momentum));
-  cJSON_AddStringToObject(sync, "act_codec", c->cfg.act_codec);
+  cJSON_AddStringToObject(sync, "preset", c->cfg.run.sync.preset);
+  cJSON_AddNumberToObject(sync, "diloco", c->cfg.run.sync.diloco);
+  cJSON_AddStringToObject(sync, "grad_codec", c->cfg.run.sync.grad_codec);
+  cJSON_AddStringToObject(sync, "grad_ef", c->cfg.run.sync.grad_ef);
+  cJSON_AddNumberToObject(sync, "outer_lr", s_float_value(c->cfg.run.sync.outer_lr));
+  cJSON_AddNumberToObject(sync, "outer_momentum", s_float_value(c->cfg.run.sync.outer_momentum));
+  cJSON_AddStringToObject(sync, "act_codec", c->cfg.run.act_codec);
   cJSON *peers = cJSON_AddArrayToObject(o, "peers");
   for (int i = 0; i < c->n_peers; i++) {
     const coord_peer *p = &c->peers[i];
@@ -122,8 +110,8 @@ cJSON *coord_status(coordinator *c) {
     cJSON_AddStringToObject(j, "id", id);
     cJSON_AddStringToObject(j, "key", p->key);
     cJSON_AddStringToObject(j, "region", p->region);
-    cJSON_AddNumberToObject(j, "stage", p->epoch_rank < 0 ? -1 : p->epoch_rank / c->cfg.replicas);
-    cJSON_AddNumberToObject(j, "replica", p->epoch_rank < 0 ? -1 : p->epoch_rank % c->cfg.replicas);
+    cJSON_AddNumberToObject(j, "stage", p->epoch_rank < 0 ? -1 : p->epoch_rank / c->cfg.run.replicas);
+    cJSON_AddNumberToObject(j, "replica", p->epoch_rank < 0 ? -1 : p->epoch_rank % c->cfg.run.replicas);
     cJSON_AddStringToObject(j, "state", s_peer_state(c, p));
     cJSON_AddStringToObject(j, "device", p->kind);
     cJSON_AddNumberToObject(j, "flops", p->flops);
@@ -138,7 +126,7 @@ cJSON *coord_status(coordinator *c) {
   cJSON_AddStringToObject(o, "endpoint", c->endpoint);
   cJSON_AddStringToObject(o, "public_key", c->pub);
   cJSON_AddStringToObject(o, "epoch_kind", c->epoch_kind);
-  cJSON_AddNumberToObject(o, "steps", c->cfg.steps);
+  cJSON_AddNumberToObject(o, "steps", c->cfg.run.steps);
   cJSON_AddNumberToObject(o, "committed_step", (double)c->committed_step);
   s_num(o, "first_loss", c->first_loss);
   s_num(o, "predicted_cost_ga_s", c->cost_ga);

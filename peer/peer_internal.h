@@ -4,6 +4,7 @@
 #define WT_PEER_INTERNAL_H
 
 #include "model/data.h"
+#include "parallel/runtime/run_config.h"
 #include "parallel/transport/comm.h"
 #include "parallel/transport/zmq.h"
 
@@ -26,6 +27,7 @@ typedef struct {
   int epoch, rank, size, is_train;
   peer_held *held; /* borrowed from peerd */
   cJSON *body;     /* the EPOCH message, owned */
+  parallel_run_config run; /* a train epoch's run, as the coordinator sent it (checked) */
   parallel_zmq_transport *transport;
   char keys[64][41];
   double *lat, *bw; /* emulated link rows, or NULL */

@@ -212,7 +212,7 @@ static int s_recv(s_peer *p, long timeout_ms, coordinator_msg *m) {
 /* The corpus an epoch names, opened once and kept (fetched, cached and verified for URLs). */
 static int s_data(s_peer *p, const cJSON *train) {
   const char *spec = coordinator_field_str(train, "data"),
-             *sha = coordinator_field_str(train, "data_sha256");
+             *sha = coordinator_field_str(train, "data-sha256");
   if (p->data && !strcmp(spec, p->data_spec)) return WT_OK;
   data_set_destroy(&p->data);
   if (!strcmp(spec, "synthetic") || !spec[0]) {
@@ -243,9 +243,10 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
   cJSON_Delete(p->last_result);
   p->last_result = NULL;
   int epoch = coordinator_field_int(body, "epoch", -1);
-  const cJSON *train = cJSON_GetObjectItemCaseSensitive(body, "train");
+  const cJSON *train = cJSON_GetObjectItemCaseSensitive(body, "train"),
+              *seat = cJSON_GetObjectItemCaseSensitive(body, "tasklet");
   /* the stage may differ from the last epoch's; what this epoch saves comes after its start */
-  p->reported_ckpt = train ? coordinator_field_int(train, "resume_step", 0) : 0;
+  p->reported_ckpt = seat ? coordinator_field_int(seat, "resume_step", 0) : 0;
   if (train && s_data(p, train) != WT_OK) {
     char why[1200];
     snprintf(why, sizeof why, "data: %s", wt_last_error());
@@ -265,10 +266,10 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
     printf("peerd %d: epoch %d: %s, rank %d of %d%s\n", p->peer_id, epoch,
            coordinator_field_str(body, "kind"), coordinator_field_int(body, "rank", 0),
            coordinator_field_int(body, "size", 0),
-           !train                                                  ? ""
-           : cJSON_GetObjectItemCaseSensitive(train, "state_from") ? " (from live replicas' state)"
-           : coordinator_field_num(train, "resume", 0) ? " (resuming from the latest checkpoint)"
-                                                       : "");
+           !seat                                                  ? ""
+           : cJSON_GetObjectItemCaseSensitive(seat, "state_from") ? " (from live replicas' state)"
+           : coordinator_field_num(seat, "resume", 0) ? " (resuming from the latest checkpoint)"
+                                                      : "");
   cJSON *b = cJSON_CreateObject();
   cJSON_AddNumberToObject(b, "epoch", epoch);
   cJSON_AddStringToObject(b, "endpoint", peer_work_endpoint(p->work));
@@ -300,8 +301,7 @@ static int s_cmp_long(const void *a, const void *b) {
 static void s_report_checkpoint(s_peer *p) {
   peer_work *w = p->work;
   if (!w || !w->is_train || w->replica != 0) return;
-  const char *dir =
-      coordinator_field_str(cJSON_GetObjectItemCaseSensitive(w->body, "train"), "checkpoint_dir");
+  const char *dir = w->run.checkpoint_dir;
   if (!dir[0]) return;
   char path[2200];
   snprintf(path, sizeof path, "%s/stage-%d", dir, w->stage);

@@ -50,6 +50,23 @@ static int s_wrecv(void *ctx, int peer, int tag, void *buf, size_t cap, size_t *
 static const parallel_transport_ops s_wrap_ops = {
     .name = "peerd", .send = s_wsend, .recv = s_wrecv};
 
+/* A train epoch's run: its "train" object decoded and checked as the coordinator checked it, so
+ * a peer trains exactly what the operator set, and refuses what it could not train. */
+static int s_run_of(const cJSON *epoch, int n, parallel_run_config *run) {
+  char origin[64];
+  snprintf(origin, sizeof origin, "epoch %d's run", n);
+  const cJSON *train = cJSON_GetObjectItemCaseSensitive(epoch, "train");
+  if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(epoch, "tasklet")))
+    return wt_fail(WT_EINVAL, "%s: a train epoch without its tasklet's seat", origin);
+  WT_CHECK(parallel_run_config_from_json(train, origin, run));
+  if (parallel_run_config_check(run) != WT_OK) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", wt_last_error());
+    return wt_fail(WT_EINVAL, "%s cannot train: %s", origin, why);
+  }
+  return WT_OK;
+}
+
 peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, const char *sec,
                          const data_set *data, peer_held *held) {
   peer_work *w = wt_xcalloc(1, sizeof *w);
@@ -61,6 +78,10 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
   w->size = coordinator_field_int(epoch, "size", 0);
   w->is_train = !strcmp(coordinator_field_str(epoch, "kind"), "train");
   w->data = data;
+  if (w->is_train && s_run_of(epoch, w->epoch, &w->run) != WT_OK) {
+    peer_work_destroy(&w);
+    return NULL;
+  }
   w->loss = w->first_loss = NAN;
   const cJSON *keys = cJSON_GetObjectItemCaseSensitive(epoch, "keys");
   const cJSON *la = cJSON_GetObjectItemCaseSensitive(epoch, "latency_s");
@@ -196,9 +217,8 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   peer_work *w = arg;
   pthread_mutex_lock(&w->mu);
   double now = wt_now_s(), dt = now - w->t_last;
-  const cJSON *t = cJSON_GetObjectItemCaseSensitive(w->body, "train");
-  double tokens = coordinator_field_num(t, "batch", 1) * coordinator_field_num(t, "seq", 1) /
-                  fmax(coordinator_field_num(t, "replicas", 1), 1);
+  const parallel_run_config *run = &w->run;
+  double tokens = (double)run->batch * run->seq / run->replicas;
   if (w->t_last > 0 && dt > 0) w->tokens_s = tokens / dt;
   w->t_last = now;
   w->step = st->info.step;
@@ -211,8 +231,8 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   /* Without compression: each step sends m micro-batches of rows samples forward to the next
    * stage and their gradients back to the previous one; the codec's bytes are fixed per sample
    * (compress/acsgd.h), so what it saved on a pipeline link is exact. */
-  const int R = coordinator_field_int(t, "replicas", 1), S = coordinator_field_int(t, "stages", 1);
-  const double rows = coordinator_field_num(t, "batch", 1) / fmax(R, 1);
+  const int R = run->replicas, S = run->stages;
+  const double rows = (double)run->batch / R;
   if (w->start_step < 0) w->start_step = st->info.step - 1;
   const double saved = (double)(st->info.step - w->start_step) * rows * w->act_saved_row;
   for (int p = 0; p < w->size; p++) {
@@ -332,66 +352,17 @@ int peer_state_exchange(const peer_held *held, parallel_comm *world, const cJSON
   return WT_OK;
 }
 
-/* The Mixture-of-Experts fields of a training config (none: the dense model). */
-static int s_moe_config(const cJSON *t, gpt_config *m) {
-  m->moe_experts = coordinator_field_int(t, "moe_experts", 0);
-  if (m->moe_experts <= 0) {
-    m->moe_experts = 0;
-    return WT_OK;
-  }
-  m->moe_top_k = coordinator_field_int(t, "moe_top_k", 1);
-  m->moe_capacity = (float)coordinator_field_num(t, "moe_capacity", 1.25);
-  m->moe_aux_weight = (float)coordinator_field_num(t, "moe_aux_weight", 0.01);
-  WT_CHECK(gpt_config_set_moe_layers(m, coordinator_field_str(t, "moe_layers")));
-  return gpt_config_validate(m);
-}
-
 static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
-  const cJSON *t = cJSON_GetObjectItemCaseSensitive(w->body, "train");
-  if (!cJSON_IsObject(t)) return wt_fail(WT_EINVAL, "train epoch without a training config");
-  parallel_tasklet_config c = parallel_tasklet_config_default();
-  c.stages = coordinator_field_int(t, "stages", 1);
-  c.replicas = coordinator_field_int(t, "replicas", 1);
-  c.stage = coordinator_field_int(t, "stage", 0);
-  c.replica = coordinator_field_int(t, "replica", 0);
-  c.schedule = ASSIGN_SCHEDULE_1F1B;
-  c.train.model = (gpt_config){.vocab_size = data_set_vocab_size(w->data),
-                               .max_seq = coordinator_field_int(t, "seq", 32),
-                               .n_layer = coordinator_field_int(t, "layers", 2),
-                               .n_head = coordinator_field_int(t, "heads", 2),
-                               .channels = coordinator_field_int(t, "channels", 32)};
-  WT_CHECK(s_moe_config(t, &c.train.model));
-  c.train.batch = coordinator_field_int(t, "batch", 16);
-  c.train.micro_batches = coordinator_field_int(t, "micro_batches", 1);
-  c.train.steps = (long)coordinator_field_int(t, "steps", 10);
-  c.train.val_batches = 1;
-  c.train.seed = (uint64_t)fmin(fmax(coordinator_field_num(t, "seed", 1), 0), 9e15);
-  c.train.optim = optim_config_default();
-  c.train.optim.lr = (float)coordinator_field_num(t, "lr", 3e-3);
-  c.train.optim.min_lr = c.train.optim.lr / 10;
-  c.train.optim.weight_decay = 0;
-  c.data = w->data;
-  snprintf(c.grad_codec, sizeof c.grad_codec, "%s", coordinator_field_str(t, "grad_codec"));
-  snprintf(c.act_codec, sizeof c.act_codec, "%s", coordinator_field_str(t, "act_codec"));
-  if (!c.grad_codec[0]) snprintf(c.grad_codec, sizeof c.grad_codec, "none");
-  if (!c.act_codec[0]) snprintf(c.act_codec, sizeof c.act_codec, "none");
-  /* how replicas synchronise; a coordinator that does not say: every step, error feedback on */
-  c.diloco_h = coordinator_field_int(t, "diloco", 0);
-  /* clamped to the coordinator's option bounds, so the cast to float is defined */
-  c.diloco_lr = (float)fmin(fmax(coordinator_field_num(t, "outer_lr", c.diloco_lr), 0), 10);
-  c.diloco_momentum =
-      (float)fmin(fmax(coordinator_field_num(t, "outer_momentum", c.diloco_momentum), 0), 0.999);
-  c.grad_ef = coordinator_field_int(t, "grad_ef", 1) != 0;
-  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s",
-           coordinator_field_str(t, "checkpoint_dir"));
-  c.checkpoint_every = coordinator_field_int(t, "checkpoint_every", 0);
-  c.keep = 3;
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(w->body, "tasklet");
+  parallel_tasklet_config c;
+  WT_CHECK(parallel_tasklet_config_from_run(&w->run, coordinator_field_int(t, "stage", 0),
+                                            coordinator_field_int(t, "replica", 0), w->data, &c));
   c.resume = coordinator_field_int(t, "resume", 0);
   c.on_step = s_on_step;
   c.on_step_arg = w;
+  /* the site is this peer's own (--gpus, --site); the run says how a site splits its stage */
   c.site_ranks = w->site_ranks;
   c.site_link = w->site_link;
-  c.site_cp = coordinator_field_int(t, "site_cp", 1); /* a coordinator that does not say: none */
   int bits = !strncmp(c.act_codec, "direct", 6) ? atoi(c.act_codec + 6) : 0;
   const int T = c.train.model.max_seq, C = c.train.model.channels;
   pthread_mutex_lock(&w->mu);
@@ -403,8 +374,7 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   const cJSON *from = cJSON_GetObjectItemCaseSensitive(t, "state_from");
   /* A stateful run (DiLoCo, error feedback, delta caches) keeps no state between epochs: the
    * coordinator restarts it from its checkpoint, which holds what a hand-over cannot. */
-  const int stateful = c.diloco_h > 0 || !strncmp(c.act_codec, "delta", 5) ||
-                       (strcmp(c.grad_codec, "none") && c.grad_ef);
+  const int stateful = parallel_run_config_stateful(&w->run);
   if (stateful && from)
     return wt_fail(WT_EINVAL, "the coordinator asks for a state hand-over in a run with DiLoCo, "
                               "error feedback or delta activation caches, which only its "
@@ -422,6 +392,12 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   void *out = NULL;
   size_t out_bytes = 0;
   if (!stateful) c.state_out = &out, c.state_out_bytes = &out_bytes;
+  const trainer_config *tc = &c.train;
+  WT_INFO("peerd: stage %d replica %d of %d x %d trains seq %d, %d layers x %d channels, batch "
+          "%d in %d micro-batches, %s, lr %g to %g after %d warmup steps, keeping %d checkpoints",
+          c.stage, c.replica, c.stages, c.replicas, tc->model.max_seq, tc->model.n_layer,
+          tc->model.channels, tc->batch, tc->micro_batches, w->run.schedule,
+          (double)tc->optim.lr, (double)tc->optim.min_lr, tc->optim.warmup_steps, c.keep);
   if (c.diloco_h > 0 || strcmp(c.grad_codec, "none"))
     WT_INFO("peerd: stage %d replica %d syncs with DiLoCo H=%d (outer lr %g, momentum %g), "
             "grad codec %s, error feedback %s",

@@ -21,13 +21,18 @@ need_tool() {
 }
 need_tool python3 python3
 need_tool curl curl
-# start_coord LOG ARGS...: runs the coordinator on $STATE (default $WORK/state); its endpoint
-# lands in $EP, its pid in $CPID.
+# The run the tests train unless they say otherwise: a small model and a lab-sized run (2 x 4,
+# 200 steps, two micro-batches, a checkpoint every 10 steps, validation at the end only), so
+# that a multi-process test takes seconds on two cores. A test's own ARGS come after and win.
+LAB_RUN=(--stages 2 --replicas 4 --steps 200 --micro-batches 2 --seq 32 --channels 32 --heads 2
+         --warmup 0 --val-every 0 --val-batches 1 --checkpoint-every 10 --keep 3)
+# start_coord LOG ARGS...: runs the coordinator on $STATE (default $WORK/state) with LAB_RUN and
+# ARGS; its endpoint lands in $EP, its pid in $CPID.
 start_coord() {
   local log=$1; shift
   STATE=${STATE:-$WORK/state}
   rm -f "$STATE/endpoint"
-  "$BIN/coordinator" --state-dir "$STATE" "$@" >>"$WORK/$log" 2>&1 &
+  "$BIN/coordinator" --state-dir "$STATE" "${LAB_RUN[@]}" "$@" >>"$WORK/$log" 2>&1 &
   CPID=$!
   PIDS+=("$CPID")
   for _ in $(seq 100); do [ -s "$STATE/endpoint" ] && break; sleep 0.1; done

@@ -26,17 +26,17 @@ static void test_preset_applied(void) {
   const char *wan[] = {"--preset", "wan", "--checkpoint-dir", "/shared/ckpt", NULL};
   WT_TEST_REQUIRE(s_check(&c, wan) == WT_OK, "--preset wan: %s", wt_last_error());
   WT_TEST_ASSERT(
-      c.sync.diloco == 100 && !strcmp(c.sync.grad_codec, "sign") && !strcmp(c.sync.grad_ef, "off"),
-      "wan: DiLoCo H=%d, codec %s, ef %s", c.sync.diloco, c.sync.grad_codec, c.sync.grad_ef);
-  WT_TEST_CLOSE(c.sync.outer_lr, 0.7, 1e-6, 0, "wan's outer lr");
-  WT_TEST_CLOSE(c.sync.outer_momentum, 0.9, 1e-6, 0, "wan's outer momentum");
-  WT_TEST_ASSERT(coordinator_config_stateful(&c), "a DiLoCo run keeps state");
+      c.run.sync.diloco == 100 && !strcmp(c.run.sync.grad_codec, "sign") && !strcmp(c.run.sync.grad_ef, "off"),
+      "wan: DiLoCo H=%d, codec %s, ef %s", c.run.sync.diloco, c.run.sync.grad_codec, c.run.sync.grad_ef);
+  WT_TEST_CLOSE(c.run.sync.outer_lr, 0.7, 1e-6, 0, "wan's outer lr");
+  WT_TEST_CLOSE(c.run.sync.outer_momentum, 0.9, 1e-6, 0, "wan's outer momentum");
+  WT_TEST_ASSERT(parallel_run_config_stateful(&c.run), "a DiLoCo run keeps state");
   const char *lan[] = {"--preset",         "lan",          "--diloco", "30", "--grad-codec", "int8",
                        "--checkpoint-dir", "/shared/ckpt", NULL};
   WT_TEST_REQUIRE(s_check(&c, lan) == WT_OK, "options repeating the preset's values: %s",
                   wt_last_error());
-  WT_TEST_ASSERT(c.sync.diloco == 30 && !strcmp(c.sync.grad_ef, "on"), "lan: H=%d, ef %s",
-                 c.sync.diloco, c.sync.grad_ef);
+  WT_TEST_ASSERT(c.run.sync.diloco == 30 && !strcmp(c.run.sync.grad_ef, "on"), "lan: H=%d, ef %s",
+                 c.run.sync.diloco, c.run.sync.grad_ef);
 }
 
 static void test_conflicts_refused(void) {
@@ -55,8 +55,8 @@ static void test_conflicts_refused(void) {
   const char *ef[] = {"--preset", "wan", "--grad-ef", "on", "--checkpoint-dir", "/x", NULL};
   WT_TEST_ASSERT(s_check(&c, ef) == WT_EINVAL && strstr(wt_last_error(), "--grad-ef"),
                  "error feedback contradicting the preset is refused: %s", wt_last_error());
-  const char *batch[] = {"--batch", "15", NULL};
-  WT_TEST_ASSERT(s_check(&c, batch) == WT_EINVAL && strstr(wt_last_error(), "--batch"),
+  const char *batch[] = {"--batch", "15", "--replicas", "2", NULL};
+  WT_TEST_ASSERT(s_check(&c, batch) == WT_EINVAL && strstr(wt_last_error(), "batch 15"),
                  "a batch the replicas cannot split is refused: %s", wt_last_error());
 }
 
@@ -81,10 +81,10 @@ static void test_stateful_needs_checkpoint_dir(void) {
                    "a stateless run needs no checkpoint "
                    "dir: %s",
                    wt_last_error());
-    WT_TEST_ASSERT(!coordinator_config_stateful(&c), "stateless run %zu", i);
+    WT_TEST_ASSERT(!parallel_run_config_stateful(&c.run), "stateless run %zu", i);
   }
   const char *with_dir[] = {"--diloco", "5", "--checkpoint-dir", "/shared/ckpt", NULL};
-  WT_TEST_ASSERT(s_check(&c, with_dir) == WT_OK && coordinator_config_stateful(&c),
+  WT_TEST_ASSERT(s_check(&c, with_dir) == WT_OK && parallel_run_config_stateful(&c.run),
                  "a stateful run with a checkpoint dir: %s", wt_last_error());
 }
 

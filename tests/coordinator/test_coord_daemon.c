@@ -93,7 +93,7 @@ static coordinator *s_start(pthread_t *th) {
   coordinator_config cfg;
   wt_config_defaults(coordinator_options(), &cfg);
   snprintf(cfg.state_dir, sizeof cfg.state_dir, "%.1000s", s_state);
-  cfg.stages = 2, cfg.replicas = 4; /* eight peers: this test never starts a run */
+  cfg.run.stages = 2, cfg.run.replicas = 4; /* eight peers: this test never starts a run */
   cfg.heartbeat_s = 0.2, cfg.liveness = 50;
   coordinator *c = coordinator_new(&cfg);
   WT_TEST_REQUIRE(c, "coordinator_new: %s", wt_last_error());
@@ -150,7 +150,7 @@ int main(void) {
   uint64_t before = coordinator_refused(c);
   s_client_open(&hostile, c);
   s_raw(&hostile, "\xde\xad\xbe\xef garbage", 12);
-  s_raw(&good, "{\"v\":1,\"cmd\":\"heartbeat\",\"sid\":\"", 32); /* truncated */
+  s_raw(&good, "{\"v\":2,\"cmd\":\"heartbeat\",\"sid\":\"", 32); /* truncated */
   char wrongv[256];
   snprintf(wrongv, sizeof wrongv, "{\"v\":7,\"cmd\":\"heartbeat\",\"sid\":\"%s\",\"seq\":50}",
            good.sid);

@@ -100,7 +100,7 @@ static int s_epoch(s_client **cl, int n, cJSON **train) {
     WT_TEST_REQUIRE(e, "client %d got an epoch", i);
     epoch = coordinator_field_int(e, "epoch", -1);
     cl[i]->rank = coordinator_field_int(e, "rank", -1);
-    if (i == 0) *train = cJSON_DetachItemFromObject(e, "train");
+    if (i == 0) *train = cJSON_DetachItemFromObject(e, "tasklet"); /* a train epoch's seat */
     cJSON_Delete(e);
     s_send(cl[i], COORD_CMD_BOUND, "{\"epoch\":%d,\"endpoint\":\"tcp://127.0.0.1:%d\"}", epoch,
            40000 + i);
@@ -179,8 +179,9 @@ int main(void) {
   coordinator_config cfg;
   wt_config_defaults(coordinator_options(), &cfg);
   snprintf(cfg.state_dir, sizeof cfg.state_dir, "%.1000s/state", s_tmp);
-  snprintf(cfg.checkpoint_dir, sizeof cfg.checkpoint_dir, "%.1000s", s_ckpt);
-  cfg.open = 1, cfg.stages = 2, cfg.replicas = 1, cfg.steps = 100, cfg.checkpoint_every = 10;
+  snprintf(cfg.run.checkpoint_dir, sizeof cfg.run.checkpoint_dir, "%.1000s", s_ckpt);
+  cfg.open = 1, cfg.run.stages = 2, cfg.run.replicas = 1, cfg.run.steps = 100,
+  cfg.run.checkpoint_every = 10;
   cfg.heartbeat_s = 0.2, cfg.liveness = 100, cfg.http_port = -1;
   coordinator *c = coordinator_new(&cfg);
   WT_TEST_REQUIRE(c, "coordinator_new: %s", wt_last_error());

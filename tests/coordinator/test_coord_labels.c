@@ -69,8 +69,8 @@ static int s_register(void *zctx, coordinator *c, const char *body, char *why, s
   zmq_connect(sock, coordinator_endpoint(c));
   /* The body is sent as it is: cJSON would not build a message that is not UTF-8. */
   char msg[1024];
-  snprintf(msg, sizeof msg, "{\"v\":1,\"cmd\":\"register\",\"sid\":\"%s\",\"seq\":1,%s}", sid,
-           body);
+  snprintf(msg, sizeof msg, "{\"v\":%d,\"cmd\":\"register\",\"sid\":\"%s\",\"seq\":1,%s}",
+           COORD_PROTOCOL_VERSION, sid, body);
   zmq_send(sock, msg, strlen(msg), 0);
   int cmd = -1;
   zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};

@@ -19,7 +19,7 @@ static int s_decode(const char *text, coordinator_msg *m) {
 
 static void test_decode(void) {
   coordinator_msg m;
-  const char *good = "{\"v\":1,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\","
+  const char *good = "{\"v\":2,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\","
                      "\"seq\":7,\"step\":3}";
   WT_TEST_REQUIRE(s_decode(good, &m) == WT_OK, "a valid message decodes: %s", wt_last_error());
   WT_TEST_ASSERT(m.cmd == COORD_CMD_HEARTBEAT && m.seq == 7, "fields read back");
@@ -31,27 +31,27 @@ static void test_decode(void) {
   } bad[] = {
       {"", "empty", WT_EINVAL},
       {"\x01\x02garbage\xff", "not JSON", WT_EINVAL},
-      {"{\"v\":1,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"se",
+      {"{\"v\":2,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"se",
        "not JSON", WT_EINVAL},
       {"[1,2,3]", "not a JSON object", WT_EINVAL},
-      {"{\"v\":2,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":1}",
-       "protocol version 2", WT_EMISMATCH},
+      {"{\"v\":1,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":1}",
+       "protocol version 1", WT_EMISMATCH},
       {"{\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":1}",
        "no version", WT_EINVAL},
-      {"{\"v\":1,\"cmd\":\"explode\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":1}",
+      {"{\"v\":2,\"cmd\":\"explode\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":1}",
        "unknown command", WT_EINVAL},
-      {"{\"v\":1,\"cmd\":\"heartbeat\",\"sid\":\"0123\",\"seq\":1}", "session id", WT_EINVAL},
-      {"{\"v\":1,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":0}",
+      {"{\"v\":2,\"cmd\":\"heartbeat\",\"sid\":\"0123\",\"seq\":1}", "session id", WT_EINVAL},
+      {"{\"v\":2,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":0}",
        "sequence number", WT_EINVAL},
-      {"{\"v\":1,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":1.5}",
+      {"{\"v\":2,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":1.5}",
        "sequence number", WT_EINVAL},
       /* found by the fuzzer: cJSON would re-encode it as 5e+15 */
-      {"{\"v\":1,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\","
+      {"{\"v\":2,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\","
        "\"seq\":4999999999999999}",
        "sequence number", WT_EINVAL},
-      {"{\"v\":1,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":1} x",
+      {"{\"v\":2,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":1} x",
        "bytes after", WT_EINVAL},
-      {"{\"v\":1,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":2,"
+      {"{\"v\":2,\"cmd\":\"heartbeat\",\"sid\":\"0123456789abcdef0123456789abcdef\",\"seq\":2,"
        "\"seq\":1}",
        "repeats the field", WT_EINVAL},
   };
@@ -110,7 +110,7 @@ static void test_tokens(void) {
                   wt_last_error());
   coordinator c = {0};
   snprintf(c.dir, sizeof c.dir, "%s", dir);
-  c.cfg.stages = 1;
+  c.cfg.run.stages = 1;
   WT_TEST_REQUIRE(coord_token_key_load(dir, c.token_key) == WT_OK && coord_state_open(&c) == WT_OK,
                   "%s", wt_last_error());
   WT_TEST_ASSERT(coord_token_verify(&c, tok, why, sizeof why) == WT_OK, "first use: %s", why);

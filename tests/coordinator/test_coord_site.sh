@@ -65,7 +65,7 @@ grep -q "on a site of 2 tensor-parallel x 1 context-parallel ranks" "$WORK/peer1
 grep -q "on a site of" "$WORK/peer2.log" && fail "the one-GPU peer ran a site"
 
 out=$("$BIN/coordinator" --state-dir "$WORK/bad" --site-cp 2 --seq 30 2>&1)
-[ $? -eq 2 ] && echo "$out" | grep -q "multiple of 4 (not 30)" || fail "--site-cp 2 --seq 30: $out"
+[ $? -eq 2 ] && echo "$out" | grep -q "seq 30 is not a multiple of 2 x site-cp = 4" || fail "--site-cp 2 --seq 30: $out"
 STATE=$WORK/state-cp
 start_coord coord-cp.log --open --stages 2 --replicas 1 --steps $STEPS --checkpoint-every 10 \
   --heartbeat 0.25 --exit-when-done --site-cp 2

@@ -222,12 +222,16 @@ static int s_run(demo_args *a) {
   char steps[32], ts[32];
   snprintf(steps, sizeof steps, "%d", a->steps);
   snprintf(ts, sizeof ts, "%g", a->time_scale);
+  /* the demo's run: 2 x 4 of a small model, so that a minute on two cores shows a whole run */
   char *cargv[] = {
-      coord, "--state-dir",      state,        "--stages",           "2",         "--replicas",
-      "4",   "--steps",          steps,        "--scenario",         a->scenario, "--time-scale",
-      ts,    "--act-codec",      a->act_codec, "--checkpoint-every", "10",        "--probe-kib",
-      "128", "--heartbeat",      "0.25",       "--liveness",         "6",         "--peer-timeout",
-      "20",  "--exit-when-done", NULL};
+      coord,       "--state-dir",  state, "--stages",        "2",          "--replicas",
+      "4",         "--steps",      steps, "--micro-batches", "2",          "--seq",
+      "32",        "--channels",   "32",  "--heads",         "2",          "--warmup",
+      "0",         "--val-every",  "0",   "--val-batches",   "1",          "--scenario",
+      a->scenario, "--time-scale", ts,    "--act-codec",     a->act_codec, "--checkpoint-every",
+      "10",        "--keep",       "3",   "--probe-kib",     "128",        "--heartbeat",
+      "0.25",      "--liveness",   "6",   "--peer-timeout",  "20",         "--exit-when-done",
+      NULL};
   pid_t cpid = s_spawn(cargv, log);
   char endpoint_file[WT_CONFIG_STR_MAX + 32], pub[WT_CONFIG_STR_MAX + 32], ep[256] = "";
   snprintf(endpoint_file, sizeof endpoint_file, "%s/endpoint", state);

@@ -1,0 +1,86 @@
+/* options — the coordinator's option table (the run's rows and its own) and its check. */
+#include "coordinator/coordinator_internal.h"
+
+#include "common/common.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#define F(x) offsetof(coordinator_config, x)
+static const wt_option s_options[] = {
+    {"state-dir", WT_OPT_STRING, F(state_dir), 0, 0, "coordinator-state",
+     "directory of the state database, keys and tokens (made if missing)", 0},
+    {"bind", WT_OPT_STRING, F(bind), 0, 0, "tcp://127.0.0.1:*",
+     "control endpoint (tcp://HOST:PORT; port * picks a free one)", 0},
+    {"open", WT_OPT_FLAG, F(open), 0, 1, "0", "admit peers without a join token", 0},
+    PARALLEL_RUN_MODEL_OPTIONS(coordinator_config, run.),
+    GPT_MOE_OPTIONS(coordinator_config, run.moe),
+    PARALLEL_RUN_DATA_OPTIONS(coordinator_config, run.),
+    PARALLEL_RUN_STEPS_OPTIONS(coordinator_config, run.),
+    PARALLEL_RUN_OPTIM_OPTIONS(coordinator_config, run.),
+    PARALLEL_RUN_PIPELINE_OPTIONS(coordinator_config, run.),
+    PARALLEL_RUN_SYNC_OPTIONS(coordinator_config, run.),
+    PARALLEL_RUN_CHECKPOINT_OPTIONS(coordinator_config, run.),
+    PARALLEL_RUN_SITE_OPTIONS(coordinator_config, run.),
+    {"solver", WT_OPT_CHOICE, F(solver), 0, 0, "ga", "placement solver",
+     "ga|random|greedy|megatron|deepspeed"},
+    {"probe-kib", WT_OPT_INT, F(probe_kib), 16, 65536, "512",
+     "bytes of each link's bandwidth probe, KiB", 0},
+    {"scenario", WT_OPT_STRING, F(scenario), 0, 0, "",
+     "netsim scenario file to emulate the WAN from (peers give --region)", 0},
+    {"scenario-name", WT_OPT_STRING, F(scenario_name), 0, 0, "",
+     "the scenario in --scenario (default: its first)", 0},
+    {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-4, 100, "1", "wall seconds per emulated second",
+     0},
+    {"heartbeat", WT_OPT_FLOAT, F(heartbeat_s), 0.05, 60, "0.5", "heartbeat interval, seconds", 0},
+    {"liveness", WT_OPT_INT, F(liveness), 2, 100, "6", "missed heartbeats before a peer is dropped",
+     0},
+    {"peer-timeout", WT_OPT_FLOAT, F(peer_timeout_s), 1, 3600, "15",
+     "deadline of every data-plane wait on the peers, seconds", 0},
+    {"max-connections", WT_OPT_INT, F(max_connections), 16, 1e6, "512",
+     "control connections open at once, from all addresses (lowered at start to fit the "
+     "open-file limit, ulimit -n)",
+     0},
+    {"max-connections-per-source", WT_OPT_INT, F(max_per_source), 1, 1e6, "64",
+     "control connections open at once from one address (the peers behind one NAT or on one "
+     "host share it); a peer admitted before is not held to it",
+     0},
+    {"exit-when-done", WT_OPT_FLAG, F(exit_when_done), 0, 1, "0", "exit once the run is complete",
+     0},
+    {"http-bind", WT_OPT_STRING, F(http_bind), 0, 0, "127.0.0.1",
+     "address of the status server (/status, /metrics, dashboard)", 0},
+    {"http-port", WT_OPT_INT, F(http_port), -1, 65535, "0",
+     "port of the status server (0 = a free one, -1 = no server)", 0},
+    {0}};
+#undef F
+
+const wt_option *coordinator_options(void) {
+  return s_options;
+}
+
+/* The run's device rows are not the coordinator's options (each peer computes on its own
+ * --device): the run it sends names their defaults. */
+static void s_default_device_rows(parallel_run_config *run) {
+  const parallel_run_config d = parallel_run_config_default();
+  memcpy(run->device, d.device, sizeof run->device);
+  memcpy(run->precision, d.precision, sizeof run->precision);
+  run->tf32 = d.tf32;
+}
+
+int coordinator_config_check(coordinator_config *cfg) {
+  s_default_device_rows(&cfg->run);
+  WT_CHECK(parallel_run_config_check(&cfg->run));
+  /* A replacement peer must find the lost replica's .state file in the checkpoint directory,
+   * so every peer has to reach it: the default under the coordinator's state directory is
+   * shared only when all run on its host, which a run that cannot recover otherwise must not
+   * assume silently. */
+  const parallel_run_config *r = &cfg->run;
+  if (parallel_run_config_stateful(r) && !r->checkpoint_dir[0])
+    return wt_fail(WT_EINVAL,
+                   "this run keeps state across steps (DiLoCo, error feedback or delta activation "
+                   "caches: --diloco %d, --grad-codec %s, --grad-ef %s, --act-codec %s) that "
+                   "only checkpoints carry to a peer replacing a lost one; give "
+                   "--checkpoint-dir, a directory every peer shares",
+                   r->sync.diloco, r->sync.grad_codec, r->sync.grad_ef, r->act_codec);
+  return WT_OK;
+}
