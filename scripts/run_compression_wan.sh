@@ -31,7 +31,7 @@ data=${DATA:-$root/../shared/data/tinyshakespeare.txt}
 model=(--layers 2 --channels 64 --heads 4 --seq 64 --seed 1)
 launch=("$build/bin/wantrain" launch --stages 1 --replicas 4 --batch 16 --weight-decay 0.1
         --data "$data" --val-every 0 --val-batches 64 "${model[@]}")
-shape=(--scenario "$root/netsim/scenarios/emulated-wan.json" --scenario-name slow_wan)
+shape=(--scenario "$root/netsim/scenarios/emulated-wan.json" --scenario-name slow_wan --solver none)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

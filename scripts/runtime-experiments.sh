@@ -40,7 +40,7 @@ pipe_run() { # name schedule placement-flags...
   rm -f "$OUT/$name.jsonl"
   "$TOOL" launch --stages 4 --replicas 2 --schedule "$sched" --micro-batches 4 --batch 8 \
     --seq 32 --layers 4 --channels 32 --heads 2 --steps "$STEPS" --log-every "$STEPS" \
-    --scenario "$SCEN" --scenario-name four_regions --json-log "$OUT/$name.jsonl" "$@" \
+    --scenario "$SCEN" --scenario-name four_regions --solver none --json-log "$OUT/$name.jsonl" "$@" \
     >"$OUT/$name.txt" 2>&1
 }
 # A random placement: one uniform permutation of the 8 devices (not assign/'s `random` solver,
@@ -56,7 +56,7 @@ dp_run() { # name extra-flags...
   rm -f "$OUT/$name.jsonl"
   "$TOOL" launch --stages 1 --replicas 4 --batch 16 --seq 64 --layers 2 --channels 64 \
     --heads 4 --steps "$CSTEPS" --log-every "$CSTEPS" --scenario "$SCEN" \
-    --scenario-name slow_wan --json-log "$OUT/$name.jsonl" "$@" >"$OUT/$name.txt" 2>&1
+    --scenario-name slow_wan --solver none --json-log "$OUT/$name.jsonl" "$@" >"$OUT/$name.txt" 2>&1
 }
 
 for sched in gpipe 1f1b; do

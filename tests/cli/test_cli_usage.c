@@ -35,7 +35,7 @@ int main(void) {
          2, "4096 seats, but a coordinator admits at most 256 peers");
   EXPECT("--state-dir st --http-port -1 --stages 16 --replicas 16 --batch 16 --micro-batches 1 "
          "--layers 16 --channels 30 --heads 4",
-         2, "--heads must divide --channels");
+         2, "heads 4 do not divide channels 30");
   EXPECT("--state-dir st --http-port -1 --device tpu", 2, "unknown option --device");
 
   s_use("peerd");

@@ -126,7 +126,7 @@ static void test_scenario(void) {
                       "--scenario two_sites.json");
   WT_TEST_ASSERT(rc == 2 && strstr(g_out, "has 4 devices"), "exit %d\n%s", rc, g_out);
   WT_TEST_ASSERT(s_wantrain("", "launch " MODEL " --assignment a.json") == 2 &&
-                     strstr(g_out, "need --scenario"),
+                     strstr(g_out, "--assignment needs --scenario"),
                  "%s", g_out);
 }
 

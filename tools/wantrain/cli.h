@@ -4,6 +4,7 @@
 
 #include "common/config.h"
 #include "model/trainer.h"
+#include "parallel/runtime/run_config.h" /* defines: the run's option rows */
 
 /* Exit statuses: 0 success, 1 a failure at run time (file, data, checkpoint), 2 a usage error
  * (unknown or malformed flag, missing required option). */
@@ -33,17 +34,9 @@ int cli_device(const char *command, const char *name, const char *precision, int
                const struct kernels_ops **ops);
 
 /* The --device, --precision and --tf32 rows of a command's option table, for a struct with
- * fields `device`, `precision` (char[WT_CONFIG_STR_MAX]) and `tf32` (int). */
-// clang-format off
-#define CLI_DEVICE_OPTIONS(type)                                                                   \
-  {"device", WT_OPT_STRING, offsetof(type, device), 0, 0, "cpu",                                   \
-   "kernels back end: cpu, or cuda:N for GPU N (CUDA builds)", 0},                                 \
-  {"precision", WT_OPT_CHOICE, offsetof(type, precision), 0, 0, "fp32",                            \
-   "matmul precision; bf16: bf16 tensor-core inputs, fp32 weights, optimizer and loss (GPU)",      \
-   "fp32|bf16"},                                                                                   \
-  {"tf32", WT_OPT_FLAG, offsetof(type, tf32), 0, 1, "0",                                           \
-   "fp32 matmuls on TF32 tensor cores (GPU)", 0}
-// clang-format on
+ * fields `device`, `precision` (char[WT_CONFIG_STR_MAX]) and `tf32` (int): the run's rows
+ * (parallel/runtime/run_config.h). */
+#define CLI_DEVICE_OPTIONS(type) PARALLEL_RUN_DEVICE_OPTIONS(type, )
 
 /* What `train` and `launch` both turn into a trainer_config: the run's length and batch, the
  * model, the optimizer and the Mixture-of-Experts variant (0 experts: the dense model). Each
@@ -74,37 +67,19 @@ int cli_check_moe(const cli_train_options *o, const char *device);
  * flag. */
 int cli_check_model(const cli_train_options *o, const char *device);
 
-/* The data rows (--data, --data-sha256, --cache-dir), for a struct with fields of those names
- * (char[WT_CONFIG_STR_MAX]). The model and optimizer rows (--seq, --layers, --channels, --heads,
- * --lr, --min-lr, --warmup, --weight-decay, --grad-clip, --optimizer, --seed) that `train` and
- * `launch` share, so a command line moves between them, for a member `m` of type
- * cli_train_options in `type`. */
+/* The data rows (--data, --data-sha256 as the run has them, and --cache-dir, where this process
+ * keeps downloads), for a struct with fields of those names (char[WT_CONFIG_STR_MAX]). The
+ * model and optimizer rows (--seq, --layers, --channels, --heads, --lr, --min-lr, --warmup,
+ * --weight-decay, --grad-clip, --optimizer, --seed) that `train` and `launch` share with the
+ * coordinator, for a member `m` of type cli_train_options in `type`: the run's rows, so a flag
+ * has one name, bound, default and help in every command. */
 // clang-format off
 #define CLI_DATA_OPTIONS(type)                                                                     \
-  {"data", WT_OPT_STRING, offsetof(type, data), 0, 0, "synthetic",                                 \
-   "corpus: synthetic, a text file, an llm.c .bin shard, or an http(s)/file URL", 0},              \
-  {"data-sha256", WT_OPT_STRING, offsetof(type, data_sha256), 0, 0, "",                            \
-   "expected SHA-256 of the data file", 0},                                                        \
+  PARALLEL_RUN_DATA_OPTIONS(type, ),                                                               \
   {"cache-dir", WT_OPT_STRING, offsetof(type, cache_dir), 0, 0, "",                                \
    "where URLs are downloaded (default $WANTRAIN_CACHE or ~/.cache/wantrain)", 0}
 #define CLI_MODEL_OPTIONS(type, m)                                                                 \
-  {"seq", WT_OPT_INT, offsetof(type, m.seq), 1, 65536, "64",                                       \
-   "sequence length T (the model's context)", 0},                                                  \
-  {"layers", WT_OPT_INT, offsetof(type, m.layers), 1, 4096, "2", "transformer blocks L", 0},       \
-  {"channels", WT_OPT_INT, offsetof(type, m.channels), 1, 65536, "64", "model width C", 0},        \
-  {"heads", WT_OPT_INT, offsetof(type, m.heads), 1, 4096, "4",                                     \
-   "attention heads (must divide channels)", 0},                                                   \
-  {"lr", WT_OPT_FLOAT, offsetof(type, m.lr), 0, 10, "3e-3", "peak learning rate", 0},              \
-  {"min-lr", WT_OPT_FLOAT, offsetof(type, m.min_lr), 0, 10, "3e-4",                                \
-   "learning rate at the end of the cosine", 0},                                                   \
-  {"warmup", WT_OPT_INT, offsetof(type, m.warmup), 0, 1e9, "20", "linear warmup steps", 0},        \
-  {"weight-decay", WT_OPT_FLOAT, offsetof(type, m.weight_decay), 0, 10, "0.0",                     \
-   "decoupled weight decay", 0},                                                                   \
-  {"grad-clip", WT_OPT_FLOAT, offsetof(type, m.grad_clip), 0, 1e9, "1.0",                          \
-   "max gradient norm (0 = off)", 0},                                                              \
-  {"optimizer", WT_OPT_CHOICE, offsetof(type, m.optimizer), 0, 0, "adamw", "update rule",          \
-   "adamw|sgd"},                                                                                   \
-  {"seed", WT_OPT_INT64, offsetof(type, m.seed), 0, 9e15, "1", "seed of weights and data order", 0}
+  PARALLEL_RUN_MODEL_OPTIONS(type, m.), PARALLEL_RUN_OPTIM_OPTIONS(type, m.)
 // clang-format on
 
 /* Prints "wantrain <command>: error: <wt_last_error()>" and returns CLI_FAIL. */

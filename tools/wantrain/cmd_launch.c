@@ -116,9 +116,10 @@ static const wt_option s_options[] = {
      "which scenario of the file (default: its only one)", 0},
     {"assignment", WT_OPT_STRING, F(assignment), 0, 0, "",
      "device of each tasklet (netsim's assignment JSON; default: rank s*R+r on device s*R+r)", 0},
-    {"solver", WT_OPT_CHOICE, F(solver), 0, 0, "none",
-     "place the tasklets on the scenario's devices with this assign/ solver (reproducible: "
-     "a fixed budget of evaluations, seeded by --seed)",
+    {"solver", WT_OPT_CHOICE, F(solver), 0, 0, "ga",
+     "with --scenario and no --assignment, place the tasklets on the scenario's devices with "
+     "this assign/ solver (none: in rank order; reproducible: a fixed budget of evaluations, "
+     "seeded by --seed), as the coordinator does",
      "none|random|megatron|deepspeed|greedy|ga|exact"},
     {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-6, 1e6, "1",
      "wall seconds per emulated second of network time", 0},
@@ -283,9 +284,8 @@ static void s_wan_close(s_wan *w) {
 static int s_wan_open(const launch_args *a, s_wan *w) {
   memset(w, 0, sizeof *w);
   if (!a->scenario[0]) {
-    if (a->assignment[0] || strcmp(a->solver, "none"))
-      return wt_fail(WT_EINVAL, "--assignment and --solver need --scenario");
-    return WT_OK;
+    if (a->assignment[0]) return wt_fail(WT_EINVAL, "--assignment needs --scenario");
+    return WT_OK; /* no devices to place the tasklets on: --solver has nothing to do */
   }
   WT_CHECK_NEW(w->set, netsim_scenario_set_load(a->scenario));
   int rc = netsim_scenario_set_find(w->set, a->scenario_name, &w->sc);
@@ -295,9 +295,7 @@ static int s_wan_open(const launch_args *a, s_wan *w) {
                  "scenario %s has %d devices but the run has %d x %d = %d processes; choose "
                  "--stages and --replicas to match, or a scenario of that size",
                  netsim_scenario_name(w->sc), n, a->stages, a->replicas, a->stages * a->replicas);
-  int solve = strcmp(a->solver, "none") != 0;
-  if (rc == WT_OK && solve && a->assignment[0])
-    rc = wt_fail(WT_EINVAL, "--assignment and --solver both place the tasklets; give one");
+  const int solve = strcmp(a->solver, "none") != 0 && !a->assignment[0]; /* a given one wins */
   if (rc == WT_OK && a->assignment[0])
     rc = netsim_assignment_load(a->assignment, a->stages, a->replicas, &w->plan);
   if (rc == WT_OK && solve) {
@@ -1081,9 +1079,9 @@ int cmd_launch(int argc, char **argv) {
     printf("emulating scenario %s (%d devices) at time scale %g; device of each process:",
            netsim_scenario_name(r.wan.sc), netsim_scenario_network(r.wan.sc)->n, a.time_scale);
     for (int w = 0; w < world; w++) printf(" %d", r.wan.plan->device[w]);
-    printf(" (%s)\n", strcmp(a.solver, "none") ? a.solver
-                      : a.assignment[0]        ? a.assignment
-                                               : "rank order");
+    printf(" (%s)\n", a.assignment[0]              ? a.assignment
+                      : strcmp(a.solver, "none") ? a.solver
+                                                 : "rank order");
   }
   r.a = &a;
   r.world = world;

@@ -1,0 +1,79 @@
+/* cli — what the `wantrain` sub-commands share (cli.h): parsing a command's options, choosing
+ * its device, the trainer config of the train options and their checks, the error line. */
+#include "tools/wantrain/cli.h"
+
+#include "common/common.h"
+#include "kernels/kernels.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int cli_parse(const char *command, const char *usage, const wt_option *table, void *cfg, int argc,
+              char **argv) {
+  int help = 0;
+  if (wt_config_defaults(table, cfg) != WT_OK ||
+      wt_config_parse_args(table, cfg, argc, argv, 2, NULL, 0, NULL, &help) != WT_OK) {
+    fprintf(stderr, "wantrain %s: error: %s\n", command, wt_last_error());
+    return CLI_USAGE;
+  }
+  if (help) {
+    wt_config_print_help(stdout, usage, table);
+    return -1;
+  }
+  return CLI_OK;
+}
+
+int cli_device(const char *command, const char *name, const char *precision, int tf32,
+               const kernels_ops **ops) {
+  kernels_precision p;
+  int rc = kernels_for_device(name, ops);
+  if (rc == WT_OK) rc = kernels_parse_precision(precision, tf32, &p);
+  if (rc == WT_OK) rc = kernels_set_precision(*ops, p);
+  if (rc == WT_OK) return CLI_OK;
+  fprintf(stderr, "wantrain %s: error: %s\n", command, wt_last_error());
+  return rc == WT_EINVAL ? CLI_USAGE : CLI_FAIL;
+}
+
+int cli_trainer_config(const cli_train_options *o, int vocab, trainer_config *tc) {
+  memset(tc, 0, sizeof *tc);
+  gpt_config *m = &tc->model;
+  *m = (gpt_config){.vocab_size = vocab,
+                    .max_seq = o->seq,
+                    .n_layer = o->layers,
+                    .n_head = o->heads,
+                    .channels = o->channels};
+  WT_CHECK(gpt_moe_options_apply(&o->moe, m));
+  tc->batch = o->batch;
+  tc->micro_batches = o->micro_batches;
+  tc->steps = o->steps;
+  tc->val_batches = o->val_batches;
+  tc->seed = (uint64_t)o->seed;
+  tc->optim = optim_config_default();
+  tc->optim.kind = !strcmp(o->optimizer, "sgd") ? OPTIM_SGD : OPTIM_ADAMW;
+  tc->optim.lr = (float)o->lr;
+  tc->optim.min_lr = (float)WT_MIN(o->min_lr, o->lr);
+  tc->optim.warmup_steps = o->warmup;
+  tc->optim.weight_decay = (float)o->weight_decay;
+  tc->optim.grad_clip = (float)o->grad_clip;
+  return WT_OK;
+}
+
+int cli_check_moe(const cli_train_options *o, const char *device) {
+  gpt_config m = {.n_layer = o->layers};
+  WT_CHECK(gpt_moe_options_apply(&o->moe, &m));
+  if (o->moe.experts > 0 && strcmp(device, "cpu") != 0)
+    return wt_fail(WT_EINVAL, "MoE blocks (--moe-experts) run on --device cpu only, not %s",
+                   device);
+  return WT_OK;
+}
+
+int cli_check_model(const cli_train_options *o, const char *device) {
+  if (o->channels % o->heads != 0)
+    return wt_fail(WT_EINVAL, "--heads %d must divide --channels %d", o->heads, o->channels);
+  return cli_check_moe(o, device);
+}
+
+int cli_fail(const char *command) {
+  fprintf(stderr, "wantrain %s: error: %s\n", command, wt_last_error());
+  return CLI_FAIL;
+}
