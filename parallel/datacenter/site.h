@@ -156,7 +156,7 @@ uint64_t parallel_site_bytes(const parallel_site *site);
  * A SITE FILE declares the processes in rank order:
  *   {"ranks": [{"endpoint": "tcp://10.0.0.1:7100", "public_key": "<40-char Z85>"}, ...]}
  * Every process makes a parallel_site_link over it (its own rank and key pair): a CONTROL
- * communicator (zmq.h, CurveZMQ with the file's keys, each process bound at its own endpoint).
+ * communicator (zmq.h, links sealed with the file's keys, each process bound at its own endpoint).
  * Rank 0 makes the site with parallel_site_new_linked and uses it exactly as a threaded site;
  * ranks >= 1 run parallel_site_serve, which serves rank 0's sites one after another.
  *
