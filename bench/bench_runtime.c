@@ -1,5 +1,5 @@
-/* bench-runtime — the distributed runtime (parallel/runtime/tasklet.h) against one process, with the
- * tasklets as threads over the in-process transport:
+/* bench-runtime — the distributed runtime (parallel/runtime/tasklet.h) against one process, with
+ * the tasklets as threads over the in-process transport:
  *   1. agreement: every step's loss of S x R tasklets vs trainer_step on one process with the
  *      same global batch and seed (R·m micro-batches), SGD and AdamW, over --steps steps:
  *      the largest relative difference and the one at the last step;

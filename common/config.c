@@ -96,8 +96,7 @@ int wt_config_defaults(const wt_option *table, void *cfg) {
 static int s_json_value(const wt_option *table, const char *origin, const cJSON *item, char *buf,
                         size_t size, const char **value) {
   const wt_option *o = wt_config_find(table, item->string);
-  if (!o)
-    return wt_fail(WT_EINVAL, "%s: unknown option \"%s\" (see --help)", origin, item->string);
+  if (!o) return wt_fail(WT_EINVAL, "%s: unknown option \"%s\" (see --help)", origin, item->string);
   const char *want = NULL;
   switch (o->type) {
   case WT_OPT_INT:
@@ -123,8 +122,8 @@ static int s_json_value(const wt_option *table, const char *origin, const cJSON 
     break;
   }
   if (want)
-    return wt_fail(WT_EINVAL, "%s: \"%s\" must be %s (as --%s takes), not %s", origin,
-                   item->string, want, item->string,
+    return wt_fail(WT_EINVAL, "%s: \"%s\" must be %s (as --%s takes), not %s", origin, item->string,
+                   want, item->string,
                    cJSON_IsBool(item)     ? "a boolean"
                    : cJSON_IsNumber(item) ? "a number"
                    : cJSON_IsString(item) ? "a string"
@@ -272,10 +271,16 @@ char *wt_config_to_json(const wt_option *table, const void *cfg) {
   for (const wt_option *o = table; o->name; o++) {
     const char *field = (const char *)cfg + o->offset;
     switch (o->type) {
-    case WT_OPT_INT: cJSON_AddNumberToObject(root, o->name, *(const int *)field); break;
-    case WT_OPT_FLAG: cJSON_AddBoolToObject(root, o->name, *(const int *)field); break;
+    case WT_OPT_INT:
+      cJSON_AddNumberToObject(root, o->name, *(const int *)field);
+      break;
+    case WT_OPT_FLAG:
+      cJSON_AddBoolToObject(root, o->name, *(const int *)field);
+      break;
     case WT_OPT_INT64: cJSON_AddNumberToObject(root, o->name, (double)*(const long long *)field); break;
-    case WT_OPT_FLOAT: s_add_exact_number(root, o->name, *(const double *)field); break;
+    case WT_OPT_FLOAT:
+      s_add_exact_number(root, o->name, *(const double *)field);
+      break;
     case WT_OPT_STRING:
     case WT_OPT_CHOICE: cJSON_AddStringToObject(root, o->name, field); break;
     }

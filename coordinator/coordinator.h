@@ -61,7 +61,6 @@ const wt_option *coordinator_options(void);
  * WT_EINVAL / WT_ENOTFOUND with wt_last_error() saying what to change. */
 int coordinator_config_check(coordinator_config *cfg);
 
-
 typedef struct coordinator coordinator;
 
 /* Opens (or creates) the state directory, loads the state, makes or loads the key pair, binds

@@ -22,8 +22,6 @@
 #define S_REFUSAL_WINDOW_S 10
 #define S_REFUSAL_LINES 20 /* refusals logged per window */
 
-
-
 static int s_keys(coordinator *c) {
   char path[1300];
   snprintf(path, sizeof path, "%s/coordinator.key", c->dir);
@@ -116,7 +114,8 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
   c->cfg = *cfg;
   snprintf(c->dir, sizeof c->dir, "%s", cfg->state_dir);
   if (!c->cfg.run.checkpoint_dir[0])
-    snprintf(c->cfg.run.checkpoint_dir, sizeof c->cfg.run.checkpoint_dir, "%.1000s/checkpoints", c->dir);
+    snprintf(c->cfg.run.checkpoint_dir, sizeof c->cfg.run.checkpoint_dir, "%.1000s/checkpoints",
+             c->dir);
   c->lat = wt_xmalloc(sizeof(double) * COORD_MAX_PEERS * COORD_MAX_PEERS);
   c->bw = wt_xmalloc(sizeof(double) * COORD_MAX_PEERS * COORD_MAX_PEERS);
   for (int i = 0; i < COORD_MAX_PEERS * COORD_MAX_PEERS; i++) c->lat[i] = c->bw[i] = -1;

@@ -58,7 +58,8 @@ static cJSON *s_tasklet_json(coordinator *c, int rank) {
       cJSON_AddItemToArray(from, cJSON_CreateNumber(c->state_from[r]));
   }
   /* the data shard: this replica's rows of every global batch */
-  cJSON_AddNumberToObject(t, "shard_first_row", (rank % run->replicas) * run->batch / run->replicas);
+  cJSON_AddNumberToObject(t, "shard_first_row",
+                          (rank % run->replicas) * run->batch / run->replicas);
   cJSON_AddNumberToObject(t, "shard_rows", run->batch / run->replicas);
   return t;
 }
@@ -147,7 +148,8 @@ static double s_model_params(const coordinator_config *g, int active) {
   if (g->run.moe.experts > 0 && gpt_config_set_moe_layers(&m, g->run.moe.layers) == WT_OK)
     for (int l = 0; l < g->run.layers && l < GPT_MOE_MAX_LAYERS; l++)
       if (m.moe_layer[l])
-        params += ((active ? g->run.moe.top_k : g->run.moe.experts) - 1) * 8.0 * C * C + C * g->run.moe.experts;
+        params += ((active ? g->run.moe.top_k : g->run.moe.experts) - 1) * 8.0 * C * C +
+                  C * g->run.moe.experts;
   return params;
 }
 
@@ -181,8 +183,8 @@ static void s_problem(coordinator *c, const int *list, int n, int with_compute, 
   /* A tasklet's compute on the fastest listed peer: 6 FLOP per parameter and token (forward and
    * backward) for its stage's parameters and its replica's tokens. */
   if (with_compute && ref > 0)
-    p->compute_s =
-        6.0 * s_model_params(g, 1) / g->run.stages * ((double)g->run.batch / g->run.replicas * g->run.seq) / ref;
+    p->compute_s = 6.0 * s_model_params(g, 1) / g->run.stages *
+                   ((double)g->run.batch / g->run.replicas * g->run.seq) / ref;
 }
 
 static void s_network_free(assign_network *net) {
@@ -307,8 +309,9 @@ void coord_epoch_on_commit(coordinator *c) {
  * checkpoint step at or below it (every checkpoint_every steps, and the last step). */
 static long s_due_checkpoint(const coordinator *c, long steps) {
   if (steps >= c->cfg.run.steps) return c->cfg.run.steps;
-  return c->cfg.run.checkpoint_every > 0 ? steps / c->cfg.run.checkpoint_every * c->cfg.run.checkpoint_every
-                                     : 0;
+  return c->cfg.run.checkpoint_every > 0
+             ? steps / c->cfg.run.checkpoint_every * c->cfg.run.checkpoint_every
+             : 0;
 }
 
 /* Whether the owner of a stage's checkpoint in the running train epoch can have saved `step`:
@@ -653,7 +656,8 @@ void coord_epoch_tick(coordinator *c) {
     s_epoch_over(c);
   }
   if (c->phase != EPOCH_NONE) return;
-  int live[COORD_MAX_PEERS], n_live = s_live(c, live), need = c->cfg.run.stages * c->cfg.run.replicas;
+  int live[COORD_MAX_PEERS], n_live = s_live(c, live),
+                             need = c->cfg.run.stages * c->cfg.run.replicas;
   if (n_live < need) return;
   if (!s_all_probed(c, live, n_live)) {
     s_start_epoch(c, "probe", live, WT_MIN(n_live, 64));

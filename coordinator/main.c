@@ -95,7 +95,8 @@ int main(int argc, char **argv) {
             "coordinator: error: --stages %d x --replicas %d = %d seats, but a coordinator admits "
             "at most %d peers, so this run could never start; give fewer stages or replicas "
             "(stages x replicas <= %d)\n",
-            cfg.run.stages, cfg.run.replicas, cfg.run.stages * cfg.run.replicas, COORD_MAX_PEERS, COORD_MAX_PEERS);
+            cfg.run.stages, cfg.run.replicas, cfg.run.stages * cfg.run.replicas, COORD_MAX_PEERS,
+            COORD_MAX_PEERS);
     return 2;
   }
   if (strcmp(cfg.run.sync.preset, "none")) {
@@ -107,8 +108,9 @@ int main(int argc, char **argv) {
     printf("coordinator: sync: DiLoCo H=%d (outer lr %g, momentum %g), --grad-codec %s, error "
            "feedback %s, --act-codec %s: recovery from a lost peer resumes from the last "
            "complete checkpoint in %s\n",
-           cfg.run.sync.diloco, cfg.run.sync.outer_lr, cfg.run.sync.outer_momentum, cfg.run.sync.grad_codec,
-           cfg.run.sync.grad_ef, cfg.run.act_codec, cfg.run.checkpoint_dir);
+           cfg.run.sync.diloco, cfg.run.sync.outer_lr, cfg.run.sync.outer_momentum,
+           cfg.run.sync.grad_codec, cfg.run.sync.grad_ef, cfg.run.act_codec,
+           cfg.run.checkpoint_dir);
   fflush(stdout);
   struct sigaction sa = {0};
   sa.sa_handler = s_on_signal;

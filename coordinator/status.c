@@ -110,8 +110,10 @@ cJSON *coord_status(coordinator *c) {
     cJSON_AddStringToObject(j, "id", id);
     cJSON_AddStringToObject(j, "key", p->key);
     cJSON_AddStringToObject(j, "region", p->region);
-    cJSON_AddNumberToObject(j, "stage", p->epoch_rank < 0 ? -1 : p->epoch_rank / c->cfg.run.replicas);
-    cJSON_AddNumberToObject(j, "replica", p->epoch_rank < 0 ? -1 : p->epoch_rank % c->cfg.run.replicas);
+    cJSON_AddNumberToObject(j, "stage",
+                            p->epoch_rank < 0 ? -1 : p->epoch_rank / c->cfg.run.replicas);
+    cJSON_AddNumberToObject(j, "replica",
+                            p->epoch_rank < 0 ? -1 : p->epoch_rank % c->cfg.run.replicas);
     cJSON_AddStringToObject(j, "state", s_peer_state(c, p));
     cJSON_AddStringToObject(j, "device", p->kind);
     cJSON_AddNumberToObject(j, "flops", p->flops);

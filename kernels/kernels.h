@@ -170,7 +170,6 @@ const kernels_ops *kernels_backend(const char *name);
  * says how many there are, or why none can be seen), each with a message saying what to do. */
 int kernels_for_device(const char *name, const kernels_ops **ops);
 
-
 /* Sets the precision of back end `ops` for the rest of the process (the CUDA back end's math
  * is process-wide). Returns WT_OK, or WT_ENOTSUP for TF32/BF16 on a host back end, with a
  * message saying to drop the flag or use a GPU. */

@@ -2,7 +2,8 @@
  * capacity and token dropping, GPT-2 MLP experts and the Switch load-balancing loss, with its
  * experts spread over the ranks of an expert-parallel (EP) group reached through one all-to-all
  * callback. The GPT's MoE blocks (gpt.h, cfg->moe_experts > 0) run it with EP degree 1 (no
- * callback: every expert is local); parallel/datacenter/moe.h binds the callback to a mesh's EP group.
+ * callback: every expert is local); parallel/datacenter/moe.h binds the callback to a mesh's EP
+ * group.
  *
  * For each token x (C) of this rank:
  *   router    probs = softmax(x @ Wr), Wr (C, E) replicated on every rank

@@ -1,5 +1,6 @@
 /* trainer — the training step, in pieces that `wantrain train`, the distributed runtime
- * (parallel/runtime/tasklet.h) and tools/compress-experiments all compose; no second copy of the step.
+ * (parallel/runtime/tasklet.h) and tools/compress-experiments all compose; no second copy of the
+ * step.
  *
  * One trainer owns a model stage (layers [first_layer, last_layer); the whole model by default),
  * its optimizer and a position in a data set it borrows. trainer_step does one optimizer step

@@ -2,9 +2,9 @@
  * measures its device (with --gpus N a site of N GPUs, reported as one device of their aggregate
  * compute and memory; with --site FILE --site-rank R one process of a declared site, whose rank
  * 0 registers the site and whose other ranks never talk to the coordinator but serve rank 0's
- * sites: parallel/datacenter/site.h), probes links when asked, trains the tasklet each epoch assigns it
- * (parallel/runtime/tasklet.h over a ZeroMQ communicator built from the epoch), heartbeats, reports
- * checkpoint shards, and leaves cleanly on SIGINT/SIGTERM.
+ * sites: parallel/datacenter/site.h), probes links when asked, trains the tasklet each epoch
+ * assigns it (parallel/runtime/tasklet.h over a ZeroMQ communicator built from the epoch),
+ * heartbeats, reports checkpoint shards, and leaves cleanly on SIGINT/SIGTERM.
  *
  * Contract: nothing the coordinator or another peer sends can crash or hang peerd; a message it
  * cannot decode is logged and dropped; every wait has a deadline (registration: register_timeout_s;

@@ -13,9 +13,9 @@
 #include <signal.h>
 #include <stdint.h>
 
-/* The stage state a peer keeps between epochs (parallel/runtime/tasklet.h's state blob), to start the
- * next epoch from or to hand to a replacement of the same stage. Owned by peerd; the work thread
- * reads and replaces it only while it runs. */
+/* The stage state a peer keeps between epochs (parallel/runtime/tasklet.h's state blob), to start
+ * the next epoch from or to hand to a replacement of the same stage. Owned by peerd; the work
+ * thread reads and replaces it only while it runs. */
 typedef struct {
   void *blob;
   size_t bytes;

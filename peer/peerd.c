@@ -5,7 +5,7 @@
 #include "common/common.h"
 #include "coordinator/protocol.h"
 #include "kernels/kernels.h"
-#include "parallel/datacenter/site.h"    /* defines: PARALLEL_SITE_MAX_RANKS, parallel_site_device */
+#include "parallel/datacenter/site.h" /* defines: PARALLEL_SITE_MAX_RANKS, parallel_site_device */
 #include "parallel/runtime/tasklet.h" /* defines: parallel_tasklet_set_default_device */
 #include "peer/peer_internal.h"
 

@@ -396,8 +396,8 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   WT_INFO("peerd: stage %d replica %d of %d x %d trains seq %d, %d layers x %d channels, batch "
           "%d in %d micro-batches, %s, lr %g to %g after %d warmup steps, keeping %d checkpoints",
           c.stage, c.replica, c.stages, c.replicas, tc->model.max_seq, tc->model.n_layer,
-          tc->model.channels, tc->batch, tc->micro_batches, w->run.schedule,
-          (double)tc->optim.lr, (double)tc->optim.min_lr, tc->optim.warmup_steps, c.keep);
+          tc->model.channels, tc->batch, tc->micro_batches, w->run.schedule, (double)tc->optim.lr,
+          (double)tc->optim.min_lr, tc->optim.warmup_steps, c.keep);
   if (c.diloco_h > 0 || strcmp(c.grad_codec, "none"))
     WT_INFO("peerd: stage %d replica %d syncs with DiLoCo H=%d (outer lr %g, momentum %g), "
             "grad codec %s, error feedback %s",

@@ -77,8 +77,8 @@ static int s_send_unit(s_ring *g, int u) {
   int step, chunk;
   size_t off, len;
   s_unit(g, u, 1, &step, &chunk, &off, &len);
-  return parallel_frame_send_copy(g->c, s_mod(g->r + 1, g->p), s_id(g, step, chunk, u),
-                                  g->x + off, len * sizeof(float));
+  return parallel_frame_send_copy(g->c, s_mod(g->r + 1, g->p), s_id(g, step, chunk, u), g->x + off,
+                                  len * sizeof(float));
 }
 
 static void s_apply(const s_ring *g, int step, float *x, const uint8_t *in, size_t len);
@@ -93,10 +93,11 @@ static int s_recv_unit(s_ring *g, int u) {
   void *held = NULL;
   WT_CHECK(parallel_frame_recv_view(g->c, s_mod(g->r - 1, g->p), s_id(g, step, chunk, u), g->recv,
                                     g->cap, &in, &bytes, &held));
-  int rc = bytes == len * sizeof(float)
-               ? WT_OK
-               : wt_fail(WT_ECORRUPT, "all-reduce: rank %d got %zu bytes for chunk %d, expected %zu",
-                         g->r, bytes, chunk, len * sizeof(float));
+  int rc =
+      bytes == len * sizeof(float)
+          ? WT_OK
+          : wt_fail(WT_ECORRUPT, "all-reduce: rank %d got %zu bytes for chunk %d, expected %zu",
+                    g->r, bytes, chunk, len * sizeof(float));
   if (rc == WT_OK) s_apply(g, step, g->x + off, in, len);
   parallel_comm_release(g->c, held);
   return rc;

@@ -1,10 +1,10 @@
 /* site — one pipeline stage run by t tensor-parallel × c context-parallel ranks of one site
  * (several GPUs behind NVLink or InfiniBand), which the WAN machinery treats as one big device.
  *
- * A site holds the layers [first, last) of a model as t·c ranks (parallel/datacenter/tp.h) on threads of
- * this process over an in-process group — or on processes of their own, declared by a site file
- * (below: parallel_site_new_linked) — (a mesh with tp = t, cp = c; world rank = tp + t·cp):
- * every block as a parallel_tp_block, and where the stage holds an end of the model the
+ * A site holds the layers [first, last) of a model as t·c ranks (parallel/datacenter/tp.h) on
+ * threads of this process over an in-process group — or on processes of their own, declared by a
+ * site file (below: parallel_site_new_linked) — (a mesh with tp = t, cp = c; world rank = tp +
+ * t·cp): every block as a parallel_tp_block, and where the stage holds an end of the model the
  * vocabulary-parallel layer (wte split by rows): first == 0 the embedding (wte and the replicated
  * wpe), last == n_layer the replicated ln_f, the LM head tied to wte and the parallel
  * cross-entropy. No rank holds all the logits. The activations that cross the stage's boundaries
@@ -20,8 +20,8 @@
  * T (of every batch, and max_seq) must be a multiple of 2c.
  *
  * An MoE model (cfg->moe_experts > 0): the site's n ranks (tp = n, cp = 1) are an expert-
- * parallel group instead (parallel/datacenter/moe.h; no TP or CP for MoE). Rank p holds a gpt_stage built
- * with gpt_stage_new_ep over the site's EP group: the dense weights (and every router)
+ * parallel group instead (parallel/datacenter/moe.h; no TP or CP for MoE). Rank p holds a gpt_stage
+ * built with gpt_stage_new_ep over the site's EP group: the dense weights (and every router)
  * replicated, experts [p·E/n, (p+1)·E/n) of each MoE block; it takes rows [p·B/n, (p+1)·B/n)
  * of each micro-batch (tokens / act_in / targets / grad_out) and writes the same rows of act_out
  * and grad_in, the MoE blocks exchanging tokens by the group's all-to-all. Each rank
@@ -49,10 +49,10 @@
  *
  * The ranks (of a threaded site): every call runs its part on all t·c ranks at once, as threads of
  * parallel_inproc_run over the site's in-process group, started per call (docs/parallel.md has
- * its measured cost), and returns when all have finished (the gather: c calls, one per CP rank). Load and
- * gather move no messages: the ranks are threads of one process and each reads or writes its own
- * part of the stage's host buffers. The passes' collectives are those of tp.h and cp.h (counted
- * by parallel_site_bytes; docs/parallel.md has the formula).
+ * its measured cost), and returns when all have finished (the gather: c calls, one per CP rank).
+ * Load and gather move no messages: the ranks are threads of one process and each reads or writes
+ * its own part of the stage's host buffers. The passes' collectives are those of tp.h and cp.h
+ * (counted by parallel_site_bytes; docs/parallel.md has the formula).
  *
  * Failures: every receive inside the site waits at most the group's deadline
  * (parallel_site_set_timeout, default 120 s). A rank that fails (a bad token, a corrupt message)

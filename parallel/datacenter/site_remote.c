@@ -6,7 +6,7 @@
 #include "common/common.h"
 #include "kernels/kernels.h"
 #include "parallel/collectives/collectives.h" /* defines: parallel_broadcast */
-#include "parallel/datacenter/cp.h"          /* defines: parallel_cp_position */
+#include "parallel/datacenter/cp.h"           /* defines: parallel_cp_position */
 #include "parallel/datacenter/site_internal.h"
 #include "parallel/transport/zmq.h"
 

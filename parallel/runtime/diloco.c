@@ -173,8 +173,12 @@ int diloco_load(diloco *d, FILE *f) {
     return wt_fail(WT_EMISMATCH,
                    "diloco: the outer state holds %s residuals, this run keeps %s; resume "
                    "with the codec and error feedback it was saved with",
-                   ring ? "ring" : sparse ? "sparse" : "no",
-                   want_ring ? "ring" : want_sparse ? "sparse" : "no");
+                   ring     ? "ring"
+                   : sparse ? "sparse"
+                            : "no",
+                   want_ring     ? "ring"
+                   : want_sparse ? "sparse"
+                                 : "no");
   uint32_t crc = wt_crc32(0, h, sizeof h);
   if (fread(d->theta, sizeof(float), d->n, f) != d->n ||
       fread(d->momentum, sizeof(float), d->n, f) != d->n || fread(t, 1, 4, f) != 4)

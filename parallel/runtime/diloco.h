@@ -4,9 +4,9 @@
  * own data — the caller does that — starting from the shared outer parameters θ_outer. Then
  * every replica calls diloco_outer_step, which
  *   1. forms the pseudo-gradient Δ = θ_outer − θ_inner,
- *   2. averages Δ over the replicas with the collectives of parallel/collectives/collectives.h: plain fp32
- *      ring all-reduce, or compressed with any codec (ring with two-stage error feedback, or the
- *      sparse all-gather for top-k / rand-k), with or without error feedback,
+ *   2. averages Δ over the replicas with the collectives of parallel/collectives/collectives.h:
+ * plain fp32 ring all-reduce, or compressed with any codec (ring with two-stage error feedback, or
+ * the sparse all-gather for top-k / rand-k), with or without error feedback,
  *   3. applies outer SGD with Nesterov momentum (PyTorch semantics, dampening 0):
  *          m = μ·m + Δ̄;   θ_outer −= lr·(Δ̄ + μ·m)      (plain momentum: θ_outer −= lr·m)
  *   4. copies θ_outer into θ_inner, so every replica starts the next round from the same point.

@@ -114,9 +114,9 @@ double parallel_pipeline_compute_s(const parallel_pipeline *p);
  * act_slots is below the schedule's peak (or a site runs the passes). */
 long parallel_pipeline_recomputes(const parallel_pipeline *p);
 
-/* Runs the stage's passes on `site` (parallel/datacenter/site.h; borrowed, made for this stage's layers and
- * micro-batch shape; NULL: back on the stage) from the next run on. The stage stays what the
- * caller sees: parallel_pipeline_run and _eval first load the stage's parameters into the site,
+/* Runs the stage's passes on `site` (parallel/datacenter/site.h; borrowed, made for this stage's
+ * layers and micro-batch shape; NULL: back on the stage) from the next run on. The stage stays what
+ * the caller sees: parallel_pipeline_run and _eval first load the stage's parameters into the site,
  * and a run ends by adding the site's gradients into the stage's (gradients ACCUMULATE as
  * without a site); the tied sum, checkpoints and reduces use the stage as before. A site keeps
  * one forward's activations, so the executor uses one slot and recomputes every forward whose

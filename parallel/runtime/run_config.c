@@ -40,8 +40,8 @@ int parallel_run_config_model(const parallel_run_config *run, int vocab, gpt_con
 /* The pipeline and batch: S stages of at least one layer, B split evenly into R x m. */
 static int s_check_pipeline(const parallel_run_config *run) {
   if (run->stages > run->layers)
-    return wt_fail(WT_EINVAL, "stages %d exceed layers %d: every stage needs a layer",
-                   run->stages, run->layers);
+    return wt_fail(WT_EINVAL, "stages %d exceed layers %d: every stage needs a layer", run->stages,
+                   run->layers);
   const int parts = run->replicas * run->micro_batches;
   if (run->batch % parts)
     return wt_fail(WT_EINVAL,

@@ -74,10 +74,10 @@ typedef struct {
   int act_slots;  /* activation slots per stage: 0 = one per micro-batch in flight (no forward
                      recomputed); k >= 1 bounds them, recomputing the rest (pipeline.h) */
   int site_ranks; /* 0 or 1: the stage runs on its gpt_stage; t > 1: on a site of t tensor-
-                     parallel ranks (parallel/datacenter/site.h: threads of this process; the stage keeps the
-                     parameters, optimizer and everything that crosses the WAN). A dense model:
-                     n_head must be a multiple of t / site_cp; an MoE model runs the t ranks as
-                     expert-parallel ranks (site.h), so E and the micro-batch rows must be
+                     parallel ranks (parallel/datacenter/site.h: threads of this process; the stage
+                     keeps the parameters, optimizer and everything that crosses the WAN). A dense
+                     model: n_head must be a multiple of t / site_cp; an MoE model runs the t ranks
+                     as expert-parallel ranks (site.h), so E and the micro-batch rows must be
                      multiples of t and site_cp 1. The device must be a host back end
                      (WT_ENOTSUP on a GPU: the CUDA back end's state is process-wide). Each forward
                      whose backward is not the next pass is recomputed (act_slots is then 1). With
@@ -86,8 +86,8 @@ typedef struct {
                      process; else rank 0's link to a declared site of site_ranks processes
                      (parallel/datacenter/site.h: parallel_site_new_linked) */
   int site_cp; /* 0 or 1: no context parallelism in the site; c > 1: each sequence split over
-                  c of the site_ranks (ring attention, parallel/datacenter/cp.h): site_ranks a multiple
-                  of c, n_head of site_ranks / c, max_seq of 2c. A tasklet without a site
+                  c of the site_ranks (ring attention, parallel/datacenter/cp.h): site_ranks a
+                  multiple of c, n_head of site_ranks / c, max_seq of 2c. A tasklet without a site
                   (site_ranks <= 1) ignores it: one device has no sequence to split */
   char device[PARALLEL_TASKLET_DEVICE_MAX]; /* the kernels back end the stage runs on, a
                     kernels_for_device name (cpu, cuda, cuda:N) resolved by parallel_tasklet_run

@@ -336,8 +336,7 @@ static int s_state_read_inner(parallel_tasklet *k, FILE *f) {
     return wt_fail(WT_EMISMATCH,
                    "the replica's state holds %llu parameters and %u optimizer buffers, this "
                    "stage has %zu and %d; resume with the same model and --optimizer",
-                   (unsigned long long)wt_get_le64(h), wt_get_le32(h + 8), n,
-                   optim_num_states(o));
+                   (unsigned long long)wt_get_le64(h), wt_get_le32(h + 8), n, optim_num_states(o));
   long steps = (long)wt_get_le64(h + 12);
   if (steps < 0 || steps > CHECKPOINT_MAX_STEP)
     return wt_fail(WT_ECORRUPT, "optimizer step count %ld", steps);
@@ -450,8 +449,10 @@ static int s_state_load(parallel_tasklet *k, long step) {
   if (rc == WT_OK && wt_crc32(0, buf, len - 4) != wt_get_le32(buf + len - 4)) rc = WT_ECORRUPT;
   if (rc != WT_OK) {
     free(buf);
-    return wt_fail(WT_ECORRUPT, "tasklet state %s is truncated or damaged (CRC); restore it or "
-                                "resume from an earlier run directory", path);
+    return wt_fail(WT_ECORRUPT,
+                   "tasklet state %s is truncated or damaged (CRC); restore it or "
+                   "resume from an earlier run directory",
+                   path);
   }
   unsigned saved = wt_get_le32(buf + 8);
   char a[96], b[96];
@@ -460,9 +461,8 @@ static int s_state_load(parallel_tasklet *k, long step) {
   else if (wt_get_le32(buf + 12) != (uint32_t)k->cfg.stage ||
            wt_get_le32(buf + 16) != (uint32_t)k->cfg.replica ||
            wt_get_le64(buf + 20) != (uint64_t)step)
-    rc = wt_fail(WT_ECORRUPT, "%s names stage %u replica %u step %llu", path,
-                 wt_get_le32(buf + 12), wt_get_le32(buf + 16),
-                 (unsigned long long)wt_get_le64(buf + 20));
+    rc = wt_fail(WT_ECORRUPT, "%s names stage %u replica %u step %llu", path, wt_get_le32(buf + 12),
+                 wt_get_le32(buf + 16), (unsigned long long)wt_get_le64(buf + 20));
   else if (saved != sections)
     rc = wt_fail(WT_EMISMATCH,
                  "%s holds%s but this run keeps%s; resume with the --diloco, --grad-codec and "

@@ -38,7 +38,7 @@ typedef struct {
   uint64_t run_id;
   char binding[PARALLEL_RUN_BINDING_MAX];
   char run_changes[PARALLEL_RUN_BINDING_MAX];
-  int stop;               /* world rank 0 asked every tasklet to stop after this step */
+  int stop; /* world rank 0 asked every tasklet to stop after this step */
   /* wall time of each part of the steps so far (parallel_tasklet_result) */
   double pipeline_s, tied_s, reduce_s, norm_s;
 } parallel_tasklet;

@@ -61,8 +61,8 @@ static int s_send_owned(void *ctx, int peer, int tag, void *buf, size_t bytes) {
 static int s_recv_view(void *ctx, int peer, int tag, void *buf, size_t cap, const void **data,
                        size_t *got, void **handle) {
   s_split *sp = ctx;
-  int rc = parallel_comm_recv_view(sp->parent, sp->ranks[peer], s_tag(sp, tag), buf, cap, data,
-                                   got, handle);
+  int rc = parallel_comm_recv_view(sp->parent, sp->ranks[peer], s_tag(sp, tag), buf, cap, data, got,
+                                   handle);
   return rc == WT_OK ? WT_OK : s_explain(sp, rc, peer, tag, "recv");
 }
 

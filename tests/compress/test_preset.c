@@ -131,8 +131,8 @@ static void test_launch(void) {
   const compress_preset *wan = compress_preset_find("wan");
   char want[64];
   snprintf(want, sizeof want, "preset wan: DiLoCo H=%d", wan->diloco_h);
-  WT_TEST_ASSERT(st == 2 && strstr(out, want) && strstr(out, "batch 3 is not a multiple"), "status %d, output: %s",
-                 st, out);
+  WT_TEST_ASSERT(st == 2 && strstr(out, want) && strstr(out, "batch 3 is not a multiple"),
+                 "status %d, output: %s", st, out);
   st = s_launch("--preset wan --grad-codec bf16 --data synthetic", out, sizeof out);
   WT_TEST_ASSERT(st == 2 && strstr(out, "--preset wan sets --grad-codec") &&
                      strstr(out, "--grad-codec bf16 was given"),

@@ -25,9 +25,10 @@ static void test_preset_applied(void) {
   coordinator_config c;
   const char *wan[] = {"--preset", "wan", "--checkpoint-dir", "/shared/ckpt", NULL};
   WT_TEST_REQUIRE(s_check(&c, wan) == WT_OK, "--preset wan: %s", wt_last_error());
-  WT_TEST_ASSERT(
-      c.run.sync.diloco == 100 && !strcmp(c.run.sync.grad_codec, "sign") && !strcmp(c.run.sync.grad_ef, "off"),
-      "wan: DiLoCo H=%d, codec %s, ef %s", c.run.sync.diloco, c.run.sync.grad_codec, c.run.sync.grad_ef);
+  WT_TEST_ASSERT(c.run.sync.diloco == 100 && !strcmp(c.run.sync.grad_codec, "sign") &&
+                     !strcmp(c.run.sync.grad_ef, "off"),
+                 "wan: DiLoCo H=%d, codec %s, ef %s", c.run.sync.diloco, c.run.sync.grad_codec,
+                 c.run.sync.grad_ef);
   WT_TEST_CLOSE(c.run.sync.outer_lr, 0.7, 1e-6, 0, "wan's outer lr");
   WT_TEST_CLOSE(c.run.sync.outer_momentum, 0.9, 1e-6, 0, "wan's outer momentum");
   WT_TEST_ASSERT(parallel_run_config_stateful(&c.run), "a DiLoCo run keeps state");

@@ -45,7 +45,8 @@ static coordinator *s_start_with(pthread_t *th, const char *state, int per_sourc
   wt_config_defaults(coordinator_options(), &cfg);
   snprintf(cfg.state_dir, sizeof cfg.state_dir, "%.1000s", state);
   if (per_source) cfg.max_per_source = per_source;
-  cfg.run.stages = 2, cfg.run.replicas = 4; /* eight live peers: never more than two here, no epoch */
+  cfg.run.stages = 2,
+  cfg.run.replicas = 4; /* eight live peers: never more than two here, no epoch */
   cfg.heartbeat_s = 0.2, cfg.liveness = 100;
   cfg.http_port = -1;
   coordinator *c = coordinator_new(&cfg);

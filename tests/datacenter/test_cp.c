@@ -1,6 +1,6 @@
-/* test_cp — ring attention (parallel/datacenter/cp.h) on c = 1, 2, 4 in-process ranks against single-device
- * causal attention (the reference kernels): each rank's output rows and its rows of the qkv
- * gradient agree, the load-balanced split gives every rank the same number of unmasked
+/* test_cp — ring attention (parallel/datacenter/cp.h) on c = 1, 2, 4 in-process ranks against
+ * single-device causal attention (the reference kernels): each rank's output rows and its rows of
+ * the qkv gradient agree, the load-balanced split gives every rank the same number of unmasked
  * query-key pairs, the bytes sent equal the formula in cp.h, and a rank whose batch differs from
  * its peers' is refused with a message instead of hanging.
  *

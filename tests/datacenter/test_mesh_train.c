@@ -4,9 +4,9 @@
  * trained on the same global batches: the loss of every step and every weight at the end.
  *
  * Data: each step's global batch has DP·B sequences; replica d takes sequences [d·B, (d+1)·B),
- * CP rank c of it the positions of the load-balanced split (parallel/datacenter/cp.h). Each rank's loss is
- * the mean over its rows, so the global mean loss — and its gradient — is the average over the
- * dense-gradient group (dp × cp), which is what the ranks all-reduce before each step.
+ * CP rank c of it the positions of the load-balanced split (parallel/datacenter/cp.h). Each rank's
+ * loss is the mean over its rows, so the global mean loss — and its gradient — is the average over
+ * the dense-gradient group (dp × cp), which is what the ranks all-reduce before each step.
  * Tolerance: losses atol 1e-5 + rtol 1e-5, weights atol 1e-5 + rtol 1e-4 (row-parallel partial
  * sums, blockwise softmax and averaged gradients round differently in float32; the losses of
  * both are printed). */

@@ -1,6 +1,7 @@
-/* test_site_remote — a site whose ranks are processes (parallel/datacenter/site.h) against the threaded site
- * on the same weights and micro-batches. Member processes are forked at the start (before any
- * ZeroMQ context or OpenMP region) and serve two declared sites: A of 2 processes and B of 4.
+/* test_site_remote — a site whose ranks are processes (parallel/datacenter/site.h) against the
+ * threaded site on the same weights and micro-batches. Member processes are forked at the start
+ * (before any ZeroMQ context or OpenMP region) and serve two declared sites: A of 2 processes and B
+ * of 4.
  *   - t × c = 2×1 (A), 4×1 and 2×2 (B) for a first, middle and last stage, and an MoE model
  *     (every block MoE, E = 4, top-2, capacity 0.5 so that tokens drop, aux loss 0.01) on 2 EP
  *     ranks (A): act_out, the loss, grad_in and every gradient (two micro-batches, loss_scale

@@ -1,6 +1,6 @@
 /* test_site_stage — a pipeline stage run by a site of t tensor-parallel × c context-parallel ranks
- * (parallel/datacenter/site.h) against the single-device stage (model/gpt.h) on the same weights and
- * micro-batches:
+ * (parallel/datacenter/site.h) against the single-device stage (model/gpt.h) on the same weights
+ * and micro-batches:
  *   - t × c = 1×1, 2×1, 4×1, 1×2, 2×2, 1×4 for a first, middle, last and whole-model stage:
  *     act_out, the loss, grad_in and
  *     every gradient (two micro-batches accumulated, loss_scale 1/2, gathered back into gpt_stage

@@ -1,6 +1,6 @@
-/* test_tp — the tensor-parallel block (parallel/datacenter/tp.h) with t = 1, 2, 4 in-process ranks, with and
- * without sequence parallelism, against one block of the single-device model (model/gpt.h, a
- * stage holding layer 1 of 3), both on the reference kernels (threads of their own would crowd
+/* test_tp — the tensor-parallel block (parallel/datacenter/tp.h) with t = 1, 2, 4 in-process ranks,
+ * with and without sequence parallelism, against one block of the single-device model (model/gpt.h,
+ * a stage holding layer 1 of 3), both on the reference kernels (threads of their own would crowd
  * the in-process ranks): outputs, input gradient and every parameter gradient agree, one
  * SGD step gives the same weights, and the bytes sent per step equal the formula of
  * docs/parallel.md.

@@ -1,12 +1,12 @@
-/* test_tp_model — a whole GPT-2 split by tensor parallelism (parallel/datacenter/tp.h): vocabulary-parallel
- * embedding, L tensor-parallel blocks (with and without sequence parallelism), a replicated ln_f
- * and the vocabulary-parallel LM head with its parallel cross-entropy, on t = 1, 2, 4 in-process
- * ranks, against the single-device model (model/gpt.h) on the same weights and batch: the loss,
- * this rank's columns of the logits, every gradient and the weights after one SGD step agree,
- * and the vocabulary-parallel layer sends the bytes of docs/parallel.md.
- * Both sides run the reference kernels. Tolerance atol 1e-5 + rtol 1e-4, as in test_tp.c (the
- * split inner sums of the row-parallel matmuls and of the head's input gradient round
- * differently in float32; a wrong shard or a missing reduction is off by ~1e-1). */
+/* test_tp_model — a whole GPT-2 split by tensor parallelism (parallel/datacenter/tp.h):
+ * vocabulary-parallel embedding, L tensor-parallel blocks (with and without sequence parallelism),
+ * a replicated ln_f and the vocabulary-parallel LM head with its parallel cross-entropy, on t = 1,
+ * 2, 4 in-process ranks, against the single-device model (model/gpt.h) on the same weights and
+ * batch: the loss, this rank's columns of the logits, every gradient and the weights after one SGD
+ * step agree, and the vocabulary-parallel layer sends the bytes of docs/parallel.md. Both sides run
+ * the reference kernels. Tolerance atol 1e-5 + rtol 1e-4, as in test_tp.c (the split inner sums of
+ * the row-parallel matmuls and of the head's input gradient round differently in float32; a wrong
+ * shard or a missing reduction is off by ~1e-1). */
 #include "kernels/kernels.h"
 #include "model/gpt.h"
 #include "parallel/collectives/collectives.h"

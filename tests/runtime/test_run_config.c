@@ -26,8 +26,12 @@ static void s_other_value(const wt_option *o, char *buf, size_t cap) {
     snprintf(buf, cap, "%.17g", v > o->min && v != d ? v : (o->min + o->max) / 2);
     break;
   }
-  case WT_OPT_FLAG: snprintf(buf, cap, "%s", atoi(o->def) ? "0" : "1"); break;
-  case WT_OPT_STRING: snprintf(buf, cap, "x-%s", o->name); break;
+  case WT_OPT_FLAG:
+    snprintf(buf, cap, "%s", atoi(o->def) ? "0" : "1");
+    break;
+  case WT_OPT_STRING:
+    snprintf(buf, cap, "x-%s", o->name);
+    break;
   case WT_OPT_CHOICE: { /* the last choice, or the first when the default is the last */
     const char *last = strrchr(o->choices, '|');
     last = last ? last + 1 : o->choices;
@@ -45,11 +49,19 @@ static void s_value_of(const wt_option *o, const parallel_run_config *run, char 
   const char *f = (const char *)run + o->offset;
   switch (o->type) {
   case WT_OPT_INT:
-  case WT_OPT_FLAG: snprintf(buf, cap, "%d", *(const int *)f); break;
-  case WT_OPT_INT64: snprintf(buf, cap, "%lld", *(const long long *)f); break;
-  case WT_OPT_FLOAT: snprintf(buf, cap, "%.17g", *(const double *)f); break;
+  case WT_OPT_FLAG:
+    snprintf(buf, cap, "%d", *(const int *)f);
+    break;
+  case WT_OPT_INT64:
+    snprintf(buf, cap, "%lld", *(const long long *)f);
+    break;
+  case WT_OPT_FLOAT:
+    snprintf(buf, cap, "%.17g", *(const double *)f);
+    break;
   case WT_OPT_STRING:
-  case WT_OPT_CHOICE: snprintf(buf, cap, "%s", f); break;
+  case WT_OPT_CHOICE:
+    snprintf(buf, cap, "%s", f);
+    break;
   }
 }
 
@@ -88,8 +100,9 @@ static void test_round_trip_every_option(void) {
 /* Expects parallel_run_config_check to refuse `run` with a message containing `part`. */
 static void s_expect_refused(parallel_run_config run, const char *part) {
   int rc = parallel_run_config_check(&run);
-  WT_TEST_ASSERT(rc != WT_OK && strstr(wt_last_error(), part), "wanted a refusal naming '%s', "
-                                                              "got rc %d: %s",
+  WT_TEST_ASSERT(rc != WT_OK && strstr(wt_last_error(), part),
+                 "wanted a refusal naming '%s', "
+                 "got rc %d: %s",
                  part, rc, rc ? wt_last_error() : "accepted");
 }
 
@@ -229,8 +242,7 @@ static void test_tasklet_from_run(void) {
   WT_TEST_ASSERT(c.train.model.max_seq == 48 && c.train.model.vocab_size == dc.vocab_size,
                  "seq %d, vocab %d", c.train.model.max_seq, c.train.model.vocab_size);
   WT_TEST_ASSERT(c.train.optim.min_lr == (float)1e-4 && c.train.optim.warmup_steps == 4,
-                 "min-lr %g, warmup %d", (double)c.train.optim.min_lr,
-                 c.train.optim.warmup_steps);
+                 "min-lr %g, warmup %d", (double)c.train.optim.min_lr, c.train.optim.warmup_steps);
   WT_TEST_ASSERT(c.keep == 5 && c.checkpoint_every == 3 && !strcmp(c.checkpoint_dir, "ckpt"),
                  "checkpoints: keep %d every %d in %s", c.keep, c.checkpoint_every,
                  c.checkpoint_dir);

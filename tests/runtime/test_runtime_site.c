@@ -1,6 +1,6 @@
 /* test_runtime_site — tasklets whose stage runs on a site of tensor-parallel ranks
- * (parallel_tasklet_config.site_ranks, parallel/datacenter/site.h) in a 2-stage × 2-replica run over the
- * in-process transport:
+ * (parallel_tasklet_config.site_ranks, parallel/datacenter/site.h) in a 2-stage × 2-replica run
+ * over the in-process transport:
  *   - GPipe and 1F1B with two of the four tasklets as sites (of 2 and 4 ranks, one per stage,
  *     in different replicas), and 1F1B with sites of 2 and 4 everywhere, each also with context
  *     parallelism c = 2 in the sites (site_cp: 1 × 2 and 2 × 2 ranks): every step's loss and the

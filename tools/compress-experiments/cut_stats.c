@@ -4,9 +4,9 @@
  * Two measurements, one JSON line:
  *  - the AC-SGD delta cache's hit rate on the runtime's sampler: replica 0's windows of `steps`
  *    global batches (workers × batch rows, drawn as --data-order global draws them) pass through
- *    an LRU cache of --cache-samples samples keyed as parallel/runtime/pipeline.c keys them (FNV-1a of
- *    the window's tokens), as the sender's ACSGD_OVERFLOW_EVICT policy keeps them; a hit is a
- *    DELTA message, a miss a FIRST one;
+ *    an LRU cache of --cache-samples samples keyed as parallel/runtime/pipeline.c keys them (FNV-1a
+ * of the window's tokens), as the sender's ACSGD_OVERFLOW_EVICT policy keeps them; a hit is a DELTA
+ * message, a miss a FIRST one;
  *  - with --checkpoint (a stage directory holding layers [0, cut) of a run, e.g.
  *    RUN/stage-0): stage 0's output on eval_batches validation batches — each token row's RMS
  *    and range / RMS, the per-channel offset shared by all tokens against the part that varies,
@@ -22,7 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t s_window_id(const int *tokens, int T) { /* parallel/runtime/pipeline.c's sample id */
+static uint64_t s_window_id(const int *tokens,
+                            int T) { /* parallel/runtime/pipeline.c's sample id */
   uint64_t h = 1469598103934665603ull;
   for (int t = 0; t < T; t++) h = (h ^ (uint32_t)tokens[t]) * 1099511628211ull;
   return h;

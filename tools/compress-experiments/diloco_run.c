@@ -240,7 +240,8 @@ static void s_report(s_run *r, const data_set *d, double val0, double train, int
   cJSON_AddNumberToObject(j, "tokens", (double)steps * cfg->workers * cfg->batch * cfg->seq);
   size_t n = r->off[r->F];
   cJSON_AddNumberToObject(j, "params", (double)n);
-  cJSON_AddStringToObject(j, "reduce", "parallel/runtime/diloco.h over parallel/ collectives, in-process");
+  cJSON_AddStringToObject(j, "reduce",
+                          "parallel/runtime/diloco.h over parallel/ collectives, in-process");
   cJSON_AddBoolToObject(j, "diverged", diverged);
   cJSON_AddNumberToObject(j, "initial_val_loss", val0);
   cJSON_AddNumberToObject(j, "final_val_loss", diverged ? NAN : exp_eval_loss(r->s, 1, d, cfg));

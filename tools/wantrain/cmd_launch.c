@@ -11,12 +11,12 @@
  *        REFUSED PIPELINE_S TIED_S REDUCE_S NORM_S TIME_LIMITED VAL_LOSS RECOMPUTES
  *   error MESSAGE
  * (VAL_LOSS is nan after a step without validation). --time-limit is decided by world rank 0 and
- * agreed on inside the step (parallel/runtime/tasklet.h), so every process stops after the same step,
- * validating and checkpointing as after the last.
- * The launcher prints progress when every rank has finished a step, and the summary at the end.
- * A worker that fails or dies ends the run: the others notice through the transport (a dropped
- * connection or a goodbye) and stop with their own errors; whoever is still running after a
- * grace period is terminated, and the launcher exits 1 naming the first failure. */
+ * agreed on inside the step (parallel/runtime/tasklet.h), so every process stops after the same
+ * step, validating and checkpointing as after the last. The launcher prints progress when every
+ * rank has finished a step, and the summary at the end. A worker that fails or dies ends the run:
+ * the others notice through the transport (a dropped connection or a goodbye) and stop with their
+ * own errors; whoever is still running after a grace period is terminated, and the launcher exits 1
+ * naming the first failure. */
 #include "tools/wantrain/cli.h"
 
 #include "common/common.h"
@@ -1079,7 +1079,7 @@ int cmd_launch(int argc, char **argv) {
     printf("emulating scenario %s (%d devices) at time scale %g; device of each process:",
            netsim_scenario_name(r.wan.sc), netsim_scenario_network(r.wan.sc)->n, a.time_scale);
     for (int w = 0; w < world; w++) printf(" %d", r.wan.plan->device[w]);
-    printf(" (%s)\n", a.assignment[0]              ? a.assignment
+    printf(" (%s)\n", a.assignment[0]            ? a.assignment
                       : strcmp(a.solver, "none") ? a.solver
                                                  : "rank order");
   }

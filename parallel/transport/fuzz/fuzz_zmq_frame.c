@@ -1,6 +1,6 @@
 /* fuzz_zmq_frame — libFuzzer target for the ZeroMQ transport's frame decoder
- * (parallel/transport/zmq_protocol.h): the input's first 56 bytes (or all of it, when shorter) are the
- * header frame, the rest the payload. Decoding must never read out of bounds or crash, and a
+ * (parallel/transport/zmq_protocol.h): the input's first 56 bytes (or all of it, when shorter) are
+ * the header frame, the rest the payload. Decoding must never read out of bounds or crash, and a
  * header it accepts must re-encode to exactly the same bytes (nothing is silently normalised).
  * Run by scripts/fuzz.sh; its seed is a valid header with a 4-byte payload.
  *
