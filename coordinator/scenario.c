@@ -14,7 +14,13 @@ int coord_scenario_load(coordinator *c) {
     c->scenario = netsim_scenario_set_get(c->scenario_set, 0);
     return WT_OK;
   }
-  return netsim_scenario_set_find(c->scenario_set, c->cfg.scenario_name, &c->scenario);
+  int rc = netsim_scenario_set_find(c->scenario_set, c->cfg.scenario_name, &c->scenario);
+  if (rc != WT_OK) {
+    char why[2300];
+    snprintf(why, sizeof why, "%s", wt_last_error());
+    wt_fail(rc, "--scenario %s: %s (--scenario-name NAME)", c->cfg.scenario, why);
+  }
+  return rc;
 }
 
 int coord_region_index(coordinator *c, const char *label, char *why, size_t size) {

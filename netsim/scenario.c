@@ -161,22 +161,22 @@ const netsim_scenario *netsim_scenario_set_get(const netsim_scenario_set *self, 
 int netsim_scenario_set_find(const netsim_scenario_set *self, const char *name,
                              const netsim_scenario **out) {
   *out = NULL;
-  if (!name || !*name) {
-    if (self->count == 1) {
-      *out = self->items[0];
-      return WT_OK;
-    }
-    return wt_fail(WT_EINVAL, "the scenario file holds %d scenarios; name one with --scenario",
-                   self->count);
-  }
   char names[2048] = "";
   for (int i = 0; i < self->count; i++) {
-    if (!strcmp(self->items[i]->name, name)) {
+    if (name && !strcmp(self->items[i]->name, name)) {
       *out = self->items[i];
       return WT_OK;
     }
     size_t used = strlen(names);
     snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", self->items[i]->name);
+  }
+  if (!name || !*name) {
+    if (self->count == 1) {
+      *out = self->items[0];
+      return WT_OK;
+    }
+    return wt_fail(WT_EINVAL, "the scenario file holds %d scenarios (%s); choose one by name",
+                   self->count, names);
   }
   return wt_fail(WT_ENOTFOUND, "no scenario named '%s'; the file holds: %s", name, names);
 }

@@ -42,7 +42,7 @@ int cli_scenario_open(const char *file, const char *name, netsim_scenario_set **
   if (rc != WT_OK) {
     char msg[2200];
     snprintf(msg, sizeof msg, "%s", wt_last_error());
-    wt_fail(rc, "%s: %s", path, msg);
+    wt_fail(rc, "%s: %s (--scenario NAME)", path, msg);
     netsim_scenario_set_destroy(set);
   }
   return rc;

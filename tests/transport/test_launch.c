@@ -125,6 +125,19 @@ static void test_scenario(void) {
   rc = s_wantrain("", "launch " MODEL " --stages 4 --replicas 2 --micro-batches 1 "
                       "--scenario two_sites.json");
   WT_TEST_ASSERT(rc == 2 && strstr(g_out, "has 4 devices"), "exit %d\n%s", rc, g_out);
+  /* a file of two scenarios without --scenario-name: the error lists them and names the flag */
+  f = fopen(path, "w");
+  WT_TEST_REQUIRE(f, "rewrite %s", path);
+  fprintf(f, "{\"cost_model_constants\":{\"c_dp_bytes_per_stage\":1e6,\"c_pp_bytes_per_cut\":1e5,"
+             "\"d_pp\":2,\"d_dp\":2},\"scenarios\":["
+             "{\"name\":\"east\",\"gpus_per_region\":[4],\"latency_ms\":[[1]],"
+             "\"bandwidth_gbps\":[[1]]},"
+             "{\"name\":\"west\",\"gpus_per_region\":[4],\"latency_ms\":[[1]],"
+             "\"bandwidth_gbps\":[[1]]}]}\n");
+  fclose(f);
+  rc = s_wantrain("", "launch " MODEL " --stages 2 --replicas 2 --scenario two_sites.json");
+  WT_TEST_ASSERT(rc == 2 && strstr(g_out, "(east, west)") && strstr(g_out, "--scenario-name"),
+                 "exit %d\n%s", rc, g_out);
   WT_TEST_ASSERT(s_wantrain("", "launch " MODEL " --assignment a.json") == 2 &&
                      strstr(g_out, "--assignment needs --scenario"),
                  "%s", g_out);

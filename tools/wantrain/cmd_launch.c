@@ -289,6 +289,11 @@ static int s_wan_open(const launch_args *a, s_wan *w) {
   }
   WT_CHECK_NEW(w->set, netsim_scenario_set_load(a->scenario));
   int rc = netsim_scenario_set_find(w->set, a->scenario_name, &w->sc);
+  if (rc != WT_OK) {
+    char why[2300];
+    snprintf(why, sizeof why, "%s", wt_last_error());
+    wt_fail(rc, "--scenario %s: %s (--scenario-name NAME)", a->scenario, why);
+  }
   int n = rc == WT_OK ? netsim_scenario_network(w->sc)->n : 0;
   if (rc == WT_OK && n != a->stages * a->replicas)
     rc = wt_fail(WT_EINVAL,
