@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 netsim_scenario *netsim_scenario_alloc(const char *name, int n, int k) {
   netsim_scenario *s = wt_xcalloc(1, sizeof *s);
@@ -133,11 +134,25 @@ double netsim_scenario_stage_flops(const netsim_scenario *self) {
   return 6.0 * params * tokens;
 }
 
+/* The shipped dtfm-2022.json: under $WT_SOURCE_DIR when set (the tests), else beside an
+ * installed program (PREFIX/share/wantrain/scenarios, when that file exists), else in the source
+ * tree this binary was built from. */
 const char *netsim_scenario_default_path(void) {
   static char path[4096];
   const char *root = getenv("WT_SOURCE_DIR");
-  if (!root || !*root) root = WT_NETSIM_SOURCE_DIR;
-  snprintf(path, sizeof path, "%s/netsim/scenarios/dtfm-2022.json", root);
+  if (root && *root) {
+    snprintf(path, sizeof path, "%s/netsim/scenarios/dtfm-2022.json", root);
+    return path;
+  }
+  char exe[2048];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  char *slash = n > 0 ? (exe[n] = 0, strrchr(exe, '/')) : NULL;
+  if (slash) {
+    *slash = 0;
+    snprintf(path, sizeof path, "%s/../share/wantrain/scenarios/dtfm-2022.json", exe);
+    if (access(path, R_OK) == 0) return path;
+  }
+  snprintf(path, sizeof path, "%s/netsim/scenarios/dtfm-2022.json", WT_NETSIM_SOURCE_DIR);
   return path;
 }
 

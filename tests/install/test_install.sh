@@ -40,6 +40,16 @@ for prog in "${expected[@]}"; do
   [[ "$out" == *"$prog"* ]] || fail "$prog --help does not name the program: $out"
 done
 
+# netsim finds the shipped scenarios in the prefix, not in the tree it was built from.
+scen="$prefix/share/wantrain/scenarios/dtfm-2022.json"
+[ -f "$scen" ] || fail "no $scen"
+out=$(cd "$scratch" && env -u WT_SOURCE_DIR timeout 30 "$prefix/bin/netsim" --help 2>&1)
+[[ "$out" == *"share/wantrain/scenarios/dtfm-2022.json"* ]] ||
+  fail "installed netsim --help names another default scenario: $out"
+out=$(cd "$scratch" && env -u WT_SOURCE_DIR timeout 60 "$prefix/bin/netsim" compare \
+  --scenario worldwide_geo_distributed --solvers megatron --max-evals 10 2>&1) ||
+  fail "installed netsim compare on the default scenarios: $out"
+
 # Nothing else: no test or benchmark programs leak into the prefix.
 got=$(ls "$prefix/bin" | sort | tr '\n' ' ')
 want=$(printf '%s\n' "${expected[@]}" | sort | tr '\n' ' ')
