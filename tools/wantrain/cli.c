@@ -5,6 +5,8 @@
 #include "common/common.h"
 #include "kernels/kernels.h"
 
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -76,4 +78,38 @@ int cli_check_model(const cli_train_options *o, const char *device) {
 int cli_fail(const char *command) {
   fprintf(stderr, "wantrain %s: error: %s\n", command, wt_last_error());
   return CLI_FAIL;
+}
+
+int cli_json_log_open(cli_json_log *log, const char *command, const char *path) {
+  *log = (cli_json_log){.command = command, .path = path};
+  if (!path[0]) return WT_OK;
+  if (!(log->f = fopen(path, "a")))
+    return wt_fail(WT_EIO, "cannot open --json-log %s: %s", path, strerror(errno));
+  return WT_OK;
+}
+
+void cli_json_log_line(cli_json_log *log, const char *fmt, ...) {
+  if (!log->f || log->error) return;
+  va_list ap;
+  va_start(ap, fmt);
+  errno = 0;
+  int bad = vfprintf(log->f, fmt, ap) < 0;
+  va_end(ap);
+  bad = bad || fflush(log->f) != 0;
+  if (!bad) return;
+  log->error = errno ? errno : EIO;
+  fprintf(stderr,
+          "wantrain %s: warning: cannot write --json-log %s: %s; training goes on, the log stops "
+          "here and wantrain %s will exit with status 1\n",
+          log->command, log->path, strerror(log->error), log->command);
+}
+
+int cli_json_log_close(cli_json_log *log, int rc) {
+  if (!log->f) return rc;
+  if (fclose(log->f) != 0 && !log->error) log->error = errno ? errno : EIO;
+  log->f = NULL;
+  if (log->error && rc == WT_OK)
+    rc = wt_fail(WT_EIO, "--json-log %s could not be written (%s); the log is incomplete",
+                 log->path, strerror(log->error));
+  return rc;
 }

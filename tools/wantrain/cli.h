@@ -6,6 +6,8 @@
 #include "model/trainer.h"
 #include "parallel/runtime/run_config.h" /* defines: the run's option rows */
 
+#include <stdio.h>
+
 /* Exit statuses: 0 success, 1 a failure at run time (file, data, checkpoint), 2 a usage error
  * (unknown or malformed flag, missing required option). */
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
@@ -81,6 +83,24 @@ int cli_check_model(const cli_train_options *o, const char *device);
 #define CLI_MODEL_OPTIONS(type, m)                                                                 \
   PARALLEL_RUN_MODEL_OPTIONS(type, m.), PARALLEL_RUN_OPTIM_OPTIONS(type, m.)
 // clang-format on
+
+/* A --json-log file of `wantrain <command>`: one JSON object a line. The first write error is
+ * reported at once and the run goes on (its checkpoints matter more than its log); closing
+ * turns it into the run's failure. `f` is NULL when there is no log. */
+typedef struct {
+  FILE *f;
+  int error; /* the first write error (errno), 0 none */
+  const char *command, *path;
+} cli_json_log;
+
+/* Opens path for appending (no log when path is ""). WT_OK or WT_EIO naming the file. */
+int cli_json_log_open(cli_json_log *log, const char *command, const char *path);
+/* Writes one line (printf format); nothing once a write has failed. */
+__attribute__((format(printf, 2, 3))) void cli_json_log_line(cli_json_log *log, const char *fmt,
+                                                              ...);
+/* Closes the log. Returns rc, or WT_EIO ("the log is incomplete") when rc is WT_OK and a write
+ * failed. */
+int cli_json_log_close(cli_json_log *log, int rc);
 
 /* Prints "wantrain <command>: error: <wt_last_error()>" and returns CLI_FAIL. */
 int cli_fail(const char *command);

@@ -562,8 +562,7 @@ typedef struct {
   const launch_args *a;
   int world;
   s_proc p[S_MAX_RANKS];
-  FILE *log;
-  int log_errno;   /* the first write error of --json-log, 0 none */
+  cli_json_log log;
   long printed;    /* last step printed; -1 before the first */
   long first_step; /* the first step this launch ran (later than 1 on --resume) */
   double t0;
@@ -576,36 +575,6 @@ typedef struct {
   int rings[S_MAX_RANKS]; /* with a scenario: each stage's data-parallel ring (s_wan_rings) */
   int gpus;               /* --device cuda: process w runs on GPU w mod gpus; 0 otherwise */
 } s_run;
-
-/* Writes one line to the JSON log. The first write error is reported at once; the run goes on
- * (its checkpoints matter more than its log) and the launcher exits with status 1 at the end, as
- * `wantrain train` does. */
-__attribute__((format(printf, 2, 3))) static void s_log_line(s_run *r, const char *fmt, ...) {
-  if (!r->log || r->log_errno) return;
-  va_list ap;
-  va_start(ap, fmt);
-  errno = 0;
-  int bad = vfprintf(r->log, fmt, ap) < 0;
-  va_end(ap);
-  bad = bad || fflush(r->log) != 0;
-  if (!bad) return;
-  r->log_errno = errno ? errno : EIO;
-  fprintf(stderr,
-          "wantrain launch: warning: cannot write --json-log %s: %s; training goes on, the log "
-          "stops here and the launch will exit with status 1\n",
-          r->a->json_log, strerror(r->log_errno));
-}
-
-/* Closes the log; any write error of the run is a failure of the run. */
-static int s_close_log(s_run *r, int rc) {
-  if (!r->log) return rc;
-  if (fclose(r->log) != 0 && !r->log_errno) r->log_errno = errno ? errno : EIO;
-  r->log = NULL;
-  if (r->log_errno && rc == WT_OK)
-    rc = wt_fail(WT_EIO, "--json-log %s could not be written (%s); the log is incomplete",
-                 r->a->json_log, strerror(r->log_errno));
-  return rc;
-}
 
 static volatile sig_atomic_t s_signal = 0;
 static void s_on_signal(int sig) {
@@ -629,10 +598,10 @@ static void s_progress(s_run *r, long step, const s_proc *slow) {
            step, r->a->t.steps, loss, vbuf, tok_s, b[0] / 1e6, b[1] / 1e6, b[2] / 1e6);
     fflush(stdout);
   }
-  if (r->log) {
+  if (r->log.f) {
     char jval[32] = "null";
     if (!isnan(val)) snprintf(jval, sizeof jval, "%.6f", val);
-    s_log_line(r,
+    cli_json_log_line(&r->log,
                "{\"step\":%ld,\"loss\":%.6f,\"val_loss\":%s,\"tokens_per_s\":%.1f,"
                "\"step_s\":%.6f,\"bytes_pipeline\":%llu,\"bytes_data\":%llu,"
                "\"bytes_control\":%llu}\n",
@@ -992,8 +961,8 @@ static int s_summary(s_run *r) {
   }
   char jval[32] = "null";
   if (!isnan(r->p[0].last_val)) snprintf(jval, sizeof jval, "%.6f", r->p[0].last_val);
-  if (r->log)
-    s_log_line(r,
+  if (r->log.f)
+    cli_json_log_line(&r->log,
                "{\"event\":\"done\",\"steps\":%ld,\"loss\":%.6f,\"val_loss\":%s,"
                "\"time_limited\":%s,\"iteration_s\":%.6f,"
                "\"predicted_iteration_s\":%.6f,\"bytes_pipeline\":%llu,\"bytes_data\":%llu,"
@@ -1095,15 +1064,12 @@ int cmd_launch(int argc, char **argv) {
   if (r.wan.sc) s_wan_rings(&r.wan, &c.train.model, r.rings);
   r.printed = -1;
   r.failed_rank = -1;
-  if (a.json_log[0] && !(r.log = fopen(a.json_log, "a"))) {
-    wt_fail(WT_EIO, "cannot open --json-log %s: %s", a.json_log, strerror(errno));
-    return cli_fail("launch");
-  }
+  if (cli_json_log_open(&r.log, "launch", a.json_log) != WT_OK) return cli_fail("launch");
   char dir[1024];
   rc = s_make_run_dir(&a, world, dir, sizeof dir);
   if (rc == WT_OK && r.wan.sc) rc = s_wan_save(&r.wan, dir);
   if (rc != WT_OK) {
-    if (r.log) fclose(r.log);
+    cli_json_log_close(&r.log, rc);
     return cli_fail("launch");
   }
   signal(SIGINT, s_on_signal);
@@ -1119,7 +1085,7 @@ int cmd_launch(int argc, char **argv) {
   }
   s_supervise(&r);
   rc = s_summary(&r);
-  rc = s_close_log(&r, rc);
+  rc = cli_json_log_close(&r.log, rc);
   if (rc != WT_OK && r.failed_rank < 0)
     fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
   s_remove_run_dir(dir, world);

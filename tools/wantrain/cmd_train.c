@@ -82,8 +82,7 @@ typedef struct {
 
 typedef struct {
   const train_args *a;
-  FILE *log;
-  int log_errno;   /* the first write error of the log (0 = none) */
+  cli_json_log log;
   double t0;       /* start of this process's training */
   long first_step; /* steps already done when this process started */
   char *config_json;
@@ -126,24 +125,6 @@ static void s_progress(const run_state *r, const trainer_step_info *info, float 
   fflush(stdout);
 }
 
-/* Writes one line to the JSON log. The first write error is reported at once; the run goes on
- * (its checkpoints matter more than its log) and exits with status 1 at the end. */
-__attribute__((format(printf, 2, 3))) static void s_log_line(run_state *r, const char *fmt, ...) {
-  if (!r->log || r->log_errno) return;
-  va_list ap;
-  va_start(ap, fmt);
-  errno = 0;
-  int bad = vfprintf(r->log, fmt, ap) < 0;
-  va_end(ap);
-  bad = bad || fflush(r->log) != 0;
-  if (!bad) return;
-  r->log_errno = errno ? errno : EIO;
-  fprintf(stderr,
-          "wantrain train: warning: cannot write --json-log %s: %s; training goes on, the log "
-          "stops here and the run will exit with status 1\n",
-          r->a->json_log, strerror(r->log_errno));
-}
-
 /* ',"moe":{"load":[...],"dropped":D,"aux":A}' for an MoE model (malloc'd; "" when dense). */
 static char *s_moe_json(const run_state *r, const moe_step *m) {
   if (!m->blocks) return wt_xstrdup("");
@@ -161,7 +142,7 @@ static void s_log(run_state *r, const trainer_step_info *info, float val, double
                   const moe_step *moe) {
   char vbuf[32] = "null", *mbuf = s_moe_json(r, moe);
   if (!isnan(val)) snprintf(vbuf, sizeof vbuf, "%.6f", val);
-  s_log_line(r,
+  cli_json_log_line(&r->log,
              "{\"step\":%ld,\"loss\":%.6f,\"val_loss\":%s,\"lr\":%.6g,\"grad_norm\":%.6g,"
              "\"tokens_per_s\":%.1f%s}\n",
              info->step, info->loss, vbuf, info->lr, info->grad_norm, tok_s, mbuf);
@@ -183,7 +164,7 @@ static int s_done(trainer *t, run_state *r, float loss) {
          wt_now_s() - r->t0);
   char lbuf[32] = "null"; /* no step ran when a resumed run was already complete */
   if (!isnan(loss)) snprintf(lbuf, sizeof lbuf, "%.6f", loss);
-  s_log_line(r, "{\"event\":\"done\",\"step\":%ld,\"loss\":%s,\"val_loss\":%.6f}\n",
+  cli_json_log_line(&r->log, "{\"event\":\"done\",\"step\":%ld,\"loss\":%s,\"val_loss\":%.6f}\n",
              trainer_steps_done(t), lbuf, val);
   return WT_OK;
 }
@@ -281,22 +262,9 @@ static int s_check_log_fresh(const train_args *a) {
 }
 
 static int s_open_log(const train_args *a, run_state *r) {
-  if (!a->json_log[0]) return WT_OK;
-  if (!(r->log = fopen(a->json_log, "a")))
-    return wt_fail(WT_EIO, "cannot open --json-log %s: %s", a->json_log, strerror(errno));
-  s_log_line(r, "{\"event\":\"start\",\"config\":%s}\n", r->config_json);
+  WT_CHECK(cli_json_log_open(&r->log, "train", a->json_log));
+  cli_json_log_line(&r->log, "{\"event\":\"start\",\"config\":%s}\n", r->config_json);
   return WT_OK;
-}
-
-/* Closes the log; any write error of the run is a failure of the run. */
-static int s_close_log(run_state *r, int rc) {
-  if (!r->log) return rc;
-  if (fclose(r->log) != 0 && !r->log_errno) r->log_errno = errno ? errno : EIO;
-  r->log = NULL;
-  if (r->log_errno && rc == WT_OK)
-    rc = wt_fail(WT_EIO, "--json-log %s could not be written (%s); the log is incomplete",
-                 r->a->json_log, strerror(r->log_errno));
-  return rc;
 }
 
 int cmd_train(int argc, char **argv) {
@@ -326,14 +294,14 @@ int cmd_train(int argc, char **argv) {
   signal(SIGTERM, s_on_signal);
   data_fetch_configure(0, &s_stop_signal); /* a signal also ends a download */
   if (rc == WT_OK) rc = s_run(&a, &r);
-  rc = s_close_log(&r, rc);
+  rc = cli_json_log_close(&r.log, rc);
   free(r.config_json);
   free(r.moe.kept);
   checkpoint_run_close(&held);
   if (rc != WT_OK) {
     cli_fail("train");
     /* A signal that interrupted a download is still the reason the run ended. */
-    return s_stop_signal && !r.log_errno ? 128 + (int)s_stop_signal : CLI_FAIL;
+    return s_stop_signal && !r.log.error ? 128 + (int)s_stop_signal : CLI_FAIL;
   }
   return s_stop_signal ? 128 + (int)s_stop_signal : CLI_OK; /* the shell's "killed by" status */
 }
