@@ -87,6 +87,10 @@ struct coordinator {
   int members[COORD_MAX_PEERS]; /* peer indices by epoch rank */
   int n_members;
   int plan_members[COORD_MAX_PEERS]; /* the last train epoch's peers, by world rank */
+  /* each stage's data-parallel ring in the last placement: rings[s*R + i] is the replica at
+   * position i of stage s's ring (rings[s*R] = 0); n_rings = S·R entries, 0 = replica order */
+  int rings[COORD_MAX_PEERS];
+  int n_rings;
   /* where the train epoch's tasklets start: from_peers = 1: at start_step from the members'
    * held states, rank r's from rank state_from[r]; 0: from the latest complete checkpoint */
   int from_peers, state_from[COORD_MAX_PEERS];

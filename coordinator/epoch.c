@@ -57,6 +57,11 @@ static cJSON *s_tasklet_json(coordinator *c, int rank) {
     for (int r = 0; r < c->n_members; r++)
       cJSON_AddItemToArray(from, cJSON_CreateNumber(c->state_from[r]));
   }
+  /* the stage's data-parallel ring, as the placement priced it */
+  const int R = run->replicas, stage = rank / R;
+  cJSON *ring = cJSON_AddArrayToObject(t, "dp_ring");
+  for (int i = 0; i < R; i++)
+    cJSON_AddItemToArray(ring, cJSON_CreateNumber(c->n_rings ? c->rings[stage * R + i] : i));
   /* the data shard: this replica's rows of every global batch */
   cJSON_AddNumberToObject(t, "shard_first_row",
                           (rank % run->replicas) * run->batch / run->replicas);
@@ -178,6 +183,7 @@ static void s_problem(coordinator *c, const int *list, int n, int with_compute, 
   *p = (assign_problem){.net = net,
                         .d_pp = g->run.stages,
                         .d_dp = g->run.replicas,
+                        .dp_algo = ASSIGN_DP_RING, /* what the runtime runs, in the plan's rings */
                         .c_dp_bytes = 4.0 * params / g->run.stages,
                         .c_pp_bytes = 4.0 * g->run.batch * g->run.seq * g->run.channels};
   /* A tasklet's compute on the fastest listed peer: 6 FLOP per parameter and token (forward and
@@ -532,6 +538,8 @@ static int s_place(coordinator *c, const int *live, int n_live) {
     c->n_members = n;
     memcpy(c->plan_members, c->members, sizeof(int) * n);
     c->n_plan = n;
+    c->n_rings = plan->ring ? n : 0;
+    if (plan->ring) memcpy(c->rings, plan->ring, sizeof(int) * n);
     s_state_sources(c);
   } else {
     coord_event(c, "error", "placement failed: %s", wt_last_error());

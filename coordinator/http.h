@@ -51,6 +51,8 @@
  *       "diloco":   integer >= 0, DiLoCo's H (0: every step)
  *       "grad_codec", "grad_ef", "act_codec": strings, the codecs and error feedback in use
  *       "outer_lr", "outer_momentum": numbers >= 0, DiLoCo's outer step
+ *   "rings":        array of S arrays, each stage's data-parallel ring as the placement chose
+ *                   it: R replica numbers, replica 0 first (not checked)
  *   "peers":        array of objects, one per peer the coordinator knows:
  *       "id":       string (e.g. the first hex digits of its public key)
  *       "region":   string, the peer's region label ("" when it gave none)

@@ -101,6 +101,15 @@ cJSON *coord_status(coordinator *c) {
   cJSON_AddNumberToObject(sync, "outer_lr", s_float_value(c->cfg.run.sync.outer_lr));
   cJSON_AddNumberToObject(sync, "outer_momentum", s_float_value(c->cfg.run.sync.outer_momentum));
   cJSON_AddStringToObject(sync, "act_codec", c->cfg.run.act_codec);
+  /* each stage's data-parallel ring as the placement chose it (replica order before one) */
+  cJSON *rings = cJSON_AddArrayToObject(o, "rings");
+  const int R = c->cfg.run.replicas;
+  for (int s = 0; s < c->cfg.run.stages; s++) {
+    cJSON *ring = cJSON_CreateArray();
+    for (int i = 0; i < R; i++)
+      cJSON_AddItemToArray(ring, cJSON_CreateNumber(c->n_rings ? c->rings[s * R + i] : i));
+    cJSON_AddItemToArray(rings, ring);
+  }
   cJSON *peers = cJSON_AddArrayToObject(o, "peers");
   for (int i = 0; i < c->n_peers; i++) {
     const coord_peer *p = &c->peers[i];

@@ -28,6 +28,7 @@ typedef struct {
   peer_held *held; /* borrowed from peerd */
   cJSON *body;     /* the EPOCH message, owned */
   parallel_run_config run; /* a train epoch's run, as the coordinator sent it (checked) */
+  int dp_ring[64];          /* its stage's data-parallel ring (the tasklet's dp_ring) */
   parallel_zmq_transport *transport;
   char keys[64][41];
   double *lat, *bw; /* emulated link rows, or NULL */

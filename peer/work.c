@@ -352,12 +352,34 @@ int peer_state_exchange(const peer_held *held, parallel_comm *world, const cJSON
   return WT_OK;
 }
 
+/* The stage's data-parallel ring the coordinator sent (tasklet.dp_ring): R replica numbers, which
+ * parallel_tasklet_config_validate checks to be a ring starting at replica 0; replica order
+ * when the coordinator sent none. */
+static int s_ring_of(const cJSON *t, int R, int *ring) {
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(t, "dp_ring");
+  for (int i = 0; i < R; i++) ring[i] = i;
+  if (!a) return WT_OK;
+  if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != R)
+    return wt_fail(WT_EINVAL, "the coordinator sent a dp_ring of %d entries for %d replicas",
+                   cJSON_GetArraySize(a), R);
+  for (int i = 0; i < R; i++) {
+    const cJSON *x = cJSON_GetArrayItem(a, i);
+    if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble >= R ||
+        x->valuedouble != (int)x->valuedouble)
+      return wt_fail(WT_EINVAL, "the coordinator sent a dp_ring entry that is no replica of %d", R);
+    ring[i] = (int)x->valuedouble;
+  }
+  return WT_OK;
+}
+
 static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(w->body, "tasklet");
   parallel_tasklet_config c;
   WT_CHECK(parallel_tasklet_config_from_run(&w->run, coordinator_field_int(t, "stage", 0),
                                             coordinator_field_int(t, "replica", 0), w->data, &c));
   c.resume = coordinator_field_int(t, "resume", 0);
+  WT_CHECK(s_ring_of(t, c.replicas, w->dp_ring));
+  c.dp_ring = w->dp_ring;
   c.on_step = s_on_step;
   c.on_step_arg = w;
   /* the site is this peer's own (--gpus, --site); the run says how a site splits its stage */
@@ -393,11 +415,15 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   size_t out_bytes = 0;
   if (!stateful) c.state_out = &out, c.state_out_bytes = &out_bytes;
   const trainer_config *tc = &c.train;
+  char ring[64 * 4] = "";
+  for (int i = 0; i < c.replicas; i++)
+    snprintf(ring + strlen(ring), sizeof ring - strlen(ring), "%s%d", i ? " " : "", c.dp_ring[i]);
   WT_INFO("peerd: stage %d replica %d of %d x %d trains seq %d, %d layers x %d channels, batch "
-          "%d in %d micro-batches, %s, lr %g to %g after %d warmup steps, keeping %d checkpoints",
+          "%d in %d micro-batches, %s, lr %g to %g after %d warmup steps, keeping %d checkpoints; "
+          "the stage's ring: replicas %s",
           c.stage, c.replica, c.stages, c.replicas, tc->model.max_seq, tc->model.n_layer,
           tc->model.channels, tc->batch, tc->micro_batches, w->run.schedule, (double)tc->optim.lr,
-          (double)tc->optim.min_lr, tc->optim.warmup_steps, c.keep);
+          (double)tc->optim.min_lr, tc->optim.warmup_steps, c.keep, ring);
   if (c.diloco_h > 0 || strcmp(c.grad_codec, "none"))
     WT_INFO("peerd: stage %d replica %d syncs with DiLoCo H=%d (outer lr %g, momentum %g), "
             "grad codec %s, error feedback %s",

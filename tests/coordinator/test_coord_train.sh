@@ -36,6 +36,21 @@ ok = s['state'] == 'training' and $committed <= s['step'] <= $STEPS and states.c
      and states.count('standby') == 1 and s['stages'] == 2 and s['replicas'] == 4
 print(f\"/status: state {s['state']}, step {s['step']} (committed $committed), peers {states}\")
 sys.exit(0 if ok else 1)" || fail "/status does not show the run as it is: $status"
+# each stage's data-parallel ring in /status is a ring of its 4 replicas from replica 0, and
+# every member of the stage runs that ring (its log says which)
+echo "$status" | python3 -c "
+import json, re, sys, glob
+s = json.load(sys.stdin)
+rings = s['rings']
+ok = len(rings) == 2 and all(sorted(r) == [0, 1, 2, 3] and r[0] == 0 for r in rings)
+seen = 0
+for f in glob.glob('$WORK/plain-peer*.log'):
+    for m in re.finditer(r'stage (\\d+) replica \\d+ of 2 x 4 trains.*the stage.s ring: replicas ([0-9 ]+)', open(f).read()):
+        seen += 1
+        ok = ok and [int(x) for x in m.group(2).split()] == rings[int(m.group(1))]
+print('/status rings', rings, 'run by', seen, 'members')
+ok = ok and seen == 8
+sys.exit(0 if ok else 1)" || fail "the stages' rings in /status are not the ones the peers run"
 step_m=$(echo "$metrics" | grep -E "^wantrain_step " | awk '{print $2}')
 [ -n "$step_m" ] && [ "${step_m%.*}" -ge "$committed" ] || fail "/metrics has no true wantrain_step: $step_m"
 echo "$metrics" | grep -q 'wantrain_peers{state="training"} 8' || fail "/metrics does not count 8 training peers"
