@@ -450,7 +450,15 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
     *w->held = (peer_held){.blob = out, .bytes = out_bytes, .stage = stage, .step = step};
   }
   uint64_t recv = 0;
-  for (int p = 0; p < w->size; p++) recv += parallel_zmq_link_stats_get(zc, p).bytes_recv;
+  char sent[64 * 16] = ""; /* what went where: the pipeline neighbours and the ring's next */
+  for (int p = 0; p < w->size; p++) {
+    parallel_zmq_link_stats ls = parallel_zmq_link_stats_get(zc, p);
+    recv += ls.bytes_recv;
+    snprintf(sent + strlen(sent), sizeof sent - strlen(sent), "%s%.3f", p ? " " : "",
+             (double)ls.bytes_sent / 1e6);
+  }
+  WT_INFO("peerd: stage %d replica %d (rank %d) sent MB to ranks 0..%d: %s", c.stage, c.replica,
+          w->rank, w->size - 1, sent);
   pthread_mutex_lock(&w->mu);
   w->steps = res.steps_done;
   w->bytes_recv = (double)recv;

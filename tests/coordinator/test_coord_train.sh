@@ -56,6 +56,30 @@ step_m=$(echo "$metrics" | grep -E "^wantrain_step " | awk '{print $2}')
 echo "$metrics" | grep -q 'wantrain_peers{state="training"} 8' || fail "/metrics does not count 8 training peers"
 wait_for "$WORK/plain.log" "the run finished $STEPS steps" 60 || fail "the undisturbed run did not finish"
 wait_exit "$CPID" 60
+# the gradients went around those rings: each member's bytes to the replica of its stage that is
+# not next to it in the ring are a small part of what it sent its ring neighbours
+python3 - "$WORK" <<'PY' || fail "the stages' gradient bytes did not follow their rings"
+import glob, re, sys
+R = 4
+rings, sent = {}, {}
+for f in glob.glob(sys.argv[1] + '/plain-peer*.log'):
+    text = open(f).read()
+    for m in re.finditer(r'stage (\d+) replica (\d+) of 2 x 4 trains.*the stage.s ring: replicas ([0-9 ]+)', text):
+        rings[int(m.group(1))] = [int(x) for x in m.group(3).split()]
+    for m in re.finditer(r'stage (\d+) replica (\d+) \(rank \d+\) sent MB to ranks 0\.\.7: ([0-9. ]+)', text):
+        sent[(int(m.group(1)), int(m.group(2)))] = [float(x) for x in m.group(3).split()]
+ok = len(rings) == 2 and len(sent) == 8
+for (s, r), mb in sorted(sent.items()):
+    ring = rings[s]
+    i = ring.index(r)
+    near = {ring[(i + 1) % R], ring[(i - 1) % R]}
+    far = [x for x in range(R) if x != r and x not in near]
+    to_near = max(mb[s * R + x] for x in near)
+    to_far = max(mb[s * R + x] for x in far)
+    print(f'stage {s} replica {r}: ring {ring}, MB to neighbours {to_near:.3f}, to the far one {to_far:.3f}')
+    ok = ok and to_far < 0.1 * to_near
+sys.exit(0 if ok else 1)
+PY
 L0=$(json_field plain.log loss)
 F0=$(json_field plain.log first_loss)
 echo "undisturbed: first loss $F0, final loss $L0"
