@@ -30,6 +30,7 @@ typedef struct {
   coord_peer_status status;
   char region[64], kind[32], host[256];
   int region_index;     /* in the scenario, -1 without one */
+  int device_index;     /* the scenario device it emulates (coord_scenario_device), -1 = none */
   double flops, memory; /* a site's aggregate (peerd --gpus) */
   int gpus;             /* GPUs of the site behind it (1: a single device) */
   double last_seen;     /* wt_now_s() */
@@ -76,6 +77,7 @@ struct coordinator {
   /* scenario (WAN emulation) */
   netsim_scenario_set *scenario_set;
   const netsim_scenario *scenario; /* the emulated WAN, or NULL */
+  assign_plan *fixed_plan;         /* --assignment: the scenario device of each world rank */
   /* the run */
   uint64_t run_id;
   int run_complete;
@@ -183,5 +185,13 @@ void coord_epoch_on_checkpoint(coordinator *c, coord_peer *p, const cJSON *body)
 void coord_epoch_on_commit(coordinator *c);
 int coord_scenario_load(coordinator *c);
 int coord_region_index(coordinator *c, const char *label, char *why, size_t size);
+/* The scenario device peer index i emulates: the one it had if still free, else the first device
+ * of its region no other live peer emulates, else its region's first (it shares that device's
+ * links); -1 without a scenario. */
+int coord_scenario_device(coordinator *c, int i);
+/* Fills member r's emulated links of the current epoch (netsim_emulation_row over the members'
+ * devices). Returns WT_OK or WT_EINVAL. */
+int coord_scenario_row(coordinator *c, int r, netsim_emulation *out);
+void coord_scenario_close(coordinator *c);
 
 #endif

@@ -119,6 +119,7 @@ cJSON *coord_status(coordinator *c) {
     cJSON_AddStringToObject(j, "id", id);
     cJSON_AddStringToObject(j, "key", p->key);
     cJSON_AddStringToObject(j, "region", p->region);
+    cJSON_AddNumberToObject(j, "scenario_device", p->device_index); /* -1: none emulated */
     cJSON_AddNumberToObject(j, "stage",
                             p->epoch_rank < 0 ? -1 : p->epoch_rank / c->cfg.run.replicas);
     cJSON_AddNumberToObject(j, "replica",

@@ -54,6 +54,7 @@ typedef struct {
   char optimizer[WT_CONFIG_STR_MAX]; /* adamw|sgd */
   long long seed;
   int val_every, val_batches;
+  double time_limit; /* seconds; 0 = none: stop after the step in which they passed */
   /* the pipeline: S stages x R replicas, its schedule, activation slots per stage */
   int stages, replicas;
   char schedule[WT_CONFIG_STR_MAX]; /* 1f1b|gpipe */
@@ -102,6 +103,10 @@ typedef struct {
    "validate every N steps and after the last (0 = after the last only)", 0},                      \
   {"val-batches", WT_OPT_INT, PARALLEL_RUN_F(type, m, val_batches), 1, 1e6, "8",                   \
    "micro-batches per validation", 0}
+#define PARALLEL_RUN_LIMIT_OPTIONS(type, m)                                                        \
+  {"time-limit", WT_OPT_FLOAT, PARALLEL_RUN_F(type, m, time_limit), 0, 1e9, "0",                   \
+   "stop every tasklet after the step in which this many seconds passed, validating and "         \
+   "checkpointing (0 = none)", 0}
 #define PARALLEL_RUN_OPTIM_OPTIONS(type, m)                                                        \
   {"lr", WT_OPT_FLOAT, PARALLEL_RUN_F(type, m, lr), 0, 10, "3e-3", "peak learning rate", 0},       \
   {"min-lr", WT_OPT_FLOAT, PARALLEL_RUN_F(type, m, min_lr), 0, 10, "3e-4",                         \
@@ -156,6 +161,7 @@ typedef struct {
 #define PARALLEL_RUN_OPTIONS(type, m)                                                              \
   PARALLEL_RUN_MODEL_OPTIONS(type, m), GPT_MOE_OPTIONS(type, m moe),                               \
   PARALLEL_RUN_DATA_OPTIONS(type, m), PARALLEL_RUN_STEPS_OPTIONS(type, m),                         \
+  PARALLEL_RUN_LIMIT_OPTIONS(type, m),                                                             \
   PARALLEL_RUN_OPTIM_OPTIONS(type, m), PARALLEL_RUN_PIPELINE_OPTIONS(type, m),                     \
   PARALLEL_RUN_SYNC_OPTIONS(type, m), PARALLEL_RUN_CHECKPOINT_OPTIONS(type, m),                    \
   PARALLEL_RUN_SITE_OPTIONS(type, m), PARALLEL_RUN_DEVICE_OPTIONS(type, m)

@@ -52,6 +52,7 @@ int parallel_tasklet_config_from_run(const parallel_run_config *run, int stage, 
   c.checkpoint_every = run->checkpoint_every;
   c.keep = run->keep;
   c.val_every = run->val_every;
+  c.time_limit_s = run->time_limit;
   *cfg = c;
   return WT_OK;
 }
