@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdint.h>
 
 /* The stage state a peer keeps between epochs (parallel/runtime/tasklet.h's state blob), to start
@@ -53,6 +54,11 @@ typedef struct {
   int site_ranks; /* --gpus: the tasklet's site (set before peer_work_start) */
   struct parallel_site_link *site_link; /* --site, rank 0: the site's processes (borrowed) */
   double *probe_lat, *probe_bw;         /* size entries, -1 unmeasured */
+  FILE *log;        /* --json-log (borrowed; written by the work thread only), or NULL */
+  int peer_id;      /* the coordinator's id of this peer, for the log */
+  int *same_access; /* emulated: members behind this one's access link, or NULL */
+  double uplink_Bps, downlink_Bps;
+  int time_limited; /* the tasklet stopped at the run's time limit */
 } peer_work;
 
 /* Parses an EPOCH body and binds the data socket (tcp://host:*). NULL with wt_last_error(). */
