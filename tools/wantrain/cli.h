@@ -17,9 +17,6 @@ int cmd_eval(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
-/* The hidden `wantrain __tasklet RANK RUN_DIR STATUS_FD <launch options>` that `launch` execs
- * once per process (cmd_launch.c). */
-int cmd_launch_worker(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 
 /* Parses argv[2..] with `table` into cfg (defaults first). Prints help and returns -1 (caller
