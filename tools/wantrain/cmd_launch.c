@@ -88,9 +88,7 @@ static const wt_option s_options[] = {
      "none|random|megatron|deepspeed|greedy|ga|exact"},
     {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-6, 1e6, "1",
      "wall seconds per emulated second of network time", 0},
-    PARALLEL_RUN_DATA_OPTIONS(launch_args, run.),
-    {"cache-dir", WT_OPT_STRING, F(cache_dir), 0, 0, "",
-     "where URLs are downloaded (default $WANTRAIN_CACHE or ~/.cache/wantrain)", 0},
+    CLI_DATA_OPTIONS(launch_args, run.),
     PARALLEL_RUN_STEPS_OPTIONS(launch_args, run.),
     PARALLEL_RUN_LIMIT_OPTIONS(launch_args, run.),
     PARALLEL_RUN_MODEL_OPTIONS(launch_args, run.),
@@ -178,19 +176,6 @@ static int s_device_check(const parallel_run_config *run, int *gpus) {
   return s_device_probe(run->device, gpus);
 }
 
-/* The run's model rows as `wantrain train` checks them (cli_check_model's messages name flags). */
-static void s_train_options(const parallel_run_config *run, cli_train_options *t) {
-  memset(t, 0, sizeof *t);
-  t->steps = run->steps, t->batch = run->batch, t->micro_batches = run->micro_batches;
-  t->val_batches = run->val_batches;
-  t->seq = run->seq, t->layers = run->layers, t->channels = run->channels, t->heads = run->heads;
-  t->lr = run->lr, t->min_lr = run->min_lr, t->warmup = run->warmup;
-  t->weight_decay = run->weight_decay, t->grad_clip = run->grad_clip;
-  snprintf(t->optimizer, sizeof t->optimizer, "%s", run->optimizer);
-  t->seed = run->seed;
-  t->moe = run->moe;
-}
-
 /* Loads --scenario when given: it must have one device per peer. NULL set without one. */
 static int s_scenario(const launch_args *a, netsim_scenario_set **set, const netsim_scenario **sc) {
   *set = NULL, *sc = NULL;
@@ -240,9 +225,7 @@ static int s_check(launch_args *a, int *gpus, int *vocab) {
             "(docs/compression.md, \"Stacked on a pipeline\"); --act-codec delta8 or direct8 "
             "cost nothing measurable there\n",
             a->run.act_codec, a->run.act_codec[5]);
-  cli_train_options t;
-  s_train_options(&a->run, &t);
-  if (cli_check_model(&t, a->run.device) != WT_OK) {
+  if (cli_check_model(&a->run) != WT_OK) {
     fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
     return CLI_USAGE;
   }
