@@ -293,6 +293,8 @@ typedef struct {
   int coord_started;
   volatile sig_atomic_t coord_stop;
   int coord_rc;
+  volatile int coord_done; /* coordinator_run returned */
+  char coord_error[1024];
   const netsim_scenario *sc;
   assign_plan *plan; /* with a scenario: the coordinator's placement, once every peer started */
   s_peer p[S_MAX_RANKS];
@@ -314,8 +316,8 @@ static void s_on_signal(int sig) {
 static void *s_coord_main(void *arg) {
   s_run *r = arg;
   r->coord_rc = coordinator_run(r->coord, &r->coord_stop);
-  if (r->coord_rc != WT_OK)
-    fprintf(stderr, "wantrain launch: the coordinator stopped: %s\n", wt_last_error());
+  if (r->coord_rc != WT_OK) snprintf(r->coord_error, sizeof r->coord_error, "%s", wt_last_error());
+  r->coord_done = 1;
   return NULL;
 }
 
@@ -519,7 +521,10 @@ static double s_num(const cJSON *o, const char *key) {
   return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
+static int s_placement(s_run *r);
+
 static void s_on_step(s_run *r, s_peer *p, const cJSON *o) {
+  if (!r->plan) s_placement(r); /* said before the first progress line */
   p->steps = (long)s_num(o, "step");
   p->loss = (float)s_num(o, "loss");
   p->val = (float)s_num(o, "val_loss");
@@ -614,7 +619,26 @@ static int s_all_done(const s_run *r) {
   return 1;
 }
 
-static int s_placement(s_run *r);
+/* A run that cannot start or go on fails, saying why: the coordinator's loop ended, or no peer
+ * started training within the deadline (a registration or a placement that never succeeds). */
+static void s_check_progress(s_run *r) {
+  if (r->failed) return;
+  int started = 0;
+  for (int w = 0; w < r->world; w++) started += r->p[w].rank >= 0;
+  const double deadline = r->a->timeout + 60;
+  if (r->coord_done && !s_all_done(r)) {
+    fprintf(stderr, "wantrain launch: error: the coordinator stopped: %s\n",
+            r->coord_error[0] ? r->coord_error : "its loop ended before the run");
+    s_fail(r);
+  } else if (!started && wt_now_s() - r->t0 > deadline) {
+    fprintf(stderr,
+            "wantrain launch: error: the coordinator placed no tasklet within %.0f s "
+            "(--timeout + 60 s); run coordinator and peerd by hand with WT_LOG_LEVEL=info to see "
+            "why\n",
+            deadline);
+    s_fail(r);
+  }
+}
 
 /* Runs until every peer has exited: the coordinator tells them the run is complete once each has
  * reported; after a failure the others get S_GRACE_S to stop on their own, then SIGTERM, then
@@ -641,6 +665,7 @@ static void s_supervise(s_run *r) {
       }
     s_reap(r);
     if (!r->failed) s_placement(r); /* once every peer has started training */
+    s_check_progress(r);
     if (s_signal && !r->failed) {
       fprintf(stderr, "wantrain launch: stopped by signal %d; stopping every peer\n",
               (int)s_signal);
@@ -799,7 +824,7 @@ static void s_name(const s_run *r, const s_peer *p, char *out, size_t size) {
 }
 
 static int s_report_failure(const s_run *r) {
-  const s_peer *cause = s_cause(r);
+  const s_peer *cause = s_signal ? NULL : s_cause(r); /* a signal is no peer's fault */
   char name[128];
   if (cause) {
     s_name(r, cause, name, sizeof name);
