@@ -785,7 +785,7 @@ static int s_predict(const s_run *r, int model, double *out) {
     scaled.bandwidth_Bps[i] = net->bandwidth_Bps[i] / a->time_scale;
   }
   const assign_access *acc = netsim_scenario_access(r->sc);
-  assign_access sacc = {0};
+  assign_access sacc;
   double *up = NULL, *down = NULL;
   if (acc) {
     up = wt_xmalloc(sizeof(double) * (size_t)acc->n_links);
