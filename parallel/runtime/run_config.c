@@ -66,6 +66,16 @@ static int s_check_zero(const parallel_run_config *run) {
   return WT_OK;
 }
 
+/* The robust aggregate all-gathers whole contributions, which ZeRO-1's sharded reduce never
+ * forms. */
+static int s_check_robust(const parallel_run_config *run) {
+  if (strcmp(run->robust, "none") && run->zero)
+    return wt_fail(WT_EINVAL, "robust %s all-gathers whole gradients, which zero 1 shards; use "
+                              "zero 0 or robust none",
+                   run->robust);
+  return WT_OK;
+}
+
 /* A site's ranks split a dense stage's heads (and sequences, with site-cp) or, for an MoE
  * model, its experts and each micro-batch's rows. site-cp is checked on its own too: in a
  * coordinator run the sites are the peers' (--gpus), known only when they register. */
@@ -103,6 +113,7 @@ int parallel_run_config_check(parallel_run_config *run) {
   WT_CHECK(s_check_pipeline(run));
   WT_CHECK(compress_sync_args_apply(&run->sync));
   WT_CHECK(s_check_zero(run));
+  WT_CHECK(s_check_robust(run));
   return s_check_site(run);
 }
 

@@ -27,6 +27,9 @@ typedef struct {
   compress_ef *sef;       /* sparse sender residual */
   diloco *outer;          /* DiLoCo, or NULL */
   parallel_zero *zero;    /* ZeRO-1, or NULL */
+  parallel_robust *robust; /* the robust sync's state (robust not "none", R > 1), or NULL */
+  parallel_robust_report robust_report; /* its evidence of this step, in replica order */
+  int robust_ran;                       /* 1: a robust sync ran in this step */
   const kernels_ops *ops; /* the stage's back end */
   int holds_cuda;         /* this tasklet counts as the process's one on the CUDA back end */
   float *grads_host;      /* the reduced gradient on the host, between reduce and ZeRO's update */

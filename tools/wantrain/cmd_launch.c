@@ -55,6 +55,7 @@ typedef struct {
   compress_sync_args sync; /* --grad-codec, --diloco, --outer-*, --grad-ef, --preset */
   char act_codec[WT_CONFIG_STR_MAX];
   int zero;
+  char robust[WT_CONFIG_STR_MAX];
   char device[WT_CONFIG_STR_MAX], precision[WT_CONFIG_STR_MAX];
   int tf32, act_slots, site_ranks, site_cp;
   double timeout;
@@ -86,6 +87,7 @@ static const wt_option s_options[] = {
     {"act-codec", WT_OPT_CHOICE, F(act_codec), 0, 0, "none",
      "activation compression across pipeline cuts", "none|delta2|delta4|delta8|direct8"},
     {"zero", WT_OPT_INT, F(zero), 0, 1, "0", "1 = ZeRO-1 optimizer-state sharding", 0},
+    PARALLEL_RUN_ROBUST_OPTION(launch_args, ),
     {"device", WT_OPT_STRING, F(device), 0, 0, "cpu",
      "kernels back end of every process: cpu; cuda:N = all on GPU N; cuda = process w on GPU "
      "w mod (visible GPUs) (CUDA builds)",
@@ -173,6 +175,7 @@ static void s_tasklet_config(const launch_args *a, const data_set *d, parallel_t
   c->diloco_momentum = (float)a->sync.outer_momentum;
   c->grad_ef = strcmp(a->sync.grad_ef, "off") != 0; /* auto without a preset: on */
   c->zero = a->zero;
+  snprintf(c->robust, sizeof c->robust, "%.15s", a->robust); /* a choice: short */
   c->act_slots = a->act_slots;
   c->site_ranks = a->site_ranks;
   c->site_cp = a->site_cp;
