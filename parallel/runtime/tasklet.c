@@ -230,6 +230,12 @@ static void s_tamper(parallel_tasklet *k, long step, float *x, size_t n) {
   if (k->cfg.test_tamper) k->cfg.test_tamper(k->cfg.test_tamper_arg, step, x, n);
 }
 
+static void s_tamper_act(void *arg, int micro_batch, float *act, size_t n) {
+  parallel_tasklet *k = arg;
+  (void)micro_batch;
+  k->cfg.test_tamper_act(k->cfg.test_tamper_arg, trainer_steps_done(k->t) + 1, act, n);
+}
+
 /* The collective of the step on host gradients g (n floats). */
 static int s_reduce_host(parallel_tasklet *k, trainer *t, float *g, size_t n) {
   if (k->zero) return parallel_zero_reduce(k->zero, g);
@@ -502,6 +508,7 @@ int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *c
                                  .seq = tc.model.max_seq};
   snprintf(pc.act_codec, sizeof pc.act_codec, "%s", cfg->act_codec);
   pc.act_slots = cfg->act_slots;
+  if (cfg->test_tamper_act) pc.test_tamper_act = s_tamper_act, pc.test_tamper_arg = k;
   if (!(k->pipeline = parallel_pipeline_new(&pc, trainer_model(k->t), k->pipe))) return WT_EINVAL;
   if (cfg->site_ranks > 1) WT_CHECK(s_site(k, &tc));
   WT_CHECK(s_data_parallel(k));

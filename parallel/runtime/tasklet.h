@@ -129,6 +129,8 @@ typedef struct {
   parallel_tasklet_step_fn on_step; /* called after every step, may be NULL */
   void *on_step_arg;
   parallel_tasklet_tamper_fn test_tamper; /* NULL, except in tests/trust's liar harness */
+  parallel_tasklet_tamper_fn test_tamper_act; /* the same for the activations each micro-batch
+                                                 sends to the next stage (NULL elsewhere) */
   void *test_tamper_arg;
   /* In-memory state hand-over (peerd moves a stage between processes with it; see
    * parallel_tasklet_state_* below). state_in: start from this state blob instead of fresh
