@@ -26,7 +26,8 @@ const char *parallel_robust_kind_name(parallel_robust_kind kind) {
 }
 
 /* A float's bits as an unsigned key whose order is the floats' (−inf < … < −0 < +0 < … < +inf),
- * every NaN above +inf: a total order, so the sorted values do not depend on the sort. */
+ * every NaN above +inf (as one canonical NaN): a total order, so the sorted values do not depend
+ * on the sort. */
 static uint32_t s_key(float v) {
   if (isnan(v)) return UINT32_MAX;
   uint32_t u;
@@ -34,22 +35,38 @@ static uint32_t s_key(float v) {
   return (u & 0x80000000u) ? ~u : u | 0x80000000u;
 }
 
-/* Sorts v[0..m) by s_key (insertion sort: m is a group size, at most 64). */
-static void s_sort(float *v, int m) {
+static float s_unkey(uint32_t k) {
+  if (k == UINT32_MAX) return NAN;
+  uint32_t u = (k & 0x80000000u) ? k & 0x7fffffffu : ~k;
+  float v;
+  memcpy(&v, &u, 4);
+  return v;
+}
+
+/* Sorts k[0..m) (insertion sort: m is a group size, at most 64). */
+static void s_sort_keys(uint32_t *k, int m) {
   for (int i = 1; i < m; i++) {
-    float x = v[i];
-    uint32_t kx = s_key(x);
+    uint32_t x = k[i];
     int j = i - 1;
-    for (; j >= 0 && s_key(v[j]) > kx; j--) v[j + 1] = v[j];
-    v[j + 1] = x;
+    for (; j >= 0 && k[j] > x; j--) k[j + 1] = k[j];
+    k[j + 1] = x;
   }
 }
 
-/* The values of coordinate i of the used rows, sorted, into v; returns how many. */
-static int s_column(const float *rows, const int *used, int m, size_t n, size_t i, float *v) {
-  for (int j = 0; j < m; j++) v[j] = rows[(size_t)used[j] * n + i];
-  s_sort(v, m);
-  return m;
+/* Sorts v[0..m) by s_key. */
+static void s_sort(float *v, int m) {
+  uint32_t k[PARALLEL_ROBUST_MAX_RANKS];
+  for (int j = 0; j < m; j++) k[j] = s_key(v[j]);
+  s_sort_keys(k, m);
+  for (int j = 0; j < m; j++) v[j] = s_unkey(k[j]);
+}
+
+/* The values of coordinate i of the used rows, sorted, into v. */
+static void s_column(const float *rows, const int *used, int m, size_t n, size_t i, float *v) {
+  uint32_t k[PARALLEL_ROBUST_MAX_RANKS];
+  for (int j = 0; j < m; j++) k[j] = s_key(rows[(size_t)used[j] * n + i]);
+  s_sort_keys(k, m);
+  for (int j = 0; j < m; j++) v[j] = s_unkey(k[j]);
 }
 
 /* What trimmed-mean drops at each end of m sorted values. */

@@ -122,6 +122,11 @@ int parallel_run_config_stateful(const parallel_run_config *run) {
   return run->sync.diloco > 0 || lossy_ef || !strncmp(run->act_codec, "delta", 5);
 }
 
+int parallel_run_config_excludes(const parallel_run_config *run, long flagged, long syncs) {
+  return strcmp(run->robust, "none") && run->trust_flags > 0 && flagged >= run->trust_flags &&
+         4 * flagged >= syncs;
+}
+
 char *parallel_run_config_to_json(const parallel_run_config *run) {
   return wt_config_to_json(s_options, run);
 }

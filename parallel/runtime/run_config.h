@@ -62,6 +62,7 @@ typedef struct {
   compress_sync_args sync;
   int zero;                          /* 1: ZeRO-1 optimizer-state sharding */
   char robust[WT_CONFIG_STR_MAX];    /* none|trimmed-mean|median|centered-clip (collectives.h) */
+  int trust_flags;                   /* flagged syncs that exclude a peer (0: never excluded) */
   char act_codec[WT_CONFIG_STR_MAX]; /* none|delta2|delta4|delta8|direct8 */
   /* checkpoints */
   char checkpoint_dir[WT_CONFIG_STR_MAX];
@@ -136,6 +137,9 @@ typedef struct {
   {"zero", WT_OPT_INT, PARALLEL_RUN_F(type, m, zero), 0, 1, "0",                                   \
    "1 = ZeRO-1 optimizer-state sharding", 0},                                                      \
   PARALLEL_RUN_ROBUST_OPTION(type, m),                                                             \
+  {"trust-flags", WT_OPT_INT, PARALLEL_RUN_F(type, m, trust_flags), 0, 1e9, "5",                   \
+   "with --robust: a peer whose contributions were left out of this many syncs, and of at least " \
+   "a quarter of those it took part in, is excluded from the run (0 = never)", 0},                \
   {"act-codec", WT_OPT_CHOICE, PARALLEL_RUN_F(type, m, act_codec), 0, 0, "none",                   \
    "activation compression across pipeline cuts", "none|delta2|delta4|delta8|direct8"}
 #define PARALLEL_RUN_CHECKPOINT_OPTIONS(type, m)                                                   \
@@ -189,6 +193,11 @@ int parallel_run_config_check(parallel_run_config *run);
  * DiLoCo's outer state, error-feedback residuals around a lossy gradient codec, delta
  * activation caches. For a checked run (sync.grad_ef resolved; "auto" counts as on). */
 int parallel_run_config_stateful(const parallel_run_config *run);
+
+/* The one exclusion rule (docs/trust.md): 1 when a peer whose contributions the robust sync left
+ * out of `flagged` of the `syncs` it took part in is excluded from the run: robust on,
+ * trust-flags > 0, flagged >= trust-flags and 4 · flagged >= syncs. */
+int parallel_run_config_excludes(const parallel_run_config *run, long flagged, long syncs);
 
 /* The model of the run for a corpus of `vocab` tokens: gpt_config with the MoE options applied,
  * validated. Returns WT_OK or WT_EINVAL naming the option (*out unchanged on failure). */

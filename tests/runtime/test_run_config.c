@@ -186,6 +186,14 @@ static void test_robust_choices(void) {
                        !strcmp(parallel_robust_kind_name(k), t),
                    "robust %s parses: %s", t, wt_last_error());
   }
+  parallel_run_config run = parallel_run_config_default();
+  WT_TEST_ASSERT(!parallel_run_config_excludes(&run, 100, 100), "robust none excludes nobody");
+  snprintf(run.robust, sizeof run.robust, "median");
+  WT_TEST_ASSERT(parallel_run_config_excludes(&run, 5, 20), "5 of 20 flagged: excluded");
+  WT_TEST_ASSERT(!parallel_run_config_excludes(&run, 4, 4), "4 flagged: below trust-flags 5");
+  WT_TEST_ASSERT(!parallel_run_config_excludes(&run, 5, 21), "5 of 21: under a quarter");
+  run.trust_flags = 0;
+  WT_TEST_ASSERT(!parallel_run_config_excludes(&run, 50, 50), "trust-flags 0 never excludes");
   data_synth_config dc = data_synth_default();
   data_set *data = data_set_synthetic(&dc);
   parallel_tasklet_config c = parallel_tasklet_config_default();
