@@ -61,6 +61,12 @@ static parallel_tasklet_config s_config(const s_args *a, const data_set *data) {
   return c;
 }
 
+/* A number for JSON: null when not finite. */
+static const char *s_num(double v, char *buf) {
+  snprintf(buf, 32, isfinite(v) ? "%.6g" : "null", v);
+  return buf;
+}
+
 static void s_print(const s_args *a, const lr_run *h, int rc) {
   const int R = a->replicas, S = a->stages;
   parallel_run_config run = parallel_run_config_default();
@@ -82,15 +88,16 @@ static void s_print(const s_args *a, const lr_run *h, int rc) {
       }
     }
   const parallel_tasklet_result *r0 = &h->res[0];
+  char l1[32], l2[32];
   const int syncs = a->diloco ? (a->steps + a->diloco - 1) / a->diloco : a->steps;
   printf("{\"lie\":\"%s\",\"robust\":\"%s\",\"codec\":\"%s\",\"stages\":%d,\"replicas\":%d,"
-         "\"liars\":%d,\"seed\":%lld,\"steps\":%d,\"diloco\":%d,\"ok\":%s,\"final_loss\":%.6g,"
-         "\"val_loss\":%.6g,\"syncs\":%d,\"liar_first_flag\":%ld,\"liar_flagged\":%d,"
+         "\"liars\":%d,\"seed\":%lld,\"steps\":%d,\"diloco\":%d,\"ok\":%s,\"final_loss\":%s,"
+         "\"val_loss\":%s,\"syncs\":%d,\"liar_first_flag\":%ld,\"liar_flagged\":%d,"
          "\"honest_flagged\":%d,\"honest_flagged_max\":%d,\"liars_excluded\":%d,"
          "\"honest_excluded\":%d,\"bytes_data_per_sync\":%.0f,\"reduce_ms_per_sync\":%.3f}\n",
          a->lie, a->robust, a->grad_codec, S, R, a->liars, a->seed, a->steps, a->diloco,
-         rc == WT_OK ? "true" : "false", rc == WT_OK ? r0->last_loss : NAN,
-         rc == WT_OK ? r0->last_val_loss : NAN, syncs, first, liar_flagged, honest_flagged,
+         rc == WT_OK ? "true" : "false", s_num(rc == WT_OK ? r0->last_loss : NAN, l1),
+         s_num(rc == WT_OK ? r0->last_val_loss : NAN, l2), syncs, first, liar_flagged, honest_flagged,
          honest_max, liars_out, honest_out, (double)r0->bytes_data / syncs,
          1e3 * r0->reduce_s / syncs);
 }
