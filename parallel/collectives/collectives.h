@@ -88,7 +88,8 @@
  * bytes of one of its sender's last PARALLEL_ROBUST_REPLAY contributions (a stale copy), whose
  * log-norm lies further from the median of the group's history than max(ln norm_ratio, norm_k ·
  * σ) (σ = 1.4826 · MAD), or whose cosine to the aggregate is below median − max(cos_k · σ,
- * median / 2) of the history's cosines, is left out; the aggregate is recomputed without it, and
+ * median / 2) of the history's cosines (the lowest first, never a majority of what is left), is
+ * left out; the aggregate is recomputed without it, and
  * the report carries the evidence. The history (the norms and cosines of accepted contributions,
  * the last `history` of them plus this step's) lives in the parallel_robust object: every rank
  * of a group must make its object at the same step (a tasklet does, at its start), or their

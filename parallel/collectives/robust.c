@@ -222,12 +222,19 @@ static int s_check_cosines(parallel_robust *self, s_call *k) {
   if (m == 0 || !(med > 0)) return 0;
   r->cos_median = med;
   r->cos_min = med - fmax(self->cfg.cos_k * sigma, 0.5 * med);
+  /* Lowest first, and never a majority: the test compares each contribution with what the
+   * others agree on, which only a majority of honest ones makes meaningful. */
   int flagged = 0;
-  for (int j = 0; j < k->world; j++)
-    if (k->cand[j] && !(k->cosine[j] >= r->cos_min)) {
-      s_flag(k, j, PARALLEL_ROBUST_FLAG_COSINE);
-      flagged = 1;
-    }
+  for (int left = (s_count(k) - 1) / 2; left > 0; left--) {
+    int worst = -1;
+    for (int j = 0; j < k->world; j++)
+      if (k->cand[j] && !(k->cosine[j] >= r->cos_min) &&
+          (worst < 0 || !(k->cosine[j] >= k->cosine[worst])))
+        worst = j;
+    if (worst < 0) break;
+    s_flag(k, worst, PARALLEL_ROBUST_FLAG_COSINE);
+    flagged = 1;
+  }
   return flagged;
 }
 
