@@ -241,9 +241,9 @@ typedef struct {
 
 /* One call's evidence: per rank of the communicator, and the band each test used. */
 typedef struct {
-  int world, used;                   /* contributions, and how many the aggregate used */
+  int world, used;                      /* contributions, and how many the aggregate used */
   double norm_median, norm_lo, norm_hi; /* accepted norms lay in [norm_lo, norm_hi] (0, inf: off) */
-  double cos_median, cos_min;        /* accepted cosines were >= cos_min (-inf: off) */
+  double cos_median, cos_min;           /* accepted cosines were >= cos_min (-inf: off) */
   parallel_robust_evidence rank[PARALLEL_ROBUST_MAX_RANKS];
 } parallel_robust_report;
 

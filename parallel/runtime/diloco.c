@@ -17,13 +17,13 @@ struct diloco {
   long steps;
   parallel_ef *ef;  /* ring residuals, made at the first step for (n, rank, world) */
   compress_ef *sef; /* sender residual of the sparse or robust all-gather */
+
   parallel_robust_report report; /* the robust all-reduce's last evidence */
 };
 
 diloco_config diloco_config_default(void) {
   return (diloco_config){
-      .lr = 0.7f, .momentum = 0.9f, .nesterov = 1, .codec = NULL, .error_feedback = 1, .sparse = 0,
-      .robust = NULL};
+      .lr = 0.7f, .momentum = 0.9f, .nesterov = 1, .codec = NULL, .error_feedback = 1, .sparse = 0};
 }
 
 int diloco_config_validate(const diloco_config *cfg) {
@@ -82,8 +82,8 @@ static void s_ensure_ef(diloco *d, parallel_comm *comm) {
 /* Δ̄ = mean over replicas of Δ, with whichever collective the config asks for. */
 static int s_average(diloco *d, parallel_comm *comm) {
   const diloco_config *c = &d->cfg;
-  if (c->robust) return parallel_robust_allreduce(c->robust, comm, c->codec, d->sef, d->delta, d->n,
-                                                  &d->report);
+  if (c->robust)
+    return parallel_robust_allreduce(c->robust, comm, c->codec, d->sef, d->delta, d->n, &d->report);
   if (!c->codec) return parallel_allreduce(comm, d->delta, d->n, PARALLEL_OP_AVG);
   if (c->sparse)
     return parallel_allreduce_sparse(comm, c->codec, d->delta, d->n, PARALLEL_OP_AVG, d->sef);

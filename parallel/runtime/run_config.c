@@ -70,8 +70,9 @@ static int s_check_zero(const parallel_run_config *run) {
  * forms. */
 static int s_check_robust(const parallel_run_config *run) {
   if (strcmp(run->robust, "none") && run->zero)
-    return wt_fail(WT_EINVAL, "robust %s all-gathers whole gradients, which zero 1 shards; use "
-                              "zero 0 or robust none",
+    return wt_fail(WT_EINVAL,
+                   "robust %s all-gathers whole gradients, which zero 1 shards; use "
+                   "zero 0 or robust none",
                    run->robust);
   return WT_OK;
 }

@@ -117,8 +117,10 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world
     return wt_fail(WT_EINVAL, "--robust %s is unknown; use one of %s", c->robust,
                    PARALLEL_ROBUST_NAMES);
   if (c->zero && robust != PARALLEL_ROBUST_NONE)
-    return wt_fail(WT_EINVAL, "--robust %s all-gathers whole gradients, which --zero 1 shards; "
-                              "drop one of them", c->robust);
+    return wt_fail(WT_EINVAL,
+                   "--robust %s all-gathers whole gradients, which --zero 1 shards; "
+                   "drop one of them",
+                   c->robust);
   if (c->zero && (strcmp(c->grad_codec, "none") || c->diloco_h))
     return wt_fail(WT_EINVAL, "--zero 1 shards the uncompressed synchronous update; drop "
                               "--grad-codec and --diloco");

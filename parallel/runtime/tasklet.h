@@ -128,7 +128,7 @@ typedef struct {
                           every tasklet stops after the same step */
   parallel_tasklet_step_fn on_step; /* called after every step, may be NULL */
   void *on_step_arg;
-  parallel_tasklet_tamper_fn test_tamper; /* NULL, except in tests/trust's liar harness */
+  parallel_tasklet_tamper_fn test_tamper;     /* NULL, except in tests/trust's liar harness */
   parallel_tasklet_tamper_fn test_tamper_act; /* the same for the activations each micro-batch
                                                  sends to the next stage (NULL elsewhere) */
   void *test_tamper_arg;

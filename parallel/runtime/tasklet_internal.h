@@ -27,14 +27,17 @@ typedef struct {
   compress_ef *sef;       /* sparse sender residual */
   diloco *outer;          /* DiLoCo, or NULL */
   parallel_zero *zero;    /* ZeRO-1, or NULL */
-  parallel_robust *robust; /* the robust sync's state (robust not "none", R > 1), or NULL */
-  parallel_robust_report robust_report; /* its evidence of this step, in replica order */
-  int robust_ran;                       /* 1: a robust sync ran in this step */
   const kernels_ops *ops; /* the stage's back end */
   int holds_cuda;         /* this tasklet counts as the process's one on the CUDA back end */
   float *grads_host;      /* the reduced gradient on the host, between reduce and ZeRO's update */
   float *params_host;     /* ZeRO-1 on a device: the parameters' host copy (ops->host_alloc) */
   double t_start;         /* wt_now_s() when the run began (time_limit_s) */
+
+  /* the robust sync (robust not "none", R > 1; else NULL), its evidence of this step in replica
+   * order, and whether it ran in this step */
+  parallel_robust *robust;
+  parallel_robust_report robust_report;
+  int robust_ran;
   /* The run binding (tasklet.h): the run's id (0 until the first checkpoint or the resume sets
    * it), this run's binding text ("" until made) and the changes resumes recorded (a JSON
    * array, "" for none), which every manifest carries on. */

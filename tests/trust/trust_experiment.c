@@ -97,8 +97,8 @@ static void s_print(const s_args *a, const lr_run *h, int rc) {
          "\"honest_excluded\":%d,\"bytes_data_per_sync\":%.0f,\"reduce_ms_per_sync\":%.3f}\n",
          a->lie, a->robust, a->grad_codec, S, R, a->liars, a->seed, a->steps, a->diloco,
          rc == WT_OK ? "true" : "false", s_num(rc == WT_OK ? r0->last_loss : NAN, l1),
-         s_num(rc == WT_OK ? r0->last_val_loss : NAN, l2), syncs, first, liar_flagged, honest_flagged,
-         honest_max, liars_out, honest_out, (double)r0->bytes_data / syncs,
+         s_num(rc == WT_OK ? r0->last_val_loss : NAN, l2), syncs, first, liar_flagged,
+         honest_flagged, honest_max, liars_out, honest_out, (double)r0->bytes_data / syncs,
          1e3 * r0->reduce_s / syncs);
 }
 
