@@ -17,6 +17,7 @@
 #define COORD_MAX_PEERS 256
 #define COORD_KEY_LEN 40
 #define COORD_LOSS_HIST 2000
+#define COORD_TRUST_REPLICAS 64 /* replicas of a stage a trust report covers */
 
 typedef enum { PEER_GONE = 0, PEER_LIVE = 1 } coord_peer_status;
 
@@ -48,6 +49,14 @@ typedef struct {
   int held_stage;      /* the stage state it keeps between epochs (from RESULT / REGISTER) */
   long held_step;      /* 0: none */
   int promote_refused; /* its measured links did not keep a promotion's gain: not asked again */
+  /* trust.c: the robust sync's evidence. Its own last report of the epoch trust_report_epoch
+   * (0: none): its stage's robust syncs and how often each replica's contribution was left out */
+  int trust_report_epoch;
+  long trust_report_syncs, trust_report[COORD_TRUST_REPLICAS];
+  /* what its stage agreed about it: in the epochs before trust_epoch, and in trust_epoch */
+  long trust_flagged, trust_syncs, trust_ep_flagged, trust_ep_syncs;
+  int trust_epoch;
+  char trust_why[64]; /* the reasons its stage gave */
 } coord_peer;
 
 typedef enum {
@@ -122,6 +131,9 @@ struct coordinator {
   coordinator_http *http;
   /* probed links between peer ids: latency (s) and bandwidth (B/s), -1 = not measured */
   double *lat, *bw; /* COORD_MAX_PEERS² by peer index */
+  int n_excluded;   /* trust.c: peers excluded in this coordinator's lifetime */
+  int excluded_id[COORD_MAX_PEERS];
+  char excluded_key[COORD_MAX_PEERS][COORD_KEY_LEN + 1], excluded_why[COORD_MAX_PEERS][256];
 };
 
 /* state.c — SQLite */
@@ -170,6 +182,19 @@ void coord_status_tick(coordinator *c);
  * state database, from which a restarted coordinator loads it with keep. */
 void coord_loss_record(coordinator *c, long step, float loss);
 void coord_loss_keep(coordinator *c, long step, float loss);
+
+/* trust.c — the record per peer key of what the robust sync (--robust) left out. Each member's
+ * HEARTBEAT (or its RESULT inside one) carries its stage's counts for every replica; a member's
+ * count is the lower median of its stage's reports, so a minority of lying reporters can neither
+ * frame an honest peer nor shield a liar. Past the run's rule (parallel_run_config_excludes) the
+ * peer is excluded: logged and recorded as an event, dropped like a lost member (the epoch is
+ * re-placed without it) and its key refused for the rest of the run. */
+void coord_trust_on_heartbeat(coordinator *c, coord_peer *p, const cJSON *body);
+/* 1 (with the reason in why) when `key` was excluded from this run. */
+int coord_trust_refuses(coordinator *c, const char *key, char *why, size_t size);
+/* Adds "peers_excluded", "excluded" [{id, key, reason}] and "trust" [{id, flagged, syncs}] to a
+ * /status object. */
+void coord_trust_status(coordinator *c, cJSON *status);
 
 /* epoch.c */
 void coord_epoch_tick(coordinator *c);

@@ -283,6 +283,10 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   const char *kind = coordinator_field_str(dev, "kind"),
              *region = coordinator_field_str(m->body, "region");
   const char *host = coordinator_field_str(m->body, "host");
+  if (coord_trust_refuses(c, key, why, sizeof why)) {
+    s_refuse_registration(c, route, rlen, key, why);
+    return;
+  }
   if (coordinator_register_labels_check(m->body) != WT_OK) {
     c->refused++;
     snprintf(why, sizeof why, "%s", wt_last_error());
@@ -416,6 +420,7 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
       coord_state_save_run(c);
     }
   }
+  coord_trust_on_heartbeat(c, p, b); /* the robust sync's evidence; may exclude p */
   const cJSON *result = cJSON_GetObjectItemCaseSensitive(b, "result");
   if (cJSON_IsObject(result) && p->epoch_rank >= 0 && p->result == 0)
     coord_epoch_on_result(c, p, result); /* its RESULT was lost (e.g. while we restarted) */

@@ -110,6 +110,7 @@ cJSON *coord_status(coordinator *c) {
       cJSON_AddItemToArray(ring, cJSON_CreateNumber(c->n_rings ? c->rings[s * R + i] : i));
     cJSON_AddItemToArray(rings, ring);
   }
+  coord_trust_status(c, o); /* peers_excluded, excluded, trust */
   cJSON *peers = cJSON_AddArrayToObject(o, "peers");
   for (int i = 0; i < c->n_peers; i++) {
     const coord_peer *p = &c->peers[i];

@@ -371,6 +371,7 @@ static void s_heartbeat(s_peer *p) {
   cJSON_AddNumberToObject(b, "bytes_intra", intra);
   cJSON_AddNumberToObject(b, "bytes_inter", inter);
   cJSON_AddNumberToObject(b, "bytes_inter_raw", inter_raw);
+  if (w) peer_work_trust_json(w, b);
   if (!w && p->last_result) cJSON_AddItemToObject(b, "result", cJSON_Duplicate(p->last_result, 1));
   s_send(p, COORD_CMD_HEARTBEAT, b);
   cJSON_Delete(b);

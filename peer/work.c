@@ -305,6 +305,14 @@ static void s_maybe_die(const peer_work *w, long step) {
   }
 }
 
+/* Counts a step's robust-sync evidence (replica order; NULL: the step had none). Under mu. */
+static void s_trust_record(peer_work *w, const parallel_robust_report *rep) {
+  if (!rep) return;
+  w->trust_syncs++;
+  for (int r = 0; r < rep->world && r < 64; r++)
+    if (rep->rank[r].flags) w->trust_flagged[r]++, w->trust_why[r] |= rep->rank[r].flags;
+}
+
 static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   peer_work *w = arg;
   /* The next messages belong to the next step: the transport stamps it on them and names it in
@@ -349,6 +357,24 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   }
   w->bytes_intra = intra, w->bytes_inter = inter, w->bytes_recv = recv;
   w->bytes_inter_raw = inter_raw;
+  s_trust_record(w, st->robust);
+  pthread_mutex_unlock(&w->mu);
+}
+
+void peer_work_trust_json(peer_work *w, cJSON *body) {
+  pthread_mutex_lock(&w->mu);
+  const int R = WT_MIN(w->run.replicas, 64);
+  if (w->is_train && strcmp(w->run.robust, "none") && w->trust_syncs > 0) {
+    cJSON *t = cJSON_AddObjectToObject(body, "trust");
+    cJSON_AddNumberToObject(t, "syncs", (double)w->trust_syncs);
+    cJSON *flagged = cJSON_AddArrayToObject(t, "flagged"), *why = cJSON_AddArrayToObject(t, "why");
+    for (int r = 0; r < R; r++) {
+      char names[96];
+      parallel_robust_flags_str(w->trust_why[r], names, sizeof names);
+      cJSON_AddItemToArray(flagged, cJSON_CreateNumber((double)w->trust_flagged[r]));
+      cJSON_AddItemToArray(why, cJSON_CreateString(names));
+    }
+  }
   pthread_mutex_unlock(&w->mu);
 }
 
@@ -642,6 +668,7 @@ cJSON *peer_work_result(peer_work *w) {
   cJSON_AddNumberToObject(b, "bytes_inter", w->bytes_inter);
   cJSON_AddNumberToObject(b, "bytes_inter_raw", w->bytes_inter_raw);
   if (isfinite(w->loss)) cJSON_AddNumberToObject(b, "loss", w->loss);
+  peer_work_trust_json(w, b);
   if (w->held->step > 0) { /* what this peer can start the next epoch from or hand over */
     cJSON_AddNumberToObject(b, "held_stage", w->held->stage);
     cJSON_AddNumberToObject(b, "held_step", (double)w->held->step);

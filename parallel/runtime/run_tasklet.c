@@ -45,6 +45,7 @@ int parallel_tasklet_config_from_run(const parallel_run_config *run, int stage, 
   c.diloco_lr = (float)run->sync.outer_lr;
   c.diloco_momentum = (float)run->sync.outer_momentum;
   c.zero = run->zero;
+  snprintf(c.robust, sizeof c.robust, "%.*s", (int)sizeof c.robust - 1, run->robust);
   c.act_slots = run->act_slots;
   c.site_ranks = run->site_ranks;
   c.site_cp = run->site_cp;
