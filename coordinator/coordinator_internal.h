@@ -217,8 +217,9 @@ int coord_token_key_load(const char *dir, unsigned char key[32]);
 int coord_zap_start(coordinator *c);
 void coord_zap_stop(coordinator *c);
 /* CURVE handshakes on the control socket that failed (the client lacks this coordinator's
- * public key, or sent garbage; each logged, rate-limited) and that the caps refused. */
-void coord_zap_counts(const coordinator *c, uint64_t *failed, uint64_t *refused);
+ * public key, or sent garbage), that the caps refused, and that were cut before they finished
+ * (a reset or a timeout); logged, rate-limited. */
+void coord_zap_counts(const coordinator *c, uint64_t *failed, uint64_t *refused, uint64_t *cut);
 
 /* daemon.c */
 void coord_send(coordinator *c, coord_peer *p, coordinator_cmd cmd, const cJSON *body);

@@ -63,7 +63,7 @@
  *     site's GPUs), "excluded" (why it is left out of epochs for now) and "excluded_for_s"
  *   not checked, the coordinator's capacity: "peer_counts" (state -> number of peers, all of
  *   them, where "peers" may list only some), "max_peers", "peers_total", "peers_live",
- *   "peers_excluded", "refused_full", "handshakes_failed", "handshakes_refused"
+ *   "peers_excluded", "refused_full", "handshakes_failed", "handshakes_refused", "handshakes_cut"
  *
  * ---- /metrics (all gauges, from the same snapshot) ----------------------------------------------
  *   wantrain_epoch, wantrain_step, wantrain_stages, wantrain_replicas, wantrain_loss,
@@ -74,7 +74,7 @@
  *   wantrain_peer_info{id,region,stage,replica,state} 1 per listed peer
  *   wantrain_peers_max, wantrain_peers_held, wantrain_peers_excluded,
  *   wantrain_registrations_refused_full, wantrain_handshakes_failed,
- *   wantrain_handshakes_refused                      from the members of the same names
+ *   wantrain_handshakes_refused, wantrain_handshakes_cut  from the members of the same names
  */
 #ifndef WT_COORDINATOR_HTTP_H
 #define WT_COORDINATOR_HTTP_H

@@ -120,6 +120,8 @@ static void s_admission(FILE *f, const cJSON *st) {
            "CURVE handshakes on the control socket that failed since start (wrong server key).");
   s_scalar(f, st, "handshakes_refused", "wantrain_handshakes_refused",
            "CURVE handshakes refused since start by the connection caps.");
+  s_scalar(f, st, "handshakes_cut", "wantrain_handshakes_cut",
+           "CURVE handshakes cut before they finished since start (reset or timed out).");
 }
 
 static void s_peers(FILE *f, const cJSON *st) {

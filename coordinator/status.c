@@ -64,7 +64,7 @@ static double s_float_value(double v) {
 }
 
 /* Admission and capacity: the table's size and bound, registrations refused for want of a
- * slot, failed and refused CURVE handshakes, members excluded for silence. */
+ * slot, failed, refused and cut CURVE handshakes, members excluded for silence. */
 static void s_admission(cJSON *o, coordinator *c) {
   int live = 0, excluded = 0;
   const double now = wt_now_s();
@@ -72,8 +72,8 @@ static void s_admission(cJSON *o, coordinator *c) {
     live += c->peers[i].status == PEER_LIVE;
     excluded += c->peers[i].status == PEER_LIVE && !coord_exclude_available(c, i, now);
   }
-  uint64_t failed, refused;
-  coord_zap_counts(c, &failed, &refused);
+  uint64_t failed, refused, cut;
+  coord_zap_counts(c, &failed, &refused, &cut);
   cJSON_AddNumberToObject(o, "max_peers", c->cfg.max_peers);
   cJSON_AddNumberToObject(o, "peers_total", c->n_peers);
   cJSON_AddNumberToObject(o, "peers_live", live);
@@ -81,6 +81,7 @@ static void s_admission(cJSON *o, coordinator *c) {
   cJSON_AddNumberToObject(o, "refused_full", (double)c->refused_full);
   cJSON_AddNumberToObject(o, "handshakes_failed", (double)failed);
   cJSON_AddNumberToObject(o, "handshakes_refused", (double)refused);
+  cJSON_AddNumberToObject(o, "handshakes_cut", (double)cut);
 }
 
 /* A peer excluded from epochs for now: why, and for how long still. */

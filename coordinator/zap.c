@@ -7,8 +7,9 @@
  * state database knows its key (an admitted peer reconnecting). ZeroMQ closes a refused
  * connection and a ZeroMQ client does not retry it (status 400); a connection that never completes
  * its handshake is closed after ZMQ_HANDSHAKE_IVL (daemon.c). The same monitor reports the
- * handshakes that fail — a peer given the wrong --coordinator-key fails CURVE's — which are
- * counted for /status and /metrics and logged at most once per 10 s. */
+ * handshakes that fail — a peer given the wrong --coordinator-key fails CURVE's — and those cut
+ * before they finish, which are counted for /status and /metrics and logged at most once per
+ * 10 s. */
 #include "coordinator/coordinator_internal.h"
 
 #include "common/common.h"
@@ -49,8 +50,8 @@ struct coord_zap {
   uint64_t refused;
   /* CURVE handshakes that failed (a client with the wrong server key, garbage) and that this
    * handler refused; written here, read by the status under the daemon's lock */
-  _Atomic uint64_t handshakes_failed, handshakes_refused;
-  double failed_log_t; /* when a failed handshake was last logged */
+  _Atomic uint64_t handshakes_failed, handshakes_refused, handshakes_cut;
+  double failed_log_t, cut_log_t; /* when one of each was last logged */
 };
 
 #define S_FAILED_LOG_S 10 /* one line per window about failed handshakes */
@@ -111,22 +112,31 @@ static void s_peer_addr(int fd, char *out, size_t size) {
 }
 
 /* A failed handshake: counted, and logged at most once per S_FAILED_LOG_S. Refusals by this
- * handler (status 400) arrive as AUTH failures and are logged where they are made. For the
- * others, value is the protocol error (or errno): a client that does not know this
- * coordinator's public key fails the CURVE handshake with a cryptographic error. */
+ * handler (status 400) arrive as AUTH failures and are logged where they are made. A protocol
+ * error is a client that does not speak CURVE to this key — with ZMQ_PROTOCOL_ERROR_ZMTP_
+ * CRYPTOGRAPHIC, one that does not have this coordinator's public key; "no detail" is a
+ * handshake cut before it finished (a reset, a timeout: a client gone, or a coordinator too
+ * busy to finish it within ZMQ_HANDSHAKE_IVL), value its errno. */
 static void s_handshake_failed(struct coord_zap *z, uint16_t event, uint32_t value) {
   if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
     atomic_fetch_add(&z->handshakes_refused, 1);
     return;
   }
-  uint64_t n = atomic_fetch_add(&z->handshakes_failed, 1) + 1;
-  double now = wt_now_s();
-  if (now - z->failed_log_t < S_FAILED_LOG_S) return;
-  z->failed_log_t = now;
-  WT_WARN("coordinator: a CURVE handshake failed (%s %#x): a client that does not have this "
-          "coordinator's public key (a peer given the wrong --coordinator-key?); %llu so far",
-          event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error" : "error", value,
-          (unsigned long long)n);
+  int cut = event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+  uint64_t n = atomic_fetch_add(cut ? &z->handshakes_cut : &z->handshakes_failed, 1) + 1;
+  double now = wt_now_s(), *last = cut ? &z->cut_log_t : &z->failed_log_t;
+  if (now - *last < S_FAILED_LOG_S) return;
+  *last = now;
+  if (cut)
+    WT_WARN("coordinator: a CURVE handshake was cut before it finished (%s); %llu so far",
+            strerror((int)value), (unsigned long long)n);
+  else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
+    WT_WARN("coordinator: a CURVE handshake failed: the client does not have this coordinator's "
+            "public key (a peer given the wrong --coordinator-key?); %llu so far",
+            (unsigned long long)n);
+  else
+    WT_WARN("coordinator: a CURVE handshake failed (protocol error %#x); %llu so far", value,
+            (unsigned long long)n);
 }
 
 /* One monitor event: [u16 event, u32 value (the descriptor)][endpoint]. A descriptor is
@@ -289,10 +299,11 @@ int coord_zap_start(coordinator *c) {
   return WT_OK;
 }
 
-void coord_zap_counts(const coordinator *c, uint64_t *failed, uint64_t *refused) {
+void coord_zap_counts(const coordinator *c, uint64_t *failed, uint64_t *refused, uint64_t *cut) {
   const struct coord_zap *z = c->zap_state;
   *failed = z ? atomic_load(&z->handshakes_failed) : 0;
   *refused = z ? atomic_load(&z->handshakes_refused) : 0;
+  *cut = z ? atomic_load(&z->handshakes_cut) : 0;
 }
 
 void coord_zap_stop(coordinator *c) {

@@ -152,12 +152,15 @@ static int s_coordinator_key(s_peer *p) {
 
 #define S_MONITOR "inproc://peerd.control.monitor"
 #define S_MONITOR_EVENTS                                                                           \
-  (ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |                          \
+  (ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |    \
    ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
 /* CURVE handshakes in a row that fail before registration gives up: ZeroMQ reconnects after
  * each (100 ms, then up to 1 s), so a wrong server key is reported within a few seconds, and
- * one handshake cut by a coordinator restarting does not count as one. */
+ * one handshake cut by a coordinator restarting does not count as one. Only a failure within
+ * S_HANDSHAKE_QUICK_S of connecting counts: a coordinator refuses a wrong key's HELLO at once,
+ * while one too busy to finish handshakes lets them time out, which is no sign of a bad key. */
 #define S_HANDSHAKE_FAILS 3
+#define S_HANDSHAKE_QUICK_S 2.0
 
 /* Watches the control socket's handshakes (ZeroMQ's socket monitor), so that registration
  * can tell a coordinator that cannot be reached from one that does not accept our handshake. */
@@ -192,15 +195,21 @@ static int s_monitor_event(s_peer *p, uint16_t *event, uint32_t *value) {
   return got;
 }
 
-/* Counts the handshakes that failed in a row; after S_HANDSHAKE_FAILS, fails saying why. */
-static int s_handshake_check(s_peer *p, int *fails) {
+/* Counts the handshakes that failed in a row soon after connecting (connected_at: the last
+ * connection's time); after S_HANDSHAKE_FAILS, fails saying why. */
+static int s_handshake_check(s_peer *p, int *fails, double *connected_at) {
   uint16_t event;
   uint32_t value;
   while (s_monitor_event(p, &event, &value)) {
+    if (event == ZMQ_EVENT_CONNECTED) {
+      *connected_at = wt_now_s();
+      continue;
+    }
     if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
       *fails = 0;
       continue;
     }
+    if (wt_now_s() - *connected_at > S_HANDSHAKE_QUICK_S) continue;
     if (++*fails < S_HANDSHAKE_FAILS) continue;
     if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
       return wt_fail(WT_EINVAL,
@@ -462,10 +471,11 @@ static void s_work_done(s_peer *p) {
  * wt_last_error) or the deadline (0). */
 static int s_await_welcome(s_peer *p, double deadline, const volatile sig_atomic_t *stop) {
   int fails = 0;
+  double connected_at = 0;
   while (wt_now_s() < deadline && !*stop) {
     zmq_pollitem_t it[2] = {{p->sock, 0, ZMQ_POLLIN, 0}, {p->monitor, 0, ZMQ_POLLIN, 0}};
     zmq_poll(it, p->monitor ? 2 : 1, 200);
-    if (p->monitor && s_handshake_check(p, &fails) != WT_OK) return -1;
+    if (p->monitor && s_handshake_check(p, &fails, &connected_at) != WT_OK) return -1;
     coordinator_msg m;
     if (!s_recv(p, 0, &m)) continue;
     int r = 0;
