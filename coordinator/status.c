@@ -92,24 +92,21 @@ static void s_peer_exclusion(cJSON *j, const coordinator *c, int i) {
   cJSON_AddNumberToObject(j, "excluded_for_s", round(p->excluded_until - wt_now_s()));
 }
 
-/* Whether slot i is one the run uses: a member of the epoch or a world rank of the plan. */
-static int s_in_run(const coordinator *c, int i) {
-  if (c->peers[i].epoch_rank >= 0) return 1;
-  for (int r = 0; r < c->n_plan; r++)
-    if (c->plan_members[r] == i) return 1;
-  return 0;
-}
-
-/* The slots /status lists, at most COORD_STATUS_PEERS: those the run uses, then the live
- * ones, then the rest, each in slot order. A snapshot of thousands of peers would hold the
- * daemon's lock and the page for long; "peer_counts" counts them all. Returns how many. */
+/* The slots /status lists, at most COORD_STATUS_PEERS: those the run uses (members of the
+ * epoch, world ranks of the plan), then the live ones, then the rest, each in slot order. A
+ * snapshot of thousands of peers would hold the daemon's lock and the page for long;
+ * "peer_counts" counts them all. Returns how many. */
 static int s_listed(const coordinator *c, int *out) {
+  char *in_run = wt_xcalloc((size_t)(c->n_peers ? c->n_peers : 1), 1);
+  for (int i = 0; i < c->n_peers; i++) in_run[i] = c->peers[i].epoch_rank >= 0;
+  for (int r = 0; r < c->n_plan; r++) in_run[c->plan_members[r]] = 1;
   int n = 0;
   for (int pass = 0; pass < 3; pass++)
     for (int i = 0; i < c->n_peers && n < COORD_STATUS_PEERS; i++) {
-      int run = s_in_run(c, i), live = c->peers[i].status == PEER_LIVE;
+      int run = in_run[i], live = c->peers[i].status == PEER_LIVE;
       if (pass == 0 ? run : pass == 1 ? !run && live : !run && !live) out[n++] = i;
     }
+  free(in_run);
   return n;
 }
 

@@ -33,8 +33,8 @@ ok = (s["max_peers"] == 1024 and s["peers_total"] == 1024 and s["peers_live"] ==
 sys.exit(0 if ok else 1)
 PY
 metrics=$(curl -sf "http://127.0.0.1:$port/metrics") || fail "/metrics did not answer"
-echo "$metrics" | grep -qx 'wantrain_peers{state="standby"} 960' || fail "/metrics does not count 960 standbys"
-echo "$metrics" | grep -qx 'wantrain_registrations_refused_full 36' || fail "/metrics does not count the refusals"
+grep -qx 'wantrain_peers{state="standby"} 960' <<<"$metrics" || fail "/metrics does not count 960 standbys"
+grep -qx 'wantrain_registrations_refused_full 36' <<<"$metrics" || fail "/metrics does not count the refusals"
 grep -q "refused: key .*the coordinator is full (all 1024 slots of --max-peers" "$WORK/coord.log" ||
   fail "the coordinator does not log the refusals past its limit"
 wait_exit "$SWARM" 40 || fail "coord_swarm did not end"

@@ -39,7 +39,8 @@ echo "wrong key reported after $took s (register timeout 30 s)"
 
 failed=$(count handshakes_failed)
 [ "$failed" -ge 3 ] || fail "/status counts $failed failed handshakes, not >= 3"
-curl -sf "http://127.0.0.1:$port/metrics" | grep -qE "^wantrain_handshakes_failed ([3-9]|[1-9][0-9]+)$" ||
+metrics=$(curl -sf "http://127.0.0.1:$port/metrics") || fail "/metrics did not answer"
+grep -qE "^wantrain_handshakes_failed ([3-9]|[1-9][0-9]+)$" <<<"$metrics" ||
   fail "/metrics does not count the failed handshakes"
 grep -q "a CURVE handshake failed" "$WORK/coord.log" || fail "the coordinator does not log them"
 
