@@ -119,7 +119,7 @@ typedef struct {
 /* What a run did. */
 typedef struct {
   long steps_done;     /* optimizer steps completed in total (resumed ones included) */
-  int time_limited;    /* 1: the run stopped early at time_limit_s */
+  int time_limited;    /* 1: the run stopped early at run.time_limit */
   float last_val_loss; /* the last validation loss (NAN if none was taken) */
   float last_loss;     /* the last step's mean loss (NAN if no step ran) */
   double seconds;      /* wall time of parallel_tasklet_run */

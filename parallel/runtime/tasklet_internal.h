@@ -32,7 +32,7 @@ typedef struct {
   int holds_cuda;         /* this tasklet counts as the process's one on the CUDA back end */
   float *grads_host;      /* the reduced gradient on the host, between reduce and ZeRO's update */
   float *params_host;     /* ZeRO-1 on a device: the parameters' host copy (ops->host_alloc) */
-  double t_start;         /* wt_now_s() when the run began (time_limit_s) */
+  double t_start;         /* wt_now_s() when the run began (run.time_limit) */
 
   /* the robust sync (robust not "none", R > 1; else NULL), its evidence of this step in replica
    * order, and whether it ran in this step */
