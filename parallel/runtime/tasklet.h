@@ -67,15 +67,14 @@ typedef void (*parallel_tasklet_tamper_fn)(void *arg, long step, float *contribu
 typedef void (*parallel_tasklet_step_fn)(void *arg, const parallel_tasklet_step *step);
 
 typedef struct {
-  parallel_run_config run;     /* the run (run_config.h), the same on every tasklet but for where a
-                        stage runs (site_ranks may differ between tasklets): S x R, the schedule, the
-                        model, the GLOBAL batch B in micro_batches m PER REPLICA, steps, optimizer,
-                        seed, how replicas synchronise, ZeRO, the activation codec and slots, the
-                        site's shape, checkpoints, validation and the time limit. The runtime reads
-                        it as it is (parallel_run_config_check is the caller's: sync.grad_ef "auto"
-                        counts as on) and derives the stage's trainer config from it
-                        (parallel_run_trainer_config, for the data set's vocabulary); run.device is
-                        the launcher's, this tasklet's is `device` below */
+  /* The run (run_config.h): S x R, the schedule, the model, the GLOBAL batch B in micro-batches
+   * m PER REPLICA, steps, optimizer, seed, the sync, ZeRO, the activation codec and slots, the
+   * site's shape, checkpoints, validation, the time limit. The same on every tasklet but where a
+   * stage runs (site_ranks may differ; run.device is the launcher's, the tasklet's is `device`).
+   * The runtime reads it as it is (parallel_run_config_check is the caller's; sync.grad_ef
+   * "auto" counts as on) and derives the stage's trainer config from it
+   * (parallel_run_trainer_config, for the data set's vocabulary). */
+  parallel_run_config run;
   int stage, replica;          /* this tasklet */
   int first_layer, last_layer; /* this stage's layers; 0, 0 = an even split of run.layers */
   const data_set *data;        /* borrowed; the same corpus on every tasklet */

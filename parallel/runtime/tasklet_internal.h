@@ -50,12 +50,12 @@ typedef struct {
   double pipeline_s, tied_s, reduce_s, norm_s;
 } parallel_tasklet;
 
-/* run_tasklet.c: the option values of the run as the runtime takes them. */
-/* The trainer's config of the run without its model (parallel_run_trainer_config's other fields).
- */
+/* run_tasklet.c: the run's option values as the runtime takes them — the trainer config without
+ * its model (parallel_run_trainer_config's other fields), the schedule, and error feedback
+ * (sync.grad_ef; "auto" is on). */
 void parallel_run_trainer_fields(const parallel_run_config *run, trainer_config *tc);
 assign_schedule_kind parallel_run_schedule(const parallel_run_config *run);
-int parallel_run_grad_ef(const parallel_run_config *run); /* sync.grad_ef: "auto" is on */
+int parallel_run_grad_ef(const parallel_run_config *run);
 /* The stage's trainer config: the run's for c->data's vocabulary, with this tasklet's replica,
  * ZeRO-1's external optimizer and c->kernels; the layers and device are setup's. Returns WT_OK
  * or parallel_run_trainer_config's error. */
