@@ -17,6 +17,8 @@
 #define COORD_MAX_PEERS 256
 #define COORD_KEY_LEN 40
 #define COORD_LOSS_HIST 2000
+#define COORD_EVENTS_KEPT 64 /* the newest events /status shows (all stay in the database) */
+#define COORD_EVENT_DETAIL 320
 
 typedef enum { PEER_GONE = 0, PEER_LIVE = 1 } coord_peer_status;
 
@@ -47,7 +49,15 @@ typedef struct {
   int held_stage;      /* the stage state it keeps between epochs (from RESULT / REGISTER) */
   long held_step;      /* 0: none */
   int promote_refused; /* its measured links did not keep a promotion's gain: not asked again */
+  int finished;        /* told the run is complete (it then exits): gone, but not lost */
 } coord_peer;
+
+/* One line of the event log as /status shows it. */
+typedef struct {
+  double t; /* Unix time */
+  char kind[16];
+  char detail[COORD_EVENT_DETAIL];
+} coord_event_line;
 
 typedef enum {
   EPOCH_NONE = 0,
@@ -116,6 +126,9 @@ struct coordinator {
   long hist_step[COORD_LOSS_HIST];
   float hist_loss[COORD_LOSS_HIST];
   double rate_t, rate_intra, rate_inter, prev_intra, prev_inter;
+  /* the newest events, oldest first from events_next (a ring; loaded from the database) */
+  coord_event_line events[COORD_EVENTS_KEPT];
+  int n_events, events_next;
   pthread_mutex_t mu; /* held while the loop handles messages; the HTTP thread reads under it */
   coordinator_http *http;
   /* probed links between peer ids: latency (s) and bandwidth (B/s), -1 = not measured */
@@ -168,6 +181,8 @@ void coord_status_tick(coordinator *c);
  * state database, from which a restarted coordinator loads it with keep. */
 void coord_loss_record(coordinator *c, long step, float loss);
 void coord_loss_keep(coordinator *c, long step, float loss);
+/* An event kept in memory for /status (coord_event calls it; the load replays the newest). */
+void coord_event_keep(coordinator *c, double t, const char *kind, const char *detail);
 
 /* epoch.c */
 void coord_epoch_tick(coordinator *c);

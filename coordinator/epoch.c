@@ -286,6 +286,19 @@ static double s_best_swap(coordinator *c, const int *list, int n, int cand, int 
   return best;
 }
 
+/* Why a standby replaces a member, as the cost model sees it: its device, its links, or both. */
+static void s_promotion_reason(const coordinator *c, int who, int member, double now_cost,
+                               double cost, char *out, size_t size) {
+  const coord_peer *in = &c->peers[who], *out_p = &c->peers[member];
+  const char *gain = in->flops > out_p->flops * 1.05   ? "a faster device"
+                     : in->flops < out_p->flops * 0.95 ? "better links (its device is slower)"
+                                                       : "better links";
+  snprintf(out, size,
+           "re-placing the run at this checkpoint: standby peer %d (%s) takes the place of peer "
+           "%d, predicted cost %.4f s -> %.4f s",
+           in->id, gain, out_p->id, now_cost, cost);
+}
+
 #define S_PROMOTE_GAIN 0.10 /* a standby replaces a member when the cost drops by 10% or more */
 
 void coord_epoch_on_commit(coordinator *c) {
@@ -308,7 +321,9 @@ void coord_epoch_on_commit(coordinator *c) {
               c->peers[c->members[slot]].id, c->peers[c->members[slot]].flops / 1e9,
               c->committed_step);
   c->promote = who;
-  s_abort(c, "re-placing the run: a faster standby joins at this checkpoint");
+  char why[256];
+  s_promotion_reason(c, who, c->members[slot], now_cost, best, why, sizeof why);
+  s_abort(c, why);
 }
 
 /* The step the run must have committed once its tasklets have done `steps`: the latest
@@ -783,7 +798,10 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
         coord_event(c, "complete", "the run finished %ld steps (epoch %d); no loss was reported",
                     steps, c->epoch);
       for (int i = 0; i < c->n_peers; i++)
-        if (c->peers[i].status == PEER_LIVE) coord_send(c, &c->peers[i], COORD_CMD_FINISH, NULL);
+        if (c->peers[i].status == PEER_LIVE) {
+          coord_send(c, &c->peers[i], COORD_CMD_FINISH, NULL);
+          c->peers[i].finished = 1; /* it exits now: gone, not lost */
+        }
     }
   }
   s_epoch_over(c);
