@@ -159,6 +159,22 @@ static double s_model_params(const coordinator_config *g, int active) {
 }
 
 /* The cost model's problem over the peers `list` (network index = position in list). */
+/* The wire size of a value as a fraction of float32 under a codec (compress/codec.h's and
+ * compress/acsgd.h's layouts, block scales left out): the cost model prices the bytes the run
+ * sends, so that the placement follows its traffic. topk and randk are priced dense (their k is
+ * not in the run description). */
+static double s_codec_fraction(const char *codec) {
+  static const struct {
+    const char *name;
+    double fraction;
+  } table[] = {{"fp16", 0.5},        {"bf16", 0.5},     {"int8", 0.25},   {"int4", 0.125},
+               {"sign", 1.0 / 32},   {"direct8", 0.25}, {"delta8", 0.25}, {"delta4", 0.125},
+               {"delta2", 1.0 / 16}};
+  for (size_t i = 0; i < WT_ARRAY_LEN(table); i++)
+    if (!strcmp(codec, table[i].name)) return table[i].fraction;
+  return 1;
+}
+
 static void s_problem(coordinator *c, const int *list, int n, int with_compute, assign_network *net,
                       assign_problem *p) {
   const coordinator_config *g = &c->cfg;
@@ -184,8 +200,11 @@ static void s_problem(coordinator *c, const int *list, int n, int with_compute, 
                         .d_pp = g->run.stages,
                         .d_dp = g->run.replicas,
                         .dp_algo = ASSIGN_DP_RING, /* what the runtime runs, in the plan's rings */
-                        .c_dp_bytes = 4.0 * params / g->run.stages,
-                        .c_pp_bytes = 4.0 * g->run.batch * g->run.seq * g->run.channels};
+                        .c_dp_bytes = 4.0 * params / g->run.stages *
+                                      s_codec_fraction(g->run.sync.grad_codec),
+                        .dp_every = g->run.sync.diloco, /* DiLoCo syncs every H steps */
+                        .c_pp_bytes = 4.0 * g->run.batch * g->run.seq * g->run.channels *
+                                      s_codec_fraction(g->run.act_codec)};
   /* A tasklet's compute on the fastest listed peer: 6 FLOP per parameter and token (forward and
    * backward) for its stage's parameters and its replica's tokens. */
   if (with_compute && ref > 0)
@@ -488,6 +507,34 @@ static void s_promote(coordinator *c, int *list, int n, int *changed, int *n_cha
   changed[(*n_changed)++] = slot;
 }
 
+/* The baseline: the mean cost of placing the peers at random (as laid out, 100 draws). */
+static void s_random_baseline(coordinator *c, const assign_problem *prob) {
+  const int n = c->cfg.run.stages * c->cfg.run.replicas;
+  assign_plan *rnd = assign_plan_new(c->cfg.run.stages, c->cfg.run.replicas);
+  wt_rng rng;
+  wt_rng_seed(&rng, (uint64_t)c->cfg.run.seed);
+  double sum = 0;
+  for (int k = 0; k < 100; k++) {
+    for (int w = 0; w < n; w++) rnd->device[w] = w;
+    wt_rng_shuffle_int(&rng, rnd->device, n);
+    sum += assign_plan_cost(prob, rnd).comm_s;
+  }
+  c->cost_random = sum / 100;
+  assign_plan_destroy(&rnd);
+}
+
+/* --solver shuffle: the peers in one random order (seeded by the run and the epoch), rings in
+ * replica order: the placement the GA's is measured against. */
+static assign_plan *s_shuffled_plan(const coordinator *c) {
+  const int n = c->cfg.run.stages * c->cfg.run.replicas;
+  assign_plan *plan = assign_plan_new(c->cfg.run.stages, c->cfg.run.replicas);
+  wt_rng rng;
+  wt_rng_seed(&rng, (uint64_t)c->cfg.run.seed * 7919 + (uint64_t)c->epoch);
+  for (int w = 0; w < n; w++) plan->device[w] = w;
+  wt_rng_shuffle_int(&rng, plan->device, n);
+  return plan;
+}
+
 /* Chooses the train epoch's peers and places them. Returns 1 when members[] is set. */
 static int s_place(coordinator *c, const int *live, int n_live) {
   int n = c->cfg.run.stages * c->cfg.run.replicas, list[COORD_MAX_PEERS], changed[COORD_MAX_PEERS];
@@ -527,25 +574,16 @@ static int s_place(coordinator *c, const int *live, int n_live) {
     assign_budget b = {.max_evals = 400};
     rc = assign_resolve(&prob, prev, changed, n_changed, &b, (uint64_t)c->epoch, &plan, &st);
     assign_plan_destroy(&prev);
+  } else if (!strcmp(c->cfg.solver, "shuffle")) {
+    plan = s_shuffled_plan(c);
+    rc = WT_OK;
+    s_random_baseline(c, &prob);
   } else {
     assign_solver kind = ASSIGN_SOLVER_GA;
     assign_solver_parse(c->cfg.solver, &kind);
     assign_budget b = {.max_evals = 4000, .max_seconds = 2};
     rc = assign_solve(&prob, kind, &b, (uint64_t)c->cfg.run.seed, &plan, &st);
-    /* the baseline: the mean cost of placing the peers at random (as laid out, 100 draws) */
-    if (rc == WT_OK) {
-      assign_plan *rnd = assign_plan_new(c->cfg.run.stages, c->cfg.run.replicas);
-      wt_rng rng;
-      wt_rng_seed(&rng, (uint64_t)c->cfg.run.seed);
-      double sum = 0;
-      for (int k = 0; k < 100; k++) {
-        for (int w = 0; w < n; w++) rnd->device[w] = w;
-        wt_rng_shuffle_int(&rng, rnd->device, n);
-        sum += assign_plan_cost(&prob, rnd).comm_s;
-      }
-      c->cost_random = sum / 100;
-      assign_plan_destroy(&rnd);
-    }
+    if (rc == WT_OK) s_random_baseline(c, &prob);
   }
   if (rc == WT_OK) {
     c->cost_ga = assign_plan_cost(&prob, plan).comm_s;

@@ -8,6 +8,7 @@
 #include "compress/acsgd.h" /* defines: acsgd_msg_bytes, the activation codec's message size */
 #include "coordinator/protocol.h" /* defines: coordinator_field_*, reading epoch messages */
 #include "kernels/kernels.h"
+#include "model/gpt.h" /* defines: gpt_config_num_params, the baseline's gradient bytes */
 #include "parallel/runtime/tasklet.h"
 
 #include <sodium.h> /* defines: crypto_hash_sha256 for the state hand-over */
@@ -244,7 +245,9 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
       intra += (double)ls.bytes_sent;
     } else {
       inter += (double)ls.bytes_sent;
-      inter_raw += (double)ls.bytes_sent + (pipe_next || pipe_prev ? saved : 0);
+      /* the ring's next gets what a float32 all-reduce every step sends, at least */
+      double dp_raw = p == w->dp_next ? (double)(st->info.step - w->start_step) * w->dp_raw_step : 0;
+      inter_raw += fmax((double)ls.bytes_sent + (pipe_next || pipe_prev ? saved : 0), dp_raw);
     }
     recv += (double)ls.bytes_recv;
   }
@@ -372,6 +375,19 @@ static int s_ring_of(const cJSON *t, int R, int *ring) {
   return WT_OK;
 }
 
+/* The uncompressed baseline of the data-parallel sync: a float32 ring all-reduce of the
+ * stage's share of the parameters every step sends 2 (R - 1) / R of them to the ring's next. */
+static void s_dp_baseline(peer_work *w, const parallel_tasklet_config *c) {
+  const int R = c->replicas;
+  w->dp_next = -1, w->dp_raw_step = 0;
+  if (R <= 1) return;
+  int pos = 0;
+  while (pos < R && c->dp_ring[pos] != c->replica) pos++;
+  w->dp_next = c->stage * R + c->dp_ring[(pos + 1) % R];
+  const double stage_params = (double)gpt_config_num_params(&c->train.model) / c->stages;
+  w->dp_raw_step = 2.0 * (R - 1) / R * 4.0 * stage_params;
+}
+
 static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(w->body, "tasklet");
   parallel_tasklet_config c;
@@ -391,6 +407,7 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   w->stage = c.stage, w->replica = c.replica, w->total_steps = c.train.steps;
   w->start_step = -1; /* the first step done tells */
   w->act_saved_row = bits ? 4.0 * T * C - (double)acsgd_msg_bytes(T, C, bits) : 0;
+  s_dp_baseline(w, &c);
   pthread_mutex_unlock(&w->mu);
   WT_CHECK(parallel_tasklet_config_validate(&c, parallel_comm_size(world)));
   const cJSON *from = cJSON_GetObjectItemCaseSensitive(t, "state_from");
