@@ -848,8 +848,10 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
 void coord_epoch_on_lost(coordinator *c, coord_peer *p, const char *why) {
   if (p->epoch_rank < 0 || c->phase == EPOCH_NONE) return;
   p->result = -1;
+  /* lost while its epoch drains (a promotion's abort): the next epoch still recovers from it */
+  if (!strcmp(c->epoch_kind, "train") && (c->phase != EPOCH_DRAINING || c->lost_at == 0))
+    c->lost_at = wt_now_s();
   if (c->phase == EPOCH_DRAINING) return;
-  if (!strcmp(c->epoch_kind, "train")) c->lost_at = wt_now_s();
   char msg[512];
   snprintf(msg, sizeof msg, "member peer %d (world rank %d) was lost: %s", p->id, p->epoch_rank,
            why);
