@@ -150,11 +150,10 @@ assign_cost assign_plan_cost(const assign_problem *p, const assign_plan *plan) {
   } else
     for (int s = 0; s < P; s++) {
       const int *row = plan->device + s * K;
-      double g =
-          ring && plan->ring
-              ? assign_dp_weight(p) * 2.0 * (K - 1) *
-                    assign_ring_time(p, K, row, plan->ring + s * K, p->c_dp_bytes / K)
-              : assign_model_group_dp(&m, row);
+      double g = ring && plan->ring
+                     ? assign_dp_weight(p) * 2.0 * (K - 1) *
+                           assign_ring_time(p, K, row, plan->ring + s * K, p->c_dp_bytes / K)
+                     : assign_model_group_dp(&m, row);
       dp = assign_dmax(dp, g);
     }
   for (int s = 0; s + 1 < P; s++) {

@@ -167,9 +167,9 @@ static double s_codec_fraction(const char *codec) {
   static const struct {
     const char *name;
     double fraction;
-  } table[] = {{"fp16", 0.5},        {"bf16", 0.5},     {"int8", 0.25},   {"int4", 0.125},
-               {"sign", 1.0 / 32},   {"direct8", 0.25}, {"delta8", 0.25}, {"delta4", 0.125},
-               {"delta2", 1.0 / 16}};
+  } table[] = {{"fp16", 0.5},    {"bf16", 0.5},      {"int8", 0.25},
+               {"int4", 0.125},  {"sign", 1.0 / 32}, {"direct8", 0.25},
+               {"delta8", 0.25}, {"delta4", 0.125},  {"delta2", 1.0 / 16}};
   for (size_t i = 0; i < WT_ARRAY_LEN(table); i++)
     if (!strcmp(codec, table[i].name)) return table[i].fraction;
   return 1;
@@ -200,8 +200,8 @@ static void s_problem(coordinator *c, const int *list, int n, int with_compute, 
                         .d_pp = g->run.stages,
                         .d_dp = g->run.replicas,
                         .dp_algo = ASSIGN_DP_RING, /* what the runtime runs, in the plan's rings */
-                        .c_dp_bytes = 4.0 * params / g->run.stages *
-                                      s_codec_fraction(g->run.sync.grad_codec),
+                        .c_dp_bytes =
+                            4.0 * params / g->run.stages * s_codec_fraction(g->run.sync.grad_codec),
                         .dp_every = g->run.sync.diloco, /* DiLoCo syncs every H steps */
                         .c_pp_bytes = 4.0 * g->run.batch * g->run.seq * g->run.channels *
                                       s_codec_fraction(g->run.act_codec)};

@@ -246,7 +246,8 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
     } else {
       inter += (double)ls.bytes_sent;
       /* the ring's next gets what a float32 all-reduce every step sends, at least */
-      double dp_raw = p == w->dp_next ? (double)(st->info.step - w->start_step) * w->dp_raw_step : 0;
+      double dp_raw =
+          p == w->dp_next ? (double)(st->info.step - w->start_step) * w->dp_raw_step : 0;
       inter_raw += fmax((double)ls.bytes_sent + (pipe_next || pipe_prev ? saved : 0), dp_raw);
     }
     recv += (double)ls.bytes_recv;

@@ -404,7 +404,8 @@ static void test_dp_every(void) {
   for (int r = 0; r < 4; r++) inside += sync->device[r] / 2 == sync->device[4 + r] / 2;
   WT_TEST_ASSERT(inside == 0, "a sync every iteration: %d pipelines in one region, want 0", inside);
   w.prob.dp_every = 100;
-  double ga_s = assign_plan_cost(&w.prob, ga).comm_s, sync_s = assign_plan_cost(&w.prob, sync).comm_s;
+  double ga_s = assign_plan_cost(&w.prob, ga).comm_s,
+         sync_s = assign_plan_cost(&w.prob, sync).comm_s;
   WT_TEST_ASSERT(ga_s < 0.5 * sync_s, "H=100: ga %.4f s vs the every-step plan's %.4f s", ga_s,
                  sync_s);
   fprintf(stderr, "dp_every 100: ga %.4f s, the every-step plan %.4f s\n", ga_s, sync_s);

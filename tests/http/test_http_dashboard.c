@@ -184,8 +184,8 @@ static void s_check_progress(const char *dom, int g) {
   snprintf(first, sizeof first, "<td>g%d-event2</td>", g);
   snprintf(last, sizeof last, "<td>g%d-event0</td>", g);
   const char *newest = strstr(dom, first), *oldest = strstr(dom, last);
-  WT_TEST_ASSERT(newest && oldest && newest < oldest, "the event log of generation %d, newest first",
-                 g);
+  WT_TEST_ASSERT(newest && oldest && newest < oldest,
+                 "the event log of generation %d, newest first", g);
   WT_TEST_ASSERT(strstr(dom, "<td class=\"kind\">checkpoint</td>"), "event kinds not shown");
 }
 

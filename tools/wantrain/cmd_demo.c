@@ -163,8 +163,8 @@ static int s_find_shipped(char *path, size_t size, const char *flag, const char 
       snprintf(path, size, "%.*s", (int)size - 1, real);
       return WT_OK;
     }
-  return wt_fail(WT_ENOTFOUND, "%s is not at %s or %s; pass --%s FILE", in_source, cand[1],
-                 cand[2], flag);
+  return wt_fail(WT_ENOTFOUND, "%s is not at %s or %s; pass --%s FILE", in_source, cand[1], cand[2],
+                 flag);
 }
 
 /* ---- a local cluster: a coordinator and its peers ------------------------------------------- */
@@ -200,14 +200,23 @@ static int s_start_coordinator(const demo_args *a, const char *coord, demo_clust
   snprintf(steps_s, sizeof steps_s, "%d", steps);
   snprintf(ts, sizeof ts, "%g", a->time_scale);
   /* 2 x 4 of a small byte-level model, so that a minute on two cores shows a whole run */
-  char *argv[] = {
-      (char *)coord, "--state-dir", cl->state, "--stages", "2", "--replicas", "4", "--steps",
-      steps_s, "--micro-batches", "2", "--seq", "32", "--channels", "32", "--heads", "2",
-      "--warmup", "0", "--val-every", "0", "--val-batches", "1", "--data",
-      (char *)a->data, "--scenario", (char *)a->scenario, "--time-scale", ts, "--preset",
-      (char *)a->preset, "--act-codec", (char *)a->act_codec, "--solver", (char *)solver,
-      "--checkpoint-dir", cl->ckpt, "--checkpoint-every", "10", "--keep", "3", "--probe-kib", "128", "--heartbeat", "0.25",
-      "--liveness", "6", "--peer-timeout", "20", "--exit-when-done", NULL};
+  /* one option and its value a pair */
+  // clang-format off
+  char *argv[] = {(char *)coord,
+      "--state-dir", cl->state,           "--stages", "2",
+      "--replicas", "4",                  "--steps", steps_s,
+      "--micro-batches", "2",             "--seq", "32",
+      "--channels", "32",                 "--heads", "2",
+      "--warmup", "0",                    "--val-every", "0",
+      "--val-batches", "1",               "--data", (char *)a->data,
+      "--scenario", (char *)a->scenario,  "--time-scale", ts,
+      "--preset", (char *)a->preset,      "--act-codec", (char *)a->act_codec,
+      "--solver", (char *)solver,         "--checkpoint-dir", cl->ckpt,
+      "--checkpoint-every", "10",         "--keep", "3",
+      "--probe-kib", "128",               "--heartbeat", "0.25",
+      "--liveness", "6",                  "--peer-timeout", "20",
+      "--exit-when-done", NULL};
+  // clang-format on
   cl->coord = s_spawn(argv, cl->log);
   char endpoint_file[sizeof cl->state + 16], port_file[sizeof cl->state + 16];
   snprintf(endpoint_file, sizeof endpoint_file, "%s/endpoint", cl->state);
@@ -238,9 +247,18 @@ static void s_start_peers(demo_cluster *cl, const char *peerd, const char *token
     char data[sizeof cl->dir + 32], plog[sizeof cl->dir + 32];
     snprintf(data, sizeof data, "%s/peer%d", cl->dir, i + 1);
     snprintf(plog, sizeof plog, "%s/peer%d.log", cl->dir, i + 1);
-    char *argv[] = {(char *)peerd, "--coordinator", cl->endpoint, "--coordinator-key", cl->pub,
-                    "--token",     (char *)token,   "--region",   (char *)s_regions[i],
-                    "--data-dir",  data,            NULL};
+    char *argv[] = {(char *)peerd,
+                    "--coordinator",
+                    cl->endpoint,
+                    "--coordinator-key",
+                    cl->pub,
+                    "--token",
+                    (char *)token,
+                    "--region",
+                    (char *)s_regions[i],
+                    "--data-dir",
+                    data,
+                    NULL};
     cl->peer[i] = s_spawn(argv, plog);
   }
 }
@@ -336,8 +354,8 @@ static int s_kill_member(const demo_cluster *cl, double t0, long committed) {
 /* Waits until the coordinator exits or `deadline` (then stops it), printing progress and, with
  * kill_after > 0, killing one member once that step is committed. Returns 1 if it exited by
  * itself; *victim is the killed peer's id or -1. */
-static int s_cluster_wait(demo_cluster *cl, double t0, double deadline, int steps,
-                          long kill_after, int *victim) {
+static int s_cluster_wait(demo_cluster *cl, double t0, double deadline, int steps, long kill_after,
+                          int *victim) {
   double last_print = 0;
   int status = 0;
   *victim = -1;
@@ -483,8 +501,8 @@ static void s_print_summary(const demo_args *a, const demo_result *r, const char
     char from[512] = "?";
     if (s_last_line(log, "from step ", line, sizeof line))
       snprintf(from, sizeof from, "%s", strstr(line, "from step "));
-    printf("  churn                  peer %d killed; training resumed %.1f s later %s\n",
-           r->victim, r->recovery, from);
+    printf("  churn                  peer %d killed; training resumed %.1f s later %s\n", r->victim,
+           r->recovery, from);
   }
 }
 
@@ -544,8 +562,8 @@ static int s_ga_run(const demo_args *a, const char *exe, double t0, double deadl
   snprintf(dir, sizeof dir, "%s/ga", a->dir);
   WT_CHECK(s_cluster_start(a, exe, dir, S_PEERS, "ga", a->steps, cl));
   printf("wantrain demo: coordinator at %s (public key in %s)\n", cl->endpoint, cl->pub);
-  printf("  scenario %s, time scale %g; text %s; preset %s\n", a->scenario, a->time_scale,
-         a->data, a->preset);
+  printf("  scenario %s, time scale %g; text %s; preset %s\n", a->scenario, a->time_scale, a->data,
+         a->preset);
   printf("  working directory      %s\n", a->dir);
   printf("  dashboard              http://127.0.0.1:%s/ (while it runs)\n", cl->http_port);
   printf("  started %d peerd (regions eu-west, us-east, asia, oceania; the 9th is a standby)\n",
