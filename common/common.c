@@ -40,8 +40,13 @@ const char *wt_status_name(int code) {
   }
 }
 
+static int threshold = -1; /* read from WT_LOG_LEVEL at the first line logged */
+
+void wt_log_reread_level(void) {
+  threshold = -1;
+}
+
 static int s_log_threshold(void) {
-  static int threshold = -1;
   if (threshold < 0) {
     const char *env = getenv("WT_LOG_LEVEL");
     threshold = WT_LOG_INFO;

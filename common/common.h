@@ -47,6 +47,8 @@ const char *wt_status_name(int code);
 typedef enum { WT_LOG_ERROR, WT_LOG_WARN, WT_LOG_INFO, WT_LOG_DEBUG } wt_log_level;
 void wt_log(wt_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int wt_log_enabled(wt_log_level level);
+/* Reads WT_LOG_LEVEL again at the next line logged (after a program set it for itself). */
+void wt_log_reread_level(void);
 #define WT_ERROR(...) wt_log(WT_LOG_ERROR, __VA_ARGS__)
 #define WT_WARN(...) wt_log(WT_LOG_WARN, __VA_ARGS__)
 #define WT_INFO(...) wt_log(WT_LOG_INFO, __VA_ARGS__)

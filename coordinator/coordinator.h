@@ -34,9 +34,16 @@ typedef struct {
    * are not the coordinator's options: each peer computes on its own --device. An empty
    * checkpoint_dir means <state_dir>/checkpoints. */
   parallel_run_config run;
-  /* placement */
-  char solver[WT_CONFIG_STR_MAX]; /* ga by default */
-  int probe_kib;                  /* bytes of each link's bandwidth probe, KiB */
+  /* placement: the solver (ga by default; none = world rank w on scenario device w, or in
+   * admission order without a scenario), or a fixed assignment (a netsim assignment JSON file:
+   * world rank w on the peer that emulates device w's entry; "" = solve), and where the links
+   * placement prices come from: "probe" (measured by a probe epoch) or "scenario" (the emulated
+   * scenario's own, no probe) */
+  char solver[WT_CONFIG_STR_MAX];
+  char assignment[WT_CONFIG_STR_MAX];
+  char links[WT_CONFIG_STR_MAX];
+  int probe_kib; /* bytes of each link's bandwidth probe, KiB */
+  int resume;    /* 1: a run with nothing committed here starts from checkpoint_dir's manifest */
   /* WAN emulation: a netsim scenario file and the name of one of its scenarios ("" = none) */
   char scenario[WT_CONFIG_STR_MAX], scenario_name[WT_CONFIG_STR_MAX];
   double time_scale;

@@ -19,6 +19,7 @@
 #define COORD_LOSS_HIST 2000
 #define COORD_EVENTS_KEPT 64 /* the newest events /status shows (all stay in the database) */
 #define COORD_EVENT_DETAIL 320
+#define COORD_TRUST_REPLICAS 64 /* replicas of a stage a trust report covers */
 
 typedef enum { PEER_GONE = 0, PEER_LIVE = 1 } coord_peer_status;
 
@@ -32,6 +33,7 @@ typedef struct {
   coord_peer_status status;
   char region[64], kind[32], host[256];
   int region_index;     /* in the scenario, -1 without one */
+  int device_index;     /* the scenario device it emulates (coord_scenario_device), -1 = none */
   double flops, memory; /* a site's aggregate (peerd --gpus) */
   int gpus;             /* GPUs of the site behind it (1: a single device) */
   double last_seen;     /* wt_now_s() */
@@ -50,6 +52,14 @@ typedef struct {
   long held_step;      /* 0: none */
   int promote_refused; /* its measured links did not keep a promotion's gain: not asked again */
   int finished;        /* told the run is complete (it then exits): gone, but not lost */
+  /* trust.c: the robust sync's evidence. Its own last report of the epoch trust_report_epoch
+   * (0: none): its stage's robust syncs and how often each replica's contribution was left out */
+  int trust_report_epoch;
+  long trust_report_syncs, trust_report[COORD_TRUST_REPLICAS];
+  /* what its stage agreed about it: in the epochs before trust_epoch, and in trust_epoch */
+  long trust_flagged, trust_syncs, trust_ep_flagged, trust_ep_syncs;
+  int trust_epoch;
+  char trust_why[64]; /* the reasons its stage gave */
 } coord_peer;
 
 /* One line of the event log as /status shows it. */
@@ -86,6 +96,7 @@ struct coordinator {
   /* scenario (WAN emulation) */
   netsim_scenario_set *scenario_set;
   const netsim_scenario *scenario; /* the emulated WAN, or NULL */
+  assign_plan *fixed_plan;         /* --assignment: the scenario device of each world rank */
   /* the run */
   uint64_t run_id;
   int run_complete;
@@ -133,6 +144,9 @@ struct coordinator {
   coordinator_http *http;
   /* probed links between peer ids: latency (s) and bandwidth (B/s), -1 = not measured */
   double *lat, *bw; /* COORD_MAX_PEERS² by peer index */
+  int n_excluded;   /* trust.c: peers excluded in this coordinator's lifetime */
+  int excluded_id[COORD_MAX_PEERS];
+  char excluded_key[COORD_MAX_PEERS][COORD_KEY_LEN + 1], excluded_why[COORD_MAX_PEERS][256];
 };
 
 /* state.c — SQLite */
@@ -184,6 +198,19 @@ void coord_loss_keep(coordinator *c, long step, float loss);
 /* An event kept in memory for /status (coord_event calls it; the load replays the newest). */
 void coord_event_keep(coordinator *c, double t, const char *kind, const char *detail);
 
+/* trust.c — the record per peer key of what the robust sync (--robust) left out. Each member's
+ * HEARTBEAT (or its RESULT inside one) carries its stage's counts for every replica; a member's
+ * count is the lower median of its stage's reports, so a minority of lying reporters can neither
+ * frame an honest peer nor shield a liar. Past the run's rule (parallel_run_config_excludes) the
+ * peer is excluded: logged and recorded as an event, dropped like a lost member (the epoch is
+ * re-placed without it) and its key refused for the rest of the run. */
+void coord_trust_on_heartbeat(coordinator *c, coord_peer *p, const cJSON *body);
+/* 1 (with the reason in why) when `key` was excluded from this run. */
+int coord_trust_refuses(coordinator *c, const char *key, char *why, size_t size);
+/* Adds "peers_excluded", "excluded" [{id, key, reason}] and "trust" [{id, flagged, syncs}] to a
+ * /status object. */
+void coord_trust_status(coordinator *c, cJSON *status);
+
 /* epoch.c */
 void coord_epoch_tick(coordinator *c);
 void coord_epoch_on_bound(coordinator *c, coord_peer *p, const cJSON *body);
@@ -198,5 +225,13 @@ void coord_epoch_on_checkpoint(coordinator *c, coord_peer *p, const cJSON *body)
 void coord_epoch_on_commit(coordinator *c);
 int coord_scenario_load(coordinator *c);
 int coord_region_index(coordinator *c, const char *label, char *why, size_t size);
+/* The scenario device peer index i emulates: the one it had if still free, else the first device
+ * of its region no other live peer emulates, else its region's first (it shares that device's
+ * links); -1 without a scenario. */
+int coord_scenario_device(coordinator *c, int i);
+/* Fills member r's emulated links of the current epoch (netsim_emulation_row over the members'
+ * devices). Returns WT_OK or WT_EINVAL. */
+int coord_scenario_row(coordinator *c, int r, netsim_emulation *out);
+void coord_scenario_close(coordinator *c);
 
 #endif

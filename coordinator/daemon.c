@@ -154,7 +154,7 @@ void coordinator_destroy(coordinator **self_p) {
     zmq_ctx_term(c->zctx);
   }
   coord_state_close(c);
-  netsim_scenario_set_destroy(&c->scenario_set);
+  coord_scenario_close(c);
   free(c->lat);
   free(c->bw);
   pthread_mutex_destroy(&c->mu);
@@ -283,6 +283,10 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   const char *kind = coordinator_field_str(dev, "kind"),
              *region = coordinator_field_str(m->body, "region");
   const char *host = coordinator_field_str(m->body, "host");
+  if (coord_trust_refuses(c, key, why, sizeof why)) {
+    s_refuse_registration(c, route, rlen, key, why);
+    return;
+  }
   if (coordinator_register_labels_check(m->body) != WT_OK) {
     c->refused++;
     snprintf(why, sizeof why, "%s", wt_last_error());
@@ -353,6 +357,7 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
     c->peers[i].id = known_id ? known_id : c->next_peer_id++;
     snprintf(c->peers[i].key, sizeof c->peers[i].key, "%s", key);
     c->peers[i].epoch_rank = -1;
+    c->peers[i].device_index = -1;
     if (known_id) coord_state_load_links(c, i);
   }
   coord_state_session_add(c, key, m->sid);
@@ -364,7 +369,9 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   memcpy(p->route, route, rlen);
   p->route_len = rlen;
   p->last_seen = wt_now_s();
+  if (p->region_index != ri) p->device_index = -1; /* a new region: a new device in it */
   p->flops = flops, p->memory = memory, p->region_index = ri, p->gpus = (int)gpus;
+  p->device_index = coord_scenario_device(c, i);
   snprintf(p->kind, sizeof p->kind, "%s", kind);
   snprintf(p->region, sizeof p->region, "%s", region);
   snprintf(p->host, sizeof p->host, "%s", host[0] ? host : "127.0.0.1");
@@ -413,6 +420,7 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
       coord_state_save_run(c);
     }
   }
+  coord_trust_on_heartbeat(c, p, b); /* the robust sync's evidence; may exclude p */
   const cJSON *result = cJSON_GetObjectItemCaseSensitive(b, "result");
   if (cJSON_IsObject(result) && p->epoch_rank >= 0 && p->result == 0)
     coord_epoch_on_result(c, p, result); /* its RESULT was lost (e.g. while we restarted) */
@@ -569,12 +577,6 @@ static long s_next_deadline_ms(coordinator *c) {
 }
 
 int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
-  printf("coordinator: listening on %s\ncoordinator: public key %s (in %s/coordinator.pub)\n",
-         c->endpoint, c->pub, c->dir);
-  if (c->http)
-    printf("coordinator: dashboard http://%s:%d/ (/status, /metrics)\n", c->cfg.http_bind,
-           coordinator_http_port(c->http));
-  fflush(stdout);
   double done_at = 0, awake = wt_now_s(); /* when the loop last judged the peers' liveness */
   while (!*stop) {
     zmq_pollitem_t item = {c->router, 0, ZMQ_POLLIN, 0};

@@ -22,19 +22,6 @@
 
 static void s_abort(coordinator *c, const char *why);
 
-/* The emulated one-way latency and bandwidth between two peers' regions. */
-static void s_emulated(coordinator *c, int a, int b, double *lat, double *bw) {
-  const assign_network *net = netsim_scenario_network(c->scenario);
-  int ra = c->peers[a].region_index, rb = c->peers[b].region_index, da = -1, db = -1;
-  for (int d = 0; d < net->n && da < 0; d++)
-    if (netsim_scenario_region_of(c->scenario, d) == ra) da = d;
-  for (int d = 0; d < net->n && db < 0; d++)
-    if (netsim_scenario_region_of(c->scenario, d) == rb && d != da) db = d;
-  if (da < 0 || db < 0) da = 0, db = net->n > 1 ? 1 : 0; /* a one-device region: any link */
-  *lat = net->latency_s[da * net->n + db];
-  *bw = net->bandwidth_Bps[da * net->n + db];
-}
-
 static void s_send_all(coordinator *c, coordinator_cmd cmd, const cJSON *body) {
   for (int r = 0; r < c->n_members; r++) {
     coord_peer *p = &c->peers[c->members[r]];
@@ -50,7 +37,9 @@ static cJSON *s_tasklet_json(coordinator *c, int rank) {
   cJSON *t = cJSON_CreateObject();
   cJSON_AddNumberToObject(t, "stage", rank / run->replicas);
   cJSON_AddNumberToObject(t, "replica", rank % run->replicas);
-  cJSON_AddNumberToObject(t, "resume", !c->from_peers && c->committed_step > 0);
+  /* --resume: the run directory's manifest, until this coordinator commits a step of its own */
+  const int resume = c->from_peers ? 0 : c->committed_step > 0 || c->cfg.resume;
+  cJSON_AddNumberToObject(t, "resume", resume);
   cJSON_AddNumberToObject(t, "resume_step", (double)c->start_step);
   if (c->from_peers) {
     cJSON *from = cJSON_AddArrayToObject(t, "state_from");
@@ -67,6 +56,26 @@ static cJSON *s_tasklet_json(coordinator *c, int rank) {
                           (rank % run->replicas) * run->batch / run->replicas);
   cJSON_AddNumberToObject(t, "shard_rows", run->batch / run->replicas);
   return t;
+}
+
+/* Member r's emulated links (netsim_emulation_row): latency and path bandwidth to each member,
+ * and its access link: uplink and downlink (0 = unlimited) and which members share it. */
+static void s_emulation_json(coordinator *c, int r, cJSON *b) {
+  const int n = c->n_members;
+  double lat[COORD_MAX_PEERS], bw[COORD_MAX_PEERS];
+  int same[COORD_MAX_PEERS];
+  netsim_emulation e = {.latency_s = lat, .bandwidth_Bps = bw, .same_access = same};
+  if (coord_scenario_row(c, r, &e) != WT_OK) return; /* every member has a device: cannot fail */
+  cJSON *la = cJSON_AddArrayToObject(b, "latency_s"),
+        *bwj = cJSON_AddArrayToObject(b, "bandwidth_Bps");
+  cJSON *sa = cJSON_AddArrayToObject(b, "same_access");
+  for (int j = 0; j < n; j++) {
+    cJSON_AddItemToArray(la, cJSON_CreateNumber(lat[j]));
+    cJSON_AddItemToArray(bwj, cJSON_CreateNumber(bw[j]));
+    cJSON_AddItemToArray(sa, cJSON_CreateNumber(same[j]));
+  }
+  cJSON_AddNumberToObject(b, "uplink_Bps", e.up_Bps);
+  cJSON_AddNumberToObject(b, "downlink_Bps", e.down_Bps);
 }
 
 static void s_publish(coordinator *c) {
@@ -93,16 +102,7 @@ static void s_publish(coordinator *c) {
       cJSON_AddItemToArray(keys, cJSON_CreateString(c->peers[c->members[j]].key));
       cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->peers[c->members[j]].id));
     }
-    if (c->scenario) {
-      cJSON *la = cJSON_AddArrayToObject(b, "latency_s"),
-            *bw = cJSON_AddArrayToObject(b, "bandwidth_Bps");
-      for (int j = 0; j < c->n_members; j++) {
-        double l = 0, w = 0;
-        if (j != r) s_emulated(c, c->members[r], c->members[j], &l, &w);
-        cJSON_AddItemToArray(la, cJSON_CreateNumber(l));
-        cJSON_AddItemToArray(bw, cJSON_CreateNumber(w));
-      }
-    }
+    if (c->scenario) s_emulation_json(c, r, b);
     if (!strcmp(c->epoch_kind, "train")) {
       /* as raw text: cJSON would print its numbers again, to 15 digits, and the peer must
        * receive every bit the operator set */
@@ -118,8 +118,21 @@ static void s_publish(coordinator *c) {
   c->phase_deadline = wt_now_s() + S_BIND_DEADLINE_S;
 }
 
+/* --links scenario: placement prices the emulated scenario's own links, and nothing is probed. */
+static int s_scenario_links(const coordinator *c) {
+  return c->scenario && !strcmp(c->cfg.links, "scenario");
+}
+
 /* Links measured between peer indices a and b (the mean of both directions when both exist). */
 static int s_link(coordinator *c, int a, int b, double *lat, double *bw) {
+  if (s_scenario_links(c)) {
+    const assign_network *net = netsim_scenario_network(c->scenario);
+    int da = c->peers[a].device_index, db = c->peers[b].device_index;
+    if (da < 0 || db < 0) return 0;
+    if (da == db) db = da == 0 && net->n > 1 ? 1 : 0; /* sharing a device: a stand-in link */
+    *lat = net->latency_s[da * net->n + db], *bw = net->bandwidth_Bps[da * net->n + db];
+    return *bw > 0;
+  }
   double l1 = c->lat[a * COORD_MAX_PEERS + b], l2 = c->lat[b * COORD_MAX_PEERS + a];
   double b1 = c->bw[a * COORD_MAX_PEERS + b], b2 = c->bw[b * COORD_MAX_PEERS + a];
   if (l1 < 0 && l2 < 0) return 0;
@@ -507,9 +520,36 @@ static void s_promote(coordinator *c, int *list, int n, int *changed, int *n_cha
   changed[(*n_changed)++] = slot;
 }
 
-/* The baseline: the mean cost of placing the peers at random (as laid out, 100 draws). */
-static void s_random_baseline(coordinator *c, const assign_problem *prob) {
-  const int n = c->cfg.run.stages * c->cfg.run.replicas;
+/* A placement the operator fixed: --assignment, or --solver none. */
+static int s_fixed(const coordinator *c) {
+  return c->fixed_plan || !strcmp(c->cfg.solver, "none");
+}
+
+static int s_on_device(coordinator *c, const int *live, int n_live, int d) {
+  for (int k = 0; k < n_live; k++)
+    if (c->peers[live[k]].device_index == d) return live[k];
+  return -1;
+}
+
+/* The fixed placement's peers by world rank: on the scenario device --assignment (or, with
+ * --solver none, the rank itself) names; without a scenario the first peers in the order they
+ * joined. Returns 0 while a device has no live peer. */
+static int s_fixed_list(coordinator *c, const int *live, int n_live, int n, int *list) {
+  for (int w = 0; w < n; w++) {
+    if (!c->scenario) {
+      if (w >= n_live) return 0;
+      list[w] = live[w];
+      continue;
+    }
+    list[w] = s_on_device(c, live, n_live, c->fixed_plan ? c->fixed_plan->device[w] : w);
+    if (list[w] < 0) return 0;
+  }
+  return 1;
+}
+
+/* The mean cost of placing the listed peers at random (100 draws from the run's seed): the
+ * baseline a solver's placement is compared with. */
+static double s_random_cost(coordinator *c, const assign_problem *prob, int n) {
   assign_plan *rnd = assign_plan_new(c->cfg.run.stages, c->cfg.run.replicas);
   wt_rng rng;
   wt_rng_seed(&rng, (uint64_t)c->cfg.run.seed);
@@ -519,8 +559,27 @@ static void s_random_baseline(coordinator *c, const assign_problem *prob) {
     wt_rng_shuffle_int(&rng, rnd->device, n);
     sum += assign_plan_cost(prob, rnd).comm_s;
   }
-  c->cost_random = sum / 100;
   assign_plan_destroy(&rnd);
+  return sum / 100;
+}
+
+/* The fixed placement as a plan over its list (world rank w on list[w]): the assignment's rings
+ * when it has them, else each stage's ring chosen on the emulated network, else (no scenario)
+ * replica order. */
+static int s_fixed_plan(coordinator *c, const assign_problem *prob, assign_plan **out) {
+  const int S = c->cfg.run.stages, R = c->cfg.run.replicas;
+  assign_plan *plan = assign_plan_new(S, R);
+  for (int w = 0; w < S * R; w++) plan->device[w] = w;
+  int rc = WT_OK;
+  if (c->fixed_plan && c->fixed_plan->ring) {
+    plan->ring = wt_xmalloc(sizeof(int) * (size_t)(S * R));
+    memcpy(plan->ring, c->fixed_plan->ring, sizeof(int) * (size_t)(S * R));
+  } else if (c->scenario) {
+    rc = assign_plan_choose_rings(prob, plan);
+  }
+  if (rc != WT_OK) assign_plan_destroy(&plan);
+  *out = plan;
+  return rc;
 }
 
 /* --solver shuffle: the peers in one random order (seeded by the run and the epoch), rings in
@@ -554,6 +613,8 @@ static int s_place(coordinator *c, const int *live, int n_live) {
       changed[n_changed++] = i;
     }
     s_promote(c, list, n, changed, &n_changed);
+  } else if (s_fixed(c)) {
+    if (!s_fixed_list(c, live, n_live, n, list)) return 0;
   } else {
     memcpy(list, live, sizeof(int) * n_live); /* fastest first; the rest wait as standbys */
     for (int i = 1; i < n_live; i++)
@@ -574,16 +635,20 @@ static int s_place(coordinator *c, const int *live, int n_live) {
     assign_budget b = {.max_evals = 400};
     rc = assign_resolve(&prob, prev, changed, n_changed, &b, (uint64_t)c->epoch, &plan, &st);
     assign_plan_destroy(&prev);
+  } else if (s_fixed(c)) {
+    rc = s_fixed_plan(c, &prob, &plan);
+    if (rc == WT_OK) c->cost_random = s_random_cost(c, &prob, n);
   } else if (!strcmp(c->cfg.solver, "shuffle")) {
     plan = s_shuffled_plan(c);
     rc = WT_OK;
-    s_random_baseline(c, &prob);
+    c->cost_random = s_random_cost(c, &prob, n);
   } else {
     assign_solver kind = ASSIGN_SOLVER_GA;
     assign_solver_parse(c->cfg.solver, &kind);
     assign_budget b = {.max_evals = 4000, .max_seconds = 2};
     rc = assign_solve(&prob, kind, &b, (uint64_t)c->cfg.run.seed, &plan, &st);
-    if (rc == WT_OK) s_random_baseline(c, &prob);
+    /* the baseline: the mean cost of placing the peers at random (as laid out, 100 draws) */
+    if (rc == WT_OK) c->cost_random = s_random_cost(c, &prob, n);
   }
   if (rc == WT_OK) {
     c->cost_ga = assign_plan_cost(&prob, plan).comm_s;
@@ -628,6 +693,7 @@ static void s_start_epoch(coordinator *c, const char *kind, const int *who, int 
                 c->start_step,
                 c->from_peers           ? "the members' own state, handed over to the others"
                 : c->committed_step > 0 ? "the latest complete checkpoint"
+                : c->cfg.resume         ? "the run directory's manifest"
                                         : "fresh weights");
   else
     coord_event(c, "epoch", "epoch %d: probe the links among peers [%s]", c->epoch, ids);
@@ -720,7 +786,7 @@ void coord_epoch_tick(coordinator *c) {
   int live[COORD_MAX_PEERS], n_live = s_live(c, live),
                              need = c->cfg.run.stages * c->cfg.run.replicas;
   if (n_live < need) return;
-  if (!s_all_probed(c, live, n_live)) {
+  if (!s_scenario_links(c) && !s_fixed(c) && !s_all_probed(c, live, n_live)) {
     s_start_epoch(c, "probe", live, WT_MIN(n_live, 64));
     return;
   }
@@ -823,8 +889,12 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
   if (!s_all_reported(c) || c->phase == EPOCH_DRAINING) return;
   if (!strcmp(c->epoch_kind, "train")) {
     c->failed_epochs = 0;
-    if (steps >= c->cfg.run.steps) {
+    /* a run that stopped at its time limit is over too: every tasklet stopped after one step */
+    const int limited = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "time_limited"));
+    if (steps >= c->cfg.run.steps || limited) {
       c->run_complete = 1;
+      if (limited)
+        coord_event(c, "complete", "the run stopped at its time limit at step %ld", steps);
       c->last_step = steps;
       /* an epoch that trained no step reports no loss: the last one seen stands */
       double loss = coordinator_field_num(body, "loss", NAN);

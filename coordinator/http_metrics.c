@@ -93,6 +93,25 @@ static int s_int(const cJSON *obj, const char *member) {
   return cJSON_IsNumber(v) ? v->valueint : -1;
 }
 
+/* Peers the robust sync's evidence excluded: a count, and one labelled gauge each with the
+ * reason. */
+static void s_excluded(FILE *f, const cJSON *st) {
+  s_scalar(f, st, "peers_excluded", "wantrain_peers_excluded",
+           "Peers excluded from the run for lying contributions (docs/trust.md).");
+  const cJSON *ex = cJSON_GetObjectItemCaseSensitive(st, "excluded"), *e;
+  if (!cJSON_IsArray(ex) || !ex->child) return;
+  s_family(f, "wantrain_peer_excluded", "One per excluded peer: its id and the reason.");
+  cJSON_ArrayForEach(e, ex) {
+    fputs("wantrain_peer_excluded{id=", f);
+    char id[32];
+    snprintf(id, sizeof id, "%d", s_int(e, "id"));
+    s_label(f, id);
+    fputs(",reason=", f);
+    s_label(f, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "reason")));
+    fputs("} 1\n", f);
+  }
+}
+
 static void s_peers(FILE *f, const cJSON *st) {
   const cJSON *peers = cJSON_GetObjectItemCaseSensitive(st, "peers");
   if (!cJSON_IsArray(peers)) return;
@@ -147,6 +166,7 @@ char *coordinator_http_metrics_render(const cJSON *st) {
            "Training throughput over the last interval.");
   s_links(f, st);
   s_peers(f, st);
+  s_excluded(f, st);
   if (fclose(f) != 0) {
     free(text);
     wt_fail(WT_ENOMEM, "cannot render /metrics (out of memory)");

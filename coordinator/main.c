@@ -138,6 +138,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "coordinator: error: %s\n", wt_last_error());
     return 1;
   }
+  printf("coordinator: listening on %s\ncoordinator: public key %s (in %s/coordinator.pub)\n",
+         coordinator_endpoint(c), coordinator_public_key(c), cfg.state_dir);
+  if (coordinator_http_port_get(c) >= 0)
+    printf("coordinator: dashboard http://%s:%d/ (/status, /metrics)\n", cfg.http_bind,
+           coordinator_http_port_get(c));
+  fflush(stdout);
   int rc = coordinator_run(c, &s_stop);
   if (rc != WT_OK) fprintf(stderr, "coordinator: error: %s\n", wt_last_error());
   s_print_final(c);

@@ -22,17 +22,29 @@ static const wt_option s_options[] = {
     PARALLEL_RUN_SYNC_OPTIONS(coordinator_config, run.),
     PARALLEL_RUN_CHECKPOINT_OPTIONS(coordinator_config, run.),
     PARALLEL_RUN_SITE_OPTIONS(coordinator_config, run.),
+    PARALLEL_RUN_LIMIT_OPTIONS(coordinator_config, run.),
     {"solver", WT_OPT_CHOICE, F(solver), 0, 0, "ga",
-     "placement solver (random: the best of many random partitions; shuffle: one random "
-     "placement, the baseline the GA's gain is measured against)",
-     "ga|random|greedy|megatron|deepspeed|shuffle"},
+     "placement solver (none: world rank w on --scenario's device w, else in the order the peers "
+     "joined)",
+     "none|ga|random|greedy|megatron|deepspeed|exact"},
+    {"assignment", WT_OPT_STRING, F(assignment), 0, 0, "",
+     "a fixed placement instead of --solver: netsim's assignment JSON of --scenario's devices "
+     "(world rank w on the peer emulating its device w)",
+     0},
+    {"links", WT_OPT_CHOICE, F(links), 0, 0, "probe",
+     "where placement takes the links from: probe them, or --scenario's own (no probe epoch)",
+     "probe|scenario"},
+    {"resume", WT_OPT_FLAG, F(resume), 0, 1, "0",
+     "continue the run in --checkpoint-dir from its manifest (a state directory that has "
+     "committed nothing yet)",
+     0},
     {"probe-kib", WT_OPT_INT, F(probe_kib), 16, 65536, "512",
      "bytes of each link's bandwidth probe, KiB", 0},
     {"scenario", WT_OPT_STRING, F(scenario), 0, 0, "",
      "netsim scenario file to emulate the WAN from (peers give --region)", 0},
     {"scenario-name", WT_OPT_STRING, F(scenario_name), 0, 0, "",
      "the scenario in --scenario (default: its first)", 0},
-    {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-4, 100, "1", "wall seconds per emulated second",
+    {"time-scale", WT_OPT_FLOAT, F(time_scale), 1e-6, 1e6, "1", "wall seconds per emulated second",
      0},
     {"heartbeat", WT_OPT_FLOAT, F(heartbeat_s), 0.05, 60, "0.5", "heartbeat interval, seconds", 0},
     {"liveness", WT_OPT_INT, F(liveness), 2, 100, "6", "missed heartbeats before a peer is dropped",
@@ -76,6 +88,13 @@ int coordinator_config_check(coordinator_config *cfg) {
    * so every peer has to reach it: the default under the coordinator's state directory is
    * shared only when all run on its host, which a run that cannot recover otherwise must not
    * assume silently. */
+  if (cfg->assignment[0] && !cfg->scenario[0])
+    return wt_fail(WT_EINVAL, "--assignment needs --scenario (it places the tasklets on the "
+                              "scenario's devices)");
+  if (!strcmp(cfg->links, "scenario") && !cfg->scenario[0])
+    return wt_fail(WT_EINVAL, "--links scenario takes the links from --scenario: give one");
+  if (cfg->resume && !cfg->run.checkpoint_dir[0])
+    return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir (the run directory to resume)");
   const parallel_run_config *r = &cfg->run;
   if (parallel_run_config_stateful(r) && !r->checkpoint_dir[0])
     return wt_fail(WT_EINVAL,

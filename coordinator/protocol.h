@@ -39,7 +39,7 @@ struct cJSON;
 /* Commands. Peer → coordinator: REGISTER .. LEAVE; coordinator → peer: WELCOME .. FINISH. */
 typedef enum {
   COORD_CMD_REGISTER = 0, /* token, device {kind, flops, memory, region}, host */
-  COORD_CMD_HEARTBEAT,    /* epoch, state, step, loss, tokens_s, bytes_sent, bytes_recv */
+  COORD_CMD_HEARTBEAT,    /* epoch, state, step, loss, tokens_s, bytes_sent, bytes_recv, trust */
   COORD_CMD_BOUND,        /* epoch, endpoint: the peer's data socket for that epoch is bound */
   COORD_CMD_RESULT,       /* epoch, ok, error, steps, loss | probe rows (latency_s, bandwidth) */
   COORD_CMD_CHECKPOINT,   /* epoch, step, stage, digest: this stage's shard of step is on disk */

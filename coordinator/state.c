@@ -364,6 +364,8 @@ static void s_load_peers(coordinator *c, const cJSON *run) {
     p->epoch_rank = -1;
     char why[256];
     p->region_index = coord_region_index(c, p->region, why, sizeof why);
+    p->device_index = -1;
+    p->device_index = coord_scenario_device(c, (int)(p - c->peers));
   }
   sqlite3_finalize(st);
   s_load_links(c, NULL);

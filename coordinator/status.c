@@ -167,6 +167,7 @@ cJSON *coord_status(coordinator *c) {
       cJSON_AddItemToArray(ring, cJSON_CreateNumber(c->n_rings ? c->rings[s * R + i] : i));
     cJSON_AddItemToArray(rings, ring);
   }
+  coord_trust_status(c, o); /* peers_excluded, excluded, trust */
   cJSON *peers = cJSON_AddArrayToObject(o, "peers");
   for (int i = 0; i < c->n_peers; i++) {
     const coord_peer *p = &c->peers[i];
@@ -176,6 +177,7 @@ cJSON *coord_status(coordinator *c) {
     cJSON_AddStringToObject(j, "id", id);
     cJSON_AddStringToObject(j, "key", p->key);
     cJSON_AddStringToObject(j, "region", p->region);
+    cJSON_AddNumberToObject(j, "scenario_device", p->device_index); /* -1: none emulated */
     int seated = p->epoch_rank >= 0 && !strcmp(c->epoch_kind, "train");
     cJSON_AddNumberToObject(j, "stage", seated ? p->epoch_rank / c->cfg.run.replicas : -1);
     cJSON_AddNumberToObject(j, "replica", seated ? p->epoch_rank % c->cfg.run.replicas : -1);

@@ -160,6 +160,25 @@ int netsim_assignment_load(const char *path, int d_pp, int d_dp, assign_plan **o
  * frees with cJSON_Delete). */
 struct cJSON *netsim_assignment_to_json(const assign_plan *plan);
 
+/* ---- WAN emulation ----------------------------------------------------------------------------
+
+   The one place that turns a scenario into what the transport emulates (parallel/transport/zmq.h):
+   for a group of n peers, member j emulating scenario device device[j], member `me`'s rows. Two
+   members on one device (more peers than a region has devices) talk over their region's own link.
+   Access links: the member's uplink and downlink capacities (0 = unlimited, as the scenario's
+   INFINITY), and which members share its access link, whose traffic crosses neither. */
+typedef struct {
+  double *latency_s;     /* n, caller's: one-way latency to member j (0 to itself) */
+  double *bandwidth_Bps; /* n, caller's: path bandwidth to member j (0 to itself) */
+  int *same_access;      /* n, caller's: 1 when member j is behind this member's access link */
+  double up_Bps, down_Bps;
+} netsim_emulation;
+
+/* Fills *out (its arrays, n entries each, are the caller's) for member `me`. Returns WT_OK, or
+ * WT_EINVAL when me or a device is out of range. */
+int netsim_emulation_row(const netsim_scenario *sc, const int *device, int n, int me,
+                         netsim_emulation *out);
+
 /* ---- simulator ------------------------------------------------------------------------------- */
 
 typedef enum { NETSIM_GPIPE = 0, NETSIM_1F1B = 1 } netsim_schedule;

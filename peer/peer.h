@@ -29,6 +29,7 @@ typedef struct {
   char device[WT_CONFIG_STR_MAX]; /* cpu | cuda:N */
   char region[WT_CONFIG_STR_MAX];
   char data_dir[WT_CONFIG_STR_MAX]; /* key file, data cache */
+  char cache_dir[WT_CONFIG_STR_MAX]; /* where URLs are downloaded; "" = DATA_DIR/cache */
   char key[WT_CONFIG_STR_MAX];      /* key pair file; default DATA_DIR/peer.key */
   char host[WT_CONFIG_STR_MAX];     /* address other peers reach this one at */
   double flops;                     /* one GPU's FLOP/s; 0 = measure (a short sgemm benchmark) */
@@ -39,6 +40,11 @@ typedef struct {
   int site_rank;                /* its rank there: 0 registers, >= 1 serve rank 0 (-1: none) */
   double site_timeout_s;        /* every wait inside the site */
   int quiet;
+  char precision[WT_CONFIG_STR_MAX]; /* fp32 | bf16: the matmuls' precision on this device */
+  int tf32;                          /* fp32 matmuls on TF32 tensor cores */
+  /* append one JSON object per training step and per train epoch's start and end here ("" =
+   * none): what `wantrain launch` reports from */
+  char json_log[WT_CONFIG_STR_MAX];
 } peerd_config;
 
 /* The option table of peerd_config. */

@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdint.h>
 
 /* The stage state a peer keeps between epochs (parallel/runtime/tasklet.h's state blob), to start
@@ -56,6 +57,16 @@ typedef struct {
   int site_ranks; /* --gpus: the tasklet's site (set before peer_work_start) */
   struct parallel_site_link *site_link; /* --site, rank 0: the site's processes (borrowed) */
   double *probe_lat, *probe_bw;         /* size entries, -1 unmeasured */
+  FILE *log;        /* --json-log (borrowed; written by the work thread only), or NULL */
+  int peer_id;      /* the coordinator's id of this peer, for the log */
+  int *same_access; /* emulated: members behind this one's access link, or NULL */
+  double uplink_Bps, downlink_Bps;
+  int time_limited; /* the tasklet stopped at the run's time limit */
+  /* the robust sync's evidence this epoch (under mu): its syncs, and per replica of this stage
+   * the syncs that left its contribution out and the reasons (PARALLEL_ROBUST_FLAG_* bits) */
+  long trust_syncs;
+  long trust_flagged[64];
+  uint32_t trust_why[64];
 } peer_work;
 
 /* Parses an EPOCH body and binds the data socket (tcp://host:*). NULL with wt_last_error(). */
@@ -68,6 +79,10 @@ int peer_work_start(peer_work *w, const cJSON *start);
 void peer_work_destroy(peer_work **self_p);
 /* The RESULT body for a finished work (caller frees with cJSON_Delete). */
 cJSON *peer_work_result(peer_work *w);
+
+/* Adds the epoch's robust-sync evidence to a HEARTBEAT or RESULT body as "trust" (nothing
+ * without a robust run): {"syncs": n, "flagged": [per replica], "why": ["norm,cosine", ...]}. */
+void peer_work_trust_json(peer_work *w, cJSON *body);
 
 /* Frees what a peer holds and marks it empty. */
 void peer_held_clear(peer_held *h);

@@ -32,6 +32,8 @@ static const wt_option s_options[] = {
     {"data-dir", WT_OPT_STRING, F(data_dir), 0, 0, "peerd-data",
      "where the key pair and downloaded data live", 0},
     {"key", WT_OPT_STRING, F(key), 0, 0, "", "key pair file (default DATA_DIR/peer.key)", 0},
+    {"cache-dir", WT_OPT_STRING, F(cache_dir), 0, 0, "",
+     "where the run's data URLs are downloaded (default DATA_DIR/cache)", 0},
     {"host", WT_OPT_STRING, F(host), 0, 0, "127.0.0.1", "address the other peers reach this one at",
      0},
     {"flops", WT_OPT_FLOAT, F(flops), 0, 1e18, "0",
@@ -65,6 +67,14 @@ static const wt_option s_options[] = {
     {"register-timeout", WT_OPT_FLOAT, F(register_timeout_s), 1, 3600, "30",
      "seconds to wait for the coordinator's answer", 0},
     {"quiet", WT_OPT_FLAG, F(quiet), 0, 1, "0", "no progress lines", 0},
+    {"precision", WT_OPT_CHOICE, F(precision), 0, 0, "fp32",
+     "matmul precision; bf16: bf16 tensor-core inputs, fp32 weights, optimizer and loss (GPU)",
+     "fp32|bf16"},
+    {"tf32", WT_OPT_FLAG, F(tf32), 0, 1, "0", "fp32 matmuls on TF32 tensor cores (GPU)", 0},
+    {"json-log", WT_OPT_STRING, F(json_log), 0, 0, "",
+     "append one JSON object per training step, and one at the start and the end of each train "
+     "epoch, here",
+     0},
     {0}};
 #undef F
 
@@ -93,6 +103,7 @@ typedef struct {
   char data_spec[WT_CONFIG_STR_MAX];
   int gpus;                 /* the site's ranks: --gpus, or the --site file's processes */
   parallel_site_link *link; /* --site: the site's processes, else NULL */
+  FILE *log;                /* --json-log, or NULL */
 } s_peer;
 
 static int s_send(s_peer *p, coordinator_cmd cmd, const cJSON *body) {
@@ -221,6 +232,7 @@ static int s_data(s_peer *p, const cJSON *train) {
   } else {
     char cache[2100];
     snprintf(cache, sizeof cache, "%s/cache", p->cfg->data_dir);
+    if (p->cfg->cache_dir[0]) snprintf(cache, sizeof cache, "%s", p->cfg->cache_dir);
     p->data = data_set_open(spec, cache, sha[0] ? sha : NULL);
   }
   if (!p->data) return WT_EIO;
@@ -256,6 +268,7 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
   }
   p->work = peer_work_new(body, p->cfg->host, p->pub, p->sec, p->data, &p->held);
   if (p->work) p->work->site_ranks = p->gpus, p->work->site_link = p->link;
+  if (p->work) p->work->log = p->log, p->work->peer_id = p->peer_id;
   if (!p->work) {
     fprintf(stderr, "peerd: epoch %d: %s\n", epoch, wt_last_error());
     s_report_failure(p, epoch, wt_last_error());
@@ -381,6 +394,7 @@ static void s_heartbeat(s_peer *p) {
   cJSON_AddNumberToObject(b, "bytes_intra", intra);
   cJSON_AddNumberToObject(b, "bytes_inter", inter);
   cJSON_AddNumberToObject(b, "bytes_inter_raw", inter_raw);
+  if (w) peer_work_trust_json(w, b);
   if (!w && p->last_result) cJSON_AddItemToObject(b, "result", cJSON_Duplicate(p->last_result, 1));
   s_send(p, COORD_CMD_HEARTBEAT, b);
   cJSON_Delete(b);
@@ -597,6 +611,15 @@ int peerd_config_check(const peerd_config *cfg) {
   return WT_OK;
 }
 
+/* --precision and --tf32 on the device's back end (the CPU's takes fp32 only). */
+static int s_precision(const peerd_config *cfg) {
+  kernels_precision prec;
+  const kernels_ops *k = NULL;
+  WT_CHECK(kernels_parse_precision(cfg->precision, cfg->tf32, &prec));
+  WT_CHECK(kernels_for_device(cfg->device, &k));
+  return kernels_set_precision(k, prec);
+}
+
 int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
   WT_CHECK(peerd_config_check(cfg));
   if (strncmp(cfg->device, "cpu", 4)) {
@@ -608,6 +631,7 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
                      cfg->device);
     WT_CHECK(parallel_tasklet_set_default_device(cfg->device)); /* every tasklet runs there */
   }
+  WT_CHECK(s_precision(cfg));
   const int member = cfg->site[0] && cfg->site_rank > 0;
   s_peer p = {.cfg = cfg, .heartbeat_s = 1, .liveness = 5, .gpus = cfg->gpus};
   int rc = s_keys(&p);
@@ -618,6 +642,8 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
     return rc;
   }
   if (rc == WT_OK) rc = s_coordinator_key(&p);
+  if (rc == WT_OK && cfg->json_log[0] && !(p.log = fopen(cfg->json_log, "a")))
+    rc = wt_fail(WT_EIO, "cannot open --json-log %s: %s", cfg->json_log, strerror(errno));
   if (rc == WT_OK) {
     double measured = 0, memory = 0;
     rc = peer_device_measure(cfg->device, &measured, &memory);
@@ -654,6 +680,7 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
   peer_held_clear(&p.held);
   cJSON_Delete(p.last_result);
   data_set_destroy(&p.data);
+  if (p.log) fclose(p.log);
   if (p.sock) zmq_close(p.sock);
   if (p.ctx) zmq_ctx_term(p.ctx);
   parallel_site_link_destroy(&p.link);

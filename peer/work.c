@@ -104,6 +104,16 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
       ok = ok && w->lat[i] >= 0 && w->lat[i] < 10 && w->bw[i] >= 0;
     }
   }
+  const cJSON *sa = cJSON_GetObjectItemCaseSensitive(epoch, "same_access");
+  ok = ok && (!sa || (la && cJSON_GetArraySize(sa) == w->size));
+  if (ok && sa) {
+    w->same_access = wt_xcalloc((size_t)w->size, sizeof(int));
+    for (int i = 0; i < w->size; i++)
+      w->same_access[i] = cJSON_GetNumberValue(cJSON_GetArrayItem(sa, i)) != 0;
+    w->uplink_Bps = coordinator_field_num(epoch, "uplink_Bps", 0);
+    w->downlink_Bps = coordinator_field_num(epoch, "downlink_Bps", 0);
+    ok = w->uplink_Bps >= 0 && w->downlink_Bps >= 0;
+  }
   if (!ok) {
     wt_fail(WT_EINVAL, "the coordinator sent an impossible epoch (rank, size, keys or links)");
     peer_work_destroy(&w);
@@ -123,6 +133,8 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
   z.secret_key = sec, z.public_key = pub, z.peer_public_keys = pubs;
   z.latency_s = w->lat, z.bandwidth_Bps = w->bw;
   z.time_scale = coordinator_field_num(epoch, "time_scale", 1);
+  z.same_access = w->same_access;
+  z.uplink_Bps = w->uplink_Bps, z.downlink_Bps = w->downlink_Bps;
   w->transport = parallel_zmq_transport_new(&z);
   if (!w->transport) {
     char why[1024];
@@ -214,8 +226,103 @@ static int s_probe(peer_work *w, parallel_comm *c) {
 
 /* ---- training ---------------------------------------------------------------------------- */
 
+/* ---- the --json-log records (peer.h): written by the work thread only -------------------- */
+
+static void s_log(peer_work *w, cJSON *o) {
+  char *text = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (text && w->log) {
+    fprintf(w->log, "%s\n", text);
+    fflush(w->log);
+  }
+  free(text);
+}
+
+static void s_log_num_or_null(cJSON *o, const char *key, double v) {
+  if (isfinite(v))
+    cJSON_AddNumberToObject(o, key, v);
+  else
+    cJSON_AddNullToObject(o, key);
+}
+
+static void s_log_step(peer_work *w, const parallel_tasklet_step *st) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "step", (double)st->info.step);
+  cJSON_AddNumberToObject(o, "loss", st->info.loss);
+  s_log_num_or_null(o, "val_loss", st->val_loss);
+  cJSON_AddNumberToObject(o, "step_s", st->info.seconds);
+  cJSON_AddNumberToObject(o, "rank", w->rank);
+  cJSON_AddNumberToObject(o, "bytes_pipeline", (double)st->bytes_pipeline);
+  cJSON_AddNumberToObject(o, "bytes_data", (double)st->bytes_data);
+  cJSON_AddNumberToObject(o, "bytes_control", (double)st->bytes_control);
+  s_log(w, o);
+}
+
+/* What the tasklet and the transport counted, at the end of the epoch's tasklet. */
+static void s_log_done(peer_work *w, int rc, const parallel_tasklet_result *res,
+                       parallel_comm *zc) {
+  if (!w->log) return;
+  double wire = 0, wait = 0;
+  for (int p = 0; p < w->size; p++) {
+    parallel_zmq_link_stats ls = parallel_zmq_link_stats_get(zc, p);
+    wire += (double)ls.bytes_sent, wait += ls.wait_s;
+  }
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "event", "done");
+  cJSON_AddNumberToObject(o, "epoch", w->epoch);
+  cJSON_AddNumberToObject(o, "rank", w->rank);
+  cJSON_AddBoolToObject(o, "ok", rc == WT_OK);
+  if (rc != WT_OK) cJSON_AddStringToObject(o, "error", wt_last_error());
+  cJSON_AddNumberToObject(o, "steps", (double)res->steps_done);
+  s_log_num_or_null(o, "loss", res->last_loss);
+  s_log_num_or_null(o, "val_loss", res->last_val_loss);
+  cJSON_AddBoolToObject(o, "time_limited", res->time_limited);
+  cJSON_AddNumberToObject(o, "seconds", res->seconds);
+  cJSON_AddNumberToObject(o, "compute_s", res->compute_s);
+  cJSON_AddNumberToObject(o, "bytes_pipeline", (double)res->bytes_pipeline);
+  cJSON_AddNumberToObject(o, "bytes_data", (double)res->bytes_data);
+  cJSON_AddNumberToObject(o, "bytes_control", (double)res->bytes_control);
+  cJSON_AddNumberToObject(o, "bytes_site", (double)res->bytes_site);
+  cJSON_AddNumberToObject(o, "wire_bytes", wire);
+  cJSON_AddNumberToObject(o, "wait_s", wait);
+  cJSON_AddNumberToObject(o, "refused", (double)parallel_zmq_refused(zc));
+  cJSON_AddNumberToObject(o, "pipeline_s", res->pipeline_s);
+  cJSON_AddNumberToObject(o, "tied_s", res->tied_s);
+  cJSON_AddNumberToObject(o, "reduce_s", res->reduce_s);
+  cJSON_AddNumberToObject(o, "norm_s", res->norm_s);
+  cJSON_AddNumberToObject(o, "recomputes", (double)res->recomputes);
+  s_log(w, o);
+}
+
+/* Fault injection for the tests: WANTRAIN_PEERD_DIE=RANK:STEP makes the peer at that world
+ * rank exit abruptly after that step (no goodbye, no result), as a crash would. */
+static void s_maybe_die(const peer_work *w, long step) {
+  const char *die = getenv("WANTRAIN_PEERD_DIE");
+  int rank = -1;
+  long at = -1;
+  if (die && sscanf(die, "%d:%ld", &rank, &at) == 2 && rank == w->rank && step == at) {
+    if (w->log) fflush(w->log);
+    _exit(3);
+  }
+}
+
+/* Counts a step's robust-sync evidence (replica order; NULL: the step had none). Under mu. */
+static void s_trust_record(peer_work *w, const parallel_robust_report *rep) {
+  if (!rep) return;
+  w->trust_syncs++;
+  for (int r = 0; r < rep->world && r < 64; r++)
+    if (rep->rank[r].flags) w->trust_flagged[r]++, w->trust_why[r] |= rep->rank[r].flags;
+}
+
 static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   peer_work *w = arg;
+  /* The next messages belong to the next step: the transport stamps it on them and names it in
+   * its errors. */
+  parallel_zmq_msg_context ctx = {.kind = PARALLEL_ZMQ_KIND_DATA,
+                                  .step = (uint32_t)st->info.step + 1};
+  parallel_zmq_set_context(w->zc, &ctx);
+  s_log_step(w, st);
+  s_maybe_die(w, st->info.step);
   pthread_mutex_lock(&w->mu);
   double now = wt_now_s(), dt = now - w->t_last;
   const parallel_run_config *run = &w->run;
@@ -254,6 +361,24 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   }
   w->bytes_intra = intra, w->bytes_inter = inter, w->bytes_recv = recv;
   w->bytes_inter_raw = inter_raw;
+  s_trust_record(w, st->robust);
+  pthread_mutex_unlock(&w->mu);
+}
+
+void peer_work_trust_json(peer_work *w, cJSON *body) {
+  pthread_mutex_lock(&w->mu);
+  const int R = WT_MIN(w->run.replicas, 64);
+  if (w->is_train && strcmp(w->run.robust, "none") && w->trust_syncs > 0) {
+    cJSON *t = cJSON_AddObjectToObject(body, "trust");
+    cJSON_AddNumberToObject(t, "syncs", (double)w->trust_syncs);
+    cJSON *flagged = cJSON_AddArrayToObject(t, "flagged"), *why = cJSON_AddArrayToObject(t, "why");
+    for (int r = 0; r < R; r++) {
+      char names[96];
+      parallel_robust_flags_str(w->trust_why[r], names, sizeof names);
+      cJSON_AddItemToArray(flagged, cJSON_CreateNumber((double)w->trust_flagged[r]));
+      cJSON_AddItemToArray(why, cJSON_CreateString(names));
+    }
+  }
   pthread_mutex_unlock(&w->mu);
 }
 
@@ -447,8 +572,23 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
             "grad codec %s, error feedback %s",
             c.stage, c.replica, c.diloco_h, (double)c.diloco_lr, (double)c.diloco_momentum,
             c.grad_codec, c.grad_ef ? "on" : "off");
+  if (w->log) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "event", "start");
+    cJSON_AddNumberToObject(o, "epoch", w->epoch);
+    cJSON_AddNumberToObject(o, "peer_id", w->peer_id);
+    cJSON_AddNumberToObject(o, "rank", w->rank);
+    cJSON_AddNumberToObject(o, "stage", c.stage);
+    cJSON_AddNumberToObject(o, "replica", c.replica);
+    cJSON *r = cJSON_AddArrayToObject(o, "dp_ring");
+    for (int i = 0; i < c.replicas; i++) cJSON_AddItemToArray(r, cJSON_CreateNumber(c.dp_ring[i]));
+    s_log(w, o);
+  }
   parallel_tasklet_result res;
+  memset(&res, 0, sizeof res);
   int rc = parallel_tasklet_run(&c, world, &res);
+  s_log_done(w, rc, &res, zc);
+  w->time_limited = rc == WT_OK && res.time_limited;
   if (c.site_ranks > 1 && c.train.model.moe_experts > 0) {
     WT_INFO("peerd: stage %d ran %ld steps on a site of %d expert-parallel ranks, %.1f MB between "
             "them",
@@ -541,10 +681,12 @@ cJSON *peer_work_result(peer_work *w) {
   if (w->rc != WT_OK) cJSON_AddStringToObject(b, "error", w->error);
   if (w->rc != WT_OK) cJSON_AddNumberToObject(b, "code", w->rc); /* a wt_status */
   cJSON_AddNumberToObject(b, "steps", (double)w->steps);
+  if (w->time_limited) cJSON_AddTrueToObject(b, "time_limited");
   cJSON_AddNumberToObject(b, "bytes_intra", w->bytes_intra);
   cJSON_AddNumberToObject(b, "bytes_inter", w->bytes_inter);
   cJSON_AddNumberToObject(b, "bytes_inter_raw", w->bytes_inter_raw);
   if (isfinite(w->loss)) cJSON_AddNumberToObject(b, "loss", w->loss);
+  peer_work_trust_json(w, b);
   if (w->held->step > 0) { /* what this peer can start the next epoch from or hand over */
     cJSON_AddNumberToObject(b, "held_stage", w->held->stage);
     cJSON_AddNumberToObject(b, "held_step", (double)w->held->step);
@@ -569,6 +711,7 @@ void peer_work_destroy(peer_work **self_p) {
   cJSON_Delete(w->body);
   free(w->lat);
   free(w->bw);
+  free(w->same_access);
   free(w->probe_lat);
   free(w->probe_bw);
   pthread_mutex_destroy(&w->mu);

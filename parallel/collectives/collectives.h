@@ -70,6 +70,33 @@
  * vectors are never summed inside the ring, because the union of supports grows hop by hop.
  * Cost: (world-1) × the payload per rank.
  *
+ * ---- robust all-reduce ---------------------------------------------------------------------
+ * parallel_robust_allreduce is for groups whose members may lie (docs/trust.md). A ring sum lets
+ * no one see another replica's contribution, so one NaN, a gradient ×1000 or a flipped sign
+ * reaches every replica unseen. Here each rank's contribution (encoded with the run's codec and
+ * sender error feedback, or raw fp32) is all-gathered, so every rank holds the same bytes of
+ * every contribution; each rank decodes them all and computes, with the same arithmetic in the
+ * same order, a robust estimate of their mean — so the result is BITWISE IDENTICAL on every rank:
+ *   trimmed-mean   per coordinate, the mean after dropping the b lowest and b highest values,
+ *                  b = floor(m / 4) (at least 1 once m >= 3) of the m contributions used;
+ *   median         per coordinate (the mean of the two middle values for even m);
+ *   centered-clip  Karimireddy et al. 2021: from the coordinate-wise median v, three rounds of
+ *                  v += (1/m) Σ_j (x_j − v) · min(1, τ / |x_j − v|), τ the median of |x_j − v₀|.
+ * Values sort by a total order (NaN above +inf), so a NaN that got in is trimmed like a huge value.
+ * Detection runs before the aggregate, on what every rank saw, so every rank flags alike: a
+ * contribution that does not decode, holds NaN/Inf, is all zeros (a free rider), repeats the
+ * bytes of one of its sender's last PARALLEL_ROBUST_REPLAY contributions (a stale copy), whose
+ * log-norm lies further from the median of the group's history than max(ln norm_ratio, norm_k ·
+ * σ) (σ = 1.4826 · MAD), or whose cosine to the aggregate is below median − max(cos_k · σ,
+ * median / 2) of the history's cosines (the lowest first, never a majority of what is left), is
+ * left out; the aggregate is recomputed without it, and
+ * the report carries the evidence. The history (the norms and cosines of accepted contributions,
+ * the last `history` of them plus this step's) lives in the parallel_robust object: every rank
+ * of a group must make its object at the same step (a tasklet does, at its start), or their
+ * thresholds, and then their results, differ. The norm and cosine tests need m >= 3 (a majority
+ * to compare with). Cost: each rank sends (world−1) × its payload, world/2 times the ring's
+ * 2 (world−1)/world × payload, and decodes world payloads.
+ *
  * Bytes: parallel_comm_bytes_sent(c) counts everything a rank sent (headers included); read it
  * before and after a call to measure a collective (docs/parallel.md has a table per codec).
  */
@@ -167,5 +194,86 @@ int parallel_allreduce_compressed(parallel_comm *c, const compress_codec *codec,
  * parallel_allreduce_compressed. */
 int parallel_allreduce_sparse(parallel_comm *c, const compress_codec *codec, float *x, size_t n,
                               parallel_op op, compress_ef *ef);
+
+/* ---- robust all-reduce (see the top) -------------------------------------------------------- */
+
+typedef enum {
+  PARALLEL_ROBUST_NONE = 0,      /* no robust aggregate: the plain (or compressed) ring */
+  PARALLEL_ROBUST_TRIMMED_MEAN,  /* coordinate-wise trimmed mean */
+  PARALLEL_ROBUST_MEDIAN,        /* coordinate-wise median */
+  PARALLEL_ROBUST_CENTERED_CLIP, /* centered clipping around the median */
+} parallel_robust_kind;
+
+/* The names, as an option's choices take them. */
+#define PARALLEL_ROBUST_NAMES "none|trimmed-mean|median|centered-clip"
+#define PARALLEL_ROBUST_MAX_RANKS 64
+#define PARALLEL_ROBUST_REPLAY 8 /* recent contributions per sender a replay is checked against */
+
+/* The kind called `name`. Returns WT_OK or WT_EINVAL listing the names (*kind unchanged). */
+int parallel_robust_kind_parse(const char *name, parallel_robust_kind *kind);
+const char *parallel_robust_kind_name(parallel_robust_kind kind);
+
+/* out[0..n) = the aggregate of the rows j < world with use[j] != 0 (use NULL: all) of rows
+ * (world × n floats, row j = contribution j). NONE is their mean in row order. With no row used
+ * out is all zeros. Deterministic: the same inputs give the same bits on every machine with
+ * IEEE floats. Never fails. */
+void parallel_robust_aggregate(parallel_robust_kind kind, const float *rows, int world, size_t n,
+                               const uint8_t *use, float *out);
+
+/* Why a contribution was left out (bits of parallel_robust_evidence.flags). */
+enum {
+  PARALLEL_ROBUST_FLAG_CORRUPT = 1 << 0,   /* its payload did not decode */
+  PARALLEL_ROBUST_FLAG_NONFINITE = 1 << 1, /* NaN or Inf in it */
+  PARALLEL_ROBUST_FLAG_ZERO = 1 << 2,      /* all zeros */
+  PARALLEL_ROBUST_FLAG_REPLAY = 1 << 3,    /* the same bytes as one of its sender's recent ones */
+  PARALLEL_ROBUST_FLAG_NORM = 1 << 4,      /* norm outside the history's band */
+  PARALLEL_ROBUST_FLAG_COSINE = 1 << 5,    /* cosine to the aggregate below the history's band */
+};
+
+/* "nonfinite,norm" for flags (or "" for none) into buf[0..cap), always NUL-terminated. */
+void parallel_robust_flags_str(uint32_t flags, char *buf, size_t cap);
+
+typedef struct {
+  uint32_t flags; /* PARALLEL_ROBUST_FLAG_* bits; 0: used in the aggregate */
+  double norm;    /* L2 norm of the decoded contribution (NAN when it did not decode) */
+  double cosine;  /* cosine to the final aggregate (NAN when either is zero or non-finite) */
+} parallel_robust_evidence;
+
+/* One call's evidence: per rank of the communicator, and the band each test used. */
+typedef struct {
+  int world, used;                      /* contributions, and how many the aggregate used */
+  double norm_median, norm_lo, norm_hi; /* accepted norms lay in [norm_lo, norm_hi] (0, inf: off) */
+  double cos_median, cos_min;           /* accepted cosines were >= cos_min (-inf: off) */
+  parallel_robust_evidence rank[PARALLEL_ROBUST_MAX_RANKS];
+} parallel_robust_report;
+
+typedef struct {
+  parallel_robust_kind kind; /* not NONE */
+  int history;               /* accepted contributions whose norms and cosines are kept (64) */
+  double norm_ratio;         /* norms within this factor of the median always pass (3) */
+  double norm_k;             /* ... else within norm_k robust deviations of the log-norm (6) */
+  double cos_k;              /* cosine band: median − max(cos_k·σ, median/2) (4) */
+} parallel_robust_config;
+
+/* The defaults above, for `kind`. */
+parallel_robust_config parallel_robust_config_default(parallel_robust_kind kind);
+
+/* The state of one tensor's robust syncs on one rank: the detection history and each sender's
+ * recent digests. Returns NULL with wt_last_error() (WT_EINVAL) for kind NONE or bounds out of
+ * range. The caller owns it. */
+typedef struct parallel_robust parallel_robust;
+parallel_robust *parallel_robust_new(const parallel_robust_config *cfg);
+void parallel_robust_destroy(parallel_robust **self_p);
+const parallel_robust_config *parallel_robust_get_config(const parallel_robust *self);
+
+/* In place: x[0..n) becomes the robust aggregate (an estimate of the mean) of every rank's x,
+ * each sent as codec's payload of x + e (ef: this rank's sender residual of n floats, or NULL),
+ * or as raw fp32 when codec is NULL. report (may be NULL) receives the evidence, the same on
+ * every rank. A contribution that is malformed or flagged is left out, never an error. Returns
+ * WT_OK, WT_EINVAL (world above PARALLEL_ROBUST_MAX_RANKS), WT_EMISMATCH (ef of another size, or
+ * the ranks announcing more than world × (4n + 64) bytes in all), or the transport's / codec's
+ * status; x is then unchanged (the residual may have advanced). */
+int parallel_robust_allreduce(parallel_robust *self, parallel_comm *c, const compress_codec *codec,
+                              compress_ef *ef, float *x, size_t n, parallel_robust_report *report);
 
 #endif

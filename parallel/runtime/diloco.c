@@ -16,7 +16,9 @@ struct diloco {
   float *delta;    /* (n,) Δ, then Δ̄ after the all-reduce */
   long steps;
   parallel_ef *ef;  /* ring residuals, made at the first step for (n, rank, world) */
-  compress_ef *sef; /* sparse residual */
+  compress_ef *sef; /* sender residual of the sparse or robust all-gather */
+
+  parallel_robust_report report; /* the robust all-reduce's last evidence */
 };
 
 diloco_config diloco_config_default(void) {
@@ -42,7 +44,8 @@ diloco *diloco_new(size_t n_params, const diloco_config *cfg) {
   d->theta = wt_xcalloc(n_params + 1, sizeof(float));
   d->momentum = wt_xcalloc(n_params + 1, sizeof(float));
   d->delta = wt_xcalloc(n_params + 1, sizeof(float));
-  if (cfg->codec && cfg->error_feedback && cfg->sparse) d->sef = compress_ef_new(n_params);
+  if (cfg->codec && cfg->error_feedback && (cfg->sparse || cfg->robust))
+    d->sef = compress_ef_new(n_params);
   return d;
 }
 
@@ -79,6 +82,8 @@ static void s_ensure_ef(diloco *d, parallel_comm *comm) {
 /* Δ̄ = mean over replicas of Δ, with whichever collective the config asks for. */
 static int s_average(diloco *d, parallel_comm *comm) {
   const diloco_config *c = &d->cfg;
+  if (c->robust)
+    return parallel_robust_allreduce(c->robust, comm, c->codec, d->sef, d->delta, d->n, &d->report);
   if (!c->codec) return parallel_allreduce(comm, d->delta, d->n, PARALLEL_OP_AVG);
   if (c->sparse)
     return parallel_allreduce_sparse(comm, c->codec, d->delta, d->n, PARALLEL_OP_AVG, d->sef);
@@ -99,6 +104,10 @@ int diloco_outer_step(diloco *d, parallel_comm *comm, float *theta_inner) {
   memcpy(theta_inner, d->theta, d->n * sizeof(float));
   d->steps++;
   return WT_OK;
+}
+
+const parallel_robust_report *diloco_last_report(const diloco *d) {
+  return &d->report;
 }
 
 const float *diloco_last_delta(const diloco *d) {
@@ -167,7 +176,7 @@ int diloco_load(diloco *d, FILE *f) {
   if (wt_get_le64(h + 12) != d->n)
     return wt_fail(WT_EMISMATCH, "diloco: outer state of %llu parameters, this one has %zu",
                    (unsigned long long)wt_get_le64(h + 12), d->n);
-  int want_ring = d->cfg.codec && d->cfg.error_feedback && !d->cfg.sparse;
+  int want_ring = d->cfg.codec && d->cfg.error_feedback && !d->cfg.sparse && !d->cfg.robust;
   int want_sparse = d->sef != NULL;
   if ((flags & ~3u) || (ring && !want_ring) || sparse != want_sparse || steps < 0)
     return wt_fail(WT_EMISMATCH,

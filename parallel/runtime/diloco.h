@@ -6,7 +6,8 @@
  *   1. forms the pseudo-gradient Δ = θ_outer − θ_inner,
  *   2. averages Δ over the replicas with the collectives of parallel/collectives/collectives.h:
  * plain fp32 ring all-reduce, or compressed with any codec (ring with two-stage error feedback, or
- * the sparse all-gather for top-k / rand-k), with or without error feedback,
+ * the sparse all-gather for top-k / rand-k), with or without error feedback, or takes their
+ * robust aggregate (the robust all-reduce, which leaves a lying replica's Δ out),
  *   3. applies outer SGD with Nesterov momentum (PyTorch semantics, dampening 0):
  *          m = μ·m + Δ̄;   θ_outer −= lr·(Δ̄ + μ·m)      (plain momentum: θ_outer −= lr·m)
  *   4. copies θ_outer into θ_inner, so every replica starts the next round from the same point.
@@ -54,6 +55,9 @@ typedef struct {
   int error_feedback;          /* with a codec: keep residuals of what compression dropped */
   int sparse;                  /* with a codec: the sparse all-gather (meant for topk/randk)
                                 * instead of the compressed ring */
+  parallel_robust *robust;     /* NULL (default): the collectives above; else Δ is averaged by
+                                * the robust all-reduce (collectives.h) with this state, with
+                                * the codec and a sender residual. Borrowed */
 } diloco_config;
 
 typedef struct diloco diloco;
@@ -84,6 +88,10 @@ int diloco_outer_step(diloco *d, parallel_comm *comm, float *theta_inner);
 
 /* The averaged pseudo-gradient Δ̄ of the last successful outer step (n_params floats; owned). */
 const float *diloco_last_delta(const diloco *d);
+
+/* The robust all-reduce's evidence of the last outer step (zeroed before the first, or when the
+ * config has no robust state). Owned by d. */
+const parallel_robust_report *diloco_last_report(const diloco *d);
 
 /* State for checkpoints: buffers owned by d, n_params floats, writable in place on restore. */
 float *diloco_theta_outer(diloco *d, size_t *n);

@@ -353,6 +353,8 @@ static int s_action(parallel_pipeline *p, assign_action a, const int *inputs, co
   case ASSIGN_ACT_FORWARD:
     return s_forward(p, j, inputs, targets);
   case ASSIGN_ACT_SEND_ACT:
+    if (p->cfg.test_tamper_act)
+      p->cfg.test_tamper_act(p->cfg.test_tamper_arg, j, p->act_out, p->mb_floats);
     return s_send(p, p->me + 1, 2 * j, j, p->act_out, 0);
   case ASSIGN_ACT_RECV_GRAD:
     return s_recv(p, p->me + 1, 2 * j + 1, j, p->gout, 1);

@@ -60,6 +60,10 @@ typedef struct {
                                1 GiB per end; least recently sent samples are evicted beyond */
   int act_slots;            /* at most this many activation slots (0: as many as the schedule
                                keeps micro-batches in flight; fewer recompute, see above) */
+  /* Tests only (tests/trust's liar harness; NULL elsewhere): sees micro-batch j's activations
+   * (n floats) just before they go to the next stage, and may change them */
+  void (*test_tamper_act)(void *arg, int micro_batch, float *act, size_t n);
+  void *test_tamper_arg;
 } parallel_pipeline_config;
 
 typedef struct parallel_pipeline parallel_pipeline;

@@ -66,6 +66,17 @@ static int s_check_zero(const parallel_run_config *run) {
   return WT_OK;
 }
 
+/* The robust aggregate all-gathers whole contributions, which ZeRO-1's sharded reduce never
+ * forms. */
+static int s_check_robust(const parallel_run_config *run) {
+  if (strcmp(run->robust, "none") && run->zero)
+    return wt_fail(WT_EINVAL,
+                   "robust %s all-gathers whole gradients, which zero 1 shards; use "
+                   "zero 0 or robust none",
+                   run->robust);
+  return WT_OK;
+}
+
 /* A site's ranks split a dense stage's heads (and sequences, with site-cp) or, for an MoE
  * model, its experts and each micro-batch's rows. site-cp is checked on its own too: in a
  * coordinator run the sites are the peers' (--gpus), known only when they register. */
@@ -103,12 +114,18 @@ int parallel_run_config_check(parallel_run_config *run) {
   WT_CHECK(s_check_pipeline(run));
   WT_CHECK(compress_sync_args_apply(&run->sync));
   WT_CHECK(s_check_zero(run));
+  WT_CHECK(s_check_robust(run));
   return s_check_site(run);
 }
 
 int parallel_run_config_stateful(const parallel_run_config *run) {
   const int lossy_ef = strcmp(run->sync.grad_codec, "none") && strcmp(run->sync.grad_ef, "off");
   return run->sync.diloco > 0 || lossy_ef || !strncmp(run->act_codec, "delta", 5);
+}
+
+int parallel_run_config_excludes(const parallel_run_config *run, long flagged, long syncs) {
+  return strcmp(run->robust, "none") && run->trust_flags > 0 && flagged >= run->trust_flags &&
+         4 * flagged >= syncs;
 }
 
 char *parallel_run_config_to_json(const parallel_run_config *run) {

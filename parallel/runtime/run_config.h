@@ -54,6 +54,7 @@ typedef struct {
   char optimizer[WT_CONFIG_STR_MAX]; /* adamw|sgd */
   long long seed;
   int val_every, val_batches;
+  double time_limit; /* seconds; 0 = none: stop after the step in which they passed */
   /* the pipeline: S stages x R replicas, its schedule, activation slots per stage */
   int stages, replicas;
   char schedule[WT_CONFIG_STR_MAX]; /* 1f1b|gpipe */
@@ -61,6 +62,8 @@ typedef struct {
   /* how replicas synchronise, and what crosses a pipeline cut */
   compress_sync_args sync;
   int zero;                          /* 1: ZeRO-1 optimizer-state sharding */
+  char robust[WT_CONFIG_STR_MAX];    /* none|trimmed-mean|median|centered-clip (collectives.h) */
+  int trust_flags;                   /* flagged syncs that exclude a peer (0: never excluded) */
   char act_codec[WT_CONFIG_STR_MAX]; /* none|delta2|delta4|delta8|direct8 */
   /* checkpoints */
   char checkpoint_dir[WT_CONFIG_STR_MAX];
@@ -102,6 +105,10 @@ typedef struct {
    "validate every N steps and after the last (0 = after the last only)", 0},                      \
   {"val-batches", WT_OPT_INT, PARALLEL_RUN_F(type, m, val_batches), 1, 1e6, "8",                   \
    "micro-batches per validation", 0}
+#define PARALLEL_RUN_LIMIT_OPTIONS(type, m)                                                        \
+  {"time-limit", WT_OPT_FLOAT, PARALLEL_RUN_F(type, m, time_limit), 0, 1e9, "0",                   \
+   "stop every tasklet after the step in which this many seconds passed, validating and "         \
+   "checkpointing (0 = none)", 0}
 #define PARALLEL_RUN_OPTIM_OPTIONS(type, m)                                                        \
   {"lr", WT_OPT_FLOAT, PARALLEL_RUN_F(type, m, lr), 0, 10, "3e-3", "peak learning rate", 0},       \
   {"min-lr", WT_OPT_FLOAT, PARALLEL_RUN_F(type, m, min_lr), 0, 10, "3e-4",                         \
@@ -124,10 +131,20 @@ typedef struct {
    "pipeline schedule", "1f1b|gpipe"},                                                             \
   {"act-slots", WT_OPT_INT, PARALLEL_RUN_F(type, m, act_slots), 0, GPT_MAX_SLOTS, "0",             \
    "activation slots per stage (0 = one per micro-batch in flight; fewer recompute forwards)", 0}
+/* (`wantrain launch`, whose sync rows are its own, takes this row alone) */
+#define PARALLEL_RUN_ROBUST_OPTION(type, m)                                                        \
+  {"robust", WT_OPT_CHOICE, PARALLEL_RUN_F(type, m, robust), 0, 0, "none",                         \
+   "aggregate of the data-parallel sync: none = the ring's mean; else every replica's "           \
+   "contribution is all-gathered (R/2 x the ring's bytes), liars are detected and left out, and " \
+   "the rest combined robustly (docs/trust.md)", "none|trimmed-mean|median|centered-clip"}
 #define PARALLEL_RUN_SYNC_OPTIONS(type, m)                                                         \
   COMPRESS_SYNC_OPTIONS(type, m sync),                                                             \
   {"zero", WT_OPT_INT, PARALLEL_RUN_F(type, m, zero), 0, 1, "0",                                   \
    "1 = ZeRO-1 optimizer-state sharding", 0},                                                      \
+  PARALLEL_RUN_ROBUST_OPTION(type, m),                                                             \
+  {"trust-flags", WT_OPT_INT, PARALLEL_RUN_F(type, m, trust_flags), 0, 1e9, "5",                   \
+   "with --robust: a peer whose contributions were left out of this many syncs, and of at least " \
+   "a quarter of those it took part in, is excluded from the run (0 = never)", 0},                \
   {"act-codec", WT_OPT_CHOICE, PARALLEL_RUN_F(type, m, act_codec), 0, 0, "none",                   \
    "activation compression across pipeline cuts", "none|delta2|delta4|delta8|direct8"}
 #define PARALLEL_RUN_CHECKPOINT_OPTIONS(type, m)                                                   \
@@ -156,6 +173,7 @@ typedef struct {
 #define PARALLEL_RUN_OPTIONS(type, m)                                                              \
   PARALLEL_RUN_MODEL_OPTIONS(type, m), GPT_MOE_OPTIONS(type, m moe),                               \
   PARALLEL_RUN_DATA_OPTIONS(type, m), PARALLEL_RUN_STEPS_OPTIONS(type, m),                         \
+  PARALLEL_RUN_LIMIT_OPTIONS(type, m),                                                             \
   PARALLEL_RUN_OPTIM_OPTIONS(type, m), PARALLEL_RUN_PIPELINE_OPTIONS(type, m),                     \
   PARALLEL_RUN_SYNC_OPTIONS(type, m), PARALLEL_RUN_CHECKPOINT_OPTIONS(type, m),                    \
   PARALLEL_RUN_SITE_OPTIONS(type, m), PARALLEL_RUN_DEVICE_OPTIONS(type, m)
@@ -169,7 +187,8 @@ parallel_run_config parallel_run_config_default(void);
 
 /* The one validator (see the top). Applies the sync preset in place, then checks: the model's
  * shape (heads divide channels, the MoE options against layers), min-lr <= lr, stages <= layers,
- * batch a multiple of replicas x micro-batches, ZeRO-1 only with plain synchronous sync and R > 1,
+ * batch a multiple of replicas x micro-batches, ZeRO-1 only with plain synchronous sync and R > 1
+ * and a robust aggregate not with ZeRO-1,
  * the site's shape (site-cp dividing site-ranks, seq a multiple of 2 x site-cp, heads of the
  * site's TP ranks; an MoE site: site-cp 1, moe-experts and each micro-batch's rows multiples of
  * site-ranks). Returns WT_OK, or WT_EINVAL / WT_ENOTFOUND (an unknown preset) with a message
@@ -180,6 +199,11 @@ int parallel_run_config_check(parallel_run_config *run);
  * DiLoCo's outer state, error-feedback residuals around a lossy gradient codec, delta
  * activation caches. For a checked run (sync.grad_ef resolved; "auto" counts as on). */
 int parallel_run_config_stateful(const parallel_run_config *run);
+
+/* The one exclusion rule (docs/trust.md): 1 when a peer whose contributions the robust sync left
+ * out of `flagged` of the `syncs` it took part in is excluded from the run: robust on,
+ * trust-flags > 0, flagged >= trust-flags and 4 · flagged >= syncs. */
+int parallel_run_config_excludes(const parallel_run_config *run, long flagged, long syncs);
 
 /* The model of the run for a corpus of `vocab` tokens: gpt_config with the MoE options applied,
  * validated. Returns WT_OK or WT_EINVAL naming the option (*out unchanged on failure). */

@@ -45,6 +45,7 @@ int parallel_tasklet_config_from_run(const parallel_run_config *run, int stage, 
   c.diloco_lr = (float)run->sync.outer_lr;
   c.diloco_momentum = (float)run->sync.outer_momentum;
   c.zero = run->zero;
+  snprintf(c.robust, sizeof c.robust, "%.*s", (int)sizeof c.robust - 1, run->robust);
   c.act_slots = run->act_slots;
   c.site_ranks = run->site_ranks;
   c.site_cp = run->site_cp;
@@ -52,6 +53,7 @@ int parallel_tasklet_config_from_run(const parallel_run_config *run, int stage, 
   c.checkpoint_every = run->checkpoint_every;
   c.keep = run->keep;
   c.val_every = run->val_every;
+  c.time_limit_s = run->time_limit;
   *cfg = c;
   return WT_OK;
 }

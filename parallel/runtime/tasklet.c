@@ -62,6 +62,7 @@ parallel_tasklet_config parallel_tasklet_config_default(void) {
   c.schedule = ASSIGN_SCHEDULE_GPIPE;
   snprintf(c.grad_codec, sizeof c.grad_codec, "none");
   snprintf(c.act_codec, sizeof c.act_codec, "none");
+  snprintf(c.robust, sizeof c.robust, "none");
   c.grad_ef = 1;
   c.diloco_lr = 0.7f;
   c.diloco_momentum = 0.9f;
@@ -111,6 +112,15 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world
   if (!(c->time_limit_s >= 0))
     return wt_fail(WT_EINVAL, "--time-limit %g must be >= 0 seconds", c->time_limit_s);
   if (c->zero != 0 && c->zero != 1) return wt_fail(WT_EINVAL, "--zero %d: use 0 or 1", c->zero);
+  parallel_robust_kind robust;
+  if (parallel_robust_kind_parse(c->robust, &robust) != WT_OK)
+    return wt_fail(WT_EINVAL, "--robust %s is unknown; use one of %s", c->robust,
+                   PARALLEL_ROBUST_NAMES);
+  if (c->zero && robust != PARALLEL_ROBUST_NONE)
+    return wt_fail(WT_EINVAL,
+                   "--robust %s all-gathers whole gradients, which --zero 1 shards; "
+                   "drop one of them",
+                   c->robust);
   if (c->zero && (strcmp(c->grad_codec, "none") || c->diloco_h))
     return wt_fail(WT_EINVAL, "--zero 1 shards the uncompressed synchronous update; drop "
                               "--grad-codec and --diloco");
@@ -196,11 +206,49 @@ static int s_grads(void *ctx, trainer *t, const int *inputs, const int *targets,
   return rc;
 }
 
+/* Keeps the robust sync's evidence in replica order (data-parallel rank i is replica
+ * dp_ring[i]) for the step's report, and logs what was left out (once per stage: its replica 0
+ * logs, whose view is everyone's). */
+static void s_robust_ran(parallel_tasklet *k, const parallel_robust_report *rep, long step) {
+  parallel_robust_report *mine = &k->robust_report;
+  *mine = *rep;
+  for (int i = 0; i < rep->world; i++) {
+    const int r = k->cfg.dp_ring ? k->cfg.dp_ring[i] : i;
+    const parallel_robust_evidence *e = &rep->rank[i];
+    mine->rank[r] = *e;
+    if (!e->flags || k->cfg.replica != 0) continue;
+    char why[96];
+    parallel_robust_flags_str(e->flags, why, sizeof why);
+    WT_WARN("stage %d step %ld: replica %d's contribution left out (%s): norm %.4g (band %.4g to "
+            "%.4g), cosine %.3f (at least %.3f)",
+            k->cfg.stage, step, r, why, e->norm, rep->norm_lo, rep->norm_hi, e->cosine,
+            rep->cos_min);
+  }
+  k->robust_ran = 1;
+}
+
+/* The test harness's view of this tasklet's contribution (tasklet.h: test_tamper). */
+static void s_tamper(parallel_tasklet *k, long step, float *x, size_t n) {
+  if (k->cfg.test_tamper) k->cfg.test_tamper(k->cfg.test_tamper_arg, step, x, n);
+}
+
+static void s_tamper_act(void *arg, int micro_batch, float *act, size_t n) {
+  parallel_tasklet *k = arg;
+  (void)micro_batch;
+  k->cfg.test_tamper_act(k->cfg.test_tamper_arg, trainer_steps_done(k->t) + 1, act, n);
+}
+
 /* The collective of the step on host gradients g (n floats). */
 static int s_reduce_host(parallel_tasklet *k, trainer *t, float *g, size_t n) {
   if (k->zero) return parallel_zero_reduce(k->zero, g);
+  if (k->codec) compress_codec_set_seed(k->codec, (uint64_t)trainer_steps_done(t) + 1); /* randk */
+  if (k->robust) {
+    parallel_robust_report rep;
+    WT_CHECK(parallel_robust_allreduce(k->robust, k->dp, k->codec, k->sef, g, n, &rep));
+    s_robust_ran(k, &rep, trainer_steps_done(t) + 1);
+    return WT_OK;
+  }
   if (!k->codec) return parallel_allreduce(k->dp, g, n, PARALLEL_OP_AVG);
-  compress_codec_set_seed(k->codec, (uint64_t)trainer_steps_done(t) + 1); /* randk: same draw */
   if (k->sparse) return parallel_allreduce_sparse(k->dp, k->codec, g, n, PARALLEL_OP_AVG, k->sef);
   return parallel_allreduce_compressed(k->dp, k->codec, g, n, PARALLEL_OP_AVG, k->ef);
 }
@@ -225,6 +273,7 @@ static int s_reduce(parallel_tasklet *k, trainer *t) {
   size_t n;
   gpt_stage *s = trainer_model(t);
   float *g = gpt_stage_grads_host(s, &n);
+  s_tamper(k, trainer_steps_done(t) + 1, g, n);
   int rc = s_reduce_host(k, t, g, n);
   if (rc == WT_OK) s_grads_upload(k, s, g);
   k->grads_host = rc == WT_OK ? g : NULL; /* ZeRO-1's update reads the shard from it */
@@ -389,8 +438,15 @@ static int s_data_parallel(parallel_tasklet *k) {
     WT_CHECK_NEW(k->codec, compress_codec_new(c->grad_codec, &p));
     k->sparse = !strcmp(c->grad_codec, "topk") || !strcmp(c->grad_codec, "randk");
   }
+  parallel_robust_kind robust = PARALLEL_ROBUST_NONE;
+  WT_CHECK(parallel_robust_kind_parse(c->robust, &robust));
+  if (robust != PARALLEL_ROBUST_NONE && c->replicas > 1) {
+    parallel_robust_config rc = parallel_robust_config_default(robust);
+    WT_CHECK_NEW(k->robust, parallel_robust_new(&rc));
+  }
   if (c->diloco_h) {
     diloco_config dc = diloco_config_default();
+    dc.robust = k->robust;
     dc.lr = c->diloco_lr;
     dc.momentum = c->diloco_momentum;
     dc.codec = k->codec;
@@ -398,7 +454,7 @@ static int s_data_parallel(parallel_tasklet *k) {
     dc.sparse = k->sparse;
     if (!(k->outer = diloco_new(n, &dc))) return WT_EINVAL;
     diloco_init(k->outer, gpt_stage_params_host(s, &n));
-  } else if (k->codec && c->grad_ef && k->sparse) {
+  } else if (k->codec && c->grad_ef && (k->sparse || k->robust)) {
     k->sef = compress_ef_new(n);
   } else if (k->codec && c->grad_ef) {
     WT_CHECK_NEW(k->ef, parallel_ef_new(n, parallel_comm_rank(k->dp), c->replicas));
@@ -454,6 +510,7 @@ int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *c
                                  .seq = tc.model.max_seq};
   snprintf(pc.act_codec, sizeof pc.act_codec, "%s", cfg->act_codec);
   pc.act_slots = cfg->act_slots;
+  if (cfg->test_tamper_act) pc.test_tamper_act = s_tamper_act, pc.test_tamper_arg = k;
   if (!(k->pipeline = parallel_pipeline_new(&pc, trainer_model(k->t), k->pipe))) return WT_EINVAL;
   if (cfg->site_ranks > 1) WT_CHECK(s_site(k, &tc));
   WT_CHECK(s_data_parallel(k));
@@ -469,6 +526,7 @@ void parallel_tasklet_teardown(parallel_tasklet *k) {
   parallel_site_destroy(&k->site);
   parallel_zero_destroy(&k->zero);
   diloco_destroy(&k->outer);
+  parallel_robust_destroy(&k->robust);
   parallel_ef_destroy(&k->ef);
   compress_ef_destroy(&k->sef);
   compress_codec_destroy(&k->codec);
@@ -531,6 +589,18 @@ static int s_validate(parallel_tasklet *k, float *val) {
   return rc;
 }
 
+/* The harness sees DiLoCo's contribution, Δ = θ_outer − θ_inner, and θ_inner becomes
+ * θ_outer − (what it made of Δ). Only with test_tamper set. */
+static void s_tamper_outer(parallel_tasklet *k, long step, float *theta, size_t n) {
+  if (!k->cfg.test_tamper) return;
+  const float *outer = diloco_theta_outer(k->outer, NULL);
+  float *delta = wt_xmalloc(sizeof(float) * (n + 1));
+  for (size_t i = 0; i < n; i++) delta[i] = outer[i] - theta[i];
+  s_tamper(k, step, delta, n);
+  for (size_t i = 0; i < n; i++) theta[i] = outer[i] - delta[i];
+  free(delta);
+}
+
 /* One step plus, every H steps and at the end, DiLoCo's outer step. */
 static int s_step(parallel_tasklet *k, trainer_step_info *info) {
   WT_CHECK(trainer_step(k->t, info));
@@ -539,7 +609,10 @@ static int s_step(parallel_tasklet *k, trainer_step_info *info) {
     size_t n;
     double t0 = wt_now_s();
     gpt_stage *s = trainer_model(k->t);
-    WT_CHECK(diloco_outer_step(k->outer, k->dp, gpt_stage_params_host(s, &n))); /* host θ */
+    float *theta = gpt_stage_params_host(s, &n); /* host θ */
+    s_tamper_outer(k, done, theta, n);
+    WT_CHECK(diloco_outer_step(k->outer, k->dp, theta));
+    if (k->robust) s_robust_ran(k, diloco_last_report(k->outer), done);
     gpt_stage_params_upload(s);
     info->seconds += wt_now_s() - t0; /* the step's time includes its share of the outer sync */
     k->reduce_s += wt_now_s() - t0;
@@ -554,7 +627,9 @@ int parallel_tasklet_train(parallel_tasklet *k, parallel_tasklet_result *res) {
   int rc = WT_OK;
   while (rc == WT_OK && trainer_steps_done(k->t) < end) {
     parallel_tasklet_step st = {.stage = c->stage, .replica = c->replica, .val_loss = NAN};
+    k->robust_ran = 0;
     rc = s_step(k, &st.info);
+    if (k->robust_ran) st.robust = &k->robust_report;
     if (rc != WT_OK) break;
     if (k->stop && st.info.step < end) { /* the time limit: every tasklet ends here */
       end = st.info.step;

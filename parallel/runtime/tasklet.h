@@ -34,6 +34,7 @@
 #include "model/checkpoint.h"
 #include "model/data.h"
 #include "model/trainer.h"
+#include "parallel/collectives/collectives.h" /* defines: parallel_robust_report */
 #include "parallel/runtime/run_config.h"
 #include "parallel/transport/comm.h"
 
@@ -53,7 +54,16 @@ typedef struct {
   uint64_t bytes_pipeline; /* bytes this tasklet sent to its pipeline neighbours so far */
   uint64_t bytes_data;     /* ... to its data-parallel group (gradients, ZeRO, DiLoCo) */
   uint64_t bytes_control;  /* ... for norms, losses, checkpoint agreement */
+  /* The robust sync's evidence of this step (robust not "none"; DiLoCo: steps with an outer
+   * step), the same on every replica of the stage, with rank[r] the contribution of REPLICA r;
+   * NULL when the step had no robust sync. Valid during the callback */
+  const parallel_robust_report *robust;
 } parallel_tasklet_step;
+
+/* Tests only (tests/trust's liar harness): sees this tasklet's contribution to the data-parallel
+ * sync — its gradient, or DiLoCo's pseudo-gradient θ_outer − θ_inner — just before it is sent,
+ * and may change it. `step` is the step being taken (1-based). */
+typedef void (*parallel_tasklet_tamper_fn)(void *arg, long step, float *contribution, size_t n);
 
 typedef void (*parallel_tasklet_step_fn)(void *arg, const parallel_tasklet_step *step);
 
@@ -71,6 +81,8 @@ typedef struct {
   int diloco_h;                     /* 0: synchronous; H >= 1: DiLoCo outer step every H steps */
   float diloco_lr, diloco_momentum; /* outer Nesterov SGD (defaults 0.7, 0.9) */
   int zero;                         /* 0, or 1 for ZeRO-1 (needs grad_codec none, no DiLoCo) */
+  char robust[PARALLEL_TASKLET_NAME_MAX]; /* the sync's aggregate: none (the ring) or a
+                                             PARALLEL_ROBUST_NAMES kind (not with ZeRO-1) */
   int act_slots;  /* activation slots per stage: 0 = one per micro-batch in flight (no forward
                      recomputed); k >= 1 bounds them, recomputing the rest (pipeline.h) */
   int site_ranks; /* 0 or 1: the stage runs on its gpt_stage; t > 1: on a site of t tensor-
@@ -116,6 +128,10 @@ typedef struct {
                           every tasklet stops after the same step */
   parallel_tasklet_step_fn on_step; /* called after every step, may be NULL */
   void *on_step_arg;
+  parallel_tasklet_tamper_fn test_tamper;     /* NULL, except in tests/trust's liar harness */
+  parallel_tasklet_tamper_fn test_tamper_act; /* the same for the activations each micro-batch
+                                                 sends to the next stage (NULL elsewhere) */
+  void *test_tamper_arg;
   /* In-memory state hand-over (peerd moves a stage between processes with it; see
    * parallel_tasklet_state_* below). state_in: start from this state blob instead of fresh
    * weights (resume must be 0). state_out: when the run returns, successful or not, *state_out

@@ -32,6 +32,12 @@ typedef struct {
   float *grads_host;      /* the reduced gradient on the host, between reduce and ZeRO's update */
   float *params_host;     /* ZeRO-1 on a device: the parameters' host copy (ops->host_alloc) */
   double t_start;         /* wt_now_s() when the run began (time_limit_s) */
+
+  /* the robust sync (robust not "none", R > 1; else NULL), its evidence of this step in replica
+   * order, and whether it ran in this step */
+  parallel_robust *robust;
+  parallel_robust_report robust_report;
+  int robust_ran;
   /* The run binding (tasklet.h): the run's id (0 until the first checkpoint or the resume sets
    * it), this run's binding text ("" until made) and the changes resumes recorded (a JSON
    * array, "" for none), which every manifest carries on. */

@@ -93,6 +93,12 @@ typedef struct {
   const double *latency_s;     /* one-way latency α_j in seconds (≥ 0) */
   const double *bandwidth_Bps; /* bandwidth β_j in bytes/s (> 0, or 0 for unlimited) */
   double time_scale;           /* wall seconds per emulated second (default 1) */
+  /* Access links (with latency_s / bandwidth_Bps; 0 = unlimited): this rank's uplink and downlink
+   * capacity, shared by every message that crosses them, and same_access (`size` entries, or
+   * NULL = none shared) marking the peers behind the same access link, whose messages cross
+   * neither. */
+  double uplink_Bps, downlink_Bps;
+  const int *same_access;
   int io_threads; /* ZeroMQ I/O threads (1..16, default 1): sealing runs on the transport's
                      sender thread and opening on its receiver thread, so ZeroMQ's threads only
                      move bytes; one keeps up with loopback TCP (docs/protocol.md) */

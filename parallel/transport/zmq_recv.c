@@ -7,6 +7,19 @@
 #include <errno.h>
 #include <string.h>
 
+/* The emulated downlink, shared by every message that crosses this rank's access link: a message
+ * whose last byte arrived now began arriving bytes/β earlier (the sender paced it at its link's
+ * rate, taken as this rank's rate back to it); it occupies the downlink for bytes at the
+ * downlink's rate from then or from when the downlink is free, whichever is later, and is handed
+ * out when that ends. Returns the wall time it is ready (0: at once). Caller holds t->mu. */
+static double s_downlink(parallel_zmq_transport *t, const s_link *l, size_t bytes) {
+  if (!t->shaped || !l->crosses_access || t->down_sec_per_byte <= 0) return 0;
+  const double now = wt_now_s(), began = now - (double)bytes * l->sec_per_byte;
+  const double start = WT_MAX(began, t->down_free);
+  t->down_free = start + (double)bytes * t->down_sec_per_byte;
+  return t->down_free > now ? t->down_free : 0;
+}
+
 /* ---- receiver ------------------------------------------------------------------------------ */
 
 static void s_refuse(parallel_zmq_transport *t, const char *problem, const parallel_zmq_header *h) {
@@ -181,6 +194,7 @@ static void s_recv_one(parallel_zmq_transport *t) {
     m->bytes = (size_t)total;
     m->nparts = n;
     m->parts = parts;
+    m->ready_at = s_downlink(t, l, m->bytes);
     if (l->itail)
       l->itail->next = m;
     else

@@ -14,7 +14,7 @@
 static double s_due(const s_link *l, const s_out *m) {
   if (m->start == 0) return 0;
   size_t end = WT_MIN(m->bytes, m->sent + S_PART_BYTES);
-  return m->start + l->alpha_w + (double)end * l->sec_per_byte;
+  return m->start + l->alpha_w + (double)end * m->sec_per_byte;
 }
 
 /* Payload frames of m: one for an unshaped message up to S_ONE_FRAME_MAX, which the receiver
@@ -168,13 +168,20 @@ void *parallel_zmq_send_main(void *p) {
 
 /* Appends a message to the link's queue, stamping its emulated start: when it was handed over
  * (`ready`, the wall time of the send call, since a NIC starts serialising while the rest of a
- * buffer is still being copied) or when the link is free, whichever is later. Caller holds
- * t->mu. */
+ * buffer is still being copied) or when the link is free, whichever is later; a message that
+ * crosses this rank's access link also waits for its uplink, which every such message shares,
+ * and goes at the slower of the path's and the uplink's rates. Caller holds t->mu. */
 void parallel_zmq_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m, double ready) {
   if (t->shaped) {
     double now = ready;
     double start = WT_MAX(now, l->link_free);
-    l->link_free = start + (double)m->bytes * l->sec_per_byte;
+    m->sec_per_byte = l->sec_per_byte;
+    if (l->crosses_access && t->up_sec_per_byte > 0) {
+      start = WT_MAX(start, t->up_free);
+      m->sec_per_byte = WT_MAX(m->sec_per_byte, t->up_sec_per_byte);
+      t->up_free = start + (double)m->bytes * t->up_sec_per_byte;
+    }
+    l->link_free = start + (double)m->bytes * m->sec_per_byte;
     m->start = start > 0 ? start : 1e-9;
     l->st.shaped_s += l->link_free + l->alpha_w - now;
   }

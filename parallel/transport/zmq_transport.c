@@ -84,11 +84,16 @@ static int s_send_owned(void *vctx, int peer, int tag, void *buf, size_t bytes) 
   return s_send_msg(vctx, peer, tag, NULL, buf, bytes);
 }
 
-/* Unlinks the oldest message with `tag` from the link's mailbox, or returns NULL. */
-static s_in *s_take(s_link *l, int tag) {
+/* Unlinks the oldest message with `tag` from the link's mailbox, or returns NULL: also while
+ * the emulated downlink still holds it (*wake: when it will not). */
+static s_in *s_take(s_link *l, int tag, double now, double *wake) {
   s_in *prev = NULL;
   for (s_in *m = l->ihead; m; prev = m, m = m->next) {
     if (m->tag != tag) continue;
+    if (m->ready_at > now) {
+      *wake = m->ready_at;
+      return NULL;
+    }
     if (prev)
       prev->next = m->next;
     else
@@ -110,7 +115,8 @@ static int s_wait_msg(parallel_zmq_transport *t, int peer, int tag, size_t cap, 
   int rc = WT_OK;
   pthread_mutex_lock(&t->mu);
   t->waiters++;
-  while (!(m = s_take(l, tag))) {
+  double wake = 0;
+  while (!(m = s_take(l, tag, wt_now_s(), &wake))) {
     double now = wt_now_s();
     if (s_gone_for_good(l, now)) {
       rc = WT_EIO;
@@ -120,7 +126,7 @@ static int s_wait_msg(parallel_zmq_transport *t, int peer, int tag, size_t cap, 
       rc = WT_ETIMEOUT;
       break;
     }
-    s_wait_until(&t->cv_in, &t->mu, WT_MIN(deadline, now + 0.1));
+    s_wait_until(&t->cv_in, &t->mu, WT_MIN(WT_MIN(deadline, now + 0.1), wake > now ? wake : 1e300));
   }
   t->waiters--;
   l->st.wait_s += wt_now_s() - t0;
@@ -342,6 +348,9 @@ static int s_config_check(const parallel_zmq_config *c) {
                        c->bandwidth_Bps[r]);
     }
   }
+  if (!(c->uplink_Bps >= 0) || !(c->downlink_Bps >= 0))
+    return wt_fail(WT_EINVAL, "zmq: uplink and downlink must be >= 0 B/s (got %g, %g)",
+                   c->uplink_Bps, c->downlink_Bps);
   return WT_OK;
 }
 
@@ -447,7 +456,10 @@ parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *c)
     if (c->latency_s) l->alpha_w = c->latency_s[r] * c->time_scale;
     if (c->bandwidth_Bps && c->bandwidth_Bps[r] > 0)
       l->sec_per_byte = c->time_scale / c->bandwidth_Bps[r];
+    l->crosses_access = t->shaped && r != c->rank && (!c->same_access || !c->same_access[r]);
   }
+  if (t->shaped && c->uplink_Bps > 0) t->up_sec_per_byte = c->time_scale / c->uplink_Bps;
+  if (t->shaped && c->downlink_Bps > 0) t->down_sec_per_byte = c->time_scale / c->downlink_Bps;
   if (rc == WT_OK) rc = s_open(t, c);
   if (rc != WT_OK) {
     char msg[512];

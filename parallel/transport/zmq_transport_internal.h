@@ -39,6 +39,7 @@ typedef struct s_out {
   int nparts;       /* payload frames (fixed when the header goes out) */
   uint8_t *trailer; /* sealed links: one tag per part (max(nparts, 1)), sent last */
   double start;     /* wall time the emulated serialisation starts (0 when unshaped) */
+  double sec_per_byte; /* its emulated serialisation rate: the path's, or a slower uplink's */
   atomic_int refs;  /* this struct + one per frame in flight */
 } s_out;
 
@@ -49,6 +50,7 @@ typedef struct s_in {
   size_t bytes;
   int nparts;
   zmq_msg_t *parts;
+  double ready_at; /* wall time the emulated downlink has delivered it (0: at once) */
 } s_in;
 
 typedef struct {
@@ -59,6 +61,7 @@ typedef struct {
   size_t queued_bytes;
   double link_free;             /* wall time the emulated link finishes serialising its queue */
   double alpha_w, sec_per_byte; /* emulated latency and 1/β, in wall seconds */
+  int crosses_access;           /* emulated: its messages cross both ends' access links */
   s_in *ihead, *itail;
   size_t in_bytes;
   int connected, gone, said_bye, dropped_after_bye, blocked;
@@ -91,6 +94,9 @@ struct parallel_zmq_transport {
   double timeout_s;
   size_t max_queue;
   int insecure, shaped;
+  /* emulated access links (wall seconds per byte, 0 = unlimited) and when each is next free:
+   * the uplink under mu by the senders, the downlink under mu by the receiver thread */
+  double up_sec_per_byte, down_sec_per_byte, up_free, down_free;
   char *bound;
   uint8_t random[PARALLEL_ZMQ_RANDOM_BYTES]; /* this process's session random */
   uint8_t caps;                              /* parallel_zmq_aead_caps() */

@@ -2,7 +2,8 @@
  * leaves unset and refuses contradicting ones naming both; a run that keeps state across steps
  * (DiLoCo, error feedback, delta activation caches) is refused without an explicit
  * --checkpoint-dir, since recovery from a lost peer goes through the checkpoint only; stateless
- * runs need none. No sockets. */
+ * runs need none; the placement and emulation options that need a scenario or a checkpoint
+ * directory name what to add. No sockets. */
 #include "common/common.h"
 #include "common/testing.h"
 #include "coordinator/coordinator.h"
@@ -89,7 +90,25 @@ static void test_stateful_needs_checkpoint_dir(void) {
                  "a stateful run with a checkpoint dir: %s", wt_last_error());
 }
 
+static void test_placement_needs(void) {
+  coordinator_config c;
+  const char *assignment[] = {"--assignment", "a.json", NULL};
+  WT_TEST_ASSERT(s_check(&c, assignment) == WT_EINVAL &&
+                     strstr(wt_last_error(), "--assignment needs --scenario"),
+                 "a fixed assignment without a scenario: %s", wt_last_error());
+  const char *links[] = {"--links", "scenario", NULL};
+  WT_TEST_ASSERT(s_check(&c, links) == WT_EINVAL && strstr(wt_last_error(), "--scenario"),
+                 "scenario links without a scenario: %s", wt_last_error());
+  const char *resume[] = {"--resume", NULL};
+  WT_TEST_ASSERT(s_check(&c, resume) == WT_EINVAL && strstr(wt_last_error(), "--checkpoint-dir"),
+                 "--resume without the run directory: %s", wt_last_error());
+  const char *none[] = {"--solver", "none", "--time-limit", "30", NULL};
+  WT_TEST_ASSERT(s_check(&c, none) == WT_OK && c.run.time_limit == 30,
+                 "rank order and a time limit: %s", wt_last_error());
+}
+
 int main(void) {
+  test_placement_needs();
   test_preset_applied();
   test_conflicts_refused();
   test_stateful_needs_checkpoint_dir();

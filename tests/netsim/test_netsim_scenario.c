@@ -253,6 +253,32 @@ static netsim_scenario_set *s_load_text(const char *dir, const char *text) {
   return set;
 }
 
+/* What the WAN emulation reads for a group placed on the homes scenario's devices (two homes of
+ * two devices, one access link each): the pairs' latency and bandwidth, the member's uplink and
+ * downlink (0 for unlimited) and who is behind its access link; two members on one device talk
+ * over their region's link. */
+static void s_emulation_rows(const netsim_scenario *s) {
+  const int device[4] = {2, 0, 1, 0}; /* member 3 shares device 0 with member 1 */
+  double lat[4], bw[4];
+  int same[4];
+  netsim_emulation e = {.latency_s = lat, .bandwidth_Bps = bw, .same_access = same};
+  WT_TEST_REQUIRE(netsim_emulation_row(s, device, 4, 1, &e) == WT_OK, "%s", wt_last_error());
+  WT_TEST_CLOSE(lat[0], 0.020, 0, 1e-12, "home 0 to home 1: 20 ms");
+  WT_TEST_CLOSE(bw[0], 1e9 / 8, 0, 1e-12, "home 0 to home 1: 1 Gbit/s");
+  WT_TEST_CLOSE(lat[2], 0.001, 0, 1e-12, "inside home 0: 1 ms");
+  WT_TEST_CLOSE(bw[3], 10e9 / 8, 0, 1e-12, "one device, two members: home 0's own link");
+  WT_TEST_ASSERT(lat[1] == 0 && bw[1] == 0, "nothing to itself");
+  WT_TEST_ASSERT(!same[0] && same[1] && same[2] && same[3], "home 0's members share its link");
+  WT_TEST_CLOSE(e.up_Bps, 0.1e9 / 8, 0, 1e-12, "home 0's uplink");
+  WT_TEST_CLOSE(e.down_Bps, 0.5e9 / 8, 0, 1e-12, "home 0's downlink");
+  WT_TEST_REQUIRE(netsim_emulation_row(s, device, 4, 0, &e) == WT_OK, "%s", wt_last_error());
+  WT_TEST_ASSERT(e.up_Bps == 0 && e.down_Bps > 0, "home 1: unlimited uplink (0), a downlink");
+  const int bad[2] = {0, 7};
+  WT_TEST_ASSERT(netsim_emulation_row(s, bad, 2, 0, &e) == WT_EINVAL &&
+                     strstr(wt_last_error(), "device 7"),
+                 "a device outside the scenario is refused: %s", wt_last_error());
+}
+
 /* Access links: per device (the default) or shared per region, capacities per region, 0 =
  * unlimited; bad values refused naming the field; a save/load round trip keeps them. */
 static void test_access_links(void) {
@@ -277,6 +303,7 @@ static void test_access_links(void) {
   netsim_scenario_problem(s, &p);
   WT_TEST_ASSERT(p.access == a && assign_problem_validate(&p) == WT_OK, "in the problem: %s",
                  wt_last_error());
+  s_emulation_rows(s);
   char path[512];
   snprintf(path, sizeof path, "%s/saved.json", dir);
   WT_TEST_REQUIRE(netsim_scenario_save(s, path) == WT_OK, "%s", wt_last_error());

@@ -123,6 +123,9 @@ static void test_check_names_the_option(void) {
   s_expect_refused(r, "zero 1 needs plain synchronous sync");
   r = ok, r.zero = 1;
   s_expect_refused(r, "it needs replicas of 2 or more");
+  r = ok, r.zero = 1, r.replicas = 2;
+  snprintf(r.robust, sizeof r.robust, "median");
+  s_expect_refused(r, "robust median all-gathers whole gradients, which zero 1 shards");
   r = ok, r.site_ranks = 3;
   s_expect_refused(r, "heads 4 are not a multiple of the site's 3 tensor-parallel ranks");
   r = ok, r.site_ranks = 4, r.site_cp = 2, r.seq = 66;
@@ -164,6 +167,43 @@ static void test_preset_and_stateful(void) {
   WT_TEST_ASSERT(parallel_run_config_stateful(&s), "delta activations keep caches");
   snprintf(s.act_codec, sizeof s.act_codec, "direct8");
   WT_TEST_ASSERT(!parallel_run_config_stateful(&s), "direct8 keeps none");
+}
+
+/* The run's robust row names exactly the aggregates the collectives know: each choice parses,
+ * and a tasklet refuses a name that is not one. */
+static void test_robust_choices(void) {
+  const wt_option *o = parallel_run_options();
+  while (o->name && strcmp(o->name, "robust")) o++;
+  WT_TEST_REQUIRE(o->name && o->type == WT_OPT_CHOICE, "the run has a robust choice");
+  WT_TEST_ASSERT(!strcmp(o->choices, PARALLEL_ROBUST_NAMES), "robust choices %s, collectives %s",
+                 o->choices, PARALLEL_ROBUST_NAMES);
+  WT_TEST_ASSERT(!strcmp(o->def, "none"), "robust defaults to none: %s", o->def);
+  char names[128];
+  snprintf(names, sizeof names, "%s", o->choices);
+  for (char *save = NULL, *t = strtok_r(names, "|", &save); t; t = strtok_r(NULL, "|", &save)) {
+    parallel_robust_kind k;
+    WT_TEST_ASSERT(parallel_robust_kind_parse(t, &k) == WT_OK &&
+                       !strcmp(parallel_robust_kind_name(k), t),
+                   "robust %s parses: %s", t, wt_last_error());
+  }
+  parallel_run_config run = parallel_run_config_default();
+  WT_TEST_ASSERT(!parallel_run_config_excludes(&run, 100, 100), "robust none excludes nobody");
+  snprintf(run.robust, sizeof run.robust, "median");
+  WT_TEST_ASSERT(parallel_run_config_excludes(&run, 5, 20), "5 of 20 flagged: excluded");
+  WT_TEST_ASSERT(!parallel_run_config_excludes(&run, 4, 4), "4 flagged: below trust-flags 5");
+  WT_TEST_ASSERT(!parallel_run_config_excludes(&run, 5, 21), "5 of 21: under a quarter");
+  run.trust_flags = 0;
+  WT_TEST_ASSERT(!parallel_run_config_excludes(&run, 50, 50), "trust-flags 0 never excludes");
+  data_synth_config dc = data_synth_default();
+  data_set *data = data_set_synthetic(&dc);
+  parallel_tasklet_config c = parallel_tasklet_config_default();
+  c.data = data, c.train.batch = 4, c.train.micro_batches = 1, c.train.model.n_layer = 2;
+  WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 1) == WT_OK, "%s", wt_last_error());
+  snprintf(c.robust, sizeof c.robust, "mode");
+  WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 1) == WT_EINVAL &&
+                     strstr(wt_last_error(), "--robust mode is unknown"),
+                 "an unknown robust name: %s", wt_last_error());
+  data_set_destroy(&data);
 }
 
 /* What the coordinator sends is checked again by each peer: a checked run, through JSON and
@@ -233,11 +273,14 @@ static void test_tasklet_from_run(void) {
   snprintf(run.sync.grad_codec, sizeof run.sync.grad_codec, "int8");
   snprintf(run.sync.grad_ef, sizeof run.sync.grad_ef, "off");
   snprintf(run.checkpoint_dir, sizeof run.checkpoint_dir, "ckpt");
+  snprintf(run.robust, sizeof run.robust, "centered-clip");
   WT_TEST_REQUIRE(parallel_run_config_check(&run) == WT_OK, "%s", wt_last_error());
   parallel_tasklet_config c;
   WT_TEST_REQUIRE(parallel_tasklet_config_from_run(&run, 1, 0, data, &c) == WT_OK, "%s",
                   wt_last_error());
   WT_TEST_ASSERT(c.schedule == ASSIGN_SCHEDULE_GPIPE, "schedule gpipe");
+  WT_TEST_ASSERT(!strcmp(c.robust, "centered-clip"), "robust centered-clip: %s", c.robust);
+  WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_OK, "%s", wt_last_error());
   WT_TEST_ASSERT(c.stage == 1 && c.replica == 0 && c.stages == 2 && c.replicas == 2, "seat");
   WT_TEST_ASSERT(c.train.model.max_seq == 48 && c.train.model.vocab_size == dc.vocab_size,
                  "seq %d, vocab %d", c.train.model.max_seq, c.train.model.vocab_size);
@@ -259,6 +302,7 @@ int main(void) {
   test_preset_and_stateful();
   test_from_json_refuses();
   test_check_twice();
+  test_robust_choices();
   test_tasklet_from_run();
   return wt_test_finish("test_run_config");
 }

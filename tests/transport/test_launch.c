@@ -1,11 +1,11 @@
-/* test_launch — drives `wantrain launch`, the S × R process launcher over the ZeroMQ transport:
+/* test_launch — drives `wantrain launch`, a coordinator and S × R peerd on loopback:
  *  - usage errors exit 2 with a message (unknown flag, bad schedule, a split that cannot work);
  *  - 2 stages × 2 replicas, 4 × 1 and 1 × 4 with SGD and no compression: every step's loss (from
  *    --json-log) equals `wantrain train` with the same global batch and R·m micro-batches to a
  *    relative 1e-5, and the summary reports bytes per link class;
  *  - --scenario emulates a netsim scenario's links (a 40 ms pipeline cut makes every iteration
- *    take at least 80 ms), --solver places the tasklets, and netsim's prediction is printed
- *    beside the measured iteration time;
+ *    take at least 80 ms), the coordinator places the tasklets with --solver or as --assignment
+ *    says, and netsim's prediction is printed beside the measured iteration time;
  *  - a process that dies in step 3 ends the run: exit 1 within the deadline, naming the process,
  *    its stage and replica, and the errors the others stopped with; a checkpointed run killed
  *    in step 4 and resumed continues with the losses of a run that never stopped;
@@ -122,6 +122,18 @@ static void test_scenario(void) {
   const char *it = strstr(g_out, "iteration time ");
   double iter = it ? atof(it + strlen("iteration time ")) : 0;
   WT_TEST_ASSERT(iter >= 0.08, "an iteration across a 40 ms cut took %.4f s", iter);
+  /* a fixed assignment: the coordinator puts each world rank on the peer emulating its device */
+  char fixed[700];
+  snprintf(fixed, sizeof fixed, "%s/fixed.json", g_tmp);
+  f = fopen(fixed, "w");
+  WT_TEST_REQUIRE(f, "create %s", fixed);
+  fprintf(f, "{\"pipelines\":[[1,3],[0,2]]}\n");
+  fclose(f);
+  rc = s_wantrain("", "launch " MODEL " --stages 2 --replicas 2 --micro-batches 2 --timeout 30 "
+                      "--scenario two_sites.json --assignment fixed.json");
+  WT_TEST_ASSERT(rc == 0 && strstr(g_out, "device of each peer: 1 0 3 2 (fixed.json)") &&
+                     strstr(g_out, "netsim predicts"),
+                 "exit %d\n%s", rc, g_out);
   rc = s_wantrain("", "launch " MODEL " --stages 4 --replicas 2 --micro-batches 1 "
                       "--scenario two_sites.json");
   WT_TEST_ASSERT(rc == 2 && strstr(g_out, "has 4 devices"), "exit %d\n%s", rc, g_out);
@@ -145,7 +157,7 @@ static void test_scenario(void) {
 
 static void test_failure(void) {
   double t0 = wt_now_s();
-  int rc = s_wantrain("WANTRAIN_LAUNCH_DIE=1:3",
+  int rc = s_wantrain("WANTRAIN_PEERD_DIE=1:3",
                       "launch " MODEL " --stages 2 --replicas 2 --micro-batches 2 --timeout 20");
   double took = wt_now_s() - t0;
   WT_TEST_ASSERT(rc == 1, "a dead process fails the run: exit %d\n%s", rc, g_out);
@@ -160,9 +172,9 @@ static void test_failure(void) {
   WT_TEST_ASSERT(s_wantrain("", "launch " MODEL " --stages 2 --replicas 2 --micro-batches 2 "
                                 "--json-log straight.jsonl") == 0,
                  "%s", g_out);
-  rc = s_wantrain("WANTRAIN_LAUNCH_DIE=3:4", "launch " MODEL " --stages 2 --replicas 2 "
-                                             "--micro-batches 2 --checkpoint-dir ck "
-                                             "--checkpoint-every 2 --timeout 20");
+  rc = s_wantrain("WANTRAIN_PEERD_DIE=3:4", "launch " MODEL " --stages 2 --replicas 2 "
+                                            "--micro-batches 2 --checkpoint-dir ck "
+                                            "--checkpoint-every 2 --timeout 20");
   WT_TEST_ASSERT(rc == 1 && strstr(g_out, "process 3 (stage 1, replica 1) failed"), "%s", g_out);
   rc = s_wantrain("", "launch " MODEL " --stages 2 --replicas 2 --micro-batches 2 "
                       "--checkpoint-dir ck --resume --json-log resumed.jsonl");
@@ -236,7 +248,7 @@ static void test_stateful_resume(void) {
   snprintf(args, sizeof args, "%s --json-log st-straight.jsonl", shape);
   WT_TEST_ASSERT(s_wantrain("", args) == 0, "%s", g_out);
   snprintf(args, sizeof args, "%s --checkpoint-dir st --checkpoint-every 2", shape);
-  int rc = s_wantrain("WANTRAIN_LAUNCH_DIE=2:4", args);
+  int rc = s_wantrain("WANTRAIN_PEERD_DIE=2:4", args);
   WT_TEST_ASSERT(rc == 1 && strstr(g_out, "process 2 (stage 1, replica 0) failed"), "%s", g_out);
   snprintf(args, sizeof args, "%s --checkpoint-dir st --resume --json-log st-resumed.jsonl",
            shape);

@@ -36,43 +36,19 @@ int cli_device(const char *command, const char *name, const char *precision, int
   return rc == WT_EINVAL ? CLI_USAGE : CLI_FAIL;
 }
 
-int cli_trainer_config(const cli_train_options *o, int vocab, trainer_config *tc) {
-  memset(tc, 0, sizeof *tc);
-  gpt_config *m = &tc->model;
-  *m = (gpt_config){.vocab_size = vocab,
-                    .max_seq = o->seq,
-                    .n_layer = o->layers,
-                    .n_head = o->heads,
-                    .channels = o->channels};
-  WT_CHECK(gpt_moe_options_apply(&o->moe, m));
-  tc->batch = o->batch;
-  tc->micro_batches = o->micro_batches;
-  tc->steps = o->steps;
-  tc->val_batches = o->val_batches;
-  tc->seed = (uint64_t)o->seed;
-  tc->optim = optim_config_default();
-  tc->optim.kind = !strcmp(o->optimizer, "sgd") ? OPTIM_SGD : OPTIM_ADAMW;
-  tc->optim.lr = (float)o->lr;
-  tc->optim.min_lr = (float)WT_MIN(o->min_lr, o->lr);
-  tc->optim.warmup_steps = o->warmup;
-  tc->optim.weight_decay = (float)o->weight_decay;
-  tc->optim.grad_clip = (float)o->grad_clip;
-  return WT_OK;
-}
-
-int cli_check_moe(const cli_train_options *o, const char *device) {
-  gpt_config m = {.n_layer = o->layers};
-  WT_CHECK(gpt_moe_options_apply(&o->moe, &m));
-  if (o->moe.experts > 0 && strcmp(device, "cpu") != 0)
+int cli_check_moe(const parallel_run_config *run) {
+  gpt_config m = {.n_layer = run->layers};
+  WT_CHECK(gpt_moe_options_apply(&run->moe, &m));
+  if (run->moe.experts > 0 && strcmp(run->device, "cpu") != 0)
     return wt_fail(WT_EINVAL, "MoE blocks (--moe-experts) run on --device cpu only, not %s",
-                   device);
+                   run->device);
   return WT_OK;
 }
 
-int cli_check_model(const cli_train_options *o, const char *device) {
-  if (o->channels % o->heads != 0)
-    return wt_fail(WT_EINVAL, "--heads %d must divide --channels %d", o->heads, o->channels);
-  return cli_check_moe(o, device);
+int cli_check_model(const parallel_run_config *run) {
+  if (run->channels % run->heads != 0)
+    return wt_fail(WT_EINVAL, "--heads %d must divide --channels %d", run->heads, run->channels);
+  return cli_check_moe(run);
 }
 
 int cli_fail(const char *command) {

@@ -17,9 +17,6 @@ int cmd_eval(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
-/* The hidden `wantrain __tasklet RANK RUN_DIR STATUS_FD <launch options>` that `launch` execs
- * once per process (cmd_launch.c). */
-int cmd_launch_worker(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 
 /* Parses argv[2..] with `table` into cfg (defaults first). Prints help and returns -1 (caller
@@ -35,49 +32,30 @@ struct kernels_ops;
 int cli_device(const char *command, const char *name, const char *precision, int tf32,
                const struct kernels_ops **ops);
 
-/* The --device, --precision and --tf32 rows of a command's option table, for a struct with
- * fields `device`, `precision` (char[WT_CONFIG_STR_MAX]) and `tf32` (int): the run's rows
- * (parallel/runtime/run_config.h). */
-#define CLI_DEVICE_OPTIONS(type) PARALLEL_RUN_DEVICE_OPTIONS(type, )
+/* The --device, --precision and --tf32 rows of a command's option table, for a struct whose
+ * member path `m` (run., or nothing) has fields `device`, `precision` (char[WT_CONFIG_STR_MAX])
+ * and `tf32` (int): the run's rows (parallel/runtime/run_config.h). */
+#define CLI_DEVICE_OPTIONS(type, m) PARALLEL_RUN_DEVICE_OPTIONS(type, m)
 
-/* What `train` and `launch` both turn into a trainer_config: the run's length and batch, the
- * model, the optimizer and the Mixture-of-Experts variant (0 experts: the dense model). Each
- * command's option table points its rows at one member of this type (CLI_MODEL_OPTIONS,
- * GPT_MOE_OPTIONS and its own --steps, --batch, --micro-batches and --val-batches rows). */
-typedef struct {
-  int steps, batch, micro_batches, val_batches;
-  int seq, layers, channels, heads;
-  double lr, min_lr;
-  int warmup;
-  double weight_decay, grad_clip;
-  char optimizer[WT_CONFIG_STR_MAX];
-  long long seed;
-  gpt_moe_options moe; /* GPT_MOE_OPTIONS (model/gpt.h) */
-} cli_train_options;
-
-/* Fills *tc (every field) from the options for a corpus of `vocab` tokens. Returns WT_OK, or
- * WT_EINVAL naming --moe-layers when its list does not fit --layers. */
-int cli_trainer_config(const cli_train_options *o, int vocab, trainer_config *tc);
-
-/* Checks the Mixture-of-Experts options against each other and the device (--device NAME):
- * shaping flags without --moe-experts, top-k above the experts, a device other than the CPU, a
+/* Checks the Mixture-of-Experts options of a run against each other and its device: shaping
+ * flags without --moe-experts, top-k above the experts, a device other than the CPU, a
  * --moe-layers list that does not fit. Returns WT_OK or WT_EINVAL naming the flag. */
-int cli_check_moe(const cli_train_options *o, const char *device);
+int cli_check_moe(const parallel_run_config *run);
 
 /* The model's shape flags (--heads dividing --channels), then cli_check_moe: what `train` and
  * `launch` both refuse as a usage error before starting anything. WT_OK or WT_EINVAL naming the
  * flag. */
-int cli_check_model(const cli_train_options *o, const char *device);
+int cli_check_model(const parallel_run_config *run);
 
-/* The data rows (--data, --data-sha256 as the run has them, and --cache-dir, where this process
- * keeps downloads), for a struct with fields of those names (char[WT_CONFIG_STR_MAX]). The
- * model and optimizer rows (--seq, --layers, --channels, --heads, --lr, --min-lr, --warmup,
- * --weight-decay, --grad-clip, --optimizer, --seed) that `train` and `launch` share with the
- * coordinator, for a member `m` of type cli_train_options in `type`: the run's rows, so a flag
- * has one name, bound, default and help in every command. */
+/* The data rows (--data, --data-sha256 of the run at member path `m`, and --cache-dir, a field
+ * `cache_dir` of `type` where this process keeps downloads), and the model and optimizer rows
+ * (--seq, --layers, --channels, --heads, --lr, --min-lr, --warmup, --weight-decay, --grad-clip,
+ * --optimizer, --seed) that `train` and `launch` share with the coordinator, for a
+ * parallel_run_config member `m` of `type`: the run's rows, so a flag has one name, bound,
+ * default and help in every command. */
 // clang-format off
-#define CLI_DATA_OPTIONS(type)                                                                     \
-  PARALLEL_RUN_DATA_OPTIONS(type, ),                                                               \
+#define CLI_DATA_OPTIONS(type, m)                                                                  \
+  PARALLEL_RUN_DATA_OPTIONS(type, m),                                                              \
   {"cache-dir", WT_OPT_STRING, offsetof(type, cache_dir), 0, 0, "",                                \
    "where URLs are downloaded (default $WANTRAIN_CACHE or ~/.cache/wantrain)", 0}
 #define CLI_MODEL_OPTIONS(type, m)                                                                 \

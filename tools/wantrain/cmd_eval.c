@@ -35,7 +35,7 @@ static const wt_option s_options[] = {
     {"batch", WT_OPT_INT, F(batch), 1, 4096, "8", "windows per forward pass", 0},
     {"json", WT_OPT_FLAG, F(json), 0, 1, "0",
      "print {\"loss\":..,\"tokens\":..} only (loss null, with an \"error\", if not finite)", 0},
-    CLI_DEVICE_OPTIONS(eval_args),
+    CLI_DEVICE_OPTIONS(eval_args, ),
     {0}};
 #undef F
 

@@ -41,7 +41,7 @@ static const wt_option s_options[] = {
     {"temperature", WT_OPT_FLOAT, F(temperature), 0, 100, "1.0", "softmax temperature (0 = greedy)",
      0},
     {"seed", WT_OPT_INT64, F(seed), 0, 9e15, "1", "sampling seed", 0},
-    CLI_DEVICE_OPTIONS(sample_args),
+    CLI_DEVICE_OPTIONS(sample_args, ),
     {0}};
 #undef F
 

@@ -7,6 +7,7 @@
 #include "model/data.h"
 #include "kernels/kernels.h"
 #include "model/trainer.h"
+#include "parallel/runtime/tasklet.h" /* defines: parallel_run_trainer_config */
 
 #include <errno.h>
 #include <math.h>
@@ -18,45 +19,38 @@
 #include <sys/stat.h>
 
 typedef struct {
+  parallel_run_config run; /* the rows of one process: no stages, replicas, sync or sites */
   char config[WT_CONFIG_STR_MAX];
-  char data[WT_CONFIG_STR_MAX];
-  char data_sha256[WT_CONFIG_STR_MAX];
   char cache_dir[WT_CONFIG_STR_MAX];
-  cli_train_options t;
-  int val_every, log_every;
-  char checkpoint_dir[WT_CONFIG_STR_MAX];
-  int checkpoint_every, keep, resume;
+  int log_every, resume;
   char json_log[WT_CONFIG_STR_MAX];
-  double time_limit;
-  char device[WT_CONFIG_STR_MAX], precision[WT_CONFIG_STR_MAX];
-  int tf32;
 } train_args;
 
 #define F(x) offsetof(train_args, x)
 static const wt_option s_options[] = {
     {"config", WT_OPT_STRING, F(config), 0, 0, "", "JSON file of options (flags override it)", 0},
-    CLI_DATA_OPTIONS(train_args),
-    {"steps", WT_OPT_INT, F(t.steps), 1, 1e9, "300", "optimizer steps in total", 0},
-    {"batch", WT_OPT_INT, F(t.batch), 1, 65536, "16", "global batch: sequences per step", 0},
-    {"micro-batches", WT_OPT_INT, F(t.micro_batches), 1, 65536, "1",
+    CLI_DATA_OPTIONS(train_args, run.),
+    {"steps", WT_OPT_INT, F(run.steps), 1, 1e9, "300", "optimizer steps in total", 0},
+    {"batch", WT_OPT_INT, F(run.batch), 1, 65536, "16", "global batch: sequences per step", 0},
+    {"micro-batches", WT_OPT_INT, F(run.micro_batches), 1, 65536, "1",
      "split each batch into this many accumulated micro-batches", 0},
-    CLI_MODEL_OPTIONS(train_args, t),
-    GPT_MOE_OPTIONS(train_args, t.moe),
-    {"val-every", WT_OPT_INT, F(val_every), 0, 1e9, "50", "validate every N steps (0 = at the end)",
-     0},
-    {"val-batches", WT_OPT_INT, F(t.val_batches), 1, 1e6, "8", "micro-batches per validation", 0},
+    CLI_MODEL_OPTIONS(train_args, run),
+    GPT_MOE_OPTIONS(train_args, run.moe),
+    {"val-every", WT_OPT_INT, F(run.val_every), 0, 1e9, "50",
+     "validate every N steps (0 = at the end)", 0},
+    {"val-batches", WT_OPT_INT, F(run.val_batches), 1, 1e6, "8", "micro-batches per validation", 0},
     {"log-every", WT_OPT_INT, F(log_every), 1, 1e9, "10", "print progress every N steps", 0},
-    {"checkpoint-dir", WT_OPT_STRING, F(checkpoint_dir), 0, 0, "",
+    {"checkpoint-dir", WT_OPT_STRING, F(run.checkpoint_dir), 0, 0, "",
      "run directory for checkpoints (none if empty)", 0},
-    {"checkpoint-every", WT_OPT_INT, F(checkpoint_every), 0, 1e9, "0",
+    {"checkpoint-every", WT_OPT_INT, F(run.checkpoint_every), 0, 1e9, "0",
      "save every N steps (0 = only at the end)", 0},
-    {"keep", WT_OPT_INT, F(keep), 1, 1000, "2", "checkpoints kept in --checkpoint-dir", 0},
+    {"keep", WT_OPT_INT, F(run.keep), 1, 1000, "2", "checkpoints kept in --checkpoint-dir", 0},
     {"resume", WT_OPT_FLAG, F(resume), 0, 1, "0", "continue from the latest checkpoint", 0},
     {"json-log", WT_OPT_STRING, F(json_log), 0, 0, "",
      "write one JSON object per step here (a new file; --resume appends)", 0},
-    {"time-limit", WT_OPT_FLOAT, F(time_limit), 0, 1e9, "0",
+    {"time-limit", WT_OPT_FLOAT, F(run.time_limit), 0, 1e9, "0",
      "stop (and checkpoint) after this many seconds (0 = none)", 0},
-    CLI_DEVICE_OPTIONS(train_args),
+    CLI_DEVICE_OPTIONS(train_args, run.),
     {0}};
 #undef F
 
@@ -104,7 +98,7 @@ static void s_moe_read(trainer *t, moe_step *m) {
 static void s_moe_progress(const run_state *r, const moe_step *m, char *buf, size_t size) {
   buf[0] = 0;
   if (!m->blocks) return;
-  int E = r->a->t.moe.experts;
+  int E = r->a->run.moe.experts;
   long kept = 0, lo = m->kept[0], hi = m->kept[0];
   for (int e = 0; e < E; e++)
     kept += m->kept[e], lo = WT_MIN(lo, m->kept[e]), hi = WT_MAX(hi, m->kept[e]);
@@ -117,18 +111,18 @@ static void s_progress(const run_state *r, const trainer_step_info *info, float 
                        const moe_step *moe) {
   char eta[32], vbuf[32] = "", mbuf[96];
   double per_step = (wt_now_s() - r->t0) / (double)(info->step - r->first_step);
-  s_fmt_duration(per_step * (double)(r->a->t.steps - info->step), eta, sizeof eta);
+  s_fmt_duration(per_step * (double)(r->a->run.steps - info->step), eta, sizeof eta);
   if (!isnan(val)) snprintf(vbuf, sizeof vbuf, " | val %.4f", val);
   s_moe_progress(r, moe, mbuf, sizeof mbuf);
   printf("step %6ld/%d | loss %.4f%s | lr %.2e | %8.0f tok/s%s | ETA %s\n", info->step,
-         r->a->t.steps, info->loss, vbuf, info->lr, tok_s, mbuf, eta);
+         r->a->run.steps, info->loss, vbuf, info->lr, tok_s, mbuf, eta);
   fflush(stdout);
 }
 
 /* ',"moe":{"load":[...],"dropped":D,"aux":A}' for an MoE model (malloc'd; "" when dense). */
 static char *s_moe_json(const run_state *r, const moe_step *m) {
   if (!m->blocks) return wt_xstrdup("");
-  int E = r->a->t.moe.experts;
+  int E = r->a->run.moe.experts;
   size_t size = 96 + (size_t)E * 21, len = 0;
   char *buf = wt_xmalloc(size);
   len += (size_t)snprintf(buf, size, ",\"moe\":{\"load\":[");
@@ -150,9 +144,9 @@ static void s_log(run_state *r, const trainer_step_info *info, float val, double
 }
 
 static int s_checkpoint(trainer *t, const run_state *r) {
-  if (!r->a->checkpoint_dir[0]) return WT_OK;
-  WT_CHECK(trainer_save(t, r->a->checkpoint_dir, r->a->keep, r->config_json));
-  printf("saved checkpoint step %ld in %s\n", trainer_steps_done(t), r->a->checkpoint_dir);
+  if (!r->a->run.checkpoint_dir[0]) return WT_OK;
+  WT_CHECK(trainer_save(t, r->a->run.checkpoint_dir, r->a->run.keep, r->config_json));
+  printf("saved checkpoint step %ld in %s\n", trainer_steps_done(t), r->a->run.checkpoint_dir);
   return WT_OK;
 }
 
@@ -172,32 +166,32 @@ static int s_done(trainer *t, run_state *r, float loss) {
 /* The loop: steps until --steps or --time-limit, validating and checkpointing on schedule. */
 static int s_train(trainer *t, run_state *r) {
   const train_args *a = r->a;
-  const double tokens_per_step = (double)a->t.batch * a->t.seq;
+  const double tokens_per_step = (double)a->run.batch * a->run.seq;
   float loss = NAN;
   r->first_step = trainer_steps_done(t);
   r->t0 = wt_now_s();
-  while (trainer_steps_done(t) < a->t.steps) {
+  while (trainer_steps_done(t) < a->run.steps) {
     trainer_step_info info;
     WT_CHECK(trainer_step(t, &info));
     s_moe_read(t, &r->moe);
     loss = info.loss;
     float val = NAN;
-    int last = info.step == a->t.steps;
-    if (a->val_every > 0 && info.step % a->val_every == 0 && !last)
+    int last = info.step == a->run.steps;
+    if (a->run.val_every > 0 && info.step % a->run.val_every == 0 && !last)
       WT_CHECK(trainer_val_loss(t, &val));
     double tok_s = tokens_per_step / info.seconds;
     s_log(r, &info, val, tok_s, &r->moe);
     if (info.step % a->log_every == 0 || !isnan(val) || info.step == r->first_step + 1)
       s_progress(r, &info, val, tok_s, &r->moe);
-    if (a->checkpoint_every > 0 && info.step % a->checkpoint_every == 0 && !last)
+    if (a->run.checkpoint_every > 0 && info.step % a->run.checkpoint_every == 0 && !last)
       WT_CHECK(s_checkpoint(t, r));
     if (s_stop_signal && !last) {
       printf("stopped by signal %d at step %ld; --resume continues from the checkpoint\n",
              (int)s_stop_signal, info.step);
       break;
     }
-    if (a->time_limit > 0 && wt_now_s() - r->t0 >= a->time_limit && !last) {
-      printf("time limit of %g s reached at step %ld\n", a->time_limit, info.step);
+    if (a->run.time_limit > 0 && wt_now_s() - r->t0 >= a->run.time_limit && !last) {
+      printf("time limit of %g s reached at step %ld\n", a->run.time_limit, info.step);
       break;
     }
   }
@@ -205,17 +199,17 @@ static int s_train(trainer *t, run_state *r) {
 }
 
 static int s_run(const train_args *a, run_state *r) {
-  data_set *d = data_set_open(a->data, a->cache_dir, a->data_sha256);
+  data_set *d = data_set_open(a->run.data, a->cache_dir, a->run.data_sha256);
   if (!d) return WT_EINVAL;
   trainer_config tc;
-  int rc = cli_trainer_config(&a->t, data_set_vocab_size(d), &tc);
+  int rc = parallel_run_trainer_config(&a->run, data_set_vocab_size(d), &tc);
   tc.kernels = r->ops;
   trainer *t = rc == WT_OK ? trainer_new(&tc, d) : NULL;
   if (rc == WT_OK && !t) rc = WT_EINVAL;
   if (rc == WT_OK && a->resume) {
-    rc = trainer_resume(t, a->checkpoint_dir);
+    rc = trainer_resume(t, a->run.checkpoint_dir);
     if (rc == WT_OK)
-      printf("resumed from step %ld in %s\n", trainer_steps_done(t), a->checkpoint_dir);
+      printf("resumed from step %ld in %s\n", trainer_steps_done(t), a->run.checkpoint_dir);
     else if (rc == WT_ENOTFOUND) {
       char msg[1200];
       snprintf(msg, sizeof msg, "%s", wt_last_error());
@@ -227,12 +221,13 @@ static int s_run(const train_args *a, run_state *r) {
     if (tc.model.moe_experts > 0)
       printf("moe: %d experts, top-%d, capacity factor %g, aux weight %g, in blocks %s: %.3f M "
              "parameters active per token\n",
-             a->t.moe.experts, a->t.moe.top_k, a->t.moe.capacity, a->t.moe.aux_weight,
-             a->t.moe.layers, (double)gpt_config_num_active_params(&tc.model) / 1e6);
+             a->run.moe.experts, a->run.moe.top_k, a->run.moe.capacity, a->run.moe.aux_weight,
+             a->run.moe.layers, (double)gpt_config_num_active_params(&tc.model) / 1e6);
     printf("model: %d layers, %d channels, %d heads, vocab %d, context %d: %.3f M parameters\n"
            "data: %s (%zu tokens; %zu train, %zu validation)\n",
-           a->t.layers, a->t.channels, a->t.heads, tc.model.vocab_size, a->t.seq, (double)np / 1e6,
-           a->data, data_set_num_tokens(d), data_set_num_train(d), data_set_num_val(d));
+           a->run.layers, a->run.channels, a->run.heads, tc.model.vocab_size, a->run.seq,
+           (double)np / 1e6, a->run.data, data_set_num_tokens(d), data_set_num_train(d),
+           data_set_num_val(d));
     if (data_set_tokenizer(d) == DATA_TOKENIZER_SYNTHETIC)
       printf("synthetic corpus: entropy rate %.4f nats/token (the best loss possible)\n",
              data_synthetic_entropy(data_synth_default().successors));
@@ -245,8 +240,8 @@ static int s_run(const train_args *a, run_state *r) {
 
 /* Checks of flag values and combinations that need no file: a failure is a usage error. */
 static int s_check_flags(const train_args *a) {
-  if (a->data_sha256[0]) WT_CHECK(data_sha256_check(a->data_sha256));
-  return cli_check_model(&a->t, a->device);
+  if (a->run.data_sha256[0]) WT_CHECK(data_sha256_check(a->run.data_sha256));
+  return cli_check_model(&a->run);
 }
 
 /* A fresh run starts a new log; appending to another run's lines would mix the two. */
@@ -276,8 +271,9 @@ int cmd_train(int argc, char **argv) {
     return CLI_USAGE;
   }
   const kernels_ops *ops = NULL;
-  if ((rc = cli_device("train", a.device, a.precision, a.tf32, &ops)) != CLI_OK) return rc;
-  if (a.resume && !a.checkpoint_dir[0]) {
+  if ((rc = cli_device("train", a.run.device, a.run.precision, a.run.tf32, &ops)) != CLI_OK)
+    return rc;
+  if (a.resume && !a.run.checkpoint_dir[0]) {
     wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir (the run directory to resume)");
     return cli_fail("train");
   }
@@ -285,10 +281,10 @@ int cmd_train(int argc, char **argv) {
   /* The checkpoint directory is checked and locked before anything else runs, so that a
      directory the run cannot use fails now, not at the first save. */
   checkpoint_run *held = NULL;
-  if (a.checkpoint_dir[0] && !(held = checkpoint_run_open(a.checkpoint_dir, !a.resume)))
+  if (a.run.checkpoint_dir[0] && !(held = checkpoint_run_open(a.run.checkpoint_dir, !a.resume)))
     return cli_fail("train");
   run_state r = {.a = &a, .config_json = wt_config_to_json(s_options, &a), .ops = ops};
-  r.moe.kept = wt_xcalloc((size_t)WT_MAX(a.t.moe.experts, 1), sizeof(long));
+  r.moe.kept = wt_xcalloc((size_t)WT_MAX(a.run.moe.experts, 1), sizeof(long));
   rc = s_open_log(&a, &r);
   signal(SIGINT, s_on_signal);
   signal(SIGTERM, s_on_signal);

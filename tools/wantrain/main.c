@@ -4,7 +4,7 @@
  *   wantrain eval   [options]    mean next-token cross-entropy of a checkpoint on a file
  *   wantrain sample [options]    generate text from a checkpoint
  *   wantrain tokenize [options]  a text file to GPT-2 token shards (llm.c .bin)
- *   wantrain launch [options]    S stages x R replicas as local processes over ZeroMQ
+ *   wantrain launch [options]    S stages x R replicas: a coordinator and S x R peerd here
  *   wantrain demo   [options]    a coordinator and 9 peerd on an emulated WAN, one killed
  *
  * Every command's options come from one table in its cmd_*.c (common/config.h): --help lists
@@ -27,7 +27,7 @@ static const struct {
     {"eval", cmd_eval, "mean next-token loss of a checkpoint on a data file"},
     {"sample", cmd_sample, "generate text from a checkpoint"},
     {"tokenize", cmd_tokenize, "encode a text file with GPT-2's BPE into llm.c .bin shards"},
-    {"launch", cmd_launch, "train with S stages x R replicas as local processes over ZeroMQ"},
+    {"launch", cmd_launch, "train with S stages x R replicas: a coordinator and S x R peerd here"},
     {"demo", cmd_demo, "coordinator + 9 peerd over an emulated WAN, one peer killed part-way"},
 };
 
@@ -51,7 +51,6 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; i < WT_ARRAY_LEN(s_commands); i++)
     if (!strcmp(argv[1], s_commands[i].name)) return s_commands[i].run(argc, argv);
-  if (!strcmp(argv[1], "__tasklet")) return cmd_launch_worker(argc, argv); /* launch's workers */
   fprintf(stderr, "wantrain: unknown command '%s'\n", argv[1]);
   s_usage(stderr);
   return CLI_USAGE;

@@ -1,0 +1,230 @@
+/* test_coord_trust — the coordinator's trust record (coordinator/trust.c), in-process against
+ * four raw CURVE clients that play peerd's protocol for a run of 1 stage x 4 replicas with
+ * --robust median: they bind, answer the link probe and, in the train epoch, heartbeat with the
+ * robust sync's counts. The three honest ones report that replica 3's contribution was left out
+ * of every sync; the liar at replica 3 reports itself clean and frames replica 0. Asserted: the
+ * liar, and only it, is excluded once past --trust-flags, with the reason in /status and
+ * /metrics; its key is refused when it registers again; the framed honest peer is not
+ * excluded; a malformed report is dropped without effect. */
+#include "common/common.h"
+#include "common/testing.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/http.h"
+#include "coordinator/protocol.h"
+#include "parallel/transport/zmq.h"
+
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+enum { N = 4 };
+
+static char s_tmp[1024], s_state[1100];
+static volatile sig_atomic_t s_stop;
+static void *s_zctx;
+
+typedef struct {
+  char pub[41], sec[41];
+  void *sock;
+  char sid[COORD_SID_CHARS + 1];
+  uint64_t seq;
+  int epoch, rank, training, refused;
+  char kind[8], reason[512];
+  long step;
+} s_client;
+
+static void *s_serve(void *arg) {
+  coordinator_run(arg, &s_stop);
+  return NULL;
+}
+
+static void s_open(s_client *cl, coordinator *c, int new_key) {
+  if (new_key) parallel_zmq_keypair_new(cl->pub, cl->sec);
+  cl->sock = zmq_socket(s_zctx, ZMQ_DEALER);
+  zmq_setsockopt(cl->sock, ZMQ_CURVE_SERVERKEY, coordinator_public_key(c), 40);
+  zmq_setsockopt(cl->sock, ZMQ_CURVE_PUBLICKEY, cl->pub, 40);
+  zmq_setsockopt(cl->sock, ZMQ_CURVE_SECRETKEY, cl->sec, 40);
+  int linger = 0;
+  zmq_setsockopt(cl->sock, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_connect(cl->sock, coordinator_endpoint(c));
+  coordinator_sid_new(cl->sid);
+  cl->seq = 0, cl->epoch = -1, cl->rank = -1, cl->training = 0, cl->step = 0;
+}
+
+static void s_send(s_client *cl, coordinator_cmd cmd, cJSON *b) {
+  char *text = coordinator_msg_encode(cmd, cl->sid, ++cl->seq, b);
+  zmq_send(cl->sock, text, strlen(text), 0);
+  free(text);
+  cJSON_Delete(b);
+}
+
+static void s_register(s_client *cl) {
+  s_send(
+      cl, COORD_CMD_REGISTER,
+      cJSON_Parse("{\"token\":\"\",\"device\":{\"kind\":\"cpu\",\"flops\":1e9,\"memory\":1e9}}"));
+}
+
+/* Answers what the coordinator sent: BOUND to EPOCH, the probe's RESULT to its START. */
+static void s_handle(s_client *cl, const coordinator_msg *m) {
+  const cJSON *b = m->body;
+  if (m->cmd == COORD_CMD_REFUSED) {
+    cl->refused = 1;
+    snprintf(cl->reason, sizeof cl->reason, "%s", coordinator_field_str(b, "reason"));
+  } else if (m->cmd == COORD_CMD_EPOCH) {
+    cl->epoch = coordinator_field_int(b, "epoch", -1),
+    cl->rank = coordinator_field_int(b, "rank", -1);
+    snprintf(cl->kind, sizeof cl->kind, "%s", coordinator_field_str(b, "kind"));
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "epoch", cl->epoch);
+    cJSON_AddStringToObject(r, "endpoint", "tcp://127.0.0.1:9");
+    s_send(cl, COORD_CMD_BOUND, r);
+  } else if (m->cmd == COORD_CMD_START && !strcmp(cl->kind, "probe")) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "epoch", cl->epoch);
+    cJSON_AddBoolToObject(r, "ok", 1);
+    cJSON_AddNumberToObject(r, "steps", 0);
+    cJSON *la = cJSON_AddArrayToObject(r, "latency_s"),
+          *bw = cJSON_AddArrayToObject(r, "bandwidth_Bps");
+    for (int j = 0; j < N; j++) {
+      cJSON_AddItemToArray(la, cJSON_CreateNumber(0.001));
+      cJSON_AddItemToArray(bw, cJSON_CreateNumber(1e9));
+    }
+    s_send(cl, COORD_CMD_RESULT, r);
+  } else if (m->cmd == COORD_CMD_START) {
+    cl->training = 1;
+  }
+}
+
+static void s_drain(s_client *cl) {
+  char buf[COORD_MSG_MAX];
+  int n;
+  while ((n = zmq_recv(cl->sock, buf, sizeof buf, ZMQ_DONTWAIT)) > 0) {
+    coordinator_msg m;
+    if (coordinator_msg_decode(buf, (size_t)n, &m) != WT_OK) continue;
+    s_handle(cl, &m);
+    coordinator_msg_clear(&m);
+  }
+}
+
+/* A training heartbeat: the robust sync's counts as this client reports them. liar_rank is the
+ * world rank whose contribution honest clients saw left out; the liar claims replica 0's. */
+static void s_heartbeat(s_client *cl, int liar_rank, int malformed) {
+  cl->step++;
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddNumberToObject(b, "epoch", cl->epoch);
+  cJSON_AddStringToObject(b, "state", "working");
+  cJSON_AddNumberToObject(b, "step", (double)cl->step);
+  cJSON_AddNumberToObject(b, "loss", 3.0);
+  cJSON *t = cJSON_AddObjectToObject(b, "trust");
+  cJSON_AddNumberToObject(t, "syncs", (double)cl->step);
+  cJSON *f = cJSON_AddArrayToObject(t, "flagged"), *why = cJSON_AddArrayToObject(t, "why");
+  const int lying = cl->rank == liar_rank, blamed = lying ? 0 : liar_rank;
+  for (int r = 0; r < (malformed ? N - 1 : N); r++) {
+    cJSON_AddItemToArray(f, cJSON_CreateNumber(r == blamed ? (double)cl->step : 0));
+    cJSON_AddItemToArray(why, cJSON_CreateString(r == blamed ? "norm" : ""));
+  }
+  s_send(cl, COORD_CMD_HEARTBEAT, b);
+}
+
+static cJSON *s_status(coordinator *c) {
+  char *text = coordinator_status_json(c);
+  cJSON *st = cJSON_Parse(text);
+  free(text);
+  return st;
+}
+
+static int s_excluded(coordinator *c) {
+  cJSON *st = s_status(c);
+  int n = coordinator_field_int(st, "peers_excluded", -1);
+  cJSON_Delete(st);
+  return n;
+}
+
+int main(void) {
+  wt_test_tmpdir(s_tmp, sizeof s_tmp);
+  snprintf(s_state, sizeof s_state, "%s/state", s_tmp);
+  s_zctx = zmq_ctx_new();
+  coordinator_config cfg;
+  wt_config_defaults(coordinator_options(), &cfg);
+  snprintf(cfg.state_dir, sizeof cfg.state_dir, "%.1000s", s_state);
+  cfg.open = 1, cfg.run.stages = 1, cfg.run.replicas = N, cfg.run.batch = 16;
+  snprintf(cfg.run.robust, sizeof cfg.run.robust, "median");
+  cfg.run.trust_flags = 5;
+  cfg.heartbeat_s = 0.1, cfg.liveness = 100;
+  WT_TEST_REQUIRE(coordinator_config_check(&cfg) == WT_OK, "%s", wt_last_error());
+  coordinator *c = coordinator_new(&cfg);
+  WT_TEST_REQUIRE(c, "coordinator_new: %s", wt_last_error());
+  pthread_t th;
+  pthread_create(&th, NULL, s_serve, c);
+
+  static s_client cl[N];
+  for (int i = 0; i < N; i++) s_open(&cl[i], c, 1), s_register(&cl[i]);
+  int liar = -1, malformed_sent = 0;
+  double t0 = wt_now_s();
+  while (wt_now_s() - t0 < 30 && s_excluded(c) < 1) {
+    for (int i = 0; i < N; i++) s_drain(&cl[i]);
+    int all = 1;
+    for (int i = 0; i < N; i++) all &= cl[i].training;
+    if (all) {
+      for (int i = 0; i < N; i++)
+        if (cl[i].rank == N - 1) liar = i;
+      /* one malformed report first (three counts for four replicas): dropped */
+      for (int i = 0; i < N; i++) s_heartbeat(&cl[i], N - 1, !malformed_sent && i == 0);
+      malformed_sent = 1;
+    }
+    usleep(100000);
+  }
+  WT_TEST_REQUIRE(liar >= 0, "the clients never reached a train epoch");
+  cJSON *st = s_status(c);
+  const cJSON *ex = cJSON_GetObjectItemCaseSensitive(st, "excluded");
+  WT_TEST_ASSERT(coordinator_field_int(st, "peers_excluded", -1) == 1 &&
+                     cJSON_GetArraySize(ex) == 1,
+                 "one peer excluded, not %d", coordinator_field_int(st, "peers_excluded", -1));
+  const char *key = coordinator_field_str(cJSON_GetArrayItem(ex, 0), "key");
+  const char *reason = coordinator_field_str(cJSON_GetArrayItem(ex, 0), "reason");
+  WT_TEST_ASSERT(!strcmp(key, cl[liar].pub), "the excluded key is the liar's: %.8s", key);
+  WT_TEST_ASSERT(strstr(reason, "left out of 5 of its 5 robust syncs (norm)"),
+                 "the reason gives the evidence: %s", reason);
+  /* the step the liar reached: five reports, the first one's malformed copy dropped (else
+   * replica 0's honest count would be framed by it and by the liar) */
+  const cJSON *tr = cJSON_GetObjectItemCaseSensitive(st, "trust"), *e;
+  cJSON_ArrayForEach(e, tr) {
+    const int flagged = coordinator_field_int(e, "flagged", -1);
+    WT_TEST_ASSERT(flagged == 0 || !strcmp(coordinator_field_str(e, "why"), "norm"),
+                   "peer %d: %d flags (%s)", coordinator_field_int(e, "id", -1), flagged,
+                   coordinator_field_str(e, "why"));
+  }
+  char *metrics = coordinator_http_metrics_render(st);
+  WT_TEST_ASSERT(metrics && strstr(metrics, "wantrain_peers_excluded 1") &&
+                     strstr(metrics, "wantrain_peer_excluded{id="),
+                 "/metrics counts the exclusion:\n%s", metrics ? metrics : "(none)");
+  free(metrics);
+  cJSON_Delete(st);
+  /* a few more rounds: the honest peers keep reporting, nobody else goes */
+  for (int k = 0; k < 10; k++) {
+    for (int i = 0; i < N; i++)
+      if (i != liar) s_drain(&cl[i]), s_heartbeat(&cl[i], N - 1, 0);
+    usleep(50000);
+  }
+  WT_TEST_ASSERT(s_excluded(c) == 1, "only the liar is excluded: %d", s_excluded(c));
+  /* the liar's key is refused from now on, with the reason */
+  zmq_close(cl[liar].sock);
+  s_open(&cl[liar], c, 0);
+  s_register(&cl[liar]);
+  for (int k = 0; k < 30 && !cl[liar].refused; k++) usleep(100000), s_drain(&cl[liar]);
+  WT_TEST_ASSERT(cl[liar].refused && strstr(cl[liar].reason, "excluded from the run"),
+                 "the excluded key registers again: %s",
+                 cl[liar].refused ? cl[liar].reason : "admitted");
+  s_stop = 1;
+  pthread_join(th, NULL);
+  for (int i = 0; i < N; i++) zmq_close(cl[i].sock);
+  coordinator_destroy(&c);
+  zmq_ctx_term(s_zctx);
+  char rm[1200];
+  snprintf(rm, sizeof rm, "rm -rf '%s'", s_tmp);
+  if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", s_tmp);
+  return wt_test_finish("test_coord_trust");
+}

@@ -1,0 +1,204 @@
+/* liar — a test-only harness that makes tasklets lie, and runs S x R of them as threads over the
+ * in-process transport with some of them lying. Header-only; for tests/trust (and the
+ * experiments of scripts/trust-experiments.sh, built from this folder). It is the only user of
+ * the tasklet's test_tamper hooks (tasklet.h); no program links it.
+ *
+ * The lies, each from step `from` on (a liar is honest before):
+ *   nan    every third value of its contribution NaN
+ *   scale  its contribution times 1000
+ *   flip   its contribution negated
+ *   noise  Gaussian noise of its contribution's norm instead of it
+ *   zero   zeros (a free rider that skips its compute)
+ *   stale  the contribution it made at step `from`, sent again every step after
+ *   act    the activations it sends to the next stage replaced by noise of their RMS
+ * "honest" lies not at all. */
+#ifndef WT_TESTS_TRUST_LIAR_H
+#define WT_TESTS_TRUST_LIAR_H
+
+#include "common/common.h"
+#include "common/rng.h"
+#include "parallel/runtime/tasklet.h"
+#include "parallel/transport/comm.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum {
+  LIAR_HONEST,
+  LIAR_NAN,
+  LIAR_SCALE,
+  LIAR_FLIP,
+  LIAR_NOISE,
+  LIAR_ZERO,
+  LIAR_STALE,
+  LIAR_ACT,
+  LIAR_KINDS
+} liar_kind;
+
+static const char *liar_names[LIAR_KINDS] = {"honest", "nan",  "scale", "flip",
+                                             "noise",  "zero", "stale", "act"};
+
+static inline int liar_kind_parse(const char *name, liar_kind *kind) {
+  for (int i = 0; i < LIAR_KINDS; i++)
+    if (!strcmp(name, liar_names[i])) {
+      *kind = (liar_kind)i;
+      return WT_OK;
+    }
+  return wt_fail(WT_EINVAL,
+                 "lie '%s' is unknown; use honest, nan, scale, flip, noise, zero, "
+                 "stale or act",
+                 name);
+}
+
+typedef struct {
+  liar_kind kind;
+  long from; /* the first step it lies at (1-based) */
+  wt_rng rng;
+  float *stale; /* the contribution kept by "stale" */
+  size_t stale_n;
+} liar;
+
+static inline void liar_noise_like(liar *l, float *x, size_t n) {
+  double sq = 0;
+  for (size_t i = 0; i < n; i++) sq += (double)x[i] * x[i];
+  const double sd = sqrt(sq / (double)(n ? n : 1));
+  for (size_t i = 0; i < n; i++) x[i] = (float)(sd * wt_rng_normal(&l->rng));
+}
+
+/* The contribution hook (parallel_tasklet_tamper_fn). */
+static void liar_tamper(void *arg, long step, float *x, size_t n) {
+  liar *l = arg;
+  if (step < l->from) return;
+  switch (l->kind) {
+  case LIAR_NAN:
+    for (size_t i = 0; i < n; i += 3) x[i] = NAN;
+    break;
+  case LIAR_SCALE:
+    for (size_t i = 0; i < n; i++) x[i] *= 1000;
+    break;
+  case LIAR_FLIP:
+    for (size_t i = 0; i < n; i++) x[i] = -x[i];
+    break;
+  case LIAR_NOISE:
+    liar_noise_like(l, x, n);
+    break;
+  case LIAR_ZERO:
+    memset(x, 0, n * sizeof *x);
+    break;
+  case LIAR_STALE:
+    if (!l->stale) {
+      l->stale = wt_xmalloc(n * sizeof *x);
+      l->stale_n = n;
+      memcpy(l->stale, x, n * sizeof *x);
+    } else if (l->stale_n == n) {
+      memcpy(x, l->stale, n * sizeof *x);
+    }
+    break;
+  default:
+    break;
+  }
+}
+
+/* The activation hook. */
+static void liar_tamper_act(void *arg, long step, float *act, size_t n) {
+  liar *l = arg;
+  if (step >= l->from && l->kind == LIAR_ACT) liar_noise_like(l, act, n);
+}
+
+static void liar_init(liar *l, liar_kind kind, long from, uint64_t seed) {
+  memset(l, 0, sizeof *l);
+  l->kind = kind, l->from = from;
+  wt_rng_seed(&l->rng, seed);
+}
+
+static void liar_attach(liar *l, parallel_tasklet_config *c) {
+  if (l->kind == LIAR_HONEST) return;
+  c->test_tamper_arg = l;
+  if (l->kind == LIAR_ACT)
+    c->test_tamper_act = liar_tamper_act;
+  else
+    c->test_tamper = liar_tamper;
+}
+
+/* ---- a run with liars ----------------------------------------------------------------------- */
+
+enum { LR_MAX_RANKS = 16, LR_MAX_STEPS = 512 };
+
+typedef struct {
+  parallel_tasklet_config base; /* stage / replica filled per rank */
+  liar_kind lie;
+  int liars; /* the liars are replicas, ..., of stage `liar_stage` */
+  int liar_stage;
+  long from;
+  /* results */
+  int rcs[LR_MAX_RANKS];
+  char err[LR_MAX_RANKS][512];
+  parallel_tasklet_result res[LR_MAX_RANKS];
+  float loss[LR_MAX_STEPS]; /* world rank 0's loss per step */
+  /* per replica of each stage, as that stage's replica 0 saw it: the steps flagged and the
+   * first one (0: never) */
+  int flagged[LR_MAX_RANKS][LR_MAX_RANKS];
+  long first_flag[LR_MAX_RANKS][LR_MAX_RANKS];
+  uint32_t flags[LR_MAX_RANKS][LR_MAX_RANKS];
+  int robust_syncs[LR_MAX_RANKS];
+  void *state[LR_MAX_RANKS]; /* the stage blob each tasklet ended with (plain sync only) */
+  size_t state_bytes[LR_MAX_RANKS];
+  int keep_state;
+} lr_run;
+
+static int lr_is_liar(const lr_run *h, int stage, int replica) {
+  const int R = h->base.replicas;
+  return h->lie != LIAR_HONEST && stage == h->liar_stage && replica >= R - h->liars;
+}
+
+static void lr_on_step(void *arg, const parallel_tasklet_step *st) {
+  lr_run *h = arg;
+  const long i = st->info.step - 1;
+  if (st->stage == 0 && st->replica == 0 && i >= 0 && i < LR_MAX_STEPS) h->loss[i] = st->info.loss;
+  if (st->replica != 0 || !st->robust) return;
+  h->robust_syncs[st->stage]++;
+  for (int r = 0; r < st->robust->world && r < LR_MAX_RANKS; r++) {
+    uint32_t f = st->robust->rank[r].flags;
+    if (!f) continue;
+    h->flagged[st->stage][r]++;
+    h->flags[st->stage][r] |= f;
+    if (!h->first_flag[st->stage][r]) h->first_flag[st->stage][r] = st->info.step;
+  }
+}
+
+static int lr_rank(parallel_comm *world, void *arg) {
+  lr_run *h = arg;
+  const int w = parallel_comm_rank(world);
+  parallel_tasklet_config c = h->base;
+  c.stage = w / c.replicas, c.replica = w % c.replicas;
+  c.on_step = lr_on_step, c.on_step_arg = h;
+  if (h->keep_state) c.state_out = &h->state[w], c.state_out_bytes = &h->state_bytes[w];
+  liar l;
+  liar_init(&l, lr_is_liar(h, c.stage, c.replica) ? h->lie : LIAR_HONEST, h->from,
+            0x11a2 + (uint64_t)w);
+  liar_attach(&l, &c);
+  int rc = parallel_tasklet_run(&c, world, &h->res[w]);
+  h->rcs[w] = rc;
+  snprintf(h->err[w], sizeof h->err[w], "%s", rc == WT_OK ? "" : wt_last_error());
+  free(l.stale);
+  return rc;
+}
+
+/* Runs base.stages x base.replicas tasklets; returns parallel_inproc_run's status (a run whose
+ * loss diverged fails, as a real one would). */
+static int lr_run_all(lr_run *h) {
+  const int n = h->base.stages * h->base.replicas;
+  parallel_inproc_group *g = parallel_inproc_group_new(n);
+  parallel_inproc_group_set_timeout(g, 60);
+  for (int i = 0; i < LR_MAX_STEPS; i++) h->loss[i] = NAN;
+  int rc = parallel_inproc_run(g, lr_rank, h, NULL);
+  parallel_inproc_group_destroy(&g);
+  return rc;
+}
+
+static void lr_free(lr_run *h) {
+  for (int w = 0; w < LR_MAX_RANKS; w++) free(h->state[w]), h->state[w] = NULL;
+}
+
+#endif
