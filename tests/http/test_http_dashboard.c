@@ -156,7 +156,7 @@ static void s_check_progress(const char *dom, int g) {
   s_element_text(dom, "steps", text, sizeof text);
   WT_TEST_ASSERT(atoi(text) == FAKE_STEPS, "total steps '%s'", text);
   s_element_text(dom, "progress", text, sizeof text);
-  snprintf(want, sizeof want, "%.1f %%", 100.0 * fake_step(g) / FAKE_STEPS);
+  snprintf(want, sizeof want, "%.1f %%", 100 * ((double)fake_step(g) / FAKE_STEPS)); /* as JS */
   WT_TEST_ASSERT(!strcmp(text, want), "progress '%s', want '%s'", text, want);
   s_element_text(dom, "eta", text, sizeof text);
   snprintf(want, sizeof want, "%.1f min", (FAKE_STEPS - fake_step(g)) * 0.5 / 60);
