@@ -17,6 +17,7 @@
 #define COORD_MAX_PEERS 256
 #define COORD_KEY_LEN 40
 #define COORD_LOSS_HIST 2000
+#define COORD_PROBE_MAX 64 /* members of one probe epoch */
 
 typedef enum { PEER_GONE = 0, PEER_LIVE = 1 } coord_peer_status;
 
@@ -47,6 +48,12 @@ typedef struct {
   int held_stage;      /* the stage state it keeps between epochs (from RESULT / REGISTER) */
   long held_step;      /* 0: none */
   int promote_refused; /* its measured links did not keep a promotion's gain: not asked again */
+  /* its access link as the probes estimated it (coordinator/probe.c): capacities in bytes/s
+   * (0 = not measured) and the link's id (the peer id of its first peer; peers that share one
+   * have the same), and the contention rounds' together/alone ratios (-1 = none) */
+  double up_Bps, down_Bps;
+  int access_link;
+  double up_ratio, down_ratio;
 } coord_peer;
 
 typedef enum {
@@ -98,7 +105,7 @@ struct coordinator {
   int promote; /* peer index of a standby to place at the next train epoch, -1 = none */
   int n_plan;
   double cost_ga, cost_random;
-  int failed_epochs; /* consecutive train epochs that ended without progress */
+  int failed_epochs;      /* consecutive train epochs that ended without progress */
   int missed_checkpoints; /* failed train epochs since the last commit that trained past a
                            * checkpoint step they did not commit (a checkpoint that cannot be
                            * saved, e.g. on a full disk) */
@@ -119,7 +126,10 @@ struct coordinator {
   pthread_mutex_t mu; /* held while the loop handles messages; the HTTP thread reads under it */
   coordinator_http *http;
   /* probed links between peer ids: latency (s) and bandwidth (B/s), -1 = not measured */
-  double *lat, *bw; /* COORD_MAX_PEERS² by peer index */
+  double *lat, *bw; /* COORD_MAX_PEERS² by peer index; lat[a][b], bw[a][b]: a to b */
+  /* the running probe epoch's contention rounds by epoch rank: [from * COORD_PROBE_MAX + to],
+   * bytes/s while the region of `from` (up) or of `to` (down) sent or received at once */
+  double probe_up[COORD_PROBE_MAX * COORD_PROBE_MAX], probe_down[COORD_PROBE_MAX * COORD_PROBE_MAX];
 };
 
 /* state.c — SQLite */
@@ -144,6 +154,34 @@ void coord_state_save_epoch(coordinator *c, const char *plan_json);
 void coord_state_save_loss(coordinator *c, long step, float loss);
 int coord_state_meta_get(coordinator *c, const char *key, char *out, size_t size);
 void coord_state_meta_set(coordinator *c, const char *key, const char *value);
+
+/* Saves / loads the peers' estimated access links (meta "access", by key): all of them, or
+ * with load_access only peer index i's. */
+void coord_state_save_access(coordinator *c);
+void coord_state_load_access(coordinator *c, int i);
+
+/* probe.c — the network model from a probe epoch */
+/* The measured link from peer index a to b: its latency and bandwidth (a to b). 0 when that
+ * direction was not measured. */
+int coord_probe_link(coordinator *c, int a, int b, double *lat, double *bw);
+/* Whether every directed pair among the peer indices who[0..n) and every one's access link
+ * was measured. */
+int coord_probe_complete(coordinator *c, const int *who, int n);
+/* The pairs of epoch ranks [lo, hi] the running probe epoch measures: those still lacking a
+ * direction. */
+cJSON *coord_probe_pairs(coordinator *c);
+/* The deadline of the running probe epoch, seconds from its start. */
+double coord_probe_deadline_s(coordinator *c);
+/* A member's RESULT rows of the running probe epoch. */
+void coord_probe_on_result(coordinator *c, coord_peer *p, const cJSON *body);
+/* Once every member reported: estimates each member's access link (logged, saved). */
+void coord_probe_estimate(coordinator *c);
+/* The access links of the peer indices list[0..n) (network index = position in list), arrays
+ * malloc'd (coord_probe_access_free). 0 (acc zeroed) when a peer's link is not measured. */
+int coord_probe_access(coordinator *c, const int *list, int n, assign_access *acc);
+void coord_probe_access_free(assign_access *acc);
+/* The measured directed matrix and access links of the live peers, for /status. */
+cJSON *coord_probe_json(coordinator *c);
 
 /* token.c */
 int coord_token_verify(coordinator *c, const char *token, char *why, size_t why_size);

@@ -18,7 +18,6 @@
 #include <sys/stat.h>
 
 #define S_BIND_DEADLINE_S 30.0
-#define S_PROBE_DEADLINE_S 120.0
 
 static void s_abort(coordinator *c, const char *why);
 
@@ -103,6 +102,8 @@ static void s_publish(coordinator *c) {
         cJSON_AddItemToArray(bw, cJSON_CreateNumber(w));
       }
     }
+    if (!strcmp(c->epoch_kind, "probe"))
+      cJSON_AddItemToObject(b, "probe_pairs", coord_probe_pairs(c));
     if (!strcmp(c->epoch_kind, "train")) {
       /* as raw text: cJSON would print its numbers again, to 15 digits, and the peer must
        * receive every bit the operator set */
@@ -118,29 +119,11 @@ static void s_publish(coordinator *c) {
   c->phase_deadline = wt_now_s() + S_BIND_DEADLINE_S;
 }
 
-/* Links measured between peer indices a and b (the mean of both directions when both exist). */
-static int s_link(coordinator *c, int a, int b, double *lat, double *bw) {
-  double l1 = c->lat[a * COORD_MAX_PEERS + b], l2 = c->lat[b * COORD_MAX_PEERS + a];
-  double b1 = c->bw[a * COORD_MAX_PEERS + b], b2 = c->bw[b * COORD_MAX_PEERS + a];
-  if (l1 < 0 && l2 < 0) return 0;
-  *lat = l1 >= 0 && l2 >= 0 ? (l1 + l2) / 2 : (l1 >= 0 ? l1 : l2);
-  *bw = b1 > 0 && b2 > 0 ? (b1 + b2) / 2 : (b1 > 0 ? b1 : b2);
-  return *bw > 0;
-}
-
 static int s_live(coordinator *c, int *out) {
   int n = 0;
   for (int i = 0; i < c->n_peers; i++)
     if (c->peers[i].status == PEER_LIVE) out[n++] = i;
   return n;
-}
-
-static int s_all_probed(coordinator *c, const int *who, int n) {
-  double l, b;
-  for (int i = 0; i < n; i++)
-    for (int j = i + 1; j < n; j++)
-      if (!s_link(c, who[i], who[j], &l, &b)) return 0;
-  return 1;
 }
 
 /* Parameters of the model for the cost model: the blocks and embeddings (vocabulary not known
@@ -158,10 +141,17 @@ static double s_model_params(const coordinator_config *g, int active) {
   return params;
 }
 
-/* The cost model's problem over the peers `list` (network index = position in list). */
-static void s_problem(coordinator *c, const int *list, int n, int with_compute, assign_network *net,
-                      assign_problem *p) {
+/* The cost model's problem over the peers `list` (network index = position in list): the
+ * measured directed pairs and, once probed, the peers' access links. Free with s_model_free. */
+typedef struct {
+  assign_network net;
+  assign_access access;
+  assign_problem prob;
+} s_model;
+
+static void s_problem(coordinator *c, const int *list, int n, int with_compute, s_model *m) {
   const coordinator_config *g = &c->cfg;
+  assign_network *net = &m->net;
   net->n = n;
   net->latency_s = wt_xcalloc((size_t)n * n, sizeof(double));
   net->bandwidth_Bps = wt_xcalloc((size_t)n * n, sizeof(double));
@@ -173,30 +163,32 @@ static void s_problem(coordinator *c, const int *list, int n, int with_compute, 
     net->compute_speed[i] = ref > 0 ? c->peers[list[i]].flops / ref : 1;
     for (int j = 0; j < n; j++) {
       double l = 0, b = 1e12;
-      if (i != j) s_link(c, list[i], list[j], &l, &b);
+      if (i != j) coord_probe_link(c, list[i], list[j], &l, &b);
       net->latency_s[i * n + j] = l;
       net->bandwidth_Bps[i * n + j] = i == j ? 1e12 : b;
     }
   }
-  assign_network_symmetrize(net);
+  int with_access = coord_probe_access(c, list, n, &m->access);
   double params = s_model_params(g, 0);
-  *p = (assign_problem){.net = net,
-                        .d_pp = g->run.stages,
-                        .d_dp = g->run.replicas,
-                        .dp_algo = ASSIGN_DP_RING, /* what the runtime runs, in the plan's rings */
-                        .c_dp_bytes = 4.0 * params / g->run.stages,
-                        .c_pp_bytes = 4.0 * g->run.batch * g->run.seq * g->run.channels};
+  m->prob = (assign_problem){.net = net,
+                             .d_pp = g->run.stages,
+                             .d_dp = g->run.replicas,
+                             .dp_algo = ASSIGN_DP_RING, /* what the runtime runs, in the rings */
+                             .c_dp_bytes = 4.0 * params / g->run.stages,
+                             .c_pp_bytes = 4.0 * g->run.batch * g->run.seq * g->run.channels,
+                             .access = with_access ? &m->access : NULL};
   /* A tasklet's compute on the fastest listed peer: 6 FLOP per parameter and token (forward and
    * backward) for its stage's parameters and its replica's tokens. */
   if (with_compute && ref > 0)
-    p->compute_s = 6.0 * s_model_params(g, 1) / g->run.stages *
-                   ((double)g->run.batch / g->run.replicas * g->run.seq) / ref;
+    m->prob.compute_s = 6.0 * s_model_params(g, 1) / g->run.stages *
+                        ((double)g->run.batch / g->run.replicas * g->run.seq) / ref;
 }
 
-static void s_network_free(assign_network *net) {
-  free(net->latency_s);
-  free(net->bandwidth_Bps);
-  free(net->compute_speed);
+static void s_model_free(s_model *m) {
+  free(m->net.latency_s);
+  free(m->net.bandwidth_Bps);
+  free(m->net.compute_speed);
+  coord_probe_access_free(&m->access);
 }
 
 static int s_in(const int *list, int n, int x) {
@@ -261,14 +253,13 @@ static void s_state_sources(coordinator *c) {
 /* The cost model's iteration cost, compute included, of the world ranks held by list (peer
  * indices by world rank). Links not yet probed count as free: an optimistic estimate. */
 static double s_cost_of(coordinator *c, const int *list, int n) {
-  assign_network net;
-  assign_problem prob;
-  s_problem(c, list, n, 1, &net, &prob);
+  s_model m;
+  s_problem(c, list, n, 1, &m);
   assign_plan *plan = assign_plan_new(c->cfg.run.stages, c->cfg.run.replicas);
   for (int w = 0; w < n; w++) plan->device[w] = w;
-  double cost = assign_plan_cost(&prob, plan).comm_s;
+  double cost = assign_plan_cost(&m.prob, plan).comm_s;
   assign_plan_destroy(&plan);
-  s_network_free(&net);
+  s_model_free(&m);
   return cost;
 }
 
@@ -500,9 +491,9 @@ static int s_place(coordinator *c, const int *live, int n_live) {
         list[j] = list[j - 1], list[j - 1] = t;
       }
   }
-  assign_network net;
-  assign_problem prob;
-  s_problem(c, list, n, 0, &net, &prob);
+  s_model m;
+  s_problem(c, list, n, 0, &m);
+  const assign_problem *prob = &m.prob;
   assign_plan *plan = NULL;
   assign_stats st;
   int rc;
@@ -510,13 +501,13 @@ static int s_place(coordinator *c, const int *live, int n_live) {
     assign_plan *prev = assign_plan_new(c->cfg.run.stages, c->cfg.run.replicas);
     for (int w = 0; w < n; w++) prev->device[w] = w;
     assign_budget b = {.max_evals = 400};
-    rc = assign_resolve(&prob, prev, changed, n_changed, &b, (uint64_t)c->epoch, &plan, &st);
+    rc = assign_resolve(prob, prev, changed, n_changed, &b, (uint64_t)c->epoch, &plan, &st);
     assign_plan_destroy(&prev);
   } else {
     assign_solver kind = ASSIGN_SOLVER_GA;
     assign_solver_parse(c->cfg.solver, &kind);
     assign_budget b = {.max_evals = 4000, .max_seconds = 2};
-    rc = assign_solve(&prob, kind, &b, (uint64_t)c->cfg.run.seed, &plan, &st);
+    rc = assign_solve(prob, kind, &b, (uint64_t)c->cfg.run.seed, &plan, &st);
     /* the baseline: the mean cost of placing the peers at random (as laid out, 100 draws) */
     if (rc == WT_OK) {
       assign_plan *rnd = assign_plan_new(c->cfg.run.stages, c->cfg.run.replicas);
@@ -526,14 +517,14 @@ static int s_place(coordinator *c, const int *live, int n_live) {
       for (int k = 0; k < 100; k++) {
         for (int w = 0; w < n; w++) rnd->device[w] = w;
         wt_rng_shuffle_int(&rng, rnd->device, n);
-        sum += assign_plan_cost(&prob, rnd).comm_s;
+        sum += assign_plan_cost(prob, rnd).comm_s;
       }
       c->cost_random = sum / 100;
       assign_plan_destroy(&rnd);
     }
   }
   if (rc == WT_OK) {
-    c->cost_ga = assign_plan_cost(&prob, plan).comm_s;
+    c->cost_ga = assign_plan_cost(prob, plan).comm_s;
     for (int w = 0; w < n; w++) c->members[w] = list[plan->device[w]];
     c->n_members = n;
     memcpy(c->plan_members, c->members, sizeof(int) * n);
@@ -545,7 +536,7 @@ static int s_place(coordinator *c, const int *live, int n_live) {
     coord_event(c, "error", "placement failed: %s", wt_last_error());
   }
   assign_plan_destroy(&plan);
-  s_network_free(&net);
+  s_model_free(&m);
   return rc == WT_OK;
 }
 
@@ -667,8 +658,8 @@ void coord_epoch_tick(coordinator *c) {
   int live[COORD_MAX_PEERS], n_live = s_live(c, live),
                              need = c->cfg.run.stages * c->cfg.run.replicas;
   if (n_live < need) return;
-  if (!s_all_probed(c, live, n_live)) {
-    s_start_epoch(c, "probe", live, WT_MIN(n_live, 64));
+  if (!coord_probe_complete(c, live, n_live)) {
+    s_start_epoch(c, "probe", live, WT_MIN(n_live, COORD_PROBE_MAX));
     return;
   }
   if (c->failed_epochs >= 3 || c->missed_checkpoints >= 3) {
@@ -701,27 +692,8 @@ void coord_epoch_on_bound(coordinator *c, coord_peer *p, const cJSON *body) {
   s_send_all(c, COORD_CMD_START, b);
   cJSON_Delete(b);
   c->phase = EPOCH_RUNNING;
-  c->phase_deadline = wt_now_s() + S_PROBE_DEADLINE_S;
+  c->phase_deadline = wt_now_s() + coord_probe_deadline_s(c);
   coord_state_save_run(c);
-}
-
-static void s_probe_result(coordinator *c, coord_peer *p, const cJSON *body) {
-  const cJSON *la = cJSON_GetObjectItemCaseSensitive(body, "latency_s");
-  const cJSON *bw = cJSON_GetObjectItemCaseSensitive(body, "bandwidth_Bps");
-  if (cJSON_GetArraySize(la) != c->n_members || cJSON_GetArraySize(bw) != c->n_members) {
-    p->result = -1;
-    return;
-  }
-  int a = c->members[p->epoch_rank];
-  for (int j = 0; j < c->n_members; j++) {
-    double l = cJSON_GetNumberValue(cJSON_GetArrayItem(la, j));
-    double w = cJSON_GetNumberValue(cJSON_GetArrayItem(bw, j));
-    if (j == p->epoch_rank || !(l >= 0 && l < 100) || !(w > 0 && w < 1e13)) continue;
-    int b = c->members[j];
-    c->lat[a * COORD_MAX_PEERS + b] = l;
-    c->bw[a * COORD_MAX_PEERS + b] = w;
-    coord_state_save_link(c, a, b);
-  }
 }
 
 void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
@@ -748,7 +720,7 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
   p->bytes_inter_raw =
       fmax(p->bytes_inter_raw,
            cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_inter_raw")));
-  if (ok && !strcmp(c->epoch_kind, "probe")) s_probe_result(c, p, body);
+  if (ok && !strcmp(c->epoch_kind, "probe")) coord_probe_on_result(c, p, body);
   if (!ok) {
     /* The cause, not its echoes: when one tasklet fails, its neighbours fail next with a lost
      * link or a deadline (WT_EIO / WT_ETIMEOUT), and their reports may arrive first. */
@@ -768,6 +740,7 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
     return;
   }
   if (!s_all_reported(c) || c->phase == EPOCH_DRAINING) return;
+  if (!strcmp(c->epoch_kind, "probe")) coord_probe_estimate(c);
   if (!strcmp(c->epoch_kind, "train")) {
     c->failed_epochs = 0;
     if (steps >= c->cfg.run.steps) {

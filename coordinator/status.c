@@ -110,6 +110,8 @@ cJSON *coord_status(coordinator *c) {
       cJSON_AddItemToArray(ring, cJSON_CreateNumber(c->n_rings ? c->rings[s * R + i] : i));
     cJSON_AddItemToArray(rings, ring);
   }
+  /* what the probes measured: the directed matrix among the live peers and their access links */
+  cJSON_AddItemToObject(o, "probe", coord_probe_json(c));
   cJSON *peers = cJSON_AddArrayToObject(o, "peers");
   for (int i = 0; i < c->n_peers; i++) {
     const coord_peer *p = &c->peers[i];
