@@ -47,7 +47,7 @@ typedef struct {
   /* control connections open at once, in total (lowered at start to fit the open-file limit)
    * and from one source address; peers admitted before are not held to the second */
   int max_connections, max_per_source;
-  int exit_when_done;    /* 1: exit once the run is complete */
+  int exit_when_done; /* 1: exit once the run is complete */
   /* status server (/status, /metrics, dashboard): port 0 = ephemeral, -1 = none */
   char http_bind[WT_CONFIG_STR_MAX];
   int http_port;

@@ -220,6 +220,10 @@ void coord_epoch_on_checkpoint(coordinator *c, coord_peer *p, const cJSON *body)
 /* A checkpoint was committed: re-places the run when a standby would cut the cost enough. */
 void coord_epoch_on_commit(coordinator *c);
 int coord_scenario_load(coordinator *c);
+/* The cost model's constants over the live peers, for /status: the gradient bytes of a stage
+ * (c_dp_bytes), the activation bytes of a cut (c_pp_bytes) and a tasklet's compute on the
+ * fastest peer (compute_s, seconds per iteration), and whether access links are known. */
+cJSON *coord_epoch_problem_json(coordinator *c);
 int coord_region_index(coordinator *c, const char *label, char *why, size_t size);
 
 #endif

@@ -175,7 +175,9 @@ static void s_problem(coordinator *c, const int *list, int n, int with_compute, 
                              .d_dp = g->run.replicas,
                              .dp_algo = ASSIGN_DP_RING, /* what the runtime runs, in the rings */
                              .c_dp_bytes = 4.0 * params / g->run.stages,
-                             .c_pp_bytes = 4.0 * g->run.batch * g->run.seq * g->run.channels,
+                             /* a pipeline's own rows cross its cuts: batch / R sequences */
+                             .c_pp_bytes = 4.0 * g->run.batch / g->run.replicas * g->run.seq *
+                                           g->run.channels,
                              .access = with_access ? &m->access : NULL};
   /* A tasklet's compute on the fastest listed peer: 6 FLOP per parameter and token (forward and
    * backward) for its stage's parameters and its replica's tokens. */
@@ -189,6 +191,21 @@ static void s_model_free(s_model *m) {
   free(m->net.bandwidth_Bps);
   free(m->net.compute_speed);
   coord_probe_access_free(&m->access);
+}
+
+cJSON *coord_epoch_problem_json(coordinator *c) {
+  int live[COORD_MAX_PEERS], n = 0;
+  for (int i = 0; i < c->n_peers; i++)
+    if (c->peers[i].status == PEER_LIVE) live[n++] = i;
+  cJSON *o = cJSON_CreateObject();
+  s_model m;
+  s_problem(c, live, n, 1, &m);
+  cJSON_AddNumberToObject(o, "c_dp_bytes", m.prob.c_dp_bytes);
+  cJSON_AddNumberToObject(o, "c_pp_bytes", m.prob.c_pp_bytes);
+  cJSON_AddNumberToObject(o, "compute_s", m.prob.compute_s);
+  cJSON_AddBoolToObject(o, "access_links", m.prob.access != NULL);
+  s_model_free(&m);
+  return o;
 }
 
 static int s_in(const int *list, int n, int x) {
@@ -491,8 +508,9 @@ static int s_place(coordinator *c, const int *live, int n_live) {
         list[j] = list[j - 1], list[j - 1] = t;
       }
   }
-  s_model m;
-  s_problem(c, list, n, 0, &m);
+  s_model m; /* compute included: the same for every plan (one tasklet per peer), it makes the
+              * predicted cost an iteration's time */
+  s_problem(c, list, n, 1, &m);
   const assign_problem *prob = &m.prob;
   assign_plan *plan = NULL;
   assign_stats st;
@@ -503,11 +521,20 @@ static int s_place(coordinator *c, const int *live, int n_live) {
     assign_budget b = {.max_evals = 400};
     rc = assign_resolve(prob, prev, changed, n_changed, &b, (uint64_t)c->epoch, &plan, &st);
     assign_plan_destroy(&prev);
+  } else if (!strcmp(c->cfg.solver, "shuffle")) {
+    plan = assign_plan_new(c->cfg.run.stages, c->cfg.run.replicas);
+    wt_rng rng;
+    wt_rng_seed(&rng, (uint64_t)c->cfg.run.seed);
+    for (int w = 0; w < n; w++) plan->device[w] = w;
+    wt_rng_shuffle_int(&rng, plan->device, n);
+    rc = assign_plan_choose_rings(prob, plan); /* its rings, as any placement's */
   } else {
     assign_solver kind = ASSIGN_SOLVER_GA;
     assign_solver_parse(c->cfg.solver, &kind);
     assign_budget b = {.max_evals = 4000, .max_seconds = 2};
     rc = assign_solve(prob, kind, &b, (uint64_t)c->cfg.run.seed, &plan, &st);
+  }
+  if (!resolve) {
     /* the baseline: the mean cost of placing the peers at random (as laid out, 100 draws) */
     if (rc == WT_OK) {
       assign_plan *rnd = assign_plan_new(c->cfg.run.stages, c->cfg.run.replicas);

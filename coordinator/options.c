@@ -22,8 +22,10 @@ static const wt_option s_options[] = {
     PARALLEL_RUN_SYNC_OPTIONS(coordinator_config, run.),
     PARALLEL_RUN_CHECKPOINT_OPTIONS(coordinator_config, run.),
     PARALLEL_RUN_SITE_OPTIONS(coordinator_config, run.),
-    {"solver", WT_OPT_CHOICE, F(solver), 0, 0, "ga", "placement solver",
-     "ga|random|greedy|megatron|deepspeed"},
+    {"solver", WT_OPT_CHOICE, F(solver), 0, 0, "ga",
+     "placement solver (shuffle: one uniformly random placement drawn from --seed, a baseline "
+     "to measure the others against)",
+     "ga|random|greedy|megatron|deepspeed|shuffle"},
     {"probe-kib", WT_OPT_INT, F(probe_kib), 16, 65536, "512",
      "bytes of each link's bandwidth probe, KiB", 0},
     {"scenario", WT_OPT_STRING, F(scenario), 0, 0, "",

@@ -111,7 +111,9 @@ cJSON *coord_status(coordinator *c) {
     cJSON_AddItemToArray(rings, ring);
   }
   /* what the probes measured: the directed matrix among the live peers and their access links */
-  cJSON_AddItemToObject(o, "probe", coord_probe_json(c));
+  cJSON *probe = coord_probe_json(c);
+  cJSON_AddItemToObject(probe, "problem", coord_epoch_problem_json(c));
+  cJSON_AddItemToObject(o, "probe", probe);
   cJSON *peers = cJSON_AddArrayToObject(o, "peers");
   for (int i = 0; i < c->n_peers; i++) {
     const coord_peer *p = &c->peers[i];
