@@ -165,8 +165,8 @@ void coord_state_load_access(coordinator *c, int i);
  * direction was not measured. */
 int coord_probe_link(coordinator *c, int a, int b, double *lat, double *bw);
 /* Whether every directed pair among the peer indices who[0..n) and every one's access link
- * was measured. */
-int coord_probe_complete(coordinator *c, const int *who, int n);
+ * was measured; when not, why says what is missing. */
+int coord_probe_complete(coordinator *c, const int *who, int n, char *why, size_t size);
 /* The pairs of epoch ranks [lo, hi] the running probe epoch measures: those still lacking a
  * direction. */
 cJSON *coord_probe_pairs(coordinator *c);

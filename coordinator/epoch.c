@@ -685,7 +685,9 @@ void coord_epoch_tick(coordinator *c) {
   int live[COORD_MAX_PEERS], n_live = s_live(c, live),
                              need = c->cfg.run.stages * c->cfg.run.replicas;
   if (n_live < need) return;
-  if (!coord_probe_complete(c, live, n_live)) {
+  char missing[256];
+  if (!coord_probe_complete(c, live, n_live, missing, sizeof missing)) {
+    coord_event(c, "probe", "probing: %s", missing);
     s_start_epoch(c, "probe", live, WT_MIN(n_live, COORD_PROBE_MAX));
     return;
   }

@@ -14,6 +14,7 @@
 #include "common/common.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,12 +28,20 @@ int coord_probe_link(coordinator *c, int a, int b, double *lat, double *bw) {
   return 1;
 }
 
-int coord_probe_complete(coordinator *c, const int *who, int n) {
+int coord_probe_complete(coordinator *c, const int *who, int n, char *why, size_t size) {
   double l, b;
   for (int i = 0; i < n; i++) {
-    if (!(c->peers[who[i]].up_Bps > 0) || !(c->peers[who[i]].down_Bps > 0)) return 0;
+    const coord_peer *p = &c->peers[who[i]];
+    if (!(p->up_Bps > 0) || !(p->down_Bps > 0)) {
+      snprintf(why, size, "peer %d's access link is not measured", p->id);
+      return 0;
+    }
     for (int j = 0; j < n; j++)
-      if (i != j && !coord_probe_link(c, who[i], who[j], &l, &b)) return 0;
+      if (i != j && !coord_probe_link(c, who[i], who[j], &l, &b)) {
+        snprintf(why, size, "the link from peer %d to peer %d is not measured", p->id,
+                 c->peers[who[j]].id);
+        return 0;
+      }
   }
   return 1;
 }

@@ -15,7 +15,8 @@
  * (coordinator/epoch.c, s_probe_estimate).
  *
  * A step's bandwidth is the fastest-of-S_BULKS difference between round trips of b and b/2
- * bytes, which cancels the latency and a message's fixed costs. */
+ * bytes, which cancels the latency and a message's fixed costs; b starts at the epoch's
+ * probe_bytes and grows on fast links until that difference is long enough to time. */
 #include "peer/peer_internal.h"
 
 #include "common/common.h"
@@ -32,8 +33,13 @@
 #define S_TAG_NEXT 9005  /* a step is over: the next one starts */
 #define S_TAG_DONE 9006  /* a contention round's receiver got all it was sent */
 #define S_TAG_ALPHA 9007 /* the pinger tells the other end the latency it measured */
+#define S_TAG_GROW 9008  /* the next probe size, or a contention stream's message count */
 #define S_PINGS 3
-#define S_BULKS 2 /* pairs of bulk messages per direction */
+#define S_BULKS 2              /* pairs of bulk messages per direction and size */
+#define S_MIN_DIFF_S 0.04      /* the two sizes' round trips differ by at least this */
+#define S_BULK_MAX (4u << 20) /* the largest probe message */
+#define S_STREAM_S 0.4         /* a contention stream lasts this long on its link alone */
+#define S_STREAM_MAX 4096      /* messages of one contention stream */
 
 typedef struct {
   peer_work *w;
@@ -43,55 +49,83 @@ typedef struct {
   double ts; /* wall seconds per emulated second */
 } s_probe;
 
-/* Sends the bulk messages to `to` and returns its bandwidth, bytes per emulated second. */
+/* Sends the bulk messages to `to` and returns its bandwidth, bytes per emulated second. The
+ * sizes grow (up to S_BULK_MAX) until the difference of the two sizes' round trips is at least
+ * S_MIN_DIFF_S: on a fast link a small message's time is mostly the scheduler's. After each
+ * size a GROW message tells the receiver the next size, 0 when done. */
 static int s_send_bulk(s_probe *p, int to, double *bw) {
   unsigned char ack[8];
-  size_t got;
-  double best[2] = {1e30, 1e30};
-  for (int r = 0; r < S_BULKS; r++)
-    for (int k = 0; k < 2; k++) {
-      double t0 = wt_now_s();
-      WT_CHECK(parallel_comm_send(p->c, to, S_TAG_BULK, p->bulk, p->bytes / (2 - k)));
-      WT_CHECK(parallel_comm_recv(p->c, to, S_TAG_ACK, ack, sizeof ack, &got));
-      best[k] = fmin(best[k], wt_now_s() - t0);
-    }
-  double transfer = fmax(best[1] - best[0], 1e-7);
-  *bw = (double)(p->bytes - p->bytes / 2) / (transfer / p->ts);
-  return WT_OK;
+  size_t got, size = p->bytes;
+  for (;;) {
+    double best[2] = {1e30, 1e30};
+    for (int r = 0; r < S_BULKS; r++)
+      for (int k = 0; k < 2; k++) {
+        double t0 = wt_now_s();
+        WT_CHECK(parallel_comm_send(p->c, to, S_TAG_BULK, p->bulk, size / (2 - k)));
+        WT_CHECK(parallel_comm_recv(p->c, to, S_TAG_ACK, ack, sizeof ack, &got));
+        best[k] = fmin(best[k], wt_now_s() - t0);
+      }
+    double transfer = best[1] - best[0];
+    /* a link faster than the largest message can time (a site's LAN, loopback): the whole
+     * message's rate, fixed costs included, a lower bound */
+    if (size >= S_BULK_MAX && transfer < S_MIN_DIFF_S)
+      transfer = fmax(transfer, best[1] / 2);
+    *bw = (double)(size - size / 2) / (fmax(transfer, 1e-7) / p->ts);
+    uint64_t next = 0;
+    if (transfer < S_MIN_DIFF_S && size < S_BULK_MAX)
+      next = (uint64_t)fmin(S_BULK_MAX, size * fmin(16, fmax(2, 1.5 * S_MIN_DIFF_S / transfer)));
+    WT_CHECK(parallel_comm_send(p->c, to, S_TAG_GROW, &next, sizeof next));
+    if (!next) return WT_OK;
+    size = (size_t)next;
+  }
 }
 
 static int s_recv_bulk(s_probe *p, int from) {
   unsigned char ack[8] = {0};
   size_t got;
-  for (int k = 0; k < 2 * S_BULKS; k++) {
-    WT_CHECK(parallel_comm_recv(p->c, from, S_TAG_BULK, p->bulk, p->bytes, &got));
-    WT_CHECK(parallel_comm_send(p->c, from, S_TAG_ACK, ack, sizeof ack));
+  for (;;) {
+    for (int k = 0; k < 2 * S_BULKS; k++) {
+      WT_CHECK(parallel_comm_recv(p->c, from, S_TAG_BULK, p->bulk, S_BULK_MAX, &got));
+      WT_CHECK(parallel_comm_send(p->c, from, S_TAG_ACK, ack, sizeof ack));
+    }
+    uint64_t next = 0;
+    WT_CHECK(parallel_comm_recv(p->c, from, S_TAG_GROW, &next, sizeof next, &got));
+    if (got != sizeof next || next == 0) return WT_OK;
+    if (next > S_BULK_MAX) return wt_fail(WT_EINVAL, "rank %d asked for a probe of %llu bytes", from,
+                                          (unsigned long long)next);
   }
-  return WT_OK;
 }
 
-/* A contention round's transfer: S_STREAM messages of b bytes back to back and one ACK; the
+/* A contention round's transfer: messages of b bytes back to back and one ACK; the
  * rate is their bytes over the time less one round trip (2α, measured in the pairs). Round
  * trips per message would leave the link idle while the others' transfers fill it, and the
  * two-size difference of s_send_bulk does not hold when the two sizes see different sharing. */
-#define S_STREAM 4
 static int s_send_stream(s_probe *p, int to, double *bw) {
   unsigned char ack[8];
   size_t got;
+  /* as many messages as the link alone carries in S_STREAM_S: the senders of a round start a
+   * scheduler's wake-up apart, and that must be small beside the round */
+  double alone = p->w->probe_bw[to] > 0 ? p->w->probe_bw[to] * p->ts : 0;
+  uint64_t count = (uint64_t)fmin(S_STREAM_MAX, fmax(4, ceil(alone * S_STREAM_S / p->bytes)));
+  WT_CHECK(parallel_comm_send(p->c, to, S_TAG_GROW, &count, sizeof count));
   double t0 = wt_now_s();
-  for (int k = 0; k < S_STREAM; k++)
+  for (uint64_t k = 0; k < count; k++)
     WT_CHECK(parallel_comm_send(p->c, to, S_TAG_BULK, p->bulk, p->bytes));
   WT_CHECK(parallel_comm_recv(p->c, to, S_TAG_ACK, ack, sizeof ack, &got));
   double rtt = p->w->probe_lat[to] > 0 ? 2 * p->w->probe_lat[to] * p->ts : 0;
   double t = fmax(wt_now_s() - t0 - rtt, 1e-7);
-  *bw = (double)S_STREAM * p->bytes / (t / p->ts);
+  *bw = (double)count * p->bytes / (t / p->ts);
   return WT_OK;
 }
 
 static int s_recv_stream(s_probe *p, int from) {
   unsigned char ack[8] = {0};
   size_t got;
-  for (int k = 0; k < S_STREAM; k++)
+  uint64_t count = 0;
+  WT_CHECK(parallel_comm_recv(p->c, from, S_TAG_GROW, &count, sizeof count, &got));
+  if (got != sizeof count || count > S_STREAM_MAX)
+    return wt_fail(WT_EINVAL, "rank %d announced an impossible contention stream", from);
+  for (uint64_t k = 0; k < count; k++)
     WT_CHECK(parallel_comm_recv(p->c, from, S_TAG_BULK, p->bulk, p->bytes, &got));
   return parallel_comm_send(p->c, from, S_TAG_ACK, ack, sizeof ack);
 }
@@ -199,11 +233,11 @@ static int s_round(s_probe *p, int g, int up) {
 int peer_probe_run(peer_work *w, parallel_comm *c) {
   const int n = w->size;
   size_t bytes = (size_t)fmin(fmax(coordinator_field_num(w->body, "probe_bytes", 0), 0), 1e9);
-  if (bytes < 1024 || bytes > (64u << 20)) bytes = 512 * 1024;
+  if (bytes < 1024 || bytes > S_BULK_MAX) bytes = 512 * 1024;
   s_probe p = {.w = w,
                .c = c,
                .bytes = bytes,
-               .bulk = wt_xcalloc(bytes, 1),
+               .bulk = wt_xcalloc(WT_MAX(bytes, S_BULK_MAX), 1),
                .ts = coordinator_field_num(w->body, "time_scale", 1)};
   double **rows[] = {&w->probe_lat, &w->probe_bw, &w->probe_up_round, &w->probe_down_round};
   for (int k = 0; k < 4; k++) {

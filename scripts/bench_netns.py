@@ -157,10 +157,14 @@ def run_once(args, net, work, solver, seed):
                      "--region", f"r{k}", "--data-dir", os.path.join(work, f"peer{n}")],
                     stdout=plog, stderr=subprocess.STDOUT))
         training, final, deadline = None, None, time.time() + args.run_timeout
+        t_probe = None
         while time.time() < deadline:
             st = get_status(net, port)
             if st:
                 final = st
+                if st.get("state") == "probing" and t_probe is None:
+                    t_probe = time.time()
+                st["probe_s"] = time.time() - t_probe if t_probe else None
                 if st.get("state") == "training" and all(
                         p.get("stage", -1) >= 0 for p in st["peers"] if p["state"] == "training"):
                     training = st
@@ -295,6 +299,8 @@ def main():
                 "predicted_s": final["predicted_cost_ga_s"],
                 "netsim_s": simulate(args, work, training, name, tcp),
                 "rings": training["rings"], "plan": plan_of(args, training),
+                "problem": training["probe"]["problem"],
+                "probe_s": training["probe_s"],
                 "wall_s": time.time() - t0})
             if solver == "ga":
                 probe, links = final["probe"], probe_rows(args, final, tcp)
@@ -316,6 +322,10 @@ def main():
         r["error_netsim"] = r["measured_s"] / r["netsim_s"] - 1
         print(f"{r['placement']:<10} {r['measured_s']:10.3f} {r['predicted_s']:11.3f} "
               f"{r['netsim_s']:9.3f} {r['error_predicted']:+9.1%} {r['error_netsim']:+8.1%}")
+    prob = runs[0]["problem"]
+    print(f"model: c_dp {prob['c_dp_bytes'] / 1e6:.2f} MB per stage, c_pp {prob['c_pp_bytes'] / 1e3:.1f}"
+          f" kB per cut, compute {prob['compute_s'] * 1e3:.1f} ms per tasklet (predicted); probe "
+          f"epoch {runs[0]['probe_s'] or float('nan'):.1f} s")
     ga, rnd = runs[0], runs[1:]
     summary = {"rates_mbit": args.rates, "peers_per_region": args.peers_per_region,
                "stages": args.stages, "replicas": args.replicas, "channels": args.channels,
