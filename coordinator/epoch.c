@@ -170,14 +170,18 @@ static void s_problem(coordinator *c, const int *list, int n, int with_compute, 
   }
   int with_access = coord_probe_access(c, list, n, &m->access);
   double params = s_model_params(g, 0);
+  /* a pipeline's own rows cross its cuts (batch / R sequences), forward and back; and its first
+   * and last stage exchange their tied embedding's gradient (a nominal 64 rows, as above) each
+   * step, both ways: with two stages over the cut's own pair, so it is more bytes on the cut.
+   * With more stages that exchange skips the stages between, and the model leaves it out. */
+  double cut = 4.0 * g->run.batch / g->run.replicas * g->run.seq * g->run.channels;
+  if (g->run.stages == 2) cut += 4.0 * 64 * g->run.channels;
   m->prob = (assign_problem){.net = net,
                              .d_pp = g->run.stages,
                              .d_dp = g->run.replicas,
                              .dp_algo = ASSIGN_DP_RING, /* what the runtime runs, in the rings */
                              .c_dp_bytes = 4.0 * params / g->run.stages,
-                             /* a pipeline's own rows cross its cuts: batch / R sequences */
-                             .c_pp_bytes = 4.0 * g->run.batch / g->run.replicas * g->run.seq *
-                                           g->run.channels,
+                             .c_pp_bytes = cut,
                              .access = with_access ? &m->access : NULL};
   /* A tasklet's compute on the fastest listed peer: 6 FLOP per parameter and token (forward and
    * backward) for its stage's parameters and its replica's tokens. */

@@ -35,11 +35,11 @@
 #define S_TAG_ALPHA 9007 /* the pinger tells the other end the latency it measured */
 #define S_TAG_GROW 9008  /* the next probe size, or a contention stream's message count */
 #define S_PINGS 3
-#define S_BULKS 2              /* pairs of bulk messages per direction and size */
-#define S_MIN_DIFF_S 0.04      /* the two sizes' round trips differ by at least this */
+#define S_BULKS 2             /* pairs of bulk messages per direction and size */
+#define S_MIN_DIFF_S 0.04     /* the two sizes' round trips differ by at least this */
 #define S_BULK_MAX (4u << 20) /* the largest probe message */
-#define S_STREAM_S 0.4         /* a contention stream lasts this long on its link alone */
-#define S_STREAM_MAX 4096      /* messages of one contention stream */
+#define S_STREAM_S 0.4        /* a contention stream lasts this long on its link alone */
+#define S_STREAM_MAX 4096     /* messages of one contention stream */
 
 typedef struct {
   peer_work *w;
@@ -68,8 +68,7 @@ static int s_send_bulk(s_probe *p, int to, double *bw) {
     double transfer = best[1] - best[0];
     /* a link faster than the largest message can time (a site's LAN, loopback): the whole
      * message's rate, fixed costs included, a lower bound */
-    if (size >= S_BULK_MAX && transfer < S_MIN_DIFF_S)
-      transfer = fmax(transfer, best[1] / 2);
+    if (size >= S_BULK_MAX && transfer < S_MIN_DIFF_S) transfer = fmax(transfer, best[1] / 2);
     *bw = (double)(size - size / 2) / (fmax(transfer, 1e-7) / p->ts);
     uint64_t next = 0;
     if (transfer < S_MIN_DIFF_S && size < S_BULK_MAX)
@@ -91,8 +90,9 @@ static int s_recv_bulk(s_probe *p, int from) {
     uint64_t next = 0;
     WT_CHECK(parallel_comm_recv(p->c, from, S_TAG_GROW, &next, sizeof next, &got));
     if (got != sizeof next || next == 0) return WT_OK;
-    if (next > S_BULK_MAX) return wt_fail(WT_EINVAL, "rank %d asked for a probe of %llu bytes", from,
-                                          (unsigned long long)next);
+    if (next > S_BULK_MAX)
+      return wt_fail(WT_EINVAL, "rank %d asked for a probe of %llu bytes", from,
+                     (unsigned long long)next);
   }
 }
 

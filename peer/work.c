@@ -360,6 +360,12 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
             "ranks, %.1f MB between them",
             c.stage, res.steps_done, c.site_ranks / cp, cp, (double)res.bytes_site / 1e6);
   }
+  long ran = res.steps_done - w->start_step;
+  if (ran > 0) /* where a step's time went, to hold against the placement's prediction */
+    WT_INFO("peerd: stage %d replica %d, %ld steps of %.3f s: pipeline %.3f (compute %.3f), tied "
+            "embedding %.3f, data-parallel reduce %.3f, norm %.3f",
+            c.stage, c.replica, ran, res.seconds / ran, res.pipeline_s / ran, res.compute_s / ran,
+            res.tied_s / ran, res.reduce_s / ran, res.norm_s / ran);
   if (owned) free((void *)in);
   if (out) { /* the stage at its last completed step, kept for the next epoch */
     int stage = -1;

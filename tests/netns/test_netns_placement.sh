@@ -17,7 +17,7 @@ SRC=$2
 OUT=$(mktemp "${TMPDIR:-/tmp}/wt-netns-test-XXXXXX.json")
 trap 'rm -f "$OUT"' EXIT
 python3 "$SRC/scripts/bench_netns.py" --bin "$BIN" --rates 200,100,50,25 --random 3 \
-  --steps 12 --prefix wt19t --subnet 218 --json-out "$OUT"
+  --channels 192 --steps 10 --prefix wt19t --subnet 218 --json-out "$OUT"
 rc=$?
 [ $rc = 77 ] && exit 77
 [ $rc = 0 ] || { echo "FAIL: the namespaces bench failed ($rc)"; exit 1; }
