@@ -78,9 +78,9 @@ double coord_probe_deadline_s(coordinator *c) {
 void coord_probe_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
   const char *names[] = {"latency_s", "bandwidth_Bps", "up_round_Bps", "down_round_Bps"};
   const cJSON *rows[4];
-  for (int k = 0; k < 4; k++) {
+  for (int k = 0; k < 4; k++) { /* the round rows may be absent: no round measured */
     rows[k] = cJSON_GetObjectItemCaseSensitive(body, names[k]);
-    if (cJSON_GetArraySize(rows[k]) != c->n_members) {
+    if ((k < 2 || rows[k]) && cJSON_GetArraySize(rows[k]) != c->n_members) {
       p->result = -1;
       return;
     }
