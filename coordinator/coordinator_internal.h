@@ -23,6 +23,7 @@
 #define COORD_EVENT_DETAIL 320
 #define COORD_TRUST_REPLICAS 64 /* replicas of a stage a trust report covers */
 #define COORD_MAX_EXCLUDED 256  /* liars listed in /status (all are counted, and refused by key) */
+#define COORD_PROBE_MAX 64 /* members of one probe epoch */
 
 typedef enum { PEER_GONE = 0, PEER_LIVE = 1 } coord_peer_status;
 
@@ -78,6 +79,12 @@ typedef struct {
   double sidelined_until;
   int sidelinings;
   char sidelined_why[160];
+  /* its access link as the probes estimated it (coordinator/probe.c): capacities in bytes/s
+   * (0 = not measured) and the link's id (the peer id of its first peer; peers that share one
+   * have the same), and the contention rounds' together/alone ratios (-1 = none) */
+  double up_Bps, down_Bps;
+  int access_link;
+  double up_ratio, down_ratio;
 } coord_peer;
 
 /* One line of the event log as /status shows it. */
@@ -144,7 +151,7 @@ struct coordinator {
   int promote; /* peer index of a standby to place at the next train epoch, -1 = none */
   int n_plan;
   double cost_ga, cost_random;
-  int failed_epochs; /* consecutive train epochs that ended without progress */
+  int failed_epochs;      /* consecutive train epochs that ended without progress */
   int missed_checkpoints; /* failed train epochs since the last commit that trained past a
                            * checkpoint step they did not commit (a checkpoint that cannot be
                            * saved, e.g. on a full disk) */
@@ -172,6 +179,9 @@ struct coordinator {
   int excluded_id[COORD_MAX_EXCLUDED];
   char excluded_key[COORD_MAX_EXCLUDED][COORD_KEY_LEN + 1],
       excluded_why[COORD_MAX_EXCLUDED][256];
+  /* the running probe epoch's contention rounds by epoch rank: [from * COORD_PROBE_MAX + to],
+   * bytes/s while the region of `from` (up) or of `to` (down) sent or received at once */
+  double probe_up[COORD_PROBE_MAX * COORD_PROBE_MAX], probe_down[COORD_PROBE_MAX * COORD_PROBE_MAX];
 };
 
 /* peers.c — the peer table: cfg.max_peers slots, found by key in O(log n), and each peer's
@@ -234,6 +244,35 @@ void coord_state_save_loss(coordinator *c, long step, float loss);
 int coord_state_meta_get(coordinator *c, const char *key, char *out, size_t size);
 void coord_state_meta_set(coordinator *c, const char *key, const char *value);
 
+/* Saves / loads the peers' estimated access links (meta "access", by key): all of them, or
+ * with load_access only peer index i's. */
+void coord_state_save_access(coordinator *c);
+void coord_state_load_access(coordinator *c, int i);
+
+/* probe.c — the network model from a probe epoch */
+/* The measured link from peer index a to b: its latency and bandwidth (a to b). 0 when that
+ * direction was not measured. */
+int coord_probe_link(coordinator *c, int a, int b, double *lat, double *bw);
+/* Whether every directed pair among the peer indices who[0..n) and every one's access link
+ * was measured; when not, why says what is missing. */
+int coord_probe_complete(coordinator *c, const int *who, int n, char *why, size_t size);
+/* The pairs of epoch ranks [lo, hi] the running probe epoch measures: those still lacking a
+ * direction. */
+cJSON *coord_probe_pairs(coordinator *c);
+/* The deadline of the running probe epoch, seconds from its start. */
+double coord_probe_deadline_s(coordinator *c);
+/* A member's RESULT rows of the running probe epoch. */
+void coord_probe_on_result(coordinator *c, coord_peer *p, const cJSON *body);
+/* Once every member reported: estimates each member's access link (logged, saved). */
+void coord_probe_estimate(coordinator *c);
+/* The access links of the peer indices list[0..n) (network index = position in list), arrays
+ * malloc'd (coord_probe_access_free). 0 (acc zeroed) when a peer's link is not measured. */
+int coord_probe_access(coordinator *c, const int *list, int n, assign_access *acc);
+void coord_probe_access_free(assign_access *acc);
+/* The measured directed matrix and access links of the live peers (the first COORD_PROBE_MAX),
+ * for /status. */
+cJSON *coord_probe_json(coordinator *c);
+
 /* token.c */
 int coord_token_verify(coordinator *c, const char *token, char *why, size_t why_size);
 int coord_token_key_load(const char *dir, unsigned char key[32]);
@@ -292,6 +331,11 @@ void coord_epoch_on_checkpoint(coordinator *c, coord_peer *p, const cJSON *body)
 /* A checkpoint was committed: re-places the run when a standby would cut the cost enough. */
 void coord_epoch_on_commit(coordinator *c);
 int coord_scenario_load(coordinator *c);
+/* The cost model's constants over the live peers (the first COORD_PROBE_MAX), for /status: the
+ * gradient bytes of a stage (c_dp_bytes), the activation bytes of a cut (c_pp_bytes) and a
+ * tasklet's compute on the fastest peer (compute_s, seconds per iteration), and whether access
+ * links are known. */
+cJSON *coord_epoch_problem_json(coordinator *c);
 int coord_region_index(coordinator *c, const char *label, char *why, size_t size);
 /* The scenario device peer index i emulates: the one it had if still free, else the first device
  * of its region no other live peer emulates, else its region's first (it shares that device's

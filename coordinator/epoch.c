@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define S_PROBE_DEADLINE_S 120.0
 
 static void s_abort(coordinator *c, const char *why);
 
@@ -102,6 +101,8 @@ static void s_publish(coordinator *c) {
       cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->peers[c->members[j]].id));
     }
     if (c->scenario) s_emulation_json(c, r, b);
+    if (!strcmp(c->epoch_kind, "probe"))
+      cJSON_AddItemToObject(b, "probe_pairs", coord_probe_pairs(c));
     if (!strcmp(c->epoch_kind, "train")) {
       /* as raw text: cJSON would print its numbers again, to 15 digits, and the peer must
        * receive every bit the operator set */
@@ -123,7 +124,8 @@ static int s_scenario_links(const coordinator *c) {
   return c->scenario && !strcmp(c->cfg.links, "scenario");
 }
 
-/* Links measured between peer indices a and b (the mean of both directions when both exist). */
+/* The link from peer index a to b the placement prices: the emulated scenario's own with
+ * --links scenario, else the probed one (coord_probe_link). */
 static int s_link(coordinator *c, int a, int b, double *lat, double *bw) {
   if (s_scenario_links(c)) {
     const assign_network *net = netsim_scenario_network(c->scenario);
@@ -133,13 +135,7 @@ static int s_link(coordinator *c, int a, int b, double *lat, double *bw) {
     *lat = net->latency_s[da * net->n + db], *bw = net->bandwidth_Bps[da * net->n + db];
     return *bw > 0;
   }
-  double l1 = -1, l2 = -1, b1 = -1, b2 = -1;
-  coord_link_get(c, a, b, &l1, &b1);
-  coord_link_get(c, b, a, &l2, &b2);
-  if (l1 < 0 && l2 < 0) return 0;
-  *lat = l1 >= 0 && l2 >= 0 ? (l1 + l2) / 2 : (l1 >= 0 ? l1 : l2);
-  *bw = b1 > 0 && b2 > 0 ? (b1 + b2) / 2 : (b1 > 0 ? b1 : b2);
-  return *bw > 0;
+  return coord_probe_link(c, a, b, lat, bw);
 }
 
 /* The live peers an epoch may seat: not those sidelined for now (sideline.c). */
@@ -171,14 +167,6 @@ static void s_fastest(coordinator *c, const int *live, int n_live, int *list, in
   free(order);
 }
 
-static int s_all_probed(coordinator *c, const int *who, int n) {
-  double l, b;
-  for (int i = 0; i < n; i++)
-    for (int j = i + 1; j < n; j++)
-      if (!s_link(c, who[i], who[j], &l, &b)) return 0;
-  return 1;
-}
-
 /* Parameters of the model for the cost model: the blocks and embeddings (vocabulary not known
  * here, so a nominal 64 rows) and each MoE block's router and extra experts — all of them
  * (what a replica's reduce moves), or only the top-k a token uses (active: its compute). */
@@ -194,7 +182,6 @@ static double s_model_params(const coordinator_config *g, int active) {
   return params;
 }
 
-/* The cost model's problem over the peers `list` (network index = position in list). */
 /* The wire size of a value as a fraction of float32 under a codec (compress/codec.h's and
  * compress/acsgd.h's layouts, block scales left out): the cost model prices the bytes the run
  * sends, so that the placement follows its traffic. topk and randk are priced dense (their k is
@@ -211,9 +198,17 @@ static double s_codec_fraction(const char *codec) {
   return 1;
 }
 
-static void s_problem(coordinator *c, const int *list, int n, int with_compute, assign_network *net,
-                      assign_problem *p) {
+/* The cost model's problem over the peers `list` (network index = position in list): the
+ * measured directed pairs and, once probed, the peers' access links. Free with s_model_free. */
+typedef struct {
+  assign_network net;
+  assign_access access;
+  assign_problem prob;
+} s_model;
+
+static void s_problem(coordinator *c, const int *list, int n, int with_compute, s_model *m) {
   const coordinator_config *g = &c->cfg;
+  assign_network *net = &m->net;
   net->n = n;
   net->latency_s = wt_xcalloc((size_t)n * n, sizeof(double));
   net->bandwidth_Bps = wt_xcalloc((size_t)n * n, sizeof(double));
@@ -230,28 +225,52 @@ static void s_problem(coordinator *c, const int *list, int n, int with_compute, 
       net->bandwidth_Bps[i * n + j] = i == j ? 1e12 : b;
     }
   }
-  assign_network_symmetrize(net);
+  int with_access = coord_probe_access(c, list, n, &m->access);
   double params = s_model_params(g, 0);
-  *p = (assign_problem){.net = net,
-                        .d_pp = g->run.stages,
-                        .d_dp = g->run.replicas,
-                        .dp_algo = ASSIGN_DP_RING, /* what the runtime runs, in the plan's rings */
-                        .c_dp_bytes =
-                            4.0 * params / g->run.stages * s_codec_fraction(g->run.sync.grad_codec),
-                        .dp_every = g->run.sync.diloco, /* DiLoCo syncs every H steps */
-                        .c_pp_bytes = 4.0 * g->run.batch * g->run.seq * g->run.channels *
-                                      s_codec_fraction(g->run.act_codec)};
+  /* a pipeline's own rows cross its cuts (batch / R sequences), forward and back, in the
+   * activation codec; and its first and last stage exchange their tied embedding's gradient (a
+   * nominal 64 rows, as above) each step, both ways: with two stages over the cut's own pair, so
+   * it is more bytes on the cut. With more stages that exchange skips the stages between, and
+   * the model leaves it out. */
+  double cut = 4.0 * g->run.batch / g->run.replicas * g->run.seq * g->run.channels *
+               s_codec_fraction(g->run.act_codec);
+  if (g->run.stages == 2) cut += 4.0 * 64 * g->run.channels;
+  m->prob = (assign_problem){
+      .net = net,
+      .d_pp = g->run.stages,
+      .d_dp = g->run.replicas,
+      .dp_algo = ASSIGN_DP_RING, /* what the runtime runs, in the plan's rings */
+      .c_dp_bytes = 4.0 * params / g->run.stages * s_codec_fraction(g->run.sync.grad_codec),
+      .dp_every = g->run.sync.diloco, /* DiLoCo syncs every H steps */
+      .c_pp_bytes = cut,
+      .access = with_access ? &m->access : NULL};
   /* A tasklet's compute on the fastest listed peer: 6 FLOP per parameter and token (forward and
    * backward) for its stage's parameters and its replica's tokens. */
   if (with_compute && ref > 0)
-    p->compute_s = 6.0 * s_model_params(g, 1) / g->run.stages *
-                   ((double)g->run.batch / g->run.replicas * g->run.seq) / ref;
+    m->prob.compute_s = 6.0 * s_model_params(g, 1) / g->run.stages *
+                        ((double)g->run.batch / g->run.replicas * g->run.seq) / ref;
 }
 
-static void s_network_free(assign_network *net) {
-  free(net->latency_s);
-  free(net->bandwidth_Bps);
-  free(net->compute_speed);
+static void s_model_free(s_model *m) {
+  free(m->net.latency_s);
+  free(m->net.bandwidth_Bps);
+  free(m->net.compute_speed);
+  coord_probe_access_free(&m->access);
+}
+
+cJSON *coord_epoch_problem_json(coordinator *c) {
+  int live[COORD_PROBE_MAX], n = 0; /* the constants do not depend on how many are priced */
+  for (int i = 0; i < c->n_peers && n < COORD_PROBE_MAX; i++)
+    if (c->peers[i].status == PEER_LIVE) live[n++] = i;
+  cJSON *o = cJSON_CreateObject();
+  s_model m;
+  s_problem(c, live, n, 1, &m);
+  cJSON_AddNumberToObject(o, "c_dp_bytes", m.prob.c_dp_bytes);
+  cJSON_AddNumberToObject(o, "c_pp_bytes", m.prob.c_pp_bytes);
+  cJSON_AddNumberToObject(o, "compute_s", m.prob.compute_s);
+  cJSON_AddBoolToObject(o, "access_links", m.prob.access != NULL);
+  s_model_free(&m);
+  return o;
 }
 
 static int s_in(const int *list, int n, int x) {
@@ -316,14 +335,13 @@ static void s_state_sources(coordinator *c) {
 /* The cost model's iteration cost, compute included, of the world ranks held by list (peer
  * indices by world rank). Links not yet probed count as free: an optimistic estimate. */
 static double s_cost_of(coordinator *c, const int *list, int n) {
-  assign_network net;
-  assign_problem prob;
-  s_problem(c, list, n, 1, &net, &prob);
+  s_model m;
+  s_problem(c, list, n, 1, &m);
   assign_plan *plan = assign_plan_new(c->cfg.run.stages, c->cfg.run.replicas);
   for (int w = 0; w < n; w++) plan->device[w] = w;
-  double cost = assign_plan_cost(&prob, plan).comm_s;
+  double cost = assign_plan_cost(&m.prob, plan).comm_s;
   assign_plan_destroy(&plan);
-  s_network_free(&net);
+  s_model_free(&m);
   return cost;
 }
 
@@ -647,9 +665,10 @@ static int s_place(coordinator *c, const int *live, int n_live) {
   } else {
     s_fastest(c, live, n_live, list, n); /* the rest wait as standbys */
   }
-  assign_network net;
-  assign_problem prob;
-  s_problem(c, list, n, 0, &net, &prob);
+  s_model m; /* compute included: the same for every plan (one tasklet per peer), it makes the
+              * predicted cost an iteration's time */
+  s_problem(c, list, n, 1, &m);
+  const assign_problem *prob = &m.prob;
   assign_plan *plan = NULL;
   assign_stats st;
   int rc;
@@ -657,25 +676,27 @@ static int s_place(coordinator *c, const int *live, int n_live) {
     assign_plan *prev = assign_plan_new(c->cfg.run.stages, c->cfg.run.replicas);
     for (int w = 0; w < n; w++) prev->device[w] = w;
     assign_budget b = {.max_evals = 400};
-    rc = assign_resolve(&prob, prev, changed, n_changed, &b, (uint64_t)c->epoch, &plan, &st);
+    rc = assign_resolve(prob, prev, changed, n_changed, &b, (uint64_t)c->epoch, &plan, &st);
     assign_plan_destroy(&prev);
   } else if (s_fixed(c)) {
-    rc = s_fixed_plan(c, &prob, &plan);
-    if (rc == WT_OK) c->cost_random = s_random_cost(c, &prob, n);
+    rc = s_fixed_plan(c, prob, &plan);
+    if (rc == WT_OK) c->cost_random = s_random_cost(c, prob, n);
   } else if (!strcmp(c->cfg.solver, "shuffle")) {
     plan = s_shuffled_plan(c);
-    rc = WT_OK;
-    c->cost_random = s_random_cost(c, &prob, n);
+    rc = assign_plan_choose_rings(prob, plan); /* its rings, as any placement's */
+    c->cost_random = s_random_cost(c, prob, n);
   } else {
     assign_solver kind = ASSIGN_SOLVER_GA;
     assign_solver_parse(c->cfg.solver, &kind);
     assign_budget b = {.max_evals = 4000, .max_seconds = 2};
-    rc = assign_solve(&prob, kind, &b, (uint64_t)c->cfg.run.seed, &plan, &st);
+    rc = assign_solve(prob, kind, &b, (uint64_t)c->cfg.run.seed, &plan, &st);
+  }
+  if (!resolve) {
     /* the baseline: the mean cost of placing the peers at random (as laid out, 100 draws) */
-    if (rc == WT_OK) c->cost_random = s_random_cost(c, &prob, n);
+    if (rc == WT_OK) c->cost_random = s_random_cost(c, prob, n);
   }
   if (rc == WT_OK) {
-    c->cost_ga = assign_plan_cost(&prob, plan).comm_s;
+    c->cost_ga = assign_plan_cost(prob, plan).comm_s;
     for (int w = 0; w < n; w++) c->members[w] = list[plan->device[w]];
     c->n_members = n;
     memcpy(c->plan_members, c->members, sizeof(int) * n);
@@ -687,7 +708,7 @@ static int s_place(coordinator *c, const int *live, int n_live) {
     coord_event(c, "error", "placement failed: %s", wt_last_error());
   }
   assign_plan_destroy(&plan);
-  s_network_free(&net);
+  s_model_free(&m);
   return rc == WT_OK;
 }
 
@@ -838,8 +859,11 @@ void coord_epoch_tick(coordinator *c) {
   if (c->phase != EPOCH_NONE) return;
   int *live = c->live, n_live = s_live(c, live), need = c->cfg.run.stages * c->cfg.run.replicas;
   if (n_live < need) return;
-  if (!s_scenario_links(c) && !s_fixed(c) && !s_all_probed(c, live, n_live)) {
-    s_start_epoch(c, "probe", live, WT_MIN(n_live, 64));
+  char missing[256];
+  if (!s_scenario_links(c) && !s_fixed(c) &&
+      !coord_probe_complete(c, live, n_live, missing, sizeof missing)) {
+    coord_event(c, "probe", "probing: %s", missing);
+    s_start_epoch(c, "probe", live, WT_MIN(n_live, COORD_PROBE_MAX));
     return;
   }
   if (c->failed_epochs >= 3 || c->missed_checkpoints >= 3) {
@@ -872,27 +896,9 @@ void coord_epoch_on_bound(coordinator *c, coord_peer *p, const cJSON *body) {
   s_send_all(c, COORD_CMD_START, b);
   cJSON_Delete(b);
   c->phase = EPOCH_RUNNING;
-  c->phase_deadline = wt_now_s() + S_PROBE_DEADLINE_S;
+  c->phase_deadline = wt_now_s() + coord_probe_deadline_s(c);
   c->start_deadline = wt_now_s() + c->cfg.bind_timeout_s;
   coord_state_save_run(c);
-}
-
-static void s_probe_result(coordinator *c, coord_peer *p, const cJSON *body) {
-  const cJSON *la = cJSON_GetObjectItemCaseSensitive(body, "latency_s");
-  const cJSON *bw = cJSON_GetObjectItemCaseSensitive(body, "bandwidth_Bps");
-  if (cJSON_GetArraySize(la) != c->n_members || cJSON_GetArraySize(bw) != c->n_members) {
-    p->result = -1;
-    return;
-  }
-  int a = c->members[p->epoch_rank];
-  for (int j = 0; j < c->n_members; j++) {
-    double l = cJSON_GetNumberValue(cJSON_GetArrayItem(la, j));
-    double w = cJSON_GetNumberValue(cJSON_GetArrayItem(bw, j));
-    if (j == p->epoch_rank || !(l >= 0 && l < 100) || !(w > 0 && w < 1e13)) continue;
-    int b = c->members[j];
-    coord_link_set(c, a, b, l, w);
-    coord_state_save_link(c, a, b);
-  }
 }
 
 void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
@@ -920,7 +926,7 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
   p->bytes_inter_raw =
       fmax(p->bytes_inter_raw,
            cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_inter_raw")));
-  if (ok && !strcmp(c->epoch_kind, "probe")) s_probe_result(c, p, body);
+  if (ok && !strcmp(c->epoch_kind, "probe")) coord_probe_on_result(c, p, body);
   if (!ok) {
     /* The cause, not its echoes: when one tasklet fails, its neighbours fail next with a lost
      * link or a deadline (WT_EIO / WT_ETIMEOUT), and their reports may arrive first. */
@@ -940,6 +946,7 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
     return;
   }
   if (!s_all_reported(c) || c->phase == EPOCH_DRAINING) return;
+  if (!strcmp(c->epoch_kind, "probe")) coord_probe_estimate(c);
   if (!strcmp(c->epoch_kind, "train")) {
     c->failed_epochs = 0;
     /* a run that stopped at its time limit is over too: every tasklet stopped after one step */

@@ -191,6 +191,8 @@ void coord_state_save_run(coordinator *c) {
     cJSON_AddItemToArray(m, cJSON_CreateNumber(c->peers[c->members[i]].id));
   for (int i = 0; i < c->n_plan; i++)
     cJSON_AddItemToArray(pm, cJSON_CreateNumber(c->peers[c->plan_members[i]].id));
+  cJSON *rings = cJSON_AddArrayToObject(run, "rings"); /* the plan's rings, as sent */
+  for (int i = 0; i < c->n_rings; i++) cJSON_AddItemToArray(rings, cJSON_CreateNumber(c->rings[i]));
   char *text = cJSON_PrintUnformatted(run);
   coord_state_meta_set(c, "run", text);
   free(text);
@@ -355,8 +357,47 @@ static void s_load_links(coordinator *c, const char *key) {
   sqlite3_finalize(st);
 }
 
+void coord_state_save_access(coordinator *c) {
+  char text[65536];
+  coord_state_meta_get(c, "access", text, sizeof text);
+  cJSON *all = cJSON_Parse(text);
+  if (!cJSON_IsObject(all)) cJSON_Delete(all), all = cJSON_CreateObject();
+  for (int i = 0; i < c->n_peers; i++) {
+    const coord_peer *p = &c->peers[i];
+    if (!(p->up_Bps > 0)) continue;
+    cJSON *row = cJSON_CreateArray();
+    const double v[] = {p->up_Bps, p->down_Bps, p->access_link, p->up_ratio, p->down_ratio};
+    for (int k = 0; k < 5; k++) cJSON_AddItemToArray(row, cJSON_CreateNumber(v[k]));
+    cJSON_DeleteItemFromObjectCaseSensitive(all, p->key);
+    cJSON_AddItemToObject(all, p->key, row);
+  }
+  char *out = cJSON_PrintUnformatted(all);
+  if (out && strlen(out) < sizeof text) coord_state_meta_set(c, "access", out);
+  free(out);
+  cJSON_Delete(all);
+}
+
+void coord_state_load_access(coordinator *c, int i) {
+  char text[65536];
+  if (!coord_state_meta_get(c, "access", text, sizeof text)) return;
+  cJSON *all = cJSON_Parse(text);
+  for (int k = i < 0 ? 0 : i; k < (i < 0 ? c->n_peers : i + 1); k++) {
+    coord_peer *p = &c->peers[k];
+    const cJSON *row = cJSON_GetObjectItemCaseSensitive(all, p->key);
+    double v[5];
+    int ok = cJSON_GetArraySize(row) == 5;
+    for (int j = 0; ok && j < 5; j++)
+      ok = isfinite(v[j] = cJSON_GetNumberValue(cJSON_GetArrayItem(row, j)));
+    if (!ok || !(v[0] > 0 && v[1] > 0)) continue; /* absent or damaged: probed again */
+    p->up_Bps = v[0], p->down_Bps = v[1], p->access_link = (int)v[2];
+    p->up_ratio = v[3], p->down_ratio = v[4];
+  }
+  cJSON_Delete(all);
+}
+
 void coord_state_load_links(coordinator *c, int i) {
   s_load_links(c, c->peers[i].key);
+  coord_state_load_access(c, i);
 }
 
 static int s_json_has(const cJSON *run, const char *name, int id) {
@@ -407,6 +448,7 @@ static void s_load_peers(coordinator *c, const cJSON *run) {
   sqlite3_finalize(st);
   coord_peers_reindex(c);
   s_load_links(c, NULL);
+  coord_state_load_access(c, -1);
 }
 
 static void s_ids_to_peers(coordinator *c, const cJSON *arr, int *out, int *n) {
@@ -469,6 +511,13 @@ int coord_state_load(coordinator *c) {
   s_ids_to_peers(c, cJSON_GetObjectItem(run, "members"), c->members, &c->n_members);
   s_ids_to_peers(c, cJSON_GetObjectItem(run, "plan"), c->plan_members, &c->n_plan);
   s_load_outcome(c, run);
+  /* the rings of that plan: the running epoch's members run them, and /status shows them */
+  const cJSON *rings = cJSON_GetObjectItem(run, "rings");
+  c->n_rings = cJSON_GetArraySize(rings) == c->n_plan ? c->n_plan : 0;
+  for (int i = 0; i < c->n_rings; i++) {
+    double v = cJSON_GetNumberValue(cJSON_GetArrayItem(rings, i));
+    c->rings[i] = v >= 0 && v < c->cfg.run.replicas ? (int)v : 0;
+  }
   if (cJSON_GetNumberValue(cJSON_GetObjectItem(run, "running")) == 1 &&
       !strcmp(c->epoch_kind, "train")) {
     /* The members train without us; they report their results to whoever serves now. */

@@ -226,6 +226,10 @@ cJSON *coord_status(coordinator *c) {
     cJSON_AddItemToArray(rings, ring);
   }
   coord_trust_status(c, o); /* peers_excluded, excluded, trust */
+  /* what the probes measured: the directed matrix among the live peers and their access links */
+  cJSON *probe = coord_probe_json(c);
+  cJSON_AddItemToObject(probe, "problem", coord_epoch_problem_json(c));
+  cJSON_AddItemToObject(o, "probe", probe);
   cJSON *peers = cJSON_AddArrayToObject(o, "peers");
   int *listed = wt_xmalloc(sizeof(int) * (size_t)(c->n_peers ? c->n_peers : 1));
   int n_listed = s_listed(c, listed);

@@ -26,10 +26,10 @@ typedef struct {
 
 typedef struct {
   int epoch, rank, size, is_train;
-  peer_held *held; /* borrowed from peerd */
-  cJSON *body;     /* the EPOCH message, owned */
+  peer_held *held;         /* borrowed from peerd */
+  cJSON *body;             /* the EPOCH message, owned */
   parallel_run_config run; /* a train epoch's run, as the coordinator sent it (checked) */
-  int dp_ring[64];          /* its stage's data-parallel ring (the tasklet's dp_ring) */
+  int dp_ring[64];         /* its stage's data-parallel ring (the tasklet's dp_ring) */
   parallel_zmq_transport *transport;
   char keys[64][41];
   double *lat, *bw; /* emulated link rows, or NULL */
@@ -56,7 +56,6 @@ typedef struct {
   int stage, replica;
   int site_ranks; /* --gpus: the tasklet's site (set before peer_work_start) */
   struct parallel_site_link *site_link; /* --site, rank 0: the site's processes (borrowed) */
-  double *probe_lat, *probe_bw;         /* size entries, -1 unmeasured */
   FILE *log;        /* --json-log (borrowed; written by the work thread only), or NULL */
   int peer_id;      /* the coordinator's id of this peer, for the log */
   int *same_access; /* emulated: members behind this one's access link, or NULL */
@@ -67,6 +66,10 @@ typedef struct {
   long trust_syncs;
   long trust_flagged[64];
   uint32_t trust_why[64];
+  /* a probe's rows, size entries each, -1 unmeasured: the latency to each rank and the
+   * bandwidth to it alone, and to it in a contention round of this peer's region (up) or of
+   * its region (down) */
+  double *probe_lat, *probe_bw, *probe_up_round, *probe_down_round;
 } peer_work;
 
 /* Parses an EPOCH body and binds the data socket (tcp://host:*). NULL with wt_last_error(). */
@@ -83,6 +86,10 @@ cJSON *peer_work_result(peer_work *w);
 /* Adds the epoch's robust-sync evidence to a HEARTBEAT or RESULT body as "trust" (nothing
  * without a robust run): {"syncs": n, "flagged": [per replica], "why": ["norm,cosine", ...]}. */
 void peer_work_trust_json(peer_work *w, cJSON *body);
+/* A probe epoch's measurements (peer/probe.c): fills the probe rows of w. Returns WT_OK or the
+ * transport's error (every wait has the transport's deadline, and none lasts longer than one
+ * pair's probe). */
+int peer_probe_run(peer_work *w, parallel_comm *c);
 
 /* Frees what a peer holds and marks it empty. */
 void peer_held_clear(peer_held *h);

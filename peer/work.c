@@ -1,6 +1,5 @@
-/* work — one epoch's work on its own thread: a link probe (round-robin pairs, ping-pong for
- * latency, two bounded bulk messages for bandwidth, through the same ZeroMQ links and WAN
- * emulation training uses) or a training tasklet. */
+/* work — one epoch's work on its own thread: a link probe (peer/probe.c, through the same
+ * ZeroMQ links and WAN emulation training uses) or a training tasklet. */
 #include "peer/peer_internal.h"
 
 #include "common/bytes.h" /* defines: wt_put_le64 / wt_get_le64 for the hand-over header */
@@ -19,14 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define S_TAG_PING 9001
-#define S_TAG_PONG 9002
-#define S_TAG_BULK 9003
-#define S_TAG_ACK 9004
 #define S_TAG_STATE_HEAD 9101 /* the state hand-over: step, bytes, SHA-256 ... */
 #define S_TAG_STATE 9102      /* ... then the blob */
-#define S_PINGS 5
-#define S_BULKS 3 /* pairs of bulk messages per link */
 
 /* ---- the aborting wrapper: once w->abort is set every op fails, so the tasklet returns and
  * its comm says goodbye, which ends the neighbours' waits at once ---------------------------- */
@@ -148,80 +141,6 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
 
 const char *peer_work_endpoint(const peer_work *w) {
   return parallel_zmq_transport_endpoint(w->transport);
-}
-
-/* ---- the probe ---------------------------------------------------------------------------- */
-
-static int s_cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static int s_probe_pair(peer_work *w, parallel_comm *c, int other, size_t bulk_bytes,
-                        unsigned char *bulk) {
-  double ts = coordinator_field_num(w->body, "time_scale", 1), rtt[S_PINGS];
-  unsigned char small[64] = {0};
-  size_t got;
-  if (w->rank < other) {
-    for (int k = 0; k < S_PINGS; k++) {
-      double t0 = wt_now_s();
-      WT_CHECK(parallel_comm_send(c, other, S_TAG_PING, small, sizeof small));
-      WT_CHECK(parallel_comm_recv(c, other, S_TAG_PONG, small, sizeof small, &got));
-      rtt[k] = wt_now_s() - t0;
-    }
-    qsort(rtt, S_PINGS, sizeof(double), s_cmp);
-    double alpha = rtt[0] / 2, best[2] = {1e30, 1e30}; /* the fastest ping: see below */
-    /* Two sizes, b/2 and b: the difference of their round trips is (b/2)/β alone, without the
-     * latency and the fixed cost of a message (encryption of its last part, wake-ups). A busy
-     * CPU only ever adds time, so each size's fastest of S_BULKS round trips is its truest. */
-    for (int r = 0; r < S_BULKS; r++)
-      for (int k = 0; k < 2; k++) {
-        double t0 = wt_now_s();
-        WT_CHECK(parallel_comm_send(c, other, S_TAG_BULK, bulk, bulk_bytes / (2 - k)));
-        WT_CHECK(parallel_comm_recv(c, other, S_TAG_ACK, small, sizeof small, &got));
-        best[k] = fmin(best[k], wt_now_s() - t0);
-      }
-    double transfer = fmax(best[1] - best[0], 1e-7);
-    w->probe_lat[other] = alpha / ts;
-    w->probe_bw[other] = (double)(bulk_bytes - bulk_bytes / 2) / (transfer / ts);
-  } else {
-    for (int k = 0; k < S_PINGS; k++) {
-      WT_CHECK(parallel_comm_recv(c, other, S_TAG_PING, small, sizeof small, &got));
-      WT_CHECK(parallel_comm_send(c, other, S_TAG_PONG, small, sizeof small));
-    }
-    for (int k = 0; k < 2 * S_BULKS; k++) {
-      WT_CHECK(parallel_comm_recv(c, other, S_TAG_BULK, bulk, bulk_bytes, &got));
-      WT_CHECK(parallel_comm_send(c, other, S_TAG_ACK, small, sizeof small));
-    }
-  }
-  return WT_OK;
-}
-
-/* Round-robin (circle method): in round k every peer meets one other, so each link is measured
- * once, pairs of a round in parallel, and the traffic is 1.5 · S_BULKS · probe_bytes
- * per link. */
-static int s_probe(peer_work *w, parallel_comm *c) {
-  int n = w->size, m = n % 2 ? n + 1 : n;
-  size_t bulk_bytes = (size_t)fmin(fmax(coordinator_field_num(w->body, "probe_bytes", 0), 0), 1e9);
-  if (bulk_bytes < 1024 || bulk_bytes > (64u << 20)) bulk_bytes = 512 * 1024;
-  unsigned char *bulk = wt_xcalloc(bulk_bytes, 1);
-  w->probe_lat = wt_xmalloc(sizeof(double) * n);
-  w->probe_bw = wt_xmalloc(sizeof(double) * n);
-  for (int i = 0; i < n; i++) w->probe_lat[i] = w->probe_bw[i] = -1;
-  int rc = WT_OK;
-  for (int round = 0; round < m - 1 && rc == WT_OK; round++) {
-    /* position 0 stays; the others rotate. pos[i] pairs with pos[m-1-i]. */
-    int pos[130];
-    pos[0] = 0;
-    for (int i = 1; i < m; i++) pos[i] = 1 + (i - 1 + round) % (m - 1);
-    for (int i = 0; i < m / 2 && rc == WT_OK; i++) {
-      int a = pos[i], b = pos[m - 1 - i];
-      if (a >= n || b >= n || (a != w->rank && b != w->rank)) continue;
-      rc = s_probe_pair(w, c, a == w->rank ? b : a, bulk_bytes, bulk);
-    }
-  }
-  free(bulk);
-  return rc;
 }
 
 /* ---- training ---------------------------------------------------------------------------- */
@@ -604,6 +523,12 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
             "ranks, %.1f MB between them",
             c.stage, res.steps_done, c.run.site_ranks / cp, cp, (double)res.bytes_site / 1e6);
   }
+  long ran = res.steps_done - w->start_step;
+  if (ran > 0) /* where a step's time went, to hold against the placement's prediction */
+    WT_INFO("peerd: stage %d replica %d, %ld steps of %.3f s: pipeline %.3f (compute %.3f), tied "
+            "embedding %.3f, data-parallel reduce %.3f, norm %.3f",
+            c.stage, c.replica, ran, res.seconds / ran, res.pipeline_s / ran, res.compute_s / ran,
+            res.tied_s / ran, res.reduce_s / ran, res.norm_s / ran);
   if (owned) free((void *)in);
   if (out) { /* the stage at its last completed step, kept for the next epoch */
     int stage = -1;
@@ -641,7 +566,7 @@ static void *s_main(void *arg) {
   s_wrap x = {j->zc, w};
   w->zc = j->zc;
   parallel_comm *world = parallel_comm_new(&s_wrap_ops, &x, w->rank, w->size);
-  int rc = !world ? WT_EINVAL : w->is_train ? s_train(w, world, j->zc) : s_probe(w, world);
+  int rc = !world ? WT_EINVAL : w->is_train ? s_train(w, world, j->zc) : peer_probe_run(w, world);
   w->rc = rc;
   if (rc != WT_OK) snprintf(w->error, sizeof w->error, "%s", wt_last_error());
   parallel_comm_destroy(&world);
@@ -703,6 +628,12 @@ cJSON *peer_work_result(peer_work *w) {
       cJSON_AddItemToArray(la, cJSON_CreateNumber(w->probe_lat[i]));
       cJSON_AddItemToArray(bw, cJSON_CreateNumber(w->probe_bw[i]));
     }
+    cJSON *up = cJSON_AddArrayToObject(b, "up_round_Bps"),
+          *down = cJSON_AddArrayToObject(b, "down_round_Bps");
+    for (int i = 0; i < w->size; i++) {
+      cJSON_AddItemToArray(up, cJSON_CreateNumber(w->probe_up_round[i]));
+      cJSON_AddItemToArray(down, cJSON_CreateNumber(w->probe_down_round[i]));
+    }
   }
   return b;
 }
@@ -719,6 +650,8 @@ void peer_work_destroy(peer_work **self_p) {
   free(w->same_access);
   free(w->probe_lat);
   free(w->probe_bw);
+  free(w->probe_up_round);
+  free(w->probe_down_round);
   pthread_mutex_destroy(&w->mu);
   free(w);
   *self_p = NULL;

@@ -2,7 +2,8 @@
 # test_coord_probe — the links the coordinator measures through the peers' own ZeroMQ links
 # under WAN emulation match the emulated scenario (coordinator/scenarios/wan4.json): five peers
 # in four regions (two in eu-west, so a link inside a region is measured too) probe each other;
-# every probed one-way latency and bandwidth must be within 10% of the scenario's. A peer whose
+# every probed one-way latency and bandwidth, in both directions, must be within 10% of the
+# scenario's, and /status must show the directed matrix and the access links. A peer whose
 # region the scenario does not have is refused with the list of regions. The GA placement's
 # predicted cost must be below the mean of random placements on the same links.
 #   tests/coordinator/test_coord_probe.sh BIN_DIR SOURCE_DIR
@@ -37,7 +38,23 @@ for a, b, lat, bw in rows:
     bad += el > 0.10 or eb > 0.10
     print(f"{region[a] + '-' + region[b]:<20} {lat*1e3:9.2f} {want_l*1e3:6.0f} {bw/1e6:10.2f} {want_b/1e6:6.2f}")
 print(f"{len(rows)} links, worst relative error {worst:.3f}")
-sys.exit(0 if len(rows) == 10 and bad == 0 else 1)
+sys.exit(0 if len(rows) == 20 and bad == 0 else 1)
+PY
+# both directions of every pair, and each peer's access link, are in /status; the two peers of
+# eu-west have emulated links of their own, so their contention rounds find no shared uplink
+grep -q "region eu-west (2 peers): separate uplink" "$WORK/coord.log" ||
+  fail "the contention round of eu-west did not find separate links"
+curl -sf "http://127.0.0.1:$(cat "$STATE/http_port")/status" >"$WORK/status.json" ||
+  fail "/status did not answer"
+python3 - "$WORK/status.json" <<'PY' || fail "/status lacks the probed model"
+import json, sys
+p = json.load(open(sys.argv[1]))["probe"]
+n = len(p["peers"])
+bw = p["bandwidth_Bps"]
+assert n == 5 and all(bw[i][j] > 0 for i in range(n) for j in range(n) if i != j), bw
+assert all(a["up_Bps"] > 0 and a["down_Bps"] > 0 for a in p["access"]), p["access"]
+assert len({a["link"] for a in p["access"]}) == 5, p["access"]
+print("status probe: 5 peers, 20 directed links, 5 access links")
 PY
 # the GA placement on the measured links costs less than a random placement's mean
 costs=$(grep -oE "predicted cost [0-9.]+ s \(random placement [0-9.]+ s\)" "$WORK/coord.log" | head -1)

@@ -5,7 +5,8 @@
 # standby must take over, training must resume from a step no older than the last complete
 # checkpoint before the kill (no committed step lost), within 30 s, and end at the undisturbed
 # run's final loss (resume is bit-exact, so within 1e-4 relative). During the undisturbed run,
-# /status and /metrics must show the true step, state and peers. The peers sit in an emulated lab
+# /status and /metrics must show the true step, state and peers, and its coordinator is killed
+# and restarted once: the restarted one must show the rings the members run. The peers sit in an emulated lab
 # with 2 ms links (lab8.json), so a step takes at least ~20 ms on any machine and the kills land
 # mid-run.
 #   tests/coordinator/test_coord_train.sh BIN_DIR
@@ -51,6 +52,19 @@ for f in glob.glob('$WORK/plain-peer*.log'):
 print('/status rings', rings, 'run by', seen, 'members')
 ok = ok and seen == 8
 sys.exit(0 if ok else 1)" || fail "the stages' rings in /status are not the ones the peers run"
+# a coordinator killed mid-run and started again on its state keeps the plan's rings: /status
+# shows the rings the running members still run, not replica order
+rings_of() { curl -sf "http://127.0.0.1:$(cat "$WORK/plain/http_port")/status" |
+             python3 -c "import json,sys; print(json.load(sys.stdin)['rings'])"; }
+rings_before=$(rings_of) || fail "/status did not answer before the restart"
+kill -9 "$CPID" 2>/dev/null || fail "the coordinator had exited before the kill"
+wait "$CPID" 2>/dev/null
+start_coord plain.log "${ARGS[@]}"
+rings_after=""
+for _ in $(seq 50); do rings_after=$(rings_of) && break; sleep 0.1; done
+[ "$rings_after" = "$rings_before" ] ||
+  fail "the restarted coordinator shows rings $rings_after, the members run $rings_before"
+echo "rings after a coordinator restart: $rings_after (before: $rings_before)"
 step_m=$(echo "$metrics" | grep -E "^wantrain_step " | awk '{print $2}')
 [ -n "$step_m" ] && [ "${step_m%.*}" -ge "$committed" ] || fail "/metrics has no true wantrain_step: $step_m"
 echo "$metrics" | grep -q 'wantrain_peers{state="training"} 8' || fail "/metrics does not count 8 training peers"
