@@ -215,7 +215,7 @@ int parallel_tasklet_state_info(const void *blob, size_t bytes, int *stage, long
    What ties a run directory's checkpoints to one run: the run id and, as strings, every setting
    that changes the run's arithmetic — seed, data (token count, tokenizer, CRC-32 of the tokens),
    stages, replicas, batch, micro-batches, schedule, model, optimizer and its hyperparameters,
-   the gradient and activation codecs with error feedback, DiLoCo — and steps (the lr
+   the gradient and activation codecs with error feedback, DiLoCo, the robust aggregate — and steps (the lr
    schedule's horizon); all of them the same on every tasklet of the run. Each stage checkpoint
    records it (state.json's "train") and so does the manifest ("run"). A resume refuses a stage
    checkpoint whose binding is not the manifest's (a stage directory from another run) and a run
