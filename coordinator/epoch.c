@@ -181,9 +181,9 @@ static void s_problem(coordinator *c, const int *list, int n, int with_compute, 
   net->compute_speed = wt_xcalloc((size_t)n, sizeof(double));
   net->memory_bytes = NULL;
   double ref = 0;
-  for (int i = 0; i < n; i++) ref = fmax(ref, c->peers[list[i]].flops);
+  for (int i = 0; i < n; i++) ref = fmax(ref, coord_claim_flops(&c->peers[list[i]]));
   for (int i = 0; i < n; i++) {
-    net->compute_speed[i] = ref > 0 ? c->peers[list[i]].flops / ref : 1;
+    net->compute_speed[i] = ref > 0 ? coord_claim_flops(&c->peers[list[i]]) / ref : 1;
     for (int j = 0; j < n; j++) {
       double l = 0, b = 1e12;
       if (i != j) s_link(c, list[i], list[j], &l, &b);
@@ -558,7 +558,8 @@ static int s_place(coordinator *c, const int *live, int n_live) {
       if (c->peers[list[i]].status == PEER_LIVE) continue;
       int best = -1; /* standbys first: the fastest live peer outside the plan */
       for (int k = 0; k < n_live; k++)
-        if (!s_in(list, n, live[k]) && (best < 0 || c->peers[live[k]].flops > c->peers[best].flops))
+        if (!s_in(list, n, live[k]) &&
+            (best < 0 || coord_claim_flops(&c->peers[live[k]]) > coord_claim_flops(&c->peers[best])))
           best = live[k];
       if (best < 0) return 0;
       coord_event(c, "standby", "peer %d takes over world rank %d from peer %d", c->peers[best].id,
@@ -572,7 +573,9 @@ static int s_place(coordinator *c, const int *live, int n_live) {
   } else {
     memcpy(list, live, sizeof(int) * n_live); /* fastest first; the rest wait as standbys */
     for (int i = 1; i < n_live; i++)
-      for (int j = i; j > 0 && c->peers[list[j]].flops > c->peers[list[j - 1]].flops; j--) {
+      for (int j = i; j > 0 && coord_claim_flops(&c->peers[list[j]]) >
+                                   coord_claim_flops(&c->peers[list[j - 1]]);
+           j--) {
         int t = list[j];
         list[j] = list[j - 1], list[j - 1] = t;
       }

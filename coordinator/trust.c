@@ -124,6 +124,7 @@ static void s_take_why(coordinator *c, const cJSON *t, int stage) {
 }
 
 void coord_trust_on_heartbeat(coordinator *c, coord_peer *p, const cJSON *body) {
+  coord_claim_on_heartbeat(c, p, body);
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(body, "trust");
   const cJSON *result = cJSON_GetObjectItemCaseSensitive(body, "result");
   int epoch = coordinator_field_int(body, "epoch", -1);
@@ -149,6 +150,7 @@ int coord_trust_refuses(coordinator *c, const char *key, char *why, size_t size)
 }
 
 void coord_trust_status(coordinator *c, cJSON *status) {
+  coord_claim_status(c, status);
   cJSON_AddNumberToObject(status, "peers_excluded", c->n_excluded);
   cJSON *ex = cJSON_AddArrayToObject(status, "excluded");
   for (int k = 0; k < c->n_excluded; k++) {

@@ -329,6 +329,7 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   if (w->t_last > 0 && dt > 0) w->tokens_s = tokens / dt;
   w->t_last = now;
   w->step = st->info.step;
+  w->compute_steps++, w->compute_s = st->compute_s;
   if (st->info.step == 1) w->first_loss = st->info.loss;
   w->loss = st->info.loss;
   w->bytes_sent = (double)(st->bytes_pipeline + st->bytes_data + st->bytes_control);
@@ -374,6 +375,11 @@ void peer_work_trust_json(peer_work *w, cJSON *body) {
       cJSON_AddItemToArray(flagged, cJSON_CreateNumber((double)w->trust_flagged[r]));
       cJSON_AddItemToArray(why, cJSON_CreateString(names));
     }
+  }
+  if (w->is_train && w->compute_steps > 0) {
+    cJSON *m = cJSON_AddObjectToObject(body, "compute");
+    cJSON_AddNumberToObject(m, "steps", (double)w->compute_steps);
+    cJSON_AddNumberToObject(m, "s", w->compute_s);
   }
   pthread_mutex_unlock(&w->mu);
 }

@@ -643,6 +643,7 @@ int parallel_tasklet_train(parallel_tasklet *k, parallel_tasklet_result *res) {
     res->last_loss = st.info.loss;
     if (!isnan(st.val_loss)) res->last_val_loss = st.val_loss;
     s_bytes(k, &st.bytes_pipeline, &st.bytes_data, &st.bytes_control);
+    if (k->pipeline) st.compute_s = parallel_pipeline_compute_s(k->pipeline);
     if (c->on_step) c->on_step(c->on_step_arg, &st);
     if (c->checkpoint_dir[0] &&
         (last || (c->checkpoint_every > 0 && st.info.step % c->checkpoint_every == 0)))

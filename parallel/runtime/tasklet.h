@@ -54,6 +54,7 @@ typedef struct {
   uint64_t bytes_pipeline; /* bytes this tasklet sent to its pipeline neighbours so far */
   uint64_t bytes_data;     /* ... to its data-parallel group (gradients, ZeRO, DiLoCo) */
   uint64_t bytes_control;  /* ... for norms, losses, checkpoint agreement */
+  double compute_s;        /* this tasklet's forward / backward seconds so far (pipeline.h) */
   /* The robust sync's evidence of this step (robust not "none"; DiLoCo: steps with an outer
    * step), the same on every replica of the stage, with rank[r] the contribution of REPLICA r;
    * NULL when the step had no robust sync. Valid during the callback */

@@ -5,7 +5,11 @@
  * of every sync; the liar at replica 3 reports itself clean and frames replica 0. Asserted: the
  * liar, and only it, is excluded once past --trust-flags, with the reason in /status and
  * /metrics; its key is refused when it registers again; the framed honest peer is not
- * excluded; a malformed report is dropped without effect. */
+ * excluded; a malformed report is dropped without effect.
+ * Claims (coordinator/claims.c), with a second coordinator: one of four clients claims 100x
+ * the FLOP/s of the others while its heartbeats measure the same compute as theirs; it, and not
+ * a peer claiming 3x, is flagged, in /status and /metrics, and placed by its measured speed on
+ * the others' scale. */
 #include "common/common.h"
 #include "common/testing.h"
 #include "coordinator/coordinator.h"
@@ -14,6 +18,7 @@
 #include "parallel/transport/zmq.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,10 +66,15 @@ static void s_send(s_client *cl, coordinator_cmd cmd, cJSON *b) {
   cJSON_Delete(b);
 }
 
+static void s_register_claiming(s_client *cl, double flops) {
+  char body[256];
+  snprintf(body, sizeof body,
+           "{\"token\":\"\",\"device\":{\"kind\":\"cpu\",\"flops\":%g,\"memory\":1e9}}", flops);
+  s_send(cl, COORD_CMD_REGISTER, cJSON_Parse(body));
+}
+
 static void s_register(s_client *cl) {
-  s_send(
-      cl, COORD_CMD_REGISTER,
-      cJSON_Parse("{\"token\":\"\",\"device\":{\"kind\":\"cpu\",\"flops\":1e9,\"memory\":1e9}}"));
+  s_register_claiming(cl, 1e9);
 }
 
 /* Answers what the coordinator sent: BOUND to EPOCH, the probe's RESULT to its START. */
@@ -118,6 +128,9 @@ static void s_heartbeat(s_client *cl, int liar_rank, int malformed) {
   cJSON_AddStringToObject(b, "state", "working");
   cJSON_AddNumberToObject(b, "step", (double)cl->step);
   cJSON_AddNumberToObject(b, "loss", 3.0);
+  cJSON *m = cJSON_AddObjectToObject(b, "compute"); /* every client computes alike */
+  cJSON_AddNumberToObject(m, "steps", (double)cl->step);
+  cJSON_AddNumberToObject(m, "s", 0.01 * (double)cl->step);
   cJSON *t = cJSON_AddObjectToObject(b, "trust");
   cJSON_AddNumberToObject(t, "syncs", (double)cl->step);
   cJSON *f = cJSON_AddArrayToObject(t, "flagged"), *why = cJSON_AddArrayToObject(t, "why");
@@ -141,6 +154,90 @@ static int s_excluded(coordinator *c) {
   int n = coordinator_field_int(st, "peers_excluded", -1);
   cJSON_Delete(st);
   return n;
+}
+
+/* The entry of /status's "claims" for the peer of key `key` (NULL: none). */
+static const cJSON *s_claim_of(const cJSON *st, const char *key) {
+  const cJSON *peers = cJSON_GetObjectItemCaseSensitive(st, "peers"), *p, *e;
+  int id = -1;
+  cJSON_ArrayForEach(p, peers) if (!strcmp(coordinator_field_str(p, "key"), key)) id =
+      atoi(coordinator_field_str(p, "id"));
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(st, "claims")) if (
+      coordinator_field_int(e, "id", -2) == id) return e;
+  return NULL;
+}
+
+static int s_claims_flagged(coordinator *c) {
+  cJSON *st = s_status(c);
+  int n = coordinator_field_int(st, "peers_claim_flagged", -1);
+  cJSON_Delete(st);
+  return n;
+}
+
+static void test_claims(void) {
+  char dir[1200];
+  snprintf(dir, sizeof dir, "%s/claims", s_tmp);
+  coordinator_config cfg;
+  wt_config_defaults(coordinator_options(), &cfg);
+  snprintf(cfg.state_dir, sizeof cfg.state_dir, "%.1000s", dir);
+  cfg.open = 1, cfg.run.stages = 1, cfg.run.replicas = N, cfg.run.batch = 16;
+  cfg.heartbeat_s = 0.1, cfg.liveness = 100;
+  WT_TEST_REQUIRE(coordinator_config_check(&cfg) == WT_OK, "%s", wt_last_error());
+  coordinator *c = coordinator_new(&cfg);
+  WT_TEST_REQUIRE(c, "coordinator_new: %s", wt_last_error());
+  s_stop = 0;
+  pthread_t th;
+  pthread_create(&th, NULL, s_serve, c);
+  static s_client cl[N];
+  const double claim[N] = {1e11, 3e9, 1e9, 1e9}; /* 100x the others; 3x: within the band */
+  for (int i = 0; i < N; i++) s_open(&cl[i], c, 1), s_register_claiming(&cl[i], claim[i]);
+  int training = 0;
+  double t0 = wt_now_s();
+  while (wt_now_s() - t0 < 30 && s_claims_flagged(c) < 1) {
+    int all = 1;
+    for (int i = 0; i < N; i++) s_drain(&cl[i]), all &= cl[i].training;
+    if (all)
+      for (int i = 0; i < N; i++) s_heartbeat(&cl[i], -1, 0);
+    training |= all;
+    usleep(100000);
+  }
+  WT_TEST_REQUIRE(training, "the clients never reached a train epoch");
+  long flagged_at = cl[0].step;
+  for (int k = 0; k < 5; k++) { /* more reports: the flag stays on the one liar */
+    for (int i = 0; i < N; i++) s_drain(&cl[i]), s_heartbeat(&cl[i], -1, 0);
+    usleep(100000);
+  }
+  cJSON *st = s_status(c);
+  WT_TEST_ASSERT(coordinator_field_int(st, "peers_claim_flagged", -1) == 1,
+                 "one claim flagged, not %d", coordinator_field_int(st, "peers_claim_flagged", -1));
+  printf("the 100x claim flagged at its report of step %ld\n", flagged_at);
+  WT_TEST_ASSERT(flagged_at >= 3 && flagged_at <= 6,
+                 "flagged after a few lasting reports, not at step %ld", flagged_at);
+  for (int i = 0; i < N; i++) {
+    const cJSON *e = s_claim_of(st, cl[i].pub);
+    WT_TEST_ASSERT(e, "client %d has a claim record", i);
+    if (!e) continue;
+    const int flagged = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "flagged"));
+    const double placed = coordinator_field_num(e, "flops_placed", -1),
+                 measured = coordinator_field_num(e, "flops_measured", -1);
+    WT_TEST_ASSERT(flagged == (i == 0), "client %d claiming %g: flagged %d", i, claim[i], flagged);
+    WT_TEST_ASSERT(measured > 0, "client %d: measured %g FLOP/s", i, measured);
+    /* the liar computes like the 1e9 peers, so on their scale it is placed at 1e9 */
+    const double want = i == 0 ? 1e9 : claim[i];
+    WT_TEST_ASSERT(fabs(placed - want) <= 1e-3 * want, "client %d placed at %g FLOP/s, want %g",
+                   i, placed, want);
+  }
+  char *metrics = coordinator_http_metrics_render(st);
+  WT_TEST_ASSERT(metrics && strstr(metrics, "wantrain_peers_claim_flagged 1") &&
+                     strstr(metrics, "wantrain_peer_claim_flagged{id=") &&
+                     strstr(metrics, "wantrain_peer_flops_measured{id="),
+                 "/metrics shows the flagged claim:\n%s", metrics ? metrics : "(none)");
+  free(metrics);
+  cJSON_Delete(st);
+  s_stop = 1;
+  pthread_join(th, NULL);
+  for (int i = 0; i < N; i++) zmq_close(cl[i].sock);
+  coordinator_destroy(&c);
 }
 
 int main(void) {
@@ -222,6 +319,7 @@ int main(void) {
   pthread_join(th, NULL);
   for (int i = 0; i < N; i++) zmq_close(cl[i].sock);
   coordinator_destroy(&c);
+  test_claims();
   zmq_ctx_term(s_zctx);
   char rm[1200];
   snprintf(rm, sizeof rm, "rm -rf '%s'", s_tmp);
