@@ -64,6 +64,7 @@ typedef struct {
   int zero;                          /* 1: ZeRO-1 optimizer-state sharding */
   char robust[WT_CONFIG_STR_MAX];    /* none|trimmed-mean|median|centered-clip (collectives.h) */
   int trust_flags;                   /* flagged syncs that exclude a peer (0: never excluded) */
+  int spot_check_every; /* with robust: a replica recomputes another's step every N syncs (0 off) */
   char act_codec[WT_CONFIG_STR_MAX]; /* none|delta2|delta4|delta8|direct8 */
   /* checkpoints */
   char checkpoint_dir[WT_CONFIG_STR_MAX];
@@ -145,6 +146,10 @@ typedef struct {
   {"trust-flags", WT_OPT_INT, PARALLEL_RUN_F(type, m, trust_flags), 0, 1e9, "5",                   \
    "with --robust: a peer whose contributions were left out of this many syncs, and of at least " \
    "a quarter of those it took part in, is excluded from the run (0 = never)", 0},                \
+  {"spot-check-every", WT_OPT_INT, PARALLEL_RUN_F(type, m, spot_check_every), 0, 1e9, "10",       \
+   "with --robust, one stage, no DiLoCo and grad-codec none: every this many syncs one replica "  \
+   "recomputes another's gradient and compares it with its contribution (0 = off; docs/trust.md)",\
+   0},                                                                                             \
   {"act-codec", WT_OPT_CHOICE, PARALLEL_RUN_F(type, m, act_codec), 0, 0, "none",                   \
    "activation compression across pipeline cuts", "none|delta2|delta4|delta8|direct8"}
 #define PARALLEL_RUN_CHECKPOINT_OPTIONS(type, m)                                                   \

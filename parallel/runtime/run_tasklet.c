@@ -46,6 +46,7 @@ int parallel_tasklet_config_from_run(const parallel_run_config *run, int stage, 
   c.diloco_momentum = (float)run->sync.outer_momentum;
   c.zero = run->zero;
   snprintf(c.robust, sizeof c.robust, "%.*s", (int)sizeof c.robust - 1, run->robust);
+  c.spot_check_every = run->spot_check_every;
   c.act_slots = run->act_slots;
   c.site_ranks = run->site_ranks;
   c.site_cp = run->site_cp;

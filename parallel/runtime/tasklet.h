@@ -45,6 +45,18 @@ struct parallel_site_link; /* parallel/datacenter/site.h */
 #define PARALLEL_TASKLET_NAME_MAX 16
 #define PARALLEL_TASKLET_DEVICE_MAX 32
 
+/* A spot check (docs/trust.md): replica `checker` recomputed replica `target`'s gradient of
+ * this step on its rows and compared it with the contribution `target` sent. */
+typedef struct {
+  int checker, target;
+  int failed;        /* 1: outside the tolerance (PARALLEL_TASKLET_SPOT_*) */
+  double cosine;     /* of the contribution to the recomputed gradient */
+  double norm_ratio; /* |contribution| / |recomputed| */
+} parallel_tasklet_spot;
+
+#define PARALLEL_TASKLET_SPOT_COSINE 0.99 /* a contribution passes at this cosine or more ... */
+#define PARALLEL_TASKLET_SPOT_NORM 0.05   /* ... and a norm ratio within 1 ± this */
+
 /* What one step reported (to on_step). loss is the step's mean loss over the whole global
  * batch, the same on every tasklet. */
 typedef struct {
@@ -59,6 +71,8 @@ typedef struct {
    * step), the same on every replica of the stage, with rank[r] the contribution of REPLICA r;
    * NULL when the step had no robust sync. Valid during the callback */
   const parallel_robust_report *robust;
+  /* The spot check this tasklet made in this step (it was the checker), or NULL */
+  const parallel_tasklet_spot *spot;
 } parallel_tasklet_step;
 
 /* Tests only (tests/trust's liar harness): sees this tasklet's contribution to the data-parallel
@@ -84,6 +98,8 @@ typedef struct {
   int zero;                         /* 0, or 1 for ZeRO-1 (needs grad_codec none, no DiLoCo) */
   char robust[PARALLEL_TASKLET_NAME_MAX]; /* the sync's aggregate: none (the ring) or a
                                              PARALLEL_ROBUST_NAMES kind (not with ZeRO-1) */
+  int spot_check_every; /* a spot check every N steps (0: none); only with robust, one stage,
+                           no DiLoCo and grad_codec none, else no checks are made */
   int act_slots;  /* activation slots per stage: 0 = one per micro-batch in flight (no forward
                      recomputed); k >= 1 bounds them, recomputing the rest (pipeline.h) */
   int site_ranks; /* 0 or 1: the stage runs on its gpt_stage; t > 1: on a site of t tensor-
