@@ -64,6 +64,8 @@ typedef struct {
   long trust_syncs;
   long trust_flagged[64];
   uint32_t trust_why[64];
+  /* the spot checks this peer made this epoch (under mu), per replica of its stage checked */
+  long spot_checked[64], spot_failed[64];
   /* this epoch's measured compute (under mu): the steps taken and their forward / backward
    * seconds, which the coordinator sets against the peer's claimed FLOP/s */
   long compute_steps;
@@ -82,7 +84,8 @@ void peer_work_destroy(peer_work **self_p);
 cJSON *peer_work_result(peer_work *w);
 
 /* Adds the epoch's robust-sync evidence to a HEARTBEAT or RESULT body as "trust" (nothing
- * without a robust run): {"syncs": n, "flagged": [per replica], "why": ["norm,cosine", ...]};
+ * without a robust run): {"syncs": n, "flagged": [per replica], "why": ["norm,cosine", ...],
+ * "spot_checked", "spot_failed": [per replica: the spot checks this peer itself made of it]};
  * and, once a train epoch took a step, its measured compute as "compute": {"steps", "s"}. */
 void peer_work_trust_json(peer_work *w, cJSON *body);
 

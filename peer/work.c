@@ -306,7 +306,10 @@ static void s_maybe_die(const peer_work *w, long step) {
 }
 
 /* Counts a step's robust-sync evidence (replica order; NULL: the step had none). Under mu. */
-static void s_trust_record(peer_work *w, const parallel_robust_report *rep) {
+static void s_trust_record(peer_work *w, const parallel_robust_report *rep,
+                           const parallel_tasklet_spot *spot) {
+  if (spot && spot->target >= 0 && spot->target < 64)
+    w->spot_checked[spot->target]++, w->spot_failed[spot->target] += spot->failed;
   if (!rep) return;
   w->trust_syncs++;
   for (int r = 0; r < rep->world && r < 64; r++)
@@ -358,7 +361,7 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   }
   w->bytes_intra = intra, w->bytes_inter = inter, w->bytes_recv = recv;
   w->bytes_inter_raw = inter_raw;
-  s_trust_record(w, st->robust);
+  s_trust_record(w, st->robust, st->spot);
   pthread_mutex_unlock(&w->mu);
 }
 
@@ -374,6 +377,12 @@ void peer_work_trust_json(peer_work *w, cJSON *body) {
       parallel_robust_flags_str(w->trust_why[r], names, sizeof names);
       cJSON_AddItemToArray(flagged, cJSON_CreateNumber((double)w->trust_flagged[r]));
       cJSON_AddItemToArray(why, cJSON_CreateString(names));
+    }
+    cJSON *checked = cJSON_AddArrayToObject(t, "spot_checked"),
+          *failed = cJSON_AddArrayToObject(t, "spot_failed");
+    for (int r = 0; r < R; r++) {
+      cJSON_AddItemToArray(checked, cJSON_CreateNumber((double)w->spot_checked[r]));
+      cJSON_AddItemToArray(failed, cJSON_CreateNumber((double)w->spot_failed[r]));
     }
   }
   if (w->is_train && w->compute_steps > 0) {

@@ -210,6 +210,11 @@ int parallel_run_config_stateful(const parallel_run_config *run);
  * trust-flags > 0, flagged >= trust-flags and 4 · flagged >= syncs. */
 int parallel_run_config_excludes(const parallel_run_config *run, long flagged, long syncs);
 
+/* The spot checks' exclusion rule: 1 when a peer failed spot checks made by `checkers`
+ * different peers (robust on, spot checks on, trust-flags > 0, checkers >= 2: one lying checker
+ * cannot exclude an honest peer alone). */
+int parallel_run_config_spot_excludes(const parallel_run_config *run, int checkers);
+
 /* The model of the run for a corpus of `vocab` tokens: gpt_config with the MoE options applied,
  * validated. Returns WT_OK or WT_EINVAL naming the option (*out unchanged on failure). */
 int parallel_run_config_model(const parallel_run_config *run, int vocab, gpt_config *out);

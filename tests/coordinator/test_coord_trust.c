@@ -6,6 +6,9 @@
  * liar, and only it, is excluded once past --trust-flags, with the reason in /status and
  * /metrics; its key is refused when it registers again; the framed honest peer is not
  * excluded; a malformed report is dropped without effect.
+ * Spot checks, with a third coordinator: failed checks reported by one checker alone (a liar
+ * framing an honest peer) exclude nobody; failures of one member reported by two checkers
+ * exclude it, with the reason.
  * Claims (coordinator/claims.c), with a second coordinator: one of four clients claims 100x
  * the FLOP/s of the others while its heartbeats measure the same compute as theirs; it, and not
  * a peer claiming 3x, is flagged, in /status and /metrics, and placed by its measured speed on
@@ -119,6 +122,9 @@ static void s_drain(s_client *cl) {
   }
 }
 
+/* The failed spot checks each client reports having made, by its rank and the rank checked. */
+static long s_spot[N][N];
+
 /* A training heartbeat: the robust sync's counts as this client reports them. liar_rank is the
  * world rank whose contribution honest clients saw left out; the liar claims replica 0's. */
 static void s_heartbeat(s_client *cl, int liar_rank, int malformed) {
@@ -139,6 +145,9 @@ static void s_heartbeat(s_client *cl, int liar_rank, int malformed) {
     cJSON_AddItemToArray(f, cJSON_CreateNumber(r == blamed ? (double)cl->step : 0));
     cJSON_AddItemToArray(why, cJSON_CreateString(r == blamed ? "norm" : ""));
   }
+  cJSON *spot = cJSON_AddArrayToObject(t, "spot_failed");
+  for (int r = 0; r < N; r++)
+    cJSON_AddItemToArray(spot, cJSON_CreateNumber(cl->rank >= 0 ? (double)s_spot[cl->rank][r] : 0));
   s_send(cl, COORD_CMD_HEARTBEAT, b);
 }
 
@@ -154,6 +163,61 @@ static int s_excluded(coordinator *c) {
   int n = coordinator_field_int(st, "peers_excluded", -1);
   cJSON_Delete(st);
   return n;
+}
+
+static void test_spot_exclusion(void) {
+  char dir[1200];
+  snprintf(dir, sizeof dir, "%s/spot", s_tmp);
+  coordinator_config cfg;
+  wt_config_defaults(coordinator_options(), &cfg);
+  snprintf(cfg.state_dir, sizeof cfg.state_dir, "%.1000s", dir);
+  cfg.open = 1, cfg.run.stages = 1, cfg.run.replicas = N, cfg.run.batch = 16;
+  snprintf(cfg.run.robust, sizeof cfg.run.robust, "median");
+  cfg.run.spot_check_every = 10;
+  cfg.heartbeat_s = 0.1, cfg.liveness = 100;
+  WT_TEST_REQUIRE(coordinator_config_check(&cfg) == WT_OK, "%s", wt_last_error());
+  coordinator *c = coordinator_new(&cfg);
+  WT_TEST_REQUIRE(c, "coordinator_new: %s", wt_last_error());
+  s_stop = 0;
+  pthread_t th;
+  pthread_create(&th, NULL, s_serve, c);
+  static s_client cl[N];
+  for (int i = 0; i < N; i++) s_open(&cl[i], c, 1), s_register(&cl[i]);
+  memset(s_spot, 0, sizeof s_spot);
+  int rounds = 0;
+  double t0 = wt_now_s();
+  while (wt_now_s() - t0 < 30 && s_excluded(c) < 1) {
+    int all = 1;
+    for (int i = 0; i < N; i++) s_drain(&cl[i]), all &= cl[i].training;
+    if (all) {
+      rounds++;
+      /* rank 0 frames rank 1 in every report; ranks 1 and 2 catch rank 3, from round 4 on */
+      s_spot[0][1] = rounds;
+      if (rounds == 4) s_spot[1][3] = 1;
+      if (rounds == 6) s_spot[2][3] = 1;
+      for (int i = 0; i < N; i++) s_heartbeat(&cl[i], -1, 0);
+    }
+    usleep(100000);
+  }
+  WT_TEST_REQUIRE(rounds > 0, "the clients never reached a train epoch");
+  WT_TEST_ASSERT(rounds >= 6, "excluded at round %d, before a second checker reported", rounds);
+  cJSON *st = s_status(c);
+  const cJSON *ex = cJSON_GetObjectItemCaseSensitive(st, "excluded");
+  WT_TEST_ASSERT(cJSON_GetArraySize(ex) == 1, "one peer excluded, not %d", cJSON_GetArraySize(ex));
+  const char *key = coordinator_field_str(cJSON_GetArrayItem(ex, 0), "key");
+  const char *reason = coordinator_field_str(cJSON_GetArrayItem(ex, 0), "reason");
+  int caught = -1;
+  for (int i = 0; i < N; i++)
+    if (cl[i].rank == N - 1) caught = i;
+  WT_TEST_ASSERT(caught >= 0 && !strcmp(key, cl[caught].pub),
+                 "the excluded key is the one two checkers caught: %.8s", key);
+  WT_TEST_ASSERT(strstr(reason, "failed 2 spot checks made by 2 peers"), "the reason: %s", reason);
+  printf("spot checks: excluded at round %d: %s\n", rounds, reason);
+  cJSON_Delete(st);
+  s_stop = 1;
+  pthread_join(th, NULL);
+  for (int i = 0; i < N; i++) zmq_close(cl[i].sock);
+  coordinator_destroy(&c);
 }
 
 /* The entry of /status's "claims" for the peer of key `key` (NULL: none). */
@@ -320,6 +384,7 @@ int main(void) {
   for (int i = 0; i < N; i++) zmq_close(cl[i].sock);
   coordinator_destroy(&c);
   test_claims();
+  test_spot_exclusion();
   zmq_ctx_term(s_zctx);
   char rm[1200];
   snprintf(rm, sizeof rm, "rm -rf '%s'", s_tmp);
