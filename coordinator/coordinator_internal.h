@@ -57,12 +57,12 @@ typedef struct {
   long trust_flagged, trust_syncs, trust_ep_flagged, trust_ep_syncs;
   int trust_epoch;
   char trust_why[64]; /* the reasons its stage gave */
-  /* spot checks: the counts of failed checks its own last report of epoch spot_report_epoch
-   * gave per replica; and against it: the failed checks reported over the run, and the ids of
-   * the distinct peers that reported them */
+  /* spot checks: the counts of failed and of all checks its own last report of epoch
+   * spot_report_epoch gave per replica; and of it: the checks and failed checks reported over
+   * the run, and the ids of the distinct peers that reported failures */
   int spot_report_epoch;
-  long spot_report[COORD_TRUST_REPLICAS];
-  long spot_fails;
+  long spot_report[COORD_TRUST_REPLICAS], spot_report_checked[COORD_TRUST_REPLICAS];
+  long spot_checks, spot_fails;
   int spot_checkers[4], n_spot_checkers;
   /* claims.c: its measured compute in epoch claim_epoch (0: none) over claim_steps steps, in
    * FLOP/s; the reports in a row whose claim was out of line; flagged, and the figure it is

@@ -558,8 +558,8 @@ static int s_place(coordinator *c, const int *live, int n_live) {
       if (c->peers[list[i]].status == PEER_LIVE) continue;
       int best = -1; /* standbys first: the fastest live peer outside the plan */
       for (int k = 0; k < n_live; k++)
-        if (!s_in(list, n, live[k]) &&
-            (best < 0 || coord_claim_flops(&c->peers[live[k]]) > coord_claim_flops(&c->peers[best])))
+        if (!s_in(list, n, live[k]) && (best < 0 || coord_claim_flops(&c->peers[live[k]]) >
+                                                        coord_claim_flops(&c->peers[best])))
           best = live[k];
       if (best < 0) return 0;
       coord_event(c, "standby", "peer %d takes over world rank %d from peer %d", c->peers[best].id,

@@ -114,15 +114,21 @@ static void s_judge(coordinator *c, int epoch, int stage, int r) {
  * since its last report of the epoch counts against the member checked, with q among its
  * checkers. Counts that are malformed or go backwards are dropped (logged). */
 static void s_take_spot(coordinator *c, coord_peer *q, const cJSON *t, int epoch, int stage) {
-  const cJSON *failed = cJSON_GetObjectItemCaseSensitive(t, "spot_failed");
+  const cJSON *failed = cJSON_GetObjectItemCaseSensitive(t, "spot_failed"),
+              *checked = cJSON_GetObjectItemCaseSensitive(t, "spot_checked");
   const int R = c->cfg.run.replicas;
   if (!failed) return;
-  if (q->spot_report_epoch != epoch)
-    memset(q->spot_report, 0, sizeof q->spot_report), q->spot_report_epoch = epoch;
-  long counts[COORD_TRUST_REPLICAS];
+  if (q->spot_report_epoch != epoch) {
+    memset(q->spot_report, 0, sizeof q->spot_report);
+    memset(q->spot_report_checked, 0, sizeof q->spot_report_checked);
+    q->spot_report_epoch = epoch;
+  }
+  long counts[COORD_TRUST_REPLICAS], made[COORD_TRUST_REPLICAS];
   for (int r = 0; r < R; r++)
     if (!cJSON_IsArray(failed) || cJSON_GetArraySize(failed) != R ||
-        (counts[r] = s_count(cJSON_GetArrayItem(failed, r))) < q->spot_report[r]) {
+        (counts[r] = s_count(cJSON_GetArrayItem(failed, r))) < q->spot_report[r] ||
+        (made[r] = checked ? s_count(cJSON_GetArrayItem(checked, r)) : counts[r]) < counts[r] ||
+        made[r] < q->spot_report_checked[r]) {
       WT_WARN("coordinator: peer %d sent malformed spot-check counts; dropped", q->id);
       return;
     }
@@ -131,13 +137,15 @@ static void s_take_spot(coordinator *c, coord_peer *q, const cJSON *t, int epoch
     if (x->epoch_rank < 0 || x->epoch_rank / R != stage || x == q) continue;
     const int r = x->epoch_rank % R;
     const long fresh = counts[r] - q->spot_report[r];
+    x->spot_checks += made[r] - q->spot_report_checked[r];
     if (fresh <= 0) continue;
     x->spot_fails += fresh;
     int known = 0;
     for (int k = 0; k < x->n_spot_checkers; k++) known |= x->spot_checkers[k] == q->id;
     if (!known && x->n_spot_checkers < (int)WT_ARRAY_LEN(x->spot_checkers))
       x->spot_checkers[x->n_spot_checkers++] = q->id;
-    if (x->status == PEER_LIVE && parallel_run_config_spot_excludes(&c->cfg.run, x->n_spot_checkers)) {
+    if (x->status == PEER_LIVE &&
+        parallel_run_config_spot_excludes(&c->cfg.run, x->n_spot_checkers)) {
       char why[256];
       snprintf(why, sizeof why,
                "it failed %ld spot checks made by %d peers (its contribution was not the "
@@ -147,6 +155,7 @@ static void s_take_spot(coordinator *c, coord_peer *q, const cJSON *t, int epoch
     }
   }
   memcpy(q->spot_report, counts, sizeof(long) * (size_t)R);
+  memcpy(q->spot_report_checked, made, sizeof(long) * (size_t)R);
 }
 
 /* The reasons a report gives for replica r, kept for the peer's record. */
@@ -211,6 +220,7 @@ void coord_trust_status(coordinator *c, cJSON *status) {
     cJSON_AddNumberToObject(e, "flagged", (double)(p->trust_flagged + p->trust_ep_flagged));
     cJSON_AddNumberToObject(e, "syncs", (double)syncs);
     cJSON_AddStringToObject(e, "why", p->trust_why);
+    cJSON_AddNumberToObject(e, "spot_checks", (double)p->spot_checks);
     cJSON_AddNumberToObject(e, "spot_failed", (double)p->spot_fails);
     cJSON_AddNumberToObject(e, "spot_checkers", p->n_spot_checkers);
     cJSON_AddItemToArray(tr, e);

@@ -61,9 +61,9 @@ typedef struct {
   int act_slots;
   /* how replicas synchronise, and what crosses a pipeline cut */
   compress_sync_args sync;
-  int zero;                          /* 1: ZeRO-1 optimizer-state sharding */
-  char robust[WT_CONFIG_STR_MAX];    /* none|trimmed-mean|median|centered-clip (collectives.h) */
-  int trust_flags;                   /* flagged syncs that exclude a peer (0: never excluded) */
+  int zero;                       /* 1: ZeRO-1 optimizer-state sharding */
+  char robust[WT_CONFIG_STR_MAX]; /* none|trimmed-mean|median|centered-clip (collectives.h) */
+  int trust_flags;                /* flagged syncs that exclude a peer (0: never excluded) */
   int spot_check_every; /* with robust: a replica recomputes another's step every N syncs (0 off) */
   char act_codec[WT_CONFIG_STR_MAX]; /* none|delta2|delta4|delta8|direct8 */
   /* checkpoints */

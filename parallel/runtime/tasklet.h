@@ -52,6 +52,7 @@ typedef struct {
   int failed;        /* 1: outside the tolerance (PARALLEL_TASKLET_SPOT_*) */
   double cosine;     /* of the contribution to the recomputed gradient */
   double norm_ratio; /* |contribution| / |recomputed| */
+  double seconds;    /* the check's wall time: the recompute and the comparison */
 } parallel_tasklet_spot;
 
 #define PARALLEL_TASKLET_SPOT_COSINE 0.99 /* a contribution passes at this cosine or more ... */
@@ -98,8 +99,9 @@ typedef struct {
   int zero;                         /* 0, or 1 for ZeRO-1 (needs grad_codec none, no DiLoCo) */
   char robust[PARALLEL_TASKLET_NAME_MAX]; /* the sync's aggregate: none (the ring) or a
                                              PARALLEL_ROBUST_NAMES kind (not with ZeRO-1) */
-  int spot_check_every; /* a spot check every N steps (0: none); only with robust, one stage,
-                           no DiLoCo and grad_codec none, else no checks are made */
+  /* a spot check every N steps (0: none); only with robust, one stage, no DiLoCo and grad_codec
+   * none, else no checks are made */
+  int spot_check_every;
   int act_slots;  /* activation slots per stage: 0 = one per micro-batch in flight (no forward
                      recomputed); k >= 1 bounds them, recomputing the rest (pipeline.h) */
   int site_ranks; /* 0 or 1: the stage runs on its gpt_stage; t > 1: on a site of t tensor-
@@ -232,11 +234,11 @@ int parallel_tasklet_state_info(const void *blob, size_t bytes, int *stage, long
    What ties a run directory's checkpoints to one run: the run id and, as strings, every setting
    that changes the run's arithmetic — seed, data (token count, tokenizer, CRC-32 of the tokens),
    stages, replicas, batch, micro-batches, schedule, model, optimizer and its hyperparameters,
-   the gradient and activation codecs with error feedback, DiLoCo, the robust aggregate — and steps (the lr
-   schedule's horizon); all of them the same on every tasklet of the run. Each stage checkpoint
-   records it (state.json's "train") and so does the manifest ("run"). A resume refuses a stage
-   checkpoint whose binding is not the manifest's (a stage directory from another run) and a run
-   whose bound settings differ from the recorded ones; steps may change (a run extended or
+   the gradient and activation codecs with error feedback, DiLoCo, the robust aggregate — and steps
+   (the lr schedule's horizon); all of them the same on every tasklet of the run. Each stage
+   checkpoint records it (state.json's "train") and so does the manifest ("run"). A resume refuses a
+   stage checkpoint whose binding is not the manifest's (a stage directory from another run) and a
+   run whose bound settings differ from the recorded ones; steps may change (a run extended or
    shortened): the resume says so and the manifest records it. What a run may change freely (it
    never changes the numbers, or only validation and bookkeeping): ZeRO-1, activation slots,
    validation, checkpoint interval and count, stop_after, time limit, deadlines, and where a stage

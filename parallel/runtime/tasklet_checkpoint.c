@@ -132,7 +132,7 @@ char *parallel_run_binding(const parallel_tasklet_config *cfg, uint64_t run_id) 
     for (int i = 1; i < S_BIND_N; i++)
       if (!s_bind[i].absent || strcmp(v[i], s_bind[i].absent))
         for (size_t j = 0; j <= strlen(v[i]); j++)
-        run_id = (run_id ^ (unsigned char)v[i][j]) * 1099511628211ull;
+          run_id = (run_id ^ (unsigned char)v[i][j]) * 1099511628211ull;
   }
   snprintf(v[0], S_BIND_VALUE, "%016llx", (unsigned long long)run_id);
   cJSON *o = cJSON_CreateObject();

@@ -69,8 +69,8 @@ void parallel_tasklet_spot_before_sync(parallel_tasklet *k, long step) {
 /* The cosine of a to b and |a| / |b|, in double. */
 static void s_compare(const float *a, const float *b, size_t n, double *cosine, double *ratio) {
   double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < n; i++) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i],
-                                 bb += (double)b[i] * b[i];
+  for (size_t i = 0; i < n; i++)
+    ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
   *cosine = aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1 : 0);
   *ratio = bb > 0 ? sqrt(aa / bb) : (aa > 0 ? INFINITY : 1);
 }
@@ -85,6 +85,7 @@ int parallel_tasklet_spot_after_sync(parallel_tasklet *k, float *g, size_t n) {
   const int *inputs, *targets;
   trainer_batch(k->t, &inputs, &targets);
   gpt_stage *s = trainer_model(k->t);
+  const double t0 = wt_now_s();
   float *synced = wt_xmalloc(sizeof(float) * (n + 1)), loss;
   memcpy(synced, g, sizeof(float) * n);
   gpt_stage_zero_grad(s);
@@ -99,6 +100,7 @@ int parallel_tasklet_spot_after_sync(parallel_tasklet *k, float *g, size_t n) {
     sp->failed = !(sp->cosine >= PARALLEL_TASKLET_SPOT_COSINE &&
                    fabs(sp->norm_ratio - 1) <= PARALLEL_TASKLET_SPOT_NORM);
     k->spot_ran = 1;
+    sp->seconds = wt_now_s() - t0;
     if (sp->failed)
       WT_WARN("stage %d step %ld: spot check by replica %d: replica %d's contribution is not its "
               "gradient: cosine %.4f (at least %.2f), norm ratio %.4f (1 ± %.2f)",

@@ -226,8 +226,8 @@ static const cJSON *s_claim_of(const cJSON *st, const char *key) {
   int id = -1;
   cJSON_ArrayForEach(p, peers) if (!strcmp(coordinator_field_str(p, "key"), key)) id =
       atoi(coordinator_field_str(p, "id"));
-  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(st, "claims")) if (
-      coordinator_field_int(e, "id", -2) == id) return e;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(
+                            st, "claims")) if (coordinator_field_int(e, "id", -2) == id) return e;
   return NULL;
 }
 
@@ -288,8 +288,8 @@ static void test_claims(void) {
     WT_TEST_ASSERT(measured > 0, "client %d: measured %g FLOP/s", i, measured);
     /* the liar computes like the 1e9 peers, so on their scale it is placed at 1e9 */
     const double want = i == 0 ? 1e9 : claim[i];
-    WT_TEST_ASSERT(fabs(placed - want) <= 1e-3 * want, "client %d placed at %g FLOP/s, want %g",
-                   i, placed, want);
+    WT_TEST_ASSERT(fabs(placed - want) <= 1e-3 * want, "client %d placed at %g FLOP/s, want %g", i,
+                   placed, want);
   }
   char *metrics = coordinator_http_metrics_render(st);
   WT_TEST_ASSERT(metrics && strstr(metrics, "wantrain_peers_claim_flagged 1") &&

@@ -40,8 +40,8 @@ typedef enum {
   LIAR_KINDS
 } liar_kind;
 
-static const char *liar_names[LIAR_KINDS] = {"honest", "nan",  "scale", "flip",
-                                             "noise",  "zero", "stale", "act", "drift"};
+static const char *liar_names[LIAR_KINDS] = {"honest", "nan",   "scale", "flip", "noise",
+                                             "zero",   "stale", "act",   "drift"};
 
 static inline int liar_kind_parse(const char *name, liar_kind *kind) {
   for (int i = 0; i < LIAR_KINDS; i++)
@@ -158,11 +158,14 @@ typedef struct {
    * never), and the lowest cosine a check of an honest replica saw */
   int spot_checks[LR_MAX_RANKS], spot_failed[LR_MAX_RANKS];
   long first_spot_fail[LR_MAX_RANKS];
+  uint32_t spot_fail_checkers[LR_MAX_RANKS]; /* bit c: checker replica c failed it */
+  long spot_second_checker[LR_MAX_RANKS];    /* the step a second checker failed it (0: never) */
   int spot_honest;
+  double spot_seconds;  /* all checks' wall time */
   int spot_liar_passed; /* checks of a liar, at a step it lied at, that passed */
   double spot_honest_min_cos;
   double spot_honest_max_dev; /* the largest |norm ratio - 1| of those */
-  void *state[LR_MAX_RANKS]; /* the stage blob each tasklet ended with (plain sync only) */
+  void *state[LR_MAX_RANKS];  /* the stage blob each tasklet ended with (plain sync only) */
   size_t state_bytes[LR_MAX_RANKS];
   int keep_state;
 } lr_run;
@@ -180,9 +183,14 @@ static void lr_spot(lr_run *h, const parallel_tasklet_step *st) {
   if (sp->target < 0 || sp->target >= LR_MAX_RANKS) return;
   pthread_mutex_lock(&lr_spot_mu);
   h->spot_checks[sp->target]++;
+  h->spot_seconds += sp->seconds;
   if (sp->failed) {
     h->spot_failed[sp->target]++;
     if (!h->first_spot_fail[sp->target]) h->first_spot_fail[sp->target] = st->info.step;
+    h->spot_fail_checkers[sp->target] |= 1u << (sp->checker & 31);
+    if (!h->spot_second_checker[sp->target] &&
+        __builtin_popcount(h->spot_fail_checkers[sp->target]) >= 2)
+      h->spot_second_checker[sp->target] = st->info.step;
   }
   if (lr_is_liar(h, st->stage, sp->target) && st->info.step >= h->from && !sp->failed)
     h->spot_liar_passed++;
