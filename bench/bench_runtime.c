@@ -41,32 +41,36 @@ static int s_rank(parallel_comm *world, void *arg) {
   s_run *r = arg;
   parallel_tasklet_config c = r->base;
   int w = parallel_comm_rank(world);
-  c.stage = w / c.replicas, c.replica = w % c.replicas;
+  c.stage = w / c.run.replicas, c.replica = w % c.run.replicas;
   c.on_step = s_on_step, c.on_step_arg = r;
   return parallel_tasklet_run(&c, world, &r->res[w]);
 }
 
 static int s_run_tasklets(s_run *r) {
-  parallel_inproc_group *g = parallel_inproc_group_new(r->base.stages * r->base.replicas);
+  parallel_inproc_group *g = parallel_inproc_group_new(r->base.run.stages * r->base.run.replicas);
   int rc = parallel_inproc_run(g, s_rank, r, NULL);
   parallel_inproc_group_destroy(&g);
   return rc;
 }
 
-static trainer_config s_model(optim_kind kind, int steps, int m) {
-  trainer_config c = {
-      .model = {.vocab_size = 64, .max_seq = 64, .n_layer = 4, .n_head = 4, .channels = 128},
-      .batch = 16,
-      .micro_batches = m,
-      .steps = steps,
-      .val_batches = 1,
-      .seed = 5};
-  c.optim = optim_config_default();
-  c.optim.kind = kind;
-  c.optim.lr = kind == OPTIM_SGD ? 0.1f : 3e-3f;
-  c.optim.warmup_steps = 10;
-  c.optim.weight_decay = 0;
-  c.optim.grad_clip = 1.0f;
+/* The benchmark's run of S stages x R replicas (GPipe until the caller says otherwise) over d. */
+static parallel_tasklet_config s_model(const data_set *d, optim_kind kind, int S, int R, int steps,
+                                       int m) {
+  parallel_tasklet_config c = parallel_tasklet_config_default();
+  parallel_run_config *run = &c.run;
+  run->stages = S, run->replicas = R;
+  snprintf(run->schedule, sizeof run->schedule, "gpipe");
+  run->seq = 64, run->layers = 4, run->heads = 4, run->channels = 128; /* V 64: the data's */
+  run->batch = 16, run->micro_batches = m, run->steps = steps, run->val_batches = 1, run->seed = 5;
+  const optim_config o = optim_config_default(); /* AdamW at its defaults but for these */
+  snprintf(run->optimizer, sizeof run->optimizer, "%s", kind == OPTIM_SGD ? "sgd" : "adamw");
+  run->lr = kind == OPTIM_SGD ? 0.1f : 3e-3f;
+  run->min_lr = o.min_lr;
+  run->warmup = 10;
+  run->weight_decay = 0;
+  run->grad_clip = 1.0f;
+  run->val_every = 0;
+  c.data = d;
   return c;
 }
 
@@ -74,8 +78,11 @@ static int s_agreement(const data_set *d, optim_kind kind, int S, int R, int ste
                        double *last) {
   static s_run r;
   static float ref[MAX_STEPS];
-  trainer_config c = s_model(kind, steps, 2), rc = c;
-  rc.micro_batches = R * c.micro_batches;
+  r.base = s_model(d, kind, S, R, steps, 2);
+  snprintf(r.base.run.schedule, sizeof r.base.run.schedule, "1f1b");
+  trainer_config rc;
+  WT_CHECK(parallel_run_trainer_config(&r.base.run, data_set_vocab_size(d), &rc));
+  rc.micro_batches = R * rc.micro_batches;
   trainer *t = trainer_new(&rc, d);
   if (!t) return WT_EINVAL;
   for (int i = 0; i < steps; i++) {
@@ -84,9 +91,6 @@ static int s_agreement(const data_set *d, optim_kind kind, int S, int R, int ste
     ref[i] = info.loss;
   }
   trainer_destroy(&t);
-  r.base = parallel_tasklet_config_default();
-  r.base.stages = S, r.base.replicas = R, r.base.schedule = ASSIGN_SCHEDULE_1F1B;
-  r.base.train = c, r.base.data = d;
   WT_CHECK(s_run_tasklets(&r));
   *worst = 0;
   for (int i = 0; i < steps; i++) *worst = fmax(*worst, fabs(r.loss[i] - ref[i]) / ref[i]);
@@ -119,10 +123,9 @@ static int s_compute(const data_set *d, int S, assign_schedule_kind sched, int m
   double comp[2][32], wall[2][32];
   for (int k = 0; k < repeats; k++)
     for (int v = 0; v < 2; v++) {
-      r.base = parallel_tasklet_config_default();
-      r.base.stages = S, r.base.replicas = 1, r.base.schedule = sched;
-      r.base.train = s_model(OPTIM_ADAMW, steps, m), r.base.data = d;
-      r.base.act_slots = v ? 0 : 1;
+      r.base = s_model(d, OPTIM_ADAMW, S, 1, steps, m);
+      snprintf(r.base.run.schedule, sizeof r.base.run.schedule, "%s", assign_schedule_name(sched));
+      r.base.run.act_slots = v ? 0 : 1;
       WT_CHECK(s_run_tasklets(&r));
       double sum = 0, rec = 0, sec = 0;
       for (int s = 0; s < S; s++) {

@@ -46,10 +46,10 @@ static double s_lower_median(double *v, int n) {
 
 /* The members' lower median of claimed / measured this epoch; 0 with fewer than two. */
 static double s_members_ratio(const coordinator *c, int epoch) {
-  double r[COORD_MAX_PEERS];
+  static double r[COORD_MAX_MEMBERS]; /* the coordinator's loop thread only */
   int n = 0;
-  for (int i = 0; i < c->n_peers; i++) {
-    const coord_peer *q = &c->peers[i];
+  for (int i = 0; i < c->n_members; i++) {
+    const coord_peer *q = &c->peers[c->members[i]];
     if (q->claim_epoch == epoch && q->claim_measured > 0 && q->flops > 0)
       r[n++] = q->flops / q->claim_measured;
   }

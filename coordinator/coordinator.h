@@ -54,6 +54,12 @@ typedef struct {
   /* control connections open at once, in total (lowered at start to fit the open-file limit)
    * and from one source address; peers admitted before are not held to the second */
   int max_connections, max_per_source;
+  /* slots of the peer table: live peers and those the run still needs (members, plan ranks);
+   * a registration past them is refused, logged and counted */
+  int max_peers;
+  /* an epoch's members bind their data sockets within bind_timeout_s of EPOCH and start
+   * within it of START; one that does not is left out of epochs for sideline_s, doubling */
+  double bind_timeout_s, sideline_s;
   int exit_when_done;    /* 1: exit once the run is complete */
   /* status server (/status, /metrics, dashboard): port 0 = ephemeral, -1 = none */
   char http_bind[WT_CONFIG_STR_MAX];

@@ -14,12 +14,21 @@
 #include <sqlite3.h>
 #include <stdint.h>
 
-#define COORD_MAX_PEERS 256
+/* Members of one epoch: a train epoch's stages x replicas seats (each at most
+ * PARALLEL_RUN_MAX_RANKS) or a probe group. The peer table itself holds cfg.max_peers. */
+#define COORD_MAX_MEMBERS 4096
 #define COORD_KEY_LEN 40
 #define COORD_LOSS_HIST 2000
 #define COORD_TRUST_REPLICAS 64 /* replicas of a stage a trust report covers */
+#define COORD_MAX_EXCLUDED 256  /* liars listed in /status (all are counted, and refused by key) */
 
 typedef enum { PEER_GONE = 0, PEER_LIVE = 1 } coord_peer_status;
+
+/* A probed link from a peer to the peer with this id (peers.c keeps each peer's sorted by id). */
+typedef struct {
+  int peer_id;
+  double latency_s, bandwidth_Bps;
+} coord_link;
 
 typedef struct {
   int id;
@@ -57,6 +66,15 @@ typedef struct {
   long trust_flagged, trust_syncs, trust_ep_flagged, trust_ep_syncs;
   int trust_epoch;
   char trust_why[64]; /* the reasons its stage gave */
+  coord_link *links;   /* probed links from it, by the other end's id; owned (peers.c) */
+  int n_links, cap_links;
+  int seq_dirty;     /* its sequence number is newer than its row (state.c flushes it) */
+  int started_epoch; /* the last epoch its heartbeats said it works in */
+  /* left out of epochs until sidelined_until (wt_now_s()) after failing one in silence
+   * (sideline.c): why, and how many times in a row (the backoff doubles with each) */
+  double sidelined_until;
+  int sidelinings;
+  char sidelined_why[160];
   /* spot checks: the counts of failed and of all checks its own last report of epoch
    * spot_report_epoch gave per replica; and of it: the checks and failed checks reported over
    * the run, and the ids of the distinct peers that reported failures */
@@ -90,8 +108,14 @@ struct coordinator {
   unsigned char token_key[32];
   char sid[COORD_SID_CHARS + 1];
   uint64_t out_seq, refused;
-  coord_peer peers[COORD_MAX_PEERS]; /* slots; those of peers gone for good are reused */
+  coord_peer *peers; /* cfg.max_peers slots; those of peers gone for good are reused */
   int n_peers;
+  struct coord_key_slot *by_key; /* peers.c: slots sorted by key, n_peers of them */
+  int *live;                     /* cfg.max_peers scratch entries for the epoch logic */
+  double liveness_next; /* no live peer's heartbeat window ends before this (daemon.c) */
+  uint64_t refused_full; /* registrations refused because every slot was needed */
+  int *dirty, n_dirty;   /* slots whose sequence numbers are to be written (state.c) */
+  double dirty_t;        /* when they were last written */
   int next_peer_id;     /* ids are never reused: one more than any the state database holds */
   double refusal_log_t; /* start of the window of refusals logged (s_refusal_log) */
   int refusal_log_n;    /* lines logged in that window */
@@ -108,16 +132,17 @@ struct coordinator {
   char epoch_kind[8];  /* "probe" or "train" */
   coord_epoch_phase phase;
   double phase_deadline;
-  int members[COORD_MAX_PEERS]; /* peer indices by epoch rank */
+  double start_deadline; /* running: every member works by then (0: not checked) */
+  int members[COORD_MAX_MEMBERS]; /* peer indices by epoch rank */
   int n_members;
-  int plan_members[COORD_MAX_PEERS]; /* the last train epoch's peers, by world rank */
+  int plan_members[COORD_MAX_MEMBERS]; /* the last train epoch's peers, by world rank */
   /* each stage's data-parallel ring in the last placement: rings[s*R + i] is the replica at
    * position i of stage s's ring (rings[s*R] = 0); n_rings = S·R entries, 0 = replica order */
-  int rings[COORD_MAX_PEERS];
+  int rings[COORD_MAX_MEMBERS];
   int n_rings;
   /* where the train epoch's tasklets start: from_peers = 1: at start_step from the members'
    * held states, rank r's from rank state_from[r]; 0: from the latest complete checkpoint */
-  int from_peers, state_from[COORD_MAX_PEERS];
+  int from_peers, state_from[COORD_MAX_MEMBERS];
   long start_step;
   int promote; /* peer index of a standby to place at the next train epoch, -1 = none */
   int n_plan;
@@ -142,12 +167,40 @@ struct coordinator {
   double rate_t, rate_intra, rate_inter, prev_intra, prev_inter;
   pthread_mutex_t mu; /* held while the loop handles messages; the HTTP thread reads under it */
   coordinator_http *http;
-  /* probed links between peer ids: latency (s) and bandwidth (B/s), -1 = not measured */
-  double *lat, *bw; /* COORD_MAX_PEERS² by peer index */
-  int n_excluded;   /* trust.c: peers excluded in this coordinator's lifetime */
-  int excluded_id[COORD_MAX_PEERS];
-  char excluded_key[COORD_MAX_PEERS][COORD_KEY_LEN + 1], excluded_why[COORD_MAX_PEERS][256];
+  int n_excluded; /* trust.c: peers excluded in this coordinator's lifetime; the first
+                     COORD_MAX_EXCLUDED of them listed */
+  int excluded_id[COORD_MAX_EXCLUDED];
+  char excluded_key[COORD_MAX_EXCLUDED][COORD_KEY_LEN + 1],
+      excluded_why[COORD_MAX_EXCLUDED][256];
 };
+
+/* peers.c — the peer table: cfg.max_peers slots, found by key in O(log n), and each peer's
+ * probed links. init allocates it (WT_OK or WT_ENOMEM); free releases it. */
+int coord_peers_init(coordinator *c);
+void coord_peers_free(coordinator *c);
+/* The slot of the peer with this key, or -1. */
+int coord_peer_find(const coordinator *c, const char *key);
+/* Whether a slot is free for a new peer, reaping the slots of peers gone for good when the
+ * table is full (slot indices change then: call it before holding any, and with no sequence
+ * number pending, coord_state_flush). */
+int coord_peers_make_room(coordinator *c);
+/* Takes a free slot (make_room said there is one) for key: zeroed, id set, not a member. */
+int coord_peer_add(coordinator *c, const char *key, int id);
+/* Rebuilds the key index after the table was filled directly (state.c's load). */
+void coord_peers_reindex(coordinator *c);
+/* The link probed from slot a to slot b: 1 and its latency (s) and bandwidth (B/s), or 0 when
+ * none was measured. set records one (replacing the previous). */
+int coord_link_get(const coordinator *c, int a, int b, double *lat, double *bw);
+void coord_link_set(coordinator *c, int a, int b, double lat, double bw);
+
+/* sideline.c — members that fail an epoch in silence (they never bind, or never bring their
+ * data links up) are left out of the next epochs with a doubling backoff, so the run goes on
+ * with the others. sideline marks slot i with why (logged as an event, shown in /status);
+ * available says whether slot i may be given a seat at time now (wt_now_s()); on_success
+ * clears its record. */
+void coord_sideline(coordinator *c, int i, const char *why);
+int coord_sideline_available(const coordinator *c, int i, double now);
+void coord_sideline_on_success(coordinator *c, int i);
 
 /* state.c — SQLite */
 int coord_state_open(coordinator *c);
@@ -156,6 +209,15 @@ int coord_state_load(coordinator *c);
 void coord_event(coordinator *c, const char *kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void coord_state_save_peer(coordinator *c, const coord_peer *p);
+/* A heartbeat's sequence number: written with the others in one transaction by flush, which
+ * runs at most every COORD_SEQ_FLUSH_S (force: now). A coordinator killed meanwhile accepts
+ * again the heartbeats of that last fraction of a second, which change nothing durable. */
+#define COORD_SEQ_FLUSH_S 0.2
+void coord_state_defer_peer(coordinator *c, int i);
+/* Groups the writes between them into one transaction (one commit instead of one each). */
+void coord_state_begin(coordinator *c);
+void coord_state_commit(coordinator *c);
+void coord_state_flush(coordinator *c, int force);
 void coord_state_save_run(coordinator *c);
 void coord_state_save_link(coordinator *c, int a, int b);
 int coord_state_checkpoint(coordinator *c, long step, int stage, const char *digest, int *complete);
@@ -184,11 +246,17 @@ int coord_token_key_load(const char *dir, unsigned char key[32]);
  * zmq_ctx_shutdown. Start returns WT_OK or WT_EIO with wt_last_error() set. */
 int coord_zap_start(coordinator *c);
 void coord_zap_stop(coordinator *c);
+/* CURVE handshakes on the control socket that failed (the client lacks this coordinator's
+ * public key, or sent garbage), that the caps refused, and that were cut before they finished
+ * (a reset or a timeout); logged, rate-limited. */
+void coord_zap_counts(const coordinator *c, uint64_t *failed, uint64_t *refused, uint64_t *cut);
 
 /* daemon.c */
 void coord_send(coordinator *c, coord_peer *p, coordinator_cmd cmd, const cJSON *body);
 
-/* status.c */
+/* status.c; /status lists at most COORD_STATUS_PEERS peers (those of the run first) and counts
+ * them all */
+#define COORD_STATUS_PEERS 1000
 cJSON *coord_status(coordinator *c);
 void coord_status_tick(coordinator *c);
 /* A point of the loss curve: record keeps it in memory (thinned to half when full) and in the

@@ -116,9 +116,6 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
   if (!c->cfg.run.checkpoint_dir[0])
     snprintf(c->cfg.run.checkpoint_dir, sizeof c->cfg.run.checkpoint_dir, "%.1000s/checkpoints",
              c->dir);
-  c->lat = wt_xmalloc(sizeof(double) * COORD_MAX_PEERS * COORD_MAX_PEERS);
-  c->bw = wt_xmalloc(sizeof(double) * COORD_MAX_PEERS * COORD_MAX_PEERS);
-  for (int i = 0; i < COORD_MAX_PEERS * COORD_MAX_PEERS; i++) c->lat[i] = c->bw[i] = -1;
   c->first_loss = c->last_loss = NAN;
   pthread_mutex_init(&c->mu, NULL);
   coordinator_sid_new(c->sid);
@@ -126,6 +123,7 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
       mkdir(c->dir, 0700) == 0 || errno == EEXIST
           ? WT_OK
           : wt_fail(WT_EIO, "cannot create the state directory %s: %s", c->dir, strerror(errno));
+  if (rc == WT_OK) rc = coord_peers_init(c);
   if (rc == WT_OK) rc = coord_scenario_load(c);
   if (rc == WT_OK) rc = coord_token_key_load(c->dir, c->token_key);
   if (rc == WT_OK) rc = coord_state_open(c);
@@ -153,10 +151,10 @@ void coordinator_destroy(coordinator **self_p) {
     coord_zap_stop(c);
     zmq_ctx_term(c->zctx);
   }
+  if (c->db && c->dirty) coord_state_flush(c, 1);
   coord_state_close(c);
   coord_scenario_close(c);
-  free(c->lat);
-  free(c->bw);
+  coord_peers_free(c);
   pthread_mutex_destroy(&c->mu);
   sodium_memzero(c->sec, sizeof c->sec);
   free(c);
@@ -218,58 +216,10 @@ static void s_refuse_registration(coordinator *c, const unsigned char *route, si
   s_refusal_log(c, "refused: key %.8s…: %s", key, why);
 }
 
-static int s_find(coordinator *c, const char *key) {
-  for (int i = 0; i < c->n_peers; i++)
-    if (!strcmp(c->peers[i].key, key)) return i;
-  return -1;
-}
-
-/* Whether slot i is in use: a live peer, a member of the epoch, a world rank of the last plan
- * (a standby takes it over by that slot) or the standby chosen for promotion. A peer gone for
- * good (it left, or was lost and holds none of these) is only history, kept in the database. */
-static int s_slot_needed(const coordinator *c, int i) {
-  if (c->peers[i].status == PEER_LIVE || c->peers[i].epoch_rank >= 0 || c->promote == i) return 1;
-  for (int r = 0; r < c->n_members; r++)
-    if (c->members[r] == i) return 1;
-  for (int r = 0; r < c->n_plan; r++)
-    if (c->plan_members[r] == i) return 1;
-  return 0;
-}
-
-static void s_remap(const int *map, int *list, int n) {
-  for (int k = 0; k < n; k++) list[k] = map[list[k]];
-}
-
-/* Frees the slots of peers gone for good: the table is compacted in order and every slot index
- * the daemon keeps (members, plan, promotion, the probed links) follows its peer. */
-static void s_reap(coordinator *c) {
-  const int M = COORD_MAX_PEERS, n_old = c->n_peers;
-  int map[COORD_MAX_PEERS], n = 0;
-  for (int i = 0; i < n_old; i++) map[i] = s_slot_needed(c, i) ? n++ : -1;
-  if (n == n_old) return;
-  /* map[i] <= i: moving forward in order never overwrites what is still to be read */
-  for (int i = 0; i < n_old; i++)
-    if (map[i] >= 0 && map[i] != i) c->peers[map[i]] = c->peers[i];
-  for (int a = 0; a < n_old; a++)
-    for (int b = 0; b < n_old; b++)
-      if (map[a] >= 0 && map[b] >= 0) {
-        c->lat[map[a] * M + map[b]] = c->lat[a * M + b];
-        c->bw[map[a] * M + map[b]] = c->bw[a * M + b];
-      }
-  for (int a = 0; a < n_old; a++)
-    for (int b = 0; b < n_old; b++)
-      if (a >= n || b >= n) c->lat[a * M + b] = c->bw[a * M + b] = -1;
-  s_remap(map, c->members, c->n_members);
-  s_remap(map, c->plan_members, c->n_plan);
-  if (c->promote >= 0) c->promote = map[c->promote];
-  c->n_peers = n;
-  WT_INFO("coordinator: freed the slots of %d peers gone for good (%d in use)", n_old - n, n);
-}
-
 static void s_register(coordinator *c, const unsigned char *route, size_t rlen, const char *key,
                        const coordinator_msg *m) {
   char why[512];
-  int i = s_find(c, key);
+  int i = coord_peer_find(c, key);
   if (coord_state_session_seen(c, key, m->sid)) {
     c->refused++;
     s_refusal_log(c, "dropped a replayed registration (session %.8s… of key %.8s… was seen before)",
@@ -339,11 +289,15 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
    * token, as it would have while its slot was kept. The slot is found before the token is
    * checked so that a full coordinator spends no token's use. */
   int known_id = i < 0 ? coord_state_peer_id(c, key) : 0;
-  if (i < 0 && c->n_peers == COORD_MAX_PEERS) s_reap(c);
-  if (i < 0 && c->n_peers == COORD_MAX_PEERS) {
-    s_refuse_registration(c, route, rlen, key,
-                          "the coordinator is full (every slot holds a live peer or one the run "
-                          "still needs); try again later or another run");
+  if (i < 0 && c->n_peers == c->cfg.max_peers)
+    coord_state_flush(c, 1); /* the pending sequence numbers name slots, which a reap moves */
+  if (i < 0 && !coord_peers_make_room(c)) {
+    c->refused_full++;
+    snprintf(why, sizeof why,
+             "the coordinator is full (all %d slots of --max-peers hold a live peer or one the "
+             "run still needs; %llu registrations refused so far); try again later or another run",
+             c->cfg.max_peers, (unsigned long long)c->refused_full);
+    s_refuse_registration(c, route, rlen, key, why);
     return;
   }
   if (i < 0 && !known_id && !c->cfg.open &&
@@ -352,14 +306,11 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
     return;
   }
   if (i < 0) {
-    i = c->n_peers++;
-    memset(&c->peers[i], 0, sizeof c->peers[i]);
-    c->peers[i].id = known_id ? known_id : c->next_peer_id++;
-    snprintf(c->peers[i].key, sizeof c->peers[i].key, "%s", key);
-    c->peers[i].epoch_rank = -1;
+    i = coord_peer_add(c, key, known_id ? known_id : c->next_peer_id++);
     c->peers[i].device_index = -1;
     if (known_id) coord_state_load_links(c, i);
   }
+  coord_state_begin(c); /* one commit for the admission's rows, before WELCOME goes out */
   coord_state_session_add(c, key, m->sid);
   coord_peer *p = &c->peers[i];
   int was_member = p->epoch_rank >= 0 && p->status == PEER_LIVE;
@@ -380,6 +331,7 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   coord_state_save_peer(c, p);
   coord_event(c, "joined", "peer %d (key %.8s…, %s x %d, %.1f GFLOP/s, region '%s')", p->id, key,
               p->kind, p->gpus, p->flops / 1e9, p->region);
+  coord_state_commit(c);
   cJSON *b = cJSON_CreateObject();
   cJSON_AddNumberToObject(b, "peer_id", p->id);
   cJSON_AddNumberToObject(b, "heartbeat_s", c->cfg.heartbeat_s);
@@ -399,6 +351,8 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
   p->bytes_inter = fmax(p->bytes_inter, coordinator_field_num(b, "bytes_inter", 0));
   p->bytes_inter_raw = fmax(p->bytes_inter_raw, coordinator_field_num(b, "bytes_inter_raw", 0));
   int ep = coordinator_field_int(b, "epoch", -1);
+  if (ep == c->epoch && !strcmp(coordinator_field_str(b, "state"), "working"))
+    p->started_epoch = ep;
   if (ep == c->epoch && p->epoch_rank >= 0 && c->phase == EPOCH_RUNNING &&
       !strcmp(c->epoch_kind, "train") && p->step > 0) {
     if (p->step > c->last_step) {
@@ -443,7 +397,7 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
     coordinator_msg_clear(&m);
     return;
   }
-  int i = s_find(c, key);
+  int i = coord_peer_find(c, key);
   if (i < 0 || c->peers[i].status != PEER_LIVE) {
     c->refused++;
     s_refusal_log(c, "dropped \"%s\" from key %.8s…: %s", coordinator_cmd_name(m.cmd), key,
@@ -465,7 +419,11 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
   memcpy(p->route, route, rlen);
   p->route_len = rlen;
   p->last_seen = wt_now_s();
-  coord_state_save_peer(c, p); /* the sequence survives a restart: no replay window */
+  /* the sequence survives a restart: no replay window (a heartbeat's within COORD_SEQ_FLUSH_S) */
+  if (m.cmd == COORD_CMD_HEARTBEAT)
+    coord_state_defer_peer(c, i);
+  else
+    coord_state_save_peer(c, p);
   switch (m.cmd) {
   case COORD_CMD_HEARTBEAT:
     s_heartbeat(c, p, m.body);
@@ -528,11 +486,20 @@ static void s_recv(coordinator *c) {
   zmq_msg_close(&msg);
 }
 
+/* Drops the live peers whose heartbeat window has ended. The scan runs only once the earliest
+ * window can have ended (c->liveness_next, the earliest end it saw): a peer's last_seen only
+ * moves forward, and a newly admitted one's window ends later than any open one. */
 static void s_liveness(coordinator *c) {
   double limit = c->cfg.liveness * c->cfg.heartbeat_s, now = wt_now_s();
+  if (now < c->liveness_next) return;
+  c->liveness_next = now + limit;
   for (int i = 0; i < c->n_peers; i++) {
     coord_peer *p = &c->peers[i];
-    if (p->status != PEER_LIVE || now - p->last_seen <= limit) continue;
+    if (p->status != PEER_LIVE) continue;
+    if (now - p->last_seen <= limit) {
+      c->liveness_next = fmin(c->liveness_next, p->last_seen + limit);
+      continue;
+    }
     p->status = PEER_GONE;
     coord_state_save_peer(c, p);
     coord_event(c, "lost", "peer %d missed %d heartbeats (%.1f s silent)", p->id, c->cfg.liveness,
@@ -552,6 +519,8 @@ static void s_forgive_stall(coordinator *c, double late_s) {
     if (c->peers[i].status == PEER_LIVE)
       c->peers[i].last_seen = fmin(now, c->peers[i].last_seen + late_s);
   c->phase_deadline += late_s;
+  if (c->start_deadline > 0) c->start_deadline += late_s;
+  c->liveness_next = 0; /* judge them again now, against the windows moved on */
   if (late_s >= 1)
     WT_WARN("coordinator: the loop did not run for %.1f s (the process was stopped, its machine "
             "paused, or a placement ran long); the peers' liveness does not count that time",
@@ -562,10 +531,7 @@ static void s_forgive_stall(coordinator *c, double late_s) {
  * half a heartbeat so the status rates and the epoch logic keep ticking. */
 static long s_next_deadline_ms(coordinator *c) {
   pthread_mutex_lock(&c->mu);
-  double now = wt_now_s(), next = now + c->cfg.heartbeat_s / 2;
-  double limit = c->cfg.liveness * c->cfg.heartbeat_s;
-  for (int i = 0; i < c->n_peers; i++)
-    if (c->peers[i].status == PEER_LIVE) next = fmin(next, c->peers[i].last_seen + limit);
+  double now = wt_now_s(), next = fmin(now + c->cfg.heartbeat_s / 2, c->liveness_next);
   int timed = c->phase == EPOCH_BINDING || c->phase == EPOCH_DRAINING ||
               (c->phase == EPOCH_RUNNING && !strcmp(c->epoch_kind, "probe"));
   if (timed && !c->run_complete) next = fmin(next, c->phase_deadline);
@@ -590,6 +556,7 @@ int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
       if (!(ev & ZMQ_POLLIN)) break;
       s_recv(c);
     }
+    coord_state_flush(c, 0);
     s_liveness(c);
     awake = wt_now_s();
     coord_epoch_tick(c);

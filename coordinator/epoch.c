@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define S_BIND_DEADLINE_S 30.0
 #define S_PROBE_DEADLINE_S 120.0
 
 static void s_abort(coordinator *c, const char *why);
@@ -62,8 +61,8 @@ static cJSON *s_tasklet_json(coordinator *c, int rank) {
  * and its access link: uplink and downlink (0 = unlimited) and which members share it. */
 static void s_emulation_json(coordinator *c, int r, cJSON *b) {
   const int n = c->n_members;
-  double lat[COORD_MAX_PEERS], bw[COORD_MAX_PEERS];
-  int same[COORD_MAX_PEERS];
+  double lat[COORD_MAX_MEMBERS], bw[COORD_MAX_MEMBERS];
+  int same[COORD_MAX_MEMBERS];
   netsim_emulation e = {.latency_s = lat, .bandwidth_Bps = bw, .same_access = same};
   if (coord_scenario_row(c, r, &e) != WT_OK) return; /* every member has a device: cannot fail */
   cJSON *la = cJSON_AddArrayToObject(b, "latency_s"),
@@ -115,7 +114,8 @@ static void s_publish(coordinator *c) {
     cJSON_Delete(b);
   }
   c->phase = EPOCH_BINDING;
-  c->phase_deadline = wt_now_s() + S_BIND_DEADLINE_S;
+  c->phase_deadline = wt_now_s() + c->cfg.bind_timeout_s;
+  c->start_deadline = 0;
 }
 
 /* --links scenario: placement prices the emulated scenario's own links, and nothing is probed. */
@@ -133,19 +133,43 @@ static int s_link(coordinator *c, int a, int b, double *lat, double *bw) {
     *lat = net->latency_s[da * net->n + db], *bw = net->bandwidth_Bps[da * net->n + db];
     return *bw > 0;
   }
-  double l1 = c->lat[a * COORD_MAX_PEERS + b], l2 = c->lat[b * COORD_MAX_PEERS + a];
-  double b1 = c->bw[a * COORD_MAX_PEERS + b], b2 = c->bw[b * COORD_MAX_PEERS + a];
+  double l1 = -1, l2 = -1, b1 = -1, b2 = -1;
+  coord_link_get(c, a, b, &l1, &b1);
+  coord_link_get(c, b, a, &l2, &b2);
   if (l1 < 0 && l2 < 0) return 0;
   *lat = l1 >= 0 && l2 >= 0 ? (l1 + l2) / 2 : (l1 >= 0 ? l1 : l2);
   *bw = b1 > 0 && b2 > 0 ? (b1 + b2) / 2 : (b1 > 0 ? b1 : b2);
   return *bw > 0;
 }
 
+/* The live peers an epoch may seat: not those sidelined for now (sideline.c). */
 static int s_live(coordinator *c, int *out) {
   int n = 0;
+  const double now = wt_now_s();
   for (int i = 0; i < c->n_peers; i++)
-    if (c->peers[i].status == PEER_LIVE) out[n++] = i;
+    if (c->peers[i].status == PEER_LIVE && coord_sideline_available(c, i, now)) out[n++] = i;
   return n;
+}
+
+typedef struct {
+  double flops;
+  int slot;
+} s_by_speed;
+
+static int s_cmp_speed(const void *a, const void *b) {
+  const s_by_speed *x = a, *y = b;
+  if (x->flops != y->flops) return x->flops < y->flops ? 1 : -1;
+  return (x->slot > y->slot) - (x->slot < y->slot);
+}
+
+/* The n fastest of the live peers into list (ties in slot order). */
+static void s_fastest(coordinator *c, const int *live, int n_live, int *list, int n) {
+  s_by_speed *order = wt_xmalloc(sizeof *order * (size_t)n_live);
+  for (int k = 0; k < n_live; k++)
+    order[k] = (s_by_speed){coord_claim_flops(&c->peers[live[k]]), live[k]};
+  qsort(order, (size_t)n_live, sizeof *order, s_cmp_speed);
+  for (int k = 0; k < n && k < n_live; k++) list[k] = order[k].slot;
+  free(order);
 }
 
 static int s_all_probed(coordinator *c, const int *who, int n) {
@@ -251,7 +275,7 @@ static void s_state_sources(coordinator *c) {
   }
   c->from_peers = best > 0;
   c->start_step = best > 0 ? best : c->committed_step;
-  int next[COORD_MAX_PEERS] = {0}; /* per stage: the holder to hand out next */
+  int next[COORD_MAX_MEMBERS] = {0}; /* per stage: the holder to hand out next */
   for (int r = 0; best > 0 && r < n; r++) {
     int st = r / R;
     c->state_from[r] = -1;
@@ -287,7 +311,7 @@ static double s_cost_of(coordinator *c, const int *list, int n) {
 
 /* The best single swap of standby `cand` into list: *slot and the cost with it. */
 static double s_best_swap(coordinator *c, const int *list, int n, int cand, int *slot) {
-  int trial[COORD_MAX_PEERS];
+  int trial[COORD_MAX_MEMBERS];
   double best = INFINITY;
   *slot = -1;
   for (int i = 0; i < n; i++) {
@@ -308,7 +332,9 @@ void coord_epoch_on_commit(coordinator *c) {
   int who = -1, slot = -1;
   for (int k = 0; k < c->n_peers; k++) {
     coord_peer *p = &c->peers[k];
-    if (p->status != PEER_LIVE || p->epoch_rank >= 0 || p->promote_refused) continue;
+    if (p->status != PEER_LIVE || p->epoch_rank >= 0 || p->promote_refused ||
+        !coord_sideline_available(c, k, wt_now_s()))
+      continue;
     int i;
     double cost = s_best_swap(c, c->members, n, k, &i);
     if (cost < best) best = cost, who = k, slot = i;
@@ -470,7 +496,9 @@ void coord_epoch_on_checkpoint(coordinator *c, coord_peer *p, const cJSON *body)
 static void s_promote(coordinator *c, int *list, int n, int *changed, int *n_changed) {
   int who = c->promote, slot;
   c->promote = -1;
-  if (who < 0 || c->peers[who].status != PEER_LIVE || s_in(list, n, who)) return;
+  if (who < 0 || c->peers[who].status != PEER_LIVE || s_in(list, n, who) ||
+      !coord_sideline_available(c, who, wt_now_s()))
+    return;
   double now_cost = s_cost_of(c, list, n), cost = s_best_swap(c, list, n, who, &slot);
   if (slot < 0 || cost > (1 - S_PROMOTE_GAIN) * now_cost) {
     c->peers[who].promote_refused = 1;
@@ -550,12 +578,14 @@ static int s_fixed_plan(coordinator *c, const assign_problem *prob, assign_plan 
 
 /* Chooses the train epoch's peers and places them. Returns 1 when members[] is set. */
 static int s_place(coordinator *c, const int *live, int n_live) {
-  int n = c->cfg.run.stages * c->cfg.run.replicas, list[COORD_MAX_PEERS], changed[COORD_MAX_PEERS];
+  int n = c->cfg.run.stages * c->cfg.run.replicas, list[COORD_MAX_MEMBERS],
+      changed[COORD_MAX_MEMBERS];
   int n_changed = 0, resolve = c->n_plan == n;
   if (resolve) {
     memcpy(list, c->plan_members, sizeof(int) * n);
     for (int i = 0; i < n; i++) {
-      if (c->peers[list[i]].status == PEER_LIVE) continue;
+      if (c->peers[list[i]].status == PEER_LIVE && coord_sideline_available(c, list[i], wt_now_s()))
+        continue;
       int best = -1; /* standbys first: the fastest live peer outside the plan */
       for (int k = 0; k < n_live; k++)
         if (!s_in(list, n, live[k]) && (best < 0 || coord_claim_flops(&c->peers[live[k]]) >
@@ -571,14 +601,7 @@ static int s_place(coordinator *c, const int *live, int n_live) {
   } else if (s_fixed(c)) {
     if (!s_fixed_list(c, live, n_live, n, list)) return 0;
   } else {
-    memcpy(list, live, sizeof(int) * n_live); /* fastest first; the rest wait as standbys */
-    for (int i = 1; i < n_live; i++)
-      for (int j = i; j > 0 && coord_claim_flops(&c->peers[list[j]]) >
-                                   coord_claim_flops(&c->peers[list[j - 1]]);
-           j--) {
-        int t = list[j];
-        list[j] = list[j - 1], list[j - 1] = t;
-      }
+    s_fastest(c, live, n_live, list, n); /* the rest wait as standbys */
   }
   assign_network net;
   assign_problem prob;
@@ -660,8 +683,14 @@ static void s_abort(coordinator *c, const char *why) {
   cJSON_AddStringToObject(b, "reason", why);
   s_send_all(c, COORD_CMD_ABORT, b);
   cJSON_Delete(b);
+  /* before START no member works, and one told to stop before it starts reports nothing: none
+   * is waited for */
+  if (c->phase == EPOCH_BINDING)
+    for (int r = 0; r < c->n_members; r++)
+      if (c->peers[c->members[r]].result == 0) c->peers[c->members[r]].result = -1;
   c->phase = EPOCH_DRAINING;
   c->phase_deadline = wt_now_s() + c->cfg.peer_timeout_s + 10;
+  c->start_deadline = 0;
   coord_state_save_run(c);
 }
 
@@ -724,11 +753,34 @@ static void s_stop(coordinator *c) {
   cJSON_Delete(b);
 }
 
+/* The members that missed the bind deadline (bind) or the start deadline (their heartbeats do
+ * not say they work in this epoch) are sidelined and not waited for. Returns how many. */
+static int s_sideline_silent(coordinator *c, int bind) {
+  int n = 0;
+  char why[160];
+  snprintf(why, sizeof why, "it did not %s within the %.0f s deadline of epoch %d (%s)",
+           bind ? "bind its data socket" : "start its work after START", c->cfg.bind_timeout_s,
+           c->epoch, c->epoch_kind);
+  for (int r = 0; r < c->n_members; r++) {
+    coord_peer *p = &c->peers[c->members[r]];
+    if (p->status != PEER_LIVE || p->result != 0) continue;
+    if (bind ? p->endpoint[0] != 0 : p->started_epoch == c->epoch) continue;
+    coord_sideline(c, c->members[r], why);
+    p->result = -1;
+    n++;
+  }
+  return n;
+}
+
 void coord_epoch_tick(coordinator *c) {
   if (c->run_complete) return;
   double now = wt_now_s();
   if (c->phase == EPOCH_BINDING && now > c->phase_deadline) {
+    s_sideline_silent(c, 1);
     s_abort(c, "not every member bound its data socket within the deadline");
+  } else if (c->phase == EPOCH_RUNNING && c->start_deadline > 0 && now > c->start_deadline) {
+    c->start_deadline = 0;
+    if (s_sideline_silent(c, 0)) s_abort(c, "not every member started within the deadline");
   } else if (c->phase == EPOCH_RUNNING && !strcmp(c->epoch_kind, "probe") &&
              now > c->phase_deadline) {
     s_abort(c, "the link probe did not finish within its deadline");
@@ -736,8 +788,7 @@ void coord_epoch_tick(coordinator *c) {
     s_epoch_over(c);
   }
   if (c->phase != EPOCH_NONE) return;
-  int live[COORD_MAX_PEERS], n_live = s_live(c, live),
-                             need = c->cfg.run.stages * c->cfg.run.replicas;
+  int *live = c->live, n_live = s_live(c, live), need = c->cfg.run.stages * c->cfg.run.replicas;
   if (n_live < need) return;
   if (!s_scenario_links(c) && !s_fixed(c) && !s_all_probed(c, live, n_live)) {
     s_start_epoch(c, "probe", live, WT_MIN(n_live, 64));
@@ -774,6 +825,7 @@ void coord_epoch_on_bound(coordinator *c, coord_peer *p, const cJSON *body) {
   cJSON_Delete(b);
   c->phase = EPOCH_RUNNING;
   c->phase_deadline = wt_now_s() + S_PROBE_DEADLINE_S;
+  c->start_deadline = wt_now_s() + c->cfg.bind_timeout_s;
   coord_state_save_run(c);
 }
 
@@ -790,8 +842,7 @@ static void s_probe_result(coordinator *c, coord_peer *p, const cJSON *body) {
     double w = cJSON_GetNumberValue(cJSON_GetArrayItem(bw, j));
     if (j == p->epoch_rank || !(l >= 0 && l < 100) || !(w > 0 && w < 1e13)) continue;
     int b = c->members[j];
-    c->lat[a * COORD_MAX_PEERS + b] = l;
-    c->bw[a * COORD_MAX_PEERS + b] = w;
+    coord_link_set(c, a, b, l, w);
     coord_state_save_link(c, a, b);
   }
 }
@@ -813,6 +864,7 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
   long steps = isfinite(steps_v) ? (long)fmin(fmax(steps_v, 0), 1e12) : 0;
   p->result = ok ? 1 : -1;
   p->steps_done = steps;
+  if (ok) coord_sideline_on_success(c, (int)(p - c->peers));
   p->bytes_intra = fmax(
       p->bytes_intra, cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_intra")));
   p->bytes_inter = fmax(

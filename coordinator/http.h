@@ -60,14 +60,21 @@
  *       "replica":  integer, its data-parallel replica, -1 when none
  *       "state":    string: "joining", "probing", "standby", "training", "leaving", "lost"
  *     and, not checked: "flops" and "memory" (its device, a site's aggregate), "gpus" (1, or a
- *     site's GPUs)
+ *     site's GPUs), "sidelined" (why it is left out of epochs for now) and "sidelined_for_s"
+ *   not checked, the coordinator's capacity: "peer_counts" (state -> number of peers, all of
+ *   them, where "peers" may list only some), "max_peers", "peers_total", "peers_live",
+ *   "peers_sidelined", "refused_full", "handshakes_failed", "handshakes_refused", "handshakes_cut"
  *
  * ---- /metrics (all gauges, from the same snapshot) ----------------------------------------------
  *   wantrain_epoch, wantrain_step, wantrain_stages, wantrain_replicas, wantrain_loss,
  *   wantrain_tokens_per_second                       one sample each when the member is present
  *   wantrain_link_bytes_per_second{class="..."}      one per member of "bytes_per_s"
  *   wantrain_peers{state="..."}                      number of peers in each state present
- *   wantrain_peer_info{id,region,stage,replica,state} 1 per peer
+ *                                                    (from "peer_counts" when present)
+ *   wantrain_peer_info{id,region,stage,replica,state} 1 per listed peer
+ *   wantrain_peers_max, wantrain_peers_held, wantrain_peers_sidelined,
+ *   wantrain_registrations_refused_full, wantrain_handshakes_failed,
+ *   wantrain_handshakes_refused, wantrain_handshakes_cut  from the members of the same names
  */
 #ifndef WT_COORDINATOR_HTTP_H
 #define WT_COORDINATOR_HTTP_H

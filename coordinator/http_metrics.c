@@ -112,6 +112,37 @@ static void s_excluded(FILE *f, const cJSON *st) {
   }
 }
 
+/* A snapshot that lists only some of its peers counts them all in "peer_counts": those
+ * counts win over the list's. */
+static void s_counted_states(const cJSON *st, long counts[S_N_STATES + 1]) {
+  const cJSON *pc = cJSON_GetObjectItemCaseSensitive(st, "peer_counts");
+  if (!cJSON_IsObject(pc)) return;
+  for (int k = 0; k <= S_N_STATES; k++) counts[k] = 0;
+  for (const cJSON *v = pc->child; v; v = v->next) {
+    if (!cJSON_IsNumber(v) || !v->string || v->valuedouble < 0) continue;
+    int k = 0;
+    while (k < S_N_STATES && strcmp(v->string, s_states[k]) != 0) k++;
+    counts[k] += (long)fmin(v->valuedouble, 1e15);
+  }
+}
+
+/* Admission and capacity counters, when the snapshot has them. */
+static void s_admission(FILE *f, const cJSON *st) {
+  s_scalar(f, st, "max_peers", "wantrain_peers_max", "Peers the coordinator holds at most.");
+  s_scalar(f, st, "peers_total", "wantrain_peers_held",
+           "Peers in the coordinator's table (live, and those the run still needs).");
+  s_scalar(f, st, "peers_sidelined", "wantrain_peers_sidelined",
+           "Live peers left out of epochs for now after missing an epoch's deadline.");
+  s_scalar(f, st, "refused_full", "wantrain_registrations_refused_full",
+           "Registrations refused since start because every peer slot was needed.");
+  s_scalar(f, st, "handshakes_failed", "wantrain_handshakes_failed",
+           "CURVE handshakes on the control socket that failed since start (wrong server key).");
+  s_scalar(f, st, "handshakes_refused", "wantrain_handshakes_refused",
+           "CURVE handshakes refused since start by the connection caps.");
+  s_scalar(f, st, "handshakes_cut", "wantrain_handshakes_cut",
+           "CURVE handshakes cut before they finished since start (reset or timed out).");
+}
+
 /* One labelled gauge per peer of `claims` with `member`, the flagged ones only when `flagged`. */
 static void s_claim_family(FILE *f, const cJSON *claims, const char *name, const char *help,
                            const char *member, int flagged) {
@@ -153,6 +184,7 @@ static void s_peers(FILE *f, const cJSON *st) {
     while (k < S_N_STATES && strcmp(state, s_states[k]) != 0) k++;
     counts[k]++;
   }
+  s_counted_states(st, counts);
   s_family(f, "wantrain_peers", "Peers known to the coordinator, by state.");
   for (int k = 0; k <= S_N_STATES; k++) {
     fputs("wantrain_peers{state=", f);
@@ -197,6 +229,7 @@ char *coordinator_http_metrics_render(const cJSON *st) {
   s_links(f, st);
   s_peers(f, st);
   s_excluded(f, st);
+  s_admission(f, st);
   s_claims(f, st);
   if (fclose(f) != 0) {
     free(text);

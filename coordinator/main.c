@@ -3,7 +3,7 @@
 #include "coordinator/coordinator.h"
 
 #include "common/common.h"
-#include "coordinator/coordinator_internal.h" /* defines: COORD_MAX_PEERS */
+#include "coordinator/coordinator_internal.h"
 #include "common/config.h"
 #include "compress/preset.h"
 
@@ -89,14 +89,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "coordinator: error: %s\n", wt_last_error());
     return 2;
   }
-  /* Each seat is one admitted peer, and the coordinator admits no more than COORD_MAX_PEERS. */
-  if (cfg.run.stages * cfg.run.replicas > COORD_MAX_PEERS) {
+  /* Each seat is one admitted peer, and the coordinator admits no more than --max-peers. */
+  if (cfg.run.stages * cfg.run.replicas > cfg.max_peers) {
     fprintf(stderr,
-            "coordinator: error: --stages %d x --replicas %d = %d seats, but a coordinator admits "
-            "at most %d peers, so this run could never start; give fewer stages or replicas "
-            "(stages x replicas <= %d)\n",
-            cfg.run.stages, cfg.run.replicas, cfg.run.stages * cfg.run.replicas, COORD_MAX_PEERS,
-            COORD_MAX_PEERS);
+            "coordinator: error: --stages %d x --replicas %d = %d seats, but this coordinator "
+            "admits at most --max-peers %d peers, so this run could never start; give fewer "
+            "stages or replicas, or a larger --max-peers\n",
+            cfg.run.stages, cfg.run.replicas, cfg.run.stages * cfg.run.replicas, cfg.max_peers);
     return 2;
   }
   if (strcmp(cfg.run.sync.preset, "none")) {

@@ -51,7 +51,17 @@ static const wt_option s_options[] = {
      0},
     {"peer-timeout", WT_OPT_FLOAT, F(peer_timeout_s), 1, 3600, "15",
      "deadline of every data-plane wait on the peers, seconds", 0},
-    {"max-connections", WT_OPT_INT, F(max_connections), 16, 1e6, "512",
+    {"max-peers", WT_OPT_INT, F(max_peers), 16, 1e6, "10000",
+     "peers the coordinator holds at once: live ones and those the run still needs (a "
+     "registration past them is refused, logged and counted)",
+     0},
+    {"bind-timeout", WT_OPT_FLOAT, F(bind_timeout_s), 1, 3600, "30",
+     "seconds an epoch's members have to bind their data sockets, and then to start", 0},
+    {"sideline", WT_OPT_FLOAT, F(sideline_s), 1, 86400, "60",
+     "seconds a member that missed an epoch's deadline is left out of epochs (doubling with "
+     "each miss in a row, up to 64 times)",
+     0},
+    {"max-connections", WT_OPT_INT, F(max_connections), 16, 1e6, "12000",
      "control connections open at once, from all addresses (lowered at start to fit the "
      "open-file limit, ulimit -n)",
      0},

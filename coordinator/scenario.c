@@ -67,7 +67,7 @@ int coord_scenario_device(coordinator *c, int i) {
 }
 
 int coord_scenario_row(coordinator *c, int r, netsim_emulation *out) {
-  int device[COORD_MAX_PEERS];
+  int device[COORD_MAX_MEMBERS];
   for (int j = 0; j < c->n_members; j++) device[j] = c->peers[c->members[j]].device_index;
   return netsim_emulation_row(c->scenario, device, c->n_members, r, out);
 }

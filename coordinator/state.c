@@ -161,10 +161,53 @@ void coord_state_save_peer(coordinator *c, const coord_peer *p) {
         (long long)(p->gpus > 0 ? p->gpus : 1));
 }
 
+void coord_state_begin(coordinator *c) {
+  if (sqlite3_get_autocommit(c->db)) s_exec(c, "BEGIN");
+}
+
+void coord_state_commit(coordinator *c) {
+  if (!sqlite3_get_autocommit(c->db) && s_exec(c, "COMMIT") != WT_OK)
+    WT_ERROR("coordinator: %s", wt_last_error());
+}
+
+void coord_state_defer_peer(coordinator *c, int i) {
+  if (c->peers[i].seq_dirty) return;
+  c->peers[i].seq_dirty = 1;
+  c->dirty[c->n_dirty++] = i;
+}
+
+/* One transaction and one prepared statement for all of them: a heartbeat costs an UPDATE, not
+ * a commit. */
+void coord_state_flush(coordinator *c, int force) {
+  double now = wt_now_s();
+  if (!c->n_dirty || (!force && now - c->dirty_t < COORD_SEQ_FLUSH_S)) return;
+  c->dirty_t = now;
+  sqlite3_stmt *st = NULL;
+  coord_state_begin(c);
+  if (sqlite3_prepare_v2(c->db, "UPDATE peers SET sid = ?, last_seq = ? WHERE key = ?", -1, &st,
+                         NULL) != SQLITE_OK)
+    WT_ERROR("coordinator: state database: %s", sqlite3_errmsg(c->db));
+  for (int k = 0; k < c->n_dirty; k++) {
+    coord_peer *p = &c->peers[c->dirty[k]];
+    p->seq_dirty = 0;
+    if (!st) continue;
+    sqlite3_bind_text(st, 1, p->sid, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)p->last_seq);
+    sqlite3_bind_text(st, 3, p->key, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE)
+      WT_ERROR("coordinator: state database write failed: %s", sqlite3_errmsg(c->db));
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  coord_state_commit(c);
+  c->n_dirty = 0;
+}
+
 void coord_state_save_link(coordinator *c, int a, int b) {
+  double lat = -1, bw = -1;
+  coord_link_get(c, a, b, &lat, &bw);
   s_run(c, "INSERT OR REPLACE INTO links(a, b, latency_s, bandwidth_Bps) VALUES(?, ?, ?, ?)",
-        "ttdd", c->peers[a].key, c->peers[b].key, c->lat[a * COORD_MAX_PEERS + b],
-        c->bw[a * COORD_MAX_PEERS + b]);
+        "ttdd", c->peers[a].key, c->peers[b].key, lat, bw);
 }
 
 int coord_state_session_seen(coordinator *c, const char *key, const char *sid) {
@@ -247,12 +290,6 @@ static int s_peer_by_id(coordinator *c, int id) {
   return -1;
 }
 
-static int s_peer_by_key(coordinator *c, const char *key) {
-  for (int i = 0; i < c->n_peers; i++)
-    if (!strcmp(c->peers[i].key, key)) return i;
-  return -1;
-}
-
 /* The probed links among the peers in the table; with key, only those of that peer. */
 static void s_load_links(coordinator *c, const char *key) {
   sqlite3_stmt *st = NULL;
@@ -264,11 +301,11 @@ static void s_load_links(coordinator *c, const char *key) {
     return;
   if (key) sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
   while (sqlite3_step(st) == SQLITE_ROW) {
-    int a = s_peer_by_key(c, (const char *)sqlite3_column_text(st, 0));
-    int b = s_peer_by_key(c, (const char *)sqlite3_column_text(st, 1));
+    const char *ka = (const char *)sqlite3_column_text(st, 0),
+               *kb = (const char *)sqlite3_column_text(st, 1);
+    int a = ka ? coord_peer_find(c, ka) : -1, b = kb ? coord_peer_find(c, kb) : -1;
     if (a < 0 || b < 0) continue;
-    c->lat[a * COORD_MAX_PEERS + b] = sqlite3_column_double(st, 2);
-    c->bw[a * COORD_MAX_PEERS + b] = sqlite3_column_double(st, 3);
+    coord_link_set(c, a, b, sqlite3_column_double(st, 2), sqlite3_column_double(st, 3));
   }
   sqlite3_finalize(st);
 }
@@ -297,7 +334,7 @@ static void s_load_peers(coordinator *c, const cJSON *run) {
   while (sqlite3_step(st) == SQLITE_ROW) {
     int id = sqlite3_column_int(st, 1);
     if (id >= c->next_peer_id) c->next_peer_id = id + 1;
-    if (c->n_peers == COORD_MAX_PEERS ||
+    if (c->n_peers == c->cfg.max_peers ||
         (!sqlite3_column_int(st, 2) && !s_json_has(run, "members", id) &&
          !s_json_has(run, "plan", id)))
       continue;
@@ -323,6 +360,7 @@ static void s_load_peers(coordinator *c, const cJSON *run) {
     p->device_index = coord_scenario_device(c, (int)(p - c->peers));
   }
   sqlite3_finalize(st);
+  coord_peers_reindex(c);
   s_load_links(c, NULL);
 }
 
@@ -331,7 +369,7 @@ static void s_ids_to_peers(coordinator *c, const cJSON *arr, int *out, int *n) {
   const cJSON *it;
   cJSON_ArrayForEach(it, arr) {
     int i = s_peer_by_id(c, it->valueint);
-    if (i >= 0 && *n < COORD_MAX_PEERS) out[(*n)++] = i;
+    if (i >= 0 && *n < COORD_MAX_MEMBERS) out[(*n)++] = i;
   }
 }
 

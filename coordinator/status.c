@@ -63,6 +63,64 @@ static double s_float_value(double v) {
   return strtod(text, NULL);
 }
 
+/* Admission and capacity: the table's size and bound, registrations refused for want of a
+ * slot, failed, refused and cut CURVE handshakes, members sidelined for silence. */
+static void s_admission(cJSON *o, coordinator *c) {
+  int live = 0, sidelined = 0;
+  const double now = wt_now_s();
+  for (int i = 0; i < c->n_peers; i++) {
+    live += c->peers[i].status == PEER_LIVE;
+    sidelined += c->peers[i].status == PEER_LIVE && !coord_sideline_available(c, i, now);
+  }
+  uint64_t failed, refused, cut;
+  coord_zap_counts(c, &failed, &refused, &cut);
+  cJSON_AddNumberToObject(o, "max_peers", c->cfg.max_peers);
+  cJSON_AddNumberToObject(o, "peers_total", c->n_peers);
+  cJSON_AddNumberToObject(o, "peers_live", live);
+  cJSON_AddNumberToObject(o, "peers_sidelined", sidelined);
+  cJSON_AddNumberToObject(o, "refused_full", (double)c->refused_full);
+  cJSON_AddNumberToObject(o, "handshakes_failed", (double)failed);
+  cJSON_AddNumberToObject(o, "handshakes_refused", (double)refused);
+  cJSON_AddNumberToObject(o, "handshakes_cut", (double)cut);
+}
+
+/* A peer sidelined from epochs for now: why, and for how long still. */
+static void s_peer_sideline(cJSON *j, const coordinator *c, int i) {
+  const coord_peer *p = &c->peers[i];
+  if (coord_sideline_available(c, i, wt_now_s())) return;
+  cJSON_AddStringToObject(j, "sidelined", p->sidelined_why);
+  cJSON_AddNumberToObject(j, "sidelined_for_s", round(p->sidelined_until - wt_now_s()));
+}
+
+/* The slots /status lists, at most COORD_STATUS_PEERS: those the run uses (members of the
+ * epoch, world ranks of the plan), then the live ones, then the rest, each in slot order. A
+ * snapshot of thousands of peers would hold the daemon's lock and the page for long;
+ * "peer_counts" counts them all. Returns how many. */
+static int s_listed(const coordinator *c, int *out) {
+  char *in_run = wt_xcalloc((size_t)(c->n_peers ? c->n_peers : 1), 1);
+  for (int i = 0; i < c->n_peers; i++) in_run[i] = c->peers[i].epoch_rank >= 0;
+  for (int r = 0; r < c->n_plan; r++) in_run[c->plan_members[r]] = 1;
+  int n = 0;
+  for (int pass = 0; pass < 3; pass++)
+    for (int i = 0; i < c->n_peers && n < COORD_STATUS_PEERS; i++) {
+      int run = in_run[i], live = c->peers[i].status == PEER_LIVE;
+      if (pass == 0 ? run : pass == 1 ? !run && live : !run && !live) out[n++] = i;
+    }
+  free(in_run);
+  return n;
+}
+
+static void s_peer_counts(cJSON *o, const coordinator *c) {
+  static const char *const states[] = {"probing", "standby", "training", "lost"};
+  int counts[4] = {0};
+  for (int i = 0; i < c->n_peers; i++) {
+    const char *st = s_peer_state(c, &c->peers[i]);
+    for (int k = 0; k < 4; k++) counts[k] += !strcmp(st, states[k]);
+  }
+  cJSON *pc = cJSON_AddObjectToObject(o, "peer_counts");
+  for (int k = 0; k < 4; k++) cJSON_AddNumberToObject(pc, states[k], counts[k]);
+}
+
 cJSON *coord_status(coordinator *c) {
   cJSON *o = cJSON_CreateObject();
   char run[32];
@@ -112,7 +170,10 @@ cJSON *coord_status(coordinator *c) {
   }
   coord_trust_status(c, o); /* peers_excluded, excluded, trust */
   cJSON *peers = cJSON_AddArrayToObject(o, "peers");
-  for (int i = 0; i < c->n_peers; i++) {
+  int *listed = wt_xmalloc(sizeof(int) * (size_t)(c->n_peers ? c->n_peers : 1));
+  int n_listed = s_listed(c, listed);
+  for (int k = 0; k < n_listed; k++) {
+    const int i = listed[k];
     const coord_peer *p = &c->peers[i];
     cJSON *j = cJSON_CreateObject();
     char id[16];
@@ -133,8 +194,11 @@ cJSON *coord_status(coordinator *c) {
     cJSON_AddNumberToObject(j, "step", (double)p->step);
     s_num(j, "loss", p->loss);
     cJSON_AddNumberToObject(j, "tokens_s", p->tokens_s);
+    s_peer_sideline(j, c, i);
     cJSON_AddItemToArray(peers, j);
   }
+  free(listed);
+  s_peer_counts(o, c);
   /* the coordinator's own members */
   cJSON_AddStringToObject(o, "endpoint", c->endpoint);
   cJSON_AddStringToObject(o, "public_key", c->pub);
@@ -154,6 +218,7 @@ cJSON *coord_status(coordinator *c) {
     raw += c->peers[i].done_inter_raw + c->peers[i].bytes_inter_raw;
   cJSON_AddNumberToObject(o, "wan_bytes_uncompressed", raw);
   cJSON_AddNumberToObject(o, "refused", (double)c->refused);
+  s_admission(o, c);
   if (c->last_error[0]) cJSON_AddStringToObject(o, "last_error", c->last_error);
   return o;
 }

@@ -65,8 +65,8 @@ static void s_exclude(coordinator *c, coord_peer *x, const char *why) {
   char meta[COORD_KEY_LEN + 16];
   snprintf(meta, sizeof meta, "excluded:%s", x->key);
   coord_state_meta_set(c, meta, why);
-  if (c->n_excluded < COORD_MAX_PEERS) {
-    int k = c->n_excluded++;
+  int k = c->n_excluded++;
+  if (k < COORD_MAX_EXCLUDED) {
     c->excluded_id[k] = x->id;
     memcpy(c->excluded_key[k], x->key, sizeof c->excluded_key[k]);
     memcpy(c->excluded_why[k], why, sizeof c->excluded_why[k]);
@@ -203,7 +203,7 @@ void coord_trust_status(coordinator *c, cJSON *status) {
   coord_claim_status(c, status);
   cJSON_AddNumberToObject(status, "peers_excluded", c->n_excluded);
   cJSON *ex = cJSON_AddArrayToObject(status, "excluded");
-  for (int k = 0; k < c->n_excluded; k++) {
+  for (int k = 0; k < WT_MIN(c->n_excluded, COORD_MAX_EXCLUDED); k++) {
     cJSON *e = cJSON_CreateObject();
     cJSON_AddNumberToObject(e, "id", c->excluded_id[k]);
     cJSON_AddStringToObject(e, "key", c->excluded_key[k]);

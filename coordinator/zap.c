@@ -6,7 +6,10 @@
  * handshake of one over max_connections, or over max_per_source from its address unless the
  * state database knows its key (an admitted peer reconnecting). ZeroMQ closes a refused
  * connection and a ZeroMQ client does not retry it (status 400); a connection that never completes
- * its handshake is closed after ZMQ_HANDSHAKE_IVL (daemon.c). */
+ * its handshake is closed after ZMQ_HANDSHAKE_IVL (daemon.c). The same monitor reports the
+ * handshakes that fail — a peer given the wrong --coordinator-key fails CURVE's — and those cut
+ * before they finish, which are counted for /status and /metrics and logged at most once per
+ * 10 s. */
 #include "coordinator/coordinator_internal.h"
 
 #include "common/common.h"
@@ -14,6 +17,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +48,13 @@ struct coord_zap {
   int *fd_source; /* by descriptor: its entry in sources, S_NOT_OPEN or S_NO_SOURCE */
   int fd_cap;
   uint64_t refused;
+  /* CURVE handshakes that failed (a client with the wrong server key, garbage) and that this
+   * handler refused; written here, read by the status under the daemon's lock */
+  _Atomic uint64_t handshakes_failed, handshakes_refused, handshakes_cut;
+  double failed_log_t, cut_log_t; /* when one of each was last logged */
 };
+
+#define S_FAILED_LOG_S 10 /* one line per window about failed handshakes */
 
 /* The open-file limit must hold max_connections and the rest of the process: raise the soft
  * limit as far as the hard one allows, then lower max_connections to what fits. */
@@ -101,6 +111,34 @@ static void s_peer_addr(int fd, char *out, size_t size) {
     inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&sa)->sin6_addr, out, (socklen_t)size);
 }
 
+/* A failed handshake: counted, and logged at most once per S_FAILED_LOG_S. Refusals by this
+ * handler (status 400) arrive as AUTH failures and are logged where they are made. A protocol
+ * error is a client that does not speak CURVE to this key — with ZMQ_PROTOCOL_ERROR_ZMTP_
+ * CRYPTOGRAPHIC, one that does not have this coordinator's public key; "no detail" is a
+ * handshake cut before it finished (a reset, a timeout: a client gone, or a coordinator too
+ * busy to finish it within ZMQ_HANDSHAKE_IVL), value its errno. */
+static void s_handshake_failed(struct coord_zap *z, uint16_t event, uint32_t value) {
+  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+    atomic_fetch_add(&z->handshakes_refused, 1);
+    return;
+  }
+  int cut = event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+  uint64_t n = atomic_fetch_add(cut ? &z->handshakes_cut : &z->handshakes_failed, 1) + 1;
+  double now = wt_now_s(), *last = cut ? &z->cut_log_t : &z->failed_log_t;
+  if (now - *last < S_FAILED_LOG_S) return;
+  *last = now;
+  if (cut)
+    WT_WARN("coordinator: a CURVE handshake was cut before it finished (%s); %llu so far",
+            strerror((int)value), (unsigned long long)n);
+  else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
+    WT_WARN("coordinator: a CURVE handshake failed: the client does not have this coordinator's "
+            "public key (a peer given the wrong --coordinator-key?); %llu so far",
+            (unsigned long long)n);
+  else
+    WT_WARN("coordinator: a CURVE handshake failed (protocol error %#x); %llu so far", value,
+            (unsigned long long)n);
+}
+
 /* One monitor event: [u16 event, u32 value (the descriptor)][endpoint]. A descriptor is
  * counted under the address it had when the event was read and uncounted under the same. */
 static int s_monitor_event(struct coord_zap *z) {
@@ -121,6 +159,11 @@ static int s_monitor_event(struct coord_zap *z) {
   }
   zmq_msg_close(&head);
   zmq_msg_close(&addr);
+  if (event & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) {
+    s_handshake_failed(z, event, fd);
+    return 0;
+  }
   if (fd >= (uint32_t)z->fd_cap) return 0;
   if (event != ZMQ_EVENT_ACCEPTED && event != ZMQ_EVENT_DISCONNECTED) return 0;
   if (z->fd_source[fd] != S_NOT_OPEN) { /* closed (on ACCEPTED: its DISCONNECTED went missing) */
@@ -236,7 +279,10 @@ int coord_zap_start(coordinator *c) {
     z->db = NULL;
   }
   if (z->db) sqlite3_busy_timeout(z->db, 100);
-  if (zmq_socket_monitor(c->router, S_MONITOR, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0)
+  const int events = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
+                     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+  if (zmq_socket_monitor(c->router, S_MONITOR, events) != 0)
     return wt_fail(WT_EIO, "cannot monitor the control socket: %s", zmq_strerror(errno));
   z->monitor = zmq_socket(c->zctx, ZMQ_PAIR);
   int unlimited = 0; /* a lost DISCONNECTED would count a closed connection for ever */
@@ -251,6 +297,13 @@ int coord_zap_start(coordinator *c) {
   }
   c->zap_thread = th;
   return WT_OK;
+}
+
+void coord_zap_counts(const coordinator *c, uint64_t *failed, uint64_t *refused, uint64_t *cut) {
+  const struct coord_zap *z = c->zap_state;
+  *failed = z ? atomic_load(&z->handshakes_failed) : 0;
+  *refused = z ? atomic_load(&z->handshakes_refused) : 0;
+  *cut = z ? atomic_load(&z->handshakes_cut) : 0;
 }
 
 void coord_zap_stop(coordinator *c) {

@@ -86,6 +86,7 @@ typedef struct {
   const peerd_config *cfg;
   char pub[41], sec[41], server[41];
   void *ctx, *sock;
+  void *monitor; /* the control socket's handshake events while it registers, else NULL */
   char sid[COORD_SID_CHARS + 1];
   uint64_t seq;
   int peer_id;
@@ -160,6 +161,81 @@ static int s_coordinator_key(s_peer *p) {
   return WT_OK;
 }
 
+#define S_MONITOR "inproc://peerd.control.monitor"
+#define S_MONITOR_EVENTS                                                                           \
+  (ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |    \
+   ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+/* CURVE handshakes in a row that fail before registration gives up: ZeroMQ reconnects after
+ * each (100 ms, then up to 1 s), so a wrong server key is reported within a few seconds, and
+ * one handshake cut by a coordinator restarting does not count as one. Only a failure within
+ * S_HANDSHAKE_QUICK_S of connecting counts: a coordinator refuses a wrong key's HELLO at once,
+ * while one too busy to finish handshakes lets them time out, which is no sign of a bad key. */
+#define S_HANDSHAKE_FAILS 3
+#define S_HANDSHAKE_QUICK_S 2.0
+
+/* Watches the control socket's handshakes (ZeroMQ's socket monitor), so that registration
+ * can tell a coordinator that cannot be reached from one that does not accept our handshake. */
+static int s_monitor_start(s_peer *p) {
+  if (zmq_socket_monitor(p->sock, S_MONITOR, S_MONITOR_EVENTS) != 0) goto fail;
+  p->monitor = zmq_socket(p->ctx, ZMQ_PAIR);
+  if (p->monitor && zmq_connect(p->monitor, S_MONITOR) == 0) return WT_OK;
+fail:
+  return wt_fail(WT_EIO, "cannot monitor the control socket: %s", zmq_strerror(errno));
+}
+
+static void s_monitor_stop(s_peer *p) {
+  if (!p->monitor) return;
+  zmq_socket_monitor(p->sock, NULL, 0);
+  zmq_close(p->monitor);
+  p->monitor = NULL;
+}
+
+/* One monitor event ([u16 event, u32 value][endpoint]) into *event and *value; 0 when none. */
+static int s_monitor_event(s_peer *p, uint16_t *event, uint32_t *value) {
+  zmq_msg_t head, addr;
+  zmq_msg_init(&head);
+  zmq_msg_init(&addr);
+  int got = zmq_msg_recv(&head, p->monitor, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&head) &&
+            zmq_msg_recv(&addr, p->monitor, 0) >= 0 && zmq_msg_size(&head) == 6;
+  if (got) {
+    memcpy(event, zmq_msg_data(&head), 2);
+    memcpy(value, (const char *)zmq_msg_data(&head) + 2, 4);
+  }
+  zmq_msg_close(&head);
+  zmq_msg_close(&addr);
+  return got;
+}
+
+/* Counts the handshakes that failed in a row soon after connecting (connected_at: the last
+ * connection's time); after S_HANDSHAKE_FAILS, fails saying why. */
+static int s_handshake_check(s_peer *p, int *fails, double *connected_at) {
+  uint16_t event;
+  uint32_t value;
+  while (s_monitor_event(p, &event, &value)) {
+    if (event == ZMQ_EVENT_CONNECTED) {
+      *connected_at = wt_now_s();
+      continue;
+    }
+    if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      *fails = 0;
+      continue;
+    }
+    if (wt_now_s() - *connected_at > S_HANDSHAKE_QUICK_S) continue;
+    if (++*fails < S_HANDSHAKE_FAILS) continue;
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+      return wt_fail(WT_EINVAL,
+                     "the coordinator at %s refused this connection (ZAP status %u: it is at its "
+                     "connection limits); try again later",
+                     p->cfg->coordinator, value);
+    return wt_fail(WT_EINVAL,
+                   "the CURVE handshake with the coordinator at %s failed %d times in a row: "
+                   "--coordinator-key %s is not that coordinator's public key (use the "
+                   "coordinator.pub of its state directory)",
+                   p->cfg->coordinator, *fails, p->cfg->coordinator_key);
+  }
+  return WT_OK;
+}
+
 static int s_connect(s_peer *p) {
   p->ctx = zmq_ctx_new();
   p->sock = zmq_socket(p->ctx, ZMQ_DEALER);
@@ -172,6 +248,7 @@ static int s_connect(s_peer *p) {
   zmq_setsockopt(p->sock, ZMQ_CURVE_SERVERKEY, p->server, 40);
   zmq_setsockopt(p->sock, ZMQ_CURVE_PUBLICKEY, p->pub, 40);
   zmq_setsockopt(p->sock, ZMQ_CURVE_SECRETKEY, p->sec, 40);
+  WT_CHECK(s_monitor_start(p));
   if (zmq_connect(p->sock, p->cfg->coordinator) != 0)
     return wt_fail(WT_EINVAL, "--coordinator '%s': %s (expected tcp://HOST:PORT)",
                    p->cfg->coordinator, zmq_strerror(errno));
@@ -404,11 +481,17 @@ static void s_work_done(s_peer *p) {
   peer_work_destroy(&p->work);
 }
 
-/* Waits for WELCOME (1), REFUSED (-1, reason in wt_last_error) or the deadline (0). */
+/* Waits for WELCOME (1), REFUSED or handshakes that keep failing (-1, the reason in
+ * wt_last_error) or the deadline (0). */
 static int s_await_welcome(s_peer *p, double deadline, const volatile sig_atomic_t *stop) {
+  int fails = 0;
+  double connected_at = 0;
   while (wt_now_s() < deadline && !*stop) {
+    zmq_pollitem_t it[2] = {{p->sock, 0, ZMQ_POLLIN, 0}, {p->monitor, 0, ZMQ_POLLIN, 0}};
+    zmq_poll(it, p->monitor ? 2 : 1, 200);
+    if (p->monitor && s_handshake_check(p, &fails, &connected_at) != WT_OK) return -1;
     coordinator_msg m;
-    if (!s_recv(p, 200, &m)) continue;
+    if (!s_recv(p, 0, &m)) continue;
     int r = 0;
     if (m.cmd == COORD_CMD_WELCOME) {
       p->peer_id = coordinator_field_int(m.body, "peer_id", 0);
@@ -639,6 +722,7 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
              p.memory / (1 << 30), cfg->coordinator);
     s_register(&p);
     int w = s_await_welcome(&p, wt_now_s() + cfg->register_timeout_s, stop);
+    s_monitor_stop(&p);
     if (w < 0)
       rc = WT_EINVAL;
     else if (w == 0 && !*stop)
@@ -658,6 +742,7 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
   cJSON_Delete(p.last_result);
   data_set_destroy(&p.data);
   if (p.log) fclose(p.log);
+  s_monitor_stop(&p);
   if (p.sock) zmq_close(p.sock);
   if (p.ctx) zmq_ctx_term(p.ctx);
   parallel_site_link_destroy(&p.link);

@@ -518,17 +518,17 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   WT_CHECK(parallel_tasklet_config_from_run(&w->run, coordinator_field_int(t, "stage", 0),
                                             coordinator_field_int(t, "replica", 0), w->data, &c));
   c.resume = coordinator_field_int(t, "resume", 0);
-  WT_CHECK(s_ring_of(t, c.replicas, w->dp_ring));
+  WT_CHECK(s_ring_of(t, c.run.replicas, w->dp_ring));
   c.dp_ring = w->dp_ring;
   c.on_step = s_on_step;
   c.on_step_arg = w;
   /* the site is this peer's own (--gpus, --site); the run says how a site splits its stage */
-  c.site_ranks = w->site_ranks;
+  c.run.site_ranks = w->site_ranks;
   c.site_link = w->site_link;
-  int bits = !strncmp(c.act_codec, "direct", 6) ? atoi(c.act_codec + 6) : 0;
-  const int T = c.train.model.max_seq, C = c.train.model.channels;
+  int bits = !strncmp(c.run.act_codec, "direct", 6) ? atoi(c.run.act_codec + 6) : 0;
+  const int T = c.run.seq, C = c.run.channels;
   pthread_mutex_lock(&w->mu);
-  w->stage = c.stage, w->replica = c.replica, w->total_steps = c.train.steps;
+  w->stage = c.stage, w->replica = c.replica, w->total_steps = c.run.steps;
   w->start_step = -1; /* the first step done tells */
   w->act_saved_row = bits ? 4.0 * T * C - (double)acsgd_msg_bytes(T, C, bits) : 0;
   pthread_mutex_unlock(&w->mu);
@@ -554,21 +554,24 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   void *out = NULL;
   size_t out_bytes = 0;
   if (!stateful) c.state_out = &out, c.state_out_bytes = &out_bytes;
-  const trainer_config *tc = &c.train;
+  trainer_config train; /* what the stage's trainer takes from the run, for the log */
+  WT_CHECK(parallel_run_trainer_config(&c.run, data_set_vocab_size(c.data), &train));
+  const trainer_config *tc = &train;
   char ring[64 * 4] = "";
-  for (int i = 0; i < c.replicas; i++)
+  for (int i = 0; i < c.run.replicas; i++)
     snprintf(ring + strlen(ring), sizeof ring - strlen(ring), "%s%d", i ? " " : "", c.dp_ring[i]);
   WT_INFO("peerd: stage %d replica %d of %d x %d trains seq %d, %d layers x %d channels, batch "
           "%d in %d micro-batches, %s, lr %g to %g after %d warmup steps, keeping %d checkpoints; "
           "the stage's ring: replicas %s",
-          c.stage, c.replica, c.stages, c.replicas, tc->model.max_seq, tc->model.n_layer,
+          c.stage, c.replica, c.run.stages, c.run.replicas, tc->model.max_seq, tc->model.n_layer,
           tc->model.channels, tc->batch, tc->micro_batches, w->run.schedule, (double)tc->optim.lr,
-          (double)tc->optim.min_lr, tc->optim.warmup_steps, c.keep, ring);
-  if (c.diloco_h > 0 || strcmp(c.grad_codec, "none"))
+          (double)tc->optim.min_lr, tc->optim.warmup_steps, c.run.keep, ring);
+  if (c.run.sync.diloco > 0 || strcmp(c.run.sync.grad_codec, "none"))
     WT_INFO("peerd: stage %d replica %d syncs with DiLoCo H=%d (outer lr %g, momentum %g), "
             "grad codec %s, error feedback %s",
-            c.stage, c.replica, c.diloco_h, (double)c.diloco_lr, (double)c.diloco_momentum,
-            c.grad_codec, c.grad_ef ? "on" : "off");
+            c.stage, c.replica, c.run.sync.diloco, (double)(float)c.run.sync.outer_lr,
+            (double)(float)c.run.sync.outer_momentum, c.run.sync.grad_codec,
+            strcmp(c.run.sync.grad_ef, "off") ? "on" : "off");
   if (w->log) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "event", "start");
@@ -578,7 +581,8 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
     cJSON_AddNumberToObject(o, "stage", c.stage);
     cJSON_AddNumberToObject(o, "replica", c.replica);
     cJSON *r = cJSON_AddArrayToObject(o, "dp_ring");
-    for (int i = 0; i < c.replicas; i++) cJSON_AddItemToArray(r, cJSON_CreateNumber(c.dp_ring[i]));
+    for (int i = 0; i < c.run.replicas; i++)
+      cJSON_AddItemToArray(r, cJSON_CreateNumber(c.dp_ring[i]));
     s_log(w, o);
   }
   parallel_tasklet_result res;
@@ -586,15 +590,15 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   int rc = parallel_tasklet_run(&c, world, &res);
   s_log_done(w, rc, &res, zc);
   w->time_limited = rc == WT_OK && res.time_limited;
-  if (c.site_ranks > 1 && c.train.model.moe_experts > 0) {
+  if (c.run.site_ranks > 1 && c.run.moe.experts > 0) {
     WT_INFO("peerd: stage %d ran %ld steps on a site of %d expert-parallel ranks, %.1f MB between "
             "them",
-            c.stage, res.steps_done, c.site_ranks, (double)res.bytes_site / 1e6);
-  } else if (c.site_ranks > 1) {
-    const int cp = c.site_cp > 1 ? c.site_cp : 1;
+            c.stage, res.steps_done, c.run.site_ranks, (double)res.bytes_site / 1e6);
+  } else if (c.run.site_ranks > 1) {
+    const int cp = c.run.site_cp > 1 ? c.run.site_cp : 1;
     WT_INFO("peerd: stage %d ran %ld steps on a site of %d tensor-parallel x %d context-parallel "
             "ranks, %.1f MB between them",
-            c.stage, res.steps_done, c.site_ranks / cp, cp, (double)res.bytes_site / 1e6);
+            c.stage, res.steps_done, c.run.site_ranks / cp, cp, (double)res.bytes_site / 1e6);
   }
   if (owned) free((void *)in);
   if (out) { /* the stage at its last completed step, kept for the next epoch */

@@ -48,29 +48,54 @@ typedef struct {
   gpt_moe_options moe; /* 0 experts: the dense model */
   /* the data */
   char data[WT_CONFIG_STR_MAX], data_sha256[WT_CONFIG_STR_MAX];
-  /* the optimizer and its schedule */
+  /* the optimizer and its schedule: batch is the GLOBAL batch B (sequences per step), split
+   * over the replicas in micro_batches m PER REPLICA (B a multiple of R·m) */
   int steps, batch, micro_batches, warmup;
   double lr, min_lr, weight_decay, grad_clip;
   char optimizer[WT_CONFIG_STR_MAX]; /* adamw|sgd */
-  long long seed;
-  int val_every, val_batches;
-  double time_limit; /* seconds; 0 = none: stop after the step in which they passed */
-  /* the pipeline: S stages x R replicas, its schedule, activation slots per stage */
+  long long seed;                    /* of the weights and the data order */
+  int val_every;     /* validation loss every N steps and after the last (0: after the last only),
+                        computed by replica 0's pipeline and sent to every tasklet */
+  int val_batches;   /* the batches of the validation split it averages */
+  double time_limit; /* 0, or stop (after validating and checkpointing) after the step in which
+                        world rank 0 had run this many seconds (since parallel_tasklet_run began);
+                        rank 0's decision travels with the step's norm exchange, so every tasklet
+                        stops after the same step */
+  /* the pipeline: S stages x R replicas, its schedule */
   int stages, replicas;
   char schedule[WT_CONFIG_STR_MAX]; /* 1f1b|gpipe */
-  int act_slots;
-  /* how replicas synchronise, and what crosses a pipeline cut */
+  int act_slots; /* activation slots per stage: 0 = one per micro-batch in flight (no forward
+                    recomputed); k >= 1 bounds them, recomputing the rest (pipeline.h) */
+  /* how replicas synchronise (the gradient codec none|fp16|bf16|int8|int4|sign|topk|randk, error
+   * feedback for the lossy ones, DiLoCo: 0 synchronous, H >= 1 an outer Nesterov SGD step every
+   * H steps), and what crosses a pipeline cut */
   compress_sync_args sync;
-  int zero;                       /* 1: ZeRO-1 optimizer-state sharding */
-  char robust[WT_CONFIG_STR_MAX]; /* none|trimmed-mean|median|centered-clip (collectives.h) */
-  int trust_flags;                /* flagged syncs that exclude a peer (0: never excluded) */
-  int spot_check_every; /* with robust: a replica recomputes another's step every N syncs (0 off) */
+  int zero; /* 1: ZeRO-1 optimizer-state sharding (needs grad codec none, no DiLoCo) */
+  char robust[WT_CONFIG_STR_MAX];    /* the sync's aggregate: none (the ring's mean) or a
+                                        PARALLEL_ROBUST_NAMES kind (collectives.h; not with ZeRO-1) */
+  int trust_flags;                   /* flagged syncs that exclude a peer (0: never excluded) */
   char act_codec[WT_CONFIG_STR_MAX]; /* none|delta2|delta4|delta8|direct8 */
-  /* checkpoints */
+  /* with robust: a replica recomputes another's step every N syncs (0: off; tasklet_spot.c says
+   * where checks are made) */
+  int spot_check_every;
+  /* checkpoints: "" = none; every checkpoint_every steps (0 = only at the end) and at the end,
+   * keep of them per stage (>= 1) */
   char checkpoint_dir[WT_CONFIG_STR_MAX];
   int checkpoint_every, keep;
-  /* sites: each stage on site_ranks ranks, site_cp of them splitting each sequence */
-  int site_ranks, site_cp;
+  int site_ranks; /* 0 or 1: each stage runs on its gpt_stage; t > 1: on a site of t tensor-
+                     parallel ranks (parallel/datacenter/site.h: threads of the process, or the
+                     processes of a declared site; the stage keeps the parameters, optimizer and
+                     everything that crosses the WAN). A dense model: heads must be a multiple of
+                     t / site_cp; an MoE model runs the t ranks as expert-parallel ranks (site.h),
+                     so the experts and the micro-batch rows must be multiples of t and site_cp 1.
+                     The device must be a host back end (WT_ENOTSUP on a GPU: the CUDA back end's
+                     state is process-wide). Each forward whose backward is not the next pass is
+                     recomputed (act_slots is then 1). With site_cp = c > 1 the t ranks are
+                     t / c TP × c CP (below). Where a stage runs: it may differ between tasklets */
+  int site_cp;    /* 0 or 1: no context parallelism in the site; c > 1: each sequence split over
+                     c of the site_ranks (ring attention, parallel/datacenter/cp.h): site_ranks a
+                     multiple of c, heads of site_ranks / c, seq of 2c. A stage without a site
+                     (site_ranks <= 1) ignores it: one device has no sequence to split */
   /* the device and the matmuls' precision */
   char device[WT_CONFIG_STR_MAX], precision[WT_CONFIG_STR_MAX];
   int tf32;
@@ -147,9 +172,8 @@ typedef struct {
    "with --robust: a peer whose contributions were left out of this many syncs, and of at least " \
    "a quarter of those it took part in, is excluded from the run (0 = never)", 0},                \
   {"spot-check-every", WT_OPT_INT, PARALLEL_RUN_F(type, m, spot_check_every), 0, 1e9, "10",       \
-   "with --robust, one stage, no DiLoCo and grad-codec none: every this many syncs one replica "  \
-   "recomputes another's gradient and compares it with its contribution (0 = off; docs/trust.md)",\
-   0},                                                                                             \
+   "with --robust, one stage, no DiLoCo and grad-codec none: every this many syncs a replica "    \
+   "recomputes another's gradient and compares it with its contribution (0 = off)", 0},           \
   {"act-codec", WT_OPT_CHOICE, PARALLEL_RUN_F(type, m, act_codec), 0, 0, "none",                   \
    "activation compression across pipeline cuts", "none|delta2|delta4|delta8|direct8"}
 #define PARALLEL_RUN_CHECKPOINT_OPTIONS(type, m)                                                   \

@@ -1,17 +1,18 @@
-/* run_tasklet — a run description (run_config.h) turned into what one process runs: the
- * trainer's config and a tasklet's config (tasklet.h). The one place that maps option values
- * (schedule names, "on"/"off") onto the runtime's fields. */
+/* run_tasklet — a run description (run_config.h) as the runtime takes it: the trainer's config
+ * of a run and of a tasklet (tasklet.h), the schedule and error feedback. The one place that maps
+ * option values (schedule names, "on"/"off", doubles the runtime keeps as floats) onto the
+ * runtime's fields. */
 #include "parallel/runtime/run_config.h"
 #include "parallel/runtime/tasklet.h"
+#include "parallel/runtime/tasklet_internal.h"
 
 #include "common/common.h"
 
 #include <string.h>
 
-int parallel_run_trainer_config(const parallel_run_config *run, int vocab, trainer_config *tc) {
+void parallel_run_trainer_fields(const parallel_run_config *run, trainer_config *tc) {
   trainer_config t;
   memset(&t, 0, sizeof t);
-  WT_CHECK(parallel_run_config_model(run, vocab, &t.model));
   t.batch = run->batch;
   t.micro_batches = run->micro_batches;
   t.steps = run->steps;
@@ -25,36 +26,31 @@ int parallel_run_trainer_config(const parallel_run_config *run, int vocab, train
   t.optim.weight_decay = (float)run->weight_decay;
   t.optim.grad_clip = (float)run->grad_clip;
   *tc = t;
+}
+
+int parallel_run_trainer_config(const parallel_run_config *run, int vocab, trainer_config *tc) {
+  gpt_config model;
+  WT_CHECK(parallel_run_config_model(run, vocab, &model));
+  parallel_run_trainer_fields(run, tc);
+  tc->model = model;
   return WT_OK;
 }
 
-int parallel_tasklet_config_from_run(const parallel_run_config *run, int stage, int replica,
-                                     const data_set *data, parallel_tasklet_config *cfg) {
-  parallel_tasklet_config c = parallel_tasklet_config_default();
-  WT_CHECK(parallel_run_trainer_config(run, data_set_vocab_size(data), &c.train));
-  c.stages = run->stages, c.replicas = run->replicas;
-  c.stage = stage, c.replica = replica;
-  c.schedule = !strcmp(run->schedule, "gpipe") ? ASSIGN_SCHEDULE_GPIPE : ASSIGN_SCHEDULE_1F1B;
-  c.data = data;
-  /* the option choices are short names: they fit the tasklet's fields */
-  snprintf(c.grad_codec, sizeof c.grad_codec, "%.*s", (int)sizeof c.grad_codec - 1,
-           run->sync.grad_codec);
-  c.grad_ef = strcmp(run->sync.grad_ef, "off") != 0;
-  snprintf(c.act_codec, sizeof c.act_codec, "%.*s", (int)sizeof c.act_codec - 1, run->act_codec);
-  c.diloco_h = run->sync.diloco;
-  c.diloco_lr = (float)run->sync.outer_lr;
-  c.diloco_momentum = (float)run->sync.outer_momentum;
-  c.zero = run->zero;
-  snprintf(c.robust, sizeof c.robust, "%.*s", (int)sizeof c.robust - 1, run->robust);
-  c.spot_check_every = run->spot_check_every;
-  c.act_slots = run->act_slots;
-  c.site_ranks = run->site_ranks;
-  c.site_cp = run->site_cp;
-  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s", run->checkpoint_dir);
-  c.checkpoint_every = run->checkpoint_every;
-  c.keep = run->keep;
-  c.val_every = run->val_every;
-  c.time_limit_s = run->time_limit;
-  *cfg = c;
+assign_schedule_kind parallel_run_schedule(const parallel_run_config *run) {
+  return !strcmp(run->schedule, "gpipe") ? ASSIGN_SCHEDULE_GPIPE : ASSIGN_SCHEDULE_1F1B;
+}
+
+int parallel_run_grad_ef(const parallel_run_config *run) {
+  return strcmp(run->sync.grad_ef, "off") != 0;
+}
+
+int parallel_tasklet_trainer_config(const parallel_tasklet_config *c, trainer_config *tc) {
+  trainer_config t;
+  WT_CHECK(parallel_run_trainer_config(&c->run, data_set_vocab_size(c->data), &t));
+  t.replicas = c->run.replicas;
+  t.replica = c->replica;
+  t.external_optimizer = c->run.zero;
+  t.kernels = c->kernels;
+  *tc = t;
   return WT_OK;
 }

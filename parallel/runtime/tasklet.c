@@ -57,17 +57,21 @@ int parallel_tasklet_set_default_device(const char *name) {
 parallel_tasklet_config parallel_tasklet_config_default(void) {
   parallel_tasklet_config c;
   memset(&c, 0, sizeof c);
+  c.run = parallel_run_config_default();
   snprintf(c.device, sizeof c.device, "%s", s_default_device);
-  c.stages = c.replicas = 1;
-  c.schedule = ASSIGN_SCHEDULE_GPIPE;
-  snprintf(c.grad_codec, sizeof c.grad_codec, "none");
-  snprintf(c.act_codec, sizeof c.act_codec, "none");
-  snprintf(c.robust, sizeof c.robust, "none");
-  c.grad_ef = 1;
-  c.diloco_lr = 0.7f;
-  c.diloco_momentum = 0.9f;
-  c.keep = 2;
   return c;
+}
+
+int parallel_tasklet_config_from_run(const parallel_run_config *run, int stage, int replica,
+                                     const data_set *data, parallel_tasklet_config *cfg) {
+  parallel_tasklet_config c = parallel_tasklet_config_default();
+  c.run = *run;
+  c.stage = stage, c.replica = replica;
+  c.data = data;
+  trainer_config t;
+  WT_CHECK(parallel_tasklet_trainer_config(&c, &t));
+  *cfg = c;
+  return WT_OK;
 }
 
 /* A ring order must name every replica once and start at replica 0, which stays data-parallel
@@ -87,60 +91,63 @@ static int s_check_ring(const int *ring, int R) {
 }
 
 int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world_size) {
-  if (c->stages < 1 || c->replicas < 1 || c->stages * c->replicas != world_size)
+  if (c->run.stages < 1 || c->run.replicas < 1 || c->run.stages * c->run.replicas != world_size)
     return wt_fail(WT_EINVAL, "%d stages x %d replicas do not make the world of %d processes",
-                   c->stages, c->replicas, world_size);
-  if (c->stage < 0 || c->stage >= c->stages || c->replica < 0 || c->replica >= c->replicas)
+                   c->run.stages, c->run.replicas, world_size);
+  if (c->stage < 0 || c->stage >= c->run.stages || c->replica < 0 || c->replica >= c->run.replicas)
     return wt_fail(WT_EINVAL, "tasklet (stage %d, replica %d) is outside %d x %d", c->stage,
-                   c->replica, c->stages, c->replicas);
-  const int parts = c->replicas * c->train.micro_batches;
-  if (parts < 1 || c->train.batch % parts)
+                   c->replica, c->run.stages, c->run.replicas);
+  const int parts = c->run.replicas * c->run.micro_batches;
+  if (parts < 1 || c->run.batch % parts)
     return wt_fail(WT_EINVAL,
                    "batch %d is not a multiple of replicas x micro-batches = %d x %d: every "
                    "replica takes batch / replicas rows in micro-batches of equal size",
-                   c->train.batch, c->replicas, c->train.micro_batches);
-  if (c->first_layer == 0 && c->last_layer == 0 && c->train.model.n_layer < c->stages)
+                   c->run.batch, c->run.replicas, c->run.micro_batches);
+  if (c->first_layer == 0 && c->last_layer == 0 && c->run.layers < c->run.stages)
     return wt_fail(WT_EINVAL, "%d layers cannot be split into %d stages; use fewer --stages",
-                   c->train.model.n_layer, c->stages);
+                   c->run.layers, c->run.stages);
   if (!c->data) return wt_fail(WT_EINVAL, "tasklet: no data set");
-  if (strcmp(c->grad_codec, "none") && !compress_codec_ops_by_name(c->grad_codec))
-    return wt_fail(WT_EINVAL, "--grad-codec %s is unknown; use none or one of %s", c->grad_codec,
-                   compress_codec_names());
-  WT_CHECK(parallel_pipeline_codec_check(c->act_codec));
-  if (c->diloco_h < 0) return wt_fail(WT_EINVAL, "--diloco %d must be >= 0", c->diloco_h);
-  if (c->val_every < 0) return wt_fail(WT_EINVAL, "--val-every %d must be >= 0", c->val_every);
-  if (!(c->time_limit_s >= 0))
-    return wt_fail(WT_EINVAL, "--time-limit %g must be >= 0 seconds", c->time_limit_s);
-  if (c->zero != 0 && c->zero != 1) return wt_fail(WT_EINVAL, "--zero %d: use 0 or 1", c->zero);
+  if (strcmp(c->run.sync.grad_codec, "none") && !compress_codec_ops_by_name(c->run.sync.grad_codec))
+    return wt_fail(WT_EINVAL, "--grad-codec %s is unknown; use none or one of %s",
+                   c->run.sync.grad_codec, compress_codec_names());
+  WT_CHECK(parallel_pipeline_codec_check(c->run.act_codec));
+  if (c->run.sync.diloco < 0)
+    return wt_fail(WT_EINVAL, "--diloco %d must be >= 0", c->run.sync.diloco);
+  if (c->run.val_every < 0)
+    return wt_fail(WT_EINVAL, "--val-every %d must be >= 0", c->run.val_every);
+  if (!(c->run.time_limit >= 0))
+    return wt_fail(WT_EINVAL, "--time-limit %g must be >= 0 seconds", c->run.time_limit);
+  if (c->run.zero != 0 && c->run.zero != 1)
+    return wt_fail(WT_EINVAL, "--zero %d: use 0 or 1", c->run.zero);
   parallel_robust_kind robust;
-  if (parallel_robust_kind_parse(c->robust, &robust) != WT_OK)
-    return wt_fail(WT_EINVAL, "--robust %s is unknown; use one of %s", c->robust,
+  if (parallel_robust_kind_parse(c->run.robust, &robust) != WT_OK)
+    return wt_fail(WT_EINVAL, "--robust %s is unknown; use one of %s", c->run.robust,
                    PARALLEL_ROBUST_NAMES);
-  if (c->zero && robust != PARALLEL_ROBUST_NONE)
+  if (c->run.zero && robust != PARALLEL_ROBUST_NONE)
     return wt_fail(WT_EINVAL,
                    "--robust %s all-gathers whole gradients, which --zero 1 shards; "
                    "drop one of them",
-                   c->robust);
-  if (c->zero && (strcmp(c->grad_codec, "none") || c->diloco_h))
+                   c->run.robust);
+  if (c->run.zero && (strcmp(c->run.sync.grad_codec, "none") || c->run.sync.diloco))
     return wt_fail(WT_EINVAL, "--zero 1 shards the uncompressed synchronous update; drop "
                               "--grad-codec and --diloco");
-  if (c->keep < 1) return wt_fail(WT_EINVAL, "keep %d must be >= 1", c->keep);
-  if (c->act_slots < 0 || c->act_slots > GPT_MAX_SLOTS)
-    return wt_fail(WT_EINVAL, "act_slots %d: use 0 (as many as needed) to %d", c->act_slots,
+  if (c->run.keep < 1) return wt_fail(WT_EINVAL, "keep %d must be >= 1", c->run.keep);
+  if (c->run.act_slots < 0 || c->run.act_slots > GPT_MAX_SLOTS)
+    return wt_fail(WT_EINVAL, "act_slots %d: use 0 (as many as needed) to %d", c->run.act_slots,
                    GPT_MAX_SLOTS);
-  if (c->dp_ring) WT_CHECK(s_check_ring(c->dp_ring, c->replicas));
-  if (c->site_ranks < 0 || c->site_ranks > PARALLEL_SITE_MAX_RANKS)
-    return wt_fail(WT_EINVAL, "site ranks %d: use 1 (no site) to %d", c->site_ranks,
+  if (c->dp_ring) WT_CHECK(s_check_ring(c->dp_ring, c->run.replicas));
+  if (c->run.site_ranks < 0 || c->run.site_ranks > PARALLEL_SITE_MAX_RANKS)
+    return wt_fail(WT_EINVAL, "site ranks %d: use 1 (no site) to %d", c->run.site_ranks,
                    PARALLEL_SITE_MAX_RANKS);
-  const int site_cp = c->site_cp > 1 ? c->site_cp : 1;
-  if (c->site_cp < 0 || c->site_cp > PARALLEL_SITE_MAX_RANKS)
-    return wt_fail(WT_EINVAL, "site cp %d: use 1 (no context parallelism) to %d", c->site_cp,
+  const int site_cp = c->run.site_cp > 1 ? c->run.site_cp : 1;
+  if (c->run.site_cp < 0 || c->run.site_cp > PARALLEL_SITE_MAX_RANKS)
+    return wt_fail(WT_EINVAL, "site cp %d: use 1 (no context parallelism) to %d", c->run.site_cp,
                    PARALLEL_SITE_MAX_RANKS);
-  if (c->site_ranks > 1 && c->train.model.moe_experts) {
+  if (c->run.site_ranks > 1 && c->run.moe.experts) {
     /* An MoE site's ranks are expert-parallel: each holds E/n experts and B/n rows. */
-    const int n = c->site_ranks, E = c->train.model.moe_experts;
-    const int per = c->replicas * c->train.micro_batches;
-    const int rows = per > 0 ? c->train.batch / per : 0;
+    const int n = c->run.site_ranks, E = c->run.moe.experts;
+    const int per = c->run.replicas * c->run.micro_batches;
+    const int rows = per > 0 ? c->run.batch / per : 0;
     if (site_cp > 1)
       return wt_fail(WT_EINVAL,
                      "a site runs an MoE model with its %d GPUs as expert-parallel ranks, "
@@ -153,28 +160,27 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world
                      "that divides both",
                      n, n, E, rows);
   }
-  if (site_cp > 1 && c->site_ranks > 1 && c->site_ranks % site_cp)
+  if (site_cp > 1 && c->run.site_ranks > 1 && c->run.site_ranks % site_cp)
     return wt_fail(WT_EINVAL,
                    "a site of %d GPUs cannot split each sequence over %d of them: use a GPU "
                    "count that is a multiple of the context-parallel degree %d",
-                   c->site_ranks, site_cp, site_cp);
-  if (c->site_ranks > 1 && !c->train.model.moe_experts &&
-      c->train.model.n_head % (c->site_ranks / site_cp))
+                   c->run.site_ranks, site_cp, site_cp);
+  if (c->run.site_ranks > 1 && !c->run.moe.experts && c->run.heads % (c->run.site_ranks / site_cp))
     return wt_fail(WT_EINVAL,
                    "a site of %d GPUs (%d tensor-parallel × %d context-parallel) splits the %d "
                    "heads over %d ranks: use a GPU count whose tensor-parallel part divides them",
-                   c->site_ranks, c->site_ranks / site_cp, site_cp, c->train.model.n_head,
-                   c->site_ranks / site_cp);
-  if (site_cp > 1 && c->site_ranks > 1 && c->train.model.max_seq % (2 * site_cp))
+                   c->run.site_ranks, c->run.site_ranks / site_cp, site_cp, c->run.heads,
+                   c->run.site_ranks / site_cp);
+  if (site_cp > 1 && c->run.site_ranks > 1 && c->run.seq % (2 * site_cp))
     return wt_fail(WT_EINVAL,
                    "a site with context parallelism %d splits each sequence into %d chunks: "
                    "use a sequence length that is a multiple of %d, not %d",
-                   site_cp, 2 * site_cp, 2 * site_cp, c->train.model.max_seq);
-  if (c->resume && !c->checkpoint_dir[0])
+                   site_cp, 2 * site_cp, 2 * site_cp, c->run.seq);
+  if (c->resume && !c->run.checkpoint_dir[0])
     return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir");
   if ((c->state_in || c->state_out) &&
-      (c->zero || c->diloco_h || !strncmp(c->act_codec, "delta", 5) ||
-       (strcmp(c->grad_codec, "none") && c->grad_ef)))
+      (c->run.zero || c->run.sync.diloco || !strncmp(c->run.act_codec, "delta", 5) ||
+       (strcmp(c->run.sync.grad_codec, "none") && parallel_run_grad_ef(&c->run))))
     return wt_fail(WT_EINVAL, "a state hand-over holds the model, optimizer and data position "
                               "only: it needs --zero 0, no --diloco, no error feedback and no "
                               "delta --act-codec");
@@ -189,9 +195,9 @@ static void s_layers(const parallel_tasklet_config *c, int *first, int *last) {
     *first = c->first_layer, *last = c->last_layer;
     return;
   }
-  int L = c->train.model.n_layer;
-  *first = c->stage * L / c->stages;
-  *last = (c->stage + 1) * L / c->stages;
+  int L = c->run.layers;
+  *first = c->stage * L / c->run.stages;
+  *last = (c->stage + 1) * L / c->run.stages;
 }
 
 /* ---- hooks ---------------------------------------------------------------------------------- */
@@ -270,7 +276,8 @@ static void s_grads_upload(parallel_tasklet *k, gpt_stage *s, const float *g) {
 /* On a device the gradient goes down once, is reduced on the host and goes up once (tasklet.h);
  * on a host back end gpt_stage_grads_host is the buffer itself and nothing is copied. */
 static int s_reduce(parallel_tasklet *k, trainer *t) {
-  if (k->cfg.replicas == 1 || k->cfg.diloco_h) return WT_OK; /* DiLoCo: replicas step alone */
+  if (k->cfg.run.replicas == 1 || k->cfg.run.sync.diloco)
+    return WT_OK; /* DiLoCo: replicas step alone */
   size_t n;
   gpt_stage *s = trainer_model(t);
   float *g = gpt_stage_grads_host(s, &n);
@@ -303,8 +310,8 @@ static double s_sq_share(parallel_tasklet *k, gpt_stage *s) {
     return trainer_grad_sq_norm_range(s, off, off + len);
   }
   double sq = 0;
-  for (int c = 0; c < k->cfg.replicas; c++) {
-    parallel_chunk_range(n, k->cfg.replicas, c, &off, &len);
+  for (int c = 0; c < k->cfg.run.replicas; c++) {
+    parallel_chunk_range(n, k->cfg.run.replicas, c, &off, &len);
     sq += trainer_grad_sq_norm_range(s, off, off + len);
   }
   return sq;
@@ -356,12 +363,12 @@ static void s_put_double(uint8_t *p, double v) {
 
 static int s_norm(void *ctx, trainer *t, float local_loss, double *sq, float *loss) {
   parallel_tasklet *k = ctx;
-  const int S = k->cfg.stages, R = k->cfg.replicas;
+  const int S = k->cfg.run.stages, R = k->cfg.run.replicas;
   uint8_t mine[S_ENTRY] = {0};
   s_put_double(mine, s_sq_share(k, trainer_model(t)));
   s_put_double(mine + 8, local_loss);
-  if (parallel_comm_rank(k->world) == 0 && k->cfg.time_limit_s > 0 &&
-      wt_now_s() - k->t_start >= k->cfg.time_limit_s)
+  if (parallel_comm_rank(k->world) == 0 && k->cfg.run.time_limit > 0 &&
+      wt_now_s() - k->t_start >= k->cfg.run.time_limit)
     mine[16] = 1;
   uint8_t *all = wt_xmalloc((size_t)S * R * S_ENTRY);
   double t0 = wt_now_s();
@@ -413,7 +420,7 @@ static int s_update(void *ctx, trainer *t, float lr, float grad_scale) {
 /* ---- setup ---------------------------------------------------------------------------------- */
 
 static int s_split(parallel_tasklet *k) {
-  const int S = k->cfg.stages, R = k->cfg.replicas, s = k->cfg.stage, r = k->cfg.replica;
+  const int S = k->cfg.run.stages, R = k->cfg.run.replicas, s = k->cfg.stage, r = k->cfg.replica;
   int *ranks = wt_xmalloc(sizeof(int) * (size_t)(S > R ? S : R));
   for (int i = 0; i < R; i++) ranks[i] = s * R + (k->cfg.dp_ring ? k->cfg.dp_ring[i] : i);
   k->dp = parallel_comm_split(k->world, ranks, R, S_SPLIT_DP);
@@ -428,38 +435,38 @@ static int s_data_parallel(parallel_tasklet *k) {
   gpt_stage *s = trainer_model(k->t);
   size_t n;
   gpt_stage_params(s, &n);
-  if (c->zero) {
+  if (c->run.zero) {
     int nt;
     const gpt_tensor_info *ti = gpt_stage_tensors(s, &nt);
-    optim_config oc = c->train.optim;
-    oc.total_steps = c->train.steps;
+    optim_config oc = k->train.optim;
+    oc.total_steps = c->run.steps;
     if (!(k->zero = parallel_zero_new(&oc, ti, nt, k->dp))) return WT_EINVAL;
   }
-  if (strcmp(c->grad_codec, "none")) {
+  if (strcmp(c->run.sync.grad_codec, "none")) {
     compress_params p = compress_params_default();
-    WT_CHECK_NEW(k->codec, compress_codec_new(c->grad_codec, &p));
-    k->sparse = !strcmp(c->grad_codec, "topk") || !strcmp(c->grad_codec, "randk");
+    WT_CHECK_NEW(k->codec, compress_codec_new(c->run.sync.grad_codec, &p));
+    k->sparse = !strcmp(c->run.sync.grad_codec, "topk") || !strcmp(c->run.sync.grad_codec, "randk");
   }
   parallel_robust_kind robust = PARALLEL_ROBUST_NONE;
-  WT_CHECK(parallel_robust_kind_parse(c->robust, &robust));
-  if (robust != PARALLEL_ROBUST_NONE && c->replicas > 1) {
+  WT_CHECK(parallel_robust_kind_parse(c->run.robust, &robust));
+  if (robust != PARALLEL_ROBUST_NONE && c->run.replicas > 1) {
     parallel_robust_config rc = parallel_robust_config_default(robust);
     WT_CHECK_NEW(k->robust, parallel_robust_new(&rc));
   }
-  if (c->diloco_h) {
+  if (c->run.sync.diloco) {
     diloco_config dc = diloco_config_default();
     dc.robust = k->robust;
-    dc.lr = c->diloco_lr;
-    dc.momentum = c->diloco_momentum;
+    dc.lr = (float)c->run.sync.outer_lr;
+    dc.momentum = (float)c->run.sync.outer_momentum;
     dc.codec = k->codec;
-    dc.error_feedback = c->grad_ef;
+    dc.error_feedback = parallel_run_grad_ef(&c->run);
     dc.sparse = k->sparse;
     if (!(k->outer = diloco_new(n, &dc))) return WT_EINVAL;
     diloco_init(k->outer, gpt_stage_params_host(s, &n));
-  } else if (k->codec && c->grad_ef && (k->sparse || k->robust)) {
+  } else if (k->codec && parallel_run_grad_ef(&c->run) && (k->sparse || k->robust)) {
     k->sef = compress_ef_new(n);
-  } else if (k->codec && c->grad_ef) {
-    WT_CHECK_NEW(k->ef, parallel_ef_new(n, parallel_comm_rank(k->dp), c->replicas));
+  } else if (k->codec && parallel_run_grad_ef(&c->run)) {
+    WT_CHECK_NEW(k->ef, parallel_ef_new(n, parallel_comm_rank(k->dp), c->run.replicas));
   }
   return WT_OK;
 }
@@ -467,22 +474,22 @@ static int s_data_parallel(parallel_tasklet *k) {
 /* The stage's site: its TP × CP ranks on this process's threads (or, with a site link, the
  * declared site's processes), in the stage's back end. */
 static int s_site(parallel_tasklet *k, const trainer_config *tc) {
-  const int cp = k->cfg.site_cp > 1 ? k->cfg.site_cp : 1;
+  const int cp = k->cfg.run.site_cp > 1 ? k->cfg.run.site_cp : 1;
   if (k->cfg.site_link) {
-    WT_CHECK_NEW(k->site,
-                 parallel_site_new_linked(&tc->model, tc->first_layer, tc->last_layer,
-                                          trainer_micro_rows(k->t), tc->model.max_seq,
-                                          k->cfg.site_ranks / cp, cp, k->ops, k->cfg.site_link));
+    WT_CHECK_NEW(k->site, parallel_site_new_linked(&tc->model, tc->first_layer, tc->last_layer,
+                                                   trainer_micro_rows(k->t), tc->model.max_seq,
+                                                   k->cfg.run.site_ranks / cp, cp, k->ops,
+                                                   k->cfg.site_link));
     return parallel_pipeline_set_site(k->pipeline, k->site);
   }
   if (k->ops->device)
     return wt_fail(WT_ENOTSUP,
                    "a site of %d ranks runs its ranks as threads of one process, but the %s back "
                    "end's state is process-wide; run sites on the cpu device",
-                   k->cfg.site_ranks, k->ops->name);
+                   k->cfg.run.site_ranks, k->ops->name);
   WT_CHECK_NEW(k->site, parallel_site_new(&tc->model, tc->first_layer, tc->last_layer,
                                           trainer_micro_rows(k->t), tc->model.max_seq,
-                                          k->cfg.site_ranks / cp, cp, k->ops));
+                                          k->cfg.run.site_ranks / cp, cp, k->ops));
   return parallel_pipeline_set_site(k->pipeline, k->site);
 }
 
@@ -492,29 +499,28 @@ int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *c
   k->cfg = *cfg;
   k->world = world;
   WT_CHECK(parallel_tasklet_config_validate(cfg, parallel_comm_size(world)));
-  if (parallel_comm_rank(world) != cfg->stage * cfg->replicas + cfg->replica)
+  if (parallel_comm_rank(world) != cfg->stage * cfg->run.replicas + cfg->replica)
     return wt_fail(WT_EINVAL, "tasklet (stage %d, replica %d) must be world rank %d, not %d",
-                   cfg->stage, cfg->replica, cfg->stage * cfg->replicas + cfg->replica,
+                   cfg->stage, cfg->replica, cfg->stage * cfg->run.replicas + cfg->replica,
                    parallel_comm_rank(world));
   WT_CHECK(s_split(k));
-  trainer_config tc = cfg->train;
-  if (cfg->device[0]) WT_CHECK(kernels_for_device(cfg->device, &tc.kernels)); /* this thread's */
-  WT_CHECK(s_claim_backend(k, tc.kernels));
-  s_layers(cfg, &tc.first_layer, &tc.last_layer);
-  tc.replicas = cfg->replicas;
-  tc.replica = cfg->replica;
-  tc.external_optimizer = cfg->zero;
-  if (!(k->t = trainer_new(&tc, cfg->data))) return WT_EINVAL;
+  trainer_config *tc = &k->train;
+  WT_CHECK(parallel_tasklet_trainer_config(cfg, tc));
+  if (cfg->device[0]) WT_CHECK(kernels_for_device(cfg->device, &tc->kernels)); /* this thread's */
+  WT_CHECK(s_claim_backend(k, tc->kernels));
+  s_layers(cfg, &tc->first_layer, &tc->last_layer);
+  if (!(k->t = trainer_new(tc, cfg->data))) return WT_EINVAL;
   k->ops = gpt_stage_kernels(trainer_model(k->t));
-  parallel_pipeline_config pc = {.schedule = cfg->schedule,
-                                 .micro_batches = tc.micro_batches,
+  parallel_pipeline_config pc = {.schedule = parallel_run_schedule(&cfg->run),
+                                 .micro_batches = tc->micro_batches,
                                  .rows = trainer_micro_rows(k->t),
-                                 .seq = tc.model.max_seq};
-  snprintf(pc.act_codec, sizeof pc.act_codec, "%s", cfg->act_codec);
-  pc.act_slots = cfg->act_slots;
+                                 .seq = tc->model.max_seq};
+  snprintf(pc.act_codec, sizeof pc.act_codec, "%.*s", (int)sizeof pc.act_codec - 1,
+           cfg->run.act_codec); /* a choice's short name */
+  pc.act_slots = cfg->run.act_slots;
   if (cfg->test_tamper_act) pc.test_tamper_act = s_tamper_act, pc.test_tamper_arg = k;
   if (!(k->pipeline = parallel_pipeline_new(&pc, trainer_model(k->t), k->pipe))) return WT_EINVAL;
-  if (cfg->site_ranks > 1) WT_CHECK(s_site(k, &tc));
+  if (cfg->run.site_ranks > 1) WT_CHECK(s_site(k, tc));
   WT_CHECK(s_data_parallel(k));
   parallel_tasklet_spot_init(k);
   trainer_hooks h = {.ctx = k, .grads = s_grads, .sync = s_sync, .norm = s_norm};
@@ -548,11 +554,11 @@ static void s_bytes(parallel_tasklet *k, uint64_t *pipe, uint64_t *dp, uint64_t 
   *control = parallel_comm_bytes_sent(k->world) - *pipe - *dp;
 }
 
-/* Validation as trainer_val_loss batches it (train.val_batches batches of the stage's micro-batch
+/* Validation as trainer_val_loss batches it (run.val_batches batches of the stage's micro-batch
  * rows), run by replica 0's pipeline; the last stage of replica 0 sends the loss to every other
  * tasklet, stamped with the step. */
 static int s_validate(parallel_tasklet *k, float *val) {
-  const int S = k->cfg.stages, R = k->cfg.replicas, T = k->cfg.train.model.max_seq;
+  const int S = k->cfg.run.stages, R = k->cfg.run.replicas, T = k->cfg.run.seq;
   const int W = S * R, me = parallel_comm_rank(k->world), from = (S - 1) * R;
   const long step = trainer_steps_done(k->t);
   int rc = WT_OK;
@@ -560,7 +566,7 @@ static int s_validate(parallel_tasklet *k, float *val) {
   if (k->cfg.replica == 0) {
     const int mb = trainer_micro_rows(k->t);
     size_t windows = data_set_num_val_windows(k->cfg.data, T);
-    int nb = (int)WT_MIN((size_t)k->cfg.train.val_batches, (windows + (size_t)mb - 1) / (size_t)mb);
+    int nb = (int)WT_MIN((size_t)k->cfg.run.val_batches, (windows + (size_t)mb - 1) / (size_t)mb);
     int b = (int)WT_MIN((size_t)mb, windows);
     nb = WT_MIN(nb, PARALLEL_PIPELINE_MAX_EVAL);
     int *in = wt_xmalloc(sizeof(int) * (size_t)nb * b * T);
@@ -609,7 +615,7 @@ static void s_tamper_outer(parallel_tasklet *k, long step, float *theta, size_t 
 static int s_step(parallel_tasklet *k, trainer_step_info *info) {
   WT_CHECK(trainer_step(k->t, info));
   long done = trainer_steps_done(k->t);
-  if (k->outer && (done % k->cfg.diloco_h == 0 || done == k->cfg.train.steps)) {
+  if (k->outer && (done % k->cfg.run.sync.diloco == 0 || done == k->cfg.run.steps)) {
     size_t n;
     double t0 = wt_now_s();
     gpt_stage *s = trainer_model(k->t);
@@ -626,7 +632,7 @@ static int s_step(parallel_tasklet *k, trainer_step_info *info) {
 
 int parallel_tasklet_train(parallel_tasklet *k, parallel_tasklet_result *res) {
   const parallel_tasklet_config *c = &k->cfg;
-  long end = c->train.steps;
+  long end = c->run.steps;
   if (c->stop_after > 0 && c->stop_after < end) end = c->stop_after;
   int rc = WT_OK;
   while (rc == WT_OK && trainer_steps_done(k->t) < end) {
@@ -641,7 +647,7 @@ int parallel_tasklet_train(parallel_tasklet *k, parallel_tasklet_result *res) {
       res->time_limited = 1;
     }
     int last = st.info.step == end;
-    if (last || (c->val_every > 0 && st.info.step % c->val_every == 0))
+    if (last || (c->run.val_every > 0 && st.info.step % c->run.val_every == 0))
       rc = s_validate(k, &st.val_loss);
     if (rc != WT_OK) break;
     res->steps_done = st.info.step;
@@ -650,8 +656,8 @@ int parallel_tasklet_train(parallel_tasklet *k, parallel_tasklet_result *res) {
     s_bytes(k, &st.bytes_pipeline, &st.bytes_data, &st.bytes_control);
     if (k->pipeline) st.compute_s = parallel_pipeline_compute_s(k->pipeline);
     if (c->on_step) c->on_step(c->on_step_arg, &st);
-    if (c->checkpoint_dir[0] &&
-        (last || (c->checkpoint_every > 0 && st.info.step % c->checkpoint_every == 0)))
+    if (c->run.checkpoint_dir[0] &&
+        (last || (c->run.checkpoint_every > 0 && st.info.step % c->run.checkpoint_every == 0)))
       rc = parallel_tasklet_checkpoint(k);
   }
   return rc;

@@ -13,7 +13,7 @@
  *  - Failures: every wait is bounded by the transport's deadline; a tasklet that fails returns
  *    its error, naming the stage, replica and step, and its peers' next receive from it fails at
  *    once, so a failure spreads instead of leaving anyone waiting.
- *  - Checkpoints (checkpoint_dir set): every checkpoint_every steps and at the end, one
+ *  - Checkpoints (run.checkpoint_dir set): every run.checkpoint_every steps and at the end, one
  *    directory per stage and a manifest, bound to the run (below); resume continues
  *    bit-exactly or refuses a run that would continue differently.
  *  - Devices: the stage lives where its kernels back end keeps it; one tasklet per process on a
@@ -42,7 +42,6 @@
 
 struct parallel_site_link; /* parallel/datacenter/site.h */
 
-#define PARALLEL_TASKLET_NAME_MAX 16
 #define PARALLEL_TASKLET_DEVICE_MAX 32
 
 /* A spot check (docs/trust.md): replica `checker` recomputed replica `target`'s gradient of
@@ -84,67 +83,37 @@ typedef void (*parallel_tasklet_tamper_fn)(void *arg, long step, float *contribu
 typedef void (*parallel_tasklet_step_fn)(void *arg, const parallel_tasklet_step *step);
 
 typedef struct {
-  int stages, replicas;          /* S >= 1, R >= 1: S·R must equal the world's size */
-  int stage, replica;            /* this tasklet */
-  int first_layer, last_layer;   /* this stage's layers; 0, 0 = an even split of n_layer */
-  assign_schedule_kind schedule; /* GPipe or 1F1B */
-  trainer_config train;          /* model, GLOBAL batch B, micro_batches m PER REPLICA, steps,
-                                    optimizer, seed; the stage and replica fields are set here */
-  const data_set *data;          /* borrowed; the same corpus on every tasklet */
-  char grad_codec[PARALLEL_TASKLET_NAME_MAX]; /* none|fp16|bf16|int8|int4|sign|topk|randk */
-  int grad_ef; /* error feedback for the lossy gradient codecs (default 1) */
-  char act_codec[PARALLEL_TASKLET_NAME_MAX]; /* none|delta2|delta4|delta8|direct8 */
-  int diloco_h;                     /* 0: synchronous; H >= 1: DiLoCo outer step every H steps */
-  float diloco_lr, diloco_momentum; /* outer Nesterov SGD (defaults 0.7, 0.9) */
-  int zero;                         /* 0, or 1 for ZeRO-1 (needs grad_codec none, no DiLoCo) */
-  char robust[PARALLEL_TASKLET_NAME_MAX]; /* the sync's aggregate: none (the ring) or a
-                                             PARALLEL_ROBUST_NAMES kind (not with ZeRO-1) */
-  /* a spot check every N steps (0: none); only with robust, one stage, no DiLoCo and grad_codec
-   * none, else no checks are made */
-  int spot_check_every;
-  int act_slots;  /* activation slots per stage: 0 = one per micro-batch in flight (no forward
-                     recomputed); k >= 1 bounds them, recomputing the rest (pipeline.h) */
-  int site_ranks; /* 0 or 1: the stage runs on its gpt_stage; t > 1: on a site of t tensor-
-                     parallel ranks (parallel/datacenter/site.h: threads of this process; the stage
-                     keeps the parameters, optimizer and everything that crosses the WAN). A dense
-                     model: n_head must be a multiple of t / site_cp; an MoE model runs the t ranks
-                     as expert-parallel ranks (site.h), so E and the micro-batch rows must be
-                     multiples of t and site_cp 1. The device must be a host back end
-                     (WT_ENOTSUP on a GPU: the CUDA back end's state is process-wide). Each forward
-                     whose backward is not the next pass is recomputed (act_slots is then 1). With
-                     site_cp = c > 1 the t ranks are t / c TP × c CP (below) */
-  struct parallel_site_link *site_link; /* borrowed, NULL: the site's ranks are threads of this
-                     process; else rank 0's link to a declared site of site_ranks processes
-                     (parallel/datacenter/site.h: parallel_site_new_linked) */
-  int site_cp; /* 0 or 1: no context parallelism in the site; c > 1: each sequence split over
-                  c of the site_ranks (ring attention, parallel/datacenter/cp.h): site_ranks a
-                  multiple of c, n_head of site_ranks / c, max_seq of 2c. A tasklet without a site
-                  (site_ranks <= 1) ignores it: one device has no sequence to split */
+  /* The run (run_config.h): S x R, the schedule, the model, the GLOBAL batch B in micro-batches
+   * m PER REPLICA, steps, optimizer, seed, the sync, ZeRO, the activation codec and slots, the
+   * site's shape, checkpoints, validation, the time limit. The same on every tasklet but where a
+   * stage runs (site_ranks may differ; run.device is the launcher's, the tasklet's is `device`).
+   * The runtime reads it as it is (parallel_run_config_check is the caller's; sync.grad_ef
+   * "auto" counts as on) and derives the stage's trainer config from it
+   * (parallel_run_trainer_config, for the data set's vocabulary). */
+  parallel_run_config run;
+  int stage, replica;          /* this tasklet */
+  int first_layer, last_layer; /* this stage's layers; 0, 0 = an even split of run.layers */
+  const data_set *data;        /* borrowed; the same corpus on every tasklet */
+  struct parallel_site_link *site_link;     /* borrowed, NULL: the site's ranks are threads of this
+                         process; else rank 0's link to a declared site of run.site_ranks processes
+                         (parallel/datacenter/site.h: parallel_site_new_linked) */
   char device[PARALLEL_TASKLET_DEVICE_MAX]; /* the kernels back end the stage runs on, a
                     kernels_for_device name (cpu, cuda, cuda:N) resolved by parallel_tasklet_run
-                    in its own thread (a GPU is a thread's current device); "" = train.kernels
+                    in its own thread (a GPU is a thread's current device); "" = `kernels`
                     (NULL: the CPU). parallel_tasklet_config_default fills in the process default
                     (parallel_tasklet_set_default_device). See "Devices" above */
+  const struct kernels_ops *kernels; /* with device "": the back end to run on (a test's own),
+                                        NULL = the CPU */
   const int *dp_ring; /* R entries: this stage's replicas in the order of its data-parallel ring,
                          starting with replica 0 (netsim_ring_order's order, so that the
                          simulated ring is the one that runs; borrowed for the run);
                          NULL = 0, 1, ..., R-1 */
-  char checkpoint_dir[1024]; /* "" = no checkpoints */
-  int checkpoint_every;      /* steps between checkpoints (0 = only at the end) */
-  int keep;                  /* checkpoints kept per stage (>= 1) */
-  int resume;                /* 1: continue from checkpoint_dir's manifest */
-  uint64_t run_id;     /* the run's id, recorded in every stage checkpoint and the manifest (the
-                          run binding, below); 0 = one derived from the bound settings. A resume
-                          keeps the id its manifest records and ignores this one */
-  int val_every;       /* validation loss every N steps and after the last (0: after the last only),
-                          over train.val_batches batches of the validation split, computed by
-                          replica 0's pipeline and sent to every tasklet */
-  long stop_after;     /* 0, or stop (after checkpointing) once this many steps are
-                          done in total: a run cut short and resumed later */
-  double time_limit_s; /* 0, or stop (after validating and checkpointing) after the step in which
-                          world rank 0 had run this many seconds (since parallel_tasklet_run
-                          began); rank 0's decision travels with the step's norm exchange, so
-                          every tasklet stops after the same step */
+  int resume;         /* 1: continue from run.checkpoint_dir's manifest */
+  uint64_t run_id;    /* the run's id, recorded in every stage checkpoint and the manifest (the
+                         run binding, below); 0 = one derived from the bound settings. A resume
+                         keeps the id its manifest records and ignores this one */
+  long stop_after;    /* 0, or stop (after checkpointing) once this many steps are
+                         done in total: a run cut short and resumed later */
   parallel_tasklet_step_fn on_step; /* called after every step, may be NULL */
   void *on_step_arg;
   parallel_tasklet_tamper_fn test_tamper;     /* NULL, except in tests/trust's liar harness */
@@ -165,7 +134,7 @@ typedef struct {
 /* What a run did. */
 typedef struct {
   long steps_done;     /* optimizer steps completed in total (resumed ones included) */
-  int time_limited;    /* 1: the run stopped early at time_limit_s */
+  int time_limited;    /* 1: the run stopped early at run.time_limit */
   float last_val_loss; /* the last validation loss (NAN if none was taken) */
   float last_loss;     /* the last step's mean loss (NAN if no step ran) */
   double seconds;      /* wall time of parallel_tasklet_run */
@@ -178,8 +147,8 @@ typedef struct {
   uint64_t bytes_site; /* sent between the ranks of its site, all ranks together (0: no site) */
 } parallel_tasklet_result;
 
-/* S = R = 1, GPipe, no codecs, no DiLoCo, no ZeRO, grad_ef 1, DiLoCo 0.7 / 0.9, keep 2, device
- * the process default ("" until set). */
+/* The run at parallel_run_config_default, no seat or wiring (stage and replica 0, no callbacks,
+ * no resume), device the process default ("" until set). */
 parallel_tasklet_config parallel_tasklet_config_default(void);
 
 /* Sets the device that parallel_tasklet_config_default names from now on, for a program whose
@@ -197,11 +166,10 @@ int parallel_tasklet_set_default_device(const char *name);
  * (min-lr capped at lr). Returns WT_OK or WT_EINVAL naming the option (*tc unchanged). */
 int parallel_run_trainer_config(const parallel_run_config *run, int vocab, trainer_config *tc);
 
-/* Tasklet (stage, replica)'s config of the run over `data` (borrowed): the trainer's config,
- * S x R, the schedule, the sync (codec, error feedback, DiLoCo), ZeRO, the activation codec and
- * slots, the site's shape, checkpoints and validation, from the run; everything else
- * parallel_tasklet_config_default's (the device, resume, state hand-over, callbacks and
- * dp_ring are the caller's to set). Returns WT_OK or parallel_run_trainer_config's error. */
+/* Tasklet (stage, replica)'s config of the run over `data` (borrowed): the run copied, the seat
+ * set, everything else parallel_tasklet_config_default's (the device, resume, state hand-over,
+ * callbacks and dp_ring are the caller's to set). Checks that the run makes a trainer config for
+ * the data: returns WT_OK or parallel_run_trainer_config's error. */
 int parallel_tasklet_config_from_run(const parallel_run_config *run, int stage, int replica,
                                      const data_set *data, parallel_tasklet_config *cfg);
 
@@ -210,7 +178,7 @@ int parallel_tasklet_config_from_run(const parallel_run_config *run, int stage, 
  * naming the field and what to do. */
 int parallel_tasklet_config_validate(const parallel_tasklet_config *cfg, int world_size);
 
-/* Runs the tasklet for cfg->train.steps steps (fewer with stop_after) over world (borrowed; its
+/* Runs the tasklet for cfg->run.steps steps (fewer with stop_after) over world (borrowed; its
  * rank must be cfg->stage·R + cfg->replica). Fills *result (may be NULL). Returns WT_OK, or the
  * first error (a bad config, a transport error or deadline, a corrupt message, a checkpoint
  * error, a diverged loss), with wt_last_error() naming the stage, replica and step. */

@@ -26,7 +26,7 @@
 #define S_MANIFEST_FORMAT "wantrain-run-1"
 
 static void s_stage_dir(const parallel_tasklet *k, int stage, char *out, size_t size) {
-  snprintf(out, size, "%s/stage-%d", k->cfg.checkpoint_dir, stage);
+  snprintf(out, size, "%s/stage-%d", k->cfg.run.checkpoint_dir, stage);
 }
 
 static int s_state_save(parallel_tasklet *k);
@@ -85,9 +85,17 @@ static void s_bind_model(const gpt_config *g, char *out, size_t size) {
  * arithmetic (error feedback without a codec, DiLoCo's outer step without DiLoCo) are recorded
  * as "-" or 0, so that their defaults never differ. */
 static void s_bind_values(const parallel_tasklet_config *c, char v[S_BIND_N][S_BIND_VALUE]) {
-  const trainer_config *t = &c->train;
+  trainer_config train;
+  parallel_run_trainer_fields(&c->run, &train);
+  if (!c->data || parallel_run_config_model(&c->run, data_set_vocab_size(c->data), &train.model))
+    train.model = (gpt_config){.vocab_size = c->data ? data_set_vocab_size(c->data) : 0,
+                               .max_seq = c->run.seq,
+                               .n_layer = c->run.layers,
+                               .n_head = c->run.heads,
+                               .channels = c->run.channels}; /* a run that cannot train */
+  const trainer_config *t = &train;
   const optim_config *o = &t->optim;
-  const int coded = strcmp(c->grad_codec, "none") != 0, outer = c->diloco_h > 0;
+  const int coded = strcmp(c->run.sync.grad_codec, "none") != 0, outer = c->run.sync.diloco > 0;
   int i = 1;
   snprintf(v[i++], S_BIND_VALUE, "%llu", (unsigned long long)t->seed);
   if (c->data)
@@ -99,11 +107,12 @@ static void s_bind_values(const parallel_tasklet_config *c, char v[S_BIND_N][S_B
         wt_crc32(0, data_set_tokens(c->data), sizeof(uint16_t) * data_set_num_tokens(c->data)));
   else
     snprintf(v[i++], S_BIND_VALUE, "none");
-  snprintf(v[i++], S_BIND_VALUE, "%d", c->stages);
-  snprintf(v[i++], S_BIND_VALUE, "%d", c->replicas);
+  snprintf(v[i++], S_BIND_VALUE, "%d", c->run.stages);
+  snprintf(v[i++], S_BIND_VALUE, "%d", c->run.replicas);
   snprintf(v[i++], S_BIND_VALUE, "%d", t->batch);
   snprintf(v[i++], S_BIND_VALUE, "%d", t->micro_batches);
-  snprintf(v[i++], S_BIND_VALUE, "%s", c->schedule == ASSIGN_SCHEDULE_GPIPE ? "gpipe" : "1f1b");
+  snprintf(v[i++], S_BIND_VALUE, "%s",
+           parallel_run_schedule(&c->run) == ASSIGN_SCHEDULE_GPIPE ? "gpipe" : "1f1b");
   s_bind_model(&t->model, v[i++], S_BIND_VALUE);
   snprintf(v[i++], S_BIND_VALUE, "%s", o->kind == OPTIM_SGD ? "sgd" : "adamw");
   snprintf(v[i++], S_BIND_VALUE, "%.9g", o->lr);
@@ -112,14 +121,15 @@ static void s_bind_values(const parallel_tasklet_config *c, char v[S_BIND_N][S_B
   snprintf(v[i++], S_BIND_VALUE, "%.9g", o->weight_decay);
   snprintf(v[i++], S_BIND_VALUE, "%.9g", o->grad_clip);
   snprintf(v[i++], S_BIND_VALUE, "%.9g %.9g %.9g %.9g", o->beta1, o->beta2, o->eps, o->momentum);
-  snprintf(v[i++], S_BIND_VALUE, "%s", c->grad_codec);
-  snprintf(v[i++], S_BIND_VALUE, "%s", coded ? (c->grad_ef ? "on" : "off") : "-");
-  snprintf(v[i++], S_BIND_VALUE, "%s", c->act_codec);
-  snprintf(v[i++], S_BIND_VALUE, "%d", c->diloco_h);
-  snprintf(v[i++], S_BIND_VALUE, "%.9g", outer ? c->diloco_lr : 0.0);
-  snprintf(v[i++], S_BIND_VALUE, "%.9g", outer ? c->diloco_momentum : 0.0);
+  snprintf(v[i++], S_BIND_VALUE, "%.*s", S_BIND_VALUE - 1, c->run.sync.grad_codec);
+  snprintf(v[i++], S_BIND_VALUE, "%s",
+           coded ? (parallel_run_grad_ef(&c->run) ? "on" : "off") : "-");
+  snprintf(v[i++], S_BIND_VALUE, "%.*s", S_BIND_VALUE - 1, c->run.act_codec);
+  snprintf(v[i++], S_BIND_VALUE, "%d", c->run.sync.diloco);
+  snprintf(v[i++], S_BIND_VALUE, "%.9g", outer ? (float)c->run.sync.outer_lr : 0.0);
+  snprintf(v[i++], S_BIND_VALUE, "%.9g", outer ? (float)c->run.sync.outer_momentum : 0.0);
   snprintf(v[i++], S_BIND_VALUE, "%ld", t->steps);
-  snprintf(v[i++], S_BIND_VALUE, "%s", c->robust[0] ? c->robust : "none");
+  snprintf(v[i++], S_BIND_VALUE, "%.90s", c->run.robust[0] ? c->run.robust : "none");
   assert(i == S_BIND_N);
 }
 
@@ -247,7 +257,7 @@ static int s_save_stage(parallel_tasklet *k) {
     snprintf(m.train_json, sizeof m.train_json, "%s", s_binding(k));
     /* Two kept at least: the manifest may still name the previous step while this one lands. */
     rc = checkpoint_save(dir, trainer_model(k->t), full ? full : trainer_optim(k->t), &m,
-                         WT_MAX(k->cfg.keep, 2));
+                         WT_MAX(k->cfg.run.keep, 2));
   }
   optim_destroy(&full);
   if (rc == WT_OK) rc = s_state_save(k);
@@ -393,7 +403,7 @@ static int s_state_save(parallel_tasklet *k) {
   if (!sections) return WT_OK;
   char dir[1200], name[96];
   s_stage_dir(k, k->cfg.stage, dir, sizeof dir);
-  mkdir(k->cfg.checkpoint_dir, 0755);
+  mkdir(k->cfg.run.checkpoint_dir, 0755);
   if (mkdir(dir, 0755) != 0 && errno != EEXIST)
     return wt_fail(WT_EIO, "cannot create %s: %s", dir, strerror(errno));
   const long step = trainer_steps_done(k->t);
@@ -422,7 +432,7 @@ static int s_state_save(parallel_tasklet *k) {
     rc = s_write_atomic_bytes(dir, name, buf, len, crc, 4);
   }
   free(buf);
-  if (rc == WT_OK) s_state_prune(k, dir, WT_MAX(k->cfg.keep, 2));
+  if (rc == WT_OK) s_state_prune(k, dir, WT_MAX(k->cfg.run.keep, 2));
   return rc;
 }
 
@@ -499,12 +509,12 @@ static int s_state_load(parallel_tasklet *k, long step) {
  * `parts` holds each world rank's (ok, first_layer, last_layer) as 9 bytes. */
 static int s_write_manifest(parallel_tasklet *k, const uint8_t *parts) {
   const parallel_tasklet_config *c = &k->cfg;
-  const gpt_config *g = &c->train.model;
+  const gpt_config *g = &k->train.model;
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "format", S_MANIFEST_FORMAT);
   cJSON_AddNumberToObject(root, "step", (double)trainer_steps_done(k->t));
-  cJSON_AddNumberToObject(root, "stages", c->stages);
-  cJSON_AddNumberToObject(root, "replicas", c->replicas);
+  cJSON_AddNumberToObject(root, "stages", c->run.stages);
+  cJSON_AddNumberToObject(root, "replicas", c->run.replicas);
   cJSON *model = cJSON_AddObjectToObject(root, "model");
   cJSON_AddNumberToObject(model, "vocab_size", g->vocab_size);
   cJSON_AddNumberToObject(model, "max_seq", g->max_seq);
@@ -515,8 +525,8 @@ static int s_write_manifest(parallel_tasklet *k, const uint8_t *parts) {
   cJSON *changes = k->run_changes[0] ? cJSON_Parse(k->run_changes) : NULL;
   if (changes) cJSON_AddItemToObject(root, "changes", changes);
   cJSON *stages = cJSON_AddArrayToObject(root, "stage");
-  for (int s = 0; s < c->stages; s++) {
-    const uint8_t *p = parts + (size_t)9 * (s * c->replicas); /* replica 0 of stage s */
+  for (int s = 0; s < c->run.stages; s++) {
+    const uint8_t *p = parts + (size_t)9 * (s * c->run.replicas); /* replica 0 of stage s */
     char dir[64], step_dir[96];
     snprintf(dir, sizeof dir, "stage-%d", s);
     snprintf(step_dir, sizeof step_dir, "%s/step-%08ld", dir, trainer_steps_done(k->t));
@@ -530,14 +540,14 @@ static int s_write_manifest(parallel_tasklet *k, const uint8_t *parts) {
   }
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
-  int rc = s_write_atomic(c->checkpoint_dir, "manifest.json", text);
+  int rc = s_write_atomic(c->run.checkpoint_dir, "manifest.json", text);
   free(text);
   return rc;
 }
 
 int parallel_tasklet_checkpoint(parallel_tasklet *k) {
   const parallel_tasklet_config *c = &k->cfg;
-  const int W = c->stages * c->replicas;
+  const int W = c->run.stages * c->run.replicas;
   int rc = s_save_stage(k);
   char why[1024] = "";
   if (rc != WT_OK) snprintf(why, sizeof why, "%s", wt_last_error());
@@ -556,14 +566,14 @@ int parallel_tasklet_checkpoint(parallel_tasklet *k) {
       failed = w;
   }
   if (rc != WT_OK)
-    rc = wt_fail(rc, "saving stage %d in %s failed: %s", c->stage, c->checkpoint_dir, why);
+    rc = wt_fail(rc, "saving stage %d in %s failed: %s", c->stage, c->run.checkpoint_dir, why);
   else if (grc != WT_OK)
     rc = grc;
   else if (failed >= 0)
     rc = wt_fail(WT_EIO,
                  "stage %d (world rank %d) could not save its checkpoint; the manifest "
                  "still names the previous step",
-                 failed / c->replicas, failed);
+                 failed / c->run.replicas, failed);
   else if (parallel_comm_rank(k->world) == 0)
     rc = s_write_manifest(k, all);
   free(all);
@@ -673,16 +683,16 @@ static int s_manifest_read(const char *dir, s_manifest *out) {
 static int s_manifest_check(parallel_tasklet *k, const s_manifest *m) {
   const parallel_tasklet_config *c = &k->cfg;
   gpt_stage *s = trainer_model(k->t);
-  if (m->stages != c->stages)
+  if (m->stages != c->run.stages)
     return wt_fail(WT_EMISMATCH,
                    "run manifest in %s was written by %d stages, this run has %d; "
                    "resume with --stages %d",
-                   c->checkpoint_dir, m->stages, c->stages, m->stages);
+                   c->run.checkpoint_dir, m->stages, c->run.stages, m->stages);
   if (m->first[c->stage] != gpt_stage_first(s) || m->last[c->stage] != gpt_stage_last(s))
     return wt_fail(WT_EMISMATCH,
                    "run manifest in %s: stage %d held layers [%d, %d), this run "
                    "gives it [%d, %d); use the same layer split",
-                   c->checkpoint_dir, c->stage, m->first[c->stage], m->last[c->stage],
+                   c->run.checkpoint_dir, c->stage, m->first[c->stage], m->last[c->stage],
                    gpt_stage_first(s), gpt_stage_last(s));
   return WT_OK;
 }
@@ -769,7 +779,7 @@ static int s_bind_resume(parallel_tasklet *k, const s_manifest *man, const check
     if (rank0)
       WT_WARN("run %s records no run binding (an older wantrain wrote it): its settings "
               "cannot be checked; the next checkpoint records them",
-              c->checkpoint_dir);
+              c->run.checkpoint_dir);
     return WT_OK;
   }
   k->run_id = parallel_run_binding_id(stage);
@@ -783,15 +793,15 @@ static int s_bind_resume(parallel_tasklet *k, const s_manifest *man, const check
   if (rank0)
     WT_WARN("run %s resumed at step %ld with a change a run may make: %s (the manifest records "
             "it)",
-            c->checkpoint_dir, m->step, notes);
+            c->run.checkpoint_dir, m->step, notes);
   return WT_OK;
 }
 
 int parallel_tasklet_resume(parallel_tasklet *k) {
   s_manifest man;
-  WT_CHECK(s_manifest_read(k->cfg.checkpoint_dir, &man));
+  WT_CHECK(s_manifest_read(k->cfg.run.checkpoint_dir, &man));
   int rc = s_manifest_check(k, &man);
-  if (rc == WT_OK) rc = s_inside_run(k->cfg.checkpoint_dir, man.step_dir[k->cfg.stage]);
+  if (rc == WT_OK) rc = s_inside_run(k->cfg.run.checkpoint_dir, man.step_dir[k->cfg.stage]);
   checkpoint_meta m;
   if (rc == WT_OK) rc = s_load_stage(k, man.step_dir[k->cfg.stage], &m);
   if (rc == WT_OK && m.step != man.step)

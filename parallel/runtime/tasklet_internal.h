@@ -15,6 +15,7 @@
 
 typedef struct {
   parallel_tasklet_config cfg;
+  trainer_config train; /* the stage's (parallel_tasklet_trainer_config, layers and back end set) */
   parallel_comm *world; /* borrowed */
   parallel_comm *dp;    /* this stage's replicas */
   parallel_comm *pipe;  /* this replica's stages */
@@ -31,7 +32,7 @@ typedef struct {
   int holds_cuda;         /* this tasklet counts as the process's one on the CUDA back end */
   float *grads_host;      /* the reduced gradient on the host, between reduce and ZeRO's update */
   float *params_host;     /* ZeRO-1 on a device: the parameters' host copy (ops->host_alloc) */
-  double t_start;         /* wt_now_s() when the run began (time_limit_s) */
+  double t_start;         /* wt_now_s() when the run began (run.time_limit) */
 
   /* the robust sync (robust not "none", R > 1; else NULL), its evidence of this step in replica
    * order, and whether it ran in this step */
@@ -54,6 +55,17 @@ typedef struct {
   /* wall time of each part of the steps so far (parallel_tasklet_result) */
   double pipeline_s, tied_s, reduce_s, norm_s;
 } parallel_tasklet;
+
+/* run_tasklet.c: the run's option values as the runtime takes them — the trainer config without
+ * its model (parallel_run_trainer_config's other fields), the schedule, and error feedback
+ * (sync.grad_ef; "auto" is on). */
+void parallel_run_trainer_fields(const parallel_run_config *run, trainer_config *tc);
+assign_schedule_kind parallel_run_schedule(const parallel_run_config *run);
+int parallel_run_grad_ef(const parallel_run_config *run);
+/* The stage's trainer config: the run's for c->data's vocabulary, with this tasklet's replica,
+ * ZeRO-1's external optimizer and c->kernels; the layers and device are setup's. Returns WT_OK
+ * or parallel_run_trainer_config's error. */
+int parallel_tasklet_trainer_config(const parallel_tasklet_config *c, trainer_config *tc);
 
 int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *cfg,
                            parallel_comm *world);

@@ -22,16 +22,16 @@
 
 static int s_applies(const parallel_tasklet *k) {
   const parallel_tasklet_config *c = &k->cfg;
-  return c->spot_check_every > 0 && k->robust && c->stages == 1 && c->replicas >= 2 &&
-         !c->diloco_h && !k->codec;
+  return c->run.spot_check_every > 0 && k->robust && c->run.stages == 1 && c->run.replicas >= 2 &&
+         !c->run.sync.diloco && !k->codec;
 }
 
 /* The checker and target replicas of step `step`, or 0 when no check is due. */
 static int s_pair(const parallel_tasklet *k, long step, int *checker, int *target) {
-  const int R = k->cfg.replicas;
-  if (!k->spot_row || step % k->cfg.spot_check_every != 0) return 0;
+  const int R = k->cfg.run.replicas;
+  if (!k->spot_row || step % k->cfg.run.spot_check_every != 0) return 0;
   wt_rng rng;
-  wt_rng_seed(&rng, k->cfg.train.seed ^ (0x5b07c4ec3ull * (uint64_t)step));
+  wt_rng_seed(&rng, (uint64_t)k->cfg.run.seed ^ (0x5b07c4ec3ull * (uint64_t)step));
   *target = (int)wt_rng_below(&rng, (uint64_t)R);
   *checker = (*target + 1 + (int)wt_rng_below(&rng, (uint64_t)(R - 1))) % R;
   return 1;
@@ -40,7 +40,7 @@ static int s_pair(const parallel_tasklet *k, long step, int *checker, int *targe
 /* The data-parallel rank of replica r (dp_ring: the replica at each rank). */
 static int s_dp_rank(const parallel_tasklet *k, int r) {
   if (!k->cfg.dp_ring) return r;
-  for (int i = 0; i < k->cfg.replicas; i++)
+  for (int i = 0; i < k->cfg.run.replicas; i++)
     if (k->cfg.dp_ring[i] == r) return i;
   return -1;
 }
@@ -80,8 +80,8 @@ int parallel_tasklet_spot_after_sync(parallel_tasklet *k, float *g, size_t n) {
   k->spot_target = -1;
   /* a contribution the sync already left out is evidence enough (and may not have decoded) */
   if (target < 0 || k->robust_report.rank[target].flags) return WT_OK;
-  const int R = k->cfg.replicas, T = k->cfg.train.model.max_seq;
-  const size_t rows = (size_t)(k->cfg.train.batch / R);
+  const int R = k->cfg.run.replicas, T = k->cfg.run.seq;
+  const size_t rows = (size_t)(k->cfg.run.batch / R);
   const int *inputs, *targets;
   trainer_batch(k->t, &inputs, &targets);
   gpt_stage *s = trainer_model(k->t);

@@ -31,8 +31,8 @@ int main(void) {
 
   s_use("coordinator");
   EXPECT("--state-dir st --http-port -1 --stages 64 --replicas 64 --batch 64 --micro-batches 1 "
-         "--layers 64",
-         2, "4096 seats, but a coordinator admits at most 256 peers");
+         "--layers 64 --max-peers 4000",
+         2, "4096 seats, but this coordinator admits at most --max-peers 4000 peers");
   EXPECT("--state-dir st --http-port -1 --stages 16 --replicas 16 --batch 16 --micro-batches 1 "
          "--layers 16 --channels 30 --heads 4",
          2, "heads 4 do not divide channels 30");

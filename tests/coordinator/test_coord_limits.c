@@ -1,6 +1,6 @@
 /* test_coord_limits — the coordinator in-process against raw CURVE clients, over what a
  * long-lived run and an unauthenticated sender add up to: 300 volunteers that join and leave
- * one after another (more than the table's COORD_MAX_PEERS slots) leave room for the next one,
+ * one after another (more than the table's 256 slots, --max-peers) leave room for the next one,
  * with ids never reused, a peer that stayed live untouched and a returning key recognised as
  * itself, across a restart too; 2000 registrations refused for a bad token add no row to
  * the state database and only a bounded number of log lines; and the connections from one
@@ -21,7 +21,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#define S_CHURN 300 /* more volunteers than the coordinator has slots (256) */
+#define S_SLOTS 256
+#define S_CHURN 300 /* more volunteers than the coordinator has slots */
 #define S_REFUSED 2000
 
 static char s_tmp[1024], s_state[1100];
@@ -45,6 +46,7 @@ static coordinator *s_start_with(pthread_t *th, const char *state, int per_sourc
   wt_config_defaults(coordinator_options(), &cfg);
   snprintf(cfg.state_dir, sizeof cfg.state_dir, "%.1000s", state);
   if (per_source) cfg.max_per_source = per_source;
+  cfg.max_peers = S_SLOTS;
   cfg.run.stages = 2,
   cfg.run.replicas = 4; /* eight live peers: never more than two here, no epoch */
   cfg.heartbeat_s = 0.2, cfg.liveness = 100;

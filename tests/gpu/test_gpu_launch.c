@@ -20,6 +20,7 @@
 #include "model/data.h"
 #include "parallel/transport/comm.h"
 #include "parallel/runtime/tasklet.h"
+#include "tests/runtime/optim_defaults.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -141,15 +142,13 @@ static void s_two_in_one_process(void) {
   WT_TEST_REQUIRE(d, "%s", wt_last_error());
   static s_pair p;
   p.c = parallel_tasklet_config_default();
-  p.c.stages = 2;
-  p.c.train = (trainer_config){
-      .model = {.vocab_size = 64, .max_seq = 16, .n_layer = 2, .n_head = 2, .channels = 32},
-      .batch = 4,
-      .micro_batches = 1,
-      .steps = 2,
-      .val_batches = 1,
-      .seed = 1};
-  p.c.train.optim = optim_config_default();
+  p.c.run.stages = 2;
+  snprintf(p.c.run.schedule, sizeof p.c.run.schedule, "gpipe");
+  p.c.run.seq = 16, p.c.run.layers = 2, p.c.run.heads = 2,
+  p.c.run.channels = 32; /* V 64: the data's */
+  p.c.run.batch = 4, p.c.run.micro_batches = 1, p.c.run.val_batches = 1, p.c.run.seed = 1;
+  p.c.run.steps = 2;
+  h_run_optim_default(&p.c.run);
   p.c.data = d;
   snprintf(p.c.device, sizeof p.c.device, "cuda:0");
   parallel_inproc_group *g = parallel_inproc_group_new(2);

@@ -16,6 +16,7 @@
 #include "parallel/transport/comm.h"
 #include "parallel/runtime/tasklet.h"
 #include "peer/peer_internal.h"
+#include "tests/runtime/optim_defaults.h"
 
 #include <cjson/cJSON.h>
 
@@ -74,18 +75,15 @@ static void s_free(s_run *r) {
 
 static parallel_tasklet_config s_config(void) {
   parallel_tasklet_config c = parallel_tasklet_config_default();
-  c.stages = 2, c.replicas = 2, c.schedule = ASSIGN_SCHEDULE_1F1B;
-  snprintf(c.act_codec, sizeof c.act_codec, "direct8"); /* the demo's codec: stateless */
-  c.train = (trainer_config){
-      .model = {.vocab_size = 64, .max_seq = 16, .n_layer = 2, .n_head = 2, .channels = 16},
-      .batch = 8,
-      .micro_batches = 2,
-      .steps = STEPS,
-      .val_batches = 1,
-      .seed = 5};
-  c.train.optim = optim_config_default();
-  c.train.optim.lr = 3e-3f;
-  c.train.optim.warmup_steps = 2;
+  c.run.stages = 2, c.run.replicas = 2;
+  snprintf(c.run.schedule, sizeof c.run.schedule, "1f1b");
+  snprintf(c.run.act_codec, sizeof c.run.act_codec, "direct8"); /* the demo's codec: stateless */
+  c.run.seq = 16, c.run.layers = 2, c.run.heads = 2, c.run.channels = 16; /* V 64: the data's */
+  c.run.batch = 8, c.run.micro_batches = 2, c.run.val_batches = 1, c.run.seed = 5;
+  c.run.steps = STEPS;
+  h_run_optim_default(&c.run);
+  c.run.lr = 3e-3f;
+  c.run.warmup = 2;
   c.data = s_data;
   return c;
 }
@@ -145,9 +143,9 @@ static void test_handover_is_bitwise(void) {
     }
     if (k == 3) {
       bad.base.resume = 1;
-      snprintf(bad.base.checkpoint_dir, sizeof bad.base.checkpoint_dir, "/nonexistent");
+      snprintf(bad.base.run.checkpoint_dir, sizeof bad.base.run.checkpoint_dir, "/nonexistent");
     }
-    if (k == 4) bad.base.zero = 1;
+    if (k == 4) bad.base.run.zero = 1;
     WT_TEST_ASSERT(s_go(&bad) != WT_OK, "case %d was accepted", k);
     WT_TEST_ASSERT(strstr(bad.err[0], want[k]), "case %d: '%s' does not say '%s'", k, bad.err[0],
                    want[k]);

@@ -8,6 +8,7 @@
 #include "common/testing.h"
 #include "parallel/transport/comm.h"
 #include "parallel/runtime/tasklet.h"
+#include "tests/runtime/optim_defaults.h"
 
 #include <math.h>
 #include <string.h>
@@ -56,7 +57,7 @@ static const parallel_transport_ops h_dying_ops = {
 
 static void h_on_step(void *arg, const parallel_tasklet_step *st) {
   h_run *h = arg;
-  int w = st->stage * h->base.replicas + st->replica;
+  int w = st->stage * h->base.run.replicas + st->replica;
   long i = st->info.step - 1;
   if (i >= 0 && i < H_MAX_STEPS) {
     h->loss[w][i] = st->info.loss, h->norm[w][i] = st->info.grad_norm;
@@ -68,11 +69,11 @@ static int h_rank(parallel_comm *world, void *arg) {
   h_run *h = arg;
   int w = parallel_comm_rank(world);
   parallel_tasklet_config c = h->base;
-  c.stage = w / c.replicas;
-  c.replica = w % c.replicas;
+  c.stage = w / c.run.replicas;
+  c.replica = w % c.run.replicas;
   c.on_step = h_on_step;
   c.on_step_arg = h;
-  if (h->site_ranks[w] > 0) c.site_ranks = h->site_ranks[w];
+  if (h->site_ranks[w] > 0) c.run.site_ranks = h->site_ranks[w];
   h_dying dying = {world, h->fail_after};
   parallel_comm *use = world, *wrapped = NULL;
   if (w == h->fail_rank) {
@@ -90,9 +91,9 @@ static int h_rank(parallel_comm *world, void *arg) {
   return rc;
 }
 
-/* Runs base.stages x base.replicas tasklets; returns parallel_inproc_run's status. */
+/* Runs base.run.stages x base.run.replicas tasklets; returns parallel_inproc_run's status. */
 static int h_run_all(h_run *h) {
-  int n = h->base.stages * h->base.replicas;
+  int n = h->base.run.stages * h->base.run.replicas;
   parallel_inproc_group *g = parallel_inproc_group_new(n);
   parallel_inproc_group_set_timeout(g, h->timeout_s > 0 ? h->timeout_s : 30);
   for (int w = 0; w < H_MAX_RANKS; w++)

@@ -197,9 +197,9 @@ static void test_robust_choices(void) {
   data_synth_config dc = data_synth_default();
   data_set *data = data_set_synthetic(&dc);
   parallel_tasklet_config c = parallel_tasklet_config_default();
-  c.data = data, c.train.batch = 4, c.train.micro_batches = 1, c.train.model.n_layer = 2;
+  c.data = data, c.run.batch = 4, c.run.micro_batches = 1, c.run.layers = 2;
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 1) == WT_OK, "%s", wt_last_error());
-  snprintf(c.robust, sizeof c.robust, "mode");
+  snprintf(c.run.robust, sizeof c.run.robust, "mode");
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 1) == WT_EINVAL &&
                      strstr(wt_last_error(), "--robust mode is unknown"),
                  "an unknown robust name: %s", wt_last_error());
@@ -278,19 +278,25 @@ static void test_tasklet_from_run(void) {
   parallel_tasklet_config c;
   WT_TEST_REQUIRE(parallel_tasklet_config_from_run(&run, 1, 0, data, &c) == WT_OK, "%s",
                   wt_last_error());
-  WT_TEST_ASSERT(c.schedule == ASSIGN_SCHEDULE_GPIPE, "schedule gpipe");
-  WT_TEST_ASSERT(!strcmp(c.robust, "centered-clip"), "robust centered-clip: %s", c.robust);
+  WT_TEST_ASSERT(!strcmp(c.run.schedule, "gpipe"), "schedule gpipe");
+  WT_TEST_ASSERT(!strcmp(c.run.robust, "centered-clip"), "robust centered-clip: %s", c.run.robust);
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_OK, "%s", wt_last_error());
-  WT_TEST_ASSERT(c.stage == 1 && c.replica == 0 && c.stages == 2 && c.replicas == 2, "seat");
-  WT_TEST_ASSERT(c.train.model.max_seq == 48 && c.train.model.vocab_size == dc.vocab_size,
-                 "seq %d, vocab %d", c.train.model.max_seq, c.train.model.vocab_size);
-  WT_TEST_ASSERT(c.train.optim.min_lr == (float)1e-4 && c.train.optim.warmup_steps == 4,
-                 "min-lr %g, warmup %d", (double)c.train.optim.min_lr, c.train.optim.warmup_steps);
-  WT_TEST_ASSERT(c.keep == 5 && c.checkpoint_every == 3 && !strcmp(c.checkpoint_dir, "ckpt"),
-                 "checkpoints: keep %d every %d in %s", c.keep, c.checkpoint_every,
-                 c.checkpoint_dir);
-  WT_TEST_ASSERT(!strcmp(c.grad_codec, "int8") && c.grad_ef == 0, "int8 without EF");
-  WT_TEST_ASSERT(c.val_every == 7 && c.act_slots == 1, "validation and slots");
+  WT_TEST_ASSERT(c.stage == 1 && c.replica == 0 && c.run.stages == 2 && c.run.replicas == 2,
+                 "seat");
+  trainer_config tc;
+  WT_TEST_REQUIRE(parallel_run_trainer_config(&c.run, data_set_vocab_size(data), &tc) == WT_OK,
+                  "%s", wt_last_error());
+  WT_TEST_ASSERT(tc.model.max_seq == 48 && tc.model.vocab_size == dc.vocab_size, "seq %d, vocab %d",
+                 tc.model.max_seq, tc.model.vocab_size);
+  WT_TEST_ASSERT(tc.optim.min_lr == (float)1e-4 && tc.optim.warmup_steps == 4,
+                 "min-lr %g, warmup %d", (double)tc.optim.min_lr, tc.optim.warmup_steps);
+  WT_TEST_ASSERT(c.run.keep == 5 && c.run.checkpoint_every == 3 &&
+                     !strcmp(c.run.checkpoint_dir, "ckpt"),
+                 "checkpoints: keep %d every %d in %s", c.run.keep, c.run.checkpoint_every,
+                 c.run.checkpoint_dir);
+  WT_TEST_ASSERT(!strcmp(c.run.sync.grad_codec, "int8") && !strcmp(c.run.sync.grad_ef, "off"),
+                 "int8 without EF");
+  WT_TEST_ASSERT(c.run.val_every == 7 && c.run.act_slots == 1, "validation and slots");
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_OK, "the tasklet is valid: %s",
                  wt_last_error());
   data_set_destroy(&data);

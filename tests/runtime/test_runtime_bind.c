@@ -23,17 +23,14 @@ static char s_tmp[512];
 
 static parallel_tasklet_config s_config(const char *dir, uint64_t seed) {
   parallel_tasklet_config c = parallel_tasklet_config_default();
-  c.stages = 2, c.replicas = 2, c.schedule = ASSIGN_SCHEDULE_1F1B;
-  c.train = (trainer_config){
-      .model = {.vocab_size = 64, .max_seq = 16, .n_layer = 2, .n_head = 2, .channels = 16},
-      .batch = 8,
-      .micro_batches = 2,
-      .steps = STEPS,
-      .val_batches = 1,
-      .seed = seed};
-  c.train.optim = optim_config_default();
+  c.run.stages = 2, c.run.replicas = 2;
+  snprintf(c.run.schedule, sizeof c.run.schedule, "1f1b");
+  c.run.seq = 16, c.run.layers = 2, c.run.heads = 2, c.run.channels = 16; /* V 64: the data's */
+  c.run.batch = 8, c.run.micro_batches = 2, c.run.val_batches = 1, c.run.seed = seed;
+  c.run.steps = STEPS;
+  h_run_optim_default(&c.run);
   c.data = s_data;
-  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s/%s", s_tmp, dir);
+  snprintf(c.run.checkpoint_dir, sizeof c.run.checkpoint_dir, "%s/%s", s_tmp, dir);
   return c;
 }
 
@@ -42,7 +39,7 @@ static parallel_tasklet_config s_start(parallel_tasklet_config c) {
   static h_run h;
   c.stop_after = 2;
   h_init(&h, &c);
-  WT_TEST_REQUIRE(h_run_all(&h) == WT_OK, "%s: %s", c.checkpoint_dir, h.err[0]);
+  WT_TEST_REQUIRE(h_run_all(&h) == WT_OK, "%s: %s", c.run.checkpoint_dir, h.err[0]);
   c.stop_after = 0;
   c.resume = 1;
   return c;
@@ -90,29 +87,29 @@ static void test_stage_from_another_run(void) {
 
 static void test_changed_batch(void) {
   parallel_tasklet_config c = s_start(s_config("batch", 9));
-  c.train.batch = 16;
+  c.run.batch = 16;
   s_refused(&c, "another batch",
             "batch was 8, this run asks 16; resume with --batch 8 or start a new run directory");
-  c.train.batch = 8;
-  c.train.micro_batches = 1;
+  c.run.batch = 8;
+  c.run.micro_batches = 1;
   s_refused(&c, "other micro-batches", "micro_batches was 2, this run asks 1");
 }
 
 static void test_dropped_codec(void) {
   parallel_tasklet_config c = s_config("int8-ef", 9);
-  snprintf(c.grad_codec, sizeof c.grad_codec, "int8");
+  snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "int8");
   c = s_start(c);
   char path[1200];
-  snprintf(path, sizeof path, "%s/stage-0/replica-1-step-00000002.state", c.checkpoint_dir);
+  snprintf(path, sizeof path, "%s/stage-0/replica-1-step-00000002.state", c.run.checkpoint_dir);
   WT_TEST_REQUIRE(access(path, F_OK) == 0, "int8 + error feedback saved %s", path);
-  snprintf(c.grad_codec, sizeof c.grad_codec, "none");
+  snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "none");
   s_refused(&c, "int8 + error feedback resumed without a codec",
             "grad_codec was int8, this run asks none; resume with --grad-codec int8");
-  snprintf(c.grad_codec, sizeof c.grad_codec, "int8");
-  c.grad_ef = 0;
+  snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "int8");
+  snprintf(c.run.sync.grad_ef, sizeof c.run.sync.grad_ef, "off");
   s_refused(&c, "int8 + error feedback resumed without error feedback",
             "grad_ef was on, this run asks off");
-  c.grad_ef = 1;
+  snprintf(c.run.sync.grad_ef, sizeof c.run.sync.grad_ef, "on");
   static h_run h;
   h_init(&h, &c);
   WT_TEST_ASSERT(h_run_all(&h) == WT_OK && h.steps[0] == STEPS, "resumed as saved: %s", h.err[0]);
@@ -120,15 +117,15 @@ static void test_dropped_codec(void) {
 
 static void test_changed_robust(void) {
   parallel_tasklet_config c = s_config("robust", 9);
-  snprintf(c.robust, sizeof c.robust, "centered-clip");
+  snprintf(c.run.robust, sizeof c.run.robust, "centered-clip");
   c = s_start(c);
-  snprintf(c.robust, sizeof c.robust, "none");
+  snprintf(c.run.robust, sizeof c.run.robust, "none");
   s_refused(&c, "a robust run resumed with the ring",
             "robust was centered-clip, this run asks none; resume with --robust centered-clip");
-  snprintf(c.robust, sizeof c.robust, "median");
+  snprintf(c.run.robust, sizeof c.run.robust, "median");
   s_refused(&c, "a robust run resumed with another aggregate",
             "robust was centered-clip, this run asks median");
-  snprintf(c.robust, sizeof c.robust, "centered-clip");
+  snprintf(c.run.robust, sizeof c.run.robust, "centered-clip");
   static h_run h;
   h_init(&h, &c);
   WT_TEST_ASSERT(h_run_all(&h) == WT_OK && h.steps[0] == STEPS, "resumed as saved: %s", h.err[0]);
@@ -140,7 +137,7 @@ static void test_changed_robust(void) {
  * instead of dropped. */
 static void test_unbound_run(void) {
   parallel_tasklet_config c = s_config("unbound", 9);
-  snprintf(c.grad_codec, sizeof c.grad_codec, "int8");
+  snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "int8");
   c = s_start(c);
   s_sh("cd unbound && python3 -c \"import json; m=json.load(open('manifest.json')); "
        "m.pop('run', None); json.dump(m, open('manifest.json', 'w'))\" && "
@@ -149,10 +146,10 @@ static void test_unbound_run(void) {
        "json.dump(s, open('state.json', 'w'))\" && "
        "sha256sum model.safetensors optimizer.safetensors state.json > SHA256SUMS) || exit 1; "
        "done");
-  snprintf(c.grad_codec, sizeof c.grad_codec, "none");
+  snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "none");
   s_refused(&c, "an unbound int8 + error feedback run resumed without a codec",
             "holds ring-residuals but this run keeps nothing");
-  snprintf(c.grad_codec, sizeof c.grad_codec, "int8");
+  snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "int8");
   static h_run h;
   h_init(&h, &c);
   WT_TEST_ASSERT(h_run_all(&h) == WT_OK && h.steps[0] == STEPS, "an unbound run resumes: %s",
@@ -173,18 +170,18 @@ static cJSON *s_manifest(const char *dir) {
 /* More steps change the lr schedule's horizon, which a run may do: it goes on and says so. */
 static void test_more_steps(void) {
   parallel_tasklet_config c = s_start(s_config("longer", 9));
-  cJSON *m = s_manifest(c.checkpoint_dir);
+  cJSON *m = s_manifest(c.run.checkpoint_dir);
   const cJSON *id = cJSON_GetObjectItem(cJSON_GetObjectItem(m, "run"), "run_id");
   char was[32] = "";
   if (cJSON_IsString(id)) snprintf(was, sizeof was, "%s", id->valuestring);
   cJSON_Delete(m);
   WT_TEST_ASSERT(strlen(was) == 16, "the manifest records the run id");
-  c.train.steps = STEPS + 2;
+  c.run.steps = STEPS + 2;
   static h_run h;
   h_init(&h, &c);
   WT_TEST_REQUIRE(h_run_all(&h) == WT_OK, "more steps: %s", h.err[0]);
   WT_TEST_ASSERT(h.steps[0] == STEPS + 2, "ran to %ld", h.steps[0]);
-  m = s_manifest(c.checkpoint_dir);
+  m = s_manifest(c.run.checkpoint_dir);
   const cJSON *run = cJSON_GetObjectItem(m, "run");
   const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(m, "changes"), 0);
   const cJSON *text = cJSON_GetObjectItem(ch, "change");
@@ -208,7 +205,7 @@ static void test_check_api(void) {
   WT_TEST_ASSERT(parallel_run_binding_check("x", a, b, notes, sizeof notes) == WT_OK && !notes[0],
                  "the same settings under another id: %s", wt_last_error());
   free(b);
-  c.train.optim.lr *= 2;
+  c.run.lr *= 2;
   b = parallel_run_binding(&c, 0x1234);
   WT_TEST_ASSERT(parallel_run_binding_check("run", a, b, NULL, 0) == WT_EMISMATCH &&
                      strstr(wt_last_error(), "run: lr was ") &&
@@ -216,11 +213,13 @@ static void test_check_api(void) {
                  "another lr: %s", wt_last_error());
   free(b);
   c = s_config("api", 9);
-  c.diloco_lr = 0.5f; /* without DiLoCo the outer step takes no part */
-  snprintf(c.grad_codec, sizeof c.grad_codec, "none");
-  c.grad_ef = 0; /* nor error feedback without a codec */
-  c.zero = 1, c.act_slots = 1, c.val_every = 3, c.checkpoint_every = 5, c.keep = 4;
-  c.site_ranks = 2, c.site_cp = 2; /* where a stage runs: placement */
+  c.run.sync.outer_lr = 0.5f; /* without DiLoCo the outer step takes no part */
+  snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "none");
+  snprintf(c.run.sync.grad_ef, sizeof c.run.sync.grad_ef,
+           "off"); /* nor error feedback without a codec */
+  c.run.zero = 1, c.run.act_slots = 1, c.run.val_every = 3, c.run.checkpoint_every = 5,
+  c.run.keep = 4;
+  c.run.site_ranks = 2, c.run.site_cp = 2; /* where a stage runs: placement */
   b = parallel_run_binding(&c, 0x1234);
   WT_TEST_ASSERT(parallel_run_binding_check("run", a, b, NULL, 0) == WT_OK,
                  "settings that do not change the numbers: %s", wt_last_error());
@@ -236,7 +235,7 @@ static void test_check_api(void) {
   WT_TEST_ASSERT(parallel_run_binding_check("run", unbound, b, NULL, 0) == WT_OK,
                  "a binding without robust resumes with the ring: %s", wt_last_error());
   free(b);
-  snprintf(c.robust, sizeof c.robust, "median");
+  snprintf(c.run.robust, sizeof c.run.robust, "median");
   b = parallel_run_binding(&c, 0x1234);
   WT_TEST_ASSERT(parallel_run_binding_check("run", unbound, b, NULL, 0) == WT_EMISMATCH &&
                      strstr(wt_last_error(), "robust was none, this run asks median"),
@@ -244,7 +243,7 @@ static void test_check_api(void) {
   free(b), free(unbound);
   c = s_config("api", 9);
   b = parallel_run_binding(&c, 0);
-  snprintf(c.robust, sizeof c.robust, "median");
+  snprintf(c.run.robust, sizeof c.run.robust, "median");
   char *d = parallel_run_binding(&c, 0);
   WT_TEST_ASSERT(parallel_run_binding_id(b) != parallel_run_binding_id(d),
                  "the aggregate takes part in the derived id");

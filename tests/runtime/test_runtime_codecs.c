@@ -15,17 +15,14 @@ static data_set *s_data;
 
 static parallel_tasklet_config s_config(void) {
   parallel_tasklet_config c = parallel_tasklet_config_default();
-  c.stages = 2, c.replicas = 2, c.schedule = ASSIGN_SCHEDULE_1F1B;
-  c.train = (trainer_config){
-      .model = {.vocab_size = 64, .max_seq = 16, .n_layer = 2, .n_head = 2, .channels = 32},
-      .batch = 16,
-      .micro_batches = 2,
-      .steps = STEPS,
-      .val_batches = 1,
-      .seed = 4};
-  c.train.optim = optim_config_default();
-  c.train.optim.lr = 1e-2f;
-  c.train.optim.weight_decay = 0;
+  c.run.stages = 2, c.run.replicas = 2;
+  snprintf(c.run.schedule, sizeof c.run.schedule, "1f1b");
+  c.run.seq = 16, c.run.layers = 2, c.run.heads = 2, c.run.channels = 32; /* V 64: the data's */
+  c.run.batch = 16, c.run.micro_batches = 2, c.run.val_batches = 1, c.run.seed = 4;
+  c.run.steps = STEPS;
+  h_run_optim_default(&c.run);
+  c.run.lr = 1e-2f;
+  c.run.weight_decay = 0;
   c.data = s_data;
   return c;
 }
@@ -39,9 +36,9 @@ typedef struct {
 static s_outcome s_run(const char *grad, const char *act, int diloco) {
   static h_run h;
   parallel_tasklet_config c = s_config();
-  snprintf(c.grad_codec, sizeof c.grad_codec, "%s", grad);
-  snprintf(c.act_codec, sizeof c.act_codec, "%s", act);
-  c.diloco_h = diloco;
+  snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "%s", grad);
+  snprintf(c.run.act_codec, sizeof c.run.act_codec, "%s", act);
+  c.run.sync.diloco = diloco;
   h_init(&h, &c);
   int rc = h_run_all(&h);
   WT_TEST_REQUIRE(rc == WT_OK, "grad %s act %s diloco %d: %s", grad, act, diloco, h.err[0]);
@@ -85,9 +82,9 @@ int main(void) {
    * floats) every step, and once, for the validation after the last step, one batch of
    * micro-batch rows as floats. */
   const parallel_tasklet_config c = s_config();
-  const int T = c.train.model.max_seq, C = c.train.model.channels, rows = c.train.batch / 2;
-  const double tied = 4.0 * c.train.model.vocab_size * C;
-  const double val = 4.0 * (c.train.batch / 4) * T * C / STEPS;
+  const int T = c.run.seq, C = c.run.channels, rows = c.run.batch / 2;
+  const double tied = 4.0 * data_set_vocab_size(s_data) * C;
+  const double val = 4.0 * (c.run.batch / 4) * T * C / STEPS;
   for (size_t i = 0; i < WT_ARRAY_LEN(cases); i++) {
     s_outcome o = s_run(cases[i].grad, cases[i].act, cases[i].diloco);
     double dr = base.data_per_step / o.data_per_step;

@@ -19,18 +19,15 @@ static data_set *s_data;
 
 static parallel_tasklet_config s_config(void) {
   parallel_tasklet_config c = parallel_tasklet_config_default();
-  c.stages = 2, c.replicas = 2, c.schedule = ASSIGN_SCHEDULE_1F1B;
-  c.train = (trainer_config){
-      .model = {.vocab_size = 64, .max_seq = 16, .n_layer = 2, .n_head = 2, .channels = 32},
-      .batch = 8,
-      .micro_batches = 2,
-      .steps = STEPS,
-      .val_batches = 1,
-      .seed = 5};
-  c.train.optim = optim_config_default();
-  c.train.optim.lr = 1e-2f;
+  c.run.stages = 2, c.run.replicas = 2;
+  snprintf(c.run.schedule, sizeof c.run.schedule, "1f1b");
+  c.run.seq = 16, c.run.layers = 2, c.run.heads = 2, c.run.channels = 32; /* V 64: the data's */
+  c.run.batch = 8, c.run.micro_batches = 2, c.run.val_batches = 1, c.run.seed = 5;
+  c.run.steps = STEPS;
+  h_run_optim_default(&c.run);
+  c.run.lr = 1e-2f;
   c.data = s_data;
-  c.val_every = 3;
+  c.run.val_every = 3;
   return c;
 }
 
@@ -43,17 +40,17 @@ typedef struct {
 /* Runs the variant on `ops` (NULL: the CPU) into *h. */
 static void s_run(const s_variant *v, const kernels_ops *ops, h_run *h) {
   parallel_tasklet_config c = s_config();
-  c.train.kernels = ops;
-  snprintf(c.grad_codec, sizeof c.grad_codec, "%s", v->grad);
-  snprintf(c.act_codec, sizeof c.act_codec, "%s", v->act);
-  c.diloco_h = v->diloco;
-  c.zero = v->zero;
-  c.act_slots = v->act_slots;
+  c.kernels = ops;
+  snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "%s", v->grad);
+  snprintf(c.run.act_codec, sizeof c.run.act_codec, "%s", v->act);
+  c.run.sync.diloco = v->diloco;
+  c.run.zero = v->zero;
+  c.run.act_slots = v->act_slots;
   if (v->resume) {
     char dir[512];
     wt_test_tmpdir(dir, sizeof dir);
-    snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s/run", dir);
-    c.checkpoint_every = 3;
+    snprintf(c.run.checkpoint_dir, sizeof c.run.checkpoint_dir, "%s/run", dir);
+    c.run.checkpoint_every = 3;
     c.stop_after = 3;
     h_init(h, &c);
     int rc = h_run_all(h);
@@ -135,8 +132,8 @@ static void s_guard(const kernels_ops *dev) {
 static void s_names(void) {
   static h_run h;
   parallel_tasklet_config c = s_config();
-  c.stages = c.replicas = 1;
-  c.train.micro_batches = 1;
+  c.run.stages = c.run.replicas = 1;
+  c.run.micro_batches = 1;
   snprintf(c.device, sizeof c.device, "gpu0");
   h_init(&h, &c);
   WT_TEST_ASSERT(h_run_all(&h) == WT_EINVAL && strstr(h.err[0], "not cpu, cuda or cuda:N"),

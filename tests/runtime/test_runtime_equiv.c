@@ -19,19 +19,18 @@ enum { STEPS = 8, BATCH = 8, M = 2 };
 
 static data_set *s_data;
 
-static trainer_config s_train_config(optim_kind kind) {
-  trainer_config c = {
-      .model = {.vocab_size = 64, .max_seq = 16, .n_layer = 4, .n_head = 2, .channels = 16},
-      .batch = BATCH,
-      .micro_batches = M,
-      .steps = STEPS,
-      .val_batches = 2,
-      .seed = 5};
-  c.optim = optim_config_default();
-  c.optim.kind = kind;
-  c.optim.lr = kind == OPTIM_SGD ? 0.05f : 3e-3f;
-  c.optim.warmup_steps = 2;
-  c.optim.grad_clip = 0.5f;
+/* The run every case trains, on one stage and replica until the case says otherwise. */
+static parallel_tasklet_config s_config(optim_kind kind) {
+  parallel_tasklet_config c = parallel_tasklet_config_default();
+  c.run.seq = 16, c.run.layers = 4, c.run.heads = 2, c.run.channels = 16; /* V 64: the data's */
+  c.run.batch = BATCH, c.run.micro_batches = M, c.run.val_batches = 2, c.run.seed = 5;
+  c.run.steps = STEPS;
+  h_run_optim_default(&c.run);
+  snprintf(c.run.optimizer, sizeof c.run.optimizer, "%s", kind == OPTIM_SGD ? "sgd" : "adamw");
+  c.run.lr = kind == OPTIM_SGD ? 0.05f : 3e-3f;
+  c.run.warmup = 2;
+  c.run.grad_clip = 0.5f;
+  c.data = s_data;
   return c;
 }
 
@@ -39,7 +38,10 @@ static trainer_config s_train_config(optim_kind kind) {
 static float s_ref_val;
 
 static void s_reference(optim_kind kind, int R, float *loss, float *norm) {
-  trainer_config c = s_train_config(kind);
+  const parallel_tasklet_config k = s_config(kind);
+  trainer_config c;
+  WT_TEST_REQUIRE(parallel_run_trainer_config(&k.run, data_set_vocab_size(s_data), &c) == WT_OK,
+                  "%s", wt_last_error());
   c.micro_batches = R * M;
   trainer *t = trainer_new(&c, s_data);
   WT_TEST_REQUIRE(t, "%s", wt_last_error());
@@ -56,11 +58,10 @@ static int s_act_slots; /* act_slots of the next s_distributed runs */
 
 static void s_distributed(h_run *h, optim_kind kind, int S, int R, assign_schedule_kind sched,
                           int zero) {
-  parallel_tasklet_config c = parallel_tasklet_config_default();
-  c.stages = S, c.replicas = R, c.schedule = sched, c.zero = zero;
-  c.act_slots = s_act_slots;
-  c.train = s_train_config(kind);
-  c.data = s_data;
+  parallel_tasklet_config c = s_config(kind);
+  c.run.stages = S, c.run.replicas = R, c.run.zero = zero;
+  snprintf(c.run.schedule, sizeof c.run.schedule, "%s", assign_schedule_name(sched));
+  c.run.act_slots = s_act_slots;
   h_init(h, &c);
   int rc = h_run_all(h);
   WT_TEST_REQUIRE(rc == WT_OK, "%dx%d %s: %s", S, R, assign_schedule_name(sched), h->err[0]);

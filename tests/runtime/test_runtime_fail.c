@@ -12,15 +12,12 @@ static data_set *s_data;
 
 static parallel_tasklet_config s_config(int S, int R) {
   parallel_tasklet_config c = parallel_tasklet_config_default();
-  c.stages = S, c.replicas = R, c.schedule = ASSIGN_SCHEDULE_1F1B;
-  c.train = (trainer_config){
-      .model = {.vocab_size = 64, .max_seq = 16, .n_layer = 4, .n_head = 2, .channels = 16},
-      .batch = 8,
-      .micro_batches = 2,
-      .steps = 1000, /* far more than the failure lets run */
-      .val_batches = 1,
-      .seed = 3};
-  c.train.optim = optim_config_default();
+  c.run.stages = S, c.run.replicas = R;
+  snprintf(c.run.schedule, sizeof c.run.schedule, "1f1b");
+  c.run.seq = 16, c.run.layers = 4, c.run.heads = 2, c.run.channels = 16; /* V 64: the data's */
+  c.run.batch = 8, c.run.micro_batches = 2, c.run.val_batches = 1, c.run.seed = 3;
+  c.run.steps = 1000; /* far more than the failure lets run */
+  h_run_optim_default(&c.run);
   c.data = s_data;
   return c;
 }
@@ -68,16 +65,16 @@ static void test_bad_config(void) {
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 3) != WT_OK &&
                      strstr(wt_last_error(), "world of 3"),
                  "world size: %s", wt_last_error());
-  snprintf(c.grad_codec, sizeof c.grad_codec, "int3");
+  snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "int3");
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) != WT_OK &&
                      strstr(wt_last_error(), "int3"),
                  "codec: %s", wt_last_error());
   c = s_config(2, 2);
-  snprintf(c.act_codec, sizeof c.act_codec, "delta3");
+  snprintf(c.run.act_codec, sizeof c.run.act_codec, "delta3");
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) != WT_OK, "act codec");
   c = s_config(2, 2);
-  c.zero = 1;
-  snprintf(c.grad_codec, sizeof c.grad_codec, "int8");
+  c.run.zero = 1;
+  snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "int8");
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) != WT_OK &&
                      strstr(wt_last_error(), "--zero"),
                  "zero + codec: %s", wt_last_error());
@@ -86,7 +83,7 @@ static void test_bad_config(void) {
                      strstr(wt_last_error(), "4 layers"),
                  "more stages than layers: %s", wt_last_error());
   c = s_config(2, 2);
-  c.time_limit_s = -1;
+  c.run.time_limit = -1;
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) != WT_OK &&
                      strstr(wt_last_error(), "--time-limit"),
                  "negative time limit: %s", wt_last_error());

@@ -24,20 +24,17 @@ static char s_tmp[512];
 
 static parallel_tasklet_config s_config(int zero, const char *dir) {
   parallel_tasklet_config c = parallel_tasklet_config_default();
-  c.stages = 2, c.replicas = 2, c.zero = zero, c.schedule = ASSIGN_SCHEDULE_1F1B;
-  c.train = (trainer_config){
-      .model = {.vocab_size = 64, .max_seq = 16, .n_layer = 2, .n_head = 2, .channels = 16},
-      .batch = 8,
-      .micro_batches = 2,
-      .steps = STEPS,
-      .val_batches = 1,
-      .seed = 9};
-  c.train.optim = optim_config_default();
-  c.train.optim.lr = 3e-3f;
-  c.train.optim.warmup_steps = 2;
-  c.train.optim.grad_clip = 0.5f;
+  c.run.stages = 2, c.run.replicas = 2, c.run.zero = zero;
+  snprintf(c.run.schedule, sizeof c.run.schedule, "1f1b");
+  c.run.seq = 16, c.run.layers = 2, c.run.heads = 2, c.run.channels = 16; /* V 64: the data's */
+  c.run.batch = 8, c.run.micro_batches = 2, c.run.val_batches = 1, c.run.seed = 9;
+  c.run.steps = STEPS;
+  h_run_optim_default(&c.run);
+  c.run.lr = 3e-3f;
+  c.run.warmup = 2;
+  c.run.grad_clip = 0.5f;
   c.data = s_data;
-  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s/%s", s_tmp, dir);
+  snprintf(c.run.checkpoint_dir, sizeof c.run.checkpoint_dir, "%s/%s", s_tmp, dir);
   return c;
 }
 
@@ -68,7 +65,7 @@ static void test_killed_run_resumes(void) {
   h_init(&straight, &c);
   WT_TEST_REQUIRE(h_run_all(&straight) == WT_OK, "%s", straight.err[0]);
   c = s_config(0, "killed");
-  c.checkpoint_every = 2;
+  c.run.checkpoint_every = 2;
   h_init(&killed, &c);
   /* Rank 3's link goes down after about 5 steps' messages (counted in the straight run, whose
    * only checkpoint agreement, at the end, sends a few more). */
@@ -79,11 +76,11 @@ static void test_killed_run_resumes(void) {
     WT_TEST_ASSERT(killed.rcs[w] != WT_OK && killed.steps[w] < STEPS,
                    "rank %d returned %d after %ld steps", w, killed.rcs[w], killed.steps[w]);
   WT_TEST_ASSERT(strstr(killed.err[3], "injected"), "rank 3: %s", killed.err[3]);
-  long at = s_manifest_step(c.checkpoint_dir);
+  long at = s_manifest_step(c.run.checkpoint_dir);
   /* A checkpoint every 2 steps; the link may die inside one, which then does not count. */
   WT_TEST_ASSERT(at >= 2 && at <= 6 && at % 2 == 0, "the manifest names step %ld", at);
   c.resume = 1;
-  c.checkpoint_every = 0;
+  c.run.checkpoint_every = 0;
   h_init(&resumed, &c);
   WT_TEST_REQUIRE(h_run_all(&resumed) == WT_OK, "%s", resumed.err[0]);
   WT_TEST_ASSERT(resumed.steps[0] == STEPS, "resumed to %ld", resumed.steps[0]);
@@ -98,10 +95,10 @@ static void s_zero_part_then_resume(h_run *h, const char *dir, int zero_on_resum
   c.stop_after = 3;
   h_init(h, &c);
   WT_TEST_REQUIRE(h_run_all(h) == WT_OK, "%s", h->err[0]);
-  WT_TEST_ASSERT(h->steps[0] == 3 && s_manifest_step(c.checkpoint_dir) == 3, "stopped at 3");
+  WT_TEST_ASSERT(h->steps[0] == 3 && s_manifest_step(c.run.checkpoint_dir) == 3, "stopped at 3");
   c.stop_after = 0;
   c.resume = 1;
-  c.zero = zero_on_resume;
+  c.run.zero = zero_on_resume;
   h_init(h, &c);
   WT_TEST_REQUIRE(h_run_all(h) == WT_OK, "%s", h->err[0]);
 }
@@ -123,12 +120,12 @@ static void test_zero_resumes(void) {
 static void test_stateless_codecs_resume(void) {
   static h_run straight, resumed;
   parallel_tasklet_config c = s_config(0, "int8-straight");
-  snprintf(c.grad_codec, sizeof c.grad_codec, "int8");
-  snprintf(c.act_codec, sizeof c.act_codec, "direct8");
-  c.grad_ef = 0;
+  snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "int8");
+  snprintf(c.run.act_codec, sizeof c.run.act_codec, "direct8");
+  snprintf(c.run.sync.grad_ef, sizeof c.run.sync.grad_ef, "off");
   h_init(&straight, &c);
   WT_TEST_REQUIRE(h_run_all(&straight) == WT_OK, "%s", straight.err[0]);
-  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s/int8-part", s_tmp);
+  snprintf(c.run.checkpoint_dir, sizeof c.run.checkpoint_dir, "%s/int8-part", s_tmp);
   c.stop_after = 5;
   h_init(&resumed, &c);
   WT_TEST_REQUIRE(h_run_all(&resumed) == WT_OK, "%s", resumed.err[0]);
@@ -147,23 +144,22 @@ static void s_stateful(const char *name, int diloco, const char *grad, const cha
   static h_run straight, killed, resumed;
   parallel_tasklet_config c = s_config(0, name);
   c.data = s_small;
-  c.train.model.vocab_size = data_set_vocab_size(s_small);
-  c.diloco_h = diloco;
-  c.val_every = 4;
-  snprintf(c.grad_codec, sizeof c.grad_codec, "%s", grad);
-  snprintf(c.act_codec, sizeof c.act_codec, "%s", act);
-  c.checkpoint_dir[0] = 0;
+  c.run.sync.diloco = diloco;
+  c.run.val_every = 4;
+  snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "%s", grad);
+  snprintf(c.run.act_codec, sizeof c.run.act_codec, "%s", act);
+  c.run.checkpoint_dir[0] = 0;
   h_init(&straight, &c);
   WT_TEST_REQUIRE(h_run_all(&straight) == WT_OK, "%s: %s", name, straight.err[0]);
-  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s/%s", s_tmp, name);
-  c.checkpoint_every = 2;
+  snprintf(c.run.checkpoint_dir, sizeof c.run.checkpoint_dir, "%s/%s", s_tmp, name);
+  c.run.checkpoint_every = 2;
   h_init(&killed, &c);
   killed.fail_rank = 2;
   killed.fail_after = (int)(straight.msgs[2] / STEPS * 5 + 2);
   WT_TEST_ASSERT(h_run_all(&killed) != WT_OK, "%s: the run with a dead link failed", name);
-  long at = s_manifest_step(c.checkpoint_dir);
+  long at = s_manifest_step(c.run.checkpoint_dir);
   WT_TEST_ASSERT(at >= 2 && at <= 6, "%s: the manifest names step %ld", name, at);
-  c.resume = 1, c.checkpoint_every = 0;
+  c.resume = 1, c.run.checkpoint_every = 0;
   h_init(&resumed, &c);
   WT_TEST_REQUIRE(h_run_all(&resumed) == WT_OK, "%s: %s", name, resumed.err[0]);
   s_same_from(&straight, &resumed, at, name);
@@ -175,13 +171,13 @@ static void s_stateful(const char *name, int diloco, const char *grad, const cha
          at + 1, STEPS);
   /* Without its state file a replica refuses to resume (it would continue differently). */
   char path[1200];
-  snprintf(path, sizeof path, "%s/stage-1/replica-1-step-%08d.state", c.checkpoint_dir, STEPS);
+  snprintf(path, sizeof path, "%s/stage-1/replica-1-step-%08d.state", c.run.checkpoint_dir, STEPS);
   WT_TEST_REQUIRE(unlink(path) == 0, "%s: the final state file %s exists", name, path);
   h_init(&resumed, &c);
   WT_TEST_ASSERT(h_run_all(&resumed) != WT_OK && strstr(resumed.err[3], "no tasklet state"),
                  "%s: a missing state file: %s", name, resumed.err[3]);
   /* One flipped byte in another replica's file is refused too. */
-  snprintf(path, sizeof path, "%s/stage-0/replica-0-step-%08d.state", c.checkpoint_dir, STEPS);
+  snprintf(path, sizeof path, "%s/stage-0/replica-0-step-%08d.state", c.run.checkpoint_dir, STEPS);
   FILE *f = fopen(path, "r+b");
   WT_TEST_REQUIRE(f && fseek(f, 40, SEEK_SET) == 0, "%s: open %s", name, path);
   int byte = fgetc(f);
@@ -201,21 +197,24 @@ static void test_stateful_resume(void) {
 static void test_whole_model_from_stages(void) {
   static h_run h;
   parallel_tasklet_config c = s_config(0, "four-stages");
-  c.stages = 4, c.replicas = 1;
-  c.train.model.n_layer = 4;
+  c.run.stages = 4, c.run.replicas = 1;
+  c.run.layers = 4;
   h_init(&h, &c);
   WT_TEST_REQUIRE(h_run_all(&h) == WT_OK, "%s", h.err[0]);
-  trainer *t = trainer_new(&c.train, s_data); /* one process, the same m: bitwise (gpt.h) */
+  trainer_config tc;
+  WT_TEST_REQUIRE(parallel_run_trainer_config(&c.run, data_set_vocab_size(s_data), &tc) == WT_OK,
+                  "%s", wt_last_error());
+  trainer *t = trainer_new(&tc, s_data); /* one process, the same m: bitwise (gpt.h) */
   WT_TEST_REQUIRE(t, "%s", wt_last_error());
   for (int i = 0; i < STEPS; i++) WT_TEST_REQUIRE(trainer_step(t, NULL) == WT_OK, "step");
   gpt_config cfg;
   checkpoint_meta meta;
-  WT_TEST_ASSERT(parallel_run_is_multistage(c.checkpoint_dir), "a run directory");
-  WT_TEST_REQUIRE(parallel_run_read_config(c.checkpoint_dir, &cfg, &meta) == WT_OK, "%s",
+  WT_TEST_ASSERT(parallel_run_is_multistage(c.run.checkpoint_dir), "a run directory");
+  WT_TEST_REQUIRE(parallel_run_read_config(c.run.checkpoint_dir, &cfg, &meta) == WT_OK, "%s",
                   wt_last_error());
   WT_TEST_ASSERT(cfg.n_layer == 4 && meta.step == STEPS, "config and step");
   gpt_stage *m = gpt_stage_new(&cfg, 0, cfg.n_layer, 1, cfg.max_seq);
-  WT_TEST_REQUIRE(m && parallel_run_load_model(c.checkpoint_dir, m, &meta) == WT_OK, "%s",
+  WT_TEST_REQUIRE(m && parallel_run_load_model(c.run.checkpoint_dir, m, &meta) == WT_OK, "%s",
                   wt_last_error());
   size_t n, n_ref;
   const float *p = gpt_stage_params(m, &n), *ref = gpt_stage_params(trainer_model(t), &n_ref);
@@ -223,7 +222,7 @@ static void test_whole_model_from_stages(void) {
                  "the stages put together are the one-process model");
   /* A stage missing from the manifest's ranges is refused and leaves the model as it was. */
   char path[1100];
-  snprintf(path, sizeof path, "%s/manifest.json", c.checkpoint_dir);
+  snprintf(path, sizeof path, "%s/manifest.json", c.run.checkpoint_dir);
   FILE *f = fopen(path, "r+b");
   char text[8192];
   size_t len = fread(text, 1, sizeof text - 1, f);
@@ -232,7 +231,7 @@ static void test_whole_model_from_stages(void) {
   WT_TEST_REQUIRE(hole, "manifest layout: %s", text);
   hole[14] = '1'; /* stage 1 now claims [1, 1): malformed */
   rewind(f), fwrite(text, 1, len, f), fclose(f);
-  WT_TEST_ASSERT(parallel_run_load_model(c.checkpoint_dir, m, &meta) == WT_ECORRUPT,
+  WT_TEST_ASSERT(parallel_run_load_model(c.run.checkpoint_dir, m, &meta) == WT_ECORRUPT,
                  "a bad stage entry: %s", wt_last_error());
   WT_TEST_ASSERT(!memcmp(gpt_stage_params(m, &n), ref, sizeof(float) * n), "model unchanged");
   gpt_stage_destroy(&m);
@@ -245,11 +244,11 @@ static void test_whole_model_from_stages(void) {
 static void test_time_limit(void) {
   static h_run straight, limited;
   parallel_tasklet_config c = s_config(0, "time-straight");
-  c.val_every = 3;
+  c.run.val_every = 3;
   h_init(&straight, &c);
   WT_TEST_REQUIRE(h_run_all(&straight) == WT_OK, "%s", straight.err[0]);
-  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s/time-limited", s_tmp);
-  c.time_limit_s = 1e-9;
+  snprintf(c.run.checkpoint_dir, sizeof c.run.checkpoint_dir, "%s/time-limited", s_tmp);
+  c.run.time_limit = 1e-9;
   h_init(&limited, &c);
   WT_TEST_REQUIRE(h_run_all(&limited) == WT_OK, "%s", limited.err[0]);
   for (int w = 0; w < 4; w++) {
@@ -259,8 +258,8 @@ static void test_time_limit(void) {
     WT_TEST_ASSERT(!isnan(limited.val[w][0]) && isnan(straight.val[w][0]),
                    "rank %d validated after the step it stopped at", w);
   }
-  WT_TEST_ASSERT(s_manifest_step(c.checkpoint_dir) == 1, "checkpointed at the stop");
-  c.time_limit_s = 0, c.resume = 1;
+  WT_TEST_ASSERT(s_manifest_step(c.run.checkpoint_dir) == 1, "checkpointed at the stop");
+  c.run.time_limit = 0, c.resume = 1;
   h_init(&limited, &c);
   WT_TEST_REQUIRE(h_run_all(&limited) == WT_OK, "%s", limited.err[0]);
   WT_TEST_ASSERT(limited.steps[0] == STEPS && !limited.res[0].time_limited, "resumed to the end");
@@ -279,14 +278,14 @@ static void test_bad_manifest(void) {
   static h_run h;
   parallel_tasklet_config c = s_config(0, "zero-part"); /* a run directory from above */
   c.resume = 1;
-  c.stages = 1, c.replicas = 4;
+  c.run.stages = 1, c.run.replicas = 4;
   h_init(&h, &c);
   WT_TEST_ASSERT(h_run_all(&h) != WT_OK && strstr(h.err[0], "--stages 2"), "stage count: %s",
                  h.err[0]);
   c = s_config(0, "zero-part");
   c.resume = 1;
   char path[1100];
-  snprintf(path, sizeof path, "%s/manifest.json", c.checkpoint_dir);
+  snprintf(path, sizeof path, "%s/manifest.json", c.run.checkpoint_dir);
   FILE *f = fopen(path, "wb");
   fputs("{\"format\": \"wantrain-run-1\", \"step\": ", f);
   fclose(f);

@@ -30,18 +30,15 @@ static char s_tmp[512];
 
 static parallel_tasklet_config s_config(assign_schedule_kind sched) {
   parallel_tasklet_config c = parallel_tasklet_config_default();
-  c.stages = 2, c.replicas = 2, c.schedule = sched;
-  c.train = (trainer_config){
-      .model = {.vocab_size = 64, .max_seq = 16, .n_layer = 2, .n_head = 4, .channels = 32},
-      .batch = 8,
-      .micro_batches = 2,
-      .steps = STEPS,
-      .val_batches = 2,
-      .seed = 5};
-  c.train.optim = optim_config_default();
-  c.train.optim.lr = 3e-3f;
-  c.train.optim.warmup_steps = 2;
-  c.train.optim.grad_clip = 0.5f;
+  c.run.stages = 2, c.run.replicas = 2;
+  snprintf(c.run.schedule, sizeof c.run.schedule, "%s", assign_schedule_name(sched));
+  c.run.seq = 16, c.run.layers = 2, c.run.heads = 4, c.run.channels = 32; /* V 64: the data's */
+  c.run.batch = 8, c.run.micro_batches = 2, c.run.val_batches = 2, c.run.seed = 5;
+  c.run.steps = STEPS;
+  h_run_optim_default(&c.run);
+  c.run.lr = 3e-3f;
+  c.run.warmup = 2;
+  c.run.grad_clip = 0.5f;
   c.data = s_data;
   return c;
 }
@@ -72,7 +69,7 @@ static void test_sites_match(assign_schedule_kind sched, const char *name, int a
   parallel_tasklet_config c = s_config(sched);
   h_init(&plain, &c);
   WT_TEST_REQUIRE(h_run_all(&plain) == WT_OK, "%s", plain.err[0]);
-  c.site_cp = cp; /* the tasklets without a site ignore it */
+  c.run.site_cp = cp; /* the tasklets without a site ignore it */
   h_init(&sites, &c);
   /* world rank = stage·R + replica: rank 0 is stage 0 of replica 0, rank 3 stage 1 of replica 1 */
   for (int w = 0; w < 4; w++)
@@ -99,16 +96,15 @@ static void test_sites_match(assign_schedule_kind sched, const char *name, int a
 /* The MoE model (both blocks MoE, E = 4, top-2, a capacity that drops nothing, no aux loss: the
  * site's aux loss is per rank's rows) with every tasklet a site of 2 expert-parallel ranks, each
  * taking one of a micro-batch's 2 rows: the losses of the run without sites within RTOL. */
-static gpt_config s_moe(gpt_config m) {
-  m.moe_experts = 4, m.moe_top_k = 2, m.moe_capacity = 2.0f, m.moe_aux_weight = 0;
-  WT_TEST_REQUIRE(gpt_config_set_moe_layers(&m, "all") == WT_OK, "%s", wt_last_error());
-  return m;
+static void s_moe(parallel_run_config *run) {
+  run->moe.experts = 4, run->moe.top_k = 2, run->moe.capacity = 2.0f, run->moe.aux_weight = 0;
+  snprintf(run->moe.layers, sizeof run->moe.layers, "all");
 }
 
 static void test_moe_sites(assign_schedule_kind sched, const char *name) {
   static h_run plain, sites;
   parallel_tasklet_config c = s_config(sched);
-  c.train.model = s_moe(c.train.model);
+  s_moe(&c.run);
   h_init(&plain, &c);
   WT_TEST_REQUIRE(h_run_all(&plain) == WT_OK, "%s", plain.err[0]);
   h_init(&sites, &c);
@@ -127,7 +123,7 @@ static void test_moe_sites(assign_schedule_kind sched, const char *name) {
 /* A site run of 3 steps checkpointed in s_tmp/dir. */
 static void s_part(parallel_tasklet_config c, const char *dir) {
   static h_run part;
-  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s/%s", s_tmp, dir);
+  snprintf(c.run.checkpoint_dir, sizeof c.run.checkpoint_dir, "%s/%s", s_tmp, dir);
   c.stop_after = 3;
   h_init(&part, &c);
   WT_TEST_REQUIRE(h_run_all(&part) == WT_OK, "%s", part.err[0]);
@@ -139,12 +135,12 @@ static void test_resume(void) {
   parallel_tasklet_config c = s_config(ASSIGN_SCHEDULE_1F1B);
   h_init(&plain, &c);
   WT_TEST_REQUIRE(h_run_all(&plain) == WT_OK, "%s", plain.err[0]);
-  c.site_ranks = 2;
+  c.run.site_ranks = 2;
   h_init(&straight, &c);
   WT_TEST_REQUIRE(h_run_all(&straight) == WT_OK, "%s", straight.err[0]);
   s_part(c, "a"), s_part(c, "b");
   c.resume = 1;
-  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s/a", s_tmp);
+  snprintf(c.run.checkpoint_dir, sizeof c.run.checkpoint_dir, "%s/a", s_tmp);
   h_init(&resumed, &c);
   WT_TEST_REQUIRE(h_run_all(&resumed) == WT_OK, "%s", resumed.err[0]);
   for (long i = 3; i < STEPS; i++)
@@ -153,8 +149,8 @@ static void test_resume(void) {
                      "resumed site run step %ld rank %d: %.9g, straight %.9g", i + 1, w,
                      resumed.loss[w][i], straight.loss[0][i]);
   /* The same checkpoint without sites: the stage is the stage. */
-  c.site_ranks = 1;
-  snprintf(c.checkpoint_dir, sizeof c.checkpoint_dir, "%s/b", s_tmp);
+  c.run.site_ranks = 1;
+  snprintf(c.run.checkpoint_dir, sizeof c.run.checkpoint_dir, "%s/b", s_tmp);
   h_init(&resumed, &c);
   WT_TEST_REQUIRE(h_run_all(&resumed) == WT_OK, "%s", resumed.err[0]);
   s_close(&plain, &resumed, 3, "site checkpoint resumed without sites");
@@ -166,7 +162,7 @@ static void test_resume(void) {
 static void test_dead_link(void) {
   static h_run straight, h;
   parallel_tasklet_config c = s_config(ASSIGN_SCHEDULE_1F1B);
-  c.site_ranks = 2;
+  c.run.site_ranks = 2;
   h_init(&straight, &c);
   WT_TEST_REQUIRE(h_run_all(&straight) == WT_OK, "%s", straight.err[0]);
   h_init(&h, &c);
@@ -186,46 +182,47 @@ static void test_dead_link(void) {
 static void test_refusals(void) {
   static h_run h;
   parallel_tasklet_config c = s_config(ASSIGN_SCHEDULE_GPIPE);
-  c.site_ranks = 3;
+  c.run.site_ranks = 3;
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_EINVAL &&
                      strstr(wt_last_error(), "divides"),
                  "3 ranks for 4 heads: %s", wt_last_error());
-  c.site_ranks = 6, c.site_cp = 4;
+  c.run.site_ranks = 6, c.run.site_cp = 4;
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_EINVAL &&
                      strstr(wt_last_error(), "multiple of the context-parallel degree 4"),
                  "6 GPUs with cp 4: %s", wt_last_error());
-  c.site_ranks = 6, c.site_cp = 2;
+  c.run.site_ranks = 6, c.run.site_cp = 2;
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_EINVAL &&
                      strstr(wt_last_error(), "3 tensor-parallel"),
                  "6 GPUs with cp 2 for 4 heads: %s", wt_last_error());
-  c.site_ranks = 6, c.site_cp = 3; /* 2 TP ranks divide the heads; 6 chunks do not split 16 */
+  c.run.site_ranks = 6,
+  c.run.site_cp = 3; /* 2 TP ranks divide the heads; 6 chunks do not split 16 */
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_EINVAL &&
                      strstr(wt_last_error(), "multiple of 6, not 16"),
                  "cp 3 with T = 16: %s", wt_last_error());
-  c.site_ranks = 1, c.site_cp = 2;
+  c.run.site_ranks = 1, c.run.site_cp = 2;
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_OK,
                  "cp 2 without a site was refused: %s", wt_last_error());
-  c.site_cp = 0;
-  c.site_ranks = 2;
-  c.train.model = s_moe(c.train.model);
+  c.run.site_cp = 0;
+  c.run.site_ranks = 2;
+  s_moe(&c.run);
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_OK, "an MoE site of 2: %s",
                  wt_last_error());
-  c.site_cp = 2;
+  c.run.site_cp = 2;
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_EINVAL &&
                      strstr(wt_last_error(), "without context parallelism"),
                  "an MoE site with cp 2: %s", wt_last_error());
-  c.site_cp = 1, c.site_ranks = 3; /* 4 experts, 2 rows */
+  c.run.site_cp = 1, c.run.site_ranks = 3; /* 4 experts, 2 rows */
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_EINVAL &&
                      strstr(wt_last_error(), "4 experts"),
                  "an MoE site of 3: %s", wt_last_error());
-  c.site_ranks = 4; /* 4 experts, but 2 rows per micro-batch */
+  c.run.site_ranks = 4; /* 4 experts, but 2 rows per micro-batch */
   WT_TEST_ASSERT(parallel_tasklet_config_validate(&c, 4) == WT_EINVAL &&
                      strstr(wt_last_error(), "2 rows"),
                  "an MoE site of 4 on 2 rows: %s", wt_last_error());
   c = s_config(ASSIGN_SCHEDULE_GPIPE);
-  c.site_ranks = 2;
-  c.train.kernels = hostdev_ops();
-  WT_TEST_REQUIRE(c.train.kernels, "hostdev: %s", wt_last_error());
+  c.run.site_ranks = 2;
+  c.kernels = hostdev_ops();
+  WT_TEST_REQUIRE(c.kernels, "hostdev: %s", wt_last_error());
   h_init(&h, &c);
   WT_TEST_ASSERT(h_run_all(&h) != WT_OK, "a site on a device back end ran");
   for (int w = 0; w < 4; w++)

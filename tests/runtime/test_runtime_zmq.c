@@ -62,18 +62,15 @@ static void s_read_losses(const char *tag, int w, float *loss) {
 
 static parallel_tasklet_config s_config(void) {
   parallel_tasklet_config c = parallel_tasklet_config_default();
-  c.stages = S, c.replicas = R, c.schedule = ASSIGN_SCHEDULE_1F1B;
-  c.train = (trainer_config){
-      .model = {.vocab_size = 64, .max_seq = 16, .n_layer = 2, .n_head = 2, .channels = 16},
-      .batch = 8,
-      .micro_batches = 2,
-      .steps = STEPS,
-      .val_batches = 1,
-      .seed = 21};
-  c.train.optim = optim_config_default();
-  c.train.optim.kind = OPTIM_SGD;
-  c.train.optim.lr = 0.05f;
-  c.train.optim.grad_clip = 0.5f;
+  c.run.stages = S, c.run.replicas = R;
+  snprintf(c.run.schedule, sizeof c.run.schedule, "1f1b");
+  c.run.seq = 16, c.run.layers = 2, c.run.heads = 2, c.run.channels = 16; /* V 64: the data's */
+  c.run.batch = 8, c.run.micro_batches = 2, c.run.val_batches = 1, c.run.seed = 21;
+  c.run.steps = STEPS;
+  h_run_optim_default(&c.run);
+  snprintf(c.run.optimizer, sizeof c.run.optimizer, "sgd");
+  c.run.lr = 0.05f;
+  c.run.grad_clip = 0.5f;
   c.data = s_data;
   return c;
 }
@@ -91,7 +88,10 @@ static void test_equivalence(void) {
   static h_run threads;
   h_init(&threads, &j.base);
   WT_TEST_REQUIRE(h_run_all(&threads) == WT_OK, "%s", threads.err[0]);
-  trainer_config tc = j.base.train;
+  trainer_config tc;
+  WT_TEST_REQUIRE(parallel_run_trainer_config(&j.base.run, data_set_vocab_size(s_data), &tc) ==
+                      WT_OK,
+                  "%s", wt_last_error());
   tc.micro_batches = R * tc.micro_batches;
   trainer *t = trainer_new(&tc, s_data);
   WT_TEST_REQUIRE(t, "%s", wt_last_error());
@@ -114,8 +114,8 @@ static void test_kill_and_resume(void) {
   s_job straight = {.base = s_config(), .die_rank = -1, .tag = "straight"};
   WT_TEST_REQUIRE(s_fork(&straight) == WT_OK, "the straight run failed");
   s_job killed = {.base = s_config(), .die_rank = 1, .die_step = 4, .tag = "killed"};
-  snprintf(killed.base.checkpoint_dir, sizeof killed.base.checkpoint_dir, "%s/ckpt", s_tmp);
-  killed.base.checkpoint_every = 2;
+  snprintf(killed.base.run.checkpoint_dir, sizeof killed.base.run.checkpoint_dir, "%s/ckpt", s_tmp);
+  killed.base.run.checkpoint_every = 2;
   double t0 = wt_now_s();
   WT_TEST_ASSERT(s_fork(&killed) != WT_OK, "a run with a dead process fails");
   double took = wt_now_s() - t0;
@@ -161,7 +161,7 @@ static int s_process_ring(parallel_comm *world, void *arg) {
 
 static parallel_tasklet_config s_ring_config(void) {
   parallel_tasklet_config c = s_config();
-  c.stages = 1, c.replicas = RING_R;
+  c.run.stages = 1, c.run.replicas = RING_R;
   return c;
 }
 
@@ -176,7 +176,9 @@ static void s_ring_run(void) {
 
 static void s_ring_check(void) {
   parallel_tasklet_config c = s_ring_config();
-  trainer_config tc = c.train;
+  trainer_config tc;
+  WT_TEST_REQUIRE(parallel_run_trainer_config(&c.run, data_set_vocab_size(s_data), &tc) == WT_OK,
+                  "%s", wt_last_error());
   tc.micro_batches = RING_R * tc.micro_batches;
   trainer *t = trainer_new(&tc, s_data);
   WT_TEST_REQUIRE(t, "%s", wt_last_error());

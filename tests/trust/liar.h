@@ -21,6 +21,7 @@
 #include "common/rng.h"
 #include "parallel/runtime/tasklet.h"
 #include "parallel/transport/comm.h"
+#include "tests/runtime/optim_defaults.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -171,7 +172,7 @@ typedef struct {
 } lr_run;
 
 static int lr_is_liar(const lr_run *h, int stage, int replica) {
-  const int R = h->base.replicas;
+  const int R = h->base.run.replicas;
   return h->lie != LIAR_HONEST && stage == h->liar_stage && replica >= R - h->liars;
 }
 
@@ -222,7 +223,7 @@ static int lr_rank(parallel_comm *world, void *arg) {
   lr_run *h = arg;
   const int w = parallel_comm_rank(world);
   parallel_tasklet_config c = h->base;
-  c.stage = w / c.replicas, c.replica = w % c.replicas;
+  c.stage = w / c.run.replicas, c.replica = w % c.run.replicas;
   c.on_step = lr_on_step, c.on_step_arg = h;
   if (h->keep_state) c.state_out = &h->state[w], c.state_out_bytes = &h->state_bytes[w];
   liar l;
@@ -236,10 +237,10 @@ static int lr_rank(parallel_comm *world, void *arg) {
   return rc;
 }
 
-/* Runs base.stages x base.replicas tasklets; returns parallel_inproc_run's status (a run whose
- * loss diverged fails, as a real one would). */
+/* Runs base.run.stages x base.run.replicas tasklets; returns parallel_inproc_run's status (a run
+ * whose loss diverged fails, as a real one would). */
 static int lr_run_all(lr_run *h) {
-  const int n = h->base.stages * h->base.replicas;
+  const int n = h->base.run.stages * h->base.run.replicas;
   parallel_inproc_group *g = parallel_inproc_group_new(n);
   parallel_inproc_group_set_timeout(g, 60);
   for (int i = 0; i < LR_MAX_STEPS; i++) h->loss[i] = NAN;

@@ -25,18 +25,15 @@ static data_set *s_data;
 
 static parallel_tasklet_config s_config(int stages, const char *robust) {
   parallel_tasklet_config c = parallel_tasklet_config_default();
-  c.stages = stages, c.replicas = 4, c.schedule = ASSIGN_SCHEDULE_1F1B;
-  c.train = (trainer_config){
-      .model = {.vocab_size = 64, .max_seq = 16, .n_layer = 2, .n_head = 2, .channels = 32},
-      .batch = 32,
-      .micro_batches = 1,
-      .steps = STEPS,
-      .val_batches = 1,
-      .seed = 5};
-  c.train.optim = optim_config_default();
-  c.train.optim.lr = 1e-2f;
+  c.run.stages = stages, c.run.replicas = 4;
+  snprintf(c.run.schedule, sizeof c.run.schedule, "1f1b");
+  c.run.seq = 16, c.run.layers = 2, c.run.heads = 2, c.run.channels = 32; /* V 64: the data's */
+  c.run.batch = 32, c.run.micro_batches = 1, c.run.val_batches = 1, c.run.seed = 5;
+  c.run.steps = STEPS;
+  h_run_optim_default(&c.run);
+  c.run.lr = 1e-2f;
   c.data = s_data;
-  snprintf(c.robust, sizeof c.robust, "%s", robust);
+  snprintf(c.run.robust, sizeof c.run.robust, "%s", robust);
   return c;
 }
 
@@ -53,10 +50,10 @@ static lr_run *s_run(parallel_tasklet_config c, liar_kind lie, int liar_stage, i
   lr_free(&h);
   memset(&h, 0, sizeof h);
   h.base = c, h.lie = lie, h.liars = 1, h.liar_stage = liar_stage, h.from = FROM;
-  h.keep_state = !c.diloco_h;
+  h.keep_state = !c.run.sync.diloco;
   int rc = lr_run_all(&h);
   if (want_ok)
-    WT_TEST_REQUIRE(rc == WT_OK, "lie %s, robust %s: %s", liar_names[lie], c.robust, h.err[0]);
+    WT_TEST_REQUIRE(rc == WT_OK, "lie %s, robust %s: %s", liar_names[lie], c.run.robust, h.err[0]);
 #undef h
   return hp;
 }
@@ -123,7 +120,7 @@ static void test_lies(float ring) {
 
 static void test_diloco(void) {
   parallel_tasklet_config c = s_config(1, "trimmed-mean");
-  c.diloco_h = 3;
+  c.run.sync.diloco = 3;
   lr_run *h = s_run(c, LIAR_SCALE, 0, 1);
   WT_TEST_ASSERT(h->robust_syncs[0] == 4, "DiLoCo H=3 over 10 steps: %d outer steps",
                  h->robust_syncs[0]);
@@ -156,7 +153,7 @@ static void test_spot_checks(void) {
   void *plain = wt_xmalloc(h->state_bytes[0]);
   const size_t plain_bytes = h->state_bytes[0];
   memcpy(plain, h->state[0], plain_bytes);
-  c.spot_check_every = 2;
+  c.run.spot_check_every = 2;
   h = s_run(c, LIAR_HONEST, 0, 1);
   int checks = 0, failed = 0;
   for (int r = 0; r < 4; r++) checks += h->spot_checks[r], failed += h->spot_failed[r];
@@ -170,7 +167,7 @@ static void test_spot_checks(void) {
   printf("spot checks, honest: %d checks, lowest cosine %.6f, largest norm deviation %.2e\n",
          checks, h->spot_honest_min_cos, h->spot_honest_max_dev);
   free(plain);
-  c.spot_check_every = 1;
+  c.run.spot_check_every = 1;
   h = s_run(c, LIAR_DRIFT, 0, 1);
   WT_TEST_ASSERT(h->spot_failed[3] > 0 && !h->spot_liar_passed && h->first_spot_fail[3] >= FROM,
                  "drift: the liar failed %d of %d checks (%d passed while it lied), first at "
@@ -184,7 +181,7 @@ static void test_spot_checks(void) {
          "left out of %d syncs\n",
          s_final(h), h->spot_failed[3], h->spot_checks[3], h->flagged[0][3]);
   c = s_config(2, "median");
-  c.spot_check_every = 1;
+  c.run.spot_check_every = 1;
   h = s_run(c, LIAR_HONEST, 0, 1);
   WT_TEST_ASSERT(!h->spot_checks[0] && !h->spot_checks[1] && !h->spot_checks[2] &&
                      !h->spot_checks[3],

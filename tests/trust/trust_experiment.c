@@ -43,24 +43,18 @@ static const wt_option s_options[] = {
 
 static parallel_tasklet_config s_config(const s_args *a, const data_set *data) {
   parallel_tasklet_config c = parallel_tasklet_config_default();
-  c.stages = a->stages, c.replicas = a->replicas, c.schedule = ASSIGN_SCHEDULE_1F1B;
-  c.train = (trainer_config){.model = {.vocab_size = 64,
-                                       .max_seq = 16,
-                                       .n_layer = 2,
-                                       .n_head = 2,
-                                       .channels = a->channels},
-                             .batch = a->batch,
-                             .micro_batches = 1,
-                             .steps = a->steps,
-                             .val_batches = 4,
-                             .seed = (uint64_t)a->seed};
-  c.train.optim = optim_config_default();
-  c.train.optim.lr = 1e-2f;
+  c.run.stages = a->stages, c.run.replicas = a->replicas;
+  snprintf(c.run.schedule, sizeof c.run.schedule, "1f1b");
+  c.run.seq = 16, c.run.layers = 2, c.run.heads = 2, c.run.channels = a->channels; /* V 64 */
+  c.run.batch = a->batch, c.run.micro_batches = 1, c.run.val_batches = 4, c.run.seed = a->seed;
+  c.run.steps = a->steps;
+  h_run_optim_default(&c.run);
+  c.run.lr = 1e-2f;
   c.data = data;
-  c.diloco_h = a->diloco;
-  c.spot_check_every = a->spot_every;
-  snprintf(c.robust, sizeof c.robust, "%.15s", a->robust); /* choices: short */
-  snprintf(c.grad_codec, sizeof c.grad_codec, "%.15s", a->grad_codec);
+  c.run.sync.diloco = a->diloco;
+  snprintf(c.run.robust, sizeof c.run.robust, "%.15s", a->robust); /* choices: short */
+  snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "%.15s", a->grad_codec);
+  c.run.spot_check_every = a->spot_every;
   return c;
 }
 

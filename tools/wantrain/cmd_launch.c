@@ -244,7 +244,8 @@ static int s_check(launch_args *a, int *gpus, int *vocab) {
     fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
     return CLI_USAGE;
   }
-  const gpt_config model = c.train.model;
+  gpt_config model; /* from_run made it above */
+  if (parallel_run_config_model(&a->run, *vocab, &model) != WT_OK) return cli_fail("launch");
   rc = s_device_check(&a->run, gpus);
   if (rc != WT_OK) {
     fprintf(stderr, "wantrain launch: error: %s\n", wt_last_error());
