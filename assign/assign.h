@@ -80,6 +80,8 @@ typedef struct {
   double stage_memory_bytes;   /* memory one tasklet needs; 0 = not checked. A plan placing a
                                   tasklet on a device with less memory is infeasible (cost +inf). */
   const assign_access *access; /* access links; NULL = unlimited (the paper's model) */
+  double dp_every; /* the data-parallel sync runs once every dp_every iterations (DiLoCo's H):
+                      DATAP counts 1/dp_every of itself per iteration; 0 or 1 = every one */
 } assign_problem;
 
 typedef struct {

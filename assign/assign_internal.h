@@ -21,6 +21,11 @@ static inline double assign_dmax(double a, double b) {
   return a > b ? a : b;
 }
 
+/* The share of DATAP an iteration pays: the sync runs every dp_every iterations (DiLoCo). */
+static inline double assign_dp_weight(const assign_problem *p) {
+  return p->dp_every > 1 ? 1.0 / p->dp_every : 1.0;
+}
+
 /* Inside searches the order is re-optimised after each committed move: Held–Karp up to this
  * many groups, 2-opt above. Final plans are ordered by Held–Karp up to ASSIGN_EXACT_TSP_MAX. */
 #define ASSIGN_SEARCH_TSP_EXACT_MAX 10

@@ -36,7 +36,7 @@ void assign_model_init(assign_model *m, const assign_problem *p) {
    * directions of the pair; ring: one hop. Written so that a symmetric pair without access
    * links gives the paper's numbers bit for bit (t + t == 2·t, (t + t) / 2 == t). */
   int ring = p->dp_algo == ASSIGN_DP_RING, P = p->d_pp;
-  double chunk = p->c_dp_bytes / K;
+  double chunk = p->c_dp_bytes / K, every = assign_dp_weight(p);
   int *count = NULL; /* devices per access link */
   if (p->access) {
     count = wt_xcalloc((size_t)p->access->n_links, sizeof(int));
@@ -47,10 +47,11 @@ void assign_model_init(assign_model *m, const assign_problem *p) {
       if (i == j) continue;
       double aij = net->latency_s[i * n + j], aji = net->latency_s[j * n + i];
       if (ring) {
-        m->dpc[i * n + j] = aij + chunk / s_search_Bps(p, count, P, i, j);
+        m->dpc[i * n + j] = every * (aij + chunk / s_search_Bps(p, count, P, i, j));
       } else {
         double bij = assign_path_Bps(p, i, j), bji = assign_path_Bps(p, j, i);
-        m->dpc[i * n + j] = (aij + p->c_dp_bytes / (K * bij)) + (aji + p->c_dp_bytes / (K * bji));
+        m->dpc[i * n + j] =
+            every * ((aij + p->c_dp_bytes / (K * bij)) + (aji + p->c_dp_bytes / (K * bji)));
       }
       double fij = s_search_Bps(p, count, K, i, j), fji = s_search_Bps(p, count, K, j, i);
       m->ppc[i * n + j] = ((aij + p->c_pp_bytes / fij) + (aji + p->c_pp_bytes / fji)) / 2;
@@ -143,15 +144,16 @@ assign_cost assign_plan_cost(const assign_problem *p, const assign_plan *plan) {
      * access links across stages too. */
     assign_plan *own = plan->ring ? NULL : assign_plan_copy(plan);
     if (own) assign_plan_choose_rings(p, own);
-    dp = 2.0 * (K - 1) * assign_rings_time(p, plan, own ? own->ring : plan->ring);
+    dp = assign_dp_weight(p) * 2.0 * (K - 1) *
+         assign_rings_time(p, plan, own ? own->ring : plan->ring);
     assign_plan_destroy(&own);
   } else
     for (int s = 0; s < P; s++) {
       const int *row = plan->device + s * K;
-      double g =
-          ring && plan->ring
-              ? 2.0 * (K - 1) * assign_ring_time(p, K, row, plan->ring + s * K, p->c_dp_bytes / K)
-              : assign_model_group_dp(&m, row);
+      double g = ring && plan->ring
+                     ? assign_dp_weight(p) * 2.0 * (K - 1) *
+                           assign_ring_time(p, K, row, plan->ring + s * K, p->c_dp_bytes / K)
+                     : assign_model_group_dp(&m, row);
       dp = assign_dmax(dp, g);
     }
   for (int s = 0; s + 1 < P; s++) {

@@ -57,6 +57,8 @@ static int s_validate_scalars(const assign_problem *p) {
     return wt_fail(WT_EINVAL, "assign: c_dp_bytes = %g; it must be >= 0 and finite", p->c_dp_bytes);
   if (!(p->c_pp_bytes >= 0 && isfinite(p->c_pp_bytes)))
     return wt_fail(WT_EINVAL, "assign: c_pp_bytes = %g; it must be >= 0 and finite", p->c_pp_bytes);
+  if (!(p->dp_every >= 0 && isfinite(p->dp_every)))
+    return wt_fail(WT_EINVAL, "assign: dp_every = %g; it must be >= 0 and finite", p->dp_every);
   if (!(p->compute_s >= 0 && isfinite(p->compute_s)))
     return wt_fail(WT_EINVAL, "assign: compute_s = %g; it must be >= 0 and finite", p->compute_s);
   if (!(p->stage_memory_bytes >= 0))

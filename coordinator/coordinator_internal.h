@@ -19,6 +19,8 @@
 #define COORD_MAX_MEMBERS 4096
 #define COORD_KEY_LEN 40
 #define COORD_LOSS_HIST 2000
+#define COORD_EVENTS_KEPT 64 /* the newest events /status shows (all stay in the database) */
+#define COORD_EVENT_DETAIL 320
 #define COORD_TRUST_REPLICAS 64 /* replicas of a stage a trust report covers */
 #define COORD_MAX_EXCLUDED 256  /* liars listed in /status (all are counted, and refused by key) */
 
@@ -58,6 +60,7 @@ typedef struct {
   int held_stage;      /* the stage state it keeps between epochs (from RESULT / REGISTER) */
   long held_step;      /* 0: none */
   int promote_refused; /* its measured links did not keep a promotion's gain: not asked again */
+  int finished;        /* told the run is complete (it then exits): gone, but not lost */
   /* trust.c: the robust sync's evidence. Its own last report of the epoch trust_report_epoch
    * (0: none): its stage's robust syncs and how often each replica's contribution was left out */
   int trust_report_epoch;
@@ -89,6 +92,13 @@ typedef struct {
   long claim_steps;
   double claim_measured, claim_placed;
 } coord_peer;
+
+/* One line of the event log as /status shows it. */
+typedef struct {
+  double t; /* Unix time */
+  char kind[16];
+  char detail[COORD_EVENT_DETAIL];
+} coord_event_line;
 
 typedef enum {
   EPOCH_NONE = 0,
@@ -165,6 +175,9 @@ struct coordinator {
   long hist_step[COORD_LOSS_HIST];
   float hist_loss[COORD_LOSS_HIST];
   double rate_t, rate_intra, rate_inter, prev_intra, prev_inter;
+  /* the newest events, oldest first from events_next (a ring; loaded from the database) */
+  coord_event_line events[COORD_EVENTS_KEPT];
+  int n_events, events_next;
   pthread_mutex_t mu; /* held while the loop handles messages; the HTTP thread reads under it */
   coordinator_http *http;
   int n_excluded; /* trust.c: peers excluded in this coordinator's lifetime; the first
@@ -263,6 +276,8 @@ void coord_status_tick(coordinator *c);
  * state database, from which a restarted coordinator loads it with keep. */
 void coord_loss_record(coordinator *c, long step, float loss);
 void coord_loss_keep(coordinator *c, long step, float loss);
+/* An event kept in memory for /status (coord_event calls it; the load replays the newest). */
+void coord_event_keep(coordinator *c, double t, const char *kind, const char *detail);
 
 /* trust.c — the record per peer key of what the robust sync (--robust) left out. Each member's
  * HEARTBEAT (or its RESULT inside one) carries its stage's counts for every replica; a member's

@@ -502,8 +502,11 @@ static void s_liveness(coordinator *c) {
     }
     p->status = PEER_GONE;
     coord_state_save_peer(c, p);
-    coord_event(c, "lost", "peer %d missed %d heartbeats (%.1f s silent)", p->id, c->cfg.liveness,
-                now - p->last_seen);
+    if (p->finished) /* told the run is complete, it exited */
+      coord_event(c, "left", "peer %d exited after the run completed", p->id);
+    else
+      coord_event(c, "lost", "peer %d missed %d heartbeats (%.1f s silent)", p->id, c->cfg.liveness,
+                  now - p->last_seen);
     coord_epoch_on_lost(c, p, "it stopped sending heartbeats");
   }
 }

@@ -196,6 +196,22 @@ static double s_model_params(const coordinator_config *g, int active) {
 }
 
 /* The cost model's problem over the peers `list` (network index = position in list). */
+/* The wire size of a value as a fraction of float32 under a codec (compress/codec.h's and
+ * compress/acsgd.h's layouts, block scales left out): the cost model prices the bytes the run
+ * sends, so that the placement follows its traffic. topk and randk are priced dense (their k is
+ * not in the run description). */
+static double s_codec_fraction(const char *codec) {
+  static const struct {
+    const char *name;
+    double fraction;
+  } table[] = {{"fp16", 0.5},    {"bf16", 0.5},      {"int8", 0.25},
+               {"int4", 0.125},  {"sign", 1.0 / 32}, {"direct8", 0.25},
+               {"delta8", 0.25}, {"delta4", 0.125},  {"delta2", 1.0 / 16}};
+  for (size_t i = 0; i < WT_ARRAY_LEN(table); i++)
+    if (!strcmp(codec, table[i].name)) return table[i].fraction;
+  return 1;
+}
+
 static void s_problem(coordinator *c, const int *list, int n, int with_compute, assign_network *net,
                       assign_problem *p) {
   const coordinator_config *g = &c->cfg;
@@ -221,8 +237,11 @@ static void s_problem(coordinator *c, const int *list, int n, int with_compute, 
                         .d_pp = g->run.stages,
                         .d_dp = g->run.replicas,
                         .dp_algo = ASSIGN_DP_RING, /* what the runtime runs, in the plan's rings */
-                        .c_dp_bytes = 4.0 * params / g->run.stages,
-                        .c_pp_bytes = 4.0 * g->run.batch * g->run.seq * g->run.channels};
+                        .c_dp_bytes =
+                            4.0 * params / g->run.stages * s_codec_fraction(g->run.sync.grad_codec),
+                        .dp_every = g->run.sync.diloco, /* DiLoCo syncs every H steps */
+                        .c_pp_bytes = 4.0 * g->run.batch * g->run.seq * g->run.channels *
+                                      s_codec_fraction(g->run.act_codec)};
   /* A tasklet's compute on the fastest listed peer: 6 FLOP per parameter and token (forward and
    * backward) for its stage's parameters and its replica's tokens. */
   if (with_compute && ref > 0)
@@ -323,6 +342,19 @@ static double s_best_swap(coordinator *c, const int *list, int n, int cand, int 
   return best;
 }
 
+/* Why a standby replaces a member, as the cost model sees it: its device, its links, or both. */
+static void s_promotion_reason(const coordinator *c, int who, int member, double now_cost,
+                               double cost, char *out, size_t size) {
+  const coord_peer *in = &c->peers[who], *out_p = &c->peers[member];
+  const char *gain = in->flops > out_p->flops * 1.05   ? "a faster device"
+                     : in->flops < out_p->flops * 0.95 ? "better links (its device is slower)"
+                                                       : "better links";
+  snprintf(out, size,
+           "re-placing the run at this checkpoint: standby peer %d (%s) takes the place of peer "
+           "%d, predicted cost %.4f s -> %.4f s",
+           in->id, gain, out_p->id, now_cost, cost);
+}
+
 #define S_PROMOTE_GAIN 0.10 /* a standby replaces a member when the cost drops by 10% or more */
 
 void coord_epoch_on_commit(coordinator *c) {
@@ -347,7 +379,9 @@ void coord_epoch_on_commit(coordinator *c) {
               c->peers[c->members[slot]].id, c->peers[c->members[slot]].flops / 1e9,
               c->committed_step);
   c->promote = who;
-  s_abort(c, "re-placing the run: a faster standby joins at this checkpoint");
+  char why[256];
+  s_promotion_reason(c, who, c->members[slot], now_cost, best, why, sizeof why);
+  s_abort(c, why);
 }
 
 /* The step the run must have committed once its tasklets have done `steps`: the latest
@@ -576,6 +610,18 @@ static int s_fixed_plan(coordinator *c, const assign_problem *prob, assign_plan 
   return rc;
 }
 
+/* --solver shuffle: the peers in one random order (seeded by the run and the epoch), rings in
+ * replica order: the placement the GA's is measured against. */
+static assign_plan *s_shuffled_plan(const coordinator *c) {
+  const int n = c->cfg.run.stages * c->cfg.run.replicas;
+  assign_plan *plan = assign_plan_new(c->cfg.run.stages, c->cfg.run.replicas);
+  wt_rng rng;
+  wt_rng_seed(&rng, (uint64_t)c->cfg.run.seed * 7919 + (uint64_t)c->epoch);
+  for (int w = 0; w < n; w++) plan->device[w] = w;
+  wt_rng_shuffle_int(&rng, plan->device, n);
+  return plan;
+}
+
 /* Chooses the train epoch's peers and places them. Returns 1 when members[] is set. */
 static int s_place(coordinator *c, const int *live, int n_live) {
   int n = c->cfg.run.stages * c->cfg.run.replicas, list[COORD_MAX_MEMBERS],
@@ -618,6 +664,10 @@ static int s_place(coordinator *c, const int *live, int n_live) {
   } else if (s_fixed(c)) {
     rc = s_fixed_plan(c, &prob, &plan);
     if (rc == WT_OK) c->cost_random = s_random_cost(c, &prob, n);
+  } else if (!strcmp(c->cfg.solver, "shuffle")) {
+    plan = s_shuffled_plan(c);
+    rc = WT_OK;
+    c->cost_random = s_random_cost(c, &prob, n);
   } else {
     assign_solver kind = ASSIGN_SOLVER_GA;
     assign_solver_parse(c->cfg.solver, &kind);
@@ -911,7 +961,10 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
         coord_event(c, "complete", "the run finished %ld steps (epoch %d); no loss was reported",
                     steps, c->epoch);
       for (int i = 0; i < c->n_peers; i++)
-        if (c->peers[i].status == PEER_LIVE) coord_send(c, &c->peers[i], COORD_CMD_FINISH, NULL);
+        if (c->peers[i].status == PEER_LIVE) {
+          coord_send(c, &c->peers[i], COORD_CMD_FINISH, NULL);
+          c->peers[i].finished = 1; /* it exits now: gone, not lost */
+        }
     }
   }
   s_epoch_over(c);
@@ -920,8 +973,10 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
 void coord_epoch_on_lost(coordinator *c, coord_peer *p, const char *why) {
   if (p->epoch_rank < 0 || c->phase == EPOCH_NONE) return;
   p->result = -1;
+  /* lost while its epoch drains (a promotion's abort): the next epoch still recovers from it */
+  if (!strcmp(c->epoch_kind, "train") && (c->phase != EPOCH_DRAINING || c->lost_at == 0))
+    c->lost_at = wt_now_s();
   if (c->phase == EPOCH_DRAINING) return;
-  if (!strcmp(c->epoch_kind, "train")) c->lost_at = wt_now_s();
   char msg[512];
   snprintf(msg, sizeof msg, "member peer %d (world rank %d) was lost: %s", p->id, p->epoch_rank,
            why);

@@ -58,7 +58,8 @@
  *       "region":   string, the peer's region label ("" when it gave none)
  *       "stage":    integer, its pipeline stage in the current epoch, -1 when none
  *       "replica":  integer, its data-parallel replica, -1 when none
- *       "state":    string: "joining", "probing", "standby", "training", "leaving", "lost"
+ *       "state":    string: "joining", "probing", "standby", "training", "leaving", "lost",
+ *                   "finished" (told the run is complete)
  *     and, not checked: "flops" and "memory" (its device, a site's aggregate), "gpus" (1, or a
  *     site's GPUs), "sidelined" (why it is left out of epochs for now) and "sidelined_for_s"
  *   not checked, the coordinator's capacity: "peer_counts" (state -> number of peers, all of

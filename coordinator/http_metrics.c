@@ -10,8 +10,8 @@
 #include <string.h>
 
 /* The peer states of the schema; anything else is counted as "other". */
-static const char *const s_states[] = {"joining",  "probing", "standby",
-                                       "training", "leaving", "lost"};
+static const char *const s_states[] = {"joining", "probing", "standby", "training",
+                                       "leaving", "lost",    "finished"};
 #define S_N_STATES ((int)WT_ARRAY_LEN(s_states))
 
 /* Writes a float the way the exposition format spells it (NaN, +Inf, -Inf). */

@@ -7,6 +7,7 @@
 #include "common/config.h"
 #include "compress/preset.h"
 
+#include <cjson/cJSON.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -64,6 +65,21 @@ static int s_token(int argc, char **argv) {
   }
   printf("%s\n", tok);
   return 0;
+}
+
+/* The last status as one log line, without its event log: each event is a line above it, and
+ * a reader looking for an event's text should find the event, not this line. */
+static void s_print_final(coordinator *c) {
+  char *text = coordinator_status_json(c);
+  cJSON *status = cJSON_Parse(text);
+  if (status) {
+    cJSON_DeleteItemFromObject(status, "events");
+    free(text);
+    text = cJSON_PrintUnformatted(status);
+    cJSON_Delete(status);
+  }
+  printf("coordinator: final %s\n", text);
+  free(text);
 }
 
 int main(int argc, char **argv) {
@@ -129,9 +145,7 @@ int main(int argc, char **argv) {
   fflush(stdout);
   int rc = coordinator_run(c, &s_stop);
   if (rc != WT_OK) fprintf(stderr, "coordinator: error: %s\n", wt_last_error());
-  char *status = coordinator_status_json(c);
-  printf("coordinator: final %s\n", status);
-  free(status);
+  s_print_final(c);
   coordinator_destroy(&c);
   return rc == WT_OK ? 0 : 1;
 }

@@ -25,8 +25,9 @@ static const wt_option s_options[] = {
     PARALLEL_RUN_LIMIT_OPTIONS(coordinator_config, run.),
     {"solver", WT_OPT_CHOICE, F(solver), 0, 0, "ga",
      "placement solver (none: world rank w on --scenario's device w, else in the order the peers "
-     "joined)",
-     "none|ga|random|greedy|megatron|deepspeed|exact"},
+     "joined; random: the best of many random partitions; shuffle: one random placement, the "
+     "baseline the GA's gain is measured against)",
+     "none|ga|random|greedy|megatron|deepspeed|exact|shuffle"},
     {"assignment", WT_OPT_STRING, F(assignment), 0, 0, "",
      "a fixed placement instead of --solver: netsim's assignment JSON of --scenario's devices "
      "(world rank w on the peer emulating its device w)",

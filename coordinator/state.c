@@ -107,6 +107,37 @@ void coord_event(coordinator *c, const char *kind, const char *fmt, ...) {
   WT_INFO("coordinator: %s: %s", kind, detail);
   s_run(c, "INSERT INTO events(t, kind, detail) VALUES(?, ?, ?)", "dtt", (double)time(NULL), kind,
         detail);
+  coord_event_keep(c, (double)time(NULL), kind, detail);
+}
+
+void coord_event_keep(coordinator *c, double t, const char *kind, const char *detail) {
+  coord_event_line *e = &c->events[c->events_next];
+  e->t = t;
+  snprintf(e->kind, sizeof e->kind, "%s", kind);
+  size_t n = strlen(detail);
+  if (n >= sizeof e->detail) /* cut at a character's start, not inside its UTF-8 bytes */
+    for (n = sizeof e->detail - 1; n > 0 && ((unsigned char)detail[n] & 0xC0) == 0x80;) n--;
+  memcpy(e->detail, detail, n);
+  e->detail[n] = 0;
+  c->events_next = (c->events_next + 1) % COORD_EVENTS_KEPT;
+  if (c->n_events < COORD_EVENTS_KEPT) c->n_events++;
+}
+
+/* The newest events of the database, oldest first, into the in-memory log. */
+static void s_load_events(coordinator *c) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(c->db,
+                         "SELECT t, kind, detail FROM (SELECT id, t, kind, detail FROM events "
+                         "ORDER BY id DESC LIMIT ?) ORDER BY id",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  sqlite3_bind_int(st, 1, COORD_EVENTS_KEPT);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const char *kind = (const char *)sqlite3_column_text(st, 1);
+    const char *detail = (const char *)sqlite3_column_text(st, 2);
+    coord_event_keep(c, sqlite3_column_double(st, 0), kind ? kind : "", detail ? detail : "");
+  }
+  sqlite3_finalize(st);
 }
 
 void coord_state_meta_set(coordinator *c, const char *key, const char *value) {
@@ -128,9 +159,22 @@ int coord_state_meta_get(coordinator *c, const char *key, char *out, size_t size
   return found;
 }
 
+/* What a complete run ended with: its last step and loss (the heartbeats' last ones may be
+ * older), and the peers told it is complete, which then left. */
+static void s_save_outcome(coordinator *c, cJSON *run) {
+  if (c->run_complete != 1) return;
+  cJSON_AddNumberToObject(run, "last_step", (double)c->last_step);
+  if (isfinite(c->last_loss)) cJSON_AddNumberToObject(run, "last_loss", c->last_loss);
+  cJSON *f = cJSON_AddArrayToObject(run, "finished");
+  for (int i = 0; i < c->n_peers; i++)
+    if (c->peers[i].finished) cJSON_AddItemToArray(f, cJSON_CreateNumber(c->peers[i].id));
+}
+
 void coord_state_save_run(coordinator *c) {
   cJSON *run = cJSON_CreateObject();
-  cJSON_AddNumberToObject(run, "run_id", (double)c->run_id);
+  char id[24]; /* as text: a JSON number is a double, which keeps 53 of the id's 64 bits */
+  snprintf(id, sizeof id, "%016llx", (unsigned long long)c->run_id);
+  cJSON_AddStringToObject(run, "run_id", id);
   cJSON_AddNumberToObject(run, "complete", c->run_complete);
   cJSON_AddNumberToObject(run, "committed_step", (double)c->committed_step);
   cJSON_AddNumberToObject(run, "start_step", (double)c->start_step);
@@ -141,6 +185,7 @@ void coord_state_save_run(coordinator *c) {
   cJSON_AddNumberToObject(run, "cost_random_s", c->cost_random);
   cJSON_AddNumberToObject(run, "first_loss", c->first_loss);
   cJSON_AddNumberToObject(run, "recovery_s", c->recovery_s);
+  s_save_outcome(c, run);
   cJSON *m = cJSON_AddArrayToObject(run, "members"), *pm = cJSON_AddArrayToObject(run, "plan");
   for (int i = 0; i < c->n_members; i++)
     cJSON_AddItemToArray(m, cJSON_CreateNumber(c->peers[c->members[i]].id));
@@ -336,7 +381,7 @@ static void s_load_peers(coordinator *c, const cJSON *run) {
     if (id >= c->next_peer_id) c->next_peer_id = id + 1;
     if (c->n_peers == c->cfg.max_peers ||
         (!sqlite3_column_int(st, 2) && !s_json_has(run, "members", id) &&
-         !s_json_has(run, "plan", id)))
+         !s_json_has(run, "plan", id) && !s_json_has(run, "finished", id)))
       continue;
     coord_peer *p = &c->peers[c->n_peers++];
     memset(p, 0, sizeof *p);
@@ -373,6 +418,25 @@ static void s_ids_to_peers(coordinator *c, const cJSON *arr, int *out, int *n) {
   }
 }
 
+static void s_load_outcome(coordinator *c, const cJSON *run) {
+  const cJSON *step = cJSON_GetObjectItem(run, "last_step");
+  const cJSON *loss = cJSON_GetObjectItem(run, "last_loss");
+  if (cJSON_IsNumber(step)) c->last_step = (long)step->valuedouble;
+  if (cJSON_IsNumber(loss)) c->last_loss = loss->valuedouble;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, cJSON_GetObjectItem(run, "finished")) {
+    int i = s_peer_by_id(c, it->valueint);
+    if (i >= 0) c->peers[i].finished = 1, c->peers[i].status = PEER_GONE;
+  }
+}
+
+/* The run id: hex text, or a number as older state databases hold it (its low bits lost). */
+static uint64_t s_load_run_id(const cJSON *run) {
+  const cJSON *id = cJSON_GetObjectItem(run, "run_id");
+  if (cJSON_IsString(id)) return (uint64_t)strtoull(id->valuestring, NULL, 16);
+  return (uint64_t)cJSON_GetNumberValue(id);
+}
+
 int coord_state_load(coordinator *c) {
   char text[16384];
   int have_run = coord_state_meta_get(c, "run", text, sizeof text);
@@ -384,12 +448,13 @@ int coord_state_load(coordinator *c) {
                    c->dir);
   s_load_peers(c, run);
   s_load_losses(c);
+  s_load_events(c);
   if (!have_run) {
     randombytes_buf(&c->run_id, sizeof c->run_id);
     coord_state_save_run(c);
     return WT_OK;
   }
-  c->run_id = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "run_id"));
+  c->run_id = s_load_run_id(run);
   c->run_complete = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "complete"));
   c->committed_step = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(run, "committed_step"));
   double start = cJSON_GetNumberValue(cJSON_GetObjectItem(run, "start_step"));
@@ -403,6 +468,7 @@ int coord_state_load(coordinator *c) {
   c->recovery_s = cJSON_GetNumberValue(cJSON_GetObjectItem(run, "recovery_s"));
   s_ids_to_peers(c, cJSON_GetObjectItem(run, "members"), c->members, &c->n_members);
   s_ids_to_peers(c, cJSON_GetObjectItem(run, "plan"), c->plan_members, &c->n_plan);
+  s_load_outcome(c, run);
   if (cJSON_GetNumberValue(cJSON_GetObjectItem(run, "running")) == 1 &&
       !strcmp(c->epoch_kind, "train")) {
     /* The members train without us; they report their results to whoever serves now. */

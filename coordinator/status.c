@@ -43,6 +43,7 @@ void coord_status_tick(coordinator *c) {
 }
 
 static const char *s_peer_state(const coordinator *c, const coord_peer *p) {
+  if (p->finished) return "finished";
   if (p->status != PEER_LIVE) return "lost";
   if (p->epoch_rank < 0) return "standby";
   return !strcmp(c->epoch_kind, "probe") ? "probing" : "training";
@@ -121,6 +122,62 @@ static void s_peer_counts(cJSON *o, const coordinator *c) {
   for (int k = 0; k < 4; k++) cJSON_AddNumberToObject(pc, states[k], counts[k]);
 }
 
+/* Progress against the run's end: the expected time left at the measured iteration time (null
+ * before one is measured), and where the latest complete checkpoint lives. */
+static void s_progress(const coordinator *c, cJSON *o) {
+  double left = (double)(c->cfg.run.steps - c->last_step);
+  if (c->run_complete == 1)
+    cJSON_AddNumberToObject(o, "eta_s", 0);
+  else
+    s_num(o, "eta_s", c->iteration_s > 0 ? fmax(left, 0) * c->iteration_s : NAN);
+  cJSON_AddStringToObject(o, "checkpoint_dir", c->cfg.run.checkpoint_dir);
+  /* the placement's predicted communication per iteration in wall seconds, beside the measured
+   * iteration: the emulated WAN runs at time_scale wall seconds per emulated second */
+  cJSON_AddNumberToObject(o, "time_scale", c->scenario ? c->cfg.time_scale : 1);
+  s_num(o, "predicted_iteration_comm_s", c->cost_ga * (c->scenario ? c->cfg.time_scale : 1));
+}
+
+#define S_LINKS_PEERS 32 /* the probed links of at most this many peers (the live ones first) */
+
+/* The probed links among the peers in the table, one object per measured direction:
+ * {"from": id, "to": id, "latency_s", "bandwidth_Bps"}; ids are strings, as in "peers". */
+static void s_probed_links(const coordinator *c, cJSON *o) {
+  int who[S_LINKS_PEERS], n = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < c->n_peers && n < S_LINKS_PEERS; i++)
+      if ((c->peers[i].status == PEER_LIVE) == (pass == 0)) who[n++] = i;
+  cJSON *links = cJSON_AddArrayToObject(o, "probed_links");
+  for (int x = 0; x < n; x++)
+    for (int y = 0; y < n; y++) {
+      int a = who[x], b = who[y];
+      double lat = -1, bw = -1;
+      if (a == b || !coord_link_get(c, a, b, &lat, &bw) || lat < 0 || bw <= 0) continue;
+      char from[16], to[16];
+      snprintf(from, sizeof from, "%d", c->peers[a].id);
+      snprintf(to, sizeof to, "%d", c->peers[b].id);
+      cJSON *l = cJSON_CreateObject();
+      cJSON_AddStringToObject(l, "from", from);
+      cJSON_AddStringToObject(l, "to", to);
+      cJSON_AddNumberToObject(l, "latency_s", lat);
+      cJSON_AddNumberToObject(l, "bandwidth_Bps", bw);
+      cJSON_AddItemToArray(links, l);
+    }
+}
+
+/* The newest events (joins, losses, epochs, checkpoints, promotions ...), oldest first. */
+static void s_events(const coordinator *c, cJSON *o) {
+  cJSON *events = cJSON_AddArrayToObject(o, "events");
+  int first = (c->events_next - c->n_events + COORD_EVENTS_KEPT) % COORD_EVENTS_KEPT;
+  for (int k = 0; k < c->n_events; k++) {
+    const coord_event_line *e = &c->events[(first + k) % COORD_EVENTS_KEPT];
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "t", e->t);
+    cJSON_AddStringToObject(j, "kind", e->kind);
+    cJSON_AddStringToObject(j, "detail", e->detail);
+    cJSON_AddItemToArray(events, j);
+  }
+}
+
 cJSON *coord_status(coordinator *c) {
   cJSON *o = cJSON_CreateObject();
   char run[32];
@@ -182,10 +239,9 @@ cJSON *coord_status(coordinator *c) {
     cJSON_AddStringToObject(j, "key", p->key);
     cJSON_AddStringToObject(j, "region", p->region);
     cJSON_AddNumberToObject(j, "scenario_device", p->device_index); /* -1: none emulated */
-    cJSON_AddNumberToObject(j, "stage",
-                            p->epoch_rank < 0 ? -1 : p->epoch_rank / c->cfg.run.replicas);
-    cJSON_AddNumberToObject(j, "replica",
-                            p->epoch_rank < 0 ? -1 : p->epoch_rank % c->cfg.run.replicas);
+    int seated = p->epoch_rank >= 0 && !strcmp(c->epoch_kind, "train");
+    cJSON_AddNumberToObject(j, "stage", seated ? p->epoch_rank / c->cfg.run.replicas : -1);
+    cJSON_AddNumberToObject(j, "replica", seated ? p->epoch_rank % c->cfg.run.replicas : -1);
     cJSON_AddStringToObject(j, "state", s_peer_state(c, p));
     cJSON_AddStringToObject(j, "device", p->kind);
     cJSON_AddNumberToObject(j, "flops", p->flops);
@@ -220,6 +276,9 @@ cJSON *coord_status(coordinator *c) {
   cJSON_AddNumberToObject(o, "refused", (double)c->refused);
   s_admission(o, c);
   if (c->last_error[0]) cJSON_AddStringToObject(o, "last_error", c->last_error);
+  s_progress(c, o);
+  s_probed_links(c, o);
+  s_events(c, o);
   return o;
 }
 

@@ -46,9 +46,12 @@ typedef struct {
   double first_loss; /* the loss of step 1 when this epoch ran it, else NaN */
   double loss, tokens_s, bytes_sent, bytes_recv, t_last;
   double bytes_intra, bytes_inter; /* sent over links inside / between regions */
-  double bytes_inter_raw;          /* bytes_inter had the activations gone as float32 */
+  double bytes_inter_raw;          /* bytes_inter had activations gone as float32 and gradients been
+                                      all-reduced in float32 every step */
   long start_step;                 /* the step the epoch's tasklet started from, -1 = none yet */
   double act_saved_row;            /* bytes the activation codec saves per sample row sent */
+  double dp_raw_step; /* bytes a plain float32 ring all-reduce sends to the ring's next per step */
+  int dp_next;        /* world rank of the ring's next member, -1 = none */
   void *zc;                        /* the zmq communicator while the work runs */
   int stage, replica;
   int site_ranks; /* --gpus: the tasklet's site (set before peer_work_start) */

@@ -388,7 +388,29 @@ static int s_cmp_long(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static void s_report_checkpoint(s_peer *p) {
+/* The step DIR/manifest.json names (world rank 0 writes it once every stage saved), or -1. */
+static long s_manifest_step(const char *dir) {
+  char path[2200];
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  char text[1 << 16];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  cJSON *m = cJSON_Parse(text);
+  const cJSON *step = cJSON_GetObjectItemCaseSensitive(m, "step");
+  long out = cJSON_IsNumber(step) ? (long)step->valuedouble : -1;
+  cJSON_Delete(m);
+  return out;
+}
+
+/* A shard is reported once the run manifest names its step (or a later one): a commit then
+ * means the checkpoint can be resumed, even when the coordinator aborts the epoch at once (a
+ * promotion) and the manifest of a step the stages saved would otherwise never be written. The
+ * tasklet's last shard goes when the tasklet returned ok (finished_ok): every stage saved it and
+ * rank 0 writes its manifest before returning. */
+static void s_report_checkpoint(s_peer *p, int finished_ok) {
   peer_work *w = p->work;
   if (!w || !w->is_train || w->replica != 0) return;
   const char *dir = w->run.checkpoint_dir;
@@ -398,8 +420,9 @@ static void s_report_checkpoint(s_peer *p) {
   DIR *d = opendir(path);
   if (!d) return;
   pthread_mutex_lock(&w->mu);
-  const long done = w->step; /* set before the tasklet saves that step */
+  long done = w->step; /* set before the tasklet saves that step */
   pthread_mutex_unlock(&w->mu);
+  if (!finished_ok) done = WT_MIN(done, s_manifest_step(dir));
   long steps[64];
   int n = 0;
   for (struct dirent *e; (e = readdir(d)) && n < 64;) {
@@ -466,7 +489,7 @@ static void s_heartbeat(s_peer *p) {
 static void s_work_done(s_peer *p) {
   peer_work *w = p->work;
   if (!w || !w->started || !w->finished) return;
-  s_report_checkpoint(p); /* the last shard, written just before the tasklet returned */
+  s_report_checkpoint(p, w->rc == WT_OK); /* the last shard, saved just before it returned */
   cJSON *b = peer_work_result(w);
   s_send(p, COORD_CMD_RESULT, b);
   cJSON_Delete(p->last_result);
@@ -556,7 +579,7 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
     now = wt_now_s();
     if (now >= p->next_beat) {
       s_heartbeat(p);
-      s_report_checkpoint(p);
+      s_report_checkpoint(p, 0);
       p->next_beat = now + p->heartbeat_s;
     }
     if (!warned && now - p->last_heard > p->liveness * p->heartbeat_s) {

@@ -8,6 +8,7 @@
 #include "compress/acsgd.h" /* defines: acsgd_msg_bytes, the activation codec's message size */
 #include "coordinator/protocol.h" /* defines: coordinator_field_*, reading epoch messages */
 #include "kernels/kernels.h"
+#include "model/gpt.h" /* defines: gpt_config_num_params, the baseline's gradient bytes */
 #include "parallel/runtime/tasklet.h"
 
 #include <sodium.h> /* defines: crypto_hash_sha256 for the state hand-over */
@@ -355,7 +356,10 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
       intra += (double)ls.bytes_sent;
     } else {
       inter += (double)ls.bytes_sent;
-      inter_raw += (double)ls.bytes_sent + (pipe_next || pipe_prev ? saved : 0);
+      /* the ring's next gets what a float32 all-reduce every step sends, at least */
+      double dp_raw =
+          p == w->dp_next ? (double)(st->info.step - w->start_step) * w->dp_raw_step : 0;
+      inter_raw += fmax((double)ls.bytes_sent + (pipe_next || pipe_prev ? saved : 0), dp_raw);
     }
     recv += (double)ls.bytes_recv;
   }
@@ -512,6 +516,20 @@ static int s_ring_of(const cJSON *t, int R, int *ring) {
   return WT_OK;
 }
 
+/* The uncompressed baseline of the data-parallel sync: a float32 ring all-reduce of the
+ * stage's share of the parameters every step sends 2 (R - 1) / R of them to the ring's next. */
+static void s_dp_baseline(peer_work *w, const parallel_tasklet_config *c,
+                          const gpt_config *model) {
+  const int R = c->run.replicas;
+  w->dp_next = -1, w->dp_raw_step = 0;
+  if (R <= 1) return;
+  int pos = 0;
+  while (pos < R && c->dp_ring[pos] != c->replica) pos++;
+  w->dp_next = c->stage * R + c->dp_ring[(pos + 1) % R];
+  const double stage_params = (double)gpt_config_num_params(model) / c->run.stages;
+  w->dp_raw_step = 2.0 * (R - 1) / R * 4.0 * stage_params;
+}
+
 static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(w->body, "tasklet");
   parallel_tasklet_config c;
@@ -557,6 +575,7 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   trainer_config train; /* what the stage's trainer takes from the run, for the log */
   WT_CHECK(parallel_run_trainer_config(&c.run, data_set_vocab_size(c.data), &train));
   const trainer_config *tc = &train;
+  s_dp_baseline(w, &c, &train.model);
   char ring[64 * 4] = "";
   for (int i = 0; i < c.run.replicas; i++)
     snprintf(ring + strlen(ring), sizeof ring - strlen(ring), "%s%d", i ? " " : "", c.dp_ring[i]);

@@ -365,6 +365,58 @@ static void test_solver_sees_shared_uplinks(void) {
   s_world_free(&w);
 }
 
+/* Four regions of two devices, 2 stages x 4 replicas, the paper's sharded exchange: a sync every
+ * iteration makes each stage's group worth keeping to two regions (and so its pipelines cross
+ * regions); one every 100 iterations (DiLoCo's H, dp_every) costs 1/100 of DATAP per iteration,
+ * and the GA keeps every pipeline inside a region instead. A negative dp_every is refused. */
+static void test_dp_every(void) {
+  s_world w;
+  s_world_alloc(&w, 8, 1);
+  w.prob.access = NULL;
+  w.prob.d_pp = 2, w.prob.d_dp = 4;
+  w.prob.c_dp_bytes = 1e8, w.prob.c_pp_bytes = 1e5;
+  w.prob.dp_algo = ASSIGN_DP_SHARDED_PS;
+  for (int i = 0; i < 8; i++)
+    for (int j = 0; j < 8; j++) {
+      int same = i / 2 == j / 2;
+      w.net.latency_s[i * 8 + j] = i == j ? 0 : same ? 0.001 : 0.1;
+      w.net.bandwidth_Bps[i * 8 + j] = same ? 1.25e9 : 1.25e7;
+    }
+  assign_plan *plan = assign_plan_new(2, 4);
+  for (int w_ = 0; w_ < 8; w_++) plan->device[w_] = w_;
+  assign_cost every = assign_plan_cost(&w.prob, plan);
+  w.prob.dp_every = 100;
+  assign_cost h100 = assign_plan_cost(&w.prob, plan);
+  WT_TEST_CLOSE(h100.dp_s, every.dp_s / 100, 0, 1e-12, "DATAP with dp_every 100");
+  WT_TEST_ASSERT(h100.pp_s == every.pp_s, "the pipeline term does not change");
+  assign_plan *ga = NULL;
+  assign_budget b = {.max_evals = 20000};
+  WT_TEST_REQUIRE(assign_solve(&w.prob, ASSIGN_SOLVER_GA, &b, 1, &ga, NULL) == WT_OK, "%s",
+                  wt_last_error());
+  for (int r = 0; r < 4; r++)
+    WT_TEST_ASSERT(ga->device[r] / 2 == ga->device[4 + r] / 2, "H=100: pipeline %d in one region",
+                   r);
+  assign_plan *sync = NULL;
+  w.prob.dp_every = 0;
+  WT_TEST_REQUIRE(assign_solve(&w.prob, ASSIGN_SOLVER_GA, &b, 1, &sync, NULL) == WT_OK, "%s",
+                  wt_last_error());
+  int inside = 0;
+  for (int r = 0; r < 4; r++) inside += sync->device[r] / 2 == sync->device[4 + r] / 2;
+  WT_TEST_ASSERT(inside == 0, "a sync every iteration: %d pipelines in one region, want 0", inside);
+  w.prob.dp_every = 100;
+  double ga_s = assign_plan_cost(&w.prob, ga).comm_s,
+         sync_s = assign_plan_cost(&w.prob, sync).comm_s;
+  WT_TEST_ASSERT(ga_s < 0.5 * sync_s, "H=100: ga %.4f s vs the every-step plan's %.4f s", ga_s,
+                 sync_s);
+  fprintf(stderr, "dp_every 100: ga %.4f s, the every-step plan %.4f s\n", ga_s, sync_s);
+  w.prob.dp_every = -1;
+  WT_TEST_ASSERT(assign_problem_validate(&w.prob) == WT_EINVAL, "dp_every -1 refused");
+  assign_plan_destroy(&ga);
+  assign_plan_destroy(&sync);
+  assign_plan_destroy(&plan);
+  s_world_free(&w);
+}
+
 /* ---- the paper as the special case ---------------------------------------------------------- */
 
 /* World-wide: unlimited access links (one per device, or one per region) and the network's own
@@ -414,6 +466,7 @@ int main(void) {
   test_shared_cut_by_hand();
   test_exact_vs_brute();
   test_solver_sees_shared_uplinks();
+  test_dp_every();
   test_paper_special_case();
   return wt_test_finish("test_assign_network");
 }

@@ -33,6 +33,51 @@ static inline void fake_peer_id(char *buf, size_t size, int g, int s, int r) {
   snprintf(buf, size, "g%d-s%dr%d", g, s, r);
 }
 
+/* The coordinator's own members the dashboard shows: progress of FAKE_STEPS, the checkpoint a
+ * hundred steps back, iteration times, refusals, three peers' probed links (peer a to b:
+ * (10 a + b) ms, (a + b) MB/s) and an event log whose newest line names the generation. */
+#define FAKE_STEPS 2000
+static inline int fake_checkpoint(int g) {
+  return fake_step(g) / 100 * 100;
+}
+static inline void fake_coordinator_members(cJSON *st, int g) {
+  cJSON_AddNumberToObject(st, "steps", FAKE_STEPS);
+  cJSON_AddNumberToObject(st, "committed_step", fake_checkpoint(g));
+  cJSON_AddStringToObject(st, "checkpoint_dir", "/ckpt");
+  cJSON_AddNumberToObject(st, "eta_s", (FAKE_STEPS - fake_step(g)) * 0.5);
+  cJSON_AddNumberToObject(st, "measured_iteration_s", 0.5);
+  cJSON_AddNumberToObject(st, "predicted_iteration_comm_s", 0.25);
+  cJSON_AddNumberToObject(st, "time_scale", 0.1);
+  cJSON_AddNumberToObject(st, "predicted_cost_ga_s", 2.5);
+  cJSON_AddNumberToObject(st, "predicted_cost_random_s", 5.0);
+  cJSON_AddNumberToObject(st, "refused", 3 + g);
+  cJSON_AddNumberToObject(st, "handshakes_failed", 7);
+  cJSON *links = cJSON_AddArrayToObject(st, "probed_links");
+  for (int a = 1; a <= 3; a++)
+    for (int b = 1; b <= 3; b++) {
+      if (a == b) continue;
+      char from[8], to[8];
+      snprintf(from, sizeof from, "%d", a), snprintf(to, sizeof to, "%d", b);
+      cJSON *l = cJSON_CreateObject();
+      cJSON_AddStringToObject(l, "from", from);
+      cJSON_AddStringToObject(l, "to", to);
+      cJSON_AddNumberToObject(l, "latency_s", (10 * a + b) / 1000.0);
+      cJSON_AddNumberToObject(l, "bandwidth_Bps", (a + b) * 1e6);
+      cJSON_AddItemToArray(links, l);
+    }
+  cJSON *events = cJSON_AddArrayToObject(st, "events");
+  const char *kinds[] = {"joined", "epoch", "checkpoint"};
+  for (int k = 0; k < 3; k++) {
+    char detail[64];
+    snprintf(detail, sizeof detail, "g%d-event%d", g, k);
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddNumberToObject(e, "t", 1.7e9 + g * 3 + k);
+    cJSON_AddStringToObject(e, "kind", kinds[k]);
+    cJSON_AddStringToObject(e, "detail", detail);
+    cJSON_AddItemToArray(events, e);
+  }
+}
+
 static inline cJSON *fake_status_snapshot(void *arg) {
   fake_status *f = arg;
   f->calls++;
@@ -85,6 +130,7 @@ static inline cJSON *fake_status_snapshot(void *arg) {
   cJSON_AddNumberToObject(standby, "replica", -1);
   cJSON_AddStringToObject(standby, "state", "standby");
   cJSON_AddItemToArray(peers, standby);
+  fake_coordinator_members(st, g);
   return st;
 }
 

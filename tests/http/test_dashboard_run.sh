@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# test_dashboard_run — the dashboard page against a real run. A coordinator and five peerd
-# (2 stages x 2 replicas plus a standby) train in lab8.json's emulated 2 ms lab; once a checkpoint
-# is committed, headless Chromium loads the page, lets its script poll /status for 4 s of virtual
-# time and dumps the DOM. The DOM must show the step (between what /status said just before and
-# just after), the state, a loss that /status served, every member on its stage x replica seat,
-# the standby among the other peers, and a drawn loss curve. Skips (77) without Chromium.
+# test_dashboard_run — the dashboard page against a real run, in two parts.
+#  A. A coordinator and five peerd (2 stages x 2 replicas plus a standby) train in lab8.json's
+#     emulated 2 ms lab; once a checkpoint is committed, headless Chromium loads the page, lets
+#     its script poll /status for 4 s of virtual time and dumps the DOM. The DOM must show the
+#     step (between what /status said just before and just after), the total steps, the state, a
+#     loss that /status served, the latest complete checkpoint, the measured iteration, every
+#     member on its stage x replica seat, the standby among the other peers, a drawn loss curve,
+#     the probed links of all five peers and the event log (joins, epochs, checkpoints).
+#  B. A short run finishes and its coordinator is started again on the state directory, with no
+#     peer: /status and the page show the finished run as it ended (same run id, state done, its
+#     last step and final loss, every peer "finished", none "lost", the completion event).
+# Skips (77) without Chromium.
 #   tests/http/test_dashboard_run.sh BIN_DIR
 BIN=$1
 CHROMIUM=${WT_CHROMIUM:-$(command -v chromium || command -v chromium-browser || command -v google-chrome)}
@@ -19,43 +25,23 @@ for i in 1 2 3 4 5; do start_peer "$i" --region lab; done
 wait_committed "$WORK/coord.log" 10 60 || fail "no checkpoint: the run did not start"
 URL="http://127.0.0.1:$(cat "$STATE/http_port")"
 curl -sf "$URL/status" >"$WORK/before.json" || fail "/status did not answer"
-timeout 90 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run \
-  --disable-extensions --disable-background-networking --virtual-time-budget=4000 \
-  --user-data-dir="$WORK/profile" --dump-dom "$URL/" >"$WORK/dom.html" 2>"$WORK/chromium.log" ||
-  fail "chromium failed: $(tail -5 "$WORK/chromium.log")"
+# dump_dom URL OUT: the page's DOM after 4 s of virtual time.
+dump_dom() {
+  timeout 90 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run \
+    --disable-extensions --disable-background-networking --virtual-time-budget=4000 \
+    --user-data-dir="$WORK/profile" --dump-dom "$1/" >"$2" 2>"$WORK/chromium.log" ||
+    fail "chromium failed: $(tail -5 "$WORK/chromium.log")"
+}
+dump_dom "$URL" "$WORK/dom.html"
 curl -sf "$URL/status" >"$WORK/after.json" || fail "/status did not answer after chromium"
-python3 - "$WORK" <<'PY' || fail "the dashboard does not show the run as it is"
+python3 - "$WORK" "$(dirname "$0")" <<'PY' || fail "A: the dashboard does not show the run as it is"
 import json, sys
-from html.parser import HTMLParser
 work = sys.argv[1]
 before = json.load(open(f"{work}/before.json"))
 after = json.load(open(f"{work}/after.json"))
 
-class Dom(HTMLParser):
-    """Text by element id, the seats' text by (stage, replica), the other peers' rows."""
-    def __init__(self):
-        super().__init__()
-        self.by_id, self.seats, self.others, self.stack, self.points = {}, {}, [], [], ""
-    def handle_starttag(self, tag, attrs):
-        a = dict(attrs)
-        key = None
-        if "id" in a: key = ("id", a["id"])
-        if tag == "td" and "data-stage" in a: key = ("seat", (int(a["data-stage"]), int(a["data-replica"])))
-        if tag == "tr" and a.get("class") == "other": key = ("other", len(self.others)); self.others.append("")
-        if a.get("id") == "loss-line": self.points = a.get("points", "")
-        self.stack.append((tag, key))
-    def handle_endtag(self, tag):
-        while self.stack:
-            t, _ = self.stack.pop()
-            if t == tag: break
-    def handle_data(self, data):
-        for _, key in self.stack:
-            if key is None: continue
-            kind, k = key
-            if kind == "id": self.by_id[k] = self.by_id.get(k, "") + data
-            if kind == "seat": self.seats[k] = self.seats.get(k, "") + data + " "
-            if kind == "other": self.others[k] += data + " "
-
+sys.path.insert(0, sys.argv[2])
+from dashboard_dom import Dom
 d = Dom()
 d.feed(open(f"{work}/dom.html").read())
 step = int(d.by_id.get("step", "-1"))
@@ -63,6 +49,23 @@ problems = []
 if d.by_id.get("conn") != "live": problems.append(f"connection indicator '{d.by_id.get('conn')}'")
 if not before["step"] <= step <= after["step"]:
     problems.append(f"step {step} is not between /status's {before['step']} and {after['step']}")
+if d.by_id.get("steps") != "100000": problems.append(f"total steps '{d.by_id.get('steps')}'")
+ckpt = d.by_id.get("ckpt", "")
+if not (ckpt.startswith("step ") and before["committed_step"] <= int(ckpt[5:]) <= after["committed_step"]):
+    problems.append(f"checkpoint '{ckpt}' is not /status's {before['committed_step']}..{after['committed_step']}")
+if not d.by_id.get("it-measured", "-").endswith(" ms"):
+    problems.append(f"measured iteration '{d.by_id.get('it-measured')}'")
+# the probed links of all five peers: a 5 x 5 matrix whose measured cells read
+# "<latency> ms <bandwidth> bit/s", each pair measured in at least one direction, as /status has it
+links = {k: v for k, v in d.links.items() if k[0] != k[1]}
+measured = {k for k, v in links.items() if v != "-"}
+served = {(l["from"], l["to"]) for l in after["probed_links"]}
+pairs = {tuple(sorted(k)) for k in measured}
+if (len(links) != 20 or len(pairs) != 10 or not measured <= served
+        or not all(links[k].endswith("bit/s") and " ms " in links[k] for k in measured)):
+    problems.append(f"probed links {links}")
+kinds = set(d.event_kinds)
+if not {"joined", "epoch", "checkpoint"} <= kinds: problems.append(f"event kinds {kinds}")
 if d.by_id.get("state") != "training": problems.append(f"state '{d.by_id.get('state')}'")
 served = [round(l, 4) for _, l in after["loss_history"]]
 shown = float(d.by_id.get("lossv", "nan"))
@@ -77,8 +80,54 @@ for p in after["peers"]:
         problems.append(f"standby peer {p['id']} is not among the other peers {d.others}")
 if len(d.seats) != 4: problems.append(f"{len(d.seats)} seats for 2 x 2 tasklets")
 if len(d.points.split()) < 3: problems.append(f"loss curve '{d.points}'")
-print(f"dashboard: step {step} (status {before['step']}..{after['step']}), loss {shown}, "
+print(f"A: dashboard: step {step} (status {before['step']}..{after['step']}), loss {shown}, "
+      f"checkpoint {ckpt}, {len(measured)} of {len(links)} links measured, events {sorted(kinds)}, "
       f"seats {sorted((k, v.split()[0]) for k, v in d.seats.items())}, curve {len(d.points.split())} points")
+for p in problems: print("  " + p)
+sys.exit(1 if problems else 0)
+PY
+kill "$CPID"; for i in 1 2 3 4 5; do kill "${PEER_PID[$i]}"; done; wait 2>/dev/null
+
+# B
+STATE=$WORK/b PEER_LOG=b-peer
+start_coord b.log --open --stages 2 --replicas 2 --steps 30 --checkpoint-every 10 --heartbeat 0.25 \
+  --liveness 4 --peer-timeout 5 --exit-when-done --scenario "$(dirname "$0")/../coordinator/lab8.json"
+for i in 1 2 3 4; do start_peer "$i" --region lab; done
+wait_exit "$CPID" 90 || fail "B: the run did not finish"
+grep '^coordinator: final ' "$WORK/b.log" | tail -1 | sed 's/^coordinator: final //' >"$WORK/final.json"
+for i in 1 2 3 4; do wait "${PEER_PID[$i]}" 2>/dev/null; done
+start_coord b.log --open --stages 2 --replicas 2 --steps 30 --checkpoint-every 10 --heartbeat 0.25 \
+  --liveness 4 --peer-timeout 5 --scenario "$(dirname "$0")/../coordinator/lab8.json"
+sleep 2 # longer than the liveness window: a peer wrongly taken as live would be lost by now
+URL="http://127.0.0.1:$(cat "$STATE/http_port")"
+curl -sf "$URL/status" >"$WORK/restarted.json" || fail "B: /status did not answer"
+dump_dom "$URL" "$WORK/dom-b.html"
+python3 - "$WORK" "$(dirname "$0")" <<'PY' || fail "B: the restarted coordinator does not show the finished run"
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from dashboard_dom import Dom
+work = sys.argv[1]
+final = json.load(open(f"{work}/final.json"))
+st = json.load(open(f"{work}/restarted.json"))
+d = Dom()
+d.feed(open(f"{work}/dom-b.html").read())
+problems = []
+for k in ("run", "state", "step", "loss", "committed_step"):
+    if st[k] != final[k]: problems.append(f"/status {k} {st[k]!r}, the run ended with {final[k]!r}")
+if st["state"] != "done" or st["step"] != 30: problems.append(f"state {st['state']} at step {st['step']}")
+states = sorted(p["state"] for p in st["peers"])
+if states != ["finished"] * 4: problems.append(f"peer states {states}")
+if not any(e["kind"] == "complete" for e in st["events"]): problems.append("no completion event")
+if d.by_id.get("run") != final["run"]: problems.append(f"page run id {d.by_id.get('run')}")
+if d.by_id.get("state") != "done" or d.by_id.get("step") != "30":
+    problems.append(f"page: state {d.by_id.get('state')} step {d.by_id.get('step')}")
+if d.by_id.get("lossv") != f"{final['loss']:.4f}": problems.append(f"page loss {d.by_id.get('lossv')}")
+if d.by_id.get("eta") != "done" or d.by_id.get("progress") != "100.0 %":
+    problems.append(f"page progress {d.by_id.get('progress')}, time left {d.by_id.get('eta')}")
+if "lost" in " ".join(d.others): problems.append(f"peers shown lost: {d.others}")
+if "complete" not in d.event_kinds: problems.append(f"page events {d.event_kinds}")
+print(f"B: restarted on the finished run {st['run']}: {st['state']} at step {st['step']}, loss "
+      f"{st['loss']}, peers {states}; page shows {d.by_id.get('state')} step {d.by_id.get('step')}")
 for p in problems: print("  " + p)
 sys.exit(1 if problems else 0)
 PY

@@ -138,6 +138,57 @@ static void s_seat(const char *dom, int s, int r, char *buf, size_t size) {
   snprintf(buf, size, "%.*s", (int)WT_MIN(n, size - 1), p);
 }
 
+/* The text inside the probed-links cell from peer a to peer b, or "". */
+static void s_link_cell(const char *dom, int a, int b, char *buf, size_t size) {
+  char key[96];
+  snprintf(key, sizeof key, "data-from=\"%d\" data-to=\"%d\">", a, b);
+  buf[0] = '\0';
+  const char *p = strstr(dom, key);
+  if (!p) return;
+  p += strlen(key);
+  snprintf(buf, size, "%.*s", (int)WT_MIN(strcspn(p, "<"), size - 1), p);
+}
+
+/* The coordinator's own members of generation g: progress, checkpoint, iteration times,
+ * refusals, the probed links' matrix and the event log, newest first. */
+static void s_check_progress(const char *dom, int g) {
+  char text[256], want[256];
+  s_element_text(dom, "steps", text, sizeof text);
+  WT_TEST_ASSERT(atoi(text) == FAKE_STEPS, "total steps '%s'", text);
+  s_element_text(dom, "progress", text, sizeof text);
+  snprintf(want, sizeof want, "%.1f %%", 100 * ((double)fake_step(g) / FAKE_STEPS)); /* as JS */
+  WT_TEST_ASSERT(!strcmp(text, want), "progress '%s', want '%s'", text, want);
+  s_element_text(dom, "eta", text, sizeof text);
+  snprintf(want, sizeof want, "%.1f min", (FAKE_STEPS - fake_step(g)) * 0.5 / 60);
+  WT_TEST_ASSERT(!strcmp(text, want), "time left '%s', want '%s'", text, want);
+  s_element_text(dom, "ckpt", text, sizeof text);
+  snprintf(want, sizeof want, "step %d", fake_checkpoint(g));
+  WT_TEST_ASSERT(!strcmp(text, want), "checkpoint '%s', want '%s'", text, want);
+  s_element_text(dom, "it-measured", text, sizeof text);
+  WT_TEST_ASSERT(!strcmp(text, "500.0 ms"), "measured iteration '%s'", text);
+  s_element_text(dom, "it-predicted", text, sizeof text);
+  WT_TEST_ASSERT(!strcmp(text, "250.0 ms (time scale 0.1)"), "predicted iteration '%s'", text);
+  s_element_text(dom, "it-gain", text, sizeof text);
+  WT_TEST_ASSERT(!strcmp(text, "2.00x faster"), "placement gain '%s'", text);
+  s_element_text(dom, "refused", text, sizeof text);
+  WT_TEST_ASSERT(atoi(text) == 3 + g, "refused '%s', want %d", text, 3 + g);
+  s_element_text(dom, "handshakes", text, sizeof text);
+  WT_TEST_ASSERT(!strcmp(text, "7"), "failed handshakes '%s'", text);
+  s_link_cell(dom, 2, 3, text, sizeof text);
+  WT_TEST_ASSERT(!strcmp(text, "23.0 ms 40.0 Mbit/s"), "link 2 -> 3 shows '%s'", text);
+  s_link_cell(dom, 3, 1, text, sizeof text);
+  WT_TEST_ASSERT(!strcmp(text, "31.0 ms 32.0 Mbit/s"), "link 3 -> 1 shows '%s'", text);
+  s_link_cell(dom, 4, 1, text, sizeof text);
+  WT_TEST_ASSERT(!text[0], "a link of a peer that was not probed: '%s'", text);
+  char first[32], last[32];
+  snprintf(first, sizeof first, "<td>g%d-event2</td>", g);
+  snprintf(last, sizeof last, "<td>g%d-event0</td>", g);
+  const char *newest = strstr(dom, first), *oldest = strstr(dom, last);
+  WT_TEST_ASSERT(newest && oldest && newest < oldest,
+                 "the event log of generation %d, newest first", g);
+  WT_TEST_ASSERT(strstr(dom, "<td class=\"kind\">checkpoint</td>"), "event kinds not shown");
+}
+
 static void s_check_dom(const char *dom, const fake_status *f, int g_first, int g_last) {
   char step_text[64];
   s_element_text(dom, "step", step_text, sizeof step_text);
@@ -174,6 +225,7 @@ static void s_check_dom(const char *dom, const fake_status *f, int g_first, int 
   int commas = 0;
   for (const char *p = points ? points + 8 : ""; *p && *p != '"'; p++) commas += *p == ',';
   WT_TEST_ASSERT(commas == 21, "loss curve has %d points, want 21", commas);
+  s_check_progress(dom, g);
 }
 
 static int s_serve(int port) {

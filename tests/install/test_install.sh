@@ -40,6 +40,12 @@ for prog in "${expected[@]}"; do
   [[ "$out" == *"$prog"* ]] || fail "$prog --help does not name the program: $out"
 done
 
+# the demo's text and scenario ship beside the programs, where an installed wantrain demo looks
+for f in data/shakespeare.txt scenarios/wan4.json; do
+  [ -s "$prefix/share/wantrain/$f" ] || fail "$f is not installed in $prefix/share/wantrain"
+done
+cmp -s "$prefix/share/wantrain/data/shakespeare.txt" "$(dirname "$0")/../../data/shakespeare.txt" ||
+  fail "the installed data/shakespeare.txt differs from the shipped one"
 # netsim finds the shipped scenarios in the prefix, not in the tree it was built from.
 scen="$prefix/share/wantrain/scenarios/dtfm-2022.json"
 [ -f "$scen" ] || fail "no $scen"
