@@ -85,6 +85,19 @@ typedef struct {
   double up_Bps, down_Bps;
   int access_link;
   double up_ratio, down_ratio;
+  /* spot checks: the counts of failed and of all checks its own last report of epoch
+   * spot_report_epoch gave per replica; and of it: the checks and failed checks reported over
+   * the run, and the ids of the distinct peers that reported failures */
+  int spot_report_epoch;
+  long spot_report[COORD_TRUST_REPLICAS], spot_report_checked[COORD_TRUST_REPLICAS];
+  long spot_checks, spot_fails;
+  int spot_checkers[4], n_spot_checkers;
+  /* claims.c: its measured compute in epoch claim_epoch (0: none) over claim_steps steps, in
+   * FLOP/s; the reports in a row whose claim was out of line; flagged, and the figure it is
+   * placed by then */
+  int claim_epoch, claim_strikes, claim_flagged;
+  long claim_steps;
+  double claim_measured, claim_placed;
 } coord_peer;
 
 /* One line of the event log as /status shows it. */
@@ -317,6 +330,16 @@ int coord_trust_refuses(coordinator *c, const char *key, char *why, size_t size)
 /* Adds "peers_excluded", "excluded" [{id, key, reason}] and "trust" [{id, flagged, syncs}] to a
  * /status object. */
 void coord_trust_status(coordinator *c, cJSON *status);
+
+/* claims.c — a peer's claimed FLOP/s against the compute its heartbeats measure. Called by
+ * coord_trust_on_heartbeat; a claim far and lastingly out of line with the other members' is
+ * flagged (an event, /status "claims", /metrics) and the placement takes the measured figure. */
+void coord_claim_on_heartbeat(coordinator *c, coord_peer *p, const cJSON *body);
+/* The FLOP/s the placement takes for p: its claim, or its measured speed once flagged. */
+double coord_claim_flops(const coord_peer *p);
+/* Adds "peers_claim_flagged" and "claims" [{id, flops_claimed, flops_measured, flops_placed,
+ * flagged}] to a /status object. */
+void coord_claim_status(coordinator *c, cJSON *status);
 
 /* epoch.c */
 void coord_epoch_tick(coordinator *c);

@@ -161,7 +161,8 @@ static int s_cmp_speed(const void *a, const void *b) {
 /* The n fastest of the live peers into list (ties in slot order). */
 static void s_fastest(coordinator *c, const int *live, int n_live, int *list, int n) {
   s_by_speed *order = wt_xmalloc(sizeof *order * (size_t)n_live);
-  for (int k = 0; k < n_live; k++) order[k] = (s_by_speed){c->peers[live[k]].flops, live[k]};
+  for (int k = 0; k < n_live; k++)
+    order[k] = (s_by_speed){coord_claim_flops(&c->peers[live[k]]), live[k]};
   qsort(order, (size_t)n_live, sizeof *order, s_cmp_speed);
   for (int k = 0; k < n && k < n_live; k++) list[k] = order[k].slot;
   free(order);
@@ -215,9 +216,9 @@ static void s_problem(coordinator *c, const int *list, int n, int with_compute, 
   net->compute_speed = wt_xcalloc((size_t)n, sizeof(double));
   net->memory_bytes = NULL;
   double ref = 0;
-  for (int i = 0; i < n; i++) ref = fmax(ref, c->peers[list[i]].flops);
+  for (int i = 0; i < n; i++) ref = fmax(ref, coord_claim_flops(&c->peers[list[i]]));
   for (int i = 0; i < n; i++) {
-    net->compute_speed[i] = ref > 0 ? c->peers[list[i]].flops / ref : 1;
+    net->compute_speed[i] = ref > 0 ? coord_claim_flops(&c->peers[list[i]]) / ref : 1;
     for (int j = 0; j < n; j++) {
       double l = 0, b = 1e12;
       if (i != j) s_link(c, list[i], list[j], &l, &b);
@@ -651,7 +652,8 @@ static int s_place(coordinator *c, const int *live, int n_live) {
         continue;
       int best = -1; /* standbys first: the fastest live peer outside the plan */
       for (int k = 0; k < n_live; k++)
-        if (!s_in(list, n, live[k]) && (best < 0 || c->peers[live[k]].flops > c->peers[best].flops))
+        if (!s_in(list, n, live[k]) && (best < 0 || coord_claim_flops(&c->peers[live[k]]) >
+                                                        coord_claim_flops(&c->peers[best])))
           best = live[k];
       if (best < 0) return 0;
       coord_event(c, "standby", "peer %d takes over world rank %d from peer %d", c->peers[best].id,

@@ -143,6 +143,36 @@ static void s_admission(FILE *f, const cJSON *st) {
            "CURVE handshakes cut before they finished since start (reset or timed out).");
 }
 
+/* One labelled gauge per peer of `claims` with `member`, the flagged ones only when `flagged`. */
+static void s_claim_family(FILE *f, const cJSON *claims, const char *name, const char *help,
+                           const char *member, int flagged) {
+  const cJSON *e;
+  int any = 0;
+  cJSON_ArrayForEach(e, claims) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, member);
+    if (!cJSON_IsNumber(v) || (flagged && !cJSON_IsTrue(cJSON_GetObjectItem(e, "flagged"))))
+      continue;
+    if (!any++) s_family(f, name, help);
+    fprintf(f, "%s{id=\"%d\"} ", name, s_int(e, "id"));
+    s_value(f, v->valuedouble);
+    fputc('\n', f);
+  }
+}
+
+/* Peers' claimed FLOP/s against their measured ones: a count of those flagged, the measured
+ * figure of each, and one gauge per flagged peer with the figure it is placed by. */
+static void s_claims(FILE *f, const cJSON *st) {
+  s_scalar(f, st, "peers_claim_flagged", "wantrain_peers_claim_flagged",
+           "Peers whose claimed FLOP/s their measured compute belies (docs/trust.md).");
+  const cJSON *claims = cJSON_GetObjectItemCaseSensitive(st, "claims");
+  if (!cJSON_IsArray(claims)) return;
+  s_claim_family(f, claims, "wantrain_peer_flops_measured",
+                 "FLOP/s measured from each peer's compute time this epoch.", "flops_measured", 0);
+  s_claim_family(f, claims, "wantrain_peer_claim_flagged",
+                 "One per flagged peer: the FLOP/s it is placed by instead of its claim.",
+                 "flops_placed", 1);
+}
+
 static void s_peers(FILE *f, const cJSON *st) {
   const cJSON *peers = cJSON_GetObjectItemCaseSensitive(st, "peers");
   if (!cJSON_IsArray(peers)) return;
@@ -200,6 +230,7 @@ char *coordinator_http_metrics_render(const cJSON *st) {
   s_peers(f, st);
   s_excluded(f, st);
   s_admission(f, st);
+  s_claims(f, st);
   if (fclose(f) != 0) {
     free(text);
     wt_fail(WT_ENOMEM, "cannot render /metrics (out of memory)");

@@ -61,13 +61,7 @@ static void s_fold(coord_peer *x, int epoch) {
   x->trust_epoch = epoch;
 }
 
-static void s_exclude(coordinator *c, coord_peer *x) {
-  char why[256];
-  snprintf(why, sizeof why,
-           "its contributions were left out of %ld of its %ld robust syncs (%s), past trust-flags "
-           "%d",
-           x->trust_flagged + x->trust_ep_flagged, x->trust_syncs + x->trust_ep_syncs,
-           x->trust_why[0] ? x->trust_why : "?", c->cfg.run.trust_flags);
+static void s_exclude(coordinator *c, coord_peer *x, const char *why) {
   char meta[COORD_KEY_LEN + 16];
   snprintf(meta, sizeof meta, "excluded:%s", x->key);
   coord_state_meta_set(c, meta, why);
@@ -105,8 +99,63 @@ static void s_judge(coordinator *c, int epoch, int stage, int r) {
   p->trust_ep_syncs = WT_MAX(p->trust_ep_syncs, s_lower_median(syncs, n));
   if (p->status == PEER_LIVE &&
       parallel_run_config_excludes(&c->cfg.run, p->trust_flagged + p->trust_ep_flagged,
-                                   p->trust_syncs + p->trust_ep_syncs))
-    s_exclude(c, p);
+                                   p->trust_syncs + p->trust_ep_syncs)) {
+    char why[256];
+    snprintf(why, sizeof why,
+             "its contributions were left out of %ld of its %ld robust syncs (%s), past "
+             "trust-flags %d",
+             p->trust_flagged + p->trust_ep_flagged, p->trust_syncs + p->trust_ep_syncs,
+             p->trust_why[0] ? p->trust_why : "?", c->cfg.run.trust_flags);
+    s_exclude(c, p, why);
+  }
+}
+
+/* Takes the failed spot checks q reports having made of its stage's replicas: what is new
+ * since its last report of the epoch counts against the member checked, with q among its
+ * checkers. Counts that are malformed or go backwards are dropped (logged). */
+static void s_take_spot(coordinator *c, coord_peer *q, const cJSON *t, int epoch, int stage) {
+  const cJSON *failed = cJSON_GetObjectItemCaseSensitive(t, "spot_failed"),
+              *checked = cJSON_GetObjectItemCaseSensitive(t, "spot_checked");
+  const int R = c->cfg.run.replicas;
+  if (!failed) return;
+  if (q->spot_report_epoch != epoch) {
+    memset(q->spot_report, 0, sizeof q->spot_report);
+    memset(q->spot_report_checked, 0, sizeof q->spot_report_checked);
+    q->spot_report_epoch = epoch;
+  }
+  long counts[COORD_TRUST_REPLICAS], made[COORD_TRUST_REPLICAS];
+  for (int r = 0; r < R; r++)
+    if (!cJSON_IsArray(failed) || cJSON_GetArraySize(failed) != R ||
+        (counts[r] = s_count(cJSON_GetArrayItem(failed, r))) < q->spot_report[r] ||
+        (made[r] = checked ? s_count(cJSON_GetArrayItem(checked, r)) : counts[r]) < counts[r] ||
+        made[r] < q->spot_report_checked[r]) {
+      WT_WARN("coordinator: peer %d sent malformed spot-check counts; dropped", q->id);
+      return;
+    }
+  for (int i = 0; i < c->n_peers; i++) {
+    coord_peer *x = &c->peers[i];
+    if (x->epoch_rank < 0 || x->epoch_rank / R != stage || x == q) continue;
+    const int r = x->epoch_rank % R;
+    const long fresh = counts[r] - q->spot_report[r];
+    x->spot_checks += made[r] - q->spot_report_checked[r];
+    if (fresh <= 0) continue;
+    x->spot_fails += fresh;
+    int known = 0;
+    for (int k = 0; k < x->n_spot_checkers; k++) known |= x->spot_checkers[k] == q->id;
+    if (!known && x->n_spot_checkers < (int)WT_ARRAY_LEN(x->spot_checkers))
+      x->spot_checkers[x->n_spot_checkers++] = q->id;
+    if (x->status == PEER_LIVE &&
+        parallel_run_config_spot_excludes(&c->cfg.run, x->n_spot_checkers)) {
+      char why[256];
+      snprintf(why, sizeof why,
+               "it failed %ld spot checks made by %d peers (its contribution was not the "
+               "gradient of its rows)",
+               x->spot_fails, x->n_spot_checkers);
+      s_exclude(c, x, why);
+    }
+  }
+  memcpy(q->spot_report, counts, sizeof(long) * (size_t)R);
+  memcpy(q->spot_report_checked, made, sizeof(long) * (size_t)R);
 }
 
 /* The reasons a report gives for replica r, kept for the peer's record. */
@@ -124,6 +173,7 @@ static void s_take_why(coordinator *c, const cJSON *t, int stage) {
 }
 
 void coord_trust_on_heartbeat(coordinator *c, coord_peer *p, const cJSON *body) {
+  coord_claim_on_heartbeat(c, p, body);
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(body, "trust");
   const cJSON *result = cJSON_GetObjectItemCaseSensitive(body, "result");
   int epoch = coordinator_field_int(body, "epoch", -1);
@@ -138,6 +188,7 @@ void coord_trust_on_heartbeat(coordinator *c, coord_peer *p, const cJSON *body) 
   const int R = c->cfg.run.replicas, stage = p->epoch_rank / R;
   s_take_why(c, t, stage);
   for (int r = 0; r < R; r++) s_judge(c, epoch, stage, r);
+  s_take_spot(c, p, t, epoch, stage);
 }
 
 int coord_trust_refuses(coordinator *c, const char *key, char *why, size_t size) {
@@ -149,6 +200,7 @@ int coord_trust_refuses(coordinator *c, const char *key, char *why, size_t size)
 }
 
 void coord_trust_status(coordinator *c, cJSON *status) {
+  coord_claim_status(c, status);
   cJSON_AddNumberToObject(status, "peers_excluded", c->n_excluded);
   cJSON *ex = cJSON_AddArrayToObject(status, "excluded");
   for (int k = 0; k < WT_MIN(c->n_excluded, COORD_MAX_EXCLUDED); k++) {
@@ -168,6 +220,9 @@ void coord_trust_status(coordinator *c, cJSON *status) {
     cJSON_AddNumberToObject(e, "flagged", (double)(p->trust_flagged + p->trust_ep_flagged));
     cJSON_AddNumberToObject(e, "syncs", (double)syncs);
     cJSON_AddStringToObject(e, "why", p->trust_why);
+    cJSON_AddNumberToObject(e, "spot_checks", (double)p->spot_checks);
+    cJSON_AddNumberToObject(e, "spot_failed", (double)p->spot_fails);
+    cJSON_AddNumberToObject(e, "spot_checkers", p->n_spot_checkers);
     cJSON_AddItemToArray(tr, e);
   }
 }

@@ -232,6 +232,10 @@ gpt_stage *trainer_model(trainer *t) {
 optim *trainer_optim(trainer *t) {
   return t->opt;
 }
+void trainer_batch(const trainer *t, const int **inputs, const int **targets) {
+  *inputs = t->inputs, *targets = t->targets;
+}
+
 const data_set *trainer_data(const trainer *t) {
   return t->data;
 }

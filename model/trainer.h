@@ -123,6 +123,9 @@ gpt_stage *trainer_model(trainer *t);
  * or by the trainer. */
 optim *trainer_optim(trainer *t);
 const data_set *trainer_data(const trainer *t);
+/* The global batch of the step being taken (drawn at its start; batch rows of max_seq tokens
+ * each, replica r's rows from r·batch/R on): every replica draws the same one. */
+void trainer_batch(const trainer *t, const int **inputs, const int **targets);
 const trainer_config *trainer_get_config(const trainer *t);
 
 /* Rows per micro-batch: B / (R·m). */

@@ -70,6 +70,12 @@ typedef struct {
    * bandwidth to it alone, and to it in a contention round of this peer's region (up) or of
    * its region (down) */
   double *probe_lat, *probe_bw, *probe_up_round, *probe_down_round;
+  /* the spot checks this peer made this epoch (under mu), per replica of its stage checked */
+  long spot_checked[64], spot_failed[64];
+  /* this epoch's measured compute (under mu): the steps taken and their forward / backward
+   * seconds, which the coordinator sets against the peer's claimed FLOP/s */
+  long compute_steps;
+  double compute_s;
 } peer_work;
 
 /* Parses an EPOCH body and binds the data socket (tcp://host:*). NULL with wt_last_error(). */
@@ -84,7 +90,9 @@ void peer_work_destroy(peer_work **self_p);
 cJSON *peer_work_result(peer_work *w);
 
 /* Adds the epoch's robust-sync evidence to a HEARTBEAT or RESULT body as "trust" (nothing
- * without a robust run): {"syncs": n, "flagged": [per replica], "why": ["norm,cosine", ...]}. */
+ * without a robust run): {"syncs": n, "flagged": [per replica], "why": ["norm,cosine", ...],
+ * "spot_checked", "spot_failed": [per replica: the spot checks this peer itself made of it]};
+ * and, once a train epoch took a step, its measured compute as "compute": {"steps", "s"}. */
 void peer_work_trust_json(peer_work *w, cJSON *body);
 /* A probe epoch's measurements (peer/probe.c): fills the probe rows of w. Returns WT_OK or the
  * transport's error (every wait has the transport's deadline, and none lasts longer than one

@@ -226,7 +226,10 @@ static void s_maybe_die(const peer_work *w, long step) {
 }
 
 /* Counts a step's robust-sync evidence (replica order; NULL: the step had none). Under mu. */
-static void s_trust_record(peer_work *w, const parallel_robust_report *rep) {
+static void s_trust_record(peer_work *w, const parallel_robust_report *rep,
+                           const parallel_tasklet_spot *spot) {
+  if (spot && spot->target >= 0 && spot->target < 64)
+    w->spot_checked[spot->target]++, w->spot_failed[spot->target] += spot->failed;
   if (!rep) return;
   w->trust_syncs++;
   for (int r = 0; r < rep->world && r < 64; r++)
@@ -249,6 +252,7 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   if (w->t_last > 0 && dt > 0) w->tokens_s = tokens / dt;
   w->t_last = now;
   w->step = st->info.step;
+  w->compute_steps++, w->compute_s = st->compute_s;
   if (st->info.step == 1) w->first_loss = st->info.loss;
   w->loss = st->info.loss;
   w->bytes_sent = (double)(st->bytes_pipeline + st->bytes_data + st->bytes_control);
@@ -280,7 +284,7 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   }
   w->bytes_intra = intra, w->bytes_inter = inter, w->bytes_recv = recv;
   w->bytes_inter_raw = inter_raw;
-  s_trust_record(w, st->robust);
+  s_trust_record(w, st->robust, st->spot);
   pthread_mutex_unlock(&w->mu);
 }
 
@@ -297,6 +301,17 @@ void peer_work_trust_json(peer_work *w, cJSON *body) {
       cJSON_AddItemToArray(flagged, cJSON_CreateNumber((double)w->trust_flagged[r]));
       cJSON_AddItemToArray(why, cJSON_CreateString(names));
     }
+    cJSON *checked = cJSON_AddArrayToObject(t, "spot_checked"),
+          *failed = cJSON_AddArrayToObject(t, "spot_failed");
+    for (int r = 0; r < R; r++) {
+      cJSON_AddItemToArray(checked, cJSON_CreateNumber((double)w->spot_checked[r]));
+      cJSON_AddItemToArray(failed, cJSON_CreateNumber((double)w->spot_failed[r]));
+    }
+  }
+  if (w->is_train && w->compute_steps > 0) {
+    cJSON *m = cJSON_AddObjectToObject(body, "compute");
+    cJSON_AddNumberToObject(m, "steps", (double)w->compute_steps);
+    cJSON_AddNumberToObject(m, "s", w->compute_s);
   }
   pthread_mutex_unlock(&w->mu);
 }

@@ -276,4 +276,10 @@ const parallel_robust_config *parallel_robust_get_config(const parallel_robust *
 int parallel_robust_allreduce(parallel_robust *self, parallel_comm *c, const compress_codec *codec,
                               compress_ef *ef, float *x, size_t n, parallel_robust_report *report);
 
+/* Asks the next parallel_robust_allreduce (that one only) to copy rank `rank`'s decoded
+ * contribution, n floats, into out — what every rank received from it, for a spot check. A
+ * contribution that did not decode (flagged corrupt) leaves out undefined; a failed call leaves
+ * it untouched. */
+void parallel_robust_keep_next(parallel_robust *self, int rank, float *out);
+
 #endif

@@ -19,6 +19,10 @@ struct parallel_robust {
   /* each sender's last PARALLEL_ROBUST_REPLAY payload digests (CRC-32 and length) */
   uint64_t digest[PARALLEL_ROBUST_MAX_RANKS][PARALLEL_ROBUST_REPLAY];
   int digests[PARALLEL_ROBUST_MAX_RANKS];
+  /* parallel_robust_keep_next: the rank whose decoded contribution the next call copies into
+   * keep_out (-1: none) */
+  int keep_rank;
+  float *keep_out;
 };
 
 parallel_robust_config parallel_robust_config_default(parallel_robust_kind kind) {
@@ -276,6 +280,10 @@ static void s_reset_group(parallel_robust *self, int world) {
   memset(self->digests, 0, sizeof self->digests);
 }
 
+void parallel_robust_keep_next(parallel_robust *self, int rank, float *out) {
+  self->keep_rank = rank, self->keep_out = out;
+}
+
 int parallel_robust_allreduce(parallel_robust *self, parallel_comm *c, const compress_codec *codec,
                               compress_ef *ef, float *x, size_t n, parallel_robust_report *report) {
   const int p = parallel_comm_size(c);
@@ -288,6 +296,8 @@ int parallel_robust_allreduce(parallel_robust *self, parallel_comm *c, const com
                    "%zu (and a codec)",
                    compress_ef_size(ef), n);
   s_reset_group(self, p);
+  float *keep_out = self->keep_out;
+  self->keep_out = NULL; /* one call only, whatever happens */
   const size_t cap = codec ? compress_codec_max_size(codec, n) : n * sizeof(float);
   uint8_t *mine = wt_xmalloc(cap + 1), *all = NULL;
   size_t len = 0, *offsets = wt_xcalloc((size_t)p + 1, sizeof *offsets);
@@ -308,6 +318,8 @@ int parallel_robust_allreduce(parallel_robust *self, parallel_comm *c, const com
     for (int j = 0; j < p; j++)
       s_decode(self, &k, codec, j, all + offsets[j], offsets[j + 1] - offsets[j]);
     s_judge(self, &k);
+    if (keep_out && self->keep_rank >= 0 && self->keep_rank < p)
+      memcpy(keep_out, k.rows + (size_t)self->keep_rank * n, n * sizeof(float));
     memcpy(x, k.agg, n * sizeof(float));
     free(k.rows);
     free(k.agg);

@@ -128,6 +128,11 @@ int parallel_run_config_excludes(const parallel_run_config *run, long flagged, l
          4 * flagged >= syncs;
 }
 
+int parallel_run_config_spot_excludes(const parallel_run_config *run, int checkers) {
+  return strcmp(run->robust, "none") && run->trust_flags > 0 && run->spot_check_every > 0 &&
+         checkers >= 2;
+}
+
 char *parallel_run_config_to_json(const parallel_run_config *run) {
   return wt_config_to_json(s_options, run);
 }

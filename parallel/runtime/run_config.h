@@ -75,6 +75,9 @@ typedef struct {
                                         PARALLEL_ROBUST_NAMES kind (collectives.h; not with ZeRO-1) */
   int trust_flags;                   /* flagged syncs that exclude a peer (0: never excluded) */
   char act_codec[WT_CONFIG_STR_MAX]; /* none|delta2|delta4|delta8|direct8 */
+  /* with robust: a replica recomputes another's step every N syncs (0: off; tasklet_spot.c says
+   * where checks are made) */
+  int spot_check_every;
   /* checkpoints: "" = none; every checkpoint_every steps (0 = only at the end) and at the end,
    * keep of them per stage (>= 1) */
   char checkpoint_dir[WT_CONFIG_STR_MAX];
@@ -168,6 +171,9 @@ typedef struct {
   {"trust-flags", WT_OPT_INT, PARALLEL_RUN_F(type, m, trust_flags), 0, 1e9, "5",                   \
    "with --robust: a peer whose contributions were left out of this many syncs, and of at least " \
    "a quarter of those it took part in, is excluded from the run (0 = never)", 0},                \
+  {"spot-check-every", WT_OPT_INT, PARALLEL_RUN_F(type, m, spot_check_every), 0, 1e9, "10",       \
+   "with --robust, one stage, no DiLoCo and grad-codec none: every this many syncs a replica "    \
+   "recomputes another's gradient and compares it with its contribution (0 = off)", 0},           \
   {"act-codec", WT_OPT_CHOICE, PARALLEL_RUN_F(type, m, act_codec), 0, 0, "none",                   \
    "activation compression across pipeline cuts", "none|delta2|delta4|delta8|direct8"}
 #define PARALLEL_RUN_CHECKPOINT_OPTIONS(type, m)                                                   \
@@ -227,6 +233,11 @@ int parallel_run_config_stateful(const parallel_run_config *run);
  * out of `flagged` of the `syncs` it took part in is excluded from the run: robust on,
  * trust-flags > 0, flagged >= trust-flags and 4 · flagged >= syncs. */
 int parallel_run_config_excludes(const parallel_run_config *run, long flagged, long syncs);
+
+/* The spot checks' exclusion rule: 1 when a peer failed spot checks made by `checkers`
+ * different peers (robust on, spot checks on, trust-flags > 0, checkers >= 2: one lying checker
+ * cannot exclude an honest peer alone). */
+int parallel_run_config_spot_excludes(const parallel_run_config *run, int checkers);
 
 /* The model of the run for a corpus of `vocab` tokens: gpt_config with the MoE options applied,
  * validated. Returns WT_OK or WT_EINVAL naming the option (*out unchanged on failure). */

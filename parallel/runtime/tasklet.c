@@ -250,6 +250,7 @@ static int s_reduce_host(parallel_tasklet *k, trainer *t, float *g, size_t n) {
   if (k->codec) compress_codec_set_seed(k->codec, (uint64_t)trainer_steps_done(t) + 1); /* randk */
   if (k->robust) {
     parallel_robust_report rep;
+    parallel_tasklet_spot_before_sync(k, trainer_steps_done(t) + 1);
     WT_CHECK(parallel_robust_allreduce(k->robust, k->dp, k->codec, k->sef, g, n, &rep));
     s_robust_ran(k, &rep, trainer_steps_done(t) + 1);
     return WT_OK;
@@ -282,6 +283,7 @@ static int s_reduce(parallel_tasklet *k, trainer *t) {
   float *g = gpt_stage_grads_host(s, &n);
   s_tamper(k, trainer_steps_done(t) + 1, g, n);
   int rc = s_reduce_host(k, t, g, n);
+  if (rc == WT_OK) rc = parallel_tasklet_spot_after_sync(k, g, n);
   if (rc == WT_OK) s_grads_upload(k, s, g);
   k->grads_host = rc == WT_OK ? g : NULL; /* ZeRO-1's update reads the shard from it */
   return rc;
@@ -520,6 +522,7 @@ int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *c
   if (!(k->pipeline = parallel_pipeline_new(&pc, trainer_model(k->t), k->pipe))) return WT_EINVAL;
   if (cfg->run.site_ranks > 1) WT_CHECK(s_site(k, tc));
   WT_CHECK(s_data_parallel(k));
+  parallel_tasklet_spot_init(k);
   trainer_hooks h = {.ctx = k, .grads = s_grads, .sync = s_sync, .norm = s_norm};
   if (k->zero) h.update = s_update;
   trainer_set_hooks(k->t, &h);
@@ -533,6 +536,7 @@ void parallel_tasklet_teardown(parallel_tasklet *k) {
   parallel_zero_destroy(&k->zero);
   diloco_destroy(&k->outer);
   parallel_robust_destroy(&k->robust);
+  parallel_tasklet_spot_free(k);
   parallel_ef_destroy(&k->ef);
   compress_ef_destroy(&k->sef);
   compress_codec_destroy(&k->codec);
@@ -636,6 +640,7 @@ int parallel_tasklet_train(parallel_tasklet *k, parallel_tasklet_result *res) {
     k->robust_ran = 0;
     rc = s_step(k, &st.info);
     if (k->robust_ran) st.robust = &k->robust_report;
+    if (k->spot_ran) st.spot = &k->spot;
     if (rc != WT_OK) break;
     if (k->stop && st.info.step < end) { /* the time limit: every tasklet ends here */
       end = st.info.step;
@@ -649,6 +654,7 @@ int parallel_tasklet_train(parallel_tasklet *k, parallel_tasklet_result *res) {
     res->last_loss = st.info.loss;
     if (!isnan(st.val_loss)) res->last_val_loss = st.val_loss;
     s_bytes(k, &st.bytes_pipeline, &st.bytes_data, &st.bytes_control);
+    if (k->pipeline) st.compute_s = parallel_pipeline_compute_s(k->pipeline);
     if (c->on_step) c->on_step(c->on_step_arg, &st);
     if (c->run.checkpoint_dir[0] &&
         (last || (c->run.checkpoint_every > 0 && st.info.step % c->run.checkpoint_every == 0)))

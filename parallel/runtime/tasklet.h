@@ -44,6 +44,19 @@ struct parallel_site_link; /* parallel/datacenter/site.h */
 
 #define PARALLEL_TASKLET_DEVICE_MAX 32
 
+/* A spot check (docs/trust.md): replica `checker` recomputed replica `target`'s gradient of
+ * this step on its rows and compared it with the contribution `target` sent. */
+typedef struct {
+  int checker, target;
+  int failed;        /* 1: outside the tolerance (PARALLEL_TASKLET_SPOT_*) */
+  double cosine;     /* of the contribution to the recomputed gradient */
+  double norm_ratio; /* |contribution| / |recomputed| */
+  double seconds;    /* the check's wall time: the recompute and the comparison */
+} parallel_tasklet_spot;
+
+#define PARALLEL_TASKLET_SPOT_COSINE 0.99 /* a contribution passes at this cosine or more ... */
+#define PARALLEL_TASKLET_SPOT_NORM 0.05   /* ... and a norm ratio within 1 ± this */
+
 /* What one step reported (to on_step). loss is the step's mean loss over the whole global
  * batch, the same on every tasklet. */
 typedef struct {
@@ -53,10 +66,13 @@ typedef struct {
   uint64_t bytes_pipeline; /* bytes this tasklet sent to its pipeline neighbours so far */
   uint64_t bytes_data;     /* ... to its data-parallel group (gradients, ZeRO, DiLoCo) */
   uint64_t bytes_control;  /* ... for norms, losses, checkpoint agreement */
+  double compute_s;        /* this tasklet's forward / backward seconds so far (pipeline.h) */
   /* The robust sync's evidence of this step (robust not "none"; DiLoCo: steps with an outer
    * step), the same on every replica of the stage, with rank[r] the contribution of REPLICA r;
    * NULL when the step had no robust sync. Valid during the callback */
   const parallel_robust_report *robust;
+  /* The spot check this tasklet made in this step (it was the checker), or NULL */
+  const parallel_tasklet_spot *spot;
 } parallel_tasklet_step;
 
 /* Tests only (tests/trust's liar harness): sees this tasklet's contribution to the data-parallel
@@ -186,11 +202,11 @@ int parallel_tasklet_state_info(const void *blob, size_t bytes, int *stage, long
    What ties a run directory's checkpoints to one run: the run id and, as strings, every setting
    that changes the run's arithmetic — seed, data (token count, tokenizer, CRC-32 of the tokens),
    stages, replicas, batch, micro-batches, schedule, model, optimizer and its hyperparameters,
-   the gradient and activation codecs with error feedback, DiLoCo — and steps (the lr
-   schedule's horizon); all of them the same on every tasklet of the run. Each stage checkpoint
-   records it (state.json's "train") and so does the manifest ("run"). A resume refuses a stage
-   checkpoint whose binding is not the manifest's (a stage directory from another run) and a run
-   whose bound settings differ from the recorded ones; steps may change (a run extended or
+   the gradient and activation codecs with error feedback, DiLoCo, the robust aggregate — and steps
+   (the lr schedule's horizon); all of them the same on every tasklet of the run. Each stage
+   checkpoint records it (state.json's "train") and so does the manifest ("run"). A resume refuses a
+   stage checkpoint whose binding is not the manifest's (a stage directory from another run) and a
+   run whose bound settings differ from the recorded ones; steps may change (a run extended or
    shortened): the resume says so and the manifest records it. What a run may change freely (it
    never changes the numbers, or only validation and bookkeeping): ZeRO-1, activation slots,
    validation, checkpoint interval and count, stop_after, time limit, deadlines, and where a stage

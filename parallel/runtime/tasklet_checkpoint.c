@@ -33,36 +33,40 @@ static int s_state_save(parallel_tasklet *k);
 
 /* ---- the run binding (tasklet.h) ---------------------------------------------------------------
  * One row per bound field: its name in the JSON object, the launch flag that sets it (NULL: no
- * flag; the message then says "the same <field>"), and whether a resume may change it. */
+ * flag; the message then says "the same <field>"), whether a resume may change it, and what a
+ * binding that lacks the field records (NULL: "(none)"): a field bound later reads as the value
+ * every run had before it was bound, so those runs still resume. */
 typedef struct {
   const char *field, *flag;
   int may_change;
+  const char *absent;
 } s_bind_row;
 
 static const s_bind_row s_bind[] = {
-    {"run_id", NULL, 0},
-    {"seed", "--seed", 0},
-    {"data", "--data", 0},
-    {"stages", "--stages", 0},
-    {"replicas", "--replicas", 0},
-    {"batch", "--batch", 0},
-    {"micro_batches", "--micro-batches", 0},
-    {"schedule", "--schedule", 0},
-    {"model", NULL, 0},
-    {"optimizer", "--optimizer", 0},
-    {"lr", "--lr", 0},
-    {"min_lr", "--min-lr", 0},
-    {"warmup_steps", "--warmup", 0},
-    {"weight_decay", "--weight-decay", 0},
-    {"grad_clip", "--grad-clip", 0},
-    {"betas_eps_momentum", NULL, 0},
-    {"grad_codec", "--grad-codec", 0},
-    {"grad_ef", "--grad-ef", 0},
-    {"act_codec", "--act-codec", 0},
-    {"diloco", "--diloco", 0},
-    {"outer_lr", "--outer-lr", 0},
-    {"outer_momentum", "--outer-momentum", 0},
-    {"steps", "--steps", 1},
+    {"run_id", NULL, 0, NULL},
+    {"seed", "--seed", 0, NULL},
+    {"data", "--data", 0, NULL},
+    {"stages", "--stages", 0, NULL},
+    {"replicas", "--replicas", 0, NULL},
+    {"batch", "--batch", 0, NULL},
+    {"micro_batches", "--micro-batches", 0, NULL},
+    {"schedule", "--schedule", 0, NULL},
+    {"model", NULL, 0, NULL},
+    {"optimizer", "--optimizer", 0, NULL},
+    {"lr", "--lr", 0, NULL},
+    {"min_lr", "--min-lr", 0, NULL},
+    {"warmup_steps", "--warmup", 0, NULL},
+    {"weight_decay", "--weight-decay", 0, NULL},
+    {"grad_clip", "--grad-clip", 0, NULL},
+    {"betas_eps_momentum", NULL, 0, NULL},
+    {"grad_codec", "--grad-codec", 0, NULL},
+    {"grad_ef", "--grad-ef", 0, NULL},
+    {"act_codec", "--act-codec", 0, NULL},
+    {"diloco", "--diloco", 0, NULL},
+    {"outer_lr", "--outer-lr", 0, NULL},
+    {"outer_momentum", "--outer-momentum", 0, NULL},
+    {"steps", "--steps", 1, NULL},
+    {"robust", "--robust", 0, "none"},
 };
 enum { S_BIND_N = (int)WT_ARRAY_LEN(s_bind), S_BIND_VALUE = 96 };
 
@@ -125,17 +129,20 @@ static void s_bind_values(const parallel_tasklet_config *c, char v[S_BIND_N][S_B
   snprintf(v[i++], S_BIND_VALUE, "%.9g", outer ? (float)c->run.sync.outer_lr : 0.0);
   snprintf(v[i++], S_BIND_VALUE, "%.9g", outer ? (float)c->run.sync.outer_momentum : 0.0);
   snprintf(v[i++], S_BIND_VALUE, "%ld", t->steps);
+  snprintf(v[i++], S_BIND_VALUE, "%.90s", c->run.robust[0] ? c->run.robust : "none");
   assert(i == S_BIND_N);
 }
 
 char *parallel_run_binding(const parallel_tasklet_config *cfg, uint64_t run_id) {
   char v[S_BIND_N][S_BIND_VALUE];
   s_bind_values(cfg, v);
-  if (!run_id) { /* FNV-1a over the settings, each with its NUL: the same settings, the same id */
+  if (!run_id) { /* FNV-1a over the settings, each with its NUL: the same settings, the same id;
+                  * a later field holding its absent value leaves the id as it was */
     run_id = 14695981039346656037ull;
     for (int i = 1; i < S_BIND_N; i++)
-      for (size_t j = 0; j <= strlen(v[i]); j++)
-        run_id = (run_id ^ (unsigned char)v[i][j]) * 1099511628211ull;
+      if (!s_bind[i].absent || strcmp(v[i], s_bind[i].absent))
+        for (size_t j = 0; j <= strlen(v[i]); j++)
+          run_id = (run_id ^ (unsigned char)v[i][j]) * 1099511628211ull;
   }
   snprintf(v[0], S_BIND_VALUE, "%016llx", (unsigned long long)run_id);
   cJSON *o = cJSON_CreateObject();
@@ -159,14 +166,15 @@ uint64_t parallel_run_binding_id(const char *binding) {
 }
 
 /* The first row from `from` on whose values differ in was and now (parsed objects), or -1;
- * may_change rows only when `strict`. A field `was` lacks reads "(none)". */
+ * may_change rows only when `strict`. A field `was` lacks reads as its row's absent value. */
 static int s_bind_diff(const cJSON *was, const cJSON *now, int from, int strict, const char **a,
                        const char **b) {
   for (int i = from; i < S_BIND_N; i++) {
     if (s_bind[i].may_change && !strict) continue;
+    const char *absent = s_bind[i].absent ? s_bind[i].absent : "(none)";
     *a = s_bind_get(was, s_bind[i].field), *b = s_bind_get(now, s_bind[i].field);
-    if (!*a) *a = "(none)";
-    if (!*b) *b = "(none)";
+    if (!*a) *a = absent;
+    if (!*b) *b = absent;
     if (strcmp(*a, *b)) return i;
   }
   return -1;

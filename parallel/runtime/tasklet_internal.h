@@ -39,6 +39,12 @@ typedef struct {
   parallel_robust *robust;
   parallel_robust_report robust_report;
   int robust_ran;
+  /* spot checks (tasklet_spot.c): on when spot_row is set; the contribution of the replica this
+   * tasklet checks in this step (n floats), and the check's result */
+  float *spot_row;
+  int spot_target; /* the replica checked in this step, -1: none */
+  parallel_tasklet_spot spot;
+  int spot_ran;
   /* The run binding (tasklet.h): the run's id (0 until the first checkpoint or the resume sets
    * it), this run's binding text ("" until made) and the changes resumes recorded (a JSON
    * array, "" for none), which every manifest carries on. */
@@ -72,6 +78,15 @@ int parallel_tasklet_checkpoint(parallel_tasklet *k);
 
 /* Loads the step the manifest names into this tasklet. */
 int parallel_tasklet_resume(parallel_tasklet *k);
+
+/* tasklet_spot.c: spot checks. _init allocates what a run with checks needs (none: nothing);
+ * _before_sync, before the step's robust sync, asks it to keep the checked replica's
+ * contribution when this tasklet checks in this step; _after_sync, with g the synced gradient
+ * (n floats, on the host), recomputes that replica's gradient, compares and restores g. */
+void parallel_tasklet_spot_init(parallel_tasklet *k);
+void parallel_tasklet_spot_before_sync(parallel_tasklet *k, long step);
+int parallel_tasklet_spot_after_sync(parallel_tasklet *k, float *g, size_t n);
+void parallel_tasklet_spot_free(parallel_tasklet *k);
 
 /* tasklet_state.c: the stage as a state blob (tasklet.h), malloc'd into *out; and back. */
 int parallel_tasklet_state_save(parallel_tasklet *k, void **out, size_t *bytes);

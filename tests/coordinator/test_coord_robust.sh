@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test_coord_robust — a coordinator run with --robust centered-clip, 1 stage x 4 honest peers:
 # every peer trains through the robust all-gather, reports its stage's evidence in its heartbeats,
-# and the coordinator's trust record counts their syncs and excludes nobody.
+# and the coordinator's trust record counts their syncs and excludes nobody; the spot checks (every
+# 10 syncs by default) are made and all pass; every peer's compute is measured and no claim is
+# flagged.
 #   tests/coordinator/test_coord_robust.sh BIN_DIR
 BIN=$1
 . "$(dirname "$0")/harness.sh"
@@ -21,5 +23,13 @@ tr = st["trust"]
 assert len(tr) == 4, "trust records of %d peers, want 4: %s" % (len(tr), tr)
 for t in tr:
     assert 0 < t["syncs"] <= 30 and t["flagged"] <= 2, t
+    assert t["spot_failed"] == 0 and t["spot_checkers"] == 0, t
+checks = sum(t["spot_checks"] for t in tr)
+assert 1 <= checks <= 3, "%d spot checks in 30 steps, want up to 3 (steps 10, 20, 30)" % checks
+cl = st["claims"]
+assert st["peers_claim_flagged"] == 0 and len(cl) == 4, cl
+for c in cl:
+    assert c["flops_measured"] > 0 and not c["flagged"] and c["flops_placed"] == c["flops_claimed"], c
+print("spot checks: %d; measured FLOP/s: %s" % (checks, [round(c["flops_measured"] / 1e9, 2) for c in cl]))
 ' || fail "the trust record does not show the robust syncs"
 echo "test_coord_robust: all checks passed"

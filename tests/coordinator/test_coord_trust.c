@@ -5,7 +5,14 @@
  * of every sync; the liar at replica 3 reports itself clean and frames replica 0. Asserted: the
  * liar, and only it, is excluded once past --trust-flags, with the reason in /status and
  * /metrics; its key is refused when it registers again; the framed honest peer is not
- * excluded; a malformed report is dropped without effect. */
+ * excluded; a malformed report is dropped without effect.
+ * Spot checks, with a third coordinator: failed checks reported by one checker alone (a liar
+ * framing an honest peer) exclude nobody; failures of one member reported by two checkers
+ * exclude it, with the reason.
+ * Claims (coordinator/claims.c), with a second coordinator: one of four clients claims 100x
+ * the FLOP/s of the others while its heartbeats measure the same compute as theirs; it, and not
+ * a peer claiming 3x, is flagged, in /status and /metrics, and placed by its measured speed on
+ * the others' scale. */
 #include "common/common.h"
 #include "common/testing.h"
 #include "coordinator/coordinator.h"
@@ -14,6 +21,7 @@
 #include "parallel/transport/zmq.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,10 +69,15 @@ static void s_send(s_client *cl, coordinator_cmd cmd, cJSON *b) {
   cJSON_Delete(b);
 }
 
+static void s_register_claiming(s_client *cl, double flops) {
+  char body[256];
+  snprintf(body, sizeof body,
+           "{\"token\":\"\",\"device\":{\"kind\":\"cpu\",\"flops\":%g,\"memory\":1e9}}", flops);
+  s_send(cl, COORD_CMD_REGISTER, cJSON_Parse(body));
+}
+
 static void s_register(s_client *cl) {
-  s_send(
-      cl, COORD_CMD_REGISTER,
-      cJSON_Parse("{\"token\":\"\",\"device\":{\"kind\":\"cpu\",\"flops\":1e9,\"memory\":1e9}}"));
+  s_register_claiming(cl, 1e9);
 }
 
 /* Answers what the coordinator sent: BOUND to EPOCH, the probe's RESULT to its START. */
@@ -109,6 +122,9 @@ static void s_drain(s_client *cl) {
   }
 }
 
+/* The failed spot checks each client reports having made, by its rank and the rank checked. */
+static long s_spot[N][N];
+
 /* A training heartbeat: the robust sync's counts as this client reports them. liar_rank is the
  * world rank whose contribution honest clients saw left out; the liar claims replica 0's. */
 static void s_heartbeat(s_client *cl, int liar_rank, int malformed) {
@@ -118,6 +134,9 @@ static void s_heartbeat(s_client *cl, int liar_rank, int malformed) {
   cJSON_AddStringToObject(b, "state", "working");
   cJSON_AddNumberToObject(b, "step", (double)cl->step);
   cJSON_AddNumberToObject(b, "loss", 3.0);
+  cJSON *m = cJSON_AddObjectToObject(b, "compute"); /* every client computes alike */
+  cJSON_AddNumberToObject(m, "steps", (double)cl->step);
+  cJSON_AddNumberToObject(m, "s", 0.01 * (double)cl->step);
   cJSON *t = cJSON_AddObjectToObject(b, "trust");
   cJSON_AddNumberToObject(t, "syncs", (double)cl->step);
   cJSON *f = cJSON_AddArrayToObject(t, "flagged"), *why = cJSON_AddArrayToObject(t, "why");
@@ -126,6 +145,9 @@ static void s_heartbeat(s_client *cl, int liar_rank, int malformed) {
     cJSON_AddItemToArray(f, cJSON_CreateNumber(r == blamed ? (double)cl->step : 0));
     cJSON_AddItemToArray(why, cJSON_CreateString(r == blamed ? "norm" : ""));
   }
+  cJSON *spot = cJSON_AddArrayToObject(t, "spot_failed");
+  for (int r = 0; r < N; r++)
+    cJSON_AddItemToArray(spot, cJSON_CreateNumber(cl->rank >= 0 ? (double)s_spot[cl->rank][r] : 0));
   s_send(cl, COORD_CMD_HEARTBEAT, b);
 }
 
@@ -141,6 +163,145 @@ static int s_excluded(coordinator *c) {
   int n = coordinator_field_int(st, "peers_excluded", -1);
   cJSON_Delete(st);
   return n;
+}
+
+static void test_spot_exclusion(void) {
+  char dir[1200];
+  snprintf(dir, sizeof dir, "%s/spot", s_tmp);
+  coordinator_config cfg;
+  wt_config_defaults(coordinator_options(), &cfg);
+  snprintf(cfg.state_dir, sizeof cfg.state_dir, "%.1000s", dir);
+  cfg.open = 1, cfg.run.stages = 1, cfg.run.replicas = N, cfg.run.batch = 16;
+  snprintf(cfg.run.robust, sizeof cfg.run.robust, "median");
+  cfg.run.spot_check_every = 10;
+  cfg.heartbeat_s = 0.1, cfg.liveness = 100;
+  WT_TEST_REQUIRE(coordinator_config_check(&cfg) == WT_OK, "%s", wt_last_error());
+  coordinator *c = coordinator_new(&cfg);
+  WT_TEST_REQUIRE(c, "coordinator_new: %s", wt_last_error());
+  s_stop = 0;
+  pthread_t th;
+  pthread_create(&th, NULL, s_serve, c);
+  static s_client cl[N];
+  for (int i = 0; i < N; i++) s_open(&cl[i], c, 1), s_register(&cl[i]);
+  memset(s_spot, 0, sizeof s_spot);
+  int rounds = 0;
+  double t0 = wt_now_s();
+  while (wt_now_s() - t0 < 30 && s_excluded(c) < 1) {
+    int all = 1;
+    for (int i = 0; i < N; i++) s_drain(&cl[i]), all &= cl[i].training;
+    if (all) {
+      rounds++;
+      /* rank 0 frames rank 1 in every report; ranks 1 and 2 catch rank 3, from round 4 on */
+      s_spot[0][1] = rounds;
+      if (rounds == 4) s_spot[1][3] = 1;
+      if (rounds == 6) s_spot[2][3] = 1;
+      for (int i = 0; i < N; i++) s_heartbeat(&cl[i], -1, 0);
+    }
+    usleep(100000);
+  }
+  WT_TEST_REQUIRE(rounds > 0, "the clients never reached a train epoch");
+  WT_TEST_ASSERT(rounds >= 6, "excluded at round %d, before a second checker reported", rounds);
+  cJSON *st = s_status(c);
+  const cJSON *ex = cJSON_GetObjectItemCaseSensitive(st, "excluded");
+  WT_TEST_ASSERT(cJSON_GetArraySize(ex) == 1, "one peer excluded, not %d", cJSON_GetArraySize(ex));
+  const char *key = coordinator_field_str(cJSON_GetArrayItem(ex, 0), "key");
+  const char *reason = coordinator_field_str(cJSON_GetArrayItem(ex, 0), "reason");
+  int caught = -1;
+  for (int i = 0; i < N; i++)
+    if (cl[i].rank == N - 1) caught = i;
+  WT_TEST_ASSERT(caught >= 0 && !strcmp(key, cl[caught].pub),
+                 "the excluded key is the one two checkers caught: %.8s", key);
+  WT_TEST_ASSERT(strstr(reason, "failed 2 spot checks made by 2 peers"), "the reason: %s", reason);
+  printf("spot checks: excluded at round %d: %s\n", rounds, reason);
+  cJSON_Delete(st);
+  s_stop = 1;
+  pthread_join(th, NULL);
+  for (int i = 0; i < N; i++) zmq_close(cl[i].sock);
+  coordinator_destroy(&c);
+}
+
+/* The entry of /status's "claims" for the peer of key `key` (NULL: none). */
+static const cJSON *s_claim_of(const cJSON *st, const char *key) {
+  const cJSON *peers = cJSON_GetObjectItemCaseSensitive(st, "peers"), *p, *e;
+  int id = -1;
+  cJSON_ArrayForEach(p, peers) if (!strcmp(coordinator_field_str(p, "key"), key)) id =
+      atoi(coordinator_field_str(p, "id"));
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(
+                            st, "claims")) if (coordinator_field_int(e, "id", -2) == id) return e;
+  return NULL;
+}
+
+static int s_claims_flagged(coordinator *c) {
+  cJSON *st = s_status(c);
+  int n = coordinator_field_int(st, "peers_claim_flagged", -1);
+  cJSON_Delete(st);
+  return n;
+}
+
+static void test_claims(void) {
+  char dir[1200];
+  snprintf(dir, sizeof dir, "%s/claims", s_tmp);
+  coordinator_config cfg;
+  wt_config_defaults(coordinator_options(), &cfg);
+  snprintf(cfg.state_dir, sizeof cfg.state_dir, "%.1000s", dir);
+  cfg.open = 1, cfg.run.stages = 1, cfg.run.replicas = N, cfg.run.batch = 16;
+  cfg.heartbeat_s = 0.1, cfg.liveness = 100;
+  WT_TEST_REQUIRE(coordinator_config_check(&cfg) == WT_OK, "%s", wt_last_error());
+  coordinator *c = coordinator_new(&cfg);
+  WT_TEST_REQUIRE(c, "coordinator_new: %s", wt_last_error());
+  s_stop = 0;
+  pthread_t th;
+  pthread_create(&th, NULL, s_serve, c);
+  static s_client cl[N];
+  const double claim[N] = {1e11, 3e9, 1e9, 1e9}; /* 100x the others; 3x: within the band */
+  for (int i = 0; i < N; i++) s_open(&cl[i], c, 1), s_register_claiming(&cl[i], claim[i]);
+  int training = 0;
+  double t0 = wt_now_s();
+  while (wt_now_s() - t0 < 30 && s_claims_flagged(c) < 1) {
+    int all = 1;
+    for (int i = 0; i < N; i++) s_drain(&cl[i]), all &= cl[i].training;
+    if (all)
+      for (int i = 0; i < N; i++) s_heartbeat(&cl[i], -1, 0);
+    training |= all;
+    usleep(100000);
+  }
+  WT_TEST_REQUIRE(training, "the clients never reached a train epoch");
+  long flagged_at = cl[0].step;
+  for (int k = 0; k < 5; k++) { /* more reports: the flag stays on the one liar */
+    for (int i = 0; i < N; i++) s_drain(&cl[i]), s_heartbeat(&cl[i], -1, 0);
+    usleep(100000);
+  }
+  cJSON *st = s_status(c);
+  WT_TEST_ASSERT(coordinator_field_int(st, "peers_claim_flagged", -1) == 1,
+                 "one claim flagged, not %d", coordinator_field_int(st, "peers_claim_flagged", -1));
+  printf("the 100x claim flagged at its report of step %ld\n", flagged_at);
+  WT_TEST_ASSERT(flagged_at >= 3 && flagged_at <= 6,
+                 "flagged after a few lasting reports, not at step %ld", flagged_at);
+  for (int i = 0; i < N; i++) {
+    const cJSON *e = s_claim_of(st, cl[i].pub);
+    WT_TEST_ASSERT(e, "client %d has a claim record", i);
+    if (!e) continue;
+    const int flagged = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "flagged"));
+    const double placed = coordinator_field_num(e, "flops_placed", -1),
+                 measured = coordinator_field_num(e, "flops_measured", -1);
+    WT_TEST_ASSERT(flagged == (i == 0), "client %d claiming %g: flagged %d", i, claim[i], flagged);
+    WT_TEST_ASSERT(measured > 0, "client %d: measured %g FLOP/s", i, measured);
+    /* the liar computes like the 1e9 peers, so on their scale it is placed at 1e9 */
+    const double want = i == 0 ? 1e9 : claim[i];
+    WT_TEST_ASSERT(fabs(placed - want) <= 1e-3 * want, "client %d placed at %g FLOP/s, want %g", i,
+                   placed, want);
+  }
+  char *metrics = coordinator_http_metrics_render(st);
+  WT_TEST_ASSERT(metrics && strstr(metrics, "wantrain_peers_claim_flagged 1") &&
+                     strstr(metrics, "wantrain_peer_claim_flagged{id=") &&
+                     strstr(metrics, "wantrain_peer_flops_measured{id="),
+                 "/metrics shows the flagged claim:\n%s", metrics ? metrics : "(none)");
+  free(metrics);
+  cJSON_Delete(st);
+  s_stop = 1;
+  pthread_join(th, NULL);
+  for (int i = 0; i < N; i++) zmq_close(cl[i].sock);
+  coordinator_destroy(&c);
 }
 
 int main(void) {
@@ -222,6 +383,8 @@ int main(void) {
   pthread_join(th, NULL);
   for (int i = 0; i < N; i++) zmq_close(cl[i].sock);
   coordinator_destroy(&c);
+  test_claims();
+  test_spot_exclusion();
   zmq_ctx_term(s_zctx);
   char rm[1200];
   snprintf(rm, sizeof rm, "rm -rf '%s'", s_tmp);

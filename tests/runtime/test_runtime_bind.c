@@ -6,6 +6,7 @@
  *   - another batch;
  *   - a run trained with int8 + error feedback resumed without the codec (its state files would
  *     be dropped), or with error feedback off;
+ *   - a run trained with a robust aggregate resumed with another, or with the ring;
  *   - more steps are allowed: the resume goes on and the manifest records the change;
  *   - a run directory written before the binding resumes, and refuses the state files a run
  *     without their codec would drop;
@@ -114,6 +115,22 @@ static void test_dropped_codec(void) {
   WT_TEST_ASSERT(h_run_all(&h) == WT_OK && h.steps[0] == STEPS, "resumed as saved: %s", h.err[0]);
 }
 
+static void test_changed_robust(void) {
+  parallel_tasklet_config c = s_config("robust", 9);
+  snprintf(c.run.robust, sizeof c.run.robust, "centered-clip");
+  c = s_start(c);
+  snprintf(c.run.robust, sizeof c.run.robust, "none");
+  s_refused(&c, "a robust run resumed with the ring",
+            "robust was centered-clip, this run asks none; resume with --robust centered-clip");
+  snprintf(c.run.robust, sizeof c.run.robust, "median");
+  s_refused(&c, "a robust run resumed with another aggregate",
+            "robust was centered-clip, this run asks median");
+  snprintf(c.run.robust, sizeof c.run.robust, "centered-clip");
+  static h_run h;
+  h_init(&h, &c);
+  WT_TEST_ASSERT(h_run_all(&h) == WT_OK && h.steps[0] == STEPS, "resumed as saved: %s", h.err[0]);
+}
+
 /* A run directory as an older wantrain wrote it: no binding in the manifest or in any stage
  * checkpoint (state.json's "train" removed, the digests made again). It still resumes with the
  * options it was saved with; resumed without its codec, the state files it finds are refused
@@ -207,6 +224,30 @@ static void test_check_api(void) {
   WT_TEST_ASSERT(parallel_run_binding_check("run", a, b, NULL, 0) == WT_OK,
                  "settings that do not change the numbers: %s", wt_last_error());
   free(b);
+  /* A binding written before robust was bound lacks the field: it reads as the ring, and the
+   * settings' derived id is the one such a binding recorded. */
+  cJSON *old = cJSON_Parse(a);
+  cJSON_DeleteItemFromObject(old, "robust");
+  char *unbound = cJSON_PrintUnformatted(old);
+  cJSON_Delete(old);
+  c = s_config("api", 9);
+  b = parallel_run_binding(&c, 0x1234);
+  WT_TEST_ASSERT(parallel_run_binding_check("run", unbound, b, NULL, 0) == WT_OK,
+                 "a binding without robust resumes with the ring: %s", wt_last_error());
+  free(b);
+  snprintf(c.run.robust, sizeof c.run.robust, "median");
+  b = parallel_run_binding(&c, 0x1234);
+  WT_TEST_ASSERT(parallel_run_binding_check("run", unbound, b, NULL, 0) == WT_EMISMATCH &&
+                     strstr(wt_last_error(), "robust was none, this run asks median"),
+                 "a binding without robust refuses an aggregate: %s", wt_last_error());
+  free(b), free(unbound);
+  c = s_config("api", 9);
+  b = parallel_run_binding(&c, 0);
+  snprintf(c.run.robust, sizeof c.run.robust, "median");
+  char *d = parallel_run_binding(&c, 0);
+  WT_TEST_ASSERT(parallel_run_binding_id(b) != parallel_run_binding_id(d),
+                 "the aggregate takes part in the derived id");
+  free(b), free(d);
   WT_TEST_ASSERT(parallel_run_binding_check("run", "{\"seed\":\"9\"}", a, NULL, 0) == WT_ECORRUPT,
                  "a binding without a run id is malformed");
   free(a);
@@ -222,6 +263,7 @@ int main(void) {
   test_stage_from_another_run();
   test_changed_batch();
   test_dropped_codec();
+  test_changed_robust();
   test_more_steps();
   test_unbound_run();
   data_set_destroy(&s_data);

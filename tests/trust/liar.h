@@ -11,6 +11,8 @@
  *   zero   zeros (a free rider that skips its compute)
  *   stale  the contribution it made at step `from`, sent again every step after
  *   act    the activations it sends to the next stage replaced by noise of their RMS
+ *   drift  its contribution plus noise of half its norm: well scaled and pointing mostly the
+ *          right way, so only a spot check (a recompute) tells it from a gradient
  * "honest" lies not at all. */
 #ifndef WT_TESTS_TRUST_LIAR_H
 #define WT_TESTS_TRUST_LIAR_H
@@ -22,6 +24,7 @@
 #include "tests/runtime/optim_defaults.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,11 +37,12 @@ typedef enum {
   LIAR_ZERO,
   LIAR_STALE,
   LIAR_ACT,
+  LIAR_DRIFT,
   LIAR_KINDS
 } liar_kind;
 
-static const char *liar_names[LIAR_KINDS] = {"honest", "nan",  "scale", "flip",
-                                             "noise",  "zero", "stale", "act"};
+static const char *liar_names[LIAR_KINDS] = {"honest", "nan",   "scale", "flip", "noise",
+                                             "zero",   "stale", "act",   "drift"};
 
 static inline int liar_kind_parse(const char *name, liar_kind *kind) {
   for (int i = 0; i < LIAR_KINDS; i++)
@@ -48,7 +52,7 @@ static inline int liar_kind_parse(const char *name, liar_kind *kind) {
     }
   return wt_fail(WT_EINVAL,
                  "lie '%s' is unknown; use honest, nan, scale, flip, noise, zero, "
-                 "stale or act",
+                 "stale, act or drift",
                  name);
 }
 
@@ -84,6 +88,14 @@ static void liar_tamper(void *arg, long step, float *x, size_t n) {
   case LIAR_NOISE:
     liar_noise_like(l, x, n);
     break;
+  case LIAR_DRIFT: {
+    float *e = wt_xmalloc((n + 1) * sizeof *x);
+    memcpy(e, x, n * sizeof *x);
+    liar_noise_like(l, e, n);
+    for (size_t i = 0; i < n; i++) x[i] += 0.5f * e[i];
+    free(e);
+    break;
+  }
   case LIAR_ZERO:
     memset(x, 0, n * sizeof *x);
     break;
@@ -143,7 +155,18 @@ typedef struct {
   long first_flag[LR_MAX_RANKS][LR_MAX_RANKS];
   uint32_t flags[LR_MAX_RANKS][LR_MAX_RANKS];
   int robust_syncs[LR_MAX_RANKS];
-  void *state[LR_MAX_RANKS]; /* the stage blob each tasklet ended with (plain sync only) */
+  /* spot checks, per target replica (one stage): made, failed, the first failed step (0:
+   * never), and the lowest cosine a check of an honest replica saw */
+  int spot_checks[LR_MAX_RANKS], spot_failed[LR_MAX_RANKS];
+  long first_spot_fail[LR_MAX_RANKS];
+  uint32_t spot_fail_checkers[LR_MAX_RANKS]; /* bit c: checker replica c failed it */
+  long spot_second_checker[LR_MAX_RANKS];    /* the step a second checker failed it (0: never) */
+  int spot_honest;
+  double spot_seconds;  /* all checks' wall time */
+  int spot_liar_passed; /* checks of a liar, at a step it lied at, that passed */
+  double spot_honest_min_cos;
+  double spot_honest_max_dev; /* the largest |norm ratio - 1| of those */
+  void *state[LR_MAX_RANKS];  /* the stage blob each tasklet ended with (plain sync only) */
   size_t state_bytes[LR_MAX_RANKS];
   int keep_state;
 } lr_run;
@@ -153,8 +176,36 @@ static int lr_is_liar(const lr_run *h, int stage, int replica) {
   return h->lie != LIAR_HONEST && stage == h->liar_stage && replica >= R - h->liars;
 }
 
+static pthread_mutex_t lr_spot_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Counts a checker's spot check (checkers are any replica: under a lock). */
+static void lr_spot(lr_run *h, const parallel_tasklet_step *st) {
+  const parallel_tasklet_spot *sp = st->spot;
+  if (sp->target < 0 || sp->target >= LR_MAX_RANKS) return;
+  pthread_mutex_lock(&lr_spot_mu);
+  h->spot_checks[sp->target]++;
+  h->spot_seconds += sp->seconds;
+  if (sp->failed) {
+    h->spot_failed[sp->target]++;
+    if (!h->first_spot_fail[sp->target]) h->first_spot_fail[sp->target] = st->info.step;
+    h->spot_fail_checkers[sp->target] |= 1u << (sp->checker & 31);
+    if (!h->spot_second_checker[sp->target] &&
+        __builtin_popcount(h->spot_fail_checkers[sp->target]) >= 2)
+      h->spot_second_checker[sp->target] = st->info.step;
+  }
+  if (lr_is_liar(h, st->stage, sp->target) && st->info.step >= h->from && !sp->failed)
+    h->spot_liar_passed++;
+  if (!lr_is_liar(h, st->stage, sp->target)) {
+    if (!h->spot_honest++ || sp->cosine < h->spot_honest_min_cos)
+      h->spot_honest_min_cos = sp->cosine;
+    h->spot_honest_max_dev = fmax(h->spot_honest_max_dev, fabs(sp->norm_ratio - 1));
+  }
+  pthread_mutex_unlock(&lr_spot_mu);
+}
+
 static void lr_on_step(void *arg, const parallel_tasklet_step *st) {
   lr_run *h = arg;
+  if (st->spot) lr_spot(h, st);
   const long i = st->info.step - 1;
   if (st->stage == 0 && st->replica == 0 && i >= 0 && i < LR_MAX_STEPS) h->loss[i] = st->info.loss;
   if (st->replica != 0 || !st->robust) return;

@@ -8,7 +8,11 @@
  *  - the same lies through the plain ring ruin the run (the test could fail);
  *  - DiLoCo's outer step flags a liar at its first outer step;
  *  - corrupted activations to the next stage: the robust sync runs through them, flagging no
- *    honest replica (their detection is for spot checks). */
+ *    honest replica;
+ *  - spot checks: on an honest run they all pass and change nothing (the same stage bitwise as
+ *    without them); a drift liar (its gradient plus noise of half its norm) fails every check
+ *    of it from the step it starts lying, no honest replica fails one; none are made with two
+ *    stages. */
 #include "common/testing.h"
 #include "model/trainer.h"
 #include "tests/trust/liar.h"
@@ -143,6 +147,47 @@ static void test_activations(float ring2) {
          s_final(h), ring2, h->flagged[1][3], h->flagged[0][3]);
 }
 
+static void test_spot_checks(void) {
+  parallel_tasklet_config c = s_config(1, "median");
+  lr_run *h = s_run(c, LIAR_HONEST, 0, 1);
+  void *plain = wt_xmalloc(h->state_bytes[0]);
+  const size_t plain_bytes = h->state_bytes[0];
+  memcpy(plain, h->state[0], plain_bytes);
+  c.run.spot_check_every = 2;
+  h = s_run(c, LIAR_HONEST, 0, 1);
+  int checks = 0, failed = 0;
+  for (int r = 0; r < 4; r++) checks += h->spot_checks[r], failed += h->spot_failed[r];
+  WT_TEST_ASSERT(checks == STEPS / 2 && !failed, "honest: %d checks (want %d), %d failed", checks,
+                 STEPS / 2, failed);
+  WT_TEST_ASSERT(h->spot_honest_min_cos >= PARALLEL_TASKLET_SPOT_COSINE,
+                 "honest: lowest cosine %.6f", h->spot_honest_min_cos);
+  WT_TEST_ASSERT(h->state_bytes[0] == plain_bytes && !memcmp(h->state[0], plain, plain_bytes),
+                 "spot checks changed the training");
+  s_check_identical(h, "spot checks");
+  printf("spot checks, honest: %d checks, lowest cosine %.6f, largest norm deviation %.2e\n",
+         checks, h->spot_honest_min_cos, h->spot_honest_max_dev);
+  free(plain);
+  c.run.spot_check_every = 1;
+  h = s_run(c, LIAR_DRIFT, 0, 1);
+  WT_TEST_ASSERT(h->spot_failed[3] > 0 && !h->spot_liar_passed && h->first_spot_fail[3] >= FROM,
+                 "drift: the liar failed %d of %d checks (%d passed while it lied), first at "
+                 "step %ld (lies from %d)",
+                 h->spot_failed[3], h->spot_checks[3], h->spot_liar_passed, h->first_spot_fail[3],
+                 FROM);
+  for (int r = 0; r < 3; r++)
+    WT_TEST_ASSERT(!h->spot_failed[r], "drift: honest replica %d failed %d checks", r,
+                   h->spot_failed[r]);
+  printf("lie drift, median: loss %.4f; the liar failed %d of %d spot checks, its contribution "
+         "left out of %d syncs\n",
+         s_final(h), h->spot_failed[3], h->spot_checks[3], h->flagged[0][3]);
+  c = s_config(2, "median");
+  c.run.spot_check_every = 1;
+  h = s_run(c, LIAR_HONEST, 0, 1);
+  WT_TEST_ASSERT(!h->spot_checks[0] && !h->spot_checks[1] && !h->spot_checks[2] &&
+                     !h->spot_checks[3],
+                 "two stages: no spot checks are made");
+}
+
 int main(void) {
   data_synth_config sc = data_synth_default();
   sc.n_tokens = 20000;
@@ -153,6 +198,7 @@ int main(void) {
   test_lies(ring);
   test_diloco();
   test_activations(s_final(s_run(s_config(2, "none"), LIAR_HONEST, 0, 1)));
+  test_spot_checks();
   lr_free(&s_h);
   data_set_destroy(&s_data);
   if (wt_test_failures) fprintf(stderr, "%d failure(s)\n", wt_test_failures);

@@ -15,14 +15,14 @@
 
 typedef struct {
   char lie[WT_CONFIG_STR_MAX], robust[WT_CONFIG_STR_MAX], grad_codec[WT_CONFIG_STR_MAX];
-  int stages, replicas, liars, steps, batch, diloco, from, trust_flags, channels;
+  int stages, replicas, liars, steps, batch, diloco, from, trust_flags, channels, spot_every;
   long long seed;
 } s_args;
 
 #define F(x) offsetof(s_args, x)
 static const wt_option s_options[] = {
     {"lie", WT_OPT_CHOICE, F(lie), 0, 0, "honest", "what the liars do",
-     "honest|nan|scale|flip|noise|zero|stale|act"},
+     "honest|nan|scale|flip|noise|zero|stale|act|drift"},
     {"robust", WT_OPT_CHOICE, F(robust), 0, 0, "none", "the sync's aggregate",
      "none|trimmed-mean|median|centered-clip"},
     {"grad-codec", WT_OPT_CHOICE, F(grad_codec), 0, 0, "none", "gradient codec",
@@ -36,6 +36,8 @@ static const wt_option s_options[] = {
     {"from", WT_OPT_INT, F(from), 1, LR_MAX_STEPS, "1", "the first step the liars lie at", 0},
     {"trust-flags", WT_OPT_INT, F(trust_flags), 0, 1000, "5", "the run's exclusion threshold", 0},
     {"channels", WT_OPT_INT, F(channels), 8, 512, "32", "model width C (2 heads, 2 layers)", 0},
+    {"spot-check-every", WT_OPT_INT, F(spot_every), 0, 1000, "0",
+     "a spot check every N syncs (0: none)", 0},
     {"seed", WT_OPT_INT64, F(seed), 0, 1e9, "1", "seed of the weights and data", 0},
     {0}};
 
@@ -52,6 +54,7 @@ static parallel_tasklet_config s_config(const s_args *a, const data_set *data) {
   c.run.sync.diloco = a->diloco;
   snprintf(c.run.robust, sizeof c.run.robust, "%.15s", a->robust); /* choices: short */
   snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "%.15s", a->grad_codec);
+  c.run.spot_check_every = a->spot_every;
   return c;
 }
 
@@ -81,6 +84,26 @@ static void s_print(const s_args *a, const lr_run *h, int rc) {
         honest_max = WT_MAX(honest_max, n);
       }
     }
+  int spot_checks = 0, liar_spot_failed = 0, honest_spot_failed = 0;
+  long first_spot = 0, spot_excluded_at = 0;
+  int liars_spot_excluded = 0;
+  double compute_s = 0;
+  for (int r = 0; r < R; r++) {
+    spot_checks += h->spot_checks[r];
+    if (lr_is_liar(h, 0, r)) {
+      liar_spot_failed += h->spot_failed[r];
+      if (h->first_spot_fail[r] && (!first_spot || h->first_spot_fail[r] < first_spot))
+        first_spot = h->first_spot_fail[r];
+      if (h->spot_second_checker[r]) {
+        liars_spot_excluded++;
+        if (!spot_excluded_at || h->spot_second_checker[r] < spot_excluded_at)
+          spot_excluded_at = h->spot_second_checker[r];
+      }
+    } else {
+      honest_spot_failed += h->spot_failed[r];
+    }
+  }
+  for (int w = 0; w < R * S; w++) compute_s += h->res[w].compute_s;
   const parallel_tasklet_result *r0 = &h->res[0];
   char l1[32], l2[32];
   const int syncs = a->diloco ? (a->steps + a->diloco - 1) / a->diloco : a->steps;
@@ -88,12 +111,18 @@ static void s_print(const s_args *a, const lr_run *h, int rc) {
          "\"liars\":%d,\"seed\":%lld,\"steps\":%d,\"diloco\":%d,\"ok\":%s,\"final_loss\":%s,"
          "\"val_loss\":%s,\"syncs\":%d,\"liar_first_flag\":%ld,\"liar_flagged\":%d,"
          "\"honest_flagged\":%d,\"honest_flagged_max\":%d,\"liars_excluded\":%d,"
-         "\"honest_excluded\":%d,\"bytes_data_per_sync\":%.0f,\"reduce_ms_per_sync\":%.3f}\n",
+         "\"honest_excluded\":%d,\"bytes_data_per_sync\":%.0f,\"reduce_ms_per_sync\":%.3f,"
+         "\"spot_check_every\":%d,\"spot_checks\":%d,\"liar_spot_failed\":%d,"
+         "\"liar_first_spot_fail\":%ld,\"liars_spot_excluded\":%d,\"spot_excluded_at\":%ld,"
+         "\"honest_spot_failed\":%d,\"compute_s\":%.4f,"
+         "\"spot_s\":%.4f,\"seconds\":%.4f}\n",
          a->lie, a->robust, a->grad_codec, S, R, a->liars, a->seed, a->steps, a->diloco,
          rc == WT_OK ? "true" : "false", s_num(rc == WT_OK ? r0->last_loss : NAN, l1),
          s_num(rc == WT_OK ? r0->last_val_loss : NAN, l2), syncs, first, liar_flagged,
          honest_flagged, honest_max, liars_out, honest_out, (double)r0->bytes_data / syncs,
-         1e3 * r0->reduce_s / syncs);
+         1e3 * r0->reduce_s / syncs, a->spot_every, spot_checks, liar_spot_failed, first_spot,
+         liars_spot_excluded, spot_excluded_at, honest_spot_failed, compute_s, h->spot_seconds,
+         r0->seconds);
 }
 
 int main(int argc, char **argv) {
