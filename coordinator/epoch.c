@@ -290,7 +290,7 @@ static int s_holds(coordinator *c, int rank, int stage, long step) {
  * the latest complete checkpoint; a member that does not hold its stage at that step receives it
  * from one that does (spread over them). Otherwise, and after an epoch that made no progress
  * (a hand-over may be what failed), everyone loads the checkpoint. A stateful run (DiLoCo, error
- * feedback, delta activation caches) always loads the checkpoint: the held states carry the
+ * feedback, delta activation caches, ZeRO-1's sharded optimizer) always loads the checkpoint: the held states carry the
  * weights and optimizer only, while each replica's own sync state lives in its .state file of
  * the checkpoint, and a peer replacing a lost replica must start from that replica's file. The
  * steps since the checkpoint are trained again. */

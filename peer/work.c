@@ -471,8 +471,9 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   pthread_mutex_unlock(&w->mu);
   WT_CHECK(parallel_tasklet_config_validate(&c, parallel_comm_size(world)));
   const cJSON *from = cJSON_GetObjectItemCaseSensitive(t, "state_from");
-  /* A stateful run (DiLoCo, error feedback, delta caches) keeps no state between epochs: the
-   * coordinator restarts it from its checkpoint, which holds what a hand-over cannot. */
+  /* A stateful run (DiLoCo, error feedback, delta caches, ZeRO-1) keeps no state between
+   * epochs: the coordinator restarts it from its checkpoint, which holds what a hand-over
+   * cannot. */
   const int stateful = parallel_run_config_stateful(&w->run);
   if (stateful && from)
     return wt_fail(WT_EINVAL, "the coordinator asks for a state hand-over in a run with DiLoCo, "

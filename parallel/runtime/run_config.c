@@ -120,7 +120,7 @@ int parallel_run_config_check(parallel_run_config *run) {
 
 int parallel_run_config_stateful(const parallel_run_config *run) {
   const int lossy_ef = strcmp(run->sync.grad_codec, "none") && strcmp(run->sync.grad_ef, "off");
-  return run->sync.diloco > 0 || lossy_ef || !strncmp(run->act_codec, "delta", 5);
+  return run->sync.diloco > 0 || lossy_ef || !strncmp(run->act_codec, "delta", 5) || run->zero;
 }
 
 int parallel_run_config_excludes(const parallel_run_config *run, long flagged, long syncs) {

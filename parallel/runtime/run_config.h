@@ -226,7 +226,8 @@ int parallel_run_config_check(parallel_run_config *run);
 
 /* 1 when the run keeps state across steps that an in-memory hand-over of a stage cannot carry:
  * DiLoCo's outer state, error-feedback residuals around a lossy gradient codec, delta
- * activation caches. For a checked run (sync.grad_ef resolved; "auto" counts as on). */
+ * activation caches, ZeRO-1's optimizer state sharded over the replicas. For a checked run
+ * (sync.grad_ef resolved; "auto" counts as on). */
 int parallel_run_config_stateful(const parallel_run_config *run);
 
 /* The one exclusion rule (docs/trust.md): 1 when a peer whose contributions the robust sync left

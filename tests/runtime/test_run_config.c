@@ -167,6 +167,8 @@ static void test_preset_and_stateful(void) {
   WT_TEST_ASSERT(parallel_run_config_stateful(&s), "delta activations keep caches");
   snprintf(s.act_codec, sizeof s.act_codec, "direct8");
   WT_TEST_ASSERT(!parallel_run_config_stateful(&s), "direct8 keeps none");
+  s = r, s.zero = 1;
+  WT_TEST_ASSERT(parallel_run_config_stateful(&s), "ZeRO-1 shards its optimizer state");
 }
 
 /* The run's robust row names exactly the aggregates the collectives know: each choice parses,

@@ -2,7 +2,7 @@
  *  - usage errors exit 2 with a message (unknown flag, bad schedule, a split that cannot work);
  *  - 2 stages × 2 replicas, 4 × 1 and 1 × 4 with SGD and no compression: every step's loss (from
  *    --json-log) equals `wantrain train` with the same global batch and R·m micro-batches to a
- *    relative 1e-5, and the summary reports bytes per link class;
+ *    relative 1e-5, and the summary reports bytes per link class; so does 1 × 2 with ZeRO-1;
  *  - --scenario emulates a netsim scenario's links (a 40 ms pipeline cut makes every iteration
  *    take at least 80 ms), the coordinator places the tasklets with --solver or as --assignment
  *    says, and netsim's prediction is printed beside the measured iteration time;
@@ -69,13 +69,13 @@ static void test_usage(void) {
                  "%s", g_out);
 }
 
-static void s_equivalence(int stages, int replicas, int m) {
+static void s_equivalence(int stages, int replicas, int m, const char *extra) {
   char args[1024], log[64];
-  snprintf(log, sizeof log, "launch-%dx%d.jsonl", stages, replicas);
+  snprintf(log, sizeof log, "launch-%dx%d%s.jsonl", stages, replicas, extra[0] ? "-x" : "");
   snprintf(args, sizeof args,
            "launch " MODEL " --stages %d --replicas %d --micro-batches %d --timeout 30 "
-           "--json-log %s",
-           stages, replicas, m, log);
+           "--json-log %s %s",
+           stages, replicas, m, log, extra);
   int rc = s_wantrain("", args);
   WT_TEST_ASSERT(rc == 0 && strstr(g_out, "done: 5 steps") && strstr(g_out, "bytes sent:") &&
                      strstr(g_out, "0 messages refused"),
@@ -271,9 +271,10 @@ int main(void) {
   snprintf(g_tmp, sizeof g_tmp, "/tmp/wt_launchXXXXXX");
   WT_TEST_REQUIRE(mkdtemp(g_tmp), "mkdtemp");
   test_usage();
-  s_equivalence(2, 2, 2);
-  s_equivalence(4, 1, 2);
-  s_equivalence(1, 4, 1);
+  s_equivalence(2, 2, 2, "");
+  s_equivalence(4, 1, 2, "");
+  s_equivalence(1, 4, 1, "");
+  s_equivalence(1, 2, 1, "--zero 1");
   test_scenario();
   test_failure();
   test_validation_and_time_limit();
