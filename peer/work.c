@@ -477,7 +477,7 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   const int stateful = parallel_run_config_stateful(&w->run);
   if (stateful && from)
     return wt_fail(WT_EINVAL, "the coordinator asks for a state hand-over in a run with DiLoCo, "
-                              "error feedback or delta activation caches, which only its "
+                              "ZeRO-1, error feedback or delta activation caches, which only its "
                               "checkpoint can restore");
   if (stateful) peer_held_clear(w->held); /* nothing to hand over or to report as held */
   const void *in = NULL;
