@@ -137,33 +137,6 @@ static void s_progress(const coordinator *c, cJSON *o) {
   s_num(o, "predicted_iteration_comm_s", c->cost_ga * (c->scenario ? c->cfg.time_scale : 1));
 }
 
-#define S_LINKS_PEERS 32 /* the probed links of at most this many peers (the live ones first) */
-
-/* The probed links among the peers in the table, one object per measured direction:
- * {"from": id, "to": id, "latency_s", "bandwidth_Bps"}; ids are strings, as in "peers". */
-static void s_probed_links(const coordinator *c, cJSON *o) {
-  int who[S_LINKS_PEERS], n = 0;
-  for (int pass = 0; pass < 2; pass++)
-    for (int i = 0; i < c->n_peers && n < S_LINKS_PEERS; i++)
-      if ((c->peers[i].status == PEER_LIVE) == (pass == 0)) who[n++] = i;
-  cJSON *links = cJSON_AddArrayToObject(o, "probed_links");
-  for (int x = 0; x < n; x++)
-    for (int y = 0; y < n; y++) {
-      int a = who[x], b = who[y];
-      double lat = -1, bw = -1;
-      if (a == b || !coord_link_get(c, a, b, &lat, &bw) || lat < 0 || bw <= 0) continue;
-      char from[16], to[16];
-      snprintf(from, sizeof from, "%d", c->peers[a].id);
-      snprintf(to, sizeof to, "%d", c->peers[b].id);
-      cJSON *l = cJSON_CreateObject();
-      cJSON_AddStringToObject(l, "from", from);
-      cJSON_AddStringToObject(l, "to", to);
-      cJSON_AddNumberToObject(l, "latency_s", lat);
-      cJSON_AddNumberToObject(l, "bandwidth_Bps", bw);
-      cJSON_AddItemToArray(links, l);
-    }
-}
-
 /* The newest events (joins, losses, epochs, checkpoints, promotions ...), oldest first. */
 static void s_events(const coordinator *c, cJSON *o) {
   cJSON *events = cJSON_AddArrayToObject(o, "events");
@@ -281,7 +254,6 @@ cJSON *coord_status(coordinator *c) {
   s_admission(o, c);
   if (c->last_error[0]) cJSON_AddStringToObject(o, "last_error", c->last_error);
   s_progress(c, o);
-  s_probed_links(c, o);
   s_events(c, o);
   return o;
 }

@@ -52,19 +52,23 @@ static inline void fake_coordinator_members(cJSON *st, int g) {
   cJSON_AddNumberToObject(st, "predicted_cost_random_s", 5.0);
   cJSON_AddNumberToObject(st, "refused", 3 + g);
   cJSON_AddNumberToObject(st, "handshakes_failed", 7);
-  cJSON *links = cJSON_AddArrayToObject(st, "probed_links");
-  for (int a = 1; a <= 3; a++)
+  /* the probe matrix of peers 1..3 (peer 4 was never probed): a to b in (10a + b) ms at
+   * (a + b) MB/s */
+  cJSON *probe = cJSON_AddObjectToObject(st, "probe");
+  cJSON *ids = cJSON_AddArrayToObject(probe, "peers");
+  cJSON *lat = cJSON_AddArrayToObject(probe, "latency_s");
+  cJSON *bw = cJSON_AddArrayToObject(probe, "bandwidth_Bps");
+  for (int a = 1; a <= 3; a++) {
+    cJSON_AddItemToArray(ids, cJSON_CreateNumber(a));
+    cJSON *lrow = cJSON_CreateArray(), *brow = cJSON_CreateArray();
     for (int b = 1; b <= 3; b++) {
-      if (a == b) continue;
-      char from[8], to[8];
-      snprintf(from, sizeof from, "%d", a), snprintf(to, sizeof to, "%d", b);
-      cJSON *l = cJSON_CreateObject();
-      cJSON_AddStringToObject(l, "from", from);
-      cJSON_AddStringToObject(l, "to", to);
-      cJSON_AddNumberToObject(l, "latency_s", (10 * a + b) / 1000.0);
-      cJSON_AddNumberToObject(l, "bandwidth_Bps", (a + b) * 1e6);
-      cJSON_AddItemToArray(links, l);
+      cJSON_AddItemToArray(lrow,
+                           a == b ? cJSON_CreateNull() : cJSON_CreateNumber((10 * a + b) / 1000.0));
+      cJSON_AddItemToArray(brow, a == b ? cJSON_CreateNull() : cJSON_CreateNumber((a + b) * 1e6));
     }
+    cJSON_AddItemToArray(lat, lrow);
+    cJSON_AddItemToArray(bw, brow);
+  }
   cJSON *events = cJSON_AddArrayToObject(st, "events");
   const char *kinds[] = {"joined", "epoch", "checkpoint"};
   for (int k = 0; k < 3; k++) {

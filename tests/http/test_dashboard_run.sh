@@ -59,7 +59,9 @@ if not d.by_id.get("it-measured", "-").endswith(" ms"):
 # "<latency> ms <bandwidth> bit/s", each pair measured in at least one direction, as /status has it
 links = {k: v for k, v in d.links.items() if k[0] != k[1]}
 measured = {k for k, v in links.items() if v != "-"}
-served = {(l["from"], l["to"]) for l in after["probed_links"]}
+pr = after["probe"]
+served = {(str(a), str(b)) for i, a in enumerate(pr["peers"]) for j, b in enumerate(pr["peers"])
+          if i != j and (pr["bandwidth_Bps"][i][j] or -1) > 0}
 pairs = {tuple(sorted(k)) for k in measured}
 if (len(links) != 20 or len(pairs) != 10 or not measured <= served
         or not all(links[k].endswith("bit/s") and " ms " in links[k] for k in measured)):
