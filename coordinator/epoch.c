@@ -929,6 +929,10 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
       fmax(p->bytes_inter_raw,
            cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "bytes_inter_raw")));
   if (ok && !strcmp(c->epoch_kind, "probe")) coord_probe_on_result(c, p, body);
+  /* a run shorter than a heartbeat shows its first loss only here */
+  const double first = coordinator_field_num(body, "first_loss", NAN);
+  if (!strcmp(c->epoch_kind, "train") && isnan(c->first_loss) && isfinite(first))
+    c->first_loss = first;
   if (!ok) {
     /* The cause, not its echoes: when one tasklet fails, its neighbours fail next with a lost
      * link or a deadline (WT_EIO / WT_ETIMEOUT), and their reports may arrive first. */

@@ -632,6 +632,7 @@ cJSON *peer_work_result(peer_work *w) {
   cJSON_AddNumberToObject(b, "bytes_inter", w->bytes_inter);
   cJSON_AddNumberToObject(b, "bytes_inter_raw", w->bytes_inter_raw);
   if (isfinite(w->loss)) cJSON_AddNumberToObject(b, "loss", w->loss);
+  if (isfinite(w->first_loss)) cJSON_AddNumberToObject(b, "first_loss", w->first_loss);
   peer_work_trust_json(w, b);
   if (w->held->step > 0) { /* what this peer can start the next epoch from or hand over */
     cJSON_AddNumberToObject(b, "held_stage", w->held->stage);
