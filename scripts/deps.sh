@@ -7,7 +7,8 @@ PACKAGES=(build-essential cmake pkg-config git
           libcjson-dev libsqlite3-dev libmicrohttpd-dev libutf8proc-dev
           clang libclang-rt-14-dev gnuplot-nox zlib1g-dev
           chromium   # headless, for the dashboard page test (tests/http)
-          python3 curl)  # the integration tests read /status and JSON logs with them
+          python3 curl   # the integration tests read /status and JSON logs with them
+          iproute2)      # ip netns and tc tbf, for the kernel-shaped network test (tests/netns)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
