@@ -1,7 +1,8 @@
 /* bench_collectives — what users compare: the ring all-reduce over the ZeroMQ transport among
  * p forked processes on loopback, with sealed links and with --insecure ones, at 1, 4, 16 and
  * 64 MiB (up to --mib), beside references measured in the same run:
- *  1. a lone pair of processes streaming --pair-mib MiB in 256 KiB messages over (a) plain
+ *  1. a lone pair of processes streaming --pair-mib MiB in --pair-msg-kib messages (256 KiB;
+ *     larger ones cross the transport in chunks) over (a) plain
  *     ZeroMQ PUSH/PULL (plaintext, no transport code), (c) the same with CurveZMQ, (s) the
  *     transport with sealed links (send + recv_view, one copy on the send side, as the ring's
  *     frames) and (i) the transport with insecure links; back to back per run, so they share
@@ -12,11 +13,12 @@
  *  3. shaped (--beta > 0): every link emulates bandwidth β; the all-reduce of --mib MiB against
  *     the bound 2(p−1)/p · n/β (target ≥ 0.85).
  * Medians over --runs repetitions. Prints a table, then one JSON line:
- *   {"bench":"collectives","procs":..,"runs":..,"cores":..,"cipher":..,"pair_mib":..,
+ *   {"bench":"collectives","procs":..,"runs":..,"cores":..,"cipher":..,"pair_mib":..,"pair_msg_kib":..,
  *    "pair_plain_GBps":..,"pair_curve_GBps":..,"pair_sealed_GBps":..,"pair_insecure_GBps":..,
  *    "sealed_of_plain":..,"allreduce":[{"mib":..,"sealed_s":..,"sealed_bus_GBps":..,
  *    "insecure_s":..,"insecure_bus_GBps":..},..],"beta_Bps":..,"shaped_of_bound":..,"loadavg":..}
- *   build/bin/bench-collectives [--procs 4] [--mib 64] [--runs 5] [--pair-mib 256] [--beta 10e6]
+ *   build/bin/bench-collectives [--procs 4] [--mib 64] [--runs 5] [--pair-mib 256]
+ *                              [--pair-msg-kib 256] [--beta 10e6]
  * The load average is printed too: on a shared machine every number here is CPU-bound.
  */
 #include "parallel/collectives/collectives.h"
@@ -36,12 +38,12 @@
 
 #define S_MAX_RUNS 50
 #define S_NSIZES 4
-#define S_MSG ((size_t)256 << 10) /* stream message size */
+#define S_MSG ((size_t)256 << 10) /* message size of the warm-up streams */
 
 static const int s_sizes[S_NSIZES] = {1, 4, 16, 64}; /* MiB; those ≤ --mib, and --mib itself */
 
 typedef struct {
-  int procs, mib, runs, pair_mib;
+  int procs, mib, runs, pair_mib, pair_msg_kib;
   double beta;
 } bench_cfg;
 
@@ -52,6 +54,8 @@ static const wt_option s_options[] = {
      "repetitions of each measurement (median)", NULL},
     {"pair-mib", WT_OPT_INT, offsetof(bench_cfg, pair_mib), 1, 4096, "256",
      "bytes one pair streams per run, MiB", NULL},
+    {"pair-msg-kib", WT_OPT_INT, offsetof(bench_cfg, pair_msg_kib), 1, 1 << 20, "256",
+     "size of the pair's messages, KiB", NULL},
     {"beta", WT_OPT_FLOAT, offsetof(bench_cfg, beta), 0, 1e11, "10e6",
      "emulated link bandwidth of the shaped run, bytes/s, 0 to skip it (keep it well below what "
      "the unshaped ring moves, or the run measures the CPU instead of the emulation)",
@@ -141,13 +145,13 @@ static int s_stream(void *push, void *pull, int sending, int receiving, size_t b
   return rc;
 }
 
-/* Streams `bytes` from rank 0 to rank 1 over the transport in S_MSG messages: sent from one
+/* Streams `bytes` from rank 0 to rank 1 over the transport in `msg`-byte messages: sent from one
  * buffer (copied into the frame, as the ring's pieces are), received in place (recv_view). */
-static int s_comm_stream(parallel_comm *c, size_t bytes, uint8_t *buf, double *out) {
+static int s_comm_stream(parallel_comm *c, size_t bytes, size_t msg, uint8_t *buf, double *out) {
   int me = parallel_comm_rank(c), rc = parallel_comm_barrier(c);
   double t0 = wt_now_s();
-  for (size_t done = 0; rc == WT_OK && done < bytes; done += S_MSG) {
-    size_t len = WT_MIN(S_MSG, bytes - done), got = 0;
+  for (size_t done = 0; rc == WT_OK && done < bytes; done += msg) {
+    size_t len = WT_MIN(msg, bytes - done), got = 0;
     if (me == 0) {
       rc = parallel_comm_send(c, 1, 3, buf, len);
     } else {
@@ -212,26 +216,27 @@ static void s_raw_close(void *zctx, void *push, void *pull) {
 static int s_pair_fn(parallel_comm *c, void *arg) {
   s_shared *sh = arg;
   int me = parallel_comm_rank(c), comm_only = sh->cfg.procs < 0;
-  size_t bytes = (size_t)sh->cfg.pair_mib << 20;
+  size_t bytes = (size_t)sh->cfg.pair_mib << 20, msg = (size_t)sh->cfg.pair_msg_kib << 10;
   void *zp = NULL, *pp = NULL, *lp = NULL, *zc = NULL, *pc = NULL, *lc = NULL;
   if (!comm_only) {
     WT_CHECK(s_raw_pair(c, 0, &zp, &pp, &lp));
     WT_CHECK(s_raw_pair(c, 1, &zc, &pc, &lc));
   }
-  uint8_t *buf = wt_xmalloc(S_MSG);
-  memset(buf, 0x5a, S_MSG);
+  size_t cap = WT_MAX(msg, S_MSG);
+  uint8_t *buf = wt_xmalloc(cap);
+  memset(buf, 0x5a, cap);
   double t = 0;
   int rc = WT_OK;
   /* Warm-up: handshakes, sessions, page faults. */
   if (!comm_only) rc = s_stream(pp, lp, me == 0, me == 1, S_MSG * 8, S_MSG, c, &t);
   if (!comm_only && rc == WT_OK) rc = s_stream(pc, lc, me == 0, me == 1, S_MSG * 8, S_MSG, c, &t);
-  if (rc == WT_OK) rc = s_comm_stream(c, S_MSG * 8, buf, &t);
+  if (rc == WT_OK) rc = s_comm_stream(c, S_MSG * 8, S_MSG, buf, &t);
   for (int r = 0; rc == WT_OK && r < sh->cfg.runs; r++) {
     if (!comm_only) {
-      rc = s_stream(pp, lp, me == 0, me == 1, bytes, S_MSG, c, &sh->plain_s[r]);
-      if (rc == WT_OK) rc = s_stream(pc, lc, me == 0, me == 1, bytes, S_MSG, c, &sh->curve_s[r]);
+      rc = s_stream(pp, lp, me == 0, me == 1, bytes, msg, c, &sh->plain_s[r]);
+      if (rc == WT_OK) rc = s_stream(pc, lc, me == 0, me == 1, bytes, msg, c, &sh->curve_s[r]);
     }
-    if (rc == WT_OK) rc = s_comm_stream(c, bytes, buf, &t);
+    if (rc == WT_OK) rc = s_comm_stream(c, bytes, msg, buf, &t);
     if (me == 0) sh->comm_s[r] = t;
   }
   free(buf);
@@ -333,7 +338,9 @@ int main(int argc, char **argv) {
   printf("ZeroMQ transport, %d processes on %ld cores, median of %d runs (load average %.1f), "
          "sealed with %s\n",
          p, cores, cfg.runs, load[0], cipher);
-  printf("%-52s %10s %10s\n", "lone pair, 256 KiB messages", "seconds", "GB/s");
+  char pair_title[64];
+  snprintf(pair_title, sizeof pair_title, "lone pair, %d KiB messages", cfg.pair_msg_kib);
+  printf("%-52s %10s %10s\n", pair_title, "seconds", "GB/s");
   printf("%-52s %10.3f %10.3f\n", "(a) plain ZeroMQ, plaintext", s_median(plain_s, cfg.runs),
          gb_plain);
   printf("%-52s %10.3f %10.3f\n", "(c) plain ZeroMQ, CurveZMQ", s_median(curve_s, cfg.runs),
@@ -357,10 +364,10 @@ int main(int argc, char **argv) {
            cfg.mib, cfg.beta, shaped_s, bound_s / shaped_s, bound_s,
            bound_s / shaped_s >= 0.85 ? "met" : "NOT met");
   printf("{\"bench\":\"collectives\",\"procs\":%d,\"runs\":%d,\"cores\":%ld,\"cipher\":\"%s\","
-         "\"pair_mib\":%d,\"pair_plain_GBps\":%.4f,\"pair_curve_GBps\":%.4f,"
+         "\"pair_mib\":%d,\"pair_msg_kib\":%d,\"pair_plain_GBps\":%.4f,\"pair_curve_GBps\":%.4f,"
          "\"pair_sealed_GBps\":%.4f,\"pair_insecure_GBps\":%.4f,\"sealed_of_plain\":%.4f,"
          "\"allreduce\":[",
-         p, cfg.runs, cores, cipher, cfg.pair_mib, gb_plain, gb_curve, gb_sealed, gb_insecure,
+         p, cfg.runs, cores, cipher, cfg.pair_mib, cfg.pair_msg_kib, gb_plain, gb_curve, gb_sealed, gb_insecure,
          gb_sealed / gb_plain);
   for (int k = 0; k < sh->nsizes; k++) {
     double n = (double)((size_t)sh->mib[k] << 20);
