@@ -48,7 +48,7 @@ typedef struct s_in {
   struct s_in *next;
   int tag;
   size_t bytes;
-  int nparts;
+  int nparts, cap_parts; /* cap_parts: room in parts while chunks are added (zmq_recv.c) */
   zmq_msg_t *parts;
   double ready_at; /* wall time the emulated downlink has delivered it (0: at once) */
 } s_in;
@@ -78,6 +78,10 @@ typedef struct {
    * session randoms seen from this peer (an old one is a replayed hello). */
   parallel_zmq_aead rx;
   uint64_t rx_next;
+  /* The receiver thread's own: the chunked message being put together (its parts so far, the
+   * header of its first chunk). */
+  s_in *partial;
+  parallel_zmq_header partial_h;
   uint8_t (*seen)[PARALLEL_ZMQ_RANDOM_BYTES];
   int nseen;
   /* The sender thread's own: the key of self → peer, the generation it was made for, and the

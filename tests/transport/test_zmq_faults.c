@@ -5,9 +5,11 @@
  *    raw socket are refused, logged and counted, and the rank goes on receiving good messages;
  *  - a hello from a key outside the group is refused: nothing of a stranger's is delivered;
  *  - on the wire between two ranks (a tap that relays rank 1's frames to rank 0), a flipped
- *    payload or header byte, a replayed message, two messages swapped, a message cut short
- *    (a part dropped, a part one byte short, no trailer) and two parts swapped are each refused
- *    and counted, and the good messages around them arrive; after the sender restarts with
+ *    payload or header byte, a replayed message, two messages swapped, and in a large message
+ *    sent as chunks a chunk dropped (the last one, one in the middle), two chunks swapped, a
+ *    chunk one byte short or without its tag are each refused and counted (with the chunks
+ *    that then belong to no message), and the good messages around them arrive; after the
+ *    sender restarts with
  *    the same keys its new session works, and the old session's message and hello are refused;
  *  - a peer process that dies mid-step makes every other process fail with a clear error well
  *    within the deadline; a silent (stuck) peer makes them fail at the deadline, never hang. */
@@ -116,6 +118,11 @@ static void test_bad_frames(void) {
       {"unknown message kind", 5, 77, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
       {"unknown codec", 6, 200, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
       {"unknown flags", 7, 0x81, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
+      {"FIRST without CHUNK", 7, PARALLEL_ZMQ_FLAG_SEALED | PARALLEL_ZMQ_FLAG_FIRST,
+       s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
+      {"a chunk empty or longer than its payload", 7,
+       PARALLEL_ZMQ_FLAG_SEALED | PARALLEL_ZMQ_FLAG_CHUNK | PARALLEL_ZMQ_FLAG_FIRST,
+       s_good_header(1, 5, 3), PARALLEL_ZMQ_HEADER_BYTES},
       {"a plaintext message on a sealed link", 7, 0, s_good_header(1, 5, 4),
        PARALLEL_ZMQ_HEADER_BYTES},
       {"wrong run id", 8, 78, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
@@ -242,6 +249,17 @@ static int s_wire_take(void *tap, void *relay, s_wire_msg *m) {
   }
 }
 
+/* Takes the n chunks of one large message from the tap. Returns 0, or -1 when one is missing. */
+static int s_wire_chunks(void *tap, void *relay, s_wire_msg *ch, int n) {
+  for (int k = 0; k < n; k++)
+    if (s_wire_take(tap, relay, &ch[k]) != 0) return -1;
+  return 0;
+}
+
+static void s_wire_chunks_free(s_wire_msg *ch, int n) {
+  for (int k = 0; k < n; k++) s_wire_free(&ch[k]);
+}
+
 static void test_wire_tap(void) {
   char pub[2][41], sec[2][41];
   const char *pubs[2] = {pub[0], pub[1]};
@@ -312,40 +330,71 @@ static void test_wire_tap(void) {
                  "the later one arrives");
   WT_TEST_ASSERT(s_wait_refused(c0, 4) == 4, "the reordered earlier one is refused");
   s_wire_free(&c);
-  /* Cut short: the last part dropped, a part one byte short, the trailer dropped. */
+  /* A large message crosses as 12 chunks, each its own message: header, part, tag. */
+  uint64_t want = 4;
+  s_wire_msg ch[12];
   parallel_comm_send(c1, 0, 9, big, sizeof big);
-  WT_TEST_REQUIRE(s_wire_take(tap, relay, &b) == 0 && b.n == 14, "12 parts and a trailer (%d)",
-                  b.n);
-  s_wire_msg cut = b;
-  cut.f[12] = b.f[13], cut.len[12] = b.len[13], cut.n = 13;
-  s_wire_put(relay, &cut);
-  WT_TEST_ASSERT(s_wait_refused(c0, 5) == 5, "a message without its last part is refused");
-  b.len[3]--;
-  s_wire_put(relay, &b);
-  b.len[3]++;
-  WT_TEST_ASSERT(s_wait_refused(c0, 6) == 6, "a part one byte short is refused");
-  cut = b, cut.n = 13;
-  s_wire_put(relay, &cut);
-  WT_TEST_ASSERT(s_wait_refused(c0, 7) == 7, "a message without its trailer is refused");
-  /* Two parts swapped inside the message: each part has its own nonce. */
-  uint8_t *p2 = b.f[2];
-  b.f[2] = b.f[3], b.f[3] = p2;
-  s_wire_put(relay, &b);
-  WT_TEST_ASSERT(s_wait_refused(c0, 8) == 8, "swapped parts are refused");
-  s_wire_free(&b);
-  s_capture_end(fd, saved, text, sizeof text);
-  WT_TEST_ASSERT(strstr(text, "replayed or reordered") && strstr(text, "authentication failed") &&
-                     strstr(text, "length does not match"),
-                 "the refusals say why: %s", text);
-  /* The link still works, and only the three good messages were accepted. */
-  parallel_comm_send(c1, 0, 10, big, sizeof big);
+  WT_TEST_REQUIRE(s_wire_chunks(tap, relay, ch, 12) == 0, "12 chunks on the wire");
+  for (int k = 0; k < 12; k++)
+    WT_TEST_ASSERT(ch[k].n == 3 && ch[k].len[1] == (256 << 10) &&
+                       ch[k].f[0][7] == (PARALLEL_ZMQ_FLAG_SEALED | PARALLEL_ZMQ_FLAG_CHUNK |
+                                         (k == 0 ? PARALLEL_ZMQ_FLAG_FIRST : 0)),
+                   "chunk %d: %d frames, flags 0x%x", k, ch[k].n, ch[k].f[0][7]);
+  /* Cut short: the last chunk dropped. The next message shows it (chunks come back to back). */
+  for (int k = 0; k < 11; k++) s_wire_put(relay, &ch[k]);
+  s_wire_chunks_free(ch, 12);
+  parallel_comm_send(c1, 0, 13, &v, sizeof v);
   s_wire_take(tap, relay, &b);
   s_wire_put(relay, &b);
   s_wire_free(&b);
+  WT_TEST_ASSERT(parallel_comm_recv(c0, 1, 13, &w, sizeof w, &got) == WT_OK,
+                 "the message after the cut one arrives: %s", wt_last_error());
+  WT_TEST_ASSERT(s_wait_refused(c0, want + 1) == want + 1, "a message without its last chunk");
+  want += 1;
+  /* A chunk dropped in the middle: the next one is out of order, the rest have no message. */
+  parallel_comm_send(c1, 0, 14, big, sizeof big);
+  s_wire_chunks(tap, relay, ch, 12);
+  for (int k = 0; k < 12; k++)
+    if (k != 5) s_wire_put(relay, &ch[k]);
+  s_wire_chunks_free(ch, 12);
+  WT_TEST_ASSERT(s_wait_refused(c0, want + 6) == want + 6, "a chunk dropped: 6 refused");
+  want += 6;
+  /* Two chunks swapped: the later one is out of order, the earlier one then replayed. */
+  parallel_comm_send(c1, 0, 15, big, sizeof big);
+  s_wire_chunks(tap, relay, ch, 12);
+  for (int k = 0; k < 12; k++) s_wire_put(relay, &ch[k == 2 ? 3 : k == 3 ? 2 : k]);
+  s_wire_chunks_free(ch, 12);
+  WT_TEST_ASSERT(s_wait_refused(c0, want + 10) == want + 10, "swapped chunks: 10 refused");
+  want += 10;
+  /* A chunk one byte short; a chunk without its tag. */
+  for (int cut_tag = 0; cut_tag < 2; cut_tag++) {
+    parallel_comm_send(c1, 0, 16, big, sizeof big);
+    s_wire_chunks(tap, relay, ch, 12);
+    if (cut_tag)
+      ch[3].n = 2;
+    else
+      ch[3].len[1]--;
+    for (int k = 0; k < 12; k++) s_wire_put(relay, &ch[k]);
+    ch[3].n = 3;
+    s_wire_chunks_free(ch, 12);
+    WT_TEST_ASSERT(s_wait_refused(c0, want + 9) == want + 9, "a chunk %s: 9 refused",
+                   cut_tag ? "without its tag" : "one byte short");
+    want += 9;
+  }
+  s_capture_end(fd, saved, text, sizeof text);
+  WT_TEST_ASSERT(strstr(text, "replayed or reordered") && strstr(text, "authentication failed") &&
+                     strstr(text, "cut short") && strstr(text, "out of order") &&
+                     strstr(text, "without the first chunk") && strstr(text, "empty or longer"),
+                 "the refusals say why: %s", text);
+  /* The link still works, and only the four good messages were accepted. */
+  parallel_comm_send(c1, 0, 10, big, sizeof big);
+  WT_TEST_REQUIRE(s_wire_chunks(tap, relay, ch, 12) == 0, "12 chunks on the wire");
+  for (int k = 0; k < 12; k++) s_wire_put(relay, &ch[k]);
+  s_wire_chunks_free(ch, 12);
   WT_TEST_ASSERT(parallel_comm_recv(c0, 1, 10, out, sizeof out, &got) == WT_OK &&
                      got == sizeof big && memcmp(out, big, sizeof big) == 0,
                  "a large message after the bad ones arrives intact: %s", wt_last_error());
-  WT_TEST_ASSERT(parallel_zmq_link_stats_get(c0, 1).msgs_recv == 3, "accepted %llu messages",
+  WT_TEST_ASSERT(parallel_zmq_link_stats_get(c0, 1).msgs_recv == 4, "accepted %llu messages",
                  (unsigned long long)parallel_zmq_link_stats_get(c0, 1).msgs_recv);
 
   /* Rank 1 restarts at its endpoint with the same keys: the new process's session works, and
@@ -371,11 +420,13 @@ static void test_wire_tap(void) {
   WT_TEST_ASSERT(parallel_comm_recv(c0, 1, 11, &w, sizeof w, &got) == WT_OK && w == v,
                  "the restarted peer's message arrives: %s", wt_last_error());
   s_wire_put(relay, &a);
-  WT_TEST_ASSERT(s_wait_refused(c0, 9) == 9, "an old session's first message is refused");
+  WT_TEST_ASSERT(s_wait_refused(c0, want + 1) == want + 1,
+                 "an old session's first message is refused");
   s_wire_put(relay, &d);
-  WT_TEST_ASSERT(s_wait_refused(c0, 10) == 10, "an old session's later message is refused");
+  WT_TEST_ASSERT(s_wait_refused(c0, want + 2) == want + 2,
+                 "an old session's later message is refused");
   s_wire_put(relay, &s_first_hello);
-  WT_TEST_ASSERT(s_wait_refused(c0, 11) == 11, "an old session's hello is refused");
+  WT_TEST_ASSERT(s_wait_refused(c0, want + 3) == want + 3, "an old session's hello is refused");
   parallel_comm_send(c1, 0, 12, &v, sizeof v);
   s_wire_take(tap, relay, &b);
   s_wire_put(relay, &b);
@@ -396,8 +447,9 @@ static void test_wire_tap(void) {
   zmq_close(tap);
   zmq_close(relay);
   zmq_ctx_term(zctx);
-  printf("wire tap: replay, flipped payload and header, reorder, three truncations, swapped "
-         "parts, an old session's message and hello refused\n");
+  printf("wire tap: replay, flipped payload and header, reorder; a chunk dropped at the end and "
+         "in the middle, swapped, one byte short, without its tag; an old session's message and "
+         "hello refused\n");
 }
 
 /* ---- a peer that dies or goes silent, across processes -------------------------------------- */
