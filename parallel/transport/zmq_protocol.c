@@ -32,7 +32,8 @@ const char *parallel_zmq_header_decode(const uint8_t *buf, size_t n, parallel_zm
     return "protocol version newer than this build's 2 (upgrade this peer)";
   if (buf[5] < 1 || buf[5] > PARALLEL_ZMQ_KIND_MAX) return "unknown message kind";
   if (buf[6] > PARALLEL_ZMQ_CODEC_MAX) return "unknown codec id";
-  const uint8_t known = PARALLEL_ZMQ_FLAG_SEALED | PARALLEL_ZMQ_FLAG_CHUNK | PARALLEL_ZMQ_FLAG_FIRST;
+  const uint8_t known =
+      PARALLEL_ZMQ_FLAG_SEALED | PARALLEL_ZMQ_FLAG_CHUNK | PARALLEL_ZMQ_FLAG_FIRST;
   if (buf[7] & ~known) return "unknown flags";
   if ((buf[7] & PARALLEL_ZMQ_FLAG_FIRST) && !(buf[7] & PARALLEL_ZMQ_FLAG_CHUNK))
     return "flag FIRST without CHUNK";

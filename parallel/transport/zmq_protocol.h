@@ -97,9 +97,9 @@ typedef struct {
 } parallel_zmq_expect;
 
 /* Checks a decoded header against the receiver's expectations and the bytes that actually
- * arrived after it (payload_bytes: the length, or for a chunk 1..length); a hello's epoch is not checked (its session outlives an
- * assignment). Returns NULL when it may be used, else a static string
- * naming the problem ("wrong run id", "length does not match the payload", ...). */
+ * arrived after it (payload_bytes: the length, or for a chunk 1..length); a hello's epoch is not
+ * checked (its session outlives an assignment). Returns NULL when it may be used, else a static
+ * string naming the problem ("wrong run id", "length does not match the payload", ...). */
 const char *parallel_zmq_header_check(const parallel_zmq_header *h, const parallel_zmq_expect *e,
                                       uint64_t payload_bytes);
 

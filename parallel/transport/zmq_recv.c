@@ -147,8 +147,8 @@ static void s_file(parallel_zmq_transport *t, s_link *l, s_in *m) {
 /* Whether an accepted chunk continues the message being put together on l: the same header
  * but for flags and counter, on a sealed link the nonce right after the last chunk's
  * (`expected`), and no more bytes than its length. Returns NULL, or what is wrong. */
-static const char *s_chunk_misfit(const s_link *l, const parallel_zmq_header *h,
-                                  uint64_t expected, uint64_t bytes) {
+static const char *s_chunk_misfit(const s_link *l, const parallel_zmq_header *h, uint64_t expected,
+                                  uint64_t bytes) {
   const parallel_zmq_header *f = &l->partial_h;
   if (!l->partial) return "a chunk without the first chunk of its message (cut short or reordered)";
   if (h->kind != f->kind || h->codec != f->codec || h->tag != f->tag || h->step != f->step ||
