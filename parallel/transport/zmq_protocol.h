@@ -12,7 +12,8 @@
  *   frame k+1, sealed links only: the trailer, max(k, 1) authentication tags of
  *     PARALLEL_ZMQ_TAG_BYTES, the tag of part i at i × PARALLEL_ZMQ_TAG_BYTES (the one tag of
  *     an empty payload seals nothing but the header). A hello's trailer is its MAC.
- * Or, for a large unpaced payload, one ZeroMQ message per part (a *chunk*): ZeroMQ hands a
+ * Or, for an unpaced payload over 1 MiB, one ZeroMQ message per 1 MiB part (a *chunk*; the
+ * last one may be shorter): ZeroMQ hands a
  * multipart message to its I/O thread, and to the receiver, only whole, so a chunk is the unit
  * in which sealing overlaps sending and opening overlaps receiving. Each chunk is the header
  * (flags CHUNK, FIRST on the first chunk; the whole payload's length; the counter of this

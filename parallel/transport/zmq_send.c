@@ -18,15 +18,15 @@ static double s_due(const s_link *l, const s_out *m) {
 }
 
 /* Payload frames of m: one for an unshaped message up to S_ONE_FRAME_MAX, which the receiver
- * hands out without a copy (s_recv_view), else parts of S_PART_BYTES: paced ones in one
- * multipart message, unpaced ones as chunks (s_chunked). */
+ * hands out without a copy (s_recv_view); chunks of S_ONE_FRAME_MAX for a larger unshaped one
+ * (s_chunked); parts of S_PART_BYTES in one multipart message for a paced one. */
 static int s_nparts(const s_out *m) {
   if (m->bytes == 0) return 0;
-  if (m->start == 0 && m->bytes <= S_ONE_FRAME_MAX) return 1;
-  return (int)((m->bytes + S_PART_BYTES - 1) / S_PART_BYTES);
+  size_t part = m->start == 0 ? S_ONE_FRAME_MAX : S_PART_BYTES;
+  return (int)((m->bytes + part - 1) / part);
 }
 
-/* A large unpaced payload goes as chunks, one ZeroMQ message per part: ZeroMQ's I/O thread
+/* A large unpaced payload goes as chunks, one ZeroMQ message each: ZeroMQ's I/O thread
  * starts on a multipart message only once its last frame is handed over, and the receiver gets
  * it only whole, so only separate messages let the I/O threads move one part while this thread
  * seals the next and the receiver opens the last (zmq_protocol.h). */
@@ -69,7 +69,7 @@ static int s_push_chunks(s_link *l, s_out *m) {
   int sealed = m->trailer != NULL;
   uint64_t base = wt_get_le64(m->header + 48);
   while (m->sent < m->bytes) {
-    size_t k = m->sent / S_PART_BYTES, len = WT_MIN(S_PART_BYTES, m->bytes - m->sent);
+    size_t k = m->sent / S_ONE_FRAME_MAX, len = WT_MIN(S_ONE_FRAME_MAX, m->bytes - m->sent);
     uint8_t header[PARALLEL_ZMQ_HEADER_BYTES];
     memcpy(header, m->header, sizeof header);
     header[7] |= PARALLEL_ZMQ_FLAG_CHUNK | (k == 0 ? PARALLEL_ZMQ_FLAG_FIRST : 0);

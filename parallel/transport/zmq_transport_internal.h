@@ -20,7 +20,8 @@
 #include <zmq.h>
 
 #define S_PART_BYTES ((size_t)256 << 10)  /* pacing granularity of an emulated link */
-#define S_ONE_FRAME_MAX ((size_t)1 << 20) /* unshaped payloads up to this go in one frame */
+#define S_ONE_FRAME_MAX ((size_t)1 << 20) /* unshaped payloads up to this go in one frame, */
+                                          /* larger ones in chunks of this (zmq_send.c) */
 #define S_POLL_MS 50                      /* how often the threads look at their stop flags */
 #define S_GONE_GRACE_S 0.5    /* a dropped peer's last messages may still be in flight */
 #define S_HWM 16              /* messages ZeroMQ may hold per pipe */

@@ -292,7 +292,7 @@ static void test_wire_tap(void) {
   parallel_comm *c1 = parallel_zmq_transport_connect(&ts[1], eps1);
   WT_TEST_REQUIRE(c0 && c1, "%s", wt_last_error());
 
-  static uint8_t big[3 << 20], out[3 << 20]; /* 12 parts of 256 KiB */
+  static uint8_t big[12 << 20], out[12 << 20]; /* 12 chunks of 1 MiB */
   for (size_t i = 0; i < sizeof big; i++) big[i] = (uint8_t)(i * 7);
   uint32_t v = 0x11223344, w = 0;
   size_t got = 0;
@@ -330,13 +330,13 @@ static void test_wire_tap(void) {
                  "the later one arrives");
   WT_TEST_ASSERT(s_wait_refused(c0, 4) == 4, "the reordered earlier one is refused");
   s_wire_free(&c);
-  /* A large message crosses as 12 chunks, each its own message: header, part, tag. */
+  /* A 12 MiB message crosses as 12 chunks, each its own message: header, part, tag. */
   uint64_t want = 4;
   s_wire_msg ch[12];
   parallel_comm_send(c1, 0, 9, big, sizeof big);
   WT_TEST_REQUIRE(s_wire_chunks(tap, relay, ch, 12) == 0, "12 chunks on the wire");
   for (int k = 0; k < 12; k++)
-    WT_TEST_ASSERT(ch[k].n == 3 && ch[k].len[1] == (256 << 10) &&
+    WT_TEST_ASSERT(ch[k].n == 3 && ch[k].len[1] == (1 << 20) &&
                        ch[k].f[0][7] == (PARALLEL_ZMQ_FLAG_SEALED | PARALLEL_ZMQ_FLAG_CHUNK |
                                          (k == 0 ? PARALLEL_ZMQ_FLAG_FIRST : 0)),
                    "chunk %d: %d frames, flags 0x%x", k, ch[k].n, ch[k].f[0][7]);
