@@ -58,10 +58,6 @@ static void s_seal_begin(parallel_zmq_transport *t, s_link *l, s_out *m) {
                            PARALLEL_ZMQ_HEADER_BYTES, NULL, 0, m->trailer);
 }
 
-/* Hands the next frames of the link's head message to ZeroMQ, sealing each part in place just
- * before it goes. Returns 1 when the message is done, 0 when it must wait (pacing or a full
- * pipe; l->blocked says which). Called without the mutex: only this thread pops heads, touches
- * the frames in progress or l->tx. */
 /* Hands m's next chunks to ZeroMQ, each sealed just before it goes under its own nonce (the
  * message's counter + its index) with its own header as associated data. Returns 1 when the
  * message is done, 0 when the pipe is full (l->blocked; the next call goes on from there). */
@@ -93,6 +89,10 @@ static int s_push_chunks(s_link *l, s_out *m) {
   return 1;
 }
 
+/* Hands the next frames of the link's head message to ZeroMQ, sealing each part in place just
+ * before it goes. Returns 1 when the message is done, 0 when it must wait (pacing or a full
+ * pipe; l->blocked says which). Called without the mutex: only this thread pops heads, touches
+ * the frames in progress or l->tx. */
 static int s_push_some(parallel_zmq_transport *t, s_link *l, s_out *m, double now) {
   (void)t;
   if (s_chunked(m)) return s_push_chunks(l, m);

@@ -38,7 +38,8 @@ typedef struct s_out {
   int header_sent;
   int hello;        /* a hello: data holds its body, the trailer its MAC, nothing is sealed */
   int nparts;       /* payload frames (fixed when the header goes out) */
-  uint8_t *trailer; /* sealed links: one tag per part (max(nparts, 1)), sent last */
+  uint8_t *trailer; /* sealed links: one tag per part (max(nparts, 1)), sent last (chunks: */
+                    /* each tag after its chunk) */
   double start;     /* wall time the emulated serialisation starts (0 when unshaped) */
   double sec_per_byte; /* its emulated serialisation rate: the path's, or a slower uplink's */
   atomic_int refs;  /* this struct + one per frame in flight */
