@@ -8,8 +8,9 @@
  *    payload or header byte, a replayed message, two messages swapped, and in a large message
  *    sent as chunks a chunk dropped (the last one, one in the middle), two chunks swapped, a
  *    chunk one byte short or without its tag are each refused and counted (with the chunks
- *    that then belong to no message), and the good messages around them arrive; after the
- *    sender restarts with
+ *    that then belong to no message), and the good messages around them arrive; on a paced
+ *    link, where a large message stays one multipart message, a part dropped, a part one byte
+ *    short, no trailer and two parts swapped are each refused; after the sender restarts with
  *    the same keys its new session works, and the old session's message and hello are refused;
  *  - a peer process that dies mid-step makes every other process fail with a clear error well
  *    within the deadline; a silent (stuck) peer makes them fail at the deadline, never hang. */
@@ -452,6 +453,88 @@ static void test_wire_tap(void) {
          "hello refused\n");
 }
 
+/* On a paced (WAN-emulated) link a large payload stays one multipart message of 256 KiB parts,
+ * which the tap cuts short three ways (the last part dropped, a part one byte short, the
+ * trailer dropped) and reorders inside (two parts swapped): each is refused and counted, and an
+ * intact one arrives after them. */
+static void test_wire_tap_paced(void) {
+  char pub[2][41], sec[2][41];
+  const char *pubs[2] = {pub[0], pub[1]};
+  parallel_zmq_transport *ts[2];
+  char eps[2][256];
+  double lat[2] = {0, 0}, bw[2] = {1e9, 1e9}; /* rank 1 paces at 1 GB/s */
+  for (int r = 0; r < 2; r++)
+    WT_TEST_REQUIRE(parallel_zmq_keypair_new(pub[r], sec[r]) == WT_OK, "keys");
+  for (int r = 0; r < 2; r++) {
+    parallel_zmq_config cfg = parallel_zmq_config_default();
+    const char *bind[2] = {"tcp://127.0.0.1:*", "tcp://127.0.0.1:*"};
+    cfg.rank = r, cfg.size = 2, cfg.endpoints = bind, cfg.timeout_s = 5;
+    cfg.secret_key = sec[r], cfg.public_key = pub[r], cfg.peer_public_keys = pubs;
+    if (r == 1) cfg.latency_s = lat, cfg.bandwidth_Bps = bw;
+    ts[r] = parallel_zmq_transport_new(&cfg);
+    WT_TEST_REQUIRE(ts[r], "%s", wt_last_error());
+    snprintf(eps[r], sizeof eps[r], "%s", parallel_zmq_transport_endpoint(ts[r]));
+  }
+  void *zctx = zmq_ctx_new();
+  void *tap = zmq_socket(zctx, ZMQ_PULL);
+  int tmo = 5000, zero = 0;
+  zmq_setsockopt(tap, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+  zmq_setsockopt(tap, ZMQ_LINGER, &zero, sizeof zero);
+  WT_TEST_REQUIRE(zmq_bind(tap, "tcp://127.0.0.1:*") == 0, "bind the tap");
+  char tap_ep[256];
+  size_t tlen = sizeof tap_ep;
+  zmq_getsockopt(tap, ZMQ_LAST_ENDPOINT, tap_ep, &tlen);
+  void *relay = s_raw_client(zctx, eps[0]);
+  const char *eps0[2] = {eps[0], eps[1]}, *eps1[2] = {tap_ep, eps[1]};
+  parallel_comm *c0 = parallel_zmq_transport_connect(&ts[0], eps0);
+  parallel_comm *c1 = parallel_zmq_transport_connect(&ts[1], eps1);
+  WT_TEST_REQUIRE(c0 && c1, "%s", wt_last_error());
+
+  static uint8_t big[3 << 20], out[3 << 20]; /* 12 parts of 256 KiB */
+  for (size_t i = 0; i < sizeof big; i++) big[i] = (uint8_t)(i * 5 + 1);
+  size_t got = 0;
+  s_wire_msg b;
+  char text[16384];
+  int saved, fd = s_capture_begin(&saved);
+  parallel_comm_send(c1, 0, 9, big, sizeof big);
+  WT_TEST_REQUIRE(s_wire_take(tap, relay, &b) == 0 && b.n == 14, "12 parts and a trailer (%d)",
+                  b.n);
+  s_wire_msg cut = b;
+  cut.f[12] = b.f[13], cut.len[12] = b.len[13], cut.n = 13;
+  s_wire_put(relay, &cut);
+  WT_TEST_ASSERT(s_wait_refused(c0, 1) == 1, "a message without its last part is refused");
+  b.len[3]--;
+  s_wire_put(relay, &b);
+  b.len[3]++;
+  WT_TEST_ASSERT(s_wait_refused(c0, 2) == 2, "a part one byte short is refused");
+  cut = b, cut.n = 13;
+  s_wire_put(relay, &cut);
+  WT_TEST_ASSERT(s_wait_refused(c0, 3) == 3, "a message without its trailer is refused");
+  uint8_t *p2 = b.f[2];
+  b.f[2] = b.f[3], b.f[3] = p2;
+  s_wire_put(relay, &b);
+  WT_TEST_ASSERT(s_wait_refused(c0, 4) == 4, "swapped parts are refused");
+  s_wire_free(&b);
+  s_capture_end(fd, saved, text, sizeof text);
+  WT_TEST_ASSERT(strstr(text, "length does not match") && strstr(text, "authentication failed"),
+                 "the refusals say why: %s", text);
+  parallel_comm_send(c1, 0, 10, big, sizeof big);
+  WT_TEST_REQUIRE(s_wire_take(tap, relay, &b) == 0 && b.n == 14, "the intact message");
+  s_wire_put(relay, &b);
+  s_wire_free(&b);
+  WT_TEST_ASSERT(parallel_comm_recv(c0, 1, 10, out, sizeof out, &got) == WT_OK &&
+                     got == sizeof big && memcmp(out, big, sizeof big) == 0,
+                 "a paced message after the bad ones arrives intact: %s", wt_last_error());
+  WT_TEST_ASSERT(parallel_zmq_link_stats_get(c0, 1).msgs_recv == 1, "accepted %llu messages",
+                 (unsigned long long)parallel_zmq_link_stats_get(c0, 1).msgs_recv);
+  parallel_comm_destroy(&c1);
+  parallel_comm_destroy(&c0);
+  zmq_close(tap);
+  zmq_close(relay);
+  zmq_ctx_term(zctx);
+  printf("paced wire tap: a part dropped, one byte short, no trailer, swapped parts refused\n");
+}
+
 /* ---- a peer that dies or goes silent, across processes -------------------------------------- */
 
 typedef struct {
@@ -528,6 +611,7 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   test_bad_frames();
   test_wire_tap();
+  test_wire_tap_paced();
   s_fault_case(0);
   s_fault_case(1);
   if (wt_test_failures) fprintf(stderr, "test_zmq_faults: %d failure(s)\n", wt_test_failures);
