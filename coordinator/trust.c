@@ -153,8 +153,8 @@ static void s_take_spot(coordinator *c, coord_peer *q, const cJSON *t, int epoch
         parallel_run_config_spot_excludes(&c->cfg.run, x->n_spot_checkers)) {
       char why[256];
       snprintf(why, sizeof why,
-               "it failed %ld spot checks made by %d peers (its contribution was not the "
-               "gradient of its rows)",
+               "it failed %ld spot checks made by %d peers (what it sent was not what a "
+               "recompute of its step gives)",
                x->spot_fails, x->n_spot_checkers);
       s_exclude(c, x, why);
     }

@@ -11,8 +11,10 @@
  *    honest replica;
  *  - spot checks: on an honest run they all pass and change nothing (the same stage bitwise as
  *    without them); a drift liar (its gradient plus noise of half its norm) fails every check
- *    of it from the step it starts lying, no honest replica fails one; none are made with two
- *    stages. */
+ *    of it from the step it starts lying, no honest replica fails one;
+ *  - activation spot checks in pipelines of 2 and 3 stages: on an honest run they all pass and
+ *    change nothing; corrupted activations fail every check of their sender from the step it
+ *    starts, and no honest replica's. */
 #include "common/testing.h"
 #include "model/trainer.h"
 #include "tests/trust/liar.h"
@@ -156,7 +158,7 @@ static void test_spot_checks(void) {
   c.run.spot_check_every = 2;
   h = s_run(c, LIAR_HONEST, 0, 1);
   int checks = 0, failed = 0;
-  for (int r = 0; r < 4; r++) checks += h->spot_checks[r], failed += h->spot_failed[r];
+  for (int r = 0; r < 4; r++) checks += h->spot_checks[0][r], failed += h->spot_failed[0][r];
   WT_TEST_ASSERT(checks == STEPS / 2 && !failed, "honest: %d checks (want %d), %d failed", checks,
                  STEPS / 2, failed);
   WT_TEST_ASSERT(h->spot_honest_min_cos >= PARALLEL_TASKLET_SPOT_COSINE,
@@ -169,23 +171,70 @@ static void test_spot_checks(void) {
   free(plain);
   c.run.spot_check_every = 1;
   h = s_run(c, LIAR_DRIFT, 0, 1);
-  WT_TEST_ASSERT(h->spot_failed[3] > 0 && !h->spot_liar_passed && h->first_spot_fail[3] >= FROM,
+  WT_TEST_ASSERT(h->spot_failed[0][3] > 0 && !h->spot_liar_passed &&
+                     h->first_spot_fail[0][3] >= FROM,
                  "drift: the liar failed %d of %d checks (%d passed while it lied), first at "
                  "step %ld (lies from %d)",
-                 h->spot_failed[3], h->spot_checks[3], h->spot_liar_passed, h->first_spot_fail[3],
-                 FROM);
+                 h->spot_failed[0][3], h->spot_checks[0][3], h->spot_liar_passed,
+                 h->first_spot_fail[0][3], FROM);
   for (int r = 0; r < 3; r++)
-    WT_TEST_ASSERT(!h->spot_failed[r], "drift: honest replica %d failed %d checks", r,
-                   h->spot_failed[r]);
+    WT_TEST_ASSERT(!h->spot_failed[0][r], "drift: honest replica %d failed %d checks", r,
+                   h->spot_failed[0][r]);
   printf("lie drift, median: loss %.4f; the liar failed %d of %d spot checks, its contribution "
          "left out of %d syncs\n",
-         s_final(h), h->spot_failed[3], h->spot_checks[3], h->flagged[0][3]);
-  c = s_config(2, "median");
+         s_final(h), h->spot_failed[0][3], h->spot_checks[0][3], h->flagged[0][3]);
+}
+
+/* The spot checks of the activations stage s sends: a pipeline of `stages` (a layer each),
+ * 2 micro-batches, checks every step. Honest: every check passes (the recompute is bitwise what
+ * was sent) and changes nothing; `act` at replica 3 of stage liar_stage fails every check of
+ * it from the step it starts lying, and no honest replica fails one. */
+static void test_spot_activations(int stages, int liar_stage) {
+  parallel_tasklet_config c = s_config(stages, "median");
+  c.run.layers = WT_MAX(2, stages), c.run.micro_batches = 2;
+  lr_run *h = s_run(c, LIAR_HONEST, 0, 1);
+  void *plain[LR_MAX_RANKS]; /* every stage's, replica 0 */
+  size_t plain_bytes[LR_MAX_RANKS];
+  for (int s = 0; s < stages; s++) {
+    plain_bytes[s] = h->state_bytes[4 * s];
+    plain[s] = wt_xmalloc(plain_bytes[s]);
+    memcpy(plain[s], h->state[4 * s], plain_bytes[s]);
+  }
   c.run.spot_check_every = 1;
   h = s_run(c, LIAR_HONEST, 0, 1);
-  WT_TEST_ASSERT(!h->spot_checks[0] && !h->spot_checks[1] && !h->spot_checks[2] &&
-                     !h->spot_checks[3],
-                 "two stages: no spot checks are made");
+  for (int s = 0; s < stages; s++) {
+    WT_TEST_ASSERT(h->state_bytes[4 * s] == plain_bytes[s] &&
+                       !memcmp(h->state[4 * s], plain[s], plain_bytes[s]),
+                   "%d stages: activation checks changed stage %d's training", stages, s);
+    free(plain[s]);
+    int checks = 0, failed = 0;
+    for (int r = 0; r < 4; r++) checks += h->spot_checks[s][r], failed += h->spot_failed[s][r];
+    const int want = s < stages - 1 ? STEPS : 0; /* the last stage sends no activations */
+    WT_TEST_ASSERT(checks == want && !failed,
+                   "%d stages, honest: stage %d made %d checks (want "
+                   "%d), %d failed",
+                   stages, s, checks, want, failed);
+  }
+  WT_TEST_ASSERT(h->spot_honest_min_cos >= PARALLEL_TASKLET_SPOT_COSINE,
+                 "%d stages, honest: lowest cosine %.6f", stages, h->spot_honest_min_cos);
+  printf("%d stages, honest: activation checks all passed, lowest cosine %.6f, largest norm "
+         "deviation %.2e, %.2f ms per check\n",
+         stages, h->spot_honest_min_cos, h->spot_honest_max_dev,
+         1e3 * h->spot_seconds / WT_MAX(1, h->spot_honest));
+  h = s_run(c, LIAR_ACT, liar_stage, 1);
+  const int *failed = h->spot_failed[liar_stage];
+  WT_TEST_ASSERT(failed[3] > 0 && !h->spot_liar_passed && h->first_spot_fail[liar_stage][3] >= FROM,
+                 "%d stages, act at stage %d: the liar failed %d of %d checks (%d passed while it "
+                 "lied), first at step %ld (lies from %d)",
+                 stages, liar_stage, failed[3], h->spot_checks[liar_stage][3], h->spot_liar_passed,
+                 h->first_spot_fail[liar_stage][3], FROM);
+  for (int s = 0; s < stages; s++)
+    for (int r = 0; r < 4; r++)
+      WT_TEST_ASSERT(!h->spot_failed[s][r] || (s == liar_stage && r == 3),
+                     "%d stages, act: honest replica %d of stage %d failed %d checks", stages, r, s,
+                     h->spot_failed[s][r]);
+  printf("%d stages, act at stage %d: the liar failed %d of %d checks, from step %ld\n", stages,
+         liar_stage, failed[3], h->spot_checks[liar_stage][3], h->first_spot_fail[liar_stage][3]);
 }
 
 int main(void) {
@@ -199,6 +248,8 @@ int main(void) {
   test_diloco();
   test_activations(s_final(s_run(s_config(2, "none"), LIAR_HONEST, 0, 1)));
   test_spot_checks();
+  test_spot_activations(2, 0);
+  test_spot_activations(3, 1); /* the forward's input comes from the liar's previous stage */
   lr_free(&s_h);
   data_set_destroy(&s_data);
   if (wt_test_failures) fprintf(stderr, "%d failure(s)\n", wt_test_failures);
