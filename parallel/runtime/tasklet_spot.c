@@ -39,8 +39,18 @@ static int s_checks(const parallel_tasklet *k) {
   return c->run.spot_check_every > 0 && k->robust && c->run.replicas >= 2 && !c->run.sync.diloco;
 }
 
+/* A codec whose rounding is bounded by a fraction of each value's block scale (fp16, bf16,
+ * int8, int4): what it sends, Q(g + e) with e the rounding of the step before, stays within a
+ * few roundings of g, so a recompute of g bounds it. Sign, top-k and rand-k leave most of g in
+ * the sender's residual, which no one else knows: nothing is checked there. */
+static int s_codec_bounded(const compress_codec *codec) {
+  const compress_codec_id id = compress_codec_get_id(codec);
+  return id == COMPRESS_CODEC_FP32 || id == COMPRESS_CODEC_FP16 || id == COMPRESS_CODEC_BF16 ||
+         id == COMPRESS_CODEC_INT8 || id == COMPRESS_CODEC_INT4;
+}
+
 static int s_applies(const parallel_tasklet *k) {
-  return s_checks(k) && k->cfg.run.stages == 1 && !k->codec;
+  return s_checks(k) && k->cfg.run.stages == 1 && (!k->codec || s_codec_bounded(k->codec));
 }
 
 static int s_applies_act(const parallel_tasklet *k) {
@@ -97,6 +107,31 @@ void parallel_tasklet_spot_before_sync(parallel_tasklet *k, long step) {
   parallel_robust_keep_next(k->robust, s_dp_rank(k, target), k->spot_row);
 }
 
+/* |a - b| / |b|, in double (0 for two zeros). */
+static double s_rel_error(const float *a, const float *b, size_t n) {
+  double dd = 0, bb = 0;
+  for (size_t i = 0; i < n; i++) {
+    const double d = (double)a[i] - b[i];
+    dd += d * d, bb += (double)b[i] * b[i];
+  }
+  return bb > 0 ? sqrt(dd / bb) : (dd > 0 ? INFINITY : 0);
+}
+
+/* The codec's own rounding of g: |Q(g) - g| / |g|, the scale a compressed contribution's
+ * distance to the recomputed gradient is judged on. */
+static double s_codec_error(const compress_codec *codec, const float *g, size_t n) {
+  const size_t cap = compress_codec_max_size(codec, n);
+  void *msg = wt_xmalloc(cap + 1);
+  float *q = wt_xmalloc(sizeof(float) * (n + 1));
+  size_t len = 0;
+  double e = INFINITY;
+  if (compress_codec_encode(codec, g, n, msg, cap, &len) == WT_OK &&
+      compress_codec_decode(codec, msg, len, q, n) == WT_OK)
+    e = s_rel_error(q, g, n);
+  free(msg), free(q);
+  return e;
+}
+
 /* The cosine of a to b and |a| / |b|, in double. */
 static void s_compare(const float *a, const float *b, size_t n, double *cosine, double *ratio) {
   double ab = 0, aa = 0, bb = 0;
@@ -130,6 +165,12 @@ int parallel_tasklet_spot_after_sync(parallel_tasklet *k, float *g, size_t n) {
     s_compare(k->spot_row, mine, WT_MIN(m, n), &sp->cosine, &sp->norm_ratio);
     sp->failed = !(sp->cosine >= PARALLEL_TASKLET_SPOT_COSINE &&
                    fabs(sp->norm_ratio - 1) <= PARALLEL_TASKLET_SPOT_NORM);
+    if (k->codec) { /* a rounded contribution: its distance on the scale of the codec's rounding */
+      sp->rel_error = s_rel_error(k->spot_row, mine, WT_MIN(m, n));
+      sp->bound = PARALLEL_TASKLET_SPOT_CODEC_K * s_codec_error(k->codec, mine, WT_MIN(m, n)) +
+                  PARALLEL_TASKLET_SPOT_REL;
+      sp->failed = !(sp->rel_error <= sp->bound);
+    }
     k->spot_ran = 1;
     sp->seconds = wt_now_s() - t0;
     if (sp->failed)

@@ -166,6 +166,7 @@ typedef struct {
   int spot_liar_passed; /* checks of a liar, at a step it lied at, that passed */
   double spot_honest_min_cos;
   double spot_honest_max_dev; /* the largest |norm ratio - 1| of those */
+  double spot_honest_max_use; /* through a codec: their largest rel_error / bound */
   void *state[LR_MAX_RANKS];  /* the stage blob each tasklet ended with (plain sync only) */
   size_t state_bytes[LR_MAX_RANKS];
   int keep_state;
@@ -199,6 +200,8 @@ static void lr_spot(lr_run *h, const parallel_tasklet_step *st) {
     if (!h->spot_honest++ || sp->cosine < h->spot_honest_min_cos)
       h->spot_honest_min_cos = sp->cosine;
     h->spot_honest_max_dev = fmax(h->spot_honest_max_dev, fabs(sp->norm_ratio - 1));
+    if (sp->bound > 0)
+      h->spot_honest_max_use = fmax(h->spot_honest_max_use, sp->rel_error / sp->bound);
   }
   pthread_mutex_unlock(&lr_spot_mu);
 }

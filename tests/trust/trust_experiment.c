@@ -27,7 +27,7 @@ static const wt_option s_options[] = {
     {"robust", WT_OPT_CHOICE, F(robust), 0, 0, "none", "the sync's aggregate",
      "none|trimmed-mean|median|centered-clip"},
     {"grad-codec", WT_OPT_CHOICE, F(grad_codec), 0, 0, "none", "gradient codec",
-     "none|fp16|int8|sign|topk"},
+     "none|fp16|bf16|int8|int4|sign|topk"},
     {"stages", WT_OPT_INT, F(stages), 1, 4, "1", "pipeline stages (a layer each past 2)", 0},
     {"replicas", WT_OPT_INT, F(replicas), 1, 8, "4", "replicas", 0},
     {"liars", WT_OPT_INT, F(liars), 0, 8, "1", "lying replicas (the last ones of liar-stage)", 0},
@@ -118,15 +118,15 @@ static void s_print(const s_args *a, const lr_run *h, int rc) {
          "\"honest_excluded\":%d,\"bytes_data_per_sync\":%.0f,\"reduce_ms_per_sync\":%.3f,"
          "\"spot_check_every\":%d,\"spot_checks\":%d,\"liar_spot_failed\":%d,"
          "\"liar_first_spot_fail\":%ld,\"liars_spot_excluded\":%d,\"spot_excluded_at\":%ld,"
-         "\"honest_spot_failed\":%d,\"compute_s\":%.4f,"
+         "\"honest_spot_failed\":%d,\"honest_spot_bound_use\":%.4f,\"compute_s\":%.4f,"
          "\"spot_s\":%.4f,\"seconds\":%.4f}\n",
          a->lie, a->robust, a->grad_codec, S, R, a->liars, a->seed, a->steps, a->diloco,
          rc == WT_OK ? "true" : "false", s_num(rc == WT_OK ? r0->last_loss : NAN, l1),
          s_num(rc == WT_OK ? r0->last_val_loss : NAN, l2), syncs, first, liar_flagged,
          honest_flagged, honest_max, liars_out, honest_out, (double)r0->bytes_data / syncs,
          1e3 * r0->reduce_s / syncs, a->spot_every, spot_checks, liar_spot_failed, first_spot,
-         liars_spot_excluded, spot_excluded_at, honest_spot_failed, compute_s, h->spot_seconds,
-         r0->seconds);
+         liars_spot_excluded, spot_excluded_at, honest_spot_failed, h->spot_honest_max_use,
+         compute_s, h->spot_seconds, r0->seconds);
 }
 
 int main(int argc, char **argv) {
