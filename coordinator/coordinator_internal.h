@@ -188,7 +188,7 @@ struct coordinator {
   int n_events, events_next;
   pthread_mutex_t mu; /* held while the loop handles messages; the HTTP thread reads under it */
   coordinator_http *http;
-  int n_excluded; /* trust.c: peers excluded in this coordinator's lifetime; the first
+  int n_excluded; /* trust.c: peers excluded in this run (state.c loads them back); the first
                      COORD_MAX_EXCLUDED of them listed */
   int excluded_id[COORD_MAX_EXCLUDED];
   char excluded_key[COORD_MAX_EXCLUDED][COORD_KEY_LEN + 1], excluded_why[COORD_MAX_EXCLUDED][256];

@@ -479,6 +479,27 @@ static void s_load_peers(coordinator *c, const cJSON *run) {
   coord_state_load_access(c, -1);
 }
 
+/* The run's exclusions (trust.c's "excluded:KEY" rows) back into /status's list, in the order
+ * they were made; a key the peers table no longer knows is listed with id 0. */
+static void s_load_excluded(coordinator *c) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(c->db,
+                         "SELECT substr(key, 10), value FROM meta WHERE key LIKE 'excluded:%' "
+                         "ORDER BY rowid",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const char *key = (const char *)sqlite3_column_text(st, 0),
+               *why = (const char *)sqlite3_column_text(st, 1);
+    int k = c->n_excluded++;
+    if (!key || !why || k >= COORD_MAX_EXCLUDED) continue;
+    c->excluded_id[k] = coord_state_peer_id(c, key);
+    snprintf(c->excluded_key[k], sizeof c->excluded_key[k], "%s", key);
+    snprintf(c->excluded_why[k], sizeof c->excluded_why[k], "%s", why);
+  }
+  sqlite3_finalize(st);
+}
+
 static void s_ids_to_peers(coordinator *c, const cJSON *arr, int *out, int *n) {
   *n = 0;
   const cJSON *it;
@@ -517,6 +538,7 @@ int coord_state_load(coordinator *c) {
                    "move the state directory away to start a new run",
                    c->dir);
   s_load_peers(c, run);
+  s_load_excluded(c);
   s_load_losses(c);
   s_load_events(c);
   if (!have_run) {

@@ -258,6 +258,14 @@ static void test_spot_exclusion(void) {
       compared += was > 0;
     }
   }
+  const cJSON *ex_after = cJSON_GetObjectItemCaseSensitive(after, "excluded");
+  WT_TEST_ASSERT(
+      coordinator_field_int(after, "peers_excluded", -1) == 1 &&
+          !strcmp(coordinator_field_str(cJSON_GetArrayItem(ex_after, 0), "key"), cl[caught].pub) &&
+          strstr(coordinator_field_str(cJSON_GetArrayItem(ex_after, 0), "reason"),
+                 "failed 2 spot checks"),
+      "the restarted coordinator lists the exclusion: %d",
+      coordinator_field_int(after, "peers_excluded", -1));
   int framed = -1;
   for (int i = 0; i < N; i++)
     if (cl[i].rank == 1) framed = s_peer_id(after, cl[i].pub);
