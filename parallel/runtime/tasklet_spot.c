@@ -81,8 +81,15 @@ void parallel_tasklet_spot_init(parallel_tasklet *k) {
   if (s_applies_act(k)) {
     size_t n;
     parallel_pipeline_received(k->pipeline, 0, &n);
-    for (int i = 0; i < 3; i++) k->spot_act[i] = k->ops->host_alloc(sizeof(float) * n);
+    int ok = 1;
+    for (int i = 0; i < 3; i++) ok &= (k->spot_act[i] = k->ops->host_alloc(sizeof(float) * n)) != 0;
     k->spot_act_n = n;
+    if (!ok) {
+      WT_WARN("stage %d replica %d: no host memory for the activation spot checks' %zu floats; "
+              "none are made",
+              k->cfg.stage, k->cfg.replica, 3 * n);
+      parallel_tasklet_spot_free(k);
+    }
   }
   if (!s_applies(k)) return;
   size_t n;
@@ -97,6 +104,7 @@ void parallel_tasklet_spot_free(parallel_tasklet *k) {
     if (k->spot_act[i]) k->ops->host_free(k->spot_act[i]);
     k->spot_act[i] = NULL;
   }
+  k->spot_act_n = 0;
 }
 
 void parallel_tasklet_spot_before_sync(parallel_tasklet *k, long step) {
@@ -173,7 +181,12 @@ int parallel_tasklet_spot_after_sync(parallel_tasklet *k, float *g, size_t n) {
     }
     k->spot_ran = 1;
     sp->seconds = wt_now_s() - t0;
-    if (sp->failed)
+    if (sp->failed && k->codec)
+      WT_WARN("stage %d step %ld: spot check by replica %d: replica %d's contribution is not its "
+              "gradient through %s: off by %.4f of its norm (at most %.4f)",
+              k->cfg.stage, trainer_steps_done(k->t) + 1, k->cfg.replica, target,
+              compress_codec_name(k->codec), sp->rel_error, sp->bound);
+    else if (sp->failed)
       WT_WARN("stage %d step %ld: spot check by replica %d: replica %d's contribution is not its "
               "gradient: cosine %.4f (at least %.2f), norm ratio %.4f (1 ± %.2f)",
               k->cfg.stage, trainer_steps_done(k->t) + 1, k->cfg.replica, target, sp->cosine,
@@ -207,8 +220,7 @@ void parallel_tasklet_spot_act_before(parallel_tasklet *k, long step) {
   int checker, target, j;
   k->spot_ran = 0;
   /* this tasklet's stage feeds the checked stage: keep what it sends of the micro-batch */
-  if (k->cfg.stage >= 0 && s_act_pair(k, step, k->cfg.stage + 1, &checker, &target, &j) &&
-      target == k->cfg.replica)
+  if (s_act_pair(k, step, k->cfg.stage + 1, &checker, &target, &j) && target == k->cfg.replica)
     parallel_pipeline_keep_sent(k->pipeline, j, k->spot_act[0]);
 }
 
