@@ -309,6 +309,9 @@ void coord_send(coordinator *c, coord_peer *p, coordinator_cmd cmd, const cJSON 
 /* status.c; /status lists at most COORD_STATUS_PEERS peers (those of the run first) and counts
  * them all */
 #define COORD_STATUS_PEERS 1000
+/* /status and /metrics serve a snapshot at most twice this old, rebuilt off the request path
+ * (coordinator_http_opts.refresh_s): a request then never waits for the loop's lock */
+#define COORD_STATUS_REFRESH_S 0.25
 cJSON *coord_status(coordinator *c);
 void coord_status_tick(coordinator *c);
 /* A point of the loss curve: record keeps it in memory (thinned to half when full) and in the
