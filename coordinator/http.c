@@ -125,8 +125,9 @@ static enum MHD_Result s_serve_cached(coordinator_http *self, struct MHD_Connect
   unsigned code = 0;
   char *text = coordinator_http_cache_get(self->cache, metrics, &code);
   if (!text)
-    return s_plain(c, code == MHD_HTTP_SERVICE_UNAVAILABLE ? MHD_HTTP_SERVICE_UNAVAILABLE
-                                                          : MHD_HTTP_INTERNAL_SERVER_ERROR,
+    return s_plain(c,
+                   code == MHD_HTTP_SERVICE_UNAVAILABLE ? MHD_HTTP_SERVICE_UNAVAILABLE
+                                                        : MHD_HTTP_INTERNAL_SERVER_ERROR,
                    code == MHD_HTTP_SERVICE_UNAVAILABLE ? "no status available yet\n"
                                                         : "status snapshot is not an object\n");
   return s_reply(c, MHD_HTTP_OK,

@@ -8,10 +8,10 @@
  * snapshot; with refresh_s > 0 it is served the texts of one at most 2 × refresh_s old, built
  * on a refresher thread while requests come, so a request does not wait for the caller's lock.
  *
- * Threading: the callback runs on the server's thread or its refresher's. When `lock` is given, the server holds
- * it for exactly the duration of the callback, so the callback may read the caller's state that
- * the caller guards with the same mutex; the snapshot it returns must not share memory with
- * that state. With `lock` NULL the callback synchronises by itself.
+ * Threading: the callback runs on the server's thread or its refresher's. When `lock` is given, the
+ * server holds it for exactly the duration of the callback, so the callback may read the caller's
+ * state that the caller guards with the same mutex; the snapshot it returns must not share memory
+ * with that state. With `lock` NULL the callback synchronises by itself.
  *
  * Outside input: a request never crashes or blocks the server. Unknown paths get 404, methods
  * other than GET and HEAD get 405 (with `Allow: GET, HEAD`), request headers are bounded
