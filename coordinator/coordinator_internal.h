@@ -99,6 +99,8 @@ typedef struct {
    * latency), their error estimate, and the samples that placed them (0: not placed) */
   double vivaldi[2], vivaldi_h, vivaldi_err;
   long vivaldi_n;
+  double region_lat; /* the sum of region_n latencies it measured to peers of its region */
+  long region_n;
   /* spot checks: the counts of failed and of all checks its own last report of epoch
    * spot_report_epoch gave per replica; and of it: the checks and failed checks reported over
    * the run, and the ids of the distinct peers that reported failures */

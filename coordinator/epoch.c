@@ -375,17 +375,28 @@ static void s_promotion_reason(const coordinator *c, int who, int member, double
 
 #define S_PROMOTE_GAIN 0.10 /* a standby replaces a member when the cost drops by 10% or more */
 
+static void s_swarm_choose(coordinator *c, const int *live, int n_live, int *list, int n);
+
 void coord_epoch_on_commit(coordinator *c) {
   if (c->phase != EPOCH_RUNNING || strcmp(c->epoch_kind, "train") || c->promote >= 0) return;
   const int n = c->n_members;
   double now_cost = s_cost_of(c, c->members, n), best = now_cost;
-  int who = -1, slot = -1;
+  int who = -1, slot = -1, *cands = c->live, n_cands = 0; /* the loop's scratch: free here */
   for (int k = 0; k < c->n_peers; k++) {
     coord_peer *p = &c->peers[k];
-    if (p->status != PEER_LIVE || p->epoch_rank >= 0 || p->promote_refused ||
-        !coord_sideline_available(c, k, wt_now_s()))
-      continue;
-    int i;
+    if (p->status == PEER_LIVE && p->epoch_rank < 0 && !p->promote_refused &&
+        coord_sideline_available(c, k, wt_now_s()))
+      cands[n_cands++] = k;
+  }
+  /* each candidate costs n placements priced: among many, only the most promising are */
+  if (n_cands > COORD_PROBE_NEWCOMERS) {
+    int top[COORD_PROBE_NEWCOMERS];
+    s_swarm_choose(c, cands, n_cands, top, COORD_PROBE_NEWCOMERS);
+    n_cands = COORD_PROBE_NEWCOMERS;
+    memcpy(cands, top, sizeof top);
+  }
+  for (int j = 0; j < n_cands; j++) {
+    int i, k = cands[j];
     double cost = s_best_swap(c, c->members, n, k, &i);
     if (cost < best) best = cost, who = k, slot = i;
   }

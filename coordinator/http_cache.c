@@ -3,11 +3,12 @@
  * Building a snapshot takes the caller's lock (the coordinator's loop holds it while it handles
  * messages) and printing a thousand peers' snapshot takes milliseconds more, so a request that
  * builds its own waits behind the loop and competes with it for the cores. Here a request is
- * served the texts of the newest snapshot when it is at most 2 × refresh_s old, and asks a
- * refresher thread for a new one; the refresher builds at most one per refresh_s, and only
- * while requests ask (an idle server builds nothing). A request that finds no snapshot that
- * young (the first, or the first after a quiet spell) builds one itself, so a single look is
- * always fresh. With refresh_s = 0 every request builds its own. */
+ * served the texts of the newest snapshot when it is at most 2 × refresh_s old (or older while
+ * the refresher is building the next: on a loaded machine a second build would only queue
+ * behind the first), and asks a refresher thread for a new one; the refresher builds at most one
+ * per refresh_s, and only while requests ask (an idle server builds nothing). A request that finds
+ * no snapshot that young (the first, or the first after a quiet spell) builds one itself, so a
+ * single look is always fresh. With refresh_s = 0 every request builds its own. */
 #include "coordinator/http_internal.h"
 
 #include "common/common.h"
@@ -28,6 +29,7 @@ struct coordinator_http_cache {
   unsigned status_code, metrics_code;
   double built_at; /* wt_now_s() when the newest snapshot was taken; 0 = none */
   int wanted, stop;
+  int building; /* the refresher is building one: a request takes the newest rather than wait */
   pthread_t refresher;
   int has_refresher;
 };
@@ -63,9 +65,12 @@ static void *s_refresher(void *arg) {
       pthread_cond_wait(&self->wake, &self->mu);
       continue;
     }
-    self->wanted = 0;
+    self->wanted = 0, self->building = 1;
     pthread_mutex_unlock(&self->mu);
     s_rebuild(self);
+    pthread_mutex_lock(&self->mu);
+    self->building = 0;
+    pthread_mutex_unlock(&self->mu);
     struct timespec pause = {.tv_sec = (time_t)self->refresh_s,
                              .tv_nsec = (long)((self->refresh_s - (time_t)self->refresh_s) * 1e9)};
     nanosleep(&pause, NULL); /* at most one snapshot per refresh_s */
@@ -98,7 +103,7 @@ static char *s_copy(coordinator_http_cache *self, int metrics, unsigned *code) {
 char *coordinator_http_cache_get(coordinator_http_cache *self, int metrics, unsigned *code) {
   pthread_mutex_lock(&self->mu);
   const int young = self->has_refresher && self->built_at > 0 &&
-                    wt_now_s() - self->built_at <= 2 * self->refresh_s;
+                    (wt_now_s() - self->built_at <= 2 * self->refresh_s || self->building);
   if (young) {
     char *text = s_copy(self, metrics, code);
     self->wanted = 1;

@@ -77,7 +77,21 @@ static void s_vivaldi_step(coord_peer *a, const coord_peer *b, double lat) {
   a->vivaldi_n++;
 }
 
+/* Each member's measured latencies to members of its own region, summed up. */
+static void s_region_latency(coordinator *c) {
+  for (int r = 0; r < c->n_members; r++)
+    for (int q = 0; q < c->n_members; q++) {
+      coord_peer *p = &c->peers[c->members[r]];
+      double lat, bw;
+      if (q == r || strcmp(p->region, c->peers[c->members[q]].region) ||
+          !coord_link_get(c, c->members[r], c->members[q], &lat, &bw))
+        continue;
+      p->region_lat += lat, p->region_n++;
+    }
+}
+
 void coord_swarm_on_probed(coordinator *c) {
+  s_region_latency(c);
   for (int sweep = 0; sweep < S_VIVALDI_SWEEPS; sweep++)
     for (int r = 0; r < c->n_members; r++)
       for (int q = 0; q < c->n_members; q++) {
@@ -94,7 +108,11 @@ int coord_swarm_link(coordinator *c, int a, int b, double *lat, double *bw) {
    * keeps pricing a link it lacks as free */
   if (!s_has_access(p) || !s_has_access(q) || !p->vivaldi_n || !q->vivaldi_n) return 0;
   *bw = fmin(p->up_Bps, q->down_Bps);
-  *lat = s_distance(p, q);
+  /* peers of one region label are taken to be one place: the plane's few milliseconds of fitting
+   * error would swamp their latency, so it is the mean of what each measured to its region */
+  *lat = strcmp(p->region, q->region) || !p->region_n || !q->region_n
+             ? s_distance(p, q)
+             : (p->region_lat / p->region_n + q->region_lat / q->region_n) / 2;
   return 1;
 }
 
