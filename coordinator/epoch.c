@@ -1,5 +1,6 @@
-/* epoch — numbered groups of peers: a probe epoch measures every link among the live peers, a
- * train epoch runs the assignment. Forming one: choose members, place them (assign: ga for the
+/* epoch — numbered groups of peers: a probe epoch measures the links among the live peers
+ * (every pair among a few, a bounded set among many: swarm.c), a train epoch runs the
+ * assignment. Forming one: choose members, place them (assign: ga for the
  * first, assign_resolve from the current plan after churn, standbys first), send EPOCH, wait for
  * every member to bind (deadline), send START with everyone's endpoint. A lost member aborts
  * the epoch; once the survivors have reported, the next epoch is formed. */
