@@ -27,17 +27,19 @@ struct coordinator_http_cache {
   pthread_cond_t wake;
   char *status_text, *metrics_text; /* NULL: the snapshot had none (codes say why) */
   unsigned status_code, metrics_code;
-  double built_at; /* wt_now_s() when the newest snapshot was taken; 0 = none */
+  double built_at; /* wt_now_s() when the newest snapshot's build returned; 0 = none */
   int wanted, stop;
   int building; /* the refresher is building one: a request takes the newest rather than wait */
   pthread_t refresher;
   int has_refresher;
 };
 
-/* Builds a snapshot and its two texts, then swaps them in. */
+/* Builds a snapshot and its two texts, then swaps them in unless a newer one is there: what is
+ * served never goes back in time. */
 static void s_rebuild(coordinator_http_cache *self) {
-  double t = wt_now_s();
   cJSON *st = self->build(self->arg);
+  /* builds take the caller's lock one at a time, so they return in the order they read */
+  double t = wt_now_s();
   char *status = NULL, *metrics = NULL;
   unsigned status_code = 503, metrics_code = 503; /* no status available yet */
   if (st && cJSON_IsObject(st)) {
@@ -49,6 +51,12 @@ static void s_rebuild(coordinator_http_cache *self) {
   }
   cJSON_Delete(st);
   pthread_mutex_lock(&self->mu);
+  if (t < self->built_at) { /* a request's build, taken later, finished first: it stays */
+    pthread_mutex_unlock(&self->mu);
+    cJSON_free(status);
+    free(metrics);
+    return;
+  }
   cJSON_free(self->status_text);
   free(self->metrics_text);
   self->status_text = status, self->metrics_text = metrics;
