@@ -87,8 +87,9 @@ typedef struct {
   double sidelined_until;
   int sidelinings;
   char sidelined_why[160];
-  /* the other members whose failed RESULTs of epoch accused_epoch timed out waiting for it */
-  int accused_epoch, accusations;
+  /* the other members whose failed RESULTs of epoch accused_epoch timed out waiting for it, and
+   * the last epoch whose failure it blamed on another (one accusation per member and epoch) */
+  int accused_epoch, accusations, accusing_epoch;
   /* its access link as the probes estimated it (coordinator/probe.c): capacities in bytes/s
    * (0 = not measured) and the link's id (the peer id of its first peer; peers that share one
    * have the same), and the contention rounds' together/alone ratios (-1 = none) */
@@ -247,11 +248,12 @@ int coord_sideline_available(const coordinator *c, int i, double now);
 void coord_sideline_on_success(coordinator *c, int i);
 /* Members whose data links fail after they started. note_failure reads a member's failed RESULT
  * (code, error): a timeout of the ZeroMQ transport names the rank it waited for ("no message
- * from rank R", "send to rank R … blocked"), one accusation of that member. on_epoch_over, before
+ * from rank R", "send to rank R … blocked"), one accusation of that member (at most one per
+ * reporter and epoch, so a peer repeating its RESULT cannot sideline another alone). on_epoch_over, before
  * the epoch's members are cleared, sidelines a live member that two or more members' timeouts
  * named (more than any other member), and one that started but never reported the epoch's end
  * by its drain deadline. */
-void coord_sideline_note_failure(coordinator *c, const coord_peer *reporter, int code,
+void coord_sideline_note_failure(coordinator *c, coord_peer *reporter, int code,
                                  const char *error);
 void coord_sideline_on_epoch_over(coordinator *c);
 

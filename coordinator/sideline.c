@@ -52,10 +52,13 @@ static int s_named_rank(const char *error) {
   return -1;
 }
 
-void coord_sideline_note_failure(coordinator *c, const coord_peer *reporter, int code,
+void coord_sideline_note_failure(coordinator *c, coord_peer *reporter, int code,
                                  const char *error) {
   int rank = code == WT_ETIMEOUT ? s_named_rank(error) : -1;
-  if (rank < 0 || rank >= c->n_members || rank == reporter->epoch_rank) return;
+  if (rank < 0 || rank >= c->n_members || rank == reporter->epoch_rank ||
+      reporter->accusing_epoch == c->epoch) /* a repeated RESULT counts once */
+    return;
+  reporter->accusing_epoch = c->epoch;
   coord_peer *p = &c->peers[c->members[rank]];
   if (p->accused_epoch != c->epoch) p->accused_epoch = c->epoch, p->accusations = 0;
   p->accusations++;

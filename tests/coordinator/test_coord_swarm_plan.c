@@ -11,7 +11,9 @@
  * - with 16 seats, coord_swarm_choose seats no peer on the slowest uplink, and no standby's
  *   estimated access link is faster than a seated peer's;
  * - the placement's estimated links are probed (coord_swarm_probe_plan_links), and once they are
- *   measured no further round is asked; the rounds stop at COORD_REFINE_ROUNDS. */
+ *   measured no further round is asked; the rounds stop at COORD_REFINE_ROUNDS;
+ * - a member two others' transport timeouts name is sidelined, one member's repeated report is
+ *   not enough. */
 #include "common/common.h"
 #include "common/testing.h"
 #include "coordinator/coordinator_internal.h"
@@ -179,6 +181,33 @@ static void s_check_refine(coordinator *c) {
   c->n_members = 0;
 }
 
+/* A stuck member (sideline.c): one member's timeout naming it, repeated, sidelines no one; a
+ * second member's does, with the reason. */
+static void s_check_accusations(coordinator *c) {
+  const char *why = "zmq: rank 1: no message from rank 0 (tcp://x), step 3 within 5.0 s";
+  c->epoch = 99, c->n_members = 3;
+  for (int r = 0; r < 3; r++) {
+    c->members[r] = 150 + r;
+    c->peers[150 + r].epoch_rank = r, c->peers[150 + r].result = -1;
+  }
+  coord_sideline_note_failure(c, &c->peers[151], WT_ETIMEOUT, why);
+  coord_sideline_note_failure(c, &c->peers[151], WT_ETIMEOUT, why); /* the same RESULT again */
+  coord_sideline_note_failure(c, &c->peers[152], WT_EIO, why);      /* not a timeout */
+  coord_sideline_on_epoch_over(c);
+  WT_TEST_ASSERT(coord_sideline_available(c, 150, wt_now_s()),
+                 "one member's repeated report sidelined rank 0");
+  coord_sideline_note_failure(c, &c->peers[152], WT_ETIMEOUT, why);
+  coord_sideline_on_epoch_over(c);
+  WT_TEST_ASSERT(!coord_sideline_available(c, 150, wt_now_s()) &&
+                     strstr(c->peers[150].sidelined_why, "data links failed"),
+                 "two members' timeouts did not sideline rank 0: '%s'",
+                 c->peers[150].sidelined_why);
+  WT_TEST_ASSERT(coord_sideline_available(c, 151, wt_now_s()) &&
+                     coord_sideline_available(c, 152, wt_now_s()),
+                 "an accuser was sidelined");
+  c->n_members = 0;
+}
+
 int main(void) {
   char dir[1024];
   snprintf(dir, sizeof dir, "%s/wt-swarm-plan-XXXXXX",
@@ -195,6 +224,7 @@ int main(void) {
   s_check_estimates(c);
   s_check_choice(c);
   s_check_refine(c);
+  s_check_accusations(c);
   coordinator_destroy(&c);
   return wt_test_finish("test_coord_swarm_plan");
 }
