@@ -23,7 +23,15 @@
 #define COORD_EVENT_DETAIL 320
 #define COORD_TRUST_REPLICAS 64 /* replicas of a stage a trust report covers */
 #define COORD_MAX_EXCLUDED 256  /* liars listed in /status (all are counted, and refused by key) */
-#define COORD_PROBE_MAX 64      /* members of one probe epoch */
+#define COORD_PROBE_MAX 64 /* members of one probe epoch */
+/* Up to this many live peers, a probe epoch measures every pair among them; past it, swarm.c
+ * chooses a bounded set (newcomers with landmarks, then the placement's links) */
+#define COORD_PROBE_ALL_PAIRS 12
+#define COORD_PROBE_NEWCOMERS 32 /* newcomers one probe epoch measures */
+#define COORD_PROBE_LANDMARKS 4  /* probed peers every newcomer is paired with */
+#define COORD_PROBE_MATES 1      /* newcomers of its own region, and of others, it is paired with */
+#define COORD_PROBE_PAIRS_MAX (4 * COORD_PROBE_MAX) /* pairs one probe epoch measures */
+#define COORD_REFINE_ROUNDS 2 /* probe epochs that refine one placement's estimated links */
 
 typedef enum { PEER_GONE = 0, PEER_LIVE = 1 } coord_peer_status;
 
@@ -79,12 +87,21 @@ typedef struct {
   double sidelined_until;
   int sidelinings;
   char sidelined_why[160];
+  /* the other members whose failed RESULTs of epoch accused_epoch timed out waiting for it, and
+   * the last epoch whose failure it blamed on another (one accusation per member and epoch) */
+  int accused_epoch, accusations, accusing_epoch;
   /* its access link as the probes estimated it (coordinator/probe.c): capacities in bytes/s
    * (0 = not measured) and the link's id (the peer id of its first peer; peers that share one
    * have the same), and the contention rounds' together/alone ratios (-1 = none) */
   double up_Bps, down_Bps;
   int access_link;
   double up_ratio, down_ratio;
+  /* swarm.c: its network coordinates (a point in the plane and a height, seconds of one-way
+   * latency), their error estimate, and the samples that placed them (0: not placed) */
+  double vivaldi[2], vivaldi_h, vivaldi_err;
+  long vivaldi_n;
+  double region_lat; /* the sum of region_n latencies it measured to peers of its region */
+  long region_n;
   /* spot checks: the counts of failed and of all checks its own last report of epoch
    * spot_report_epoch gave per replica; and of it: the checks and failed checks reported over
    * the run, and the ids of the distinct peers that reported failures */
@@ -195,6 +212,11 @@ struct coordinator {
   /* the running probe epoch's contention rounds by epoch rank: [from * COORD_PROBE_MAX + to],
    * bytes/s while the region of `from` (up) or of `to` (down) sent or received at once */
   double probe_up[COORD_PROBE_MAX * COORD_PROBE_MAX], probe_down[COORD_PROBE_MAX * COORD_PROBE_MAX];
+  /* the running probe epoch's pairs of epoch ranks when swarm.c chose them (probe_planned);
+   * otherwise it measures every pair of its members that lacks a direction */
+  int probe_planned, n_probe_pairs;
+  int probe_pairs[COORD_PROBE_PAIRS_MAX][2];
+  int refine_rounds; /* probe epochs that refined the links of the placement since it trained */
 };
 
 /* peers.c — the peer table: cfg.max_peers slots, found by key in O(log n), and each peer's
@@ -224,6 +246,16 @@ void coord_link_set(coordinator *c, int a, int b, double lat, double bw);
 void coord_sideline(coordinator *c, int i, const char *why);
 int coord_sideline_available(const coordinator *c, int i, double now);
 void coord_sideline_on_success(coordinator *c, int i);
+/* Members whose data links fail after they started. note_failure reads a member's failed RESULT
+ * (code, error): a timeout of the ZeroMQ transport names the rank it waited for ("no message
+ * from rank R", "send to rank R … blocked"), one accusation of that member (at most one per
+ * reporter and epoch, so a peer repeating its RESULT cannot sideline another alone). on_epoch_over, before
+ * the epoch's members are cleared, sidelines a live member that two or more members' timeouts
+ * named (more than any other member), and one that started but never reported the epoch's end
+ * by its drain deadline. */
+void coord_sideline_note_failure(coordinator *c, coord_peer *reporter, int code,
+                                 const char *error);
+void coord_sideline_on_epoch_over(coordinator *c);
 
 /* state.c — SQLite */
 int coord_state_open(coordinator *c);
@@ -289,6 +321,25 @@ void coord_probe_access_free(assign_access *acc);
  * for /status. */
 cJSON *coord_probe_json(coordinator *c);
 
+/* swarm.c — probing and choosing members among more than COORD_PROBE_ALL_PAIRS live peers.
+ * probe_newcomers: 1 when live peers are not probed yet, with the next probe epoch's group in
+ * who[0..*n_who) (landmarks first, at most COORD_PROBE_MAX) and its pairs set (probe_planned),
+ * and in why what it is for; 0 when every live peer is probed (or a lone one waits).
+ * probe_plan_links: the same for the links the placement in members[] (by world rank, rings)
+ * uses that are only estimated, at most COORD_REFINE_ROUNDS times until refine_rounds is reset.
+ * on_probed: fits the network coordinates to the probe epoch's measured latencies.
+ * link: the link a → b measured (coord_probe_link) or else estimated: latency from the
+ * coordinates, bandwidth min(a's uplink, b's downlink); 0 when neither is known.
+ * choose: the n of live[0..n_live) whose tasklet alone costs least (tasklet_flop at their speed,
+ * tasklet_bytes through their access link) into list, the others being standbys. */
+int coord_swarm_probe_newcomers(coordinator *c, const int *live, int n_live, int *who,
+                                int *n_who, char *why, size_t size);
+int coord_swarm_probe_plan_links(coordinator *c, int *who, int *n_who, char *why, size_t size);
+void coord_swarm_on_probed(coordinator *c);
+int coord_swarm_link(coordinator *c, int a, int b, double *lat, double *bw);
+void coord_swarm_choose(coordinator *c, const int *live, int n_live, int *list, int n,
+                        double tasklet_flop, double tasklet_bytes);
+
 /* token.c */
 int coord_token_verify(coordinator *c, const char *token, char *why, size_t why_size);
 int coord_token_key_load(const char *dir, unsigned char key[32]);
@@ -312,6 +363,9 @@ void coord_send(coordinator *c, coord_peer *p, coordinator_cmd cmd, const cJSON 
 /* status.c; /status lists at most COORD_STATUS_PEERS peers (those of the run first) and counts
  * them all */
 #define COORD_STATUS_PEERS 1000
+/* /status and /metrics serve a snapshot at most twice this old, rebuilt off the request path
+ * (coordinator_http_opts.refresh_s): a request then never waits for the loop's lock */
+#define COORD_STATUS_REFRESH_S 0.25
 cJSON *coord_status(coordinator *c);
 void coord_status_tick(coordinator *c);
 /* A point of the loss curve: record keeps it in memory (thinned to half when full) and in the

@@ -89,7 +89,8 @@ static int s_http(coordinator *c) {
                              .port = c->cfg.http_port,
                              .status = s_http_status,
                              .arg = c,
-                             .lock = &c->mu};
+                             .lock = &c->mu,
+                             .refresh_s = COORD_STATUS_REFRESH_S};
   c->http = coordinator_http_new(&o);
   if (!c->http) return WT_EIO;
   char path[1300];
