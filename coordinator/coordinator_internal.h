@@ -60,6 +60,7 @@ typedef struct {
   long steps_done;
   int held_stage;      /* the stage state it keeps between epochs (from RESULT / REGISTER) */
   long held_step;      /* 0: none */
+  long held_outer;     /* DiLoCo: the outer steps its held state has done (-1: none reported) */
   int promote_refused; /* its measured links did not keep a promotion's gain: not asked again */
   int finished;        /* told the run is complete (it then exits): gone, but not lost */
   /* trust.c: the robust sync's evidence. Its own last report of the epoch trust_report_epoch
@@ -340,6 +341,11 @@ double coord_claim_flops(const coord_peer *p);
 /* Adds "peers_claim_flagged" and "claims" [{id, flops_claimed, flops_measured, flops_placed,
  * flagged}] to a /status object. */
 void coord_claim_status(coordinator *c, cJSON *status);
+
+/* recovery.c — a DiLoCo run's start after a loss, from the members' held states: fills
+ * start_step and state_from (a rank's own index: it keeps its own state) and logs it. Returns 1,
+ * or 0 when some stage has no usable live state (then the checkpoint). */
+int coord_recovery_live_sources(coordinator *c);
 
 /* epoch.c */
 void coord_epoch_tick(coordinator *c);

@@ -328,6 +328,7 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   snprintf(p->host, sizeof p->host, "%s", host[0] ? host : "127.0.0.1");
   p->held_step = (long)fmin(fmax(coordinator_field_num(m->body, "held_step", 0), 0), 1e12);
   p->held_stage = coordinator_field_int(m->body, "held_stage", -1);
+  p->held_outer = (long)fmin(fmax(coordinator_field_num(m->body, "held_outer", -1), -1), 1e12);
   coord_state_save_peer(c, p);
   coord_event(c, "joined", "peer %d (key %.8s…, %s x %d, %.1f GFLOP/s, region '%s')", p->id, key,
               p->kind, p->gpus, p->flops / 1e9, p->region);

@@ -289,13 +289,19 @@ static int s_holds(coordinator *c, int rank, int stage, long step) {
  * memory (every replica of a stage at one step holds the same state), when it is no older than
  * the latest complete checkpoint; a member that does not hold its stage at that step receives it
  * from one that does (spread over them). Otherwise, and after an epoch that made no progress
- * (a hand-over may be what failed), everyone loads the checkpoint. A stateful run (DiLoCo, error
- * feedback, delta activation caches, ZeRO-1's sharded optimizer) always loads the checkpoint: the held states carry the
+ * (a hand-over may be what failed), everyone loads the checkpoint. A DiLoCo run starts from the
+ * members' states by recovery.c's rule. Any other stateful run (error feedback, delta activation
+ * caches, ZeRO-1's sharded optimizer) always loads the checkpoint: the held states carry the
  * weights and optimizer only, while each replica's own sync state lives in its .state file of
  * the checkpoint, and a peer replacing a lost replica must start from that replica's file. The
  * steps since the checkpoint are trained again. */
 static void s_state_sources(coordinator *c) {
   const int S = c->cfg.run.stages, R = c->cfg.run.replicas, n = c->n_members;
+  if (parallel_run_config_live_recovery(&c->cfg.run)) {
+    c->from_peers = c->failed_epochs == 0 && coord_recovery_live_sources(c);
+    if (!c->from_peers) c->start_step = c->committed_step;
+    return;
+  }
   const int handover = c->failed_epochs == 0 && !parallel_run_config_stateful(&c->cfg.run);
   long best = 0;
   for (int q = 0; q < n && handover; q++) {
@@ -913,6 +919,7 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
     p->held_step = (long)hs->valuedouble;
     p->held_stage = (int)fmin(
         fmax(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "held_stage")), -1), 1e6);
+    p->held_outer = (long)fmin(fmax(coordinator_field_num(body, "held_outer", -1), -1), 1e12);
   }
   int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "ok"));
   const char *err = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "error"));

@@ -21,7 +21,8 @@ typedef struct {
   void *blob;
   size_t bytes;
   int stage;
-  long step; /* 0: nothing held */
+  long step;  /* 0: nothing held */
+  long outer; /* DiLoCo: the outer steps the state has done; -1 without DiLoCo */
 } peer_held;
 
 typedef struct {
@@ -106,11 +107,13 @@ void peer_held_clear(peer_held *h);
  * world rank). This rank first sends its held blob — behind a 48-byte header of step, size and
  * SHA-256 — to every rank that names it, whatever stage it now serves itself, then takes its own
  * start: its held blob (*owned = 0; it must hold `stage` at `step`) or one received from its
- * source (*owned = 1, malloc'd), refused unless digest, stage and step match. Sources send before
- * anyone receives, so no two ranks wait on each other. Returns WT_OK, WT_EINVAL (a state_from
- * this peer cannot serve), WT_ECORRUPT (a damaged or wrong blob) or the transport's error. */
+ * source (*owned = 1, malloc'd), refused unless digest, stage and step match. With live = 1 (a
+ * DiLoCo run, parallel_run_config_live_recovery) a state of an earlier step is taken too: the
+ * tasklet moves it on to `step` (tasklet.h's start_step). Sources send before anyone receives,
+ * so no two ranks wait on each other. Returns WT_OK, WT_EINVAL (a state_from this peer cannot
+ * serve), WT_ECORRUPT (a damaged or wrong blob) or the transport's error. */
 int peer_state_exchange(const peer_held *held, parallel_comm *world, const cJSON *from, int stage,
-                        long step, const void **in, size_t *in_bytes, int *owned);
+                        long step, int live, const void **in, size_t *in_bytes, int *owned);
 
 /* What peerd reports about its device: the best FLOP/s of a few fp32 matmuls on that back end
  * (256³ on the CPU, 2048³ on a GPU) and the memory it holds in all. */
