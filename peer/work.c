@@ -545,6 +545,9 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
             c.stage, res.steps_done, c.run.site_ranks / cp, cp, (double)res.bytes_site / 1e6);
   }
   long ran = res.steps_done - w->start_step;
+  if (ran > 0) /* the step counter, so that a log shows which steps each epoch trained */
+    WT_INFO("peerd: epoch %d: stage %d replica %d trained steps %ld to %ld", w->epoch, c.stage,
+            c.replica, w->start_step + 1, res.steps_done);
   if (ran > 0) /* where a step's time went, to hold against the placement's prediction */
     WT_INFO("peerd: stage %d replica %d, %ld steps of %.3f s: pipeline %.3f (compute %.3f), tied "
             "embedding %.3f, data-parallel reduce %.3f, norm %.3f",
