@@ -115,8 +115,10 @@ static void s_publish(coordinator *c) {
     cJSON_Delete(b);
   }
   c->phase = EPOCH_BINDING;
-  c->phase_deadline = wt_now_s() + c->cfg.bind_timeout_s;
+  c->bind_began = wt_now_s();
+  c->phase_deadline = c->bind_began + coord_deadline_bind_s(c);
   c->start_deadline = 0;
+  c->start_began = 0;
 }
 
 /* --links scenario: placement prices the emulated scenario's own links, and nothing is probed. */
@@ -835,9 +837,9 @@ static void s_stop(coordinator *c) {
 static int s_sideline_silent(coordinator *c, int bind) {
   int n = 0;
   char why[160];
-  snprintf(why, sizeof why, "it did not %s within the %.0f s deadline of epoch %d (%s)",
-           bind ? "bind its data socket" : "start its work after START", c->cfg.bind_timeout_s,
-           c->epoch, c->epoch_kind);
+  snprintf(why, sizeof why, "it did not %s within the %.1f s deadline of epoch %d (%s)",
+           bind ? "bind its data socket" : "start its work after START",
+           bind ? coord_deadline_bind_s(c) : coord_deadline_start_s(c), c->epoch, c->epoch_kind);
   for (int r = 0; r < c->n_members; r++) {
     coord_peer *p = &c->peers[c->members[r]];
     if (p->status != PEER_LIVE || p->result != 0) continue;
@@ -849,9 +851,20 @@ static int s_sideline_silent(coordinator *c, int bind) {
   return n;
 }
 
+/* Once every member works in the running epoch, how long that took counts for the next start
+ * deadline. */
+static void s_measure_start(coordinator *c, double now) {
+  if (c->phase != EPOCH_RUNNING || c->start_began <= 0) return;
+  for (int r = 0; r < c->n_members; r++)
+    if (c->peers[c->members[r]].started_epoch != c->epoch) return;
+  coord_deadline_started(c, now - c->start_began);
+  c->start_began = 0;
+}
+
 void coord_epoch_tick(coordinator *c) {
   if (c->run_complete) return;
   double now = wt_now_s();
+  s_measure_start(c, now);
   if (c->phase == EPOCH_BINDING && now > c->phase_deadline) {
     s_sideline_silent(c, 1);
     s_abort(c, "not every member bound its data socket within the deadline");
@@ -905,7 +918,9 @@ void coord_epoch_on_bound(coordinator *c, coord_peer *p, const cJSON *body) {
   cJSON_Delete(b);
   c->phase = EPOCH_RUNNING;
   c->phase_deadline = wt_now_s() + coord_probe_deadline_s(c);
-  c->start_deadline = wt_now_s() + c->cfg.bind_timeout_s;
+  coord_deadline_bound(c, wt_now_s() - c->bind_began);
+  c->start_began = wt_now_s();
+  c->start_deadline = c->start_began + coord_deadline_start_s(c);
   coord_state_save_run(c);
 }
 

@@ -3,6 +3,7 @@
 #ifndef WT_PEER_INTERNAL_H
 #define WT_PEER_INTERNAL_H
 
+#include "common/deadline.h"
 #include "model/data.h"
 #include "parallel/runtime/run_config.h"
 #include "parallel/transport/comm.h"
@@ -77,6 +78,9 @@ typedef struct {
    * seconds, which the coordinator sets against the peer's claimed FLOP/s */
   long compute_steps;
   double compute_s;
+  /* deadline.c: the receive deadline from this epoch's step times (under mu) */
+  wt_deadline dl_step, dl_sync; /* usual steps; DiLoCo's outer steps */
+  double dl_cap_s, dl_recv_s;   /* the coordinator's timeout_s; the deadline now */
 } peer_work;
 
 /* Parses an EPOCH body and binds the data socket (tcp://host:*). NULL with wt_last_error(). */
@@ -99,6 +103,14 @@ void peer_work_trust_json(peer_work *w, cJSON *body);
  * transport's error (every wait has the transport's deadline, and none lasts longer than one
  * pair's probe). */
 int peer_probe_run(peer_work *w, parallel_comm *c);
+
+/* deadline.c — the receive deadline (see there): _start with the cap (the epoch's timeout_s);
+ * _on_step after step `step`, which took dt seconds since the previous one, sets the transport's
+ * timeout for the next and returns it; _json adds {"deadline": {recv_s, cap_s, step_q90_s,
+ * steps_measured}} to a heartbeat. Call the last two under w->mu. */
+void peer_deadline_start(peer_work *w, double cap_s);
+double peer_deadline_on_step(peer_work *w, long step, double dt);
+void peer_deadline_json(const peer_work *w, cJSON *body);
 
 /* Frees what a peer holds and marks it empty. */
 void peer_held_clear(peer_held *h);

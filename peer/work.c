@@ -123,6 +123,7 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
   z.run_id = (uint64_t)fmin(fmax(coordinator_field_num(epoch, "run_id", 1), 0), 1e18);
   z.epoch = (uint32_t)w->epoch;
   z.timeout_s = coordinator_field_num(epoch, "timeout_s", 30);
+  peer_deadline_start(w, z.timeout_s);
   z.secret_key = sec, z.public_key = pub, z.peer_public_keys = pubs;
   z.latency_s = w->lat, z.bandwidth_Bps = w->bw;
   z.time_scale = coordinator_field_num(epoch, "time_scale", 1);
@@ -285,6 +286,7 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   w->bytes_intra = intra, w->bytes_inter = inter, w->bytes_recv = recv;
   w->bytes_inter_raw = inter_raw;
   s_trust_record(w, st->robust, st->spot);
+  peer_deadline_on_step(w, st->info.step, w->start_step < st->info.step - 1 ? dt : 0);
   pthread_mutex_unlock(&w->mu);
 }
 
@@ -308,6 +310,7 @@ void peer_work_trust_json(peer_work *w, cJSON *body) {
       cJSON_AddItemToArray(failed, cJSON_CreateNumber((double)w->spot_failed[r]));
     }
   }
+  peer_deadline_json(w, body);
   if (w->is_train && w->compute_steps > 0) {
     cJSON *m = cJSON_AddObjectToObject(body, "compute");
     cJSON_AddNumberToObject(m, "steps", (double)w->compute_steps);
