@@ -419,6 +419,13 @@ static long s_due_checkpoint(const coordinator *c, long steps) {
              : 0;
 }
 
+/* A DiLoCo epoch started from the members' states at the run's last step saves that step's
+ * checkpoint at its start (it has nothing left to train; recovery.c). */
+static int s_finishes_at_start(const coordinator *c, long step) {
+  return c->from_peers && parallel_run_config_live_recovery(&c->cfg.run) &&
+         step == c->start_step && step == c->cfg.run.steps;
+}
+
 /* Whether the owner of a stage's checkpoint in the running train epoch can have saved `step`:
  * past the step the epoch started from, on the checkpoint grid, not past the run's end. */
 static int s_report_from_owner(coordinator *c, const coord_peer *p, int epoch, long step, int stage,
@@ -431,7 +438,8 @@ static int s_report_from_owner(coordinator *c, const coord_peer *p, int epoch, l
     snprintf(why, size, "peer %d is %s, and world rank %d saves stage %d's shard", p->id,
              p->epoch_rank < 0 ? "not a member of this epoch" : "not that stage's replica 0", owner,
              stage);
-  else if (step <= c->start_step || step > c->cfg.run.steps || s_due_checkpoint(c, step) != step)
+  else if ((step <= c->start_step && !s_finishes_at_start(c, step)) || step > c->cfg.run.steps ||
+           s_due_checkpoint(c, step) != step)
     snprintf(why, size,
              "the epoch started at step %ld and saves every %d steps up to step %d, so it "
              "cannot have saved this step",

@@ -19,8 +19,9 @@
 static int s_usable(const coordinator *c, int q, int st, long start) {
   const coord_peer *p = &c->peers[c->members[q]];
   const long H = c->cfg.run.sync.diloco;
+  const long due = start / H + (start >= c->cfg.run.steps && start % H ? 1 : 0);
   return p->held_stage == st && p->held_step > 0 && p->held_step <= start &&
-         p->held_outer >= (start - 1) / H && p->held_outer <= start / H;
+         p->held_outer >= (start - 1) / H && p->held_outer <= due;
 }
 
 /* Stage st's outer step count at `start`: the highest among its usable states (at an outer-step
@@ -93,9 +94,9 @@ int coord_recovery_live_sources(coordinator *c) {
   long best = 0;
   for (int q = 0; q < c->n_members; q++) {
     const long step = c->peers[c->members[q]].held_step;
-    /* a held final step whose checkpoint is not committed has nothing left to train */
-    const int allowed = step > best && step >= c->committed_step &&
-                        (step < c->cfg.run.steps || c->committed_step >= c->cfg.run.steps);
+    /* a held final step (its last outer step or its checkpoint unfinished) is finished by the
+     * start: the tasklets take that outer step and save the final checkpoint */
+    const int allowed = step > best && step >= c->committed_step && step <= c->cfg.run.steps;
     if (allowed && s_covered(c, step)) best = step;
   }
   if (best <= 0) return 0;

@@ -4,8 +4,8 @@
  * --peer-timeout). A frozen neighbour (SIGSTOP, a paused VM) would hold this tasklet that long.
  * So after each step the deadline of the next one is set from what this tasklet measured: a
  * receive inside a step waits no longer than the step itself, and a step takes about as long as
- * the steps before it. Steps that do more than the usual (an outer DiLoCo step, a validation, the
- * last step, or a step right after a checkpoint) are not measured as usual steps and keep the
+ * the steps before it. Steps that do more than the usual (an outer DiLoCo step, a validation, a
+ * checkpoint, the last step) and the step after one are not measured as usual steps and keep the
  * cap — except DiLoCo's outer steps once one was measured: those get margin × the slowest
  * measured one. Until five usual steps are measured (every epoch's start, where the state
  * hand-over moves whole stages) the cap holds; the cap always bounds it. */
@@ -18,7 +18,8 @@
 
 #define S_QUANTILE 0.9 /* the step time most steps stay under */
 #define S_MARGIN 3.0   /* a receive may wait 3 x that */
-#define S_FLOOR_S 0.2  /* below this, scheduling noise on a loaded machine would trip it */
+#define S_FLOOR_S 1.0  /* below this, scheduling noise on a loaded machine trips it (measured:
+                          a 0.2 s floor cut live peers in `wantrain demo` on 2 busy cores) */
 
 void peer_deadline_start(peer_work *w, double cap_s) {
   wt_deadline_config step = {S_QUANTILE, S_MARGIN, S_FLOOR_S, cap_s, 5};
@@ -41,12 +42,14 @@ double peer_deadline_on_step(peer_work *w, long step, double dt) {
   const parallel_run_config *r = &w->run;
   /* dt ran from the previous step's end: what happened after that step counts too */
   const int prev = s_kind(r, step - 1), now = s_kind(r, step);
-  if (dt > 0 && prev != 2 && now == 0) wt_deadline_add(&w->dl_step, dt);
-  if (dt > 0 && prev != 2 && now == 1) wt_deadline_add(&w->dl_sync, dt);
+  if (dt > 0 && prev == 0 && now == 0) wt_deadline_add(&w->dl_step, dt);
+  if (dt > 0 && prev == 0 && now == 1) wt_deadline_add(&w->dl_sync, dt);
+  /* after a step that did more, a neighbour may still be doing it (another stage's outer step
+   * over a slower ring, a checkpoint): the cap */
   const int next = s_kind(r, step + 1);
   double d = w->dl_cap_s;
-  if (now != 2 && next == 0) d = wt_deadline_s(&w->dl_step);
-  if (now != 2 && next == 1) d = wt_deadline_s(&w->dl_sync);
+  if (now == 0 && next == 0) d = wt_deadline_s(&w->dl_step);
+  if (now == 0 && next == 1) d = wt_deadline_s(&w->dl_sync);
   if (d != w->dl_recv_s && w->zc) parallel_zmq_set_timeout(w->zc, d);
   w->dl_recv_s = d;
   return d;

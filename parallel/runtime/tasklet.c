@@ -641,19 +641,24 @@ static int s_step(parallel_tasklet *k, trainer_step_info *info) {
 }
 
 /* A DiLoCo tasklet started from a handed-over state: moved on to the epoch's start step, and,
- * when that is an outer-step boundary whose outer step failed (the state has one outer step
- * fewer than the step asks for), that outer step taken now, by every replica of the stage. */
+ * when that step ends with an outer step (every H steps and the last) that failed (the state has
+ * one outer step fewer than the step asks for), that outer step taken now, by every replica of
+ * the stage. Started at the run's last step, it has nothing left to train: it saves the final
+ * checkpoint. */
 static int s_start_live(parallel_tasklet *k) {
   const parallel_tasklet_config *c = &k->cfg;
   if (!k->outer) return WT_OK;
   if (c->start_step) WT_CHECK(parallel_tasklet_state_advance(k, c->start_step));
   const long done = trainer_steps_done(k->t), H = c->run.sync.diloco;
-  if (done == 0 || done % H || diloco_step_count(k->outer) >= done / H) return WT_OK;
-  double secs = 0;
-  WT_CHECK(s_outer(k, done, &secs));
-  WT_INFO("tasklet stage %d replica %d: took the outer step of step %ld that the previous epoch "
-          "did not finish (%.3f s)",
-          c->stage, c->replica, done, secs);
+  const long due = done / H + (done >= c->run.steps && done % H ? 1 : 0);
+  if (done > 0 && diloco_step_count(k->outer) < due) {
+    double secs = 0;
+    WT_CHECK(s_outer(k, done, &secs));
+    WT_INFO("tasklet stage %d replica %d: took the outer step of step %ld that the previous "
+            "epoch did not finish (%.3f s)",
+            c->stage, c->replica, done, secs);
+  }
+  if (done >= c->run.steps && c->run.checkpoint_dir[0]) WT_CHECK(parallel_tasklet_checkpoint(k));
   return WT_OK;
 }
 
