@@ -137,6 +137,7 @@ struct coordinator {
   struct coord_key_slot *by_key; /* peers.c: slots sorted by key, n_peers of them */
   int *live;                     /* cfg.max_peers scratch entries for the epoch logic */
   double liveness_next; /* no live peer's heartbeat window ends before this (daemon.c) */
+  double stall_grace_until; /* after its own stall, the fixed heartbeat window until this */
   uint64_t refused_full; /* registrations refused because every slot was needed */
   int *dirty, n_dirty;   /* slots whose sequence numbers are to be written (state.c) */
   double dirty_t;        /* when they were last written */

@@ -530,6 +530,9 @@ static void s_forgive_stall(coordinator *c, double late_s) {
       c->peers[i].last_seen = fmin(now, c->peers[i].last_seen + late_s);
   c->phase_deadline += late_s;
   if (c->start_deadline > 0) c->start_deadline += late_s;
+  /* the peers' messages of that time arrive in a burst, or after a reconnect: their measured
+   * gaps say nothing for a while, so the fixed window judges them for one window */
+  c->stall_grace_until = now + c->cfg.liveness * c->cfg.heartbeat_s;
   c->liveness_next = 0; /* judge them again now, against the windows moved on */
   if (late_s >= 1)
     WT_WARN("coordinator: the loop did not run for %.1f s (the process was stopped, its machine "

@@ -1,6 +1,7 @@
 /* deadline — the coordinator's waits, from what the run measured (common/deadline.h):
  *   - a peer's heartbeat window: 3 × the longest of its last heartbeat gaps, at least two
- *     heartbeats, at most --liveness × --heartbeat (the window until 8 gaps are in);
+ *     heartbeats, at most --liveness × --heartbeat (the window until 8 gaps are in, and for one
+ *     window after the coordinator's own stall, whose burst of late messages measures nothing);
  *   - the bind and start phases of an epoch: 4 × the longest phase measured so far, at least
  *     10 s (a member may fetch its data shard or receive a stage's state meanwhile), at most
  *     --bind-timeout (the deadline until one was measured);
@@ -36,7 +37,9 @@ static void s_peer_init(coordinator *c, coord_peer *p) {
 
 void coord_deadline_on_heartbeat(coordinator *c, coord_peer *p, double gap_s, const cJSON *body) {
   if (!p->dl_ready) s_peer_init(c, p);
-  wt_deadline_add(&p->dl_heartbeat, gap_s);
+  /* a gap past the fixed window spans a stall (the coordinator's, or a reconnect): not a
+   * sample of how this peer's heartbeats arrive */
+  if (gap_s <= p->dl_heartbeat.cfg.cap_s) wt_deadline_add(&p->dl_heartbeat, gap_s);
   const cJSON *d = cJSON_GetObjectItemCaseSensitive(body, "deadline");
   p->recv_deadline_s = fmin(fmax(coordinator_field_num(d, "recv_s", NAN), 0), 1e6);
   p->step_q90_s = fmin(fmax(coordinator_field_num(d, "step_q90_s", NAN), 0), 1e6);
@@ -44,6 +47,7 @@ void coord_deadline_on_heartbeat(coordinator *c, coord_peer *p, double gap_s, co
 
 double coord_deadline_heartbeat_s(coordinator *c, coord_peer *p) {
   if (!p->dl_ready) s_peer_init(c, p);
+  if (wt_now_s() < c->stall_grace_until) return p->dl_heartbeat.cfg.cap_s;
   return wt_deadline_s(&p->dl_heartbeat);
 }
 

@@ -845,7 +845,7 @@ static void s_stop(coordinator *c) {
 static int s_sideline_silent(coordinator *c, int bind) {
   int n = 0;
   char why[160];
-  snprintf(why, sizeof why, "it did not %s within the %.1f s deadline of epoch %d (%s)",
+  snprintf(why, sizeof why, "it did not %s within the %.3g s deadline of epoch %d (%s)",
            bind ? "bind its data socket" : "start its work after START",
            bind ? coord_deadline_bind_s(c) : coord_deadline_start_s(c), c->epoch, c->epoch_kind);
   for (int r = 0; r < c->n_members; r++) {
