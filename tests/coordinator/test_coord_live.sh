@@ -46,8 +46,9 @@ wait_exit "$CPID" 60
 line=$(grep -E "from step [0-9]+ \(" "$WORK/kill.log" | tail -1)
 from=$(echo "$line" | grep -oE "from step [0-9]+" | grep -oE "[0-9]+")
 echo "kill: $line"
-# no checkpoint was committed before that epoch: the recovery cannot have read one
-sed -n "1,/$(echo "$line" | grep -oE "epoch [0-9]+: train")/p" "$WORK/kill.log" | grep -q "checkpoint: step [0-9]* complete" &&
+# no checkpoint but the final one was committed before that epoch: it cannot have read one
+sed -n "1,/$(echo "$line" | grep -oE "epoch [0-9]+: train")/p" "$WORK/kill.log" |
+  grep -oE "checkpoint: step [0-9]+ complete" | grep -vq "step $STEPS " &&
   fail "kill: a checkpoint was committed before the recovery epoch"
 echo "$line" | grep -q "the members' own state" || fail "kill: the next epoch did not start from the members' state"
 [ "$from" -ge $((step - 1)) ] || fail "kill: restarted at step $from, but step $step was reached before the kill"

@@ -15,7 +15,8 @@
  *     have done the same outer steps; tasklets started from their own blobs go on bitwise as the
  *     unbroken run; a replacement started from another replica's blob trains on and, after the
  *     next outer step, holds its replica's weights; a replica one step behind keeps its state and
- *     skips the step; a start across an outer step is refused. */
+ *     skips the step; a start at the run's last step takes the pending outer step and saves the
+ *     final checkpoint; a start across an outer step is refused. */
 #include "common/common.h"
 #include "common/testing.h"
 #include "parallel/transport/comm.h"
@@ -333,6 +334,38 @@ static void test_diloco_live(void) {
   WT_TEST_ASSERT(isnan(rest.loss[1][5]) && isfinite(rest.loss[1][6]),
                  "replica 1 trained step 6 instead of skipping it");
   s_free(&rest);
+
+  /* started at the run's last step (8, an outer-step boundary) from states of step 7: the
+   * tasklets take that outer step and save the final checkpoint, training nothing */
+  static s_run at7;
+  s_stop_at(&at7, 7);
+  char dir[] = "/tmp/wt-peer-state-XXXXXX";
+  WT_TEST_REQUIRE(mkdtemp(dir), "cannot make a temporary directory");
+  memset(&rest, 0, sizeof rest);
+  rest.base = s_diloco_config();
+  snprintf(rest.base.run.checkpoint_dir, sizeof rest.base.run.checkpoint_dir, "%s", dir);
+  for (int w = 0; w < W; w++)
+    rest.in[w] = at7.out[w], rest.in_bytes[w] = at7.out_bytes[w], rest.start[w] = STEPS;
+  WT_TEST_REQUIRE(s_go(&rest) == WT_OK, "the start at the last step failed: %s", rest.err[0]);
+  for (int w = 0; w < W; w++) {
+    long outer = -1;
+    parallel_tasklet_state_outer(rest.out[w], rest.out_bytes[w], &outer);
+    WT_TEST_ASSERT(outer == 2 && isnan(rest.loss[w][STEPS - 1]),
+                   "rank %d: %ld outer steps after the start at step %d (expected 2), a step "
+                   "trained: %d",
+                   w, outer, STEPS, !isnan(rest.loss[w][STEPS - 1]));
+  }
+  p0 = s_params(rest.out[0], &n0), p1 = s_params(rest.out[1], &n1);
+  WT_TEST_ASSERT(n0 == n1 && !memcmp(p0, p1, n0 * 4), "stage 0's replicas differ after it");
+  char manifest[128];
+  snprintf(manifest, sizeof manifest, "%s/manifest.json", dir);
+  FILE *mf = fopen(manifest, "r");
+  WT_TEST_ASSERT(mf != NULL, "no final checkpoint manifest in %s", dir);
+  if (mf) fclose(mf);
+  char rm[160];
+  snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+  WT_TEST_ASSERT(system(rm) == 0, "cannot remove %s", dir);
+  s_free(&rest), s_free(&at7);
 
   /* refused: a state of step 3 cannot start at step 6, the outer step of step 4 lies between */
   static s_run at3;
