@@ -174,6 +174,7 @@ struct coordinator {
   wt_deadline dl_bind, dl_start;
   double bind_began, start_began;
   int promote; /* peer index of a standby to place at the next train epoch, -1 = none */
+  int promoted; /* the placement being made swapped a standby in (epoch.c's s_promote) */
   int n_plan;
   double cost_ga, cost_random;
   int failed_epochs;      /* consecutive train epochs that ended without progress */

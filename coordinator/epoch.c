@@ -300,7 +300,11 @@ static int s_holds(coordinator *c, int rank, int stage, long step) {
 static void s_state_sources(coordinator *c) {
   const int S = c->cfg.run.stages, R = c->cfg.run.replicas, n = c->n_members;
   if (parallel_run_config_live_recovery(&c->cfg.run)) {
-    c->from_peers = c->failed_epochs == 0 && coord_recovery_live_sources(c);
+    /* a promotion swaps a live member out at a committed checkpoint: from that checkpoint the
+     * standby loads the replaced replica's own state, so the run goes on bit for bit */
+    const int promoted = c->promoted;
+    c->promoted = 0;
+    c->from_peers = c->failed_epochs == 0 && !promoted && coord_recovery_live_sources(c);
     if (!c->from_peers) c->start_step = c->committed_step;
     return;
   }
@@ -580,6 +584,7 @@ static void s_promote(coordinator *c, int *list, int n, int *changed, int *n_cha
               c->peers[who].id, slot, c->peers[list[slot]].id, now_cost, cost);
   list[slot] = who;
   changed[(*n_changed)++] = slot;
+  c->promoted = 1;
 }
 
 /* A placement the operator fixed: --assignment, or --solver none. */
