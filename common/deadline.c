@@ -40,4 +40,6 @@ double wt_deadline_s(const wt_deadline *d) {
   return fmin(t, d->cfg.cap_s);
 }
 
-int wt_deadline_samples(const wt_deadline *d) { return d->n; }
+int wt_deadline_samples(const wt_deadline *d) {
+  return d->n;
+}

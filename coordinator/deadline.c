@@ -51,10 +51,16 @@ double coord_deadline_heartbeat_s(coordinator *c, coord_peer *p) {
   return wt_deadline_s(&p->dl_heartbeat);
 }
 
-double coord_deadline_bind_s(const coordinator *c) { return wt_deadline_s(&c->dl_bind); }
-double coord_deadline_start_s(const coordinator *c) { return wt_deadline_s(&c->dl_start); }
+double coord_deadline_bind_s(const coordinator *c) {
+  return wt_deadline_s(&c->dl_bind);
+}
+double coord_deadline_start_s(const coordinator *c) {
+  return wt_deadline_s(&c->dl_start);
+}
 
-void coord_deadline_bound(coordinator *c, double took_s) { wt_deadline_add(&c->dl_bind, took_s); }
+void coord_deadline_bound(coordinator *c, double took_s) {
+  wt_deadline_add(&c->dl_bind, took_s);
+}
 void coord_deadline_started(coordinator *c, double took_s) {
   wt_deadline_add(&c->dl_start, took_s);
 }

@@ -547,7 +547,7 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
             "ranks, %.1f MB between them",
             c.stage, res.steps_done, c.run.site_ranks / cp, cp, (double)res.bytes_site / 1e6);
   }
-  long ran = res.steps_done - w->start_step;
+  long ran = w->start_step >= 0 ? res.steps_done - w->start_step : 0; /* -1: no step ran */
   if (ran > 0) /* the step counter, so that a log shows which steps each epoch trained */
     WT_INFO("peerd: epoch %d: stage %d replica %d trained steps %ld to %ld", w->epoch, c.stage,
             c.replica, w->start_step + 1, res.steps_done);

@@ -9,8 +9,9 @@
 
 static void test_deadline(void) {
   wt_deadline d;
-  wt_deadline_init(&d, &(wt_deadline_config){.quantile = 0.9, .margin = 4, .floor_s = 0.05,
-                                              .cap_s = 10, .min_samples = 5});
+  wt_deadline_init(
+      &d, &(wt_deadline_config){
+              .quantile = 0.9, .margin = 4, .floor_s = 0.05, .cap_s = 10, .min_samples = 5});
   WT_TEST_ASSERT(wt_deadline_s(&d) == 10 && isnan(wt_deadline_quantile(&d)), "no samples: the cap");
   for (int i = 0; i < 4; i++) wt_deadline_add(&d, 0.1);
   WT_TEST_ASSERT(wt_deadline_s(&d) == 10, "4 samples of 5 needed: %g", wt_deadline_s(&d));
