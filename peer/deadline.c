@@ -18,9 +18,8 @@
 
 #define S_QUANTILE 0.9 /* the step time most steps stay under */
 #define S_MARGIN 3.0   /* a receive may wait 3 x that */
-#define S_FLOOR_S                                                                                  \
-  1.0 /* below this, scheduling noise on a loaded machine trips it (measured:                      \
-         a 0.2 s floor cut live peers in `wantrain demo` on 2 busy cores) */
+#define S_FLOOR_S 1.0  /* below it, scheduling noise on busy cores cuts live peers
+                          (docs/coordinator.md, "Deadlines") */
 
 void peer_deadline_start(peer_work *w, double cap_s) {
   wt_deadline_config step = {S_QUANTILE, S_MARGIN, S_FLOOR_S, cap_s, 5};
