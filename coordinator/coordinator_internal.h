@@ -24,7 +24,7 @@
 #define COORD_EVENT_DETAIL 320
 #define COORD_TRUST_REPLICAS 64 /* replicas of a stage a trust report covers */
 #define COORD_MAX_EXCLUDED 256  /* liars listed in /status (all are counted, and refused by key) */
-#define COORD_PROBE_MAX 64 /* members of one probe epoch */
+#define COORD_PROBE_MAX 64      /* members of one probe epoch */
 
 typedef enum { PEER_GONE = 0, PEER_LIVE = 1 } coord_peer_status;
 
@@ -77,7 +77,7 @@ typedef struct {
   long trust_flagged, trust_syncs, trust_ep_flagged, trust_ep_syncs;
   int trust_epoch;
   char trust_why[64]; /* the reasons its stage gave */
-  coord_link *links;   /* probed links from it, by the other end's id; owned (peers.c) */
+  coord_link *links;  /* probed links from it, by the other end's id; owned (peers.c) */
   int n_links, cap_links;
   int seq_dirty;     /* its sequence number is newer than its row (state.c flushes it) */
   int started_epoch; /* the last epoch its heartbeats said it works in */
@@ -105,6 +105,7 @@ typedef struct {
   int claim_epoch, claim_strikes, claim_flagged;
   long claim_steps;
   double claim_measured, claim_placed;
+  uint64_t trust_saved; /* state.c: a digest of its trust record as last written, 0: none */
 } coord_peer;
 
 /* One line of the event log as /status shows it. */
@@ -136,11 +137,11 @@ struct coordinator {
   int n_peers;
   struct coord_key_slot *by_key; /* peers.c: slots sorted by key, n_peers of them */
   int *live;                     /* cfg.max_peers scratch entries for the epoch logic */
-  double liveness_next; /* no live peer's heartbeat window ends before this (daemon.c) */
-  double stall_grace_until; /* after its own stall, the fixed heartbeat window until this */
-  uint64_t refused_full; /* registrations refused because every slot was needed */
-  int *dirty, n_dirty;   /* slots whose sequence numbers are to be written (state.c) */
-  double dirty_t;        /* when they were last written */
+  double liveness_next;          /* no live peer's heartbeat window ends before this (daemon.c) */
+  double stall_grace_until;      /* after its own stall, the fixed heartbeat window until this */
+  uint64_t refused_full;         /* registrations refused because every slot was needed */
+  int *dirty, n_dirty;           /* slots whose sequence numbers are to be written (state.c) */
+  double dirty_t;                /* when they were last written */
   int next_peer_id;     /* ids are never reused: one more than any the state database holds */
   double refusal_log_t; /* start of the window of refusals logged (s_refusal_log) */
   int refusal_log_n;    /* lines logged in that window */
@@ -157,7 +158,7 @@ struct coordinator {
   char epoch_kind[8];  /* "probe" or "train" */
   coord_epoch_phase phase;
   double phase_deadline;
-  double start_deadline; /* running: every member works by then (0: not checked) */
+  double start_deadline;          /* running: every member works by then (0: not checked) */
   int members[COORD_MAX_MEMBERS]; /* peer indices by epoch rank */
   int n_members;
   int plan_members[COORD_MAX_MEMBERS]; /* the last train epoch's peers, by world rank */
@@ -200,11 +201,10 @@ struct coordinator {
   int n_events, events_next;
   pthread_mutex_t mu; /* held while the loop handles messages; the HTTP thread reads under it */
   coordinator_http *http;
-  int n_excluded; /* trust.c: peers excluded in this coordinator's lifetime; the first
+  int n_excluded; /* trust.c: peers excluded in this run (state.c loads them back); the first
                      COORD_MAX_EXCLUDED of them listed */
   int excluded_id[COORD_MAX_EXCLUDED];
-  char excluded_key[COORD_MAX_EXCLUDED][COORD_KEY_LEN + 1],
-      excluded_why[COORD_MAX_EXCLUDED][256];
+  char excluded_key[COORD_MAX_EXCLUDED][COORD_KEY_LEN + 1], excluded_why[COORD_MAX_EXCLUDED][256];
   /* the running probe epoch's contention rounds by epoch rank: [from * COORD_PROBE_MAX + to],
    * bytes/s while the region of `from` (up) or of `to` (down) sent or received at once */
   double probe_up[COORD_PROBE_MAX * COORD_PROBE_MAX], probe_down[COORD_PROBE_MAX * COORD_PROBE_MAX];
@@ -265,6 +265,9 @@ void coord_state_session_add(coordinator *c, const char *key, const char *sid);
 int coord_state_peer_id(coordinator *c, const char *key);
 /* Loads the probed links between peer index i and the peers in the table. */
 void coord_state_load_links(coordinator *c, int i);
+/* The trust record of p's key (coord_trust_record) back into p, as a restart or a returning key
+ * finds it; written with the peer's deferred row (coord_state_flush) when it changed. */
+void coord_state_load_trust(coordinator *c, coord_peer *p);
 void coord_state_save_epoch(coordinator *c, const char *plan_json);
 void coord_state_save_loss(coordinator *c, long step, float loss);
 int coord_state_meta_get(coordinator *c, const char *key, char *out, size_t size);
@@ -340,6 +343,16 @@ void coord_event_keep(coordinator *c, double t, const char *kind, const char *de
 void coord_trust_on_heartbeat(coordinator *c, coord_peer *p, const cJSON *body);
 /* 1 (with the reason in why) when `key` was excluded from this run. */
 int coord_trust_refuses(coordinator *c, const char *key, char *why, size_t size);
+/* Tells the sender at route that its key is excluded: REFUSED with the reason (why, from
+ * coord_trust_refuses) and "excluded": true, so that peerd stops instead of registering again.
+ * Sent when the peer is excluded and to every message it sends after. */
+void coord_trust_tell_excluded(coordinator *c, const unsigned char *route, size_t route_len,
+                               const char *why);
+/* trust_state.c: p's trust record (the counts above, its spot-check report baselines, its
+ * claim's standing) as JSON text, malloc'd, or NULL when there is nothing to keep yet; and
+ * back into p: 1, or 0 with p unchanged when the text is not a whole, valid record. */
+char *coord_trust_record(const coordinator *c, const coord_peer *p);
+int coord_trust_record_load(const coordinator *c, coord_peer *p, const char *text);
 /* Adds "peers_excluded", "excluded" [{id, key, reason}] and "trust" [{id, flagged, syncs}] to a
  * /status object. */
 void coord_trust_status(coordinator *c, cJSON *status);

@@ -19,6 +19,7 @@
  * ACK of that peer, seen at the loop's 20 ms period (so up to 20 ms more than it took). Exits 0
  * when it ran, 2 on bad arguments, 1 when sockets cannot be made. */
 #include "coordinator/protocol.h"
+#include "tests/coordinator/coord_client.h"
 
 #include <cjson/cJSON.h>
 
@@ -66,30 +67,19 @@ static double s_now(void) {
 }
 
 static int s_send(s_peer *p, coordinator_cmd cmd, cJSON *body) {
-  char *text = coordinator_msg_encode(cmd, p->sid, ++p->seq, body);
-  int rc = text ? zmq_send(p->sock, text, strlen(text), ZMQ_DONTWAIT) : -1;
-  free(text);
+  int rc = coord_client_send(p->sock, p->sid, ++p->seq, cmd, body);
   cJSON_Delete(body);
   return rc;
 }
 
 static int s_open(s_peer *p, void *ctx, const s_args *a) {
   char pub[41], sec[41], target[600];
-  p->sock = zmq_socket(ctx, ZMQ_DEALER);
-  if (!p->sock) return -1;
-  int linger = 0;
-  int64_t maxsize = COORD_MSG_MAX + 1024;
-  zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(p->sock, ZMQ_MAXMSGSIZE, &maxsize, sizeof maxsize);
   zmq_curve_keypair(pub, sec);
-  zmq_setsockopt(p->sock, ZMQ_CURVE_SERVERKEY, a->server, 40);
-  zmq_setsockopt(p->sock, ZMQ_CURVE_PUBLICKEY, pub, 40);
-  zmq_setsockopt(p->sock, ZMQ_CURVE_SECRETKEY, sec, 40);
   if (a->source)
     snprintf(target, sizeof target, "tcp://%s:0;%s", a->source, a->endpoint + 6);
   else
     snprintf(target, sizeof target, "%s", a->endpoint);
-  if (zmq_connect(p->sock, target) != 0) return -1;
+  if (!(p->sock = coord_client_socket(ctx, a->server, target, pub, sec))) return -1;
   coordinator_sid_new(p->sid);
   cJSON *b = cJSON_CreateObject();
   cJSON_AddStringToObject(b, "token", a->token ? a->token : "");
