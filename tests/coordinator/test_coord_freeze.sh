@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # test_coord_freeze — a frozen member (SIGSTOP) is found from measured deadlines, not the fixed
-# ones. 2 stages x 2 replicas plus a standby on loopback, a model big enough for steps of about
-# 0.3 s, --peer-timeout 20 (the fixed receive deadline, now only the cap) and
-# --liveness 8 x --heartbeat 0.25. Once the peers have measured their steps, /status shows each
-# member's derived receive deadline (3 x the 90th percentile of its step times, at least 1 s)
-# and the test prints it; then one member is stopped with SIGSTOP. A neighbour's receive must give
-# up within 5 x the stopped member's step time, and the coordinator must drop it, by its measured
-# heartbeat gaps, before the fixed 2 s window. Then the frozen process is killed and the run
-# finishes from the survivors' state.
+# ones. 2 stages x 2 replicas plus a standby on loopback in lab8.json's emulated lab slowed 25
+# times (50 ms one way), so that a step takes about 0.35 s on any machine; --peer-timeout 20 (the
+# fixed receive deadline, now only the cap) and --liveness 8 x --heartbeat 0.25. Once the peers
+# have measured their steps, /status shows each member's derived receive deadline (3 x the 90th
+# percentile of its step times, at least 1 s) and the test prints it; then one member is stopped
+# with SIGSTOP. A neighbour's receive must give up within 5 x the stopped member's step time, and
+# the coordinator must drop it, by its measured heartbeat gaps, before the fixed 2 s window. Then
+# the frozen process is killed and the run finishes from the survivors' state.
 #   tests/coordinator/test_coord_freeze.sh BIN_DIR
 BIN=$1
 . "$(dirname "$0")/harness.sh"
 STEPS=60
 STATE=$WORK/state PEER_LOG=peer
 start_coord coord.log --open --stages 2 --replicas 2 --steps $STEPS --checkpoint-every 1000 \
-  --heartbeat 0.25 --liveness 8 --peer-timeout 20 --exit-when-done --channels 128 --seq 128 \
-  --heads 4 --micro-batches 2 --batch 40
-for i in 1 2 3 4 5; do start_peer "$i"; done
+  --heartbeat 0.25 --liveness 8 --peer-timeout 20 --exit-when-done \
+  --scenario "$(dirname "$0")/lab8.json" --links scenario --time-scale 25
+for i in 1 2 3 4 5; do start_peer "$i" --region lab; done
 status() { curl -sf "http://127.0.0.1:$(cat "$STATE/http_port")/status" 2>/dev/null; }
 
 # wait until every member has a derived receive deadline below the cap
