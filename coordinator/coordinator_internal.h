@@ -3,6 +3,7 @@
 #ifndef WT_COORDINATOR_INTERNAL_H
 #define WT_COORDINATOR_INTERNAL_H
 
+#include "common/deadline.h"
 #include "assign/assign.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/http.h"
@@ -68,6 +69,12 @@ typedef struct {
   long steps_done;
   int held_stage;      /* the stage state it keeps between epochs (from RESULT / REGISTER) */
   long held_step;      /* 0: none */
+  long held_outer;     /* DiLoCo: the outer steps its held state has done (-1: none reported) */
+  /* deadline.c: its heartbeat gaps (dl_ready = 0: not set up yet), and the receive deadline
+   * and step time its last heartbeat reported (NaN / 0 until then) */
+  wt_deadline dl_heartbeat;
+  int dl_ready;
+  double recv_deadline_s, step_q90_s;
   int promote_refused; /* its measured links did not keep a promotion's gain: not asked again */
   int finished;        /* told the run is complete (it then exits): gone, but not lost */
   /* trust.c: the robust sync's evidence. Its own last report of the epoch trust_report_epoch
@@ -148,6 +155,7 @@ struct coordinator {
   struct coord_key_slot *by_key; /* peers.c: slots sorted by key, n_peers of them */
   int *live;                     /* cfg.max_peers scratch entries for the epoch logic */
   double liveness_next;          /* no live peer's heartbeat window ends before this (daemon.c) */
+  double stall_grace_until;      /* after its own stall, the fixed heartbeat window until this */
   uint64_t refused_full;         /* registrations refused because every slot was needed */
   int *dirty, n_dirty;           /* slots whose sequence numbers are to be written (state.c) */
   double dirty_t;                /* when they were last written */
@@ -179,7 +187,12 @@ struct coordinator {
    * held states, rank r's from rank state_from[r]; 0: from the latest complete checkpoint */
   int from_peers, state_from[COORD_MAX_MEMBERS];
   long start_step;
+  /* deadline.c: how long the bind and the start phases took (measured), and when the running
+   * phase began (epoch sent / START sent) */
+  wt_deadline dl_bind, dl_start;
+  double bind_began, start_began;
   int promote; /* peer index of a standby to place at the next train epoch, -1 = none */
+  int promoted; /* the placement being made swapped a standby in (epoch.c's s_promote) */
   int n_plan;
   double cost_ga, cost_random;
   int failed_epochs;      /* consecutive train epochs that ended without progress */
@@ -407,6 +420,25 @@ double coord_claim_flops(const coord_peer *p);
 /* Adds "peers_claim_flagged" and "claims" [{id, flops_claimed, flops_measured, flops_placed,
  * flagged}] to a /status object. */
 void coord_claim_status(coordinator *c, cJSON *status);
+
+/* deadline.c — the waits' deadlines from measurements (see there). _init once the options are
+ * set; _on_heartbeat with the gap since the peer's previous message and the heartbeat's body;
+ * _bound / _started with how long an epoch's bind / start phase took; _json: /status's
+ * "deadlines"; _peer_json adds a peer's "deadline" to its /status entry. */
+void coord_deadline_init(coordinator *c);
+void coord_deadline_on_heartbeat(coordinator *c, coord_peer *p, double gap_s, const cJSON *body);
+double coord_deadline_heartbeat_s(coordinator *c, coord_peer *p);
+double coord_deadline_bind_s(const coordinator *c);
+double coord_deadline_start_s(const coordinator *c);
+void coord_deadline_bound(coordinator *c, double took_s);
+void coord_deadline_started(coordinator *c, double took_s);
+cJSON *coord_deadline_json(coordinator *c);
+void coord_deadline_peer_json(coordinator *c, coord_peer *p, cJSON *j);
+
+/* recovery.c — a DiLoCo run's start after a loss, from the members' held states: fills
+ * start_step and state_from (a rank's own index: it keeps its own state) and logs it. Returns 1,
+ * or 0 when some stage has no usable live state (then the checkpoint). */
+int coord_recovery_live_sources(coordinator *c);
 
 /* epoch.c */
 void coord_epoch_tick(coordinator *c);

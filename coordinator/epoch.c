@@ -116,8 +116,10 @@ static void s_publish(coordinator *c) {
     cJSON_Delete(b);
   }
   c->phase = EPOCH_BINDING;
-  c->phase_deadline = wt_now_s() + c->cfg.bind_timeout_s;
+  c->bind_began = wt_now_s();
+  c->phase_deadline = c->bind_began + coord_deadline_bind_s(c);
   c->start_deadline = 0;
+  c->start_began = 0;
 }
 
 /* --links scenario: placement prices the emulated scenario's own links, and nothing is probed. */
@@ -290,13 +292,23 @@ static int s_holds(coordinator *c, int rank, int stage, long step) {
  * memory (every replica of a stage at one step holds the same state), when it is no older than
  * the latest complete checkpoint; a member that does not hold its stage at that step receives it
  * from one that does (spread over them). Otherwise, and after an epoch that made no progress
- * (a hand-over may be what failed), everyone loads the checkpoint. A stateful run (DiLoCo, error
- * feedback, delta activation caches, ZeRO-1's sharded optimizer) always loads the checkpoint: the held states carry the
+ * (a hand-over may be what failed), everyone loads the checkpoint. A DiLoCo run starts from the
+ * members' states by recovery.c's rule. Any other stateful run (error feedback, delta activation
+ * caches, ZeRO-1's sharded optimizer) always loads the checkpoint: the held states carry the
  * weights and optimizer only, while each replica's own sync state lives in its .state file of
  * the checkpoint, and a peer replacing a lost replica must start from that replica's file. The
  * steps since the checkpoint are trained again. */
 static void s_state_sources(coordinator *c) {
   const int S = c->cfg.run.stages, R = c->cfg.run.replicas, n = c->n_members;
+  if (parallel_run_config_live_recovery(&c->cfg.run)) {
+    /* a promotion swaps a live member out at a committed checkpoint: from that checkpoint the
+     * standby loads the replaced replica's own state, so the run goes on bit for bit */
+    const int promoted = c->promoted;
+    c->promoted = 0;
+    c->from_peers = c->failed_epochs == 0 && !promoted && coord_recovery_live_sources(c);
+    if (!c->from_peers) c->start_step = c->committed_step;
+    return;
+  }
   const int handover = c->failed_epochs == 0 && !parallel_run_config_stateful(&c->cfg.run);
   long best = 0;
   for (int q = 0; q < n && handover; q++) {
@@ -423,6 +435,13 @@ static long s_due_checkpoint(const coordinator *c, long steps) {
              : 0;
 }
 
+/* A DiLoCo epoch started from the members' states at the run's last step saves that step's
+ * checkpoint at its start (it has nothing left to train; recovery.c). */
+static int s_finishes_at_start(const coordinator *c, long step) {
+  return c->from_peers && parallel_run_config_live_recovery(&c->cfg.run) &&
+         step == c->start_step && step == c->cfg.run.steps;
+}
+
 /* Whether the owner of a stage's checkpoint in the running train epoch can have saved `step`:
  * past the step the epoch started from, on the checkpoint grid, not past the run's end. */
 static int s_report_from_owner(coordinator *c, const coord_peer *p, int epoch, long step, int stage,
@@ -435,7 +454,8 @@ static int s_report_from_owner(coordinator *c, const coord_peer *p, int epoch, l
     snprintf(why, size, "peer %d is %s, and world rank %d saves stage %d's shard", p->id,
              p->epoch_rank < 0 ? "not a member of this epoch" : "not that stage's replica 0", owner,
              stage);
-  else if (step <= c->start_step || step > c->cfg.run.steps || s_due_checkpoint(c, step) != step)
+  else if ((step <= c->start_step && !s_finishes_at_start(c, step)) || step > c->cfg.run.steps ||
+           s_due_checkpoint(c, step) != step)
     snprintf(why, size,
              "the epoch started at step %ld and saves every %d steps up to step %d, so it "
              "cannot have saved this step",
@@ -576,6 +596,7 @@ static void s_promote(coordinator *c, int *list, int n, int *changed, int *n_cha
               c->peers[who].id, slot, c->peers[list[slot]].id, now_cost, cost);
   list[slot] = who;
   changed[(*n_changed)++] = slot;
+  c->promoted = 1;
 }
 
 /* A placement the operator fixed: --assignment, or --solver none. */
@@ -854,9 +875,9 @@ static void s_stop(coordinator *c) {
 static int s_sideline_silent(coordinator *c, int bind) {
   int n = 0;
   char why[160];
-  snprintf(why, sizeof why, "it did not %s within the %.0f s deadline of epoch %d (%s)",
-           bind ? "bind its data socket" : "start its work after START", c->cfg.bind_timeout_s,
-           c->epoch, c->epoch_kind);
+  snprintf(why, sizeof why, "it did not %s within the %.3g s deadline of epoch %d (%s)",
+           bind ? "bind its data socket" : "start its work after START",
+           bind ? coord_deadline_bind_s(c) : coord_deadline_start_s(c), c->epoch, c->epoch_kind);
   for (int r = 0; r < c->n_members; r++) {
     coord_peer *p = &c->peers[c->members[r]];
     if (p->status != PEER_LIVE || p->result != 0) continue;
@@ -897,9 +918,20 @@ static int s_refine_due(coordinator *c) {
   return 1;
 }
 
+/* Once every member works in the running epoch, how long that took counts for the next start
+ * deadline. */
+static void s_measure_start(coordinator *c, double now) {
+  if (c->phase != EPOCH_RUNNING || c->start_began <= 0) return;
+  for (int r = 0; r < c->n_members; r++)
+    if (c->peers[c->members[r]].started_epoch != c->epoch) return;
+  coord_deadline_started(c, now - c->start_began);
+  c->start_began = 0;
+}
+
 void coord_epoch_tick(coordinator *c) {
   if (c->run_complete) return;
   double now = wt_now_s();
+  s_measure_start(c, now);
   if (c->phase == EPOCH_BINDING && now > c->phase_deadline) {
     s_sideline_silent(c, 1);
     s_abort(c, "not every member bound its data socket within the deadline");
@@ -951,7 +983,9 @@ void coord_epoch_on_bound(coordinator *c, coord_peer *p, const cJSON *body) {
   cJSON_Delete(b);
   c->phase = EPOCH_RUNNING;
   c->phase_deadline = wt_now_s() + coord_probe_deadline_s(c);
-  c->start_deadline = wt_now_s() + c->cfg.bind_timeout_s;
+  coord_deadline_bound(c, wt_now_s() - c->bind_began);
+  c->start_began = wt_now_s();
+  c->start_deadline = c->start_began + coord_deadline_start_s(c);
   coord_state_save_run(c);
 }
 
@@ -965,6 +999,7 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
     p->held_step = (long)hs->valuedouble;
     p->held_stage = (int)fmin(
         fmax(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "held_stage")), -1), 1e6);
+    p->held_outer = (long)fmin(fmax(coordinator_field_num(body, "held_outer", -1), -1), 1e12);
   }
   int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "ok"));
   const char *err = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "error"));

@@ -265,6 +265,7 @@ static int s_register(s_peer *p) {
   if (p->held.step > 0) { /* registering again (the coordinator restarted): still holds it */
     cJSON_AddNumberToObject(b, "held_stage", p->held.stage);
     cJSON_AddNumberToObject(b, "held_step", (double)p->held.step);
+    if (p->held.outer >= 0) cJSON_AddNumberToObject(b, "held_outer", (double)p->held.outer);
   }
   cJSON *d = cJSON_AddObjectToObject(b, "device");
   cJSON_AddStringToObject(d, "kind", strncmp(p->cfg->device, "cuda", 4) ? "cpu" : "cuda");

@@ -231,6 +231,13 @@ int parallel_run_config_check(parallel_run_config *run);
  * (sync.grad_ef resolved; "auto" counts as on). */
 int parallel_run_config_stateful(const parallel_run_config *run);
 
+/* The one rule for "a lost member is replaced from a live replica, nobody rolls back": 1 for a
+ * DiLoCo run without ZeRO-1. Its replicas share the outer weights and momentum after every outer
+ * step, so a replacement starts from a live replica's outer state (zero residuals, fresh
+ * activation caches) and the survivors go on from their own state; every other stateful run
+ * resumes from its checkpoint. */
+int parallel_run_config_live_recovery(const parallel_run_config *run);
+
 /* The one exclusion rule (docs/trust.md): 1 when a peer whose contributions the robust sync left
  * out of `flagged` of the `syncs` it took part in is excluded from the run: robust on,
  * trust-flags > 0, flagged >= trust-flags and 4 · flagged >= syncs. */

@@ -101,5 +101,8 @@ void parallel_tasklet_spot_free(parallel_tasklet *k);
 /* tasklet_state.c: the stage as a state blob (tasklet.h), malloc'd into *out; and back. */
 int parallel_tasklet_state_save(parallel_tasklet *k, void **out, size_t *bytes);
 int parallel_tasklet_state_load(parallel_tasklet *k, const void *blob, size_t bytes);
+/* Moves a DiLoCo stage forward to `step` (config start_step) without training: draws and drops
+ * the batches in between. Refused (WT_EINVAL) across an outer step. */
+int parallel_tasklet_state_advance(parallel_tasklet *k, long step);
 
 #endif
