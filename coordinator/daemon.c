@@ -127,6 +127,7 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
   if (rc == WT_OK) rc = coord_scenario_load(c);
   if (rc == WT_OK) rc = coord_token_key_load(c->dir, c->token_key);
   if (rc == WT_OK) rc = coord_state_open(c);
+  if (rc == WT_OK) rc = coord_holders_open(c);
   if (rc == WT_OK) rc = coord_state_load(c);
   if (rc == WT_OK) rc = s_keys(c);
   if (rc == WT_OK) rc = s_bind(c);
@@ -436,6 +437,9 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
     break;
   case COORD_CMD_CHECKPOINT:
     coord_epoch_on_checkpoint(c, p, m.body);
+    break;
+  case COORD_CMD_SHARDS:
+    coord_holders_on_shards(c, p, m.body);
     break;
   case COORD_CMD_LEAVE:
     p->status = PEER_GONE;

@@ -53,6 +53,7 @@ static cJSON *s_tasklet_json(coordinator *c, int rank) {
   cJSON_AddNumberToObject(t, "shard_first_row",
                           (rank % run->replicas) * run->batch / run->replicas);
   cJSON_AddNumberToObject(t, "shard_rows", run->batch / run->replicas);
+  coord_holders_seat_json(c, rank, t);
   return t;
 }
 
@@ -312,7 +313,9 @@ static void s_state_sources(coordinator *c) {
     if (covered) best = step;
   }
   c->from_peers = best > 0;
-  c->start_step = best > 0 ? best : c->committed_step;
+  c->start_step = best > 0                ? best
+                  : coord_holders_on(c) ? coord_holders_resume_step(c)
+                                        : c->committed_step;
   int next[COORD_MAX_MEMBERS] = {0}; /* per stage: the holder to hand out next */
   for (int r = 0; best > 0 && r < n; r++) {
     int st = r / R;
@@ -459,6 +462,7 @@ static int s_sums_sha256(const char *path, char hex[65]) {
 static int s_report_matches_disk(coordinator *c, long step, int stage, const char *digest,
                                  char *why, size_t size) {
   struct stat st;
+  if (coord_holders_on(c)) return 1; /* on the peers: each copy is checked by its digest */
   if (stat(c->cfg.run.checkpoint_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
     if (!c->ckpt_unchecked)
       coord_event(c, "checkpoint",
@@ -846,6 +850,8 @@ static int s_sideline_silent(coordinator *c, int bind) {
 void coord_epoch_tick(coordinator *c) {
   if (c->run_complete) return;
   double now = wt_now_s();
+  if (now - c->holders_check_t >= 1) /* copies lost with a peer are made again */
+    c->holders_check_t = now, coord_holders_check(c);
   if (c->phase == EPOCH_BINDING && now > c->phase_deadline) {
     s_sideline_silent(c, 1);
     s_abort(c, "not every member bound its data socket within the deadline");
@@ -872,6 +878,7 @@ void coord_epoch_tick(coordinator *c) {
     s_stop(c);
     return;
   }
+  if (!coord_holders_ready(c)) return;
   if (s_place(c, live, n_live)) s_start_epoch(c, "train", NULL, 0);
 }
 

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# test_coord_holders_restart — checkpoints on the peers (--checkpoint-storage peers), no shared
+# path: every peer has its own --data-dir, and the coordinator's state directory holds no shard.
+#  U. an uninterrupted 2 x 1 run with three peers (two members, one standby), for its final loss;
+#  R. the same run killed (coordinator and every peer, kill -9) after a committed checkpoint,
+#     with the stage-1 member's own copies of its shards damaged on disk while everything is
+#     down; all restarted on the same state and data directories: the run resumes from a step
+#     at or past the committed one, the member refuses its damaged copy by the digest and
+#     fetches the shard from the peer that holds the other copy, and the run ends at run U's
+#     final loss bit for bit.
+# Links are lab8.json's 2 ms at time scale 3, so that the kill lands mid-run.
+#   tests/coordinator/test_coord_holders_restart.sh BIN_DIR
+BIN=$1
+. "$(dirname "$0")/harness.sh"
+ARGS=(--open --stages 2 --replicas 1 --steps 240 --checkpoint-every 10 --heartbeat 0.25
+      --liveness 4 --peer-timeout 5 --exit-when-done --checkpoint-storage peers
+      --scenario "$(dirname "$0")/lab8.json" --time-scale 3)
+peers() { for i in "$@"; do start_peer "$i" --region lab; done; }
+
+# U
+STATE=$WORK/u PEER_LOG=u-peer
+start_coord u.log "${ARGS[@]}"
+peers 1 2 3
+wait_exit "$CPID" 50 || fail "U: the run did not finish"
+LU=$(json_field u.log loss)
+[ -n "$LU" ] || fail "U: no final loss"
+[ ! -e "$WORK/u/checkpoints" ] || fail "U: the coordinator's state directory holds checkpoints"
+echo "U: uninterrupted, final loss $LU"
+
+# R
+STATE=$WORK/r PEER_LOG=r-peer
+start_coord r.log "${ARGS[@]}"
+peers 11 12 13
+wait_committed "$WORK/r.log" 30 40 || fail "R: no checkpoint"
+kill -9 "$CPID" 2>/dev/null || fail "R: the run ended before the kill"
+for i in 11 12 13; do kill -9 "${PEER_PID[$i]}" 2>/dev/null; done
+wait 2>/dev/null
+committed=$(grep -oE "checkpoint: step [0-9]+ complete" "$WORK/r.log" | tail -1 | grep -oE "[0-9]+")
+# the stage-1 writer's store is the one with stage-1/latest (a copy has none)
+damaged=0
+for d in "$WORK"/peer1[123]/runs/*/stage-1; do
+  [ -f "$d/latest" ] || continue
+  for f in "$d"/step-*/model.safetensors; do
+    printf 'XXXXXXXX' | dd of="$f" bs=1 seek=300 conv=notrunc 2>/dev/null
+    damaged=$((damaged + 1))
+  done
+  writer=$(basename "$(dirname "$(dirname "$(dirname "$d")")")")
+done
+[ "$damaged" -gt 0 ] || fail "R: no stage-1 shard to damage in any peer's store"
+start_coord r.log "${ARGS[@]}"
+peers 11 12 13
+wait_exit "$CPID" 50 || fail "R: the run did not finish after the whole restart"
+from=$(grep -oE "predicted cost .* from step [0-9]+" "$WORK/r.log" | tail -1 | grep -oE "[0-9]+$")
+[ "$from" -ge "$committed" ] || fail "R: resumed from $from, below the committed step $committed"
+log=$WORK/r-${writer#peer}.log
+[ -f "$WORK/r-peer${writer#peer}.log" ] && log=$WORK/r-peer${writer#peer}.log
+grep -E "fetched step $from stage 1 replica 0 from .*SHA-256 mismatch" "$log" >/dev/null ||
+  fail "R: $writer did not refuse its damaged copy and fetch step $from from another holder"
+grep -hE "fetched step $from stage 1" "$log" | head -1 | cut -c1-240
+LR=$(json_field r.log loss)
+[ "$LR" = "$LU" ] || fail "R: final loss $LR differs from the uninterrupted run's $LU"
+[ ! -e "$WORK/r/checkpoints" ] || fail "R: the coordinator's state directory holds checkpoints"
+echo "R: all killed at committed step $committed, $damaged damaged file(s) on $writer; resumed from step $from, final loss $LR (bit for bit)"
+echo "test_coord_holders_restart: all checks passed"
