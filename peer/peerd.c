@@ -496,6 +496,11 @@ static void s_work_done(s_peer *p) {
   peer_work *w = p->work;
   if (!w || !w->started || !w->finished) return;
   s_report_checkpoint(p, w->rc == WT_OK); /* the last shard, saved just before it returned */
+  /* what the store holds now goes before the result: the next epoch must not count a damaged
+   * copy this one removed */
+  cJSON *held = peer_shards_report(p->shards, 0);
+  if (held) s_send(p, COORD_CMD_SHARDS, held);
+  cJSON_Delete(held);
   cJSON *b = peer_work_result(w);
   s_send(p, COORD_CMD_RESULT, b);
   cJSON_Delete(p->last_result);

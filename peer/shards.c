@@ -269,6 +269,9 @@ int peer_shards_prepare(const char *root, uint64_t run, const cJSON *fetch, cons
     }
     char why[600];
     snprintf(why, sizeof why, "%s", wt_last_error());
+    /* a damaged copy is of no use to anyone: gone from the store, it is gone from the next
+     * report too, so the coordinator stops naming this peer as its holder */
+    parallel_shard_remove(root, &id);
     parallel_shard_holder h[16];
     int n = s_holders(cJSON_GetObjectItemCaseSensitive(x, "holders"), pub, h, 16), from = -1;
     double t0 = wt_now_s();

@@ -35,7 +35,8 @@ void peer_shards_on_allow(peer_shards *s, const cJSON *keys);
 
 /* Before a tasklet resumes from the store: for each entry of the seat's "fetch" list ({step,
  * stage, replica, digest, holders[]}), checks the local copy under root against the digest
- * and, when it is missing or does not match, fetches it from the holders (not this peer),
+ * and, when it is missing or does not match (a damaged copy is removed), fetches it from the
+ * holders (not this peer),
  * each within timeout_s. Returns WT_OK once every shard is in place and verified, else the
  * fetch's error naming the shard and every holder tried. */
 int peer_shards_prepare(const char *root, uint64_t run, const cJSON *fetch, const char *pub,

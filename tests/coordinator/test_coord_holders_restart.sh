@@ -2,12 +2,12 @@
 # test_coord_holders_restart — checkpoints on the peers (--checkpoint-storage peers), no shared
 # path: every peer has its own --data-dir, and the coordinator's state directory holds no shard.
 #  U. an uninterrupted 2 x 1 run with three peers (two members, one standby), for its final loss;
-#  R. the same run killed (coordinator and every peer, kill -9) after a committed checkpoint,
-#     with the stage-1 member's own copies of its shards damaged on disk while everything is
-#     down; all restarted on the same state and data directories: the run resumes from a step
-#     at or past the committed one, the member refuses its damaged copy by the digest and
-#     fetches the shard from the peer that holds the other copy, and the run ends at run U's
-#     final loss bit for bit.
+#  R. the same run killed (coordinator and every peer, kill -9) once a committed step's stage-1
+#     shard has its two copies, with the stage-1 member's own copies of its shards damaged on
+#     disk while everything is down; all restarted on the same state and data directories: the
+#     run resumes from that step or a later one, the member refuses its damaged copy by the
+#     digest and fetches the shard from the peer that holds the other copy, and the run ends at
+#     run U's final loss bit for bit.
 # Links are lab8.json's 2 ms at time scale 3, so that the kill lands mid-run.
 #   tests/coordinator/test_coord_holders_restart.sh BIN_DIR
 BIN=$1
@@ -16,6 +16,14 @@ ARGS=(--open --stages 2 --replicas 1 --steps 240 --checkpoint-every 10 --heartbe
       --liveness 4 --peer-timeout 5 --exit-when-done --checkpoint-storage peers
       --scenario "$(dirname "$0")/lab8.json" --time-scale 3)
 peers() { for i in "$@"; do start_peer "$i" --region lab; done; }
+# doubled: the newest step whose stage-1 shard two live peers hold (from /status), or nothing
+doubled() {
+  curl -sf "http://127.0.0.1:$(cat "$STATE/http_port")/status" | python3 -c "
+import json, sys
+s = json.load(sys.stdin)
+print(next((e['step'] for e in s.get('shards', [])
+            if e['stage'] == 1 and e['replica'] == 0 and len(e['holders']) >= 2), ''))" 2>/dev/null
+}
 
 # U
 STATE=$WORK/u PEER_LOG=u-peer
@@ -32,10 +40,15 @@ STATE=$WORK/r PEER_LOG=r-peer
 start_coord r.log "${ARGS[@]}"
 peers 11 12 13
 wait_committed "$WORK/r.log" 30 40 || fail "R: no checkpoint"
+committed=""
+for _ in $(seq 100); do
+  committed=$(doubled) && [ -n "$committed" ] && [ "$committed" -ge 30 ] && break
+  sleep 0.05
+done
+[ -n "$committed" ] || fail "R: no step of stage 1 has two live holders"
 kill -9 "$CPID" 2>/dev/null || fail "R: the run ended before the kill"
 for i in 11 12 13; do kill -9 "${PEER_PID[$i]}" 2>/dev/null; done
 wait 2>/dev/null
-committed=$(grep -oE "checkpoint: step [0-9]+ complete" "$WORK/r.log" | tail -1 | grep -oE "[0-9]+")
 # the stage-1 writer's store is the one with stage-1/latest (a copy has none)
 damaged=0
 for d in "$WORK"/peer1[123]/runs/*/stage-1; do
@@ -51,7 +64,8 @@ start_coord r.log "${ARGS[@]}"
 peers 11 12 13
 wait_exit "$CPID" 50 || fail "R: the run did not finish after the whole restart"
 from=$(grep -oE "predicted cost .* from step [0-9]+" "$WORK/r.log" | tail -1 | grep -oE "[0-9]+$")
-[ "$from" -ge "$committed" ] || fail "R: resumed from $from, below the committed step $committed"
+[ "$from" -ge "$committed" ] ||
+  fail "R: resumed from $from, below step $committed, whose stage-1 shard had two copies"
 log=$WORK/r-${writer#peer}.log
 [ -f "$WORK/r-peer${writer#peer}.log" ] && log=$WORK/r-peer${writer#peer}.log
 grep -E "fetched step $from stage 1 replica 0 from .*SHA-256 mismatch" "$log" >/dev/null ||
@@ -60,5 +74,5 @@ grep -hE "fetched step $from stage 1" "$log" | head -1 | cut -c1-240
 LR=$(json_field r.log loss)
 [ "$LR" = "$LU" ] || fail "R: final loss $LR differs from the uninterrupted run's $LU"
 [ ! -e "$WORK/r/checkpoints" ] || fail "R: the coordinator's state directory holds checkpoints"
-echo "R: all killed at committed step $committed, $damaged damaged file(s) on $writer; resumed from step $from, final loss $LR (bit for bit)"
+echo "R: all killed with step $committed held twice, $damaged damaged file(s) on $writer; resumed from step $from, final loss $LR (bit for bit)"
 echo "test_coord_holders_restart: all checks passed"
