@@ -49,6 +49,8 @@ typedef struct {
    * checkpoint_copies live copies of every committed shard, holders.c) */
   char checkpoint_storage[WT_CONFIG_STR_MAX];
   int checkpoint_copies;
+  char checkpoint_store[WT_CONFIG_STR_MAX]; /* with "peers": a directory here that receives
+                                               every committed shard too ("" = none) */
   /* WAN emulation: a netsim scenario file and the name of one of its scenarios ("" = none) */
   char scenario[WT_CONFIG_STR_MAX], scenario_name[WT_CONFIG_STR_MAX];
   double time_scale;

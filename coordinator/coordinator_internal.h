@@ -181,6 +181,9 @@ struct coordinator {
   coord_copy_pending copies[COORD_HOLDERS_PENDING];
   int holders_waiting, holders_short_said;
   double holders_check_t;
+  struct coord_store *store; /* store.c: --checkpoint-store's thread, or NULL */
+  double finish_due; /* the run completed then: FINISH goes out once the store took the last
+                        shards from the peers (at most COORD_STORE_DRAIN_S later); 0 = sent */
   char last_error[1024];
   int last_error_echo; /* last_error is a neighbour's lost link, not a cause */
   double first_loss, last_loss;
@@ -400,5 +403,20 @@ long coord_holders_resume_step(coordinator *c);
 int coord_holders_ready(coordinator *c);
 void coord_holders_seat_json(coordinator *c, int rank, cJSON *tasklet);
 void coord_holders_status(coordinator *c, cJSON *o);
+
+/* store.c — --checkpoint-store: start creates the directory and the thread (WT_OK with none
+ * asked for; WT_EIO), stop joins it. offer queues a committed shard with its writer's digest and
+ * live holders (endpoints from holders.c) unless state.db says it is stored; collect, from the
+ * loop, records and logs what landed. */
+#define COORD_STORE_HOLDERS 8
+int coord_store_start(coordinator *c);
+void coord_store_stop(coordinator *c);
+void coord_store_offer(coordinator *c, long step, int stage, int replica, const char *digest,
+                       coord_peer **holders, char (*endpoint)[256], int n);
+void coord_store_collect(coordinator *c);
+/* Whether shards are queued or in flight; an exiting coordinator waits at most
+ * COORD_STORE_DRAIN_S for them. */
+int coord_store_busy(coordinator *c);
+#define COORD_STORE_DRAIN_S 10.0
 
 #endif

@@ -978,11 +978,7 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
       else
         coord_event(c, "complete", "the run finished %ld steps (epoch %d); no loss was reported",
                     steps, c->epoch);
-      for (int i = 0; i < c->n_peers; i++)
-        if (c->peers[i].status == PEER_LIVE) {
-          coord_send(c, &c->peers[i], COORD_CMD_FINISH, NULL);
-          c->peers[i].finished = 1; /* it exits now: gone, not lost */
-        }
+      c->finish_due = wt_now_s(); /* daemon.c sends FINISH (once the store has the end) */
     }
   }
   s_epoch_over(c);

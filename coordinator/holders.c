@@ -262,9 +262,11 @@ static void s_copy_shard(coordinator *c, long step, int stage, int replica) {
   if (!digest[0]) return;
   coord_peer *h[S_MAX_HOLDERS];
   int n = s_live_holders(c, step, stage, replica, h, ep, S_MAX_HOLDERS);
+  coord_store_offer(c, step, stage, replica, digest, h, ep, n);
   int asked = 0;
   for (int i = 0; i < c->n_peers; i++) /* copies asked for count as made until they are late */
     asked += c->peers[i].status == PEER_LIVE && s_pending(c, step, stage, replica, c->peers[i].id, 0);
+  if (c->run_complete) return; /* the store still takes the last step; the peers are leaving */
   for (int want = c->cfg.checkpoint_copies - n - asked; n > 0 && want > 0; want--) {
     coord_peer *t = s_copy_target(c, step, stage, replica, h, n);
     if (!t) {
@@ -299,7 +301,8 @@ static void s_copy_shard(coordinator *c, long step, int stage, int replica) {
 #define S_COPIED_STEPS 2
 
 void coord_holders_check(coordinator *c) {
-  if (!coord_holders_on(c) || c->run_complete || c->committed_step <= 0) return;
+  coord_store_collect(c);
+  if (!coord_holders_on(c) || c->committed_step <= 0) return;
   sqlite3_stmt *st = NULL;
   sqlite3_prepare_v2(c->db,
                      "SELECT DISTINCT step FROM shard_digests WHERE step <= ? ORDER BY step DESC "

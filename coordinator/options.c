@@ -46,6 +46,10 @@ static const wt_option s_options[] = {
      "shared|peers"},
     {"checkpoint-copies", WT_OPT_INT, F(checkpoint_copies), 1, 64, "2",
      "with --checkpoint-storage peers: live peers that hold every committed shard", 0},
+    {"checkpoint-store", WT_OPT_STRING, F(checkpoint_store), 0, 0, "",
+     "with --checkpoint-storage peers: a directory on the coordinator's machine that receives "
+     "every committed shard too (fetched from the peers, digest checked)",
+     0},
     {"probe-kib", WT_OPT_INT, F(probe_kib), 16, 65536, "512",
      "bytes of each link's bandwidth probe, KiB", 0},
     {"scenario", WT_OPT_STRING, F(scenario), 0, 0, "",
@@ -111,6 +115,10 @@ int coordinator_config_check(coordinator_config *cfg) {
                               "scenario's devices)");
   if (!strcmp(cfg->links, "scenario") && !cfg->scenario[0])
     return wt_fail(WT_EINVAL, "--links scenario takes the links from --scenario: give one");
+  if (cfg->checkpoint_store[0] && strcmp(cfg->checkpoint_storage, "peers"))
+    return wt_fail(WT_EINVAL, "--checkpoint-store receives the shards the peers store: it needs "
+                              "--checkpoint-storage peers (with a shared --checkpoint-dir the "
+                              "checkpoints are in that directory already)");
   if (cfg->resume && !cfg->run.checkpoint_dir[0])
     return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir (the run directory to resume)");
   const parallel_run_config *r = &cfg->run;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test_coord_holders_restart — checkpoints on the peers (--checkpoint-storage peers), no shared
 # path: every peer has its own --data-dir, and the coordinator's state directory holds no shard.
-#  U. an uninterrupted 2 x 1 run with three peers (two members, one standby), for its final loss;
+#  U. an uninterrupted 2 x 1 run with three peers (two members, one standby), for its final loss,
+#     with --checkpoint-store: the coordinator's directory receives every stage's final shard,
+#     and its files verify against their SHA256SUMS;
 #  R. the same run killed (coordinator and every peer, kill -9) once a committed step's stage-1
 #     shard has its two copies, with the stage-1 member's own copies of its shards damaged on
 #     disk while everything is down; all restarted on the same state and data directories: the
@@ -27,11 +29,18 @@ print(next((e['step'] for e in s.get('shards', [])
 
 # U
 STATE=$WORK/u PEER_LOG=u-peer
-start_coord u.log "${ARGS[@]}"
+start_coord u.log "${ARGS[@]}" --checkpoint-store "$WORK/store"
 peers 1 2 3
 wait_exit "$CPID" 50 || fail "U: the run did not finish"
 LU=$(json_field u.log loss)
 [ -n "$LU" ] || fail "U: no final loss"
+for s in 0 1; do
+  grep -qE "stored step 240 stage $s replica 0 in $WORK/store" "$WORK/u.log" ||
+    fail "U: the coordinator's store did not receive stage $s's final shard"
+  (cd "$WORK"/store/*/stage-$s/step-00000240 && sha256sum -c --quiet SHA256SUMS) ||
+    fail "U: the stored stage-$s shard does not verify"
+done
+echo "U: the store holds $(grep -c "stored step" "$WORK/u.log") shards, the final ones verified"
 [ ! -e "$WORK/u/checkpoints" ] || fail "U: the coordinator's state directory holds checkpoints"
 echo "U: uninterrupted, final loss $LU"
 
