@@ -182,8 +182,9 @@ struct coordinator {
   int holders_waiting, holders_short_said;
   double holders_check_t;
   struct coord_store *store; /* store.c: --checkpoint-store's thread, or NULL */
-  double finish_due; /* the run completed then: FINISH goes out once the store took the last
-                        shards from the peers (at most COORD_STORE_DRAIN_S later); 0 = sent */
+  /* the run completed then: FINISH goes out once the store took the last shards from the
+   * peers (at most COORD_STORE_DRAIN_S later); 0 = sent */
+  double finish_due;
   char last_error[1024];
   int last_error_echo; /* last_error is a neighbour's lost link, not a cause */
   double first_loss, last_loss;

@@ -313,7 +313,7 @@ static void s_state_sources(coordinator *c) {
     if (covered) best = step;
   }
   c->from_peers = best > 0;
-  c->start_step = best > 0                ? best
+  c->start_step = best > 0              ? best
                   : coord_holders_on(c) ? coord_holders_resume_step(c)
                                         : c->committed_step;
   int next[COORD_MAX_MEMBERS] = {0}; /* per stage: the holder to hand out next */

@@ -64,9 +64,9 @@ static coord_peer *s_peer_by_id(coordinator *c, int id) {
 static void s_writer_digest(coordinator *c, long step, int stage, int replica, char out[65]) {
   sqlite3_stmt *st = NULL;
   out[0] = 0;
-  sqlite3_prepare_v2(c->db,
-                     "SELECT digest FROM shard_digests WHERE step = ? AND stage = ? AND replica = ?",
-                     -1, &st, NULL);
+  sqlite3_prepare_v2(
+      c->db, "SELECT digest FROM shard_digests WHERE step = ? AND stage = ? AND replica = ?", -1,
+      &st, NULL);
   sqlite3_bind_int64(st, 1, step), sqlite3_bind_int(st, 2, stage), sqlite3_bind_int(st, 3, replica);
   if (sqlite3_step(st) == SQLITE_ROW) snprintf(out, 65, "%s", sqlite3_column_text(st, 0));
   sqlite3_finalize(st);
@@ -129,8 +129,7 @@ long coord_holders_resume_step(coordinator *c) {
 }
 
 int coord_holders_ready(coordinator *c) {
-  if (!coord_holders_on(c) || c->committed_step <= 0 || coord_holders_resume_step(c) > 0)
-    return 1;
+  if (!coord_holders_on(c) || c->committed_step <= 0 || coord_holders_resume_step(c) > 0) return 1;
   if (!c->holders_waiting)
     coord_event(c, "checkpoint",
                 "waiting for peers that hold the shards of a committed step (step %ld is "
@@ -170,16 +169,18 @@ void coord_holders_on_shards(coordinator *c, coord_peer *p, const cJSON *body) {
   const cJSON *e;
   cJSON_ArrayForEach(e, held) {
     long step = coordinator_field_int(e, "step", -1);
-    int stage = coordinator_field_int(e, "stage", -1), replica = coordinator_field_int(e, "replica", -1);
+    int stage = coordinator_field_int(e, "stage", -1),
+        replica = coordinator_field_int(e, "replica", -1);
     const char *digest = coordinator_field_str(e, "digest");
     if (strcmp(coordinator_field_str(e, "run"), run) || step < 1 || stage < 0 ||
         stage >= c->cfg.run.stages || replica < 0 || replica >= c->cfg.run.replicas ||
         strlen(digest) != 64 || strspn(digest, "0123456789abcdef") != 64)
       continue; /* another run's, or impossible: not this run's holding */
     if (s_is_writer(c, p, step, stage, replica))
-      s_exec(c,
-             "INSERT OR REPLACE INTO shard_digests(step, stage, replica, digest) VALUES(?, ?, ?, ?)",
-             step, stage, replica, -1, digest);
+      s_exec(
+          c,
+          "INSERT OR REPLACE INTO shard_digests(step, stage, replica, digest) VALUES(?, ?, ?, ?)",
+          step, stage, replica, -1, digest);
     s_exec(c,
            "INSERT OR REPLACE INTO shard_holders(peer, step, stage, replica, digest)"
            " VALUES(?, ?, ?, ?, ?)",
@@ -265,7 +266,8 @@ static void s_copy_shard(coordinator *c, long step, int stage, int replica) {
   coord_store_offer(c, step, stage, replica, digest, h, ep, n);
   int asked = 0;
   for (int i = 0; i < c->n_peers; i++) /* copies asked for count as made until they are late */
-    asked += c->peers[i].status == PEER_LIVE && s_pending(c, step, stage, replica, c->peers[i].id, 0);
+    asked +=
+        c->peers[i].status == PEER_LIVE && s_pending(c, step, stage, replica, c->peers[i].id, 0);
   if (c->run_complete) return; /* the store still takes the last step; the peers are leaving */
   for (int want = c->cfg.checkpoint_copies - n - asked; n > 0 && want > 0; want--) {
     coord_peer *t = s_copy_target(c, step, stage, replica, h, n);
@@ -348,7 +350,8 @@ void coord_holders_seat_json(coordinator *c, int rank, cJSON *t) {
   }
 }
 
-/* ---- /status ----------------------------------------------------------------------------------- */
+/* ---- /status -----------------------------------------------------------------------------------
+ */
 
 void coord_holders_status(coordinator *c, cJSON *o) {
   cJSON_AddStringToObject(o, "checkpoint_storage", c->cfg.checkpoint_storage);

@@ -145,8 +145,8 @@ void coord_store_offer(coordinator *c, long step, int stage, int replica, const 
                        coord_peer **holders, char (*endpoint)[256], int n) {
   coord_store *st = c->store;
   if (!st || n < 1) return;
-  parallel_shard_id id = {.run = c->run_id & 0xFFFFFFFFFFFFull, .step = step, .stage = stage,
-                          .replica = replica};
+  parallel_shard_id id = {
+      .run = c->run_id & 0xFFFFFFFFFFFFull, .step = step, .stage = stage, .replica = replica};
   if (s_stored(c, &id)) return;
   pthread_mutex_lock(&st->mu);
   if (!s_queued(st, &id) && st->n_queue < S_JOBS) {
@@ -189,8 +189,9 @@ void coord_store_collect(coordinator *c) {
     sqlite3_bind_text(q, 4, j->digest, -1, SQLITE_TRANSIENT);
     sqlite3_step(q);
     sqlite3_finalize(q);
-    coord_event(c, "checkpoint", "stored step %ld stage %d replica %d in %s (%.2f s, digest checked)",
-                j->id.step, j->id.stage, j->id.replica, st->root, j->s);
+    coord_event(c, "checkpoint",
+                "stored step %ld stage %d replica %d in %s (%.2f s, digest checked)", j->id.step,
+                j->id.stage, j->id.replica, st->root, j->s);
   }
 }
 

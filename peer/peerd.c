@@ -759,8 +759,9 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
                                 &p.flops, &p.memory);
   }
   if (rc == WT_OK) rc = s_connect(&p);
-  if (rc == WT_OK && !(p.shards = peer_shards_new(cfg->data_dir, cfg->host, p.pub, p.sec, p.server)))
-    rc = wt_last_status();
+  if (rc == WT_OK)
+    p.shards = peer_shards_new(cfg->data_dir, cfg->host, p.pub, p.sec, p.server);
+  if (rc == WT_OK && !p.shards) rc = wt_last_status();
   p.report_shards = 1;
   if (rc == WT_OK) {
     if (!cfg->quiet)

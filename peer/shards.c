@@ -45,7 +45,8 @@ static long long s_sig(const char *root, const parallel_shard_id *id) {
   struct stat st;
   long long sig = 0;
   snprintf(path, sizeof path, "%s/stage-%d/step-%08ld/SHA256SUMS", run_dir, id->stage, id->step);
-  if (id->replica == 0 && stat(path, &st) == 0) sig += st.st_size + st.st_mtim.tv_nsec + st.st_mtime;
+  if (id->replica == 0 && stat(path, &st) == 0)
+    sig += st.st_size + st.st_mtim.tv_nsec + st.st_mtime;
   snprintf(path, sizeof path, "%s/stage-%d/replica-%d-step-%08ld.state", run_dir, id->stage,
            id->replica, id->step);
   if (stat(path, &st) == 0) sig += 3 * (st.st_size + st.st_mtim.tv_nsec + st.st_mtime);
@@ -145,7 +146,8 @@ peer_shards *peer_shards_new(const char *data_dir, const char *host, const char 
     free(s);
     return NULL;
   }
-  if (coordinator_pub && coordinator_pub[0]) parallel_shard_server_allow(s->server, coordinator_pub);
+  if (coordinator_pub && coordinator_pub[0])
+    parallel_shard_server_allow(s->server, coordinator_pub);
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
   pthread_create(&s->thread, NULL, s_main, s);

@@ -25,7 +25,7 @@
 #define S_MAX_ALLOWED 4096 /* client keys a server remembers */
 
 void parallel_shard_run_dir(const char *root, uint64_t run, char *out, size_t size) {
-  snprintf(out, size, "%s/%016llx", root, (unsigned long long)run);
+  snprintf(out, size, "%.2000s/%016llx", root, (unsigned long long)run);
 }
 
 static void s_step_rel(const parallel_shard_id *id, char *out, size_t size) {
@@ -84,7 +84,7 @@ static int s_stage_entries(const char *run_dir, const parallel_shard_id *id, s_e
         *n >= S_MAX_FILES - 2)
       rc = wt_fail(WT_ECORRUPT, "%s: a malformed line or too many files", path);
     else {
-      snprintf(e[*n].path, sizeof e[*n].path, "%s/%s", rel, nm);
+      snprintf(e[*n].path, sizeof e[*n].path, "%.40s/%.110s", rel, nm);
       memcpy(e[*n].hex, hex, 65);
       (*n)++;
     }
@@ -181,7 +181,8 @@ int parallel_shard_verify(const char *root, const parallel_shard_id *id, const c
   s_entry e[S_MAX_FILES];
   int n = 0, rc = WT_OK;
   if (strcmp(hex, digest))
-    rc = wt_fail(WT_ECORRUPT, "shard step %ld stage %d replica %d: its listing hashes to %.16s…, "
+    rc = wt_fail(WT_ECORRUPT,
+                 "shard step %ld stage %d replica %d: its listing hashes to %.16s…, "
                  "not the recorded digest %.16s…",
                  id->step, id->stage, id->replica, hex, digest);
   if (rc == WT_OK && s_parse_listing(text, id, e, &n) != WT_OK)
@@ -224,7 +225,7 @@ int parallel_shard_list(const char *root, uint64_t run, parallel_shard_id *out, 
     int stage;
     char tail;
     if (sscanf(e->d_name, "stage-%d%c", &stage, &tail) != 1 || stage < 0) continue;
-    snprintf(path, sizeof path, "%s/%s", run_dir, e->d_name);
+    snprintf(path, sizeof path, "%.2000s/%.255s", run_dir, e->d_name);
     DIR *sd = opendir(path);
     for (struct dirent *f; sd && (f = readdir(sd)) && n < max;) {
       parallel_shard_id id = {.run = run, .stage = stage};
@@ -311,8 +312,10 @@ static void s_zap_answer(parallel_shard_server *s) {
   while (more) { /* more frames than a ZAP request has: drain them */
     zmq_msg_t x;
     zmq_msg_init(&x);
-    if (zmq_msg_recv(&x, s->zap, 0) < 0) more = 0;
-    else more = zmq_msg_more(&x);
+    if (zmq_msg_recv(&x, s->zap, 0) < 0)
+      more = 0;
+    else
+      more = zmq_msg_more(&x);
     zmq_msg_close(&x);
   }
   int ok = n == 7 && zmq_msg_size(&part[6]) == 32 && zmq_msg_size(&part[5]) == 5 &&
@@ -517,11 +520,13 @@ const char *parallel_shard_server_endpoint(const parallel_shard_server *s) {
 int parallel_shard_server_allow(parallel_shard_server *s, const char *public_z85) {
   uint8_t k[32];
   if (!public_z85 || strlen(public_z85) != 40 || !zmq_z85_decode(k, public_z85))
-    return wt_fail(WT_EINVAL, "shard server: %.60s is not a Z85 public key", public_z85 ? public_z85 : "(null)");
+    return wt_fail(WT_EINVAL, "shard server: %.60s is not a Z85 public key",
+                   public_z85 ? public_z85 : "(null)");
   if (s_allowed(s, k)) return WT_OK;
   pthread_mutex_lock(&s->mu);
   /* the oldest key makes room when full: a run's members are far fewer */
-  if (s->n_allowed == S_MAX_ALLOWED) memmove(s->allowed, s->allowed + 1, 32 * (S_MAX_ALLOWED - 1)), s->n_allowed--;
+  if (s->n_allowed == S_MAX_ALLOWED)
+    memmove(s->allowed, s->allowed + 1, 32 * (S_MAX_ALLOWED - 1)), s->n_allowed--;
   memcpy(s->allowed[s->n_allowed++], k, 32);
   pthread_mutex_unlock(&s->mu);
   return WT_OK;
@@ -549,7 +554,8 @@ void parallel_shard_server_destroy(parallel_shard_server **s_p) {
   *s_p = NULL;
 }
 
-/* ---- fetching --------------------------------------------------------------------------------- */
+/* ---- fetching ---------------------------------------------------------------------------------
+ */
 
 typedef struct {
   void *ctx, *sock;
@@ -643,7 +649,7 @@ static int s_mkdirs(const char *path) {
 static int s_fetch_file(s_client *c, const parallel_shard_id *id, const s_entry *e,
                         const char *tmp_dir) {
   char path[2400], dir[2400];
-  snprintf(path, sizeof path, "%s/%s", tmp_dir, e->path);
+  snprintf(path, sizeof path, "%.2200s/%.159s", tmp_dir, e->path);
   snprintf(dir, sizeof dir, "%s", path);
   *strrchr(dir, '/') = 0;
   if (s_mkdirs(dir) != WT_OK) return wt_fail(WT_EIO, "cannot create %s: %s", dir, strerror(errno));
@@ -669,7 +675,8 @@ static int s_fetch_file(s_client *c, const parallel_shard_id *id, const s_entry 
     free(data);
     cJSON_Delete(head);
   }
-  if (fflush(f) != 0 || fsync(fileno(f)) != 0) rc = rc == WT_OK ? wt_fail(WT_EIO, "cannot write %s", path) : rc;
+  if (fflush(f) != 0 || fsync(fileno(f)) != 0)
+    rc = rc == WT_OK ? wt_fail(WT_EIO, "cannot write %s", path) : rc;
   fclose(f);
   unsigned char d[32];
   char got[65];
@@ -688,13 +695,14 @@ static int s_install(const char *run_dir, const char *tmp, const parallel_shard_
     s_step_rel(id, rel, sizeof rel);
     snprintf(from, sizeof from, "%s/%s", tmp, rel);
     snprintf(to, sizeof to, "%s/%s", run_dir, rel);
-    snprintf(old, sizeof old, "%s.old", from);
+    snprintf(old, sizeof old, "%.2300s.old", from);
     *strrchr(to, '/') = 0;
     if (s_mkdirs(to) != WT_OK) return wt_fail(WT_EIO, "cannot create %s", to);
     snprintf(to, sizeof to, "%s/%s", run_dir, rel);
     if (rename(to, old) != 0 && errno != ENOENT)
       return wt_fail(WT_EIO, "cannot move %s aside: %s", to, strerror(errno));
-    if (rename(from, to) != 0) return wt_fail(WT_EIO, "cannot move %s to %s: %s", from, to, strerror(errno));
+    if (rename(from, to) != 0)
+      return wt_fail(WT_EIO, "cannot move %s to %s: %s", from, to, strerror(errno));
   }
   s_state_rel(id, rel, sizeof rel);
   snprintf(from, sizeof from, "%s/%s", tmp, rel);
@@ -703,7 +711,8 @@ static int s_install(const char *run_dir, const char *tmp, const parallel_shard_
     *strrchr(to, '/') = 0;
     if (s_mkdirs(to) != WT_OK) return wt_fail(WT_EIO, "cannot create %s", to);
     snprintf(to, sizeof to, "%s/%s", run_dir, rel);
-    if (rename(from, to) != 0) return wt_fail(WT_EIO, "cannot move %s to %s: %s", from, to, strerror(errno));
+    if (rename(from, to) != 0)
+      return wt_fail(WT_EIO, "cannot move %s to %s: %s", from, to, strerror(errno));
   }
   return WT_OK;
 }
@@ -729,9 +738,11 @@ static int s_fetch_from(s_client *c, const char *root, const parallel_shard_id *
   if (rc != WT_OK) return rc;
   char run_dir[2048], tmp[2200];
   parallel_shard_run_dir(root, id->run, run_dir, sizeof run_dir);
-  if (s_mkdirs(run_dir) != WT_OK) return wt_fail(WT_EIO, "cannot create %s: %s", run_dir, strerror(errno));
+  if (s_mkdirs(run_dir) != WT_OK)
+    return wt_fail(WT_EIO, "cannot create %s: %s", run_dir, strerror(errno));
   snprintf(tmp, sizeof tmp, "%s/.fetch-XXXXXX", run_dir);
-  if (!mkdtemp(tmp)) return wt_fail(WT_EIO, "cannot create a directory in %s: %s", run_dir, strerror(errno));
+  if (!mkdtemp(tmp))
+    return wt_fail(WT_EIO, "cannot create a directory in %s: %s", run_dir, strerror(errno));
   for (int i = 0; rc == WT_OK && i < n; i++) rc = s_fetch_file(c, id, &e[i], tmp);
   if (rc == WT_OK) rc = s_install(run_dir, tmp, id);
   s_remove_tree(tmp); /* what is left: a refused fetch, or the replaced copy */
@@ -757,7 +768,9 @@ int parallel_shard_fetch(const char *root, const parallel_shard_id *id, const ch
     if (r == WT_OK) {
       if (from) *from = i;
       zmq_ctx_term(c.ctx);
-      if (i > 0) WT_INFO("shard step %ld stage %d replica %d: fetched from holder %d after refusing: %s", id->step, id->stage, id->replica, i, why);
+      if (i > 0)
+        WT_INFO("shard step %ld stage %d replica %d: fetched from holder %d after refusing: %s",
+                id->step, id->stage, id->replica, i, why);
       return WT_OK;
     }
     any_answer |= r == WT_ECORRUPT;

@@ -94,8 +94,7 @@ int main(void) {
   s_write(path, "other state bytes");
 
   char pub[4][41], sec[4][41];
-  for (int i = 0; i < 4; i++)
-    CHECK(parallel_zmq_keypair_new(pub[i], sec[i]) == WT_OK, "keypair");
+  for (int i = 0; i < 4; i++) CHECK(parallel_zmq_keypair_new(pub[i], sec[i]) == WT_OK, "keypair");
   parallel_shard_server *srv[3];
   parallel_shard_holder h[3];
   for (int i = 0; i < 3; i++) {
@@ -140,8 +139,7 @@ int main(void) {
   /* the store's own listing: one shard held */
   parallel_shard_id list[8];
   int n = parallel_shard_list(root[3], RUN, list, 8);
-  CHECK(n == 1 && list[0].step == 40 && list[0].stage == 1 && list[0].replica == 0,
-        "list: %d", n);
+  CHECK(n == 1 && list[0].step == 40 && list[0].stage == 1 && list[0].replica == 0, "list: %d", n);
   parallel_shard_remove(root[3], &id);
   CHECK(parallel_shard_list(root[3], RUN, list, 8) == 0, "removed");
 
