@@ -269,19 +269,19 @@ int peer_shards_prepare(const char *root, uint64_t run, const cJSON *fetch, cons
       cJSON_Delete(x);
       continue;
     }
-    char why[600];
-    snprintf(why, sizeof why, "%s", wt_last_error());
     /* a damaged copy is of no use to anyone: gone from the store, it is gone from the next
      * report too, so the coordinator stops naming this peer as its holder */
+    if (wt_last_status() == WT_ECORRUPT)
+      WT_WARN("peerd: refused the local copy of step %ld stage %d replica %d: %s; removed it",
+              id.step, id.stage, id.replica, wt_last_error());
     parallel_shard_remove(root, &id);
     parallel_shard_holder h[16];
     int n = s_holders(cJSON_GetObjectItemCaseSensitive(x, "holders"), pub, h, 16), from = -1;
     double t0 = wt_now_s();
     rc = parallel_shard_fetch(root, &id, digest, h, n, pub, sec, timeout_s, &from);
     if (rc == WT_OK)
-      WT_INFO("peerd: fetched step %ld stage %d replica %d from %s in %.2f s, digest checked (the "
-              "local copy: %s)",
-              id.step, id.stage, id.replica, h[from].endpoint, wt_now_s() - t0, why);
+      WT_INFO("peerd: fetched step %ld stage %d replica %d from %s in %.2f s, digest checked",
+              id.step, id.stage, id.replica, h[from].endpoint, wt_now_s() - t0);
     cJSON_Delete(x);
     if (rc != WT_OK) return rc;
   }

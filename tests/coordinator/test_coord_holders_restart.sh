@@ -77,9 +77,11 @@ from=$(grep -oE "predicted cost .* from step [0-9]+" "$WORK/r.log" | tail -1 | g
   fail "R: resumed from $from, below step $committed, whose stage-1 shard had two copies"
 log=$WORK/r-${writer#peer}.log
 [ -f "$WORK/r-peer${writer#peer}.log" ] && log=$WORK/r-peer${writer#peer}.log
-grep -E "fetched step $from stage 1 replica 0 from .*SHA-256 mismatch" "$log" >/dev/null ||
-  fail "R: $writer did not refuse its damaged copy and fetch step $from from another holder"
-grep -hE "fetched step $from stage 1" "$log" | head -1 | cut -c1-240
+grep -E "refused the local copy of step $from stage 1 replica 0: .*SHA-256 mismatch" "$log" >/dev/null ||
+  fail "R: $writer did not refuse its damaged copy of step $from by the digest"
+grep -E "fetched step $from stage 1 replica 0 from " "$log" >/dev/null ||
+  fail "R: $writer did not fetch step $from from another holder"
+grep -hE "refused the local copy of step $from stage 1|fetched step $from stage 1" "$log" | cut -c1-240
 LR=$(json_field r.log loss)
 [ "$LR" = "$LU" ] || fail "R: final loss $LR differs from the uninterrupted run's $LU"
 [ ! -e "$WORK/r/checkpoints" ] || fail "R: the coordinator's state directory holds checkpoints"
