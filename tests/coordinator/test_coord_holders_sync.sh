@@ -3,10 +3,9 @@
 # with error feedback) with its checkpoints on the peers and no shared path. Every replica's
 # .state is a shard of its own, copied like the stage checkpoints. A 2 x 2 run on five peers
 # loses the member at world rank 3 (stage 1, replica 1) once every shard of a committed step has
-# its two copies: every member
-# resumes from the newest held step, the seats that lack a shard (the standby's, and any
-# member moved to another seat) fetch it, and the run ends at an undisturbed run's final loss
-# bit for bit.
+# its two copies: every member resumes from the newest held step, the seats that lack a shard
+# (the standby's, and any member moved to another seat) fetch it, and the run ends at an
+# undisturbed run's final loss bit for bit.
 #   tests/coordinator/test_coord_holders_sync.sh BIN_DIR
 BIN=$1
 . "$(dirname "$0")/harness.sh"
