@@ -505,6 +505,22 @@ static int s_state_load(parallel_tasklet *k, long step) {
   return rc;
 }
 
+/* Creates dir and its parents (a private directory may hold nothing of this tasklet yet: a
+ * stateless run's replicas above 0 write only the manifest). */
+static int s_mkdirs(const char *dir) {
+  char path[1200];
+  snprintf(path, sizeof path, "%s", dir);
+  for (char *p = path + 1;; p++) {
+    const char c = *p;
+    if (c != '/' && c != 0) continue;
+    *p = 0;
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+      return wt_fail(WT_EIO, "cannot create %s: %s", path, strerror(errno));
+    *p = c;
+    if (!c) return WT_OK;
+  }
+}
+
 /* The manifest: run shape, the step every stage saved, and each stage's layers and directory.
  * `parts` holds each world rank's (ok, first_layer, last_layer) as 9 bytes. */
 static int s_write_manifest(parallel_tasklet *k, const uint8_t *parts) {
@@ -540,7 +556,8 @@ static int s_write_manifest(parallel_tasklet *k, const uint8_t *parts) {
   }
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
-  int rc = s_write_atomic(c->run.checkpoint_dir, "manifest.json", text);
+  int rc = c->private_dir ? s_mkdirs(c->run.checkpoint_dir) : WT_OK;
+  if (rc == WT_OK) rc = s_write_atomic(c->run.checkpoint_dir, "manifest.json", text);
   free(text);
   return rc;
 }
