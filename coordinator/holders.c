@@ -96,16 +96,15 @@ static int s_live_holders(coordinator *c, long step, int stage, int replica, coo
 
 /* The shards a resume of step needs: every stage's replica 0 (the stage checkpoint) and, in a
  * run that keeps state across steps, every other replica's .state. */
-static int s_needed(const coordinator *c, int stage, int replica) {
+static int s_needed(const coordinator *c, int replica) {
   return replica == 0 || parallel_run_config_stateful(&c->cfg.run);
-  (void)stage;
 }
 
 static int s_step_held(coordinator *c, long step) {
   coord_peer *h[1];
   for (int s = 0; s < c->cfg.run.stages; s++)
     for (int r = 0; r < c->cfg.run.replicas; r++) {
-      if (!s_needed(c, s, r)) continue;
+      if (!s_needed(c, r)) continue;
       char d[65];
       s_writer_digest(c, step, s, r, d);
       if (!d[0] || s_live_holders(c, step, s, r, h, NULL, 1) < 1) return 0;
@@ -319,7 +318,7 @@ void coord_holders_check(coordinator *c) {
   for (int i = 0; i < n; i++)
     for (int s = 0; s < c->cfg.run.stages; s++)
       for (int r = 0; r < c->cfg.run.replicas; r++)
-        if (s_needed(c, s, r)) s_copy_shard(c, steps[i], s, r);
+        if (s_needed(c, r)) s_copy_shard(c, steps[i], s, r);
 }
 
 /* ---- a seat's start -------------------------------------------------------------------------- */
@@ -334,7 +333,7 @@ void coord_holders_seat_json(coordinator *c, int rank, cJSON *t) {
   cJSON *fetch = cJSON_AddArrayToObject(t, "fetch");
   for (int r = 0; r < R; r++) {
     if (r != 0 && r != replica) continue;
-    if (!s_needed(c, stage, r)) continue;
+    if (!s_needed(c, r)) continue;
     char digest[65], ep[S_MAX_HOLDERS][256];
     s_writer_digest(c, c->start_step, stage, r, digest);
     coord_peer *h[S_MAX_HOLDERS];
