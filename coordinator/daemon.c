@@ -556,6 +556,7 @@ static void s_finish_peers(coordinator *c) {
       c->peers[i].finished = 1;
     }
   c->finish_due = 0;
+  coord_state_save_run(c); /* the run record lists who was told */
 }
 
 int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
