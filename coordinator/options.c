@@ -115,6 +115,11 @@ int coordinator_config_check(coordinator_config *cfg) {
                               "scenario's devices)");
   if (!strcmp(cfg->links, "scenario") && !cfg->scenario[0])
     return wt_fail(WT_EINVAL, "--links scenario takes the links from --scenario: give one");
+  if (cfg->run.checkpoint_dir[0] && !strcmp(cfg->checkpoint_storage, "peers"))
+    return wt_fail(WT_EINVAL, "--checkpoint-dir %s is a directory every peer shares, and "
+                              "--checkpoint-storage peers keeps the checkpoints in each peer's "
+                              "--data-dir instead; give one of them",
+                   cfg->run.checkpoint_dir);
   if (cfg->checkpoint_store[0] && strcmp(cfg->checkpoint_storage, "peers"))
     return wt_fail(WT_EINVAL, "--checkpoint-store receives the shards the peers store: it needs "
                               "--checkpoint-storage peers (with a shared --checkpoint-dir the "

@@ -103,6 +103,9 @@ static void test_checkpoint_storage(void) {
                      strstr(wt_last_error(), "--checkpoint-storage peers"),
                  "--checkpoint-store without peer storage is refused naming it: %s",
                  wt_last_error());
+  const char *dir[] = {"--checkpoint-storage", "peers", "--checkpoint-dir", "/shared", NULL};
+  WT_TEST_ASSERT(s_check(&c, dir) == WT_EINVAL && strstr(wt_last_error(), "give one of them"),
+                 "a shared directory with peer storage is refused: %s", wt_last_error());
   const char *both[] = {"--checkpoint-storage", "peers", "--checkpoint-store", "/srv/ckpt",
                         "--checkpoint-copies", "3", NULL};
   WT_TEST_ASSERT(s_check(&c, both) == WT_OK && c.checkpoint_copies == 3 &&
