@@ -89,7 +89,8 @@ static int s_http(coordinator *c) {
                              .port = c->cfg.http_port,
                              .status = s_http_status,
                              .arg = c,
-                             .lock = &c->mu};
+                             .lock = &c->mu,
+                             .refresh_s = COORD_STATUS_REFRESH_S};
   c->http = coordinator_http_new(&o);
   if (!c->http) return WT_EIO;
   char path[1300];
@@ -311,7 +312,7 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   if (i < 0) {
     i = coord_peer_add(c, key, known_id ? known_id : c->next_peer_id++);
     c->peers[i].device_index = -1;
-    if (known_id) coord_state_load_links(c, i);
+    if (known_id) coord_state_load_links(c, i), coord_state_load_trust(c, &c->peers[i]);
   }
   coord_state_begin(c); /* one commit for the admission's rows, before WELCOME goes out */
   coord_state_session_add(c, key, m->sid);
@@ -401,6 +402,12 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
     return;
   }
   int i = coord_peer_find(c, key);
+  char why[600];
+  if (i >= 0 && c->peers[i].status != PEER_LIVE && coord_trust_refuses(c, key, why, sizeof why)) {
+    coord_trust_tell_excluded(c, route, rlen, why); /* not "missed heartbeats": the reason */
+    coordinator_msg_clear(&m);
+    return;
+  }
   if (i < 0 || c->peers[i].status != PEER_LIVE) {
     c->refused++;
     s_refusal_log(c, "dropped \"%s\" from key %.8s…: %s", coordinator_cmd_name(m.cmd), key,

@@ -1,5 +1,6 @@
-/* epoch — numbered groups of peers: a probe epoch measures every link among the live peers, a
- * train epoch runs the assignment. Forming one: choose members, place them (assign: ga for the
+/* epoch — numbered groups of peers: a probe epoch measures the links among the live peers
+ * (every pair among a few, a bounded set among many: swarm.c), a train epoch runs the
+ * assignment. Forming one: choose members, place them (assign: ga for the
  * first, assign_resolve from the current plan after churn, standbys first), send EPOCH, wait for
  * every member to bind (deadline), send START with everyone's endpoint. A lost member aborts
  * the epoch; once the survivors have reported, the next epoch is formed. */
@@ -136,7 +137,7 @@ static int s_link(coordinator *c, int a, int b, double *lat, double *bw) {
     *lat = net->latency_s[da * net->n + db], *bw = net->bandwidth_Bps[da * net->n + db];
     return *bw > 0;
   }
-  return coord_probe_link(c, a, b, lat, bw);
+  return coord_swarm_link(c, a, b, lat, bw);
 }
 
 /* The live peers an epoch may seat: not those sidelined for now (sideline.c). */
@@ -378,17 +379,28 @@ static void s_promotion_reason(const coordinator *c, int who, int member, double
 
 #define S_PROMOTE_GAIN 0.10 /* a standby replaces a member when the cost drops by 10% or more */
 
+static void s_swarm_choose(coordinator *c, const int *live, int n_live, int *list, int n);
+
 void coord_epoch_on_commit(coordinator *c) {
   if (c->phase != EPOCH_RUNNING || strcmp(c->epoch_kind, "train") || c->promote >= 0) return;
   const int n = c->n_members;
   double now_cost = s_cost_of(c, c->members, n), best = now_cost;
-  int who = -1, slot = -1;
+  int who = -1, slot = -1, *cands = c->live, n_cands = 0; /* the loop's scratch: free here */
   for (int k = 0; k < c->n_peers; k++) {
     coord_peer *p = &c->peers[k];
-    if (p->status != PEER_LIVE || p->epoch_rank >= 0 || p->promote_refused ||
-        !coord_sideline_available(c, k, wt_now_s()))
-      continue;
-    int i;
+    if (p->status == PEER_LIVE && p->epoch_rank < 0 && !p->promote_refused &&
+        coord_sideline_available(c, k, wt_now_s()))
+      cands[n_cands++] = k;
+  }
+  /* each candidate costs n placements priced: among many, only the most promising are */
+  if (n_cands > COORD_PROBE_NEWCOMERS) {
+    int top[COORD_PROBE_NEWCOMERS];
+    s_swarm_choose(c, cands, n_cands, top, COORD_PROBE_NEWCOMERS);
+    n_cands = COORD_PROBE_NEWCOMERS;
+    memcpy(cands, top, sizeof top);
+  }
+  for (int j = 0; j < n_cands; j++) {
+    int i, k = cands[j];
     double cost = s_best_swap(c, c->members, n, k, &i);
     if (cost < best) best = cost, who = k, slot = i;
   }
@@ -644,6 +656,16 @@ static assign_plan *s_shuffled_plan(const coordinator *c) {
   return plan;
 }
 
+/* The n of many live peers whose tasklet alone costs least (coord_swarm_choose), priced with
+ * the cost model's constants: a tasklet's FLOP and its gradient ring's and cuts' bytes. */
+static void s_swarm_choose(coordinator *c, const int *live, int n_live, int *list, int n) {
+  s_model m;
+  s_problem(c, live, 1, 1, &m); /* one peer: only the constants are read */
+  double flop = m.prob.compute_s * coord_claim_flops(&c->peers[live[0]]);
+  coord_swarm_choose(c, live, n_live, list, n, flop, 2 * m.prob.c_dp_bytes + m.prob.c_pp_bytes);
+  s_model_free(&m);
+}
+
 /* Chooses the train epoch's peers and places them. Returns 1 when members[] is set. */
 static int s_place(coordinator *c, const int *live, int n_live) {
   int n = c->cfg.run.stages * c->cfg.run.replicas, list[COORD_MAX_MEMBERS],
@@ -668,6 +690,8 @@ static int s_place(coordinator *c, const int *live, int n_live) {
     s_promote(c, list, n, changed, &n_changed);
   } else if (s_fixed(c)) {
     if (!s_fixed_list(c, live, n_live, n, list)) return 0;
+  } else if (n_live > COORD_PROBE_ALL_PAIRS) {
+    s_swarm_choose(c, live, n_live, list, n); /* the rest wait as standbys */
   } else {
     s_fastest(c, live, n_live, list, n); /* the rest wait as standbys */
   }
@@ -795,6 +819,7 @@ static void s_count_missed(coordinator *c) {
 
 static void s_epoch_over(coordinator *c) {
   if (!strcmp(c->epoch_kind, "train") && !c->run_complete) s_count_missed(c);
+  coord_sideline_on_epoch_over(c);
   for (int r = 0; r < c->n_members; r++) {
     coord_peer *p = &c->peers[c->members[r]];
     p->epoch_rank = -1;
@@ -847,6 +872,35 @@ static int s_sideline_silent(coordinator *c, int bind) {
   return n;
 }
 
+/* Starts a probe epoch when links are missing: every pair among a few live peers, or the
+ * newcomers that swarm.c chooses among many. Returns 1 when it did. */
+static int s_probe_due(coordinator *c, const int *live, int n_live) {
+  char why[256];
+  int who[COORD_PROBE_MAX], n = 0;
+  if (n_live <= COORD_PROBE_ALL_PAIRS) {
+    if (coord_probe_complete(c, live, n_live, why, sizeof why)) return 0;
+    c->probe_planned = 0;
+    memcpy(who, live, sizeof(int) * (size_t)n_live);
+    n = n_live;
+  } else if (!coord_swarm_probe_newcomers(c, live, n_live, who, &n, why, sizeof why)) {
+    return 0;
+  }
+  coord_event(c, "probe", "probing: %s", why);
+  s_start_epoch(c, "probe", who, n);
+  return 1;
+}
+
+/* Among many peers: probes the placement's links that were only estimated before it trains
+ * (the placement is kept, and re-solved from the measurements next time). 1 when it did. */
+static int s_refine_due(coordinator *c) {
+  char why[256];
+  int who[COORD_PROBE_MAX], n = 0;
+  if (!coord_swarm_probe_plan_links(c, who, &n, why, sizeof why)) return 0;
+  coord_event(c, "probe", "probing: %s", why);
+  s_start_epoch(c, "probe", who, n);
+  return 1;
+}
+
 void coord_epoch_tick(coordinator *c) {
   if (c->run_complete) return;
   double now = wt_now_s();
@@ -867,19 +921,17 @@ void coord_epoch_tick(coordinator *c) {
   if (c->phase != EPOCH_NONE) return;
   int *live = c->live, n_live = s_live(c, live), need = c->cfg.run.stages * c->cfg.run.replicas;
   if (n_live < need) return;
-  char missing[256];
-  if (!s_scenario_links(c) && !s_fixed(c) &&
-      !coord_probe_complete(c, live, n_live, missing, sizeof missing)) {
-    coord_event(c, "probe", "probing: %s", missing);
-    s_start_epoch(c, "probe", live, WT_MIN(n_live, COORD_PROBE_MAX));
-    return;
-  }
+  const int measured = !s_scenario_links(c) && !s_fixed(c);
+  if (measured && s_probe_due(c, live, n_live)) return;
   if (c->failed_epochs >= 3 || c->missed_checkpoints >= 3) {
     s_stop(c);
     return;
   }
   if (!coord_holders_ready(c)) return;
-  if (s_place(c, live, n_live)) s_start_epoch(c, "train", NULL, 0);
+  if (!s_place(c, live, n_live)) return;
+  if (measured && n_live > COORD_PROBE_ALL_PAIRS && s_refine_due(c)) return;
+  c->refine_rounds = 0;
+  s_start_epoch(c, "train", NULL, 0);
 }
 
 void coord_epoch_on_bound(coordinator *c, coord_peer *p, const cJSON *body) {
@@ -946,6 +998,7 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
     double code_v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "code"));
     int code = isfinite(code_v) ? (int)fmin(fmax(code_v, -100), 100) : WT_EIO;
     int echo = code == WT_EIO || code == WT_ETIMEOUT;
+    coord_sideline_note_failure(c, p, code, err);
     if (c->phase != EPOCH_DRAINING || (!echo && c->last_error_echo)) {
       snprintf(c->last_error, sizeof c->last_error, "peer %d: %s", p->id, err ? err : "failed");
       c->last_error_echo = echo;
@@ -960,6 +1013,7 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
   }
   if (!s_all_reported(c) || c->phase == EPOCH_DRAINING) return;
   if (!strcmp(c->epoch_kind, "probe")) coord_probe_estimate(c);
+  if (!strcmp(c->epoch_kind, "probe") && c->probe_planned) coord_swarm_on_probed(c);
   if (!strcmp(c->epoch_kind, "train")) {
     c->failed_epochs = 0;
     /* a run that stopped at its time limit is over too: every tasklet stopped after one step */

@@ -582,6 +582,13 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
         return WT_OK;
       }
       case COORD_CMD_REFUSED: /* dropped or forgotten by the coordinator: register again */
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m.body, "excluded"))) {
+          peer_work_destroy(&p->work); /* excluded for good: registering again cannot help */
+          wt_fail(WT_EINVAL, "the coordinator excluded this peer: %s",
+                  coordinator_field_str(m.body, "reason"));
+          coordinator_msg_clear(&m);
+          return WT_EINVAL;
+        }
         WT_WARN("peerd: the coordinator says: %s; registering again",
                 coordinator_field_str(m.body, "reason"));
         peer_work_destroy(&p->work);

@@ -24,6 +24,7 @@
 /* The world's user tag of the per-step norm exchange (below 2^24: comm.h's split rule). */
 #define S_TAG_NORM 1
 #define S_TAG_VAL 2 /* the validation loss, from the last stage of replica 0 */
+/* 3, 4: tasklet_spot.c's activation checks */
 
 /* Tasklets of this process running on the CUDA back end, whose state is process-wide (its
  * cuBLAS handle, scratch buffers and copy stream: tasklet.h): at most one at a time. */
@@ -206,10 +207,12 @@ static int s_grads(void *ctx, trainer *t, const int *inputs, const int *targets,
                    float *loss) {
   parallel_tasklet *k = ctx;
   (void)t, (void)rows;
+  const long step = trainer_steps_done(t) + 1;
   double t0 = wt_now_s();
+  parallel_tasklet_spot_act_before(k, step);
   int rc = parallel_pipeline_run(k->pipeline, inputs, targets, loss);
   k->pipeline_s += wt_now_s() - t0;
-  return rc;
+  return rc == WT_OK ? parallel_tasklet_spot_act_after(k, step) : rc;
 }
 
 /* Keeps the robust sync's evidence in replica order (data-parallel rank i is replica

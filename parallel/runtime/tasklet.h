@@ -51,11 +51,20 @@ typedef struct {
   int failed;        /* 1: outside the tolerance (PARALLEL_TASKLET_SPOT_*) */
   double cosine;     /* of the contribution to the recomputed gradient */
   double norm_ratio; /* |contribution| / |recomputed| */
-  double seconds;    /* the check's wall time: the recompute and the comparison */
+  /* through a codec (tasklet_spot.c): |contribution - recomputed| / |recomputed|, and the most
+   * it may be (PARALLEL_TASKLET_SPOT_CODEC_K × the codec's rounding of the recomputed gradient
+   * + PARALLEL_TASKLET_SPOT_REL); 0, 0 without one */
+  double rel_error, bound;
+  double seconds; /* the check's wall time: the recompute and the comparison */
 } parallel_tasklet_spot;
 
 #define PARALLEL_TASKLET_SPOT_COSINE 0.99 /* a contribution passes at this cosine or more ... */
 #define PARALLEL_TASKLET_SPOT_NORM 0.05   /* ... and a norm ratio within 1 ± this */
+/* Through a codec a contribution passes within this many times the codec's own rounding of the
+ * recomputed gradient (one rounding of g + e, the residual e one rounding more, and margin
+ * for the gradient's change since the step before), plus PARALLEL_TASKLET_SPOT_REL of it. */
+#define PARALLEL_TASKLET_SPOT_CODEC_K 4.0
+#define PARALLEL_TASKLET_SPOT_REL 0.05
 
 /* What one step reported (to on_step). loss is the step's mean loss over the whole global
  * batch, the same on every tasklet. */
