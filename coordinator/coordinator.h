@@ -44,6 +44,13 @@ typedef struct {
   char links[WT_CONFIG_STR_MAX];
   int probe_kib; /* bytes of each link's bandwidth probe, KiB */
   int resume;    /* 1: a run with nothing committed here starts from checkpoint_dir's manifest */
+  /* where checkpoints live: "shared" (run.checkpoint_dir, which every peer reaches) or "peers"
+   * (each tasklet's own data directory; the coordinator names holders and keeps
+   * checkpoint_copies live copies of every committed shard, holders.c) */
+  char checkpoint_storage[WT_CONFIG_STR_MAX];
+  int checkpoint_copies;
+  char checkpoint_store[WT_CONFIG_STR_MAX]; /* with "peers": a directory here that receives
+                                               every committed shard too ("" = none) */
   /* WAN emulation: a netsim scenario file and the name of one of its scenarios ("" = none) */
   char scenario[WT_CONFIG_STR_MAX], scenario_name[WT_CONFIG_STR_MAX];
   double time_scale;

@@ -132,6 +132,14 @@ typedef struct {
   char detail[COORD_EVENT_DETAIL];
 } coord_event_line;
 
+/* holders.c: a copy of a shard asked of a peer and not yet reported */
+#define COORD_HOLDERS_PENDING 64
+typedef struct {
+  long step;
+  int stage, replica, peer;
+  double t; /* when it was asked, 0 = a free entry */
+} coord_copy_pending;
+
 typedef enum {
   EPOCH_NONE = 0,
   EPOCH_BINDING, /* sent EPOCH, waiting for every member's BOUND */
@@ -200,6 +208,14 @@ struct coordinator {
                            * checkpoint step they did not commit (a checkpoint that cannot be
                            * saved, e.g. on a full disk) */
   int ckpt_unchecked;     /* the checkpoint directory is not visible here (said once) */
+  /* holders.c: copies asked for, and what was said once */
+  coord_copy_pending copies[COORD_HOLDERS_PENDING];
+  int holders_waiting, holders_short_said;
+  double holders_check_t;
+  struct coord_store *store; /* store.c: --checkpoint-store's thread, or NULL */
+  /* the run completed then: FINISH goes out once the store took the last shards from the
+   * peers (at most COORD_STORE_DRAIN_S later); 0 = sent */
+  double finish_due;
   char last_error[1024];
   int last_error_echo; /* last_error is a neighbour's lost link, not a cause */
   double first_loss, last_loss;
@@ -467,5 +483,40 @@ int coord_scenario_device(coordinator *c, int i);
  * devices). Returns WT_OK or WT_EINVAL. */
 int coord_scenario_row(coordinator *c, int r, netsim_emulation *out);
 void coord_scenario_close(coordinator *c);
+
+/* holders.c — checkpoints stored by the peers (--checkpoint-storage peers). on: that storage is
+ * chosen. open creates its tables in state.db (WT_OK or WT_EIO). on_shards takes a peer's
+ * report of its store (endpoint, held[]), replacing what it held; a shard's digest is the one
+ * its writer (the seat's tasklet in the running epoch) reported, and copies count only with it.
+ * check asks live peers to copy the latest committed step's shards until checkpoint_copies
+ * live peers hold each (a lost holder's copies are made again). resume_step: the newest step
+ * whose needed shards (every stage's replica 0; every replica's in a stateful run) all have a
+ * live holder, 0 = none. ready: whether a train epoch may form (0 while a committed run has no
+ * such step; said once). seat_json adds "storage" and, when the seat resumes, "fetch" (the
+ * shards it needs with their digests and live holders) to a train epoch's tasklet object, and
+ * tells those holders to let the member in. status adds the holders to /status. */
+int coord_holders_on(const coordinator *c);
+int coord_holders_open(coordinator *c);
+void coord_holders_on_shards(coordinator *c, coord_peer *p, const cJSON *body);
+void coord_holders_check(coordinator *c);
+long coord_holders_resume_step(coordinator *c);
+int coord_holders_ready(coordinator *c);
+void coord_holders_seat_json(coordinator *c, int rank, cJSON *tasklet);
+void coord_holders_status(coordinator *c, cJSON *o);
+
+/* store.c — --checkpoint-store: start creates the directory and the thread (WT_OK with none
+ * asked for; WT_EIO), stop joins it. offer queues a committed shard with its writer's digest and
+ * live holders (endpoints from holders.c) unless state.db says it is stored; collect, from the
+ * loop, records and logs what landed. */
+#define COORD_STORE_HOLDERS 8
+int coord_store_start(coordinator *c);
+void coord_store_stop(coordinator *c);
+void coord_store_offer(coordinator *c, long step, int stage, int replica, const char *digest,
+                       coord_peer **holders, char (*endpoint)[256], int n);
+void coord_store_collect(coordinator *c);
+/* Whether shards are queued or in flight; an exiting coordinator waits at most
+ * COORD_STORE_DRAIN_S for them. */
+int coord_store_busy(coordinator *c);
+#define COORD_STORE_DRAIN_S 10.0
 
 #endif

@@ -129,8 +129,10 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
   if (rc == WT_OK) rc = coord_scenario_load(c);
   if (rc == WT_OK) rc = coord_token_key_load(c->dir, c->token_key);
   if (rc == WT_OK) rc = coord_state_open(c);
+  if (rc == WT_OK) rc = coord_holders_open(c);
   if (rc == WT_OK) rc = coord_state_load(c);
   if (rc == WT_OK) rc = s_keys(c);
+  if (rc == WT_OK) rc = coord_store_start(c); /* fetches with the coordinator's key pair */
   if (rc == WT_OK) rc = s_bind(c);
   if (rc == WT_OK) rc = s_http(c);
   if (rc != WT_OK) {
@@ -153,6 +155,7 @@ void coordinator_destroy(coordinator **self_p) {
     coord_zap_stop(c);
     zmq_ctx_term(c->zctx);
   }
+  coord_store_stop(c);
   if (c->db && c->dirty) coord_state_flush(c, 1);
   coord_state_close(c);
   coord_scenario_close(c);
@@ -448,6 +451,9 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
   case COORD_CMD_CHECKPOINT:
     coord_epoch_on_checkpoint(c, p, m.body);
     break;
+  case COORD_CMD_SHARDS:
+    coord_holders_on_shards(c, p, m.body);
+    break;
   case COORD_CMD_LEAVE:
     p->status = PEER_GONE;
     coord_state_save_peer(c, p);
@@ -559,6 +565,17 @@ static long s_next_deadline_ms(coordinator *c) {
   return (long)fmax(1, (next - now) * 1000 + 1);
 }
 
+/* The run is complete: every live peer is told, and exits (gone, not lost). */
+static void s_finish_peers(coordinator *c) {
+  for (int i = 0; i < c->n_peers; i++)
+    if (c->peers[i].status == PEER_LIVE) {
+      coord_send(c, &c->peers[i], COORD_CMD_FINISH, NULL);
+      c->peers[i].finished = 1;
+    }
+  c->finish_due = 0;
+  coord_state_save_run(c); /* the run record lists who was told */
+}
+
 int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
   double done_at = 0, awake = wt_now_s(); /* when the loop last judged the peers' liveness */
   while (!*stop) {
@@ -581,8 +598,12 @@ int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
     awake = wt_now_s();
     coord_epoch_tick(c);
     coord_status_tick(c);
+    if (c->run_complete) coord_store_collect(c); /* the last step's shards, fetched at the end */
+    if (c->finish_due > 0 &&
+        (!coord_store_busy(c) || wt_now_s() - c->finish_due > COORD_STORE_DRAIN_S))
+      s_finish_peers(c);
     pthread_mutex_unlock(&c->mu);
-    if (c->cfg.exit_when_done && c->run_complete) {
+    if (c->cfg.exit_when_done && c->run_complete && c->finish_due == 0) {
       if (done_at == 0) done_at = wt_now_s();
       if (wt_now_s() - done_at > 2 * c->cfg.heartbeat_s) break; /* let FINISH go out */
     }

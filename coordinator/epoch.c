@@ -54,6 +54,7 @@ static cJSON *s_tasklet_json(coordinator *c, int rank) {
   cJSON_AddNumberToObject(t, "shard_first_row",
                           (rank % run->replicas) * run->batch / run->replicas);
   cJSON_AddNumberToObject(t, "shard_rows", run->batch / run->replicas);
+  coord_holders_seat_json(c, rank, t);
   return t;
 }
 
@@ -325,7 +326,9 @@ static void s_state_sources(coordinator *c) {
     if (covered) best = step;
   }
   c->from_peers = best > 0;
-  c->start_step = best > 0 ? best : c->committed_step;
+  c->start_step = best > 0              ? best
+                  : coord_holders_on(c) ? coord_holders_resume_step(c)
+                                        : c->committed_step;
   int next[COORD_MAX_MEMBERS] = {0}; /* per stage: the holder to hand out next */
   for (int r = 0; best > 0 && r < n; r++) {
     int st = r / R;
@@ -491,6 +494,7 @@ static int s_sums_sha256(const char *path, char hex[65]) {
 static int s_report_matches_disk(coordinator *c, long step, int stage, const char *digest,
                                  char *why, size_t size) {
   struct stat st;
+  if (coord_holders_on(c)) return 1; /* on the peers: each copy is checked by its digest */
   if (stat(c->cfg.run.checkpoint_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
     if (!c->ckpt_unchecked)
       coord_event(c, "checkpoint",
@@ -932,6 +936,8 @@ void coord_epoch_tick(coordinator *c) {
   if (c->run_complete) return;
   double now = wt_now_s();
   s_measure_start(c, now);
+  if (now - c->holders_check_t >= 1) /* copies lost with a peer are made again */
+    c->holders_check_t = now, coord_holders_check(c);
   if (c->phase == EPOCH_BINDING && now > c->phase_deadline) {
     s_sideline_silent(c, 1);
     s_abort(c, "not every member bound its data socket within the deadline");
@@ -953,6 +959,7 @@ void coord_epoch_tick(coordinator *c) {
     s_stop(c);
     return;
   }
+  if (!coord_holders_ready(c)) return;
   if (!s_place(c, live, n_live)) return;
   if (measured && n_live > COORD_PROBE_ALL_PAIRS && s_refine_due(c)) return;
   c->refine_rounds = 0;
@@ -1060,11 +1067,7 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
       else
         coord_event(c, "complete", "the run finished %ld steps (epoch %d); no loss was reported",
                     steps, c->epoch);
-      for (int i = 0; i < c->n_peers; i++)
-        if (c->peers[i].status == PEER_LIVE) {
-          coord_send(c, &c->peers[i], COORD_CMD_FINISH, NULL);
-          c->peers[i].finished = 1; /* it exits now: gone, not lost */
-        }
+      c->finish_due = wt_now_s(); /* daemon.c sends FINISH (once the store has the end) */
     }
   }
   s_epoch_over(c);

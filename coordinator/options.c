@@ -39,6 +39,17 @@ static const wt_option s_options[] = {
      "continue the run in --checkpoint-dir from its manifest (a state directory that has "
      "committed nothing yet)",
      0},
+    {"checkpoint-storage", WT_OPT_CHOICE, F(checkpoint_storage), 0, 0, "shared",
+     "where checkpoints live: shared (--checkpoint-dir, which every peer reaches) or peers (each "
+     "peer's --data-dir; the coordinator names holders and keeps --checkpoint-copies of each "
+     "committed shard on distinct live peers)",
+     "shared|peers"},
+    {"checkpoint-copies", WT_OPT_INT, F(checkpoint_copies), 1, 64, "2",
+     "with --checkpoint-storage peers: live peers that hold every committed shard", 0},
+    {"checkpoint-store", WT_OPT_STRING, F(checkpoint_store), 0, 0, "",
+     "with --checkpoint-storage peers: a directory on the coordinator's machine that receives "
+     "every committed shard too (fetched from the peers, digest checked)",
+     0},
     {"probe-kib", WT_OPT_INT, F(probe_kib), 16, 65536, "512",
      "bytes of each link's bandwidth probe, KiB", 0},
     {"scenario", WT_OPT_STRING, F(scenario), 0, 0, "",
@@ -104,15 +115,26 @@ int coordinator_config_check(coordinator_config *cfg) {
                               "scenario's devices)");
   if (!strcmp(cfg->links, "scenario") && !cfg->scenario[0])
     return wt_fail(WT_EINVAL, "--links scenario takes the links from --scenario: give one");
+  if (cfg->run.checkpoint_dir[0] && !strcmp(cfg->checkpoint_storage, "peers"))
+    return wt_fail(WT_EINVAL, "--checkpoint-dir %s is a directory every peer shares, and "
+                              "--checkpoint-storage peers keeps the checkpoints in each peer's "
+                              "--data-dir instead; give one of them",
+                   cfg->run.checkpoint_dir);
+  if (cfg->checkpoint_store[0] && strcmp(cfg->checkpoint_storage, "peers"))
+    return wt_fail(WT_EINVAL, "--checkpoint-store receives the shards the peers store: it needs "
+                              "--checkpoint-storage peers (with a shared --checkpoint-dir the "
+                              "checkpoints are in that directory already)");
   if (cfg->resume && !cfg->run.checkpoint_dir[0])
     return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir (the run directory to resume)");
   const parallel_run_config *r = &cfg->run;
-  if (parallel_run_config_stateful(r) && !r->checkpoint_dir[0])
+  if (parallel_run_config_stateful(r) && !r->checkpoint_dir[0] &&
+      strcmp(cfg->checkpoint_storage, "peers"))
     return wt_fail(WT_EINVAL,
                    "this run keeps state across steps (DiLoCo, error feedback or delta activation "
                    "caches: --diloco %d, --grad-codec %s, --grad-ef %s, --act-codec %s) that "
                    "only checkpoints carry to a peer replacing a lost one; give "
-                   "--checkpoint-dir, a directory every peer shares",
+                   "--checkpoint-dir, a directory every peer shares, or --checkpoint-storage "
+                   "peers",
                    r->sync.diloco, r->sync.grad_codec, r->sync.grad_ef, r->act_codec);
   return WT_OK;
 }

@@ -12,7 +12,8 @@
 
 static const char *const s_names[COORD_CMD_COUNT] = {
     "register", "heartbeat", "bound", "result", "checkpoint", "leave",   "welcome",
-    "refused",  "ack",       "epoch", "start",  "abort",      "standby", "finish"};
+    "refused",  "ack",       "epoch", "start",  "abort",      "standby", "finish",
+    "shards",   "replicate", "shard_allow"};
 
 const char *coordinator_cmd_name(coordinator_cmd cmd) {
   return (unsigned)cmd < COORD_CMD_COUNT ? s_names[cmd] : "?";

@@ -36,7 +36,8 @@ struct cJSON;
  * its relative tolerance, so larger integers would not re-encode exactly. */
 #define COORD_SEQ_MAX 999999999999999.0
 
-/* Commands. Peer → coordinator: REGISTER .. LEAVE; coordinator → peer: WELCOME .. FINISH. */
+/* Commands. Peer → coordinator: REGISTER .. LEAVE and SHARDS; coordinator → peer: WELCOME ..
+ * FINISH, REPLICATE and SHARD_ALLOW. */
 typedef enum {
   COORD_CMD_REGISTER = 0, /* token, device {kind, flops, memory, region}, host */
   COORD_CMD_HEARTBEAT,    /* epoch, state, step, loss, tokens_s, bytes_sent, bytes_recv, trust */
@@ -52,6 +53,11 @@ typedef enum {
   COORD_CMD_ABORT,        /* epoch: stop that group's work (a member was lost) */
   COORD_CMD_STANDBY,      /* no role now; stay connected */
   COORD_CMD_FINISH,       /* the run is complete, or with error: it stopped; the peer exits */
+  COORD_CMD_SHARDS,       /* peer →: endpoint (its shard server), held[] {run, step, stage,
+                             replica, digest}: every checkpoint shard in its store */
+  COORD_CMD_REPLICATE,    /* → peer: run, step, stage, replica, digest, holders[] {endpoint,
+                             key}: fetch that shard into the store */
+  COORD_CMD_SHARD_ALLOW,  /* → peer: keys[]: let these peers fetch from the shard server */
   COORD_CMD_COUNT
 } coordinator_cmd;
 

@@ -256,6 +256,7 @@ cJSON *coord_status(coordinator *c) {
   s_admission(o, c);
   if (c->last_error[0]) cJSON_AddStringToObject(o, "last_error", c->last_error);
   s_progress(c, o);
+  coord_holders_status(c, o);
   s_events(c, o);
   return o;
 }

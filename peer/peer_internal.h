@@ -81,12 +81,21 @@ typedef struct {
   /* deadline.c: the receive deadline from this epoch's step times (under mu) */
   wt_deadline dl_step, dl_sync; /* usual steps; DiLoCo's outer steps */
   double dl_cap_s, dl_recv_s;   /* the coordinator's timeout_s; the deadline now */
+  /* checkpoints on the peers (peer/shards.h): the store's root, "" = the run's own directory;
+   * this peer's keys, to fetch the shards its seat resumes from */
+  char shard_root[2048];
+  char pub[41], sec[41];
+  uint64_t run_id; /* the coordinator's run id, which names the run's directory in the store */
 } peer_work;
 
 /* Parses an EPOCH body and binds the data socket (tcp://host:*). NULL with wt_last_error(). */
 peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, const char *sec,
                          const data_set *data, peer_held *held);
 const char *peer_work_endpoint(const peer_work *w);
+/* The run keeps its checkpoints on the peers: the tasklet writes into its own directory of the
+ * store under root (replacing the run's checkpoint-dir) and, when it resumes, first checks or
+ * fetches the shards its seat needs (peer/shards.h). */
+void peer_work_use_store(peer_work *w, const char *root);
 /* Connects to the endpoints of START and starts the thread. */
 int peer_work_start(peer_work *w, const cJSON *start);
 /* Asks the work to stop, waits for it (bounded by the epoch's deadline) and frees it. */

@@ -8,6 +8,7 @@
 #include "parallel/datacenter/site.h" /* defines: PARALLEL_SITE_MAX_RANKS, parallel_site_device */
 #include "parallel/runtime/tasklet.h" /* defines: parallel_tasklet_set_default_device */
 #include "peer/peer_internal.h"
+#include "peer/shards.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -105,6 +106,8 @@ typedef struct {
   int gpus;                 /* the site's ranks: --gpus, or the --site file's processes */
   parallel_site_link *link; /* --site: the site's processes, else NULL */
   FILE *log;                /* --json-log, or NULL */
+  peer_shards *shards;      /* the checkpoint store under DATA_DIR/runs and its server */
+  int report_shards;        /* send the store's report at the next heartbeat, changed or not */
 } s_peer;
 
 static int s_send(s_peer *p, coordinator_cmd cmd, const cJSON *body) {
@@ -344,7 +347,10 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
     s_report_failure(p, epoch, why);
     return;
   }
+  peer_shards_on_allow(p->shards, cJSON_GetObjectItemCaseSensitive(body, "keys"));
   p->work = peer_work_new(body, p->cfg->host, p->pub, p->sec, p->data, &p->held);
+  if (p->work && seat && !strcmp(coordinator_field_str(seat, "storage"), "peers"))
+    peer_work_use_store(p->work, peer_shards_root(p->shards));
   if (p->work) p->work->site_ranks = p->gpus, p->work->site_link = p->link;
   if (p->work) p->work->log = p->log, p->work->peer_id = p->peer_id;
   if (!p->work) {
@@ -491,6 +497,11 @@ static void s_work_done(s_peer *p) {
   peer_work *w = p->work;
   if (!w || !w->started || !w->finished) return;
   s_report_checkpoint(p, w->rc == WT_OK); /* the last shard, saved just before it returned */
+  /* what the store holds now goes before the result: the next epoch must not count a damaged
+   * copy this one removed */
+  cJSON *held = peer_shards_report(p->shards, 0);
+  if (held) s_send(p, COORD_CMD_SHARDS, held);
+  cJSON_Delete(held);
   cJSON *b = peer_work_result(w);
   s_send(p, COORD_CMD_RESULT, b);
   cJSON_Delete(p->last_result);
@@ -548,6 +559,12 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
       case COORD_CMD_START:
         s_on_start(p, m.body);
         break;
+      case COORD_CMD_REPLICATE:
+        peer_shards_on_replicate(p->shards, m.body);
+        break;
+      case COORD_CMD_SHARD_ALLOW:
+        peer_shards_on_allow(p->shards, cJSON_GetObjectItemCaseSensitive(m.body, "keys"));
+        break;
       case COORD_CMD_ABORT:
         if (p->work && coordinator_field_int(m.body, "epoch", -1) == p->work_epoch) {
           if (!p->cfg->quiet)
@@ -577,6 +594,7 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
                 coordinator_field_str(m.body, "reason"));
         peer_work_destroy(&p->work);
         s_register(p);
+        p->report_shards = 1;
         break;
       default:
         break;
@@ -588,6 +606,9 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
     if (now >= p->next_beat) {
       s_heartbeat(p);
       s_report_checkpoint(p, 0);
+      cJSON *held = peer_shards_report(p->shards, p->report_shards);
+      if (held) s_send(p, COORD_CMD_SHARDS, held), p->report_shards = 0;
+      cJSON_Delete(held);
       p->next_beat = now + p->heartbeat_s;
     }
     if (!warned && now - p->last_heard > p->liveness * p->heartbeat_s) {
@@ -746,6 +767,10 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
                                 &p.flops, &p.memory);
   }
   if (rc == WT_OK) rc = s_connect(&p);
+  if (rc == WT_OK)
+    p.shards = peer_shards_new(cfg->data_dir, cfg->host, p.pub, p.sec, p.server);
+  if (rc == WT_OK && !p.shards) rc = wt_last_status();
+  p.report_shards = 1;
   if (rc == WT_OK) {
     if (!cfg->quiet)
       printf("peerd: device %s x %d, %.1f GFLOP/s (%s), %.1f GiB; registering with %s\n",
@@ -769,6 +794,7 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
     rc = s_loop(&p, stop);
   }
   peer_work_destroy(&p.work);
+  peer_shards_destroy(&p.shards);
   peer_held_clear(&p.held);
   cJSON_Delete(p.last_result);
   data_set_destroy(&p.data);

@@ -9,6 +9,8 @@
 #include "kernels/kernels.h"
 #include "model/gpt.h" /* defines: gpt_config_num_params, the baseline's gradient bytes */
 #include "parallel/runtime/tasklet.h"
+#include "parallel/transport/shards.h" /* defines: parallel_shard_run_dir, the store's run directory */
+#include "peer/shards.h"
 
 #include <sodium.h> /* defines: crypto_hash_sha256 for the state hand-over */
 
@@ -121,6 +123,9 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
   parallel_zmq_config z = parallel_zmq_config_default();
   z.rank = w->rank, z.size = w->size, z.endpoints = eps;
   z.run_id = (uint64_t)fmin(fmax(coordinator_field_num(epoch, "run_id", 1), 0), 1e18);
+  w->run_id = z.run_id;
+  snprintf(w->pub, sizeof w->pub, "%s", pub);
+  snprintf(w->sec, sizeof w->sec, "%s", sec);
   z.epoch = (uint32_t)w->epoch;
   z.timeout_s = coordinator_field_num(epoch, "timeout_s", 30);
   peer_deadline_start(w, z.timeout_s);
@@ -138,6 +143,11 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
     return NULL;
   }
   return w;
+}
+
+void peer_work_use_store(peer_work *w, const char *root) {
+  snprintf(w->shard_root, sizeof w->shard_root, "%s", root);
+  parallel_shard_run_dir(root, w->run_id, w->run.checkpoint_dir, sizeof w->run.checkpoint_dir);
 }
 
 const char *peer_work_endpoint(const peer_work *w) {
@@ -460,6 +470,14 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   WT_CHECK(parallel_tasklet_config_from_run(&w->run, coordinator_field_int(t, "stage", 0),
                                             coordinator_field_int(t, "replica", 0), w->data, &c));
   c.resume = coordinator_field_int(t, "resume", 0);
+  if (w->shard_root[0]) { /* the checkpoints live in this peer's store */
+    c.private_dir = 1;
+    c.resume_step = (long)coordinator_field_num(t, "resume_step", 0);
+    if (c.resume)
+      WT_CHECK(peer_shards_prepare(w->shard_root, w->run_id,
+                                   cJSON_GetObjectItemCaseSensitive(t, "fetch"), w->pub, w->sec,
+                                   coordinator_field_num(w->body, "timeout_s", 30)));
+  }
   WT_CHECK(s_ring_of(t, c.run.replicas, w->dp_ring));
   c.dp_ring = w->dp_ring;
   c.on_step = s_on_step;

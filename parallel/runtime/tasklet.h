@@ -118,6 +118,12 @@ typedef struct {
                          simulated ring is the one that runs; borrowed for the run);
                          NULL = 0, 1, ..., R-1 */
   int resume;         /* 1: continue from run.checkpoint_dir's manifest */
+  long resume_step;   /* with resume and private_dir: continue from this step's stage checkpoint
+                         (and .state) in run.checkpoint_dir, whatever its manifest names (a
+                         shard fetched from another peer comes without one) */
+  int private_dir;    /* 1: run.checkpoint_dir is this tasklet's own (a peer's data directory,
+                         no file system shared): every tasklet, not only world rank 0, writes
+                         the manifest there */
   uint64_t run_id;    /* the run's id, recorded in every stage checkpoint and the manifest (the
                          run binding, below); 0 = one derived from the bound settings. A resume
                          keeps the id its manifest records and ignores this one */

@@ -505,6 +505,22 @@ static int s_state_load(parallel_tasklet *k, long step) {
   return rc;
 }
 
+/* Creates dir and its parents (a private directory may hold nothing of this tasklet yet: a
+ * stateless run's replicas above 0 write only the manifest). */
+static int s_mkdirs(const char *dir) {
+  char path[1200];
+  snprintf(path, sizeof path, "%s", dir);
+  for (char *p = path + 1;; p++) {
+    const char c = *p;
+    if (c != '/' && c != 0) continue;
+    *p = 0;
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+      return wt_fail(WT_EIO, "cannot create %s: %s", path, strerror(errno));
+    *p = c;
+    if (!c) return WT_OK;
+  }
+}
+
 /* The manifest: run shape, the step every stage saved, and each stage's layers and directory.
  * `parts` holds each world rank's (ok, first_layer, last_layer) as 9 bytes. */
 static int s_write_manifest(parallel_tasklet *k, const uint8_t *parts) {
@@ -540,7 +556,8 @@ static int s_write_manifest(parallel_tasklet *k, const uint8_t *parts) {
   }
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
-  int rc = s_write_atomic(c->run.checkpoint_dir, "manifest.json", text);
+  int rc = c->private_dir ? s_mkdirs(c->run.checkpoint_dir) : WT_OK;
+  if (rc == WT_OK) rc = s_write_atomic(c->run.checkpoint_dir, "manifest.json", text);
   free(text);
   return rc;
 }
@@ -574,7 +591,7 @@ int parallel_tasklet_checkpoint(parallel_tasklet *k) {
                  "stage %d (world rank %d) could not save its checkpoint; the manifest "
                  "still names the previous step",
                  failed / c->run.replicas, failed);
-  else if (parallel_comm_rank(k->world) == 0)
+  else if (parallel_comm_rank(k->world) == 0 || c->private_dir)
     rc = s_write_manifest(k, all);
   free(all);
   free(offsets);
@@ -797,9 +814,30 @@ static int s_bind_resume(parallel_tasklet *k, const s_manifest *man, const check
   return WT_OK;
 }
 
+/* A manifest for resume_step in a private directory: this stage's step directory, bound to the
+ * run its own stage checkpoint records (its binding is then checked against this run's). The
+ * other stages' entries are never read by this tasklet. */
+static int s_manifest_of_step(parallel_tasklet *k, s_manifest *out) {
+  const parallel_tasklet_config *c = &k->cfg;
+  gpt_stage *st = trainer_model(k->t);
+  memset(out, 0, sizeof *out);
+  out->step = c->resume_step;
+  out->stages = c->run.stages;
+  out->first = wt_xcalloc((size_t)out->stages, sizeof(int));
+  out->last = wt_xcalloc((size_t)out->stages, sizeof(int));
+  out->step_dir = wt_xcalloc((size_t)out->stages, sizeof *out->step_dir);
+  out->first[c->stage] = gpt_stage_first(st), out->last[c->stage] = gpt_stage_last(st);
+  snprintf(out->step_dir[c->stage], sizeof out->step_dir[c->stage], "%s/stage-%d/step-%08ld",
+           c->run.checkpoint_dir, c->stage, c->resume_step);
+  return WT_OK;
+}
+
 int parallel_tasklet_resume(parallel_tasklet *k) {
   s_manifest man;
-  WT_CHECK(s_manifest_read(k->cfg.run.checkpoint_dir, &man));
+  if (k->cfg.private_dir && k->cfg.resume_step > 0)
+    WT_CHECK(s_manifest_of_step(k, &man));
+  else
+    WT_CHECK(s_manifest_read(k->cfg.run.checkpoint_dir, &man));
   int rc = s_manifest_check(k, &man);
   if (rc == WT_OK) rc = s_inside_run(k->cfg.run.checkpoint_dir, man.step_dir[k->cfg.stage]);
   checkpoint_meta m;

@@ -90,6 +90,29 @@ static void test_stateful_needs_checkpoint_dir(void) {
                  "a stateful run with a checkpoint dir: %s", wt_last_error());
 }
 
+/* Checkpoints on the peers need no shared directory; the coordinator's own store only takes
+ * what the peers store. */
+static void test_checkpoint_storage(void) {
+  coordinator_config c;
+  const char *peers[] = {"--diloco", "5", "--checkpoint-storage", "peers", NULL};
+  WT_TEST_ASSERT(s_check(&c, peers) == WT_OK && c.checkpoint_copies == 2,
+                 "a stateful run with its checkpoints on the peers (2 copies by default): %s",
+                 wt_last_error());
+  const char *store[] = {"--checkpoint-store", "/srv/ckpt", NULL};
+  WT_TEST_ASSERT(s_check(&c, store) == WT_EINVAL &&
+                     strstr(wt_last_error(), "--checkpoint-storage peers"),
+                 "--checkpoint-store without peer storage is refused naming it: %s",
+                 wt_last_error());
+  const char *dir[] = {"--checkpoint-storage", "peers", "--checkpoint-dir", "/shared", NULL};
+  WT_TEST_ASSERT(s_check(&c, dir) == WT_EINVAL && strstr(wt_last_error(), "give one of them"),
+                 "a shared directory with peer storage is refused: %s", wt_last_error());
+  const char *both[] = {"--checkpoint-storage", "peers", "--checkpoint-store", "/srv/ckpt",
+                        "--checkpoint-copies", "3", NULL};
+  WT_TEST_ASSERT(s_check(&c, both) == WT_OK && c.checkpoint_copies == 3 &&
+                     !strcmp(c.checkpoint_store, "/srv/ckpt"),
+                 "peer storage with a store and 3 copies: %s", wt_last_error());
+}
+
 static void test_placement_needs(void) {
   coordinator_config c;
   const char *assignment[] = {"--assignment", "a.json", NULL};
@@ -112,5 +135,6 @@ int main(void) {
   test_preset_applied();
   test_conflicts_refused();
   test_stateful_needs_checkpoint_dir();
+  test_checkpoint_storage();
   return wt_test_finish("test_coord_config");
 }

@@ -23,6 +23,8 @@ typedef struct {
   int stall_rank;               /* this rank sleeps stall_s before it starts; -1: none */
   double stall_s;
   int site_ranks[H_MAX_RANKS]; /* > 0: this rank's site_ranks instead of base's */
+  int private_dirs;            /* 1: each rank checkpoints into base's dir/rank-<w>, its own
+                                  (private_dir), as peers with no shared file system do */
   /* results */
   float loss[H_MAX_RANKS][H_MAX_STEPS], norm[H_MAX_RANKS][H_MAX_STEPS];
   float val[H_MAX_RANKS][H_MAX_STEPS]; /* validation loss after the step, NAN when none */
@@ -74,6 +76,12 @@ static int h_rank(parallel_comm *world, void *arg) {
   c.on_step = h_on_step;
   c.on_step_arg = h;
   if (h->site_ranks[w] > 0) c.run.site_ranks = h->site_ranks[w];
+  if (h->private_dirs) {
+    char dir[sizeof c.run.checkpoint_dir];
+    snprintf(dir, sizeof dir, "%.900s/rank-%d", h->base.run.checkpoint_dir, w);
+    snprintf(c.run.checkpoint_dir, sizeof c.run.checkpoint_dir, "%s", dir);
+    c.private_dir = 1;
+  }
   h_dying dying = {world, h->fail_after};
   parallel_comm *use = world, *wrapped = NULL;
   if (w == h->fail_rank) {

@@ -11,7 +11,11 @@
  *     file is refused;
  *   - a time limit stops every tasklet after the same step (world rank 0 decides), validating and
  *     checkpointing there, and the resumed run continues bitwise, validation losses included;
- *   - a damaged manifest, a missing one and a different stage count are refused with a message. */
+ *   - a damaged manifest, a missing one and a different stage count are refused with a message;
+ *   - private directories (one per tasklet, no file system shared): every tasklet writes the
+ *     manifest into its own, and a resume from an older step than the manifests name
+ *     (resume_step), the stage checkpoint copied to the replicas that did not write it,
+ *     continues bitwise. */
 #include "model/trainer.h"
 #include "tests/runtime/runtime_harness.h"
 
@@ -298,6 +302,45 @@ static void test_bad_manifest(void) {
                  h.err[0]);
 }
 
+static void test_private_dirs_resume(void) {
+  static h_run straight, part, resumed;
+  parallel_tasklet_config c = s_config(0, "private-straight");
+  h_init(&straight, &c);
+  WT_TEST_REQUIRE(h_run_all(&straight) == WT_OK, "%s", straight.err[0]);
+  c = s_config(0, "private");
+  c.run.checkpoint_every = 2, c.run.keep = 3;
+  c.stop_after = 6;
+  h_init(&part, &c);
+  part.private_dirs = 1;
+  WT_TEST_REQUIRE(h_run_all(&part) == WT_OK, "%s", part.err[0]);
+  char dir[1200], cmd[2600];
+  for (int w = 0; w < 4; w++) {
+    snprintf(dir, sizeof dir, "%s/rank-%d", c.run.checkpoint_dir, w);
+    WT_TEST_ASSERT(s_manifest_step(dir) == 6, "rank %d's own manifest names step 6", w);
+  }
+  /* replica 1 of each stage gets its stage's step-4 directory, as a fetch would bring it */
+  for (int s = 0; s < 2; s++) {
+    snprintf(cmd, sizeof cmd, "cp -r '%s/rank-%d/stage-%d' '%s/rank-%d/'", c.run.checkpoint_dir,
+             2 * s, s, c.run.checkpoint_dir, 2 * s + 1);
+    WT_TEST_REQUIRE(system(cmd) == 0, "%s", cmd);
+  }
+  c.stop_after = 0, c.run.checkpoint_every = 0;
+  c.resume = 1, c.resume_step = 4;
+  h_init(&resumed, &c);
+  resumed.private_dirs = 1;
+  WT_TEST_REQUIRE(h_run_all(&resumed) == WT_OK, "%s", resumed.err[0]);
+  WT_TEST_ASSERT(resumed.steps[0] == STEPS, "resumed to %ld", resumed.steps[0]);
+  WT_TEST_ASSERT(isnan(resumed.loss[0][4 - 1]) && !isnan(resumed.loss[0][4]),
+                 "the resume started after step 4, not at the manifests' step 6");
+  s_same_from(&straight, &resumed, 4, "private dirs, resumed at step 4");
+  /* a step no directory holds is refused naming it */
+  c.resume_step = 5;
+  h_init(&resumed, &c);
+  resumed.private_dirs = 1;
+  WT_TEST_ASSERT(h_run_all(&resumed) != WT_OK && strstr(resumed.err[0], "step-00000005"),
+                 "a step not saved: %s", resumed.err[0]);
+}
+
 int main(void) {
   wt_test_tmpdir(s_tmp, sizeof s_tmp);
   data_synth_config sc = data_synth_default();
@@ -320,6 +363,7 @@ int main(void) {
   test_whole_model_from_stages();
   test_time_limit();
   test_bad_manifest();
+  test_private_dirs_resume();
   data_set_destroy(&s_data);
   data_set_destroy(&s_small);
   if (!wt_test_failures) {
