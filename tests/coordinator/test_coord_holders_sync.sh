@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# test_coord_holders_sync — a run that keeps state across steps (DiLoCo H=5, int8 pseudo-gradients
-# with error feedback) with its checkpoints on the peers and no shared path. Every replica's
+# test_coord_holders_sync — a run that keeps state across steps (int8 gradients with error
+# feedback every step; a DiLoCo run would recover live instead, test_coord_live) with its
+# checkpoints on the peers and no shared path. Every replica's
 # .state is a shard of its own, copied like the stage checkpoints. A 2 x 2 run on five peers
 # loses the member at world rank 3 (stage 1, replica 1) once every shard of a committed step has
 # its two copies: every member resumes from the newest held step, the seats that lack a shard
@@ -11,7 +12,7 @@ BIN=$1
 . "$(dirname "$0")/harness.sh"
 ARGS=(--open --stages 2 --replicas 2 --steps 160 --checkpoint-every 10 --heartbeat 0.25
       --liveness 4 --peer-timeout 5 --exit-when-done --checkpoint-storage peers
-      --diloco 5 --grad-codec int8 --scenario "$(dirname "$0")/lab8.json" --time-scale 3)
+      --grad-codec int8 --grad-ef on --scenario "$(dirname "$0")/lab8.json" --time-scale 3)
 
 STATE=$WORK/u PEER_LOG=u-peer
 start_coord u.log "${ARGS[@]}"
