@@ -99,6 +99,17 @@ typedef struct {
    * neither. */
   double uplink_Bps, downlink_Bps;
   const int *same_access;
+  /* Reachability (docs/protocol.md "Reachability and relays"); NULL = every rank accepts
+   * inbound connections. reachable[r] = 0 marks a rank behind NAT or a firewall: nobody can
+   * connect to it, so every connection of its links starts at it:
+   *  - to a reachable rank r: its PUSH connects to r's PULL (endpoints[r]), as between two
+   *    reachable ranks; r's PUSH for it binds an outbox (transport_outbox) that its PULL
+   *    connects to (outboxes of transport_connect_routes);
+   *  - to another unreachable rank r: its PUSH connects to relay_in[r], and its PULL to
+   *    relay_out[self] — the two sockets of r's and its own inbox at a relay
+   *    (parallel/transport/zmq_relay.h), which forwards sealed frames it cannot open. */
+  const int *reachable;
+  const char *const *relay_in, *const *relay_out; /* size entries each, NULL where none */
   int io_threads; /* ZeroMQ I/O threads (1..16, default 1): sealing runs on the transport's
                      sender thread and opening on its receiver thread, so ZeroMQ's threads only
                      move bytes; one keeps up with loopback TCP (docs/protocol.md) */
@@ -129,6 +140,19 @@ parallel_comm *parallel_zmq_transport_connect(parallel_zmq_transport **t_p,
 /* Frees a transport that was never connected (e.g. when another rank failed to start); sets
  * *t_p = NULL. */
 void parallel_zmq_transport_destroy(parallel_zmq_transport **t_p);
+
+/* The outbox this reachable rank bound for unreachable rank `peer` ("tcp://host:port", owned by
+ * the transport): the endpoint that peer's PULL connects to. NULL for any other peer. */
+const char *parallel_zmq_transport_outbox(const parallel_zmq_transport *t, int peer);
+
+/* transport_connect for a group with unreachable ranks (cfg.reachable): outboxes[r] is rank r's
+ * outbox for this rank (its transport_outbox(r's transport, this rank)), needed where this rank
+ * is unreachable and r reachable, NULL elsewhere; outboxes itself may be NULL when none is
+ * needed. Returns NULL with wt_last_error() set (WT_EINVAL naming the rank) when one is missing
+ * or does not connect. */
+parallel_comm *parallel_zmq_transport_connect_routes(parallel_zmq_transport **t_p,
+                                                     const char *const *endpoints,
+                                                     const char *const *outboxes);
 
 /* transport_new + transport_connect(cfg->endpoints); the endpoints must be concrete. */
 parallel_comm *parallel_zmq_comm_new(const parallel_zmq_config *cfg);

@@ -244,6 +244,8 @@ static void s_destroy(void *vctx) {
       s_in_free(m);
     }
     free(l->endpoint);
+    free(l->outbox);
+    if (t->relay_in) free(t->relay_in[r]);
     free(l->seen);
     parallel_zmq_aead_free(&l->rx);
     parallel_zmq_aead_free(&l->tx);
@@ -254,6 +256,9 @@ static void s_destroy(void *vctx) {
   pthread_cond_destroy(&t->cv_send);
   sodium_memzero(t->links, (size_t)t->size * sizeof *t->links); /* the keys */
   free(t->links);
+  free(t->reachable);
+  free(t->relay_in);
+  free(t->relay_out);
   free(t->bound);
   free(t);
 }
@@ -306,6 +311,29 @@ static int s_key_ok(const char *k) {
   return k && strlen(k) == PARALLEL_ZMQ_KEY_CHARS && zmq_z85_decode(bin, k) != NULL;
 }
 
+static int s_tcp_ok(const char *ep) {
+  return ep && !strncmp(ep, "tcp://", 6) && strlen(ep) < 256;
+}
+
+/* An unreachable rank needs the relay sockets of every link to another unreachable one. */
+static int s_routes_check(const parallel_zmq_config *c) {
+  if (!c->reachable || c->reachable[c->rank]) return WT_OK;
+  for (int r = 0; r < c->size; r++) {
+    if (r == c->rank || c->reachable[r]) continue;
+    if (!c->relay_in || !s_tcp_ok(c->relay_in[r]))
+      return wt_fail(WT_EINVAL,
+                     "zmq: ranks %d and %d are both unreachable, and relay_in[%d] names no "
+                     "tcp:// relay to send through",
+                     c->rank, r, r);
+    if (!c->relay_out || !s_tcp_ok(c->relay_out[c->rank]))
+      return wt_fail(WT_EINVAL,
+                     "zmq: rank %d is unreachable and has unreachable peers, but relay_out[%d] "
+                     "names no tcp:// relay inbox to collect from",
+                     c->rank, c->rank);
+  }
+  return WT_OK;
+}
+
 static int s_config_check(const parallel_zmq_config *c) {
   if (c->size < 1 || c->size > 1024)
     return wt_fail(WT_EINVAL, "zmq: group size %d out of range [1, 1024]", c->size);
@@ -334,6 +362,7 @@ static int s_config_check(const parallel_zmq_config *c) {
                        "Z85",
                        r);
   }
+  WT_CHECK(s_routes_check(c));
   if (c->io_threads < 0 || c->io_threads > 16)
     return wt_fail(WT_EINVAL, "zmq: io_threads %d: use 1..16 (0 = the default 1)", c->io_threads);
   if (c->latency_s || c->bandwidth_Bps) {
@@ -358,8 +387,32 @@ static void s_setopt_int(void *sock, int opt, int v) {
   zmq_setsockopt(sock, opt, &v, sizeof v);
 }
 
-/* Creates the context, bound PULL socket, PUSH sockets (not yet connected) and their monitors;
- * starts the receiver thread. */
+static int s_reachable(const parallel_zmq_transport *t, int r) {
+  return !t->reachable || t->reachable[r];
+}
+
+/* This rank reachable and peer r not: r cannot be connected to, so the PUSH for r binds on this
+ * rank's host (the PULL's, ephemeral port) and r's PULL connects to it. Its monitor sees r's
+ * connection come and go as it would see an outgoing one. */
+static int s_bind_outbox(parallel_zmq_transport *t, int r) {
+  s_link *l = &t->links[r];
+  if (!s_reachable(t, t->rank) || s_reachable(t, r)) return WT_OK;
+  char ep[300];
+  snprintf(ep, sizeof ep, "%s", t->bound);
+  char *colon = strrchr(ep + 6, ':');
+  if (colon) snprintf(colon, sizeof ep - (size_t)(colon - ep), ":*");
+  if (zmq_bind(l->push, ep) != 0)
+    return wt_fail(WT_EIO, "zmq: rank %d cannot bind its outbox for rank %d at %s: %s", t->rank,
+                   r, ep, zmq_strerror(errno));
+  size_t n = sizeof ep;
+  zmq_getsockopt(l->push, ZMQ_LAST_ENDPOINT, ep, &n);
+  l->outbox = wt_xstrdup(ep);
+  return WT_OK;
+}
+
+/* Creates the context, bound PULL socket, PUSH sockets (not yet connected, or bound as outboxes)
+ * and their monitors. The receiver thread starts at connect: until then the PULL may still be
+ * connected to outboxes and relays from this thread. */
 static int s_open(parallel_zmq_transport *t, const parallel_zmq_config *c) {
   t->zctx = zmq_ctx_new();
   if (!t->zctx) return wt_fail(WT_EIO, "zmq: cannot create a context: %s", zmq_strerror(errno));
@@ -397,10 +450,8 @@ static int s_open(parallel_zmq_transport *t, const parallel_zmq_config *c) {
     l->monitor = zmq_socket(t->zctx, ZMQ_PAIR);
     s_setopt_int(l->monitor, ZMQ_LINGER, 0);
     zmq_connect(l->monitor, mon);
+    WT_CHECK(s_bind_outbox(t, r));
   }
-  if (pthread_create(&t->th_recv, NULL, parallel_zmq_recv_main, t) != 0)
-    return wt_fail(WT_EIO, "zmq: cannot start the receiver thread");
-  t->started_recv = 1;
   return WT_OK;
 }
 
@@ -426,6 +477,20 @@ static int s_keys(parallel_zmq_transport *t, const parallel_zmq_config *c) {
   return rc;
 }
 
+/* Copies the reachability and, for an unreachable rank, its relay endpoints (checked). */
+static void s_routes_copy(parallel_zmq_transport *t, const parallel_zmq_config *c) {
+  if (!c->reachable) return;
+  t->reachable = wt_xcalloc((size_t)t->size, sizeof *t->reachable);
+  for (int r = 0; r < t->size; r++) t->reachable[r] = c->reachable[r] != 0;
+  if (t->reachable[t->rank]) return;
+  t->relay_in = wt_xcalloc((size_t)t->size, sizeof *t->relay_in);
+  for (int r = 0; r < t->size; r++)
+    if (r != t->rank && !t->reachable[r]) {
+      t->relay_in[r] = wt_xstrdup(c->relay_in[r]);
+      if (!t->relay_out) t->relay_out = wt_xstrdup(c->relay_out[t->rank]);
+    }
+}
+
 parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *c) {
   if (s_config_check(c) != WT_OK) return NULL;
   pthread_once(&s_malloc_once, s_malloc_tune);
@@ -445,6 +510,7 @@ parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *c)
   atomic_init(&t->stop_recv, 0);
   atomic_init(&t->stop_send, 0);
   t->links = wt_xcalloc((size_t)t->size, sizeof *t->links);
+  s_routes_copy(t, c);
   int rc = t->insecure ? WT_OK : s_keys(t, c);
   if (t->insecure)
     WT_WARN("zmq: rank %d runs INSECURE: plaintext, unauthenticated links (debugging only; "
@@ -475,33 +541,77 @@ const char *parallel_zmq_transport_endpoint(const parallel_zmq_transport *t) {
   return t->bound;
 }
 
-parallel_comm *parallel_zmq_transport_connect(parallel_zmq_transport **t_p,
-                                              const char *const *endpoints) {
+const char *parallel_zmq_transport_outbox(const parallel_zmq_transport *t, int peer) {
+  return peer >= 0 && peer < t->size ? t->links[peer].outbox : NULL;
+}
+
+static int s_connect_fail(parallel_zmq_transport *t, int peer, const char *what, const char *ep) {
+  return wt_fail(WT_EINVAL, "zmq: rank %d cannot connect to %s of rank %d at '%s': %s", t->rank,
+                 what, peer, ep ? ep : "(none)", zmq_strerror(errno));
+}
+
+/* Wires link r (zmq.h "Reachability"): where its PUSH connects, and where this rank's PULL
+ * connects to receive from r. Runs before the threads start, so it may touch both sockets. */
+static int s_connect_link(parallel_zmq_transport *t, int r, const char *const *endpoints,
+                          const char *const *outboxes) {
+  s_link *l = &t->links[r];
+  char what[320];
+  if (s_reachable(t, r)) {
+    if (!endpoints || !endpoints[r] || zmq_connect(l->push, endpoints[r]) != 0)
+      return s_connect_fail(t, r, "the PULL", endpoints ? endpoints[r] : NULL);
+    snprintf(what, sizeof what, "%s", endpoints[r]);
+  } else if (l->outbox) {
+    snprintf(what, sizeof what, "%s (its outbox here; it connects)", l->outbox);
+  } else {
+    if (zmq_connect(l->push, t->relay_in[r]) != 0)
+      return s_connect_fail(t, r, "the relay inbox", t->relay_in[r]);
+    snprintf(what, sizeof what, "relay %s", t->relay_in[r]);
+  }
+  l->endpoint = wt_xstrdup(what);
+  if (s_reachable(t, t->rank) || !s_reachable(t, r)) return WT_OK;
+  const char *ob = outboxes ? outboxes[r] : NULL;
+  if (!ob || strncmp(ob, "tcp://", 6) || zmq_connect(t->pull, ob) != 0)
+    return s_connect_fail(t, r, "the outbox", ob);
+  return WT_OK;
+}
+
+/* Connects the links, then starts the threads (the receiver first: it owns the PULL from now). */
+static int s_connect_all(parallel_zmq_transport *t, const char *const *endpoints,
+                         const char *const *outboxes) {
+  for (int r = 0; r < t->size; r++)
+    if (r != t->rank) WT_CHECK(s_connect_link(t, r, endpoints, outboxes));
+  if (t->relay_out && zmq_connect(t->pull, t->relay_out) != 0)
+    return s_connect_fail(t, t->rank, "the relay outlet", t->relay_out);
+  if (pthread_create(&t->th_recv, NULL, parallel_zmq_recv_main, t) != 0)
+    return wt_fail(WT_EIO, "zmq: cannot start the receiver thread");
+  t->started_recv = 1;
+  if (pthread_create(&t->th_send, NULL, parallel_zmq_send_main, t) != 0)
+    return wt_fail(WT_EIO, "zmq: cannot start the sender thread");
+  t->started_send = 1;
+  return WT_OK;
+}
+
+parallel_comm *parallel_zmq_transport_connect_routes(parallel_zmq_transport **t_p,
+                                                     const char *const *endpoints,
+                                                     const char *const *outboxes) {
   parallel_zmq_transport *t = *t_p;
   *t_p = NULL;
-  for (int r = 0; r < t->size; r++) {
-    if (r == t->rank) continue;
-    s_link *l = &t->links[r];
-    if (!endpoints || !endpoints[r] || zmq_connect(l->push, endpoints[r]) != 0) {
-      int rc = wt_fail(WT_EINVAL, "zmq: rank %d cannot connect to rank %d at '%s': %s", t->rank, r,
-                       endpoints && endpoints[r] ? endpoints[r] : "(none)", zmq_strerror(errno));
-      char msg[512];
-      snprintf(msg, sizeof msg, "%s", wt_last_error());
-      s_destroy(t);
-      wt_fail(rc, "%s", msg);
-      return NULL;
-    }
-    l->endpoint = wt_xstrdup(endpoints[r]);
-  }
-  if (pthread_create(&t->th_send, NULL, parallel_zmq_send_main, t) != 0) {
+  int rc = s_connect_all(t, endpoints, outboxes);
+  if (rc != WT_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", wt_last_error());
     s_destroy(t);
-    wt_fail(WT_EIO, "zmq: cannot start the sender thread");
+    wt_fail(rc, "%s", msg);
     return NULL;
   }
-  t->started_send = 1;
   parallel_comm *c = parallel_comm_new(&s_zmq_ops, t, t->rank, t->size);
   if (!c) s_destroy(t);
   return c;
+}
+
+parallel_comm *parallel_zmq_transport_connect(parallel_zmq_transport **t_p,
+                                              const char *const *endpoints) {
+  return parallel_zmq_transport_connect_routes(t_p, endpoints, NULL);
 }
 
 void parallel_zmq_transport_destroy(parallel_zmq_transport **t_p) {
