@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #define S_HANDSHAKE_MS 10000 /* ZMQ_HANDSHAKE_IVL of a control connection */
@@ -154,6 +155,10 @@ void coordinator_destroy(coordinator **self_p) {
   if (c->db && c->dirty) coord_state_flush(c, 1);
   coord_state_close(c);
   coord_scenario_close(c);
+  coord_relay_close(c);
+  coord_epoch_outboxes_free(c);
+  for (int i = 0; i < c->n_peers; i++)
+    if (c->peers[i].reach == COORD_REACH_TESTING) close(c->peers[i].reach_fd);
   coord_peers_free(c);
   pthread_mutex_destroy(&c->mu);
   sodium_memzero(c->sec, sizeof c->sec);
@@ -326,6 +331,7 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   snprintf(p->kind, sizeof p->kind, "%s", kind);
   snprintf(p->region, sizeof p->region, "%s", region);
   snprintf(p->host, sizeof p->host, "%s", host[0] ? host : "127.0.0.1");
+  coord_reach_start(c, p, coordinator_field_int(m->body, "reach_port", 0));
   p->held_step = (long)fmin(fmax(coordinator_field_num(m->body, "held_step", 0), 0), 1e12);
   p->held_stage = coordinator_field_int(m->body, "held_stage", -1);
   coord_state_save_peer(c, p);
@@ -562,6 +568,7 @@ int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
     coord_state_flush(c, 0);
     s_liveness(c);
     awake = wt_now_s();
+    coord_reach_tick(c);
     coord_epoch_tick(c);
     coord_status_tick(c);
     pthread_mutex_unlock(&c->mu);

@@ -87,6 +87,8 @@ typedef struct {
   char pub[41], sec[41], server[41];
   void *ctx, *sock;
   void *monitor; /* the control socket's handshake events while it registers, else NULL */
+  void *reach;   /* listens at --host for the coordinator's connect-back test, or NULL */
+  int reach_port;
   char sid[COORD_SID_CHARS + 1];
   uint64_t seq;
   int peer_id;
@@ -236,6 +238,32 @@ static int s_handshake_check(s_peer *p, int *fails, double *connected_at) {
   return WT_OK;
 }
 
+/* The coordinator tests whether this peer accepts inbound connections by connecting back to a
+ * port it listens on at --host (a socket that takes no message: ZeroMQ accepts the connection,
+ * the coordinator only needs the handshake of TCP). A peer that cannot listen offers no test. */
+static void s_reach_listen(s_peer *p) {
+  p->reach = zmq_socket(p->ctx, ZMQ_PULL);
+  int linger = 0, hwm = 1;
+  int64_t maxmsg = 1;
+  zmq_setsockopt(p->reach, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(p->reach, ZMQ_RCVHWM, &hwm, sizeof hwm);
+  zmq_setsockopt(p->reach, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+  char ep[300];
+  snprintf(ep, sizeof ep, "tcp://%.255s:*", p->cfg->host);
+  if (zmq_bind(p->reach, ep) != 0) {
+    WT_WARN("peerd: cannot listen at %s for the coordinator's reachability test (%s); the "
+            "coordinator takes this peer as reachable",
+            ep, zmq_strerror(errno));
+    zmq_close(p->reach);
+    p->reach = NULL;
+    return;
+  }
+  size_t n = sizeof ep;
+  zmq_getsockopt(p->reach, ZMQ_LAST_ENDPOINT, ep, &n);
+  const char *colon = strrchr(ep, ':');
+  p->reach_port = colon ? atoi(colon + 1) : 0;
+}
+
 static int s_connect(s_peer *p) {
   p->ctx = zmq_ctx_new();
   p->sock = zmq_socket(p->ctx, ZMQ_DEALER);
@@ -249,6 +277,7 @@ static int s_connect(s_peer *p) {
   zmq_setsockopt(p->sock, ZMQ_CURVE_PUBLICKEY, p->pub, 40);
   zmq_setsockopt(p->sock, ZMQ_CURVE_SECRETKEY, p->sec, 40);
   WT_CHECK(s_monitor_start(p));
+  s_reach_listen(p);
   if (zmq_connect(p->sock, p->cfg->coordinator) != 0)
     return wt_fail(WT_EINVAL, "--coordinator '%s': %s (expected tcp://HOST:PORT)",
                    p->cfg->coordinator, zmq_strerror(errno));
@@ -262,6 +291,7 @@ static int s_register(s_peer *p) {
   cJSON_AddStringToObject(b, "token", p->cfg->token);
   cJSON_AddStringToObject(b, "region", p->cfg->region);
   cJSON_AddStringToObject(b, "host", p->cfg->host);
+  if (p->reach_port > 0) cJSON_AddNumberToObject(b, "reach_port", p->reach_port);
   if (p->held.step > 0) { /* registering again (the coordinator restarted): still holds it */
     cJSON_AddNumberToObject(b, "held_stage", p->held.stage);
     cJSON_AddNumberToObject(b, "held_step", (double)p->held.step);
@@ -363,6 +393,7 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
   cJSON *b = cJSON_CreateObject();
   cJSON_AddNumberToObject(b, "epoch", epoch);
   cJSON_AddStringToObject(b, "endpoint", peer_work_endpoint(p->work));
+  peer_work_outboxes_json(p->work, b);
   s_send(p, COORD_CMD_BOUND, b);
   cJSON_Delete(b);
 }
@@ -767,6 +798,7 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
   if (p.log) fclose(p.log);
   s_monitor_stop(&p);
   if (p.sock) zmq_close(p.sock);
+  if (p.reach) zmq_close(p.reach);
   if (p.ctx) zmq_ctx_term(p.ctx);
   parallel_site_link_destroy(&p.link);
   return rc;

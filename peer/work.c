@@ -61,6 +61,33 @@ static int s_run_of(const cJSON *epoch, int n, parallel_run_config *run) {
   return WT_OK;
 }
 
+/* EPOCH's routes (coordinator/reach.c): "reachable" per rank, and for an unreachable rank the
+ * relay's endpoints (the transport checks that the ones it needs are there). */
+static int s_routes_of(const cJSON *epoch, int size, int rank, int *reachable,
+                       const char **relay_in, const char **relay_out) {
+  const cJSON *re = cJSON_GetObjectItemCaseSensitive(epoch, "reachable");
+  if (!re) return WT_OK;
+  const cJSON *in = cJSON_GetObjectItemCaseSensitive(epoch, "relay_in");
+  if (cJSON_GetArraySize(re) != size || (in && cJSON_GetArraySize(in) != size))
+    return wt_fail(WT_EINVAL, "the coordinator sent an impossible epoch (reachable, relay_in)");
+  for (int r = 0; r < size; r++) {
+    reachable[r] = cJSON_IsTrue(cJSON_GetArrayItem(re, r)) ||
+                   cJSON_GetNumberValue(cJSON_GetArrayItem(re, r)) == 1;
+    relay_in[r] = in ? cJSON_GetStringValue(cJSON_GetArrayItem(in, r)) : NULL;
+  }
+  relay_out[rank] = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(epoch, "relay_out"));
+  return WT_OK;
+}
+
+void peer_work_outboxes_json(const peer_work *w, cJSON *bound) {
+  if (!w->routed || !w->transport) return;
+  cJSON *ob = cJSON_AddArrayToObject(bound, "outboxes");
+  for (int r = 0; r < w->size; r++) {
+    const char *ep = parallel_zmq_transport_outbox(w->transport, r);
+    cJSON_AddItemToArray(ob, ep ? cJSON_CreateString(ep) : cJSON_CreateNull());
+  }
+}
+
 peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, const char *sec,
                          const data_set *data, peer_held *held) {
   peer_work *w = wt_xcalloc(1, sizeof *w);
@@ -112,6 +139,13 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
     peer_work_destroy(&w);
     return NULL;
   }
+  int reachable[64];
+  const char *relay_in[64] = {0}, *relay_out[64] = {0};
+  if (ok && s_routes_of(epoch, w->size, w->rank, reachable, relay_in, relay_out) != WT_OK) {
+    peer_work_destroy(&w);
+    return NULL;
+  }
+  w->routed = cJSON_GetObjectItemCaseSensitive(epoch, "reachable") != NULL;
   char ep[300];
   snprintf(ep, sizeof ep, "tcp://%s:*", host);
   const char *eps[64];
@@ -128,6 +162,7 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
   z.time_scale = coordinator_field_num(epoch, "time_scale", 1);
   z.same_access = w->same_access;
   z.uplink_Bps = w->uplink_Bps, z.downlink_Bps = w->downlink_Bps;
+  if (w->routed) z.reachable = reachable, z.relay_in = relay_in, z.relay_out = relay_out;
   w->transport = parallel_zmq_transport_new(&z);
   if (!w->transport) {
     char why[1024];
@@ -606,7 +641,14 @@ int peer_work_start(peer_work *w, const cJSON *start) {
     if (!list[i] || strncmp(list[i], "tcp://", 6))
       return wt_fail(WT_EINVAL, "START endpoint %d is not tcp://", i);
   }
-  parallel_comm *zc = parallel_zmq_transport_connect(&w->transport, list);
+  const cJSON *ob = cJSON_GetObjectItemCaseSensitive(start, "outboxes");
+  const char *outboxes[64] = {0};
+  if (ob && cJSON_GetArraySize(ob) != w->size)
+    return wt_fail(WT_EINVAL, "START lists %d outboxes for a group of %d", cJSON_GetArraySize(ob),
+                   w->size);
+  for (int i = 0; ob && i < w->size; i++)
+    outboxes[i] = cJSON_GetStringValue(cJSON_GetArrayItem(ob, i));
+  parallel_comm *zc = parallel_zmq_transport_connect_routes(&w->transport, list, outboxes);
   if (!zc) return WT_EIO;
   s_job *j = wt_xmalloc(sizeof *j);
   j->w = w, j->zc = zc;
