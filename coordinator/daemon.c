@@ -152,11 +152,10 @@ void coordinator_destroy(coordinator **self_p) {
     coord_zap_stop(c);
     zmq_ctx_term(c->zctx);
   }
+  coord_routes_close(c); /* logs what the relay forwarded: before the database closes */
   if (c->db && c->dirty) coord_state_flush(c, 1);
   coord_state_close(c);
   coord_scenario_close(c);
-  coord_relay_close(c);
-  coord_epoch_outboxes_free(c);
   for (int i = 0; i < c->n_peers; i++)
     if (c->peers[i].reach == COORD_REACH_TESTING) close(c->peers[i].reach_fd);
   coord_peers_free(c);

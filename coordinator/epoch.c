@@ -387,7 +387,7 @@ void coord_epoch_on_commit(coordinator *c) {
   for (int k = 0; k < c->n_peers; k++) {
     coord_peer *p = &c->peers[k];
     if (p->status != PEER_LIVE || p->epoch_rank >= 0 || p->promote_refused ||
-        !coord_sideline_available(c, k, wt_now_s()))
+        !coord_sideline_available(c, k, wt_now_s()) || !coord_reach_settled(p))
       continue;
     int i;
     double cost = s_best_swap(c, c->members, n, k, &i);
@@ -553,7 +553,7 @@ static void s_promote(coordinator *c, int *list, int n, int *changed, int *n_cha
   int who = c->promote, slot;
   c->promote = -1;
   if (who < 0 || c->peers[who].status != PEER_LIVE || s_in(list, n, who) ||
-      !coord_sideline_available(c, who, wt_now_s()))
+      !coord_sideline_available(c, who, wt_now_s()) || !coord_reach_settled(&c->peers[who]))
     return;
   double now_cost = s_cost_of(c, list, n), cost = s_best_swap(c, list, n, who, &slot);
   if (slot < 0 || cost > (1 - S_PROMOTE_GAIN) * now_cost) {

@@ -71,8 +71,7 @@ static const wt_option s_options[] = {
      "host share it); a peer admitted before is not held to it",
      0},
     {"relay-host", WT_OPT_STRING, F(relay_host), 0, 0, "",
-     "address the relay between unreachable peers binds and announces (default: --bind's host)",
-     0},
+     "address the relay between unreachable peers binds and announces (default: --bind's host)", 0},
     {"relay-port-min", WT_OPT_INT, F(relay_port_min), 0, 65535, "0",
      "first port of the relay's range, two per unreachable member of an epoch (0: ephemeral "
      "ports)",

@@ -21,10 +21,14 @@
 
 const char *coord_reach_name(int reach) {
   switch (reach) {
-  case COORD_REACH_TESTING: return "testing";
-  case COORD_REACH_YES: return "yes";
-  case COORD_REACH_NO: return "no";
-  default: return "untested";
+  case COORD_REACH_TESTING:
+    return "testing";
+  case COORD_REACH_YES:
+    return "yes";
+  case COORD_REACH_NO:
+    return "no";
+  default:
+    return "untested";
   }
 }
 
@@ -51,8 +55,7 @@ void coord_reach_start(coordinator *c, coord_peer *p, int port) {
   snprintf(service, sizeof service, "%d", port);
   if (getaddrinfo(p->host, service, &hints, &ai) != 0) {
     /* a name would need a blocking lookup here; the peers resolve it themselves */
-    snprintf(p->reach_why, sizeof p->reach_why, "host '%.60s' is not a numeric address",
-             p->host);
+    snprintf(p->reach_why, sizeof p->reach_why, "host '%.60s' is not a numeric address", p->host);
     return;
   }
   int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -136,6 +139,9 @@ void coord_relay_close(coordinator *c) {
   parallel_zmq_relay_stats st = parallel_zmq_relay_stats_get(c->relay);
   c->relay_messages += st.messages, c->relay_bytes += st.bytes;
   parallel_zmq_relay_destroy(&c->relay);
+  coord_event(c, "relay",
+              "epoch %d's relay forwarded %llu messages; the relays forwarded %llu bytes in all",
+              c->epoch, (unsigned long long)st.messages, (unsigned long long)c->relay_bytes);
 }
 
 void coord_relay_stats(const coordinator *c, double *messages, double *bytes) {
@@ -234,8 +240,8 @@ void coord_routes_start_json(const coordinator *c, int rank, cJSON *b) {
   if (!c->outboxes || s_member_reachable(c, rank)) return;
   cJSON *ob = cJSON_AddArrayToObject(b, "outboxes");
   for (int r = 0; r < c->n_members; r++) {
-    const char *ep = c->outboxes[r] ? cJSON_GetStringValue(cJSON_GetArrayItem(c->outboxes[r], rank))
-                                    : NULL;
+    const char *ep =
+        c->outboxes[r] ? cJSON_GetStringValue(cJSON_GetArrayItem(c->outboxes[r], rank)) : NULL;
     cJSON_AddItemToArray(ob, ep ? cJSON_CreateString(ep) : cJSON_CreateNull());
   }
 }

@@ -402,8 +402,8 @@ static int s_bind_outbox(parallel_zmq_transport *t, int r) {
   char *colon = strrchr(ep + 6, ':');
   if (colon) snprintf(colon, sizeof ep - (size_t)(colon - ep), ":*");
   if (zmq_bind(l->push, ep) != 0)
-    return wt_fail(WT_EIO, "zmq: rank %d cannot bind its outbox for rank %d at %s: %s", t->rank,
-                   r, ep, zmq_strerror(errno));
+    return wt_fail(WT_EIO, "zmq: rank %d cannot bind its outbox for rank %d at %s: %s", t->rank, r,
+                   ep, zmq_strerror(errno));
   size_t n = sizeof ep;
   zmq_getsockopt(l->push, ZMQ_LAST_ENDPOINT, ep, &n);
   l->outbox = wt_xstrdup(ep);

@@ -119,7 +119,8 @@ int main(void) {
   /* outboxes: only a reachable rank has them, and only for the unreachable ones */
   for (int r = 0; r < N; r++)
     for (int p = 0; p < N; p++)
-      if (!parallel_zmq_transport_outbox(ts[r], p) != !(s_reachable[r] && !s_reachable[p] && p != r))
+      if (!parallel_zmq_transport_outbox(ts[r], p) !=
+          !(s_reachable[r] && !s_reachable[p] && p != r))
         return s_fail("an outbox where none belongs, or none where one does");
   /* what the coordinator gathers from BOUND: each rank's outboxes (connect takes ts[r]) */
   static char outbox[N][N][256];
