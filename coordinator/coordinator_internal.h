@@ -238,12 +238,14 @@ int coord_link_get(const coordinator *c, int a, int b, double *lat, double *bw);
 void coord_link_set(coordinator *c, int a, int b, double lat, double bw);
 
 /* reach.c — the connect-back test and the relay. start begins p's test (port <= 0: none,
- * untested); tick settles the pending ones (from the loop); settled says p's test is over;
+ * untested; a register with "reachable": false is declared unreachable instead); tick settles the pending ones (from the loop); settled says p's test is over;
  * reachable is p's answer (untested counts as reachable); name is /status's word for a
  * coord_reach. relay_open makes the epoch's relay with n inboxes (WT_OK, or WT_EIO with
  * wt_last_error set), closing the previous one; relay_close frees it; relay_stats adds up what
  * every relay forwarded. */
 void coord_reach_start(coordinator *c, coord_peer *p, int port);
+/* p said at registration that it accepts no inbound connection: unreachable, untested. */
+void coord_reach_declared_unreachable(coordinator *c, coord_peer *p);
 void coord_reach_tick(coordinator *c);
 int coord_reach_settled(const coord_peer *p);
 int coord_reachable(const coord_peer *p);

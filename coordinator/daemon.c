@@ -330,7 +330,10 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   snprintf(p->kind, sizeof p->kind, "%s", kind);
   snprintf(p->region, sizeof p->region, "%s", region);
   snprintf(p->host, sizeof p->host, "%s", host[0] ? host : "127.0.0.1");
-  coord_reach_start(c, p, coordinator_field_int(m->body, "reach_port", 0));
+  if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(m->body, "reachable")))
+    coord_reach_declared_unreachable(c, p);
+  else
+    coord_reach_start(c, p, coordinator_field_int(m->body, "reach_port", 0));
   p->held_step = (long)fmin(fmax(coordinator_field_num(m->body, "held_step", 0), 0), 1e12);
   p->held_stage = coordinator_field_int(m->body, "held_stage", -1);
   coord_state_save_peer(c, p);

@@ -74,6 +74,12 @@ void coord_reach_start(coordinator *c, coord_peer *p, int port) {
   }
 }
 
+void coord_reach_declared_unreachable(coordinator *c, coord_peer *p) {
+  if (p->reach == COORD_REACH_TESTING) close(p->reach_fd);
+  p->reach = COORD_REACH_UNTESTED, p->reach_port = 0;
+  s_settle(c, p, COORD_REACH_NO, "the peer says it accepts none (peerd --unreachable)");
+}
+
 /* One pending test: done (connected or refused), or past its deadline. */
 static void s_check(coordinator *c, coord_peer *p, double now) {
   struct pollfd pf = {.fd = p->reach_fd, .events = POLLOUT};

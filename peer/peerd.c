@@ -36,6 +36,11 @@ static const wt_option s_options[] = {
      "where the run's data URLs are downloaded (default DATA_DIR/cache)", 0},
     {"host", WT_OPT_STRING, F(host), 0, 0, "127.0.0.1", "address the other peers reach this one at",
      0},
+    {"unreachable", WT_OPT_FLAG, F(unreachable), 0, 1, "0",
+     "this peer accepts no inbound connection (behind NAT or a firewall): the coordinator skips "
+     "its connect-back test, and every link of this peer starts here (through outboxes of "
+     "reachable peers and the coordinator's relay)",
+     0},
     {"flops", WT_OPT_FLOAT, F(flops), 0, 1e18, "0",
      "one GPU's FLOP/s, instead of measuring them (0 = measure); emulates a slower or faster "
      "device for the placement",
@@ -277,7 +282,7 @@ static int s_connect(s_peer *p) {
   zmq_setsockopt(p->sock, ZMQ_CURVE_PUBLICKEY, p->pub, 40);
   zmq_setsockopt(p->sock, ZMQ_CURVE_SECRETKEY, p->sec, 40);
   WT_CHECK(s_monitor_start(p));
-  s_reach_listen(p);
+  if (!p->cfg->unreachable) s_reach_listen(p);
   if (zmq_connect(p->sock, p->cfg->coordinator) != 0)
     return wt_fail(WT_EINVAL, "--coordinator '%s': %s (expected tcp://HOST:PORT)",
                    p->cfg->coordinator, zmq_strerror(errno));
@@ -291,7 +296,10 @@ static int s_register(s_peer *p) {
   cJSON_AddStringToObject(b, "token", p->cfg->token);
   cJSON_AddStringToObject(b, "region", p->cfg->region);
   cJSON_AddStringToObject(b, "host", p->cfg->host);
-  if (p->reach_port > 0) cJSON_AddNumberToObject(b, "reach_port", p->reach_port);
+  if (p->cfg->unreachable)
+    cJSON_AddFalseToObject(b, "reachable");
+  else if (p->reach_port > 0)
+    cJSON_AddNumberToObject(b, "reach_port", p->reach_port);
   if (p->held.step > 0) { /* registering again (the coordinator restarted): still holds it */
     cJSON_AddNumberToObject(b, "held_stage", p->held.stage);
     cJSON_AddNumberToObject(b, "held_step", (double)p->held.step);
