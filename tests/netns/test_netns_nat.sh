@@ -6,7 +6,8 @@
 #   (a) /status: the four home peers are found unreachable by the connect-back test, the two
 #       public ones reachable;
 #   (b) the run finishes at the loss of the same run on loopback (same seed, same steps), though
-#       a home peer is killed with -9 mid-run and a new home peer takes its place;
+#       a home peer is killed with -9 mid-run and a new home peer takes its place; and every
+#       pair of live home peers was probed (through the relay) for the placement's network model;
 #   (c) the relay forwarded the traffic between home peers, and a packet capture of the public
 #       namespace (tcpdump) shows ZeroMQ's plaintext greetings (so plaintext would be seen) but
 #       none of the JSON keys of the control messages nor the seeded training tensors' bytes.
@@ -187,6 +188,32 @@ L=$(final_loss nat) || fail "the NAT run reported no final loss"
 echo "(b) final loss behind NAT $L, on loopback $L0"
 python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-4 * max(1, abs(b)))" "$L" "$L0" ||
   fail "the NAT run's loss $L is not the loopback run's $L0"
+
+# the network model: every pair of live home peers was probed, through the relay, like any other
+grep '^coordinator: final ' "$WORK/nat.log" | tail -1 | sed 's/^coordinator: final //' >"$WORK/final.json"
+python3 - "$WORK/final.json" <<'PY' || fail "the probes left a relayed pair unmeasured"
+import json, statistics, sys
+f = json.load(open(sys.argv[1]))
+probe, reach = f["probe"], {int(p["id"]): p["reachable"] for p in f["peers"]}
+ids, lat = probe["peers"], probe["latency_s"]
+live = {int(p["id"]) for p in f["peers"] if p["state"] != "lost"}
+relayed, direct, missing = [], [], []
+for i, a in enumerate(ids):
+    for j, b in enumerate(ids):
+        if i == j or a not in live or b not in live:
+            continue
+        both_home = reach.get(a) == "no" and reach.get(b) == "no"
+        v = lat[i][j]
+        if v is None or v < 0:
+            if both_home:
+                missing.append((a, b))
+            continue
+        (relayed if both_home else direct).append(v)
+print(f"(b) probed one-way latency: {len(relayed)} relayed pairs median "
+      f"{statistics.median(relayed) * 1e6:.0f} us, {len(direct)} other pairs median "
+      f"{statistics.median(direct) * 1e6:.0f} us")
+sys.exit(1 if missing or not relayed else 0)
+PY
 
 # (c) the relay and the capture
 kill "${TPIDS[@]}" 2>/dev/null
