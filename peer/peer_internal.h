@@ -79,9 +79,11 @@ typedef struct {
   double compute_s;
 } peer_work;
 
-/* Parses an EPOCH body and binds the data socket (tcp://host:*). NULL with wt_last_error(). */
-peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, const char *sec,
-                         const data_set *data, peer_held *held);
+/* Parses an EPOCH body and binds the data socket (tcp://host:*). coordinator is the control
+ * endpoint: a relay endpoint on a wildcard address (a coordinator bound to every address) is
+ * reached at its host. NULL with wt_last_error(). */
+peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *coordinator,
+                         const char *pub, const char *sec, const data_set *data, peer_held *held);
 const char *peer_work_endpoint(const peer_work *w);
 /* BOUND's "outboxes" (docs/protocol.md "Reachability and relays"): in an epoch with unreachable
  * members, this peer's outbox endpoint for each of them, null for the others. */

@@ -79,6 +79,19 @@ static int s_routes_of(const cJSON *epoch, int size, int rank, int *reachable,
   return WT_OK;
 }
 
+/* A relay bound to every address (0.0.0.0, [::]) announces that address: the peer reaches it at
+ * the host it reaches the coordinator at. Other endpoints are returned as they are. */
+static const char *s_relay_endpoint(const char *ep, const char *coordinator, char *buf,
+                                    size_t cap) {
+  if (!ep || !coordinator || strncmp(coordinator, "tcp://", 6)) return ep;
+  const char *port = strrchr(ep, ':');
+  if (!port || (strncmp(ep, "tcp://0.0.0.0:", 14) && strncmp(ep, "tcp://[::]:", 11))) return ep;
+  const char *host = coordinator + 6, *host_end = strrchr(host, ':');
+  if (!host_end) return ep;
+  snprintf(buf, cap, "tcp://%.*s%s", (int)(host_end - host), host, port);
+  return buf;
+}
+
 void peer_work_outboxes_json(const peer_work *w, cJSON *bound) {
   if (!w->routed || !w->transport) return;
   cJSON *ob = cJSON_AddArrayToObject(bound, "outboxes");
@@ -88,8 +101,8 @@ void peer_work_outboxes_json(const peer_work *w, cJSON *bound) {
   }
 }
 
-peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, const char *sec,
-                         const data_set *data, peer_held *held) {
+peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *coordinator,
+                         const char *pub, const char *sec, const data_set *data, peer_held *held) {
   peer_work *w = wt_xcalloc(1, sizeof *w);
   w->held = held;
   pthread_mutex_init(&w->mu, NULL);
@@ -141,11 +154,17 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
   }
   int reachable[64];
   const char *relay_in[64] = {0}, *relay_out[64] = {0};
+  char relay_eps[65][300]; /* wildcard relay endpoints made reachable (the transport copies) */
   if (ok && s_routes_of(epoch, w->size, w->rank, reachable, relay_in, relay_out) != WT_OK) {
     peer_work_destroy(&w);
     return NULL;
   }
   w->routed = cJSON_GetObjectItemCaseSensitive(epoch, "reachable") != NULL;
+  for (int r = 0; r < w->size; r++) {
+    relay_in[r] = s_relay_endpoint(relay_in[r], coordinator, relay_eps[r], sizeof relay_eps[r]);
+    if (r == w->rank)
+      relay_out[r] = s_relay_endpoint(relay_out[r], coordinator, relay_eps[64], 300);
+  }
   char ep[300];
   snprintf(ep, sizeof ep, "tcp://%s:*", host);
   const char *eps[64];

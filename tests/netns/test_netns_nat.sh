@@ -81,15 +81,16 @@ RUN=(--open --stages 2 --replicas 3 --steps 60 --micro-batches 2 --batch 12 --se
 declare -A PEER_PID
 # ip netns exec runs the program in its own process, so $! is the daemon's pid
 ns_exec() { NS_EXEC=(); [ -n "$1" ] && NS_EXEC=(ip netns exec "$1"); }
-start_coord() { # start_coord NAME NS HOST: $CPID, $EP, $STATE
+start_coord() { # start_coord NAME NS HOST [BIND]: $CPID, $EP (at HOST), $STATE
   STATE=$WORK/$1
   ns_exec "$2"
-  "${NS_EXEC[@]}" "$BIN/coordinator" --state-dir "$STATE" "${RUN[@]}" --bind "tcp://$3:*" \
+  "${NS_EXEC[@]}" "$BIN/coordinator" --state-dir "$STATE" "${RUN[@]}" --bind "tcp://${4:-$3}:*" \
     --http-bind "$3" >>"$WORK/$1.log" 2>&1 &
   CPID=$!; PIDS+=("$CPID")
   for _ in $(seq 100); do [ -s "$STATE/endpoint" ] && break; sleep 0.1; done
   [ -s "$STATE/endpoint" ] || fail "$1: the coordinator did not start"
   EP=$(cat "$STATE/endpoint")
+  EP="tcp://$3:${EP##*:}"
 }
 start_peer() { # start_peer NAME N NS HOST
   ns_exec "$3"
@@ -148,7 +149,9 @@ for k in 1 2; do
 done
 sleep 0.5
 TPIDS=($(cat "$WORK"/tcpdump?.pid)); PIDS+=("${TPIDS[@]}")
-start_coord nat ${P}pub 10.211.0.1
+# bound to every address, as an operator would: the relay announces 0.0.0.0, and the home
+# peers must reach it at the address they reach the coordinator at
+start_coord nat ${P}pub 10.211.0.1 0.0.0.0
 start_peer nat 1 ${P}pub 10.211.0.2
 start_peer nat 2 ${P}pub 10.211.0.3
 start_peer nat 3 ${P}h1 192.168.1.2
