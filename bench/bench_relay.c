@@ -96,7 +96,7 @@ static int s_measure(int wiring, size_t mib, double *gbps, double *rtt_us) {
     parallel_zmq_config cfg = parallel_zmq_config_default();
     cfg.rank = r, cfg.size = 2, cfg.endpoints = own, cfg.timeout_s = 60;
     cfg.secret_key = sec[r], cfg.public_key = pub[r], cfg.peer_public_keys = pubs;
-    cfg.reachable = reachable, cfg.relay_in = rin, cfg.relay_out = rout;
+    cfg.reachable = reachable;
     if (!(ts[r] = parallel_zmq_transport_new(&cfg))) return WT_EIO;
     snprintf(eps[r], sizeof eps[r], "%s", parallel_zmq_transport_endpoint(ts[r]));
   }
@@ -109,7 +109,8 @@ static int s_measure(int wiring, size_t mib, double *gbps, double *rtt_us) {
   for (int r = 0; r < 2; r++) {
     const char *obs[2] = {0};
     obs[1 - r] = outbox[r][0] ? outbox[r] : NULL;
-    parallel_comm *c = parallel_zmq_transport_connect_routes(&ts[r], ep_p, obs);
+    parallel_zmq_routes routes = {obs, rin, rout[r]};
+    parallel_comm *c = parallel_zmq_transport_connect_routes(&ts[r], ep_p, &routes);
     if (!c) return WT_EIO;
     ranks[r] = (s_rank){.c = c, .mib = mib};
   }

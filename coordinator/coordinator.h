@@ -62,6 +62,7 @@ typedef struct {
   double bind_timeout_s, sideline_s;
   /* the relay between unreachable members: its address ("" = the control endpoint's host)
    * and the ports its inboxes bind, two each (0, 0 = ephemeral) */
+  char relay[WT_CONFIG_STR_MAX]; /* who hosts it: "coordinator" or "peer" (a reachable member) */
   char relay_host[WT_CONFIG_STR_MAX];
   int relay_port_min, relay_port_max;
   int exit_when_done;    /* 1: exit once the run is complete */

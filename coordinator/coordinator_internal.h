@@ -216,6 +216,11 @@ struct coordinator {
   uint64_t relay_messages, relay_bytes;
   cJSON **outboxes;
   int n_outboxes;
+  /* the epoch's relay: its inboxes (one per unreachable member), the member that hosts it
+   * (--relay peer; -1: the coordinator, or none) and its endpoints by inbox ({"in", "out"},
+   * NULL until known) */
+  int relay_inboxes, relay_rank;
+  cJSON *relay_eps;
 };
 
 /* peers.c — the peer table: cfg.max_peers slots, found by key in O(log n), and each peer's
@@ -238,11 +243,11 @@ int coord_link_get(const coordinator *c, int a, int b, double *lat, double *bw);
 void coord_link_set(coordinator *c, int a, int b, double lat, double bw);
 
 /* reach.c — the connect-back test and the relay. start begins p's test (port <= 0: none,
- * untested; a register with "reachable": false is declared unreachable instead); tick settles the pending ones (from the loop); settled says p's test is over;
- * reachable is p's answer (untested counts as reachable); name is /status's word for a
- * coord_reach. relay_open makes the epoch's relay with n inboxes (WT_OK, or WT_EIO with
- * wt_last_error set), closing the previous one; relay_close frees it; relay_stats adds up what
- * every relay forwarded. */
+ * untested; a register with "reachable": false is declared unreachable instead); tick settles the
+ * pending ones (from the loop); settled says p's test is over; reachable is p's answer (untested
+ * counts as reachable); name is /status's word for a coord_reach. relay_open makes the epoch's
+ * relay with n inboxes (WT_OK, or WT_EIO with wt_last_error set), closing the previous one;
+ * relay_close frees it; relay_stats adds up what every relay forwarded. */
 void coord_reach_start(coordinator *c, coord_peer *p, int port);
 /* p said at registration that it accepts no inbound connection: unreachable, untested. */
 void coord_reach_declared_unreachable(coordinator *c, coord_peer *p);
@@ -254,7 +259,8 @@ int coord_relay_open(coordinator *c, int n_inboxes);
 void coord_relay_close(coordinator *c);
 void coord_relay_stats(const coordinator *c, double *messages, double *bytes);
 /* An epoch's routes (epochs with unreachable members; reach.c says what goes where): open
- * before EPOCH goes out (makes the relay when two members are unreachable), epoch_json adds
+ * before EPOCH goes out (makes the relay when two members are unreachable, or picks the member
+ * that hosts it), epoch_json adds
  * member rank's to its EPOCH, on_bound takes its BOUND's outboxes (WT_EINVAL when they do not
  * fit), start_json adds an unreachable member's to its START, close ends the epoch's. */
 void coord_routes_open(coordinator *c);

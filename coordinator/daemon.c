@@ -112,6 +112,7 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
   }
   coordinator *c = wt_xcalloc(1, sizeof *c);
   c->promote = -1;
+  c->relay_rank = -1;
   c->cfg = *cfg;
   snprintf(c->dir, sizeof c->dir, "%s", cfg->state_dir);
   if (!c->cfg.run.checkpoint_dir[0])

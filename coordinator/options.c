@@ -70,6 +70,10 @@ static const wt_option s_options[] = {
      "control connections open at once from one address (the peers behind one NAT or on one "
      "host share it); a peer admitted before is not held to it",
      0},
+    {"relay", WT_OPT_CHOICE, F(relay), 0, 0, "coordinator",
+     "who relays between unreachable members: the coordinator, or the reachable member with "
+     "the largest probed uplink (peer; the coordinator when none is reachable)",
+     "coordinator|peer"},
     {"relay-host", WT_OPT_STRING, F(relay_host), 0, 0, "",
      "address the relay between unreachable peers binds and announces (default: --bind's host)", 0},
     {"relay-port-min", WT_OPT_INT, F(relay_port_min), 0, 65535, "0",

@@ -39,11 +39,14 @@ static void s_settle(coordinator *c, coord_peer *p, int reach, const char *why) 
   if (reach == COORD_REACH_YES)
     coord_event(c, "reach", "peer %d accepts inbound connections (%s:%d)", p->id, p->host,
                 p->reach_port);
-  else
+  else if (p->reach_port > 0)
     coord_event(c, "reach",
                 "peer %d accepts no inbound connection (%s:%d: %s): its links start at it, "
                 "through outboxes and a relay",
                 p->id, p->host, p->reach_port, why);
+  else
+    coord_event(c, "reach", "peer %d accepts no inbound connection (%s): its links start at it",
+                p->id, why);
 }
 
 void coord_reach_start(coordinator *c, coord_peer *p, int port) {
@@ -158,11 +161,12 @@ void coord_relay_stats(const coordinator *c, double *messages, double *bytes) {
 }
 
 /* ---- an epoch's routes ------------------------------------------------------------------------
- * Only epochs with unreachable members carry them: "reachable" per rank in EPOCH, and for an
- * unreachable member the relay endpoints (relay_in of every rank, its own relay_out; inbox k
- * is the k-th unreachable rank's); "outboxes" in BOUND from a reachable member (an endpoint for
- * each unreachable rank), and in START to an unreachable member (each reachable rank's outbox
- * for it). */
+ * Only epochs with unreachable members carry them: "reachable" per rank in EPOCH (and
+ * "relay_inboxes" to the member that hosts the relay, with --relay peer); "outboxes" in BOUND
+ * from a reachable member (an endpoint for each unreachable rank), and the relay member's
+ * "relay_in" / "relay_out" (inbox k is the k-th unreachable rank's); in START to an unreachable
+ * member, each reachable rank's outbox for it, the relay inbox of every unreachable rank and
+ * its own inbox's outlet. */
 
 static int s_unreachable_members(const coordinator *c) {
   int n = 0;
@@ -175,10 +179,33 @@ static int s_member_reachable(const coordinator *c, int r) {
 }
 
 void coord_epoch_outboxes_free(coordinator *c) {
-  if (!c->outboxes) return;
-  for (int r = 0; r < c->n_outboxes; r++) cJSON_Delete(c->outboxes[r]);
+  if (c->outboxes)
+    for (int r = 0; r < c->n_outboxes; r++) cJSON_Delete(c->outboxes[r]);
   free(c->outboxes);
-  c->outboxes = NULL, c->n_outboxes = 0;
+  cJSON_Delete(c->relay_eps);
+  c->outboxes = NULL, c->n_outboxes = 0, c->relay_eps = NULL, c->relay_rank = -1;
+}
+
+/* The relay's endpoints by inbox as START hands them out: {"in": [...], "out": [...]}. */
+static cJSON *s_relay_eps_json(const parallel_zmq_relay *r) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON *in = cJSON_AddArrayToObject(o, "in"), *out = cJSON_AddArrayToObject(o, "out");
+  for (int k = 0; parallel_zmq_relay_in(r, k); k++) {
+    cJSON_AddItemToArray(in, cJSON_CreateString(parallel_zmq_relay_in(r, k)));
+    cJSON_AddItemToArray(out, cJSON_CreateString(parallel_zmq_relay_out(r, k)));
+  }
+  return o;
+}
+
+/* --relay peer: the reachable member with the largest probed uplink (the relay's traffic
+ * leaves through it twice), the first in rank order among equals; -1 when none is reachable. */
+static int s_relay_member(const coordinator *c) {
+  int best = -1;
+  for (int r = 0; r < c->n_members; r++)
+    if (s_member_reachable(c, r) &&
+        (best < 0 || c->peers[c->members[r]].up_Bps > c->peers[c->members[best]].up_Bps))
+      best = r;
+  return best;
 }
 
 void coord_routes_open(coordinator *c) {
@@ -188,12 +215,20 @@ void coord_routes_open(coordinator *c) {
   c->outboxes = wt_xcalloc((size_t)c->n_members, sizeof *c->outboxes);
   c->n_outboxes = c->n_members;
   if (n_unreachable < 2) return;
-  if (coord_relay_open(c, n_unreachable) != WT_OK)
+  c->relay_inboxes = n_unreachable;
+  if (!strcmp(c->cfg.relay, "peer") && (c->relay_rank = s_relay_member(c)) >= 0) {
+    coord_event(c, "relay", "epoch %d: peer %d hosts relay inboxes for %d unreachable members",
+                c->epoch, c->peers[c->members[c->relay_rank]].id, n_unreachable);
+    return;
+  }
+  if (coord_relay_open(c, n_unreachable) != WT_OK) {
     coord_event(c, "relay", "epoch %d: no relay for its %d unreachable members: %s", c->epoch,
                 n_unreachable, wt_last_error());
-  else
-    coord_event(c, "relay", "epoch %d: relay inboxes for %d unreachable members", c->epoch,
-                n_unreachable);
+    return;
+  }
+  c->relay_eps = s_relay_eps_json(c->relay);
+  coord_event(c, "relay", "epoch %d: relay inboxes for %d unreachable members", c->epoch,
+              n_unreachable);
 }
 
 void coord_routes_close(coordinator *c) {
@@ -206,15 +241,7 @@ void coord_routes_epoch_json(const coordinator *c, int rank, cJSON *b) {
   cJSON *reach = cJSON_AddArrayToObject(b, "reachable");
   for (int r = 0; r < c->n_members; r++)
     cJSON_AddItemToArray(reach, cJSON_CreateNumber(s_member_reachable(c, r)));
-  if (s_member_reachable(c, rank) || !c->relay) return;
-  cJSON *in = cJSON_AddArrayToObject(b, "relay_in");
-  for (int r = 0, k = 0; r < c->n_members; r++)
-    cJSON_AddItemToArray(in, s_member_reachable(c, r)
-                                 ? cJSON_CreateNull()
-                                 : cJSON_CreateString(parallel_zmq_relay_in(c->relay, k++)));
-  int k = 0;
-  for (int r = 0; r < rank; r++) k += !s_member_reachable(c, r);
-  cJSON_AddStringToObject(b, "relay_out", parallel_zmq_relay_out(c->relay, k));
+  if (rank == c->relay_rank) cJSON_AddNumberToObject(b, "relay_inboxes", c->relay_inboxes);
 }
 
 /* Whether BOUND's outboxes fit member `rank`: n_members entries, a tcp:// endpoint exactly for
@@ -231,12 +258,37 @@ static int s_outboxes_ok(const coordinator *c, int rank, const cJSON *ob) {
   return 1;
 }
 
+/* Whether a relay member's BOUND lists relay_inboxes tcp:// endpoints in each of a and b. */
+static int s_relay_eps_ok(const coordinator *c, const cJSON *a, const cJSON *b) {
+  if (cJSON_GetArraySize(a) != c->relay_inboxes || cJSON_GetArraySize(b) != c->relay_inboxes)
+    return 0;
+  for (int k = 0; k < c->relay_inboxes; k++)
+    for (int side = 0; side < 2; side++) {
+      const char *ep = cJSON_GetStringValue(cJSON_GetArrayItem(side ? b : a, k));
+      if (!ep || strncmp(ep, "tcp://", 6) || strlen(ep) >= 256) return 0;
+    }
+  return 1;
+}
+
 int coord_routes_on_bound(coordinator *c, int rank, const cJSON *body) {
   if (!c->outboxes) return WT_OK;
   const cJSON *ob = cJSON_GetObjectItemCaseSensitive(body, "outboxes");
   if (!s_outboxes_ok(c, rank, ob))
     return wt_fail(WT_EINVAL, "its BOUND lists no outbox (or a malformed one) for each "
                               "unreachable member");
+  if (rank == c->relay_rank) {
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(body, "relay_in");
+    const cJSON *out = cJSON_GetObjectItemCaseSensitive(body, "relay_out");
+    if (!s_relay_eps_ok(c, in, out))
+      return wt_fail(WT_EINVAL,
+                     "it hosts the relay, but its BOUND does not list %d relay "
+                     "inboxes (relay_in, relay_out)",
+                     c->relay_inboxes);
+    cJSON_Delete(c->relay_eps);
+    c->relay_eps = cJSON_CreateObject();
+    cJSON_AddItemToObject(c->relay_eps, "in", cJSON_Duplicate(in, 1));
+    cJSON_AddItemToObject(c->relay_eps, "out", cJSON_Duplicate(out, 1));
+  }
   cJSON_Delete(c->outboxes[rank]);
   c->outboxes[rank] = cJSON_Duplicate(ob, 1);
   return WT_OK;
@@ -250,4 +302,15 @@ void coord_routes_start_json(const coordinator *c, int rank, cJSON *b) {
         c->outboxes[r] ? cJSON_GetStringValue(cJSON_GetArrayItem(c->outboxes[r], rank)) : NULL;
     cJSON_AddItemToArray(ob, ep ? cJSON_CreateString(ep) : cJSON_CreateNull());
   }
+  if (!c->relay_eps) return;
+  const cJSON *in = cJSON_GetObjectItemCaseSensitive(c->relay_eps, "in");
+  const cJSON *out = cJSON_GetObjectItemCaseSensitive(c->relay_eps, "out");
+  cJSON *rin = cJSON_AddArrayToObject(b, "relay_in");
+  for (int r = 0, k = 0; r < c->n_members; r++)
+    cJSON_AddItemToArray(rin, s_member_reachable(c, r) ? cJSON_CreateNull()
+                                                       : cJSON_CreateString(cJSON_GetStringValue(
+                                                             cJSON_GetArrayItem(in, k++))));
+  int k = 0;
+  for (int r = 0; r < rank; r++) k += !s_member_reachable(c, r);
+  cJSON_AddStringToObject(b, "relay_out", cJSON_GetStringValue(cJSON_GetArrayItem(out, k)));
 }

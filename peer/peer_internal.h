@@ -60,7 +60,11 @@ typedef struct {
   int peer_id;      /* the coordinator's id of this peer, for the log */
   int *same_access; /* emulated: members behind this one's access link, or NULL */
   double uplink_Bps, downlink_Bps;
-  int routed; /* the epoch has unreachable members: BOUND and START carry outboxes */
+  /* the epoch has unreachable members: BOUND and START carry routes; this peer may host the
+   * epoch's relay; relay endpoints on a wildcard address are reached at the coordinator's host */
+  int routed;
+  struct parallel_zmq_relay *relay;
+  char coordinator[300];
   int time_limited; /* the tasklet stopped at the run's time limit */
   /* the robust sync's evidence this epoch (under mu): its syncs, and per replica of this stage
    * the syncs that left its contribution out and the reasons (PARALLEL_ROBUST_FLAG_* bits) */
@@ -85,8 +89,9 @@ typedef struct {
 peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *coordinator,
                          const char *pub, const char *sec, const data_set *data, peer_held *held);
 const char *peer_work_endpoint(const peer_work *w);
-/* BOUND's "outboxes" (docs/protocol.md "Reachability and relays"): in an epoch with unreachable
- * members, this peer's outbox endpoint for each of them, null for the others. */
+/* BOUND's routes (docs/protocol.md "Reachability and relays"): in an epoch with unreachable
+ * members, "outboxes" (this peer's outbox endpoint for each of them, null for the others), and
+ * "relay_in" / "relay_out" when it hosts the epoch's relay. */
 void peer_work_outboxes_json(const peer_work *w, cJSON *bound);
 /* Connects to the endpoints of START and starts the thread. */
 int peer_work_start(peer_work *w, const cJSON *start);

@@ -381,8 +381,8 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
     s_report_failure(p, epoch, why);
     return;
   }
-  p->work = peer_work_new(body, p->cfg->host, p->cfg->coordinator, p->pub, p->sec, p->data,
-                          &p->held);
+  p->work =
+      peer_work_new(body, p->cfg->host, p->cfg->coordinator, p->pub, p->sec, p->data, &p->held);
   if (p->work) p->work->site_ranks = p->gpus, p->work->site_link = p->link;
   if (p->work) p->work->log = p->log, p->work->peer_id = p->peer_id;
   if (!p->work) {

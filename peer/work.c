@@ -9,6 +9,7 @@
 #include "kernels/kernels.h"
 #include "model/gpt.h" /* defines: gpt_config_num_params, the baseline's gradient bytes */
 #include "parallel/runtime/tasklet.h"
+#include "parallel/transport/zmq_relay.h"
 
 #include <sodium.h> /* defines: crypto_hash_sha256 for the state hand-over */
 
@@ -61,21 +62,24 @@ static int s_run_of(const cJSON *epoch, int n, parallel_run_config *run) {
   return WT_OK;
 }
 
-/* EPOCH's routes (coordinator/reach.c): "reachable" per rank, and for an unreachable rank the
- * relay's endpoints (the transport checks that the ones it needs are there). */
-static int s_routes_of(const cJSON *epoch, int size, int rank, int *reachable,
-                       const char **relay_in, const char **relay_out) {
+/* EPOCH's routes (coordinator/reach.c): "reachable" per rank, and "relay_inboxes" for the
+ * member that hosts the epoch's relay (made here, on this peer's host). */
+static int s_routes_of(peer_work *w, const cJSON *epoch, const char *host, int *reachable) {
   const cJSON *re = cJSON_GetObjectItemCaseSensitive(epoch, "reachable");
   if (!re) return WT_OK;
-  const cJSON *in = cJSON_GetObjectItemCaseSensitive(epoch, "relay_in");
-  if (cJSON_GetArraySize(re) != size || (in && cJSON_GetArraySize(in) != size))
-    return wt_fail(WT_EINVAL, "the coordinator sent an impossible epoch (reachable, relay_in)");
-  for (int r = 0; r < size; r++) {
-    reachable[r] = cJSON_IsTrue(cJSON_GetArrayItem(re, r)) ||
-                   cJSON_GetNumberValue(cJSON_GetArrayItem(re, r)) == 1;
-    relay_in[r] = in ? cJSON_GetStringValue(cJSON_GetArrayItem(in, r)) : NULL;
-  }
-  relay_out[rank] = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(epoch, "relay_out"));
+  if (cJSON_GetArraySize(re) != w->size)
+    return wt_fail(WT_EINVAL, "the coordinator sent an impossible epoch (reachable)");
+  for (int r = 0; r < w->size; r++)
+    reachable[r] = cJSON_GetNumberValue(cJSON_GetArrayItem(re, r)) == 1;
+  w->routed = 1;
+  const int inboxes = coordinator_field_int(epoch, "relay_inboxes", 0);
+  if (inboxes <= 0) return WT_OK;
+  if (inboxes > w->size)
+    return wt_fail(WT_EINVAL, "the coordinator asked for %d relay inboxes in a group of %d",
+                   inboxes, w->size);
+  w->relay = parallel_zmq_relay_new(host, inboxes, 0, 0);
+  if (!w->relay) return WT_EIO;
+  WT_INFO("peerd: hosting the relay of epoch %d: %d inboxes on %s", w->epoch, inboxes, host);
   return WT_OK;
 }
 
@@ -99,6 +103,32 @@ void peer_work_outboxes_json(const peer_work *w, cJSON *bound) {
     const char *ep = parallel_zmq_transport_outbox(w->transport, r);
     cJSON_AddItemToArray(ob, ep ? cJSON_CreateString(ep) : cJSON_CreateNull());
   }
+  if (!w->relay) return;
+  cJSON *in = cJSON_AddArrayToObject(bound, "relay_in");
+  cJSON *out = cJSON_AddArrayToObject(bound, "relay_out");
+  for (int k = 0; parallel_zmq_relay_in(w->relay, k); k++) {
+    cJSON_AddItemToArray(in, cJSON_CreateString(parallel_zmq_relay_in(w->relay, k)));
+    cJSON_AddItemToArray(out, cJSON_CreateString(parallel_zmq_relay_out(w->relay, k)));
+  }
+}
+
+/* START's routes for this peer: the outboxes of reachable ranks for it, the relay inboxes of
+ * the unreachable ranks and its own inbox's outlet (wildcard hosts made reachable into eps). */
+static int s_start_routes(const peer_work *w, const cJSON *start, const char **outboxes,
+                          const char **relay_in, char (*eps)[300], parallel_zmq_routes *routes) {
+  const cJSON *ob = cJSON_GetObjectItemCaseSensitive(start, "outboxes");
+  const cJSON *in = cJSON_GetObjectItemCaseSensitive(start, "relay_in");
+  if ((ob && cJSON_GetArraySize(ob) != w->size) || (in && cJSON_GetArraySize(in) != w->size))
+    return wt_fail(WT_EINVAL, "START lists outboxes or relay inboxes for another group size");
+  for (int i = 0; i < w->size; i++) {
+    outboxes[i] = ob ? cJSON_GetStringValue(cJSON_GetArrayItem(ob, i)) : NULL;
+    relay_in[i] = s_relay_endpoint(in ? cJSON_GetStringValue(cJSON_GetArrayItem(in, i)) : NULL,
+                                   w->coordinator, eps[i], sizeof eps[i]);
+  }
+  const char *out = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(start, "relay_out"));
+  *routes = (parallel_zmq_routes){outboxes, relay_in,
+                                  s_relay_endpoint(out, w->coordinator, eps[64], sizeof eps[64])};
+  return WT_OK;
 }
 
 peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *coordinator,
@@ -153,17 +183,13 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *coord
     return NULL;
   }
   int reachable[64];
-  const char *relay_in[64] = {0}, *relay_out[64] = {0};
-  char relay_eps[65][300]; /* wildcard relay endpoints made reachable (the transport copies) */
-  if (ok && s_routes_of(epoch, w->size, w->rank, reachable, relay_in, relay_out) != WT_OK) {
+  snprintf(w->coordinator, sizeof w->coordinator, "%s", coordinator ? coordinator : "");
+  if (s_routes_of(w, epoch, host, reachable) != WT_OK) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", wt_last_error());
     peer_work_destroy(&w);
+    wt_fail(WT_EIO, "epoch's routes: %s", why);
     return NULL;
-  }
-  w->routed = cJSON_GetObjectItemCaseSensitive(epoch, "reachable") != NULL;
-  for (int r = 0; r < w->size; r++) {
-    relay_in[r] = s_relay_endpoint(relay_in[r], coordinator, relay_eps[r], sizeof relay_eps[r]);
-    if (r == w->rank)
-      relay_out[r] = s_relay_endpoint(relay_out[r], coordinator, relay_eps[64], 300);
   }
   char ep[300];
   snprintf(ep, sizeof ep, "tcp://%s:*", host);
@@ -181,7 +207,7 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *coord
   z.time_scale = coordinator_field_num(epoch, "time_scale", 1);
   z.same_access = w->same_access;
   z.uplink_Bps = w->uplink_Bps, z.downlink_Bps = w->downlink_Bps;
-  if (w->routed) z.reachable = reachable, z.relay_in = relay_in, z.relay_out = relay_out;
+  if (w->routed) z.reachable = reachable;
   w->transport = parallel_zmq_transport_new(&z);
   if (!w->transport) {
     char why[1024];
@@ -660,14 +686,11 @@ int peer_work_start(peer_work *w, const cJSON *start) {
     if (!list[i] || strncmp(list[i], "tcp://", 6))
       return wt_fail(WT_EINVAL, "START endpoint %d is not tcp://", i);
   }
-  const cJSON *ob = cJSON_GetObjectItemCaseSensitive(start, "outboxes");
-  const char *outboxes[64] = {0};
-  if (ob && cJSON_GetArraySize(ob) != w->size)
-    return wt_fail(WT_EINVAL, "START lists %d outboxes for a group of %d", cJSON_GetArraySize(ob),
-                   w->size);
-  for (int i = 0; ob && i < w->size; i++)
-    outboxes[i] = cJSON_GetStringValue(cJSON_GetArrayItem(ob, i));
-  parallel_comm *zc = parallel_zmq_transport_connect_routes(&w->transport, list, outboxes);
+  const char *outboxes[64] = {0}, *relay_in[64] = {0};
+  char relay_eps[65][300];
+  parallel_zmq_routes routes;
+  WT_CHECK(s_start_routes(w, start, outboxes, relay_in, relay_eps, &routes));
+  parallel_comm *zc = parallel_zmq_transport_connect_routes(&w->transport, list, &routes);
   if (!zc) return WT_EIO;
   s_job *j = wt_xmalloc(sizeof *j);
   j->w = w, j->zc = zc;
@@ -722,6 +745,12 @@ void peer_work_destroy(peer_work **self_p) {
   w->abort = 1;
   if (w->started) pthread_join(w->thread, NULL); /* every wait inside has the epoch's deadline */
   parallel_zmq_transport_destroy(&w->transport);
+  if (w->relay) {
+    parallel_zmq_relay_stats st = parallel_zmq_relay_stats_get(w->relay);
+    WT_INFO("peerd: the relay of epoch %d forwarded %llu messages, %llu bytes", w->epoch,
+            (unsigned long long)st.messages, (unsigned long long)st.bytes);
+    parallel_zmq_relay_destroy(&w->relay);
+  }
   cJSON_Delete(w->body);
   free(w->lat);
   free(w->bw);

@@ -104,12 +104,13 @@ typedef struct {
    * connect to it, so every connection of its links starts at it:
    *  - to a reachable rank r: its PUSH connects to r's PULL (endpoints[r]), as between two
    *    reachable ranks; r's PUSH for it binds an outbox (transport_outbox) that its PULL
-   *    connects to (outboxes of transport_connect_routes);
-   *  - to another unreachable rank r: its PUSH connects to relay_in[r], and its PULL to
-   *    relay_out[self] — the two sockets of r's and its own inbox at a relay
-   *    (parallel/transport/zmq_relay.h), which forwards sealed frames it cannot open. */
+   *    connects to (parallel_zmq_routes.outboxes);
+   *  - to another unreachable rank r: its PUSH connects to r's inbox at a relay, and its PULL
+   *    to its own inbox's outlet (parallel_zmq_routes.relay_in / relay_out;
+   *    parallel/transport/zmq_relay.h), which forwards sealed frames it cannot open.
+   * The endpoints of outboxes and relays are known only once everyone has bound, so they are
+   * given at connect (transport_connect_routes). */
   const int *reachable;
-  const char *const *relay_in, *const *relay_out; /* size entries each, NULL where none */
   int io_threads; /* ZeroMQ I/O threads (1..16, default 1): sealing runs on the transport's
                      sender thread and opening on its receiver thread, so ZeroMQ's threads only
                      move bytes; one keeps up with loopback TCP (docs/protocol.md) */
@@ -145,14 +146,24 @@ void parallel_zmq_transport_destroy(parallel_zmq_transport **t_p);
  * the transport): the endpoint that peer's PULL connects to. NULL for any other peer. */
 const char *parallel_zmq_transport_outbox(const parallel_zmq_transport *t, int peer);
 
-/* transport_connect for a group with unreachable ranks (cfg.reachable): outboxes[r] is rank r's
- * outbox for this rank (its transport_outbox(r's transport, this rank)), needed where this rank
- * is unreachable and r reachable, NULL elsewhere; outboxes itself may be NULL when none is
- * needed. Returns NULL with wt_last_error() set (WT_EINVAL naming the rank) when one is missing
- * or does not connect. */
+/* Where an unreachable rank's connections go (zmq.h "Reachability"); unused fields NULL. */
+typedef struct {
+  /* size entries: rank r's outbox for this rank (transport_outbox of r's transport), needed
+   * where this rank is unreachable and r reachable, NULL elsewhere */
+  const char *const *outboxes;
+  /* size entries: the relay inbox of each unreachable rank r (where this rank sends for r),
+   * needed where both are unreachable; and this rank's own inbox's outlet */
+  const char *const *relay_in;
+  const char *relay_out;
+} parallel_zmq_routes;
+
+/* transport_connect for a group with unreachable ranks (cfg.reachable), with their routes
+ * (NULL when this rank needs none: every rank reachable). Takes *t_p as transport_connect does.
+ * Returns NULL with wt_last_error() set (WT_EINVAL naming the rank and the missing route) when
+ * a route this rank needs is missing or does not connect. */
 parallel_comm *parallel_zmq_transport_connect_routes(parallel_zmq_transport **t_p,
                                                      const char *const *endpoints,
-                                                     const char *const *outboxes);
+                                                     const parallel_zmq_routes *routes);
 
 /* transport_new + transport_connect(cfg->endpoints); the endpoints must be concrete. */
 parallel_comm *parallel_zmq_comm_new(const parallel_zmq_config *cfg);

@@ -245,7 +245,6 @@ static void s_destroy(void *vctx) {
     }
     free(l->endpoint);
     free(l->outbox);
-    if (t->relay_in) free(t->relay_in[r]);
     free(l->seen);
     parallel_zmq_aead_free(&l->rx);
     parallel_zmq_aead_free(&l->tx);
@@ -257,8 +256,6 @@ static void s_destroy(void *vctx) {
   sodium_memzero(t->links, (size_t)t->size * sizeof *t->links); /* the keys */
   free(t->links);
   free(t->reachable);
-  free(t->relay_in);
-  free(t->relay_out);
   free(t->bound);
   free(t);
 }
@@ -315,25 +312,6 @@ static int s_tcp_ok(const char *ep) {
   return ep && !strncmp(ep, "tcp://", 6) && strlen(ep) < 256;
 }
 
-/* An unreachable rank needs the relay sockets of every link to another unreachable one. */
-static int s_routes_check(const parallel_zmq_config *c) {
-  if (!c->reachable || c->reachable[c->rank]) return WT_OK;
-  for (int r = 0; r < c->size; r++) {
-    if (r == c->rank || c->reachable[r]) continue;
-    if (!c->relay_in || !s_tcp_ok(c->relay_in[r]))
-      return wt_fail(WT_EINVAL,
-                     "zmq: ranks %d and %d are both unreachable, and relay_in[%d] names no "
-                     "tcp:// relay to send through",
-                     c->rank, r, r);
-    if (!c->relay_out || !s_tcp_ok(c->relay_out[c->rank]))
-      return wt_fail(WT_EINVAL,
-                     "zmq: rank %d is unreachable and has unreachable peers, but relay_out[%d] "
-                     "names no tcp:// relay inbox to collect from",
-                     c->rank, c->rank);
-  }
-  return WT_OK;
-}
-
 static int s_config_check(const parallel_zmq_config *c) {
   if (c->size < 1 || c->size > 1024)
     return wt_fail(WT_EINVAL, "zmq: group size %d out of range [1, 1024]", c->size);
@@ -362,7 +340,6 @@ static int s_config_check(const parallel_zmq_config *c) {
                        "Z85",
                        r);
   }
-  WT_CHECK(s_routes_check(c));
   if (c->io_threads < 0 || c->io_threads > 16)
     return wt_fail(WT_EINVAL, "zmq: io_threads %d: use 1..16 (0 = the default 1)", c->io_threads);
   if (c->latency_s || c->bandwidth_Bps) {
@@ -477,18 +454,10 @@ static int s_keys(parallel_zmq_transport *t, const parallel_zmq_config *c) {
   return rc;
 }
 
-/* Copies the reachability and, for an unreachable rank, its relay endpoints (checked). */
-static void s_routes_copy(parallel_zmq_transport *t, const parallel_zmq_config *c) {
+static void s_reachable_copy(parallel_zmq_transport *t, const parallel_zmq_config *c) {
   if (!c->reachable) return;
   t->reachable = wt_xcalloc((size_t)t->size, sizeof *t->reachable);
   for (int r = 0; r < t->size; r++) t->reachable[r] = c->reachable[r] != 0;
-  if (t->reachable[t->rank]) return;
-  t->relay_in = wt_xcalloc((size_t)t->size, sizeof *t->relay_in);
-  for (int r = 0; r < t->size; r++)
-    if (r != t->rank && !t->reachable[r]) {
-      t->relay_in[r] = wt_xstrdup(c->relay_in[r]);
-      if (!t->relay_out) t->relay_out = wt_xstrdup(c->relay_out[t->rank]);
-    }
 }
 
 parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *c) {
@@ -510,7 +479,7 @@ parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *c)
   atomic_init(&t->stop_recv, 0);
   atomic_init(&t->stop_send, 0);
   t->links = wt_xcalloc((size_t)t->size, sizeof *t->links);
-  s_routes_copy(t, c);
+  s_reachable_copy(t, c);
   int rc = t->insecure ? WT_OK : s_keys(t, c);
   if (t->insecure)
     WT_WARN("zmq: rank %d runs INSECURE: plaintext, unauthenticated links (debugging only; "
@@ -553,7 +522,7 @@ static int s_connect_fail(parallel_zmq_transport *t, int peer, const char *what,
 /* Wires link r (zmq.h "Reachability"): where its PUSH connects, and where this rank's PULL
  * connects to receive from r. Runs before the threads start, so it may touch both sockets. */
 static int s_connect_link(parallel_zmq_transport *t, int r, const char *const *endpoints,
-                          const char *const *outboxes) {
+                          const parallel_zmq_routes *routes) {
   s_link *l = &t->links[r];
   char what[320];
   if (s_reachable(t, r)) {
@@ -563,25 +532,44 @@ static int s_connect_link(parallel_zmq_transport *t, int r, const char *const *e
   } else if (l->outbox) {
     snprintf(what, sizeof what, "%s (its outbox here; it connects)", l->outbox);
   } else {
-    if (zmq_connect(l->push, t->relay_in[r]) != 0)
-      return s_connect_fail(t, r, "the relay inbox", t->relay_in[r]);
-    snprintf(what, sizeof what, "relay %s", t->relay_in[r]);
+    const char *in = routes && routes->relay_in ? routes->relay_in[r] : NULL;
+    if (!s_tcp_ok(in))
+      return wt_fail(WT_EINVAL,
+                     "zmq: ranks %d and %d are both unreachable, and no tcp:// relay inbox of "
+                     "rank %d (routes.relay_in[%d]) was given to send through",
+                     t->rank, r, r, r);
+    if (zmq_connect(l->push, in) != 0) return s_connect_fail(t, r, "the relay inbox", in);
+    snprintf(what, sizeof what, "relay %s", in);
   }
   l->endpoint = wt_xstrdup(what);
   if (s_reachable(t, t->rank) || !s_reachable(t, r)) return WT_OK;
-  const char *ob = outboxes ? outboxes[r] : NULL;
-  if (!ob || strncmp(ob, "tcp://", 6) || zmq_connect(t->pull, ob) != 0)
-    return s_connect_fail(t, r, "the outbox", ob);
+  const char *ob = routes && routes->outboxes ? routes->outboxes[r] : NULL;
+  if (!s_tcp_ok(ob) || zmq_connect(t->pull, ob) != 0) return s_connect_fail(t, r, "the outbox", ob);
+  return WT_OK;
+}
+
+/* An unreachable rank with unreachable peers collects their messages at its relay inbox. */
+static int s_connect_outlet(parallel_zmq_transport *t, const parallel_zmq_routes *routes) {
+  int needed = 0;
+  for (int r = 0; r < t->size; r++)
+    needed |= r != t->rank && !s_reachable(t, t->rank) && !s_reachable(t, r);
+  if (!needed) return WT_OK;
+  const char *out = routes ? routes->relay_out : NULL;
+  if (!s_tcp_ok(out))
+    return wt_fail(WT_EINVAL,
+                   "zmq: rank %d is unreachable and has unreachable peers, but no tcp:// outlet "
+                   "of its relay inbox (routes.relay_out) was given to collect from",
+                   t->rank);
+  if (zmq_connect(t->pull, out) != 0) return s_connect_fail(t, t->rank, "the relay outlet", out);
   return WT_OK;
 }
 
 /* Connects the links, then starts the threads (the receiver first: it owns the PULL from now). */
 static int s_connect_all(parallel_zmq_transport *t, const char *const *endpoints,
-                         const char *const *outboxes) {
+                         const parallel_zmq_routes *routes) {
   for (int r = 0; r < t->size; r++)
-    if (r != t->rank) WT_CHECK(s_connect_link(t, r, endpoints, outboxes));
-  if (t->relay_out && zmq_connect(t->pull, t->relay_out) != 0)
-    return s_connect_fail(t, t->rank, "the relay outlet", t->relay_out);
+    if (r != t->rank) WT_CHECK(s_connect_link(t, r, endpoints, routes));
+  WT_CHECK(s_connect_outlet(t, routes));
   if (pthread_create(&t->th_recv, NULL, parallel_zmq_recv_main, t) != 0)
     return wt_fail(WT_EIO, "zmq: cannot start the receiver thread");
   t->started_recv = 1;
@@ -593,10 +581,10 @@ static int s_connect_all(parallel_zmq_transport *t, const char *const *endpoints
 
 parallel_comm *parallel_zmq_transport_connect_routes(parallel_zmq_transport **t_p,
                                                      const char *const *endpoints,
-                                                     const char *const *outboxes) {
+                                                     const parallel_zmq_routes *routes) {
   parallel_zmq_transport *t = *t_p;
   *t_p = NULL;
-  int rc = s_connect_all(t, endpoints, outboxes);
+  int rc = s_connect_all(t, endpoints, routes);
   if (rc != WT_OK) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", wt_last_error());

@@ -95,9 +95,7 @@ struct parallel_zmq_transport {
   double timeout_s;
   size_t max_queue;
   int insecure, shaped;
-  /* reachability (zmq.h): reachable[r] (NULL = all), and this rank's inbox at a relay */
-  int *reachable;
-  char **relay_in, *relay_out;
+  int *reachable; /* zmq.h "Reachability": reachable[r], NULL = all */
   /* emulated access links (wall seconds per byte, 0 = unlimited) and when each is next free:
    * the uplink under mu by the senders, the downlink under mu by the receiver thread */
   double up_sec_per_byte, down_sec_per_byte, up_free, down_free;

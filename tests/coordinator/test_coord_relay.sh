@@ -4,7 +4,8 @@
 # 2 x 2 run with four reachable peers, then the same run with three of them started with
 # --unreachable: the coordinator marks them so in /status without testing, the epoch gets relay
 # inboxes for the three, the relay forwards their pairs' traffic, and the run ends at exactly
-# the first run's loss (--solver none: the same seats and rings, so the same sums).
+# the first run's loss (--solver none: the same seats and rings, so the same sums). Then once
+# more with --relay peer: the reachable peer hosts the relay, to the same loss.
 #   tests/coordinator/test_coord_relay.sh BIN_DIR
 BIN=$1
 . "$(dirname "$0")/harness.sh"
@@ -46,4 +47,20 @@ echo "the relay forwarded ${fwd:-0} bytes"
 L=$(json_field relayed.log loss)
 echo "final loss: relayed $L, direct $L0"
 [ "$L" = "$L0" ] || fail "the relayed run's loss $L differs from the direct run's $L0"
+
+ARGS+=(--relay peer)
+run peer "" --unreachable --unreachable --unreachable
+wait_exit "$CPID" 90 || fail "the run with a peer relay did not finish"
+grep -q "hosts relay inboxes for 3 unreachable members" "$WORK/peer.log" ||
+  fail "--relay peer: no member hosted the relay"
+grep -q "hosting the relay of epoch" "$WORK/peer-peer1.log" ||
+  fail "--relay peer: the reachable peer did not host the relay"
+pfwd=$(grep -oE "relay of epoch [0-9]+ forwarded [0-9]+ messages, [0-9]+ bytes" "$WORK/peer-peer1.log" |
+  grep -oE "[0-9]+ bytes" | grep -oE "[0-9]+" | sort -n | tail -1)
+echo "the peer's relay forwarded ${pfwd:-0} bytes"
+[ "${pfwd:-0}" -gt 10000 ] || fail "--relay peer: the peer's relay forwarded too little"
+grep -qE "epoch [0-9]+: relay inboxes for" "$WORK/peer.log" && fail "--relay peer: the coordinator relayed too"
+L2=$(json_field peer.log loss)
+echo "final loss: peer relay $L2, direct $L0"
+[ "$L2" = "$L0" ] || fail "the peer-relayed run's loss $L2 differs from the direct run's $L0"
 echo "test_coord_relay: all checks passed"

@@ -82,7 +82,7 @@ static parallel_zmq_config s_config(s_keys *k, int r, const char **eps) {
   parallel_zmq_config cfg = parallel_zmq_config_default();
   cfg.rank = r, cfg.size = N, cfg.endpoints = eps, cfg.timeout_s = 20;
   cfg.secret_key = k->sec[r], cfg.public_key = k->pub[r], cfg.peer_public_keys = k->pubs;
-  cfg.reachable = s_reachable, cfg.relay_in = k->relay_in, cfg.relay_out = k->relay_out;
+  cfg.reachable = s_reachable;
   return cfg;
 }
 
@@ -99,10 +99,15 @@ int main(void) {
   /* an unreachable rank that is not told where its relay is: refused, naming what is missing */
   const char *eps[N] = {0};
   eps[2] = "tcp://127.0.0.1:*";
-  parallel_zmq_config bad = s_config(&k, 2, eps);
-  bad.relay_in = NULL;
-  parallel_zmq_transport *t = parallel_zmq_transport_new(&bad);
-  if (t || !strstr(wt_last_error(), "relay_in[3]")) return s_fail("missing relay_in accepted");
+  parallel_zmq_config lone = s_config(&k, 2, eps);
+  parallel_zmq_transport *t = parallel_zmq_transport_new(&lone);
+  if (!t) return s_fail("transport_new");
+  const char *no_relay_eps[N] = {"tcp://127.0.0.1:1", "tcp://127.0.0.1:1", NULL, NULL, NULL};
+  const char *fake_outboxes[N] = {"tcp://127.0.0.1:1", "tcp://127.0.0.1:1", NULL, NULL, NULL};
+  parallel_zmq_routes no_relay = {.outboxes = fake_outboxes};
+  if (parallel_zmq_transport_connect_routes(&t, no_relay_eps, &no_relay) || t ||
+      !strstr(wt_last_error(), "relay_in[3]"))
+    return s_fail("a missing relay inbox accepted");
   printf("refused without a relay: %s\n", wt_last_error());
 
   parallel_zmq_transport *ts[N];
@@ -133,7 +138,8 @@ int main(void) {
   for (int r = 0; r < N; r++) {
     const char *outboxes[N] = {0};
     for (int p = 0; p < N; p++) outboxes[p] = outbox[r][p][0] ? outbox[r][p] : NULL;
-    if (!(comms[r] = parallel_zmq_transport_connect_routes(&ts[r], bound_p, outboxes)))
+    parallel_zmq_routes routes = {outboxes, k.relay_in, k.relay_out[r]};
+    if (!(comms[r] = parallel_zmq_transport_connect_routes(&ts[r], bound_p, &routes)))
       return s_fail("connect_routes");
   }
   s_job jobs[N];
