@@ -91,7 +91,9 @@ static void s_relay_json(cJSON *o, const coordinator *c) {
   double messages = 0, bytes = 0;
   coord_relay_stats(c, &messages, &bytes);
   cJSON *r = cJSON_AddObjectToObject(o, "relay");
-  cJSON_AddBoolToObject(r, "active", c->relay != NULL);
+  cJSON_AddBoolToObject(r, "active", c->relay != NULL || c->relay_rank >= 0);
+  if (c->relay_rank >= 0) /* --relay peer: a member hosts it; what it forwards it logs */
+    cJSON_AddNumberToObject(r, "host_peer", c->peers[c->members[c->relay_rank]].id);
   cJSON_AddNumberToObject(r, "messages", messages);
   cJSON_AddNumberToObject(r, "bytes", bytes);
 }

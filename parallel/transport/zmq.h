@@ -6,7 +6,9 @@
  *
  * Shape: each rank binds ONE receiving socket at its own endpoint (a PULL) and connects one
  * sending socket to every peer's endpoint (a PUSH per peer). So every ordered pair (i → j) is
- * one connection with its own FIFO order. The sockets speak plain ZMTP; security lives in the
+ * one connection with its own FIFO order. A rank that accepts no inbound connection (cfg.reachable)
+ * connects out instead: to outboxes that reachable ranks bind for it, and to a relay for the
+ * links between two such ranks (zmq_relay.h). The sockets speak plain ZMTP; security lives in the
  * frames (zmq_aead.h, docs/protocol.md "Sealed links"): the two processes of a link exchange
  * session randoms in hellos MAC'd with keys that only the holders of the two ranks' secret keys
  * can compute (crypto_kx over the X25519 CURVE keys), and every payload part is then sealed with
@@ -62,6 +64,8 @@
  *   parallel_zmq_transport *t = parallel_zmq_transport_new(&cfg);      // binds
  *   publish(parallel_zmq_transport_endpoint(t)); gather(eps);
  *   parallel_comm *c = parallel_zmq_transport_connect(&t, eps);       // takes t
+ * With unreachable ranks, the outboxes (transport_outbox) and relay inboxes are gathered too and
+ * given to parallel_zmq_transport_connect_routes.
  * parallel_zmq_fork_run() does exactly that for `size` forked processes on loopback (the test
  * and benchmark harness, like parallel_inproc_run for threads).
  */
