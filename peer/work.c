@@ -188,7 +188,8 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *coord
     char why[1024];
     snprintf(why, sizeof why, "%s", wt_last_error());
     peer_work_destroy(&w);
-    wt_fail(WT_EIO, "epoch's routes: %s", why);
+    wt_fail(WT_EIO, "cannot set up epoch %d's routes: %s",
+            coordinator_field_int(epoch, "epoch", -1), why);
     return NULL;
   }
   char ep[300];

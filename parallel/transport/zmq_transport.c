@@ -374,6 +374,11 @@ static int s_reachable(const parallel_zmq_transport *t, int r) {
 static int s_bind_outbox(parallel_zmq_transport *t, int r) {
   s_link *l = &t->links[r];
   if (!s_reachable(t, t->rank) || s_reachable(t, r)) return WT_OK;
+  if (strncmp(t->bound, "tcp://", 6))
+    return wt_fail(WT_EINVAL,
+                   "zmq: rank %d binds %s, but an outbox for unreachable rank %d "
+                   "needs a tcp:// endpoint",
+                   t->rank, t->bound, r);
   char ep[300];
   snprintf(ep, sizeof ep, "%s", t->bound);
   char *colon = strrchr(ep + 6, ':');
