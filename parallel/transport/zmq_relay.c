@@ -92,8 +92,8 @@ static void *s_main(void *arg) {
       int ev = 0;
       size_t sz = sizeof ev;
       zmq_getsockopt(r->boxes[k].out, ZMQ_EVENTS, &ev, &sz);
-      items[k] = ev & ZMQ_POLLOUT ? (zmq_pollitem_t){r->boxes[k].in, 0, ZMQ_POLLIN, 0}
-                                  : (zmq_pollitem_t){r->boxes[k].out, 0, ZMQ_POLLOUT, 0};
+      items[k] = (ev & ZMQ_POLLOUT) ? (zmq_pollitem_t){r->boxes[k].in, 0, ZMQ_POLLIN, 0}
+                                    : (zmq_pollitem_t){r->boxes[k].out, 0, ZMQ_POLLOUT, 0};
     }
     if (zmq_poll(items, r->n, S_POLL_MS) <= 0) continue;
     for (int k = 0; k < r->n; k++)

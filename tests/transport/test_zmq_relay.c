@@ -87,7 +87,7 @@ static parallel_zmq_config s_config(s_keys *k, int r, const char **eps) {
 }
 
 int main(void) {
-  s_keys k;
+  s_keys k = {0};
   parallel_zmq_relay *relay = parallel_zmq_relay_new("127.0.0.1", N, 0, 0);
   if (!relay) return s_fail("relay_new");
   for (int r = 0; r < N; r++) {
