@@ -1,8 +1,9 @@
 /* bench_collectives — what users compare: the ring all-reduce over the ZeroMQ transport among
  * p forked processes on loopback, with sealed links and with --insecure ones, at 1, 4, 16 and
  * 64 MiB (up to --mib), beside references measured in the same run:
- *  1. a lone pair of processes streaming --pair-mib MiB in 256 KiB messages over (a) plain
- *     ZeroMQ PUSH/PULL (plaintext, no transport code), (c) the same with CurveZMQ, (s) the
+ *  1. a lone pair of processes streaming --pair-mib MiB in --pair-msg-kib messages (256 KiB;
+ *     the transport sends those over 1 MiB in chunks) over (a) plain ZeroMQ PUSH/PULL
+ *     (plaintext, no transport code), (c) the same with CurveZMQ, (s) the
  *     transport with sealed links (send + recv_view, one copy on the send side, as the ring's
  *     frames) and (i) the transport with insecure links; back to back per run, so they share
  *     the machine's load (target: (s) ≥ 0.70 of (a));
@@ -13,10 +14,17 @@
  *     the bound 2(p−1)/p · n/β (target ≥ 0.85).
  * Medians over --runs repetitions. Prints a table, then one JSON line:
  *   {"bench":"collectives","procs":..,"runs":..,"cores":..,"cipher":..,"pair_mib":..,
- *    "pair_plain_GBps":..,"pair_curve_GBps":..,"pair_sealed_GBps":..,"pair_insecure_GBps":..,
- *    "sealed_of_plain":..,"allreduce":[{"mib":..,"sealed_s":..,"sealed_bus_GBps":..,
- *    "insecure_s":..,"insecure_bus_GBps":..},..],"beta_Bps":..,"shaped_of_bound":..,"loadavg":..}
- *   build/bin/bench-collectives [--procs 4] [--mib 64] [--runs 5] [--pair-mib 256] [--beta 10e6]
+ *    "pair_msg_kib":..,"pair_plain_GBps":..,"pair_curve_GBps":..,"pair_sealed_GBps":..,"pair_insecure_GBps":..,
+ *    "sealed_of_plain":..,"pair_{plain,curve,sealed,insecure}_cpu_s_per_GB":..,
+ *    "allreduce":[{"mib":..,"sealed_s":..,"sealed_bus_GBps":..,"sealed_cpu_s":..,
+ *    "insecure_s":..,"insecure_bus_GBps":..,"insecure_cpu_s":..},..],"beta_Bps":..,
+ *    "shaped_of_bound":..,"loadavg":..}
+ * Beside each time, the CPU seconds of all the processes in the same interval (their threads and
+ * ZeroMQ's, user and system): what the work costs, which the load of a shared machine changes far
+ * less than the wall time. The table's "CPU bound" is the bus bandwidth those CPU seconds would
+ * allow if spread over every core with none idle.
+ *   build/bin/bench-collectives [--procs 4] [--mib 64] [--runs 5] [--pair-mib 256]
+ *                              [--pair-msg-kib 256] [--beta 10e6]
  * The load average is printed too: on a shared machine every number here is CPU-bound.
  */
 #include "parallel/collectives/collectives.h"
@@ -30,18 +38,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 #include <sodium.h>
 #include <zmq.h>
 
 #define S_MAX_RUNS 50
+#define S_MAX_PROCS 16
 #define S_NSIZES 4
-#define S_MSG ((size_t)256 << 10) /* stream message size */
+#define S_MSG ((size_t)256 << 10) /* message size of the warm-up streams */
 
 static const int s_sizes[S_NSIZES] = {1, 4, 16, 64}; /* MiB; those ≤ --mib, and --mib itself */
 
 typedef struct {
-  int procs, mib, runs, pair_mib;
+  int procs, mib, runs, pair_mib, pair_msg_kib;
   double beta;
 } bench_cfg;
 
@@ -52,6 +62,8 @@ static const wt_option s_options[] = {
      "repetitions of each measurement (median)", NULL},
     {"pair-mib", WT_OPT_INT, offsetof(bench_cfg, pair_mib), 1, 4096, "256",
      "bytes one pair streams per run, MiB", NULL},
+    {"pair-msg-kib", WT_OPT_INT, offsetof(bench_cfg, pair_msg_kib), 1, 1 << 20, "256",
+     "size of the pair's messages, KiB", NULL},
     {"beta", WT_OPT_FLOAT, offsetof(bench_cfg, beta), 0, 1e11, "10e6",
      "emulated link bandwidth of the shaped run, bytes/s, 0 to skip it (keep it well below what "
      "the unshaped ring moves, or the run measures the CPU instead of the emulation)",
@@ -64,6 +76,10 @@ typedef struct {
   int nsizes, mib[S_NSIZES + 1];
   double allreduce_s[S_NSIZES + 1][S_MAX_RUNS];
   double plain_s[S_MAX_RUNS], curve_s[S_MAX_RUNS], comm_s[S_MAX_RUNS];
+  /* CPU seconds of each rank (its process: its threads and ZeroMQ's) in the same intervals */
+  double allreduce_cpu[S_NSIZES + 1][S_MAX_RUNS][S_MAX_PROCS];
+  double plain_cpu[S_MAX_RUNS][S_MAX_PROCS], curve_cpu[S_MAX_RUNS][S_MAX_PROCS],
+      comm_cpu[S_MAX_RUNS][S_MAX_PROCS];
 } s_shared;
 
 static int s_cmp(const void *a, const void *b) {
@@ -78,13 +94,33 @@ static double s_median(const double *v, int n) {
   return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
 }
 
-/* Seconds of one all-reduce, from a common start (barrier) to the last rank's end (barrier). */
-static int s_time_allreduce(parallel_comm *c, float *x, size_t n, double *out) {
+/* CPU seconds this process (all its threads) has used. */
+static double s_cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The median over runs of the CPU seconds of ranks [0, ranks) together: what the work costs,
+ * which the machine's load changes far less than it changes the wall time. */
+static double s_cpu_median(const double (*cpu)[S_MAX_PROCS], int runs, int ranks) {
+  double sum[S_MAX_RUNS];
+  for (int r = 0; r < runs; r++) {
+    sum[r] = 0;
+    for (int k = 0; k < ranks; k++) sum[r] += cpu[r][k];
+  }
+  return s_median(sum, runs);
+}
+
+/* Seconds of one all-reduce, from a common start (barrier) to the last rank's end (barrier);
+ * *cpu is this rank's CPU seconds in between. */
+static int s_time_allreduce(parallel_comm *c, float *x, size_t n, double *out, double *cpu) {
   WT_CHECK(parallel_comm_barrier(c));
-  double t0 = wt_now_s();
+  double t0 = wt_now_s(), c0 = s_cpu_now();
   WT_CHECK(parallel_allreduce(c, x, n, PARALLEL_OP_AVG));
   WT_CHECK(parallel_comm_barrier(c));
   *out = wt_now_s() - t0;
+  *cpu = s_cpu_now() - c0;
   return WT_OK;
 }
 
@@ -96,11 +132,12 @@ static int s_allreduce_fn(parallel_comm *c, void *arg) {
     size_t n = (size_t)sh->mib[k] << 18; /* MiB of float32 */
     float *x = wt_xmalloc(n * sizeof *x);
     for (size_t i = 0; i < n; i++) x[i] = (float)(i % 1000) * 1e-3f;
-    double t;
-    rc = s_time_allreduce(c, x, n, &t);
+    double t, cpu;
+    int me = parallel_comm_rank(c);
+    rc = s_time_allreduce(c, x, n, &t, &cpu);
     for (int r = 0; rc == WT_OK && r < sh->cfg.runs; r++) {
-      rc = s_time_allreduce(c, x, n, &t);
-      if (parallel_comm_rank(c) == 0) sh->allreduce_s[k][r] = t;
+      rc = s_time_allreduce(c, x, n, &t, &sh->allreduce_cpu[k][r][me]);
+      if (me == 0) sh->allreduce_s[k][r] = t;
     }
     free(x);
   }
@@ -111,11 +148,12 @@ static int s_allreduce_fn(parallel_comm *c, void *arg) {
  */
 
 /* Streams `bytes` over the already connected sockets in messages of `msg` bytes, sending and / or
- * receiving, between two barriers; *out is the seconds in between. */
+ * receiving, between two barriers; *out is the seconds in between, *cpu this rank's CPU
+ * seconds. */
 static int s_stream(void *push, void *pull, int sending, int receiving, size_t bytes, size_t msg,
-                    parallel_comm *c, double *out) {
+                    parallel_comm *c, double *out, double *cpu) {
   int rc = parallel_comm_barrier(c);
-  double t0 = wt_now_s();
+  double t0 = wt_now_s(), c0 = s_cpu_now();
   size_t sent = 0, got = 0;
   while (rc == WT_OK && ((sending && sent < bytes) || (receiving && got < bytes))) {
     zmq_pollitem_t it[2] = {{push, 0, sending && sent < bytes ? ZMQ_POLLOUT : 0, 0},
@@ -138,16 +176,18 @@ static int s_stream(void *push, void *pull, int sending, int receiving, size_t b
   }
   if (rc == WT_OK) rc = parallel_comm_barrier(c);
   *out = wt_now_s() - t0;
+  *cpu = s_cpu_now() - c0;
   return rc;
 }
 
-/* Streams `bytes` from rank 0 to rank 1 over the transport in S_MSG messages: sent from one
+/* Streams `bytes` from rank 0 to rank 1 over the transport in `msg`-byte messages: sent from one
  * buffer (copied into the frame, as the ring's pieces are), received in place (recv_view). */
-static int s_comm_stream(parallel_comm *c, size_t bytes, uint8_t *buf, double *out) {
+static int s_comm_stream(parallel_comm *c, size_t bytes, size_t msg, uint8_t *buf, double *out,
+                         double *cpu) {
   int me = parallel_comm_rank(c), rc = parallel_comm_barrier(c);
-  double t0 = wt_now_s();
-  for (size_t done = 0; rc == WT_OK && done < bytes; done += S_MSG) {
-    size_t len = WT_MIN(S_MSG, bytes - done), got = 0;
+  double t0 = wt_now_s(), c0 = s_cpu_now();
+  for (size_t done = 0; rc == WT_OK && done < bytes; done += msg) {
+    size_t len = WT_MIN(msg, bytes - done), got = 0;
     if (me == 0) {
       rc = parallel_comm_send(c, 1, 3, buf, len);
     } else {
@@ -159,6 +199,7 @@ static int s_comm_stream(parallel_comm *c, size_t bytes, uint8_t *buf, double *o
   }
   if (rc == WT_OK) rc = parallel_comm_barrier(c);
   *out = wt_now_s() - t0;
+  *cpu = s_cpu_now() - c0;
   return rc;
 }
 
@@ -212,26 +253,31 @@ static void s_raw_close(void *zctx, void *push, void *pull) {
 static int s_pair_fn(parallel_comm *c, void *arg) {
   s_shared *sh = arg;
   int me = parallel_comm_rank(c), comm_only = sh->cfg.procs < 0;
-  size_t bytes = (size_t)sh->cfg.pair_mib << 20;
+  size_t bytes = (size_t)sh->cfg.pair_mib << 20, msg = (size_t)sh->cfg.pair_msg_kib << 10;
   void *zp = NULL, *pp = NULL, *lp = NULL, *zc = NULL, *pc = NULL, *lc = NULL;
   if (!comm_only) {
     WT_CHECK(s_raw_pair(c, 0, &zp, &pp, &lp));
     WT_CHECK(s_raw_pair(c, 1, &zc, &pc, &lc));
   }
-  uint8_t *buf = wt_xmalloc(S_MSG);
-  memset(buf, 0x5a, S_MSG);
-  double t = 0;
+  size_t cap = WT_MAX(msg, S_MSG);
+  uint8_t *buf = wt_xmalloc(cap);
+  memset(buf, 0x5a, cap);
+  double t = 0, cpu = 0;
   int rc = WT_OK;
   /* Warm-up: handshakes, sessions, page faults. */
-  if (!comm_only) rc = s_stream(pp, lp, me == 0, me == 1, S_MSG * 8, S_MSG, c, &t);
-  if (!comm_only && rc == WT_OK) rc = s_stream(pc, lc, me == 0, me == 1, S_MSG * 8, S_MSG, c, &t);
-  if (rc == WT_OK) rc = s_comm_stream(c, S_MSG * 8, buf, &t);
+  if (!comm_only) rc = s_stream(pp, lp, me == 0, me == 1, S_MSG * 8, S_MSG, c, &t, &cpu);
+  if (!comm_only && rc == WT_OK)
+    rc = s_stream(pc, lc, me == 0, me == 1, S_MSG * 8, S_MSG, c, &t, &cpu);
+  if (rc == WT_OK) rc = s_comm_stream(c, S_MSG * 8, S_MSG, buf, &t, &cpu);
   for (int r = 0; rc == WT_OK && r < sh->cfg.runs; r++) {
     if (!comm_only) {
-      rc = s_stream(pp, lp, me == 0, me == 1, bytes, S_MSG, c, &sh->plain_s[r]);
-      if (rc == WT_OK) rc = s_stream(pc, lc, me == 0, me == 1, bytes, S_MSG, c, &sh->curve_s[r]);
+      rc =
+          s_stream(pp, lp, me == 0, me == 1, bytes, msg, c, &sh->plain_s[r], &sh->plain_cpu[r][me]);
+      if (rc == WT_OK)
+        rc = s_stream(pc, lc, me == 0, me == 1, bytes, msg, c, &sh->curve_s[r],
+                      &sh->curve_cpu[r][me]);
     }
-    if (rc == WT_OK) rc = s_comm_stream(c, bytes, buf, &t);
+    if (rc == WT_OK) rc = s_comm_stream(c, bytes, msg, buf, &t, &sh->comm_cpu[r][me]);
     if (me == 0) sh->comm_s[r] = t;
   }
   free(buf);
@@ -278,6 +324,10 @@ int main(int argc, char **argv) {
   memcpy(plain_s, sh->plain_s, sizeof plain_s);
   memcpy(curve_s, sh->curve_s, sizeof curve_s);
   memcpy(sealed_s, sh->comm_s, sizeof sealed_s);
+  double pair_gb = pair_bytes / 1e9; /* core-seconds per GB of each pair, both processes */
+  double cpu_plain = s_cpu_median(sh->plain_cpu, cfg.runs, 2) / pair_gb;
+  double cpu_curve = s_cpu_median(sh->curve_cpu, cfg.runs, 2) / pair_gb;
+  double cpu_sealed = s_cpu_median(sh->comm_cpu, cfg.runs, 2) / pair_gb;
   parallel_zmq_config insecure = base;
   insecure.insecure = 1;
   sh->cfg.procs = -1; /* transport only */
@@ -287,6 +337,7 @@ int main(int argc, char **argv) {
   }
   sh->cfg.procs = p;
   memcpy(insecure_s, sh->comm_s, sizeof insecure_s);
+  double cpu_insecure = s_cpu_median(sh->comm_cpu, cfg.runs, 2) / pair_gb;
   double gb_plain = pair_bytes / s_median(plain_s, cfg.runs) / 1e9;
   double gb_curve = pair_bytes / s_median(curve_s, cfg.runs) / 1e9;
   double gb_sealed = pair_bytes / s_median(sealed_s, cfg.runs) / 1e9;
@@ -294,16 +345,23 @@ int main(int argc, char **argv) {
 
   /* The all-reduce at every size, sealed, then insecure. */
   double ar_sealed[S_NSIZES + 1], ar_insecure[S_NSIZES + 1];
+  double cpu_ar_sealed[S_NSIZES + 1], cpu_ar_insecure[S_NSIZES + 1]; /* all ranks' CPU s */
   if (parallel_zmq_fork_run(p, &base, s_allreduce_fn, sh, NULL) != WT_OK) {
     fprintf(stderr, "bench-collectives: %s\n", wt_last_error());
     return 1;
   }
-  for (int k = 0; k < sh->nsizes; k++) ar_sealed[k] = s_median(sh->allreduce_s[k], cfg.runs);
+  for (int k = 0; k < sh->nsizes; k++) {
+    ar_sealed[k] = s_median(sh->allreduce_s[k], cfg.runs);
+    cpu_ar_sealed[k] = s_cpu_median(sh->allreduce_cpu[k], cfg.runs, p);
+  }
   if (parallel_zmq_fork_run(p, &insecure, s_allreduce_fn, sh, NULL) != WT_OK) {
     fprintf(stderr, "bench-collectives: insecure: %s\n", wt_last_error());
     return 1;
   }
-  for (int k = 0; k < sh->nsizes; k++) ar_insecure[k] = s_median(sh->allreduce_s[k], cfg.runs);
+  for (int k = 0; k < sh->nsizes; k++) {
+    ar_insecure[k] = s_median(sh->allreduce_s[k], cfg.runs);
+    cpu_ar_insecure[k] = s_cpu_median(sh->allreduce_cpu[k], cfg.runs, p);
+  }
 
   /* Shaped, at --mib only. */
   double shaped_s = 0, bound_s = 0, n_top = (double)((size_t)cfg.mib << 20);
@@ -333,23 +391,29 @@ int main(int argc, char **argv) {
   printf("ZeroMQ transport, %d processes on %ld cores, median of %d runs (load average %.1f), "
          "sealed with %s\n",
          p, cores, cfg.runs, load[0], cipher);
-  printf("%-52s %10s %10s\n", "lone pair, 256 KiB messages", "seconds", "GB/s");
-  printf("%-52s %10.3f %10.3f\n", "(a) plain ZeroMQ, plaintext", s_median(plain_s, cfg.runs),
-         gb_plain);
-  printf("%-52s %10.3f %10.3f\n", "(c) plain ZeroMQ, CurveZMQ", s_median(curve_s, cfg.runs),
-         gb_curve);
-  printf("%-52s %10.3f %10.3f\n", "(s) transport, sealed", s_median(sealed_s, cfg.runs), gb_sealed);
-  printf("%-52s %10.3f %10.3f\n", "(i) transport, insecure", s_median(insecure_s, cfg.runs),
-         gb_insecure);
+  char pair_title[64];
+  snprintf(pair_title, sizeof pair_title, "lone pair, %d KiB messages", cfg.pair_msg_kib);
+  printf("%-44s %10s %10s %10s\n", pair_title, "seconds", "GB/s", "CPU s/GB");
+  printf("%-44s %10.3f %10.3f %10.3f\n", "(a) plain ZeroMQ, plaintext", s_median(plain_s, cfg.runs),
+         gb_plain, cpu_plain);
+  printf("%-44s %10.3f %10.3f %10.3f\n", "(c) plain ZeroMQ, CurveZMQ", s_median(curve_s, cfg.runs),
+         gb_curve, cpu_curve);
+  printf("%-44s %10.3f %10.3f %10.3f\n", "(s) transport, sealed", s_median(sealed_s, cfg.runs),
+         gb_sealed, cpu_sealed);
+  printf("%-44s %10.3f %10.3f %10.3f\n", "(i) transport, insecure", s_median(insecure_s, cfg.runs),
+         gb_insecure, cpu_insecure);
   printf("sealed pair: %.2f of plaintext ZeroMQ (target >= 0.70: %s), %.2fx CurveZMQ\n",
          gb_sealed / gb_plain, gb_sealed / gb_plain >= 0.70 ? "met" : "NOT met",
          gb_sealed / gb_curve);
-  printf("%-10s %12s %12s %12s %12s\n", "all-reduce", "sealed s", "bus GB/s", "insecure s",
-         "bus GB/s");
+  /* CPU bound: the bus bandwidth if all ranks' CPU seconds were spread over every core. */
+  printf("%-10s %10s %10s %10s %10s %10s %10s\n", "all-reduce", "sealed s", "bus GB/s", "CPU bound",
+         "insecure s", "bus GB/s", "CPU bound");
   for (int k = 0; k < sh->nsizes; k++) {
     double n = (double)((size_t)sh->mib[k] << 20);
-    printf("%6d MiB %12.4f %12.3f %12.4f %12.3f\n", sh->mib[k], ar_sealed[k],
-           factor * n / ar_sealed[k] / 1e9, ar_insecure[k], factor * n / ar_insecure[k] / 1e9);
+    printf("%6d MiB %10.4f %10.3f %10.3f %10.4f %10.3f %10.3f\n", sh->mib[k], ar_sealed[k],
+           factor * n / ar_sealed[k] / 1e9, factor * n * cores / cpu_ar_sealed[k] / 1e9,
+           ar_insecure[k], factor * n / ar_insecure[k] / 1e9,
+           factor * n * cores / cpu_ar_insecure[k] / 1e9);
   }
   if (cfg.beta > 0)
     printf("shaped all-reduce of %d MiB at beta %.3g B/s: %.3f s, %.3f of the bound %.3f s "
@@ -357,17 +421,18 @@ int main(int argc, char **argv) {
            cfg.mib, cfg.beta, shaped_s, bound_s / shaped_s, bound_s,
            bound_s / shaped_s >= 0.85 ? "met" : "NOT met");
   printf("{\"bench\":\"collectives\",\"procs\":%d,\"runs\":%d,\"cores\":%ld,\"cipher\":\"%s\","
-         "\"pair_mib\":%d,\"pair_plain_GBps\":%.4f,\"pair_curve_GBps\":%.4f,"
+         "\"pair_mib\":%d,\"pair_msg_kib\":%d,\"pair_plain_GBps\":%.4f,\"pair_curve_GBps\":%.4f,"
          "\"pair_sealed_GBps\":%.4f,\"pair_insecure_GBps\":%.4f,\"sealed_of_plain\":%.4f,"
-         "\"allreduce\":[",
-         p, cfg.runs, cores, cipher, cfg.pair_mib, gb_plain, gb_curve, gb_sealed, gb_insecure,
-         gb_sealed / gb_plain);
+         "\"pair_plain_cpu_s_per_GB\":%.4f,\"pair_curve_cpu_s_per_GB\":%.4f,"
+         "\"pair_sealed_cpu_s_per_GB\":%.4f,\"pair_insecure_cpu_s_per_GB\":%.4f,\"allreduce\":[",
+         p, cfg.runs, cores, cipher, cfg.pair_mib, cfg.pair_msg_kib, gb_plain, gb_curve, gb_sealed,
+         gb_insecure, gb_sealed / gb_plain, cpu_plain, cpu_curve, cpu_sealed, cpu_insecure);
   for (int k = 0; k < sh->nsizes; k++) {
     double n = (double)((size_t)sh->mib[k] << 20);
-    printf("%s{\"mib\":%d,\"sealed_s\":%.5f,\"sealed_bus_GBps\":%.4f,\"insecure_s\":%.5f,"
-           "\"insecure_bus_GBps\":%.4f}",
-           k ? "," : "", sh->mib[k], ar_sealed[k], factor * n / ar_sealed[k] / 1e9, ar_insecure[k],
-           factor * n / ar_insecure[k] / 1e9);
+    printf("%s{\"mib\":%d,\"sealed_s\":%.5f,\"sealed_bus_GBps\":%.4f,\"sealed_cpu_s\":%.5f,"
+           "\"insecure_s\":%.5f,\"insecure_bus_GBps\":%.4f,\"insecure_cpu_s\":%.5f}",
+           k ? "," : "", sh->mib[k], ar_sealed[k], factor * n / ar_sealed[k] / 1e9,
+           cpu_ar_sealed[k], ar_insecure[k], factor * n / ar_insecure[k] / 1e9, cpu_ar_insecure[k]);
   }
   printf("],\"beta_Bps\":%.6g,\"shaped_s\":%.4f,\"bound_s\":%.4f,\"shaped_of_bound\":%.4f,"
          "\"loadavg\":%.2f}\n",

@@ -3,6 +3,7 @@
 #ifndef WT_COORDINATOR_INTERNAL_H
 #define WT_COORDINATOR_INTERNAL_H
 
+#include "common/deadline.h"
 #include "assign/assign.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/http.h"
@@ -24,6 +25,14 @@
 #define COORD_TRUST_REPLICAS 64 /* replicas of a stage a trust report covers */
 #define COORD_MAX_EXCLUDED 256  /* liars listed in /status (all are counted, and refused by key) */
 #define COORD_PROBE_MAX 64 /* members of one probe epoch */
+/* Up to this many live peers, a probe epoch measures every pair among them; past it, swarm.c
+ * chooses a bounded set (newcomers with landmarks, then the placement's links) */
+#define COORD_PROBE_ALL_PAIRS 12
+#define COORD_PROBE_NEWCOMERS 32 /* newcomers one probe epoch measures */
+#define COORD_PROBE_LANDMARKS 4  /* probed peers every newcomer is paired with */
+#define COORD_PROBE_MATES 1      /* newcomers of its own region, and of others, it is paired with */
+#define COORD_PROBE_PAIRS_MAX (4 * COORD_PROBE_MAX) /* pairs one probe epoch measures */
+#define COORD_REFINE_ROUNDS 2 /* probe epochs that refine one placement's estimated links */
 
 typedef enum { PEER_GONE = 0, PEER_LIVE = 1 } coord_peer_status;
 
@@ -70,6 +79,12 @@ typedef struct {
   long steps_done;
   int held_stage;      /* the stage state it keeps between epochs (from RESULT / REGISTER) */
   long held_step;      /* 0: none */
+  long held_outer;     /* DiLoCo: the outer steps its held state has done (-1: none reported) */
+  /* deadline.c: its heartbeat gaps (dl_ready = 0: not set up yet), and the receive deadline
+   * and step time its last heartbeat reported (NaN / 0 until then) */
+  wt_deadline dl_heartbeat;
+  int dl_ready;
+  double recv_deadline_s, step_q90_s;
   int promote_refused; /* its measured links did not keep a promotion's gain: not asked again */
   int finished;        /* told the run is complete (it then exits): gone, but not lost */
   /* trust.c: the robust sync's evidence. Its own last report of the epoch trust_report_epoch
@@ -80,7 +95,7 @@ typedef struct {
   long trust_flagged, trust_syncs, trust_ep_flagged, trust_ep_syncs;
   int trust_epoch;
   char trust_why[64]; /* the reasons its stage gave */
-  coord_link *links;   /* probed links from it, by the other end's id; owned (peers.c) */
+  coord_link *links;  /* probed links from it, by the other end's id; owned (peers.c) */
   int n_links, cap_links;
   int seq_dirty;     /* its sequence number is newer than its row (state.c flushes it) */
   int started_epoch; /* the last epoch its heartbeats said it works in */
@@ -89,6 +104,9 @@ typedef struct {
   double sidelined_until;
   int sidelinings;
   char sidelined_why[160];
+  /* the other members whose failed RESULTs of epoch accused_epoch timed out waiting for it, and
+   * the last epoch whose failure it blamed on another (one accusation per member and epoch) */
+  int accused_epoch, accusations, accusing_epoch;
   /* its access link as the probes estimated it (coordinator/probe.c): capacities in bytes/s
    * (0 = not measured) and the link's id (the peer id of its first peer; peers that share one
    * have the same), and the contention rounds' together/alone ratios (-1 = none) */
@@ -99,6 +117,12 @@ typedef struct {
   int reach, reach_port, reach_fd;
   double reach_deadline;
   char reach_why[96];
+  /* swarm.c: its network coordinates (a point in the plane and a height, seconds of one-way
+   * latency), their error estimate, and the samples that placed them (0: not placed) */
+  double vivaldi[2], vivaldi_h, vivaldi_err;
+  long vivaldi_n;
+  double region_lat; /* the sum of region_n latencies it measured to peers of its region */
+  long region_n;
   /* spot checks: the counts of failed and of all checks its own last report of epoch
    * spot_report_epoch gave per replica; and of it: the checks and failed checks reported over
    * the run, and the ids of the distinct peers that reported failures */
@@ -112,6 +136,7 @@ typedef struct {
   int claim_epoch, claim_strikes, claim_flagged;
   long claim_steps;
   double claim_measured, claim_placed;
+  uint64_t trust_saved; /* state.c: a digest of its trust record as last written, 0: none */
 } coord_peer;
 
 /* One line of the event log as /status shows it. */
@@ -143,10 +168,11 @@ struct coordinator {
   int n_peers;
   struct coord_key_slot *by_key; /* peers.c: slots sorted by key, n_peers of them */
   int *live;                     /* cfg.max_peers scratch entries for the epoch logic */
-  double liveness_next; /* no live peer's heartbeat window ends before this (daemon.c) */
-  uint64_t refused_full; /* registrations refused because every slot was needed */
-  int *dirty, n_dirty;   /* slots whose sequence numbers are to be written (state.c) */
-  double dirty_t;        /* when they were last written */
+  double liveness_next;          /* no live peer's heartbeat window ends before this (daemon.c) */
+  double stall_grace_until;      /* after its own stall, the fixed heartbeat window until this */
+  uint64_t refused_full;         /* registrations refused because every slot was needed */
+  int *dirty, n_dirty;           /* slots whose sequence numbers are to be written (state.c) */
+  double dirty_t;                /* when they were last written */
   int next_peer_id;     /* ids are never reused: one more than any the state database holds */
   double refusal_log_t; /* start of the window of refusals logged (s_refusal_log) */
   int refusal_log_n;    /* lines logged in that window */
@@ -163,7 +189,7 @@ struct coordinator {
   char epoch_kind[8];  /* "probe" or "train" */
   coord_epoch_phase phase;
   double phase_deadline;
-  double start_deadline; /* running: every member works by then (0: not checked) */
+  double start_deadline;          /* running: every member works by then (0: not checked) */
   int members[COORD_MAX_MEMBERS]; /* peer indices by epoch rank */
   int n_members;
   int plan_members[COORD_MAX_MEMBERS]; /* the last train epoch's peers, by world rank */
@@ -175,7 +201,12 @@ struct coordinator {
    * held states, rank r's from rank state_from[r]; 0: from the latest complete checkpoint */
   int from_peers, state_from[COORD_MAX_MEMBERS];
   long start_step;
+  /* deadline.c: how long the bind and the start phases took (measured), and when the running
+   * phase began (epoch sent / START sent) */
+  wt_deadline dl_bind, dl_start;
+  double bind_began, start_began;
   int promote; /* peer index of a standby to place at the next train epoch, -1 = none */
+  int promoted; /* the placement being made swapped a standby in (epoch.c's s_promote) */
   int n_plan;
   double cost_ga, cost_random;
   int failed_epochs;      /* consecutive train epochs that ended without progress */
@@ -201,11 +232,10 @@ struct coordinator {
   int n_events, events_next;
   pthread_mutex_t mu; /* held while the loop handles messages; the HTTP thread reads under it */
   coordinator_http *http;
-  int n_excluded; /* trust.c: peers excluded in this coordinator's lifetime; the first
+  int n_excluded; /* trust.c: peers excluded in this run (state.c loads them back); the first
                      COORD_MAX_EXCLUDED of them listed */
   int excluded_id[COORD_MAX_EXCLUDED];
-  char excluded_key[COORD_MAX_EXCLUDED][COORD_KEY_LEN + 1],
-      excluded_why[COORD_MAX_EXCLUDED][256];
+  char excluded_key[COORD_MAX_EXCLUDED][COORD_KEY_LEN + 1], excluded_why[COORD_MAX_EXCLUDED][256];
   /* the running probe epoch's contention rounds by epoch rank: [from * COORD_PROBE_MAX + to],
    * bytes/s while the region of `from` (up) or of `to` (down) sent or received at once */
   double probe_up[COORD_PROBE_MAX * COORD_PROBE_MAX], probe_down[COORD_PROBE_MAX * COORD_PROBE_MAX];
@@ -221,6 +251,11 @@ struct coordinator {
    * NULL until known) */
   int relay_inboxes, relay_rank;
   cJSON *relay_eps;
+  /* the running probe epoch's pairs of epoch ranks when swarm.c chose them (probe_planned);
+   * otherwise it measures every pair of its members that lacks a direction */
+  int probe_planned, n_probe_pairs;
+  int probe_pairs[COORD_PROBE_PAIRS_MAX][2];
+  int refine_rounds; /* probe epochs that refined the links of the placement since it trained */
 };
 
 /* peers.c — the peer table: cfg.max_peers slots, found by key in O(log n), and each peer's
@@ -278,6 +313,16 @@ void coord_epoch_outboxes_free(coordinator *c);
 void coord_sideline(coordinator *c, int i, const char *why);
 int coord_sideline_available(const coordinator *c, int i, double now);
 void coord_sideline_on_success(coordinator *c, int i);
+/* Members whose data links fail after they started. note_failure reads a member's failed RESULT
+ * (code, error): a timeout of the ZeroMQ transport names the rank it waited for ("no message
+ * from rank R", "send to rank R … blocked"), one accusation of that member (at most one per
+ * reporter and epoch, so a peer repeating its RESULT cannot sideline another alone). on_epoch_over, before
+ * the epoch's members are cleared, sidelines a live member that two or more members' timeouts
+ * named (more than any other member), and one that started but never reported the epoch's end
+ * by its drain deadline. */
+void coord_sideline_note_failure(coordinator *c, coord_peer *reporter, int code,
+                                 const char *error);
+void coord_sideline_on_epoch_over(coordinator *c);
 
 /* state.c — SQLite */
 int coord_state_open(coordinator *c);
@@ -306,6 +351,9 @@ void coord_state_session_add(coordinator *c, const char *key, const char *sid);
 int coord_state_peer_id(coordinator *c, const char *key);
 /* Loads the probed links between peer index i and the peers in the table. */
 void coord_state_load_links(coordinator *c, int i);
+/* The trust record of p's key (coord_trust_record) back into p, as a restart or a returning key
+ * finds it; written with the peer's deferred row (coord_state_flush) when it changed. */
+void coord_state_load_trust(coordinator *c, coord_peer *p);
 void coord_state_save_epoch(coordinator *c, const char *plan_json);
 void coord_state_save_loss(coordinator *c, long step, float loss);
 int coord_state_meta_get(coordinator *c, const char *key, char *out, size_t size);
@@ -340,6 +388,25 @@ void coord_probe_access_free(assign_access *acc);
  * for /status. */
 cJSON *coord_probe_json(coordinator *c);
 
+/* swarm.c — probing and choosing members among more than COORD_PROBE_ALL_PAIRS live peers.
+ * probe_newcomers: 1 when live peers are not probed yet, with the next probe epoch's group in
+ * who[0..*n_who) (landmarks first, at most COORD_PROBE_MAX) and its pairs set (probe_planned),
+ * and in why what it is for; 0 when every live peer is probed (or a lone one waits).
+ * probe_plan_links: the same for the links the placement in members[] (by world rank, rings)
+ * uses that are only estimated, at most COORD_REFINE_ROUNDS times until refine_rounds is reset.
+ * on_probed: fits the network coordinates to the probe epoch's measured latencies.
+ * link: the link a → b measured (coord_probe_link) or else estimated: latency from the
+ * coordinates, bandwidth min(a's uplink, b's downlink); 0 when neither is known.
+ * choose: the n of live[0..n_live) whose tasklet alone costs least (tasklet_flop at their speed,
+ * tasklet_bytes through their access link) into list, the others being standbys. */
+int coord_swarm_probe_newcomers(coordinator *c, const int *live, int n_live, int *who,
+                                int *n_who, char *why, size_t size);
+int coord_swarm_probe_plan_links(coordinator *c, int *who, int *n_who, char *why, size_t size);
+void coord_swarm_on_probed(coordinator *c);
+int coord_swarm_link(coordinator *c, int a, int b, double *lat, double *bw);
+void coord_swarm_choose(coordinator *c, const int *live, int n_live, int *list, int n,
+                        double tasklet_flop, double tasklet_bytes);
+
 /* token.c */
 int coord_token_verify(coordinator *c, const char *token, char *why, size_t why_size);
 int coord_token_key_load(const char *dir, unsigned char key[32]);
@@ -363,6 +430,9 @@ void coord_send(coordinator *c, coord_peer *p, coordinator_cmd cmd, const cJSON 
 /* status.c; /status lists at most COORD_STATUS_PEERS peers (those of the run first) and counts
  * them all */
 #define COORD_STATUS_PEERS 1000
+/* /status and /metrics serve a snapshot at most twice this old, rebuilt off the request path
+ * (coordinator_http_opts.refresh_s): a request then never waits for the loop's lock */
+#define COORD_STATUS_REFRESH_S 0.25
 cJSON *coord_status(coordinator *c);
 void coord_status_tick(coordinator *c);
 /* A point of the loss curve: record keeps it in memory (thinned to half when full) and in the
@@ -381,6 +451,16 @@ void coord_event_keep(coordinator *c, double t, const char *kind, const char *de
 void coord_trust_on_heartbeat(coordinator *c, coord_peer *p, const cJSON *body);
 /* 1 (with the reason in why) when `key` was excluded from this run. */
 int coord_trust_refuses(coordinator *c, const char *key, char *why, size_t size);
+/* Tells the sender at route that its key is excluded: REFUSED with the reason (why, from
+ * coord_trust_refuses) and "excluded": true, so that peerd stops instead of registering again.
+ * Sent when the peer is excluded and to every message it sends after. */
+void coord_trust_tell_excluded(coordinator *c, const unsigned char *route, size_t route_len,
+                               const char *why);
+/* trust_state.c: p's trust record (the counts above, its spot-check report baselines, its
+ * claim's standing) as JSON text, malloc'd, or NULL when there is nothing to keep yet; and
+ * back into p: 1, or 0 with p unchanged when the text is not a whole, valid record. */
+char *coord_trust_record(const coordinator *c, const coord_peer *p);
+int coord_trust_record_load(const coordinator *c, coord_peer *p, const char *text);
 /* Adds "peers_excluded", "excluded" [{id, key, reason}] and "trust" [{id, flagged, syncs}] to a
  * /status object. */
 void coord_trust_status(coordinator *c, cJSON *status);
@@ -394,6 +474,25 @@ double coord_claim_flops(const coord_peer *p);
 /* Adds "peers_claim_flagged" and "claims" [{id, flops_claimed, flops_measured, flops_placed,
  * flagged}] to a /status object. */
 void coord_claim_status(coordinator *c, cJSON *status);
+
+/* deadline.c — the waits' deadlines from measurements (see there). _init once the options are
+ * set; _on_heartbeat with the gap since the peer's previous message and the heartbeat's body;
+ * _bound / _started with how long an epoch's bind / start phase took; _json: /status's
+ * "deadlines"; _peer_json adds a peer's "deadline" to its /status entry. */
+void coord_deadline_init(coordinator *c);
+void coord_deadline_on_heartbeat(coordinator *c, coord_peer *p, double gap_s, const cJSON *body);
+double coord_deadline_heartbeat_s(coordinator *c, coord_peer *p);
+double coord_deadline_bind_s(const coordinator *c);
+double coord_deadline_start_s(const coordinator *c);
+void coord_deadline_bound(coordinator *c, double took_s);
+void coord_deadline_started(coordinator *c, double took_s);
+cJSON *coord_deadline_json(coordinator *c);
+void coord_deadline_peer_json(coordinator *c, coord_peer *p, cJSON *j);
+
+/* recovery.c — a DiLoCo run's start after a loss, from the members' held states: fills
+ * start_step and state_from (a rank's own index: it keeps its own state) and logs it. Returns 1,
+ * or 0 when some stage has no usable live state (then the checkpoint). */
+int coord_recovery_live_sources(coordinator *c);
 
 /* epoch.c */
 void coord_epoch_tick(coordinator *c);

@@ -90,7 +90,8 @@ static int s_http(coordinator *c) {
                              .port = c->cfg.http_port,
                              .status = s_http_status,
                              .arg = c,
-                             .lock = &c->mu};
+                             .lock = &c->mu,
+                             .refresh_s = COORD_STATUS_REFRESH_S};
   c->http = coordinator_http_new(&o);
   if (!c->http) return WT_EIO;
   char path[1300];
@@ -114,6 +115,7 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
   c->promote = -1;
   c->relay_rank = -1;
   c->cfg = *cfg;
+  coord_deadline_init(c);
   snprintf(c->dir, sizeof c->dir, "%s", cfg->state_dir);
   if (!c->cfg.run.checkpoint_dir[0])
     snprintf(c->cfg.run.checkpoint_dir, sizeof c->cfg.run.checkpoint_dir, "%.1000s/checkpoints",
@@ -313,7 +315,7 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   if (i < 0) {
     i = coord_peer_add(c, key, known_id ? known_id : c->next_peer_id++);
     c->peers[i].device_index = -1;
-    if (known_id) coord_state_load_links(c, i);
+    if (known_id) coord_state_load_links(c, i), coord_state_load_trust(c, &c->peers[i]);
   }
   coord_state_begin(c); /* one commit for the admission's rows, before WELCOME goes out */
   coord_state_session_add(c, key, m->sid);
@@ -337,6 +339,7 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
     coord_reach_start(c, p, coordinator_field_int(m->body, "reach_port", 0));
   p->held_step = (long)fmin(fmax(coordinator_field_num(m->body, "held_step", 0), 0), 1e12);
   p->held_stage = coordinator_field_int(m->body, "held_stage", -1);
+  p->held_outer = (long)fmin(fmax(coordinator_field_num(m->body, "held_outer", -1), -1), 1e12);
   coord_state_save_peer(c, p);
   coord_event(c, "joined", "peer %d (key %.8s…, %s x %d, %.1f GFLOP/s, region '%s')", p->id, key,
               p->kind, p->gpus, p->flops / 1e9, p->region);
@@ -407,6 +410,12 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
     return;
   }
   int i = coord_peer_find(c, key);
+  char why[600];
+  if (i >= 0 && c->peers[i].status != PEER_LIVE && coord_trust_refuses(c, key, why, sizeof why)) {
+    coord_trust_tell_excluded(c, route, rlen, why); /* not "missed heartbeats": the reason */
+    coordinator_msg_clear(&m);
+    return;
+  }
   if (i < 0 || c->peers[i].status != PEER_LIVE) {
     c->refused++;
     s_refusal_log(c, "dropped \"%s\" from key %.8s…: %s", coordinator_cmd_name(m.cmd), key,
@@ -427,6 +436,7 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
   }
   memcpy(p->route, route, rlen);
   p->route_len = rlen;
+  const double gap_s = wt_now_s() - p->last_seen;
   p->last_seen = wt_now_s();
   /* the sequence survives a restart: no replay window (a heartbeat's within COORD_SEQ_FLUSH_S) */
   if (m.cmd == COORD_CMD_HEARTBEAT)
@@ -435,6 +445,7 @@ static void s_message(coordinator *c, const unsigned char *route, size_t rlen, c
     coord_state_save_peer(c, p);
   switch (m.cmd) {
   case COORD_CMD_HEARTBEAT:
+    coord_deadline_on_heartbeat(c, p, gap_s, m.body);
     s_heartbeat(c, p, m.body);
     break;
   case COORD_CMD_BOUND:
@@ -499,12 +510,13 @@ static void s_recv(coordinator *c) {
  * window can have ended (c->liveness_next, the earliest end it saw): a peer's last_seen only
  * moves forward, and a newly admitted one's window ends later than any open one. */
 static void s_liveness(coordinator *c) {
-  double limit = c->cfg.liveness * c->cfg.heartbeat_s, now = wt_now_s();
+  double cap = c->cfg.liveness * c->cfg.heartbeat_s, now = wt_now_s();
   if (now < c->liveness_next) return;
-  c->liveness_next = now + limit;
+  c->liveness_next = now + cap;
   for (int i = 0; i < c->n_peers; i++) {
     coord_peer *p = &c->peers[i];
     if (p->status != PEER_LIVE) continue;
+    const double limit = coord_deadline_heartbeat_s(c, p); /* its measured gaps, at most cap */
     if (now - p->last_seen <= limit) {
       c->liveness_next = fmin(c->liveness_next, p->last_seen + limit);
       continue;
@@ -514,8 +526,10 @@ static void s_liveness(coordinator *c) {
     if (p->finished) /* told the run is complete, it exited */
       coord_event(c, "left", "peer %d exited after the run completed", p->id);
     else
-      coord_event(c, "lost", "peer %d missed %d heartbeats (%.1f s silent)", p->id, c->cfg.liveness,
-                  now - p->last_seen);
+      coord_event(c, "lost",
+                  "peer %d sent no heartbeat for %.2f s (its deadline %.2f s, from its measured "
+                  "heartbeat gaps; at most %d heartbeats)",
+                  p->id, now - p->last_seen, limit, c->cfg.liveness);
     coord_epoch_on_lost(c, p, "it stopped sending heartbeats");
   }
 }
@@ -532,6 +546,9 @@ static void s_forgive_stall(coordinator *c, double late_s) {
       c->peers[i].last_seen = fmin(now, c->peers[i].last_seen + late_s);
   c->phase_deadline += late_s;
   if (c->start_deadline > 0) c->start_deadline += late_s;
+  /* the peers' messages of that time arrive in a burst, or after a reconnect: their measured
+   * gaps say nothing for a while, so the fixed window judges them for one window */
+  c->stall_grace_until = now + c->cfg.liveness * c->cfg.heartbeat_s;
   c->liveness_next = 0; /* judge them again now, against the windows moved on */
   if (late_s >= 1)
     WT_WARN("coordinator: the loop did not run for %.1f s (the process was stopped, its machine "

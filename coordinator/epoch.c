@@ -1,5 +1,6 @@
-/* epoch — numbered groups of peers: a probe epoch measures every link among the live peers, a
- * train epoch runs the assignment. Forming one: choose members, place them (assign: ga for the
+/* epoch — numbered groups of peers: a probe epoch measures the links among the live peers
+ * (every pair among a few, a bounded set among many: swarm.c), a train epoch runs the
+ * assignment. Forming one: choose members, place them (assign: ga for the
  * first, assign_resolve from the current plan after churn, standbys first), send EPOCH, wait for
  * every member to bind (deadline), send START with everyone's endpoint. A lost member aborts
  * the epoch; once the survivors have reported, the next epoch is formed. */
@@ -117,8 +118,10 @@ static void s_publish(coordinator *c) {
     cJSON_Delete(b);
   }
   c->phase = EPOCH_BINDING;
-  c->phase_deadline = wt_now_s() + c->cfg.bind_timeout_s;
+  c->bind_began = wt_now_s();
+  c->phase_deadline = c->bind_began + coord_deadline_bind_s(c);
   c->start_deadline = 0;
+  c->start_began = 0;
 }
 
 /* --links scenario: placement prices the emulated scenario's own links, and nothing is probed. */
@@ -137,7 +140,7 @@ static int s_link(coordinator *c, int a, int b, double *lat, double *bw) {
     *lat = net->latency_s[da * net->n + db], *bw = net->bandwidth_Bps[da * net->n + db];
     return *bw > 0;
   }
-  return coord_probe_link(c, a, b, lat, bw);
+  return coord_swarm_link(c, a, b, lat, bw);
 }
 
 /* The live peers an epoch may seat: not those sidelined for now (sideline.c). */
@@ -293,13 +296,23 @@ static int s_holds(coordinator *c, int rank, int stage, long step) {
  * memory (every replica of a stage at one step holds the same state), when it is no older than
  * the latest complete checkpoint; a member that does not hold its stage at that step receives it
  * from one that does (spread over them). Otherwise, and after an epoch that made no progress
- * (a hand-over may be what failed), everyone loads the checkpoint. A stateful run (DiLoCo, error
- * feedback, delta activation caches, ZeRO-1's sharded optimizer) always loads the checkpoint: the held states carry the
+ * (a hand-over may be what failed), everyone loads the checkpoint. A DiLoCo run starts from the
+ * members' states by recovery.c's rule. Any other stateful run (error feedback, delta activation
+ * caches, ZeRO-1's sharded optimizer) always loads the checkpoint: the held states carry the
  * weights and optimizer only, while each replica's own sync state lives in its .state file of
  * the checkpoint, and a peer replacing a lost replica must start from that replica's file. The
  * steps since the checkpoint are trained again. */
 static void s_state_sources(coordinator *c) {
   const int S = c->cfg.run.stages, R = c->cfg.run.replicas, n = c->n_members;
+  if (parallel_run_config_live_recovery(&c->cfg.run)) {
+    /* a promotion swaps a live member out at a committed checkpoint: from that checkpoint the
+     * standby loads the replaced replica's own state, so the run goes on bit for bit */
+    const int promoted = c->promoted;
+    c->promoted = 0;
+    c->from_peers = c->failed_epochs == 0 && !promoted && coord_recovery_live_sources(c);
+    if (!c->from_peers) c->start_step = c->committed_step;
+    return;
+  }
   const int handover = c->failed_epochs == 0 && !parallel_run_config_stateful(&c->cfg.run);
   long best = 0;
   for (int q = 0; q < n && handover; q++) {
@@ -379,17 +392,28 @@ static void s_promotion_reason(const coordinator *c, int who, int member, double
 
 #define S_PROMOTE_GAIN 0.10 /* a standby replaces a member when the cost drops by 10% or more */
 
+static void s_swarm_choose(coordinator *c, const int *live, int n_live, int *list, int n);
+
 void coord_epoch_on_commit(coordinator *c) {
   if (c->phase != EPOCH_RUNNING || strcmp(c->epoch_kind, "train") || c->promote >= 0) return;
   const int n = c->n_members;
   double now_cost = s_cost_of(c, c->members, n), best = now_cost;
-  int who = -1, slot = -1;
+  int who = -1, slot = -1, *cands = c->live, n_cands = 0; /* the loop's scratch: free here */
   for (int k = 0; k < c->n_peers; k++) {
     coord_peer *p = &c->peers[k];
-    if (p->status != PEER_LIVE || p->epoch_rank >= 0 || p->promote_refused ||
-        !coord_sideline_available(c, k, wt_now_s()) || !coord_reach_settled(p))
-      continue;
-    int i;
+    if (p->status == PEER_LIVE && p->epoch_rank < 0 && !p->promote_refused &&
+        coord_sideline_available(c, k, wt_now_s()) && coord_reach_settled(p))
+      cands[n_cands++] = k;
+  }
+  /* each candidate costs n placements priced: among many, only the most promising are */
+  if (n_cands > COORD_PROBE_NEWCOMERS) {
+    int top[COORD_PROBE_NEWCOMERS];
+    s_swarm_choose(c, cands, n_cands, top, COORD_PROBE_NEWCOMERS);
+    n_cands = COORD_PROBE_NEWCOMERS;
+    memcpy(cands, top, sizeof top);
+  }
+  for (int j = 0; j < n_cands; j++) {
+    int i, k = cands[j];
     double cost = s_best_swap(c, c->members, n, k, &i);
     if (cost < best) best = cost, who = k, slot = i;
   }
@@ -415,6 +439,13 @@ static long s_due_checkpoint(const coordinator *c, long steps) {
              : 0;
 }
 
+/* A DiLoCo epoch started from the members' states at the run's last step saves that step's
+ * checkpoint at its start (it has nothing left to train; recovery.c). */
+static int s_finishes_at_start(const coordinator *c, long step) {
+  return c->from_peers && parallel_run_config_live_recovery(&c->cfg.run) &&
+         step == c->start_step && step == c->cfg.run.steps;
+}
+
 /* Whether the owner of a stage's checkpoint in the running train epoch can have saved `step`:
  * past the step the epoch started from, on the checkpoint grid, not past the run's end. */
 static int s_report_from_owner(coordinator *c, const coord_peer *p, int epoch, long step, int stage,
@@ -427,7 +458,8 @@ static int s_report_from_owner(coordinator *c, const coord_peer *p, int epoch, l
     snprintf(why, size, "peer %d is %s, and world rank %d saves stage %d's shard", p->id,
              p->epoch_rank < 0 ? "not a member of this epoch" : "not that stage's replica 0", owner,
              stage);
-  else if (step <= c->start_step || step > c->cfg.run.steps || s_due_checkpoint(c, step) != step)
+  else if ((step <= c->start_step && !s_finishes_at_start(c, step)) || step > c->cfg.run.steps ||
+           s_due_checkpoint(c, step) != step)
     snprintf(why, size,
              "the epoch started at step %ld and saves every %d steps up to step %d, so it "
              "cannot have saved this step",
@@ -568,6 +600,7 @@ static void s_promote(coordinator *c, int *list, int n, int *changed, int *n_cha
               c->peers[who].id, slot, c->peers[list[slot]].id, now_cost, cost);
   list[slot] = who;
   changed[(*n_changed)++] = slot;
+  c->promoted = 1;
 }
 
 /* A placement the operator fixed: --assignment, or --solver none. */
@@ -644,6 +677,16 @@ static assign_plan *s_shuffled_plan(const coordinator *c) {
   return plan;
 }
 
+/* The n of many live peers whose tasklet alone costs least (coord_swarm_choose), priced with
+ * the cost model's constants: a tasklet's FLOP and its gradient ring's and cuts' bytes. */
+static void s_swarm_choose(coordinator *c, const int *live, int n_live, int *list, int n) {
+  s_model m;
+  s_problem(c, live, 1, 1, &m); /* one peer: only the constants are read */
+  double flop = m.prob.compute_s * coord_claim_flops(&c->peers[live[0]]);
+  coord_swarm_choose(c, live, n_live, list, n, flop, 2 * m.prob.c_dp_bytes + m.prob.c_pp_bytes);
+  s_model_free(&m);
+}
+
 /* Chooses the train epoch's peers and places them. Returns 1 when members[] is set. */
 static int s_place(coordinator *c, const int *live, int n_live) {
   int n = c->cfg.run.stages * c->cfg.run.replicas, list[COORD_MAX_MEMBERS],
@@ -668,6 +711,8 @@ static int s_place(coordinator *c, const int *live, int n_live) {
     s_promote(c, list, n, changed, &n_changed);
   } else if (s_fixed(c)) {
     if (!s_fixed_list(c, live, n_live, n, list)) return 0;
+  } else if (n_live > COORD_PROBE_ALL_PAIRS) {
+    s_swarm_choose(c, live, n_live, list, n); /* the rest wait as standbys */
   } else {
     s_fastest(c, live, n_live, list, n); /* the rest wait as standbys */
   }
@@ -795,6 +840,7 @@ static void s_count_missed(coordinator *c) {
 
 static void s_epoch_over(coordinator *c) {
   if (!strcmp(c->epoch_kind, "train") && !c->run_complete) s_count_missed(c);
+  coord_sideline_on_epoch_over(c);
   for (int r = 0; r < c->n_members; r++) {
     coord_peer *p = &c->peers[c->members[r]];
     p->epoch_rank = -1;
@@ -834,9 +880,9 @@ static void s_stop(coordinator *c) {
 static int s_sideline_silent(coordinator *c, int bind) {
   int n = 0;
   char why[160];
-  snprintf(why, sizeof why, "it did not %s within the %.0f s deadline of epoch %d (%s)",
-           bind ? "bind its data socket" : "start its work after START", c->cfg.bind_timeout_s,
-           c->epoch, c->epoch_kind);
+  snprintf(why, sizeof why, "it did not %s within the %.3g s deadline of epoch %d (%s)",
+           bind ? "bind its data socket" : "start its work after START",
+           bind ? coord_deadline_bind_s(c) : coord_deadline_start_s(c), c->epoch, c->epoch_kind);
   for (int r = 0; r < c->n_members; r++) {
     coord_peer *p = &c->peers[c->members[r]];
     if (p->status != PEER_LIVE || p->result != 0) continue;
@@ -848,9 +894,49 @@ static int s_sideline_silent(coordinator *c, int bind) {
   return n;
 }
 
+/* Starts a probe epoch when links are missing: every pair among a few live peers, or the
+ * newcomers that swarm.c chooses among many. Returns 1 when it did. */
+static int s_probe_due(coordinator *c, const int *live, int n_live) {
+  char why[256];
+  int who[COORD_PROBE_MAX], n = 0;
+  if (n_live <= COORD_PROBE_ALL_PAIRS) {
+    if (coord_probe_complete(c, live, n_live, why, sizeof why)) return 0;
+    c->probe_planned = 0;
+    memcpy(who, live, sizeof(int) * (size_t)n_live);
+    n = n_live;
+  } else if (!coord_swarm_probe_newcomers(c, live, n_live, who, &n, why, sizeof why)) {
+    return 0;
+  }
+  coord_event(c, "probe", "probing: %s", why);
+  s_start_epoch(c, "probe", who, n);
+  return 1;
+}
+
+/* Among many peers: probes the placement's links that were only estimated before it trains
+ * (the placement is kept, and re-solved from the measurements next time). 1 when it did. */
+static int s_refine_due(coordinator *c) {
+  char why[256];
+  int who[COORD_PROBE_MAX], n = 0;
+  if (!coord_swarm_probe_plan_links(c, who, &n, why, sizeof why)) return 0;
+  coord_event(c, "probe", "probing: %s", why);
+  s_start_epoch(c, "probe", who, n);
+  return 1;
+}
+
+/* Once every member works in the running epoch, how long that took counts for the next start
+ * deadline. */
+static void s_measure_start(coordinator *c, double now) {
+  if (c->phase != EPOCH_RUNNING || c->start_began <= 0) return;
+  for (int r = 0; r < c->n_members; r++)
+    if (c->peers[c->members[r]].started_epoch != c->epoch) return;
+  coord_deadline_started(c, now - c->start_began);
+  c->start_began = 0;
+}
+
 void coord_epoch_tick(coordinator *c) {
   if (c->run_complete) return;
   double now = wt_now_s();
+  s_measure_start(c, now);
   if (c->phase == EPOCH_BINDING && now > c->phase_deadline) {
     s_sideline_silent(c, 1);
     s_abort(c, "not every member bound its data socket within the deadline");
@@ -866,18 +952,16 @@ void coord_epoch_tick(coordinator *c) {
   if (c->phase != EPOCH_NONE) return;
   int *live = c->live, n_live = s_live(c, live), need = c->cfg.run.stages * c->cfg.run.replicas;
   if (n_live < need) return;
-  char missing[256];
-  if (!s_scenario_links(c) && !s_fixed(c) &&
-      !coord_probe_complete(c, live, n_live, missing, sizeof missing)) {
-    coord_event(c, "probe", "probing: %s", missing);
-    s_start_epoch(c, "probe", live, WT_MIN(n_live, COORD_PROBE_MAX));
-    return;
-  }
+  const int measured = !s_scenario_links(c) && !s_fixed(c);
+  if (measured && s_probe_due(c, live, n_live)) return;
   if (c->failed_epochs >= 3 || c->missed_checkpoints >= 3) {
     s_stop(c);
     return;
   }
-  if (s_place(c, live, n_live)) s_start_epoch(c, "train", NULL, 0);
+  if (!s_place(c, live, n_live)) return;
+  if (measured && n_live > COORD_PROBE_ALL_PAIRS && s_refine_due(c)) return;
+  c->refine_rounds = 0;
+  s_start_epoch(c, "train", NULL, 0);
 }
 
 void coord_epoch_on_bound(coordinator *c, coord_peer *p, const cJSON *body) {
@@ -915,7 +999,9 @@ void coord_epoch_on_bound(coordinator *c, coord_peer *p, const cJSON *body) {
   }
   c->phase = EPOCH_RUNNING;
   c->phase_deadline = wt_now_s() + coord_probe_deadline_s(c);
-  c->start_deadline = wt_now_s() + c->cfg.bind_timeout_s;
+  coord_deadline_bound(c, wt_now_s() - c->bind_began);
+  c->start_began = wt_now_s();
+  c->start_deadline = c->start_began + coord_deadline_start_s(c);
   coord_state_save_run(c);
 }
 
@@ -929,6 +1015,7 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
     p->held_step = (long)hs->valuedouble;
     p->held_stage = (int)fmin(
         fmax(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "held_stage")), -1), 1e6);
+    p->held_outer = (long)fmin(fmax(coordinator_field_num(body, "held_outer", -1), -1), 1e12);
   }
   int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "ok"));
   const char *err = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "error"));
@@ -955,6 +1042,7 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
     double code_v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(body, "code"));
     int code = isfinite(code_v) ? (int)fmin(fmax(code_v, -100), 100) : WT_EIO;
     int echo = code == WT_EIO || code == WT_ETIMEOUT;
+    coord_sideline_note_failure(c, p, code, err);
     if (c->phase != EPOCH_DRAINING || (!echo && c->last_error_echo)) {
       snprintf(c->last_error, sizeof c->last_error, "peer %d: %s", p->id, err ? err : "failed");
       c->last_error_echo = echo;
@@ -969,6 +1057,7 @@ void coord_epoch_on_result(coordinator *c, coord_peer *p, const cJSON *body) {
   }
   if (!s_all_reported(c) || c->phase == EPOCH_DRAINING) return;
   if (!strcmp(c->epoch_kind, "probe")) coord_probe_estimate(c);
+  if (!strcmp(c->epoch_kind, "probe") && c->probe_planned) coord_swarm_on_probed(c);
   if (!strcmp(c->epoch_kind, "train")) {
     c->failed_epochs = 0;
     /* a run that stopped at its time limit is over too: every tasklet stopped after one step */

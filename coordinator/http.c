@@ -35,6 +35,7 @@ struct coordinator_http {
   void *arg;
   pthread_mutex_t *lock;
   int port;
+  coordinator_http_cache *cache; /* the texts served (http_cache.c) */
 };
 
 static void s_mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -80,7 +81,8 @@ void coordinator_http_utf8_repair(cJSON *item) {
   }
 }
 
-static cJSON *s_snapshot(coordinator_http *self) {
+static cJSON *s_snapshot(void *arg) {
+  coordinator_http *self = arg;
   if (self->lock) pthread_mutex_lock(self->lock);
   cJSON *st = self->status(self->arg);
   if (self->lock) pthread_mutex_unlock(self->lock);
@@ -117,24 +119,20 @@ static enum MHD_Result s_plain(struct MHD_Connection *c, unsigned code, const ch
   return s_reply(c, code, "text/plain; charset=utf-8", (char *)msg, NULL);
 }
 
-static enum MHD_Result s_serve_status(coordinator_http *self, struct MHD_Connection *c) {
-  cJSON *st = s_snapshot(self);
-  if (!st) return s_plain(c, MHD_HTTP_SERVICE_UNAVAILABLE, "no status available yet\n");
-  char *text = cJSON_IsObject(st) ? cJSON_PrintUnformatted(st) : NULL;
-  cJSON_Delete(st);
+/* /status or /metrics from the cache; a missing text answers with the cache's code. */
+static enum MHD_Result s_serve_cached(coordinator_http *self, struct MHD_Connection *c,
+                                      int metrics) {
+  unsigned code = 0;
+  char *text = coordinator_http_cache_get(self->cache, metrics, &code);
   if (!text)
-    return s_plain(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "status snapshot is not an object\n");
-  return s_reply(c, MHD_HTTP_OK, "application/json", text, cJSON_free);
-}
-
-static enum MHD_Result s_serve_metrics(coordinator_http *self, struct MHD_Connection *c) {
-  cJSON *st = s_snapshot(self);
-  if (!st) return s_plain(c, MHD_HTTP_SERVICE_UNAVAILABLE, "no status available yet\n");
-  char *text = coordinator_http_metrics_render(st);
-  cJSON_Delete(st);
-  if (!text)
-    return s_plain(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "status snapshot is not an object\n");
-  return s_reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", text, free);
+    return s_plain(c,
+                   code == MHD_HTTP_SERVICE_UNAVAILABLE ? MHD_HTTP_SERVICE_UNAVAILABLE
+                                                        : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                   code == MHD_HTTP_SERVICE_UNAVAILABLE ? "no status available yet\n"
+                                                        : "status snapshot is not an object\n");
+  return s_reply(c, MHD_HTTP_OK,
+                 metrics ? "text/plain; version=0.0.4; charset=utf-8" : "application/json", text,
+                 free);
 }
 
 static enum MHD_Result s_handle(void *cls, struct MHD_Connection *c, const char *url,
@@ -146,8 +144,8 @@ static enum MHD_Result s_handle(void *cls, struct MHD_Connection *c, const char 
    * reads, and libmicrohttpd closes the connection after replying to one that sent a body. */
   if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
     return s_plain(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD are served\n");
-  if (strcmp(url, "/status") == 0) return s_serve_status(self, c);
-  if (strcmp(url, "/metrics") == 0) return s_serve_metrics(self, c);
+  if (strcmp(url, "/status") == 0) return s_serve_cached(self, c, 0);
+  if (strcmp(url, "/metrics") == 0) return s_serve_cached(self, c, 1);
   if (strcmp(url, "/") == 0)
     return s_reply(c, MHD_HTTP_OK, "text/html; charset=utf-8", (char *)coordinator_http_page, NULL);
   return s_plain(c, MHD_HTTP_NOT_FOUND, "not found: the server has /, /status and /metrics\n");
@@ -201,6 +199,7 @@ coordinator_http *coordinator_http_new(const coordinator_http_opts *opts) {
   self->status = opts->status;
   self->arg = opts->arg;
   self->lock = opts->lock;
+  self->cache = coordinator_http_cache_new(opts->refresh_s, s_snapshot, self);
   unsigned flags = MHD_USE_ERROR_LOG;
   flags |= MHD_is_feature_supported(MHD_FEATURE_EPOLL) ? MHD_USE_EPOLL_INTERNAL_THREAD
                                                        : MHD_USE_POLL_INTERNAL_THREAD;
@@ -216,6 +215,7 @@ coordinator_http *coordinator_http_new(const coordinator_http_opts *opts) {
   if (!self->daemon) {
     wt_fail(WT_EIO, "cannot serve HTTP on %s port %d: %s; pick another port (0 = any free one)",
             bind, opts->port, errno ? strerror(errno) : "libmicrohttpd refused to start");
+    coordinator_http_cache_destroy(&self->cache);
     free(self);
     return NULL;
   }
@@ -232,6 +232,7 @@ void coordinator_http_destroy(coordinator_http **self_p) {
   if (!self_p || !*self_p) return;
   coordinator_http *self = *self_p;
   MHD_stop_daemon(self->daemon);
+  coordinator_http_cache_destroy(&self->cache);
   free(self);
   *self_p = NULL;
 }

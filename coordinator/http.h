@@ -2,14 +2,16 @@
  * text exposition format 0.0.4) and `/` (a dashboard page that polls /status), served by
  * libmicrohttpd on its own port and thread.
  *
- * One source of truth: every request asks the caller for a fresh status snapshot through one
- * callback; /status prints that snapshot and /metrics is computed from the same snapshot. The
- * server keeps no run state of its own.
+ * One source of truth: a request is answered from a status snapshot the caller builds through
+ * one callback; /status prints that snapshot and /metrics is computed from the same snapshot.
+ * The server keeps no run state of its own: with opts.refresh_s 0 every request takes a fresh
+ * snapshot; with refresh_s > 0 it is served the texts of one at most 2 × refresh_s old, built
+ * on a refresher thread while requests come, so a request does not wait for the caller's lock.
  *
- * Threading: the callback runs on the server's thread. When `lock` is given, the server holds
- * it for exactly the duration of the callback, so the callback may read the caller's state that
- * the caller guards with the same mutex; the snapshot it returns must not share memory with
- * that state. With `lock` NULL the callback synchronises by itself.
+ * Threading: the callback runs on the server's thread or its refresher's. When `lock` is given, the
+ * server holds it for exactly the duration of the callback, so the callback may read the caller's
+ * state that the caller guards with the same mutex; the snapshot it returns must not share memory
+ * with that state. With `lock` NULL the callback synchronises by itself.
  *
  * Outside input: a request never crashes or blocks the server. Unknown paths get 404, methods
  * other than GET and HEAD get 405 (with `Allow: GET, HEAD`), request headers are bounded
@@ -101,6 +103,9 @@ typedef struct {
   coordinator_http_status_fn status; /* required */
   void *arg;                         /* passed to `status` */
   pthread_mutex_t *lock;             /* held around each call of `status`; NULL = none */
+  /* > 0: requests are served a snapshot at most 2 × refresh_s old, rebuilt off the request path
+   * at most every refresh_s while requests come; 0: every request builds its own */
+  double refresh_s;
 } coordinator_http_opts;
 
 /* Starts the server (it listens before this returns). Returns NULL with wt_last_error() set

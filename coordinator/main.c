@@ -121,10 +121,13 @@ int main(int argc, char **argv) {
   }
   if (parallel_run_config_stateful(&cfg.run))
     printf("coordinator: sync: DiLoCo H=%d (outer lr %g, momentum %g), --grad-codec %s, error "
-           "feedback %s, --act-codec %s: recovery from a lost peer resumes from the last "
-           "complete checkpoint in %s\n",
+           "feedback %s, --act-codec %s: recovery from a lost peer %s %s\n",
            cfg.run.sync.diloco, cfg.run.sync.outer_lr, cfg.run.sync.outer_momentum,
            cfg.run.sync.grad_codec, cfg.run.sync.grad_ef, cfg.run.act_codec,
+           parallel_run_config_live_recovery(&cfg.run)
+               ? "starts from the live replicas' state (from the checkpoint only when a stage has "
+                 "no live replica):"
+               : "resumes from the last complete checkpoint in",
            cfg.run.checkpoint_dir);
   fflush(stdout);
   struct sigaction sa = {0};

@@ -62,16 +62,24 @@ static int s_pair_missing(coordinator *c, int r, int q) {
          !coord_probe_link(c, c->members[q], c->members[r], &l, &b);
 }
 
+/* A pair of epoch ranks as the wire has it. */
+static void s_pair_json(cJSON *pairs, int r, int q) {
+  cJSON *pair = cJSON_CreateArray();
+  cJSON_AddItemToArray(pair, cJSON_CreateNumber(r));
+  cJSON_AddItemToArray(pair, cJSON_CreateNumber(q));
+  cJSON_AddItemToArray(pairs, pair);
+}
+
 cJSON *coord_probe_pairs(coordinator *c) {
   cJSON *pairs = cJSON_CreateArray();
+  if (c->probe_planned) { /* swarm.c chose them */
+    for (int k = 0; k < c->n_probe_pairs; k++)
+      s_pair_json(pairs, c->probe_pairs[k][0], c->probe_pairs[k][1]);
+    return pairs;
+  }
   for (int r = 0; r < c->n_members; r++)
     for (int q = r + 1; q < c->n_members; q++)
-      if (s_pair_missing(c, r, q)) {
-        cJSON *pair = cJSON_CreateArray();
-        cJSON_AddItemToArray(pair, cJSON_CreateNumber(r));
-        cJSON_AddItemToArray(pair, cJSON_CreateNumber(q));
-        cJSON_AddItemToArray(pairs, pair);
-      }
+      if (s_pair_missing(c, r, q)) s_pair_json(pairs, r, q);
   return pairs;
 }
 
@@ -79,7 +87,8 @@ double coord_probe_deadline_s(coordinator *c) {
   /* the pairs one after another, then two rounds per region; each step is bounded by the
    * peers' own data-plane deadline, this is the whole epoch's, capped */
   int steps = 2 * c->n_members;
-  for (int r = 0; r < c->n_members; r++)
+  if (c->probe_planned) steps += c->n_probe_pairs;
+  for (int r = 0; r < c->n_members && !c->probe_planned; r++)
     for (int q = r + 1; q < c->n_members; q++) steps += s_pair_missing(c, r, q);
   return fmin(60.0 + 3.0 * steps, 1800.0);
 }
@@ -155,6 +164,12 @@ void coord_probe_estimate(coordinator *c) {
   double up[COORD_PROBE_MAX], down[COORD_PROBE_MAX];
   int done[COORD_PROBE_MAX] = {0};
   s_solo(c, up, down);
+  /* a chosen set of pairs sees a few of each member's links: a member probed before (a
+   * landmark) keeps the fastest it was seen at */
+  for (int r = 0; r < n && c->probe_planned; r++) {
+    const coord_peer *p = &c->peers[c->members[r]];
+    up[r] = fmax(up[r], p->up_Bps), down[r] = fmax(down[r], p->down_Bps);
+  }
   for (int r = 0; r < n; r++) {
     if (done[r]) continue;
     int g[COORD_PROBE_MAX], k = 0;
@@ -225,6 +240,12 @@ cJSON *coord_probe_json(coordinator *c) {
   int live[COORD_PROBE_MAX], n = 0; /* the matrix of thousands of peers would swamp /status */
   for (int i = 0; i < c->n_peers && n < COORD_PROBE_MAX; i++)
     if (c->peers[i].status == PEER_LIVE) live[n++] = i;
+  int probed = 0, n_live = 0; /* how many of all the live peers have an estimated access link */
+  for (int i = 0; i < c->n_peers; i++)
+    if (c->peers[i].status == PEER_LIVE)
+      n_live++, probed += c->peers[i].up_Bps > 0 && c->peers[i].down_Bps > 0;
+  cJSON_AddNumberToObject(o, "live", n_live);
+  cJSON_AddNumberToObject(o, "probed", probed);
   cJSON *ids = cJSON_AddArrayToObject(o, "peers");
   cJSON *lat = cJSON_AddArrayToObject(o, "latency_s");
   cJSON *bw = cJSON_AddArrayToObject(o, "bandwidth_Bps");

@@ -223,6 +223,32 @@ void coord_state_defer_peer(coordinator *c, int i) {
   c->dirty[c->n_dirty++] = i;
 }
 
+/* p's trust record, when it changed since it was last written. */
+static void s_save_trust(coordinator *c, coord_peer *p) {
+  char *text = coord_trust_record(c, p);
+  if (!text) return;
+  uint64_t digest = 0;
+  crypto_generichash((unsigned char *)&digest, sizeof digest, (const unsigned char *)text,
+                     strlen(text), NULL, 0);
+  if (digest != p->trust_saved) {
+    char meta[COORD_KEY_LEN + 16];
+    snprintf(meta, sizeof meta, "trust:%s", p->key);
+    coord_state_meta_set(c, meta, text);
+    p->trust_saved = digest;
+  }
+  free(text);
+}
+
+void coord_state_load_trust(coordinator *c, coord_peer *p) {
+  char meta[COORD_KEY_LEN + 16], text[8192];
+  snprintf(meta, sizeof meta, "trust:%s", p->key);
+  if (!coord_state_meta_get(c, meta, text, sizeof text)) return;
+  if (!coord_trust_record_load(c, p, text))
+    WT_WARN("coordinator: state database: the trust record of peer %d (key %.8s…) is damaged; "
+            "its counts start afresh (an exclusion, kept apart, still holds)",
+            p->id, p->key);
+}
+
 /* One transaction and one prepared statement for all of them: a heartbeat costs an UPDATE, not
  * a commit. */
 void coord_state_flush(coordinator *c, int force) {
@@ -237,6 +263,7 @@ void coord_state_flush(coordinator *c, int force) {
   for (int k = 0; k < c->n_dirty; k++) {
     coord_peer *p = &c->peers[c->dirty[k]];
     p->seq_dirty = 0;
+    s_save_trust(c, p); /* in the same transaction */
     if (!st) continue;
     sqlite3_bind_text(st, 1, p->sid, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, (sqlite3_int64)p->last_seq);
@@ -444,11 +471,33 @@ static void s_load_peers(coordinator *c, const cJSON *run) {
     p->region_index = coord_region_index(c, p->region, why, sizeof why);
     p->device_index = -1;
     p->device_index = coord_scenario_device(c, (int)(p - c->peers));
+    coord_state_load_trust(c, p);
   }
   sqlite3_finalize(st);
   coord_peers_reindex(c);
   s_load_links(c, NULL);
   coord_state_load_access(c, -1);
+}
+
+/* The run's exclusions (trust.c's "excluded:KEY" rows) back into /status's list, in the order
+ * they were made; a key the peers table no longer knows is listed with id 0. */
+static void s_load_excluded(coordinator *c) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(c->db,
+                         "SELECT substr(key, 10), value FROM meta WHERE key LIKE 'excluded:%' "
+                         "ORDER BY rowid",
+                         -1, &st, NULL) != SQLITE_OK)
+    return;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const char *key = (const char *)sqlite3_column_text(st, 0),
+               *why = (const char *)sqlite3_column_text(st, 1);
+    int k = c->n_excluded++;
+    if (!key || !why || k >= COORD_MAX_EXCLUDED) continue;
+    c->excluded_id[k] = coord_state_peer_id(c, key);
+    snprintf(c->excluded_key[k], sizeof c->excluded_key[k], "%s", key);
+    snprintf(c->excluded_why[k], sizeof c->excluded_why[k], "%s", why);
+  }
+  sqlite3_finalize(st);
 }
 
 static void s_ids_to_peers(coordinator *c, const cJSON *arr, int *out, int *n) {
@@ -489,6 +538,7 @@ int coord_state_load(coordinator *c) {
                    "move the state directory away to start a new run",
                    c->dir);
   s_load_peers(c, run);
+  s_load_excluded(c);
   s_load_losses(c);
   s_load_events(c);
   if (!have_run) {

@@ -243,6 +243,7 @@ cJSON *coord_status(coordinator *c) {
     s_peer_sideline(j, c, i);
     cJSON_AddStringToObject(j, "reachable", coord_reach_name(p->reach));
     if (p->reach_why[0]) cJSON_AddStringToObject(j, "reach_why", p->reach_why);
+    coord_deadline_peer_json(c, (coord_peer *)p, j);
     cJSON_AddItemToArray(peers, j);
   }
   free(listed);
@@ -258,6 +259,7 @@ cJSON *coord_status(coordinator *c) {
   s_num(o, "predicted_cost_ga_s", c->cost_ga);
   s_num(o, "predicted_cost_random_s", c->cost_random);
   s_num(o, "recovery_s", c->recovery_s);
+  cJSON_AddItemToObject(o, "deadlines", coord_deadline_json(c));
   s_num(o, "measured_iteration_s", c->iteration_s);
   s_bytes(c, &intra, &inter);
   cJSON_AddNumberToObject(o, "bytes_intra_region", intra);

@@ -75,6 +75,9 @@ static void s_exclude(coordinator *c, coord_peer *x, const char *why) {
               "peer %d (key %.8s…): %s; it is left out of every plan and its key "
               "refused for the rest of the run",
               x->id, x->key, why);
+  char told[600];
+  snprintf(told, sizeof told, "this key was excluded from the run: %s", why);
+  coord_trust_tell_excluded(c, x->route, x->route_len, told);
   coord_epoch_on_lost(c, x, "it was excluded for lying contributions");
   x->status = PEER_GONE; /* the next plan is made without it, as for a lost member */
   coord_state_save_peer(c, x);
@@ -94,6 +97,7 @@ static void s_judge(coordinator *c, int epoch, int stage, int r) {
   }
   if (x < 0 || 2 * n <= R) return; /* no majority of the stage has reported yet */
   coord_peer *p = &c->peers[x];
+  coord_state_defer_peer(c, x); /* its trust record goes with the next flush */
   s_fold(p, epoch);
   p->trust_ep_flagged = WT_MAX(p->trust_ep_flagged, s_lower_median(flags, n));
   p->trust_ep_syncs = WT_MAX(p->trust_ep_syncs, s_lower_median(syncs, n));
@@ -137,6 +141,7 @@ static void s_take_spot(coordinator *c, coord_peer *q, const cJSON *t, int epoch
     if (x->epoch_rank < 0 || x->epoch_rank / R != stage || x == q) continue;
     const int r = x->epoch_rank % R;
     const long fresh = counts[r] - q->spot_report[r];
+    if (made[r] != q->spot_report_checked[r]) coord_state_defer_peer(c, i);
     x->spot_checks += made[r] - q->spot_report_checked[r];
     if (fresh <= 0) continue;
     x->spot_fails += fresh;
@@ -148,8 +153,8 @@ static void s_take_spot(coordinator *c, coord_peer *q, const cJSON *t, int epoch
         parallel_run_config_spot_excludes(&c->cfg.run, x->n_spot_checkers)) {
       char why[256];
       snprintf(why, sizeof why,
-               "it failed %ld spot checks made by %d peers (its contribution was not the "
-               "gradient of its rows)",
+               "it failed %ld spot checks made by %d peers (what it sent was not what a "
+               "recompute of its step gives)",
                x->spot_fails, x->n_spot_checkers);
       s_exclude(c, x, why);
     }
@@ -189,6 +194,18 @@ void coord_trust_on_heartbeat(coordinator *c, coord_peer *p, const cJSON *body) 
   s_take_why(c, t, stage);
   for (int r = 0; r < R; r++) s_judge(c, epoch, stage, r);
   s_take_spot(c, p, t, epoch, stage);
+}
+
+void coord_trust_tell_excluded(coordinator *c, const unsigned char *route, size_t route_len,
+                               const char *why) {
+  coord_peer to = {0};
+  memcpy(to.route, route, WT_MIN(route_len, sizeof to.route));
+  to.route_len = WT_MIN(route_len, sizeof to.route);
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddStringToObject(b, "reason", why);
+  cJSON_AddBoolToObject(b, "excluded", 1);
+  coord_send(c, &to, COORD_CMD_REFUSED, b);
+  cJSON_Delete(b);
 }
 
 int coord_trust_refuses(coordinator *c, const char *key, char *why, size_t size) {

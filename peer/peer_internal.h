@@ -3,6 +3,7 @@
 #ifndef WT_PEER_INTERNAL_H
 #define WT_PEER_INTERNAL_H
 
+#include "common/deadline.h"
 #include "model/data.h"
 #include "parallel/runtime/run_config.h"
 #include "parallel/transport/comm.h"
@@ -21,7 +22,8 @@ typedef struct {
   void *blob;
   size_t bytes;
   int stage;
-  long step; /* 0: nothing held */
+  long step;  /* 0: nothing held */
+  long outer; /* DiLoCo: the outer steps the state has done; -1 without DiLoCo */
 } peer_held;
 
 typedef struct {
@@ -81,6 +83,9 @@ typedef struct {
    * seconds, which the coordinator sets against the peer's claimed FLOP/s */
   long compute_steps;
   double compute_s;
+  /* deadline.c: the receive deadline from this epoch's step times (under mu) */
+  wt_deadline dl_step, dl_sync; /* usual steps; DiLoCo's outer steps */
+  double dl_cap_s, dl_recv_s;   /* the coordinator's timeout_s; the deadline now */
 } peer_work;
 
 /* Parses an EPOCH body and binds the data socket (tcp://host:*). coordinator is the control
@@ -110,6 +115,14 @@ void peer_work_trust_json(peer_work *w, cJSON *body);
  * pair's probe). */
 int peer_probe_run(peer_work *w, parallel_comm *c);
 
+/* deadline.c — the receive deadline (see there): _start with the cap (the epoch's timeout_s);
+ * _on_step after step `step`, which took dt seconds since the previous one, sets the transport's
+ * timeout for the next and returns it; _json adds {"deadline": {recv_s, cap_s, step_q90_s,
+ * steps_measured}} to a heartbeat. Call the last two under w->mu. */
+void peer_deadline_start(peer_work *w, double cap_s);
+double peer_deadline_on_step(peer_work *w, long step, double dt);
+void peer_deadline_json(const peer_work *w, cJSON *body);
+
 /* Frees what a peer holds and marks it empty. */
 void peer_held_clear(peer_held *h);
 
@@ -117,11 +130,13 @@ void peer_held_clear(peer_held *h);
  * world rank). This rank first sends its held blob — behind a 48-byte header of step, size and
  * SHA-256 — to every rank that names it, whatever stage it now serves itself, then takes its own
  * start: its held blob (*owned = 0; it must hold `stage` at `step`) or one received from its
- * source (*owned = 1, malloc'd), refused unless digest, stage and step match. Sources send before
- * anyone receives, so no two ranks wait on each other. Returns WT_OK, WT_EINVAL (a state_from
- * this peer cannot serve), WT_ECORRUPT (a damaged or wrong blob) or the transport's error. */
+ * source (*owned = 1, malloc'd), refused unless digest, stage and step match. With live = 1 (a
+ * DiLoCo run, parallel_run_config_live_recovery) a state of an earlier step is taken too: the
+ * tasklet moves it on to `step` (tasklet.h's start_step). Sources send before anyone receives,
+ * so no two ranks wait on each other. Returns WT_OK, WT_EINVAL (a state_from this peer cannot
+ * serve), WT_ECORRUPT (a damaged or wrong blob) or the transport's error. */
 int peer_state_exchange(const peer_held *held, parallel_comm *world, const cJSON *from, int stage,
-                        long step, const void **in, size_t *in_bytes, int *owned);
+                        long step, int live, const void **in, size_t *in_bytes, int *owned);
 
 /* What peerd reports about its device: the best FLOP/s of a few fp32 matmuls on that back end
  * (256³ on the CPU, 2048³ on a GPU) and the memory it holds in all. */

@@ -303,6 +303,7 @@ static int s_register(s_peer *p) {
   if (p->held.step > 0) { /* registering again (the coordinator restarted): still holds it */
     cJSON_AddNumberToObject(b, "held_stage", p->held.stage);
     cJSON_AddNumberToObject(b, "held_step", (double)p->held.step);
+    if (p->held.outer >= 0) cJSON_AddNumberToObject(b, "held_outer", (double)p->held.outer);
   }
   cJSON *d = cJSON_AddObjectToObject(b, "device");
   cJSON_AddStringToObject(d, "kind", strncmp(p->cfg->device, "cuda", 4) ? "cpu" : "cuda");
@@ -605,6 +606,13 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
         return WT_OK;
       }
       case COORD_CMD_REFUSED: /* dropped or forgotten by the coordinator: register again */
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m.body, "excluded"))) {
+          peer_work_destroy(&p->work); /* excluded for good: registering again cannot help */
+          wt_fail(WT_EINVAL, "the coordinator excluded this peer: %s",
+                  coordinator_field_str(m.body, "reason"));
+          coordinator_msg_clear(&m);
+          return WT_EINVAL;
+        }
         WT_WARN("peerd: the coordinator says: %s; registering again",
                 coordinator_field_str(m.body, "reason"));
         peer_work_destroy(&p->work);

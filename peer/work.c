@@ -203,6 +203,7 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *coord
   z.run_id = (uint64_t)fmin(fmax(coordinator_field_num(epoch, "run_id", 1), 0), 1e18);
   z.epoch = (uint32_t)w->epoch;
   z.timeout_s = coordinator_field_num(epoch, "timeout_s", 30);
+  peer_deadline_start(w, z.timeout_s);
   z.secret_key = sec, z.public_key = pub, z.peer_public_keys = pubs;
   z.latency_s = w->lat, z.bandwidth_Bps = w->bw;
   z.time_scale = coordinator_field_num(epoch, "time_scale", 1);
@@ -366,6 +367,7 @@ static void s_on_step(void *arg, const parallel_tasklet_step *st) {
   w->bytes_intra = intra, w->bytes_inter = inter, w->bytes_recv = recv;
   w->bytes_inter_raw = inter_raw;
   s_trust_record(w, st->robust, st->spot);
+  peer_deadline_on_step(w, st->info.step, w->start_step < st->info.step - 1 ? dt : 0);
   pthread_mutex_unlock(&w->mu);
 }
 
@@ -389,6 +391,7 @@ void peer_work_trust_json(peer_work *w, cJSON *body) {
       cJSON_AddItemToArray(failed, cJSON_CreateNumber((double)w->spot_failed[r]));
     }
   }
+  peer_deadline_json(w, body);
   if (w->is_train && w->compute_steps > 0) {
     cJSON *m = cJSON_AddObjectToObject(body, "compute");
     cJSON_AddNumberToObject(m, "steps", (double)w->compute_steps);
@@ -415,14 +418,15 @@ static int s_state_send(const peer_held *held, parallel_comm *world, int to) {
   return parallel_comm_send(world, to, S_TAG_STATE, held->blob, held->bytes);
 }
 
-static int s_state_recv(parallel_comm *world, int from, int stage, long step, void **out,
-                        size_t *out_bytes) {
+static int s_state_recv(parallel_comm *world, int from, int stage, long step, int live,
+                        void **out, size_t *out_bytes) {
   uint8_t head[48], digest[32];
   size_t got = 0;
   WT_CHECK(parallel_comm_recv(world, from, S_TAG_STATE_HEAD, head, sizeof head, &got));
   uint64_t bytes = wt_get_le64(head + 8);
-  if (got != sizeof head || wt_get_le64(head) != (uint64_t)step || bytes < 64 ||
-      bytes > (1ull << 40))
+  const uint64_t at_step = wt_get_le64(head);
+  if (got != sizeof head || (live ? at_step > (uint64_t)step : at_step != (uint64_t)step) ||
+      bytes < 64 || bytes > (1ull << 40))
     return wt_fail(WT_ECORRUPT,
                    "state hand-over from rank %d: a header for step %llu of %llu bytes, "
                    "expected step %ld",
@@ -441,7 +445,7 @@ static int s_state_recv(parallel_comm *world, int from, int stage, long step, vo
   int s = -1;
   long at = -1;
   if (rc == WT_OK) rc = parallel_tasklet_state_info(blob, (size_t)bytes, &s, &at);
-  if (rc == WT_OK && (s != stage || at != step))
+  if (rc == WT_OK && (s != stage || at != (long)at_step))
     rc = wt_fail(WT_ECORRUPT,
                  "state hand-over from rank %d: stage %d at step %ld, expected stage "
                  "%d at step %ld",
@@ -456,7 +460,7 @@ static int s_state_recv(parallel_comm *world, int from, int stage, long step, vo
 
 /* peer_internal.h: sources send first, then everyone takes its start. */
 int peer_state_exchange(const peer_held *held, parallel_comm *world, const cJSON *from, int stage,
-                        long step, const void **in, size_t *in_bytes, int *owned) {
+                        long step, int live, const void **in, size_t *in_bytes, int *owned) {
   const int me = parallel_comm_rank(world), size = parallel_comm_size(world);
   if (cJSON_GetArraySize(from) != size || size > 64)
     return wt_fail(WT_EINVAL, "state_from lists %d sources for a group of %d",
@@ -470,7 +474,7 @@ int peer_state_exchange(const peer_held *held, parallel_comm *world, const cJSON
   }
   int asked = src[me] == me; /* starting from its own state, or sending it */
   for (int r = 0; r < size; r++) asked |= r != me && src[r] == me;
-  if (asked && (!held->blob || held->step != step))
+  if (asked && (!held->blob || (live ? held->step > step : held->step != step)))
     return wt_fail(WT_EINVAL,
                    "the coordinator expects this peer to hold a stage at step %ld; it "
                    "holds stage %d at step %ld",
@@ -489,9 +493,10 @@ int peer_state_exchange(const peer_held *held, parallel_comm *world, const cJSON
   void *blob = NULL;
   size_t bytes = 0;
   double t0 = wt_now_s();
-  WT_CHECK(s_state_recv(world, src[me], stage, step, &blob, &bytes));
-  WT_INFO("peerd: stage %d at step %ld: %.1f MB of state from rank %d in %.2f s, SHA-256 ok", stage,
-          step, (double)bytes / 1e6, src[me], wt_now_s() - t0);
+  WT_CHECK(s_state_recv(world, src[me], stage, step, live, &blob, &bytes));
+  WT_INFO("peerd: stage %d at step %ld: %.1f MB of state from rank %d in %.2f s, SHA-256 ok%s",
+          stage, step, (double)bytes / 1e6, src[me], wt_now_s() - t0,
+          live ? "; a replacement replica: it starts from the outer weights" : "");
   *in = blob, *in_bytes = bytes, *owned = 1;
   return WT_OK;
 }
@@ -552,27 +557,30 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   pthread_mutex_unlock(&w->mu);
   WT_CHECK(parallel_tasklet_config_validate(&c, parallel_comm_size(world)));
   const cJSON *from = cJSON_GetObjectItemCaseSensitive(t, "state_from");
-  /* A stateful run (DiLoCo, error feedback, delta caches, ZeRO-1) keeps no state between
-   * epochs: the coordinator restarts it from its checkpoint, which holds what a hand-over
-   * cannot. */
-  const int stateful = parallel_run_config_stateful(&w->run);
-  if (stateful && from)
-    return wt_fail(WT_EINVAL, "the coordinator asks for a state hand-over in a run with DiLoCo, "
-                              "ZeRO-1, error feedback or delta activation caches, which only its "
+  /* A stateful run other than DiLoCo (error feedback, delta caches, ZeRO-1) keeps no state
+   * between epochs: the coordinator restarts it from its checkpoint, which holds what a
+   * hand-over cannot. A DiLoCo run hands its outer state over (live recovery). */
+  const int live = parallel_run_config_live_recovery(&w->run);
+  const int keeps = live || !parallel_run_config_stateful(&w->run);
+  if (!keeps && from)
+    return wt_fail(WT_EINVAL, "the coordinator asks for a state hand-over in a run with ZeRO-1, "
+                              "error feedback or delta activation caches, which only its "
                               "checkpoint can restore");
-  if (stateful) peer_held_clear(w->held); /* nothing to hand over or to report as held */
+  if (!keeps) peer_held_clear(w->held); /* nothing to hand over or to report as held */
   const void *in = NULL;
   int owned = 0;
   if (from) {
+    const long step = (long)coordinator_field_num(t, "resume_step", 0);
     c.resume = 0;
-    WT_CHECK(peer_state_exchange(w->held, world, from, c.stage,
-                                 (long)coordinator_field_num(t, "resume_step", 0), &in,
+    WT_CHECK(peer_state_exchange(w->held, world, from, c.stage, step, live, &in,
                                  &c.state_in_bytes, &owned));
     c.state_in = in;
+    c.state_in_replica = live && owned; /* another replica's state: a replacement */
+    c.start_step = live ? step : 0;
   }
   void *out = NULL;
   size_t out_bytes = 0;
-  if (!stateful) c.state_out = &out, c.state_out_bytes = &out_bytes;
+  if (keeps) c.state_out = &out, c.state_out_bytes = &out_bytes;
   trainer_config train; /* what the stage's trainer takes from the run, for the log */
   WT_CHECK(parallel_run_trainer_config(&c.run, data_set_vocab_size(c.data), &train));
   const trainer_config *tc = &train;
@@ -620,7 +628,10 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
             "ranks, %.1f MB between them",
             c.stage, res.steps_done, c.run.site_ranks / cp, cp, (double)res.bytes_site / 1e6);
   }
-  long ran = res.steps_done - w->start_step;
+  long ran = w->start_step >= 0 ? res.steps_done - w->start_step : 0; /* -1: no step ran */
+  if (ran > 0) /* the step counter, so that a log shows which steps each epoch trained */
+    WT_INFO("peerd: epoch %d: stage %d replica %d trained steps %ld to %ld", w->epoch, c.stage,
+            c.replica, w->start_step + 1, res.steps_done);
   if (ran > 0) /* where a step's time went, to hold against the placement's prediction */
     WT_INFO("peerd: stage %d replica %d, %ld steps of %.3f s: pipeline %.3f (compute %.3f), tied "
             "embedding %.3f, data-parallel reduce %.3f, norm %.3f",
@@ -630,9 +641,12 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   if (out) { /* the stage at its last completed step, kept for the next epoch */
     int stage = -1;
     long step = 0;
+    long outer = -1;
     parallel_tasklet_state_info(out, out_bytes, &stage, &step);
+    parallel_tasklet_state_outer(out, out_bytes, &outer);
     peer_held_clear(w->held);
-    *w->held = (peer_held){.blob = out, .bytes = out_bytes, .stage = stage, .step = step};
+    *w->held = (peer_held){
+        .blob = out, .bytes = out_bytes, .stage = stage, .step = step, .outer = outer};
   }
   uint64_t recv = 0;
   char sent[64 * 16] = ""; /* what went where: the pipeline neighbours and the ring's next */
@@ -722,6 +736,7 @@ cJSON *peer_work_result(peer_work *w) {
   if (w->held->step > 0) { /* what this peer can start the next epoch from or hand over */
     cJSON_AddNumberToObject(b, "held_stage", w->held->stage);
     cJSON_AddNumberToObject(b, "held_step", (double)w->held->step);
+    if (w->held->outer >= 0) cJSON_AddNumberToObject(b, "held_outer", (double)w->held->outer);
   }
   if (!w->is_train && w->rc == WT_OK) {
     cJSON *la = cJSON_AddArrayToObject(b, "latency_s"),

@@ -6,8 +6,12 @@
 # lines and then one merged JSON line:
 #   {"bench":"collectives_vs_mpi","procs":4,"rounds":..,"runs":..,"cipher":..,"loadavg":..,
 #    "pair_plain_GBps":..,"pair_curve_GBps":..,"pair_sealed_GBps":..,"pair_insecure_GBps":..,
-#    "sealed_of_plain":..,"allreduce":[{"mib":..,"mpi_bus_GBps":..,"sealed_bus_GBps":..,
-#    "insecure_bus_GBps":..,"sealed_of_mpi":..,"insecure_of_mpi":..},..]}
+#    "sealed_of_plain":..,"pair_{plain,curve,sealed,insecure}_cpu_s_per_GB":..,
+#    "allreduce":[{"mib":..,"mpi_bus_GBps":..,"sealed_bus_GBps":..,"insecure_bus_GBps":..,
+#    "sealed_of_mpi":..,"insecure_of_mpi":..,"mpi_cpu_s":..,"sealed_cpu_s":..,"sealed_cpu_bound_bus_GBps":..,
+#    "insecure_cpu_s":..,"insecure_cpu_bound_bus_GBps":..},..]}
+# The CPU seconds are all processes' in the timed interval (medians); the CPU
+# bound is the bus bandwidth they allow spread over every core with none idle.
 # Open MPI (Debian openmpi-bin, libopenmpi-dev) is installed here when mpirun or mpicc is
 # missing — by this script only, never by the build or the tests.
 #   scripts/bench-collectives.sh [--build build] [--mib 64] [--runs 5] [--rounds 3]
@@ -52,16 +56,24 @@ out = {"bench": "collectives_vs_mpi", "procs": zmq[0]["procs"], "rounds": int(sy
        "runs": zmq[0]["runs"], "cores": zmq[0]["cores"], "cipher": zmq[0]["cipher"],
        "loadavg": round(os.getloadavg()[0], 2)}
 for k in ("pair_plain_GBps", "pair_curve_GBps", "pair_sealed_GBps", "pair_insecure_GBps",
-          "sealed_of_plain"):
+          "sealed_of_plain", "pair_plain_cpu_s_per_GB", "pair_curve_cpu_s_per_GB",
+          "pair_sealed_cpu_s_per_GB", "pair_insecure_cpu_s_per_GB"):
     out[k] = med([z[k] for z in zmq])
 rows = []
 for i, row in enumerate(zmq[0]["allreduce"]):
     m = med([x["allreduce"][i]["bus_GBps"] for x in mpi])
     s = med([z["allreduce"][i]["sealed_bus_GBps"] for z in zmq])
     n = med([z["allreduce"][i]["insecure_bus_GBps"] for z in zmq])
+    mc = med([x["allreduce"][i]["cpu_s"] for x in mpi])
+    cs = med([z["allreduce"][i]["sealed_cpu_s"] for z in zmq])
+    ci = med([z["allreduce"][i]["insecure_cpu_s"] for z in zmq])
+    p, nbytes = zmq[0]["procs"], row["mib"] * 2**20
+    bound = lambda cpu: round(2 * (p - 1) / p * nbytes * zmq[0]["cores"] / cpu / 1e9, 4)
     rows.append({"mib": row["mib"], "mpi_bus_GBps": m, "sealed_bus_GBps": s,
                  "insecure_bus_GBps": n, "sealed_of_mpi": round(s / m, 3),
-                 "insecure_of_mpi": round(n / m, 3)})
+                 "insecure_of_mpi": round(n / m, 3), "mpi_cpu_s": mc, "sealed_cpu_s": cs,
+                 "sealed_cpu_bound_bus_GBps": bound(cs), "insecure_cpu_s": ci,
+                 "insecure_cpu_bound_bus_GBps": bound(ci)})
 out["allreduce"] = rows
 print(json.dumps(out, separators=(",", ":")))
 PY

@@ -14,12 +14,18 @@
 #    "registered_status_p99_ms":..,"registered_cpu_pct":..,"rss_mib":..,"loadavg":..}
 # "lost" counts the coordinator's "lost" events, "dropped" the swarm peers it dropped while
 # they heartbeated; both are false losses and should be 0.
-# --registered 0 skips the second part.
+# --registered 0 skips the second part. A third part, --probing N peers that answer probes
+# (coord_swarm --answer 1: 4 regions, a simulated network, --pair-s seconds per probed pair)
+# join a 4 x 4 run: the time until its first train epoch starts, the probe epochs on the way
+# (their largest group and pair count) and the coordinator's CPU meanwhile; 0 skips it:
+#    "probing":..,"probing_first_train_s":..,"probing_epochs":..,"probing_max_members":..,
+#    "probing_max_pairs":..,"probing_cpu_pct":..,"probing_status_p99_ms":..
 #   scripts/bench-swarm.sh [--build build] [--live 1000] [--duration 300] [--registered 10000]
 #                          [--registered-heartbeat 5] [--registered-duration 60]
+#                          [--probing 100] [--pair-s 0.05]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=build LIVE=1000 DURATION=300 REGISTERED=10000 REG_HB=5 REG_DURATION=60
+BUILD=build LIVE=1000 DURATION=300 REGISTERED=10000 REG_HB=5 REG_DURATION=60 PROBING=100 PAIR_S=0.05
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
@@ -28,7 +34,9 @@ while [ $# -gt 0 ]; do
     --registered) REGISTERED=$2; shift 2 ;;
     --registered-heartbeat) REG_HB=$2; shift 2 ;;
     --registered-duration) REG_DURATION=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --probing) PROBING=$2; shift 2 ;;
+    --pair-s) PAIR_S=$2; shift 2 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "bench-swarm.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -36,12 +44,12 @@ for b in coordinator tests/coord_swarm; do
   [ -x "$BUILD/bin/$b" ] || { echo "bench-swarm.sh: $BUILD/bin/$b not built" >&2; exit 2; }
 done
 command -v python3 >/dev/null || { echo "bench-swarm.sh: python3 is missing (scripts/deps.sh)" >&2; exit 2; }
-exec python3 - "$BUILD/bin" "$LIVE" "$DURATION" "$REGISTERED" "$REG_HB" "$REG_DURATION" <<'EOF'
+exec python3 - "$BUILD/bin" "$LIVE" "$DURATION" "$REGISTERED" "$REG_HB" "$REG_DURATION" "$PROBING" "$PAIR_S" <<'EOF'
 import json, os, subprocess, sys, tempfile, time, urllib.request
 
-BIN, LIVE, DURATION, REGISTERED, REG_HB, REG_DURATION = (
+BIN, LIVE, DURATION, REGISTERED, REG_HB, REG_DURATION, PROBING, PAIR_S = (
     sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]),
-    float(sys.argv[6]))
+    float(sys.argv[6]), int(sys.argv[7]), float(sys.argv[8]))
 PER_PROCESS = 4000  # each simulated peer costs its process two descriptors
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -78,12 +86,12 @@ def seats(n):
 def seats_of(n):
     return int(seats(n)[1]) * int(seats(n)[3])
 
-def start(work, n, heartbeat):
+def start(work, n, heartbeat, run=None):
     state = os.path.join(work, "state")
     log = open(os.path.join(work, "coord.log"), "w")
     args = [f"{BIN}/coordinator", "--state-dir", state, "--open", "--heartbeat", str(heartbeat),
             "--max-peers", str(max(n + 16, seats_of(n))), "--max-connections", str(n + 64),
-            "--max-connections-per-source", str(n + 64)] + seats(n)
+            "--max-connections-per-source", str(n + 64)] + (run or seats(n))
     if os.environ.get("WT_BENCH_NO_MAX_PEERS"):  # a coordinator that predates --max-peers
         args = args[:6] + args[8:]
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
@@ -163,6 +171,37 @@ def phase(n, heartbeat, duration, tag):
             "size": size, "cpu": cpu, "rss": rss, "beats_per_s": beats, "swarm": t,
             "lost": lost_events(work), "st": st}
 
+def probing(n):
+    """n peers that answer probes join a 4 x 4 run: until its first train epoch starts."""
+    import re
+    work = tempfile.mkdtemp(prefix="wt-bench-swarm-probing-")
+    run = ["--stages", "4", "--replicas", "4", "--layers", "4", "--batch", "4",
+           "--micro-batches", "1", "--channels", "32", "--heads", "2"]
+    proc, state, ep, port = start(work, n, 1, run)
+    out = os.path.join(work, "probing.json")
+    c0, t0 = cpu_s(proc.pid), time.time()
+    sw = subprocess.Popen(
+        [f"{BIN}/tests/coord_swarm", "--endpoint", ep, "--server-key", f"{state}/coordinator.pub",
+         "--peers", str(n), "--duration", "300", "--train-then", "1", "--rate", "200",
+         "--answer", "1", "--regions", "4", "--pair-s", str(PAIR_S), "--json", out],
+        stdout=open(os.path.join(work, "probing.log"), "w"), stderr=subprocess.STDOUT)
+    status = []
+    while sw.poll() is None:
+        status.append(fetch(port, "/status")[0])
+        time.sleep(0.2)
+    cpu = (cpu_s(proc.pid) - c0) / (time.time() - t0)
+    proc.terminate()
+    proc.wait()
+    log = open(os.path.join(work, "coord.log")).read()
+    groups = [len(m.split()) for m in re.findall(r"epoch \d+: probe the links among peers \[([^\]]*)\]", log)]
+    pairs = [int(m) for m in re.findall(r"(\d+) pairs\n", log)]
+    pairs += [int(m) for m in re.findall(r"the placement uses (\d+) links", log)]
+    r = json.load(open(out))
+    return {"probing": n, "probing_first_train_s": r["first_train_s"],
+            "probing_epochs": len(groups), "probing_max_members": max(groups, default=0),
+            "probing_max_pairs": max(pairs, default=0), "probing_cpu_pct": round(100 * cpu, 1),
+            "probing_status_p99_ms": round(quantile(status, 0.99), 2)}
+
 a = phase(LIVE, 0.5, DURATION, "live")
 print("live part:", {k: a[k] for k in ("register_s", "cpu", "lost")}, "status p50/p99 ms",
       round(quantile(a["status"], 0.5), 2), round(quantile(a["status"], 0.99), 2),
@@ -189,6 +228,9 @@ res = {
     "registered_cpu_pct": round(100 * b["cpu"], 1), "rss_mib": round(b["rss"], 1),
     "loadavg": os.getloadavg()[0],
 }
+if PROBING > 0:
+    res.update(probing(PROBING))
+    res["loadavg"] = os.getloadavg()[0]
 rows = [("live peers (heartbeat 0.5 s)", LIVE), ("seconds", DURATION),
         ("false losses (lost + dropped)", res["lost"] + res["dropped"]),
         ("/status p50 / p99 / max, ms", f'{res["status_p50_ms"]} / {res["status_p99_ms"]} / {res["status_max_ms"]}'),
@@ -201,6 +243,12 @@ rows = [("live peers (heartbeat 0.5 s)", LIVE), ("seconds", DURATION),
         ("  false losses", res["registered_lost"]), ("  seconds to admit all", res["register_s"]),
         ("  /status p50 / p99, ms", f'{res["registered_status_p50_ms"]} / {res["registered_status_p99_ms"]}'),
         ("  coordinator CPU, %", res["registered_cpu_pct"]), ("  coordinator RSS, MiB", res["rss_mib"])]
+if PROBING > 0:
+    rows += [(f"probing peers, 4 x 4 run ({PAIR_S} s a pair)", PROBING),
+             ("  seconds to the first train epoch", res["probing_first_train_s"]),
+             ("  probe epochs (largest group, pairs)", f'{res["probing_epochs"]} ({res["probing_max_members"]}, {res["probing_max_pairs"]})'),
+             ("  coordinator CPU, %", res["probing_cpu_pct"]),
+             ("  /status p99, ms", res["probing_status_p99_ms"])]
 for k, v in rows:
     print(f"{k:<38} {v}")
 print(json.dumps(res))

@@ -44,6 +44,8 @@ struct parallel_pipeline {
   double compute_s;
 
   parallel_site *site; /* or NULL: the passes run on the site's ranks (pipeline.h) */
+  int keep_j;          /* parallel_pipeline_keep_sent: the micro-batch to copy, -1: none */
+  float *keep_to;
 };
 
 int parallel_pipeline_codec_check(const char *c) {
@@ -121,6 +123,7 @@ parallel_pipeline *parallel_pipeline_new(const parallel_pipeline_config *cfg, gp
   }
   parallel_pipeline *p = wt_xcalloc(1, sizeof *p);
   p->cfg = *cfg;
+  p->keep_j = -1;
   p->s = stage, p->pipe = pipe, p->S = S, p->me = me, p->first = first, p->last = last;
   p->ops = gpt_stage_kernels(stage);
   const int m = cfg->micro_batches, rows = cfg->rows, T = cfg->seq, C = g->channels;
@@ -164,6 +167,17 @@ void parallel_pipeline_destroy(parallel_pipeline **self_p) {
   free(p->losses), free(p->ids), free(p->msg), free(p->slot_of), free(p->holder);
   free(p);
   *self_p = NULL;
+}
+
+void parallel_pipeline_keep_sent(parallel_pipeline *p, int micro_batch, float *out) {
+  p->keep_j = p->last || micro_batch >= p->cfg.micro_batches ? -1 : micro_batch;
+  p->keep_to = out;
+}
+
+const float *parallel_pipeline_received(const parallel_pipeline *p, int micro_batch, size_t *n) {
+  *n = p->mb_floats;
+  if (p->first || micro_batch < 0 || micro_batch >= p->cfg.micro_batches) return NULL;
+  return p->act_in + (size_t)micro_batch * p->mb_floats;
 }
 
 int parallel_pipeline_has_state(const parallel_pipeline *p) {
@@ -355,6 +369,8 @@ static int s_action(parallel_pipeline *p, assign_action a, const int *inputs, co
   case ASSIGN_ACT_SEND_ACT:
     if (p->cfg.test_tamper_act)
       p->cfg.test_tamper_act(p->cfg.test_tamper_arg, j, p->act_out, p->mb_floats);
+    if (j == p->keep_j)
+      memcpy(p->keep_to, p->act_out, sizeof(float) * p->mb_floats), p->keep_j = -1;
     return s_send(p, p->me + 1, 2 * j, j, p->act_out, 0);
   case ASSIGN_ACT_RECV_GRAD:
     return s_recv(p, p->me + 1, 2 * j + 1, j, p->gout, 1);

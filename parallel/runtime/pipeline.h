@@ -108,6 +108,15 @@ int parallel_pipeline_eval(parallel_pipeline *p, const int *inputs, const int *t
 int parallel_pipeline_save_state(const parallel_pipeline *p, FILE *f);
 int parallel_pipeline_load_state(parallel_pipeline *p, FILE *f);
 
+/* What crossed the cuts, for a spot check of a stage's forward (docs/trust.md).
+ * _keep_sent: in the next run, micro-batch j's activations are copied into out (rows × T × C
+ * floats, the caller's) as they go to the next stage — after the test hook, so as sent; the
+ * last stage sends none and nothing is copied. _received: micro-batch j's activations as this
+ * stage received them (decoded) in the last run, valid until the next; NULL on the first stage.
+ * *n receives rows × T × C. */
+void parallel_pipeline_keep_sent(parallel_pipeline *p, int micro_batch, float *out);
+const float *parallel_pipeline_received(const parallel_pipeline *p, int micro_batch, size_t *n);
+
 /* 1 if the activation codec keeps state across steps (a delta codec). */
 int parallel_pipeline_has_state(const parallel_pipeline *p);
 

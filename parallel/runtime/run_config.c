@@ -123,6 +123,10 @@ int parallel_run_config_stateful(const parallel_run_config *run) {
   return run->sync.diloco > 0 || lossy_ef || !strncmp(run->act_codec, "delta", 5) || run->zero;
 }
 
+int parallel_run_config_live_recovery(const parallel_run_config *run) {
+  return run->sync.diloco > 0 && !run->zero;
+}
+
 int parallel_run_config_excludes(const parallel_run_config *run, long flagged, long syncs) {
   return strcmp(run->robust, "none") && run->trust_flags > 0 && flagged >= run->trust_flags &&
          4 * flagged >= syncs;

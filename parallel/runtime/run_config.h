@@ -75,8 +75,8 @@ typedef struct {
                                         PARALLEL_ROBUST_NAMES kind (collectives.h; not with ZeRO-1) */
   int trust_flags;                   /* flagged syncs that exclude a peer (0: never excluded) */
   char act_codec[WT_CONFIG_STR_MAX]; /* none|delta2|delta4|delta8|direct8 */
-  /* with robust: a replica recomputes another's step every N syncs (0: off; tasklet_spot.c says
-   * where checks are made) */
+  /* with robust: a replica recomputes part of another's step every N steps (0: off;
+   * tasklet_spot.c says what is checked where) */
   int spot_check_every;
   /* checkpoints: "" = none; every checkpoint_every steps (0 = only at the end) and at the end,
    * keep of them per stage (>= 1) */
@@ -172,8 +172,9 @@ typedef struct {
    "with --robust: a peer whose contributions were left out of this many syncs, and of at least " \
    "a quarter of those it took part in, is excluded from the run (0 = never)", 0},                \
   {"spot-check-every", WT_OPT_INT, PARALLEL_RUN_F(type, m, spot_check_every), 0, 1e9, "10",       \
-   "with --robust, one stage, no DiLoCo and grad-codec none: every this many syncs a replica "    \
-   "recomputes another's gradient and compares it with its contribution (0 = off)", 0},           \
+   "with --robust and no DiLoCo: every this many steps a replica recomputes part of another's "  \
+   "step and compares it with what that one sent: its gradient (one stage, grad-codec none) or "  \
+   "a micro-batch's activations (a pipeline, act-codec none) (0 = off)", 0},                      \
   {"act-codec", WT_OPT_CHOICE, PARALLEL_RUN_F(type, m, act_codec), 0, 0, "none",                   \
    "activation compression across pipeline cuts", "none|delta2|delta4|delta8|direct8"}
 #define PARALLEL_RUN_CHECKPOINT_OPTIONS(type, m)                                                   \
@@ -229,6 +230,13 @@ int parallel_run_config_check(parallel_run_config *run);
  * activation caches, ZeRO-1's optimizer state sharded over the replicas. For a checked run
  * (sync.grad_ef resolved; "auto" counts as on). */
 int parallel_run_config_stateful(const parallel_run_config *run);
+
+/* The one rule for "a lost member is replaced from a live replica, nobody rolls back": 1 for a
+ * DiLoCo run without ZeRO-1. Its replicas share the outer weights and momentum after every outer
+ * step, so a replacement starts from a live replica's outer state (zero residuals, fresh
+ * activation caches) and the survivors go on from their own state; every other stateful run
+ * resumes from its checkpoint. */
+int parallel_run_config_live_recovery(const parallel_run_config *run);
 
 /* The one exclusion rule (docs/trust.md): 1 when a peer whose contributions the robust sync left
  * out of `flagged` of the `syncs` it took part in is excluded from the run: robust on,

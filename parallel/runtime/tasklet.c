@@ -24,6 +24,7 @@
 /* The world's user tag of the per-step norm exchange (below 2^24: comm.h's split rule). */
 #define S_TAG_NORM 1
 #define S_TAG_VAL 2 /* the validation loss, from the last stage of replica 0 */
+/* 3, 4: tasklet_spot.c's activation checks */
 
 /* Tasklets of this process running on the CUDA back end, whose state is process-wide (its
  * cuBLAS handle, scratch buffers and copy stream: tasklet.h): at most one at a time. */
@@ -178,12 +179,14 @@ int parallel_tasklet_config_validate(const parallel_tasklet_config *c, int world
                    site_cp, 2 * site_cp, 2 * site_cp, c->run.seq);
   if (c->resume && !c->run.checkpoint_dir[0])
     return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir");
-  if ((c->state_in || c->state_out) &&
-      (c->run.zero || c->run.sync.diloco || !strncmp(c->run.act_codec, "delta", 5) ||
-       (strcmp(c->run.sync.grad_codec, "none") && parallel_run_grad_ef(&c->run))))
-    return wt_fail(WT_EINVAL, "a state hand-over holds the model, optimizer and data position "
-                              "only: it needs --zero 0, no --diloco, no error feedback and no "
-                              "delta --act-codec");
+  if ((c->state_in || c->state_out) && !parallel_run_config_live_recovery(&c->run) &&
+      parallel_run_config_stateful(&c->run))
+    return wt_fail(WT_EINVAL, "a state hand-over holds the model, optimizer and data position, "
+                              "and DiLoCo's outer state: it needs --diloco, or --zero 0, no error "
+                              "feedback and no delta --act-codec");
+  if ((c->state_in_replica || c->start_step) && (!c->state_in || !c->run.sync.diloco))
+    return wt_fail(WT_EINVAL, "starting as a replacement replica or at a later step needs a "
+                              "handed-over state in a DiLoCo run");
   if (c->state_in && c->resume)
     return wt_fail(WT_EINVAL, "start from a handed-over state or resume, not both");
   return WT_OK;
@@ -206,10 +209,12 @@ static int s_grads(void *ctx, trainer *t, const int *inputs, const int *targets,
                    float *loss) {
   parallel_tasklet *k = ctx;
   (void)t, (void)rows;
+  const long step = trainer_steps_done(t) + 1;
   double t0 = wt_now_s();
+  parallel_tasklet_spot_act_before(k, step);
   int rc = parallel_pipeline_run(k->pipeline, inputs, targets, loss);
   k->pipeline_s += wt_now_s() - t0;
-  return rc;
+  return rc == WT_OK ? parallel_tasklet_spot_act_after(k, step) : rc;
 }
 
 /* Keeps the robust sync's evidence in replica order (data-parallel rank i is replica
@@ -611,22 +616,52 @@ static void s_tamper_outer(parallel_tasklet *k, long step, float *theta, size_t 
   free(delta);
 }
 
+/* DiLoCo's outer step after inner step `done`; returns its seconds in *secs. */
+static int s_outer(parallel_tasklet *k, long done, double *secs) {
+  size_t n;
+  double t0 = wt_now_s();
+  gpt_stage *s = trainer_model(k->t);
+  float *theta = gpt_stage_params_host(s, &n); /* host θ */
+  s_tamper_outer(k, done, theta, n);
+  WT_CHECK(diloco_outer_step(k->outer, k->dp, theta));
+  if (k->robust) s_robust_ran(k, diloco_last_report(k->outer), done);
+  gpt_stage_params_upload(s);
+  *secs = wt_now_s() - t0;
+  k->reduce_s += *secs;
+  return WT_OK;
+}
+
 /* One step plus, every H steps and at the end, DiLoCo's outer step. */
 static int s_step(parallel_tasklet *k, trainer_step_info *info) {
   WT_CHECK(trainer_step(k->t, info));
   long done = trainer_steps_done(k->t);
   if (k->outer && (done % k->cfg.run.sync.diloco == 0 || done == k->cfg.run.steps)) {
-    size_t n;
-    double t0 = wt_now_s();
-    gpt_stage *s = trainer_model(k->t);
-    float *theta = gpt_stage_params_host(s, &n); /* host θ */
-    s_tamper_outer(k, done, theta, n);
-    WT_CHECK(diloco_outer_step(k->outer, k->dp, theta));
-    if (k->robust) s_robust_ran(k, diloco_last_report(k->outer), done);
-    gpt_stage_params_upload(s);
-    info->seconds += wt_now_s() - t0; /* the step's time includes its share of the outer sync */
-    k->reduce_s += wt_now_s() - t0;
+    double secs = 0;
+    WT_CHECK(s_outer(k, done, &secs));
+    info->seconds += secs; /* the step's time includes its share of the outer sync */
   }
+  return WT_OK;
+}
+
+/* A DiLoCo tasklet started from a handed-over state: moved on to the epoch's start step, and,
+ * when that step ends with an outer step (every H steps and the last) that failed (the state has
+ * one outer step fewer than the step asks for), that outer step taken now, by every replica of
+ * the stage. Started at the run's last step, it has nothing left to train: it saves the final
+ * checkpoint. */
+static int s_start_live(parallel_tasklet *k) {
+  const parallel_tasklet_config *c = &k->cfg;
+  if (!k->outer) return WT_OK;
+  if (c->start_step) WT_CHECK(parallel_tasklet_state_advance(k, c->start_step));
+  const long done = trainer_steps_done(k->t), H = c->run.sync.diloco;
+  const long due = done / H + (done >= c->run.steps && done % H ? 1 : 0);
+  if (done > 0 && diloco_step_count(k->outer) < due) {
+    double secs = 0;
+    WT_CHECK(s_outer(k, done, &secs));
+    WT_INFO("tasklet stage %d replica %d: took the outer step of step %ld that the previous "
+            "epoch did not finish (%.3f s)",
+            c->stage, c->replica, done, secs);
+  }
+  if (done >= c->run.steps && c->run.checkpoint_dir[0]) WT_CHECK(parallel_tasklet_checkpoint(k));
   return WT_OK;
 }
 
@@ -673,6 +708,7 @@ int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *worl
   if (rc == WT_OK && cfg->resume) rc = parallel_tasklet_resume(k);
   if (rc == WT_OK && cfg->state_in)
     rc = parallel_tasklet_state_load(k, cfg->state_in, cfg->state_in_bytes);
+  if (rc == WT_OK && cfg->state_in) rc = s_start_live(k);
   int started = rc == WT_OK; /* the trainer holds a whole state from here on */
   if (rc == WT_OK) res.steps_done = trainer_steps_done(k->t);
   if (rc == WT_OK) rc = parallel_tasklet_train(k, &res);

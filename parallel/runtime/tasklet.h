@@ -51,11 +51,20 @@ typedef struct {
   int failed;        /* 1: outside the tolerance (PARALLEL_TASKLET_SPOT_*) */
   double cosine;     /* of the contribution to the recomputed gradient */
   double norm_ratio; /* |contribution| / |recomputed| */
-  double seconds;    /* the check's wall time: the recompute and the comparison */
+  /* through a codec (tasklet_spot.c): |contribution - recomputed| / |recomputed|, and the most
+   * it may be (PARALLEL_TASKLET_SPOT_CODEC_K × the codec's rounding of the recomputed gradient
+   * + PARALLEL_TASKLET_SPOT_REL); 0, 0 without one */
+  double rel_error, bound;
+  double seconds; /* the check's wall time: the recompute and the comparison */
 } parallel_tasklet_spot;
 
 #define PARALLEL_TASKLET_SPOT_COSINE 0.99 /* a contribution passes at this cosine or more ... */
 #define PARALLEL_TASKLET_SPOT_NORM 0.05   /* ... and a norm ratio within 1 ± this */
+/* Through a codec a contribution passes within this many times the codec's own rounding of the
+ * recomputed gradient (one rounding of g + e, the residual e one rounding more, and margin
+ * for the gradient's change since the step before), plus PARALLEL_TASKLET_SPOT_REL of it. */
+#define PARALLEL_TASKLET_SPOT_CODEC_K 4.0
+#define PARALLEL_TASKLET_SPOT_REL 0.05
 
 /* What one step reported (to on_step). loss is the step's mean loss over the whole global
  * batch, the same on every tasklet. */
@@ -124,11 +133,20 @@ typedef struct {
    * parallel_tasklet_state_* below). state_in: start from this state blob instead of fresh
    * weights (resume must be 0). state_out: when the run returns, successful or not, *state_out
    * receives a malloc'd blob of the stage at its last completed step (NULL when the tasklet never
-   * got that far); the caller frees it. Both need the checkpoints' stateless options. */
+   * got that far); the caller frees it. Both need the checkpoints' stateless options, or a run
+   * with live recovery (parallel_run_config_live_recovery: DiLoCo), whose blob carries the
+   * outer state too (below, "the state hand-over"). */
   const void *state_in;
   size_t state_in_bytes;
   void **state_out;
   size_t *state_out_bytes;
+  /* DiLoCo only. state_in_replica = 1: state_in is another replica's, so this tasklet replaces a
+   * lost replica: it takes the outer weights and momentum, starts its inner steps from the outer
+   * weights (not the other replica's inner ones) with zero residuals. start_step > 0: start at
+   * that step (at or past the blob's, in the same outer round): the batches of the steps between
+   * are drawn and dropped, so every replica reads the same data from there on. */
+  int state_in_replica;
+  long start_step;
 } parallel_tasklet_config;
 
 /* What a run did. */
@@ -191,11 +209,20 @@ int parallel_tasklet_run(const parallel_tasklet_config *cfg, parallel_comm *worl
    step count, the steps done and the data position — as little-endian bytes behind a 64-byte
    header (magic "WTSTATE1", stage, layer range, steps, sizes). Every replica of a stage at the
    same step holds the same blob, so a tasklet started from another replica's blob continues
-   bit-exactly. Blobs are made by the same build: the data position is its raw bytes. */
+   bit-exactly. Blobs are made by the same build: the data position is its raw bytes.
 
-/* Reads the header of a blob: its stage and steps done. Returns WT_OK or WT_ECORRUPT (too short,
- * wrong magic, sizes that do not add up to `bytes`). */
+   In a DiLoCo run the parameters are the replica's inner ones, and a DiLoCo record follows
+   (diloco_save: θ_outer, momentum, outer steps done, residuals); the header counts the outer
+   steps done. The replicas' blobs then differ, but their outer parts agree after every outer
+   step. A blob at an outer-step boundary whose outer step failed has one outer step fewer than
+   its step asks for: a tasklet started from it takes that outer step first, with the other
+   replicas of its stage (who are in the same place). */
+
+/* Reads the header of a blob: its stage and steps done, and (outer may be NULL) the outer steps
+ * it has done (-1 without DiLoCo). Returns WT_OK or WT_ECORRUPT (too short, wrong magic, sizes
+ * that do not add up to `bytes`). */
 int parallel_tasklet_state_info(const void *blob, size_t bytes, int *stage, long *step);
+int parallel_tasklet_state_outer(const void *blob, size_t bytes, long *outer);
 
 /* ---- the run binding -------------------------------------------------------------------------
 

@@ -45,6 +45,11 @@ typedef struct {
   int spot_target; /* the replica checked in this step, -1: none */
   parallel_tasklet_spot spot;
   int spot_ran;
+  /* activation checks (a pipeline): rows × T × C floats each (spot_act_n, 0: off) — the kept
+   * copy of what this stage sent (or, checking, the target's input), the next stage's copy of
+   * the target's output, and the recomputed output; host memory of the stage's back end */
+  float *spot_act[3];
+  size_t spot_act_n;
   /* The run binding (tasklet.h): the run's id (0 until the first checkpoint or the resume sets
    * it), this run's binding text ("" until made) and the changes resumes recorded (a JSON
    * array, "" for none), which every manifest carries on. */
@@ -86,10 +91,18 @@ int parallel_tasklet_resume(parallel_tasklet *k);
 void parallel_tasklet_spot_init(parallel_tasklet *k);
 void parallel_tasklet_spot_before_sync(parallel_tasklet *k, long step);
 int parallel_tasklet_spot_after_sync(parallel_tasklet *k, float *g, size_t n);
+/* _act_before, before the step's passes, keeps what this stage sends of a micro-batch a
+ * checker of the next stage needs; _act_after, after them, sends this tasklet's copies to the
+ * checkers that need them and, when it checks in this step, recomputes and compares. */
+void parallel_tasklet_spot_act_before(parallel_tasklet *k, long step);
+int parallel_tasklet_spot_act_after(parallel_tasklet *k, long step);
 void parallel_tasklet_spot_free(parallel_tasklet *k);
 
 /* tasklet_state.c: the stage as a state blob (tasklet.h), malloc'd into *out; and back. */
 int parallel_tasklet_state_save(parallel_tasklet *k, void **out, size_t *bytes);
 int parallel_tasklet_state_load(parallel_tasklet *k, const void *blob, size_t bytes);
+/* Moves a DiLoCo stage forward to `step` (config start_step) without training: draws and drops
+ * the batches in between. Refused (WT_EINVAL) across an outer step. */
+int parallel_tasklet_state_advance(parallel_tasklet *k, long step);
 
 #endif

@@ -1,16 +1,26 @@
-/* tasklet_spot — spot checks of the robust sync's contributions (docs/trust.md). Every
- * spot_check_every steps one replica of the stage (the checker) recomputes another replica's
- * (the target's) gradient of the step and compares it with the contribution the target sent,
- * which the robust all-gather made visible to every replica.
+/* tasklet_spot — spot checks (docs/trust.md): every spot_check_every steps one replica of a
+ * stage (the checker) recomputes part of another replica's (the target's) step and compares it
+ * with what the target sent. Who checks whom, and which micro-batch, follow from the seed, the
+ * step and the stage, so every tasklet agrees without a message; the checker alone learns the
+ * verdict and reports it (on_step's spot), and the coordinator counts a failure only when two
+ * checkers agree. Each check needs every replica of the stage to hold the same weights while
+ * the step's passes run: a synchronous run (not DiLoCo), with a robust sync (the run's trust
+ * machinery is on).
  *
- * Sound only where the recompute gives the target's contribution back: a synchronous run
- * (every replica holds the same weights at the sync), one stage (the whole model is local, so
- * the target's whole step — all its micro-batches, whose sum is its contribution — is
- * recomputed from its rows of the global batch, which every replica draws alike), the
- * contribution sent as raw fp32 (grad_codec none) and a robust sync (else no contribution is
- * visible). Elsewhere no check is made. Who checks whom follows from the seed and the step, so
- * every replica agrees without a message; the checker alone learns the verdict and reports it
- * (on_step's spot), and the coordinator counts a failure only when two checkers agree. */
+ * Gradient checks, one stage: the checker recomputes the target's whole step — all its
+ * micro-batches, whose sum is its contribution — from its rows of the global batch, which every
+ * replica draws alike, and compares it with the contribution the robust all-gather made visible.
+ * Only with the contribution sent as raw fp32 (grad_codec none): a lossy codec with error
+ * feedback sends Q(g + e), not g.
+ *
+ * Activation checks, a pipeline: for each cut s -> s+1, the checker, a replica of stage s,
+ * recomputes the target's forward of one sampled micro-batch and compares it with what the
+ * target's next stage received (it sends its copy to the checker). The forward's input is the
+ * micro-batch's tokens on stage 0, else what the target's previous stage sent (that stage keeps
+ * a copy and sends it to the checker): the target's own word enters nowhere. Only with
+ * act_codec none (a lossy codec's decoded activations are not the forward's output) and no
+ * site. Either neighbour could lie about what crossed its cut; docs/trust.md says what that
+ * allows. */
 #include "parallel/runtime/tasklet_internal.h"
 
 #include "common/common.h"
@@ -20,10 +30,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int s_applies(const parallel_tasklet *k) {
+/* World tags of the activation checks' copies (tasklet.c's S_TAG_NORM, S_TAG_VAL are 1, 2). */
+#define S_TAG_SPOT_OUT 3 /* what the target's next stage received, to the checker */
+#define S_TAG_SPOT_IN 4  /* what the target's previous stage sent, to the checker */
+
+static int s_checks(const parallel_tasklet *k) {
   const parallel_tasklet_config *c = &k->cfg;
-  return c->run.spot_check_every > 0 && k->robust && c->run.stages == 1 && c->run.replicas >= 2 &&
-         !c->run.sync.diloco && !k->codec;
+  return c->run.spot_check_every > 0 && k->robust && c->run.replicas >= 2 && !c->run.sync.diloco;
+}
+
+/* A codec whose rounding is bounded by a fraction of each value's block scale (fp16, bf16,
+ * int8, int4): what it sends, Q(g + e) with e the rounding of the step before, stays within a
+ * few roundings of g, so a recompute of g bounds it. Sign, top-k and rand-k leave most of g in
+ * the sender's residual, which no one else knows: nothing is checked there. */
+static int s_codec_bounded(const compress_codec *codec) {
+  const compress_codec_id id = compress_codec_get_id(codec);
+  return id == COMPRESS_CODEC_FP32 || id == COMPRESS_CODEC_FP16 || id == COMPRESS_CODEC_BF16 ||
+         id == COMPRESS_CODEC_INT8 || id == COMPRESS_CODEC_INT4;
+}
+
+static int s_applies(const parallel_tasklet *k) {
+  return s_checks(k) && k->cfg.run.stages == 1 && (!k->codec || s_codec_bounded(k->codec));
+}
+
+static int s_applies_act(const parallel_tasklet *k) {
+  return s_checks(k) && k->cfg.run.stages > 1 && !strcmp(k->cfg.run.act_codec, "none") && !k->site;
 }
 
 /* The checker and target replicas of step `step`, or 0 when no check is due. */
@@ -47,6 +78,19 @@ static int s_dp_rank(const parallel_tasklet *k, int r) {
 
 void parallel_tasklet_spot_init(parallel_tasklet *k) {
   k->spot_target = -1;
+  if (s_applies_act(k)) {
+    size_t n;
+    parallel_pipeline_received(k->pipeline, 0, &n);
+    int ok = 1;
+    for (int i = 0; i < 3; i++) ok &= (k->spot_act[i] = k->ops->host_alloc(sizeof(float) * n)) != 0;
+    k->spot_act_n = n;
+    if (!ok) {
+      WT_WARN("stage %d replica %d: no host memory for the activation spot checks' %zu floats; "
+              "none are made",
+              k->cfg.stage, k->cfg.replica, 3 * n);
+      parallel_tasklet_spot_free(k);
+    }
+  }
   if (!s_applies(k)) return;
   size_t n;
   gpt_stage_grads(trainer_model(k->t), &n);
@@ -56,14 +100,44 @@ void parallel_tasklet_spot_init(parallel_tasklet *k) {
 void parallel_tasklet_spot_free(parallel_tasklet *k) {
   free(k->spot_row);
   k->spot_row = NULL;
+  for (int i = 0; i < 3; i++) {
+    if (k->spot_act[i]) k->ops->host_free(k->spot_act[i]);
+    k->spot_act[i] = NULL;
+  }
+  k->spot_act_n = 0;
 }
 
 void parallel_tasklet_spot_before_sync(parallel_tasklet *k, long step) {
   int checker, target;
-  k->spot_target = -1, k->spot_ran = 0;
+  k->spot_target = -1; /* spot_ran: reset with the step (parallel_tasklet_spot_act_before) */
   if (!s_pair(k, step, &checker, &target) || checker != k->cfg.replica) return;
   k->spot_target = target;
   parallel_robust_keep_next(k->robust, s_dp_rank(k, target), k->spot_row);
+}
+
+/* |a - b| / |b|, in double (0 for two zeros). */
+static double s_rel_error(const float *a, const float *b, size_t n) {
+  double dd = 0, bb = 0;
+  for (size_t i = 0; i < n; i++) {
+    const double d = (double)a[i] - b[i];
+    dd += d * d, bb += (double)b[i] * b[i];
+  }
+  return bb > 0 ? sqrt(dd / bb) : (dd > 0 ? INFINITY : 0);
+}
+
+/* The codec's own rounding of g: |Q(g) - g| / |g|, the scale a compressed contribution's
+ * distance to the recomputed gradient is judged on. */
+static double s_codec_error(const compress_codec *codec, const float *g, size_t n) {
+  const size_t cap = compress_codec_max_size(codec, n);
+  void *msg = wt_xmalloc(cap + 1);
+  float *q = wt_xmalloc(sizeof(float) * (n + 1));
+  size_t len = 0;
+  double e = INFINITY;
+  if (compress_codec_encode(codec, g, n, msg, cap, &len) == WT_OK &&
+      compress_codec_decode(codec, msg, len, q, n) == WT_OK)
+    e = s_rel_error(q, g, n);
+  free(msg), free(q);
+  return e;
 }
 
 /* The cosine of a to b and |a| / |b|, in double. */
@@ -99,9 +173,20 @@ int parallel_tasklet_spot_after_sync(parallel_tasklet *k, float *g, size_t n) {
     s_compare(k->spot_row, mine, WT_MIN(m, n), &sp->cosine, &sp->norm_ratio);
     sp->failed = !(sp->cosine >= PARALLEL_TASKLET_SPOT_COSINE &&
                    fabs(sp->norm_ratio - 1) <= PARALLEL_TASKLET_SPOT_NORM);
+    if (k->codec) { /* a rounded contribution: its distance on the scale of the codec's rounding */
+      sp->rel_error = s_rel_error(k->spot_row, mine, WT_MIN(m, n));
+      sp->bound = PARALLEL_TASKLET_SPOT_CODEC_K * s_codec_error(k->codec, mine, WT_MIN(m, n)) +
+                  PARALLEL_TASKLET_SPOT_REL;
+      sp->failed = !(sp->rel_error <= sp->bound);
+    }
     k->spot_ran = 1;
     sp->seconds = wt_now_s() - t0;
-    if (sp->failed)
+    if (sp->failed && k->codec)
+      WT_WARN("stage %d step %ld: spot check by replica %d: replica %d's contribution is not its "
+              "gradient through %s: off by %.4f of its norm (at most %.4f)",
+              k->cfg.stage, trainer_steps_done(k->t) + 1, k->cfg.replica, target,
+              compress_codec_name(k->codec), sp->rel_error, sp->bound);
+    else if (sp->failed)
       WT_WARN("stage %d step %ld: spot check by replica %d: replica %d's contribution is not its "
               "gradient: cosine %.4f (at least %.2f), norm ratio %.4f (1 ± %.2f)",
               k->cfg.stage, trainer_steps_done(k->t) + 1, k->cfg.replica, target, sp->cosine,
@@ -110,4 +195,96 @@ int parallel_tasklet_spot_after_sync(parallel_tasklet *k, float *g, size_t n) {
   memcpy(g, synced, sizeof(float) * n);
   free(synced);
   return rc;
+}
+
+/* ---- activation checks ---------------------------------------------------------------------- */
+
+/* The target, checker and micro-batch of cut `stage` -> stage+1 at `step`, or 0 when none is
+ * due (the last stage sends nothing). */
+static int s_act_pair(const parallel_tasklet *k, long step, int stage, int *checker, int *target,
+                      int *micro_batch) {
+  const int R = k->cfg.run.replicas;
+  if (!k->spot_act_n || stage < 0 || stage >= k->cfg.run.stages - 1 ||
+      step % k->cfg.run.spot_check_every != 0)
+    return 0;
+  wt_rng rng;
+  wt_rng_seed(&rng, (uint64_t)k->cfg.run.seed ^ (0x5b07c4ec3ull * (uint64_t)step) ^
+                        (0x9e3779b97f4a7c15ull * (uint64_t)(stage + 1)));
+  *target = (int)wt_rng_below(&rng, (uint64_t)R);
+  *checker = (*target + 1 + (int)wt_rng_below(&rng, (uint64_t)(R - 1))) % R;
+  *micro_batch = (int)wt_rng_below(&rng, (uint64_t)k->train.micro_batches);
+  return 1;
+}
+
+void parallel_tasklet_spot_act_before(parallel_tasklet *k, long step) {
+  int checker, target, j;
+  k->spot_ran = 0;
+  /* this tasklet's stage feeds the checked stage: keep what it sends of the micro-batch */
+  if (s_act_pair(k, step, k->cfg.stage + 1, &checker, &target, &j) && target == k->cfg.replica)
+    parallel_pipeline_keep_sent(k->pipeline, j, k->spot_act[0]);
+}
+
+/* The copies this tasklet holds of what crossed a checked stage's cuts, to its checker. */
+static int s_act_send(parallel_tasklet *k, long step) {
+  const int R = k->cfg.run.replicas, s = k->cfg.stage, me = k->cfg.replica;
+  const size_t bytes = sizeof(float) * k->spot_act_n;
+  int checker, target, j;
+  if (s_act_pair(k, step, s - 1, &checker, &target, &j) && target == me) {
+    size_t n;
+    const float *got = parallel_pipeline_received(k->pipeline, j, &n);
+    WT_CHECK(parallel_comm_send(k->world, (s - 1) * R + checker, S_TAG_SPOT_OUT, got, bytes));
+  }
+  if (s_act_pair(k, step, s + 1, &checker, &target, &j) && target == me)
+    WT_CHECK(
+        parallel_comm_send(k->world, (s + 1) * R + checker, S_TAG_SPOT_IN, k->spot_act[0], bytes));
+  return WT_OK;
+}
+
+static int s_act_recv(parallel_tasklet *k, int from, int tag, float *into) {
+  size_t got = 0, bytes = sizeof(float) * k->spot_act_n;
+  WT_CHECK(parallel_comm_recv(k->world, from, tag, into, bytes, &got));
+  if (got != bytes)
+    return wt_fail(WT_ECORRUPT,
+                   "stage %d spot check: world rank %d sent %zu bytes of activations, not %zu",
+                   k->cfg.stage, from, got, bytes);
+  return WT_OK;
+}
+
+/* As the checker: the target's forward of micro-batch j, recomputed on its input, against what
+ * its next stage received. */
+static int s_act_check(parallel_tasklet *k, long step, int target, int j) {
+  const int R = k->cfg.run.replicas, s = k->cfg.stage, T = k->cfg.run.seq;
+  const int rows = trainer_micro_rows(k->t);
+  float *in = k->spot_act[0], *theirs = k->spot_act[1], *mine = k->spot_act[2];
+  WT_CHECK(s_act_recv(k, (s + 1) * R + target, S_TAG_SPOT_OUT, theirs));
+  if (s > 0) WT_CHECK(s_act_recv(k, (s - 1) * R + target, S_TAG_SPOT_IN, in));
+  const int *inputs, *targets;
+  trainer_batch(k->t, &inputs, &targets); /* the global batch: replica r's rows are its r-th part */
+  const int *tokens = inputs + ((size_t)target * k->train.micro_batches + (size_t)j) * rows * T;
+  const double t0 = wt_now_s();
+  WT_CHECK(gpt_stage_forward(trainer_model(k->t), s == 0 ? tokens : NULL, s == 0 ? NULL : in, NULL,
+                             rows, T, mine));
+  parallel_tasklet_spot *sp = &k->spot;
+  *sp = (parallel_tasklet_spot){.checker = k->cfg.replica, .target = target};
+  s_compare(theirs, mine, k->spot_act_n, &sp->cosine, &sp->norm_ratio);
+  sp->failed = !(sp->cosine >= PARALLEL_TASKLET_SPOT_COSINE &&
+                 fabs(sp->norm_ratio - 1) <= PARALLEL_TASKLET_SPOT_NORM);
+  sp->seconds = wt_now_s() - t0;
+  k->spot_ran = 1;
+  if (sp->failed)
+    WT_WARN("stage %d step %ld: spot check by replica %d: replica %d's activations of "
+            "micro-batch %d are not its forward: cosine %.4f (at least %.2f), norm ratio %.4f "
+            "(1 ± %.2f)",
+            s, step, k->cfg.replica, target, j, sp->cosine, PARALLEL_TASKLET_SPOT_COSINE,
+            sp->norm_ratio, PARALLEL_TASKLET_SPOT_NORM);
+  return WT_OK;
+}
+
+int parallel_tasklet_spot_act_after(parallel_tasklet *k, long step) {
+  int checker, target, j;
+  if (!k->spot_act_n) return WT_OK;
+  WT_CHECK(s_act_send(k, step)); /* sends first: they never wait, so no order deadlocks */
+  if (s_act_pair(k, step, k->cfg.stage, &checker, &target, &j) && checker == k->cfg.replica)
+    return s_act_check(k, step, target, j);
+  return WT_OK;
 }

@@ -32,7 +32,14 @@ const char *parallel_zmq_header_decode(const uint8_t *buf, size_t n, parallel_zm
     return "protocol version newer than this build's 2 (upgrade this peer)";
   if (buf[5] < 1 || buf[5] > PARALLEL_ZMQ_KIND_MAX) return "unknown message kind";
   if (buf[6] > PARALLEL_ZMQ_CODEC_MAX) return "unknown codec id";
-  if (buf[7] & ~PARALLEL_ZMQ_FLAG_SEALED) return "unknown flags";
+  const uint8_t known =
+      PARALLEL_ZMQ_FLAG_SEALED | PARALLEL_ZMQ_FLAG_CHUNK | PARALLEL_ZMQ_FLAG_FIRST;
+  if (buf[7] & ~known) return "unknown flags";
+  if ((buf[7] & PARALLEL_ZMQ_FLAG_FIRST) && !(buf[7] & PARALLEL_ZMQ_FLAG_CHUNK))
+    return "flag FIRST without CHUNK";
+  if ((buf[7] & PARALLEL_ZMQ_FLAG_CHUNK) &&
+      (buf[5] == PARALLEL_ZMQ_KIND_HELLO || buf[5] == PARALLEL_ZMQ_KIND_BYE))
+    return "a hello or goodbye in chunks";
   uint64_t length = wt_get_le64(buf + 40);
   if (length > PARALLEL_ZMQ_MAX_PAYLOAD) return "payload length beyond the protocol's bound";
   h->version = buf[4];
@@ -59,6 +66,11 @@ const char *parallel_zmq_header_check(const parallel_zmq_header *h, const parall
     return "wrong epoch (a process of another assignment)";
   if (h->src_rank < 0 || h->src_rank >= e->size) return "source rank outside the group";
   if (h->src_rank == e->self) return "source rank is the receiver's own rank";
-  if (h->length != payload_bytes) return "length does not match the payload";
+  if (h->flags & PARALLEL_ZMQ_FLAG_CHUNK) {
+    if (payload_bytes == 0 || payload_bytes > h->length)
+      return "a chunk empty or longer than its payload";
+  } else if (h->length != payload_bytes) {
+    return "length does not match the payload";
+  }
   return NULL;
 }

@@ -12,13 +12,20 @@
  *   frame k+1, sealed links only: the trailer, max(k, 1) authentication tags of
  *     PARALLEL_ZMQ_TAG_BYTES, the tag of part i at i × PARALLEL_ZMQ_TAG_BYTES (the one tag of
  *     an empty payload seals nothing but the header). A hello's trailer is its MAC.
+ * Or, for an unpaced payload over 1 MiB, one ZeroMQ message per 1 MiB part (a *chunk*; the
+ * last one may be shorter): ZeroMQ hands a
+ * multipart message to its I/O thread, and to the receiver, only whole, so a chunk is the unit
+ * in which sealing overlaps sending and opening overlaps receiving. Each chunk is the header
+ * (flags CHUNK, FIRST on the first chunk; the whole payload's length; the counter of this
+ * chunk), one non-empty part, and on a sealed link a trailer of one tag. A link's chunks of one
+ * payload come back to back and in order.
  *
  *   offset size field
  *    0     4    magic "WTZM"
  *    4     1    version (PARALLEL_ZMQ_VERSION)
  *    5     1    kind (parallel_zmq_kind)
  *    6     1    codec id: 0 = raw bytes, else a compress_codec_id (1..PARALLEL_ZMQ_CODEC_MAX)
- *    7     1    flags, 0
+ *    7     1    flags: SEALED, CHUNK, FIRST (below); other bits 0
  *    8     8    run id
  *   16     4    epoch (the assignment version; a message from another epoch is refused)
  *   20     4    source rank
@@ -27,8 +34,8 @@
  *   32     4    micro-batch
  *   36     4    tensor id
  *   40     8    payload length in bytes (≤ PARALLEL_ZMQ_MAX_PAYLOAD)
- *   48     8    counter: the nonce of part 0 (part i uses counter + i) under the link's key;
- *                0 on plaintext links and in a hello
+ *   48     8    counter: the nonce of part 0 (part i uses counter + i) under the link's key
+ *                (of a chunk: its part's nonce); 0 on plaintext links and in a hello
  * Little-endian. Integrity and authenticity come from the seal (zmq_aead.h: per link and
  * direction keys from crypto_kx over the ranks' X25519 keys and both processes' session
  * randoms); this header says what the bytes are and lets the receiver refuse a message that
@@ -45,6 +52,8 @@
 #define PARALLEL_ZMQ_HEADER_BYTES 56
 #define PARALLEL_ZMQ_TAG_BYTES 16     /* one authentication tag in a trailer */
 #define PARALLEL_ZMQ_FLAG_SEALED 0x01 /* flags bit 0: parts are sealed and a trailer follows */
+#define PARALLEL_ZMQ_FLAG_CHUNK 0x02  /* bit 1: one chunk (one part) of a larger payload */
+#define PARALLEL_ZMQ_FLAG_FIRST 0x04  /* bit 2: with CHUNK, the payload's first chunk */
 #define PARALLEL_ZMQ_CODEC_MAX 8      /* the highest compress_codec_id */
 #define PARALLEL_ZMQ_MAX_PAYLOAD ((uint64_t)1 << 36) /* 64 GiB: a guard, not a limit of use */
 
@@ -89,9 +98,9 @@ typedef struct {
 } parallel_zmq_expect;
 
 /* Checks a decoded header against the receiver's expectations and the bytes that actually
- * arrived after it (payload_bytes); a hello's epoch is not checked (its session outlives an
- * assignment). Returns NULL when it may be used, else a static string
- * naming the problem ("wrong run id", "length does not match the payload", ...). */
+ * arrived after it (payload_bytes: the length, or for a chunk 1..length); a hello's epoch is not
+ * checked (its session outlives an assignment). Returns NULL when it may be used, else a static
+ * string naming the problem ("wrong run id", "length does not match the payload", ...). */
 const char *parallel_zmq_header_check(const parallel_zmq_header *h, const parallel_zmq_expect *e,
                                       uint64_t payload_bytes);
 

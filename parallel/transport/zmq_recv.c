@@ -109,6 +109,91 @@ static const char *s_open_sealed(parallel_zmq_transport *t, s_link *l, const uin
   return NULL;
 }
 
+/* Moves *part to the end of m's parts, making room as needed (ZeroMQ messages are moved
+ * through its API, never copied). */
+static void s_parts_append(s_in *m, zmq_msg_t *part) {
+  if (m->nparts == m->cap_parts) {
+    int cap = m->cap_parts ? 2 * m->cap_parts : 16;
+    zmq_msg_t *more = wt_xmalloc((size_t)cap * sizeof *more);
+    for (int i = 0; i < m->nparts; i++) {
+      zmq_msg_init(&more[i]);
+      zmq_msg_move(&more[i], &m->parts[i]);
+      zmq_msg_close(&m->parts[i]);
+    }
+    free(m->parts);
+    m->parts = more;
+    m->cap_parts = cap;
+  }
+  zmq_msg_init(&m->parts[m->nparts]);
+  zmq_msg_move(&m->parts[m->nparts++], part);
+}
+
+/* Files a received message in l's mailbox and wakes the callers waiting for one. */
+static void s_file(parallel_zmq_transport *t, s_link *l, s_in *m) {
+  pthread_mutex_lock(&t->mu);
+  m->ready_at = s_downlink(t, l, m->bytes);
+  if (l->itail)
+    l->itail->next = m;
+  else
+    l->ihead = m;
+  l->itail = m;
+  l->in_bytes += m->bytes;
+  l->st.bytes_recv += m->bytes;
+  l->st.msgs_recv++;
+  pthread_cond_broadcast(&t->cv_in);
+  pthread_mutex_unlock(&t->mu);
+}
+
+/* Whether an accepted chunk continues the message being put together on l: the same header
+ * but for flags and counter, on a sealed link the nonce right after the last chunk's
+ * (`expected`), and no more bytes than its length. Returns NULL, or what is wrong. */
+static const char *s_chunk_misfit(const s_link *l, const parallel_zmq_header *h, uint64_t expected,
+                                  uint64_t bytes) {
+  const parallel_zmq_header *f = &l->partial_h;
+  if (!l->partial) return "a chunk without the first chunk of its message (cut short or reordered)";
+  if (h->kind != f->kind || h->codec != f->codec || h->tag != f->tag || h->step != f->step ||
+      h->micro_batch != f->micro_batch || h->tensor_id != f->tensor_id || h->length != f->length ||
+      h->epoch != f->epoch)
+    return "a chunk of another message than the one it would continue";
+  if ((h->flags & PARALLEL_ZMQ_FLAG_SEALED) && h->counter != expected)
+    return "a chunk out of order (one before it is missing, or it is replayed or reordered)";
+  if (l->partial->bytes + bytes > h->length) return "chunks longer than their payload";
+  return NULL;
+}
+
+/* Adds an accepted chunk (one part, `bytes` long) to the message being put together on l and
+ * files that message once it is whole. A first chunk starts a message, refusing one still
+ * incomplete; a chunk that does not fit refuses itself and the incomplete message. Returns
+ * NULL, or what is wrong with the chunk. */
+static const char *s_chunk_add(parallel_zmq_transport *t, s_link *l, const parallel_zmq_header *h,
+                               uint64_t expected, zmq_msg_t *part, uint64_t bytes) {
+  const char *problem = NULL;
+  if (h->flags & PARALLEL_ZMQ_FLAG_FIRST) {
+    if (l->partial)
+      s_refuse(t, "a chunked message cut short (another one began before its last chunk)",
+               &l->partial_h);
+  } else {
+    problem = s_chunk_misfit(l, h, expected, bytes);
+  }
+  if (l->partial && (problem || (h->flags & PARALLEL_ZMQ_FLAG_FIRST))) {
+    s_in_free(l->partial);
+    l->partial = NULL;
+  }
+  if (problem) return problem;
+  if (!l->partial) {
+    l->partial = wt_xcalloc(1, sizeof *l->partial);
+    l->partial->tag = h->tag;
+    l->partial_h = *h;
+  }
+  s_parts_append(l->partial, part);
+  l->partial->bytes += (size_t)bytes;
+  if (l->partial->bytes == h->length) {
+    s_file(t, l, l->partial);
+    l->partial = NULL;
+  }
+  return NULL;
+}
+
 /* Receives one multipart message from the PULL socket and files or refuses it. */
 static void s_recv_one(parallel_zmq_transport *t) {
   zmq_msg_t head;
@@ -166,13 +251,23 @@ static void s_recv_one(parallel_zmq_transport *t) {
     total -= zmq_msg_size(trailer);
   }
   if (!problem) problem = parallel_zmq_header_check(&h, &e, total);
+  int chunk = decoded && (h.flags & PARALLEL_ZMQ_FLAG_CHUNK);
+  if (!problem && chunk && n != 1) problem = "a chunk of other than one part";
   int hello = 0;
-  if (!problem && sealed)
-    problem = s_open_sealed(t, &t->links[h.src_rank], hb, &h, parts, n, trailer, &hello);
+  s_link *l = problem ? NULL : &t->links[h.src_rank];
+  uint64_t expected = l ? l->rx_next : 0; /* a chunk's nonce, if it continues a message */
+  if (!problem && sealed) problem = s_open_sealed(t, l, hb, &h, parts, n, trailer, &hello);
   if (!problem && !sealed && h.kind == PARALLEL_ZMQ_KIND_HELLO)
     problem = "a hello on a plaintext link";
+  if (!problem && chunk) problem = s_chunk_add(t, l, &h, expected, &parts[0], total);
+  if (!problem && !chunk && l->partial) { /* a link's chunks come back to back */
+    s_refuse(t, "a chunked message cut short (another message came before its last chunk)",
+             &l->partial_h);
+    s_in_free(l->partial);
+    l->partial = NULL;
+  }
   if (trailer) zmq_msg_close(trailer);
-  if (problem || hello) {
+  if (problem || hello || chunk) {
     if (problem) s_refuse(t, problem, decoded ? &h : NULL);
     for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
     free(parts);
@@ -180,32 +275,23 @@ static void s_recv_one(parallel_zmq_transport *t) {
     return;
   }
   zmq_msg_close(&head);
-  s_link *l = &t->links[h.src_rank];
-  pthread_mutex_lock(&t->mu);
   if (h.kind == PARALLEL_ZMQ_KIND_BYE) {
+    pthread_mutex_lock(&t->mu);
     l->gone = l->said_bye = 1;
     l->gone_at = wt_now_s();
     l->gone_why = "it closed its communicator (said goodbye)";
+    pthread_cond_broadcast(&t->cv_in);
+    pthread_mutex_unlock(&t->mu);
     for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
     free(parts);
-  } else {
-    s_in *m = wt_xcalloc(1, sizeof *m);
-    m->tag = h.tag;
-    m->bytes = (size_t)total;
-    m->nparts = n;
-    m->parts = parts;
-    m->ready_at = s_downlink(t, l, m->bytes);
-    if (l->itail)
-      l->itail->next = m;
-    else
-      l->ihead = m;
-    l->itail = m;
-    l->in_bytes += m->bytes;
-    l->st.bytes_recv += total;
-    l->st.msgs_recv++;
+    return;
   }
-  pthread_cond_broadcast(&t->cv_in);
-  pthread_mutex_unlock(&t->mu);
+  s_in *m = wt_xcalloc(1, sizeof *m);
+  m->tag = h.tag;
+  m->bytes = (size_t)total;
+  m->nparts = m->cap_parts = n;
+  m->parts = parts;
+  s_file(t, l, m);
 }
 
 /* Reads one monitor event of the PUSH socket to `peer` and updates the link's liveness. */
@@ -251,7 +337,8 @@ void *parallel_zmq_recv_main(void *p) {
      * for a message that is not there yet (it may be behind the queued ones). */
     pthread_mutex_lock(&t->mu);
     size_t held = 0;
-    for (int r = 0; r < t->size; r++) held += t->links[r].in_bytes;
+    for (int r = 0; r < t->size; r++)
+      held += t->links[r].in_bytes + (t->links[r].partial ? t->links[r].partial->bytes : 0);
     int accept = held < t->max_queue * 2 || t->waiters > 0;
     pthread_mutex_unlock(&t->mu);
     if (accept) {

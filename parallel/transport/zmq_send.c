@@ -18,11 +18,20 @@ static double s_due(const s_link *l, const s_out *m) {
 }
 
 /* Payload frames of m: one for an unshaped message up to S_ONE_FRAME_MAX, which the receiver
- * hands out without a copy (s_recv_view), else parts of S_PART_BYTES (paced ones, large ones). */
+ * hands out without a copy (s_recv_view); chunks of S_ONE_FRAME_MAX for a larger unshaped one
+ * (s_chunked); parts of S_PART_BYTES in one multipart message for a paced one. */
 static int s_nparts(const s_out *m) {
   if (m->bytes == 0) return 0;
-  if (m->start == 0 && m->bytes <= S_ONE_FRAME_MAX) return 1;
-  return (int)((m->bytes + S_PART_BYTES - 1) / S_PART_BYTES);
+  size_t part = m->start == 0 ? S_ONE_FRAME_MAX : S_PART_BYTES;
+  return (int)((m->bytes + part - 1) / part);
+}
+
+/* A large unpaced payload goes as chunks, one ZeroMQ message each: ZeroMQ's I/O thread
+ * starts on a multipart message only once its last frame is handed over, and the receiver gets
+ * it only whole, so only separate messages let the I/O threads move one part while this thread
+ * seals the next and the receiver opens the last (zmq_protocol.h). */
+static int s_chunked(const s_out *m) {
+  return !m->hello && m->start == 0 && m->bytes > S_ONE_FRAME_MAX;
 }
 
 /* Gives m its counters under l's key (current for the peer's session, made here when the peer's
@@ -49,12 +58,44 @@ static void s_seal_begin(parallel_zmq_transport *t, s_link *l, s_out *m) {
                            PARALLEL_ZMQ_HEADER_BYTES, NULL, 0, m->trailer);
 }
 
+/* Hands m's next chunks to ZeroMQ, each sealed just before it goes under its own nonce (the
+ * message's counter + its index) with its own header as associated data. Returns 1 when the
+ * message is done, 0 when the pipe is full (l->blocked; the next call goes on from there). */
+static int s_push_chunks(s_link *l, s_out *m) {
+  int sealed = m->trailer != NULL;
+  uint64_t base = wt_get_le64(m->header + 48);
+  while (m->sent < m->bytes) {
+    size_t k = m->sent / S_ONE_FRAME_MAX, len = WT_MIN(S_ONE_FRAME_MAX, m->bytes - m->sent);
+    uint8_t header[PARALLEL_ZMQ_HEADER_BYTES];
+    memcpy(header, m->header, sizeof header);
+    header[7] |= PARALLEL_ZMQ_FLAG_CHUNK | (k == 0 ? PARALLEL_ZMQ_FLAG_FIRST : 0);
+    if (sealed) wt_put_le64(header + 48, base + k);
+    if (zmq_send(l->push, header, sizeof header, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0) {
+      l->blocked = 1; /* EAGAIN: the pipe is full; nothing of this chunk was sent */
+      return 0;
+    }
+    m->header_sent = 1; /* from here on the message's session and counters are fixed */
+    l->blocked = 0;
+    uint8_t *tag = sealed ? m->trailer + k * PARALLEL_ZMQ_TAG_BYTES : NULL;
+    if (sealed)
+      parallel_zmq_aead_seal(&l->tx, base + k, header, sizeof header, m->data + m->sent, len, tag);
+    zmq_msg_t f;
+    atomic_fetch_add(&m->refs, 1);
+    zmq_msg_init_data(&f, m->data + m->sent, len, s_free_frame, m);
+    m->sent += len;
+    zmq_msg_send(&f, l->push, sealed ? ZMQ_SNDMORE : 0);
+    if (sealed) zmq_send(l->push, tag, PARALLEL_ZMQ_TAG_BYTES, 0);
+  }
+  return 1;
+}
+
 /* Hands the next frames of the link's head message to ZeroMQ, sealing each part in place just
  * before it goes. Returns 1 when the message is done, 0 when it must wait (pacing or a full
  * pipe; l->blocked says which). Called without the mutex: only this thread pops heads, touches
  * the frames in progress or l->tx. */
 static int s_push_some(parallel_zmq_transport *t, s_link *l, s_out *m, double now) {
   (void)t;
+  if (s_chunked(m)) return s_push_chunks(l, m);
   int sealed = m->trailer && !m->hello;
   if (!m->header_sent) {
     if (!m->hello) m->nparts = s_nparts(m);

@@ -243,6 +243,7 @@ static void s_destroy(void *vctx) {
       next = m->next;
       s_in_free(m);
     }
+    if (l->partial) s_in_free(l->partial);
     free(l->endpoint);
     free(l->outbox);
     free(l->seen);

@@ -20,7 +20,8 @@
 #include <zmq.h>
 
 #define S_PART_BYTES ((size_t)256 << 10)  /* pacing granularity of an emulated link */
-#define S_ONE_FRAME_MAX ((size_t)1 << 20) /* unshaped payloads up to this go in one frame */
+#define S_ONE_FRAME_MAX ((size_t)1 << 20) /* unshaped payloads up to this go in one frame, */
+                                          /* larger ones in chunks of this (zmq_send.c) */
 #define S_POLL_MS 50                      /* how often the threads look at their stop flags */
 #define S_GONE_GRACE_S 0.5    /* a dropped peer's last messages may still be in flight */
 #define S_HWM 16              /* messages ZeroMQ may hold per pipe */
@@ -37,7 +38,8 @@ typedef struct s_out {
   int header_sent;
   int hello;        /* a hello: data holds its body, the trailer its MAC, nothing is sealed */
   int nparts;       /* payload frames (fixed when the header goes out) */
-  uint8_t *trailer; /* sealed links: one tag per part (max(nparts, 1)), sent last */
+  uint8_t *trailer; /* sealed links: one tag per part (max(nparts, 1)), sent last (chunks: */
+                    /* each tag after its chunk) */
   double start;     /* wall time the emulated serialisation starts (0 when unshaped) */
   double sec_per_byte; /* its emulated serialisation rate: the path's, or a slower uplink's */
   atomic_int refs;  /* this struct + one per frame in flight */
@@ -48,7 +50,7 @@ typedef struct s_in {
   struct s_in *next;
   int tag;
   size_t bytes;
-  int nparts;
+  int nparts, cap_parts; /* cap_parts: room in parts while chunks are added (zmq_recv.c) */
   zmq_msg_t *parts;
   double ready_at; /* wall time the emulated downlink has delivered it (0: at once) */
 } s_in;
@@ -79,6 +81,10 @@ typedef struct {
    * session randoms seen from this peer (an old one is a replayed hello). */
   parallel_zmq_aead rx;
   uint64_t rx_next;
+  /* The receiver thread's own: the chunked message being put together (its parts so far, the
+   * header of its first chunk). */
+  s_in *partial;
+  parallel_zmq_header partial_h;
   uint8_t (*seen)[PARALLEL_ZMQ_RANDOM_BYTES];
   int nseen;
   /* The sender thread's own: the key of self → peer, the generation it was made for, and the

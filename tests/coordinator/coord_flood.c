@@ -6,6 +6,7 @@
  * Prints "coord_flood: N connections open" once they are all made, and exits 0; 2 on bad
  * arguments, 1 when sockets cannot be made. */
 #include "coordinator/protocol.h"
+#include "tests/coordinator/coord_client.h"
 
 #include <cjson/cJSON.h>
 
@@ -54,26 +55,15 @@ int main(int argc, char **argv) {
   int made = 0;
   for (int i = 0; i < count; i++) {
     char pub[41], sec[41];
-    void *s = zmq_socket(ctx, ZMQ_DEALER);
-    if (!s) break;
-    int linger = 0;
-    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
     zmq_curve_keypair(pub, sec);
-    zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, server, 40);
-    zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 40);
-    zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 40);
-    if (zmq_connect(s, target) != 0) {
-      zmq_close(s);
-      break;
-    }
+    void *s = coord_client_socket(ctx, server, target, pub, sec);
+    if (!s) break;
     if (reg) { /* a registration with a token this coordinator never issued */
       char sid[COORD_SID_CHARS + 1];
       coordinator_sid_new(sid);
       cJSON *b = cJSON_Parse("{\"token\":\"wt1.bad\",\"device\":{\"kind\":\"cpu\","
                              "\"flops\":1e9,\"memory\":1e9}}");
-      char *text = coordinator_msg_encode(COORD_CMD_REGISTER, sid, 1, b);
-      if (text) zmq_send(s, text, strlen(text), ZMQ_DONTWAIT);
-      free(text);
+      coord_client_send(s, sid, 1, COORD_CMD_REGISTER, b);
       cJSON_Delete(b);
     }
     socks[made++] = s;

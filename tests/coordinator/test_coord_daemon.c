@@ -10,6 +10,7 @@
 #include "coordinator/http.h"
 #include "coordinator/protocol.h"
 #include "parallel/transport/zmq.h"
+#include "tests/coordinator/coord_client.h"
 
 #include <cjson/cJSON.h>
 #include <pthread.h>
@@ -36,14 +37,9 @@ static void *s_serve(void *arg) {
 
 /* Connects with the client's key pair (made on first use), keeping its session. */
 static void s_client_connect(s_client *cl, coordinator *c) {
-  const char *pub = cl->pub, *sec = cl->sec;
-  cl->sock = zmq_socket(s_zctx, ZMQ_DEALER);
-  int linger = 0;
-  zmq_setsockopt(cl->sock, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(cl->sock, ZMQ_CURVE_SERVERKEY, coordinator_public_key(c), 40);
-  zmq_setsockopt(cl->sock, ZMQ_CURVE_PUBLICKEY, pub, 40);
-  zmq_setsockopt(cl->sock, ZMQ_CURVE_SECRETKEY, sec, 40);
-  zmq_connect(cl->sock, coordinator_endpoint(c));
+  cl->sock = coord_client_socket(s_zctx, coordinator_public_key(c), coordinator_endpoint(c),
+                                 cl->pub, cl->sec);
+  WT_TEST_REQUIRE(cl->sock, "a CURVE client connects");
 }
 
 static void s_client_open(s_client *cl, coordinator *c) {
@@ -58,21 +54,13 @@ static void s_raw(s_client *cl, const void *data, size_t n) {
 }
 
 static void s_msg(s_client *cl, coordinator_cmd cmd, uint64_t seq, const char *body_json) {
-  cJSON *b = body_json ? cJSON_Parse(body_json) : NULL;
-  char *text = coordinator_msg_encode(cmd, cl->sid, seq, b);
-  s_raw(cl, text, strlen(text));
-  free(text);
-  cJSON_Delete(b);
+  coord_client_send_json(cl->sock, cl->sid, seq, cmd, body_json);
 }
 
 /* The next reply within 3 s, decoded; returns its command or -1 for none. */
 static int s_reply(s_client *cl, char *field, size_t size) {
-  zmq_pollitem_t it = {cl->sock, 0, ZMQ_POLLIN, 0};
-  if (zmq_poll(&it, 1, 3000) <= 0) return -1;
-  char buf[COORD_MSG_MAX];
-  int n = zmq_recv(cl->sock, buf, sizeof buf, 0);
   coordinator_msg m;
-  if (n <= 0 || coordinator_msg_decode(buf, (size_t)n, &m) != WT_OK) return -1;
+  if (!coord_client_recv(cl->sock, 3000, &m)) return -1;
   const char *r = cJSON_GetStringValue(cJSON_GetObjectItem(m.body, "reason"));
   if (field) snprintf(field, size, "%s", r ? r : "");
   int cmd = (int)m.cmd;

@@ -8,6 +8,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/protocol.h"
 #include "parallel/transport/zmq.h"
+#include "tests/coordinator/coord_client.h"
 
 #include <cjson/cJSON.h>
 #include <fcntl.h>
@@ -60,13 +61,9 @@ static int s_register(void *zctx, coordinator *c, const char *body, char *why, s
   char pub[41], sec[41], sid[COORD_SID_CHARS + 1];
   parallel_zmq_keypair_new(pub, sec);
   coordinator_sid_new(sid);
-  void *sock = zmq_socket(zctx, ZMQ_DEALER);
-  int linger = 0;
-  zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, coordinator_public_key(c), 40);
-  zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, pub, 40);
-  zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec, 40);
-  zmq_connect(sock, coordinator_endpoint(c));
+  void *sock =
+      coord_client_socket(zctx, coordinator_public_key(c), coordinator_endpoint(c), pub, sec);
+  WT_TEST_REQUIRE(sock, "a CURVE client connects");
   /* The body is sent as it is: cJSON would not build a message that is not UTF-8. */
   char msg[1024];
   snprintf(msg, sizeof msg, "{\"v\":%d,\"cmd\":\"register\",\"sid\":\"%s\",\"seq\":1,%s}",

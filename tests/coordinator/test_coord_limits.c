@@ -10,6 +10,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/protocol.h"
 #include "parallel/transport/zmq.h"
+#include "tests/coordinator/coord_client.h"
 
 #include <cjson/cJSON.h>
 #include <fcntl.h>
@@ -71,13 +72,9 @@ static void s_stop_it(coordinator **c, pthread_t th) {
 /* A connection with the client's key pair (made when new is 1) and a fresh session. */
 static void s_open(s_client *cl, coordinator *c, int new_key) {
   if (new_key) parallel_zmq_keypair_new(cl->pub, cl->sec);
-  cl->sock = zmq_socket(s_zctx, ZMQ_DEALER);
-  int linger = 0;
-  zmq_setsockopt(cl->sock, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(cl->sock, ZMQ_CURVE_SERVERKEY, coordinator_public_key(c), 40);
-  zmq_setsockopt(cl->sock, ZMQ_CURVE_PUBLICKEY, cl->pub, 40);
-  zmq_setsockopt(cl->sock, ZMQ_CURVE_SECRETKEY, cl->sec, 40);
-  zmq_connect(cl->sock, coordinator_endpoint(c));
+  cl->sock = coord_client_socket(s_zctx, coordinator_public_key(c), coordinator_endpoint(c),
+                                 cl->pub, cl->sec);
+  WT_TEST_REQUIRE(cl->sock, "a CURVE client connects");
   coordinator_sid_new(cl->sid);
   cl->seq = 0;
 }
@@ -88,11 +85,7 @@ static void s_close(s_client *cl) {
 }
 
 static void s_send(s_client *cl, coordinator_cmd cmd, const char *body_json) {
-  cJSON *b = body_json ? cJSON_Parse(body_json) : NULL;
-  char *text = coordinator_msg_encode(cmd, cl->sid, ++cl->seq, b);
-  zmq_send(cl->sock, text, strlen(text), 0);
-  free(text);
-  cJSON_Delete(b);
+  coord_client_send_json(cl->sock, cl->sid, ++cl->seq, cmd, body_json);
 }
 
 static void s_register(s_client *cl, const char *token) {
@@ -104,13 +97,9 @@ static void s_register(s_client *cl, const char *token) {
 
 /* The next reply within ms: its command (-1 for none) and its peer_id (0 without one). */
 static int s_reply_within(s_client *cl, int *peer_id, long ms) {
-  zmq_pollitem_t it = {cl->sock, 0, ZMQ_POLLIN, 0};
-  if (peer_id) *peer_id = 0;
-  if (zmq_poll(&it, 1, ms) <= 0) return -1;
-  char buf[COORD_MSG_MAX];
-  int n = zmq_recv(cl->sock, buf, sizeof buf, 0);
   coordinator_msg m;
-  if (n <= 0 || coordinator_msg_decode(buf, (size_t)n, &m) != WT_OK) return -1;
+  if (peer_id) *peer_id = 0;
+  if (!coord_client_recv(cl->sock, ms, &m)) return -1;
   if (peer_id) *peer_id = coordinator_field_int(m.body, "peer_id", 0);
   int cmd = (int)m.cmd;
   coordinator_msg_clear(&m);

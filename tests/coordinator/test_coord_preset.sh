@@ -6,11 +6,12 @@
 #     the setting, and all the peers together send at most half the bytes of a `--preset none`
 #     run of the same steps (what remains is mostly the pipeline's activations); its /status
 #     shows the applied setting under "sync";
-#   - a `--preset lan` run (DiLoCo H=30, int8 with error feedback) loses a member, killed with
-#     kill -9 after a checkpoint past an outer step: the standby takes over, the next epoch starts
-#     from the latest complete checkpoint (never from the survivors' memory, which lacks the
-#     DiLoCo and error-feedback state), and the run ends at exactly the undisturbed lan run's
-#     final loss, so the replacement started from the lost replica's sync state.
+#   - a run with int8 gradients and error feedback every step (no DiLoCo) loses a member, killed
+#     with kill -9 after a checkpoint: the standby takes over, the next epoch starts from the
+#     latest complete checkpoint (never from the survivors' memory, which lacks the
+#     error-feedback residuals), and the run ends at exactly the undisturbed run's final loss, so
+#     the replacement started from the lost replica's residuals. (A DiLoCo run recovers live
+#     instead: test_coord_live.)
 #   tests/coordinator/test_coord_preset.sh BIN_DIR
 BIN=$1
 . "$(dirname "$0")/harness.sh"
@@ -18,10 +19,11 @@ STEPS=130
 ARGS=(--open --stages 2 --replicas 2 --steps $STEPS --checkpoint-every 10 --heartbeat 0.25
       --liveness 4 --peer-timeout 5 --exit-when-done --scenario "$(dirname "$0")/lab8.json")
 
-run() { # run NAME PEERS PRESET: coordinator + PEERS peers on state dir $WORK/NAME
-  STATE=$WORK/$1 PEER_LOG=$1-peer
-  start_coord "$1.log" "${ARGS[@]}" --preset "$3" --checkpoint-dir "$WORK/$1-ckpt"
-  for i in $(seq "$2"); do start_peer "$i" --region lab; done
+run() { # run NAME PEERS PRESET [ARGS...]: coordinator + PEERS peers on state dir $WORK/NAME
+  local name=$1 peers=$2 preset=$3; shift 3
+  STATE=$WORK/$name PEER_LOG=$name-peer
+  start_coord "$name.log" "${ARGS[@]}" --preset "$preset" --checkpoint-dir "$WORK/$name-ckpt" "$@"
+  for i in $(seq "$peers"); do start_peer "$i" --region lab; done
 }
 finish() { # finish NAME: waits for the run's end and prints its total bytes
   wait_for "$WORK/$1.log" "the run finished $STEPS steps" 60 || fail "$1: the run did not finish"
@@ -49,10 +51,11 @@ python3 -c "import sys; sys.exit(0 if 0 < $B1 <= 0.5 * $B0 else 1)" ||
   fail "wan sent $B1 bytes, not at most half of none's $B0"
 python3 -c "import sys; sys.exit(0 if $L1 < 3.5 else 1)" || fail "wan did not train: final loss $L1"
 
-run lan 4 lan
-finish lan
-LL=$(json_field lan.log loss)
-run kill 5 lan
+EF=(--grad-codec int8 --grad-ef on)
+run ef 4 none "${EF[@]}"
+finish ef
+LL=$(json_field ef.log loss)
+run kill 5 none "${EF[@]}"
 wait_committed "$WORK/kill.log" 40 60 || fail "kill: no checkpoint at or after step 40"
 committed=$(grep -oE "checkpoint: step [0-9]+ complete" "$WORK/kill.log" | tail -1 | grep -oE "[0-9]+")
 members=$(grep -oE "train 2 stages x 2 replicas, peers by world rank \[[0-9 ]+\]" "$WORK/kill.log" |
@@ -70,7 +73,7 @@ echo "$last" | grep -q "the latest complete checkpoint" ||
 from=$(echo "$last" | grep -oE "[0-9]+" | head -1)
 [ "$from" -ge "$committed" ] || fail "kill: resumed from step $from, but step $committed was committed"
 L=$(json_field kill.log loss)
-echo "lan: final loss $LL undisturbed, $L after the kill"
+echo "int8 + error feedback: final loss $LL undisturbed, $L after the kill"
 python3 -c "import sys; sys.exit(0 if abs($L - $LL) <= 1e-6 * abs($LL) else 1)" ||
-  fail "kill: final loss $L differs from the undisturbed lan run's $LL"
+  fail "kill: final loss $L differs from the undisturbed run's $LL"
 echo "test_coord_preset: all checks passed"

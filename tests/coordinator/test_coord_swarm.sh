@@ -4,8 +4,8 @@
 # --max-peers 1024 and heartbeat for 20 s. The 36 past the limit are refused, each told the
 # coordinator is full, and the refusals are logged and counted in /status and /metrics; the
 # 1024 admitted are never dropped (no "lost" event); /status lists 1000 of them (those of the
-# run first: the 64 of the probe epoch that the 1024th forms) and counts all 1024, as /metrics
-# does.
+# run first: the 32 newcomers of the probe epoch that the 1024th forms, COORD_PROBE_NEWCOMERS)
+# and counts all 1024, as /metrics does.
 #   tests/coordinator/test_coord_swarm.sh BIN_DIR
 BIN=$1
 . "$(dirname "$0")/harness.sh"
@@ -26,14 +26,14 @@ s = json.load(open(sys.argv[1]))
 print("/status:", {k: s[k] for k in ("max_peers", "peers_total", "peers_live", "refused_full",
                                       "peer_counts")}, "listed", len(s["peers"]))
 counts = s["peer_counts"]
-first = [p["state"] for p in s["peers"][:64]]
+first = [p["state"] for p in s["peers"][:32]]
 ok = (s["max_peers"] == 1024 and s["peers_total"] == 1024 and s["peers_live"] == 1024 and
-      s["refused_full"] == 36 and counts["probing"] == 64 and counts["standby"] == 960 and
-      len(s["peers"]) == 1000 and first == ["probing"] * 64)
+      s["refused_full"] == 36 and counts["probing"] == 32 and counts["standby"] == 992 and
+      len(s["peers"]) == 1000 and first == ["probing"] * 32)
 sys.exit(0 if ok else 1)
 PY
 metrics=$(curl -sf "http://127.0.0.1:$port/metrics") || fail "/metrics did not answer"
-grep -qx 'wantrain_peers{state="standby"} 960' <<<"$metrics" || fail "/metrics does not count 960 standbys"
+grep -qx 'wantrain_peers{state="standby"} 992' <<<"$metrics" || fail "/metrics does not count 992 standbys"
 grep -qx 'wantrain_registrations_refused_full 36' <<<"$metrics" || fail "/metrics does not count the refusals"
 grep -q "refused: key .*the coordinator is full (all 1024 slots of --max-peers" "$WORK/coord.log" ||
   fail "the coordinator does not log the refusals past its limit"

@@ -4,21 +4,24 @@
  * robust sync's counts. The three honest ones report that replica 3's contribution was left out
  * of every sync; the liar at replica 3 reports itself clean and frames replica 0. Asserted: the
  * liar, and only it, is excluded once past --trust-flags, with the reason in /status and
- * /metrics; its key is refused when it registers again; the framed honest peer is not
- * excluded; a malformed report is dropped without effect.
+ * /metrics; the liar, heartbeating on, is told at once that it was excluded and why (not that
+ * it missed heartbeats), and its key is refused when it registers again; the framed honest peer
+ * is not excluded; a malformed report is dropped without effect.
  * Spot checks, with a third coordinator: failed checks reported by one checker alone (a liar
  * framing an honest peer) exclude nobody; failures of one member reported by two checkers
- * exclude it, with the reason.
+ * exclude it, with the reason; a coordinator restarted on the same state keeps every peer's
+ * spot-check counts and checkers.
  * Claims (coordinator/claims.c), with a second coordinator: one of four clients claims 100x
  * the FLOP/s of the others while its heartbeats measure the same compute as theirs; it, and not
  * a peer claiming 3x, is flagged, in /status and /metrics, and placed by its measured speed on
- * the others' scale. */
+ * the others' scale, also after a restart on the same state. */
 #include "common/common.h"
 #include "common/testing.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/http.h"
 #include "coordinator/protocol.h"
 #include "parallel/transport/zmq.h"
+#include "tests/coordinator/coord_client.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -39,8 +42,8 @@ typedef struct {
   void *sock;
   char sid[COORD_SID_CHARS + 1];
   uint64_t seq;
-  int epoch, rank, training, refused;
-  char kind[8], reason[512];
+  int epoch, rank, training, refused, excluded;
+  char kind[8], reason[512], first_reason[512]; /* the last refusal's reason; the first's */
   long step;
 } s_client;
 
@@ -51,21 +54,15 @@ static void *s_serve(void *arg) {
 
 static void s_open(s_client *cl, coordinator *c, int new_key) {
   if (new_key) parallel_zmq_keypair_new(cl->pub, cl->sec);
-  cl->sock = zmq_socket(s_zctx, ZMQ_DEALER);
-  zmq_setsockopt(cl->sock, ZMQ_CURVE_SERVERKEY, coordinator_public_key(c), 40);
-  zmq_setsockopt(cl->sock, ZMQ_CURVE_PUBLICKEY, cl->pub, 40);
-  zmq_setsockopt(cl->sock, ZMQ_CURVE_SECRETKEY, cl->sec, 40);
-  int linger = 0;
-  zmq_setsockopt(cl->sock, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_connect(cl->sock, coordinator_endpoint(c));
+  cl->sock = coord_client_socket(s_zctx, coordinator_public_key(c), coordinator_endpoint(c),
+                                 cl->pub, cl->sec);
+  WT_TEST_REQUIRE(cl->sock, "a CURVE client connects");
   coordinator_sid_new(cl->sid);
   cl->seq = 0, cl->epoch = -1, cl->rank = -1, cl->training = 0, cl->step = 0;
 }
 
 static void s_send(s_client *cl, coordinator_cmd cmd, cJSON *b) {
-  char *text = coordinator_msg_encode(cmd, cl->sid, ++cl->seq, b);
-  zmq_send(cl->sock, text, strlen(text), 0);
-  free(text);
+  coord_client_send(cl->sock, cl->sid, ++cl->seq, cmd, b);
   cJSON_Delete(b);
 }
 
@@ -84,7 +81,10 @@ static void s_register(s_client *cl) {
 static void s_handle(s_client *cl, const coordinator_msg *m) {
   const cJSON *b = m->body;
   if (m->cmd == COORD_CMD_REFUSED) {
+    if (!cl->refused)
+      snprintf(cl->first_reason, sizeof cl->first_reason, "%s", coordinator_field_str(b, "reason"));
     cl->refused = 1;
+    cl->excluded = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "excluded"));
     snprintf(cl->reason, sizeof cl->reason, "%s", coordinator_field_str(b, "reason"));
   } else if (m->cmd == COORD_CMD_EPOCH) {
     cl->epoch = coordinator_field_int(b, "epoch", -1),
@@ -112,11 +112,8 @@ static void s_handle(s_client *cl, const coordinator_msg *m) {
 }
 
 static void s_drain(s_client *cl) {
-  char buf[COORD_MSG_MAX];
-  int n;
-  while ((n = zmq_recv(cl->sock, buf, sizeof buf, ZMQ_DONTWAIT)) > 0) {
-    coordinator_msg m;
-    if (coordinator_msg_decode(buf, (size_t)n, &m) != WT_OK) continue;
+  coordinator_msg m;
+  while (coord_client_recv(cl->sock, 0, &m)) {
     s_handle(cl, &m);
     coordinator_msg_clear(&m);
   }
@@ -151,6 +148,16 @@ static void s_heartbeat(s_client *cl, int liar_rank, int malformed) {
   s_send(cl, COORD_CMD_HEARTBEAT, b);
 }
 
+/* The id /status gives the peer of key `key` (-1: none). */
+static int s_peer_id(const cJSON *st, const char *key) {
+  const cJSON *p;
+  cJSON_ArrayForEach(
+      p, cJSON_GetObjectItemCaseSensitive(
+             st, "peers")) if (!strcmp(coordinator_field_str(p, "key"),
+                                       key)) return atoi(coordinator_field_str(p, "id"));
+  return -1;
+}
+
 static cJSON *s_status(coordinator *c) {
   char *text = coordinator_status_json(c);
   cJSON *st = cJSON_Parse(text);
@@ -163,6 +170,28 @@ static int s_excluded(coordinator *c) {
   int n = coordinator_field_int(st, "peers_excluded", -1);
   cJSON_Delete(st);
   return n;
+}
+
+/* Field `name` of /status's "trust" entry for peer id (-1: no entry). */
+static double s_trust_of(const cJSON *st, int id, const char *name) {
+  const cJSON *e;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(
+                            st, "trust")) if (coordinator_field_int(e, "id", -2) ==
+                                              id) return coordinator_field_num(e, name, -1);
+  return -1;
+}
+
+/* Stops c, starts a coordinator on the same state directory (not serving) and returns the two
+ * /status documents, before and after (the caller's). */
+static void s_restart_status(coordinator **c, pthread_t th, const coordinator_config *cfg,
+                             cJSON **before, cJSON **after) {
+  *before = s_status(*c);
+  s_stop = 1;
+  pthread_join(th, NULL);
+  coordinator_destroy(c);
+  *c = coordinator_new(cfg);
+  WT_TEST_REQUIRE(*c, "coordinator_new after the restart: %s", wt_last_error());
+  *after = s_status(*c);
 }
 
 static void test_spot_exclusion(void) {
@@ -214,8 +243,39 @@ static void test_spot_exclusion(void) {
   WT_TEST_ASSERT(strstr(reason, "failed 2 spot checks made by 2 peers"), "the reason: %s", reason);
   printf("spot checks: excluded at round %d: %s\n", rounds, reason);
   cJSON_Delete(st);
-  s_stop = 1;
-  pthread_join(th, NULL);
+  /* a restarted coordinator holds the same spot-check counts of every peer it keeps */
+  cJSON *before, *after;
+  s_restart_status(&c, th, &cfg, &before, &after);
+  const char *fields[] = {"spot_checks", "spot_failed", "spot_checkers", "flagged", "syncs"};
+  int compared = 0;
+  for (int i = 0; i < N; i++) {
+    if (i == caught) continue; /* excluded: gone from the table, its key refused */
+    const int id = s_peer_id(before, cl[i].pub);
+    for (size_t f = 0; f < WT_ARRAY_LEN(fields); f++) {
+      const double was = s_trust_of(before, id, fields[f]), is = s_trust_of(after, id, fields[f]);
+      WT_TEST_ASSERT(was == is, "peer %d's %s: %g before the restart, %g after", id, fields[f], was,
+                     is);
+      compared += was > 0;
+    }
+  }
+  const cJSON *ex_after = cJSON_GetObjectItemCaseSensitive(after, "excluded");
+  WT_TEST_ASSERT(
+      coordinator_field_int(after, "peers_excluded", -1) == 1 &&
+          !strcmp(coordinator_field_str(cJSON_GetArrayItem(ex_after, 0), "key"), cl[caught].pub) &&
+          strstr(coordinator_field_str(cJSON_GetArrayItem(ex_after, 0), "reason"),
+                 "failed 2 spot checks"),
+      "the restarted coordinator lists the exclusion: %d",
+      coordinator_field_int(after, "peers_excluded", -1));
+  int framed = -1;
+  for (int i = 0; i < N; i++)
+    if (cl[i].rank == 1) framed = s_peer_id(after, cl[i].pub);
+  WT_TEST_ASSERT(compared >= 3 && s_trust_of(after, framed, "spot_failed") >= 6 &&
+                     s_trust_of(after, framed, "spot_checkers") == 1,
+                 "the framed peer's failed checks (%g, by %g checkers) survive the restart",
+                 s_trust_of(after, framed, "spot_failed"),
+                 s_trust_of(after, framed, "spot_checkers"));
+  cJSON_Delete(before);
+  cJSON_Delete(after);
   for (int i = 0; i < N; i++) zmq_close(cl[i].sock);
   coordinator_destroy(&c);
 }
@@ -298,8 +358,25 @@ static void test_claims(void) {
                  "/metrics shows the flagged claim:\n%s", metrics ? metrics : "(none)");
   free(metrics);
   cJSON_Delete(st);
-  s_stop = 1;
-  pthread_join(th, NULL);
+  /* a restarted coordinator keeps the flag and places the liar by its measured speed */
+  cJSON *before, *after;
+  s_restart_status(&c, th, &cfg, &before, &after);
+  WT_TEST_ASSERT(coordinator_field_int(after, "peers_claim_flagged", -1) == 1,
+                 "one claim flagged after the restart, not %d",
+                 coordinator_field_int(after, "peers_claim_flagged", -1));
+  for (int i = 0; i < N; i++) {
+    const cJSON *was = s_claim_of(before, cl[i].pub), *is = s_claim_of(after, cl[i].pub);
+    WT_TEST_ASSERT(was && is, "client %d has a claim record after the restart", i);
+    if (!was || !is) continue;
+    WT_TEST_ASSERT(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(is, "flagged")) == (i == 0) &&
+                       coordinator_field_num(is, "flops_placed", -1) ==
+                           coordinator_field_num(was, "flops_placed", -2),
+                   "client %d: placed at %g after the restart, %g before", i,
+                   coordinator_field_num(is, "flops_placed", -1),
+                   coordinator_field_num(was, "flops_placed", -1));
+  }
+  cJSON_Delete(before);
+  cJSON_Delete(after);
   for (int i = 0; i < N; i++) zmq_close(cl[i].sock);
   coordinator_destroy(&c);
 }
@@ -364,6 +441,22 @@ int main(void) {
                  "/metrics counts the exclusion:\n%s", metrics ? metrics : "(none)");
   free(metrics);
   cJSON_Delete(st);
+  /* the liar heartbeats on: it is told at once that it was excluded and why, not that it
+   * missed heartbeats */
+  for (int k = 0; k < 30 && !cl[liar].refused; k++)
+    s_heartbeat(&cl[liar], N - 1, 0), usleep(100000), s_drain(&cl[liar]);
+  WT_TEST_ASSERT(cl[liar].refused && cl[liar].excluded &&
+                     strstr(cl[liar].first_reason, "this key was excluded from the run: its "
+                                                   "contributions were left out"),
+                 "the excluded liar's first refusal: %s",
+                 cl[liar].refused ? cl[liar].first_reason : "none");
+  cl[liar].refused = cl[liar].excluded = 0;
+  for (int k = 0; k < 30 && !cl[liar].refused; k++)
+    s_heartbeat(&cl[liar], N - 1, 0), usleep(100000), s_drain(&cl[liar]);
+  WT_TEST_ASSERT(cl[liar].refused && cl[liar].excluded && strstr(cl[liar].reason, "excluded") &&
+                     !strstr(cl[liar].reason, "missed heartbeats"),
+                 "a later heartbeat of the liar is refused with the reason: %s", cl[liar].reason);
+  cl[liar].refused = 0;
   /* a few more rounds: the honest peers keep reporting, nobody else goes */
   for (int k = 0; k < 10; k++) {
     for (int i = 0; i < N; i++)

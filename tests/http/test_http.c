@@ -1,7 +1,8 @@
 /* test_http — the coordinator's status server over real loopback sockets: /status and /metrics
  * serve the callback's current snapshot (and change when it does), the Prometheus text is well
  * formed and escapes hostile labels, bad methods, paths and raw garbage get errors while the
- * server keeps serving, and bad options are refused with a clear message. */
+ * server keeps serving, bad options are refused with a clear message, and a server with a refresh
+ * period answers from its cache while the caller holds its lock. */
 #include "coordinator/http.h"
 
 #include "common/common.h"
@@ -15,6 +16,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -454,6 +456,36 @@ static void s_schema_check(fake_status *f) {
   WT_TEST_ASSERT(coordinator_http_metrics_render(NULL) == NULL, "NULL snapshot rendered");
 }
 
+/* A server with refresh_s 1: twenty requests in a row take a few snapshots, not twenty; a request
+ * answers from the cache while the caller holds its lock (the coordinator's loop busy); and a
+ * change shows once the cache is older than 2 × refresh_s. */
+static void s_cached(void) {
+  fake_status f = {.lock = PTHREAD_MUTEX_INITIALIZER, .stages = 2, .replicas = 3};
+  fake_status_set(&f, 5);
+  coordinator_http *h = coordinator_http_new(&(coordinator_http_opts){
+      .port = 0, .status = fake_status_snapshot, .arg = &f, .lock = &f.lock, .refresh_s = 1});
+  WT_TEST_REQUIRE(h, "coordinator_http_new: %s", wt_last_error());
+  int port = coordinator_http_port(h);
+  for (int k = 0; k < 20; k++) s_check_status(port, &f, 5);
+  WT_TEST_ASSERT(f.calls <= 4, "20 requests took %d snapshots with a 1 s refresh", f.calls);
+
+  pthread_mutex_lock(&f.lock); /* the loop holds its lock: the cached text still answers */
+  s_reply r = s_request_within(port, NULL, "/status", 1);
+  pthread_mutex_unlock(&f.lock);
+  WT_TEST_ASSERT(r.code == 200 && strstr(r.body, "\"step\""), "GET /status under the lock: %ld",
+                 r.code);
+  s_reply_free(&r);
+
+  fake_status_set(&f, 6);
+  struct timespec wait = {2, 200 * 1000 * 1000}; /* past 2 × refresh_s */
+  nanosleep(&wait, NULL);
+  s_check_status(port, &f, 6);
+  s_check_metrics(port, 6);
+  coordinator_http_destroy(&h);
+  WT_TEST_ASSERT(f.unlocked_calls == 0, "%d snapshots taken without the caller's lock",
+                 f.unlocked_calls);
+}
+
 int main(void) {
   /* s_slow_clients holds 200 descriptors, and the server sizes its limit from what is left. */
   struct rlimit nofile;
@@ -485,6 +517,7 @@ int main(void) {
   s_check_status(port, &f, 42); /* still serving after all of the above */
   s_bad_options(port);
   s_schema_check(&f);
+  s_cached();
 
   WT_TEST_ASSERT(f.calls >= 8, "callback called %d times", f.calls);
   WT_TEST_ASSERT(f.unlocked_calls == 0, "%d snapshots taken without the caller's lock",

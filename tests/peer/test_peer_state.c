@@ -10,7 +10,13 @@
  *   - peerd's hand-over (peer_state_exchange) between four ranks, two of which hold the state of
  *     the stage they no longer serve, so they send and receive at once: everyone gets its stage's
  *     exact bytes; a byte flipped on the way is refused by the SHA-256 check; a peer asked for a
- *     step it does not hold refuses. */
+ *     step it does not hold refuses;
+ *   - DiLoCo (H = 4, stopped mid-round at step 6): the replicas' blobs differ (inner weights) but
+ *     have done the same outer steps; tasklets started from their own blobs go on bitwise as the
+ *     unbroken run; a replacement started from another replica's blob trains on and, after the
+ *     next outer step, holds its replica's weights; a replica one step behind keeps its state and
+ *     skips the step; a start at the run's last step takes the pending outer step and saves the
+ *     final checkpoint; a start across an outer step is refused. */
 #include "common/common.h"
 #include "common/testing.h"
 #include "parallel/transport/comm.h"
@@ -30,7 +36,9 @@ typedef struct {
   parallel_tasklet_config base;
   const void *in[W]; /* per rank: the blob to start from, or NULL */
   size_t in_bytes[W];
-  void *out[W]; /* per rank: the blob left behind */
+  int replica_in[W]; /* per rank: in[] is another replica's (DiLoCo: a replacement) */
+  long start[W];     /* per rank: the step to start at (DiLoCo), 0: the blob's */
+  void *out[W];      /* per rank: the blob left behind */
   size_t out_bytes[W];
   float loss[W][STEPS];
   int rcs[W];
@@ -52,6 +60,7 @@ static int s_rank(parallel_comm *world, void *arg) {
   c.stage = w / 2, c.replica = w % 2;
   c.on_step = s_on_step, c.on_step_arg = r;
   c.state_in = r->in[w], c.state_in_bytes = r->in_bytes[w];
+  c.state_in_replica = r->replica_in[w], c.start_step = r->start[w];
   c.state_out = &r->out[w], c.state_out_bytes = &r->out_bytes[w];
   int rc = parallel_tasklet_run(&c, world, NULL);
   r->rcs[w] = rc;
@@ -191,7 +200,7 @@ static int s_exchange_rank(parallel_comm *world, void *arg) {
   cJSON *from = cJSON_CreateIntArray((const int[]){3, 3, 2, 1}, W);
   parallel_comm *use = world, *flip = NULL;
   if (w == x->flip_rank) use = flip = parallel_comm_new(&s_flip_ops, world, w, W);
-  x->rcs[w] = peer_state_exchange(&x->held[w], use, from, w / 2, x->step, &x->got[w],
+  x->rcs[w] = peer_state_exchange(&x->held[w], use, from, w / 2, x->step, 0, &x->got[w],
                                   &x->got_bytes[w], &x->owned[w]);
   snprintf(x->err[w], sizeof x->err[w], "%s", x->rcs[w] == WT_OK ? "" : wt_last_error());
   parallel_comm_destroy(&flip);
@@ -245,6 +254,131 @@ static void test_peer_exchange(void) {
   s_free(&part);
 }
 
+/* ---- DiLoCo: live recovery ------------------------------------------------------------- */
+
+enum { H = 4 };
+
+static parallel_tasklet_config s_diloco_config(void) {
+  parallel_tasklet_config c = s_config();
+  c.run.sync.diloco = H;
+  return c;
+}
+
+/* The parameters of a blob (after the 64-byte header and the data position). */
+static const float *s_params(const void *blob, size_t *n) {
+  const unsigned char *b = blob;
+  size_t pos = 0, count = 0;
+  memcpy(&pos, b + 48, 4), memcpy(&count, b + 40, 8);
+  *n = count;
+  return (const float *)(b + 64 + pos);
+}
+
+static void s_stop_at(s_run *r, long step) {
+  memset(r, 0, sizeof *r);
+  r->base = s_diloco_config();
+  r->base.stop_after = step;
+  WT_TEST_REQUIRE(s_go(r) == WT_OK, "the DiLoCo run stopped at %ld failed: %s", step, r->err[0]);
+}
+
+static void test_diloco_live(void) {
+  static s_run full, at6, at5, rest;
+  memset(&full, 0, sizeof full);
+  full.base = s_diloco_config();
+  WT_TEST_REQUIRE(s_go(&full) == WT_OK, "the full DiLoCo run failed: %s", full.err[0]);
+  s_stop_at(&at6, 6);
+  for (int w = 0; w < W; w++) {
+    long outer = -2;
+    WT_TEST_ASSERT(parallel_tasklet_state_outer(at6.out[w], at6.out_bytes[w], &outer) == WT_OK &&
+                       outer == 1,
+                   "rank %d's blob at step 6 has done %ld outer steps, expected 1", w, outer);
+  }
+  size_t n0, n1;
+  const float *p0 = s_params(at6.out[2], &n0), *p1 = s_params(at6.out[3], &n1);
+  WT_TEST_ASSERT(n0 == n1 && memcmp(p0, p1, n0 * 4), "the replicas' inner weights agree mid-round");
+
+  /* survivors: each tasklet from its own state goes on exactly as the run that never stopped */
+  memset(&rest, 0, sizeof rest);
+  rest.base = s_diloco_config();
+  for (int w = 0; w < W; w++) rest.in[w] = at6.out[w], rest.in_bytes[w] = at6.out_bytes[w];
+  WT_TEST_REQUIRE(s_go(&rest) == WT_OK, "the run from its own states failed: %s", rest.err[0]);
+  for (int i = 6; i < STEPS; i++)
+    for (int w = 0; w < W; w++)
+      WT_TEST_ASSERT(rest.loss[w][i] == full.loss[w][i], "step %d rank %d: %.9g, unbroken %.9g",
+                     i + 1, w, rest.loss[w][i], full.loss[w][i]);
+  WT_TEST_ASSERT(isnan(rest.loss[0][5]), "the survivors trained step 6 again");
+  s_free(&rest);
+
+  /* a replacement: rank 3 starts from rank 2's state, as a new replica; after the outer step at
+   * step 8 both replicas of stage 1 hold the same weights again */
+  memset(&rest, 0, sizeof rest);
+  rest.base = s_diloco_config();
+  for (int w = 0; w < W; w++) rest.in[w] = at6.out[w], rest.in_bytes[w] = at6.out_bytes[w];
+  rest.in[3] = at6.out[2], rest.in_bytes[3] = at6.out_bytes[2], rest.replica_in[3] = 1;
+  WT_TEST_REQUIRE(s_go(&rest) == WT_OK, "the run with a replacement failed: %s", rest.err[3]);
+  for (int w = 0; w < W; w++)
+    WT_TEST_ASSERT(isfinite(rest.loss[w][STEPS - 1]), "rank %d: no final loss", w);
+  p0 = s_params(rest.out[2], &n0), p1 = s_params(rest.out[3], &n1);
+  WT_TEST_ASSERT(n0 == n1 && !memcmp(p0, p1, n0 * 4),
+                 "after the outer step the replacement's weights differ from its replica's");
+  s_free(&rest);
+
+  /* replica 1 stopped a step earlier: it keeps its own state and skips step 6's batch */
+  s_stop_at(&at5, 5);
+  memset(&rest, 0, sizeof rest);
+  rest.base = s_diloco_config();
+  for (int w = 0; w < W; w++) {
+    s_run *from = w % 2 ? &at5 : &at6;
+    rest.in[w] = from->out[w], rest.in_bytes[w] = from->out_bytes[w], rest.start[w] = 6;
+  }
+  WT_TEST_REQUIRE(s_go(&rest) == WT_OK, "the run that skips a step failed: %s", rest.err[1]);
+  WT_TEST_ASSERT(isnan(rest.loss[1][5]) && isfinite(rest.loss[1][6]),
+                 "replica 1 trained step 6 instead of skipping it");
+  s_free(&rest);
+
+  /* started at the run's last step (8, an outer-step boundary) from states of step 7: the
+   * tasklets take that outer step and save the final checkpoint, training nothing */
+  static s_run at7;
+  s_stop_at(&at7, 7);
+  char dir[] = "/tmp/wt-peer-state-XXXXXX";
+  WT_TEST_REQUIRE(mkdtemp(dir), "cannot make a temporary directory");
+  memset(&rest, 0, sizeof rest);
+  rest.base = s_diloco_config();
+  snprintf(rest.base.run.checkpoint_dir, sizeof rest.base.run.checkpoint_dir, "%s", dir);
+  for (int w = 0; w < W; w++)
+    rest.in[w] = at7.out[w], rest.in_bytes[w] = at7.out_bytes[w], rest.start[w] = STEPS;
+  WT_TEST_REQUIRE(s_go(&rest) == WT_OK, "the start at the last step failed: %s", rest.err[0]);
+  for (int w = 0; w < W; w++) {
+    long outer = -1;
+    parallel_tasklet_state_outer(rest.out[w], rest.out_bytes[w], &outer);
+    WT_TEST_ASSERT(outer == 2 && isnan(rest.loss[w][STEPS - 1]),
+                   "rank %d: %ld outer steps after the start at step %d (expected 2), a step "
+                   "trained: %d",
+                   w, outer, STEPS, !isnan(rest.loss[w][STEPS - 1]));
+  }
+  p0 = s_params(rest.out[0], &n0), p1 = s_params(rest.out[1], &n1);
+  WT_TEST_ASSERT(n0 == n1 && !memcmp(p0, p1, n0 * 4), "stage 0's replicas differ after it");
+  char manifest[128];
+  snprintf(manifest, sizeof manifest, "%s/manifest.json", dir);
+  FILE *mf = fopen(manifest, "r");
+  WT_TEST_ASSERT(mf != NULL, "no final checkpoint manifest in %s", dir);
+  if (mf) fclose(mf);
+  char rm[160];
+  snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+  WT_TEST_ASSERT(system(rm) == 0, "cannot remove %s", dir);
+  s_free(&rest), s_free(&at7);
+
+  /* refused: a state of step 3 cannot start at step 6, the outer step of step 4 lies between */
+  static s_run at3;
+  s_stop_at(&at3, 3);
+  memset(&rest, 0, sizeof rest);
+  rest.base = s_diloco_config();
+  for (int w = 0; w < W; w++)
+    rest.in[w] = at3.out[w], rest.in_bytes[w] = at3.out_bytes[w], rest.start[w] = 6;
+  WT_TEST_ASSERT(s_go(&rest) != WT_OK && strstr(rest.err[0], "an outer step it has not taken"),
+                 "a start across an outer step: '%s'", rest.err[0]);
+  s_free(&rest), s_free(&at3), s_free(&at5), s_free(&at6), s_free(&full);
+}
+
 int main(void) {
   data_synth_config sc = data_synth_default();
   sc.n_tokens = 10000;
@@ -252,6 +386,7 @@ int main(void) {
   WT_TEST_REQUIRE(s_data, "%s", wt_last_error());
   test_handover_is_bitwise();
   test_peer_exchange();
+  test_diloco_live();
   data_set_destroy(&s_data);
   return wt_test_finish("test_peer_state");
 }

@@ -5,9 +5,12 @@
  *    raw socket are refused, logged and counted, and the rank goes on receiving good messages;
  *  - a hello from a key outside the group is refused: nothing of a stranger's is delivered;
  *  - on the wire between two ranks (a tap that relays rank 1's frames to rank 0), a flipped
- *    payload or header byte, a replayed message, two messages swapped, a message cut short
- *    (a part dropped, a part one byte short, no trailer) and two parts swapped are each refused
- *    and counted, and the good messages around them arrive; after the sender restarts with
+ *    payload or header byte, a replayed message, two messages swapped, and in a large message
+ *    sent as chunks a chunk dropped (the last one, one in the middle), two chunks swapped, a
+ *    chunk one byte short or without its tag are each refused and counted (with the chunks
+ *    that then belong to no message), and the good messages around them arrive; on a paced
+ *    link, where a large message stays one multipart message, a part dropped, a part one byte
+ *    short, no trailer and two parts swapped are each refused; after the sender restarts with
  *    the same keys its new session works, and the old session's message and hello are refused;
  *  - a peer process that dies mid-step makes every other process fail with a clear error well
  *    within the deadline; a silent (stuck) peer makes them fail at the deadline, never hang. */
@@ -116,6 +119,11 @@ static void test_bad_frames(void) {
       {"unknown message kind", 5, 77, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
       {"unknown codec", 6, 200, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
       {"unknown flags", 7, 0x81, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
+      {"FIRST without CHUNK", 7, PARALLEL_ZMQ_FLAG_SEALED | PARALLEL_ZMQ_FLAG_FIRST,
+       s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
+      {"a chunk empty or longer than its payload", 7,
+       PARALLEL_ZMQ_FLAG_SEALED | PARALLEL_ZMQ_FLAG_CHUNK | PARALLEL_ZMQ_FLAG_FIRST,
+       s_good_header(1, 5, 3), PARALLEL_ZMQ_HEADER_BYTES},
       {"a plaintext message on a sealed link", 7, 0, s_good_header(1, 5, 4),
        PARALLEL_ZMQ_HEADER_BYTES},
       {"wrong run id", 8, 78, s_good_header(1, 5, 4), PARALLEL_ZMQ_HEADER_BYTES},
@@ -242,6 +250,17 @@ static int s_wire_take(void *tap, void *relay, s_wire_msg *m) {
   }
 }
 
+/* Takes the n chunks of one large message from the tap. Returns 0, or -1 when one is missing. */
+static int s_wire_chunks(void *tap, void *relay, s_wire_msg *ch, int n) {
+  for (int k = 0; k < n; k++)
+    if (s_wire_take(tap, relay, &ch[k]) != 0) return -1;
+  return 0;
+}
+
+static void s_wire_chunks_free(s_wire_msg *ch, int n) {
+  for (int k = 0; k < n; k++) s_wire_free(&ch[k]);
+}
+
 static void test_wire_tap(void) {
   char pub[2][41], sec[2][41];
   const char *pubs[2] = {pub[0], pub[1]};
@@ -274,7 +293,7 @@ static void test_wire_tap(void) {
   parallel_comm *c1 = parallel_zmq_transport_connect(&ts[1], eps1);
   WT_TEST_REQUIRE(c0 && c1, "%s", wt_last_error());
 
-  static uint8_t big[3 << 20], out[3 << 20]; /* 12 parts of 256 KiB */
+  static uint8_t big[12 << 20], out[12 << 20]; /* 12 chunks of 1 MiB */
   for (size_t i = 0; i < sizeof big; i++) big[i] = (uint8_t)(i * 7);
   uint32_t v = 0x11223344, w = 0;
   size_t got = 0;
@@ -312,40 +331,71 @@ static void test_wire_tap(void) {
                  "the later one arrives");
   WT_TEST_ASSERT(s_wait_refused(c0, 4) == 4, "the reordered earlier one is refused");
   s_wire_free(&c);
-  /* Cut short: the last part dropped, a part one byte short, the trailer dropped. */
+  /* A 12 MiB message crosses as 12 chunks, each its own message: header, part, tag. */
+  uint64_t want = 4;
+  s_wire_msg ch[12];
   parallel_comm_send(c1, 0, 9, big, sizeof big);
-  WT_TEST_REQUIRE(s_wire_take(tap, relay, &b) == 0 && b.n == 14, "12 parts and a trailer (%d)",
-                  b.n);
-  s_wire_msg cut = b;
-  cut.f[12] = b.f[13], cut.len[12] = b.len[13], cut.n = 13;
-  s_wire_put(relay, &cut);
-  WT_TEST_ASSERT(s_wait_refused(c0, 5) == 5, "a message without its last part is refused");
-  b.len[3]--;
-  s_wire_put(relay, &b);
-  b.len[3]++;
-  WT_TEST_ASSERT(s_wait_refused(c0, 6) == 6, "a part one byte short is refused");
-  cut = b, cut.n = 13;
-  s_wire_put(relay, &cut);
-  WT_TEST_ASSERT(s_wait_refused(c0, 7) == 7, "a message without its trailer is refused");
-  /* Two parts swapped inside the message: each part has its own nonce. */
-  uint8_t *p2 = b.f[2];
-  b.f[2] = b.f[3], b.f[3] = p2;
-  s_wire_put(relay, &b);
-  WT_TEST_ASSERT(s_wait_refused(c0, 8) == 8, "swapped parts are refused");
-  s_wire_free(&b);
-  s_capture_end(fd, saved, text, sizeof text);
-  WT_TEST_ASSERT(strstr(text, "replayed or reordered") && strstr(text, "authentication failed") &&
-                     strstr(text, "length does not match"),
-                 "the refusals say why: %s", text);
-  /* The link still works, and only the three good messages were accepted. */
-  parallel_comm_send(c1, 0, 10, big, sizeof big);
+  WT_TEST_REQUIRE(s_wire_chunks(tap, relay, ch, 12) == 0, "12 chunks on the wire");
+  for (int k = 0; k < 12; k++)
+    WT_TEST_ASSERT(ch[k].n == 3 && ch[k].len[1] == (1 << 20) &&
+                       ch[k].f[0][7] == (PARALLEL_ZMQ_FLAG_SEALED | PARALLEL_ZMQ_FLAG_CHUNK |
+                                         (k == 0 ? PARALLEL_ZMQ_FLAG_FIRST : 0)),
+                   "chunk %d: %d frames, flags 0x%x", k, ch[k].n, ch[k].f[0][7]);
+  /* Cut short: the last chunk dropped. The next message shows it (chunks come back to back). */
+  for (int k = 0; k < 11; k++) s_wire_put(relay, &ch[k]);
+  s_wire_chunks_free(ch, 12);
+  parallel_comm_send(c1, 0, 13, &v, sizeof v);
   s_wire_take(tap, relay, &b);
   s_wire_put(relay, &b);
   s_wire_free(&b);
+  WT_TEST_ASSERT(parallel_comm_recv(c0, 1, 13, &w, sizeof w, &got) == WT_OK,
+                 "the message after the cut one arrives: %s", wt_last_error());
+  WT_TEST_ASSERT(s_wait_refused(c0, want + 1) == want + 1, "a message without its last chunk");
+  want += 1;
+  /* A chunk dropped in the middle: the next one is out of order, the rest have no message. */
+  parallel_comm_send(c1, 0, 14, big, sizeof big);
+  s_wire_chunks(tap, relay, ch, 12);
+  for (int k = 0; k < 12; k++)
+    if (k != 5) s_wire_put(relay, &ch[k]);
+  s_wire_chunks_free(ch, 12);
+  WT_TEST_ASSERT(s_wait_refused(c0, want + 6) == want + 6, "a chunk dropped: 6 refused");
+  want += 6;
+  /* Two chunks swapped: the later one is out of order, the earlier one then replayed. */
+  parallel_comm_send(c1, 0, 15, big, sizeof big);
+  s_wire_chunks(tap, relay, ch, 12);
+  for (int k = 0; k < 12; k++) s_wire_put(relay, &ch[k == 2 ? 3 : k == 3 ? 2 : k]);
+  s_wire_chunks_free(ch, 12);
+  WT_TEST_ASSERT(s_wait_refused(c0, want + 10) == want + 10, "swapped chunks: 10 refused");
+  want += 10;
+  /* A chunk one byte short; a chunk without its tag. */
+  for (int cut_tag = 0; cut_tag < 2; cut_tag++) {
+    parallel_comm_send(c1, 0, 16, big, sizeof big);
+    s_wire_chunks(tap, relay, ch, 12);
+    if (cut_tag)
+      ch[3].n = 2;
+    else
+      ch[3].len[1]--;
+    for (int k = 0; k < 12; k++) s_wire_put(relay, &ch[k]);
+    ch[3].n = 3;
+    s_wire_chunks_free(ch, 12);
+    WT_TEST_ASSERT(s_wait_refused(c0, want + 9) == want + 9, "a chunk %s: 9 refused",
+                   cut_tag ? "without its tag" : "one byte short");
+    want += 9;
+  }
+  s_capture_end(fd, saved, text, sizeof text);
+  WT_TEST_ASSERT(strstr(text, "replayed or reordered") && strstr(text, "authentication failed") &&
+                     strstr(text, "cut short") && strstr(text, "out of order") &&
+                     strstr(text, "without the first chunk") && strstr(text, "empty or longer"),
+                 "the refusals say why: %s", text);
+  /* The link still works, and only the four good messages were accepted. */
+  parallel_comm_send(c1, 0, 10, big, sizeof big);
+  WT_TEST_REQUIRE(s_wire_chunks(tap, relay, ch, 12) == 0, "12 chunks on the wire");
+  for (int k = 0; k < 12; k++) s_wire_put(relay, &ch[k]);
+  s_wire_chunks_free(ch, 12);
   WT_TEST_ASSERT(parallel_comm_recv(c0, 1, 10, out, sizeof out, &got) == WT_OK &&
                      got == sizeof big && memcmp(out, big, sizeof big) == 0,
                  "a large message after the bad ones arrives intact: %s", wt_last_error());
-  WT_TEST_ASSERT(parallel_zmq_link_stats_get(c0, 1).msgs_recv == 3, "accepted %llu messages",
+  WT_TEST_ASSERT(parallel_zmq_link_stats_get(c0, 1).msgs_recv == 4, "accepted %llu messages",
                  (unsigned long long)parallel_zmq_link_stats_get(c0, 1).msgs_recv);
 
   /* Rank 1 restarts at its endpoint with the same keys: the new process's session works, and
@@ -371,11 +421,13 @@ static void test_wire_tap(void) {
   WT_TEST_ASSERT(parallel_comm_recv(c0, 1, 11, &w, sizeof w, &got) == WT_OK && w == v,
                  "the restarted peer's message arrives: %s", wt_last_error());
   s_wire_put(relay, &a);
-  WT_TEST_ASSERT(s_wait_refused(c0, 9) == 9, "an old session's first message is refused");
+  WT_TEST_ASSERT(s_wait_refused(c0, want + 1) == want + 1,
+                 "an old session's first message is refused");
   s_wire_put(relay, &d);
-  WT_TEST_ASSERT(s_wait_refused(c0, 10) == 10, "an old session's later message is refused");
+  WT_TEST_ASSERT(s_wait_refused(c0, want + 2) == want + 2,
+                 "an old session's later message is refused");
   s_wire_put(relay, &s_first_hello);
-  WT_TEST_ASSERT(s_wait_refused(c0, 11) == 11, "an old session's hello is refused");
+  WT_TEST_ASSERT(s_wait_refused(c0, want + 3) == want + 3, "an old session's hello is refused");
   parallel_comm_send(c1, 0, 12, &v, sizeof v);
   s_wire_take(tap, relay, &b);
   s_wire_put(relay, &b);
@@ -396,8 +448,91 @@ static void test_wire_tap(void) {
   zmq_close(tap);
   zmq_close(relay);
   zmq_ctx_term(zctx);
-  printf("wire tap: replay, flipped payload and header, reorder, three truncations, swapped "
-         "parts, an old session's message and hello refused\n");
+  printf("wire tap: replay, flipped payload and header, reorder; a chunk dropped at the end and "
+         "in the middle, swapped, one byte short, without its tag; an old session's message and "
+         "hello refused\n");
+}
+
+/* On a paced (WAN-emulated) link a large payload stays one multipart message of 256 KiB parts,
+ * which the tap cuts short three ways (the last part dropped, a part one byte short, the
+ * trailer dropped) and reorders inside (two parts swapped): each is refused and counted, and an
+ * intact one arrives after them. */
+static void test_wire_tap_paced(void) {
+  char pub[2][41], sec[2][41];
+  const char *pubs[2] = {pub[0], pub[1]};
+  parallel_zmq_transport *ts[2];
+  char eps[2][256];
+  double lat[2] = {0, 0}, bw[2] = {1e9, 1e9}; /* rank 1 paces at 1 GB/s */
+  for (int r = 0; r < 2; r++)
+    WT_TEST_REQUIRE(parallel_zmq_keypair_new(pub[r], sec[r]) == WT_OK, "keys");
+  for (int r = 0; r < 2; r++) {
+    parallel_zmq_config cfg = parallel_zmq_config_default();
+    const char *bind[2] = {"tcp://127.0.0.1:*", "tcp://127.0.0.1:*"};
+    cfg.rank = r, cfg.size = 2, cfg.endpoints = bind, cfg.timeout_s = 5;
+    cfg.secret_key = sec[r], cfg.public_key = pub[r], cfg.peer_public_keys = pubs;
+    if (r == 1) cfg.latency_s = lat, cfg.bandwidth_Bps = bw;
+    ts[r] = parallel_zmq_transport_new(&cfg);
+    WT_TEST_REQUIRE(ts[r], "%s", wt_last_error());
+    snprintf(eps[r], sizeof eps[r], "%s", parallel_zmq_transport_endpoint(ts[r]));
+  }
+  void *zctx = zmq_ctx_new();
+  void *tap = zmq_socket(zctx, ZMQ_PULL);
+  int tmo = 5000, zero = 0;
+  zmq_setsockopt(tap, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+  zmq_setsockopt(tap, ZMQ_LINGER, &zero, sizeof zero);
+  WT_TEST_REQUIRE(zmq_bind(tap, "tcp://127.0.0.1:*") == 0, "bind the tap");
+  char tap_ep[256];
+  size_t tlen = sizeof tap_ep;
+  zmq_getsockopt(tap, ZMQ_LAST_ENDPOINT, tap_ep, &tlen);
+  void *relay = s_raw_client(zctx, eps[0]);
+  const char *eps0[2] = {eps[0], eps[1]}, *eps1[2] = {tap_ep, eps[1]};
+  parallel_comm *c0 = parallel_zmq_transport_connect(&ts[0], eps0);
+  parallel_comm *c1 = parallel_zmq_transport_connect(&ts[1], eps1);
+  WT_TEST_REQUIRE(c0 && c1, "%s", wt_last_error());
+
+  static uint8_t big[3 << 20], out[3 << 20]; /* 12 parts of 256 KiB */
+  for (size_t i = 0; i < sizeof big; i++) big[i] = (uint8_t)(i * 5 + 1);
+  size_t got = 0;
+  s_wire_msg b;
+  char text[16384];
+  int saved, fd = s_capture_begin(&saved);
+  parallel_comm_send(c1, 0, 9, big, sizeof big);
+  WT_TEST_REQUIRE(s_wire_take(tap, relay, &b) == 0 && b.n == 14, "12 parts and a trailer (%d)",
+                  b.n);
+  s_wire_msg cut = b;
+  cut.f[12] = b.f[13], cut.len[12] = b.len[13], cut.n = 13;
+  s_wire_put(relay, &cut);
+  WT_TEST_ASSERT(s_wait_refused(c0, 1) == 1, "a message without its last part is refused");
+  b.len[3]--;
+  s_wire_put(relay, &b);
+  b.len[3]++;
+  WT_TEST_ASSERT(s_wait_refused(c0, 2) == 2, "a part one byte short is refused");
+  cut = b, cut.n = 13;
+  s_wire_put(relay, &cut);
+  WT_TEST_ASSERT(s_wait_refused(c0, 3) == 3, "a message without its trailer is refused");
+  uint8_t *p2 = b.f[2];
+  b.f[2] = b.f[3], b.f[3] = p2;
+  s_wire_put(relay, &b);
+  WT_TEST_ASSERT(s_wait_refused(c0, 4) == 4, "swapped parts are refused");
+  s_wire_free(&b);
+  s_capture_end(fd, saved, text, sizeof text);
+  WT_TEST_ASSERT(strstr(text, "length does not match") && strstr(text, "authentication failed"),
+                 "the refusals say why: %s", text);
+  parallel_comm_send(c1, 0, 10, big, sizeof big);
+  WT_TEST_REQUIRE(s_wire_take(tap, relay, &b) == 0 && b.n == 14, "the intact message");
+  s_wire_put(relay, &b);
+  s_wire_free(&b);
+  WT_TEST_ASSERT(parallel_comm_recv(c0, 1, 10, out, sizeof out, &got) == WT_OK &&
+                     got == sizeof big && memcmp(out, big, sizeof big) == 0,
+                 "a paced message after the bad ones arrives intact: %s", wt_last_error());
+  WT_TEST_ASSERT(parallel_zmq_link_stats_get(c0, 1).msgs_recv == 1, "accepted %llu messages",
+                 (unsigned long long)parallel_zmq_link_stats_get(c0, 1).msgs_recv);
+  parallel_comm_destroy(&c1);
+  parallel_comm_destroy(&c0);
+  zmq_close(tap);
+  zmq_close(relay);
+  zmq_ctx_term(zctx);
+  printf("paced wire tap: a part dropped, one byte short, no trailer, swapped parts refused\n");
 }
 
 /* ---- a peer that dies or goes silent, across processes -------------------------------------- */
@@ -476,6 +611,7 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   test_bad_frames();
   test_wire_tap();
+  test_wire_tap_paced();
   s_fault_case(0);
   s_fault_case(1);
   if (wt_test_failures) fprintf(stderr, "test_zmq_faults: %d failure(s)\n", wt_test_failures);

@@ -155,17 +155,18 @@ typedef struct {
   long first_flag[LR_MAX_RANKS][LR_MAX_RANKS];
   uint32_t flags[LR_MAX_RANKS][LR_MAX_RANKS];
   int robust_syncs[LR_MAX_RANKS];
-  /* spot checks, per target replica (one stage): made, failed, the first failed step (0:
+  /* spot checks, per stage and target replica: made, failed, the first failed step (0:
    * never), and the lowest cosine a check of an honest replica saw */
-  int spot_checks[LR_MAX_RANKS], spot_failed[LR_MAX_RANKS];
-  long first_spot_fail[LR_MAX_RANKS];
-  uint32_t spot_fail_checkers[LR_MAX_RANKS]; /* bit c: checker replica c failed it */
-  long spot_second_checker[LR_MAX_RANKS];    /* the step a second checker failed it (0: never) */
+  int spot_checks[LR_MAX_RANKS][LR_MAX_RANKS], spot_failed[LR_MAX_RANKS][LR_MAX_RANKS];
+  long first_spot_fail[LR_MAX_RANKS][LR_MAX_RANKS];
+  uint32_t spot_fail_checkers[LR_MAX_RANKS][LR_MAX_RANKS]; /* bit c: checker replica c failed it */
+  long spot_second_checker[LR_MAX_RANKS][LR_MAX_RANKS]; /* a second checker failed it (0: never) */
   int spot_honest;
   double spot_seconds;  /* all checks' wall time */
   int spot_liar_passed; /* checks of a liar, at a step it lied at, that passed */
   double spot_honest_min_cos;
   double spot_honest_max_dev; /* the largest |norm ratio - 1| of those */
+  double spot_honest_max_use; /* through a codec: their largest rel_error / bound */
   void *state[LR_MAX_RANKS];  /* the stage blob each tasklet ended with (plain sync only) */
   size_t state_bytes[LR_MAX_RANKS];
   int keep_state;
@@ -181,17 +182,17 @@ static pthread_mutex_t lr_spot_mu = PTHREAD_MUTEX_INITIALIZER;
 /* Counts a checker's spot check (checkers are any replica: under a lock). */
 static void lr_spot(lr_run *h, const parallel_tasklet_step *st) {
   const parallel_tasklet_spot *sp = st->spot;
-  if (sp->target < 0 || sp->target >= LR_MAX_RANKS) return;
+  const int s = st->stage, t = sp->target;
+  if (t < 0 || t >= LR_MAX_RANKS || s < 0 || s >= LR_MAX_RANKS) return;
   pthread_mutex_lock(&lr_spot_mu);
-  h->spot_checks[sp->target]++;
+  h->spot_checks[s][t]++;
   h->spot_seconds += sp->seconds;
   if (sp->failed) {
-    h->spot_failed[sp->target]++;
-    if (!h->first_spot_fail[sp->target]) h->first_spot_fail[sp->target] = st->info.step;
-    h->spot_fail_checkers[sp->target] |= 1u << (sp->checker & 31);
-    if (!h->spot_second_checker[sp->target] &&
-        __builtin_popcount(h->spot_fail_checkers[sp->target]) >= 2)
-      h->spot_second_checker[sp->target] = st->info.step;
+    h->spot_failed[s][t]++;
+    if (!h->first_spot_fail[s][t]) h->first_spot_fail[s][t] = st->info.step;
+    h->spot_fail_checkers[s][t] |= 1u << (sp->checker & 31);
+    if (!h->spot_second_checker[s][t] && __builtin_popcount(h->spot_fail_checkers[s][t]) >= 2)
+      h->spot_second_checker[s][t] = st->info.step;
   }
   if (lr_is_liar(h, st->stage, sp->target) && st->info.step >= h->from && !sp->failed)
     h->spot_liar_passed++;
@@ -199,6 +200,8 @@ static void lr_spot(lr_run *h, const parallel_tasklet_step *st) {
     if (!h->spot_honest++ || sp->cosine < h->spot_honest_min_cos)
       h->spot_honest_min_cos = sp->cosine;
     h->spot_honest_max_dev = fmax(h->spot_honest_max_dev, fabs(sp->norm_ratio - 1));
+    if (sp->bound > 0)
+      h->spot_honest_max_use = fmax(h->spot_honest_max_use, sp->rel_error / sp->bound);
   }
   pthread_mutex_unlock(&lr_spot_mu);
 }

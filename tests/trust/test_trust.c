@@ -11,8 +11,12 @@
  *    honest replica;
  *  - spot checks: on an honest run they all pass and change nothing (the same stage bitwise as
  *    without them); a drift liar (its gradient plus noise of half its norm) fails every check
- *    of it from the step it starts lying, no honest replica fails one; none are made with two
- *    stages. */
+ *    of it from the step it starts lying, no honest replica fails one;
+ *  - spot checks through int8 and int4 with error feedback: honest ones pass within the codec's
+ *    bound and change nothing, drift fails them; none are made through top-k;
+ *  - activation spot checks in pipelines of 2 and 3 stages: on an honest run they all pass and
+ *    change nothing; corrupted activations fail every check of their sender from the step it
+ *    starts, and no honest replica's. */
 #include "common/testing.h"
 #include "model/trainer.h"
 #include "tests/trust/liar.h"
@@ -50,7 +54,7 @@ static lr_run *s_run(parallel_tasklet_config c, liar_kind lie, int liar_stage, i
   lr_free(&h);
   memset(&h, 0, sizeof h);
   h.base = c, h.lie = lie, h.liars = 1, h.liar_stage = liar_stage, h.from = FROM;
-  h.keep_state = !c.run.sync.diloco;
+  h.keep_state = !c.run.sync.diloco && !strcmp(c.run.sync.grad_codec, "none"); /* hand-over rule */
   int rc = lr_run_all(&h);
   if (want_ok)
     WT_TEST_REQUIRE(rc == WT_OK, "lie %s, robust %s: %s", liar_names[lie], c.run.robust, h.err[0]);
@@ -156,7 +160,7 @@ static void test_spot_checks(void) {
   c.run.spot_check_every = 2;
   h = s_run(c, LIAR_HONEST, 0, 1);
   int checks = 0, failed = 0;
-  for (int r = 0; r < 4; r++) checks += h->spot_checks[r], failed += h->spot_failed[r];
+  for (int r = 0; r < 4; r++) checks += h->spot_checks[0][r], failed += h->spot_failed[0][r];
   WT_TEST_ASSERT(checks == STEPS / 2 && !failed, "honest: %d checks (want %d), %d failed", checks,
                  STEPS / 2, failed);
   WT_TEST_ASSERT(h->spot_honest_min_cos >= PARALLEL_TASKLET_SPOT_COSINE,
@@ -169,23 +173,112 @@ static void test_spot_checks(void) {
   free(plain);
   c.run.spot_check_every = 1;
   h = s_run(c, LIAR_DRIFT, 0, 1);
-  WT_TEST_ASSERT(h->spot_failed[3] > 0 && !h->spot_liar_passed && h->first_spot_fail[3] >= FROM,
+  WT_TEST_ASSERT(h->spot_failed[0][3] > 0 && !h->spot_liar_passed &&
+                     h->first_spot_fail[0][3] >= FROM,
                  "drift: the liar failed %d of %d checks (%d passed while it lied), first at "
                  "step %ld (lies from %d)",
-                 h->spot_failed[3], h->spot_checks[3], h->spot_liar_passed, h->first_spot_fail[3],
-                 FROM);
+                 h->spot_failed[0][3], h->spot_checks[0][3], h->spot_liar_passed,
+                 h->first_spot_fail[0][3], FROM);
   for (int r = 0; r < 3; r++)
-    WT_TEST_ASSERT(!h->spot_failed[r], "drift: honest replica %d failed %d checks", r,
-                   h->spot_failed[r]);
+    WT_TEST_ASSERT(!h->spot_failed[0][r], "drift: honest replica %d failed %d checks", r,
+                   h->spot_failed[0][r]);
   printf("lie drift, median: loss %.4f; the liar failed %d of %d spot checks, its contribution "
          "left out of %d syncs\n",
-         s_final(h), h->spot_failed[3], h->spot_checks[3], h->flagged[0][3]);
-  c = s_config(2, "median");
+         s_final(h), h->spot_failed[0][3], h->spot_checks[0][3], h->flagged[0][3]);
+}
+
+/* Spot checks through a gradient codec with error feedback: a contribution is Q(g + e), judged
+ * by its distance to the recomputed g on the scale of the codec's own rounding. int8 and int4:
+ * honest checks pass and change nothing, drift fails every check of it; top-k (most of g left
+ * in the sender's residual) is not checked. */
+static void test_spot_codecs(void) {
+  const char *codecs[] = {"int8", "int4"};
+  for (int i = 0; i < 2; i++) {
+    parallel_tasklet_config c = s_config(1, "median");
+    snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "%s", codecs[i]);
+    lr_run *h = s_run(c, LIAR_HONEST, 0, 1);
+    float plain[STEPS]; /* the loss curve: a stage blob is not made with error feedback */
+    memcpy(plain, h->loss, sizeof plain);
+    c.run.spot_check_every = 1;
+    h = s_run(c, LIAR_HONEST, 0, 1);
+    int checks = 0, failed = 0;
+    for (int r = 0; r < 4; r++) checks += h->spot_checks[0][r], failed += h->spot_failed[0][r];
+    WT_TEST_ASSERT(checks == STEPS && !failed, "%s, honest: %d checks (want %d), %d failed",
+                   codecs[i], checks, STEPS, failed);
+    WT_TEST_ASSERT(h->spot_honest_max_use > 0 && h->spot_honest_max_use < 1,
+                   "%s, honest: at most %.3f of the bound used", codecs[i], h->spot_honest_max_use);
+    WT_TEST_ASSERT(!memcmp(h->loss, plain, sizeof plain), "%s: spot checks changed the training",
+                   codecs[i]);
+    const double honest_use = h->spot_honest_max_use;
+    h = s_run(c, LIAR_DRIFT, 0, 1);
+    WT_TEST_ASSERT(h->spot_failed[0][3] > 0 && !h->spot_liar_passed,
+                   "%s, drift: the liar failed %d of %d checks, %d passed while it lied", codecs[i],
+                   h->spot_failed[0][3], h->spot_checks[0][3], h->spot_liar_passed);
+    for (int r = 0; r < 3; r++)
+      WT_TEST_ASSERT(!h->spot_failed[0][r], "%s, drift: honest replica %d failed %d checks",
+                     codecs[i], r, h->spot_failed[0][r]);
+    printf("%s: honest checks used at most %.3f of their bound; drift failed %d of %d checks\n",
+           codecs[i], honest_use, h->spot_failed[0][3], h->spot_checks[0][3]);
+  }
+  parallel_tasklet_config c = s_config(1, "median");
+  snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "topk");
+  c.run.spot_check_every = 1;
+  lr_run *h = s_run(c, LIAR_HONEST, 0, 1);
+  int checks = 0;
+  for (int r = 0; r < 4; r++) checks += h->spot_checks[0][r];
+  WT_TEST_ASSERT(checks == 0, "topk: %d spot checks made, want none", checks);
+}
+
+/* The spot checks of the activations stage s sends: a pipeline of `stages` (a layer each),
+ * 2 micro-batches, checks every step. Honest: every check passes (the recompute is bitwise what
+ * was sent) and changes nothing; `act` at replica 3 of stage liar_stage fails every check of
+ * it from the step it starts lying, and no honest replica fails one. */
+static void test_spot_activations(int stages, int liar_stage) {
+  parallel_tasklet_config c = s_config(stages, "median");
+  c.run.layers = WT_MAX(2, stages), c.run.micro_batches = 2;
+  lr_run *h = s_run(c, LIAR_HONEST, 0, 1);
+  void *plain[LR_MAX_RANKS]; /* every stage's, replica 0 */
+  size_t plain_bytes[LR_MAX_RANKS];
+  for (int s = 0; s < stages; s++) {
+    plain_bytes[s] = h->state_bytes[4 * s];
+    plain[s] = wt_xmalloc(plain_bytes[s]);
+    memcpy(plain[s], h->state[4 * s], plain_bytes[s]);
+  }
   c.run.spot_check_every = 1;
   h = s_run(c, LIAR_HONEST, 0, 1);
-  WT_TEST_ASSERT(!h->spot_checks[0] && !h->spot_checks[1] && !h->spot_checks[2] &&
-                     !h->spot_checks[3],
-                 "two stages: no spot checks are made");
+  for (int s = 0; s < stages; s++) {
+    WT_TEST_ASSERT(h->state_bytes[4 * s] == plain_bytes[s] &&
+                       !memcmp(h->state[4 * s], plain[s], plain_bytes[s]),
+                   "%d stages: activation checks changed stage %d's training", stages, s);
+    free(plain[s]);
+    int checks = 0, failed = 0;
+    for (int r = 0; r < 4; r++) checks += h->spot_checks[s][r], failed += h->spot_failed[s][r];
+    const int want = s < stages - 1 ? STEPS : 0; /* the last stage sends no activations */
+    WT_TEST_ASSERT(checks == want && !failed,
+                   "%d stages, honest: stage %d made %d checks (want "
+                   "%d), %d failed",
+                   stages, s, checks, want, failed);
+  }
+  WT_TEST_ASSERT(h->spot_honest_min_cos >= PARALLEL_TASKLET_SPOT_COSINE,
+                 "%d stages, honest: lowest cosine %.6f", stages, h->spot_honest_min_cos);
+  printf("%d stages, honest: activation checks all passed, lowest cosine %.6f, largest norm "
+         "deviation %.2e, %.2f ms per check\n",
+         stages, h->spot_honest_min_cos, h->spot_honest_max_dev,
+         1e3 * h->spot_seconds / WT_MAX(1, h->spot_honest));
+  h = s_run(c, LIAR_ACT, liar_stage, 1);
+  const int *failed = h->spot_failed[liar_stage];
+  WT_TEST_ASSERT(failed[3] > 0 && !h->spot_liar_passed && h->first_spot_fail[liar_stage][3] >= FROM,
+                 "%d stages, act at stage %d: the liar failed %d of %d checks (%d passed while it "
+                 "lied), first at step %ld (lies from %d)",
+                 stages, liar_stage, failed[3], h->spot_checks[liar_stage][3], h->spot_liar_passed,
+                 h->first_spot_fail[liar_stage][3], FROM);
+  for (int s = 0; s < stages; s++)
+    for (int r = 0; r < 4; r++)
+      WT_TEST_ASSERT(!h->spot_failed[s][r] || (s == liar_stage && r == 3),
+                     "%d stages, act: honest replica %d of stage %d failed %d checks", stages, r, s,
+                     h->spot_failed[s][r]);
+  printf("%d stages, act at stage %d: the liar failed %d of %d checks, from step %ld\n", stages,
+         liar_stage, failed[3], h->spot_checks[liar_stage][3], h->first_spot_fail[liar_stage][3]);
 }
 
 int main(void) {
@@ -199,6 +292,9 @@ int main(void) {
   test_diloco();
   test_activations(s_final(s_run(s_config(2, "none"), LIAR_HONEST, 0, 1)));
   test_spot_checks();
+  test_spot_codecs();
+  test_spot_activations(2, 0);
+  test_spot_activations(3, 1); /* the forward's input comes from the liar's previous stage */
   lr_free(&s_h);
   data_set_destroy(&s_data);
   if (wt_test_failures) fprintf(stderr, "%d failure(s)\n", wt_test_failures);

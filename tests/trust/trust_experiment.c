@@ -15,7 +15,8 @@
 
 typedef struct {
   char lie[WT_CONFIG_STR_MAX], robust[WT_CONFIG_STR_MAX], grad_codec[WT_CONFIG_STR_MAX];
-  int stages, replicas, liars, steps, batch, diloco, from, trust_flags, channels, spot_every;
+  int stages, replicas, liars, liar_stage, steps, batch, diloco, from, trust_flags, channels,
+      spot_every;
   long long seed;
 } s_args;
 
@@ -26,10 +27,11 @@ static const wt_option s_options[] = {
     {"robust", WT_OPT_CHOICE, F(robust), 0, 0, "none", "the sync's aggregate",
      "none|trimmed-mean|median|centered-clip"},
     {"grad-codec", WT_OPT_CHOICE, F(grad_codec), 0, 0, "none", "gradient codec",
-     "none|fp16|int8|sign|topk"},
-    {"stages", WT_OPT_INT, F(stages), 1, 2, "1", "pipeline stages", 0},
+     "none|fp16|bf16|int8|int4|sign|topk"},
+    {"stages", WT_OPT_INT, F(stages), 1, 4, "1", "pipeline stages (a layer each past 2)", 0},
     {"replicas", WT_OPT_INT, F(replicas), 1, 8, "4", "replicas", 0},
-    {"liars", WT_OPT_INT, F(liars), 0, 8, "1", "lying replicas (the last ones of stage 0)", 0},
+    {"liars", WT_OPT_INT, F(liars), 0, 8, "1", "lying replicas (the last ones of liar-stage)", 0},
+    {"liar-stage", WT_OPT_INT, F(liar_stage), 0, 3, "0", "the stage the liars serve", 0},
     {"steps", WT_OPT_INT, F(steps), 1, LR_MAX_STEPS, "60", "steps", 0},
     {"batch", WT_OPT_INT, F(batch), 1, 1024, "32", "global batch", 0},
     {"diloco", WT_OPT_INT, F(diloco), 0, 100, "0", "DiLoCo H (0: every step)", 0},
@@ -45,7 +47,8 @@ static parallel_tasklet_config s_config(const s_args *a, const data_set *data) {
   parallel_tasklet_config c = parallel_tasklet_config_default();
   c.run.stages = a->stages, c.run.replicas = a->replicas;
   snprintf(c.run.schedule, sizeof c.run.schedule, "1f1b");
-  c.run.seq = 16, c.run.layers = 2, c.run.heads = 2, c.run.channels = a->channels; /* V 64 */
+  c.run.seq = 16, c.run.layers = WT_MAX(2, a->stages), c.run.heads = 2; /* V 64: the data's */
+  c.run.channels = a->channels;
   c.run.batch = a->batch, c.run.micro_batches = 1, c.run.val_batches = 4, c.run.seed = a->seed;
   c.run.steps = a->steps;
   h_run_optim_default(&c.run);
@@ -75,7 +78,8 @@ static void s_print(const s_args *a, const lr_run *h, int rc) {
     for (int r = 0; r < R; r++) {
       const int n = h->flagged[s][r], syncs = h->robust_syncs[s];
       const int out = parallel_run_config_excludes(&run, n, syncs);
-      if (lr_is_liar(h, s, r) || (h->lie == LIAR_ACT && s == 1 && r >= R - h->liars)) {
+      if (lr_is_liar(h, s, r) ||
+          (h->lie == LIAR_ACT && s == h->liar_stage + 1 && r >= R - h->liars)) {
         liar_flagged += n, liars_out += out;
         if (h->first_flag[s][r] && (!first || h->first_flag[s][r] < first))
           first = h->first_flag[s][r];
@@ -88,21 +92,21 @@ static void s_print(const s_args *a, const lr_run *h, int rc) {
   long first_spot = 0, spot_excluded_at = 0;
   int liars_spot_excluded = 0;
   double compute_s = 0;
-  for (int r = 0; r < R; r++) {
-    spot_checks += h->spot_checks[r];
-    if (lr_is_liar(h, 0, r)) {
-      liar_spot_failed += h->spot_failed[r];
-      if (h->first_spot_fail[r] && (!first_spot || h->first_spot_fail[r] < first_spot))
-        first_spot = h->first_spot_fail[r];
-      if (h->spot_second_checker[r]) {
-        liars_spot_excluded++;
-        if (!spot_excluded_at || h->spot_second_checker[r] < spot_excluded_at)
-          spot_excluded_at = h->spot_second_checker[r];
+  for (int s = 0; s < S; s++)
+    for (int r = 0; r < R; r++) {
+      spot_checks += h->spot_checks[s][r];
+      if (!lr_is_liar(h, s, r)) {
+        honest_spot_failed += h->spot_failed[s][r];
+        continue;
       }
-    } else {
-      honest_spot_failed += h->spot_failed[r];
+      liar_spot_failed += h->spot_failed[s][r];
+      const long f = h->first_spot_fail[s][r], second = h->spot_second_checker[s][r];
+      if (f && (!first_spot || f < first_spot)) first_spot = f;
+      if (second) {
+        liars_spot_excluded++;
+        if (!spot_excluded_at || second < spot_excluded_at) spot_excluded_at = second;
+      }
     }
-  }
   for (int w = 0; w < R * S; w++) compute_s += h->res[w].compute_s;
   const parallel_tasklet_result *r0 = &h->res[0];
   char l1[32], l2[32];
@@ -114,15 +118,15 @@ static void s_print(const s_args *a, const lr_run *h, int rc) {
          "\"honest_excluded\":%d,\"bytes_data_per_sync\":%.0f,\"reduce_ms_per_sync\":%.3f,"
          "\"spot_check_every\":%d,\"spot_checks\":%d,\"liar_spot_failed\":%d,"
          "\"liar_first_spot_fail\":%ld,\"liars_spot_excluded\":%d,\"spot_excluded_at\":%ld,"
-         "\"honest_spot_failed\":%d,\"compute_s\":%.4f,"
+         "\"honest_spot_failed\":%d,\"honest_spot_bound_use\":%.4f,\"compute_s\":%.4f,"
          "\"spot_s\":%.4f,\"seconds\":%.4f}\n",
          a->lie, a->robust, a->grad_codec, S, R, a->liars, a->seed, a->steps, a->diloco,
          rc == WT_OK ? "true" : "false", s_num(rc == WT_OK ? r0->last_loss : NAN, l1),
          s_num(rc == WT_OK ? r0->last_val_loss : NAN, l2), syncs, first, liar_flagged,
          honest_flagged, honest_max, liars_out, honest_out, (double)r0->bytes_data / syncs,
          1e3 * r0->reduce_s / syncs, a->spot_every, spot_checks, liar_spot_failed, first_spot,
-         liars_spot_excluded, spot_excluded_at, honest_spot_failed, compute_s, h->spot_seconds,
-         r0->seconds);
+         liars_spot_excluded, spot_excluded_at, honest_spot_failed, h->spot_honest_max_use,
+         compute_s, h->spot_seconds, r0->seconds);
 }
 
 int main(int argc, char **argv) {
@@ -136,10 +140,11 @@ int main(int argc, char **argv) {
   }
   liar_kind lie = LIAR_HONEST;
   if (liar_kind_parse(a.lie, &lie) != WT_OK || (lie == LIAR_ACT && a.stages < 2) ||
-      a.liars > a.replicas || a.batch % a.replicas) {
+      a.liars > a.replicas || a.batch % a.replicas || a.liar_stage >= a.stages ||
+      (lie == LIAR_ACT && a.liar_stage == a.stages - 1)) {
     fprintf(stderr,
-            "trust_experiment: bad arguments (act needs --stages 2; liars <= replicas; "
-            "batch a multiple of replicas) %s\n",
+            "trust_experiment: bad arguments (act needs a stage after the liars'; liars <= "
+            "replicas; batch a multiple of replicas; liar-stage below stages) %s\n",
             wt_last_error());
     return 2;
   }
@@ -149,7 +154,7 @@ int main(int argc, char **argv) {
   data_set *data = data_set_synthetic(&sc);
   static lr_run h;
   h.base = s_config(&a, data);
-  h.lie = lie, h.liars = a.liars, h.liar_stage = 0, h.from = a.from;
+  h.lie = lie, h.liars = a.liars, h.liar_stage = a.liar_stage, h.from = a.from;
   int rc = lr_run_all(&h);
   s_print(&a, &h, rc);
   lr_free(&h);
