@@ -67,6 +67,11 @@ typedef struct {
   /* an epoch's members bind their data sockets within bind_timeout_s of EPOCH and start
    * within it of START; one that does not is left out of epochs for sideline_s, doubling */
   double bind_timeout_s, sideline_s;
+  /* the relay between unreachable members: its address ("" = the control endpoint's host)
+   * and the ports its inboxes bind, two each (0, 0 = ephemeral) */
+  char relay[WT_CONFIG_STR_MAX]; /* who hosts it: "coordinator" or "peer" (a reachable member) */
+  char relay_host[WT_CONFIG_STR_MAX];
+  int relay_port_min, relay_port_max;
   int exit_when_done;    /* 1: exit once the run is complete */
   /* status server (/status, /metrics, dashboard): port 0 = ephemeral, -1 = none */
   char http_bind[WT_CONFIG_STR_MAX];

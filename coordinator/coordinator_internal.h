@@ -36,6 +36,16 @@
 
 typedef enum { PEER_GONE = 0, PEER_LIVE = 1 } coord_peer_status;
 
+/* Whether a peer accepts inbound connections (reach.c): untested when it offered no port to
+ * test (taken as reachable), testing until the connect-back answers or its deadline passes. */
+typedef enum {
+  COORD_REACH_UNTESTED = 0,
+  COORD_REACH_TESTING,
+  COORD_REACH_YES,
+  COORD_REACH_NO
+} coord_reach;
+#define COORD_REACH_TIMEOUT_S 2.0 /* the connect-back's deadline */
+
 /* A probed link from a peer to the peer with this id (peers.c keeps each peer's sorted by id). */
 typedef struct {
   int peer_id;
@@ -103,6 +113,10 @@ typedef struct {
   double up_Bps, down_Bps;
   int access_link;
   double up_ratio, down_ratio;
+  /* reach.c: the connect-back test to host:reach_port (its socket while testing) */
+  int reach, reach_port, reach_fd;
+  double reach_deadline;
+  char reach_why[96];
   /* swarm.c: its network coordinates (a point in the plane and a height, seconds of one-way
    * latency), their error estimate, and the samples that placed them (0: not placed) */
   double vivaldi[2], vivaldi_h, vivaldi_err;
@@ -241,6 +255,18 @@ struct coordinator {
   /* the running probe epoch's contention rounds by epoch rank: [from * COORD_PROBE_MAX + to],
    * bytes/s while the region of `from` (up) or of `to` (down) sent or received at once */
   double probe_up[COORD_PROBE_MAX * COORD_PROBE_MAX], probe_down[COORD_PROBE_MAX * COORD_PROBE_MAX];
+  /* reach.c: the epoch's relay (NULL when no two members are unreachable), what earlier
+   * epochs' relays forwarded, and the outboxes each member reported in BOUND (by epoch rank,
+   * n_members entries while binding and running; NULL when no member is unreachable) */
+  struct parallel_zmq_relay *relay;
+  uint64_t relay_messages, relay_bytes;
+  cJSON **outboxes;
+  int n_outboxes;
+  /* the epoch's relay: its inboxes (one per unreachable member), the member that hosts it
+   * (--relay peer; -1: the coordinator, or none) and its endpoints by inbox ({"in", "out"},
+   * NULL until known) */
+  int relay_inboxes, relay_rank;
+  cJSON *relay_eps;
   /* the running probe epoch's pairs of epoch ranks when swarm.c chose them (probe_planned);
    * otherwise it measures every pair of its members that lacks a direction */
   int probe_planned, n_probe_pairs;
@@ -266,6 +292,34 @@ void coord_peers_reindex(coordinator *c);
  * none was measured. set records one (replacing the previous). */
 int coord_link_get(const coordinator *c, int a, int b, double *lat, double *bw);
 void coord_link_set(coordinator *c, int a, int b, double lat, double bw);
+
+/* reach.c — the connect-back test and the relay. start begins p's test (port <= 0: none,
+ * untested; a register with "reachable": false is declared unreachable instead); tick settles the
+ * pending ones (from the loop); settled says p's test is over; reachable is p's answer (untested
+ * counts as reachable); name is /status's word for a coord_reach. relay_open makes the epoch's
+ * relay with n inboxes (WT_OK, or WT_EIO with wt_last_error set), closing the previous one;
+ * relay_close frees it; relay_stats adds up what every relay forwarded. */
+void coord_reach_start(coordinator *c, coord_peer *p, int port);
+/* p said at registration that it accepts no inbound connection: unreachable, untested. */
+void coord_reach_declared_unreachable(coordinator *c, coord_peer *p);
+void coord_reach_tick(coordinator *c);
+int coord_reach_settled(const coord_peer *p);
+int coord_reachable(const coord_peer *p);
+const char *coord_reach_name(int reach);
+int coord_relay_open(coordinator *c, int n_inboxes);
+void coord_relay_close(coordinator *c);
+void coord_relay_stats(const coordinator *c, double *messages, double *bytes);
+/* An epoch's routes (epochs with unreachable members; reach.c says what goes where): open
+ * before EPOCH goes out (makes the relay when two members are unreachable, or picks the member
+ * that hosts it), epoch_json adds
+ * member rank's to its EPOCH, on_bound takes its BOUND's outboxes (WT_EINVAL when they do not
+ * fit), start_json adds an unreachable member's to its START, close ends the epoch's. */
+void coord_routes_open(coordinator *c);
+void coord_routes_epoch_json(const coordinator *c, int rank, cJSON *b);
+int coord_routes_on_bound(coordinator *c, int rank, const cJSON *body);
+void coord_routes_start_json(const coordinator *c, int rank, cJSON *b);
+void coord_routes_close(coordinator *c);
+void coord_epoch_outboxes_free(coordinator *c);
 
 /* sideline.c — members that fail an epoch in silence (they never bind, or never bring their
  * data links up) are left out of the next epochs with a doubling backoff, so the run goes on

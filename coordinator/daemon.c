@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #define S_HANDSHAKE_MS 10000 /* ZMQ_HANDSHAKE_IVL of a control connection */
@@ -112,6 +113,7 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
   }
   coordinator *c = wt_xcalloc(1, sizeof *c);
   c->promote = -1;
+  c->relay_rank = -1;
   c->cfg = *cfg;
   coord_deadline_init(c);
   snprintf(c->dir, sizeof c->dir, "%s", cfg->state_dir);
@@ -156,9 +158,12 @@ void coordinator_destroy(coordinator **self_p) {
     zmq_ctx_term(c->zctx);
   }
   coord_store_stop(c);
+  coord_routes_close(c); /* logs what the relay forwarded: before the database closes */
   if (c->db && c->dirty) coord_state_flush(c, 1);
   coord_state_close(c);
   coord_scenario_close(c);
+  for (int i = 0; i < c->n_peers; i++)
+    if (c->peers[i].reach == COORD_REACH_TESTING) close(c->peers[i].reach_fd);
   coord_peers_free(c);
   pthread_mutex_destroy(&c->mu);
   sodium_memzero(c->sec, sizeof c->sec);
@@ -331,6 +336,10 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   snprintf(p->kind, sizeof p->kind, "%s", kind);
   snprintf(p->region, sizeof p->region, "%s", region);
   snprintf(p->host, sizeof p->host, "%s", host[0] ? host : "127.0.0.1");
+  if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(m->body, "reachable")))
+    coord_reach_declared_unreachable(c, p);
+  else
+    coord_reach_start(c, p, coordinator_field_int(m->body, "reach_port", 0));
   p->held_step = (long)fmin(fmax(coordinator_field_num(m->body, "held_step", 0), 0), 1e12);
   p->held_stage = coordinator_field_int(m->body, "held_stage", -1);
   p->held_outer = (long)fmin(fmax(coordinator_field_num(m->body, "held_outer", -1), -1), 1e12);
@@ -596,6 +605,7 @@ int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
     coord_state_flush(c, 0);
     s_liveness(c);
     awake = wt_now_s();
+    coord_reach_tick(c);
     coord_epoch_tick(c);
     coord_status_tick(c);
     if (c->run_complete) coord_store_collect(c); /* the last step's shards, fetched at the end */

@@ -83,6 +83,7 @@ static void s_publish(coordinator *c) {
     coord_peer *p = &c->peers[c->members[r]];
     p->epoch_rank = r, p->endpoint[0] = 0, p->result = 0, p->steps_done = 0;
   }
+  coord_routes_open(c);
   for (int r = 0; r < c->n_members; r++) {
     coord_peer *p = &c->peers[c->members[r]];
     cJSON *b = cJSON_CreateObject();
@@ -103,6 +104,7 @@ static void s_publish(coordinator *c) {
       cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->peers[c->members[j]].id));
     }
     if (c->scenario) s_emulation_json(c, r, b);
+    coord_routes_epoch_json(c, r, b);
     if (!strcmp(c->epoch_kind, "probe"))
       cJSON_AddItemToObject(b, "probe_pairs", coord_probe_pairs(c));
     if (!strcmp(c->epoch_kind, "train")) {
@@ -147,7 +149,9 @@ static int s_live(coordinator *c, int *out) {
   int n = 0;
   const double now = wt_now_s();
   for (int i = 0; i < c->n_peers; i++)
-    if (c->peers[i].status == PEER_LIVE && coord_sideline_available(c, i, now)) out[n++] = i;
+    if (c->peers[i].status == PEER_LIVE && coord_sideline_available(c, i, now) &&
+        coord_reach_settled(&c->peers[i])) /* its links are wired by its reachability */
+      out[n++] = i;
   return n;
 }
 
@@ -401,7 +405,7 @@ void coord_epoch_on_commit(coordinator *c) {
   for (int k = 0; k < c->n_peers; k++) {
     coord_peer *p = &c->peers[k];
     if (p->status == PEER_LIVE && p->epoch_rank < 0 && !p->promote_refused &&
-        coord_sideline_available(c, k, wt_now_s()))
+        coord_sideline_available(c, k, wt_now_s()) && coord_reach_settled(p))
       cands[n_cands++] = k;
   }
   /* each candidate costs n placements priced: among many, only the most promising are */
@@ -585,7 +589,7 @@ static void s_promote(coordinator *c, int *list, int n, int *changed, int *n_cha
   int who = c->promote, slot;
   c->promote = -1;
   if (who < 0 || c->peers[who].status != PEER_LIVE || s_in(list, n, who) ||
-      !coord_sideline_available(c, who, wt_now_s()))
+      !coord_sideline_available(c, who, wt_now_s()) || !coord_reach_settled(&c->peers[who]))
     return;
   double now_cost = s_cost_of(c, list, n), cost = s_best_swap(c, list, n, who, &slot);
   if (slot < 0 || cost > (1 - S_PROMOTE_GAIN) * now_cost) {
@@ -850,6 +854,7 @@ static void s_epoch_over(coordinator *c) {
   }
   c->n_members = 0;
   c->phase = EPOCH_NONE;
+  coord_routes_close(c);
   coord_state_save_run(c);
 }
 
@@ -978,16 +983,27 @@ void coord_epoch_on_bound(coordinator *c, coord_peer *p, const cJSON *body) {
     s_abort(c, "a member reported an impossible endpoint");
     return;
   }
+  if (coord_routes_on_bound(c, p->epoch_rank, body) != WT_OK) {
+    c->refused++;
+    WT_WARN("coordinator: peer %d: %s; aborting the epoch", p->id, wt_last_error());
+    s_abort(c, "a member reported impossible outboxes");
+    return;
+  }
   snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
   for (int r = 0; r < c->n_members; r++)
     if (!c->peers[c->members[r]].endpoint[0]) return;
-  cJSON *b = cJSON_CreateObject();
-  cJSON_AddNumberToObject(b, "epoch", c->epoch);
-  cJSON *eps = cJSON_AddArrayToObject(b, "endpoints");
-  for (int r = 0; r < c->n_members; r++)
-    cJSON_AddItemToArray(eps, cJSON_CreateString(c->peers[c->members[r]].endpoint));
-  s_send_all(c, COORD_CMD_START, b);
-  cJSON_Delete(b);
+  for (int r = 0; r < c->n_members; r++) {
+    coord_peer *m = &c->peers[c->members[r]];
+    if (m->status != PEER_LIVE) continue;
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddNumberToObject(b, "epoch", c->epoch);
+    cJSON *eps = cJSON_AddArrayToObject(b, "endpoints");
+    for (int j = 0; j < c->n_members; j++)
+      cJSON_AddItemToArray(eps, cJSON_CreateString(c->peers[c->members[j]].endpoint));
+    coord_routes_start_json(c, r, b);
+    coord_send(c, m, COORD_CMD_START, b);
+    cJSON_Delete(b);
+  }
   c->phase = EPOCH_RUNNING;
   c->phase_deadline = wt_now_s() + coord_probe_deadline_s(c);
   coord_deadline_bound(c, wt_now_s() - c->bind_began);

@@ -81,6 +81,18 @@ static const wt_option s_options[] = {
      "control connections open at once from one address (the peers behind one NAT or on one "
      "host share it); a peer admitted before is not held to it",
      0},
+    {"relay", WT_OPT_CHOICE, F(relay), 0, 0, "coordinator",
+     "who relays between unreachable members: the coordinator, or the reachable member with "
+     "the largest probed uplink (peer; the coordinator when none is reachable)",
+     "coordinator|peer"},
+    {"relay-host", WT_OPT_STRING, F(relay_host), 0, 0, "",
+     "address the relay between unreachable peers binds and announces (default: --bind's host)", 0},
+    {"relay-port-min", WT_OPT_INT, F(relay_port_min), 0, 65535, "0",
+     "first port of the relay's range, two per unreachable member of an epoch (0: ephemeral "
+     "ports)",
+     0},
+    {"relay-port-max", WT_OPT_INT, F(relay_port_max), 0, 65535, "0",
+     "last port of the relay's range (0 with --relay-port-min 0)", 0},
     {"exit-when-done", WT_OPT_FLAG, F(exit_when_done), 0, 1, "0", "exit once the run is complete",
      0},
     {"http-bind", WT_OPT_STRING, F(http_bind), 0, 0, "127.0.0.1",
@@ -126,6 +138,11 @@ int coordinator_config_check(coordinator_config *cfg) {
                               "checkpoints are in that directory already)");
   if (cfg->resume && !cfg->run.checkpoint_dir[0])
     return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir (the run directory to resume)");
+  if ((cfg->relay_port_min == 0) != (cfg->relay_port_max == 0) ||
+      cfg->relay_port_min > cfg->relay_port_max)
+    return wt_fail(WT_EINVAL,
+                   "--relay-port-min %d / --relay-port-max %d: give both (min <= max), or neither",
+                   cfg->relay_port_min, cfg->relay_port_max);
   const parallel_run_config *r = &cfg->run;
   if (parallel_run_config_stateful(r) && !r->checkpoint_dir[0] &&
       strcmp(cfg->checkpoint_storage, "peers"))

@@ -85,6 +85,19 @@ static void s_admission(cJSON *o, coordinator *c) {
   cJSON_AddNumberToObject(o, "handshakes_cut", (double)cut);
 }
 
+/* The relay between unreachable members: what it forwarded (every epoch's), and the current
+ * epoch's inboxes. */
+static void s_relay_json(cJSON *o, const coordinator *c) {
+  double messages = 0, bytes = 0;
+  coord_relay_stats(c, &messages, &bytes);
+  cJSON *r = cJSON_AddObjectToObject(o, "relay");
+  cJSON_AddBoolToObject(r, "active", c->relay != NULL || c->relay_rank >= 0);
+  if (c->relay_rank >= 0) /* --relay peer: a member hosts it; what it forwards it logs */
+    cJSON_AddNumberToObject(r, "host_peer", c->peers[c->members[c->relay_rank]].id);
+  cJSON_AddNumberToObject(r, "messages", messages);
+  cJSON_AddNumberToObject(r, "bytes", bytes);
+}
+
 /* A peer sidelined from epochs for now: why, and for how long still. */
 static void s_peer_sideline(cJSON *j, const coordinator *c, int i) {
   const coord_peer *p = &c->peers[i];
@@ -228,11 +241,14 @@ cJSON *coord_status(coordinator *c) {
     s_num(j, "loss", p->loss);
     cJSON_AddNumberToObject(j, "tokens_s", p->tokens_s);
     s_peer_sideline(j, c, i);
+    cJSON_AddStringToObject(j, "reachable", coord_reach_name(p->reach));
+    if (p->reach_why[0]) cJSON_AddStringToObject(j, "reach_why", p->reach_why);
     coord_deadline_peer_json(c, (coord_peer *)p, j);
     cJSON_AddItemToArray(peers, j);
   }
   free(listed);
   s_peer_counts(o, c);
+  s_relay_json(o, c);
   /* the coordinator's own members */
   cJSON_AddStringToObject(o, "endpoint", c->endpoint);
   cJSON_AddStringToObject(o, "public_key", c->pub);

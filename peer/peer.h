@@ -32,6 +32,7 @@ typedef struct {
   char cache_dir[WT_CONFIG_STR_MAX]; /* where URLs are downloaded; "" = DATA_DIR/cache */
   char key[WT_CONFIG_STR_MAX];      /* key pair file; default DATA_DIR/peer.key */
   char host[WT_CONFIG_STR_MAX];     /* address other peers reach this one at */
+  int unreachable; /* 1: accepts no inbound connection (says so; the coordinator tests none) */
   double flops;                     /* one GPU's FLOP/s; 0 = measure (a short sgemm benchmark) */
   int gpus;               /* GPUs of this site: its tasklets run as sites of that many TP ranks */
   double site_efficiency; /* the site's speed is gpus × efficiency × one GPU's; 0: measure it */

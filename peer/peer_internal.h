@@ -62,6 +62,11 @@ typedef struct {
   int peer_id;      /* the coordinator's id of this peer, for the log */
   int *same_access; /* emulated: members behind this one's access link, or NULL */
   double uplink_Bps, downlink_Bps;
+  /* the epoch has unreachable members: BOUND and START carry routes; this peer may host the
+   * epoch's relay; relay endpoints on a wildcard address are reached at the coordinator's host */
+  int routed;
+  struct parallel_zmq_relay *relay;
+  char coordinator[300];
   int time_limited; /* the tasklet stopped at the run's time limit */
   /* the robust sync's evidence this epoch (under mu): its syncs, and per replica of this stage
    * the syncs that left its contribution out and the reasons (PARALLEL_ROBUST_FLAG_* bits) */
@@ -88,14 +93,21 @@ typedef struct {
   uint64_t run_id; /* the coordinator's run id, which names the run's directory in the store */
 } peer_work;
 
-/* Parses an EPOCH body and binds the data socket (tcp://host:*). NULL with wt_last_error(). */
-peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, const char *sec,
-                         const data_set *data, peer_held *held);
+/* Parses an EPOCH body and binds the data socket (tcp://host:*). coordinator is the control
+ * endpoint: a relay endpoint on a wildcard address (a coordinator bound to every address) is
+ * reached at its host. NULL with wt_last_error(). */
+peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *coordinator,
+                         const char *pub, const char *sec, const data_set *data, peer_held *held);
 const char *peer_work_endpoint(const peer_work *w);
 /* The run keeps its checkpoints on the peers: the tasklet writes into its own directory of the
  * store under root (replacing the run's checkpoint-dir) and, when it resumes, first checks or
  * fetches the shards its seat needs (peer/shards.h). */
 void peer_work_use_store(peer_work *w, const char *root);
+
+/* BOUND's routes (docs/protocol.md "Reachability and relays"): in an epoch with unreachable
+ * members, "outboxes" (this peer's outbox endpoint for each of them, null for the others), and
+ * "relay_in" / "relay_out" when it hosts the epoch's relay. */
+void peer_work_outboxes_json(const peer_work *w, cJSON *bound);
 /* Connects to the endpoints of START and starts the thread. */
 int peer_work_start(peer_work *w, const cJSON *start);
 /* Asks the work to stop, waits for it (bounded by the epoch's deadline) and frees it. */

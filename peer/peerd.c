@@ -37,6 +37,11 @@ static const wt_option s_options[] = {
      "where the run's data URLs are downloaded (default DATA_DIR/cache)", 0},
     {"host", WT_OPT_STRING, F(host), 0, 0, "127.0.0.1", "address the other peers reach this one at",
      0},
+    {"unreachable", WT_OPT_FLAG, F(unreachable), 0, 1, "0",
+     "this peer accepts no inbound connection (behind NAT or a firewall): the coordinator skips "
+     "its connect-back test, and every link of this peer starts here (through outboxes of "
+     "reachable peers and the coordinator's relay)",
+     0},
     {"flops", WT_OPT_FLOAT, F(flops), 0, 1e18, "0",
      "one GPU's FLOP/s, instead of measuring them (0 = measure); emulates a slower or faster "
      "device for the placement",
@@ -88,6 +93,8 @@ typedef struct {
   char pub[41], sec[41], server[41];
   void *ctx, *sock;
   void *monitor; /* the control socket's handshake events while it registers, else NULL */
+  void *reach;   /* listens at --host for the coordinator's connect-back test, or NULL */
+  int reach_port;
   char sid[COORD_SID_CHARS + 1];
   uint64_t seq;
   int peer_id;
@@ -239,6 +246,32 @@ static int s_handshake_check(s_peer *p, int *fails, double *connected_at) {
   return WT_OK;
 }
 
+/* The coordinator tests whether this peer accepts inbound connections by connecting back to a
+ * port it listens on at --host (a socket that takes no message: ZeroMQ accepts the connection,
+ * the coordinator only needs the handshake of TCP). A peer that cannot listen offers no test. */
+static void s_reach_listen(s_peer *p) {
+  p->reach = zmq_socket(p->ctx, ZMQ_PULL);
+  int linger = 0, hwm = 1;
+  int64_t maxmsg = 1;
+  zmq_setsockopt(p->reach, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(p->reach, ZMQ_RCVHWM, &hwm, sizeof hwm);
+  zmq_setsockopt(p->reach, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+  char ep[300];
+  snprintf(ep, sizeof ep, "tcp://%.255s:*", p->cfg->host);
+  if (zmq_bind(p->reach, ep) != 0) {
+    WT_WARN("peerd: cannot listen at %s for the coordinator's reachability test (%s); the "
+            "coordinator takes this peer as reachable",
+            ep, zmq_strerror(errno));
+    zmq_close(p->reach);
+    p->reach = NULL;
+    return;
+  }
+  size_t n = sizeof ep;
+  zmq_getsockopt(p->reach, ZMQ_LAST_ENDPOINT, ep, &n);
+  const char *colon = strrchr(ep, ':');
+  p->reach_port = colon ? atoi(colon + 1) : 0;
+}
+
 static int s_connect(s_peer *p) {
   p->ctx = zmq_ctx_new();
   p->sock = zmq_socket(p->ctx, ZMQ_DEALER);
@@ -252,6 +285,7 @@ static int s_connect(s_peer *p) {
   zmq_setsockopt(p->sock, ZMQ_CURVE_PUBLICKEY, p->pub, 40);
   zmq_setsockopt(p->sock, ZMQ_CURVE_SECRETKEY, p->sec, 40);
   WT_CHECK(s_monitor_start(p));
+  if (!p->cfg->unreachable) s_reach_listen(p);
   if (zmq_connect(p->sock, p->cfg->coordinator) != 0)
     return wt_fail(WT_EINVAL, "--coordinator '%s': %s (expected tcp://HOST:PORT)",
                    p->cfg->coordinator, zmq_strerror(errno));
@@ -265,6 +299,10 @@ static int s_register(s_peer *p) {
   cJSON_AddStringToObject(b, "token", p->cfg->token);
   cJSON_AddStringToObject(b, "region", p->cfg->region);
   cJSON_AddStringToObject(b, "host", p->cfg->host);
+  if (p->cfg->unreachable)
+    cJSON_AddFalseToObject(b, "reachable");
+  else if (p->reach_port > 0)
+    cJSON_AddNumberToObject(b, "reach_port", p->reach_port);
   if (p->held.step > 0) { /* registering again (the coordinator restarted): still holds it */
     cJSON_AddNumberToObject(b, "held_stage", p->held.stage);
     cJSON_AddNumberToObject(b, "held_step", (double)p->held.step);
@@ -348,7 +386,8 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
     return;
   }
   peer_shards_on_allow(p->shards, cJSON_GetObjectItemCaseSensitive(body, "keys"));
-  p->work = peer_work_new(body, p->cfg->host, p->pub, p->sec, p->data, &p->held);
+  p->work =
+      peer_work_new(body, p->cfg->host, p->cfg->coordinator, p->pub, p->sec, p->data, &p->held);
   if (p->work && seat && !strcmp(coordinator_field_str(seat, "storage"), "peers"))
     peer_work_use_store(p->work, peer_shards_root(p->shards));
   if (p->work) p->work->site_ranks = p->gpus, p->work->site_link = p->link;
@@ -370,6 +409,7 @@ static void s_on_epoch(s_peer *p, const cJSON *body) {
   cJSON *b = cJSON_CreateObject();
   cJSON_AddNumberToObject(b, "epoch", epoch);
   cJSON_AddStringToObject(b, "endpoint", peer_work_endpoint(p->work));
+  peer_work_outboxes_json(p->work, b);
   s_send(p, COORD_CMD_BOUND, b);
   cJSON_Delete(b);
 }
@@ -767,8 +807,7 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
                                 &p.flops, &p.memory);
   }
   if (rc == WT_OK) rc = s_connect(&p);
-  if (rc == WT_OK)
-    p.shards = peer_shards_new(cfg->data_dir, cfg->host, p.pub, p.sec, p.server);
+  if (rc == WT_OK) p.shards = peer_shards_new(cfg->data_dir, cfg->host, p.pub, p.sec, p.server);
   if (rc == WT_OK && !p.shards) rc = wt_last_status();
   p.report_shards = 1;
   if (rc == WT_OK) {
@@ -801,6 +840,7 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
   if (p.log) fclose(p.log);
   s_monitor_stop(&p);
   if (p.sock) zmq_close(p.sock);
+  if (p.reach) zmq_close(p.reach);
   if (p.ctx) zmq_ctx_term(p.ctx);
   parallel_site_link_destroy(&p.link);
   return rc;

@@ -11,6 +11,7 @@
 #include "parallel/runtime/tasklet.h"
 #include "parallel/transport/shards.h" /* defines: parallel_shard_run_dir, the store's run directory */
 #include "peer/shards.h"
+#include "parallel/transport/zmq_relay.h"
 
 #include <sodium.h> /* defines: crypto_hash_sha256 for the state hand-over */
 
@@ -63,8 +64,77 @@ static int s_run_of(const cJSON *epoch, int n, parallel_run_config *run) {
   return WT_OK;
 }
 
-peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, const char *sec,
-                         const data_set *data, peer_held *held) {
+/* EPOCH's routes (coordinator/reach.c): "reachable" per rank, and "relay_inboxes" for the
+ * member that hosts the epoch's relay (made here, on this peer's host). */
+static int s_routes_of(peer_work *w, const cJSON *epoch, const char *host, int *reachable) {
+  const cJSON *re = cJSON_GetObjectItemCaseSensitive(epoch, "reachable");
+  if (!re) return WT_OK;
+  if (cJSON_GetArraySize(re) != w->size)
+    return wt_fail(WT_EINVAL, "the coordinator sent an impossible epoch (reachable)");
+  for (int r = 0; r < w->size; r++)
+    reachable[r] = cJSON_GetNumberValue(cJSON_GetArrayItem(re, r)) == 1;
+  w->routed = 1;
+  const int inboxes = coordinator_field_int(epoch, "relay_inboxes", 0);
+  if (inboxes <= 0) return WT_OK;
+  if (inboxes > w->size)
+    return wt_fail(WT_EINVAL, "the coordinator asked for %d relay inboxes in a group of %d",
+                   inboxes, w->size);
+  w->relay = parallel_zmq_relay_new(host, inboxes, 0, 0);
+  if (!w->relay) return WT_EIO;
+  WT_INFO("peerd: hosting the relay of epoch %d: %d inboxes on %s", w->epoch, inboxes, host);
+  return WT_OK;
+}
+
+/* A relay bound to every address (0.0.0.0, [::]) announces that address: the peer reaches it at
+ * the host it reaches the coordinator at. Other endpoints are returned as they are. */
+static const char *s_relay_endpoint(const char *ep, const char *coordinator, char *buf,
+                                    size_t cap) {
+  if (!ep || !coordinator || strncmp(coordinator, "tcp://", 6)) return ep;
+  const char *port = strrchr(ep, ':');
+  if (!port || (strncmp(ep, "tcp://0.0.0.0:", 14) && strncmp(ep, "tcp://[::]:", 11))) return ep;
+  const char *host = coordinator + 6, *host_end = strrchr(host, ':');
+  if (!host_end) return ep;
+  snprintf(buf, cap, "tcp://%.*s%s", (int)(host_end - host), host, port);
+  return buf;
+}
+
+void peer_work_outboxes_json(const peer_work *w, cJSON *bound) {
+  if (!w->routed || !w->transport) return;
+  cJSON *ob = cJSON_AddArrayToObject(bound, "outboxes");
+  for (int r = 0; r < w->size; r++) {
+    const char *ep = parallel_zmq_transport_outbox(w->transport, r);
+    cJSON_AddItemToArray(ob, ep ? cJSON_CreateString(ep) : cJSON_CreateNull());
+  }
+  if (!w->relay) return;
+  cJSON *in = cJSON_AddArrayToObject(bound, "relay_in");
+  cJSON *out = cJSON_AddArrayToObject(bound, "relay_out");
+  for (int k = 0; parallel_zmq_relay_in(w->relay, k); k++) {
+    cJSON_AddItemToArray(in, cJSON_CreateString(parallel_zmq_relay_in(w->relay, k)));
+    cJSON_AddItemToArray(out, cJSON_CreateString(parallel_zmq_relay_out(w->relay, k)));
+  }
+}
+
+/* START's routes for this peer: the outboxes of reachable ranks for it, the relay inboxes of
+ * the unreachable ranks and its own inbox's outlet (wildcard hosts made reachable into eps). */
+static int s_start_routes(const peer_work *w, const cJSON *start, const char **outboxes,
+                          const char **relay_in, char (*eps)[300], parallel_zmq_routes *routes) {
+  const cJSON *ob = cJSON_GetObjectItemCaseSensitive(start, "outboxes");
+  const cJSON *in = cJSON_GetObjectItemCaseSensitive(start, "relay_in");
+  if ((ob && cJSON_GetArraySize(ob) != w->size) || (in && cJSON_GetArraySize(in) != w->size))
+    return wt_fail(WT_EINVAL, "START lists outboxes or relay inboxes for another group size");
+  for (int i = 0; i < w->size; i++) {
+    outboxes[i] = ob ? cJSON_GetStringValue(cJSON_GetArrayItem(ob, i)) : NULL;
+    relay_in[i] = s_relay_endpoint(in ? cJSON_GetStringValue(cJSON_GetArrayItem(in, i)) : NULL,
+                                   w->coordinator, eps[i], sizeof eps[i]);
+  }
+  const char *out = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(start, "relay_out"));
+  *routes = (parallel_zmq_routes){outboxes, relay_in,
+                                  s_relay_endpoint(out, w->coordinator, eps[64], sizeof eps[64])};
+  return WT_OK;
+}
+
+peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *coordinator,
+                         const char *pub, const char *sec, const data_set *data, peer_held *held) {
   peer_work *w = wt_xcalloc(1, sizeof *w);
   w->held = held;
   pthread_mutex_init(&w->mu, NULL);
@@ -114,6 +184,16 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
     peer_work_destroy(&w);
     return NULL;
   }
+  int reachable[64];
+  snprintf(w->coordinator, sizeof w->coordinator, "%s", coordinator ? coordinator : "");
+  if (s_routes_of(w, epoch, host, reachable) != WT_OK) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", wt_last_error());
+    peer_work_destroy(&w);
+    wt_fail(WT_EIO, "cannot set up epoch %d's routes: %s",
+            coordinator_field_int(epoch, "epoch", -1), why);
+    return NULL;
+  }
   char ep[300];
   snprintf(ep, sizeof ep, "tcp://%s:*", host);
   const char *eps[64];
@@ -134,6 +214,7 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *pub, 
   z.time_scale = coordinator_field_num(epoch, "time_scale", 1);
   z.same_access = w->same_access;
   z.uplink_Bps = w->uplink_Bps, z.downlink_Bps = w->downlink_Bps;
+  if (w->routed) z.reachable = reachable;
   w->transport = parallel_zmq_transport_new(&z);
   if (!w->transport) {
     char why[1024];
@@ -638,7 +719,11 @@ int peer_work_start(peer_work *w, const cJSON *start) {
     if (!list[i] || strncmp(list[i], "tcp://", 6))
       return wt_fail(WT_EINVAL, "START endpoint %d is not tcp://", i);
   }
-  parallel_comm *zc = parallel_zmq_transport_connect(&w->transport, list);
+  const char *outboxes[64] = {0}, *relay_in[64] = {0};
+  char relay_eps[65][300];
+  parallel_zmq_routes routes;
+  WT_CHECK(s_start_routes(w, start, outboxes, relay_in, relay_eps, &routes));
+  parallel_comm *zc = parallel_zmq_transport_connect_routes(&w->transport, list, &routes);
   if (!zc) return WT_EIO;
   s_job *j = wt_xmalloc(sizeof *j);
   j->w = w, j->zc = zc;
@@ -694,6 +779,12 @@ void peer_work_destroy(peer_work **self_p) {
   w->abort = 1;
   if (w->started) pthread_join(w->thread, NULL); /* every wait inside has the epoch's deadline */
   parallel_zmq_transport_destroy(&w->transport);
+  if (w->relay) {
+    parallel_zmq_relay_stats st = parallel_zmq_relay_stats_get(w->relay);
+    WT_INFO("peerd: the relay of epoch %d forwarded %llu messages, %llu bytes", w->epoch,
+            (unsigned long long)st.messages, (unsigned long long)st.bytes);
+    parallel_zmq_relay_destroy(&w->relay);
+  }
   cJSON_Delete(w->body);
   free(w->lat);
   free(w->bw);

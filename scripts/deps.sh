@@ -8,7 +8,8 @@ PACKAGES=(build-essential cmake pkg-config git
           clang libclang-rt-14-dev gnuplot-nox zlib1g-dev
           chromium   # headless, for the dashboard page test (tests/http)
           python3 curl   # the integration tests read /status and JSON logs with them
-          iproute2)      # ip netns and tc tbf, for the kernel-shaped network test (tests/netns)
+          iproute2       # ip netns and tc tbf, for the kernel-shaped network test (tests/netns)
+          nftables tcpdump)  # NAT routers and the relay's capture (tests/netns/test_netns_nat.sh)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -6,7 +6,9 @@
  *
  * Shape: each rank binds ONE receiving socket at its own endpoint (a PULL) and connects one
  * sending socket to every peer's endpoint (a PUSH per peer). So every ordered pair (i → j) is
- * one connection with its own FIFO order. The sockets speak plain ZMTP; security lives in the
+ * one connection with its own FIFO order. A rank that accepts no inbound connection (cfg.reachable)
+ * connects out instead: to outboxes that reachable ranks bind for it, and to a relay for the
+ * links between two such ranks (zmq_relay.h). The sockets speak plain ZMTP; security lives in the
  * frames (zmq_aead.h, docs/protocol.md "Sealed links"): the two processes of a link exchange
  * session randoms in hellos MAC'd with keys that only the holders of the two ranks' secret keys
  * can compute (crypto_kx over the X25519 CURVE keys), and every payload part is then sealed with
@@ -62,6 +64,8 @@
  *   parallel_zmq_transport *t = parallel_zmq_transport_new(&cfg);      // binds
  *   publish(parallel_zmq_transport_endpoint(t)); gather(eps);
  *   parallel_comm *c = parallel_zmq_transport_connect(&t, eps);       // takes t
+ * With unreachable ranks, the outboxes (transport_outbox) and relay inboxes are gathered too and
+ * given to parallel_zmq_transport_connect_routes.
  * parallel_zmq_fork_run() does exactly that for `size` forked processes on loopback (the test
  * and benchmark harness, like parallel_inproc_run for threads).
  */
@@ -99,6 +103,18 @@ typedef struct {
    * neither. */
   double uplink_Bps, downlink_Bps;
   const int *same_access;
+  /* Reachability (docs/protocol.md "Reachability and relays"); NULL = every rank accepts
+   * inbound connections. reachable[r] = 0 marks a rank behind NAT or a firewall: nobody can
+   * connect to it, so every connection of its links starts at it:
+   *  - to a reachable rank r: its PUSH connects to r's PULL (endpoints[r]), as between two
+   *    reachable ranks; r's PUSH for it binds an outbox (transport_outbox) that its PULL
+   *    connects to (parallel_zmq_routes.outboxes);
+   *  - to another unreachable rank r: its PUSH connects to r's inbox at a relay, and its PULL
+   *    to its own inbox's outlet (parallel_zmq_routes.relay_in / relay_out;
+   *    parallel/transport/zmq_relay.h), which forwards sealed frames it cannot open.
+   * The endpoints of outboxes and relays are known only once everyone has bound, so they are
+   * given at connect (transport_connect_routes). */
+  const int *reachable;
   int io_threads; /* ZeroMQ I/O threads (1..16, default 1): sealing runs on the transport's
                      sender thread and opening on its receiver thread, so ZeroMQ's threads only
                      move bytes; one keeps up with loopback TCP (docs/protocol.md) */
@@ -129,6 +145,29 @@ parallel_comm *parallel_zmq_transport_connect(parallel_zmq_transport **t_p,
 /* Frees a transport that was never connected (e.g. when another rank failed to start); sets
  * *t_p = NULL. */
 void parallel_zmq_transport_destroy(parallel_zmq_transport **t_p);
+
+/* The outbox this reachable rank bound for unreachable rank `peer` ("tcp://host:port", owned by
+ * the transport): the endpoint that peer's PULL connects to. NULL for any other peer. */
+const char *parallel_zmq_transport_outbox(const parallel_zmq_transport *t, int peer);
+
+/* Where an unreachable rank's connections go (zmq.h "Reachability"); unused fields NULL. */
+typedef struct {
+  /* size entries: rank r's outbox for this rank (transport_outbox of r's transport), needed
+   * where this rank is unreachable and r reachable, NULL elsewhere */
+  const char *const *outboxes;
+  /* size entries: the relay inbox of each unreachable rank r (where this rank sends for r),
+   * needed where both are unreachable; and this rank's own inbox's outlet */
+  const char *const *relay_in;
+  const char *relay_out;
+} parallel_zmq_routes;
+
+/* transport_connect for a group with unreachable ranks (cfg.reachable), with their routes
+ * (NULL when this rank needs none: every rank reachable). Takes *t_p as transport_connect does.
+ * Returns NULL with wt_last_error() set (WT_EINVAL naming the rank and the missing route) when
+ * a route this rank needs is missing or does not connect. */
+parallel_comm *parallel_zmq_transport_connect_routes(parallel_zmq_transport **t_p,
+                                                     const char *const *endpoints,
+                                                     const parallel_zmq_routes *routes);
 
 /* transport_new + transport_connect(cfg->endpoints); the endpoints must be concrete. */
 parallel_comm *parallel_zmq_comm_new(const parallel_zmq_config *cfg);

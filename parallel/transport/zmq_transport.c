@@ -245,6 +245,7 @@ static void s_destroy(void *vctx) {
     }
     if (l->partial) s_in_free(l->partial);
     free(l->endpoint);
+    free(l->outbox);
     free(l->seen);
     parallel_zmq_aead_free(&l->rx);
     parallel_zmq_aead_free(&l->tx);
@@ -255,6 +256,7 @@ static void s_destroy(void *vctx) {
   pthread_cond_destroy(&t->cv_send);
   sodium_memzero(t->links, (size_t)t->size * sizeof *t->links); /* the keys */
   free(t->links);
+  free(t->reachable);
   free(t->bound);
   free(t);
 }
@@ -305,6 +307,10 @@ parallel_zmq_config parallel_zmq_config_default(void) {
 static int s_key_ok(const char *k) {
   uint8_t bin[32];
   return k && strlen(k) == PARALLEL_ZMQ_KEY_CHARS && zmq_z85_decode(bin, k) != NULL;
+}
+
+static int s_tcp_ok(const char *ep) {
+  return ep && !strncmp(ep, "tcp://", 6) && strlen(ep) < 256;
 }
 
 static int s_config_check(const parallel_zmq_config *c) {
@@ -359,8 +365,37 @@ static void s_setopt_int(void *sock, int opt, int v) {
   zmq_setsockopt(sock, opt, &v, sizeof v);
 }
 
-/* Creates the context, bound PULL socket, PUSH sockets (not yet connected) and their monitors;
- * starts the receiver thread. */
+static int s_reachable(const parallel_zmq_transport *t, int r) {
+  return !t->reachable || t->reachable[r];
+}
+
+/* This rank reachable and peer r not: r cannot be connected to, so the PUSH for r binds on this
+ * rank's host (the PULL's, ephemeral port) and r's PULL connects to it. Its monitor sees r's
+ * connection come and go as it would see an outgoing one. */
+static int s_bind_outbox(parallel_zmq_transport *t, int r) {
+  s_link *l = &t->links[r];
+  if (!s_reachable(t, t->rank) || s_reachable(t, r)) return WT_OK;
+  if (strncmp(t->bound, "tcp://", 6))
+    return wt_fail(WT_EINVAL,
+                   "zmq: rank %d binds %s, but an outbox for unreachable rank %d "
+                   "needs a tcp:// endpoint",
+                   t->rank, t->bound, r);
+  char ep[300];
+  snprintf(ep, sizeof ep, "%s", t->bound);
+  char *colon = strrchr(ep + 6, ':');
+  if (colon) snprintf(colon, sizeof ep - (size_t)(colon - ep), ":*");
+  if (zmq_bind(l->push, ep) != 0)
+    return wt_fail(WT_EIO, "zmq: rank %d cannot bind its outbox for rank %d at %s: %s", t->rank, r,
+                   ep, zmq_strerror(errno));
+  size_t n = sizeof ep;
+  zmq_getsockopt(l->push, ZMQ_LAST_ENDPOINT, ep, &n);
+  l->outbox = wt_xstrdup(ep);
+  return WT_OK;
+}
+
+/* Creates the context, bound PULL socket, PUSH sockets (not yet connected, or bound as outboxes)
+ * and their monitors. The receiver thread starts at connect: until then the PULL may still be
+ * connected to outboxes and relays from this thread. */
 static int s_open(parallel_zmq_transport *t, const parallel_zmq_config *c) {
   t->zctx = zmq_ctx_new();
   if (!t->zctx) return wt_fail(WT_EIO, "zmq: cannot create a context: %s", zmq_strerror(errno));
@@ -398,10 +433,8 @@ static int s_open(parallel_zmq_transport *t, const parallel_zmq_config *c) {
     l->monitor = zmq_socket(t->zctx, ZMQ_PAIR);
     s_setopt_int(l->monitor, ZMQ_LINGER, 0);
     zmq_connect(l->monitor, mon);
+    WT_CHECK(s_bind_outbox(t, r));
   }
-  if (pthread_create(&t->th_recv, NULL, parallel_zmq_recv_main, t) != 0)
-    return wt_fail(WT_EIO, "zmq: cannot start the receiver thread");
-  t->started_recv = 1;
   return WT_OK;
 }
 
@@ -427,6 +460,12 @@ static int s_keys(parallel_zmq_transport *t, const parallel_zmq_config *c) {
   return rc;
 }
 
+static void s_reachable_copy(parallel_zmq_transport *t, const parallel_zmq_config *c) {
+  if (!c->reachable) return;
+  t->reachable = wt_xcalloc((size_t)t->size, sizeof *t->reachable);
+  for (int r = 0; r < t->size; r++) t->reachable[r] = c->reachable[r] != 0;
+}
+
 parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *c) {
   if (s_config_check(c) != WT_OK) return NULL;
   pthread_once(&s_malloc_once, s_malloc_tune);
@@ -446,6 +485,7 @@ parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *c)
   atomic_init(&t->stop_recv, 0);
   atomic_init(&t->stop_send, 0);
   t->links = wt_xcalloc((size_t)t->size, sizeof *t->links);
+  s_reachable_copy(t, c);
   int rc = t->insecure ? WT_OK : s_keys(t, c);
   if (t->insecure)
     WT_WARN("zmq: rank %d runs INSECURE: plaintext, unauthenticated links (debugging only; "
@@ -476,33 +516,96 @@ const char *parallel_zmq_transport_endpoint(const parallel_zmq_transport *t) {
   return t->bound;
 }
 
-parallel_comm *parallel_zmq_transport_connect(parallel_zmq_transport **t_p,
-                                              const char *const *endpoints) {
+const char *parallel_zmq_transport_outbox(const parallel_zmq_transport *t, int peer) {
+  return peer >= 0 && peer < t->size ? t->links[peer].outbox : NULL;
+}
+
+static int s_connect_fail(parallel_zmq_transport *t, int peer, const char *what, const char *ep) {
+  return wt_fail(WT_EINVAL, "zmq: rank %d cannot connect to %s of rank %d at '%s': %s", t->rank,
+                 what, peer, ep ? ep : "(none)", zmq_strerror(errno));
+}
+
+/* Wires link r (zmq.h "Reachability"): where its PUSH connects, and where this rank's PULL
+ * connects to receive from r. Runs before the threads start, so it may touch both sockets. */
+static int s_connect_link(parallel_zmq_transport *t, int r, const char *const *endpoints,
+                          const parallel_zmq_routes *routes) {
+  s_link *l = &t->links[r];
+  char what[320];
+  if (s_reachable(t, r)) {
+    if (!endpoints || !endpoints[r] || zmq_connect(l->push, endpoints[r]) != 0)
+      return s_connect_fail(t, r, "the PULL", endpoints ? endpoints[r] : NULL);
+    snprintf(what, sizeof what, "%s", endpoints[r]);
+  } else if (l->outbox) {
+    snprintf(what, sizeof what, "%s (its outbox here; it connects)", l->outbox);
+  } else {
+    const char *in = routes && routes->relay_in ? routes->relay_in[r] : NULL;
+    if (!s_tcp_ok(in))
+      return wt_fail(WT_EINVAL,
+                     "zmq: ranks %d and %d are both unreachable, and no tcp:// relay inbox of "
+                     "rank %d (routes.relay_in[%d]) was given to send through",
+                     t->rank, r, r, r);
+    if (zmq_connect(l->push, in) != 0) return s_connect_fail(t, r, "the relay inbox", in);
+    snprintf(what, sizeof what, "relay %s", in);
+  }
+  l->endpoint = wt_xstrdup(what);
+  if (s_reachable(t, t->rank) || !s_reachable(t, r)) return WT_OK;
+  const char *ob = routes && routes->outboxes ? routes->outboxes[r] : NULL;
+  if (!s_tcp_ok(ob) || zmq_connect(t->pull, ob) != 0) return s_connect_fail(t, r, "the outbox", ob);
+  return WT_OK;
+}
+
+/* An unreachable rank with unreachable peers collects their messages at its relay inbox. */
+static int s_connect_outlet(parallel_zmq_transport *t, const parallel_zmq_routes *routes) {
+  int needed = 0;
+  for (int r = 0; r < t->size; r++)
+    needed |= r != t->rank && !s_reachable(t, t->rank) && !s_reachable(t, r);
+  if (!needed) return WT_OK;
+  const char *out = routes ? routes->relay_out : NULL;
+  if (!s_tcp_ok(out))
+    return wt_fail(WT_EINVAL,
+                   "zmq: rank %d is unreachable and has unreachable peers, but no tcp:// outlet "
+                   "of its relay inbox (routes.relay_out) was given to collect from",
+                   t->rank);
+  if (zmq_connect(t->pull, out) != 0) return s_connect_fail(t, t->rank, "the relay outlet", out);
+  return WT_OK;
+}
+
+/* Connects the links, then starts the threads (the receiver first: it owns the PULL from now). */
+static int s_connect_all(parallel_zmq_transport *t, const char *const *endpoints,
+                         const parallel_zmq_routes *routes) {
+  for (int r = 0; r < t->size; r++)
+    if (r != t->rank) WT_CHECK(s_connect_link(t, r, endpoints, routes));
+  WT_CHECK(s_connect_outlet(t, routes));
+  if (pthread_create(&t->th_recv, NULL, parallel_zmq_recv_main, t) != 0)
+    return wt_fail(WT_EIO, "zmq: cannot start the receiver thread");
+  t->started_recv = 1;
+  if (pthread_create(&t->th_send, NULL, parallel_zmq_send_main, t) != 0)
+    return wt_fail(WT_EIO, "zmq: cannot start the sender thread");
+  t->started_send = 1;
+  return WT_OK;
+}
+
+parallel_comm *parallel_zmq_transport_connect_routes(parallel_zmq_transport **t_p,
+                                                     const char *const *endpoints,
+                                                     const parallel_zmq_routes *routes) {
   parallel_zmq_transport *t = *t_p;
   *t_p = NULL;
-  for (int r = 0; r < t->size; r++) {
-    if (r == t->rank) continue;
-    s_link *l = &t->links[r];
-    if (!endpoints || !endpoints[r] || zmq_connect(l->push, endpoints[r]) != 0) {
-      int rc = wt_fail(WT_EINVAL, "zmq: rank %d cannot connect to rank %d at '%s': %s", t->rank, r,
-                       endpoints && endpoints[r] ? endpoints[r] : "(none)", zmq_strerror(errno));
-      char msg[512];
-      snprintf(msg, sizeof msg, "%s", wt_last_error());
-      s_destroy(t);
-      wt_fail(rc, "%s", msg);
-      return NULL;
-    }
-    l->endpoint = wt_xstrdup(endpoints[r]);
-  }
-  if (pthread_create(&t->th_send, NULL, parallel_zmq_send_main, t) != 0) {
+  int rc = s_connect_all(t, endpoints, routes);
+  if (rc != WT_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", wt_last_error());
     s_destroy(t);
-    wt_fail(WT_EIO, "zmq: cannot start the sender thread");
+    wt_fail(rc, "%s", msg);
     return NULL;
   }
-  t->started_send = 1;
   parallel_comm *c = parallel_comm_new(&s_zmq_ops, t, t->rank, t->size);
   if (!c) s_destroy(t);
   return c;
+}
+
+parallel_comm *parallel_zmq_transport_connect(parallel_zmq_transport **t_p,
+                                              const char *const *endpoints) {
+  return parallel_zmq_transport_connect_routes(t_p, endpoints, NULL);
 }
 
 void parallel_zmq_transport_destroy(parallel_zmq_transport **t_p) {

@@ -56,8 +56,9 @@ typedef struct s_in {
 } s_in;
 
 typedef struct {
-  char *endpoint;
-  void *push;    /* sender thread */
+  char *endpoint; /* where push connects, or what it is (an outbox, a relay) for messages */
+  char *outbox;   /* this rank reachable, the peer not: the endpoint push is bound to */
+  void *push;     /* sender thread */
   void *monitor; /* receiver thread: events of push */
   s_out *head, *tail;
   size_t queued_bytes;
@@ -100,6 +101,7 @@ struct parallel_zmq_transport {
   double timeout_s;
   size_t max_queue;
   int insecure, shaped;
+  int *reachable; /* zmq.h "Reachability": reachable[r], NULL = all */
   /* emulated access links (wall seconds per byte, 0 = unlimited) and when each is next free:
    * the uplink under mu by the senders, the downlink under mu by the receiver thread */
   double up_sec_per_byte, down_sec_per_byte, up_free, down_free;
