@@ -80,6 +80,7 @@ typedef struct {
   int held_stage;      /* the stage state it keeps between epochs (from RESULT / REGISTER) */
   long held_step;      /* 0: none */
   long held_outer;     /* DiLoCo: the outer steps its held state has done (-1: none reported) */
+  double shards_due;   /* registered, its store not reported yet: waited for until then (0: in) */
   /* deadline.c: its heartbeat gaps (dl_ready = 0: not set up yet), and the receive deadline
    * and step time its last heartbeat reported (NaN / 0 until then) */
   wt_deadline dl_heartbeat;
@@ -552,7 +553,12 @@ void coord_scenario_close(coordinator *c);
 int coord_holders_on(const coordinator *c);
 int coord_holders_open(coordinator *c);
 void coord_holders_on_shards(coordinator *c, coord_peer *p, const cJSON *body);
+/* p (re)registered: its shard server's endpoint is unknown until its next report. */
+void coord_holders_on_register(coordinator *c, coord_peer *p);
 void coord_holders_check(coordinator *c);
+/* Whether the --checkpoint-store holds every shard of the newest committed step (1 without a
+ * store): FINISH waits for it, so the peers that hold them are still there to serve. */
+int coord_holders_end_stored(coordinator *c);
 long coord_holders_resume_step(coordinator *c);
 int coord_holders_ready(coordinator *c);
 void coord_holders_seat_json(coordinator *c, int rank, cJSON *tasklet);

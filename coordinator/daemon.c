@@ -340,6 +340,7 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
     coord_reach_declared_unreachable(c, p);
   else
     coord_reach_start(c, p, coordinator_field_int(m->body, "reach_port", 0));
+  coord_holders_on_register(c, p);
   p->held_step = (long)fmin(fmax(coordinator_field_num(m->body, "held_step", 0), 0), 1e12);
   p->held_stage = coordinator_field_int(m->body, "held_stage", -1);
   p->held_outer = (long)fmin(fmax(coordinator_field_num(m->body, "held_outer", -1), -1), 1e12);
@@ -609,8 +610,11 @@ int coordinator_run(coordinator *c, const volatile sig_atomic_t *stop) {
     coord_epoch_tick(c);
     coord_status_tick(c);
     if (c->run_complete) coord_store_collect(c); /* the last step's shards, fetched at the end */
-    if (c->finish_due > 0 &&
-        (!coord_store_busy(c) || wt_now_s() - c->finish_due > COORD_STORE_DRAIN_S))
+    double now = wt_now_s();
+    if (c->finish_due > 0 && now - c->holders_check_t >= 0.25) /* offers the end to the store */
+      c->holders_check_t = now, coord_holders_check(c);
+    if (c->finish_due > 0 && ((!coord_store_busy(c) && coord_holders_end_stored(c)) ||
+                              now - c->finish_due > COORD_STORE_DRAIN_S))
       s_finish_peers(c);
     pthread_mutex_unlock(&c->mu);
     if (c->cfg.exit_when_done && c->run_complete && c->finish_due == 0) {

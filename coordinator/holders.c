@@ -127,8 +127,19 @@ long coord_holders_resume_step(coordinator *c) {
   return 0;
 }
 
+/* A peer that has just registered reports its store at its next heartbeat; until it has (or
+ * a few heartbeats passed), the newest step the live peers hold is not known yet. */
+static int s_reports_pending(const coordinator *c) {
+  double now = wt_now_s();
+  for (int i = 0; i < c->n_peers; i++)
+    if (c->peers[i].status == PEER_LIVE && c->peers[i].shards_due > now) return 1;
+  return 0;
+}
+
 int coord_holders_ready(coordinator *c) {
-  if (!coord_holders_on(c) || c->committed_step <= 0 || coord_holders_resume_step(c) > 0) return 1;
+  if (!coord_holders_on(c) || c->committed_step <= 0) return 1;
+  if (s_reports_pending(c)) return 0;
+  if (coord_holders_resume_step(c) > 0) return 1;
   if (!c->holders_waiting)
     coord_event(c, "checkpoint",
                 "waiting for peers that hold the shards of a committed step (step %ld is "
@@ -150,7 +161,14 @@ static int s_is_writer(const coordinator *c, const coord_peer *p, long step, int
          step <= c->cfg.run.steps;
 }
 
+void coord_holders_on_register(coordinator *c, coord_peer *p) {
+  if (!coord_holders_on(c)) return;
+  s_exec(c, "DELETE FROM shard_servers WHERE peer = ?", p->id, -1, -1, -1, NULL);
+  p->shards_due = wt_now_s() + 3 * c->cfg.heartbeat_s + 1;
+}
+
 void coord_holders_on_shards(coordinator *c, coord_peer *p, const cJSON *body) {
+  p->shards_due = 0;
   const char *ep = coordinator_field_str(body, "endpoint");
   const cJSON *held = cJSON_GetObjectItemCaseSensitive(body, "held");
   if (strncmp(ep, "tcp://", 6) || strlen(ep) >= 256 || !cJSON_IsArray(held)) {
@@ -295,6 +313,21 @@ static void s_copy_shard(coordinator *c, long step, int stage, int replica) {
     coord_event(c, "checkpoint", "peer %d copies step %ld stage %d replica %d (%d live holder%s)",
                 t->id, step, stage, replica, n, n == 1 ? "" : "s");
   }
+}
+
+int coord_holders_end_stored(coordinator *c) {
+  if (!c->store || !coord_holders_on(c) || c->committed_step <= 0) return 1;
+  sqlite3_stmt *st = NULL;
+  sqlite3_prepare_v2(c->db,
+                     "SELECT d.replica FROM shard_digests d LEFT JOIN shard_stored s"
+                     " ON s.step = d.step AND s.stage = d.stage AND s.replica = d.replica"
+                     " WHERE d.step = ? AND s.step IS NULL",
+                     -1, &st, NULL);
+  sqlite3_bind_int64(st, 1, c->committed_step);
+  int missing = 0;
+  while (!missing && sqlite3_step(st) == SQLITE_ROW) missing = s_needed(c, sqlite3_column_int(st, 0));
+  sqlite3_finalize(st);
+  return !missing;
 }
 
 /* The newest S_COPIED_STEPS committed steps are kept at checkpoint_copies: the latest, and the
