@@ -167,6 +167,8 @@ typedef struct {
   double spot_honest_min_cos;
   double spot_honest_max_dev; /* the largest |norm ratio - 1| of those */
   double spot_honest_max_use; /* through a codec: their largest rel_error / bound */
+  /* which replica each checker checked at each step, stage 0 (target + 1; 0: none) */
+  unsigned char spot_plan[LR_MAX_STEPS][LR_MAX_RANKS];
   void *state[LR_MAX_RANKS];  /* the stage blob each tasklet ended with (plain sync only) */
   size_t state_bytes[LR_MAX_RANKS];
   int keep_state;
@@ -186,6 +188,9 @@ static void lr_spot(lr_run *h, const parallel_tasklet_step *st) {
   if (t < 0 || t >= LR_MAX_RANKS || s < 0 || s >= LR_MAX_RANKS) return;
   pthread_mutex_lock(&lr_spot_mu);
   h->spot_checks[s][t]++;
+  if (s == 0 && st->info.step >= 1 && st->info.step <= LR_MAX_STEPS && sp->checker >= 0 &&
+      sp->checker < LR_MAX_RANKS)
+    h->spot_plan[st->info.step - 1][sp->checker] = (unsigned char)(t + 1);
   h->spot_seconds += sp->seconds;
   if (sp->failed) {
     h->spot_failed[s][t]++;
