@@ -45,7 +45,8 @@ struct parallel_site_link; /* parallel/datacenter/site.h */
 #define PARALLEL_TASKLET_DEVICE_MAX 32
 
 /* A spot check (docs/trust.md): replica `checker` recomputed replica `target`'s gradient of
- * this step on its rows and compared it with the contribution `target` sent. */
+ * this step (or, DiLoCo, its round) on its rows and compared it with the contribution `target`
+ * sent. */
 typedef struct {
   int checker, target;
   int failed;        /* 1: outside the tolerance (PARALLEL_TASKLET_SPOT_*) */

@@ -1,26 +1,27 @@
-/* tasklet_spot — spot checks (docs/trust.md): every spot_check_every steps one replica of a
- * stage (the checker) recomputes part of another replica's (the target's) step and compares it
- * with what the target sent. Who checks whom, and which micro-batch, follow from the seed, the
- * step and the stage, so every tasklet agrees without a message; the checker alone learns the
+/* tasklet_spot — spot checks (docs/trust.md): on average once in spot_check_every steps of a
+ * stage one replica (the checker) recomputes part of another replica's (the target's) step and
+ * compares it with what the target sent. For gradient checks (and tasklet_spot_round.c's DiLoCo
+ * round checks) each replica draws privately, with randombytes, when it checks and whom
+ * (parallel_tasklet_spot_drawn), so no target can know in advance; the checker alone learns the
  * verdict and reports it (on_step's spot), and the coordinator counts a failure only when two
- * checkers agree. Each check needs every replica of the stage to hold the same weights while
- * the step's passes run: a synchronous run (not DiLoCo), with a robust sync (the run's trust
- * machinery is on).
+ * checkers agree. A gradient check needs every replica of the stage to hold the same weights
+ * while the step's passes run: a synchronous run, with a robust sync (the run's trust machinery
+ * is on).
  *
  * Gradient checks, one stage: the checker recomputes the target's whole step — all its
  * micro-batches, whose sum is its contribution — from its rows of the global batch, which every
  * replica draws alike, and compares it with the contribution the robust all-gather made visible.
- * Only with the contribution sent as raw fp32 (grad_codec none): a lossy codec with error
- * feedback sends Q(g + e), not g.
+ * Raw, or through a codec whose rounding a recompute bounds (parallel_tasklet_spot_judge).
  *
  * Activation checks, a pipeline: for each cut s -> s+1, the checker, a replica of stage s,
  * recomputes the target's forward of one sampled micro-batch and compares it with what the
  * target's next stage received (it sends its copy to the checker). The forward's input is the
  * micro-batch's tokens on stage 0, else what the target's previous stage sent (that stage keeps
- * a copy and sends it to the checker): the target's own word enters nowhere. Only with
- * act_codec none (a lossy codec's decoded activations are not the forward's output) and no
- * site. Either neighbour could lie about what crossed its cut; docs/trust.md says what that
- * allows. */
+ * a copy and sends it to the checker): the target's own word enters nowhere. Who checks whom
+ * here, and which micro-batch, follow from the seed, the step and the stage, so the neighbours
+ * know without a message what to keep and send. Only with act_codec none (a lossy codec's
+ * decoded activations are not the forward's output) and no site. Either neighbour could lie
+ * about what crossed its cut; docs/trust.md says what that allows. */
 #include "parallel/runtime/tasklet_internal.h"
 
 #include "common/common.h"
@@ -51,7 +52,8 @@ int parallel_tasklet_spot_codec_bounded(const compress_codec *codec) {
 }
 
 static int s_applies(const parallel_tasklet *k) {
-  return s_checks(k) && k->cfg.run.stages == 1 && (!k->codec || parallel_tasklet_spot_codec_bounded(k->codec));
+  return s_checks(k) && k->cfg.run.stages == 1 &&
+         (!k->codec || parallel_tasklet_spot_codec_bounded(k->codec));
 }
 
 static int s_applies_act(const parallel_tasklet *k) {
@@ -167,8 +169,8 @@ void parallel_tasklet_spot_judge(const compress_codec *codec, const float *their
                  fabs(sp->norm_ratio - 1) <= PARALLEL_TASKLET_SPOT_NORM);
   if (codec) { /* a rounded contribution: its distance on the scale of the codec's rounding */
     sp->rel_error = s_rel_error(theirs, mine, n);
-    sp->bound = PARALLEL_TASKLET_SPOT_CODEC_K * s_codec_error(codec, mine, n) +
-                PARALLEL_TASKLET_SPOT_REL;
+    sp->bound =
+        PARALLEL_TASKLET_SPOT_CODEC_K * s_codec_error(codec, mine, n) + PARALLEL_TASKLET_SPOT_REL;
     sp->failed = !(sp->rel_error <= sp->bound);
   }
 }

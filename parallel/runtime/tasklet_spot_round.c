@@ -30,19 +30,19 @@
 #define S_COMMIT (S_DIGEST + 1)
 
 struct parallel_spot_round {
-  size_t n;             /* parameters */
-  int ns;               /* optimizer state buffers (AdamW: m, v) */
-  size_t sn;            /* ns · n */
-  float *start;         /* (sn) this replica's optimizer state at the round's start */
-  float *theirs;        /* (2 sn) the target's start and end states, as it sent them */
-  float *end;           /* (sn) this replica's state at the round's end */
-  float *outer;         /* (n) θ_outer at the round's start (only when checking) */
-  float *delta;         /* (n) the target's contribution, as the all-gather delivered it */
-  float *mine;          /* (n) the recomputed Δ */
-  float *save;          /* (n + sn) this replica's parameters and state around a recompute */
+  size_t n;              /* parameters */
+  int ns;                /* optimizer state buffers (AdamW: m, v) */
+  size_t sn;             /* ns · n */
+  float *start;          /* (sn) this replica's optimizer state at the round's start */
+  float *theirs;         /* (2 sn) the target's start and end states, as it sent them */
+  float *end;            /* (sn) this replica's state at the round's end */
+  float *outer;          /* (n) θ_outer at the round's start (only when checking) */
+  float *delta;          /* (n) the target's contribution, as the all-gather delivered it */
+  float *mine;           /* (n) the recomputed Δ */
+  float *save;           /* (n + sn) this replica's parameters and state around a recompute */
   int *inputs, *targets; /* (B, T) one global batch */
-  long start_step;      /* trainer steps done at the round's start */
-  long start_optim;     /* the optimizer's step count there */
+  long start_step;       /* trainer steps done at the round's start */
+  long start_optim;      /* the optimizer's step count there */
   data_position start_pos;
   uint8_t (*commit)[S_DIGEST]; /* (R) each replica's digest of its state at this round's start */
   uint8_t *committed;          /* (R) 1: commit[r] holds one */
@@ -130,7 +130,8 @@ void parallel_tasklet_spot_round_init(parallel_tasklet *k) {
 void parallel_tasklet_spot_round_free(parallel_tasklet *k) {
   struct parallel_spot_round *sr = k->spot_round;
   if (!sr) return;
-  free(sr->start), free(sr->theirs), free(sr->end), free(sr->outer), free(sr->delta), free(sr->mine);
+  free(sr->start), free(sr->theirs), free(sr->end), free(sr->outer), free(sr->delta),
+      free(sr->mine);
   free(sr->save), free(sr->inputs), free(sr->targets), free(sr->commit), free(sr->committed);
   free(sr);
   k->spot_round = NULL;
@@ -240,8 +241,8 @@ static int s_state_matches(parallel_tasklet *k, const float *sent, double *cosin
   for (int i = 0; i < sr->ns; i++) {
     size_t m;
     parallel_tasklet_spot v = {0};
-    parallel_tasklet_spot_judge(NULL, sent + (size_t)i * sr->n, optim_state_host(opt, i, &m),
-                                sr->n, &v);
+    parallel_tasklet_spot_judge(NULL, sent + (size_t)i * sr->n, optim_state_host(opt, i, &m), sr->n,
+                                &v);
     if (v.failed || v.cosine < *cosine) *cosine = v.cosine, *ratio = v.norm_ratio;
     ok &= !v.failed;
   }
@@ -349,8 +350,10 @@ int parallel_tasklet_spot_round_after(parallel_tasklet *k, long round) {
     }
   }
   for (int r = 0; r < R; r++) {
-    if (r == me) memcpy(sr->commit[r], mine, S_DIGEST), sr->committed[r] = 1;
-    else memcpy(sr->commit[r], got[r], S_DIGEST), sr->committed[r] = ok[r];
+    if (r == me)
+      memcpy(sr->commit[r], mine, S_DIGEST), sr->committed[r] = 1;
+    else
+      memcpy(sr->commit[r], got[r], S_DIGEST), sr->committed[r] = ok[r];
   }
   free(got), free(ok), free(asked);
   sr->target = -1;

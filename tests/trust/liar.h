@@ -169,7 +169,7 @@ typedef struct {
   double spot_honest_max_use; /* through a codec: their largest rel_error / bound */
   /* which replica each checker checked at each step, stage 0 (target + 1; 0: none) */
   unsigned char spot_plan[LR_MAX_STEPS][LR_MAX_RANKS];
-  void *state[LR_MAX_RANKS];  /* the stage blob each tasklet ended with (plain sync only) */
+  void *state[LR_MAX_RANKS]; /* the stage blob each tasklet ended with (plain sync only) */
   size_t state_bytes[LR_MAX_RANKS];
   int keep_state;
 } lr_run;

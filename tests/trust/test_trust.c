@@ -163,8 +163,8 @@ static void test_spot_checks(void) {
   for (int r = 0; r < 4; r++) checks += h->spot_checks[0][r], failed += h->spot_failed[0][r];
   /* each replica checks once in every window of N·R = 8 steps: 4 in steps 1-8, up to 4 more in
    * 9-10, at steps of its own draw */
-  WT_TEST_ASSERT(checks >= 4 && checks <= 8 && !failed, "honest: %d checks (want 4 to 8), %d failed",
-                 checks, failed);
+  WT_TEST_ASSERT(checks >= 4 && checks <= 8 && !failed,
+                 "honest: %d checks (want 4 to 8), %d failed", checks, failed);
   WT_TEST_ASSERT(h->spot_honest_min_cos >= PARALLEL_TASKLET_SPOT_COSINE,
                  "honest: lowest cosine %.6f", h->spot_honest_min_cos);
   WT_TEST_ASSERT(h->state_bytes[0] == plain_bytes && !memcmp(h->state[0], plain, plain_bytes),
@@ -216,14 +216,22 @@ static void test_spot_codecs(void) {
     const double honest_use = h->spot_honest_max_use;
     c.run.steps = LONG_STEPS;
     h = s_run(c, LIAR_DRIFT, 0, 1);
-    WT_TEST_ASSERT(h->spot_failed[0][3] > 0 && !h->spot_liar_passed,
+    /* int8's bound (about 0.1 of the norm) is far below drift's 0.5: every check fails. int4's
+     * (about 0.5, four of its roundings) is at drift's own size: most checks fail, from more
+     * than one checker, and now and then one passes */
+    const int strict = !strcmp(codecs[i], "int8");
+    WT_TEST_ASSERT(h->spot_failed[0][3] > 0 &&
+                       (strict ? !h->spot_liar_passed
+                               : h->spot_liar_passed < h->spot_failed[0][3] &&
+                                     h->spot_second_checker[0][3] > 0),
                    "%s, drift: the liar failed %d of %d checks, %d passed while it lied", codecs[i],
                    h->spot_failed[0][3], h->spot_checks[0][3], h->spot_liar_passed);
     for (int r = 0; r < 3; r++)
       WT_TEST_ASSERT(!h->spot_failed[0][r], "%s, drift: honest replica %d failed %d checks",
                      codecs[i], r, h->spot_failed[0][r]);
-    printf("%s: honest checks used at most %.3f of their bound; drift failed %d of %d checks\n",
-           codecs[i], honest_use, h->spot_failed[0][3], h->spot_checks[0][3]);
+    printf("%s: honest checks used at most %.3f of their bound; drift failed %d of %d checks (%d "
+           "passed while it lied)\n",
+           codecs[i], honest_use, h->spot_failed[0][3], h->spot_checks[0][3], h->spot_liar_passed);
   }
   parallel_tasklet_config c = s_config(1, "median");
   snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "topk");
@@ -248,7 +256,8 @@ static void test_spot_unpredictable(void) {
   h = s_run(c, LIAR_HONEST, 0, 1);
   int differ = 0, checks = 0;
   for (int i = 0; i < STEPS; i++)
-    for (int r = 0; r < 4; r++) differ += first[i][r] != h->spot_plan[i][r], checks += !!first[i][r];
+    for (int r = 0; r < 4; r++)
+      differ += first[i][r] != h->spot_plan[i][r], checks += !!first[i][r];
   WT_TEST_ASSERT(differ > 0, "two runs of seed %llu checked the same replicas at the same steps",
                  (unsigned long long)c.run.seed);
   WT_TEST_ASSERT(checks >= 8, "%d checks in the first run, want at least 8", checks);
