@@ -68,9 +68,9 @@ static int s_applies_act(const parallel_tasklet *k) {
  * tasklet checks at `sync`, with the replica in *target. */
 int parallel_tasklet_spot_drawn(parallel_tasklet *k, long sync, int *target) {
   const int R = k->cfg.run.replicas;
+  if (sync < 1 || R < 2 || k->cfg.run.spot_check_every < 1) return 0;
   const long W = WT_MIN((long)k->cfg.run.spot_check_every * R, (long)UINT32_MAX);
   const long window = (sync - 1) / W;
-  if (sync < 1 || R < 2) return 0;
   if (k->spot_window != window + 1) {
     k->spot_window = window + 1;
     k->spot_plan_sync = window * W + 1 + (long)randombytes_uniform((uint32_t)W);
