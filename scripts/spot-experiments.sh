@@ -74,7 +74,7 @@ done
 done
 [[ $grids == *" diloco "* ]] && for group in "4 1" "8 2"; do
   read -r R L <<<"$group"
-  for lie in drift flip noise; do
+  for lie in drift moments flip noise; do
     for every in 10 1; do
       for s in $seeds; do
         run --lie "$lie" --diloco 5 --robust centered-clip --replicas "$R" --liars "$L" \
@@ -190,7 +190,7 @@ def excluded(rs):
 
 rows = []
 for R, L in ((4, 1), (8, 2)):
-    for lie in ("drift", "flip", "noise"):
+    for lie in ("drift", "moments", "flip", "noise"):
         d10 = pick(lie=lie, replicas=R, diloco=5, spot_check_every=10)
         d1 = pick(lie=lie, replicas=R, diloco=5, spot_check_every=1)
         if not d10: continue

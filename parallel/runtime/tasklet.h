@@ -129,6 +129,9 @@ typedef struct {
   parallel_tasklet_tamper_fn test_tamper;     /* NULL, except in tests/trust's liar harness */
   parallel_tasklet_tamper_fn test_tamper_act; /* the same for the activations each micro-batch
                                                  sends to the next stage (NULL elsewhere) */
+  parallel_tasklet_tamper_fn test_tamper_state; /* the same for a DiLoCo replica's first
+                                                   optimizer state buffer (AdamW's m) at each
+                                                   outer step, before it is committed */
   void *test_tamper_arg;
   /* In-memory state hand-over (peerd moves a stage between processes with it; see
    * parallel_tasklet_state_* below). state_in: start from this state blob instead of fresh

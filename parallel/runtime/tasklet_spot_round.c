@@ -323,6 +323,13 @@ int parallel_tasklet_spot_round_after(parallel_tasklet *k, long round) {
   uint8_t mine[S_DIGEST], (*got)[S_DIGEST] = wt_xcalloc((size_t)R, S_DIGEST);
   uint8_t *ok = wt_xcalloc((size_t)R, 1), *asked = wt_xcalloc((size_t)R, 1);
   float *end = sr->end;
+  if (k->cfg.test_tamper_state) { /* the liar harness: this replica goes on from a false state */
+    size_t m;
+    optim *opt = trainer_optim(k->t);
+    float *first = optim_state_host(opt, 0, &m);
+    k->cfg.test_tamper_state(k->cfg.test_tamper_arg, end_step, first, m);
+    optim_state_upload(opt, 0);
+  }
   s_state_get(k, end);
   s_digest(end, sr->sn, end_step, mine);
   int rc = s_exchange(k, mine, got, ok, asked);

@@ -270,7 +270,8 @@ static void test_spot_unpredictable(void) {
 
 /* Spot checks of DiLoCo rounds (H = 2, a check per round per stage on average): honest rounds
  * all pass and leave the training bitwise as without checks; a drifting liar fails every check
- * of a round it lied in, from two checkers (the exclusion rule); flip and noise are caught, by
+ * of a round it lied in, from two checkers (the exclusion rule); one that goes on from a false
+ * optimizer state (`moments`: its end state is not its round's), flip and noise are caught, by
  * the robust sync or by a check, and never pass a check. */
 static void test_spot_diloco(void) {
   parallel_tasklet_config c = s_config(1, "trimmed-mean");
@@ -291,8 +292,8 @@ static void test_spot_diloco(void) {
          "%.2e, %.1f ms a check\n",
          checks, h->spot_honest_min_cos, h->spot_honest_max_dev,
          1e3 * h->spot_seconds / WT_MAX(1, checks));
-  const liar_kind lies[] = {LIAR_DRIFT, LIAR_FLIP, LIAR_NOISE};
-  for (int i = 0; i < 3; i++) {
+  const liar_kind lies[] = {LIAR_DRIFT, LIAR_MOMENTS, LIAR_FLIP, LIAR_NOISE};
+  for (int i = 0; i < 4; i++) {
     const char *name = liar_names[lies[i]];
     h = s_run(c, lies[i], 0, 1);
     WT_TEST_ASSERT(!h->spot_liar_passed, "DiLoCo %s: %d checks of a lying round passed", name,

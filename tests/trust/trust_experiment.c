@@ -23,7 +23,7 @@ typedef struct {
 #define F(x) offsetof(s_args, x)
 static const wt_option s_options[] = {
     {"lie", WT_OPT_CHOICE, F(lie), 0, 0, "honest", "what the liars do",
-     "honest|nan|scale|flip|noise|zero|stale|act|drift"},
+     "honest|nan|scale|flip|noise|zero|stale|act|drift|moments"},
     {"robust", WT_OPT_CHOICE, F(robust), 0, 0, "none", "the sync's aggregate",
      "none|trimmed-mean|median|centered-clip"},
     {"grad-codec", WT_OPT_CHOICE, F(grad_codec), 0, 0, "none", "gradient codec",
