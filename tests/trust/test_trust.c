@@ -315,6 +315,39 @@ static void test_spot_diloco(void) {
   }
 }
 
+/* A DiLoCo run cut short and resumed: its first round after the resume starts from a state
+ * no replica committed, so it is not checked; later rounds are, and an honest run fails none. */
+static void test_spot_diloco_resume(void) {
+  char dir[256], copy[300], cmd[700];
+  WT_TEST_REQUIRE(wt_test_tmpdir(dir, sizeof dir), "no scratch directory");
+  parallel_tasklet_config c = s_config(1, "trimmed-mean");
+  c.run.sync.diloco = 2, c.run.steps = LONG_STEPS, c.run.spot_check_every = 1;
+  snprintf(c.run.checkpoint_dir, sizeof c.run.checkpoint_dir, "%s/ck", dir);
+  c.run.checkpoint_every = 10, c.stop_after = 20;
+  lr_run *h = s_run(c, LIAR_HONEST, 0, 1);
+  int before = 0;
+  for (int r = 0; r < 4; r++) before += h->spot_checks[0][r];
+  /* three resumes of the same checkpoint, each drawing afresh: a check of the first round
+   * after it (which must not be made from the stale start) falls in one of them with 97% */
+  c.stop_after = 0, c.resume = 1;
+  snprintf(copy, sizeof copy, "%s/resumed", dir);
+  snprintf(c.run.checkpoint_dir, sizeof c.run.checkpoint_dir, "%s", copy);
+  int checks = 0, failed = 0;
+  for (int i = 0; i < 3; i++) {
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s/ck' '%s'", copy, dir, copy);
+    WT_TEST_REQUIRE(system(cmd) == 0, "%s failed", cmd);
+    h = s_run(c, LIAR_HONEST, 0, 1);
+    WT_TEST_ASSERT(h->res[0].steps_done == LONG_STEPS, "resumed to step %ld", h->res[0].steps_done);
+    for (int r = 0; r < 4; r++) checks += h->spot_checks[0][r], failed += h->spot_failed[0][r];
+  }
+  WT_TEST_ASSERT(before > 0 && checks > 0 && !failed,
+                 "DiLoCo resumed: %d checks before, %d after, %d failed", before, checks, failed);
+  printf("DiLoCo resumed at step 20, three times: %d round checks before, %d after, none failed\n",
+         before, checks);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 /* The spot checks of the activations stage s sends: a pipeline of `stages` (a layer each),
  * 2 micro-batches, checks every step. Honest: every check passes (the recompute is bitwise what
  * was sent) and changes nothing; `act` at replica 3 of stage liar_stage fails every check of
@@ -381,6 +414,7 @@ int main(void) {
   test_spot_codecs();
   test_spot_unpredictable();
   test_spot_diloco();
+  test_spot_diloco_resume();
   test_spot_activations(2, 0);
   test_spot_activations(3, 1); /* the forward's input comes from the liar's previous stage */
   lr_free(&s_h);
