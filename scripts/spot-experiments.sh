@@ -11,8 +11,9 @@
 #
 # Writes one JSON line per run to out-dir/spot.jsonl, then prints the markdown tables of what it
 # ran. SEEDS, FP_RUNS, COST_RUNS and STEPS override the defaults (3, 20, 5, 60); GRIDS picks the
-# grids (default "drift act codec cost": drift, the act lie, drift through the gradient codecs
-# fp16, bf16, int8 and int4, the cost).
+# grids (default "drift act codec diloco cost": drift, the act lie, drift through the gradient
+# codecs fp16, bf16, int8 and int4, DiLoCo H=5 with checks of its rounds — drift, flip, noise,
+# honest runs and the cost —, the cost of the synchronous checks).
 set -euo pipefail
 build=${1:-build}
 out=${2:-$build/trust}
@@ -26,7 +27,7 @@ mkdir -p "$out"
 runs=$out/spot.jsonl
 : >"$runs"
 export OMP_NUM_THREADS=1 WT_LOG_LEVEL=error
-grids=" ${GRIDS:-drift act codec cost} "
+grids=" ${GRIDS:-drift act codec diloco cost} "
 
 run() { nice "$exe" --steps "$steps" "$@" >>"$runs"; }
 
@@ -71,6 +72,27 @@ done
       --spot-check-every 10 --seed "$s"
   done
 done
+[[ $grids == *" diloco "* ]] && for group in "4 1" "8 2"; do
+  read -r R L <<<"$group"
+  for lie in drift moments flip noise; do
+    for every in 10 1; do
+      for s in $seeds; do
+        run --lie "$lie" --diloco 5 --robust centered-clip --replicas "$R" --liars "$L" \
+          --spot-check-every "$every" --seed "$s"
+      done
+    done
+  done
+  for s in $(seq 101 $((100 + fp_runs))); do
+    run --lie honest --diloco 5 --robust centered-clip --replicas "$R" --liars 0 \
+      --spot-check-every 1 --seed "$s"
+  done
+done
+[[ $grids == *" diloco "* ]] && for every in 0 10 1; do
+  for s in $(seq 201 $((200 + cost_runs))); do
+    run --lie honest --diloco 5 --robust centered-clip --replicas 4 --liars 0 \
+      --spot-check-every "$every" --channels 128 --seed "$s"
+  done
+done
 [[ $grids == *" cost "* ]] && for stages in 1 2; do
   for every in 0 10 1; do
     for s in $(seq 201 $((200 + cost_runs))); do
@@ -87,6 +109,7 @@ steps = sys.argv[2]
 
 def pick(**kw):
     kw.setdefault("codec", "none")
+    kw.setdefault("diloco", 0)
     return [r for r in runs if all(r[k] == v for k, v in kw.items())]
 
 def loss(rs):
@@ -160,6 +183,47 @@ for S in (1, 2):
                 sum(r["honest_spot_failed"] for r in rs)))
 table("### honest runs with spot checks every 10 syncs (centered-clip)",
       "| stages | replicas | runs | spot checks | failed | lowest cosine needed |", rows)
+
+def excluded(rs):
+    return "%d/%d" % (sum(min(r["liars"], r["liars_excluded"] + r["liars_spot_excluded"])
+                          for r in rs), sum(r["liars"] for r in rs))
+
+rows = []
+for R, L in ((4, 1), (8, 2)):
+    for lie in ("drift", "moments", "flip", "noise"):
+        d10 = pick(lie=lie, replicas=R, diloco=5, spot_check_every=10)
+        d1 = pick(lie=lie, replicas=R, diloco=5, spot_check_every=1)
+        if not d10: continue
+        rows.append("| %d, %d | %s | %s | %s | %s | %s | %s |" % (
+            R, L, lie, loss(d10), flagged(d10), spotted(d10), spotted(d1), excluded(d1)))
+table("### DiLoCo H=5, spot checks of rounds (centered-clip, %s steps = 12 rounds, mean of the seeds)"
+      % steps, "| replicas, liars | lie | validation loss | robust sync | spot checks every 10 | every 1 | excluded at every 1 (either rule) |", rows)
+
+rows = []
+for R in (4, 8):
+    rs = [r for r in pick(lie="honest", replicas=R, liars=0, diloco=5, spot_check_every=1)
+          if 100 < r["seed"] <= 200]
+    if rs:
+        rows.append("| %d | %d | %d | %d | %d |" % (
+            R, len(rs), sum(r["spot_checks"] for r in rs), sum(r["honest_spot_failed"] for r in rs),
+            sum(r["honest_excluded"] for r in rs)))
+table("### honest DiLoCo runs, a round check every sync (centered-clip)",
+      "| replicas | runs | round checks | failed | excluded |", rows)
+
+rows, base = [], None
+for every in (0, 10, 1):
+    rs = [r for r in pick(lie="honest", replicas=4, diloco=5, spot_check_every=every) if r["seed"] > 200]
+    if not rs: continue
+    c = statistics.median(r["compute_s"] for r in rs)
+    if base is None: base = c
+    sp = statistics.median(r["spot_s"] for r in rs)
+    n = statistics.median(r["spot_checks"] for r in rs)
+    step = statistics.median(r["compute_s"] / (4 * r["steps"]) for r in rs)
+    rows.append("| %s | %d | %d | %.3f | %.2f ms | %.4f s | %s | %.1f%% |" % (
+        "none" if every == 0 else "every %d" % every, len(rs), n, c, 1e3 * step, sp,
+        "%.2f ms" % (1e3 * sp / n) if n else "", 100 * sp / c))
+table("### cost: DiLoCo H=5, 4 replicas, centered-clip, 128 channels, %s steps, median of the runs"
+      % steps, "| round checks | runs | checks per run | compute s (all tasklets) | per tasklet step | in checks | per check | of the compute |", rows)
 
 for S in (1, 2):
     rows, base = [], None

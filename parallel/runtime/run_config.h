@@ -75,8 +75,8 @@ typedef struct {
                                         PARALLEL_ROBUST_NAMES kind (collectives.h; not with ZeRO-1) */
   int trust_flags;                   /* flagged syncs that exclude a peer (0: never excluded) */
   char act_codec[WT_CONFIG_STR_MAX]; /* none|delta2|delta4|delta8|direct8 */
-  /* with robust: a replica recomputes part of another's step every N steps (0: off;
-   * tasklet_spot.c says what is checked where) */
+  /* with robust: a replica recomputes part of another's step or DiLoCo round, on average once
+   * in N syncs (0: off; tasklet_spot.c says what is checked where) */
   int spot_check_every;
   /* checkpoints: "" = none; every checkpoint_every steps (0 = only at the end) and at the end,
    * keep of them per stage (>= 1) */
@@ -172,9 +172,10 @@ typedef struct {
    "with --robust: a peer whose contributions were left out of this many syncs, and of at least " \
    "a quarter of those it took part in, is excluded from the run (0 = never)", 0},                \
   {"spot-check-every", WT_OPT_INT, PARALLEL_RUN_F(type, m, spot_check_every), 0, 1e9, "10",       \
-   "with --robust and no DiLoCo: every this many steps a replica recomputes part of another's "  \
-   "step and compares it with what that one sent: its gradient (one stage, grad-codec none) or "  \
-   "a micro-batch's activations (a pipeline, act-codec none) (0 = off)", 0},                      \
+   "with --robust: on average once in this many syncs (steps, or DiLoCo rounds) a replica "     \
+   "recomputes part of another's step and compares it with what that one sent: its gradient "    \
+   "or its DiLoCo round (one stage; grad-codec none, fp16, bf16, int8 or int4) or a "             \
+   "micro-batch's activations (a pipeline, act-codec none) (0 = off)", 0},                        \
   {"act-codec", WT_OPT_CHOICE, PARALLEL_RUN_F(type, m, act_codec), 0, 0, "none",                   \
    "activation compression across pipeline cuts", "none|delta2|delta4|delta8|direct8"}
 #define PARALLEL_RUN_CHECKPOINT_OPTIONS(type, m)                                                   \

@@ -528,6 +528,7 @@ int parallel_tasklet_setup(parallel_tasklet *k, const parallel_tasklet_config *c
   if (cfg->run.site_ranks > 1) WT_CHECK(s_site(k, tc));
   WT_CHECK(s_data_parallel(k));
   parallel_tasklet_spot_init(k);
+  parallel_tasklet_spot_round_init(k);
   trainer_hooks h = {.ctx = k, .grads = s_grads, .sync = s_sync, .norm = s_norm};
   if (k->zero) h.update = s_update;
   trainer_set_hooks(k->t, &h);
@@ -542,6 +543,7 @@ void parallel_tasklet_teardown(parallel_tasklet *k) {
   diloco_destroy(&k->outer);
   parallel_robust_destroy(&k->robust);
   parallel_tasklet_spot_free(k);
+  parallel_tasklet_spot_round_free(k);
   parallel_ef_destroy(&k->ef);
   compress_ef_destroy(&k->sef);
   compress_codec_destroy(&k->codec);
@@ -623,9 +625,12 @@ static int s_outer(parallel_tasklet *k, long done, double *secs) {
   gpt_stage *s = trainer_model(k->t);
   float *theta = gpt_stage_params_host(s, &n); /* host θ */
   s_tamper_outer(k, done, theta, n);
+  const long round = diloco_step_count(k->outer) + 1;
+  parallel_tasklet_spot_round_before(k, round);
   WT_CHECK(diloco_outer_step(k->outer, k->dp, theta));
   if (k->robust) s_robust_ran(k, diloco_last_report(k->outer), done);
   gpt_stage_params_upload(s);
+  WT_CHECK(parallel_tasklet_spot_round_after(k, round));
   *secs = wt_now_s() - t0;
   k->reduce_s += *secs;
   return WT_OK;

@@ -45,7 +45,8 @@ struct parallel_site_link; /* parallel/datacenter/site.h */
 #define PARALLEL_TASKLET_DEVICE_MAX 32
 
 /* A spot check (docs/trust.md): replica `checker` recomputed replica `target`'s gradient of
- * this step on its rows and compared it with the contribution `target` sent. */
+ * this step (or, DiLoCo, its round) on its rows and compared it with the contribution `target`
+ * sent. */
 typedef struct {
   int checker, target;
   int failed;        /* 1: outside the tolerance (PARALLEL_TASKLET_SPOT_*) */
@@ -134,6 +135,9 @@ typedef struct {
   parallel_tasklet_tamper_fn test_tamper;     /* NULL, except in tests/trust's liar harness */
   parallel_tasklet_tamper_fn test_tamper_act; /* the same for the activations each micro-batch
                                                  sends to the next stage (NULL elsewhere) */
+  parallel_tasklet_tamper_fn test_tamper_state; /* the same for a DiLoCo replica's first
+                                                   optimizer state buffer (AdamW's m) at each
+                                                   outer step, before it is committed */
   void *test_tamper_arg;
   /* In-memory state hand-over (peerd moves a stage between processes with it; see
    * parallel_tasklet_state_* below). state_in: start from this state blob instead of fresh

@@ -43,6 +43,11 @@ typedef struct {
    * tasklet checks in this step (n floats), and the check's result */
   float *spot_row;
   int spot_target; /* the replica checked in this step, -1: none */
+  /* this replica's private check plan (parallel_tasklet_spot_drawn): the window of syncs it
+   * was drawn for (+1; 0: none yet), the sync it checks at and the replica it checks */
+  long spot_window, spot_plan_sync;
+  int spot_plan_target;
+  struct parallel_spot_round *spot_round; /* DiLoCo round checks (tasklet_spot_round.c), or NULL */
   parallel_tasklet_spot spot;
   int spot_ran;
   /* activation checks (a pipeline): rows × T × C floats each (spot_act_n, 0: off) — the kept
@@ -97,6 +102,26 @@ int parallel_tasklet_spot_after_sync(parallel_tasklet *k, float *g, size_t n);
 void parallel_tasklet_spot_act_before(parallel_tasklet *k, long step);
 int parallel_tasklet_spot_act_after(parallel_tasklet *k, long step);
 void parallel_tasklet_spot_free(parallel_tasklet *k);
+/* This tasklet's private draw: 1 when it checks at sync `sync` (a step, or a DiLoCo round
+ * numbered from 1), the replica it checks in *target. */
+int parallel_tasklet_spot_drawn(parallel_tasklet *k, long sync, int *target);
+/* 1 for a codec whose rounding a recompute bounds (fp32, fp16, bf16, int8, int4). */
+int parallel_tasklet_spot_codec_bounded(const compress_codec *codec);
+/* Fills sp's cosine, norm_ratio (and through a codec rel_error, bound) and failed for a
+ * contribution `theirs` against the recomputed `mine`, n floats each (docs/trust.md's table). */
+void parallel_tasklet_spot_judge(const compress_codec *codec, const float *theirs,
+                                 const float *mine, size_t n, parallel_tasklet_spot *sp);
+
+/* tasklet_spot_round.c: spot checks of DiLoCo rounds (one stage, a robust sync). _init
+ * allocates what they need (none: nothing) and takes the first round's start; _before, before
+ * outer step `round` (from 1), keeps θ_outer and the target's contribution when this tasklet
+ * checks that round; _after, after it: every replica commits a digest of its optimizer state
+ * and tells each other whether it checks it, sends its round's start and end state to whoever
+ * asked, and the checker recomputes the round from the committed start and compares. */
+void parallel_tasklet_spot_round_init(parallel_tasklet *k);
+void parallel_tasklet_spot_round_before(parallel_tasklet *k, long round);
+int parallel_tasklet_spot_round_after(parallel_tasklet *k, long round);
+void parallel_tasklet_spot_round_free(parallel_tasklet *k);
 
 /* tasklet_state.c: the stage as a state blob (tasklet.h), malloc'd into *out; and back. */
 int parallel_tasklet_state_save(parallel_tasklet *k, void **out, size_t *bytes);

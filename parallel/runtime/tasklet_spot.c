@@ -1,32 +1,34 @@
-/* tasklet_spot — spot checks (docs/trust.md): every spot_check_every steps one replica of a
- * stage (the checker) recomputes part of another replica's (the target's) step and compares it
- * with what the target sent. Who checks whom, and which micro-batch, follow from the seed, the
- * step and the stage, so every tasklet agrees without a message; the checker alone learns the
+/* tasklet_spot — spot checks (docs/trust.md): on average once in spot_check_every steps of a
+ * stage one replica (the checker) recomputes part of another replica's (the target's) step and
+ * compares it with what the target sent. For gradient checks (and tasklet_spot_round.c's DiLoCo
+ * round checks) each replica draws privately, with randombytes, when it checks and whom
+ * (parallel_tasklet_spot_drawn), so no target can know in advance; the checker alone learns the
  * verdict and reports it (on_step's spot), and the coordinator counts a failure only when two
- * checkers agree. Each check needs every replica of the stage to hold the same weights while
- * the step's passes run: a synchronous run (not DiLoCo), with a robust sync (the run's trust
- * machinery is on).
+ * checkers agree. A gradient check needs every replica of the stage to hold the same weights
+ * while the step's passes run: a synchronous run, with a robust sync (the run's trust machinery
+ * is on).
  *
  * Gradient checks, one stage: the checker recomputes the target's whole step — all its
  * micro-batches, whose sum is its contribution — from its rows of the global batch, which every
  * replica draws alike, and compares it with the contribution the robust all-gather made visible.
- * Only with the contribution sent as raw fp32 (grad_codec none): a lossy codec with error
- * feedback sends Q(g + e), not g.
+ * Raw, or through a codec whose rounding a recompute bounds (parallel_tasklet_spot_judge).
  *
  * Activation checks, a pipeline: for each cut s -> s+1, the checker, a replica of stage s,
  * recomputes the target's forward of one sampled micro-batch and compares it with what the
  * target's next stage received (it sends its copy to the checker). The forward's input is the
  * micro-batch's tokens on stage 0, else what the target's previous stage sent (that stage keeps
- * a copy and sends it to the checker): the target's own word enters nowhere. Only with
- * act_codec none (a lossy codec's decoded activations are not the forward's output) and no
- * site. Either neighbour could lie about what crossed its cut; docs/trust.md says what that
- * allows. */
+ * a copy and sends it to the checker): the target's own word enters nowhere. Who checks whom
+ * here, and which micro-batch, follow from the seed, the step and the stage, so the neighbours
+ * know without a message what to keep and send. Only with act_codec none (a lossy codec's
+ * decoded activations are not the forward's output) and no site. Either neighbour could lie
+ * about what crossed its cut; docs/trust.md says what that allows. */
 #include "parallel/runtime/tasklet_internal.h"
 
 #include "common/common.h"
 #include "common/rng.h"
 
 #include <math.h>
+#include <sodium.h> /* defines: randombytes_uniform */
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,29 +45,39 @@ static int s_checks(const parallel_tasklet *k) {
  * int8, int4): what it sends, Q(g + e) with e the rounding of the step before, stays within a
  * few roundings of g, so a recompute of g bounds it. Sign, top-k and rand-k leave most of g in
  * the sender's residual, which no one else knows: nothing is checked there. */
-static int s_codec_bounded(const compress_codec *codec) {
+int parallel_tasklet_spot_codec_bounded(const compress_codec *codec) {
   const compress_codec_id id = compress_codec_get_id(codec);
   return id == COMPRESS_CODEC_FP32 || id == COMPRESS_CODEC_FP16 || id == COMPRESS_CODEC_BF16 ||
          id == COMPRESS_CODEC_INT8 || id == COMPRESS_CODEC_INT4;
 }
 
 static int s_applies(const parallel_tasklet *k) {
-  return s_checks(k) && k->cfg.run.stages == 1 && (!k->codec || s_codec_bounded(k->codec));
+  return s_checks(k) && k->cfg.run.stages == 1 &&
+         (!k->codec || parallel_tasklet_spot_codec_bounded(k->codec));
 }
 
 static int s_applies_act(const parallel_tasklet *k) {
   return s_checks(k) && k->cfg.run.stages > 1 && !strcmp(k->cfg.run.act_codec, "none") && !k->site;
 }
 
-/* The checker and target replicas of step `step`, or 0 when no check is due. */
-static int s_pair(const parallel_tasklet *k, long step, int *checker, int *target) {
+/* This replica's own check plan (docs/trust.md): once per window of N·R syncs (N =
+ * spot_check_every; a sync is a step, or a DiLoCo round) it draws with randombytes one sync of
+ * the window and one of the other replicas, and checks that replica at that sync. The draw is
+ * this tasklet's alone and touches no training state, so no replica can know in advance when it
+ * is checked, and a run with checks still trains bitwise as one without. Returns 1 when this
+ * tasklet checks at `sync`, with the replica in *target. */
+int parallel_tasklet_spot_drawn(parallel_tasklet *k, long sync, int *target) {
   const int R = k->cfg.run.replicas;
-  if (!k->spot_row || step % k->cfg.run.spot_check_every != 0) return 0;
-  wt_rng rng;
-  wt_rng_seed(&rng, (uint64_t)k->cfg.run.seed ^ (0x5b07c4ec3ull * (uint64_t)step));
-  *target = (int)wt_rng_below(&rng, (uint64_t)R);
-  *checker = (*target + 1 + (int)wt_rng_below(&rng, (uint64_t)(R - 1))) % R;
-  return 1;
+  if (sync < 1 || R < 2 || k->cfg.run.spot_check_every < 1) return 0;
+  const long W = WT_MIN((long)k->cfg.run.spot_check_every * R, (long)UINT32_MAX);
+  const long window = (sync - 1) / W;
+  if (k->spot_window != window + 1) {
+    k->spot_window = window + 1;
+    k->spot_plan_sync = window * W + 1 + (long)randombytes_uniform((uint32_t)W);
+    k->spot_plan_target = (k->cfg.replica + 1 + (int)randombytes_uniform((uint32_t)(R - 1))) % R;
+  }
+  *target = k->spot_plan_target;
+  return k->spot_plan_sync == sync;
 }
 
 /* The data-parallel rank of replica r (dp_ring: the replica at each rank). */
@@ -78,6 +90,7 @@ static int s_dp_rank(const parallel_tasklet *k, int r) {
 
 void parallel_tasklet_spot_init(parallel_tasklet *k) {
   k->spot_target = -1;
+  if (sodium_init() < 0) WT_WARN("libsodium did not initialise; randombytes falls back lazily");
   if (s_applies_act(k)) {
     size_t n;
     parallel_pipeline_received(k->pipeline, 0, &n);
@@ -108,9 +121,9 @@ void parallel_tasklet_spot_free(parallel_tasklet *k) {
 }
 
 void parallel_tasklet_spot_before_sync(parallel_tasklet *k, long step) {
-  int checker, target;
+  int target;
   k->spot_target = -1; /* spot_ran: reset with the step (parallel_tasklet_spot_act_before) */
-  if (!s_pair(k, step, &checker, &target) || checker != k->cfg.replica) return;
+  if (!k->spot_row || !parallel_tasklet_spot_drawn(k, step, &target)) return;
   k->spot_target = target;
   parallel_robust_keep_next(k->robust, s_dp_rank(k, target), k->spot_row);
 }
@@ -149,6 +162,19 @@ static void s_compare(const float *a, const float *b, size_t n, double *cosine, 
   *ratio = bb > 0 ? sqrt(aa / bb) : (aa > 0 ? INFINITY : 1);
 }
 
+void parallel_tasklet_spot_judge(const compress_codec *codec, const float *theirs,
+                                 const float *mine, size_t n, parallel_tasklet_spot *sp) {
+  s_compare(theirs, mine, n, &sp->cosine, &sp->norm_ratio);
+  sp->failed = !(sp->cosine >= PARALLEL_TASKLET_SPOT_COSINE &&
+                 fabs(sp->norm_ratio - 1) <= PARALLEL_TASKLET_SPOT_NORM);
+  if (codec) { /* a rounded contribution: its distance on the scale of the codec's rounding */
+    sp->rel_error = s_rel_error(theirs, mine, n);
+    sp->bound =
+        PARALLEL_TASKLET_SPOT_CODEC_K * s_codec_error(codec, mine, n) + PARALLEL_TASKLET_SPOT_REL;
+    sp->failed = !(sp->rel_error <= sp->bound);
+  }
+}
+
 int parallel_tasklet_spot_after_sync(parallel_tasklet *k, float *g, size_t n) {
   const int target = k->spot_target;
   k->spot_target = -1;
@@ -170,15 +196,7 @@ int parallel_tasklet_spot_after_sync(parallel_tasklet *k, float *g, size_t n) {
     const float *mine = gpt_stage_grads_host(s, &m);
     parallel_tasklet_spot *sp = &k->spot;
     *sp = (parallel_tasklet_spot){.checker = k->cfg.replica, .target = target};
-    s_compare(k->spot_row, mine, WT_MIN(m, n), &sp->cosine, &sp->norm_ratio);
-    sp->failed = !(sp->cosine >= PARALLEL_TASKLET_SPOT_COSINE &&
-                   fabs(sp->norm_ratio - 1) <= PARALLEL_TASKLET_SPOT_NORM);
-    if (k->codec) { /* a rounded contribution: its distance on the scale of the codec's rounding */
-      sp->rel_error = s_rel_error(k->spot_row, mine, WT_MIN(m, n));
-      sp->bound = PARALLEL_TASKLET_SPOT_CODEC_K * s_codec_error(k->codec, mine, WT_MIN(m, n)) +
-                  PARALLEL_TASKLET_SPOT_REL;
-      sp->failed = !(sp->rel_error <= sp->bound);
-    }
+    parallel_tasklet_spot_judge(k->codec, k->spot_row, mine, WT_MIN(m, n), sp);
     k->spot_ran = 1;
     sp->seconds = wt_now_s() - t0;
     if (sp->failed && k->codec)

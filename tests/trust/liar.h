@@ -13,6 +13,9 @@
  *   act    the activations it sends to the next stage replaced by noise of their RMS
  *   drift  its contribution plus noise of half its norm: well scaled and pointing mostly the
  *          right way, so only a spot check (a recompute) tells it from a gradient
+ *   moments  (DiLoCo) its optimizer's first moment negated at every outer step, before it
+ *          commits it: every contribution is an honest round from the state it committed, but
+ *          the state it goes on from is not the one its round ended with
  * "honest" lies not at all. */
 #ifndef WT_TESTS_TRUST_LIAR_H
 #define WT_TESTS_TRUST_LIAR_H
@@ -38,11 +41,12 @@ typedef enum {
   LIAR_STALE,
   LIAR_ACT,
   LIAR_DRIFT,
+  LIAR_MOMENTS,
   LIAR_KINDS
 } liar_kind;
 
-static const char *liar_names[LIAR_KINDS] = {"honest", "nan",   "scale", "flip", "noise",
-                                             "zero",   "stale", "act",   "drift"};
+static const char *liar_names[LIAR_KINDS] = {"honest", "nan",   "scale", "flip",  "noise",
+                                             "zero",   "stale", "act",   "drift", "moments"};
 
 static inline int liar_kind_parse(const char *name, liar_kind *kind) {
   for (int i = 0; i < LIAR_KINDS; i++)
@@ -52,7 +56,7 @@ static inline int liar_kind_parse(const char *name, liar_kind *kind) {
     }
   return wt_fail(WT_EINVAL,
                  "lie '%s' is unknown; use honest, nan, scale, flip, noise, zero, "
-                 "stale, act or drift",
+                 "stale, act, drift or moments",
                  name);
 }
 
@@ -119,6 +123,13 @@ static void liar_tamper_act(void *arg, long step, float *act, size_t n) {
   if (step >= l->from && l->kind == LIAR_ACT) liar_noise_like(l, act, n);
 }
 
+/* The optimizer-state hook (DiLoCo). */
+static void liar_tamper_state(void *arg, long step, float *m, size_t n) {
+  liar *l = arg;
+  if (step >= l->from && l->kind == LIAR_MOMENTS)
+    for (size_t i = 0; i < n; i++) m[i] = -m[i];
+}
+
 static void liar_init(liar *l, liar_kind kind, long from, uint64_t seed) {
   memset(l, 0, sizeof *l);
   l->kind = kind, l->from = from;
@@ -130,6 +141,8 @@ static void liar_attach(liar *l, parallel_tasklet_config *c) {
   c->test_tamper_arg = l;
   if (l->kind == LIAR_ACT)
     c->test_tamper_act = liar_tamper_act;
+  else if (l->kind == LIAR_MOMENTS)
+    c->test_tamper_state = liar_tamper_state;
   else
     c->test_tamper = liar_tamper;
 }
@@ -167,7 +180,9 @@ typedef struct {
   double spot_honest_min_cos;
   double spot_honest_max_dev; /* the largest |norm ratio - 1| of those */
   double spot_honest_max_use; /* through a codec: their largest rel_error / bound */
-  void *state[LR_MAX_RANKS];  /* the stage blob each tasklet ended with (plain sync only) */
+  /* which replica each checker checked at each step, stage 0 (target + 1; 0: none) */
+  unsigned char spot_plan[LR_MAX_STEPS][LR_MAX_RANKS];
+  void *state[LR_MAX_RANKS]; /* the stage blob each tasklet ended with (plain sync only) */
   size_t state_bytes[LR_MAX_RANKS];
   int keep_state;
 } lr_run;
@@ -186,6 +201,9 @@ static void lr_spot(lr_run *h, const parallel_tasklet_step *st) {
   if (t < 0 || t >= LR_MAX_RANKS || s < 0 || s >= LR_MAX_RANKS) return;
   pthread_mutex_lock(&lr_spot_mu);
   h->spot_checks[s][t]++;
+  if (s == 0 && st->info.step >= 1 && st->info.step <= LR_MAX_STEPS && sp->checker >= 0 &&
+      sp->checker < LR_MAX_RANKS)
+    h->spot_plan[st->info.step - 1][sp->checker] = (unsigned char)(t + 1);
   h->spot_seconds += sp->seconds;
   if (sp->failed) {
     h->spot_failed[s][t]++;

@@ -23,7 +23,7 @@
 
 #include <stdio.h>
 
-enum { STEPS = 10, FROM = 3 };
+enum { STEPS = 10, FROM = 3, LONG_STEPS = 40 };
 
 static data_set *s_data;
 
@@ -161,8 +161,10 @@ static void test_spot_checks(void) {
   h = s_run(c, LIAR_HONEST, 0, 1);
   int checks = 0, failed = 0;
   for (int r = 0; r < 4; r++) checks += h->spot_checks[0][r], failed += h->spot_failed[0][r];
-  WT_TEST_ASSERT(checks == STEPS / 2 && !failed, "honest: %d checks (want %d), %d failed", checks,
-                 STEPS / 2, failed);
+  /* each replica checks once in every window of N·R = 8 steps: 4 in steps 1-8, up to 4 more in
+   * 9-10, at steps of its own draw */
+  WT_TEST_ASSERT(checks >= 4 && checks <= 8 && !failed,
+                 "honest: %d checks (want 4 to 8), %d failed", checks, failed);
   WT_TEST_ASSERT(h->spot_honest_min_cos >= PARALLEL_TASKLET_SPOT_COSINE,
                  "honest: lowest cosine %.6f", h->spot_honest_min_cos);
   WT_TEST_ASSERT(h->state_bytes[0] == plain_bytes && !memcmp(h->state[0], plain, plain_bytes),
@@ -172,6 +174,7 @@ static void test_spot_checks(void) {
          checks, h->spot_honest_min_cos, h->spot_honest_max_dev);
   free(plain);
   c.run.spot_check_every = 1;
+  c.run.steps = LONG_STEPS; /* the checks fall where the checkers drew them: give them room */
   h = s_run(c, LIAR_DRIFT, 0, 1);
   WT_TEST_ASSERT(h->spot_failed[0][3] > 0 && !h->spot_liar_passed &&
                      h->first_spot_fail[0][3] >= FROM,
@@ -184,7 +187,7 @@ static void test_spot_checks(void) {
                    h->spot_failed[0][r]);
   printf("lie drift, median: loss %.4f; the liar failed %d of %d spot checks, its contribution "
          "left out of %d syncs\n",
-         s_final(h), h->spot_failed[0][3], h->spot_checks[0][3], h->flagged[0][3]);
+         h->loss[LONG_STEPS - 1], h->spot_failed[0][3], h->spot_checks[0][3], h->flagged[0][3]);
 }
 
 /* Spot checks through a gradient codec with error feedback: a contribution is Q(g + e), judged
@@ -203,22 +206,32 @@ static void test_spot_codecs(void) {
     h = s_run(c, LIAR_HONEST, 0, 1);
     int checks = 0, failed = 0;
     for (int r = 0; r < 4; r++) checks += h->spot_checks[0][r], failed += h->spot_failed[0][r];
-    WT_TEST_ASSERT(checks == STEPS && !failed, "%s, honest: %d checks (want %d), %d failed",
-                   codecs[i], checks, STEPS, failed);
+    WT_TEST_ASSERT(checks >= 8 && checks <= 12 && !failed,
+                   "%s, honest: %d checks (want 8 to 12: one per replica every 4 steps), %d failed",
+                   codecs[i], checks, failed);
     WT_TEST_ASSERT(h->spot_honest_max_use > 0 && h->spot_honest_max_use < 1,
                    "%s, honest: at most %.3f of the bound used", codecs[i], h->spot_honest_max_use);
     WT_TEST_ASSERT(!memcmp(h->loss, plain, sizeof plain), "%s: spot checks changed the training",
                    codecs[i]);
     const double honest_use = h->spot_honest_max_use;
+    c.run.steps = LONG_STEPS;
     h = s_run(c, LIAR_DRIFT, 0, 1);
-    WT_TEST_ASSERT(h->spot_failed[0][3] > 0 && !h->spot_liar_passed,
+    /* int8's bound (about 0.1 of the norm) is far below drift's 0.5: every check fails. int4's
+     * (about 0.5, four of its roundings) is at drift's own size: most checks fail, from more
+     * than one checker, and now and then one passes */
+    const int strict = !strcmp(codecs[i], "int8");
+    WT_TEST_ASSERT(h->spot_failed[0][3] > 0 &&
+                       (strict ? !h->spot_liar_passed
+                               : h->spot_liar_passed < h->spot_failed[0][3] &&
+                                     h->spot_second_checker[0][3] > 0),
                    "%s, drift: the liar failed %d of %d checks, %d passed while it lied", codecs[i],
                    h->spot_failed[0][3], h->spot_checks[0][3], h->spot_liar_passed);
     for (int r = 0; r < 3; r++)
       WT_TEST_ASSERT(!h->spot_failed[0][r], "%s, drift: honest replica %d failed %d checks",
                      codecs[i], r, h->spot_failed[0][r]);
-    printf("%s: honest checks used at most %.3f of their bound; drift failed %d of %d checks\n",
-           codecs[i], honest_use, h->spot_failed[0][3], h->spot_checks[0][3]);
+    printf("%s: honest checks used at most %.3f of their bound; drift failed %d of %d checks (%d "
+           "passed while it lied)\n",
+           codecs[i], honest_use, h->spot_failed[0][3], h->spot_checks[0][3], h->spot_liar_passed);
   }
   parallel_tasklet_config c = s_config(1, "median");
   snprintf(c.run.sync.grad_codec, sizeof c.run.sync.grad_codec, "topk");
@@ -227,6 +240,112 @@ static void test_spot_codecs(void) {
   int checks = 0;
   for (int r = 0; r < 4; r++) checks += h->spot_checks[0][r];
   WT_TEST_ASSERT(checks == 0, "topk: %d spot checks made, want none", checks);
+}
+
+/* The check schedule is each checker's own draw (randombytes): two runs with the same seed check
+ * different steps and replicas, and train bitwise alike, since the draw touches no state. */
+static void test_spot_unpredictable(void) {
+  parallel_tasklet_config c = s_config(1, "median");
+  c.run.spot_check_every = 1;
+  lr_run *h = s_run(c, LIAR_HONEST, 0, 1);
+  static unsigned char first[LR_MAX_STEPS][LR_MAX_RANKS];
+  memcpy(first, h->spot_plan, sizeof first);
+  void *plain = wt_xmalloc(h->state_bytes[0]);
+  const size_t plain_bytes = h->state_bytes[0];
+  memcpy(plain, h->state[0], plain_bytes);
+  h = s_run(c, LIAR_HONEST, 0, 1);
+  int differ = 0, checks = 0;
+  for (int i = 0; i < STEPS; i++)
+    for (int r = 0; r < 4; r++)
+      differ += first[i][r] != h->spot_plan[i][r], checks += !!first[i][r];
+  WT_TEST_ASSERT(differ > 0, "two runs of seed %llu checked the same replicas at the same steps",
+                 (unsigned long long)c.run.seed);
+  WT_TEST_ASSERT(checks >= 8, "%d checks in the first run, want at least 8", checks);
+  WT_TEST_ASSERT(h->state_bytes[0] == plain_bytes && !memcmp(h->state[0], plain, plain_bytes),
+                 "two runs with different check draws trained differently");
+  printf("spot schedule: two runs of one seed, %d checks, %d (step, checker) cells differ\n",
+         checks, differ);
+  free(plain);
+}
+
+/* Spot checks of DiLoCo rounds (H = 2, a check per round per stage on average): honest rounds
+ * all pass and leave the training bitwise as without checks; a drifting liar fails every check
+ * of a round it lied in, from two checkers (the exclusion rule); one that goes on from a false
+ * optimizer state (`moments`: its end state is not its round's), flip and noise are caught, by
+ * the robust sync or by a check, and never pass a check. */
+static void test_spot_diloco(void) {
+  parallel_tasklet_config c = s_config(1, "trimmed-mean");
+  c.run.sync.diloco = 2, c.run.steps = 2 * LONG_STEPS;
+  lr_run *h = s_run(c, LIAR_HONEST, 0, 1);
+  static float plain[2 * LONG_STEPS];
+  memcpy(plain, h->loss, sizeof plain);
+  c.run.spot_check_every = 1;
+  h = s_run(c, LIAR_HONEST, 0, 1);
+  int checks = 0, failed = 0;
+  for (int r = 0; r < 4; r++) checks += h->spot_checks[0][r], failed += h->spot_failed[0][r];
+  WT_TEST_ASSERT(checks >= 16 && !failed, "DiLoCo, honest: %d checks (want 16 or more), %d failed",
+                 checks, failed);
+  WT_TEST_ASSERT(h->spot_honest_min_cos >= PARALLEL_TASKLET_SPOT_COSINE,
+                 "DiLoCo, honest: lowest cosine %.6f", h->spot_honest_min_cos);
+  WT_TEST_ASSERT(!memcmp(h->loss, plain, sizeof plain), "DiLoCo: spot checks changed the training");
+  printf("DiLoCo spot checks, honest: %d checks, lowest cosine %.6f, largest norm deviation "
+         "%.2e, %.1f ms a check\n",
+         checks, h->spot_honest_min_cos, h->spot_honest_max_dev,
+         1e3 * h->spot_seconds / WT_MAX(1, checks));
+  const liar_kind lies[] = {LIAR_DRIFT, LIAR_MOMENTS, LIAR_FLIP, LIAR_NOISE};
+  for (int i = 0; i < 4; i++) {
+    const char *name = liar_names[lies[i]];
+    h = s_run(c, lies[i], 0, 1);
+    WT_TEST_ASSERT(!h->spot_liar_passed, "DiLoCo %s: %d checks of a lying round passed", name,
+                   h->spot_liar_passed);
+    WT_TEST_ASSERT(h->spot_failed[0][3] + h->flagged[0][3] > 0,
+                   "DiLoCo %s: neither a check nor the robust sync caught the liar", name);
+    if (lies[i] == LIAR_DRIFT)
+      WT_TEST_ASSERT(h->spot_second_checker[0][3] > 0 && !h->flagged[0][3],
+                     "DiLoCo drift: failures from %d checkers, flagged %d times",
+                     __builtin_popcount(h->spot_fail_checkers[0][3]), h->flagged[0][3]);
+    for (int r = 0; r < 3; r++)
+      WT_TEST_ASSERT(!h->spot_failed[0][r] && !h->flagged[0][r],
+                     "DiLoCo %s: honest replica %d failed %d checks, flagged %d", name, r,
+                     h->spot_failed[0][r], h->flagged[0][r]);
+    printf("DiLoCo %s: the liar failed %d of %d checks (first at step %ld, two checkers by step "
+           "%ld), left out of %d of %d outer syncs\n",
+           name, h->spot_failed[0][3], h->spot_checks[0][3], h->first_spot_fail[0][3],
+           h->spot_second_checker[0][3], h->flagged[0][3], h->robust_syncs[0]);
+  }
+}
+
+/* A DiLoCo run cut short and resumed: its first round after the resume starts from a state
+ * no replica committed, so it is not checked; later rounds are, and an honest run fails none. */
+static void test_spot_diloco_resume(void) {
+  char dir[256], copy[300], cmd[700];
+  WT_TEST_REQUIRE(wt_test_tmpdir(dir, sizeof dir), "no scratch directory");
+  parallel_tasklet_config c = s_config(1, "trimmed-mean");
+  c.run.sync.diloco = 2, c.run.steps = LONG_STEPS, c.run.spot_check_every = 1;
+  snprintf(c.run.checkpoint_dir, sizeof c.run.checkpoint_dir, "%s/ck", dir);
+  c.run.checkpoint_every = 10, c.stop_after = 20;
+  lr_run *h = s_run(c, LIAR_HONEST, 0, 1);
+  int before = 0;
+  for (int r = 0; r < 4; r++) before += h->spot_checks[0][r];
+  /* three resumes of the same checkpoint, each drawing afresh: a check of the first round
+   * after it (which must not be made from the stale start) falls in one of them with 97% */
+  c.stop_after = 0, c.resume = 1;
+  snprintf(copy, sizeof copy, "%s/resumed", dir);
+  snprintf(c.run.checkpoint_dir, sizeof c.run.checkpoint_dir, "%s", copy);
+  int checks = 0, failed = 0;
+  for (int i = 0; i < 3; i++) {
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s/ck' '%s'", copy, dir, copy);
+    WT_TEST_REQUIRE(system(cmd) == 0, "%s failed", cmd);
+    h = s_run(c, LIAR_HONEST, 0, 1);
+    WT_TEST_ASSERT(h->res[0].steps_done == LONG_STEPS, "resumed to step %ld", h->res[0].steps_done);
+    for (int r = 0; r < 4; r++) checks += h->spot_checks[0][r], failed += h->spot_failed[0][r];
+  }
+  WT_TEST_ASSERT(before > 0 && checks > 0 && !failed,
+                 "DiLoCo resumed: %d checks before, %d after, %d failed", before, checks, failed);
+  printf("DiLoCo resumed at step 20, three times: %d round checks before, %d after, none failed\n",
+         before, checks);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
 /* The spot checks of the activations stage s sends: a pipeline of `stages` (a layer each),
@@ -293,6 +412,9 @@ int main(void) {
   test_activations(s_final(s_run(s_config(2, "none"), LIAR_HONEST, 0, 1)));
   test_spot_checks();
   test_spot_codecs();
+  test_spot_unpredictable();
+  test_spot_diloco();
+  test_spot_diloco_resume();
   test_spot_activations(2, 0);
   test_spot_activations(3, 1); /* the forward's input comes from the liar's previous stage */
   lr_free(&s_h);

@@ -23,7 +23,7 @@ typedef struct {
 #define F(x) offsetof(s_args, x)
 static const wt_option s_options[] = {
     {"lie", WT_OPT_CHOICE, F(lie), 0, 0, "honest", "what the liars do",
-     "honest|nan|scale|flip|noise|zero|stale|act|drift"},
+     "honest|nan|scale|flip|noise|zero|stale|act|drift|moments"},
     {"robust", WT_OPT_CHOICE, F(robust), 0, 0, "none", "the sync's aggregate",
      "none|trimmed-mean|median|centered-clip"},
     {"grad-codec", WT_OPT_CHOICE, F(grad_codec), 0, 0, "none", "gradient codec",
@@ -88,7 +88,7 @@ static void s_print(const s_args *a, const lr_run *h, int rc) {
         honest_max = WT_MAX(honest_max, n);
       }
     }
-  int spot_checks = 0, liar_spot_failed = 0, honest_spot_failed = 0;
+  int spot_checks = 0, liar_spot_checks = 0, liar_spot_failed = 0, honest_spot_failed = 0;
   long first_spot = 0, spot_excluded_at = 0;
   int liars_spot_excluded = 0;
   double compute_s = 0;
@@ -100,6 +100,7 @@ static void s_print(const s_args *a, const lr_run *h, int rc) {
         continue;
       }
       liar_spot_failed += h->spot_failed[s][r];
+      liar_spot_checks += h->spot_checks[s][r];
       const long f = h->first_spot_fail[s][r], second = h->spot_second_checker[s][r];
       if (f && (!first_spot || f < first_spot)) first_spot = f;
       if (second) {
@@ -111,22 +112,23 @@ static void s_print(const s_args *a, const lr_run *h, int rc) {
   const parallel_tasklet_result *r0 = &h->res[0];
   char l1[32], l2[32];
   const int syncs = a->diloco ? (a->steps + a->diloco - 1) / a->diloco : a->steps;
-  printf("{\"lie\":\"%s\",\"robust\":\"%s\",\"codec\":\"%s\",\"stages\":%d,\"replicas\":%d,"
-         "\"liars\":%d,\"seed\":%lld,\"steps\":%d,\"diloco\":%d,\"ok\":%s,\"final_loss\":%s,"
-         "\"val_loss\":%s,\"syncs\":%d,\"liar_first_flag\":%ld,\"liar_flagged\":%d,"
-         "\"honest_flagged\":%d,\"honest_flagged_max\":%d,\"liars_excluded\":%d,"
-         "\"honest_excluded\":%d,\"bytes_data_per_sync\":%.0f,\"reduce_ms_per_sync\":%.3f,"
-         "\"spot_check_every\":%d,\"spot_checks\":%d,\"liar_spot_failed\":%d,"
-         "\"liar_first_spot_fail\":%ld,\"liars_spot_excluded\":%d,\"spot_excluded_at\":%ld,"
-         "\"honest_spot_failed\":%d,\"honest_spot_bound_use\":%.4f,\"compute_s\":%.4f,"
-         "\"spot_s\":%.4f,\"seconds\":%.4f}\n",
-         a->lie, a->robust, a->grad_codec, S, R, a->liars, a->seed, a->steps, a->diloco,
-         rc == WT_OK ? "true" : "false", s_num(rc == WT_OK ? r0->last_loss : NAN, l1),
-         s_num(rc == WT_OK ? r0->last_val_loss : NAN, l2), syncs, first, liar_flagged,
-         honest_flagged, honest_max, liars_out, honest_out, (double)r0->bytes_data / syncs,
-         1e3 * r0->reduce_s / syncs, a->spot_every, spot_checks, liar_spot_failed, first_spot,
-         liars_spot_excluded, spot_excluded_at, honest_spot_failed, h->spot_honest_max_use,
-         compute_s, h->spot_seconds, r0->seconds);
+  printf(
+      "{\"lie\":\"%s\",\"robust\":\"%s\",\"codec\":\"%s\",\"stages\":%d,\"replicas\":%d,"
+      "\"liars\":%d,\"seed\":%lld,\"steps\":%d,\"diloco\":%d,\"ok\":%s,\"final_loss\":%s,"
+      "\"val_loss\":%s,\"syncs\":%d,\"liar_first_flag\":%ld,\"liar_flagged\":%d,"
+      "\"honest_flagged\":%d,\"honest_flagged_max\":%d,\"liars_excluded\":%d,"
+      "\"honest_excluded\":%d,\"bytes_data_per_sync\":%.0f,\"reduce_ms_per_sync\":%.3f,"
+      "\"spot_check_every\":%d,\"spot_checks\":%d,\"liar_spot_checks\":%d,\"liar_spot_failed\":%d,"
+      "\"liar_first_spot_fail\":%ld,\"liars_spot_excluded\":%d,\"spot_excluded_at\":%ld,"
+      "\"honest_spot_failed\":%d,\"honest_spot_bound_use\":%.4f,\"compute_s\":%.4f,"
+      "\"spot_s\":%.4f,\"seconds\":%.4f}\n",
+      a->lie, a->robust, a->grad_codec, S, R, a->liars, a->seed, a->steps, a->diloco,
+      rc == WT_OK ? "true" : "false", s_num(rc == WT_OK ? r0->last_loss : NAN, l1),
+      s_num(rc == WT_OK ? r0->last_val_loss : NAN, l2), syncs, first, liar_flagged, honest_flagged,
+      honest_max, liars_out, honest_out, (double)r0->bytes_data / syncs, 1e3 * r0->reduce_s / syncs,
+      a->spot_every, spot_checks, liar_spot_checks, liar_spot_failed, first_spot,
+      liars_spot_excluded, spot_excluded_at, honest_spot_failed, h->spot_honest_max_use, compute_s,
+      h->spot_seconds, r0->seconds);
 }
 
 int main(int argc, char **argv) {
