@@ -318,7 +318,7 @@ static void test_spot_diloco(void) {
 /* A DiLoCo run cut short and resumed: its first round after the resume starts from a state
  * no replica committed, so it is not checked; later rounds are, and an honest run fails none. */
 static void test_spot_diloco_resume(void) {
-  char dir[256], copy[300], cmd[700];
+  char dir[256], copy[300], cmd[1024];
   WT_TEST_REQUIRE(wt_test_tmpdir(dir, sizeof dir), "no scratch directory");
   parallel_tasklet_config c = s_config(1, "trimmed-mean");
   c.run.sync.diloco = 2, c.run.steps = LONG_STEPS, c.run.spot_check_every = 1;
