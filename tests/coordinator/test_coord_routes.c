@@ -11,6 +11,7 @@
 #include "common/testing.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/protocol.h"
+#include "tests/coordinator/coord_client.h"
 
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
@@ -49,24 +50,15 @@ static void s_send(s_client *cl, coordinator_cmd cmd, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(json, sizeof json, fmt, ap);
   va_end(ap);
-  cJSON *b = cJSON_Parse(json);
-  WT_TEST_REQUIRE(b, "test body is JSON: %s", json);
-  char *text = coordinator_msg_encode(cmd, cl->sid, ++cl->seq, b);
-  zmq_send(cl->sock, text, strlen(text), 0);
-  free(text);
-  cJSON_Delete(b);
+  coord_client_send_json(cl->sock, cl->sid, ++cl->seq, cmd, json);
 }
 
 /* Connects and registers; `reach` is the REGISTER's reachability fields (may be ""). */
 static void s_join(s_client *cl, coordinator *c, const char *reach) {
   zmq_curve_keypair(cl->pub, cl->sec);
-  cl->sock = zmq_socket(s_zctx, ZMQ_DEALER);
-  int linger = 0;
-  zmq_setsockopt(cl->sock, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(cl->sock, ZMQ_CURVE_SERVERKEY, coordinator_public_key(c), 40);
-  zmq_setsockopt(cl->sock, ZMQ_CURVE_PUBLICKEY, cl->pub, 40);
-  zmq_setsockopt(cl->sock, ZMQ_CURVE_SECRETKEY, cl->sec, 40);
-  zmq_connect(cl->sock, coordinator_endpoint(c));
+  cl->sock = coord_client_socket(s_zctx, coordinator_public_key(c), coordinator_endpoint(c),
+                                 cl->pub, cl->sec);
+  WT_TEST_REQUIRE(cl->sock, "a client socket to the coordinator");
   coordinator_sid_new(cl->sid);
   cl->seq = 0, cl->rank = -1;
   s_send(cl, COORD_CMD_REGISTER,
@@ -79,12 +71,8 @@ static void s_join(s_client *cl, coordinator *c, const char *reach) {
 static cJSON *s_expect(s_client *cl, coordinator_cmd want) {
   double end = wt_now_s() + 10;
   while (wt_now_s() < end) {
-    zmq_pollitem_t it = {cl->sock, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll(&it, 1, 200) <= 0) continue;
-    char buf[COORD_MSG_MAX];
-    int n = zmq_recv(cl->sock, buf, sizeof buf, 0);
     coordinator_msg m;
-    if (n <= 0 || coordinator_msg_decode(buf, (size_t)n, &m) != WT_OK) continue;
+    if (!coord_client_recv(cl->sock, 200, &m)) continue;
     cJSON *body = m.cmd == want ? cJSON_Duplicate(m.body, 1) : NULL;
     coordinator_msg_clear(&m);
     if (body) return body;
