@@ -126,7 +126,8 @@ int main(int argc, char **argv) {
            cfg.checkpoint_store[0] ? ", and in " : "", cfg.checkpoint_store);
   else
     printf("coordinator: checkpoints in %s (%s), which every peer must reach\n",
-           cfg.run.checkpoint_dir[0] ? cfg.run.checkpoint_dir : "the state directory's checkpoints/",
+           cfg.run.checkpoint_dir[0] ? cfg.run.checkpoint_dir
+                                     : "the state directory's checkpoints/",
            coordinator_checkpoint_storage_why(&cfg));
   if (parallel_run_config_stateful(&cfg.run))
     printf("coordinator: sync: DiLoCo H=%d (outer lr %g, momentum %g), --grad-codec %s, error "

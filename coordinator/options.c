@@ -127,9 +127,10 @@ static int s_checkpoint_storage(coordinator_config *cfg) {
   const char *dir = cfg->run.checkpoint_dir;
   cfg->checkpoint_storage_auto = !strcmp(cfg->checkpoint_storage, "auto");
   if (cfg->checkpoint_storage_auto && dir[0] && cfg->checkpoint_store[0])
-    return wt_fail(WT_EINVAL, "--checkpoint-store receives the shards the peers store, and "
-                              "--checkpoint-dir %s is a directory every peer shares instead; "
-                              "give one of them",
+    return wt_fail(WT_EINVAL,
+                   "--checkpoint-store receives the shards the peers store, and "
+                   "--checkpoint-dir %s is a directory every peer shares instead; "
+                   "give one of them",
                    dir);
   if (cfg->checkpoint_storage_auto) {
     const int peers =
@@ -138,9 +139,10 @@ static int s_checkpoint_storage(coordinator_config *cfg) {
              peers ? "peers" : "shared");
   }
   if (dir[0] && !strcmp(cfg->checkpoint_storage, "peers"))
-    return wt_fail(WT_EINVAL, "--checkpoint-dir %s is a directory every peer shares, and "
-                              "--checkpoint-storage peers keeps the checkpoints in each peer's "
-                              "--data-dir instead; give one of them",
+    return wt_fail(WT_EINVAL,
+                   "--checkpoint-dir %s is a directory every peer shares, and "
+                   "--checkpoint-storage peers keeps the checkpoints in each peer's "
+                   "--data-dir instead; give one of them",
                    dir);
   if (cfg->checkpoint_store[0] && strcmp(cfg->checkpoint_storage, "peers"))
     return wt_fail(WT_EINVAL, "--checkpoint-store receives the shards the peers store: it needs "
@@ -148,13 +150,14 @@ static int s_checkpoint_storage(coordinator_config *cfg) {
                               "the checkpoints are in that directory already)");
   const parallel_run_config *r = &cfg->run;
   if (parallel_run_config_stateful(r) && !dir[0] && strcmp(cfg->checkpoint_storage, "peers"))
-    return wt_fail(WT_EINVAL,
-                   "this run keeps state across steps (DiLoCo, error feedback or delta activation "
-                   "caches: --diloco %d, --grad-codec %s, --grad-ef %s, --act-codec %s) that "
-                   "only checkpoints carry to a peer replacing a lost one, and --checkpoint-storage "
-                   "shared names no --checkpoint-dir; give --checkpoint-dir, a directory every "
-                   "peer shares, or --checkpoint-storage peers or auto",
-                   r->sync.diloco, r->sync.grad_codec, r->sync.grad_ef, r->act_codec);
+    return wt_fail(
+        WT_EINVAL,
+        "this run keeps state across steps (DiLoCo, error feedback or delta activation "
+        "caches: --diloco %d, --grad-codec %s, --grad-ef %s, --act-codec %s) that "
+        "only checkpoints carry to a peer replacing a lost one, and --checkpoint-storage "
+        "shared names no --checkpoint-dir; give --checkpoint-dir, a directory every "
+        "peer shares, or --checkpoint-storage peers or auto",
+        r->sync.diloco, r->sync.grad_codec, r->sync.grad_ef, r->act_codec);
   return WT_OK;
 }
 

@@ -2,8 +2,8 @@
  * leaves unset and refuses contradicting ones naming both; a run that keeps state across steps
  * (DiLoCo, error feedback, delta activation caches) keeps its checkpoints on the peers unless it
  * names a shared --checkpoint-dir, and shared storage without one is refused; contradicting
- * checkpoint flags are refused naming both; the placement and emulation options that need a scenario or a checkpoint
- * directory name what to add. No sockets. */
+ * checkpoint flags are refused naming both; the placement and emulation options that need a
+ * scenario or a checkpoint directory name what to add. No sockets. */
 #include "common/common.h"
 #include "common/testing.h"
 #include "coordinator/coordinator.h"
@@ -78,8 +78,7 @@ static void test_stateful_checkpoint_storage(void) {
                    stateful[i][0], stateful[i][1], c.checkpoint_storage, wt_last_error());
     WT_TEST_ASSERT(strstr(coordinator_checkpoint_storage_why(&c), "keeps state across steps"),
                    "the log says why: %s", coordinator_checkpoint_storage_why(&c));
-    const char *shared[] = {stateful[i][0], stateful[i][1], "--checkpoint-storage", "shared",
-                            NULL};
+    const char *shared[] = {stateful[i][0], stateful[i][1], "--checkpoint-storage", "shared", NULL};
     WT_TEST_ASSERT(s_check(&c, shared) == WT_EINVAL &&
                        strstr(wt_last_error(), "give --checkpoint-dir"),
                    "%s %s with shared storage and no directory is refused naming what to give: %s",
@@ -127,8 +126,13 @@ static void test_checkpoint_storage(void) {
   const char *dir[] = {"--checkpoint-storage", "peers", "--checkpoint-dir", "/shared", NULL};
   WT_TEST_ASSERT(s_check(&c, dir) == WT_EINVAL && strstr(wt_last_error(), "give one of them"),
                  "a shared directory with peer storage is refused: %s", wt_last_error());
-  const char *both[] = {"--checkpoint-storage", "peers", "--checkpoint-store", "/srv/ckpt",
-                        "--checkpoint-copies", "3", NULL};
+  const char *both[] = {"--checkpoint-storage",
+                        "peers",
+                        "--checkpoint-store",
+                        "/srv/ckpt",
+                        "--checkpoint-copies",
+                        "3",
+                        NULL};
   WT_TEST_ASSERT(s_check(&c, both) == WT_OK && c.checkpoint_copies == 3 &&
                      !strcmp(c.checkpoint_store, "/srv/ckpt"),
                  "peer storage with a store and 3 copies: %s", wt_last_error());
