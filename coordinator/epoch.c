@@ -255,7 +255,10 @@ static void s_state_sources(coordinator *c) {
     const int promoted = c->promoted;
     c->promoted = 0;
     c->from_peers = c->failed_epochs == 0 && !promoted && coord_recovery_live_sources(c);
-    if (!c->from_peers) c->start_step = c->committed_step;
+    /* with checkpoints on the peers the newest committed step may have no live holder yet (its
+     * writer lost before the copies landed): the newest step that has one */
+    if (!c->from_peers)
+      c->start_step = coord_holders_on(c) ? coord_holders_resume_step(c) : c->committed_step;
     return;
   }
   const int handover = c->failed_epochs == 0 && !parallel_run_config_stateful(&c->cfg.run);

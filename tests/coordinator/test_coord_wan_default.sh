@@ -42,14 +42,21 @@ done
 [ -n "$got" ] || fail "no committed step of stage 1 has two live holders"
 read -r step victim h <<<"$got"
 pid=$(pid_of_peer "$victim") || fail "no process for peer $victim"
+at=$(status | python3 -c "import json,sys; print(json.load(sys.stdin)['step'])" 2>/dev/null)
 kill -9 "$pid"
-echo "step $step of stage 1 held by peers [$h]; killed peer $victim (stage 1's member)"
+echo "step $step of stage 1 held by peers [$h]; killed peer $victim (stage 1's member) at step ${at:-?}"
 wait_for "$WORK/coord.log" "recovered: training resumed" 40 || fail "the run did not resume"
 from=$(grep -oE "predicted cost .* from step [0-9]+" "$WORK/coord.log" | tail -1 | grep -oE "[0-9]+$")
 [ "$from" -ge "$step" ] || fail "resumed from $from, below the committed step $step"
-grep -hE "fetched step $from stage 1 replica 0 from" "$WORK"/peer*.log >/dev/null ||
-  fail "no standby fetched step $from of stage 1 from a peer's copy"
-echo "resumed from step $from; stage 1's new seat fetched it from a peer's copy"
+# stage 1's new seat takes a committed step from a copy: the resume step, or with DiLoCo's live
+# recovery an older one of the same outer round (stage 0 goes on from its own state)
+got=$(grep -hoE "fetched step [0-9]+ stage 1 replica 0 from" "$WORK"/peer*.log | head -1 | grep -oE "step [0-9]+" | grep -oE "[0-9]+")
+[ -n "$got" ] || fail "no standby fetched stage 1 from a peer's copy"
+[ "$got" -ge "$step" ] && [ "$got" -le "$from" ] ||
+  fail "stage 1's seat fetched step $got, not a committed step from $step to $from"
+echo "resumed from step $from; stage 1's new seat fetched step $got from a peer's copy"
+grep -oE "recovered: training resumed past step [0-9]+ [0-9.]+ s after the loss" "$WORK/coord.log" | head -1
+grep -hoE "fetched step $got stage 1 replica 0 from .* in [0-9.]+ s" "$WORK"/peer*.log | head -1
 wait_exit "$CPID" 90 || fail "the run did not finish after the kill"
 grep -q "the run finished 160 steps" "$WORK/coord.log" || fail "the run did not complete its 160 steps"
 [ -z "$(find "$WORK" -path '*/checkpoints/*' -name 'SHA256SUMS' 2>/dev/null | grep -v '/peer[0-9]*/')" ] ||
