@@ -74,7 +74,7 @@ typedef struct {
   char relay[WT_CONFIG_STR_MAX]; /* who hosts it: "coordinator" or "peer" (a reachable member) */
   char relay_host[WT_CONFIG_STR_MAX];
   int relay_port_min, relay_port_max;
-  int exit_when_done; /* 1: exit once the run is complete */
+  int exit_when_done;    /* 1: exit once the run is complete */
   /* status server (/status, /metrics, dashboard): port 0 = ephemeral, -1 = none */
   char http_bind[WT_CONFIG_STR_MAX];
   int http_port;

@@ -115,6 +115,22 @@ static void s_inbound_of(const coordinator *c, int r, s_inbound *in) {
   s_inbound_add(in, stage * R + prev, run->sync.diloco > 0 ? 0 : ring, ring);
 }
 
+/* A stage's state into member r comes from a replica of the stage, or as a shard from its
+ * holders: priced over the slowest link into r from any other member (the cap when one of those
+ * is not measured, or there is none). */
+static double s_state_s(coordinator *c, int r, const wt_deadline_config *cfg) {
+  double cut, grad, bytes, slow_bw = 0, slow_rtt = 0, slow_t = -1;
+  coord_traffic_step_bytes(c, &cut, &grad, &bytes);
+  for (int q = 0; q < c->n_members; q++) {
+    double lat = 0, rate = 0;
+    if (q == r) continue;
+    if (!coord_traffic_link_wall(c, c->members[q], c->members[r], &lat, &rate)) rate = 0;
+    const double t = rate > 0 ? bytes / rate + 2 * lat : INFINITY;
+    if (t > slow_t) slow_t = t, slow_bw = rate, slow_rtt = 2 * lat;
+  }
+  return slow_t >= 0 ? wt_deadline_links_s(cfg, &bytes, &slow_bw, &slow_rtt, 1) : cfg->cap_s;
+}
+
 static coord_link_deadlines s_member_links(coordinator *c, int r) {
   const double cap = c->cfg.peer_timeout_s;
   const wt_deadline_config link = {1.0, S_LINK_MARGIN, S_LINK_FLOOR_S, cap, 1};
@@ -124,7 +140,7 @@ static coord_link_deadlines s_member_links(coordinator *c, int r) {
   double bw[S_MAX_LINKS], rtt[S_MAX_LINKS], worst = -1;
   coord_link_deadlines d = {.sync_s = NAN, .slow_from = -1, .slow_Bps = NAN, .slow_rtt_s = NAN};
   for (int i = 0; i < in.n; i++) {
-    double lat;
+    double lat = 0;
     if (!coord_traffic_link_wall(c, c->members[in.from[i]], c->members[r], &lat, &bw[i]))
       bw[i] = 0, lat = NAN;
     rtt[i] = 2 * lat;
@@ -136,19 +152,7 @@ static coord_link_deadlines s_member_links(coordinator *c, int r) {
   d.recv_s = wt_deadline_links_s(&link, in.step_bytes, bw, rtt, in.n);
   if (c->cfg.run.sync.diloco > 0 && c->cfg.run.replicas > 1)
     d.sync_s = wt_deadline_links_s(&link, in.sync_bytes, bw, rtt, in.n);
-  /* a state comes from a replica of the stage, or a shard from its holders: priced over the
-   * slowest link into this member from any other member */
-  double cut, grad, bytes, sb[COORD_MAX_MEMBERS], sr[COORD_MAX_MEMBERS], st[COORD_MAX_MEMBERS];
-  coord_traffic_step_bytes(c, &cut, &grad, &bytes);
-  int n = 0;
-  for (int q = 0; q < c->n_members; q++) {
-    double lat;
-    if (q == r) continue;
-    if (!coord_traffic_link_wall(c, c->members[q], c->members[r], &lat, &sr[n]))
-      sr[n] = 0, lat = NAN;
-    sb[n] = bytes, st[n++] = 2 * lat;
-  }
-  d.state_s = n ? wt_deadline_links_s(&state, sb, sr, st, n) : cap;
+  d.state_s = s_state_s(c, r, &state);
   return d;
 }
 

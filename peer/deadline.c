@@ -22,9 +22,8 @@
 
 #define S_QUANTILE 0.9 /* the step time most steps stay under */
 #define S_MARGIN 3.0   /* a receive may wait 3 x that */
-#define S_FLOOR_S                                                                                  \
-  1.0 /* below it, scheduling noise on busy cores cuts live peers                                  \
-         (docs/coordinator.md, "Deadlines") */
+/* below it, scheduling noise on busy cores cuts live peers (docs/coordinator.md, "Deadlines") */
+#define S_FLOOR_S 1.0
 
 /* A link floor from the coordinator: 0 when absent or not a positive number. */
 static double s_floor(const cJSON *links, const char *name) {
