@@ -49,8 +49,9 @@ static void s_head_backward(gpt_stage *s, const float *top, float loss_scale, in
   const kernels_ops *k = s->ops;
   int C = s->cfg.channels, V = s->cfg.vocab_size;
   size_t NC = (size_t)N * C;
-  k->crossentropy_backward(s->dlogits, s->logits, s->lse, s->targets_dev, loss_scale / (float)N, N,
-                           V);
+  float dloss = loss_scale / (float)N;
+  if (s->dlogits_of != s->logits || s->dlogits_dloss != dloss) /* not written by the forward */
+    k->crossentropy_backward(s->dlogits, s->logits, s->lse, s->targets_dev, dloss, N, V);
   k->zero(s->dln, NC * sizeof(float));
   k->matmul_backward(s->dln, s->g_end.wte, NULL, s->dlogits, s->lnf, s->p_end.wte, N, C, V,
                      KERNELS_W_OUT_IN);

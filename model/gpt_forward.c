@@ -57,21 +57,36 @@ static int s_block_forward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_acts
   if (m) {
     WT_CHECK(s_moe_forward(s, m, a, N));
   } else {
-    k->matmul_forward(a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * C, KERNELS_W_IN_OUT);
-    k->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
+    if (k->matmul_gelu_forward) {
+      k->matmul_gelu_forward(a->fch_gelu, a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * C,
+                             KERNELS_W_IN_OUT);
+    } else {
+      k->matmul_forward(a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * C, KERNELS_W_IN_OUT);
+      k->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
+    }
     k->matmul_forward(s->tmp, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C, KERNELS_W_IN_OUT);
   }
   k->residual_forward(y, a->resid2, s->tmp, NC);
   return WT_OK;
 }
 
-/* ln_f, logits = x @ wte^T, and the mean cross-entropy over the N positions. */
+/* ln_f, logits = x @ wte^T, and the mean cross-entropy over the N positions. A back end with
+ * the fused cross-entropy also writes dlogits for the usual backward (loss_scale 1), which
+ * gpt_stage_backward then uses instead of reading the logits again. */
 static void s_head_forward(gpt_stage *s, const float *x, int N) {
   const kernels_ops *k = s->ops;
   int C = s->cfg.channels, V = s->cfg.vocab_size;
   k->layernorm_forward(s->lnf, s->lnf_mean, s->lnf_rstd, x, s->p_end.lnfw, s->p_end.lnfb, N, C);
   k->matmul_forward(s->logits, s->lnf, s->p_end.wte, NULL, N, C, V, KERNELS_W_OUT_IN);
-  k->crossentropy_forward(s->losses, s->lse, s->logits, s->targets_dev, N, V);
+  if (k->crossentropy_forward_backward) {
+    float dloss = 1.0f / (float)N;
+    k->crossentropy_forward_backward(s->losses, s->lse, s->dlogits, s->logits, s->targets_dev,
+                                     dloss, N, V);
+    s->dlogits_of = s->logits, s->dlogits_dloss = dloss;
+  } else {
+    k->crossentropy_forward(s->losses, s->lse, s->logits, s->targets_dev, N, V);
+    s->dlogits_of = NULL;
+  }
   const float *losses = s->losses;
   if (k->device) {
     k->download(s->losses_host, s->losses, (size_t)N * sizeof(float));

@@ -79,6 +79,10 @@ struct gpt_stage {
   gpt_block_acts *acts;             /* n_local */
   float *lnf, *lnf_mean, *lnf_rstd; /* last stage: (N, C), (N), (N) */
   float *logits, *dlogits;          /* last stage: (N, V) each */
+  /* When the fused cross-entropy of the forward already wrote dlogits: the logits it is the
+   * gradient of (the slot's buffer) and the dloss it used; NULL otherwise. */
+  const float *dlogits_of;
+  float dlogits_dloss;
   float *lse, *losses;              /* last stage: (N) each */
   int *tokens, *targets;            /* host copies of the last forward's ids (N) */
   int *tokens_dev, *targets_dev;    /* the same in the back end's memory (aliases on a host) */

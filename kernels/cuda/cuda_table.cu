@@ -1,6 +1,8 @@
 /* cuda_table — the CUDA back end's ops table. Pointers passed to these ops are device pointers.
  * The table exists whenever the binary was built with CUDA; whether a device is present is for
  * the caller to ask (cudaGetDeviceCount), as the gpu-labelled tests do. */
+#include <string.h>
+
 #include "kernels/cuda/cuda_internal.cuh"
 
 static const kernels_ops s_cuda_table = {
@@ -36,7 +38,21 @@ static const kernels_ops s_cuda_table = {
     kernels_cuda_copy_wait,
     kernels_cuda_select,
     kernels_cuda_set_precision,
+    kernels_cuda_matmul_gelu_forward,
+    kernels_cuda_crossentropy_forward_backward,
+    kernels_cuda_adamw_update_tensors,
 };
+
+int wt_cuda_fused(void) {
+  static int fused = -1;
+  if (fused < 0) {
+    const char *v = getenv("WANTRAIN_CUDA_KERNELS");
+    fused = !v || !*v || strcmp(v, "fused") == 0;
+    if (v && *v && !fused && strcmp(v, "plain") != 0)
+      fprintf(stderr, "WANTRAIN_CUDA_KERNELS=%s is not fused or plain; running plain\n", v);
+  }
+  return fused;
+}
 
 extern "C" const kernels_ops *kernels_cuda(void) {
   return &s_cuda_table;

@@ -18,8 +18,18 @@
  * Hopper kernels, 3-5x slower at that size. Such a layer runs as one of OC padded to a multiple
  * of 64, on scratch copies: the weight and its gradient with zero rows (or columns) added, the
  * output gradient with zero columns, the output with its extra columns dropped. The zeros add
- * nothing to any sum. */
+ * nothing to any sum.
+ *
+ * With the fused kernels (wt_cuda_fused) the linear layers run through cuBLASLt instead: the
+ * bias add, and GELU for matmul_gelu_forward, are epilogues of the forward GEMM, and the bias
+ * gradient is the BGRADA/BGRADB epilogue of the weight-gradient GEMM (the reduction over the N
+ * rows that the GEMM already reads), written to scratch and added to dbias, since an epilogue
+ * writes rather than accumulates. Split-K schemes that reduce in place are excluded, so a
+ * shape always takes the same algorithm and the same order of sums. A shape cuBLASLt has no
+ * algorithm for runs the plain way, and says so once. */
+#include <cublasLt.h>
 #include <cuda_bf16.h>
+#include <pthread.h>
 
 #include "kernels/cuda/cuda_internal.cuh"
 
@@ -164,6 +174,186 @@ static const float *s_ones(size_t n) {
   return ones;
 }
 
+
+/* ---- cuBLASLt ---- */
+
+#define WT_LT_WORKSPACE (32u << 20) /* what cuBLASLt's Hopper kernels ask for */
+
+static cublasLtHandle_t s_lt;
+static void *s_lt_workspace;
+static pthread_once_t s_lt_once = PTHREAD_ONCE_INIT;
+
+static void s_lt_init(void) {
+  WT_CUBLAS_CHECK(cublasLtCreate(&s_lt));
+  WT_CUDA_CHECK(cudaMalloc(&s_lt_workspace, WT_LT_WORKSPACE));
+}
+
+/* One cuBLASLt GEMM, column-major like the rest of this file:
+ * C (m x n, ld ldc) = op(A) op(B) + beta C, with epilogue `epi`: bias (m) for _BIAS and
+ * _GELU_AUX_BIAS, which also write the pre-activation to aux (ld ldc); the bias gradient
+ * (m for BGRADA, n for BGRADB) written to `bias`. A and B are bf16 (A16/B16) at bf16 precision,
+ * else fp32. Returns 0, or -1 when cuBLASLt has no algorithm for it (nothing was computed). */
+typedef struct {
+  cublasOperation_t ta, tb;
+  int m, n, k;
+  const float *A;
+  const __nv_bfloat16 *A16;
+  int lda;
+  const float *B;
+  const __nv_bfloat16 *B16;
+  int ldb;
+  float beta;
+  float *C;
+  int ldc;
+  cublasLtEpilogue_t epi;
+  void *bias;
+  float *aux;
+} wt_lt_gemm;
+
+/* The largest power of two, at most 256, that divides p's address. */
+static uint32_t s_alignment(const void *p) {
+  uint32_t a = 256;
+  while (a > 1 && ((uintptr_t)p & (a - 1))) a >>= 1;
+  return a;
+}
+
+static void s_lt_set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const void *v,
+                     size_t bytes) {
+  WT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, v, bytes));
+}
+
+static int s_lt_gemm(const wt_lt_gemm *g) {
+  pthread_once(&s_lt_once, s_lt_init);
+  int bf16 = s_precision == KERNELS_PREC_BF16;
+  cudaDataType_t in_type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  cublasComputeType_t ct = bf16 ? CUBLAS_COMPUTE_32F : s_compute();
+  cublasLtMatmulDesc_t desc;
+  WT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, ct, CUDA_R_32F));
+  s_lt_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &g->ta, sizeof g->ta);
+  s_lt_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &g->tb, sizeof g->tb);
+  s_lt_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &g->epi, sizeof g->epi);
+  if (g->bias) {
+    cudaDataType_t bias_type = CUDA_R_32F;
+    s_lt_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias);
+    s_lt_set(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
+  }
+  if (g->aux) {
+    int64_t ld = g->ldc;
+    s_lt_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux, sizeof g->aux);
+    s_lt_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld);
+  }
+  int a_rows = g->ta == CUBLAS_OP_N ? g->m : g->k, a_cols = g->ta == CUBLAS_OP_N ? g->k : g->m;
+  int b_rows = g->tb == CUBLAS_OP_N ? g->k : g->n, b_cols = g->tb == CUBLAS_OP_N ? g->n : g->k;
+  cublasLtMatrixLayout_t la, lb, lc;
+  WT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, in_type, a_rows, a_cols, g->lda));
+  WT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, in_type, b_rows, b_cols, g->ldb));
+  WT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, g->m, g->n, g->ldc));
+  cublasLtMatmulPreference_t pref;
+  WT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = WT_LT_WORKSPACE;
+  uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+  WT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  WT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes));
+  /* cuBLASLt assumes 256-byte aligned matrices unless told otherwise; weights are views into
+   * the flat parameter buffer, aligned to 4 bytes at least */
+  const void *A = bf16 ? (const void *)g->A16 : (const void *)g->A;
+  const void *B = bf16 ? (const void *)g->B16 : (const void *)g->B;
+  uint32_t align[4] = {s_alignment(A), s_alignment(B), s_alignment(g->C), s_alignment(g->C)};
+  static const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; i++)
+    WT_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &align[i], sizeof align[i]));
+  cublasLtMatmulHeuristicResult_t heur;
+  int found = 0;
+  cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(s_lt, desc, la, lb, lc, lc, pref, 1, &heur, &found);
+  int ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
+  if (ok) {
+    const float one = 1.0f;
+    WT_CUBLAS_CHECK(cublasLtMatmul(s_lt, desc, &one, A, la, B, lb, &g->beta, g->C, lc, g->C, lc,
+                                   &heur.algo, s_lt_workspace, WT_LT_WORKSPACE, 0));
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatmulDescDestroy(desc);
+  return ok ? 0 : -1;
+}
+
+typedef enum { WT_LT_BIAS, WT_LT_GELU, WT_LT_BGRAD, WT_LT_KINDS } wt_lt_kind;
+
+/* Reports, once per kind of epilogue, that cuBLASLt had no algorithm for a shape and the
+ * separate kernels run instead (the result is the same; only the speed differs). */
+static void s_lt_fallback(wt_lt_kind kind, int N, int C, int OC) {
+  static const char *const names[WT_LT_KINDS] = {"bias", "bias + GELU", "bias gradient"};
+  static int said[WT_LT_KINDS];
+  if (said[kind]) return;
+  said[kind] = 1;
+  fprintf(stderr,
+          "kernels/cuda: cuBLASLt has no algorithm for the %s epilogue of a %dx%d -> %d "
+          "linear layer; running the separate kernels for it\n",
+          names[kind], N, C, OC);
+}
+
+__global__ static void k_add_vec(float *y, const float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
+/* out (N,OC) = inp @ W + bias through one cuBLASLt GEMM; with pre, out = gelu(that) and pre
+ * = that. The bias epilogue needs a bias: without one (and without GELU) the caller uses the
+ * plain GEMM. Returns -1, computing nothing, when cuBLASLt has no algorithm. */
+static int s_lt_forward(float *out, float *pre, const float *inp, const float *weight,
+                        const float *bias, int N, int C, int OC, kernels_wlayout layout) {
+  wt_lt_gemm g = {};
+  g.A = weight, g.A16 = s_bf16_if(WT_SCRATCH_BF16_A, weight, (size_t)C * OC);
+  g.B = inp, g.B16 = s_bf16_if(WT_SCRATCH_BF16_B, inp, (size_t)N * C);
+  g.ta = layout == KERNELS_W_IN_OUT ? CUBLAS_OP_N : CUBLAS_OP_T, g.tb = CUBLAS_OP_N;
+  g.m = OC, g.n = N, g.k = C, g.lda = layout == KERNELS_W_IN_OUT ? OC : C, g.ldb = C;
+  g.beta = 0.0f, g.C = out, g.ldc = OC;
+  g.bias = (void *)bias;
+  if (bias && ((uintptr_t)bias & 15)) { /* an epilogue reads the bias in 16-byte vectors */
+    g.bias = wt_cuda_scratch(WT_SCRATCH_DBIAS, (size_t)OC * sizeof(float));
+    WT_CUDA_CHECK(cudaMemcpyAsync(g.bias, bias, (size_t)OC * sizeof(float),
+                                  cudaMemcpyDeviceToDevice));
+  }
+  if (pre) {
+    g.epi = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    g.aux = pre;
+  } else {
+    g.epi = CUBLASLT_EPILOGUE_BIAS;
+  }
+  return s_lt_gemm(&g);
+}
+
+/* The weight gradient's GEMM with the bias gradient as its epilogue: dweight += (as s_backward)
+ * and dbias += sum over rows of dout. Returns -1, computing nothing, without an algorithm. */
+static int s_lt_dweight_dbias(float *dweight, float *dbias, const float *dout,
+                              const __nv_bfloat16 *d16, const float *inp,
+                              const __nv_bfloat16 *x16, int N, int C, int OC,
+                              kernels_wlayout layout) {
+  float *db = (float *)wt_cuda_scratch(WT_SCRATCH_DBIAS, (size_t)OC * sizeof(float));
+  wt_lt_gemm g = {};
+  g.ta = CUBLAS_OP_N, g.tb = CUBLAS_OP_T, g.k = N, g.beta = 1.0f, g.C = dweight, g.bias = db;
+  if (layout == KERNELS_W_IN_OUT) { /* dW (OC x C) = dout (OC x N) · inpᵀ: dbias reduces A */
+    g.m = OC, g.n = C, g.A = dout, g.A16 = d16, g.lda = OC, g.B = inp, g.B16 = x16, g.ldb = C;
+    g.ldc = OC, g.epi = CUBLASLT_EPILOGUE_BGRADA;
+  } else { /* dW (C x OC) = inp (C x N) · doutᵀ: dbias reduces B */
+    g.m = C, g.n = OC, g.A = inp, g.A16 = x16, g.lda = C, g.B = dout, g.B16 = d16, g.ldb = OC;
+    g.ldc = C, g.epi = CUBLASLT_EPILOGUE_BGRADB;
+  }
+  if (s_lt_gemm(&g) != 0) return -1;
+  k_add_vec<<<wt_cuda_blocks((size_t)OC, 256), 256>>>(dbias, db, OC);
+  WT_CUDA_CHECK(cudaGetLastError());
+  return 0;
+}
+
+/* ---- the ops ---- */
 static void s_forward(float *out, const float *inp, const float *weight, int N, int C, int OC,
                       kernels_wlayout layout) {
   const __nv_bfloat16 *w16 = s_bf16_if(WT_SCRATCH_BF16_A, weight, (size_t)C * OC);
@@ -177,6 +367,10 @@ static void s_forward(float *out, const float *inp, const float *weight, int N, 
 void kernels_cuda_matmul_forward(float *out, const float *inp, const float *weight,
                                  const float *bias, int N, int C, int OC, kernels_wlayout layout) {
   int OCp = s_aligned_oc(OC);
+  if (bias && OCp == OC && wt_cuda_fused()) {
+    if (s_lt_forward(out, NULL, inp, weight, bias, N, C, OC, layout) == 0) return;
+    s_lt_fallback(WT_LT_BIAS, N, C, OC);
+  }
   if (OCp == OC) {
     s_forward(out, inp, weight, N, C, OC, layout);
   } else {
@@ -215,10 +409,32 @@ static void s_backward(float *dinp, float *dweight, const float *dout, const flo
   }
 }
 
+/* matmul_backward with the bias gradient in the weight gradient's GEMM (OC a multiple of 8).
+ * Returns -1, computing nothing, when cuBLASLt has no algorithm for it. */
+static int s_lt_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                         const float *inp, const float *weight, int N, int C, int OC,
+                         kernels_wlayout layout) {
+  const __nv_bfloat16 *d16 = s_bf16_if(WT_SCRATCH_BF16_C, dout, (size_t)N * OC);
+  const __nv_bfloat16 *x16 = s_bf16_if(WT_SCRATCH_BF16_B, inp, (size_t)N * C);
+  if (s_lt_dweight_dbias(dweight, dbias, dout, d16, inp, x16, N, C, OC, layout) != 0) return -1;
+  if (!dinp) return 0;
+  const __nv_bfloat16 *w16 = s_bf16_if(WT_SCRATCH_BF16_A, weight, (size_t)C * OC);
+  if (layout == KERNELS_W_IN_OUT) /* dinp (N,C) += dout (N,OC) @ W^T */
+    s_linear_gemm(CUBLAS_OP_T, CUBLAS_OP_N, C, N, OC, weight, w16, OC, dout, d16, OC, 1.0f, dinp,
+                  C);
+  else /* dinp (N,C) += dout (N,OC) @ W */
+    s_linear_gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, weight, w16, C, dout, d16, OC, 1.0f, dinp, C);
+  return 0;
+}
+
 void kernels_cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                                   const float *inp, const float *weight, int N, int C, int OC,
                                   kernels_wlayout layout) {
   int OCp = s_aligned_oc(OC);
+  if (dbias && OCp == OC && wt_cuda_fused()) {
+    if (s_lt_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, layout) == 0) return;
+    s_lt_fallback(WT_LT_BGRAD, N, C, OC);
+  }
   if (OCp == OC) {
     s_backward(dinp, dweight, dout, inp, weight, N, C, OC, layout);
   } else {
@@ -238,4 +454,16 @@ void kernels_cuda_matmul_backward(float *dinp, float *dweight, float *dbias, con
     WT_CUBLAS_CHECK(cublasSgemv(kernels_cuda_cublas_handle(), CUBLAS_OP_N, OC, N, &one, dout, OC,
                                 s_ones((size_t)N), 1, &one, dbias, 1));
   }
+}
+
+void kernels_cuda_matmul_gelu_forward(float *out, float *pre, const float *inp, const float *weight,
+                                      const float *bias, int N, int C, int OC,
+                                      kernels_wlayout layout) {
+  /* the GELU epilogue's aux output needs a leading dimension divisible by 8 */
+  if (OC % 8 == 0 && wt_cuda_fused()) {
+    if (s_lt_forward(out, pre, inp, weight, bias, N, C, OC, layout) == 0) return;
+    s_lt_fallback(WT_LT_GELU, N, C, OC);
+  }
+  kernels_cuda_matmul_forward(pre, inp, weight, bias, N, C, OC, layout);
+  kernels_cuda_gelu_forward(out, pre, (size_t)N * OC);
 }
