@@ -72,6 +72,11 @@ void kernels_cuda_gemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m
                                float alpha, const float *A, int lda, long long sa, const float *B,
                                int ldb, long long sb, float beta, float *C, int ldc, long long sc,
                                int batch);
+/* The same with a device array of pointers per matrix (cublasGemmBatchedEx): batch members at
+ * any addresses, e.g. the heads of an interleaved (B, T, 3, NH, hs) buffer. */
+void kernels_cuda_gemm_ptrs(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            float alpha, float *const *A, int lda, float *const *B, int ldb,
+                            float beta, float *const *C, int ldc, int batch);
 /* The table's device and precision entries (memory.cu, matmul.cu; kernels.h has the contract). */
 extern "C" int kernels_cuda_select(int dev, int *count, char *why, size_t why_len);
 extern "C" void kernels_cuda_set_precision(kernels_precision p);

@@ -100,6 +100,18 @@ void kernels_cuda_gemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m
       ldb, sb, &beta, C, CUDA_R_32F, ldc, sc, batch, ct, CUBLAS_GEMM_DEFAULT));
 }
 
+void kernels_cuda_gemm_ptrs(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            float alpha, float *const *A, int lda, float *const *B, int ldb,
+                            float beta, float *const *C, int ldc, int batch) {
+  cublasComputeType_t ct =
+      s_precision == KERNELS_PREC_BF16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : s_compute();
+  WT_CUBLAS_CHECK(cublasGemmBatchedEx(kernels_cuda_cublas_handle(), ta, tb, m, n, k, &alpha,
+                                      (const void *const *)A, CUDA_R_32F, lda,
+                                      (const void *const *)B, CUDA_R_32F, ldb, &beta,
+                                      (void *const *)C, CUDA_R_32F, ldc, batch, ct,
+                                      CUBLAS_GEMM_DEFAULT));
+}
+
 /* A linear layer's GEMM: at bf16 precision on the bf16 copies A16/B16 (made by the caller,
  * once per input), else on the fp32 A/B at the back end's compute type. */
 static void s_linear_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
