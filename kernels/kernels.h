@@ -165,9 +165,10 @@ typedef struct kernels_ops {
   /* ---- fused ops: optional, NULL where a back end has none; callers then make the separate
    * calls each one names, which give the same results to the tests' tolerances. ---- */
   /* pre (N,OC) = inp @ W + bias (bias may be NULL) and out (N,OC) = gelu(pre): matmul_forward
-   * then gelu_forward. */
-  void (*matmul_gelu_forward)(float *out, float *pre, const float *inp, const float *weight,
-                              const float *bias, int N, int C, int OC, kernels_wlayout layout);
+   * then gelu_forward. inp_bf16: NULL, or a buffer as matmul_forward_keep's. */
+  void (*matmul_gelu_forward)(float *out, float *pre, void *inp_bf16, const float *inp,
+                              const float *weight, const float *bias, int N, int C, int OC,
+                              kernels_wlayout layout);
   /* crossentropy_forward and then crossentropy_backward with dloss, in one pass over the
    * logits: writes losses (N), lse (N) and dlogits (N,V), which must not alias logits (the
    * logits stay readable, e.g. for sampling). */
@@ -180,6 +181,15 @@ typedef struct kernels_ops {
                                const kernels_adamw_tensor *tensors, int n_tensors, float lr,
                                float b1, float b2, float eps, float bc1, float bc2,
                                float grad_scale);
+  /* matmul_forward, also leaving inp rounded to bf16 in inp_bf16 (N*C 2-byte values, from
+   * alloc), written at every precision; matmul_backward reading that copy where the bf16
+   * precision multiplies bf16 inputs, instead of rounding inp again. The caller passes the
+   * inp and inp_bf16 of one forward to its backward, with neither changed in between. */
+  void (*matmul_forward_keep)(float *out, void *inp_bf16, const float *inp, const float *weight,
+                              const float *bias, int N, int C, int OC, kernels_wlayout layout);
+  void (*matmul_backward_kept)(float *dinp, float *dweight, float *dbias, const float *dout,
+                               const float *inp, const void *inp_bf16, const float *weight, int N,
+                               int C, int OC, kernels_wlayout layout);
 } kernels_ops;
 
 /* The one registration point: "cpu", "ref" or "cuda". Returns NULL for an unknown name or a

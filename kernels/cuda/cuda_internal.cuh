@@ -135,9 +135,16 @@ void kernels_cuda_crossentropy_backward(float *dlogits, const float *logits, con
 void kernels_cuda_adamw_update(float *param, const float *grad, float *m, float *v, size_t n,
                                float lr, float b1, float b2, float eps, float wd, float bc1,
                                float bc2, float grad_scale);
-void kernels_cuda_matmul_gelu_forward(float *out, float *pre, const float *inp, const float *weight,
-                                      const float *bias, int N, int C, int OC,
+void kernels_cuda_matmul_gelu_forward(float *out, float *pre, void *inp_bf16, const float *inp,
+                                      const float *weight, const float *bias, int N, int C, int OC,
                                       kernels_wlayout layout);
+void kernels_cuda_matmul_forward_keep(float *out, void *inp_bf16, const float *inp,
+                                      const float *weight, const float *bias, int N, int C, int OC,
+                                      kernels_wlayout layout);
+void kernels_cuda_matmul_backward_kept(float *dinp, float *dweight, float *dbias,
+                                       const float *dout, const float *inp, const void *inp_bf16,
+                                       const float *weight, int N, int C, int OC,
+                                       kernels_wlayout layout);
 void kernels_cuda_crossentropy_forward_backward(float *losses, float *lse, float *dlogits,
                                                 const float *logits, const int *targets,
                                                 float dloss, int N, int V);

@@ -42,6 +42,8 @@ static const kernels_ops s_cuda_table = {
     kernels_cuda_matmul_gelu_forward,
     kernels_cuda_crossentropy_forward_backward,
     kernels_cuda_adamw_update_tensors,
+    kernels_cuda_matmul_forward_keep,
+    kernels_cuda_matmul_backward_kept,
 };
 
 static int s_fused;

@@ -133,6 +133,13 @@ static const __nv_bfloat16 *s_bf16_if(wt_cuda_scratch_slot slot, const float *x,
   return s_precision == KERNELS_PREC_BF16 ? s_bf16(slot, x, n) : NULL;
 }
 
+/* The bf16 copy of a linear layer's input at bf16 precision: `kept` when the caller kept one
+ * (matmul_forward_keep wrote it), else a fresh rounding in scratch; NULL at other precisions. */
+static const __nv_bfloat16 *s_input16(const float *inp, const void *kept, size_t n) {
+  if (s_precision != KERNELS_PREC_BF16) return NULL;
+  return kept ? (const __nv_bfloat16 *)kept : s_bf16(WT_SCRATCH_BF16_B, inp, n);
+}
+
 /* OC, or OC rounded up to a multiple of 64 when it is not a multiple of 8. */
 static int s_aligned_oc(int OC) {
   return OC % 8 ? (OC + 63) / 64 * 64 : OC;
@@ -320,11 +327,12 @@ __global__ static void k_add_vec(float *y, const float *x, int n) {
 /* out (N,OC) = inp @ W + bias through one cuBLASLt GEMM; with pre, out = gelu(that) and pre
  * = that. The bias epilogue needs a bias: without one (and without GELU) the caller uses the
  * plain GEMM. Returns -1, computing nothing, when cuBLASLt has no algorithm. */
-static int s_lt_forward(float *out, float *pre, const float *inp, const float *weight,
-                        const float *bias, int N, int C, int OC, kernels_wlayout layout) {
+static int s_lt_forward(float *out, float *pre, const float *inp, const void *kept,
+                        const float *weight, const float *bias, int N, int C, int OC,
+                        kernels_wlayout layout) {
   wt_lt_gemm g = {};
   g.A = weight, g.A16 = s_bf16_if(WT_SCRATCH_BF16_A, weight, (size_t)C * OC);
-  g.B = inp, g.B16 = s_bf16_if(WT_SCRATCH_BF16_B, inp, (size_t)N * C);
+  g.B = inp, g.B16 = s_input16(inp, kept, (size_t)N * C);
   g.ta = layout == KERNELS_W_IN_OUT ? CUBLAS_OP_N : CUBLAS_OP_T, g.tb = CUBLAS_OP_N;
   g.m = OC, g.n = N, g.k = C, g.lda = layout == KERNELS_W_IN_OUT ? OC : C, g.ldb = C;
   g.beta = 0.0f, g.C = out, g.ldc = OC;
@@ -366,30 +374,31 @@ static int s_lt_dweight_dbias(float *dweight, float *dbias, const float *dout,
 }
 
 /* ---- the ops ---- */
-static void s_forward(float *out, const float *inp, const float *weight, int N, int C, int OC,
-                      kernels_wlayout layout) {
+static void s_forward(float *out, const float *inp, const void *kept, const float *weight, int N,
+                      int C, int OC, kernels_wlayout layout) {
   const __nv_bfloat16 *w16 = s_bf16_if(WT_SCRATCH_BF16_A, weight, (size_t)C * OC);
-  const __nv_bfloat16 *x16 = s_bf16_if(WT_SCRATCH_BF16_B, inp, (size_t)N * C);
+  const __nv_bfloat16 *x16 = s_input16(inp, kept, (size_t)N * C);
   if (layout == KERNELS_W_IN_OUT) /* W row-major (C, OC) = col-major (OC, C), ld OC */
     s_linear_gemm(CUBLAS_OP_N, CUBLAS_OP_N, OC, N, C, weight, w16, OC, inp, x16, C, 0.0f, out, OC);
   else /* W row-major (OC, C) = col-major (C, OC), ld C: transpose it */
     s_linear_gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, w16, C, inp, x16, C, 0.0f, out, OC);
 }
 
-void kernels_cuda_matmul_forward(float *out, const float *inp, const float *weight,
-                                 const float *bias, int N, int C, int OC, kernels_wlayout layout) {
+/* matmul_forward with the input's bf16 copy `kept` (NULL: rounded here when needed). */
+static void s_matmul_forward(float *out, const float *inp, const void *kept, const float *weight,
+                             const float *bias, int N, int C, int OC, kernels_wlayout layout) {
   int OCp = s_aligned_oc(OC);
   if (bias && OCp == OC && wt_cuda_fused()) {
-    if (s_lt_forward(out, NULL, inp, weight, bias, N, C, OC, layout) == 0) return;
+    if (s_lt_forward(out, NULL, inp, kept, weight, bias, N, C, OC, layout) == 0) return;
     s_lt_fallback(WT_LT_BIAS, N, C, OC);
   }
   if (OCp == OC) {
-    s_forward(out, inp, weight, N, C, OC, layout);
+    s_forward(out, inp, kept, weight, N, C, OC, layout);
   } else {
     float *w = (float *)wt_cuda_scratch(WT_SCRATCH_PADDED_W, (size_t)OCp * C * 4);
     float *o = (float *)wt_cuda_scratch(WT_SCRATCH_PADDED, (size_t)N * OCp * 4);
     s_pad_weight(w, weight, C, OC, OCp, layout);
-    s_forward(o, inp, w, N, C, OCp, layout);
+    s_forward(o, inp, kept, w, N, C, OCp, layout);
     WT_CUDA_CHECK(cudaMemcpy2DAsync(out, (size_t)OC * 4, o, (size_t)OCp * 4, (size_t)OC * 4, N,
                                     cudaMemcpyDeviceToDevice));
   }
@@ -400,10 +409,39 @@ void kernels_cuda_matmul_forward(float *out, const float *inp, const float *weig
   }
 }
 
+void kernels_cuda_matmul_forward(float *out, const float *inp, const float *weight,
+                                 const float *bias, int N, int C, int OC, kernels_wlayout layout) {
+  s_matmul_forward(out, inp, NULL, weight, bias, N, C, OC, layout);
+}
+
+/* The input's bf16 copy for the backward, made at every precision: the backward may run at
+ * bf16 after a forward at another precision, and must not read a stale copy. */
+static const void *s_keep(void *inp_bf16, const float *inp, size_t n) {
+  __nv_bfloat16 *y = (__nv_bfloat16 *)inp_bf16;
+  size_t done = 0;
+  if (((uintptr_t)inp & 15) == 0 && ((uintptr_t)y & 3) == 0) {
+    size_t n4 = n / 4;
+    if (n4)
+      k_to_bf16_x4<<<wt_cuda_blocks(n4, 256), 256>>>((__nv_bfloat162 *)y, (const float4 *)inp, n4);
+    done = 4 * n4;
+  }
+  if (done < n) k_to_bf16<<<wt_cuda_blocks(n - done, 256), 256>>>(y + done, inp + done, n - done);
+  WT_CUDA_CHECK(cudaGetLastError());
+  return inp_bf16;
+}
+
+void kernels_cuda_matmul_forward_keep(float *out, void *inp_bf16, const float *inp,
+                                      const float *weight, const float *bias, int N, int C, int OC,
+                                      kernels_wlayout layout) {
+  const void *kept = s_keep(inp_bf16, inp, (size_t)N * C);
+  s_matmul_forward(out, inp, kept, weight, bias, N, C, OC, layout);
+}
+
 static void s_backward(float *dinp, float *dweight, const float *dout, const float *inp,
-                       const float *weight, int N, int C, int OC, kernels_wlayout layout) {
+                       const void *kept, const float *weight, int N, int C, int OC,
+                       kernels_wlayout layout) {
   const __nv_bfloat16 *d16 = s_bf16_if(WT_SCRATCH_BF16_C, dout, (size_t)N * OC);
-  const __nv_bfloat16 *x16 = s_bf16_if(WT_SCRATCH_BF16_B, inp, (size_t)N * C);
+  const __nv_bfloat16 *x16 = s_input16(inp, kept, (size_t)N * C);
   const __nv_bfloat16 *w16 = dinp ? s_bf16_if(WT_SCRATCH_BF16_A, weight, (size_t)C * OC) : NULL;
   if (layout == KERNELS_W_IN_OUT) {
     /* dinp (N,C) += dout (N,OC) @ W^T;  dW (C,OC) += inp^T @ dout */
@@ -424,10 +462,10 @@ static void s_backward(float *dinp, float *dweight, const float *dout, const flo
 /* matmul_backward with the bias gradient in the weight gradient's GEMM (OC a multiple of 8).
  * Returns -1, computing nothing, when cuBLASLt has no algorithm for it. */
 static int s_lt_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                         const float *inp, const float *weight, int N, int C, int OC,
-                         kernels_wlayout layout) {
+                         const float *inp, const void *kept, const float *weight, int N, int C,
+                         int OC, kernels_wlayout layout) {
   const __nv_bfloat16 *d16 = s_bf16_if(WT_SCRATCH_BF16_C, dout, (size_t)N * OC);
-  const __nv_bfloat16 *x16 = s_bf16_if(WT_SCRATCH_BF16_B, inp, (size_t)N * C);
+  const __nv_bfloat16 *x16 = s_input16(inp, kept, (size_t)N * C);
   if (s_lt_dweight_dbias(dweight, dbias, dout, d16, inp, x16, N, C, OC, layout) != 0) return -1;
   if (!dinp) return 0;
   const __nv_bfloat16 *w16 = s_bf16_if(WT_SCRATCH_BF16_A, weight, (size_t)C * OC);
@@ -439,16 +477,18 @@ static int s_lt_backward(float *dinp, float *dweight, float *dbias, const float 
   return 0;
 }
 
-void kernels_cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                                  const float *inp, const float *weight, int N, int C, int OC,
-                                  kernels_wlayout layout) {
+/* matmul_backward with the input's bf16 copy `kept` (NULL: rounded here when needed). */
+static void s_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                              const float *inp, const void *kept, const float *weight, int N,
+                              int C, int OC, kernels_wlayout layout) {
   int OCp = s_aligned_oc(OC);
   if (dbias && OCp == OC && wt_cuda_fused()) {
-    if (s_lt_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, layout) == 0) return;
+    if (s_lt_backward(dinp, dweight, dbias, dout, inp, kept, weight, N, C, OC, layout) == 0)
+      return;
     s_lt_fallback(WT_LT_BGRAD, N, C, OC);
   }
   if (OCp == OC) {
-    s_backward(dinp, dweight, dout, inp, weight, N, C, OC, layout);
+    s_backward(dinp, dweight, dout, inp, kept, weight, N, C, OC, layout);
   } else {
     float *w = (float *)wt_cuda_scratch(WT_SCRATCH_PADDED_W, (size_t)OCp * C * 4);
     float *dw = (float *)wt_cuda_scratch(WT_SCRATCH_PADDED_DW, (size_t)OCp * C * 4);
@@ -458,7 +498,7 @@ void kernels_cuda_matmul_backward(float *dinp, float *dweight, float *dbias, con
     WT_CUDA_CHECK(cudaMemcpy2DAsync(d, (size_t)OCp * 4, dout, (size_t)OC * 4, (size_t)OC * 4, N,
                                     cudaMemcpyDeviceToDevice));
     WT_CUDA_CHECK(cudaMemset2DAsync(d + OC, (size_t)OCp * 4, 0, (size_t)(OCp - OC) * 4, N));
-    s_backward(dinp, dw, d, inp, w, N, C, OCp, layout);
+    s_backward(dinp, dw, d, inp, kept, w, N, C, OCp, layout);
     s_unpad_weight(dweight, dw, C, OC, OCp, layout);
   }
   if (dbias) { /* dbias (OC) += dout^T (OC, N) · 1: col-major dout is (OC, N), ld OC */
@@ -468,14 +508,28 @@ void kernels_cuda_matmul_backward(float *dinp, float *dweight, float *dbias, con
   }
 }
 
-void kernels_cuda_matmul_gelu_forward(float *out, float *pre, const float *inp, const float *weight,
-                                      const float *bias, int N, int C, int OC,
+void kernels_cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                                  const float *inp, const float *weight, int N, int C, int OC,
+                                  kernels_wlayout layout) {
+  s_matmul_backward(dinp, dweight, dbias, dout, inp, NULL, weight, N, C, OC, layout);
+}
+
+void kernels_cuda_matmul_backward_kept(float *dinp, float *dweight, float *dbias,
+                                       const float *dout, const float *inp, const void *inp_bf16,
+                                       const float *weight, int N, int C, int OC,
+                                       kernels_wlayout layout) {
+  s_matmul_backward(dinp, dweight, dbias, dout, inp, inp_bf16, weight, N, C, OC, layout);
+}
+
+void kernels_cuda_matmul_gelu_forward(float *out, float *pre, void *inp_bf16, const float *inp,
+                                      const float *weight, const float *bias, int N, int C, int OC,
                                       kernels_wlayout layout) {
+  const void *kept = inp_bf16 ? s_keep(inp_bf16, inp, (size_t)N * C) : NULL;
   /* the GELU epilogue's aux output needs a leading dimension divisible by 8 */
   if (OC % 8 == 0 && wt_cuda_fused()) {
-    if (s_lt_forward(out, pre, inp, weight, bias, N, C, OC, layout) == 0) return;
+    if (s_lt_forward(out, pre, inp, kept, weight, bias, N, C, OC, layout) == 0) return;
     s_lt_fallback(WT_LT_GELU, N, C, OC);
   }
-  kernels_cuda_matmul_forward(pre, inp, weight, bias, N, C, OC, layout);
+  s_matmul_forward(pre, inp, kept, weight, bias, N, C, OC, layout);
   kernels_cuda_gelu_forward(out, pre, (size_t)N * OC);
 }

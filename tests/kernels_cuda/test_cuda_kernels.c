@@ -236,11 +236,11 @@ static void test_matmul_gelu(const kernels_ops *ref, const kernels_ops *gpu, ker
   ref->matmul_forward(pre, inp, w, bias, N, C, OC, layout);
   ref->gelu_forward(out, pre, no);
   WT_TEST_REQUIRE(gpu->matmul_gelu_forward != NULL, "the cuda table has matmul_gelu_forward");
-  gpu->matmul_gelu_forward(d_out, d_pre, d_inp, d_w, d_bias, N, C, OC, layout);
+  gpu->matmul_gelu_forward(d_out, d_pre, NULL, d_inp, d_w, d_bias, N, C, OC, layout);
   s_check(d_pre, pre, no, "matmul_gelu_forward pre-activation");
   s_check(d_out, out, no, "matmul_gelu_forward gelu");
   float *first = s_download(d_out, no);
-  gpu->matmul_gelu_forward(d_out, d_pre, d_inp, d_w, d_bias, N, C, OC, layout);
+  gpu->matmul_gelu_forward(d_out, d_pre, NULL, d_inp, d_w, d_bias, N, C, OC, layout);
   s_check_same(d_out, first, no, "matmul_gelu_forward");
   void *all[] = {d_inp, d_w, d_bias, d_pre, d_out};
   for (size_t i = 0; i < WT_ARRAY_LEN(all); i++) cudaFree(all[i]);
@@ -351,6 +351,80 @@ static void test_adamw_tensors(const kernels_ops *ref, const kernels_ops *gpu) {
   free(p), free(g), free(m), free(v), free(before), free(after);
 }
 
+/* bf16 bits of x, rounded to nearest even (finite x), as the GPU's __float2bfloat16_rn. */
+static uint16_t s_bf16_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* matmul_forward_keep / matmul_backward_kept: at fp32 the same results as the reference, the
+ * copy is inp rounded to bf16; at bf16 the same bits as matmul_forward / matmul_backward
+ * (which round inp themselves), also when the forward ran at fp32 before the precision
+ * changed. matmul_gelu_forward with a copy writes the same copy. */
+static void test_matmul_keep(const kernels_ops *ref, const kernels_ops *gpu, kernels_wlayout layout,
+                             int OC) {
+  int N = 40, C = 64;
+  size_t nx = (size_t)N * C, no = (size_t)N * OC, nw = (size_t)C * OC;
+  float *inp = s_host_random(nx, 1), *w = s_host_random(nw, 0.2f), *bias = s_host_random(OC, 1);
+  float *dout = s_host_random(no, 1), *out = wt_xcalloc(no, 4);
+  float *dinp = wt_xcalloc(nx, 4), *dw = wt_xcalloc(nw, 4), *db = wt_xcalloc(OC, 4);
+  float *d_inp = s_to_device(inp, nx * 4), *d_w = s_to_device(w, nw * 4);
+  float *d_bias = s_to_device(bias, OC * 4), *d_dout = s_to_device(dout, no * 4);
+  float *d_out = s_to_device(out, no * 4), *d_dinp = s_to_device(dinp, nx * 4);
+  float *d_dw = s_to_device(dw, nw * 4), *d_db = s_to_device(db, OC * 4);
+  void *d_kept = NULL;
+  WT_TEST_REQUIRE(cudaMalloc(&d_kept, nx * 2) == cudaSuccess, "cudaMalloc");
+  WT_TEST_REQUIRE(gpu->matmul_forward_keep && gpu->matmul_backward_kept, "the cuda table keeps");
+  ref->matmul_forward(out, inp, w, bias, N, C, OC, layout);
+  gpu->matmul_forward_keep(d_out, d_kept, d_inp, d_w, d_bias, N, C, OC, layout);
+  s_check(d_out, out, no, "matmul_forward_keep out");
+  uint16_t *kept = wt_xmalloc(nx * 2);
+  WT_TEST_REQUIRE(cudaMemcpy(kept, d_kept, nx * 2, cudaMemcpyDeviceToHost) == cudaSuccess, "d2h");
+  size_t wrong = 0;
+  for (size_t i = 0; i < nx; i++) wrong += kept[i] != s_bf16_bits(inp[i]);
+  WT_TEST_ASSERT(wrong == 0, "matmul_forward_keep: %zu of %zu kept values are not bf16(inp)",
+                 wrong, nx);
+  ref->matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC, layout);
+  gpu->matmul_backward_kept(d_dinp, d_dw, d_db, d_dout, d_inp, d_kept, d_w, N, C, OC, layout);
+  s_check(d_dinp, dinp, nx, "matmul_backward_kept dinp");
+  s_check(d_dw, dw, nw, "matmul_backward_kept dweight");
+  s_check(d_db, db, OC, "matmul_backward_kept dbias");
+  /* bf16: the kept copy of the fp32 forward above against a fresh rounding */
+  WT_TEST_REQUIRE(kernels_set_precision(gpu, KERNELS_PREC_BF16) == WT_OK, "bf16");
+  float *dws[2], *dinps[2];
+  for (int kept_copy = 0; kept_copy < 2; kept_copy++) {
+    WT_TEST_REQUIRE(cudaMemset(d_dw, 0, nw * 4) == cudaSuccess && cudaMemset(d_db, 0, OC * 4) == 0 &&
+                        cudaMemset(d_dinp, 0, nx * 4) == cudaSuccess,
+                    "memset");
+    if (kept_copy)
+      gpu->matmul_backward_kept(d_dinp, d_dw, d_db, d_dout, d_inp, d_kept, d_w, N, C, OC, layout);
+    else
+      gpu->matmul_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, N, C, OC, layout);
+    dws[kept_copy] = s_download(d_dw, nw), dinps[kept_copy] = s_download(d_dinp, nx);
+  }
+  WT_TEST_ASSERT(memcmp(dws[0], dws[1], nw * 4) == 0, "bf16 dweight: kept copy = fresh rounding");
+  WT_TEST_ASSERT(memcmp(dinps[0], dinps[1], nx * 4) == 0, "bf16 dinp: kept copy = fresh rounding");
+  /* a bf16 forward with the GELU op writes the same copy */
+  WT_TEST_REQUIRE(cudaMemset(d_kept, 0, nx * 2) == cudaSuccess, "memset");
+  if (OC % 8 == 0) {
+    float *d_pre = s_to_device(out, no * 4);
+    gpu->matmul_gelu_forward(d_out, d_pre, d_kept, d_inp, d_w, d_bias, N, C, OC, layout);
+    uint16_t *kept2 = wt_xmalloc(nx * 2);
+    WT_TEST_REQUIRE(cudaMemcpy(kept2, d_kept, nx * 2, cudaMemcpyDeviceToHost) == cudaSuccess,
+                    "d2h");
+    WT_TEST_ASSERT(memcmp(kept, kept2, nx * 2) == 0, "matmul_gelu_forward keeps the same copy");
+    free(kept2);
+    cudaFree(d_pre);
+  }
+  WT_TEST_REQUIRE(kernels_set_precision(gpu, KERNELS_PREC_FP32) == WT_OK, "fp32");
+  void *all[] = {d_inp, d_w, d_bias, d_dout, d_out, d_dinp, d_dw, d_db, d_kept};
+  for (size_t i = 0; i < WT_ARRAY_LEN(all); i++) cudaFree(all[i]);
+  free(inp), free(w), free(bias), free(dout), free(out), free(dinp), free(dw), free(db),
+      free(kept);
+  for (int i = 0; i < 2; i++) free(dws[i]), free(dinps[i]);
+}
+
 int main(void) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -375,6 +449,8 @@ int main(void) {
     test_matmul_gelu(ref, gpu, (kernels_wlayout)layout, 80, 0);
     test_matmul_gelu(ref, gpu, (kernels_wlayout)layout, 83, 1);
     test_matmul_backward_deterministic(gpu, (kernels_wlayout)layout);
+    test_matmul_keep(ref, gpu, (kernels_wlayout)layout, 96);
+    test_matmul_keep(ref, gpu, (kernels_wlayout)layout, 83);
   }
   test_crossentropy_fused(ref, gpu, 21, 50);
   test_crossentropy_fused(ref, gpu, 6, 50257);
