@@ -137,7 +137,8 @@ static const __nv_bfloat16 *s_bf16_if(wt_cuda_scratch_slot slot, const float *x,
  * (matmul_forward_keep wrote it), else a fresh rounding in scratch; NULL at other precisions. */
 static const __nv_bfloat16 *s_input16(const float *inp, const void *kept, size_t n) {
   if (s_precision != KERNELS_PREC_BF16) return NULL;
-  return kept ? (const __nv_bfloat16 *)kept : s_bf16(WT_SCRATCH_BF16_B, inp, n);
+  return kept && wt_cuda_fused() ? (const __nv_bfloat16 *)kept
+                                 : s_bf16(WT_SCRATCH_BF16_B, inp, n);
 }
 
 /* OC, or OC rounded up to a multiple of 64 when it is not a multiple of 8. */
@@ -415,8 +416,10 @@ void kernels_cuda_matmul_forward(float *out, const float *inp, const float *weig
 }
 
 /* The input's bf16 copy for the backward, made at every precision: the backward may run at
- * bf16 after a forward at another precision, and must not read a stale copy. */
+ * bf16 after a forward at another precision, and must not read a stale copy. The plain kernels
+ * keep none (NULL), and their backward rounds again. */
 static const void *s_keep(void *inp_bf16, const float *inp, size_t n) {
+  if (!wt_cuda_fused()) return NULL;
   __nv_bfloat16 *y = (__nv_bfloat16 *)inp_bf16;
   size_t done = 0;
   if (((uintptr_t)inp & 15) == 0 && ((uintptr_t)y & 3) == 0) {
