@@ -389,7 +389,7 @@ static void s_forward(float *out, const float *inp, const void *kept, const floa
 static void s_matmul_forward(float *out, const float *inp, const void *kept, const float *weight,
                              const float *bias, int N, int C, int OC, kernels_wlayout layout) {
   int OCp = s_aligned_oc(OC);
-  if (bias && OCp == OC && wt_cuda_fused()) {
+  if (bias && OCp == OC && N > 0 && C > 0 && wt_cuda_fused()) {
     if (s_lt_forward(out, NULL, inp, kept, weight, bias, N, C, OC, layout) == 0) return;
     s_lt_fallback(WT_LT_BIAS, N, C, OC);
   }
@@ -485,7 +485,7 @@ static void s_matmul_backward(float *dinp, float *dweight, float *dbias, const f
                               const float *inp, const void *kept, const float *weight, int N,
                               int C, int OC, kernels_wlayout layout) {
   int OCp = s_aligned_oc(OC);
-  if (dbias && OCp == OC && wt_cuda_fused()) {
+  if (dbias && OCp == OC && N > 0 && C > 0 && wt_cuda_fused()) {
     if (s_lt_backward(dinp, dweight, dbias, dout, inp, kept, weight, N, C, OC, layout) == 0)
       return;
     s_lt_fallback(WT_LT_BGRAD, N, C, OC);
@@ -529,7 +529,7 @@ void kernels_cuda_matmul_gelu_forward(float *out, float *pre, void *inp_bf16, co
                                       kernels_wlayout layout) {
   const void *kept = inp_bf16 ? s_keep(inp_bf16, inp, (size_t)N * C) : NULL;
   /* the GELU epilogue's aux output needs a leading dimension divisible by 8 */
-  if (OC % 8 == 0 && wt_cuda_fused()) {
+  if (OC % 8 == 0 && OC > 0 && N > 0 && C > 0 && wt_cuda_fused()) {
     if (s_lt_forward(out, pre, inp, kept, weight, bias, N, C, OC, layout) == 0) return;
     s_lt_fallback(WT_LT_GELU, N, C, OC);
   }
