@@ -173,8 +173,8 @@ typedef struct kernels_ops {
    * logits: writes losses (N), lse (N) and dlogits (N,V), which must not alias logits (the
    * logits stay readable, e.g. for sampling). */
   void (*crossentropy_forward_backward)(float *losses, float *lse, float *dlogits,
-                                        const float *logits, const int *targets, float dloss,
-                                        int N, int V);
+                                        const float *logits, const int *targets, float dloss, int N,
+                                        int V);
   /* adamw_update of each of n_tensors tensors of the flat buffers (host array `tensors`,
    * disjoint ranges), each with its own weight decay, in one call. */
   void (*adamw_update_tensors)(float *param, const float *grad, float *m, float *v,

@@ -273,9 +273,9 @@ int gpt_stage_set_slots(gpt_stage *s, int n) {
                    "gpt: an MoE model keeps one forward in flight; run its pipeline with one "
                    "activation slot");
   if (n > have) {
-    double need = (n - have) * (s_slot_bytes(&s->cfg, s->first, s->last, s->max_batch, s->max_seq) +
-                                s_bf16_copy_bytes(s->ops, &s->cfg, s->first, s->last,
-                                                  s->max_batch, s->max_seq));
+    double need = (n - have) *
+                  (s_slot_bytes(&s->cfg, s->first, s->last, s->max_batch, s->max_seq) +
+                   s_bf16_copy_bytes(s->ops, &s->cfg, s->first, s->last, s->max_batch, s->max_seq));
     if (need > s->ops->mem_total())
       return wt_fail(WT_ENOMEM,
                      "gpt: %d more activation slots need %.1f GiB but %s has %.1f GiB; keep "

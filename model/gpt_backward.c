@@ -6,9 +6,9 @@
 #include "common/common.h"
 #include "model/gpt_internal.h"
 
-void gpt_linear_backward(const kernels_ops *k, float *dinp, float *dw, float *db,
-                         const float *dout, const float *inp, const void *inp_bf16,
-                         const float *w, int N, int C, int OC) {
+void gpt_linear_backward(const kernels_ops *k, float *dinp, float *dw, float *db, const float *dout,
+                         const float *inp, const void *inp_bf16, const float *w, int N, int C,
+                         int OC) {
   if (inp_bf16)
     k->matmul_backward_kept(dinp, dw, db, dout, inp, inp_bf16, w, N, C, OC, KERNELS_W_IN_OUT);
   else

@@ -83,10 +83,6 @@ struct gpt_stage {
   gpt_block_acts *acts;             /* n_local */
   float *lnf, *lnf_mean, *lnf_rstd; /* last stage: (N, C), (N), (N) */
   float *logits, *dlogits;          /* last stage: (N, V) each */
-  /* When the fused cross-entropy of the forward already wrote dlogits: the logits it is the
-   * gradient of (the slot's buffer) and the dloss it used; NULL otherwise. */
-  const float *dlogits_of;
-  float dlogits_dloss;
   float *lse, *losses;              /* last stage: (N) each */
   int *tokens, *targets;            /* host copies of the last forward's ids (N) */
   int *tokens_dev, *targets_dev;    /* the same in the back end's memory (aliases on a host) */
@@ -99,6 +95,10 @@ struct gpt_stage {
   float *datt;                      /* (B, NH, T, T) attention backward scratch */
   int B, T;                         /* shape of the last forward; 0 before any */
   float loss;
+  /* When the fused cross-entropy of the forward already wrote dlogits: the logits it is the
+   * gradient of (the slot's buffer) and the dloss it used; NULL otherwise. */
+  const float *dlogits_of;
+  float dlogits_dloss;
 
   /* Activation slots: slots[i] for i != cur_slot hold the other forwards' buffers (slots[cur_slot]
    * is stale while it is current); NULL until gpt_stage_set_slots. */
@@ -126,9 +126,9 @@ struct gpt_stage {
  * (gpt_forward.c, gpt_backward.c). */
 void gpt_linear_forward(const kernels_ops *k, float *out, void *inp_bf16, const float *inp,
                         const float *w, const float *b, int N, int C, int OC);
-void gpt_linear_backward(const kernels_ops *k, float *dinp, float *dw, float *db,
-                         const float *dout, const float *inp, const void *inp_bf16,
-                         const float *w, int N, int C, int OC);
+void gpt_linear_backward(const kernels_ops *k, float *dinp, float *dw, float *db, const float *dout,
+                         const float *inp, const void *inp_bf16, const float *w, int N, int C,
+                         int OC);
 
 /* Zeroed back-end memory for n floats; aborts when the back end runs out (gpt_stage_new
  * checked the total against its memory first). */

@@ -98,14 +98,14 @@ static const wt_adamw_span *s_spans(const kernels_adamw_tensor *tensors, int n, 
 }
 
 void kernels_cuda_adamw_update_tensors(float *param, const float *grad, float *m, float *v,
-                                       const kernels_adamw_tensor *tensors, int n_tensors,
-                                       float lr, float b1, float b2, float eps, float bc1,
-                                       float bc2, float grad_scale) {
+                                       const kernels_adamw_tensor *tensors, int n_tensors, float lr,
+                                       float b1, float b2, float eps, float bc1, float bc2,
+                                       float grad_scale) {
   if (!wt_cuda_fused()) {
     for (int i = 0; i < n_tensors; i++) {
       size_t off = tensors[i].offset;
-      kernels_cuda_adamw_update(param + off, grad + off, m + off, v + off, tensors[i].numel, lr,
-                                b1, b2, eps, tensors[i].wd, bc1, bc2, grad_scale);
+      kernels_cuda_adamw_update(param + off, grad + off, m + off, v + off, tensors[i].numel, lr, b1,
+                                b2, eps, tensors[i].wd, bc1, bc2, grad_scale);
     }
     return;
   }

@@ -141,17 +141,16 @@ void kernels_cuda_matmul_gelu_forward(float *out, float *pre, void *inp_bf16, co
 void kernels_cuda_matmul_forward_keep(float *out, void *inp_bf16, const float *inp,
                                       const float *weight, const float *bias, int N, int C, int OC,
                                       kernels_wlayout layout);
-void kernels_cuda_matmul_backward_kept(float *dinp, float *dweight, float *dbias,
-                                       const float *dout, const float *inp, const void *inp_bf16,
-                                       const float *weight, int N, int C, int OC,
-                                       kernels_wlayout layout);
+void kernels_cuda_matmul_backward_kept(float *dinp, float *dweight, float *dbias, const float *dout,
+                                       const float *inp, const void *inp_bf16, const float *weight,
+                                       int N, int C, int OC, kernels_wlayout layout);
 void kernels_cuda_crossentropy_forward_backward(float *losses, float *lse, float *dlogits,
                                                 const float *logits, const int *targets,
                                                 float dloss, int N, int V);
 void kernels_cuda_adamw_update_tensors(float *param, const float *grad, float *m, float *v,
-                                       const kernels_adamw_tensor *tensors, int n_tensors,
-                                       float lr, float b1, float b2, float eps, float bc1,
-                                       float bc2, float grad_scale);
+                                       const kernels_adamw_tensor *tensors, int n_tensors, float lr,
+                                       float b1, float b2, float eps, float bc1, float bc2,
+                                       float grad_scale);
 void *kernels_cuda_alloc(size_t bytes);
 void kernels_cuda_free(void *p);
 void kernels_cuda_upload(void *dst, const void *src, size_t bytes);

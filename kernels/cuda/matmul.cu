@@ -105,11 +105,10 @@ void kernels_cuda_gemm_ptrs(cublasOperation_t ta, cublasOperation_t tb, int m, i
                             float beta, float *const *C, int ldc, int batch) {
   cublasComputeType_t ct =
       s_precision == KERNELS_PREC_BF16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : s_compute();
-  WT_CUBLAS_CHECK(cublasGemmBatchedEx(kernels_cuda_cublas_handle(), ta, tb, m, n, k, &alpha,
-                                      (const void *const *)A, CUDA_R_32F, lda,
-                                      (const void *const *)B, CUDA_R_32F, ldb, &beta,
-                                      (void *const *)C, CUDA_R_32F, ldc, batch, ct,
-                                      CUBLAS_GEMM_DEFAULT));
+  WT_CUBLAS_CHECK(cublasGemmBatchedEx(
+      kernels_cuda_cublas_handle(), ta, tb, m, n, k, &alpha, (const void *const *)A, CUDA_R_32F,
+      lda, (const void *const *)B, CUDA_R_32F, ldb, &beta, (void *const *)C, CUDA_R_32F, ldc, batch,
+      ct, CUBLAS_GEMM_DEFAULT));
 }
 
 /* A linear layer's GEMM: at bf16 precision on the bf16 copies A16/B16 (made by the caller,
@@ -137,8 +136,7 @@ static const __nv_bfloat16 *s_bf16_if(wt_cuda_scratch_slot slot, const float *x,
  * (matmul_forward_keep wrote it), else a fresh rounding in scratch; NULL at other precisions. */
 static const __nv_bfloat16 *s_input16(const float *inp, const void *kept, size_t n) {
   if (s_precision != KERNELS_PREC_BF16) return NULL;
-  return kept && wt_cuda_fused() ? (const __nv_bfloat16 *)kept
-                                 : s_bf16(WT_SCRATCH_BF16_B, inp, n);
+  return kept && wt_cuda_fused() ? (const __nv_bfloat16 *)kept : s_bf16(WT_SCRATCH_BF16_B, inp, n);
 }
 
 /* OC, or OC rounded up to a multiple of 64 when it is not a multiple of 8. */
@@ -194,7 +192,6 @@ static const float *s_ones(size_t n) {
   return ones;
 }
 
-
 /* ---- cuBLASLt ---- */
 
 #define WT_LT_WORKSPACE (32u << 20) /* what cuBLASLt's Hopper kernels ask for */
@@ -212,7 +209,7 @@ static void s_lt_init(void) {
  * C (m x n, ld ldc) = op(A) op(B) + beta C, with epilogue `epi`: bias (m) for _BIAS and
  * _GELU_AUX_BIAS, which also write the pre-activation to aux (ld ldc); the bias gradient
  * (m for BGRADA, n for BGRADB) written to `bias`. A and B are bf16 (A16/B16) at bf16 precision,
- * else fp32. Returns 0, or -1 when cuBLASLt has no algorithm for it (nothing was computed). */
+ * else fp32. */
 typedef struct {
   cublasOperation_t ta, tb;
   int m, n, k;
@@ -242,6 +239,7 @@ static void s_lt_set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr
   WT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, v, bytes));
 }
 
+/* Runs g; returns 0, or -1 when cuBLASLt has no algorithm for it (nothing was computed). */
 static int s_lt_gemm(const wt_lt_gemm *g) {
   pthread_once(&s_lt_once, s_lt_init);
   int bf16 = s_precision == KERNELS_PREC_BF16;
@@ -340,8 +338,8 @@ static int s_lt_forward(float *out, float *pre, const float *inp, const void *ke
   g.bias = (void *)bias;
   if (bias && ((uintptr_t)bias & 15)) { /* an epilogue reads the bias in 16-byte vectors */
     g.bias = wt_cuda_scratch(WT_SCRATCH_DBIAS, (size_t)OC * sizeof(float));
-    WT_CUDA_CHECK(cudaMemcpyAsync(g.bias, bias, (size_t)OC * sizeof(float),
-                                  cudaMemcpyDeviceToDevice));
+    WT_CUDA_CHECK(
+        cudaMemcpyAsync(g.bias, bias, (size_t)OC * sizeof(float), cudaMemcpyDeviceToDevice));
   }
   if (pre) {
     g.epi = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
@@ -355,9 +353,8 @@ static int s_lt_forward(float *out, float *pre, const float *inp, const void *ke
 /* The weight gradient's GEMM with the bias gradient as its epilogue: dweight += (as s_backward)
  * and dbias += sum over rows of dout. Returns -1, computing nothing, without an algorithm. */
 static int s_lt_dweight_dbias(float *dweight, float *dbias, const float *dout,
-                              const __nv_bfloat16 *d16, const float *inp,
-                              const __nv_bfloat16 *x16, int N, int C, int OC,
-                              kernels_wlayout layout) {
+                              const __nv_bfloat16 *d16, const float *inp, const __nv_bfloat16 *x16,
+                              int N, int C, int OC, kernels_wlayout layout) {
   float *db = (float *)wt_cuda_scratch(WT_SCRATCH_DBIAS, (size_t)OC * sizeof(float));
   wt_lt_gemm g = {};
   g.ta = CUBLAS_OP_N, g.tb = CUBLAS_OP_T, g.k = N, g.beta = 1.0f, g.C = dweight, g.bias = db;
@@ -482,12 +479,11 @@ static int s_lt_backward(float *dinp, float *dweight, float *dbias, const float 
 
 /* matmul_backward with the input's bf16 copy `kept` (NULL: rounded here when needed). */
 static void s_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                              const float *inp, const void *kept, const float *weight, int N,
-                              int C, int OC, kernels_wlayout layout) {
+                              const float *inp, const void *kept, const float *weight, int N, int C,
+                              int OC, kernels_wlayout layout) {
   int OCp = s_aligned_oc(OC);
   if (dbias && OCp == OC && N > 0 && C > 0 && wt_cuda_fused()) {
-    if (s_lt_backward(dinp, dweight, dbias, dout, inp, kept, weight, N, C, OC, layout) == 0)
-      return;
+    if (s_lt_backward(dinp, dweight, dbias, dout, inp, kept, weight, N, C, OC, layout) == 0) return;
     s_lt_fallback(WT_LT_BGRAD, N, C, OC);
   }
   if (OCp == OC) {
@@ -517,10 +513,9 @@ void kernels_cuda_matmul_backward(float *dinp, float *dweight, float *dbias, con
   s_matmul_backward(dinp, dweight, dbias, dout, inp, NULL, weight, N, C, OC, layout);
 }
 
-void kernels_cuda_matmul_backward_kept(float *dinp, float *dweight, float *dbias,
-                                       const float *dout, const float *inp, const void *inp_bf16,
-                                       const float *weight, int N, int C, int OC,
-                                       kernels_wlayout layout) {
+void kernels_cuda_matmul_backward_kept(float *dinp, float *dweight, float *dbias, const float *dout,
+                                       const float *inp, const void *inp_bf16, const float *weight,
+                                       int N, int C, int OC, kernels_wlayout layout) {
   s_matmul_backward(dinp, dweight, dbias, dout, inp, inp_bf16, weight, N, C, OC, layout);
 }
 

@@ -270,8 +270,7 @@ static void test_loss_scale_and_slots(void) {
     gpt_stage_zero_grad(both[i]);
     WT_TEST_REQUIRE(gpt_stage_forward(both[i], tok[0], NULL, tgt[0], B, T, NULL) == WT_OK, "%s",
                     wt_last_error());
-    WT_TEST_REQUIRE(gpt_stage_backward(both[i], NULL, NULL, 0.25f) == WT_OK, "%s",
-                    wt_last_error());
+    WT_TEST_REQUIRE(gpt_stage_backward(both[i], NULL, NULL, 0.25f) == WT_OK, "%s", wt_last_error());
   }
   s_check_grads(g, c, 1e-4, "loss_scale 0.25");
   /* slot 0 forward on batch 0, slot 1 forward on batch 1, then slot 0's backward */

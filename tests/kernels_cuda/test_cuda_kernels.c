@@ -302,8 +302,7 @@ static void test_crossentropy_fused(const kernels_ops *ref, const kernels_ops *g
   s_check(d_lse, lse, N, "crossentropy_forward lse (large V)");
   void *all[] = {d_targets, d_logits, d_losses, d_lse, d_dlogits};
   for (size_t i = 0; i < WT_ARRAY_LEN(all); i++) cudaFree(all[i]);
-  free(targets), free(logits), free(losses), free(lse), free(dlogits), free(first),
-      free(first_lse);
+  free(targets), free(logits), free(losses), free(lse), free(dlogits), free(first), free(first_lse);
 }
 
 /* adamw_update_tensors over tensors of several sizes (one empty, one of a single element, one
@@ -343,9 +342,9 @@ static void test_adamw_tensors(const kernels_ops *ref, const kernels_ops *gpu) {
                             0.7f);
   float *after = s_download(d_p, n);
   WT_TEST_ASSERT(memcmp(after + one.numel, before + one.numel, (n - one.numel) * 4) == 0,
-                "adamw_update_tensors with one tensor leaves the others alone");
+                 "adamw_update_tensors with one tensor leaves the others alone");
   WT_TEST_ASSERT(memcmp(after, before, one.numel * 4) != 0,
-                "adamw_update_tensors with one tensor updates it");
+                 "adamw_update_tensors with one tensor updates it");
   void *all[] = {d_p, d_g, d_m, d_v};
   for (size_t i = 0; i < WT_ARRAY_LEN(all); i++) cudaFree(all[i]);
   free(p), free(g), free(m), free(v), free(before), free(after);
@@ -385,8 +384,8 @@ static void test_matmul_keep(const kernels_ops *ref, const kernels_ops *gpu, ker
   for (size_t i = 0; i < nx; i++) wrong += kept[i] != s_bf16_bits(inp[i]);
   const char *set = getenv("WANTRAIN_CUDA_KERNELS");
   if (set && strcmp(set, "plain") == 0) wrong = 0; /* the plain kernels keep no copy */
-  WT_TEST_ASSERT(wrong == 0, "matmul_forward_keep: %zu of %zu kept values are not bf16(inp)",
-                 wrong, nx);
+  WT_TEST_ASSERT(wrong == 0, "matmul_forward_keep: %zu of %zu kept values are not bf16(inp)", wrong,
+                 nx);
   ref->matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC, layout);
   gpu->matmul_backward_kept(d_dinp, d_dw, d_db, d_dout, d_inp, d_kept, d_w, N, C, OC, layout);
   s_check(d_dinp, dinp, nx, "matmul_backward_kept dinp");
@@ -396,7 +395,8 @@ static void test_matmul_keep(const kernels_ops *ref, const kernels_ops *gpu, ker
   WT_TEST_REQUIRE(kernels_set_precision(gpu, KERNELS_PREC_BF16) == WT_OK, "bf16");
   float *dws[2], *dinps[2];
   for (int kept_copy = 0; kept_copy < 2; kept_copy++) {
-    WT_TEST_REQUIRE(cudaMemset(d_dw, 0, nw * 4) == cudaSuccess && cudaMemset(d_db, 0, OC * 4) == 0 &&
+    WT_TEST_REQUIRE(cudaMemset(d_dw, 0, nw * 4) == cudaSuccess &&
+                        cudaMemset(d_db, 0, OC * 4) == 0 &&
                         cudaMemset(d_dinp, 0, nx * 4) == cudaSuccess,
                     "memset");
     if (kept_copy)
@@ -423,8 +423,7 @@ static void test_matmul_keep(const kernels_ops *ref, const kernels_ops *gpu, ker
   WT_TEST_REQUIRE(kernels_set_precision(gpu, KERNELS_PREC_FP32) == WT_OK, "fp32");
   void *all[] = {d_inp, d_w, d_bias, d_dout, d_out, d_dinp, d_dw, d_db, d_kept};
   for (size_t i = 0; i < WT_ARRAY_LEN(all); i++) cudaFree(all[i]);
-  free(inp), free(w), free(bias), free(dout), free(out), free(dinp), free(dw), free(db),
-      free(kept);
+  free(inp), free(w), free(bias), free(dout), free(out), free(dinp), free(dw), free(db), free(kept);
   for (int i = 0; i < 2; i++) free(dws[i]), free(dinps[i]);
 }
 

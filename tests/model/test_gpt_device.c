@@ -73,8 +73,8 @@ static void s_keep(void *inp_bf16, const float *inp, size_t n) {
   for (size_t i = 0; i < n; i++) y[i] = s_bf16_bits(inp[i]);
 }
 
-static void s_emu_matmul_forward_keep(float *out, void *inp_bf16, const float *inp,
-                                      const float *w, const float *b, int N, int C, int OC,
+static void s_emu_matmul_forward_keep(float *out, void *inp_bf16, const float *inp, const float *w,
+                                      const float *b, int N, int C, int OC,
                                       kernels_wlayout layout) {
   s_keep(inp_bf16, inp, (size_t)N * C);
   kernels_cpu()->matmul_forward(out, inp, w, b, N, C, OC, layout);
@@ -122,8 +122,8 @@ static void s_emu_adamw_update_tensors(float *p, const float *g, float *m, float
   s_adamw_tensors++;
   for (int i = 0; i < n; i++) {
     size_t o = ts[i].offset;
-    kernels_cpu()->adamw_update(p + o, g + o, m + o, v + o, ts[i].numel, lr, b1, b2, eps,
-                                ts[i].wd, bc1, bc2, grad_scale);
+    kernels_cpu()->adamw_update(p + o, g + o, m + o, v + o, ts[i].numel, lr, b1, b2, eps, ts[i].wd,
+                                bc1, bc2, grad_scale);
   }
 }
 
@@ -136,7 +136,6 @@ static void s_add_fused_ops(void) {
   s_dev.crossentropy_backward = s_emu_crossentropy_backward;
   s_dev.adamw_update_tensors = s_emu_adamw_update_tensors;
 }
-
 
 static void s_make_device(void) {
   s_dev = *kernels_cpu();
