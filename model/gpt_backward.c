@@ -61,6 +61,7 @@ static void s_head_backward(gpt_stage *s, const float *top, float loss_scale, in
   float dloss = loss_scale / (float)N;
   if (s->dlogits_of != s->logits || s->dlogits_dloss != dloss) /* not written by the forward */
     k->crossentropy_backward(s->dlogits, s->logits, s->lse, s->targets_dev, dloss, N, V);
+  s->last_loss_scale = loss_scale;
   k->zero(s->dln, NC * sizeof(float));
   k->matmul_backward(s->dln, s->g_end.wte, NULL, s->dlogits, s->lnf, s->p_end.wte, N, C, V,
                      KERNELS_W_OUT_IN);

@@ -80,15 +80,15 @@ static int s_block_forward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_acts
 }
 
 /* ln_f, logits = x @ wte^T, and the mean cross-entropy over the N positions. A back end with
- * the fused cross-entropy also writes dlogits for the usual backward (loss_scale 1), which
- * gpt_stage_backward then uses instead of reading the logits again. */
+ * the fused cross-entropy also writes dlogits for a backward with the last backward's
+ * loss_scale, which gpt_stage_backward then uses instead of reading the logits again. */
 static void s_head_forward(gpt_stage *s, const float *x, int N) {
   const kernels_ops *k = s->ops;
   int C = s->cfg.channels, V = s->cfg.vocab_size;
   k->layernorm_forward(s->lnf, s->lnf_mean, s->lnf_rstd, x, s->p_end.lnfw, s->p_end.lnfb, N, C);
   k->matmul_forward(s->logits, s->lnf, s->p_end.wte, NULL, N, C, V, KERNELS_W_OUT_IN);
   if (k->crossentropy_forward_backward) {
-    float dloss = 1.0f / (float)N;
+    float dloss = (s->last_loss_scale != 0 ? s->last_loss_scale : 1.0f) / (float)N;
     k->crossentropy_forward_backward(s->losses, s->lse, s->dlogits, s->logits, s->targets_dev,
                                      dloss, N, V);
     s->dlogits_of = s->logits, s->dlogits_dloss = dloss;

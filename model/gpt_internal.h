@@ -96,9 +96,12 @@ struct gpt_stage {
   int B, T;                         /* shape of the last forward; 0 before any */
   float loss;
   /* When the fused cross-entropy of the forward already wrote dlogits: the logits it is the
-   * gradient of (the slot's buffer) and the dloss it used; NULL otherwise. */
+   * gradient of (the slot's buffer) and the dloss it used; NULL otherwise. The forward guesses
+   * the backward's loss_scale to be the last backward's (0 before any: 1), which holds for
+   * every micro-batch of a run but the first. */
   const float *dlogits_of;
   float dlogits_dloss;
+  float last_loss_scale;
 
   /* Activation slots: slots[i] for i != cur_slot hold the other forwards' buffers (slots[cur_slot]
    * is stale while it is current); NULL until gpt_stage_set_slots. */

@@ -264,7 +264,7 @@ static void test_loss_scale_and_slots(void) {
   s_batch(&rng, tok[0], tgt[0]);
   s_batch(&rng, tok[1], tgt[1]);
   gpt_stage *c = s_stage(kernels_cpu()), *g = s_stage(s_gpu);
-  /* loss_scale 0.25: the forward's dlogits (made for 1) must not be used */
+  /* loss_scale 0.25 on a new stage: the forward's dlogits (made for 1) must not be used */
   gpt_stage *both[2] = {c, g};
   for (int i = 0; i < 2; i++) {
     gpt_stage_zero_grad(both[i]);
