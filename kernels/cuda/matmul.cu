@@ -30,6 +30,7 @@
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <pthread.h>
+#include <string.h>
 
 #include "kernels/cuda/cuda_internal.cuh"
 
@@ -239,6 +240,49 @@ static void s_lt_set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr
   WT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, v, bytes));
 }
 
+/* What decides cuBLASLt's choice of algorithm for a GEMM: the device, the shape, transposes,
+ * leading dimensions, epilogue, types and the alignments of every pointer. */
+typedef struct {
+  int v[17];
+} wt_lt_key;
+
+/* The heuristic's algorithm for a key, asked once per key and kept (a query costs tens of
+ * microseconds of host time, per GEMM otherwise). Returns 1 with *algo, or 0 when cuBLASLt has
+ * none. The cache is shared by the process's threads. */
+static int s_lt_algo(const wt_lt_key *key, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
+                     cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc,
+                     cublasLtMatmulPreference_t pref, cublasLtMatmulAlgo_t *algo) {
+  enum { CACHE = 256 };
+  static struct {
+    wt_lt_key key;
+    cublasLtMatmulAlgo_t algo;
+    int ok;
+  } cache[CACHE];
+  static int n_cached;
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < n_cached; i++)
+    if (memcmp(&cache[i].key, key, sizeof *key) == 0) {
+      *algo = cache[i].algo;
+      int ok = cache[i].ok;
+      pthread_mutex_unlock(&lock);
+      return ok;
+    }
+  cublasLtMatmulHeuristicResult_t heur;
+  int found = 0;
+  cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(s_lt, desc, la, lb, lc, lc, pref, 1, &heur, &found);
+  int ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
+  if (ok) *algo = heur.algo;
+  if (n_cached < CACHE) { /* a full cache only means asking again */
+    cache[n_cached].key = *key, cache[n_cached].ok = ok;
+    if (ok) cache[n_cached].algo = heur.algo;
+    n_cached++;
+  }
+  pthread_mutex_unlock(&lock);
+  return ok;
+}
+
 /* Runs g; returns 0, or -1 when cuBLASLt has no algorithm for it (nothing was computed). */
 static int s_lt_gemm(const wt_lt_gemm *g) {
   pthread_once(&s_lt_once, s_lt_init);
@@ -285,15 +329,18 @@ static int s_lt_gemm(const wt_lt_gemm *g) {
   for (int i = 0; i < 4; i++)
     WT_CUBLAS_CHECK(
         cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &align[i], sizeof align[i]));
-  cublasLtMatmulHeuristicResult_t heur;
-  int found = 0;
-  cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(s_lt, desc, la, lb, lc, lc, pref, 1, &heur, &found);
-  int ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
+  int device = 0;
+  WT_CUDA_CHECK(cudaGetDevice(&device));
+  wt_lt_key key = {{device, g->ta, g->tb, g->m, g->n, g->k, g->lda, g->ldb, g->ldc, (int)g->epi,
+                    bf16, (int)ct, (int)align[0], (int)align[1], (int)align[2],
+                    g->bias ? (int)s_alignment(g->bias) : 0,
+                    g->aux ? (int)s_alignment(g->aux) : 0}};
+  cublasLtMatmulAlgo_t algo;
+  int ok = s_lt_algo(&key, desc, la, lb, lc, pref, &algo);
   if (ok) {
     const float one = 1.0f;
     WT_CUBLAS_CHECK(cublasLtMatmul(s_lt, desc, &one, A, la, B, lb, &g->beta, g->C, lc, g->C, lc,
-                                   &heur.algo, s_lt_workspace, WT_LT_WORKSPACE, 0));
+                                   &algo, s_lt_workspace, WT_LT_WORKSPACE, 0));
   }
   cublasLtMatmulPreferenceDestroy(pref);
   cublasLtMatrixLayoutDestroy(lc);
