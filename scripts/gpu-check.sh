@@ -130,5 +130,8 @@ elif step build.log 900 bash -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE
   fi
   benches "$build/bin"
 fi
+# layers the fused kernels ran the plain way (cuBLASLt had no algorithm): worth knowing
+grep -h "cuBLASLt has no algorithm" "$out"/*.txt "$out"/*.log 2>/dev/null | sort -u |
+  while read -r line; do note "fallback: $line"; done
 note "results in $out (status $status)"
 exit $status
