@@ -31,16 +31,18 @@ static int s_gone_for_good(const s_link *l, double now) {
   return l->gone && (l->said_bye || now - l->gone_at >= S_GONE_GRACE_S);
 }
 
-/* Sends buf (copied) or owned (taken): queues the message once the link's queue has room. */
-static int s_send_msg(parallel_zmq_transport *t, int peer, int tag, const void *buf, void *owned,
-                      size_t bytes) {
+/* Sends the concatenation of in[0, nin) (copied: sealed straight into the frame where the link
+ * can seal at once) or owned (taken; nin = 0): queues the message once the link's queue has
+ * room. */
+static int s_send_msg(parallel_zmq_transport *t, int peer, int tag, const parallel_zmq_span *in,
+                      int nin, void *owned, size_t bytes) {
   s_link *l = &t->links[peer];
   double t0 = wt_now_s(), deadline = t0 + t->timeout_s;
-  /* The copy is made outside the lock, so a large message does not stall the other threads. */
   pthread_mutex_lock(&t->mu);
   parallel_zmq_msg_context ctx = t->msg;
   pthread_mutex_unlock(&t->mu);
-  s_out *m = parallel_zmq_out_new(t, &ctx, ctx.kind, tag, buf, owned, bytes);
+  s_out *m = parallel_zmq_out_new(t, &ctx, ctx.kind, tag, owned, bytes);
+  m->filling = 1;
   pthread_mutex_lock(&t->mu);
   int rc = WT_OK, waited = 0;
   while (l->queued_bytes > 0 && l->queued_bytes + bytes > t->max_queue) {
@@ -57,11 +59,13 @@ static int s_send_msg(parallel_zmq_transport *t, int peer, int tag, const void *
     s_wait_until(&t->cv_out, &t->mu, WT_MIN(deadline, now + 0.1));
   }
   if (rc == WT_OK && s_gone_for_good(l, wt_now_s())) rc = WT_EIO;
-  if (rc == WT_OK) parallel_zmq_enqueue(t, l, m, waited ? wt_now_s() : t0);
+  if (rc == WT_OK) parallel_zmq_enqueue(t, l, m, waited ? wt_now_s() : t0, 1);
   l->st.wait_s += wt_now_s() - t0;
   uint32_t step = ctx.step;
   const char *why = l->gone_why;
   pthread_mutex_unlock(&t->mu);
+  /* Sealed or copied outside the lock, so a large message does not stall the other threads. */
+  if (rc == WT_OK) parallel_zmq_fill(t, l, m, in, nin);
   if (rc != WT_OK) s_out_unref(m);
   char tagbuf[48];
   if (rc == WT_EIO)
@@ -77,11 +81,18 @@ static int s_send_msg(parallel_zmq_transport *t, int peer, int tag, const void *
 }
 
 static int s_send(void *vctx, int peer, int tag, const void *buf, size_t bytes) {
-  return s_send_msg(vctx, peer, tag, buf, NULL, bytes);
+  parallel_zmq_span in = {buf, bytes};
+  return s_send_msg(vctx, peer, tag, &in, 1, NULL, bytes);
 }
 
 static int s_send_owned(void *vctx, int peer, int tag, void *buf, size_t bytes) {
-  return s_send_msg(vctx, peer, tag, NULL, buf, bytes);
+  return s_send_msg(vctx, peer, tag, NULL, 0, buf, bytes);
+}
+
+static int s_send_gather(void *vctx, int peer, int tag, const void *head, size_t head_bytes,
+                         const void *body, size_t body_bytes) {
+  parallel_zmq_span in[2] = {{head, head_bytes}, {body, body_bytes}};
+  return s_send_msg(vctx, peer, tag, in, 2, NULL, head_bytes + body_bytes);
 }
 
 /* Unlinks the oldest message with `tag` from the link's mailbox, or returns NULL: also while
@@ -209,7 +220,7 @@ static void s_destroy(void *vctx) {
       if (r != t->rank && !t->links[r].gone)
         parallel_zmq_enqueue(
             t, &t->links[r],
-            parallel_zmq_out_new(t, &t->msg, PARALLEL_ZMQ_KIND_BYE, 0, NULL, NULL, 0), wt_now_s());
+            parallel_zmq_out_new(t, &t->msg, PARALLEL_ZMQ_KIND_BYE, 0, NULL, 0), wt_now_s(), 0);
     double deadline = wt_now_s() + WT_MIN(t->timeout_s, 5.0);
     for (;;) {
       int pending = 0;
@@ -249,6 +260,7 @@ static void s_destroy(void *vctx) {
     free(l->seen);
     parallel_zmq_aead_free(&l->rx);
     parallel_zmq_aead_free(&l->tx);
+    pthread_mutex_destroy(&l->seal_mu);
   }
   pthread_mutex_destroy(&t->mu);
   pthread_cond_destroy(&t->cv_in);
@@ -272,6 +284,7 @@ static const parallel_transport_ops s_zmq_ops = {.name = "zmq",
                                                  .destroy = s_destroy,
                                                  .integrity = s_integrity,
                                                  .send_owned = s_send_owned,
+                                                 .send_gather = s_send_gather,
                                                  .recv_view = s_recv_view,
                                                  .release = s_release};
 
@@ -494,6 +507,7 @@ parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *c)
   t->shaped = c->latency_s || c->bandwidth_Bps;
   for (int r = 0; r < t->size; r++) {
     s_link *l = &t->links[r];
+    pthread_mutex_init(&l->seal_mu, NULL);
     if (c->latency_s) l->alpha_w = c->latency_s[r] * c->time_scale;
     if (c->bandwidth_Bps && c->bandwidth_Bps[r] > 0)
       l->sec_per_byte = c->time_scale / c->bandwidth_Bps[r];

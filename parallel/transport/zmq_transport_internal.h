@@ -40,6 +40,11 @@ typedef struct s_out {
   int nparts;       /* payload frames (fixed when the header goes out) */
   uint8_t *trailer; /* sealed links: one tag per part (max(nparts, 1)), sent last (chunks: */
                     /* each tag after its chunk) */
+  /* Sealed at enqueue (zmq_send.c, "Sealing at enqueue"): the caller's thread seals its bytes
+   * straight into data under counters taken then, for session `gen`; filling while it does
+   * (the sender thread waits for it), sealed_done once it has (under l->seal_mu). */
+  int presealed, filling, sealed_done;
+  unsigned gen;
   double start;     /* wall time the emulated serialisation starts (0 when unshaped) */
   double sec_per_byte; /* its emulated serialisation rate: the path's, or a slower uplink's */
   atomic_int refs;  /* this struct + one per frame in flight */
@@ -87,11 +92,14 @@ typedef struct {
   parallel_zmq_header partial_h;
   uint8_t (*seen)[PARALLEL_ZMQ_RANDOM_BYTES];
   int nseen;
-  /* The sender thread's own: the key of self → peer, the generation it was made for, and the
-   * next counter. */
+  /* The key of self → peer (its cipher context used under seal_mu: by callers sealing at
+   * enqueue and by the sender thread), and under t->mu the generation it was made for, the next
+   * counter and how many queued messages have no counters yet (until they reach the head). */
   parallel_zmq_aead tx;
+  pthread_mutex_t seal_mu;
   unsigned tx_gen;
   uint64_t tx_next;
+  int uncounted;
 } s_link;
 
 struct parallel_zmq_transport {
@@ -183,12 +191,21 @@ void *parallel_zmq_recv_main(void *t);
 /* The sender (zmq_send.c): drains the links' queues, pacing when shaped, until t->stop_send. */
 void *parallel_zmq_send_main(void *t);
 
-/* Appends m to l's queue with its emulated start (zmq_send.c). Caller holds t->mu. */
-void parallel_zmq_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m, double ready);
+/* Appends m to l's queue with its emulated start (zmq_send.c). seal_now: its caller fills it
+ * next (parallel_zmq_fill), and it is counted now when the link's key and every message ahead
+ * are ready, so that fill seals it straight from the caller's bytes. Caller holds t->mu. */
+void parallel_zmq_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m, double ready,
+                          int seal_now);
 /* A message for the queue; `owned` (a wt_xmalloc'ed block of `bytes`) becomes its buffer, else
- * buf is copied (NULL owned). Never NULL. */
+ * (NULL owned) a buffer of `bytes` is allocated for the caller to fill. Never NULL. */
 s_out *parallel_zmq_out_new(const parallel_zmq_transport *t, const parallel_zmq_msg_context *ctx,
-                            int kind, int tag, const void *buf, void *owned, size_t bytes);
+                            int kind, int tag, void *owned, size_t bytes);
+/* Fills m, just queued on l by parallel_zmq_enqueue (which took its counters when it could
+ * seal at once), from in[0, nin) (their lengths sum to m->bytes; none when m owns its bytes):
+ * sealed straight into m's buffer when m->presealed, else copied. Then lets the sender thread
+ * have it. Caller does not hold t->mu. */
+void parallel_zmq_fill(parallel_zmq_transport *t, s_link *l, s_out *m, const parallel_zmq_span *in,
+                       int nin);
 /* A hello to l's peer: this process's session random, the peer's as last accepted (zeros
  * before) and the caps, MAC'd under l's base tx key. Caller holds t->mu. Never NULL. */
 s_out *parallel_zmq_hello_new(const parallel_zmq_transport *t, const s_link *l);
