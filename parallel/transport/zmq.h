@@ -118,9 +118,14 @@ typedef struct {
   int io_threads; /* ZeroMQ I/O threads (1..16, default 1): sealing runs on the transport's
                      sender thread and opening on its receiver thread, so ZeroMQ's threads only
                      move bytes; one keeps up with loopback TCP (docs/protocol.md) */
+  int streams;    /* TCP connections per link to a reachable peer (1..8, default 1; more than
+                     one needs sealed links and no WAN emulation): for a link one TCP stream
+                     cannot fill. Messages and chunks go round-robin over them by counter, and
+                     the receiver puts them back in counter order (docs/protocol.md) */
 } parallel_zmq_config;
 
-/* Defaults: timeout 60 s, queue 64 MiB, time_scale 1, 1 I/O thread, everything else 0 / NULL. */
+/* Defaults: timeout 60 s, queue 64 MiB, time_scale 1, 1 I/O thread, 1 stream, everything else
+ * 0 / NULL. */
 parallel_zmq_config parallel_zmq_config_default(void);
 
 typedef struct parallel_zmq_transport parallel_zmq_transport;
@@ -197,6 +202,8 @@ typedef struct {
   double wait_s;   /* seconds this rank's recv calls waited for the peer, plus blocked sends */
   double shaped_s; /* emulated delay on the link: the sum over messages of (emulated arrival −
                       queueing time), so queueing behind earlier messages counts too */
+  uint64_t msgs_held; /* several streams: messages (or chunks) from the peer that came before
+                         one ahead of them and waited for it */
 } parallel_zmq_link_stats;
 
 /* Counters of the link between this rank and `peer` (zeros for self or a non-zmq comm). */

@@ -175,8 +175,10 @@ static int s_push_chunks(s_link *l, s_out *m) {
     size_t k = m->sent / S_ONE_FRAME_MAX, len = WT_MIN(S_ONE_FRAME_MAX, m->bytes - m->sent);
     uint8_t header[PARALLEL_ZMQ_HEADER_BYTES];
     s_chunk_header(m, k, sealed, header);
-    if (zmq_send(l->push, header, sizeof header, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0) {
+    void *sock = s_stream(l, (int)((base + k) % (uint64_t)l->nstreams));
+    if (zmq_send(sock, header, sizeof header, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0) {
       l->blocked = 1; /* EAGAIN: the pipe is full; nothing of this chunk was sent */
+      l->blocked_on = sock;
       return 0;
     }
     m->header_sent = 1; /* from here on the message's session and counters are fixed */
@@ -191,9 +193,29 @@ static int s_push_chunks(s_link *l, s_out *m) {
     atomic_fetch_add(&m->refs, 1);
     zmq_msg_init_data(&f, m->data + m->sent, len, s_free_frame, m);
     m->sent += len;
-    zmq_msg_send(&f, l->push, sealed ? ZMQ_SNDMORE : 0);
-    if (sealed) zmq_send(l->push, tag, PARALLEL_ZMQ_TAG_BYTES, 0);
+    zmq_msg_send(&f, sock, sealed ? ZMQ_SNDMORE : 0);
+    if (sealed) zmq_send(sock, tag, PARALLEL_ZMQ_TAG_BYTES, 0);
   }
+  return 1;
+}
+
+/* Hands a hello to ZeroMQ on each of the link's streams, so that on every stream it comes before
+ * the messages sealed for the session it announces. Returns 1 when done, 0 when a pipe is full
+ * (l->blocked; the next call goes on with that stream). */
+static int s_push_hello(s_link *l, s_out *m) {
+  while (m->hello_streams < l->nstreams) {
+    void *sock = s_stream(l, m->hello_streams);
+    if (zmq_send(sock, m->header, PARALLEL_ZMQ_HEADER_BYTES, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0) {
+      l->blocked = 1;
+      l->blocked_on = sock;
+      return 0;
+    }
+    m->header_sent = 1;
+    zmq_send(sock, m->data, m->bytes, ZMQ_SNDMORE);
+    zmq_send(sock, m->trailer, PARALLEL_ZMQ_TAG_BYTES, 0);
+    m->hello_streams++;
+  }
+  l->blocked = 0;
   return 1;
 }
 
@@ -203,13 +225,16 @@ static int s_push_chunks(s_link *l, s_out *m) {
  * the frames in progress or l->tx. */
 static int s_push_some(parallel_zmq_transport *t, s_link *l, s_out *m, double now) {
   (void)t;
+  if (m->hello) return s_push_hello(l, m);
   if (s_chunked(m)) return s_push_chunks(l, m);
-  int sealed = m->trailer && !m->hello && !m->presealed; /* sealed here, part by part */
+  int sealed = m->trailer && !m->presealed; /* sealed here, part by part */
+  void *sock = s_stream(l, (int)(wt_get_le64(m->header + 48) % (uint64_t)l->nstreams));
   if (!m->header_sent) {
-    if (!m->hello) m->nparts = s_nparts(m);
+    m->nparts = s_nparts(m);
     int flags = ZMQ_DONTWAIT | (m->bytes || m->trailer ? ZMQ_SNDMORE : 0);
-    if (zmq_send(l->push, m->header, PARALLEL_ZMQ_HEADER_BYTES, flags) < 0) {
+    if (zmq_send(sock, m->header, PARALLEL_ZMQ_HEADER_BYTES, flags) < 0) {
       l->blocked = 1; /* EAGAIN: the pipe is full; nothing of this message was sent */
+      l->blocked_on = sock;
       return 0;
     }
     m->header_sent = 1;
@@ -231,10 +256,10 @@ static int s_push_some(parallel_zmq_transport *t, s_link *l, s_out *m, double no
     zmq_msg_init_data(&f, m->data + m->sent, len, s_free_frame, m);
     m->sent += len;
     /* After the first frame ZeroMQ accepts the rest of a multipart message without blocking. */
-    zmq_msg_send(&f, l->push, m->sent < m->bytes || m->trailer ? ZMQ_SNDMORE : 0);
+    zmq_msg_send(&f, sock, m->sent < m->bytes || m->trailer ? ZMQ_SNDMORE : 0);
   }
   if (m->trailer)
-    zmq_send(l->push, m->trailer, (size_t)WT_MAX(m->nparts, 1) * PARALLEL_ZMQ_TAG_BYTES, 0);
+    zmq_send(sock, m->trailer, (size_t)WT_MAX(m->nparts, 1) * PARALLEL_ZMQ_TAG_BYTES, 0);
   return 1;
 }
 
@@ -283,7 +308,7 @@ void *parallel_zmq_send_main(void *p) {
         progressed = 1;
         pthread_cond_broadcast(&t->cv_out);
       } else if (l->blocked) {
-        items[nblocked++] = (zmq_pollitem_t){l->push, 0, ZMQ_POLLOUT, 0};
+        items[nblocked++] = (zmq_pollitem_t){l->blocked_on, 0, ZMQ_POLLOUT, 0};
       } else {
         next = WT_MIN(next, s_due(l, m));
       }
@@ -314,8 +339,10 @@ void *parallel_zmq_send_main(void *p) {
       int gone = t->links[r].gone;
       pthread_mutex_unlock(&t->mu);
       int zero = 0;
-      if (gone) zmq_setsockopt(t->links[r].push, ZMQ_LINGER, &zero, sizeof zero);
-      zmq_close(t->links[r].push);
+      for (int i = 0; i < t->links[r].nstreams; i++) {
+        if (gone) zmq_setsockopt(s_stream(&t->links[r], i), ZMQ_LINGER, &zero, sizeof zero);
+        zmq_close(s_stream(&t->links[r], i));
+      }
     }
   return NULL;
 }
@@ -356,7 +383,7 @@ void parallel_zmq_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m, double
       l->uncounted++;
     }
   }
-  pthread_cond_signal(&t->cv_send);
+  if (!m->filling) pthread_cond_signal(&t->cv_send); /* else parallel_zmq_fill wakes it */
 }
 
 void parallel_zmq_fill(parallel_zmq_transport *t, s_link *l, s_out *m, const parallel_zmq_span *in,

@@ -237,7 +237,8 @@ static void s_destroy(void *vctx) {
     pthread_join(t->th_send, NULL);
   } else {
     for (int r = 0; r < t->size; r++)
-      if (t->links[r].push) zmq_close(t->links[r].push);
+      for (int i = 0; i < t->links[r].nstreams; i++)
+        if (s_stream(&t->links[r], i)) zmq_close(s_stream(&t->links[r], i));
   }
   if (t->started_recv) {
     atomic_store(&t->stop_recv, 1);
@@ -255,6 +256,11 @@ static void s_destroy(void *vctx) {
       s_in_free(m);
     }
     if (l->partial) s_in_free(l->partial);
+    for (int i = 0; i < l->nheld; i++) {
+      for (int k = 0; k < l->held[i].n; k++) zmq_msg_close(&l->held[i].parts[k]);
+      free(l->held[i].parts);
+    }
+    free(l->held);
     free(l->endpoint);
     free(l->outbox);
     free(l->seen);
@@ -314,6 +320,7 @@ parallel_zmq_config parallel_zmq_config_default(void) {
   c.max_queue_bytes = (size_t)64 << 20;
   c.time_scale = 1.0;
   c.io_threads = 1;
+  c.streams = 1;
   return c;
 }
 
@@ -354,6 +361,17 @@ static int s_config_check(const parallel_zmq_config *c) {
                        "Z85",
                        r);
   }
+  if (c->streams < 0 || c->streams > S_MAX_STREAMS)
+    return wt_fail(WT_EINVAL, "zmq: streams %d: use 1..%d (0 = the default 1)", c->streams,
+                   S_MAX_STREAMS);
+  if (c->streams > 1 && c->insecure)
+    return wt_fail(WT_EINVAL, "zmq: streams %d needs sealed links (their counters put the "
+                              "streams' messages back in order); drop insecure or use 1 stream",
+                   c->streams);
+  if (c->streams > 1 && (c->latency_s || c->bandwidth_Bps))
+    return wt_fail(WT_EINVAL, "zmq: streams %d with WAN emulation: an emulated link paces one "
+                              "stream; use 1",
+                   c->streams);
   if (c->io_threads < 0 || c->io_threads > 16)
     return wt_fail(WT_EINVAL, "zmq: io_threads %d: use 1..16 (0 = the default 1)", c->io_threads);
   if (c->latency_s || c->bandwidth_Bps) {
@@ -406,6 +424,30 @@ static int s_bind_outbox(parallel_zmq_transport *t, int r) {
   return WT_OK;
 }
 
+static int s_connect_fail(parallel_zmq_transport *t, int peer, const char *what, const char *ep);
+
+/* A PUSH socket of a link, not yet connected. */
+static void *s_push_socket(parallel_zmq_transport *t) {
+  void *push = zmq_socket(t->zctx, ZMQ_PUSH);
+  s_setopt_int(push, ZMQ_SNDHWM, S_HWM);
+  s_setopt_int(push, ZMQ_LINGER, (int)(WT_MIN(t->timeout_s, 2.0) * 1000));
+  s_setopt_int(push, ZMQ_RECONNECT_IVL, 100);
+  s_setopt_int(push, ZMQ_RECONNECT_IVL_MAX, 1000);
+  return push;
+}
+
+/* Several streams to reachable peer r: streams 1.. connect where stream 0 does. */
+static int s_connect_streams(parallel_zmq_transport *t, int r, const char *ep) {
+  s_link *l = &t->links[r];
+  for (int i = 1; i < t->streams; i++) {
+    l->extra_push[i - 1] = s_push_socket(t);
+    l->nstreams = i + 1;
+    if (zmq_connect(l->extra_push[i - 1], ep) != 0)
+      return s_connect_fail(t, r, "the PULL (another stream)", ep);
+  }
+  return WT_OK;
+}
+
 /* Creates the context, bound PULL socket, PUSH sockets (not yet connected, or bound as outboxes)
  * and their monitors. The receiver thread starts at connect: until then the PULL may still be
  * connected to outboxes and relays from this thread. */
@@ -435,11 +477,8 @@ static int s_open(parallel_zmq_transport *t, const parallel_zmq_config *c) {
   for (int r = 0; r < t->size; r++) {
     if (r == t->rank) continue;
     s_link *l = &t->links[r];
-    l->push = zmq_socket(t->zctx, ZMQ_PUSH);
-    s_setopt_int(l->push, ZMQ_SNDHWM, S_HWM);
-    s_setopt_int(l->push, ZMQ_LINGER, (int)(WT_MIN(t->timeout_s, 2.0) * 1000));
-    s_setopt_int(l->push, ZMQ_RECONNECT_IVL, 100);
-    s_setopt_int(l->push, ZMQ_RECONNECT_IVL_MAX, 1000);
+    l->push = s_push_socket(t);
+    l->nstreams = 1;
     char mon[64];
     snprintf(mon, sizeof mon, "inproc://wt-monitor-%d", r);
     zmq_socket_monitor(l->push, mon, ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED);
@@ -490,6 +529,7 @@ parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *c)
   t->timeout_s = c->timeout_s;
   t->max_queue = c->max_queue_bytes;
   t->insecure = c->insecure;
+  t->streams = c->streams > 1 ? c->streams : 1;
   t->msg.kind = PARALLEL_ZMQ_KIND_DATA;
   pthread_mutex_init(&t->mu, NULL);
   s_cond_init(&t->cv_in);
@@ -548,6 +588,7 @@ static int s_connect_link(parallel_zmq_transport *t, int r, const char *const *e
   if (s_reachable(t, r)) {
     if (!endpoints || !endpoints[r] || zmq_connect(l->push, endpoints[r]) != 0)
       return s_connect_fail(t, r, "the PULL", endpoints ? endpoints[r] : NULL);
+    WT_CHECK(s_connect_streams(t, r, endpoints[r]));
     snprintf(what, sizeof what, "%s", endpoints[r]);
   } else if (l->outbox) {
     snprintf(what, sizeof what, "%s (its outbox here; it connects)", l->outbox);
@@ -562,6 +603,9 @@ static int s_connect_link(parallel_zmq_transport *t, int r, const char *const *e
     snprintf(what, sizeof what, "relay %s", in);
   }
   l->endpoint = wt_xstrdup(what);
+  /* Peers connect to a reachable rank's PULL, with several streams when configured: their
+   * messages may come out of counter order (zmq_recv.c holds them back). */
+  if (s_reachable(t, t->rank) && t->streams > 1) l->held = wt_xcalloc(S_MAX_HELD, sizeof *l->held);
   if (s_reachable(t, t->rank) || !s_reachable(t, r)) return WT_OK;
   const char *ob = routes && routes->outboxes ? routes->outboxes[r] : NULL;
   if (!s_tcp_ok(ob) || zmq_connect(t->pull, ob) != 0) return s_connect_fail(t, r, "the outbox", ob);

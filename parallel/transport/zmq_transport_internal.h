@@ -28,6 +28,9 @@
 #define S_MAX_PARTS (1 << 18) /* payload frames of one message: 64 GiB in 256 KiB parts */
 #define S_MAX_FRAME ((int64_t)S_MAX_PARTS * PARALLEL_ZMQ_TAG_BYTES + 4096) /* largest frame */
 #define S_MAX_SESSIONS 64 /* a peer's session randoms remembered, to refuse old hellos */
+#define S_MAX_STREAMS 8   /* TCP connections per link (parallel_zmq_config.streams) */
+#define S_MAX_HELD 64     /* messages a link holds back while one before them is on the way */
+#define S_HOLD_S 1.0      /* how long a link waits for a missing counter before skipping it */
 
 /* One queued outgoing message; its buffer is shared by the ZeroMQ frames that carry it. */
 typedef struct s_out {
@@ -36,7 +39,9 @@ typedef struct s_out {
   uint8_t *data;
   size_t bytes, sent; /* payload bytes, and how many of them are already handed to ZeroMQ */
   int header_sent;
-  int hello;        /* a hello: data holds its body, the trailer its MAC, nothing is sealed */
+  int hello;        /* a hello: data holds its body, the trailer its MAC, nothing is sealed; it */
+                    /* goes out on every stream, hello_streams of them so far */
+  int hello_streams;
   int nparts;       /* payload frames (fixed when the header goes out) */
   uint8_t *trailer; /* sealed links: one tag per part (max(nparts, 1)), sent last (chunks: */
                     /* each tag after its chunk) */
@@ -60,10 +65,23 @@ typedef struct s_in {
   double ready_at; /* wall time the emulated downlink has delivered it (0: at once) */
 } s_in;
 
+/* A received, authenticated message a link holds until the counters before it have come
+ * (several streams: zmq_recv.c): its header and payload frames. */
+typedef struct {
+  parallel_zmq_header h;
+  zmq_msg_t *parts;
+  int n;
+  uint64_t bytes;
+  double since; /* wall time it was held */
+} s_held;
+
 typedef struct {
   char *endpoint; /* where push connects, or what it is (an outbox, a relay) for messages */
   char *outbox;   /* this rank reachable, the peer not: the endpoint push is bound to */
-  void *push;     /* sender thread */
+  void *push;     /* sender thread: stream 0 (its monitor says whether the peer is there) */
+  void *extra_push[S_MAX_STREAMS - 1]; /* sender thread: streams 1.. (parallel_zmq_config.streams) */
+  int nstreams;                         /* 1, or t->streams on a link to a reachable peer */
+  void *blocked_on;                     /* the socket whose full pipe stopped the head message */
   void *monitor; /* receiver thread: events of push */
   s_out *head, *tail;
   size_t queued_bytes;
@@ -90,6 +108,9 @@ typedef struct {
    * header of its first chunk). */
   s_in *partial;
   parallel_zmq_header partial_h;
+  /* The receiver thread's own (several streams): messages ahead of rx_next, by arrival. */
+  s_held *held; /* S_MAX_HELD entries */
+  int nheld;
   uint8_t (*seen)[PARALLEL_ZMQ_RANDOM_BYTES];
   int nseen;
   /* The key of self → peer (its cipher context used under seal_mu: by callers sealing at
@@ -108,7 +129,7 @@ struct parallel_zmq_transport {
   uint32_t epoch;
   double timeout_s;
   size_t max_queue;
-  int insecure, shaped;
+  int insecure, shaped, streams;
   int *reachable; /* zmq.h "Reachability": reachable[r], NULL = all */
   /* emulated access links (wall seconds per byte, 0 = unlimited) and when each is next free:
    * the uplink under mu by the senders, the downlink under mu by the receiver thread */
@@ -181,6 +202,11 @@ static inline const char *s_tag_name(int tag, char *buf, size_t cap) {
   else
     snprintf(buf, cap, "tag %d", tag);
   return buf;
+}
+
+/* Stream i of link l: its PUSH socket. */
+static inline void *s_stream(const s_link *l, int i) {
+  return i == 0 ? l->push : l->extra_push[i - 1];
 }
 
 /* ---- the threads and the send path's queue ------------------------------------------------- */
