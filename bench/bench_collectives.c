@@ -13,7 +13,7 @@
  *  3. shaped (--beta > 0): every link emulates bandwidth β; the all-reduce of --mib MiB against
  *     the bound 2(p−1)/p · n/β (target ≥ 0.85).
  * Medians over --runs repetitions. Prints a table, then one JSON line:
- *   {"bench":"collectives","procs":..,"runs":..,"cores":..,"cipher":..,"pair_mib":..,
+ *   {"bench":"collectives","procs":..,"runs":..,"cores":..,"cipher":..,"streams":..,"pair_mib":..,
  *    "pair_msg_kib":..,"pair_plain_GBps":..,"pair_curve_GBps":..,"pair_sealed_GBps":..,"pair_insecure_GBps":..,
  *    "sealed_of_plain":..,"pair_{plain,curve,sealed,insecure}_cpu_s_per_GB":..,
  *    "allreduce":[{"mib":..,"sealed_s":..,"sealed_bus_GBps":..,"sealed_cpu_s":..,
@@ -24,7 +24,7 @@
  * less than the wall time. The table's "CPU bound" is the bus bandwidth those CPU seconds would
  * allow if spread over every core with none idle.
  *   build/bin/bench-collectives [--procs 4] [--mib 64] [--runs 5] [--pair-mib 256]
- *                              [--pair-msg-kib 256] [--beta 10e6]
+ *                              [--pair-msg-kib 256] [--beta 10e6] [--streams 1]
  * The load average is printed too: on a shared machine every number here is CPU-bound.
  */
 #include "parallel/collectives/collectives.h"
@@ -51,7 +51,7 @@
 static const int s_sizes[S_NSIZES] = {1, 4, 16, 64}; /* MiB; those ≤ --mib, and --mib itself */
 
 typedef struct {
-  int procs, mib, runs, pair_mib, pair_msg_kib;
+  int procs, mib, runs, pair_mib, pair_msg_kib, streams;
   double beta;
 } bench_cfg;
 
@@ -62,6 +62,10 @@ static const wt_option s_options[] = {
      "repetitions of each measurement (median)", NULL},
     {"pair-mib", WT_OPT_INT, offsetof(bench_cfg, pair_mib), 1, 4096, "256",
      "bytes one pair streams per run, MiB", NULL},
+    {"streams", WT_OPT_INT, offsetof(bench_cfg, streams), 1, 8, "1",
+     "TCP connections per sealed link (parallel_zmq_config.streams; insecure and shaped runs "
+     "use 1)",
+     NULL},
     {"pair-msg-kib", WT_OPT_INT, offsetof(bench_cfg, pair_msg_kib), 1, 1 << 20, "256",
      "size of the pair's messages, KiB", NULL},
     {"beta", WT_OPT_FLOAT, offsetof(bench_cfg, beta), 0, 1e11, "10e6",
@@ -314,6 +318,7 @@ int main(int argc, char **argv) {
   parallel_zmq_config base = parallel_zmq_config_default();
   base.timeout_s = 120;
   base.max_queue_bytes = (size_t)64 << 20;
+  base.streams = cfg.streams;
 
   /* The lone pair: plain, CURVE and sealed in one group, insecure in a second. */
   double plain_s[S_MAX_RUNS], curve_s[S_MAX_RUNS], sealed_s[S_MAX_RUNS], insecure_s[S_MAX_RUNS];
@@ -330,6 +335,7 @@ int main(int argc, char **argv) {
   double cpu_sealed = s_cpu_median(sh->comm_cpu, cfg.runs, 2) / pair_gb;
   parallel_zmq_config insecure = base;
   insecure.insecure = 1;
+  insecure.streams = 1; /* several streams need sealed links */
   sh->cfg.procs = -1; /* transport only */
   if (parallel_zmq_fork_run(2, &insecure, s_pair_fn, sh, NULL) != WT_OK) {
     fprintf(stderr, "bench-collectives: insecure pair: %s\n", wt_last_error());
@@ -369,6 +375,7 @@ int main(int argc, char **argv) {
     double lat[16] = {0}, bw[16];
     for (int r = 0; r < 16; r++) bw[r] = cfg.beta;
     parallel_zmq_config shaped = base;
+    shaped.streams = 1; /* an emulated link paces one stream */
     shaped.latency_s = lat;
     shaped.bandwidth_Bps = bw;
     sh->nsizes = 1;
@@ -421,11 +428,11 @@ int main(int argc, char **argv) {
            cfg.mib, cfg.beta, shaped_s, bound_s / shaped_s, bound_s,
            bound_s / shaped_s >= 0.85 ? "met" : "NOT met");
   printf("{\"bench\":\"collectives\",\"procs\":%d,\"runs\":%d,\"cores\":%ld,\"cipher\":\"%s\","
-         "\"pair_mib\":%d,\"pair_msg_kib\":%d,\"pair_plain_GBps\":%.4f,\"pair_curve_GBps\":%.4f,"
+         "\"streams\":%d,\"pair_mib\":%d,\"pair_msg_kib\":%d,\"pair_plain_GBps\":%.4f,\"pair_curve_GBps\":%.4f,"
          "\"pair_sealed_GBps\":%.4f,\"pair_insecure_GBps\":%.4f,\"sealed_of_plain\":%.4f,"
          "\"pair_plain_cpu_s_per_GB\":%.4f,\"pair_curve_cpu_s_per_GB\":%.4f,"
          "\"pair_sealed_cpu_s_per_GB\":%.4f,\"pair_insecure_cpu_s_per_GB\":%.4f,\"allreduce\":[",
-         p, cfg.runs, cores, cipher, cfg.pair_mib, cfg.pair_msg_kib, gb_plain, gb_curve, gb_sealed,
+         p, cfg.runs, cores, cipher, cfg.streams, cfg.pair_mib, cfg.pair_msg_kib, gb_plain, gb_curve, gb_sealed,
          gb_insecure, gb_sealed / gb_plain, cpu_plain, cpu_curve, cpu_sealed, cpu_insecure);
   for (int k = 0; k < sh->nsizes; k++) {
     double n = (double)((size_t)sh->mib[k] << 20);

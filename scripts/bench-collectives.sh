@@ -14,17 +14,19 @@
 # bound is the bus bandwidth they allow spread over every core with none idle.
 # Open MPI (Debian openmpi-bin, libopenmpi-dev) is installed here when mpirun or mpicc is
 # missing — by this script only, never by the build or the tests.
-#   scripts/bench-collectives.sh [--build build] [--mib 64] [--runs 5] [--rounds 3]
+#   scripts/bench-collectives.sh [--build build] [--mib 64] [--runs 5] [--rounds 3] [--streams 1]
+# (--streams: TCP connections per sealed link, bench-collectives --streams)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=build MIB=64 RUNS=5 ROUNDS=3 PROCS=4
+BUILD=build MIB=64 RUNS=5 ROUNDS=3 PROCS=4 STREAMS=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
     --mib) MIB=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --streams) STREAMS=$2; shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "bench-collectives.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -44,7 +46,7 @@ MPIRUN=(mpirun -np "$PROCS" --oversubscribe --mca btl tcp,self)
 [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
 for r in $(seq "$ROUNDS"); do
   "${MPIRUN[@]}" "$OUT/mpi_allreduce" "$MIB" "$RUNS" | tail -1 | tee -a "$OUT/mpi.jsonl"
-  "$BENCH" --procs "$PROCS" --mib "$MIB" --runs "$RUNS" --beta 0 2>/dev/null | tee "$OUT/zmq.txt"
+  "$BENCH" --procs "$PROCS" --mib "$MIB" --runs "$RUNS" --streams "$STREAMS" --beta 0 2>/dev/null | tee "$OUT/zmq.txt"
   tail -1 "$OUT/zmq.txt" >> "$OUT/zmq.jsonl"
 done
 python3 - "$OUT/mpi.jsonl" "$OUT/zmq.jsonl" "$ROUNDS" <<'PY'
