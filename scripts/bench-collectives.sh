@@ -7,6 +7,7 @@
 #   {"bench":"collectives_vs_mpi","procs":4,"rounds":..,"runs":..,"cipher":..,"loadavg":..,
 #    "pair_plain_GBps":..,"pair_curve_GBps":..,"pair_sealed_GBps":..,"pair_insecure_GBps":..,
 #    "sealed_of_plain":..,"pair_{plain,curve,sealed,insecure}_cpu_s_per_GB":..,
+#    "seal_copy_cpu_s_per_GB":..,"seal_direct_cpu_s_per_GB":..,
 #    "allreduce":[{"mib":..,"mpi_bus_GBps":..,"sealed_bus_GBps":..,"insecure_bus_GBps":..,
 #    "sealed_of_mpi":..,"insecure_of_mpi":..,"mpi_cpu_s":..,"sealed_cpu_s":..,"sealed_cpu_bound_bus_GBps":..,
 #    "insecure_cpu_s":..,"insecure_cpu_bound_bus_GBps":..},..]}
@@ -59,7 +60,8 @@ out = {"bench": "collectives_vs_mpi", "procs": zmq[0]["procs"], "rounds": int(sy
        "loadavg": round(os.getloadavg()[0], 2)}
 for k in ("pair_plain_GBps", "pair_curve_GBps", "pair_sealed_GBps", "pair_insecure_GBps",
           "sealed_of_plain", "pair_plain_cpu_s_per_GB", "pair_curve_cpu_s_per_GB",
-          "pair_sealed_cpu_s_per_GB", "pair_insecure_cpu_s_per_GB"):
+          "pair_sealed_cpu_s_per_GB", "pair_insecure_cpu_s_per_GB", "seal_copy_cpu_s_per_GB",
+          "seal_direct_cpu_s_per_GB"):
     out[k] = med([z[k] for z in zmq])
 rows = []
 for i, row in enumerate(zmq[0]["allreduce"]):
