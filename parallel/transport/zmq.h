@@ -17,7 +17,9 @@
  * header names, so the receiver knows which rank each message really comes from.
  *
  * Contract (on top of comm.h's):
- *  - send copies the buffer into a per-link queue and returns; a sender thread puts it on the
+ *  - send copies the buffer into a per-link queue and returns (on a sealed link with a session
+ *    the copy is the seal itself: the cipher reads the caller's bytes and writes the frame;
+ *    send_gather does the same for a header and a body apart); a sender thread puts it on the
  *    wire (after its emulated delay), so compute overlaps sending. When the link's queue holds
  *    max_queue_bytes, send blocks (one larger message is always admitted) until the sender thread
  *    drains it or timeout_s passes (WT_ETIMEOUT naming the peer). Once a peer is known to be
@@ -115,9 +117,10 @@ typedef struct {
    * The endpoints of outboxes and relays are known only once everyone has bound, so they are
    * given at connect (transport_connect_routes). */
   const int *reachable;
-  int io_threads; /* ZeroMQ I/O threads (1..16, default 1): sealing runs on the transport's
-                     sender thread and opening on its receiver thread, so ZeroMQ's threads only
-                     move bytes; one keeps up with loopback TCP (docs/protocol.md) */
+  int io_threads; /* ZeroMQ I/O threads (1..16, default 1): sealing runs on the sending
+                     thread (or the transport's sender thread) and opening on the transport's
+                     receiver thread, so ZeroMQ's threads only move bytes; one keeps up with
+                     loopback TCP (docs/protocol.md) */
   int streams;    /* TCP connections per link to a reachable peer (1..8, default 1; more than
                      one needs sealed links and no WAN emulation): for a link one TCP stream
                      cannot fill. Messages and chunks go round-robin over them by counter, and
