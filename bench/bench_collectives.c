@@ -296,7 +296,7 @@ static int s_pair_fn(parallel_comm *c, void *arg) {
   return rc;
 }
 
-/* ---- the seal alone, on one core --------------------------------------------------------------- */
+/* ---- the seal alone, on one core ------------------------------------------------------------ */
 
 /* CPU seconds per GB to seal the ring's frames (a 32-byte frame header and a 256 KiB piece taken
  * from a 64 MiB tensor) into fresh buffers, the two ways a sender can: copy header and piece into
@@ -379,7 +379,7 @@ int main(int argc, char **argv) {
   parallel_zmq_config insecure = base;
   insecure.insecure = 1;
   insecure.streams = 1; /* several streams need sealed links */
-  sh->cfg.procs = -1; /* transport only */
+  sh->cfg.procs = -1;   /* transport only */
   if (parallel_zmq_fork_run(2, &insecure, s_pair_fn, sh, NULL) != WT_OK) {
     fprintf(stderr, "bench-collectives: insecure pair: %s\n", wt_last_error());
     return 1;
@@ -476,14 +476,15 @@ int main(int argc, char **argv) {
            cfg.mib, cfg.beta, shaped_s, bound_s / shaped_s, bound_s,
            bound_s / shaped_s >= 0.85 ? "met" : "NOT met");
   printf("{\"bench\":\"collectives\",\"procs\":%d,\"runs\":%d,\"cores\":%ld,\"cipher\":\"%s\","
-         "\"streams\":%d,\"pair_mib\":%d,\"pair_msg_kib\":%d,\"pair_plain_GBps\":%.4f,\"pair_curve_GBps\":%.4f,"
-         "\"pair_sealed_GBps\":%.4f,\"pair_insecure_GBps\":%.4f,\"sealed_of_plain\":%.4f,"
+         "\"streams\":%d,\"pair_mib\":%d,\"pair_msg_kib\":%d,\"pair_plain_GBps\":%.4f,"
+         "\"pair_curve_GBps\":%.4f,\"pair_sealed_GBps\":%.4f,\"pair_insecure_GBps\":%.4f,"
+         "\"sealed_of_plain\":%.4f,"
          "\"pair_plain_cpu_s_per_GB\":%.4f,\"pair_curve_cpu_s_per_GB\":%.4f,"
          "\"pair_sealed_cpu_s_per_GB\":%.4f,\"pair_insecure_cpu_s_per_GB\":%.4f,"
          "\"seal_copy_cpu_s_per_GB\":%.4f,\"seal_direct_cpu_s_per_GB\":%.4f,\"allreduce\":[",
-         p, cfg.runs, cores, cipher, cfg.streams, cfg.pair_mib, cfg.pair_msg_kib, gb_plain, gb_curve, gb_sealed,
-         gb_insecure, gb_sealed / gb_plain, cpu_plain, cpu_curve, cpu_sealed, cpu_insecure,
-         seal_copy, seal_direct);
+         p, cfg.runs, cores, cipher, cfg.streams, cfg.pair_mib, cfg.pair_msg_kib, gb_plain,
+         gb_curve, gb_sealed, gb_insecure, gb_sealed / gb_plain, cpu_plain, cpu_curve, cpu_sealed,
+         cpu_insecure, seal_copy, seal_direct);
   for (int k = 0; k < sh->nsizes; k++) {
     double n = (double)((size_t)sh->mib[k] << 20);
     printf("%s{\"mib\":%d,\"sealed_s\":%.5f,\"sealed_bus_GBps\":%.4f,\"sealed_cpu_s\":%.5f,"

@@ -81,8 +81,7 @@ int parallel_frame_send_copy(parallel_comm *c, int peer, parallel_frame_id id, c
                              size_t bytes) {
   uint8_t h[PARALLEL_FRAME_HEADER];
   s_header(c, h, id, payload, bytes);
-  return parallel_comm_send_gather(c, peer, S_TAG_BASE + (int)id.kind, h, sizeof h, payload,
-                                   bytes);
+  return parallel_comm_send_gather(c, peer, S_TAG_BASE + (int)id.kind, h, sizeof h, payload, bytes);
 }
 
 /* Names the first header field that is not what the receiver expects, or NULL. */

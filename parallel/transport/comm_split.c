@@ -61,8 +61,8 @@ static int s_send_owned(void *ctx, int peer, int tag, void *buf, size_t bytes) {
 static int s_send_gather(void *ctx, int peer, int tag, const void *head, size_t head_bytes,
                          const void *body, size_t body_bytes) {
   s_split *sp = ctx;
-  int rc = parallel_comm_send_gather(sp->parent, sp->ranks[peer], s_tag(sp, tag), head,
-                                     head_bytes, body, body_bytes);
+  int rc = parallel_comm_send_gather(sp->parent, sp->ranks[peer], s_tag(sp, tag), head, head_bytes,
+                                     body, body_bytes);
   return rc == WT_OK ? WT_OK : s_explain(sp, rc, peer, tag, "send");
 }
 

@@ -202,9 +202,9 @@ int parallel_zmq_set_timeout(parallel_comm *c, double timeout_s);
 typedef struct {
   uint64_t bytes_sent, msgs_sent; /* payload bytes / messages put on the wire to the peer */
   uint64_t bytes_recv, msgs_recv; /* accepted from the peer (refused ones are not counted) */
-  double wait_s;   /* seconds this rank's recv calls waited for the peer, plus blocked sends */
-  double shaped_s; /* emulated delay on the link: the sum over messages of (emulated arrival −
-                      queueing time), so queueing behind earlier messages counts too */
+  double wait_s;      /* seconds this rank's recv calls waited for the peer, plus blocked sends */
+  double shaped_s;    /* emulated delay on the link: the sum over messages of (emulated arrival −
+                         queueing time), so queueing behind earlier messages counts too */
   uint64_t msgs_held; /* several streams: messages (or chunks) from the peer that came before
                          one ahead of them and waited for it */
 } parallel_zmq_link_stats;

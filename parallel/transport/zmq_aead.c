@@ -70,8 +70,7 @@ static int s_aead(const parallel_zmq_aead *a, int enc, uint64_t counter, const u
   size_t done = 0;
   for (int i = 0; i < nin; i++) {
     if (in[i].bytes > (size_t)INT32_MAX) return -1;
-    if (in[i].bytes &&
-        EVP_CipherUpdate(ctx, out + done, &len, in[i].data, (int)in[i].bytes) != 1)
+    if (in[i].bytes && EVP_CipherUpdate(ctx, out + done, &len, in[i].data, (int)in[i].bytes) != 1)
       return -1;
     done += in[i].bytes;
   }

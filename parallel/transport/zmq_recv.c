@@ -286,8 +286,8 @@ static void s_held_expire(parallel_zmq_transport *t, s_link *l, double now) {
   double oldest = now;
   for (int i = 0; i < l->nheld; i++) oldest = WT_MIN(oldest, l->held[i].since);
   if (now - oldest < S_HOLD_S) return;
-  WT_WARN("zmq: rank %d: counters %llu.. from rank %d never came within %.1f s; skipped",
-          t->rank, (unsigned long long)l->rx_next, (int)(l - t->links), S_HOLD_S);
+  WT_WARN("zmq: rank %d: counters %llu.. from rank %d never came within %.1f s; skipped", t->rank,
+          (unsigned long long)l->rx_next, (int)(l - t->links), S_HOLD_S);
   s_release_held(t, l, 1);
 }
 

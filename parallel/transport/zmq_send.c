@@ -87,8 +87,8 @@ static int s_slice(const parallel_zmq_span *in, int nin, size_t off, size_t len,
 /* Seals every part of m (counted) from in[0, nin) into out, or (open = 1) opens them in place
  * in out; its tags are m->trailer. Returns 0, or -1 when a part does not open. Caller holds
  * l->seal_mu. */
-static int s_seal_all(s_link *l, const s_out *m, const parallel_zmq_span *in, int nin,
-                      uint8_t *out, int open) {
+static int s_seal_all(s_link *l, const s_out *m, const parallel_zmq_span *in, int nin, uint8_t *out,
+                      int open) {
   uint64_t base = wt_get_le64(m->header + 48);
   uint8_t scratch[PARALLEL_ZMQ_HEADER_BYTES];
   for (int k = 0; k < WT_MAX(m->nparts, 1); k++) {
@@ -220,9 +220,9 @@ static int s_push_hello(s_link *l, s_out *m) {
 }
 
 /* Hands the next frames of the link's head message to ZeroMQ, sealing each part in place just
- * before it goes (unless it was sealed at enqueue). Returns 1 when the message is done, 0 when it must wait (pacing or a full
- * pipe; l->blocked says which). Called without the mutex: only this thread pops heads, touches
- * the frames in progress or l->tx. */
+ * before it goes (unless it was sealed at enqueue). Returns 1 when the message is done, 0 when it
+ * must wait (pacing or a full pipe; l->blocked says which). Called without the mutex: only this
+ * thread pops heads, touches the frames in progress or l->tx. */
 static int s_push_some(parallel_zmq_transport *t, s_link *l, s_out *m, double now) {
   (void)t;
   if (m->hello) return s_push_hello(l, m);
@@ -433,8 +433,8 @@ s_out *parallel_zmq_hello_new(const parallel_zmq_transport *t, const s_link *l) 
   memcpy(body + PARALLEL_ZMQ_RANDOM_BYTES, l->peer_random, PARALLEL_ZMQ_RANDOM_BYTES);
   body[2 * PARALLEL_ZMQ_RANDOM_BYTES] = t->caps;
   parallel_zmq_msg_context ctx = {0};
-  s_out *m = parallel_zmq_out_new(t, &ctx, PARALLEL_ZMQ_KIND_HELLO, 0, body,
-                                  PARALLEL_ZMQ_HELLO_BYTES);
+  s_out *m =
+      parallel_zmq_out_new(t, &ctx, PARALLEL_ZMQ_KIND_HELLO, 0, body, PARALLEL_ZMQ_HELLO_BYTES);
   m->hello = 1;
   m->nparts = 1;
   m->trailer = wt_xmalloc(PARALLEL_ZMQ_TAG_BYTES);

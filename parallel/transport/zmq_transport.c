@@ -218,9 +218,9 @@ static void s_destroy(void *vctx) {
     pthread_mutex_lock(&t->mu);
     for (int r = 0; r < t->size; r++)
       if (r != t->rank && !t->links[r].gone)
-        parallel_zmq_enqueue(
-            t, &t->links[r],
-            parallel_zmq_out_new(t, &t->msg, PARALLEL_ZMQ_KIND_BYE, 0, NULL, 0), wt_now_s(), 0);
+        parallel_zmq_enqueue(t, &t->links[r],
+                             parallel_zmq_out_new(t, &t->msg, PARALLEL_ZMQ_KIND_BYE, 0, NULL, 0),
+                             wt_now_s(), 0);
     double deadline = wt_now_s() + WT_MIN(t->timeout_s, 5.0);
     for (;;) {
       int pending = 0;
@@ -365,12 +365,14 @@ static int s_config_check(const parallel_zmq_config *c) {
     return wt_fail(WT_EINVAL, "zmq: streams %d: use 1..%d (0 = the default 1)", c->streams,
                    S_MAX_STREAMS);
   if (c->streams > 1 && c->insecure)
-    return wt_fail(WT_EINVAL, "zmq: streams %d needs sealed links (their counters put the "
-                              "streams' messages back in order); drop insecure or use 1 stream",
+    return wt_fail(WT_EINVAL,
+                   "zmq: streams %d needs sealed links (their counters put the "
+                   "streams' messages back in order); drop insecure or use 1 stream",
                    c->streams);
   if (c->streams > 1 && (c->latency_s || c->bandwidth_Bps))
-    return wt_fail(WT_EINVAL, "zmq: streams %d with WAN emulation: an emulated link paces one "
-                              "stream; use 1",
+    return wt_fail(WT_EINVAL,
+                   "zmq: streams %d with WAN emulation: an emulated link paces one "
+                   "stream; use 1",
                    c->streams);
   if (c->io_threads < 0 || c->io_threads > 16)
     return wt_fail(WT_EINVAL, "zmq: io_threads %d: use 1..16 (0 = the default 1)", c->io_threads);

@@ -39,8 +39,8 @@ typedef struct s_out {
   uint8_t *data;
   size_t bytes, sent; /* payload bytes, and how many of them are already handed to ZeroMQ */
   int header_sent;
-  int hello;        /* a hello: data holds its body, the trailer its MAC, nothing is sealed; it */
-                    /* goes out on every stream, hello_streams of them so far */
+  int hello; /* a hello: data holds its body, the trailer its MAC, nothing is sealed; it */
+             /* goes out on every stream, hello_streams of them so far */
   int hello_streams;
   int nparts;       /* payload frames (fixed when the header goes out) */
   uint8_t *trailer; /* sealed links: one tag per part (max(nparts, 1)), sent last (chunks: */
@@ -79,9 +79,10 @@ typedef struct {
   char *endpoint; /* where push connects, or what it is (an outbox, a relay) for messages */
   char *outbox;   /* this rank reachable, the peer not: the endpoint push is bound to */
   void *push;     /* sender thread: stream 0 (its monitor says whether the peer is there) */
-  void *extra_push[S_MAX_STREAMS - 1]; /* sender thread: streams 1.. (parallel_zmq_config.streams) */
-  int nstreams;                         /* 1, or t->streams on a link to a reachable peer */
-  void *blocked_on;                     /* the socket whose full pipe stopped the head message */
+  void
+      *extra_push[S_MAX_STREAMS - 1]; /* sender thread: streams 1.. (parallel_zmq_config.streams) */
+  int nstreams;                       /* 1, or t->streams on a link to a reachable peer */
+  void *blocked_on;                   /* the socket whose full pipe stopped the head message */
   void *monitor; /* receiver thread: events of push */
   s_out *head, *tail;
   size_t queued_bytes;

@@ -112,7 +112,8 @@ static int s_streams_fn(parallel_comm *c, void *arg) {
       continue;
     }
     rc = parallel_comm_recv(c, 0, 7, buf, cap, &got);
-    if (rc == WT_OK && got != n) rc = wt_fail(WT_ECORRUPT, "message %d: %zu bytes, not %zu", i, got, n);
+    if (rc == WT_OK && got != n)
+      rc = wt_fail(WT_ECORRUPT, "message %d: %zu bytes, not %zu", i, got, n);
     for (size_t k = 0; rc == WT_OK && k < n; k++)
       if (buf[k] != (uint8_t)(k * 13 + (size_t)i))
         rc = wt_fail(WT_ECORRUPT, "message %d byte %zu", i, k);
@@ -132,8 +133,9 @@ static void test_streams(void) {
                  wt_last_error());
   parallel_zmq_link_stats st = parallel_zmq_link_stats_get(g.comms[1], 0);
   WT_TEST_ASSERT(parallel_zmq_refused(g.comms[1]) == 0, "nothing refused");
-  WT_TEST_ASSERT(st.msgs_recv == S_STREAM_MSGS + 1, "all %d messages (and the barrier's) taken: %llu",
-                 S_STREAM_MSGS, (unsigned long long)st.msgs_recv);
+  WT_TEST_ASSERT(st.msgs_recv == S_STREAM_MSGS + 1,
+                 "all %d messages (and the barrier's) taken: %llu", S_STREAM_MSGS,
+                 (unsigned long long)st.msgs_recv);
   /* 80–110 of the ~300 messages and chunks in this test's runs: the reordering is exercised. */
   WT_TEST_ASSERT(st.msgs_held > 0, "some came ahead of their turn on another stream");
   s_group_close(&g);
