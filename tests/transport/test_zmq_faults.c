@@ -13,7 +13,8 @@
  *    short, no trailer and two parts swapped are each refused; after the sender restarts with
  *    the same keys its new session works, and the old session's message and hello are refused;
  *    with two streams per link, frames crossing out of order are put back in order while a
- *    replay, a flipped byte and a chunk cut out are still refused;
+ *    replay, a flipped byte and a chunk cut out are still refused; messages sealed at enqueue
+ *    for a peer that restarts before they leave are sealed again for its new session;
  *  - a peer process that dies mid-step makes every other process fail with a clear error well
  *    within the deadline; a silent (stuck) peer makes them fail at the deadline, never hang. */
 #include "parallel/collectives/collectives.h"
@@ -462,15 +463,17 @@ static void test_wire_tap(void) {
 /* Two ranks whose link 1 → 0 crosses a tap: rank 1 sends to the tap's PULL (over `streams`
  * connections), the test relays through `relay` to rank 0; rank 1 paces at lat/bw when given. */
 typedef struct {
-  char pub[2][41], sec[2][41];
+  char pub[2][41], sec[2][41], eps[2][256];
   void *zctx, *tap, *relay;
   parallel_comm *c0, *c1;
 } s_tap_pair;
 
-static void s_tap_open(s_tap_pair *w, const double *lat, const double *bw, int streams) {
+/* tap_hwm: messages the tap's socket may hold (0: ZeroMQ's default). */
+static void s_tap_open(s_tap_pair *w, const double *lat, const double *bw, int streams,
+                       int tap_hwm) {
   const char *pubs[2] = {w->pub[0], w->pub[1]};
   parallel_zmq_transport *ts[2];
-  char eps[2][256];
+  char(*eps)[256] = w->eps;
   for (int r = 0; r < 2; r++)
     WT_TEST_REQUIRE(parallel_zmq_keypair_new(w->pub[r], w->sec[r]) == WT_OK, "keys");
   for (int r = 0; r < 2; r++) {
@@ -488,6 +491,7 @@ static void s_tap_open(s_tap_pair *w, const double *lat, const double *bw, int s
   int tmo = 5000, zero = 0;
   zmq_setsockopt(w->tap, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
   zmq_setsockopt(w->tap, ZMQ_LINGER, &zero, sizeof zero);
+  if (tap_hwm) zmq_setsockopt(w->tap, ZMQ_RCVHWM, &tap_hwm, sizeof tap_hwm);
   WT_TEST_REQUIRE(zmq_bind(w->tap, "tcp://127.0.0.1:*") == 0, "bind the tap");
   char tap_ep[256];
   size_t tlen = sizeof tap_ep;
@@ -510,7 +514,7 @@ static void s_tap_close(s_tap_pair *w) {
 static void test_wire_tap_paced(void) {
   double lat[2] = {0, 0}, bw[2] = {1e9, 1e9}; /* rank 1 paces at 1 GB/s */
   s_tap_pair w;
-  s_tap_open(&w, lat, bw, 1);
+  s_tap_open(&w, lat, bw, 1, 0);
   void *tap = w.tap, *relay = w.relay;
   parallel_comm *c0 = w.c0, *c1 = w.c1;
 
@@ -580,7 +584,7 @@ static int s_wire_sorted(void *tap, void *relay, s_wire_msg *m, int n) {
  * receiver stops waiting for the missing one; good messages arrive around them. */
 static void test_wire_tap_streams(void) {
   s_tap_pair w;
-  s_tap_open(&w, NULL, NULL, 2);
+  s_tap_open(&w, NULL, NULL, 2, 0);
   uint32_t v = 0x55667788, got_v = 0;
   size_t got = 0;
   s_wire_msg m[4];
@@ -636,6 +640,64 @@ static void test_wire_tap_streams(void) {
   s_tap_close(&w);
   printf("wire tap, two streams: reordered put back, replays (taken and held) and a flip "
          "refused, a chunk cut out refused after the wait\n");
+}
+
+/* Messages sealed at enqueue under a session that ends before they leave are sealed again for
+ * the next one: rank 1 queues 48 messages of 256 KiB to rank 0 while the tap takes none (its
+ * pipe full, the rest wait in rank 1's queue, sealed); rank 0 restarts with the same keys; the
+ * tap then relays everything. What was on the wire for the old process is refused, and the
+ * messages still queued when the new process's hello came arrive, opened under the new
+ * session's key. */
+static void test_reseal_after_restart(void) {
+  enum { S_N = 48 };
+  s_tap_pair w;
+  s_tap_open(&w, NULL, NULL, 1, 1);
+  static uint8_t msg[256 << 10], in[256 << 10];
+  int rc = WT_OK;
+  for (int i = 0; i < S_N && rc == WT_OK; i++) {
+    memset(msg, i, sizeof msg);
+    rc = parallel_comm_send(w.c1, 0, 20 + i, msg, sizeof msg);
+  }
+  WT_TEST_REQUIRE(rc == WT_OK, "queued: %s", wt_last_error());
+  parallel_comm_destroy(&w.c0);
+  const char *pubs[2] = {w.pub[0], w.pub[1]}, *again[2] = {w.eps[0], "tcp://127.0.0.1:*"};
+  parallel_zmq_config cfg = parallel_zmq_config_default();
+  cfg.rank = 0, cfg.size = 2, cfg.endpoints = again, cfg.timeout_s = 5;
+  cfg.secret_key = w.sec[0], cfg.public_key = w.pub[0], cfg.peer_public_keys = pubs;
+  parallel_zmq_transport *t0 = parallel_zmq_transport_new(&cfg);
+  WT_TEST_REQUIRE(t0, "rank 0 binds its endpoint again: %s", wt_last_error());
+  const char *eps0[2] = {w.eps[0], w.eps[1]};
+  w.c0 = parallel_zmq_transport_connect(&t0, eps0);
+  WT_TEST_REQUIRE(w.c0, "%s", wt_last_error());
+  usleep(1000000); /* the new process's hello reaches rank 1 directly */
+  int saved, fd = s_capture_begin(&saved);
+  s_wire_msg m;
+  int relayed = 0;
+  while (relayed < S_N && s_wire_take(w.tap, w.relay, &m) == 0) {
+    s_wire_put(w.relay, &m);
+    s_wire_free(&m);
+    relayed++;
+  }
+  int arrived = 0, intact = 1;
+  parallel_zmq_set_timeout(w.c0, 0.2);
+  for (int i = 0; i < S_N; i++) {
+    size_t got = 0;
+    if (parallel_comm_recv(w.c0, 1, 20 + i, in, sizeof in, &got) != WT_OK) continue;
+    arrived++;
+    intact &= got == sizeof in && in[0] == (uint8_t)i && in[sizeof in - 1] == (uint8_t)i;
+  }
+  char text[16384];
+  s_capture_end(fd, saved, text, sizeof text);
+  uint64_t refused = parallel_zmq_refused(w.c0);
+  WT_TEST_ASSERT(relayed == S_N, "all %d messages crossed the tap (%d)", S_N, relayed);
+  WT_TEST_ASSERT(arrived > 0 && intact, "messages queued across the restart arrive intact (%d)",
+                 arrived);
+  WT_TEST_ASSERT(arrived + (int)refused == S_N, "each is taken or refused: %d + %llu", arrived,
+                 (unsigned long long)refused);
+  s_tap_close(&w);
+  printf("reseal after restart: %d of %d queued messages sealed again for the new session, %llu "
+         "on the wire for the old one refused\n",
+         arrived, S_N, (unsigned long long)refused);
 }
 
 /* ---- a peer that dies or goes silent, across processes -------------------------------------- */
@@ -716,6 +778,7 @@ int main(void) {
   test_wire_tap();
   test_wire_tap_paced();
   test_wire_tap_streams();
+  test_reseal_after_restart();
   s_fault_case(0);
   s_fault_case(1);
   if (wt_test_failures) fprintf(stderr, "test_zmq_faults: %d failure(s)\n", wt_test_failures);
