@@ -437,7 +437,7 @@ int main(int argc, char **argv) {
   double load[1] = {0};
   getloadavg(load, 1);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  const char *cipher = crypto_aead_aes256gcm_is_available() ? "aes256gcm" : "xchacha20poly1305";
+  const char *cipher = crypto_aead_aes256gcm_is_available() ? "aes256gcm" : "chacha20poly1305";
   printf("ZeroMQ transport, %d processes on %ld cores, median of %d runs (load average %.1f), "
          "sealed with %s\n",
          p, cores, cfg.runs, load[0], cipher);

@@ -12,7 +12,7 @@
  * frames (zmq_aead.h, docs/protocol.md "Sealed links"): the two processes of a link exchange
  * session randoms in hellos MAC'd with keys that only the holders of the two ranks' secret keys
  * can compute (crypto_kx over the X25519 CURVE keys), and every payload part is then sealed with
- * AES-256-GCM (or XChaCha20-Poly1305 without AES-NI) under a key of both randoms, a counter as
+ * AES-256-GCM (or ChaCha20-Poly1305 without AES-NI) under a key of both randoms, a counter as
  * nonce and the header as associated data. A message opens only with the key of the rank its
  * header names, so the receiver knows which rank each message really comes from.
  *
