@@ -414,8 +414,11 @@ void *parallel_zmq_recv_main(void *p) {
      * for a message that is not there yet (it may be behind the queued ones). */
     pthread_mutex_lock(&t->mu);
     size_t held = 0;
-    for (int r = 0; r < t->size; r++)
-      held += t->links[r].in_bytes + (t->links[r].partial ? t->links[r].partial->bytes : 0);
+    for (int r = 0; r < t->size; r++) {
+      const s_link *l = &t->links[r];
+      held += l->in_bytes + (l->partial ? l->partial->bytes : 0);
+      for (int i = 0; i < l->nheld; i++) held += (size_t)l->held[i].bytes;
+    }
     int accept = held < t->max_queue * 2 || t->waiters > 0;
     pthread_mutex_unlock(&t->mu);
     if (accept) {
