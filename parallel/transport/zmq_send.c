@@ -222,7 +222,7 @@ static int s_push_hello(s_link *l, s_out *m) {
 /* Hands the next frames of the link's head message to ZeroMQ, sealing each part in place just
  * before it goes (unless it was sealed at enqueue). Returns 1 when the message is done, 0 when it
  * must wait (pacing or a full pipe; l->blocked says which). Called without the mutex: only this
- * thread pops heads, touches the frames in progress or l->tx. */
+ * thread pops heads or touches the frames in progress; l->tx is used under l->seal_mu. */
 static int s_push_some(parallel_zmq_transport *t, s_link *l, s_out *m, double now) {
   (void)t;
   if (m->hello) return s_push_hello(l, m);
@@ -378,7 +378,6 @@ void parallel_zmq_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m, double
     if (seal_now && l->uncounted == 0 && l->peer_gen && l->tx_gen == l->peer_gen && l->tx.ctx) {
       s_count(l, m);
       m->presealed = 1;
-      m->gen = l->tx_gen;
     } else {
       l->uncounted++;
     }

@@ -45,11 +45,10 @@ typedef struct s_out {
   int nparts;       /* payload frames (fixed when the header goes out) */
   uint8_t *trailer; /* sealed links: one tag per part (max(nparts, 1)), sent last (chunks: */
                     /* each tag after its chunk) */
-  /* Sealed at enqueue (zmq_send.c, "Sealing at enqueue"): the caller's thread seals its bytes
-   * straight into data under counters taken then, for session `gen`; filling while it does
-   * (the sender thread waits for it), sealed_done once it has (under l->seal_mu). */
+  /* Sealed at enqueue (parallel_zmq_enqueue, parallel_zmq_fill): the caller's thread seals its
+   * bytes straight into data under counters taken then; filling while it does (the sender
+   * thread waits for it), sealed_done once it has (under l->seal_mu). */
   int presealed, filling, sealed_done;
-  unsigned gen;
   double start;     /* wall time the emulated serialisation starts (0 when unshaped) */
   double sec_per_byte; /* its emulated serialisation rate: the path's, or a slower uplink's */
   atomic_int refs;  /* this struct + one per frame in flight */
