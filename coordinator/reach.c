@@ -7,6 +7,7 @@
 #include "coordinator/coordinator_internal.h"
 
 #include "common/common.h"
+#include "parallel/transport/shard_relay.h"
 #include "parallel/transport/zmq_relay.h"
 
 #include <errno.h>
@@ -151,6 +152,26 @@ void coord_relay_close(coordinator *c) {
   coord_event(c, "relay",
               "epoch %d's relay forwarded %llu messages; the relays forwarded %llu bytes in all",
               c->epoch, (unsigned long long)st.messages, (unsigned long long)c->relay_bytes);
+}
+
+int coord_shard_relay_open(coordinator *c) {
+  if (!coord_holders_on(c)) return WT_OK;
+  char host[256], bind[300];
+  s_relay_host(c, host, sizeof host);
+  snprintf(bind, sizeof bind, "tcp://%s:*", host);
+  c->shard_relay = parallel_shard_relay_new(bind, c->pub, c->sec);
+  if (!c->shard_relay) return wt_fail(WT_EIO, "the shard relay: %s", wt_last_error());
+  coord_event(c, "relay", "shard relay at %s (for holders that accept no inbound connection)",
+              parallel_shard_relay_endpoint(c->shard_relay));
+  return WT_OK;
+}
+
+void coord_shard_relay_allow(coordinator *c, const coord_peer *p) {
+  if (c->shard_relay) parallel_shard_relay_allow(c->shard_relay, p->key);
+}
+
+void coord_shard_relay_close(coordinator *c) {
+  parallel_shard_relay_destroy(&c->shard_relay);
 }
 
 void coord_relay_stats(const coordinator *c, double *messages, double *bytes) {

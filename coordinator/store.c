@@ -48,7 +48,7 @@ static const char *s_schema = "CREATE TABLE IF NOT EXISTS shard_stored(step INTE
 
 static void s_fetch(coord_store *st, s_job *j) {
   parallel_shard_holder h[COORD_STORE_HOLDERS];
-  for (int i = 0; i < j->n; i++) h[i] = (parallel_shard_holder){j->endpoint[i], j->key[i]};
+  for (int i = 0; i < j->n; i++) h[i] = (parallel_shard_holder){.endpoint = j->endpoint[i], .public_key = j->key[i]};
   double t0 = wt_now_s();
   j->rc = parallel_shard_fetch(st->root, &j->id, j->digest, h, j->n, st->pub, st->sec,
                                S_FETCH_TIMEOUT_S, NULL);
