@@ -1,5 +1,5 @@
-/* shard_relay — the shard relay's ROUTER, its routing table (peer key → connection) and its
- * thread (contract in shard_relay.h). */
+/* shard_relay — the shard relay's ROUTER, its two routing tables (holder key → connection;
+ * client connection → key) and its thread (contract in shard_relay.h). */
 #include "parallel/transport/shard_relay.h"
 
 #include "common/common.h"
@@ -22,6 +22,13 @@ typedef struct {
   size_t id_len;
 } s_route;
 
+/* Routes by key (holders, from their hellos) or by connection (clients, from their requests:
+ * one peer may fetch on several connections at once, and also be a holder). */
+typedef struct {
+  s_route *r;
+  int n;
+} s_table;
+
 struct parallel_shard_relay {
   void *ctx, *router, *zap;
   char endpoint[256];
@@ -29,29 +36,33 @@ struct parallel_shard_relay {
   int started;
   atomic_int stop;
   parallel_shard_keyset allowed;
-  s_route *routes;
-  int n_routes;
+  s_table holders, clients;
   atomic_uint_least64_t messages, bytes, refused;
 };
 
-static s_route *s_find(parallel_shard_relay *r, const uint8_t key[32]) {
-  for (int i = 0; i < r->n_routes; i++)
-    if (!memcmp(r->routes[i].key, key, 32)) return &r->routes[i];
+static s_route *s_by_key(s_table *t, const uint8_t key[32]) {
+  for (int i = 0; i < t->n; i++)
+    if (!memcmp(t->r[i].key, key, 32)) return &t->r[i];
   return NULL;
 }
 
-static void s_forget(parallel_shard_relay *r, s_route *x) {
-  *x = r->routes[--r->n_routes];
+static s_route *s_by_id(s_table *t, const void *id, size_t len) {
+  for (int i = 0; i < t->n; i++)
+    if (t->r[i].id_len == len && !memcmp(t->r[i].id, id, len)) return &t->r[i];
+  return NULL;
 }
 
-/* Where key's messages go from now on: the connection it last spoke on. */
-static void s_learn(parallel_shard_relay *r, const uint8_t key[32], zmq_msg_t *id) {
-  s_route *x = s_find(r, key);
+static void s_forget(s_table *t, s_route *x) {
+  *x = t->r[--t->n];
+}
+
+/* Puts (key, id) in t, replacing x (an old entry of the same key or id) or the oldest entry. */
+static void s_learn(s_table *t, s_route *x, const uint8_t key[32], zmq_msg_t *id) {
   if (!x) {
-    if (r->n_routes == S_MAX_ROUTES) s_forget(r, &r->routes[0]);
-    x = &r->routes[r->n_routes++];
-    memcpy(x->key, key, 32);
+    if (t->n == S_MAX_ROUTES) memmove(t->r, t->r + 1, sizeof *t->r * (S_MAX_ROUTES - 1)), t->n--;
+    x = &t->r[t->n++];
   }
+  memcpy(x->key, key, 32);
   x->id_len = zmq_msg_size(id) < sizeof x->id ? zmq_msg_size(id) : sizeof x->id;
   memcpy(x->id, zmq_msg_data(id), x->id_len);
 }
@@ -62,18 +73,56 @@ static int s_sender(zmq_msg_t *m, uint8_t key[32]) {
   return user && strlen(user) == 40 && zmq_z85_decode(key, user) ? 0 : -1;
 }
 
-/* Sends [id][head][payload] without waiting: a peer that cannot take it loses it. */
-static int s_send3(parallel_shard_relay *r, const void *id, size_t id_len, const void *head,
-                   size_t head_len, zmq_msg_t *payload) {
+/* Sends [id] + n parts without waiting: a peer that cannot take it loses it. */
+static int s_send(parallel_shard_relay *r, const void *id, size_t id_len, const void **part,
+                  const size_t *len, int n) {
   if (zmq_send(r->router, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) return -1;
-  zmq_send(r->router, head, head_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-  return payload ? zmq_msg_send(payload, r->router, ZMQ_DONTWAIT) : zmq_send(r->router, "", 0, ZMQ_DONTWAIT);
+  for (int i = 0; i < n; i++)
+    if (zmq_send(r->router, part[i], len[i], (i + 1 < n ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
+      return -1;
+  return 0;
 }
 
-/* One message: [id][to]([payload]). */
+static void s_count(parallel_shard_relay *r, size_t bytes) {
+  atomic_fetch_add(&r->messages, 1);
+  atomic_fetch_add(&r->bytes, bytes);
+}
+
+/* A client's request [to][payload]: on to holder `to` as [from][client id][payload], or back
+ * as [to][""] when that holder is not connected. */
+static void s_request(parallel_shard_relay *r, const uint8_t from[32], zmq_msg_t *part) {
+  s_learn(&r->clients, s_by_id(&r->clients, zmq_msg_data(&part[0]), zmq_msg_size(&part[0])),
+          from, &part[0]);
+  s_route *h = s_by_key(&r->holders, zmq_msg_data(&part[1]));
+  const void *out[3] = {from, zmq_msg_data(&part[0]), zmq_msg_data(&part[2])};
+  const size_t len[3] = {32, zmq_msg_size(&part[0]), zmq_msg_size(&part[2])};
+  if (h && s_send(r, h->id, h->id_len, out, len, 3) == 0) return s_count(r, len[2]);
+  if (h && errno == EHOSTUNREACH) s_forget(&r->holders, h); /* its connection is gone */
+  const void *back[2] = {zmq_msg_data(&part[1]), ""};
+  const size_t back_len[2] = {32, 0};
+  s_send(r, zmq_msg_data(&part[0]), zmq_msg_size(&part[0]), back, back_len, 2);
+}
+
+/* A holder's reply [to][client id][payload]: on to that connection, if it is `to`'s. */
+static void s_reply(parallel_shard_relay *r, const uint8_t from[32], zmq_msg_t *part) {
+  s_route *c = s_by_id(&r->clients, zmq_msg_data(&part[2]), zmq_msg_size(&part[2]));
+  if (!c || memcmp(c->key, zmq_msg_data(&part[1]), 32)) {
+    atomic_fetch_add(&r->refused, 1);
+    return;
+  }
+  const void *out[2] = {from, zmq_msg_data(&part[3])};
+  const size_t len[2] = {32, zmq_msg_size(&part[3])};
+  if (s_send(r, c->id, c->id_len, out, len, 2) == 0)
+    s_count(r, len[1]);
+  else if (errno == EHOSTUNREACH)
+    s_forget(&r->clients, c);
+}
+
+/* One message: [id][""] (hello), [id][to][payload] (request), [id][to][client][payload]
+ * (reply); anything else is counted and dropped. */
 static void s_pass(parallel_shard_relay *r) {
-  zmq_msg_t part[3];
-  int n = 0, more = 1;
+  zmq_msg_t part[4];
+  int n = 0, more = 1, extra = 0;
   while (more) {
     zmq_msg_t m;
     zmq_msg_init(&m);
@@ -82,33 +131,23 @@ static void s_pass(parallel_shard_relay *r) {
       break;
     }
     more = zmq_msg_more(&m);
-    if (n < 3)
+    if (n < 4)
       part[n++] = m;
     else
-      zmq_msg_close(&m), n = 4;
+      zmq_msg_close(&m), extra = 1;
   }
   uint8_t from[32];
-  const int shape_ok = n >= 2 && n <= 3 && s_sender(&part[1], from) == 0;
-  const size_t to_len = shape_ok ? zmq_msg_size(&part[1]) : 0;
-  if (!shape_ok || (to_len != 0 && to_len != 32) || (to_len == 0) != (n == 2)) {
+  const int ok = !extra && n >= 2 && s_sender(&part[1], from) == 0;
+  const size_t to_len = ok ? zmq_msg_size(&part[1]) : 1;
+  if (ok && n == 2 && to_len == 0)
+    s_learn(&r->holders, s_by_key(&r->holders, from), from, &part[0]);
+  else if (ok && n == 3 && to_len == 32)
+    s_request(r, from, part);
+  else if (ok && n == 4 && to_len == 32)
+    s_reply(r, from, part);
+  else
     atomic_fetch_add(&r->refused, 1);
-  } else {
-    s_learn(r, from, &part[0]);
-    if (to_len == 32) {
-      uint8_t to[32];
-      memcpy(to, zmq_msg_data(&part[1]), 32);
-      s_route *x = s_find(r, to);
-      const size_t bytes = zmq_msg_size(&part[2]);
-      if (x && s_send3(r, x->id, x->id_len, from, 32, &part[2]) >= 0) {
-        atomic_fetch_add(&r->messages, 1);
-        atomic_fetch_add(&r->bytes, bytes);
-      } else {
-        if (x && errno == EHOSTUNREACH) s_forget(r, x); /* its connection is gone */
-        s_send3(r, zmq_msg_data(&part[0]), zmq_msg_size(&part[0]), to, 32, NULL);
-      }
-    }
-  }
-  for (int i = 0; i < n && i < 3; i++) zmq_msg_close(&part[i]);
+  for (int i = 0; i < n; i++) zmq_msg_close(&part[i]);
 }
 
 static void *s_main(void *arg) {
@@ -133,7 +172,8 @@ parallel_shard_relay *parallel_shard_relay_new(const char *bind, const char *pub
   }
   parallel_shard_relay *r = wt_xcalloc(1, sizeof *r);
   parallel_shard_keyset_init(&r->allowed);
-  r->routes = wt_xcalloc(S_MAX_ROUTES, sizeof *r->routes);
+  r->holders.r = wt_xcalloc(S_MAX_ROUTES, sizeof(s_route));
+  r->clients.r = wt_xcalloc(S_MAX_ROUTES, sizeof(s_route));
   r->ctx = zmq_ctx_new();
   r->zap = zmq_socket(r->ctx, ZMQ_REP);
   r->router = zmq_socket(r->ctx, ZMQ_ROUTER);
@@ -187,7 +227,8 @@ void parallel_shard_relay_destroy(parallel_shard_relay **r_p) {
   if (r->zap) zmq_close(r->zap);
   if (r->ctx) zmq_ctx_term(r->ctx);
   parallel_shard_keyset_free(&r->allowed);
-  free(r->routes);
+  free(r->holders.r);
+  free(r->clients.r);
   free(r);
   *r_p = NULL;
 }

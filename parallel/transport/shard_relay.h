@@ -3,11 +3,14 @@
  * connect (the coordinator's host): holders and fetchers both connect out to it, and it passes
  * each message on to the peer it names.
  *
- * Wire (docs/protocol.md "Shards through a relay"): a client of the relay sends [to][payload],
- * `to` the 32-byte public key of the peer it is for; the relay sends [from][payload] on to that
- * peer, `from` the sender's key as its CURVE handshake proved it. [""] alone is a hello: it only
- * tells the relay where the sender is (a holder says it every 2 s). A message for a peer that is
- * not connected comes back as [to][""] (empty payload: "not here").
+ * Wire (docs/protocol.md "Shards through a relay"), every part after the first from the peer's
+ * DEALER: a holder says hello, [""], every 2 s, so the relay knows its connection. A fetch sends
+ * [to][payload], `to` the holder's 32-byte public key; the holder gets [from][return][payload],
+ * `from` the client's key as its CURVE handshake proved it and `return` an opaque name of the
+ * client's connection, and answers [from][return][payload'], which the client gets as
+ * [holder][payload'] (one peer may fetch on several connections at once and hold shards too:
+ * replies go to the connection that asked). A request for a holder that is not connected comes
+ * back as [to][""] (empty payload: "not here").
  *
  * What the relay can do: it sees who talks to whom, the sizes and the timing; it cannot read or
  * change a payload unnoticed (the fetch seals them end to end, shards_internal.h); it can drop or

@@ -461,8 +461,9 @@ static void s_serve_router(parallel_shard_server *s) {
 
 /* ---- the server's relay leg ----------------------------------------------------------------
  * A DEALER connected out to the relay: every few seconds an empty "hello" ([""]) so that the
- * relay knows where this holder is; requests arrive as [client key][sealed request] and go back
- * as [client key][sealed reply] (shards_internal.h has the layout). */
+ * relay knows where this holder is; requests arrive as [client key][return][sealed request] and
+ * go back as [client key][return][sealed reply] (shard_relay.h; shards_internal.h has the seal's
+ * layout). */
 
 #define S_HELLO_S 2.0
 
@@ -516,7 +517,7 @@ static int s_relay_open(parallel_shard_server *s, const uint8_t from[32], uint8_
 }
 
 /* The answer sealed to the client: [counter][tag][head length][head][data]. */
-static void s_relay_reply(parallel_shard_server *s, const uint8_t to[32],
+static void s_relay_reply(parallel_shard_server *s, const uint8_t to[32], zmq_msg_t *ret,
                           const parallel_shard_seal *seal, uint64_t counter, const s_answer *a) {
   char *text = cJSON_PrintUnformatted(a->head);
   size_t hlen = strlen(text), n = 4 + hlen + a->len;
@@ -528,17 +529,19 @@ static void s_relay_reply(parallel_shard_server *s, const uint8_t to[32],
   if (a->len) memcpy(body + 4 + hlen, a->data, a->len);
   parallel_zmq_aead_seal(&seal->to_client, counter, out, 8, body, n, out + 8);
   zmq_send(s->relay, to, 32, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+  zmq_send(s->relay, zmq_msg_data(ret), zmq_msg_size(ret), ZMQ_SNDMORE | ZMQ_DONTWAIT);
   zmq_send(s->relay, out, PARALLEL_SHARD_REP_HEAD + n, ZMQ_DONTWAIT);
   free(out);
   free(text);
 }
 
-/* One message from the relay: [client key][sealed request]. A client not allowed, or a request
- * that does not open under its key, is counted and dropped. */
+/* One message from the relay: [client key][return][sealed request]. A client not allowed, or a
+ * request that does not open under its key, is counted and dropped. */
 static void s_serve_relay(parallel_shard_server *s) {
-  zmq_msg_t from, req;
-  zmq_msg_init(&from), zmq_msg_init(&req);
+  zmq_msg_t from, ret, req;
+  zmq_msg_init(&from), zmq_msg_init(&ret), zmq_msg_init(&req);
   int ok = zmq_msg_recv(&from, s->relay, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&from) &&
+           zmq_msg_recv(&ret, s->relay, 0) >= 0 && zmq_msg_more(&ret) &&
            zmq_msg_recv(&req, s->relay, 0) >= 0 && !zmq_msg_more(&req) &&
            zmq_msg_size(&from) == 32;
   while (zmq_msg_more(&req)) { /* more frames than a request has */
@@ -554,13 +557,13 @@ static void s_serve_relay(parallel_shard_server *s) {
     s_answer a;
     s_answer_request(s, (const char *)zmq_msg_data(&req) + PARALLEL_SHARD_REQ_HEAD,
                      zmq_msg_size(&req) - PARALLEL_SHARD_REQ_HEAD, &a);
-    s_relay_reply(s, zmq_msg_data(&from), &seal, counter, &a);
+    s_relay_reply(s, zmq_msg_data(&from), &ret, &seal, counter, &a);
     s_answer_free(&a);
     parallel_shard_seal_free(&seal);
-  } else if (zmq_msg_size(&req) > 0) { /* an empty part: the relay says a client is gone */
+  } else {
     s->refused++;
   }
-  zmq_msg_close(&from), zmq_msg_close(&req);
+  zmq_msg_close(&from), zmq_msg_close(&ret), zmq_msg_close(&req);
 }
 
 static void *s_server_main(void *arg) {

@@ -190,6 +190,12 @@ static void s_check_relay(const char *holder_root, const char *client_root,
   CHECK(parallel_shard_server_relay(srv, rep, rpub) == WT_OK, "relay");
   CHECK(parallel_shard_server_relay(srv, "udp://x", rpub) == WT_EINVAL, "a bad relay is refused");
   CHECK(parallel_shard_server_relay(srv, rep, rpub) == WT_OK, "relay again");
+  /* the client is a holder too, its own server connected to the relay under the same key:
+   * the replies must still reach the connection that asked */
+  parallel_shard_server *own = parallel_shard_server_new("tcp://127.0.0.1:*", client_root, cpub,
+                                                         csec);
+  CHECK(own && parallel_shard_server_relay(own, rep, rpub) == WT_OK, "the client's own server");
+  usleep(300 * 1000);
   /* no direct endpoint a fetch could use: an address where nothing listens */
   parallel_shard_holder h = {"tcp://127.0.0.1:9", hpub, rep, rpub};
   int from = -1, rc = WT_EIO;
@@ -228,6 +234,7 @@ static void s_check_relay(const char *holder_root, const char *client_root,
   char d[65];
   CHECK(parallel_shard_digest(client_root, id, d, NULL) == WT_ENOTFOUND, "nothing installed");
   parallel_shard_server_destroy(&srv);
+  parallel_shard_server_destroy(&own);
   parallel_shard_relay_destroy(&relay);
   CHECK(!relay, "destroy clears the pointer");
 }
