@@ -166,7 +166,23 @@ void coord_holders_on_register(coordinator *c, coord_peer *p) {
   if (!coord_holders_on(c)) return;
   s_exec(c, "DELETE FROM shard_servers WHERE peer = ?", p->id, -1, -1, -1, NULL);
   p->shards_due = wt_now_s() + 3 * c->cfg.heartbeat_s + 1;
-  coord_shard_relay_allow(c, p);
+  if (c->shard_relay) parallel_shard_relay_allow(c->shard_relay, p->key);
+}
+
+int coord_shard_relay_open(coordinator *c) {
+  if (!coord_holders_on(c)) return WT_OK;
+  char host[256], bind[300];
+  coord_relay_host(c, host, sizeof host);
+  snprintf(bind, sizeof bind, "tcp://%s:*", host);
+  c->shard_relay = parallel_shard_relay_new(bind, c->pub, c->sec);
+  if (!c->shard_relay) return wt_fail(WT_EIO, "the shard relay: %s", wt_last_error());
+  coord_event(c, "relay", "shard relay at %s (for holders that accept no inbound connection)",
+              parallel_shard_relay_endpoint(c->shard_relay));
+  return WT_OK;
+}
+
+void coord_shard_relay_close(coordinator *c) {
+  parallel_shard_relay_destroy(&c->shard_relay);
 }
 
 void coord_holders_welcome_json(const coordinator *c, cJSON *b) {

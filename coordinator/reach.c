@@ -7,7 +7,6 @@
 #include "coordinator/coordinator_internal.h"
 
 #include "common/common.h"
-#include "parallel/transport/shard_relay.h"
 #include "parallel/transport/zmq_relay.h"
 
 #include <errno.h>
@@ -123,8 +122,7 @@ int coord_reachable(const coord_peer *p) {
 
 /* ---- the relay ------------------------------------------------------------------------------ */
 
-/* The relay's address: --relay-host, else the host of the control endpoint. */
-static void s_relay_host(const coordinator *c, char *host, size_t cap) {
+void coord_relay_host(const coordinator *c, char *host, size_t cap) {
   if (c->cfg.relay_host[0]) {
     snprintf(host, cap, "%.*s", (int)cap - 1, c->cfg.relay_host);
     return;
@@ -138,7 +136,7 @@ static void s_relay_host(const coordinator *c, char *host, size_t cap) {
 int coord_relay_open(coordinator *c, int n_inboxes) {
   coord_relay_close(c);
   char host[256];
-  s_relay_host(c, host, sizeof host);
+  coord_relay_host(c, host, sizeof host);
   c->relay = parallel_zmq_relay_new(host, n_inboxes, c->cfg.relay_port_min, c->cfg.relay_port_max);
   if (!c->relay) return WT_EIO;
   return WT_OK;
@@ -152,26 +150,6 @@ void coord_relay_close(coordinator *c) {
   coord_event(c, "relay",
               "epoch %d's relay forwarded %llu messages; the relays forwarded %llu bytes in all",
               c->epoch, (unsigned long long)st.messages, (unsigned long long)c->relay_bytes);
-}
-
-int coord_shard_relay_open(coordinator *c) {
-  if (!coord_holders_on(c)) return WT_OK;
-  char host[256], bind[300];
-  s_relay_host(c, host, sizeof host);
-  snprintf(bind, sizeof bind, "tcp://%s:*", host);
-  c->shard_relay = parallel_shard_relay_new(bind, c->pub, c->sec);
-  if (!c->shard_relay) return wt_fail(WT_EIO, "the shard relay: %s", wt_last_error());
-  coord_event(c, "relay", "shard relay at %s (for holders that accept no inbound connection)",
-              parallel_shard_relay_endpoint(c->shard_relay));
-  return WT_OK;
-}
-
-void coord_shard_relay_allow(coordinator *c, const coord_peer *p) {
-  if (c->shard_relay) parallel_shard_relay_allow(c->shard_relay, p->key);
-}
-
-void coord_shard_relay_close(coordinator *c) {
-  parallel_shard_relay_destroy(&c->shard_relay);
 }
 
 void coord_relay_stats(const coordinator *c, double *messages, double *bytes) {

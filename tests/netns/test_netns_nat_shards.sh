@@ -152,7 +152,9 @@ echo "replacement: ${line#*peerd: }"
 relayed=$(final_field nat "int(f['shard_relay']['bytes'])") || fail "no shard relay in /status"
 echo "the shard relay passed $relayed bytes"
 [ "$relayed" -gt 10000 ] || fail "the shard relay passed $relayed bytes: too few for a shard"
-grep -q "recovered" "$WORK/nat.log" || fail "the coordinator logged no recovery"
+rec=$(grep -oE "recovered: .*" "$WORK/nat.log" | head -1)
+[ -n "$rec" ] || fail "the coordinator logged no recovery"
+echo "$rec"
 L=$(final_field nat "f['loss']") || fail "the NAT run reported no final loss"
 echo "final loss behind NAT after the kill $L, undisturbed on loopback $L0"
 python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-4 * max(1, abs(b)))" "$L" "$L0" ||
