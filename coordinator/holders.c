@@ -176,6 +176,7 @@ int coord_shard_relay_open(coordinator *c) {
   snprintf(bind, sizeof bind, "tcp://%s:*", host);
   c->shard_relay = parallel_shard_relay_new(bind, c->pub, c->sec);
   if (!c->shard_relay) return wt_fail(WT_EIO, "the shard relay: %s", wt_last_error());
+  parallel_shard_relay_allow(c->shard_relay, c->pub); /* --checkpoint-store fetches through it */
   coord_event(c, "relay", "shard relay at %s (for holders that accept no inbound connection)",
               parallel_shard_relay_endpoint(c->shard_relay));
   return WT_OK;

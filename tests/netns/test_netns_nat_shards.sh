@@ -9,6 +9,7 @@
 # home's peer, which accepts no inbound connection, so a direct fetch is impossible. Checks:
 #   - the replacement fetched the shard through the shard relay (its log) with the digest checked,
 #     and the coordinator's shard relay passed at least the shard's bytes (/status's final line);
+#   - --checkpoint-store took the last step's shards from the NATed holders (through the relay);
 #   - the run finished at the loss of the same run on loopback without a kill (same seed).
 # Skips (77) without root, ip netns or nftables.
 #   tests/netns/test_netns_nat_shards.sh BIN_DIR
@@ -73,19 +74,21 @@ done
 
 # ---- one run: the coordinator and peers, in namespaces or all on loopback -------------------
 RUN=(--open --stages 2 --replicas 1 --steps 600 --micro-batches 2 --batch 8 --seq 32 --channels 32
-     --heads 2 --warmup 0 --val-every 0 --val-batches 1 --checkpoint-every 50 --keep 3
-     --act-codec delta8 --checkpoint-storage peers --checkpoint-copies 2 --heartbeat 0.25
+     --heads 2 --warmup 0 --val-every 0 --val-batches 1 --checkpoint-every 100 --keep 3
+     --act-codec delta8 --checkpoint-storage peers --checkpoint-copies 2 --heartbeat 0.5
      --liveness 4 --peer-timeout 5 --probe-kib 16 --exit-when-done --seed 11)
 declare -A PEER_PID
 ns_exec() { NS_EXEC=(); [ -n "$1" ] && NS_EXEC=(ip netns exec "$1"); }
-start_coord() { # start_coord NAME NS HOST: $CPID, $EP (at HOST), $STATE
+start_coord() { # start_coord NAME NS HOST [ARGS...]: $CPID, $EP (at HOST), $STATE
   STATE=$WORK/$1
   ns_exec "$2"
-  "${NS_EXEC[@]}" "$BIN/coordinator" --state-dir "$STATE" "${RUN[@]}" --bind "tcp://$3:*" \
-    --http-bind "$3" >>"$WORK/$1.log" 2>&1 &
+  local name=$1 host=$3
+  shift 3
+  "${NS_EXEC[@]}" "$BIN/coordinator" --state-dir "$STATE" "${RUN[@]}" --bind "tcp://$host:*" \
+    --http-bind "$host" "$@" >>"$WORK/$name.log" 2>&1 &
   CPID=$!; PIDS+=("$CPID")
   for _ in $(seq 100); do [ -s "$STATE/endpoint" ] && break; sleep 0.1; done
-  [ -s "$STATE/endpoint" ] || fail "$1: the coordinator did not start"
+  [ -s "$STATE/endpoint" ] || fail "$name: the coordinator did not start"
   EP=$(cat "$STATE/endpoint")
 }
 start_peer() { # start_peer NAME N NS HOST: its own data directory, nothing shared
@@ -111,7 +114,9 @@ for n in 1 2; do start_peer loop $n "" 127.0.0.1; done
 wait_exit "$CPID" 60 || fail "the loopback run did not finish"
 L0=$(final_field loop "f['loss']") || fail "the loopback run reported no final loss"
 
-start_coord nat ${P}pub 10.212.0.1
+# the coordinator also keeps its own copy of every committed shard, fetched from the NATed
+# holders through its shard relay
+start_coord nat ${P}pub 10.212.0.1 --checkpoint-store "$WORK/store"
 start_peer nat 1 ${P}h1 192.168.1.2
 start_peer nat 2 ${P}h2 192.168.2.2
 HOME_OF=([1]=${P}h1 [2]=${P}h2)
@@ -152,6 +157,11 @@ echo "replacement: ${line#*peerd: }"
 relayed=$(final_field nat "int(f['shard_relay']['bytes'])") || fail "no shard relay in /status"
 echo "the shard relay passed $relayed bytes"
 [ "$relayed" -gt 10000 ] || fail "the shard relay passed $relayed bytes: too few for a shard"
+for s in 0 1; do
+  grep -q "stored step 600 stage $s replica 0 in $WORK/store" "$WORK/nat.log" ||
+    fail "--checkpoint-store did not get stage $s of the last step from the NATed holders"
+done
+echo "--checkpoint-store took both stages of step 600 from the NATed holders"
 rec=$(grep -oE "recovered: .*" "$WORK/nat.log" | head -1)
 [ -n "$rec" ] || fail "the coordinator logged no recovery"
 echo "$rec"
