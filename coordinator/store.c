@@ -26,7 +26,8 @@ typedef struct {
   char digest[65];
   int n;
   char endpoint[COORD_STORE_HOLDERS][256], key[COORD_STORE_HOLDERS][COORD_KEY_LEN + 1];
-  char relay[COORD_STORE_HOLDERS][256]; /* the shard relay for a holder behind NAT, else "" */
+  /* the shard relay for a holder behind NAT, else "" */
+  char relay[COORD_STORE_HOLDERS][256];
   int rc;        /* done: the fetch's status */
   double s;      /* done: how long it took */
   char why[512]; /* done, failed: the fetch's message */

@@ -186,7 +186,8 @@ int peer_shards_serve(peer_shards *s, const char *host, const char *relay) {
   s->server = parallel_shard_server_new(bind, s->root, s->pub, s->sec);
   if (!s->server) return wt_last_status();
   if (s->coordinator_pub[0]) parallel_shard_server_allow(s->server, s->coordinator_pub);
-  if (relay && relay[0] && parallel_shard_server_relay(s->server, relay, s->coordinator_pub) != WT_OK)
+  if (relay && relay[0] &&
+      parallel_shard_server_relay(s->server, relay, s->coordinator_pub) != WT_OK)
     WT_WARN("peerd: the coordinator named no usable shard relay (%.100s): %s", relay,
             wt_last_error());
   return WT_OK;

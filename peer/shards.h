@@ -29,8 +29,8 @@ void peer_shards_destroy(peer_shards **self_p);
 const char *peer_shards_root(const peer_shards *s);
 
 /* A SHARDS body (endpoint, held[]) when what the store holds changed since the last one, or
- * `force`; NULL otherwise, and always NULL while the server is not open. The caller sends and frees it. Reads only SHA256SUMS and .state
- * files, and only of shards it has not named before. */
+ * `force`; NULL otherwise, and always NULL while the server is not open. The caller sends and frees
+ * it. Reads only SHA256SUMS and .state files, and only of shards it has not named before. */
 cJSON *peer_shards_report(peer_shards *s, int force);
 
 /* REPLICATE: queues the copy (fetched on the store's thread, then reported by the next

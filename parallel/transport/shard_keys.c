@@ -36,8 +36,7 @@ int parallel_shard_keyset_add(parallel_shard_keyset *ks, const char *public_z85)
     return wt_fail(WT_EINVAL, "%.60s is not a Z85 public key", public_z85 ? public_z85 : "(null)");
   if (parallel_shard_keyset_has(ks, k)) return WT_OK;
   pthread_mutex_lock(&ks->mu);
-  if (ks->n == S_MAX_ALLOWED)
-    memmove(ks->keys, ks->keys + 1, 32 * (S_MAX_ALLOWED - 1)), ks->n--;
+  if (ks->n == S_MAX_ALLOWED) memmove(ks->keys, ks->keys + 1, 32 * (S_MAX_ALLOWED - 1)), ks->n--;
   memcpy(ks->keys[ks->n++], k, 32);
   pthread_mutex_unlock(&ks->mu);
   return WT_OK;

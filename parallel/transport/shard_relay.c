@@ -13,7 +13,7 @@
 #include <string.h>
 #include <zmq.h>
 
-#define S_MAX_ROUTES 4096                    /* peers the relay knows where to find */
+#define S_MAX_ROUTES 4096                     /* peers the relay knows where to find */
 #define S_MAX_PAYLOAD ((1 << 20) + (1 << 16)) /* a shard reply: one 1 MiB piece and its head */
 
 typedef struct {
@@ -91,8 +91,8 @@ static void s_count(parallel_shard_relay *r, size_t bytes) {
 /* A client's request [to][payload]: on to holder `to` as [from][client id][payload], or back
  * as [to][""] when that holder is not connected. */
 static void s_request(parallel_shard_relay *r, const uint8_t from[32], zmq_msg_t *part) {
-  s_learn(&r->clients, s_by_id(&r->clients, zmq_msg_data(&part[0]), zmq_msg_size(&part[0])),
-          from, &part[0]);
+  s_learn(&r->clients, s_by_id(&r->clients, zmq_msg_data(&part[0]), zmq_msg_size(&part[0])), from,
+          &part[0]);
   s_route *h = s_by_key(&r->holders, zmq_msg_data(&part[1]));
   const void *out[3] = {from, zmq_msg_data(&part[0]), zmq_msg_data(&part[2])};
   const size_t len[3] = {32, zmq_msg_size(&part[0]), zmq_msg_size(&part[2])};
@@ -165,8 +165,8 @@ static void *s_main(void *arg) {
 parallel_shard_relay *parallel_shard_relay_new(const char *bind, const char *public_z85,
                                                const char *secret_z85) {
   uint8_t k[32];
-  if (!bind || !public_z85 || !secret_z85 || strlen(public_z85) != 40 ||
-      strlen(secret_z85) != 40 || !zmq_z85_decode(k, public_z85) || !zmq_z85_decode(k, secret_z85)) {
+  if (!bind || !public_z85 || !secret_z85 || strlen(public_z85) != 40 || strlen(secret_z85) != 40 ||
+      !zmq_z85_decode(k, public_z85) || !zmq_z85_decode(k, secret_z85)) {
     wt_fail(WT_EINVAL, "shard relay: an endpoint and a key pair of two Z85 keys are needed");
     return NULL;
   }

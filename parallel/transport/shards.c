@@ -22,8 +22,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#define S_CHUNK (1 << 20)  /* bytes per read reply */
-#define S_MAX_FILES 64     /* files of one shard: a stage directory holds a handful */
+#define S_CHUNK (1 << 20) /* bytes per read reply */
+#define S_MAX_FILES 64    /* files of one shard: a stage directory holds a handful */
 
 void parallel_shard_run_dir(const char *root, uint64_t run, char *out, size_t size) {
   snprintf(out, size, "%.2000s/%016llx", root, (unsigned long long)run);
@@ -141,8 +141,8 @@ static char *s_listing_text(const s_entry *e, int n) {
   char *text = wt_xmalloc(cap);
   text[0] = 0;
   for (int i = 0; i < n; i++)
-    len += (size_t)snprintf(text + len, cap - len, "%s  %lld  %s\n", e[i].hex, e[i].size,
-                            e[i].path);
+    len +=
+        (size_t)snprintf(text + len, cap - len, "%s  %lld  %s\n", e[i].hex, e[i].size, e[i].path);
   return text;
 }
 
@@ -542,8 +542,7 @@ static void s_serve_relay(parallel_shard_server *s) {
   zmq_msg_init(&from), zmq_msg_init(&ret), zmq_msg_init(&req);
   int ok = zmq_msg_recv(&from, s->relay, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&from) &&
            zmq_msg_recv(&ret, s->relay, 0) >= 0 && zmq_msg_more(&ret) &&
-           zmq_msg_recv(&req, s->relay, 0) >= 0 && !zmq_msg_more(&req) &&
-           zmq_msg_size(&from) == 32;
+           zmq_msg_recv(&req, s->relay, 0) >= 0 && !zmq_msg_more(&req) && zmq_msg_size(&from) == 32;
   while (zmq_msg_more(&req)) { /* more frames than a request has */
     zmq_msg_close(&req), zmq_msg_init(&req);
     if (zmq_msg_recv(&req, s->relay, 0) < 0) break;
@@ -571,9 +570,8 @@ static void *s_server_main(void *arg) {
   while (!s->stop) {
     if (s->relay_changed) s_relay_connect(s);
     if (s->relay) s_relay_hello(s);
-    zmq_pollitem_t it[3] = {{s->zap, 0, ZMQ_POLLIN, 0},
-                            {s->router, 0, ZMQ_POLLIN, 0},
-                            {s->relay, 0, ZMQ_POLLIN, 0}};
+    zmq_pollitem_t it[3] = {
+        {s->zap, 0, ZMQ_POLLIN, 0}, {s->router, 0, ZMQ_POLLIN, 0}, {s->relay, 0, ZMQ_POLLIN, 0}};
     if (zmq_poll(it, s->relay ? 3 : 2, 100) <= 0) continue;
     if (it[0].revents & ZMQ_POLLIN) s->refused += !parallel_shard_zap_answer(s->zap, &s->allowed);
     if (it[1].revents & ZMQ_POLLIN) s_serve_router(s);
@@ -713,7 +711,8 @@ static int s_client_open(s_client *c, const parallel_shard_holder *h, const char
     randombytes_buf(c->random, sizeof c->random);
     int bad = parallel_shard_seal_new(&c->seal, 1, pk, sk, c->holder_pk, c->random);
     sodium_memzero(sk, sizeof sk);
-    if (bad) return wt_fail(WT_EINVAL, "holder key %.8s… is not a usable X25519 key", h->public_key);
+    if (bad)
+      return wt_fail(WT_EINVAL, "holder key %.8s… is not a usable X25519 key", h->public_key);
     c->relayed = 1, c->counter = 0;
   }
   if (zmq_connect(c->sock, ep) != 0)
@@ -778,8 +777,7 @@ static int s_open_reply(s_client *c, zmq_msg_t *part, int n, char **head, void *
     return wt_fail(WT_ECORRUPT, "the relay sent a message that is not this holder's reply");
   uint8_t *b = zmq_msg_data(&part[1]);
   size_t bn = zmq_msg_size(&part[1]);
-  if (bn == 0)
-    return wt_fail(WT_EIO, "the relay says this holder is not connected to it");
+  if (bn == 0) return wt_fail(WT_EIO, "the relay says this holder is not connected to it");
   if (bn < PARALLEL_SHARD_REP_HEAD + 4 || wt_get_le64(b) != c->counter ||
       parallel_zmq_aead_open(&c->seal.to_client, c->counter, b, 8, b + PARALLEL_SHARD_REP_HEAD,
                              bn - PARALLEL_SHARD_REP_HEAD, b + 8) != 0)
@@ -804,8 +802,8 @@ static int s_exchange_relayed(s_client *c, const char *text, char **head, void *
   memcpy(out, c->random, 32);
   wt_put_le64(out + 32, c->counter);
   memcpy(out + PARALLEL_SHARD_REQ_HEAD, text, tn);
-  parallel_zmq_aead_seal(&c->seal.to_holder, c->counter, out, 40, out + PARALLEL_SHARD_REQ_HEAD,
-                         tn, out + 40);
+  parallel_zmq_aead_seal(&c->seal.to_holder, c->counter, out, 40, out + PARALLEL_SHARD_REQ_HEAD, tn,
+                         out + 40);
   int sent = zmq_send(c->sock, c->holder_pk, 32, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
              zmq_send(c->sock, out, PARALLEL_SHARD_REQ_HEAD + tn, ZMQ_DONTWAIT) >= 0;
   free(out);
@@ -899,8 +897,8 @@ static int s_fetch_file(s_client *c, const parallel_shard_id *id, const s_entry 
       rc = wt_fail(WT_ECORRUPT, "%s: it sent more bytes than the %lld its listing gives", e->path,
                    e->size);
     else if (rc == WT_OK && len == 0)
-      rc = wt_fail(WT_ECORRUPT, "%s: it ended at byte %lld of the %lld its listing gives",
-                   e->path, off, e->size);
+      rc = wt_fail(WT_ECORRUPT, "%s: it ended at byte %lld of the %lld its listing gives", e->path,
+                   off, e->size);
     if (rc == WT_OK) {
       crypto_hash_sha256_update(&st, data, len);
       if (fwrite(data, 1, len, f) != len) rc = wt_fail(WT_EIO, "cannot write %s", path);

@@ -139,7 +139,8 @@ static void s_check_liar(const char *root, const parallel_shard_id *id, const ch
   zmq_ctx_term(l.ctx);
 }
 
-/* ---- through the relay ------------------------------------------------------------------------ */
+/* ---- through the relay ------------------------------------------------------------------------
+ */
 
 /* The relayed seal: what one side seals the other opens; a bit flipped, or a request reflected
  * back to its sender as a reply, does not open. */
@@ -172,8 +173,9 @@ static void s_check_seal(void) {
 static void s_check_relay(const char *holder_root, const char *client_root,
                           const parallel_shard_id *id, const char *digest) {
   char rpub[41], rsec[41], hpub[41], hsec[41], cpub[41], csec[41], spub[41], ssec[41];
-  CHECK(parallel_zmq_keypair_new(rpub, rsec) == WT_OK && parallel_zmq_keypair_new(hpub, hsec) ==
-            WT_OK && parallel_zmq_keypair_new(cpub, csec) == WT_OK &&
+  CHECK(parallel_zmq_keypair_new(rpub, rsec) == WT_OK &&
+            parallel_zmq_keypair_new(hpub, hsec) == WT_OK &&
+            parallel_zmq_keypair_new(cpub, csec) == WT_OK &&
             parallel_zmq_keypair_new(spub, ssec) == WT_OK,
         "keypairs");
   parallel_shard_relay *relay = parallel_shard_relay_new("tcp://127.0.0.1:*", rpub, rsec);
@@ -192,8 +194,8 @@ static void s_check_relay(const char *holder_root, const char *client_root,
   CHECK(parallel_shard_server_relay(srv, rep, rpub) == WT_OK, "relay again");
   /* the client is a holder too, its own server connected to the relay under the same key:
    * the replies must still reach the connection that asked */
-  parallel_shard_server *own = parallel_shard_server_new("tcp://127.0.0.1:*", client_root, cpub,
-                                                         csec);
+  parallel_shard_server *own =
+      parallel_shard_server_new("tcp://127.0.0.1:*", client_root, cpub, csec);
   CHECK(own && parallel_shard_server_relay(own, rep, rpub) == WT_OK, "the client's own server");
   usleep(300 * 1000);
   /* no direct endpoint a fetch could use: an address where nothing listens */
@@ -207,15 +209,18 @@ static void s_check_relay(const char *holder_root, const char *client_root,
   CHECK(parallel_shard_verify(client_root, id, digest) == WT_OK, "relayed copy: %s",
         wt_last_error());
   parallel_shard_relay_stats st = parallel_shard_relay_stats_get(relay);
-  CHECK(st.messages >= 4 && st.bytes > 300000, "the relay passed the shard: %llu messages, %llu "
-        "bytes", (unsigned long long)st.messages, (unsigned long long)st.bytes);
-  printf("fetched through the relay: %llu messages, %llu bytes\n",
-         (unsigned long long)st.messages, (unsigned long long)st.bytes);
+  CHECK(st.messages >= 4 && st.bytes > 300000,
+        "the relay passed the shard: %llu messages, %llu "
+        "bytes",
+        (unsigned long long)st.messages, (unsigned long long)st.bytes);
+  printf("fetched through the relay: %llu messages, %llu bytes\n", (unsigned long long)st.messages,
+         (unsigned long long)st.bytes);
   parallel_shard_remove(client_root, id);
 
   /* a client the relay does not know: no handshake, the fetch times out, nothing installed */
   rc = parallel_shard_fetch(client_root, id, digest, &h, 1, spub, ssec, 1.5, &from);
-  CHECK(rc == WT_ETIMEOUT || rc == WT_EIO, "a stranger at the relay: rc %d: %s", rc, wt_last_error());
+  CHECK(rc == WT_ETIMEOUT || rc == WT_EIO, "a stranger at the relay: rc %d: %s", rc,
+        wt_last_error());
   CHECK(parallel_shard_relay_stats_get(relay).refused > st.refused, "the stranger is counted");
 
   /* a holder the relay has never seen: "not connected", at once */
@@ -223,8 +228,8 @@ static void s_check_relay(const char *holder_root, const char *client_root,
   CHECK(parallel_zmq_keypair_new(npub, nsec) == WT_OK, "keypair");
   parallel_shard_holder none = {"tcp://127.0.0.1:9", npub, rep, rpub};
   rc = parallel_shard_fetch(client_root, id, digest, &none, 1, cpub, csec, 5, &from);
-  CHECK(rc == WT_EIO && strstr(wt_last_error(), "not connected"), "an absent holder: rc %d: %s",
-        rc, wt_last_error());
+  CHECK(rc == WT_EIO && strstr(wt_last_error(), "not connected"), "an absent holder: rc %d: %s", rc,
+        wt_last_error());
 
   /* the holder given under another key: its replies do not open under the key the fetch used,
    * and it does not answer a client whose seal it cannot open */
