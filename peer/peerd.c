@@ -604,6 +604,12 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
       case COORD_CMD_START:
         s_on_start(p, m.body);
         break;
+      case COORD_CMD_WELCOME: /* registered again (a restarted coordinator): its shard relay */
+        if (!strcmp(coordinator_field_str(m.body, "storage"), "peers") &&
+            peer_shards_serve(p->shards, p->cfg->host,
+                              coordinator_field_str(m.body, "shard_relay")) != WT_OK)
+          WT_WARN("peerd: cannot open the shard server: %s", wt_last_error());
+        break;
       case COORD_CMD_REPLICATE:
         peer_shards_on_replicate(p->shards, m.body);
         break;

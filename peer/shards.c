@@ -180,12 +180,13 @@ void peer_shards_destroy(peer_shards **self_p) {
 }
 
 int peer_shards_serve(peer_shards *s, const char *host, const char *relay) {
-  if (s->server) return WT_OK;
-  char bind[300];
-  snprintf(bind, sizeof bind, "tcp://%.280s:*", host);
-  s->server = parallel_shard_server_new(bind, s->root, s->pub, s->sec);
-  if (!s->server) return wt_last_status();
-  if (s->coordinator_pub[0]) parallel_shard_server_allow(s->server, s->coordinator_pub);
+  if (!s->server) {
+    char bind[300];
+    snprintf(bind, sizeof bind, "tcp://%.280s:*", host);
+    s->server = parallel_shard_server_new(bind, s->root, s->pub, s->sec);
+    if (!s->server) return wt_last_status();
+    if (s->coordinator_pub[0]) parallel_shard_server_allow(s->server, s->coordinator_pub);
+  }
   if (relay && relay[0] &&
       parallel_shard_server_relay(s->server, relay, s->coordinator_pub) != WT_OK)
     WT_WARN("peerd: the coordinator named no usable shard relay (%.100s): %s", relay,

@@ -18,10 +18,11 @@ typedef struct peer_shards peer_shards;
 peer_shards *peer_shards_new(const char *data_dir, const char *pub, const char *sec,
                              const char *coordinator_pub);
 
-/* Opens the shard server (once; the run keeps its checkpoints on the peers): binds it at
- * tcp://host:*, lets the coordinator's key in and, with relay (its key: the coordinator's), also
- * serves through the coordinator's shard relay, for when this peer accepts no inbound
- * connection. WT_OK, or the bind's error. Until then reports, copies and allows are no-ops. */
+/* Opens the shard server (the run keeps its checkpoints on the peers): binds it at tcp://host:*
+ * once and lets the coordinator's key in; with relay (its key: the coordinator's) it also serves
+ * through the coordinator's shard relay, for when this peer accepts no inbound connection (a
+ * later call, after a coordinator restart, moves it to the new relay). WT_OK, or the bind's
+ * error. Until the server is open, reports, copies and allows are no-ops. */
 int peer_shards_serve(peer_shards *s, const char *host, const char *relay);
 void peer_shards_destroy(peer_shards **self_p);
 
