@@ -1,7 +1,8 @@
 /* shards — naming, digests and transfer of a run's checkpoint shards between processes
- * (shards.h). The server is one thread with a CURVE ROUTER and the ZAP handler that decides
- * which client keys may connect; a fetch is a DEALER that asks for the listing, then for each
- * file in 1 MiB pieces. */
+ * (shards.h). The server is one thread with a CURVE ROUTER, the ZAP handler that decides which
+ * client keys may connect (shard_keys.c) and, when given a shard relay, a DEALER connected out
+ * to it that answers sealed requests; a fetch is a DEALER, to the holder or to the relay, that
+ * asks for the listing, then for each file in 1 MiB pieces, never past its listed size. */
 #include "parallel/transport/shards.h"
 
 #include "common/bytes.h" // defines: little-endian field access
