@@ -273,6 +273,7 @@ struct coordinator {
    * epochs' relays forwarded, and the outboxes each member reported in BOUND (by epoch rank,
    * n_members entries while binding and running; NULL when no member is unreachable) */
   struct parallel_zmq_relay *relay;
+  struct parallel_shard_relay *shard_relay; /* unreachable holders' shards, NULL when unused */
   uint64_t relay_messages, relay_bytes;
   cJSON **outboxes;
   int n_outboxes;
@@ -323,6 +324,8 @@ const char *coord_reach_name(int reach);
 int coord_relay_open(coordinator *c, int n_inboxes);
 void coord_relay_close(coordinator *c);
 void coord_relay_stats(const coordinator *c, double *messages, double *bytes);
+/* Where relays bind and what they announce: --relay-host, else the control endpoint's host. */
+void coord_relay_host(const coordinator *c, char *host, size_t cap);
 /* An epoch's routes (epochs with unreachable members; reach.c says what goes where): open
  * before EPOCH goes out (makes the relay when two members are unreachable, or picks the member
  * that hosts it), epoch_json adds
@@ -589,6 +592,15 @@ int coord_holders_open(coordinator *c);
 void coord_holders_on_shards(coordinator *c, coord_peer *p, const cJSON *body);
 /* p (re)registered: its shard server's endpoint is unknown until its next report. */
 void coord_holders_on_register(coordinator *c, coord_peer *p);
+/* WELCOME's "storage": "peers" and "shard_relay" (its endpoint) when the peers hold the
+ * checkpoints: a peer opens its shard server only then. */
+void coord_holders_welcome_json(const coordinator *c, cJSON *b);
+/* holders.c — the shard relay (parallel/transport/shard_relay.h), open for the coordinator's
+ * life when the checkpoints live on the peers: at coord_relay_host on an ephemeral port, with
+ * the coordinator's key pair; each peer's key is let in as it registers. open: WT_OK (also when
+ * not needed), or WT_EIO; close frees it. */
+int coord_shard_relay_open(coordinator *c);
+void coord_shard_relay_close(coordinator *c);
 void coord_holders_check(coordinator *c);
 /* Whether the --checkpoint-store holds every shard of the newest committed step (1 without a
  * store): FINISH waits for it, so the peers that hold them are still there to serve. */

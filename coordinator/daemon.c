@@ -136,6 +136,7 @@ coordinator *coordinator_new(const coordinator_config *cfg) {
   if (rc == WT_OK) rc = s_keys(c);
   if (rc == WT_OK) rc = coord_store_start(c); /* fetches with the coordinator's key pair */
   if (rc == WT_OK) rc = s_bind(c);
+  if (rc == WT_OK) rc = coord_shard_relay_open(c);
   if (rc == WT_OK) rc = s_http(c);
   if (rc != WT_OK) {
     char why[1024];
@@ -158,6 +159,7 @@ void coordinator_destroy(coordinator **self_p) {
     zmq_ctx_term(c->zctx);
   }
   coord_store_stop(c);
+  coord_shard_relay_close(c);
   coord_routes_close(c); /* logs what the relay forwarded: before the database closes */
   if (c->db && c->dirty) coord_state_flush(c, 1);
   coord_state_close(c);
@@ -352,6 +354,7 @@ static void s_register(coordinator *c, const unsigned char *route, size_t rlen, 
   cJSON_AddNumberToObject(b, "peer_id", p->id);
   cJSON_AddNumberToObject(b, "heartbeat_s", c->cfg.heartbeat_s);
   cJSON_AddNumberToObject(b, "liveness", c->cfg.liveness);
+  coord_holders_welcome_json(c, b);
   coord_send(c, p, COORD_CMD_WELCOME, b);
   cJSON_Delete(b);
   if (was_member) coord_epoch_on_lost(c, p, "it registered again (the process restarted)");

@@ -8,6 +8,7 @@
 #include "coordinator/coordinator_internal.h"
 
 #include "common/common.h"
+#include "parallel/transport/shard_relay.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -165,6 +166,31 @@ void coord_holders_on_register(coordinator *c, coord_peer *p) {
   if (!coord_holders_on(c)) return;
   s_exec(c, "DELETE FROM shard_servers WHERE peer = ?", p->id, -1, -1, -1, NULL);
   p->shards_due = wt_now_s() + 3 * c->cfg.heartbeat_s + 1;
+  if (c->shard_relay) parallel_shard_relay_allow(c->shard_relay, p->key);
+}
+
+int coord_shard_relay_open(coordinator *c) {
+  if (!coord_holders_on(c)) return WT_OK;
+  char host[256], bind[300];
+  coord_relay_host(c, host, sizeof host);
+  snprintf(bind, sizeof bind, "tcp://%s:*", host);
+  c->shard_relay = parallel_shard_relay_new(bind, c->pub, c->sec);
+  if (!c->shard_relay) return wt_fail(WT_EIO, "the shard relay: %s", wt_last_error());
+  parallel_shard_relay_allow(c->shard_relay, c->pub); /* --checkpoint-store fetches through it */
+  coord_event(c, "relay", "shard relay at %s (for holders that accept no inbound connection)",
+              parallel_shard_relay_endpoint(c->shard_relay));
+  return WT_OK;
+}
+
+void coord_shard_relay_close(coordinator *c) {
+  parallel_shard_relay_destroy(&c->shard_relay);
+}
+
+void coord_holders_welcome_json(const coordinator *c, cJSON *b) {
+  if (!coord_holders_on(c)) return;
+  cJSON_AddStringToObject(b, "storage", "peers");
+  if (c->shard_relay)
+    cJSON_AddStringToObject(b, "shard_relay", parallel_shard_relay_endpoint(c->shard_relay));
 }
 
 void coord_holders_on_shards(coordinator *c, coord_peer *p, const cJSON *body) {
@@ -210,13 +236,19 @@ void coord_holders_on_shards(coordinator *c, coord_peer *p, const cJSON *body) {
 
 /* ---- copies ---------------------------------------------------------------------------------- */
 
-static cJSON *s_holders_json(coord_peer **h, char (*ep)[256], int n) {
+/* The holders as a fetch names them; one that accepts no inbound connection is reached through
+ * the shard relay ("relay", "relay_key": the coordinator's). */
+static cJSON *s_holders_json(const coordinator *c, coord_peer **h, char (*ep)[256], int n) {
   cJSON *a = cJSON_CreateArray();
   for (int i = 0; i < n; i++) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "peer", h[i]->id);
     cJSON_AddStringToObject(o, "endpoint", ep[i]);
     cJSON_AddStringToObject(o, "key", h[i]->key);
+    if (c->shard_relay && !coord_reachable(h[i])) {
+      cJSON_AddStringToObject(o, "relay", parallel_shard_relay_endpoint(c->shard_relay));
+      cJSON_AddStringToObject(o, "relay_key", c->pub);
+    }
     cJSON_AddItemToArray(a, o);
   }
   return a;
@@ -307,7 +339,7 @@ static void s_copy_shard(coordinator *c, long step, int stage, int replica) {
     cJSON_AddNumberToObject(b, "stage", stage);
     cJSON_AddNumberToObject(b, "replica", replica);
     cJSON_AddStringToObject(b, "digest", digest);
-    cJSON_AddItemToObject(b, "holders", s_holders_json(h, ep, n));
+    cJSON_AddItemToObject(b, "holders", s_holders_json(c, h, ep, n));
     coord_send(c, t, COORD_CMD_REPLICATE, b);
     cJSON_Delete(b);
     coord_event(c, "checkpoint", "peer %d copies step %ld stage %d replica %d (%d live holder%s)",
@@ -377,7 +409,7 @@ void coord_holders_seat_json(coordinator *c, int rank, cJSON *t) {
     cJSON_AddNumberToObject(o, "stage", stage);
     cJSON_AddNumberToObject(o, "replica", r);
     cJSON_AddStringToObject(o, "digest", digest);
-    cJSON_AddItemToObject(o, "holders", s_holders_json(h, ep, n));
+    cJSON_AddItemToObject(o, "holders", s_holders_json(c, h, ep, n));
     cJSON_AddItemToArray(fetch, o);
   }
 }
@@ -390,6 +422,14 @@ void coord_holders_status(coordinator *c, cJSON *o) {
   if (!coord_holders_on(c)) return;
   cJSON_AddNumberToObject(o, "checkpoint_copies", c->cfg.checkpoint_copies);
   cJSON_AddNumberToObject(o, "resumable_step", (double)coord_holders_resume_step(c));
+  if (c->shard_relay) {
+    parallel_shard_relay_stats st = parallel_shard_relay_stats_get(c->shard_relay);
+    cJSON *r = cJSON_AddObjectToObject(o, "shard_relay");
+    cJSON_AddStringToObject(r, "endpoint", parallel_shard_relay_endpoint(c->shard_relay));
+    cJSON_AddNumberToObject(r, "messages", (double)st.messages);
+    cJSON_AddNumberToObject(r, "bytes", (double)st.bytes);
+    cJSON_AddNumberToObject(r, "refused", (double)st.refused);
+  }
   cJSON *a = cJSON_AddArrayToObject(o, "shards");
   sqlite3_stmt *st = NULL;
   sqlite3_prepare_v2(c->db,

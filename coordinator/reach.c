@@ -122,8 +122,7 @@ int coord_reachable(const coord_peer *p) {
 
 /* ---- the relay ------------------------------------------------------------------------------ */
 
-/* The relay's address: --relay-host, else the host of the control endpoint. */
-static void s_relay_host(const coordinator *c, char *host, size_t cap) {
+void coord_relay_host(const coordinator *c, char *host, size_t cap) {
   if (c->cfg.relay_host[0]) {
     snprintf(host, cap, "%.*s", (int)cap - 1, c->cfg.relay_host);
     return;
@@ -137,7 +136,7 @@ static void s_relay_host(const coordinator *c, char *host, size_t cap) {
 int coord_relay_open(coordinator *c, int n_inboxes) {
   coord_relay_close(c);
   char host[256];
-  s_relay_host(c, host, sizeof host);
+  coord_relay_host(c, host, sizeof host);
   c->relay = parallel_zmq_relay_new(host, n_inboxes, c->cfg.relay_port_min, c->cfg.relay_port_max);
   if (!c->relay) return WT_EIO;
   return WT_OK;

@@ -8,6 +8,7 @@
 #include "coordinator/coordinator_internal.h"
 
 #include "common/common.h"
+#include "parallel/transport/shard_relay.h" /* defines: the relay's endpoint, for NATed holders */
 #include "parallel/transport/shards.h"
 
 #include <errno.h>
@@ -25,6 +26,8 @@ typedef struct {
   char digest[65];
   int n;
   char endpoint[COORD_STORE_HOLDERS][256], key[COORD_STORE_HOLDERS][COORD_KEY_LEN + 1];
+  /* the shard relay for a holder behind NAT, else "" */
+  char relay[COORD_STORE_HOLDERS][256];
   int rc;        /* done: the fetch's status */
   double s;      /* done: how long it took */
   char why[512]; /* done, failed: the fetch's message */
@@ -48,7 +51,11 @@ static const char *s_schema = "CREATE TABLE IF NOT EXISTS shard_stored(step INTE
 
 static void s_fetch(coord_store *st, s_job *j) {
   parallel_shard_holder h[COORD_STORE_HOLDERS];
-  for (int i = 0; i < j->n; i++) h[i] = (parallel_shard_holder){j->endpoint[i], j->key[i]};
+  for (int i = 0; i < j->n; i++)
+    h[i] = (parallel_shard_holder){.endpoint = j->endpoint[i],
+                                   .public_key = j->key[i],
+                                   .relay = j->relay[i][0] ? j->relay[i] : NULL,
+                                   .relay_key = st->pub};
   double t0 = wt_now_s();
   j->rc = parallel_shard_fetch(st->root, &j->id, j->digest, h, j->n, st->pub, st->sec,
                                S_FETCH_TIMEOUT_S, NULL);
@@ -157,6 +164,9 @@ void coord_store_offer(coordinator *c, long step, int stage, int replica, const 
     for (int i = 0; i < n && i < COORD_STORE_HOLDERS; i++, j->n++) {
       snprintf(j->endpoint[i], sizeof j->endpoint[i], "%s", endpoint[i]);
       snprintf(j->key[i], sizeof j->key[i], "%s", holders[i]->key);
+      if (c->shard_relay && !coord_reachable(holders[i]))
+        snprintf(j->relay[i], sizeof j->relay[i], "%s",
+                 parallel_shard_relay_endpoint(c->shard_relay));
     }
     pthread_cond_signal(&st->cv);
   }

@@ -114,6 +114,8 @@ typedef struct {
   parallel_site_link *link; /* --site: the site's processes, else NULL */
   FILE *log;                /* --json-log, or NULL */
   peer_shards *shards;      /* the checkpoint store under DATA_DIR/runs and its server */
+  int peer_storage;         /* WELCOME said the run keeps its checkpoints on the peers */
+  char shard_relay[256];    /* WELCOME's shard relay, "" when none */
   int report_shards;        /* send the store's report at the next heartbeat, changed or not */
 } s_peer;
 
@@ -572,6 +574,9 @@ static int s_await_welcome(s_peer *p, double deadline, const volatile sig_atomic
       p->peer_id = coordinator_field_int(m.body, "peer_id", 0);
       p->heartbeat_s = fmin(fmax(coordinator_field_num(m.body, "heartbeat_s", 1), 0.05), 60);
       p->liveness = (int)fmin(fmax(coordinator_field_num(m.body, "liveness", 5), 2), 100);
+      p->peer_storage = !strcmp(coordinator_field_str(m.body, "storage"), "peers");
+      snprintf(p->shard_relay, sizeof p->shard_relay, "%s",
+               coordinator_field_str(m.body, "shard_relay"));
       r = 1;
     } else if (m.cmd == COORD_CMD_REFUSED) {
       wt_fail(WT_EINVAL, "the coordinator refused this peer: %s",
@@ -598,6 +603,12 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
         break;
       case COORD_CMD_START:
         s_on_start(p, m.body);
+        break;
+      case COORD_CMD_WELCOME: /* registered again (a restarted coordinator): its shard relay */
+        if (!strcmp(coordinator_field_str(m.body, "storage"), "peers") &&
+            peer_shards_serve(p->shards, p->cfg->host,
+                              coordinator_field_str(m.body, "shard_relay")) != WT_OK)
+          WT_WARN("peerd: cannot open the shard server: %s", wt_last_error());
         break;
       case COORD_CMD_REPLICATE:
         peer_shards_on_replicate(p->shards, m.body);
@@ -807,7 +818,7 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
                                 &p.flops, &p.memory);
   }
   if (rc == WT_OK) rc = s_connect(&p);
-  if (rc == WT_OK) p.shards = peer_shards_new(cfg->data_dir, cfg->host, p.pub, p.sec, p.server);
+  if (rc == WT_OK) p.shards = peer_shards_new(cfg->data_dir, p.pub, p.sec, p.server);
   if (rc == WT_OK && !p.shards) rc = wt_last_status();
   p.report_shards = 1;
   if (rc == WT_OK) {
@@ -826,6 +837,9 @@ int peerd_run(const peerd_config *cfg, const volatile sig_atomic_t *stop) {
                    "address and that --coordinator-key is its public key",
                    cfg->coordinator, cfg->register_timeout_s);
   }
+  /* the shard server's port opens only for a run that keeps its checkpoints here */
+  if (rc == WT_OK && !*stop && p.peer_storage)
+    rc = peer_shards_serve(p.shards, cfg->host, p.shard_relay);
   if (rc == WT_OK && !*stop) {
     if (!cfg->quiet) printf("peerd %d: admitted; waiting for an epoch\n", p.peer_id);
     fflush(stdout);

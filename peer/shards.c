@@ -26,7 +26,7 @@ typedef struct {
 } s_named;
 
 struct peer_shards {
-  char root[2048], pub[41], sec[41];
+  char root[2048], pub[41], sec[41], coordinator_pub[41];
   parallel_shard_server *server;
   s_named named[S_MAX_HELD];
   int n_named;
@@ -75,16 +75,31 @@ static int s_parse_id(const cJSON *b, parallel_shard_id *id, const char **digest
              : WT_EINVAL;
 }
 
-/* The holders of a REPLICATE or fetch entry, this peer left out. */
+/* The holders of a REPLICATE or fetch entry, this peer left out; one named with a "relay" is
+ * reached through it. */
 static int s_holders(const cJSON *list, const char *self, parallel_shard_holder *h, int max) {
   int n = 0;
   const cJSON *e;
   cJSON_ArrayForEach(e, list) {
     const char *ep = coordinator_field_str(e, "endpoint"), *key = coordinator_field_str(e, "key");
+    const char *relay = coordinator_field_str(e, "relay"),
+               *relay_key = coordinator_field_str(e, "relay_key");
     if (n < max && ep[0] && strlen(key) == 40 && strcmp(key, self))
-      h[n++] = (parallel_shard_holder){ep, key};
+      h[n++] = (parallel_shard_holder){.endpoint = ep,
+                                       .public_key = key,
+                                       .relay = relay[0] ? relay : NULL,
+                                       .relay_key = relay[0] ? relay_key : NULL};
   }
   return n;
+}
+
+/* Where a fetch found the shard, for the log: the holder's endpoint, or the relay. */
+static const char *s_via(const parallel_shard_holder *h, char *out, size_t cap) {
+  if (h->relay)
+    snprintf(out, cap, "%s through the shard relay %s", h->endpoint, h->relay);
+  else
+    snprintf(out, cap, "%s", h->endpoint);
+  return out;
 }
 
 static void s_copy(peer_shards *s, const cJSON *b) {
@@ -103,8 +118,9 @@ static void s_copy(peer_shards *s, const cJSON *b) {
     WT_WARN("peerd: copy of a checkpoint shard failed: %s", wt_last_error());
     return;
   }
+  char via[600];
   WT_INFO("peerd: copied step %ld stage %d replica %d from %s in %.2f s (digest checked)", id.step,
-          id.stage, id.replica, h[from].endpoint, wt_now_s() - t0);
+          id.stage, id.replica, s_via(&h[from], via, sizeof via), wt_now_s() - t0);
   s_prune(s, id.run, id.stage, id.replica);
 }
 
@@ -128,26 +144,19 @@ static void *s_main(void *arg) {
   return NULL;
 }
 
-peer_shards *peer_shards_new(const char *data_dir, const char *host, const char *pub,
-                             const char *sec, const char *coordinator_pub) {
+peer_shards *peer_shards_new(const char *data_dir, const char *pub, const char *sec,
+                             const char *coordinator_pub) {
   peer_shards *s = wt_xcalloc(1, sizeof *s);
   snprintf(s->root, sizeof s->root, "%s/runs", data_dir);
   snprintf(s->pub, sizeof s->pub, "%s", pub);
   snprintf(s->sec, sizeof s->sec, "%s", sec);
+  snprintf(s->coordinator_pub, sizeof s->coordinator_pub, "%s",
+           coordinator_pub ? coordinator_pub : "");
   if (mkdir(s->root, 0700) != 0 && errno != EEXIST) {
     wt_fail(WT_EIO, "cannot create %s: %s", s->root, strerror(errno));
     free(s);
     return NULL;
   }
-  char bind[300];
-  snprintf(bind, sizeof bind, "tcp://%s:*", host);
-  s->server = parallel_shard_server_new(bind, s->root, pub, sec);
-  if (!s->server) {
-    free(s);
-    return NULL;
-  }
-  if (coordinator_pub && coordinator_pub[0])
-    parallel_shard_server_allow(s->server, coordinator_pub);
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
   pthread_create(&s->thread, NULL, s_main, s);
@@ -170,6 +179,21 @@ void peer_shards_destroy(peer_shards **self_p) {
   *self_p = NULL;
 }
 
+int peer_shards_serve(peer_shards *s, const char *host, const char *relay) {
+  if (!s->server) {
+    char bind[300];
+    snprintf(bind, sizeof bind, "tcp://%.280s:*", host);
+    s->server = parallel_shard_server_new(bind, s->root, s->pub, s->sec);
+    if (!s->server) return wt_last_status();
+    if (s->coordinator_pub[0]) parallel_shard_server_allow(s->server, s->coordinator_pub);
+  }
+  if (relay && relay[0] &&
+      parallel_shard_server_relay(s->server, relay, s->coordinator_pub) != WT_OK)
+    WT_WARN("peerd: the coordinator named no usable shard relay (%.100s): %s", relay,
+            wt_last_error());
+  return WT_OK;
+}
+
 const char *peer_shards_root(const peer_shards *s) {
   return s->root;
 }
@@ -189,6 +213,7 @@ static int s_digest(peer_shards *s, const parallel_shard_id *id, s_named *old, i
 }
 
 cJSON *peer_shards_report(peer_shards *s, int force) {
+  if (!s->server) return NULL; /* the run does not keep its checkpoints on the peers */
   s_named old[S_MAX_HELD];
   int n_old = s->n_named;
   memcpy(old, s->named, sizeof(s_named) * (size_t)n_old);
@@ -231,6 +256,7 @@ cJSON *peer_shards_report(peer_shards *s, int force) {
 }
 
 void peer_shards_on_replicate(peer_shards *s, const cJSON *body) {
+  if (!s->server) return;
   pthread_mutex_lock(&s->mu);
   if (s->n_queue < S_QUEUE) {
     s->queue[s->n_queue++] = cJSON_Duplicate(body, 1);
@@ -242,6 +268,7 @@ void peer_shards_on_replicate(peer_shards *s, const cJSON *body) {
 }
 
 void peer_shards_on_allow(peer_shards *s, const cJSON *keys) {
+  if (!s->server) return;
   const cJSON *k;
   cJSON_ArrayForEach(k, keys) {
     if (cJSON_IsString(k)) parallel_shard_server_allow(s->server, k->valuestring);
@@ -279,9 +306,10 @@ int peer_shards_prepare(const char *root, uint64_t run, const cJSON *fetch, cons
     int n = s_holders(cJSON_GetObjectItemCaseSensitive(x, "holders"), pub, h, 16), from = -1;
     double t0 = wt_now_s();
     rc = parallel_shard_fetch(root, &id, digest, h, n, pub, sec, timeout_s, &from);
+    char via[600];
     if (rc == WT_OK)
       WT_INFO("peerd: fetched step %ld stage %d replica %d from %s in %.2f s, digest checked",
-              id.step, id.stage, id.replica, h[from].endpoint, wt_now_s() - t0);
+              id.step, id.stage, id.replica, s_via(&h[from], via, sizeof via), wt_now_s() - t0);
     cJSON_Delete(x);
     if (rc != WT_OK) return rc;
   }

@@ -13,18 +13,25 @@
 
 typedef struct peer_shards peer_shards;
 
-/* Binds the shard server at tcp://host:* over DATA_DIR/runs with this peer's key pair and lets
- * the coordinator's key in. NULL with wt_last_error() set (the bind failed). */
-peer_shards *peer_shards_new(const char *data_dir, const char *host, const char *pub,
-                             const char *sec, const char *coordinator_pub);
+/* The store over DATA_DIR/runs with this peer's key pair; no port is open until
+ * peer_shards_serve. NULL with wt_last_error() set (the directory cannot be made). */
+peer_shards *peer_shards_new(const char *data_dir, const char *pub, const char *sec,
+                             const char *coordinator_pub);
+
+/* Opens the shard server (the run keeps its checkpoints on the peers): binds it at tcp://host:*
+ * once and lets the coordinator's key in; with relay (its key: the coordinator's) it also serves
+ * through the coordinator's shard relay, for when this peer accepts no inbound connection (a
+ * later call, after a coordinator restart, moves it to the new relay). WT_OK, or the bind's
+ * error. Until the server is open, reports, copies and allows are no-ops. */
+int peer_shards_serve(peer_shards *s, const char *host, const char *relay);
 void peer_shards_destroy(peer_shards **self_p);
 
 /* DATA_DIR/runs: the root every run directory lies under (owned by s). */
 const char *peer_shards_root(const peer_shards *s);
 
 /* A SHARDS body (endpoint, held[]) when what the store holds changed since the last one, or
- * `force`; NULL otherwise. The caller sends and frees it. Reads only SHA256SUMS and .state
- * files, and only of shards it has not named before. */
+ * `force`; NULL otherwise, and always NULL while the server is not open. The caller sends and frees
+ * it. Reads only SHA256SUMS and .state files, and only of shards it has not named before. */
 cJSON *peer_shards_report(peer_shards *s, int force);
 
 /* REPLICATE: queues the copy (fetched on the store's thread, then reported by the next

@@ -247,8 +247,10 @@ static optim *s_gather_optim(parallel_tasklet *k) {
 static int s_save_stage(parallel_tasklet *k) {
   optim *full = NULL;
   if (k->zero && !(full = s_gather_optim(k))) return WT_EIO;
-  int rc = WT_OK;
-  if (k->cfg.replica == 0) {
+  /* the .state first: a peer's store names replica 0's shard once its stage directory is
+   * complete, and by then the shard is whole (peer/shards.h) */
+  int rc = s_state_save(k);
+  if (rc == WT_OK && k->cfg.replica == 0) {
     char dir[1200];
     s_stage_dir(k, k->cfg.stage, dir, sizeof dir);
     checkpoint_meta m = {.step = trainer_steps_done(k->t),
@@ -260,7 +262,6 @@ static int s_save_stage(parallel_tasklet *k) {
                          WT_MAX(k->cfg.run.keep, 2));
   }
   optim_destroy(&full);
-  if (rc == WT_OK) rc = s_state_save(k);
   return rc;
 }
 

@@ -1,10 +1,13 @@
 /* shards — naming, digests and transfer of a run's checkpoint shards between processes
- * (shards.h). The server is one thread with a CURVE ROUTER and the ZAP handler that decides
- * which client keys may connect; a fetch is a DEALER that asks for the listing, then for each
- * file in 1 MiB pieces. */
+ * (shards.h). The server is one thread with a CURVE ROUTER, the ZAP handler that decides which
+ * client keys may connect (shard_keys.c) and, when given a shard relay, a DEALER connected out
+ * to it that answers sealed requests; a fetch is a DEALER, to the holder or to the relay, that
+ * asks for the listing, then for each file in 1 MiB pieces, never past its listed size. */
 #include "parallel/transport/shards.h"
 
+#include "common/bytes.h" // defines: little-endian field access
 #include "common/common.h"
+#include "parallel/transport/shards_internal.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -20,9 +23,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#define S_CHUNK (1 << 20)  /* bytes per read reply */
-#define S_MAX_FILES 64     /* files of one shard: a stage directory holds a handful */
-#define S_MAX_ALLOWED 4096 /* client keys a server remembers */
+#define S_CHUNK (1 << 20) /* bytes per read reply */
+#define S_MAX_FILES 64    /* files of one shard: a stage directory holds a handful */
 
 void parallel_shard_run_dir(const char *root, uint64_t run, char *out, size_t size) {
   snprintf(out, size, "%.2000s/%016llx", root, (unsigned long long)run);
@@ -57,6 +59,7 @@ static int s_sha256_file(const char *path, unsigned char out[32]) {
 typedef struct {
   char path[160];
   char hex[65];
+  long long size; /* bytes: a fetch reads no more from a holder */
 } s_entry;
 
 static int s_entry_cmp(const void *a, const void *b) {
@@ -99,6 +102,19 @@ static int s_stage_entries(const char *run_dir, const parallel_shard_id *id, s_e
   return WT_OK;
 }
 
+/* Each entry's size from the file under run_dir: a shard with a file missing is not held. */
+static int s_sizes(const char *run_dir, s_entry *e, int n) {
+  char path[2400];
+  for (int i = 0; i < n; i++) {
+    struct stat st;
+    snprintf(path, sizeof path, "%.2048s/%.159s", run_dir, e[i].path);
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+      return wt_fail(WT_ENOTFOUND, "shard file %s is missing: %s", path, strerror(errno));
+    e[i].size = (long long)st.st_size;
+  }
+  return WT_OK;
+}
+
 /* The shard's entries, sorted; the hashes of the stage files as SHA256SUMS states them. */
 static int s_entries(const char *root, const parallel_shard_id *id, s_entry *e, int *n) {
   char run_dir[2048], rel[96], path[2300];
@@ -116,6 +132,7 @@ static int s_entries(const char *root, const parallel_shard_id *id, s_entry *e, 
   } else if (id->replica != 0) {
     return wt_fail(WT_ENOTFOUND, "no shard %s/%s", run_dir, rel);
   }
+  WT_CHECK(s_sizes(run_dir, e, *n));
   qsort(e, (size_t)*n, sizeof *e, s_entry_cmp);
   return WT_OK;
 }
@@ -125,7 +142,8 @@ static char *s_listing_text(const s_entry *e, int n) {
   char *text = wt_xmalloc(cap);
   text[0] = 0;
   for (int i = 0; i < n; i++)
-    len += (size_t)snprintf(text + len, cap - len, "%s  %s\n", e[i].hex, e[i].path);
+    len +=
+        (size_t)snprintf(text + len, cap - len, "%s  %lld  %s\n", e[i].hex, e[i].size, e[i].path);
   return text;
 }
 
@@ -149,8 +167,9 @@ int parallel_shard_digest(const char *root, const parallel_shard_id *id, char he
   return WT_OK;
 }
 
-/* Parses a listing back into entries: each line a 64-hex hash, two spaces, a path of the shard
- * (stage-<s>/step-<n>/NAME or stage-<s>/replica-<r>-step-<n>.state of this id). */
+/* Parses a listing back into entries: each line a 64-hex hash, two spaces, the size in decimal,
+ * two spaces, a path of the shard (stage-<s>/step-<n>/NAME or stage-<s>/replica-<r>-step-<n>.state
+ * of this id). */
 static int s_parse_listing(const char *text, const parallel_shard_id *id, s_entry *e, int *n) {
   char step_rel[96], state_rel[96];
   s_step_rel(id, step_rel, sizeof step_rel);
@@ -159,12 +178,17 @@ static int s_parse_listing(const char *text, const parallel_shard_id *id, s_entr
   for (const char *p = text; *p;) {
     const char *end = strchr(p, '\n');
     if (!end || *n >= S_MAX_FILES) return WT_ECORRUPT;
-    size_t len = (size_t)(end - p);
-    if (len < 67 || len - 66 >= sizeof e[0].path || p[64] != ' ' || p[65] != ' ')
-      return WT_ECORRUPT;
+    if (end - p < 70 || p[64] != ' ' || p[65] != ' ') return WT_ECORRUPT;
+    const size_t digits = strspn(p + 66, "0123456789");
+    const char *path = p + 66 + digits;
+    if (digits < 1 || digits > 15 || path[0] != ' ' || path[1] != ' ') return WT_ECORRUPT;
+    path += 2;
+    size_t len = (size_t)(end - path);
+    if (len < 1 || len >= sizeof e[0].path) return WT_ECORRUPT;
     memcpy(e[*n].hex, p, 64), e[*n].hex[64] = 0;
-    memcpy(e[*n].path, p + 66, len - 66), e[*n].path[len - 66] = 0;
-    const char *path = e[*n].path;
+    e[*n].size = strtoll(p + 66, NULL, 10);
+    memcpy(e[*n].path, path, len), e[*n].path[len] = 0;
+    path = e[*n].path;
     size_t sl = strlen(step_rel);
     int in_step = !strncmp(path, step_rel, sl) && path[sl] == '/' && s_plain_name(path + sl + 1);
     if (strspn(e[*n].hex, "0123456789abcdef") != 64 || (!in_step && strcmp(path, state_rel)))
@@ -281,74 +305,29 @@ struct parallel_shard_server {
   pthread_t thread;
   int started;
   atomic_int stop;
-  pthread_mutex_t mu;
-  uint8_t (*allowed)[32];
-  int n_allowed;
+  parallel_shard_keyset allowed;
   _Atomic uint64_t served, refused;
+  uint8_t pk[32], sk[32]; /* the key pair, binary: relayed requests are opened with it */
+  char sk_z85[41];
+  /* the relay leg: set by parallel_shard_server_relay, connected by the server's thread */
+  pthread_mutex_t relay_mu;
+  char relay_ep[256], relay_key[41];
+  int relay_changed;
+  void *relay;
+  double hello_t;
 };
 
-static int s_allowed(parallel_shard_server *s, const uint8_t key[32]) {
-  pthread_mutex_lock(&s->mu);
-  int ok = 0;
-  for (int i = 0; i < s->n_allowed && !ok; i++) ok = !memcmp(s->allowed[i], key, 32);
-  pthread_mutex_unlock(&s->mu);
-  return ok;
-}
+/* An answer: its JSON head and, for a read, the bytes read. */
+typedef struct {
+  cJSON *head;
+  char *data;
+  size_t len;
+} s_answer;
 
-/* One ZAP request (RFC 27): version, request id, domain, address, identity, mechanism, then the
- * CURVE client key. 200 for an allowed key, 400 for the rest. */
-static void s_zap_answer(parallel_shard_server *s) {
-  zmq_msg_t part[8];
-  int n = 0, more = 1;
-  while (more && n < 8) {
-    zmq_msg_init(&part[n]);
-    if (zmq_msg_recv(&part[n], s->zap, 0) < 0) {
-      zmq_msg_close(&part[n]);
-      break;
-    }
-    more = zmq_msg_more(&part[n]);
-    n++;
-  }
-  while (more) { /* more frames than a ZAP request has: drain them */
-    zmq_msg_t x;
-    zmq_msg_init(&x);
-    if (zmq_msg_recv(&x, s->zap, 0) < 0)
-      more = 0;
-    else
-      more = zmq_msg_more(&x);
-    zmq_msg_close(&x);
-  }
-  int ok = n == 7 && zmq_msg_size(&part[6]) == 32 && zmq_msg_size(&part[5]) == 5 &&
-           !memcmp(zmq_msg_data(&part[5]), "CURVE", 5) && s_allowed(s, zmq_msg_data(&part[6]));
-  if (!ok) s->refused++;
-  const char *status = ok ? "200" : "400";
-  zmq_send(s->zap, "1.0", 3, ZMQ_SNDMORE);
-  if (n >= 2)
-    zmq_send(s->zap, zmq_msg_data(&part[1]), zmq_msg_size(&part[1]), ZMQ_SNDMORE);
-  else
-    zmq_send(s->zap, "", 0, ZMQ_SNDMORE);
-  zmq_send(s->zap, status, 3, ZMQ_SNDMORE);
-  zmq_send(s->zap, ok ? "OK" : "key not allowed", ok ? 2 : 15, ZMQ_SNDMORE);
-  zmq_send(s->zap, "", 0, ZMQ_SNDMORE);
-  zmq_send(s->zap, "", 0, 0);
-  for (int i = 0; i < n; i++) zmq_msg_close(&part[i]);
-}
-
-static void s_reply(parallel_shard_server *s, zmq_msg_t *who, cJSON *head, const void *data,
-                    size_t len) {
-  char *text = cJSON_PrintUnformatted(head);
-  zmq_send(s->router, zmq_msg_data(who), zmq_msg_size(who), ZMQ_SNDMORE);
-  zmq_send(s->router, text, strlen(text), data ? ZMQ_SNDMORE : 0);
-  if (data) zmq_send(s->router, data, len, 0);
-  free(text);
-}
-
-static void s_reply_error(parallel_shard_server *s, zmq_msg_t *who, const char *why) {
-  cJSON *h = cJSON_CreateObject();
-  cJSON_AddBoolToObject(h, "ok", 0);
-  cJSON_AddStringToObject(h, "error", why);
-  s_reply(s, who, h, NULL, 0);
-  cJSON_Delete(h);
+static void s_answer_error(s_answer *a, const char *why) {
+  a->head = cJSON_CreateObject();
+  cJSON_AddBoolToObject(a->head, "ok", 0);
+  cJSON_AddStringToObject(a->head, "error", why);
 }
 
 static int s_request_id(const cJSON *req, parallel_shard_id *id) {
@@ -369,76 +348,90 @@ static int s_request_id(const cJSON *req, parallel_shard_id *id) {
   return WT_OK;
 }
 
+static void s_answer_list(parallel_shard_server *s, const parallel_shard_id *id, s_answer *a) {
+  char hex[65], *listing = NULL;
+  if (parallel_shard_digest(s->root, id, hex, &listing) != WT_OK) {
+    s_answer_error(a, wt_last_error());
+    return;
+  }
+  a->head = cJSON_CreateObject();
+  cJSON_AddBoolToObject(a->head, "ok", 1);
+  cJSON_AddStringToObject(a->head, "listing", listing);
+  free(listing);
+  s->served++;
+}
+
+static void s_answer_read(parallel_shard_server *s, const parallel_shard_id *id, const cJSON *req,
+                          s_answer *a) {
+  const cJSON *path = cJSON_GetObjectItemCaseSensitive(req, "path"),
+              *off = cJSON_GetObjectItemCaseSensitive(req, "offset");
+  char line[300], run_dir[2048], full[2400];
+  s_entry e[1];
+  int n = 0, fd = -1;
+  /* the path must be one this shard can list: checked as a one-line listing */
+  if (cJSON_IsString(path) && cJSON_IsNumber(off) && off->valuedouble >= 0 &&
+      strlen(path->valuestring) < 160)
+    snprintf(line, sizeof line, "%064d  0  %s\n", 0, path->valuestring);
+  else
+    line[0] = 0;
+  if (line[0] && s_parse_listing(line, id, e, &n) == WT_OK) {
+    parallel_shard_run_dir(s->root, id->run, run_dir, sizeof run_dir);
+    snprintf(full, sizeof full, "%s/%s", run_dir, e[0].path);
+    fd = open(full, O_RDONLY | O_NOFOLLOW);
+  }
+  if (fd < 0) {
+    s->refused += !line[0] || n == 0;
+    s_answer_error(a, n ? "no such file" : "not a path of this shard");
+    return;
+  }
+  a->data = wt_xmalloc(S_CHUNK);
+  ssize_t got = pread(fd, a->data, S_CHUNK, (off_t)off->valuedouble);
+  close(fd);
+  if (got < 0) {
+    s_answer_error(a, strerror(errno));
+    free(a->data), a->data = NULL;
+    return;
+  }
+  a->len = (size_t)got;
+  a->head = cJSON_CreateObject();
+  cJSON_AddBoolToObject(a->head, "ok", 1);
+  cJSON_AddBoolToObject(a->head, "eof", got < S_CHUNK);
+  s->served++;
+}
+
 /* "list": the listing; "read": up to S_CHUNK bytes of one of the shard's files from offset. */
-static void s_serve_one(parallel_shard_server *s, zmq_msg_t *who, const char *text, size_t len) {
+static void s_answer_request(parallel_shard_server *s, const char *text, size_t len, s_answer *a) {
+  *a = (s_answer){0};
   char buf[4096];
-  if (len >= sizeof buf) return s_reply_error(s, who, "request too long");
+  if (len >= sizeof buf) {
+    s->refused++;
+    return s_answer_error(a, "request too long");
+  }
   memcpy(buf, text, len), buf[len] = 0;
   cJSON *req = cJSON_Parse(buf);
   parallel_shard_id id;
   const cJSON *op = cJSON_GetObjectItemCaseSensitive(req, "op");
   if (!req || !cJSON_IsString(op) || s_request_id(req, &id) != WT_OK) {
     s->refused++;
-    s_reply_error(s, who, "malformed request");
-    cJSON_Delete(req);
-    return;
-  }
-  cJSON *h = cJSON_CreateObject();
-  if (!strcmp(op->valuestring, "list")) {
-    char hex[65], *listing = NULL;
-    if (parallel_shard_digest(s->root, &id, hex, &listing) == WT_OK) {
-      cJSON_AddBoolToObject(h, "ok", 1);
-      cJSON_AddStringToObject(h, "listing", listing);
-      s_reply(s, who, h, NULL, 0);
-      s->served++;
-    } else {
-      s_reply_error(s, who, wt_last_error());
-    }
-    free(listing);
+    s_answer_error(a, "malformed request");
+  } else if (!strcmp(op->valuestring, "list")) {
+    s_answer_list(s, &id, a);
   } else if (!strcmp(op->valuestring, "read")) {
-    const cJSON *path = cJSON_GetObjectItemCaseSensitive(req, "path"),
-                *off = cJSON_GetObjectItemCaseSensitive(req, "offset");
-    char line[300], run_dir[2048], full[2400];
-    s_entry e[1];
-    int n = 0;
-    /* the path must be one this shard can list: checked as a one-line listing */
-    if (cJSON_IsString(path) && cJSON_IsNumber(off) && off->valuedouble >= 0 &&
-        strlen(path->valuestring) < 160)
-      snprintf(line, sizeof line, "%064d  %s\n", 0, path->valuestring);
-    else
-      line[0] = 0;
-    int fd = -1;
-    if (line[0] && s_parse_listing(line, &id, e, &n) == WT_OK) {
-      parallel_shard_run_dir(s->root, id.run, run_dir, sizeof run_dir);
-      snprintf(full, sizeof full, "%s/%s", run_dir, e[0].path);
-      fd = open(full, O_RDONLY | O_NOFOLLOW);
-    }
-    if (fd < 0) {
-      s->refused += !line[0] || n == 0;
-      s_reply_error(s, who, n ? "no such file" : "not a path of this shard");
-    } else {
-      char *data = wt_xmalloc(S_CHUNK);
-      ssize_t got = pread(fd, data, S_CHUNK, (off_t)off->valuedouble);
-      close(fd);
-      if (got < 0) {
-        s_reply_error(s, who, strerror(errno));
-      } else {
-        cJSON_AddBoolToObject(h, "ok", 1);
-        cJSON_AddBoolToObject(h, "eof", got < S_CHUNK);
-        s_reply(s, who, h, data, (size_t)got);
-        s->served++;
-      }
-      free(data);
-    }
+    s_answer_read(s, &id, req, a);
   } else {
     s->refused++;
-    s_reply_error(s, who, "unknown op");
+    s_answer_error(a, "unknown op");
   }
-  cJSON_Delete(h);
   cJSON_Delete(req);
 }
 
-/* One request from the ROUTER: [identity][request]; anything else is dropped. */
+static void s_answer_free(s_answer *a) {
+  cJSON_Delete(a->head);
+  free(a->data);
+  *a = (s_answer){0};
+}
+
+/* One request from the ROUTER: [identity][request], answered [identity][head]([data]). */
 static void s_serve_router(parallel_shard_server *s) {
   zmq_msg_t who, req;
   zmq_msg_init(&who), zmq_msg_init(&req);
@@ -452,21 +445,140 @@ static void s_serve_router(parallel_shard_server *s) {
     zmq_msg_close(&x);
     ok = 0;
   }
-  if (ok)
-    s_serve_one(s, &who, zmq_msg_data(&req), zmq_msg_size(&req));
-  else
+  if (ok) {
+    s_answer a;
+    s_answer_request(s, zmq_msg_data(&req), zmq_msg_size(&req), &a);
+    char *text = cJSON_PrintUnformatted(a.head);
+    zmq_send(s->router, zmq_msg_data(&who), zmq_msg_size(&who), ZMQ_SNDMORE);
+    zmq_send(s->router, text, strlen(text), a.data ? ZMQ_SNDMORE : 0);
+    if (a.data) zmq_send(s->router, a.data, a.len, 0);
+    free(text);
+    s_answer_free(&a);
+  } else {
     s->refused++;
+  }
   zmq_msg_close(&who), zmq_msg_close(&req);
+}
+
+/* ---- the server's relay leg ----------------------------------------------------------------
+ * A DEALER connected out to the relay: every few seconds an empty "hello" ([""]) so that the
+ * relay knows where this holder is; requests arrive as [client key][return][sealed request] and
+ * go back as [client key][return][sealed reply] (shard_relay.h; shards_internal.h has the seal's
+ * layout). */
+
+#define S_HELLO_S 2.0
+
+static void s_relay_connect(parallel_shard_server *s) {
+  pthread_mutex_lock(&s->relay_mu);
+  char ep[256], key[41];
+  snprintf(ep, sizeof ep, "%s", s->relay_ep);
+  snprintf(key, sizeof key, "%s", s->relay_key);
+  s->relay_changed = 0;
+  pthread_mutex_unlock(&s->relay_mu);
+  if (s->relay) zmq_close(s->relay), s->relay = NULL;
+  if (!ep[0]) return;
+  s->relay = zmq_socket(s->ctx, ZMQ_DEALER);
+  int linger = 0;
+  int64_t max = 8192;
+  zmq_setsockopt(s->relay, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(s->relay, ZMQ_MAXMSGSIZE, &max, sizeof max);
+  zmq_setsockopt(s->relay, ZMQ_CURVE_SERVERKEY, key, 40);
+  char pub[41];
+  zmq_z85_encode(pub, s->pk, 32);
+  zmq_setsockopt(s->relay, ZMQ_CURVE_PUBLICKEY, pub, 40);
+  zmq_setsockopt(s->relay, ZMQ_CURVE_SECRETKEY, s->sk_z85, 40);
+  if (zmq_connect(s->relay, ep) != 0) {
+    WT_WARN("shard server: cannot connect to the shard relay %s: %s", ep,
+            zmq_strerror(zmq_errno()));
+    zmq_close(s->relay), s->relay = NULL;
+  }
+  s->hello_t = 0;
+}
+
+static void s_relay_hello(parallel_shard_server *s) {
+  double now = wt_now_s();
+  if (now - s->hello_t < S_HELLO_S) return;
+  s->hello_t = now;
+  zmq_send(s->relay, "", 0, ZMQ_DONTWAIT);
+}
+
+/* Opens a sealed request from client `from`; 0 and the JSON text in out (len bytes), or -1. */
+static int s_relay_open(parallel_shard_server *s, const uint8_t from[32], uint8_t *buf, size_t n,
+                        parallel_shard_seal *seal, uint64_t *counter) {
+  if (n < PARALLEL_SHARD_REQ_HEAD + 2 || n > PARALLEL_SHARD_REQ_HEAD + 4000) return -1;
+  if (parallel_shard_seal_new(seal, 0, s->pk, s->sk, from, buf) != 0) return -1;
+  *counter = wt_get_le64(buf + PARALLEL_SHARD_RANDOM_BYTES);
+  if (parallel_zmq_aead_open(&seal->to_holder, *counter, buf, PARALLEL_SHARD_RANDOM_BYTES + 8,
+                             buf + PARALLEL_SHARD_REQ_HEAD, n - PARALLEL_SHARD_REQ_HEAD,
+                             buf + PARALLEL_SHARD_RANDOM_BYTES + 8) != 0) {
+    parallel_shard_seal_free(seal);
+    return -1;
+  }
+  return 0;
+}
+
+/* The answer sealed to the client: [counter][tag][head length][head][data]. */
+static void s_relay_reply(parallel_shard_server *s, const uint8_t to[32], zmq_msg_t *ret,
+                          const parallel_shard_seal *seal, uint64_t counter, const s_answer *a) {
+  char *text = cJSON_PrintUnformatted(a->head);
+  size_t hlen = strlen(text), n = 4 + hlen + a->len;
+  uint8_t *out = wt_xmalloc(PARALLEL_SHARD_REP_HEAD + n);
+  wt_put_le64(out, counter);
+  uint8_t *body = out + PARALLEL_SHARD_REP_HEAD;
+  wt_put_le32(body, (uint32_t)hlen);
+  memcpy(body + 4, text, hlen);
+  if (a->len) memcpy(body + 4 + hlen, a->data, a->len);
+  parallel_zmq_aead_seal(&seal->to_client, counter, out, 8, body, n, out + 8);
+  zmq_send(s->relay, to, 32, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+  zmq_send(s->relay, zmq_msg_data(ret), zmq_msg_size(ret), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+  zmq_send(s->relay, out, PARALLEL_SHARD_REP_HEAD + n, ZMQ_DONTWAIT);
+  free(out);
+  free(text);
+}
+
+/* One message from the relay: [client key][return][sealed request]. A client not allowed, or a
+ * request that does not open under its key, is counted and dropped. */
+static void s_serve_relay(parallel_shard_server *s) {
+  zmq_msg_t from, ret, req;
+  zmq_msg_init(&from), zmq_msg_init(&ret), zmq_msg_init(&req);
+  int ok = zmq_msg_recv(&from, s->relay, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&from) &&
+           zmq_msg_recv(&ret, s->relay, 0) >= 0 && zmq_msg_more(&ret) &&
+           zmq_msg_recv(&req, s->relay, 0) >= 0 && !zmq_msg_more(&req) && zmq_msg_size(&from) == 32;
+  while (zmq_msg_more(&req)) { /* more frames than a request has */
+    zmq_msg_close(&req), zmq_msg_init(&req);
+    if (zmq_msg_recv(&req, s->relay, 0) < 0) break;
+  }
+  parallel_shard_seal seal;
+  uint64_t counter = 0;
+  ok = ok && zmq_msg_size(&req) > 0 && parallel_shard_keyset_has(&s->allowed, zmq_msg_data(&from));
+  ok = ok && s_relay_open(s, zmq_msg_data(&from), zmq_msg_data(&req), zmq_msg_size(&req), &seal,
+                          &counter) == 0;
+  if (ok) {
+    s_answer a;
+    s_answer_request(s, (const char *)zmq_msg_data(&req) + PARALLEL_SHARD_REQ_HEAD,
+                     zmq_msg_size(&req) - PARALLEL_SHARD_REQ_HEAD, &a);
+    s_relay_reply(s, zmq_msg_data(&from), &ret, &seal, counter, &a);
+    s_answer_free(&a);
+    parallel_shard_seal_free(&seal);
+  } else {
+    s->refused++;
+  }
+  zmq_msg_close(&from), zmq_msg_close(&ret), zmq_msg_close(&req);
 }
 
 static void *s_server_main(void *arg) {
   parallel_shard_server *s = arg;
   while (!s->stop) {
-    zmq_pollitem_t it[2] = {{s->zap, 0, ZMQ_POLLIN, 0}, {s->router, 0, ZMQ_POLLIN, 0}};
-    if (zmq_poll(it, 2, 100) <= 0) continue;
-    if (it[0].revents & ZMQ_POLLIN) s_zap_answer(s);
+    if (s->relay_changed) s_relay_connect(s);
+    if (s->relay) s_relay_hello(s);
+    zmq_pollitem_t it[3] = {
+        {s->zap, 0, ZMQ_POLLIN, 0}, {s->router, 0, ZMQ_POLLIN, 0}, {s->relay, 0, ZMQ_POLLIN, 0}};
+    if (zmq_poll(it, s->relay ? 3 : 2, 100) <= 0) continue;
+    if (it[0].revents & ZMQ_POLLIN) s->refused += !parallel_shard_zap_answer(s->zap, &s->allowed);
     if (it[1].revents & ZMQ_POLLIN) s_serve_router(s);
+    if (s->relay && (it[2].revents & ZMQ_POLLIN)) s_serve_relay(s);
   }
+  if (s->relay) zmq_close(s->relay);
   return NULL;
 }
 
@@ -484,8 +596,11 @@ parallel_shard_server *parallel_shard_server_new(const char *bind, const char *r
   }
   parallel_shard_server *s = wt_xcalloc(1, sizeof *s);
   snprintf(s->root, sizeof s->root, "%s", root);
-  pthread_mutex_init(&s->mu, NULL);
-  s->allowed = wt_xcalloc(S_MAX_ALLOWED, 32);
+  snprintf(s->sk_z85, sizeof s->sk_z85, "%s", secret_z85);
+  zmq_z85_decode(s->pk, public_z85);
+  zmq_z85_decode(s->sk, secret_z85);
+  parallel_shard_keyset_init(&s->allowed);
+  pthread_mutex_init(&s->relay_mu, NULL);
   s->ctx = zmq_ctx_new();
   s->zap = zmq_socket(s->ctx, ZMQ_REP);
   s->router = zmq_socket(s->ctx, ZMQ_ROUTER);
@@ -518,17 +633,21 @@ const char *parallel_shard_server_endpoint(const parallel_shard_server *s) {
 }
 
 int parallel_shard_server_allow(parallel_shard_server *s, const char *public_z85) {
-  uint8_t k[32];
-  if (!public_z85 || strlen(public_z85) != 40 || !zmq_z85_decode(k, public_z85))
-    return wt_fail(WT_EINVAL, "shard server: %.60s is not a Z85 public key",
-                   public_z85 ? public_z85 : "(null)");
-  if (s_allowed(s, k)) return WT_OK;
-  pthread_mutex_lock(&s->mu);
-  /* the oldest key makes room when full: a run's members are far fewer */
-  if (s->n_allowed == S_MAX_ALLOWED)
-    memmove(s->allowed, s->allowed + 1, 32 * (S_MAX_ALLOWED - 1)), s->n_allowed--;
-  memcpy(s->allowed[s->n_allowed++], k, 32);
-  pthread_mutex_unlock(&s->mu);
+  if (parallel_shard_keyset_add(&s->allowed, public_z85) != WT_OK)
+    return wt_fail(WT_EINVAL, "shard server: %s", wt_last_error());
+  return WT_OK;
+}
+
+int parallel_shard_server_relay(parallel_shard_server *s, const char *relay_endpoint,
+                                const char *relay_key_z85) {
+  if (!relay_endpoint || strncmp(relay_endpoint, "tcp://", 6) || strlen(relay_endpoint) >= 256 ||
+      !s_key_ok(relay_key_z85))
+    return wt_fail(WT_EINVAL, "shard server: a relay needs a tcp:// endpoint and its Z85 key");
+  pthread_mutex_lock(&s->relay_mu);
+  snprintf(s->relay_ep, sizeof s->relay_ep, "%s", relay_endpoint);
+  snprintf(s->relay_key, sizeof s->relay_key, "%s", relay_key_z85);
+  s->relay_changed = 1;
+  pthread_mutex_unlock(&s->relay_mu);
   return WT_OK;
 }
 
@@ -548,77 +667,184 @@ void parallel_shard_server_destroy(parallel_shard_server **s_p) {
   if (s->router) zmq_close(s->router);
   if (s->zap) zmq_close(s->zap);
   if (s->ctx) zmq_ctx_term(s->ctx);
-  pthread_mutex_destroy(&s->mu);
-  free(s->allowed);
+  pthread_mutex_destroy(&s->relay_mu);
+  parallel_shard_keyset_free(&s->allowed);
+  sodium_memzero(s->sk, sizeof s->sk), sodium_memzero(s->sk_z85, sizeof s->sk_z85);
   free(s);
   *s_p = NULL;
 }
 
 /* ---- fetching ---------------------------------------------------------------------------------
- */
+ * Straight to a holder's server, or through the shard relay with every request and reply sealed
+ * end to end (shards_internal.h): the relay can drop or delay them, which costs the deadline,
+ * but a change to one makes it fail to open. */
 
 typedef struct {
   void *ctx, *sock;
   double deadline;
+  int relayed;
+  uint8_t holder_pk[32], random[32];
+  parallel_shard_seal seal;
+  uint64_t counter; /* the next request's; its reply carries it */
 } s_client;
+
+static void s_client_close(s_client *c) {
+  if (c->sock) zmq_close(c->sock), c->sock = NULL;
+  if (c->relayed) parallel_shard_seal_free(&c->seal);
+  c->relayed = 0;
+}
 
 static int s_client_open(s_client *c, const parallel_shard_holder *h, const char *pub,
                          const char *sec, double timeout_s) {
+  const char *ep = h->relay ? h->relay : h->endpoint;
   c->sock = zmq_socket(c->ctx, ZMQ_DEALER);
   int linger = 0;
   int64_t max = S_CHUNK + 65536;
   zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
   zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
-  zmq_setsockopt(c->sock, ZMQ_CURVE_SERVERKEY, h->public_key, 40);
+  zmq_setsockopt(c->sock, ZMQ_CURVE_SERVERKEY, h->relay ? h->relay_key : h->public_key, 40);
   zmq_setsockopt(c->sock, ZMQ_CURVE_PUBLICKEY, pub, 40);
   zmq_setsockopt(c->sock, ZMQ_CURVE_SECRETKEY, sec, 40);
   c->deadline = wt_now_s() + timeout_s;
-  if (zmq_connect(c->sock, h->endpoint) != 0)
-    return wt_fail(WT_EINVAL, "cannot connect to %s: %s", h->endpoint, zmq_strerror(zmq_errno()));
+  if (h->relay) {
+    uint8_t pk[32], sk[32];
+    zmq_z85_decode(pk, pub), zmq_z85_decode(sk, sec), zmq_z85_decode(c->holder_pk, h->public_key);
+    randombytes_buf(c->random, sizeof c->random);
+    int bad = parallel_shard_seal_new(&c->seal, 1, pk, sk, c->holder_pk, c->random);
+    sodium_memzero(sk, sizeof sk);
+    if (bad)
+      return wt_fail(WT_EINVAL, "holder key %.8s… is not a usable X25519 key", h->public_key);
+    c->relayed = 1, c->counter = 0;
+  }
+  if (zmq_connect(c->sock, ep) != 0)
+    return wt_fail(WT_EINVAL, "cannot connect to %s: %s", ep, zmq_strerror(zmq_errno()));
   return WT_OK;
+}
+
+static int s_wait(s_client *c) {
+  zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
+  long left = (long)((c->deadline - wt_now_s()) * 1000);
+  if (left <= 0 || zmq_poll(&it, 1, left) <= 0 || !(it.revents & ZMQ_POLLIN))
+    return wt_fail(WT_ETIMEOUT, c->relayed ? "no answer through the relay within the deadline"
+                                           : "no answer within the deadline (down, not allowing "
+                                             "this key, or not the key given for it)");
+  return WT_OK;
+}
+
+/* Receives up to max parts of one message (the rest are dropped); returns how many, or -1. */
+static int s_recv_parts(void *sock, zmq_msg_t *part, int max) {
+  int n = 0, more = 1;
+  while (more) {
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, sock, 0) < 0) {
+      zmq_msg_close(&m);
+      for (int i = 0; i < n; i++) zmq_msg_close(&part[i]);
+      return -1;
+    }
+    more = zmq_msg_more(&m);
+    if (n < max)
+      part[n++] = m;
+    else
+      zmq_msg_close(&m);
+  }
+  return n;
+}
+
+/* A direct exchange: [request] out, [head]([data]) back. */
+static int s_exchange_direct(s_client *c, const char *text, char **head, void **data, size_t *len) {
+  if (zmq_send(c->sock, text, strlen(text), ZMQ_DONTWAIT) < 0)
+    return wt_fail(WT_EIO, "cannot send: %s", zmq_strerror(zmq_errno()));
+  WT_CHECK(s_wait(c));
+  zmq_msg_t part[2];
+  int n = s_recv_parts(c->sock, part, 2);
+  if (n < 1) return wt_fail(WT_EIO, "receive failed: %s", zmq_strerror(zmq_errno()));
+  *head = wt_xmalloc(zmq_msg_size(&part[0]) + 1);
+  memcpy(*head, zmq_msg_data(&part[0]), zmq_msg_size(&part[0]));
+  (*head)[zmq_msg_size(&part[0])] = 0;
+  if (n == 2) {
+    *len = zmq_msg_size(&part[1]);
+    *data = wt_xmalloc(*len + 1);
+    memcpy(*data, zmq_msg_data(&part[1]), *len);
+  }
+  for (int i = 0; i < n; i++) zmq_msg_close(&part[i]);
+  return WT_OK;
+}
+
+/* Opens a relayed reply [holder key][counter][tag][sealed head length, head, data]. */
+static int s_open_reply(s_client *c, zmq_msg_t *part, int n, char **head, void **data,
+                        size_t *len) {
+  if (n != 2 || zmq_msg_size(&part[0]) != 32 || memcmp(zmq_msg_data(&part[0]), c->holder_pk, 32))
+    return wt_fail(WT_ECORRUPT, "the relay sent a message that is not this holder's reply");
+  uint8_t *b = zmq_msg_data(&part[1]);
+  size_t bn = zmq_msg_size(&part[1]);
+  if (bn == 0) return wt_fail(WT_EIO, "the relay says this holder is not connected to it");
+  if (bn < PARALLEL_SHARD_REP_HEAD + 4 || wt_get_le64(b) != c->counter ||
+      parallel_zmq_aead_open(&c->seal.to_client, c->counter, b, 8, b + PARALLEL_SHARD_REP_HEAD,
+                             bn - PARALLEL_SHARD_REP_HEAD, b + 8) != 0)
+    return wt_fail(WT_ECORRUPT, "a reply through the relay does not open under the holder's key "
+                                "(altered, replayed or forged)");
+  const uint8_t *body = b + PARALLEL_SHARD_REP_HEAD;
+  const size_t body_n = bn - PARALLEL_SHARD_REP_HEAD, hlen = wt_get_le32(body);
+  if (hlen > body_n - 4) return wt_fail(WT_ECORRUPT, "a sealed reply with a malformed head");
+  *head = wt_xmalloc(hlen + 1);
+  memcpy(*head, body + 4, hlen), (*head)[hlen] = 0;
+  *len = body_n - 4 - hlen;
+  *data = wt_xmalloc(*len + 1);
+  memcpy(*data, body + 4 + hlen, *len);
+  return WT_OK;
+}
+
+/* A relayed exchange: [holder key][random][counter][tag][sealed request] out to the relay. */
+static int s_exchange_relayed(s_client *c, const char *text, char **head, void **data,
+                              size_t *len) {
+  const size_t tn = strlen(text);
+  uint8_t *out = wt_xmalloc(PARALLEL_SHARD_REQ_HEAD + tn);
+  memcpy(out, c->random, 32);
+  wt_put_le64(out + 32, c->counter);
+  memcpy(out + PARALLEL_SHARD_REQ_HEAD, text, tn);
+  parallel_zmq_aead_seal(&c->seal.to_holder, c->counter, out, 40, out + PARALLEL_SHARD_REQ_HEAD, tn,
+                         out + 40);
+  int sent = zmq_send(c->sock, c->holder_pk, 32, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+             zmq_send(c->sock, out, PARALLEL_SHARD_REQ_HEAD + tn, ZMQ_DONTWAIT) >= 0;
+  free(out);
+  if (!sent) return wt_fail(WT_EIO, "cannot send to the relay: %s", zmq_strerror(zmq_errno()));
+  WT_CHECK(s_wait(c));
+  zmq_msg_t part[2];
+  int n = s_recv_parts(c->sock, part, 2);
+  if (n < 0) return wt_fail(WT_EIO, "receive failed: %s", zmq_strerror(zmq_errno()));
+  int rc = s_open_reply(c, part, n, head, data, len);
+  for (int i = 0; i < n; i++) zmq_msg_close(&part[i]);
+  c->counter++;
+  return rc;
 }
 
 /* Sends one request and waits (until the holder's deadline) for its reply: the JSON head and,
  * for a read, the data part (malloc'd into *data). */
 static int s_call(s_client *c, cJSON *req, cJSON **head, void **data, size_t *len) {
-  char *text = cJSON_PrintUnformatted(req);
-  int sent = zmq_send(c->sock, text, strlen(text), ZMQ_DONTWAIT);
+  char *text = cJSON_PrintUnformatted(req), *head_text = NULL;
+  void *d = NULL;
+  size_t dn = 0;
+  int rc = c->relayed ? s_exchange_relayed(c, text, &head_text, &d, &dn)
+                      : s_exchange_direct(c, text, &head_text, &d, &dn);
   free(text);
-  if (sent < 0) return wt_fail(WT_EIO, "cannot send: %s", zmq_strerror(zmq_errno()));
-  zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
-  long left = (long)((c->deadline - wt_now_s()) * 1000);
-  if (left <= 0 || zmq_poll(&it, 1, left) <= 0 || !(it.revents & ZMQ_POLLIN))
-    return wt_fail(WT_ETIMEOUT, "no answer within the deadline (down, not allowing this key, or "
-                                "not the key given for it)");
-  zmq_msg_t m;
-  zmq_msg_init(&m);
-  if (zmq_msg_recv(&m, c->sock, 0) < 0) {
-    zmq_msg_close(&m);
-    return wt_fail(WT_EIO, "receive failed: %s", zmq_strerror(zmq_errno()));
-  }
-  int more = zmq_msg_more(&m);
-  *head = cJSON_ParseWithLength(zmq_msg_data(&m), zmq_msg_size(&m));
-  zmq_msg_close(&m);
-  if (data) *data = NULL, *len = 0;
-  if (more) {
-    zmq_msg_init(&m);
-    if (zmq_msg_recv(&m, c->sock, 0) >= 0 && data) {
-      *len = zmq_msg_size(&m);
-      *data = wt_xmalloc(*len + 1);
-      memcpy(*data, zmq_msg_data(&m), *len);
-    }
-    zmq_msg_close(&m);
-  }
+  *head = rc == WT_OK ? cJSON_Parse(head_text) : NULL;
+  free(head_text);
   const cJSON *ok = cJSON_GetObjectItemCaseSensitive(*head, "ok");
-  if (!cJSON_IsTrue(ok)) {
+  if (rc == WT_OK && !cJSON_IsTrue(ok)) {
     const cJSON *why = cJSON_GetObjectItemCaseSensitive(*head, "error");
-    int rc = wt_fail(WT_ENOTFOUND, "refused: %.300s",
-                     cJSON_IsString(why) ? why->valuestring : "a malformed answer");
-    cJSON_Delete(*head), *head = NULL;
-    if (data) free(*data), *data = NULL;
-    return rc;
+    rc = wt_fail(WT_ENOTFOUND, "refused: %.300s",
+                 cJSON_IsString(why) ? why->valuestring : "a malformed answer");
   }
-  return WT_OK;
+  if (rc != WT_OK) {
+    cJSON_Delete(*head), *head = NULL;
+    free(d), d = NULL, dn = 0;
+  }
+  if (data)
+    *data = d, *len = dn;
+  else
+    free(d);
+  return rc;
 }
 
 static cJSON *s_request(const char *op, const parallel_shard_id *id) {
@@ -645,7 +871,8 @@ static int s_mkdirs(const char *path) {
   return mkdir(tmp, 0755) == 0 || errno == EEXIST ? WT_OK : WT_EIO;
 }
 
-/* Fetches one file of the listing into tmp_dir/path, hashing as it goes. */
+/* Fetches one file of the listing into tmp_dir/path, hashing as it goes; a holder that sends
+ * more bytes than the listing gives, or ends before, is refused at once. */
 static int s_fetch_file(s_client *c, const parallel_shard_id *id, const s_entry *e,
                         const char *tmp_dir) {
   char path[2400], dir[2400];
@@ -657,20 +884,26 @@ static int s_fetch_file(s_client *c, const parallel_shard_id *id, const s_entry 
   if (!f) return wt_fail(WT_EIO, "cannot create %s: %s", path, strerror(errno));
   crypto_hash_sha256_state st;
   crypto_hash_sha256_init(&st);
-  int rc = WT_OK, eof = 0;
-  for (double off = 0; rc == WT_OK && !eof;) {
+  int rc = WT_OK;
+  for (long long off = 0; rc == WT_OK && off < e->size;) {
     cJSON *req = s_request("read", id), *head = NULL;
     cJSON_AddStringToObject(req, "path", e->path);
-    cJSON_AddNumberToObject(req, "offset", off);
+    cJSON_AddNumberToObject(req, "offset", (double)off);
     void *data = NULL;
     size_t len = 0;
     rc = s_call(c, req, &head, &data, &len);
     cJSON_Delete(req);
+    const long long left = e->size - off;
+    if (rc == WT_OK && (long long)len > left)
+      rc = wt_fail(WT_ECORRUPT, "%s: it sent more bytes than the %lld its listing gives", e->path,
+                   e->size);
+    else if (rc == WT_OK && len == 0)
+      rc = wt_fail(WT_ECORRUPT, "%s: it ended at byte %lld of the %lld its listing gives", e->path,
+                   off, e->size);
     if (rc == WT_OK) {
-      eof = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(head, "eof")) || len == 0;
       crypto_hash_sha256_update(&st, data, len);
       if (fwrite(data, 1, len, f) != len) rc = wt_fail(WT_EIO, "cannot write %s", path);
-      off += (double)len;
+      off += (long long)len;
     }
     free(data);
     cJSON_Delete(head);
@@ -760,11 +993,12 @@ int parallel_shard_fetch(const char *root, const parallel_shard_id *id, const ch
   int rc = n ? WT_EIO : WT_ENOTFOUND, any_answer = 0;
   s_client c = {.ctx = zmq_ctx_new()};
   for (int i = 0; i < n; i++) {
-    int r = s_key_ok(holders[i].public_key) && holders[i].endpoint
-                ? s_client_open(&c, &holders[i], public_z85, secret_z85, timeout_s)
+    const parallel_shard_holder *h = &holders[i];
+    int r = s_key_ok(h->public_key) && (h->relay ? s_key_ok(h->relay_key) : h->endpoint != NULL)
+                ? s_client_open(&c, h, public_z85, secret_z85, timeout_s)
                 : wt_fail(WT_EINVAL, "no endpoint or no valid key");
     if (r == WT_OK) r = s_fetch_from(&c, root, id, digest);
-    if (c.sock) zmq_close(c.sock), c.sock = NULL;
+    s_client_close(&c);
     if (r == WT_OK) {
       if (from) *from = i;
       zmq_ctx_term(c.ctx);
@@ -775,8 +1009,9 @@ int parallel_shard_fetch(const char *root, const parallel_shard_id *id, const ch
     }
     any_answer |= r == WT_ECORRUPT;
     size_t len = strlen(why);
-    snprintf(why + len, sizeof why - len, "%s%s: %.400s", len ? "; " : "",
-             holders[i].endpoint ? holders[i].endpoint : "?", wt_last_error());
+    snprintf(why + len, sizeof why - len, "%s%s%s: %.400s", len ? "; " : "",
+             h->endpoint ? h->endpoint : "?", h->relay ? " through the relay" : "",
+             wt_last_error());
   }
   zmq_ctx_term(c.ctx);
   rc = any_answer ? WT_ECORRUPT : rc;

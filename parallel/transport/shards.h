@@ -10,10 +10,11 @@
  *   ROOT/<run id, 16 hex>/stage-<s>/step-<08 step>/...           (replica 0)
  *   ROOT/<run id, 16 hex>/stage-<s>/replica-<r>-step-<08 step>.state
  *
- * Digest: the SHA-256 (lowercase hex) of the shard's listing, one line "<sha256>  <path>\n" per
- * file, path relative to the run directory, in byte order of the paths. The stage files' hashes
- * are taken from their SHA256SUMS (so naming a shard reads only SHA256SUMS and the .state
- * file); fetching and verifying hash every byte. Two holders of one shard have one digest.
+ * Digest: the SHA-256 (lowercase hex) of the shard's listing, one line "<sha256>  <size>  <path>\n"
+ * per file (size in bytes, decimal), path relative to the run directory, in byte order of the
+ * paths. The stage files' hashes are taken from their SHA256SUMS (so naming a shard reads only
+ * SHA256SUMS, the .state file and the files' sizes); fetching and verifying hash every byte. Two
+ * holders of one shard have one digest, and a fetch reads no more bytes of a file than its size.
  *
  * Transfer: every holder runs a shard server, a ZeroMQ ROUTER with CurveZMQ (its peer key pair,
  * the same X25519 keys the data links derive theirs from): the link is authenticated both ways
@@ -23,6 +24,12 @@
  * moves the files into place: a corrupt, lying or dead holder is skipped, and nothing of it is
  * kept. Every wait has the fetch's deadline.
  *
+ * Through a relay: a holder that accepts no inbound connection also connects out to a shard
+ * relay (shard_relay.h), and a fetch given the relay for it sends each request there, sealed end
+ * to end under keys from the two peers' own key pairs (crypto_kx + ChaCha20-Poly1305, the data
+ * links' construction, zmq_aead.h); the relay passes bytes it can neither read nor alter
+ * unnoticed, and the digest check stays the last line (docs/protocol.md "Shards through a
+ * relay"). *
  *   parallel_shard_server *s = parallel_shard_server_new("tcp://10.0.0.5:*", root, pub, sec);
  *   parallel_shard_server_allow(s, client_pub);
  *   ... elsewhere:
@@ -89,6 +96,13 @@ int parallel_shard_server_allow(parallel_shard_server *s, const char *public_z85
 uint64_t parallel_shard_server_served(const parallel_shard_server *s);
 uint64_t parallel_shard_server_refused(const parallel_shard_server *s);
 
+/* Also serves through the shard relay at relay_endpoint (its CURVE public key relay_key_z85):
+ * the server's thread connects out to it, says hello every 2 s, and answers the sealed requests
+ * of allowed clients that arrive there. Replaces an earlier relay. Returns WT_OK or WT_EINVAL.
+ * Thread-safe. */
+int parallel_shard_server_relay(parallel_shard_server *s, const char *relay_endpoint,
+                                const char *relay_key_z85);
+
 /* Stops the thread, closes the socket; sets *s_p = NULL. */
 void parallel_shard_server_destroy(parallel_shard_server **s_p);
 
@@ -97,6 +111,8 @@ void parallel_shard_server_destroy(parallel_shard_server **s_p);
 typedef struct {
   const char *endpoint;   /* the holder's shard server */
   const char *public_key; /* its CURVE public key, Z85 */
+  const char *relay;      /* NULL: straight to endpoint; else the shard relay it is reached at */
+  const char *relay_key;  /* the relay's CURVE public key, Z85 (with relay) */
 } parallel_shard_holder;
 
 /* Fetches shard `id` with digest `digest` into root from the first of the n holders that serves
