@@ -520,6 +520,7 @@ void coord_holders_status(coordinator *c, cJSON *o) {
   if (!coord_holders_on(c)) return;
   cJSON_AddNumberToObject(o, "checkpoint_copies", c->cfg.checkpoint_copies);
   cJSON_AddNumberToObject(o, "resumable_step", (double)coord_holders_resume_step(c));
+  cJSON_AddNumberToObject(o, "pinned_step", (double)c->holders_pinned);
   if (c->shard_relay) {
     parallel_shard_relay_stats st = parallel_shard_relay_stats_get(c->shard_relay);
     cJSON *r = cJSON_AddObjectToObject(o, "shard_relay");
