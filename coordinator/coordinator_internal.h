@@ -589,7 +589,7 @@ void coord_scenario_close(coordinator *c);
  * has no such step (said once), at most --bind-timeout from when every live peer had reported;
  * then -1 with why (size bytes) naming the shards no live peer holds, and the run must stop.
  * pinned_step: the newest committed step whose needed shards have min(checkpoint_copies, live
- * shard servers) live holders each, else the newest with one each (resume_step), 0 = none;
+ * shard servers) live holders each, 0 = none;
  * check keeps it in holders_pinned, and ack_json puts it in an ACK ("pinned": {run, step,
  * keep}) so that no peer prunes it (peer/shards.h). seat_json adds "storage" and, when the seat
  * resumes, "fetch" (the shards it needs with their digests and live holders) to a train epoch's

@@ -155,15 +155,14 @@ static int s_live_servers(coordinator *c) {
 }
 
 /* The pin is what keeps the newest restorable step on the peers: no store prunes it or anything
- * newer, so it stays held (less the holders that leave) until a newer step is held as well. It
- * is the newest committed step held k times, else the newest held at all: a step held by its
- * writers only is still worth more than nothing, and pinning it bounds what the stores keep
- * while the copies cannot land. */
+ * newer, so it stays held (less the holders that leave) until a newer step is held k times as
+ * well. Only a step held k times is pinned: pinning one its writers alone hold would let the
+ * stores prune the older steps whose copies are still on their way, and copies that lag would
+ * then never land. Until a step is held k times (0) the stores prune nothing. */
 long coord_holders_pinned_step(coordinator *c) {
   if (!coord_holders_on(c) || c->committed_step <= 0) return 0;
   const int copies = WT_MAX(1, WT_MIN(c->cfg.checkpoint_copies, s_live_servers(c)));
-  long step = s_newest_held(c, c->committed_step, copies);
-  return step > 0 ? step : s_newest_held(c, c->committed_step, 1);
+  return s_newest_held(c, c->committed_step, copies);
 }
 
 void coord_holders_ack_json(const coordinator *c, cJSON *ack) {

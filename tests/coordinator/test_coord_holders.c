@@ -116,6 +116,11 @@ int main(void) {
   c->epoch = 1, c->phase = EPOCH_RUNNING, c->start_step = 0, c->committed_step = 40;
 
   const long all[] = {40, 30, 20, 10, 0}, lagging[] = {20, 10, 0};
+  s_report(c, &c->peers[0], all, NULL); /* the writers only: nothing is held twice yet */
+  s_report(c, &c->peers[1], NULL, all);
+  coord_holders_check(c);
+  WT_TEST_ASSERT(c->holders_pinned == 0, "no step held twice, none pinned: got %ld",
+                 c->holders_pinned);
   s_report(c, &c->peers[0], all, lagging); /* peer 1: its stage 0, stage 1's copies that lag */
   s_report(c, &c->peers[1], all, all);     /* peer 2: its stage 1, stage 0's copies */
   s_report(c, &c->peers[2], NULL, NULL);
