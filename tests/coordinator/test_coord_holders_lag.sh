@@ -22,8 +22,8 @@ for i in 1 2 3; do start_peer "$i" --region lab; done
 wait_committed "$WORK/coord.log" 10 60 || fail "no checkpoint at or past step 10"
 # "PINNED COMMITTED MEMBER": once the pin is two checkpoints or more behind the committed step,
 # with the id of the peer training stage 1 now
-got=""
-for _ in $(seq 600); do
+got="" end=$((SECONDS + 30))
+while [ $SECONDS -lt $end ]; do
   got=$(status | python3 -c "
 import json, sys
 s = json.load(sys.stdin)
