@@ -7,7 +7,7 @@
  *
  * On the GPU: fp32, fp16, bf16, int8 and int4 (nearest-even rounding) and sign at any block
  * size; topk (a radix select: the CPU's exact k, ties to the lowest indices; n <= INT_MAX) and
- * randk (the CPU's index list, drawn on the host from the seed); error feedback over any of them
+ * randk (the CPU's index list, drawn on the device by compress/randk_draw.h); error feedback over any of them
  * (compress_gpu_ef_encode) and AC-SGD's row quantizer. All give bitwise the CPU's bytes and
  * decodes (decode_add: fmaf, one rounding). Stochastic rounding stays on the host (WT_ENOTSUP,
  * with a message). Builds without CUDA return WT_ENOTSUP from every call.

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "compress/codec.h"
+#include "compress/randk_draw.h"
 
 /* ---- 16-bit conversions (compress/codec_fp16.c, codec_bf16.c) ---------------------------- */
 
@@ -439,25 +440,24 @@ extern "C" int compress_cuda_topk_decode(const uint8_t *in, size_t k, size_t n, 
   return -1;
 }
 
-/* randk: the payload's k indices (drawn on the host, compress_randk_indices) go up into its
- * index part, then each value is gathered from x. */
-__global__ static void k_gather(const float *x, size_t k, uint8_t *out) {
-  size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-  if (j >= k) return;
-  uint32_t i = ((const uint32_t *)out)[j];
-  ((float *)(out + k * sizeof(uint32_t)))[j] = x[i];
+/* randk: thread s draws segment s of the index list (compress/randk_draw.h, the CPU codec's
+ * generator), writes its indices into the payload's index part and gathers their values. */
+__global__ static void k_randk(const float *x, size_t n, size_t k, uint64_t seed,
+                               size_t segments, uint8_t *out) {
+  size_t s = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (s >= segments) return;
+  uint32_t *idx = (uint32_t *)out;
+  float *val = (float *)(out + k * sizeof(uint32_t));
+  compress_randk_segment(n, k, seed, s, idx);
+  for (size_t j = compress_randk_offset(n, k, s); j < compress_randk_offset(n, k, s + 1); j++)
+    val[j] = x[idx[j]];
 }
 
-extern "C" int compress_cuda_gather(const float *x, size_t k, uint8_t *out,
-                                    const uint32_t *host_idx, char *why, size_t why_len) {
-  cudaError_t err = cudaMemcpy(out, host_idx, k * sizeof(uint32_t), cudaMemcpyHostToDevice);
-  if (err == cudaSuccess) {
-    k_gather<<<s_blocks(k, 256), 256>>>(x, k, out);
-    err = cudaGetLastError();
-  }
-  if (err == cudaSuccess) return 0;
-  snprintf(why, why_len, "%s", cudaGetErrorString(err));
-  return -1;
+extern "C" int compress_cuda_randk_encode(const float *x, size_t n, size_t k, uint64_t seed,
+                                          uint8_t *out, char *why, size_t why_len) {
+  size_t segments = compress_randk_segments(n);
+  k_randk<<<s_blocks(segments, 128), 128>>>(x, n, k, seed, segments, out);
+  return s_status(why, why_len);
 }
 
 /* ---- AC-SGD's per-row affine quantizer (compress/acsgd_quant.c) -----------------------------
