@@ -11,9 +11,11 @@
 # runtime, cuBLAS and NCCL but not the project's other dependencies.
 #
 # Files: env.txt (GPU, driver, nvcc, commit), build.log, gpu-tests.log, bench-train.txt and
-# bench-train.json (its JSON line), bench-codecs.txt and bench-codecs.json, summary.txt. Exits 0
-# when the build, every gpu test and both benchmarks succeeded, 1 otherwise; a step that fails
-# does not stop the later ones (their output is what the run is for).
+# bench-train.json (its JSON line), bench-codecs.txt and bench-codecs.json, launch-1x1.txt,
+# launch-2x2.txt and launch-scale.txt / launch-scale.json (`wantrain launch --device` 2 x 2 beside
+# 1 x 1 on the same GPU and model: median tokens/s of steps 6..), summary.txt. Exits 0 when the
+# build, every gpu test and every benchmark succeeded, 1 otherwise; a step that fails does not
+# stop the later ones (their output is what the run is for).
 set -uo pipefail
 
 usage() {
@@ -57,11 +59,42 @@ step() {
   /usr/local/cuda/bin/nvcc --version 2>&1 || nvcc --version 2>&1
 } >"$out/env.txt"
 
+# The median tokens_per_s of steps 6.. of a launch JSON log (the first steps include start-up).
+median_tok_s() {
+  sed -n 's/.*"step":\([0-9]*\),.*"tokens_per_s":\([0-9.]*\).*/\1 \2/p' "$1" |
+    awk '$1 > 5 {print $2}' | sort -g | awk '{v[NR] = $1} END {print NR ? v[int((NR + 1) / 2)] : 0}'
+}
+
+# `wantrain launch --device` on one GPU: 2 stages x 2 replicas (four processes) beside 1 x 1, the
+# same model and global batch.
+launch_scale() { # launch_scale BIN_DIR
+  local flags="--layers 4 --channels 256 --heads 4 --seq 256 --batch 16 --micro-batches 2
+               --steps 30 --val-every 0 --log-every 10 --timeout 120 --device $device"
+  local g
+  for g in 1x1 2x2; do
+    # shellcheck disable=SC2086
+    step launch-$g.txt 150 "$1/wantrain" launch --stages "${g%x*}" --replicas "${g#*x}" $flags \
+      --json-log "$out/launch-$g.jsonl"
+  done
+  local one two
+  one=$(median_tok_s "$out/launch-1x1.jsonl")
+  two=$(median_tok_s "$out/launch-2x2.jsonl")
+  {
+    printf '| run (--device %s) | median tokens/s, steps 6..30 |\n| --- | ---: |\n' "$device"
+    printf '| 1 x 1 | %s |\n| 2 x 2 | %s |\n' "$one" "$two"
+    awk -v a="$one" -v b="$two" 'BEGIN {printf "2 x 2 / 1 x 1: %.3f\n", (a > 0 ? b / a : 0)}'
+  } >"$out/launch-scale.txt"
+  awk -v a="$one" -v b="$two" -v d="$device" 'BEGIN {printf "{\"bench\":\"launch-scale\",\"device\":\"%s\",\"tokens_per_s_1x1\":%s,\"tokens_per_s_2x2\":%s,\"ratio\":%.4f}\n", d, a, b, (a > 0 ? b / a : 0)}' \
+    >"$out/launch-scale.json"
+  note "launch-scale     $(tail -1 "$out/launch-scale.txt")"
+}
+
 benches() { # benches BIN_DIR
   step bench-train.txt 900 "$1/bench-train" --device "$device" --repeats 5
   grep '^{' "$out/bench-train.txt" | tail -1 >"$out/bench-train.json"
   step bench-codecs.txt 600 "$1/bench-codecs" --device "$device" --reps 5
   grep '^{' "$out/bench-codecs.txt" | tail -1 >"$out/bench-codecs.json"
+  launch_scale "$1"
 }
 
 if [ -n "$pack" ]; then
@@ -74,6 +107,7 @@ if [ -n "$pack" ]; then
   # here, since a GPU machine is the point of the run
   : >"$out/gpu-tests.log"
   while read -r name args; do
+    args=${args//@BIN@/$pack/bin} # a script test's binaries: the pack's
     t0=$SECONDS
     # shellcheck disable=SC2086
     (cd "$root" && timeout 150 "$pack/bin/$name" $args) >>"$out/gpu-tests.log" 2>&1

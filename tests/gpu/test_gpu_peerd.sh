@@ -9,9 +9,10 @@
 #     and the data-parallel ring (1e-2: a rounding difference between the back ends can move one
 #     int8 code by a step, 1/127 of its block's absmax, and the later steps carry it on).
 # Both GPU runs must say they trained on cuda:0 and their loss must fall.
-#   tests/gpu/test_gpu_peerd.sh BIN_DIR
+#   tests/gpu/test_gpu_peerd.sh BIN_DIR      (in a gpu-pack, harness.sh lies beside it)
 BIN=$1
-. "$(dirname "$0")/../coordinator/harness.sh"
+here=$(dirname "$0")
+if [ -f "$here/harness.sh" ]; then . "$here/harness.sh"; else . "$here/../coordinator/harness.sh"; fi
 STEPS=20
 
 # Skip before any run when peerd cannot use cuda:0 (it checks the device before it connects).
