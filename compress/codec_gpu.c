@@ -28,7 +28,17 @@ int compress_cuda_acsgd_dequantize(const uint8_t *payload, int rows, int cols, i
 int compress_cuda_copy_to_host(void *dst, const void *src, size_t bytes, char *why, size_t why_len);
 int compress_cuda_topk_decode(const uint8_t *in, size_t k, size_t n, float alpha, int add, float *y,
                               size_t *bad, char *why, size_t why_len);
+int compress_cuda_is_device_memory(const void *p);
 #endif
+
+int compress_gpu_is_device_memory(const void *p) {
+#ifdef WT_COMPRESS_HAVE_CUDA
+  return p && compress_cuda_is_device_memory(p);
+#else
+  (void)p;
+  return 0;
+#endif
+}
 
 int compress_gpu_supported(const compress_codec *c) {
 #ifdef WT_COMPRESS_HAVE_CUDA

@@ -27,6 +27,10 @@
 /* Whether the codec with these parameters runs on the GPU in this build (1) or not (0). */
 int compress_gpu_supported(const compress_codec *c);
 
+/* 1 when p points into a CUDA device's memory (what the calls below read and write), 0 for
+ * host memory, memory of another kind, or a build without CUDA. */
+int compress_gpu_is_device_memory(const void *p);
+
 /* As compress_codec_encode, from device x[0..n) into device out[0..cap). */
 int compress_gpu_encode(const compress_codec *c, const float *x, size_t n, void *out, size_t cap,
                         size_t *len);

@@ -636,6 +636,15 @@ extern "C" int compress_cuda_acsgd_dequantize(const uint8_t *payload, int rows, 
   return s_status(why, why_len);
 }
 
+extern "C" int compress_cuda_is_device_memory(const void *p) {
+  cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError(); /* not CUDA's memory, or no device: not an error to keep */
+    return 0;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
 extern "C" int compress_cuda_copy_to_host(void *dst, const void *src, size_t bytes, char *why,
                                           size_t why_len) {
   cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
