@@ -94,8 +94,8 @@ int compress_gpu_encode(const compress_codec *c, const float *x, size_t n, void 
     if (n > UINT32_MAX)
       return wt_fail(WT_EINVAL, "randk: %zu elements do not fit 32-bit indices", n);
     size_t k = compress_topk_count(n, compress_codec_params(c)->k_frac);
-    if (k && compress_cuda_randk_encode(x, n, k, compress_codec_params(c)->seed, out, why,
-                                        sizeof why))
+    if (k &&
+        compress_cuda_randk_encode(x, n, k, compress_codec_params(c)->seed, out, why, sizeof why))
       return wt_fail(WT_EIO, "GPU codec randk encode: CUDA error: %s", why);
     *len = need;
     return WT_OK;

@@ -231,8 +231,7 @@ int gpt_stage_backward(gpt_stage *s, const float *grad_out, float *grad_in, floa
  * end's host_alloc. On host back ends the copies are plain ones, the results the same bits. */
 int gpt_stage_forward_async(gpt_stage *s, const int *tokens, const float *act_in,
                             const int *targets, int B, int T, float *act_out);
-int gpt_stage_backward_async(gpt_stage *s, const float *grad_out, float *grad_in,
-                             float loss_scale);
+int gpt_stage_backward_async(gpt_stage *s, const float *grad_out, float *grad_in, float loss_scale);
 
 void gpt_stage_zero_grad(gpt_stage *s);
 

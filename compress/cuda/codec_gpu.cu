@@ -460,8 +460,7 @@ extern "C" int compress_cuda_topk_encode(const float *x, size_t n, size_t k, uin
   for (int level = 0; level < 3; level++) {
     uint32_t mask = (1u << widths[level]) - 1;
     cudaMemsetAsync(hist, 0, (mask + 1) * sizeof(unsigned));
-    k_topk_hist<<<grid, 256>>>(x, n, sel, shifts[level] + widths[level], shifts[level], mask,
-                               hist);
+    k_topk_hist<<<grid, 256>>>(x, n, sel, shifts[level] + widths[level], shifts[level], mask, hist);
     k_topk_select<<<1, S_SELECT_THREADS>>>(hist, mask, shifts[level], sel);
   }
   k_topk_equal<<<s_blocks(n, 256), 256>>>(x, n, sel, flag);
@@ -523,8 +522,8 @@ extern "C" int compress_cuda_topk_decode(const uint8_t *in, size_t k, size_t n, 
 
 /* randk: thread s draws segment s of the index list (compress/randk_draw.h, the CPU codec's
  * generator), writes its indices into the payload's index part and gathers their values. */
-__global__ static void k_randk(const float *x, size_t n, size_t k, uint64_t seed,
-                               size_t segments, uint8_t *out) {
+__global__ static void k_randk(const float *x, size_t n, size_t k, uint64_t seed, size_t segments,
+                               uint8_t *out) {
   size_t s = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
   if (s >= segments) return;
   uint32_t *idx = (uint32_t *)out;

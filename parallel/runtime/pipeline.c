@@ -300,7 +300,6 @@ static int s_recv(parallel_pipeline *p, int peer, int tag, int j, float *x, int 
 
 /* ---- passes ----------------------------------------------------------------------------- */
 
-
 /* The stage's passes, on the gpt_stage or on the site that runs it (one slot: slot 0). */
 static int s_use_slot(parallel_pipeline *p, int slot) {
   return p->site ? WT_OK : gpt_stage_use_slot(p->s, slot);

@@ -20,8 +20,8 @@
 /* Whether this tasklet's sync takes the device path (decided once, at its first sync). */
 static int s_wanted(const parallel_tasklet *k, const float *g) {
   return k->ops->device && k->codec && k->sparse && compress_gpu_supported(k->codec) &&
-         compress_gpu_is_device_memory(g) && !k->robust && !k->zero && !k->outer &&
-         !k->spot_row && !k->cfg.test_tamper;
+         compress_gpu_is_device_memory(g) && !k->robust && !k->zero && !k->outer && !k->spot_row &&
+         !k->cfg.test_tamper;
 }
 
 /* Device residual (from k->sef's), payload buffers and the host sum; WT_ENOMEM if short. */
@@ -55,12 +55,13 @@ int parallel_tasklet_device_sync(parallel_tasklet *k, float *g, size_t n) {
   }
   if (!d->payload) return 0;
   size_t len = 0;
-  int rc = d->residual ? compress_gpu_ef_encode(k->codec, d->residual, g, n, d->payload, d->cap, &len)
-                       : compress_gpu_encode(k->codec, g, n, d->payload, d->cap, &len);
+  int rc = d->residual
+               ? compress_gpu_ef_encode(k->codec, d->residual, g, n, d->payload, d->cap, &len)
+               : compress_gpu_encode(k->codec, g, n, d->payload, d->cap, &len);
   if (rc != WT_OK) return rc;
   k->ops->download(d->payload_host, d->payload, len);
-  WT_CHECK(parallel_allreduce_sparse_payload(k->dp, k->codec, d->payload_host, len, d->sum_host,
-                                             n, PARALLEL_OP_AVG));
+  WT_CHECK(parallel_allreduce_sparse_payload(k->dp, k->codec, d->payload_host, len, d->sum_host, n,
+                                             PARALLEL_OP_AVG));
   k->ops->upload(g, d->sum_host, n * sizeof(float));
   return 1;
 }

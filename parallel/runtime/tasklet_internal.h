@@ -15,11 +15,11 @@
 
 /* The sparse sync encoded on a GPU (tasklet_device_sync.c); all NULL on the host path. */
 typedef struct {
-  int decided;          /* the first sync chose the path */
-  uint8_t *payload;     /* (cap) device: this replica's encoded gradient */
+  int decided;           /* the first sync chose the path */
+  uint8_t *payload;      /* (cap) device: this replica's encoded gradient */
   uint8_t *payload_host; /* (cap) host_alloc: its copy for the all-gather */
-  float *residual;      /* (n) device: the error feedback residual, mirrored in k->sef */
-  float *sum_host;      /* (n) host_alloc: the decoded average */
+  float *residual;       /* (n) device: the error feedback residual, mirrored in k->sef */
+  float *sum_host;       /* (n) host_alloc: the decoded average */
   size_t cap;
 } parallel_tasklet_dsync;
 
@@ -31,11 +31,11 @@ typedef struct {
   parallel_comm *pipe;  /* this replica's stages */
   trainer *t;
   parallel_pipeline *pipeline;
-  parallel_site *site;    /* the stage's TP ranks (site_ranks > 1), or NULL */
-  compress_codec *codec;  /* gradient codec, or NULL */
-  int sparse;             /* topk / randk: all-gathered */
-  parallel_ef *ef;        /* compressed ring residuals */
-  compress_ef *sef;       /* sparse sender residual */
+  parallel_site *site;   /* the stage's TP ranks (site_ranks > 1), or NULL */
+  compress_codec *codec; /* gradient codec, or NULL */
+  int sparse;            /* topk / randk: all-gathered */
+  parallel_ef *ef;       /* compressed ring residuals */
+  compress_ef *sef;      /* sparse sender residual */
   parallel_tasklet_dsync dsync;
   diloco *outer;          /* DiLoCo, or NULL */
   parallel_zero *zero;    /* ZeRO-1, or NULL */

@@ -52,8 +52,10 @@ static void test_generator_is_wt_rng(void) {
     for (int i = 0; i < 1000; i++) same &= wt_rng_u64(&ref) == compress_randk_rng_u64(&ours);
     for (uint64_t m = 1; m < 5000; m += 7) /* small and odd bounds, where rejection matters */
       same &= wt_rng_below(&ref, m) == compress_randk_rng_below(&ours, m);
-    same &= wt_rng_below(&ref, (1ull << 63) + 1) == compress_randk_rng_below(&ours, (1ull << 63) + 1);
-    WT_TEST_ASSERT(same, "seed %llu: the header's generator is wt_rng", (unsigned long long)seeds[s]);
+    same &=
+        wt_rng_below(&ref, (1ull << 63) + 1) == compress_randk_rng_below(&ours, (1ull << 63) + 1);
+    WT_TEST_ASSERT(same, "seed %llu: the header's generator is wt_rng",
+                   (unsigned long long)seeds[s]);
   }
 }
 
@@ -97,7 +99,8 @@ static void s_check_list(size_t n, double k_frac, uint64_t seed) {
   const uint32_t *idx = (const uint32_t *)out;
   const float *val = (const float *)(out + k * sizeof *idx);
   uint32_t *want = wt_xmalloc(k * sizeof *want);
-  for (size_t s = 0; s < compress_randk_segments(n); s++) compress_randk_segment(n, k, seed, s, want);
+  for (size_t s = 0; s < compress_randk_segments(n); s++)
+    compress_randk_segment(n, k, seed, s, want);
   WT_TEST_ASSERT(len == 8 * k && memcmp(idx, want, k * sizeof *want) == 0,
                  "n %zu k %zu: the codec's indices are the header's segments", n, k);
   size_t bad = k;
@@ -121,7 +124,7 @@ static void test_lists(void) {
   s_check_list(100003, 1.0, 4);  /* k = n: every index once */
   s_check_list(3 * COMPRESS_RANDK_SEGMENT, 0.5, 5);
   s_check_list(COMPRESS_RANDK_SEGMENT + 1, 0.001, 6); /* k = 3 over two segments */
-  s_check_list(1 << 20, 0.01, 7);                    /* parallel segments (OpenMP) */
+  s_check_list(1 << 20, 0.01, 7);                     /* parallel segments (OpenMP) */
 }
 
 /* Over 2000 seeds, each of n = 5000 elements (three segments) is kept ~100 times at k = 250;

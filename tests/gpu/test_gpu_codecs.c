@@ -2,8 +2,8 @@
  * peers interoperate. Exits 77 (skipped) without a CUDA device. For fp32, fp16, bf16, int8 and
  * int4 (nearest-even), sign, topk and randk, at block sizes 64, 100 (ragged last block) and n
  * (one scale), and int4 also at odd blocks (pairs across two blocks) on both sides of its
- * one-pass limit (7, 8191, 8192, 8193), on random values mixed with the awkward ones (NaN, ±inf, ±0, float and half
- * subnormals, values that round to half infinity, exact rounding ties):
+ * one-pass limit (7, 8191, 8192, 8193), on random values mixed with the awkward ones (NaN, ±inf,
+ * ±0, float and half subnormals, values that round to half infinity, exact rounding ties):
  *   - GPU encode gives bitwise the CPU's payload on finite and infinite inputs, and a payload
  *     that decodes to the same floats (NaNs compared as NaNs) where the input holds NaNs: the
  *     payload bits of a NaN that went through arithmetic are the hardware's (x86 keeps the
@@ -236,14 +236,12 @@ static void test_randk_sizes(void) {
       float *x = s_input(n, 99 + t), *dx = s_dev(n * 4);
       uint8_t *pc = wt_xmalloc(cap), *pg = wt_xmalloc(cap), *dp = s_dev(cap);
       s_h2d(dx, x, n * 4);
-      WT_TEST_REQUIRE(compress_codec_encode(c, x, n, pc, cap, &lc) == WT_OK, "%s",
-                      wt_last_error());
-      WT_TEST_REQUIRE(compress_gpu_encode(c, dx, n, dp, cap, &lg) == WT_OK, "%s",
-                      wt_last_error());
+      WT_TEST_REQUIRE(compress_codec_encode(c, x, n, pc, cap, &lc) == WT_OK, "%s", wt_last_error());
+      WT_TEST_REQUIRE(compress_gpu_encode(c, dx, n, dp, cap, &lg) == WT_OK, "%s", wt_last_error());
       s_d2h(pg, dp, lg);
       /* compared as bits: NaN values are gathered, not computed, so their bits survive */
-      WT_TEST_ASSERT(lg == lc && memcmp(pg, pc, lc) == 0, "randk n %zu k_frac %g: same payload",
-                     n, fracs[f]);
+      WT_TEST_ASSERT(lg == lc && memcmp(pg, pc, lc) == 0, "randk n %zu k_frac %g: same payload", n,
+                     fracs[f]);
       cudaFree(dx), cudaFree(dp);
       free(x), free(pc), free(pg);
       compress_codec_destroy(&c);

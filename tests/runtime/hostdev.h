@@ -94,10 +94,10 @@ static void hd_zero(void *p, size_t bytes) {
  * upload lands at once, and copy_wait aborts if its host source was rewritten meanwhile. The
  * queue is per thread, as each tasklet thread has its own stage. */
 typedef struct {
-  void *host;       /* a download's destination, or an upload's source */
-  void *snapshot;   /* a download's bytes; NULL for an upload */
+  void *host;     /* a download's destination, or an upload's source */
+  void *snapshot; /* a download's bytes; NULL for an upload */
   size_t bytes;
-  uint64_t digest;  /* an upload's source when it was queued (FNV-1a) */
+  uint64_t digest; /* an upload's source when it was queued (FNV-1a) */
 } hd_pending;
 static _Thread_local hd_pending *hd_q;
 static _Thread_local size_t hd_qn, hd_qcap;
@@ -134,8 +134,10 @@ static void hd_wait(void) {
       memcpy(r->host, r->snapshot, r->bytes);
       free(r->snapshot);
     } else if (hd_fnv(r->host, r->bytes) != r->digest) {
-      fprintf(stderr, "hostdev: the host source of an upload_async (%zu bytes at %p) was "
-                      "rewritten before copy_wait\n", r->bytes, r->host);
+      fprintf(stderr,
+              "hostdev: the host source of an upload_async (%zu bytes at %p) was "
+              "rewritten before copy_wait\n",
+              r->bytes, r->host);
       abort();
     }
   }
