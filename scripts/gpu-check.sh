@@ -110,7 +110,7 @@ if [ -n "$pack" ]; then
     args=${args//@BIN@/$pack/bin} # a script test's binaries: the pack's
     t0=$SECONDS
     # shellcheck disable=SC2086
-    (cd "$root" && timeout 150 "$pack/bin/$name" $args) >>"$out/gpu-tests.log" 2>&1
+    (cd "$root" && timeout 200 "$pack/bin/$name" $args) >>"$out/gpu-tests.log" 2>&1
     rc=$?
     note "$(printf '%-24s rc=%-3d %4ds' "$name${args:+ $args}" "$rc" $((SECONDS - t0)))"
     [ $rc -eq 0 ] || status=1
