@@ -11,7 +11,8 @@
  * The residual's copy in k->sef stays the one checkpoints save and load: it is mirrored from
  * the device before a save and back after a load. The host path runs instead where the host
  * has to see the whole gradient: robust sync, ZeRO-1, DiLoCo, spot checks or a test's tamper
- * hook, or a codec or build without GPU kernels. */
+ * hook, or a codec or build without GPU kernels; and, with a warning, when the device buffers
+ * do not fit. */
 #include "parallel/runtime/tasklet_internal.h"
 
 #include "common/common.h"
@@ -45,8 +46,10 @@ int parallel_tasklet_device_sync(parallel_tasklet *k, float *g, size_t n) {
   parallel_tasklet_dsync *d = &k->dsync;
   if (!d->decided) {
     d->decided = 1;
-    if (s_wanted(k, g)) {
-      WT_CHECK(s_setup(k, n));
+    if (s_wanted(k, g) && s_setup(k, n) != WT_OK) {
+      WT_WARN("%s; stage %d replica %d syncs its gradient through the host", wt_last_error(),
+              k->cfg.stage, k->cfg.replica);
+    } else if (d->payload) {
       WT_INFO("tasklet: stage %d replica %d encodes its %s gradient on the device (at most %zu "
               "of its %zu bytes leave the device)",
               k->cfg.stage, k->cfg.replica, compress_codec_name(k->codec), k->dsync.cap,
