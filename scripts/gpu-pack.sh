@@ -28,7 +28,7 @@ for b in bench-train bench-codecs bench-collectives wantrain peerd coordinator; 
   cp "$build/bin/$b" "$pack/bin/"
 done
 # every library the binaries resolve here, except glibc's and CUDA's (the GPU machine has its own)
-for f in "$pack"/bin/*; do ldd "$f"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
+for f in "$pack"/bin/*; do case $f in *.sh) ;; *) ldd "$f" ;; esac; done | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^/]*)\.so|/cuda|libcublas|libnccl' |
   while read -r lib; do cp -L "$lib" "$pack/lib/"; done
 cp -L /usr/lib/x86_64-linux-gnu/libopenblas.so.0 "$pack/lib/" # dlopen'd, so ldd does not list it
