@@ -61,7 +61,7 @@ step() {
 
 # The median tokens_per_s of steps 6.. of a launch JSON log (the first steps include start-up).
 median_tok_s() {
-  sed -n 's/.*"step":\([0-9]*\),.*"tokens_per_s":\([0-9.]*\).*/\1 \2/p' "$1" |
+  sed -n 's/.*"step":\([0-9]*\),.*"tokens_per_s":\([0-9.]*\).*/\1 \2/p' "$1" 2>/dev/null |
     awk '$1 > 5 {print $2}' | sort -g | awk '{v[NR] = $1} END {print NR ? v[int((NR + 1) / 2)] : 0}'
 }
 
