@@ -97,15 +97,17 @@ static void s_check_list(size_t n, double k_frac, uint64_t seed) {
   float *x = s_ramp(n);
   uint8_t *out = s_encode(c, x, n, &len);
   const uint32_t *idx = (const uint32_t *)out;
-  const float *val = (const float *)(out + k * sizeof *idx);
   uint32_t *want = wt_xmalloc(k * sizeof *want);
   for (size_t s = 0; s < compress_randk_segments(n); s++)
     compress_randk_segment(n, k, seed, s, want);
   WT_TEST_ASSERT(len == 8 * k && memcmp(idx, want, k * sizeof *want) == 0,
                  "n %zu k %zu: the codec's indices are the header's segments", n, k);
   size_t bad = k;
-  for (size_t j = 0; j < k && bad == k; j++)
-    if (idx[j] >= n || (j && idx[j] <= idx[j - 1]) || val[j] != x[idx[j]]) bad = j;
+  for (size_t j = 0; j < k && bad == k; j++) {
+    float v;
+    memcpy(&v, out + (k + j) * sizeof *idx, sizeof v); /* value j follows the k indices */
+    if (idx[j] >= n || (j && idx[j] <= idx[j - 1]) || v != x[idx[j]]) bad = j;
+  }
   WT_TEST_ASSERT(bad == k, "n %zu k %zu: entry %zu is out of order, out of range or wrong", n, k,
                  bad);
   size_t seg = COMPRESS_RANDK_SEGMENT, j = 0, wrong = 0;
