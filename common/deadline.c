@@ -43,3 +43,16 @@ double wt_deadline_s(const wt_deadline *d) {
 int wt_deadline_samples(const wt_deadline *d) {
   return d->n;
 }
+
+double wt_deadline_links_s(const wt_deadline_config *cfg, const double *bytes,
+                           const double *rate_Bps, const double *rtt_s, int n) {
+  wt_deadline d;
+  wt_deadline_init(&d, cfg);
+  d.cfg.min_samples = 1;
+  for (int i = 0; i < n && i < WT_DEADLINE_WINDOW; i++) {
+    if (!(rate_Bps[i] > 0) || !isfinite(rate_Bps[i]) || !isfinite(rtt_s[i]) || rtt_s[i] < 0)
+      return cfg->cap_s;
+    wt_deadline_add(&d, fmax(bytes[i], 0) / rate_Bps[i] + rtt_s[i]);
+  }
+  return wt_deadline_s(&d);
+}

@@ -8,6 +8,11 @@
  * fast run's deadline above scheduling noise. Old samples leave as new ones come (a window of
  * WT_DEADLINE_WINDOW), so the deadline follows a run that slows down or speeds up.
  *
+ * A wait for transfers over measured links (a receive from a pipeline neighbour, a stage's state
+ * from a replica) gets wt_deadline_links_s: each link's time is the bytes it moves over its
+ * measured rate plus its round trip, and the deadline is clamp(margin × quantile of those times,
+ * floor, cap), the cap when a link was not measured.
+ *
  * Plain data, no allocation, not thread-safe (one owner updates and reads it).
  *
  *   wt_deadline d;
@@ -46,5 +51,12 @@ double wt_deadline_s(const wt_deadline *d);
 double wt_deadline_quantile(const wt_deadline *d);
 /* Number of samples taken so far (up to the window). */
 int wt_deadline_samples(const wt_deadline *d);
+/* The deadline of a wait on n links (the first WT_DEADLINE_WINDOW count): link i moves bytes[i]
+ * at rate_Bps[i] bytes/s after a round trip of rtt_s[i] seconds, taking bytes / rate + rtt; the
+ * deadline is clamp(cfg->margin × cfg->quantile of those times, floor, cap) (min_samples is not
+ * used). The cap with no link, or when a link's rate is not a positive number or its round trip
+ * not a finite one (not measured: it may be the slowest). */
+double wt_deadline_links_s(const wt_deadline_config *cfg, const double *bytes,
+                           const double *rate_Bps, const double *rtt_s, int n);
 
 #endif

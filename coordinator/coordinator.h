@@ -46,8 +46,10 @@ typedef struct {
   int resume;    /* 1: a run with nothing committed here starts from checkpoint_dir's manifest */
   /* where checkpoints live: "shared" (run.checkpoint_dir, which every peer reaches) or "peers"
    * (each tasklet's own data directory; the coordinator names holders and keeps
-   * checkpoint_copies live copies of every committed shard, holders.c) */
+   * checkpoint_copies live copies of every committed shard, holders.c). The option's "auto" is
+   * resolved by coordinator_config_check, which sets checkpoint_storage_auto */
   char checkpoint_storage[WT_CONFIG_STR_MAX];
+  int checkpoint_storage_auto;
   int checkpoint_copies;
   char checkpoint_store[WT_CONFIG_STR_MAX]; /* with "peers": a directory here that receives
                                                every committed shard too ("" = none) */
@@ -82,9 +84,14 @@ typedef struct {
 const wt_option *coordinator_options(void);
 
 /* Checks a parsed config: the run with parallel_run_config_check (which applies its preset), and
- * that a stateful run (parallel_run_config_stateful) names its checkpoint_dir. Returns WT_OK, or
+ * that a stateful run (parallel_run_config_stateful) can recover: its checkpoints on the peers,
+ * or in a checkpoint_dir it names. Resolves checkpoint_storage "auto" to "peers" (a stateful run
+ * without checkpoint_dir, or one with checkpoint_store) or "shared". Returns WT_OK, or
  * WT_EINVAL / WT_ENOTFOUND with wt_last_error() saying what to change. */
 int coordinator_config_check(coordinator_config *cfg);
+/* Why a checked config's checkpoint_storage is what it is, for the log and /status: a static
+ * string ("--checkpoint-storage" when the operator chose it, else "auto: ..."). */
+const char *coordinator_checkpoint_storage_why(const coordinator_config *cfg);
 
 typedef struct coordinator coordinator;
 

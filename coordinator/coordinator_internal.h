@@ -52,6 +52,17 @@ typedef struct {
   double latency_s, bandwidth_Bps;
 } coord_link;
 
+/* deadline.c: a train epoch member's deadlines from the measured links into it (NaN: not a
+ * member): a step's receives (each link's per-step bytes), an outer DiLoCo step's receives (the
+ * ring's pseudo-gradient bytes; NaN without one), and a stage's state or checkpoint shard sent to
+ * it (a replica's hand-over, a fetch); the slowest of its step links: the peer id it comes from,
+ * its rate and round trip. */
+typedef struct {
+  double recv_s, sync_s, state_s;
+  int slow_from;
+  double slow_Bps, slow_rtt_s;
+} coord_link_deadlines;
+
 typedef struct {
   int id;
   char key[COORD_KEY_LEN + 1];
@@ -86,6 +97,7 @@ typedef struct {
   wt_deadline dl_heartbeat;
   int dl_ready;
   double recv_deadline_s, step_q90_s;
+  coord_link_deadlines dl_links; /* as a member of the running train epoch */
   int promote_refused; /* its measured links did not keep a promotion's gain: not asked again */
   int finished;        /* told the run is complete (it then exits): gone, but not lost */
   /* trust.c: the robust sync's evidence. Its own last report of the epoch trust_report_epoch
@@ -213,6 +225,7 @@ struct coordinator {
   /* deadline.c: how long the bind and the start phases took (measured), and when the running
    * phase began (epoch sent / START sent) */
   wt_deadline dl_bind, dl_start;
+  double dl_state_s; /* the running train epoch's slowest member's link state_s (0: none) */
   double bind_began, start_began;
   int promote; /* peer index of a standby to place at the next train epoch, -1 = none */
   int promoted; /* the placement being made swapped a standby in (epoch.c's s_promote) */
@@ -492,6 +505,22 @@ double coord_claim_flops(const coord_peer *p);
  * flagged}] to a /status object. */
 void coord_claim_status(coordinator *c, cJSON *status);
 
+/* traffic.c — what a train epoch moves over which link. _scenario_links: placement prices the
+ * emulated scenario's links (--links scenario) and nothing is probed. _link: the link from peer
+ * index a to b placement prices (the scenario's own, in emulated seconds, or coord_swarm_link);
+ * _link_wall: the same in wall time (the scenario's slowed by --time-scale). Both return 1 with
+ * *lat (one way, seconds) and *bw (bytes/s), 0 when unknown. _model_params: the model's
+ * parameters (all, or the active ones: a token's compute). _step_bytes: what a train step moves
+ * over a pipeline cut (each direction), a stage's gradient or pseudo-gradient (the ring reduces
+ * it), and a stage's state as a hand-over or checkpoint shard (weights, AdamW moments, DiLoCo's
+ * outer weights and momentum). */
+int coord_traffic_scenario_links(const coordinator *c);
+int coord_traffic_link(coordinator *c, int a, int b, double *lat, double *bw);
+int coord_traffic_link_wall(coordinator *c, int a, int b, double *lat, double *bw);
+double coord_traffic_model_params(const coordinator_config *g, int active);
+void coord_traffic_step_bytes(const coordinator *c, double *cut_bytes, double *grad_bytes,
+                              double *state_bytes);
+
 /* deadline.c — the waits' deadlines from measurements (see there). _init once the options are
  * set; _on_heartbeat with the gap since the peer's previous message and the heartbeat's body;
  * _bound / _started with how long an epoch's bind / start phase took; _json: /status's
@@ -505,6 +534,11 @@ void coord_deadline_bound(coordinator *c, double took_s);
 void coord_deadline_started(coordinator *c, double took_s);
 cJSON *coord_deadline_json(coordinator *c);
 void coord_deadline_peer_json(coordinator *c, coord_peer *p, cJSON *j);
+/* The link deadlines of a train epoch being published (members placed): sets every member's
+ * dl_links and the start phase's floor; _epoch_json adds member r's "deadline" object to its
+ * EPOCH message ({recv_s, sync_s, fetch_s}, the waits peerd derives from the links). */
+void coord_deadline_links(coordinator *c);
+void coord_deadline_epoch_json(coordinator *c, int r, cJSON *epoch);
 
 /* recovery.c — a DiLoCo run's start after a loss, from the members' held states: fills
  * start_step and state_from (a rank's own index: it keeps its own state) and logs it. Returns 1,

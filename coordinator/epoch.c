@@ -8,7 +8,6 @@
 
 #include "common/common.h"
 #include "common/rng.h"
-#include "model/gpt.h" /* defines: gpt_config_set_moe_layers for the MoE blocks' size */
 
 #include <errno.h>
 #include <math.h>
@@ -84,6 +83,7 @@ static void s_publish(coordinator *c) {
     p->epoch_rank = r, p->endpoint[0] = 0, p->result = 0, p->steps_done = 0;
   }
   coord_routes_open(c);
+  coord_deadline_links(c);
   for (int r = 0; r < c->n_members; r++) {
     coord_peer *p = &c->peers[c->members[r]];
     cJSON *b = cJSON_CreateObject();
@@ -93,6 +93,7 @@ static void s_publish(coordinator *c) {
     cJSON_AddNumberToObject(b, "size", c->n_members);
     cJSON_AddNumberToObject(b, "run_id", (double)(c->run_id & 0xFFFFFFFFFFFFull));
     cJSON_AddNumberToObject(b, "timeout_s", c->cfg.peer_timeout_s);
+    coord_deadline_epoch_json(c, r, b);
     cJSON_AddNumberToObject(b, "time_scale", c->cfg.time_scale);
     cJSON_AddNumberToObject(b, "probe_bytes", c->cfg.probe_kib * 1024.0);
     cJSON *keys = cJSON_AddArrayToObject(b, "keys");
@@ -123,25 +124,6 @@ static void s_publish(coordinator *c) {
   c->phase_deadline = c->bind_began + coord_deadline_bind_s(c);
   c->start_deadline = 0;
   c->start_began = 0;
-}
-
-/* --links scenario: placement prices the emulated scenario's own links, and nothing is probed. */
-static int s_scenario_links(const coordinator *c) {
-  return c->scenario && !strcmp(c->cfg.links, "scenario");
-}
-
-/* The link from peer index a to b the placement prices: the emulated scenario's own with
- * --links scenario, else the probed one (coord_probe_link). */
-static int s_link(coordinator *c, int a, int b, double *lat, double *bw) {
-  if (s_scenario_links(c)) {
-    const assign_network *net = netsim_scenario_network(c->scenario);
-    int da = c->peers[a].device_index, db = c->peers[b].device_index;
-    if (da < 0 || db < 0) return 0;
-    if (da == db) db = da == 0 && net->n > 1 ? 1 : 0; /* sharing a device: a stand-in link */
-    *lat = net->latency_s[da * net->n + db], *bw = net->bandwidth_Bps[da * net->n + db];
-    return *bw > 0;
-  }
-  return coord_swarm_link(c, a, b, lat, bw);
 }
 
 /* The live peers an epoch may seat: not those sidelined for now (sideline.c). */
@@ -176,37 +158,6 @@ static void s_fastest(coordinator *c, const int *live, int n_live, int *list, in
   free(order);
 }
 
-/* Parameters of the model for the cost model: the blocks and embeddings (vocabulary not known
- * here, so a nominal 64 rows) and each MoE block's router and extra experts — all of them
- * (what a replica's reduce moves), or only the top-k a token uses (active: its compute). */
-static double s_model_params(const coordinator_config *g, int active) {
-  const double C = g->run.channels;
-  double params = 12.0 * g->run.layers * C * C + 64.0 * C;
-  gpt_config m = {.n_layer = g->run.layers};
-  if (g->run.moe.experts > 0 && gpt_config_set_moe_layers(&m, g->run.moe.layers) == WT_OK)
-    for (int l = 0; l < g->run.layers && l < GPT_MOE_MAX_LAYERS; l++)
-      if (m.moe_layer[l])
-        params += ((active ? g->run.moe.top_k : g->run.moe.experts) - 1) * 8.0 * C * C +
-                  C * g->run.moe.experts;
-  return params;
-}
-
-/* The wire size of a value as a fraction of float32 under a codec (compress/codec.h's and
- * compress/acsgd.h's layouts, block scales left out): the cost model prices the bytes the run
- * sends, so that the placement follows its traffic. topk and randk are priced dense (their k is
- * not in the run description). */
-static double s_codec_fraction(const char *codec) {
-  static const struct {
-    const char *name;
-    double fraction;
-  } table[] = {{"fp16", 0.5},    {"bf16", 0.5},      {"int8", 0.25},
-               {"int4", 0.125},  {"sign", 1.0 / 32}, {"direct8", 0.25},
-               {"delta8", 0.25}, {"delta4", 0.125},  {"delta2", 1.0 / 16}};
-  for (size_t i = 0; i < WT_ARRAY_LEN(table); i++)
-    if (!strcmp(codec, table[i].name)) return table[i].fraction;
-  return 1;
-}
-
 /* The cost model's problem over the peers `list` (network index = position in list): the
  * measured directed pairs and, once probed, the peers' access links. Free with s_model_free. */
 typedef struct {
@@ -229,34 +180,27 @@ static void s_problem(coordinator *c, const int *list, int n, int with_compute, 
     net->compute_speed[i] = ref > 0 ? coord_claim_flops(&c->peers[list[i]]) / ref : 1;
     for (int j = 0; j < n; j++) {
       double l = 0, b = 1e12;
-      if (i != j) s_link(c, list[i], list[j], &l, &b);
+      if (i != j) coord_traffic_link(c, list[i], list[j], &l, &b);
       net->latency_s[i * n + j] = l;
       net->bandwidth_Bps[i * n + j] = i == j ? 1e12 : b;
     }
   }
   int with_access = coord_probe_access(c, list, n, &m->access);
-  double params = s_model_params(g, 0);
-  /* a pipeline's own rows cross its cuts (batch / R sequences), forward and back, in the
-   * activation codec; and its first and last stage exchange their tied embedding's gradient (a
-   * nominal 64 rows, as above) each step, both ways: with two stages over the cut's own pair, so
-   * it is more bytes on the cut. With more stages that exchange skips the stages between, and
-   * the model leaves it out. */
-  double cut = 4.0 * g->run.batch / g->run.replicas * g->run.seq * g->run.channels *
-               s_codec_fraction(g->run.act_codec);
-  if (g->run.stages == 2) cut += 4.0 * 64 * g->run.channels;
+  double cut, grad, state;
+  coord_traffic_step_bytes(c, &cut, &grad, &state);
   m->prob = (assign_problem){
       .net = net,
       .d_pp = g->run.stages,
       .d_dp = g->run.replicas,
       .dp_algo = ASSIGN_DP_RING, /* what the runtime runs, in the plan's rings */
-      .c_dp_bytes = 4.0 * params / g->run.stages * s_codec_fraction(g->run.sync.grad_codec),
+      .c_dp_bytes = grad,
       .dp_every = g->run.sync.diloco, /* DiLoCo syncs every H steps */
       .c_pp_bytes = cut,
       .access = with_access ? &m->access : NULL};
   /* A tasklet's compute on the fastest listed peer: 6 FLOP per parameter and token (forward and
    * backward) for its stage's parameters and its replica's tokens. */
   if (with_compute && ref > 0)
-    m->prob.compute_s = 6.0 * s_model_params(g, 1) / g->run.stages *
+    m->prob.compute_s = 6.0 * coord_traffic_model_params(g, 1) / g->run.stages *
                         ((double)g->run.batch / g->run.replicas * g->run.seq) / ref;
 }
 
@@ -311,7 +255,10 @@ static void s_state_sources(coordinator *c) {
     const int promoted = c->promoted;
     c->promoted = 0;
     c->from_peers = c->failed_epochs == 0 && !promoted && coord_recovery_live_sources(c);
-    if (!c->from_peers) c->start_step = c->committed_step;
+    /* with checkpoints on the peers the newest committed step may have no live holder yet (its
+     * writer lost before the copies landed): the newest step that has one */
+    if (!c->from_peers)
+      c->start_step = coord_holders_on(c) ? coord_holders_resume_step(c) : c->committed_step;
     return;
   }
   const int handover = c->failed_epochs == 0 && !parallel_run_config_stateful(&c->cfg.run);
@@ -958,7 +905,7 @@ void coord_epoch_tick(coordinator *c) {
   if (c->phase != EPOCH_NONE) return;
   int *live = c->live, n_live = s_live(c, live), need = c->cfg.run.stages * c->cfg.run.replicas;
   if (n_live < need) return;
-  const int measured = !s_scenario_links(c) && !s_fixed(c);
+  const int measured = !coord_traffic_scenario_links(c) && !s_fixed(c);
   if (measured && s_probe_due(c, live, n_live)) return;
   if (c->failed_epochs >= 3 || c->missed_checkpoints >= 3) {
     s_stop(c);

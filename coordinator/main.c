@@ -119,6 +119,16 @@ int main(int argc, char **argv) {
     compress_preset_describe(compress_preset_find(cfg.run.sync.preset), line, sizeof line);
     printf("coordinator: preset %s: %s\n", cfg.run.sync.preset, line);
   }
+  if (!strcmp(cfg.checkpoint_storage, "peers"))
+    printf("coordinator: checkpoints on the peers (%s): each peer's --data-dir, %d copies of "
+           "each committed shard%s%s\n",
+           coordinator_checkpoint_storage_why(&cfg), cfg.checkpoint_copies,
+           cfg.checkpoint_store[0] ? ", and in " : "", cfg.checkpoint_store);
+  else
+    printf("coordinator: checkpoints in %s (%s), which every peer must reach\n",
+           cfg.run.checkpoint_dir[0] ? cfg.run.checkpoint_dir
+                                     : "the state directory's checkpoints/",
+           coordinator_checkpoint_storage_why(&cfg));
   if (parallel_run_config_stateful(&cfg.run))
     printf("coordinator: sync: DiLoCo H=%d (outer lr %g, momentum %g), --grad-codec %s, error "
            "feedback %s, --act-codec %s: recovery from a lost peer %s %s\n",

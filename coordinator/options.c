@@ -4,6 +4,7 @@
 #include "common/common.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #define F(x) offsetof(coordinator_config, x)
@@ -39,15 +40,17 @@ static const wt_option s_options[] = {
      "continue the run in --checkpoint-dir from its manifest (a state directory that has "
      "committed nothing yet)",
      0},
-    {"checkpoint-storage", WT_OPT_CHOICE, F(checkpoint_storage), 0, 0, "shared",
-     "where checkpoints live: shared (--checkpoint-dir, which every peer reaches) or peers (each "
+    {"checkpoint-storage", WT_OPT_CHOICE, F(checkpoint_storage), 0, 0, "auto",
+     "where checkpoints live: shared (--checkpoint-dir, which every peer reaches), peers (each "
      "peer's --data-dir; the coordinator names holders and keeps --checkpoint-copies of each "
-     "committed shard on distinct live peers)",
-     "shared|peers"},
+     "committed shard on distinct live peers), or auto: peers for a run that keeps state across "
+     "steps (DiLoCo, error feedback, delta activation caches) and names no --checkpoint-dir, or "
+     "that gives --checkpoint-store; shared otherwise",
+     "auto|shared|peers"},
     {"checkpoint-copies", WT_OPT_INT, F(checkpoint_copies), 1, 64, "2",
-     "with --checkpoint-storage peers: live peers that hold every committed shard", 0},
+     "with checkpoints on the peers: live peers that hold every committed shard", 0},
     {"checkpoint-store", WT_OPT_STRING, F(checkpoint_store), 0, 0, "",
-     "with --checkpoint-storage peers: a directory on the coordinator's machine that receives "
+     "with checkpoints on the peers: a directory on the coordinator's machine that receives "
      "every committed shard too (fetched from the peers, digest checked)",
      0},
     {"probe-kib", WT_OPT_INT, F(probe_kib), 16, 65536, "512",
@@ -115,27 +118,68 @@ static void s_default_device_rows(parallel_run_config *run) {
   run->tf32 = d.tf32;
 }
 
+/* Resolves --checkpoint-storage auto and refuses contradicting checkpoint flags. A replacement
+ * peer of a run that keeps state across steps must find the lost replica's .state file: in a
+ * --checkpoint-dir every peer shares, or on the peers that hold copies of it. A volunteer run
+ * names no shared directory (the default one under the coordinator's state directory is shared
+ * only when all run on its host), so auto keeps such a run's checkpoints on the peers. */
+static int s_checkpoint_storage(coordinator_config *cfg) {
+  const char *dir = cfg->run.checkpoint_dir;
+  cfg->checkpoint_storage_auto = !strcmp(cfg->checkpoint_storage, "auto");
+  if (cfg->checkpoint_storage_auto && dir[0] && cfg->checkpoint_store[0])
+    return wt_fail(WT_EINVAL,
+                   "--checkpoint-store receives the shards the peers store, and "
+                   "--checkpoint-dir %s is a directory every peer shares instead; "
+                   "give one of them",
+                   dir);
+  if (cfg->checkpoint_storage_auto) {
+    const int peers =
+        cfg->checkpoint_store[0] || (!dir[0] && parallel_run_config_stateful(&cfg->run));
+    snprintf(cfg->checkpoint_storage, sizeof cfg->checkpoint_storage, "%s",
+             peers ? "peers" : "shared");
+  }
+  if (dir[0] && !strcmp(cfg->checkpoint_storage, "peers"))
+    return wt_fail(WT_EINVAL,
+                   "--checkpoint-dir %s is a directory every peer shares, and "
+                   "--checkpoint-storage peers keeps the checkpoints in each peer's "
+                   "--data-dir instead; give one of them",
+                   dir);
+  if (cfg->checkpoint_store[0] && strcmp(cfg->checkpoint_storage, "peers"))
+    return wt_fail(WT_EINVAL, "--checkpoint-store receives the shards the peers store: it needs "
+                              "--checkpoint-storage peers or auto (with a shared --checkpoint-dir "
+                              "the checkpoints are in that directory already)");
+  const parallel_run_config *r = &cfg->run;
+  if (parallel_run_config_stateful(r) && !dir[0] && strcmp(cfg->checkpoint_storage, "peers"))
+    return wt_fail(
+        WT_EINVAL,
+        "this run keeps state across steps (DiLoCo, error feedback or delta activation "
+        "caches: --diloco %d, --grad-codec %s, --grad-ef %s, --act-codec %s) that "
+        "only checkpoints carry to a peer replacing a lost one, and --checkpoint-storage "
+        "shared names no --checkpoint-dir; give --checkpoint-dir, a directory every "
+        "peer shares, or --checkpoint-storage peers or auto",
+        r->sync.diloco, r->sync.grad_codec, r->sync.grad_ef, r->act_codec);
+  return WT_OK;
+}
+
+const char *coordinator_checkpoint_storage_why(const coordinator_config *cfg) {
+  if (!cfg->checkpoint_storage_auto) return "--checkpoint-storage";
+  if (!strcmp(cfg->checkpoint_storage, "shared"))
+    return cfg->run.checkpoint_dir[0] ? "auto: --checkpoint-dir names a shared directory"
+                                      : "auto: the run keeps no state across steps";
+  return cfg->checkpoint_store[0] ? "auto: --checkpoint-store takes the peers' shards"
+                                  : "auto: the run keeps state across steps and names no "
+                                    "--checkpoint-dir";
+}
+
 int coordinator_config_check(coordinator_config *cfg) {
   s_default_device_rows(&cfg->run);
   WT_CHECK(parallel_run_config_check(&cfg->run));
-  /* A replacement peer must find the lost replica's .state file in the checkpoint directory,
-   * so every peer has to reach it: the default under the coordinator's state directory is
-   * shared only when all run on its host, which a run that cannot recover otherwise must not
-   * assume silently. */
   if (cfg->assignment[0] && !cfg->scenario[0])
     return wt_fail(WT_EINVAL, "--assignment needs --scenario (it places the tasklets on the "
                               "scenario's devices)");
   if (!strcmp(cfg->links, "scenario") && !cfg->scenario[0])
     return wt_fail(WT_EINVAL, "--links scenario takes the links from --scenario: give one");
-  if (cfg->run.checkpoint_dir[0] && !strcmp(cfg->checkpoint_storage, "peers"))
-    return wt_fail(WT_EINVAL, "--checkpoint-dir %s is a directory every peer shares, and "
-                              "--checkpoint-storage peers keeps the checkpoints in each peer's "
-                              "--data-dir instead; give one of them",
-                   cfg->run.checkpoint_dir);
-  if (cfg->checkpoint_store[0] && strcmp(cfg->checkpoint_storage, "peers"))
-    return wt_fail(WT_EINVAL, "--checkpoint-store receives the shards the peers store: it needs "
-                              "--checkpoint-storage peers (with a shared --checkpoint-dir the "
-                              "checkpoints are in that directory already)");
+  WT_CHECK(s_checkpoint_storage(cfg));
   if (cfg->resume && !cfg->run.checkpoint_dir[0])
     return wt_fail(WT_EINVAL, "--resume needs --checkpoint-dir (the run directory to resume)");
   if ((cfg->relay_port_min == 0) != (cfg->relay_port_max == 0) ||
@@ -143,15 +187,5 @@ int coordinator_config_check(coordinator_config *cfg) {
     return wt_fail(WT_EINVAL,
                    "--relay-port-min %d / --relay-port-max %d: give both (min <= max), or neither",
                    cfg->relay_port_min, cfg->relay_port_max);
-  const parallel_run_config *r = &cfg->run;
-  if (parallel_run_config_stateful(r) && !r->checkpoint_dir[0] &&
-      strcmp(cfg->checkpoint_storage, "peers"))
-    return wt_fail(WT_EINVAL,
-                   "this run keeps state across steps (DiLoCo, error feedback or delta activation "
-                   "caches: --diloco %d, --grad-codec %s, --grad-ef %s, --act-codec %s) that "
-                   "only checkpoints carry to a peer replacing a lost one; give "
-                   "--checkpoint-dir, a directory every peer shares, or --checkpoint-storage "
-                   "peers",
-                   r->sync.diloco, r->sync.grad_codec, r->sync.grad_ef, r->act_codec);
   return WT_OK;
 }

@@ -273,6 +273,7 @@ cJSON *coord_status(coordinator *c) {
   if (c->last_error[0]) cJSON_AddStringToObject(o, "last_error", c->last_error);
   s_progress(c, o);
   coord_holders_status(c, o);
+  cJSON_AddStringToObject(o, "checkpoint_storage_why", coordinator_checkpoint_storage_why(&c->cfg));
   s_events(c, o);
   return o;
 }

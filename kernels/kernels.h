@@ -52,6 +52,13 @@ typedef enum {
   KERNELS_PREC_BF16 = 2
 } kernels_precision;
 
+/* One tensor of a flat parameter buffer for adamw_update_tensors: elements
+ * [offset, offset + numel) with weight decay wd. */
+typedef struct {
+  size_t offset, numel;
+  float wd;
+} kernels_adamw_tensor;
+
 typedef struct kernels_ops {
   const char *name; /* "cpu", "ref", "cuda" */
 
@@ -154,6 +161,35 @@ typedef struct kernels_ops {
    * kernels_set_precision, which say what is wrong when an entry is missing. */
   int (*select_device)(int index, int *count, char *why, size_t why_len);
   void (*set_precision)(kernels_precision p);
+
+  /* ---- fused ops: optional, NULL where a back end has none; callers then make the separate
+   * calls each one names, which give the same results to the tests' tolerances. ---- */
+  /* pre (N,OC) = inp @ W + bias (bias may be NULL) and out (N,OC) = gelu(pre): matmul_forward
+   * then gelu_forward. inp_bf16: NULL, or a buffer as matmul_forward_keep's. */
+  void (*matmul_gelu_forward)(float *out, float *pre, void *inp_bf16, const float *inp,
+                              const float *weight, const float *bias, int N, int C, int OC,
+                              kernels_wlayout layout);
+  /* crossentropy_forward and then crossentropy_backward with dloss, in one pass over the
+   * logits: writes losses (N), lse (N) and dlogits (N,V), which must not alias logits (the
+   * logits stay readable, e.g. for sampling). */
+  void (*crossentropy_forward_backward)(float *losses, float *lse, float *dlogits,
+                                        const float *logits, const int *targets, float dloss, int N,
+                                        int V);
+  /* adamw_update of each of n_tensors tensors of the flat buffers (host array `tensors`,
+   * disjoint ranges), each with its own weight decay, in one call. */
+  void (*adamw_update_tensors)(float *param, const float *grad, float *m, float *v,
+                               const kernels_adamw_tensor *tensors, int n_tensors, float lr,
+                               float b1, float b2, float eps, float bc1, float bc2,
+                               float grad_scale);
+  /* matmul_forward, also leaving inp rounded to bf16 in inp_bf16 (N*C 2-byte values, from
+   * alloc), written at every precision; matmul_backward reading that copy where the bf16
+   * precision multiplies bf16 inputs, instead of rounding inp again. The caller passes the
+   * inp and inp_bf16 of one forward to its backward, with neither changed in between. */
+  void (*matmul_forward_keep)(float *out, void *inp_bf16, const float *inp, const float *weight,
+                              const float *bias, int N, int C, int OC, kernels_wlayout layout);
+  void (*matmul_backward_kept)(float *dinp, float *dweight, float *dbias, const float *dout,
+                               const float *inp, const void *inp_bf16, const float *weight, int N,
+                               int C, int OC, kernels_wlayout layout);
 } kernels_ops;
 
 /* The one registration point: "cpu", "ref" or "cuda". Returns NULL for an unknown name or a

@@ -146,6 +146,10 @@ static void s_alloc_slot(gpt_stage *s) {
     a->resid2 = gpt_floats(s, N * C);
     a->ln2 = gpt_floats(s, N * C), a->ln2_mean = gpt_floats(s, N), a->ln2_rstd = gpt_floats(s, N);
     a->fch = gpt_floats(s, N * 4 * C), a->fch_gelu = gpt_floats(s, N * 4 * C);
+    if (s->ops->matmul_forward_keep) { /* 2-byte values: half as many floats */
+      a->ln1_bf16 = gpt_floats(s, N * C / 2 + 1), a->atty_bf16 = gpt_floats(s, N * C / 2 + 1);
+      a->ln2_bf16 = gpt_floats(s, N * C / 2 + 1), a->fch_gelu_bf16 = gpt_floats(s, N * 2 * C);
+    }
   }
   s->lnf = s->lnf_mean = s->lnf_rstd = s->logits = s->lse = s->losses = s->losses_host = NULL;
   if (gpt_is_last(s)) {
@@ -171,6 +175,8 @@ static void s_free_slot(gpt_stage *s) {
     float *bufs[] = {a->ln1,    a->ln1_mean, a->ln1_rstd, a->qkv,      a->att, a->atty,
                      a->resid2, a->ln2,      a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu};
     for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) s->ops->free(bufs[k]);
+    void *copies[] = {a->ln1_bf16, a->atty_bf16, a->ln2_bf16, a->fch_gelu_bf16};
+    for (size_t k = 0; k < WT_ARRAY_LEN(copies); k++) s->ops->free(copies[k]);
   }
   free(s->acts);
   float *bufs[] = {s->resid, s->lnf, s->lnf_mean, s->lnf_rstd, s->logits, s->lse, s->losses};
@@ -240,7 +246,15 @@ static void s_free_acts(gpt_stage *s) {
   for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) s->ops->free(bufs[k]);
 }
 
-/* Bytes of one activation slot (mirrors s_alloc_slot). */
+/* Bytes of one slot's bf16 copies of the linear layers' inputs (ln1, atty, ln2: N*C; fch_gelu:
+ * N*4C; 2 bytes each), on back ends that keep them (mirrors s_alloc_slot). */
+static double s_bf16_copy_bytes(const kernels_ops *ops, const gpt_config *c, int first, int last,
+                                int max_batch, int max_seq) {
+  if (!ops->matmul_forward_keep) return 0;
+  return 2.0 * (last - first) * 7.0 * max_batch * max_seq * c->channels;
+}
+
+/* Bytes of one activation slot (mirrors s_alloc_slot, but for s_bf16_copy_bytes). */
 static double s_slot_bytes(const gpt_config *c, int first, int last, int max_batch, int max_seq) {
   double N = (double)max_batch * max_seq, C = c->channels, V = c->vocab_size, nl = last - first;
   double att = (double)max_batch * c->n_head * max_seq * max_seq;
@@ -259,7 +273,9 @@ int gpt_stage_set_slots(gpt_stage *s, int n) {
                    "gpt: an MoE model keeps one forward in flight; run its pipeline with one "
                    "activation slot");
   if (n > have) {
-    double need = (n - have) * s_slot_bytes(&s->cfg, s->first, s->last, s->max_batch, s->max_seq);
+    double need = (n - have) *
+                  (s_slot_bytes(&s->cfg, s->first, s->last, s->max_batch, s->max_seq) +
+                   s_bf16_copy_bytes(s->ops, &s->cfg, s->first, s->last, s->max_batch, s->max_seq));
     if (need > s->ops->mem_total())
       return wt_fail(WT_ENOMEM,
                      "gpt: %d more activation slots need %.1f GiB but %s has %.1f GiB; keep "
@@ -335,7 +351,8 @@ static double s_bytes_needed(const gpt_config *c, int first, int last, int max_b
  * the sizes, instead of letting an allocation abort or the OOM killer end the process later. */
 static int s_check_memory(const gpt_config *c, int first, int last, int max_batch, int max_seq,
                           const kernels_ops *ops, int ep_size) {
-  double need = s_bytes_needed(c, first, last, max_batch, max_seq, ep_size);
+  double need = s_bytes_needed(c, first, last, max_batch, max_seq, ep_size) +
+                s_bf16_copy_bytes(ops, c, first, last, max_batch, max_seq);
   double have = ops->mem_total();
   if (need > have)
     return wt_fail(WT_ENOMEM,

@@ -6,6 +6,15 @@
 #include "common/common.h"
 #include "model/gpt_internal.h"
 
+void gpt_linear_backward(const kernels_ops *k, float *dinp, float *dw, float *db, const float *dout,
+                         const float *inp, const void *inp_bf16, const float *w, int N, int C,
+                         int OC) {
+  if (inp_bf16)
+    k->matmul_backward_kept(dinp, dw, db, dout, inp, inp_bf16, w, N, C, OC, KERNELS_W_IN_OUT);
+  else
+    k->matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC, KERNELS_W_IN_OUT);
+}
+
 /* One transformer block. On entry s->dres holds dL/dy; on return dL/dx. m is the block's MoE
  * layer (its load-balancing gradient scaled by aux_scale), or NULL for a dense MLP. */
 static int s_block_backward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_ptrs *g,
@@ -20,25 +29,25 @@ static int s_block_backward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_ptr
     WT_CHECK(moe_layer_backward(m, s->dres, s->dln, aux_scale));
   } else {
     k->zero(s->dfch_gelu, N4C * sizeof(float));
-    k->matmul_backward(s->dfch_gelu, g->fcprojw, g->fcprojb, s->dres, a->fch_gelu, p->fcprojw, N,
-                       4 * C, C, KERNELS_W_IN_OUT);
+    gpt_linear_backward(k, s->dfch_gelu, g->fcprojw, g->fcprojb, s->dres, a->fch_gelu,
+                        a->fch_gelu_bf16, p->fcprojw, N, 4 * C, C);
     k->zero(s->dfch, N4C * sizeof(float));
     k->gelu_backward(s->dfch, a->fch, s->dfch_gelu, N4C);
     k->zero(s->dln, NC * sizeof(float));
-    k->matmul_backward(s->dln, g->fcw, g->fcb, s->dfch, a->ln2, p->fcw, N, C, 4 * C,
-                       KERNELS_W_IN_OUT);
+    gpt_linear_backward(k, s->dln, g->fcw, g->fcb, s->dfch, a->ln2, a->ln2_bf16, p->fcw, N, C,
+                        4 * C);
   }
   k->layernorm_backward(s->dres, g->ln2w, g->ln2b, s->dln, a->resid2, p->ln2w, a->ln2_mean,
                         a->ln2_rstd, N, C);
   /* resid2 = x + attn(x): dres now is dL/dresid2, the pass-through part of dL/dx. */
   k->zero(s->datty, NC * sizeof(float));
-  k->matmul_backward(s->datty, g->attprojw, g->attprojb, s->dres, a->atty, p->attprojw, N, C, C,
-                     KERNELS_W_IN_OUT);
+  gpt_linear_backward(k, s->datty, g->attprojw, g->attprojb, s->dres, a->atty, a->atty_bf16,
+                      p->attprojw, N, C, C);
   k->zero(s->dqkv, NC * 3 * sizeof(float));
   k->attention_backward(s->dqkv, s->datt, s->datty, a->qkv, a->att, B, T, C, NH);
   k->zero(s->dln, NC * sizeof(float));
-  k->matmul_backward(s->dln, g->qkvw, g->qkvb, s->dqkv, a->ln1, p->qkvw, N, C, 3 * C,
-                     KERNELS_W_IN_OUT);
+  gpt_linear_backward(k, s->dln, g->qkvw, g->qkvb, s->dqkv, a->ln1, a->ln1_bf16, p->qkvw, N, C,
+                      3 * C);
   k->layernorm_backward(s->dres, g->ln1w, g->ln1b, s->dln, x, p->ln1w, a->ln1_mean, a->ln1_rstd, N,
                         C);
   return WT_OK;
@@ -49,8 +58,10 @@ static void s_head_backward(gpt_stage *s, const float *top, float loss_scale, in
   const kernels_ops *k = s->ops;
   int C = s->cfg.channels, V = s->cfg.vocab_size;
   size_t NC = (size_t)N * C;
-  k->crossentropy_backward(s->dlogits, s->logits, s->lse, s->targets_dev, loss_scale / (float)N, N,
-                           V);
+  float dloss = loss_scale / (float)N;
+  if (s->dlogits_of != s->logits || s->dlogits_dloss != dloss) /* not written by the forward */
+    k->crossentropy_backward(s->dlogits, s->logits, s->lse, s->targets_dev, dloss, N, V);
+  s->last_loss_scale = loss_scale;
   k->zero(s->dln, NC * sizeof(float));
   k->matmul_backward(s->dln, s->g_end.wte, NULL, s->dlogits, s->lnf, s->p_end.wte, N, C, V,
                      KERNELS_W_OUT_IN);

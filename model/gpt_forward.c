@@ -41,6 +41,14 @@ static int s_moe_forward(gpt_stage *s, moe_layer *m, const gpt_block_acts *a, in
   return WT_OK;
 }
 
+void gpt_linear_forward(const kernels_ops *k, float *out, void *inp_bf16, const float *inp,
+                        const float *w, const float *b, int N, int C, int OC) {
+  if (inp_bf16)
+    k->matmul_forward_keep(out, inp_bf16, inp, w, b, N, C, OC, KERNELS_W_IN_OUT);
+  else
+    k->matmul_forward(out, inp, w, b, N, C, OC, KERNELS_W_IN_OUT);
+}
+
 /* One transformer block: x (N,C) -> y (N,C), saving what the backward needs in a; m is the
  * block's MoE layer, or NULL for a dense MLP. */
 static int s_block_forward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_acts *a, moe_layer *m,
@@ -49,29 +57,45 @@ static int s_block_forward(gpt_stage *s, const gpt_block_ptrs *p, gpt_block_acts
   int C = s->cfg.channels, N = B * T, NH = s->cfg.n_head;
   size_t NC = (size_t)N * C;
   k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, N, C);
-  k->matmul_forward(a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C, KERNELS_W_IN_OUT);
+  gpt_linear_forward(k, a->qkv, a->ln1_bf16, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C);
   k->attention_forward(a->atty, a->att, a->qkv, B, T, C, NH);
-  k->matmul_forward(s->tmp, a->atty, p->attprojw, p->attprojb, N, C, C, KERNELS_W_IN_OUT);
+  gpt_linear_forward(k, s->tmp, a->atty_bf16, a->atty, p->attprojw, p->attprojb, N, C, C);
   k->residual_forward(a->resid2, x, s->tmp, NC);
   k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->resid2, p->ln2w, p->ln2b, N, C);
   if (m) {
     WT_CHECK(s_moe_forward(s, m, a, N));
   } else {
-    k->matmul_forward(a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * C, KERNELS_W_IN_OUT);
-    k->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
-    k->matmul_forward(s->tmp, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C, KERNELS_W_IN_OUT);
+    if (k->matmul_gelu_forward) {
+      k->matmul_gelu_forward(a->fch_gelu, a->fch, a->ln2_bf16, a->ln2, p->fcw, p->fcb, N, C, 4 * C,
+                             KERNELS_W_IN_OUT);
+    } else {
+      gpt_linear_forward(k, a->fch, a->ln2_bf16, a->ln2, p->fcw, p->fcb, N, C, 4 * C);
+      k->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
+    }
+    gpt_linear_forward(k, s->tmp, a->fch_gelu_bf16, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C,
+                       C);
   }
   k->residual_forward(y, a->resid2, s->tmp, NC);
   return WT_OK;
 }
 
-/* ln_f, logits = x @ wte^T, and the mean cross-entropy over the N positions. */
+/* ln_f, logits = x @ wte^T, and the mean cross-entropy over the N positions. A back end with
+ * the fused cross-entropy also writes dlogits for a backward with the last backward's
+ * loss_scale, which gpt_stage_backward then uses instead of reading the logits again. */
 static void s_head_forward(gpt_stage *s, const float *x, int N) {
   const kernels_ops *k = s->ops;
   int C = s->cfg.channels, V = s->cfg.vocab_size;
   k->layernorm_forward(s->lnf, s->lnf_mean, s->lnf_rstd, x, s->p_end.lnfw, s->p_end.lnfb, N, C);
   k->matmul_forward(s->logits, s->lnf, s->p_end.wte, NULL, N, C, V, KERNELS_W_OUT_IN);
-  k->crossentropy_forward(s->losses, s->lse, s->logits, s->targets_dev, N, V);
+  if (k->crossentropy_forward_backward) {
+    float dloss = (s->last_loss_scale != 0 ? s->last_loss_scale : 1.0f) / (float)N;
+    k->crossentropy_forward_backward(s->losses, s->lse, s->dlogits, s->logits, s->targets_dev,
+                                     dloss, N, V);
+    s->dlogits_of = s->logits, s->dlogits_dloss = dloss;
+  } else {
+    k->crossentropy_forward(s->losses, s->lse, s->logits, s->targets_dev, N, V);
+    s->dlogits_of = NULL;
+  }
   const float *losses = s->losses;
   if (k->device) {
     k->download(s->losses_host, s->losses, (size_t)N * sizeof(float));

@@ -34,6 +34,10 @@ typedef struct {
   float *resid2;                    /* (N, C) residual after attention */
   float *ln2, *ln2_mean, *ln2_rstd; /* (N, C), (N), (N) */
   float *fch, *fch_gelu;            /* (N, 4C) MLP pre- and post-GELU */
+  /* bf16 copies of the linear layers' inputs (ln1, atty, ln2: N*C; fch_gelu: N*4C 2-byte
+   * values) for a back end with matmul_forward_keep, so the backward does not round them
+   * again; NULL on the others */
+  void *ln1_bf16, *atty_bf16, *ln2_bf16, *fch_gelu_bf16;
 } gpt_block_acts;
 
 /* What one forward leaves for its backward (an activation slot, gpt_stage_use_slot): the
@@ -91,6 +95,13 @@ struct gpt_stage {
   float *datt;                      /* (B, NH, T, T) attention backward scratch */
   int B, T;                         /* shape of the last forward; 0 before any */
   float loss;
+  /* When the fused cross-entropy of the forward already wrote dlogits: the logits it is the
+   * gradient of (the slot's buffer) and the dloss it used; NULL otherwise. The forward guesses
+   * the backward's loss_scale to be the last backward's (0 before any: 1), which holds for
+   * every micro-batch of a run but the first. */
+  const float *dlogits_of;
+  float dlogits_dloss;
+  float last_loss_scale;
   int async_copies; /* during gpt_stage_forward_async / _backward_async: act_in, act_out,
                        grad_out and grad_in cross on the back end's copy stream */
 
@@ -114,6 +125,15 @@ struct gpt_stage {
   float *host_params, *host_grads, *host_logits;
   int tied_summed; /* grads' wte holds head + emb and wte_head_rows the head part */
 };
+
+/* A block's linear layer (Conv1D layout): matmul_forward / matmul_backward, or with inp_bf16
+ * non-NULL the _keep / _kept pair that keeps the input's bf16 copy between them
+ * (gpt_forward.c, gpt_backward.c). */
+void gpt_linear_forward(const kernels_ops *k, float *out, void *inp_bf16, const float *inp,
+                        const float *w, const float *b, int N, int C, int OC);
+void gpt_linear_backward(const kernels_ops *k, float *dinp, float *dw, float *db, const float *dout,
+                         const float *inp, const void *inp_bf16, const float *w, int N, int C,
+                         int OC);
 
 /* Zeroed back-end memory for n floats; aborts when the back end runs out (gpt_stage_new
  * checked the total against its memory first). */

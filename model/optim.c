@@ -151,6 +151,17 @@ int optim_step(optim *o, float *params, const float *grads, float lr, float grad
   float bc1 = 1.0f - powf(c->beta1, (float)o->step);
   float bc2 = 1.0f - powf(c->beta2, (float)o->step);
   const kernels_ops *ops = o->ops;
+  if (c->kind == OPTIM_ADAMW && ops->adamw_update_tensors) { /* one launch on a GPU */
+    kernels_adamw_tensor *ts = wt_xmalloc(sizeof *ts * (size_t)(o->n_tensors ? o->n_tensors : 1));
+    for (int i = 0; i < o->n_tensors; i++)
+      ts[i] = (kernels_adamw_tensor){.offset = o->tensors[i].offset,
+                                     .numel = o->tensors[i].numel,
+                                     .wd = o->tensors[i].weight_decay ? c->weight_decay : 0.0f};
+    ops->adamw_update_tensors(params, grads, o->m, o->v, ts, o->n_tensors, lr, c->beta1, c->beta2,
+                              c->eps, bc1, bc2, grad_scale);
+    free(ts);
+    return WT_OK;
+  }
   for (int i = 0; i < o->n_tensors; i++) {
     const gpt_tensor_info *t = &o->tensors[i];
     float wd = t->weight_decay ? c->weight_decay : 0.0f;

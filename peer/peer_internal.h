@@ -86,6 +86,7 @@ typedef struct {
   /* deadline.c: the receive deadline from this epoch's step times (under mu) */
   wt_deadline dl_step, dl_sync; /* usual steps; DiLoCo's outer steps */
   double dl_cap_s, dl_recv_s;   /* the coordinator's timeout_s; the deadline now */
+  double dl_link_recv_s, dl_link_sync_s; /* the epoch's link floors (0: none) */
   /* checkpoints on the peers (peer/shards.h): the store's root, "" = the run's own directory;
    * this peer's keys, to fetch the shards its seat resumes from */
   char shard_root[2048];
@@ -125,11 +126,14 @@ void peer_work_trust_json(peer_work *w, cJSON *body);
  * pair's probe). */
 int peer_probe_run(peer_work *w, parallel_comm *c);
 
-/* deadline.c — the receive deadline (see there): _start with the cap (the epoch's timeout_s);
- * _on_step after step `step`, which took dt seconds since the previous one, sets the transport's
- * timeout for the next and returns it; _json adds {"deadline": {recv_s, cap_s, step_q90_s,
- * steps_measured}} to a heartbeat. Call the last two under w->mu. */
-void peer_deadline_start(peer_work *w, double cap_s);
+/* deadline.c — the receive deadline (see there): _start with the cap (the epoch's timeout_s)
+ * and the EPOCH message's "deadline" object (may be NULL: no link floors); _on_step after step
+ * `step`, which took dt seconds since the previous one, sets the transport's timeout for the next
+ * and returns it; _json adds {"deadline": {recv_s, cap_s, step_q90_s, steps_measured, link_s}}
+ * to a heartbeat. Call the last two under w->mu. _fetch_s: the deadline of each holder's shard
+ * fetch, from the EPOCH message (its "deadline" fetch_s, at most timeout_s). */
+void peer_deadline_start(peer_work *w, double cap_s, const cJSON *links);
+double peer_deadline_fetch_s(const cJSON *epoch);
 double peer_deadline_on_step(peer_work *w, long step, double dt);
 void peer_deadline_json(const peer_work *w, cJSON *body);
 

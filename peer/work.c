@@ -208,7 +208,7 @@ peer_work *peer_work_new(const cJSON *epoch, const char *host, const char *coord
   snprintf(w->sec, sizeof w->sec, "%s", sec);
   z.epoch = (uint32_t)w->epoch;
   z.timeout_s = coordinator_field_num(epoch, "timeout_s", 30);
-  peer_deadline_start(w, z.timeout_s);
+  peer_deadline_start(w, z.timeout_s, cJSON_GetObjectItemCaseSensitive(epoch, "deadline"));
   z.secret_key = sec, z.public_key = pub, z.peer_public_keys = pubs;
   z.latency_s = w->lat, z.bandwidth_Bps = w->bw;
   z.time_scale = coordinator_field_num(epoch, "time_scale", 1);
@@ -557,7 +557,7 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
     if (c.resume)
       WT_CHECK(peer_shards_prepare(w->shard_root, w->run_id,
                                    cJSON_GetObjectItemCaseSensitive(t, "fetch"), w->pub, w->sec,
-                                   coordinator_field_num(w->body, "timeout_s", 30)));
+                                   peer_deadline_fetch_s(w->body)));
   }
   WT_CHECK(s_ring_of(t, c.run.replicas, w->dp_ring));
   c.dp_ring = w->dp_ring;

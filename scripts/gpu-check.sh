@@ -10,12 +10,18 @@
 # (binaries, their non-CUDA libraries, the gpu test list), for a GPU machine that has the CUDA
 # runtime, cuBLAS and NCCL but not the project's other dependencies.
 #
+# The CUDA back end has two sets of kernels (WANTRAIN_CUDA_KERNELS, docs/performance.md): the
+# gpu tests of the kernels and the model run on both (CTest's *_plain twins; with --prebuilt,
+# a second run of those binaries), and bench-train runs once per set, fused then plain.
+#
 # Files: env.txt (GPU, driver, nvcc, commit), build.log, gpu-tests.log, bench-train.txt and
-# bench-train.json (its JSON line), bench-codecs.txt and bench-codecs.json, launch-1x1.txt,
+# bench-train.json (its JSON line; fused kernels), bench-train-plain.txt and
+# bench-train-plain.json (plain kernels), bench-codecs.txt and bench-codecs.json, launch-1x1.txt,
 # launch-2x2.txt and launch-scale.txt / launch-scale.json (`wantrain launch --device` 2 x 2 beside
-# 1 x 1 on the same GPU and model: median tokens/s of steps 6..), summary.txt. Exits 0 when the
-# build, every gpu test and every benchmark succeeded, 1 otherwise; a step that fails does not
-# stop the later ones (their output is what the run is for).
+# 1 x 1 on the same GPU and model: median tokens/s of steps 6..), summary.txt
+# (with the fused / plain step-time ratio). Exits 0 when the build, every gpu test and the
+# benchmarks succeeded, 1 otherwise; a step that fails does not stop the later ones (their
+# output is what the run is for). Budget: about 8 minutes on one H200 (the step deadlines).
 set -uo pipefail
 
 usage() {
@@ -59,6 +65,11 @@ step() {
   /usr/local/cuda/bin/nvcc --version 2>&1 || nvcc --version 2>&1
 } >"$out/env.txt"
 
+# A field of a one-line JSON file, e.g. json_field bench-train.json step_s_bf16.
+json_field() {
+  sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" "$out/$1"
+}
+
 # The median tokens_per_s of steps 6.. of a launch JSON log (the first steps include start-up).
 median_tok_s() {
   sed -n 's/.*"step":\([0-9]*\),.*"tokens_per_s":\([0-9.]*\).*/\1 \2/p' "$1" 2>/dev/null |
@@ -69,11 +80,11 @@ median_tok_s() {
 # same model and global batch.
 launch_scale() { # launch_scale BIN_DIR
   local flags="--layers 4 --channels 256 --heads 4 --seq 256 --batch 16 --micro-batches 2
-               --steps 30 --val-every 0 --log-every 10 --timeout 120 --device $device"
+               --steps 30 --val-every 0 --log-every 10 --timeout 60 --device $device"
   local g
   for g in 1x1 2x2; do
     # shellcheck disable=SC2086
-    step launch-$g.txt 150 "$1/wantrain" launch --stages "${g%x*}" --replicas "${g#*x}" $flags \
+    step launch-$g.txt 90 "$1/wantrain" launch --stages "${g%x*}" --replicas "${g#*x}" $flags \
       --json-log "$out/launch-$g.jsonl"
   done
   local one two
@@ -90,12 +101,30 @@ launch_scale() { # launch_scale BIN_DIR
 }
 
 benches() { # benches BIN_DIR
-  step bench-train.txt 900 "$1/bench-train" --device "$device" --repeats 5
-  grep '^{' "$out/bench-train.txt" | tail -1 >"$out/bench-train.json"
-  step bench-codecs.txt 600 "$1/bench-codecs" --device "$device" --reps 5
+  local set
+  for set in fused plain; do
+    local name=bench-train
+    [ "$set" = fused ] || name=bench-train-$set
+    step "$name.txt" 180 env WANTRAIN_CUDA_KERNELS=$set "$1/bench-train" --device "$device" \
+      --repeats 5
+    grep '^{' "$out/$name.txt" | tail -1 >"$out/$name.json"
+  done
+  local p
+  for p in tf32 bf16; do
+    local f pl
+    f=$(json_field bench-train.json "step_s_$p")
+    pl=$(json_field bench-train-plain.json "step_s_$p")
+    if [ -n "$f" ] && [ -n "$pl" ]; then
+      note "$(awk -v f="$f" -v p="$pl" -v m="$p" 'BEGIN { printf "bench-train %s: fused %.4f s, plain %.4f s, plain/fused %.3f", m, f, p, p / f }')"
+    fi
+  done
+  step bench-codecs.txt 120 "$1/bench-codecs" --device "$device" --reps 5
   grep '^{' "$out/bench-codecs.txt" | tail -1 >"$out/bench-codecs.json"
   launch_scale "$1"
 }
+
+# The gpu tests of the kernels and the model, whose binaries run either set of kernels.
+kernel_tests="test_cuda_kernels test_gpu_model"
 
 if [ -n "$pack" ]; then
   # the GPU machine's own CUDA libraries (cuBLAS, NCCL) wherever its toolkit or Python wheels keep them
@@ -106,15 +135,23 @@ if [ -n "$pack" ]; then
   # each gpu test on its own, so one crash does not hide the others; 77 (skipped) is a failure
   # here, since a GPU machine is the point of the run
   : >"$out/gpu-tests.log"
+  run_packed() { # run_packed KERNEL_SET NAME ARGS...
+    local set=$1 name=$2 t0=$SECONDS
+    shift 2
+    (cd "$root" && WANTRAIN_CUDA_KERNELS=$set timeout 180 "$pack/bin/$name" "$@") \
+      >>"$out/gpu-tests.log" 2>&1
+    local rc=$?
+    note "$(printf '%-24s rc=%-3d %4ds  %s kernels' "$name${*:+ $*}" "$rc" $((SECONDS - t0)) "$set")"
+    [ $rc -eq 0 ] || status=1
+  }
+  # a binary listed twice (a CTest twin with other variables) runs once per kernel set below
   while read -r name args; do
     args=${args//@BIN@/$pack/bin} # a script test's binaries: the pack's
-    t0=$SECONDS
     # shellcheck disable=SC2086
-    (cd "$root" && timeout 200 "$pack/bin/$name" $args) >>"$out/gpu-tests.log" 2>&1
-    rc=$?
-    note "$(printf '%-24s rc=%-3d %4ds' "$name${args:+ $args}" "$rc" $((SECONDS - t0)))"
-    [ $rc -eq 0 ] || status=1
-  done <"$pack/tests.txt"
+    run_packed fused "$name" $args
+    # shellcheck disable=SC2086
+    case " $kernel_tests " in *" $name "*) run_packed plain "$name" $args ;; esac
+  done < <(sort -u "$pack/tests.txt")
   benches "$pack/bin"
 elif step build.log 900 bash -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE=Release \
      -DWANTRAIN_CUDA=ON && cmake --build '$build' -j$jobs"; then
@@ -127,5 +164,8 @@ elif step build.log 900 bash -c "cmake -S '$root' -B '$build' -DCMAKE_BUILD_TYPE
   fi
   benches "$build/bin"
 fi
+# layers the fused kernels ran the plain way (cuBLASLt had no algorithm): worth knowing
+grep -h "cuBLASLt has no algorithm" "$out"/*.txt "$out"/*.log 2>/dev/null | sort -u |
+  while read -r line; do note "fallback: $line"; done
 note "results in $out (status $status)"
 exit $status

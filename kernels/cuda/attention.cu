@@ -9,7 +9,13 @@
  * dq = dpre k, dk = dpreᵀ q, and the three are added into dqkv.
  *
  * The permuted q/k/v/y and their gradients live in a scratch buffer of the back end (7·B·T·C
- * floats, grown on demand and kept for the process), not in the ops' arguments. */
+ * floats, grown on demand and kept for the process), not in the ops' arguments.
+ *
+ * With the fused kernels (wt_cuda_fused) nothing is permuted: each (b, h) is one GEMM of a
+ * pointer-array batch whose matrices are read and written where they are, head h of row t at
+ * qkv + (b T + t) 3C + h hs (leading dimension 3C) and at out/dout + (b T + t) C + h hs
+ * (leading dimension C); the gradients of q, k and v are accumulated straight into dqkv
+ * (beta = 1). The T×T probabilities are still materialised (see docs/performance.md). */
 #include "kernels/cuda/cuda_internal.cuh"
 
 /* Device scratch of at least n floats (grown on demand; the stream orders its users). */
@@ -112,8 +118,112 @@ __global__ static void k_softmax_backward(float *d, const float *att, int rows, 
   for (int j = lane; j < T; j += 32) dp[j] = j <= t ? scale * p[j] * (dp[j] - dot) : 0.0f;
 }
 
+/* ptrs[b NH + h] = base + b·batch_stride + h·head_stride, for B·NH heads. */
+__global__ static void k_head_ptrs(float **ptrs, float *base, int B, int NH, long long batch_stride,
+                                   long long head_stride) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= B * NH) return;
+  ptrs[i] = base + (i / NH) * batch_stride + (i % NH) * head_stride;
+}
+
+/* Device pointer tables of the in-place path, one per matrix role, each B·NH long: set 0 for
+ * the inputs, set 1 for the backward's gradients (both are read by the same queued GEMMs). */
+enum { PTR_Q, PTR_K, PTR_V, PTR_ATT, PTR_Y, PTR_ROLES };
+
+static float **s_ptr_tables(int BH, int set) {
+  static float **tables;
+  static int cap;
+  if (BH > cap) {
+    if (tables) WT_CUDA_CHECK(cudaFree(tables));
+    WT_CUDA_CHECK(cudaMalloc(&tables, 2 * (size_t)PTR_ROLES * BH * sizeof(float *)));
+    cap = BH;
+  }
+  return tables + (size_t)set * PTR_ROLES * cap;
+}
+
+static float **s_fill(float **tables, int role, const float *base, int B, int NH,
+                      long long batch_stride, long long head_stride) {
+  float **p = tables + (size_t)role * B * NH;
+  k_head_ptrs<<<wt_cuda_blocks((size_t)B * NH, 128), 128>>>(p, (float *)base, B, NH, batch_stride,
+                                                            head_stride);
+  WT_CUDA_CHECK(cudaGetLastError());
+  return p;
+}
+
+/* The tables for qkv's q, k, v (and their gradients in dqkv, the same offsets), att, and
+ * y = out (or dy = dout). */
+static float **s_head_tables(const float *qkv, const float *att, const float *y, int B, int T,
+                             int C, int NH) {
+  int hs = C / NH;
+  float **t = s_ptr_tables(B * NH, 0);
+  long long row3 = 3LL * C * T, row1 = (long long)C * T;
+  s_fill(t, PTR_Q, qkv, B, NH, row3, hs);
+  s_fill(t, PTR_K, qkv + C, B, NH, row3, hs);
+  s_fill(t, PTR_V, qkv + 2 * C, B, NH, row3, hs);
+  s_fill(t, PTR_ATT, att, B, NH, (long long)NH * T * T, (long long)T * T);
+  s_fill(t, PTR_Y, y, B, NH, row1, hs);
+  return t;
+}
+
+/* The backward's gradient tables: dq, dk, dv in dqkv, datt in scratch (set 1). */
+static float **s_grad_tables(float *dqkv, float *datt, int B, int T, int C, int NH) {
+  int hs = C / NH;
+  float **t = s_ptr_tables(B * NH, 1);
+  long long row3 = 3LL * C * T;
+  s_fill(t, PTR_Q, dqkv, B, NH, row3, hs);
+  s_fill(t, PTR_K, dqkv + C, B, NH, row3, hs);
+  s_fill(t, PTR_V, dqkv + 2 * C, B, NH, row3, hs);
+  s_fill(t, PTR_ATT, datt, B, NH, (long long)NH * T * T, (long long)T * T);
+  return t;
+}
+
+static void s_forward_in_place(float *out, float *att, const float *qkv, int B, int T, int C,
+                               int NH) {
+  int hs = C / NH, BH = B * NH, rows = BH * T;
+  float **t = s_head_tables(qkv, att, out, B, T, C, NH);
+  float **q = t + PTR_Q * BH, **k = t + PTR_K * BH, **v = t + PTR_V * BH;
+  float **a = t + PTR_ATT * BH, **y = t + PTR_Y * BH;
+  /* att (T2 x T) = scale kᵀ q, k and q (hs x T) with leading dimension 3C */
+  kernels_cuda_gemm_ptrs(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, rsqrtf((float)hs), k, 3 * C, q, 3 * C,
+                         0.0f, a, T, BH);
+  k_softmax_forward<<<wt_cuda_blocks((size_t)rows * 32, 256), 256>>>(att, rows, T);
+  WT_CUDA_CHECK(cudaGetLastError());
+  /* y (hs x T, leading dimension C: straight into out) = v · att */
+  kernels_cuda_gemm_ptrs(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, v, 3 * C, a, T, 0.0f, y, C, BH);
+}
+
+static void s_backward_in_place(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                const float *att, int B, int T, int C, int NH) {
+  int hs = C / NH, BH = B * NH, rows = BH * T;
+  float **t = s_head_tables(qkv, att, dout, B, T, C, NH);
+  float **q = t + PTR_Q * BH, **k = t + PTR_K * BH, **v = t + PTR_V * BH;
+  float **a = t + PTR_ATT * BH, **dy = t + PTR_Y * BH;
+  /* the gradients' tables: dqkv at qkv's offsets, datt (scratch) at att's */
+  float **g = s_grad_tables(dqkv, scratch, B, T, C, NH);
+  float **dq = g + PTR_Q * BH, **dk = g + PTR_K * BH, **dv = g + PTR_V * BH;
+  float **datt = g + PTR_ATT * BH;
+  /* datt (T2 x T) = vᵀ dy */
+  kernels_cuda_gemm_ptrs(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, v, 3 * C, dy, C, 0.0f, datt, T,
+                         BH);
+  /* dv (hs x T2) += dy attᵀ */
+  kernels_cuda_gemm_ptrs(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, dy, C, a, T, 1.0f, dv, 3 * C,
+                         BH);
+  k_softmax_backward<<<wt_cuda_blocks((size_t)rows * 32, 256), 256>>>(scratch, att, rows, T,
+                                                                      rsqrtf((float)hs));
+  WT_CUDA_CHECK(cudaGetLastError());
+  /* dq (hs x T) += k dpre;  dk (hs x T2) += q dpreᵀ */
+  kernels_cuda_gemm_ptrs(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, k, 3 * C, datt, T, 1.0f, dq,
+                         3 * C, BH);
+  kernels_cuda_gemm_ptrs(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, q, 3 * C, datt, T, 1.0f, dk,
+                         3 * C, BH);
+}
+
 void kernels_cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
                                     int NH) {
+  if (wt_cuda_fused()) {
+    s_forward_in_place(out, att, qkv, B, T, C, NH);
+    return;
+  }
   int hs = C / NH, BH = B * NH, rows = BH * T;
   size_t n = (size_t)B * T * C;
   long long sqkv = (long long)T * hs, satt = (long long)T * T;
@@ -135,6 +245,10 @@ void kernels_cuda_attention_forward(float *out, float *att, const float *qkv, in
 void kernels_cuda_attention_backward(float *dqkv, float *scratch, const float *dout,
                                      const float *qkv, const float *att, int B, int T, int C,
                                      int NH) {
+  if (wt_cuda_fused()) {
+    s_backward_in_place(dqkv, scratch, dout, qkv, att, B, T, C, NH);
+    return;
+  }
   int hs = C / NH, BH = B * NH, rows = BH * T;
   size_t n = (size_t)B * T * C;
   long long sqkv = (long long)T * hs, satt = (long long)T * T;

@@ -47,9 +47,20 @@ typedef enum {
   WT_SCRATCH_PADDED_W,  /* its weight, padded */
   WT_SCRATCH_PADDED_DW, /* its weight gradient, padded */
   WT_SCRATCH_ENCODER,   /* the encoder backward's sort of the tokens (encoder.cu) */
+  WT_SCRATCH_DBIAS,     /* a bias (gradient) for a cuBLASLt epilogue, aligned (matmul.cu) */
+  WT_SCRATCH_ADAMW,     /* the tensor list of one multi-tensor AdamW launch (adamw.cu) */
   WT_SCRATCH_COUNT
 } wt_cuda_scratch_slot;
 void *wt_cuda_scratch(wt_cuda_scratch_slot slot, size_t bytes);
+
+/* Which kernels the back end runs, read once from WANTRAIN_CUDA_KERNELS (docs/performance.md):
+ *   fused (default)  cuBLASLt epilogues for bias and GELU, the bias gradient in the weight
+ *                    gradient's GEMM, softmax + cross-entropy forward and backward in one pass,
+ *                    one AdamW launch for every tensor
+ *   plain            separate bias, GELU, cross-entropy and per-tensor AdamW kernels
+ * Both compute the same ops to the tests' tolerances; plain stays as the fallback and the
+ * baseline of bench-train. An unknown value is reported once and runs plain. */
+int wt_cuda_fused(void);
 
 /* The process-wide cuBLAS handle, created on first use (pedantic fp32 math until
  * kernels_set_precision chooses TF32 or bf16 tensor cores). */
@@ -61,6 +72,11 @@ void kernels_cuda_gemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m
                                float alpha, const float *A, int lda, long long sa, const float *B,
                                int ldb, long long sb, float beta, float *C, int ldc, long long sc,
                                int batch);
+/* The same with a device array of pointers per matrix (cublasGemmBatchedEx): batch members at
+ * any addresses, e.g. the heads of an interleaved (B, T, 3, NH, hs) buffer. */
+void kernels_cuda_gemm_ptrs(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            float alpha, float *const *A, int lda, float *const *B, int ldb,
+                            float beta, float *const *C, int ldc, int batch);
 /* The table's device and precision entries (memory.cu, matmul.cu; kernels.h has the contract). */
 extern "C" int kernels_cuda_select(int dev, int *count, char *why, size_t why_len);
 extern "C" void kernels_cuda_set_precision(kernels_precision p);
@@ -119,6 +135,22 @@ void kernels_cuda_crossentropy_backward(float *dlogits, const float *logits, con
 void kernels_cuda_adamw_update(float *param, const float *grad, float *m, float *v, size_t n,
                                float lr, float b1, float b2, float eps, float wd, float bc1,
                                float bc2, float grad_scale);
+void kernels_cuda_matmul_gelu_forward(float *out, float *pre, void *inp_bf16, const float *inp,
+                                      const float *weight, const float *bias, int N, int C, int OC,
+                                      kernels_wlayout layout);
+void kernels_cuda_matmul_forward_keep(float *out, void *inp_bf16, const float *inp,
+                                      const float *weight, const float *bias, int N, int C, int OC,
+                                      kernels_wlayout layout);
+void kernels_cuda_matmul_backward_kept(float *dinp, float *dweight, float *dbias, const float *dout,
+                                       const float *inp, const void *inp_bf16, const float *weight,
+                                       int N, int C, int OC, kernels_wlayout layout);
+void kernels_cuda_crossentropy_forward_backward(float *losses, float *lse, float *dlogits,
+                                                const float *logits, const int *targets,
+                                                float dloss, int N, int V);
+void kernels_cuda_adamw_update_tensors(float *param, const float *grad, float *m, float *v,
+                                       const kernels_adamw_tensor *tensors, int n_tensors, float lr,
+                                       float b1, float b2, float eps, float bc1, float bc2,
+                                       float grad_scale);
 void *kernels_cuda_alloc(size_t bytes);
 void kernels_cuda_free(void *p);
 void kernels_cuda_upload(void *dst, const void *src, size_t bytes);

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # test_coord_admission — what a volunteer sees: peerd prints the coordinator's reason and exits 1
 # when refused (no token, forged, expired, used up); a bad flag exits 2; --device naming a GPU
-# that is not there (cuda:999: no CUDA in the build, or no such device) is a clear error; a run whose codec keeps state (error feedback) is refused without a --checkpoint-dir to recover it from; an admitted peer makes its key pair with mode 0600 and, on SIGTERM,
-# tells the coordinator it leaves and exits 0.
+# that is not there (cuda:999: no CUDA in the build, or no such device) is a clear error; a run
+# whose codec keeps state (error feedback) is refused with --checkpoint-storage shared and no
+# --checkpoint-dir to recover it from, and a contradicting --checkpoint-dir with peer storage too;
+# an admitted peer makes its key pair with mode 0600 and, on SIGTERM, tells the coordinator it
+# leaves and exits 0.
 #   tests/coordinator/test_coord_admission.sh BIN_DIR
 BIN=$1
 . "$(dirname "$0")/harness.sh"
@@ -14,9 +17,15 @@ short=$("$BIN/coordinator" token new --state-dir "$STATE" --expires 1s --uses 0)
 [ $? = 2 ] || fail "a bad --expires must exit 2"
 "$BIN/coordinator" --state-dir "$WORK/x" --act-codec zzz >/dev/null 2>&1
 [ $? = 2 ] || fail "an unknown --act-codec must exit 2"
-"$BIN/coordinator" --state-dir "$WORK/x" --grad-codec int8 2>"$WORK/codec.err"
+"$BIN/coordinator" --state-dir "$WORK/x" --grad-codec int8 --checkpoint-storage shared \
+  2>"$WORK/codec.err"
 [ $? = 2 ] && grep -q "only checkpoints carry.*give --checkpoint-dir" "$WORK/codec.err" ||
-  fail "a stateful --grad-codec without --checkpoint-dir must be refused up front with the reason"
+  fail "a stateful --grad-codec with shared storage and no --checkpoint-dir must be refused up \
+front with the reason"
+"$BIN/coordinator" --state-dir "$WORK/x" --grad-codec int8 --checkpoint-storage peers \
+  --checkpoint-dir "$WORK/ckpt" 2>"$WORK/both.err"
+[ $? = 2 ] && grep -q "give one of them" "$WORK/both.err" ||
+  fail "--checkpoint-dir with --checkpoint-storage peers must be refused naming both"
 start_coord coord.log --stages 2 --replicas 4 --heartbeat 0.2
 
 expect_refused() { # expect_refused N WHAT TOKEN

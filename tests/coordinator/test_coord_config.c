@@ -1,9 +1,9 @@
 /* test_coord_config — the coordinator's option handling: a --preset fills the sync options it
  * leaves unset and refuses contradicting ones naming both; a run that keeps state across steps
- * (DiLoCo, error feedback, delta activation caches) is refused without an explicit
- * --checkpoint-dir, since recovery from a lost peer goes through the checkpoint only; stateless
- * runs need none; the placement and emulation options that need a scenario or a checkpoint
- * directory name what to add. No sockets. */
+ * (DiLoCo, error feedback, delta activation caches) keeps its checkpoints on the peers unless it
+ * names a shared --checkpoint-dir, and shared storage without one is refused; contradicting
+ * checkpoint flags are refused naming both; the placement and emulation options that need a
+ * scenario or a checkpoint directory name what to add. No sockets. */
 #include "common/common.h"
 #include "common/testing.h"
 #include "coordinator/coordinator.h"
@@ -62,19 +62,27 @@ static void test_conflicts_refused(void) {
                  "a batch the replicas cannot split is refused: %s", wt_last_error());
 }
 
-static void test_stateful_needs_checkpoint_dir(void) {
+/* A run that keeps state across steps recovers from checkpoints: with --checkpoint-storage auto
+ * (the default) they go on the peers when it names no shared directory, and into that directory
+ * when it does; --checkpoint-storage shared without a directory is refused naming what to give. */
+static void test_stateful_checkpoint_storage(void) {
   coordinator_config c;
-  const char *const stateful[][7] = {{"--preset", "wan", NULL},
+  const char *const stateful[][3] = {{"--preset", "wan", NULL},
                                      {"--diloco", "5", NULL},
                                      {"--grad-codec", "int8", NULL}, /* error feedback: auto = on */
                                      {"--act-codec", "delta4", NULL}};
   for (size_t i = 0; i < sizeof stateful / sizeof *stateful; i++) {
-    WT_TEST_ASSERT(s_check(&c, stateful[i]) == WT_EINVAL, "%s %s without --checkpoint-dir",
-                   stateful[i][0], stateful[i][1]);
-    WT_TEST_ASSERT(strstr(wt_last_error(), "--checkpoint-dir") != NULL,
-                   "the message says what "
-                   "to give: %s",
-                   wt_last_error());
+    WT_TEST_ASSERT(s_check(&c, stateful[i]) == WT_OK && !strcmp(c.checkpoint_storage, "peers") &&
+                       c.checkpoint_storage_auto,
+                   "%s %s without --checkpoint-dir keeps its checkpoints on the peers: %s %s",
+                   stateful[i][0], stateful[i][1], c.checkpoint_storage, wt_last_error());
+    WT_TEST_ASSERT(strstr(coordinator_checkpoint_storage_why(&c), "keeps state across steps"),
+                   "the log says why: %s", coordinator_checkpoint_storage_why(&c));
+    const char *shared[] = {stateful[i][0], stateful[i][1], "--checkpoint-storage", "shared", NULL};
+    WT_TEST_ASSERT(s_check(&c, shared) == WT_EINVAL &&
+                       strstr(wt_last_error(), "give --checkpoint-dir"),
+                   "%s %s with shared storage and no directory is refused naming what to give: %s",
+                   stateful[i][0], stateful[i][1], wt_last_error());
   }
   const char *const stateless[][7] = {
       {NULL}, {"--grad-codec", "int8", "--grad-ef", "off", NULL}, {"--act-codec", "direct8", NULL}};
@@ -83,11 +91,14 @@ static void test_stateful_needs_checkpoint_dir(void) {
                    "a stateless run needs no checkpoint "
                    "dir: %s",
                    wt_last_error());
-    WT_TEST_ASSERT(!parallel_run_config_stateful(&c.run), "stateless run %zu", i);
+    WT_TEST_ASSERT(!parallel_run_config_stateful(&c.run) && !strcmp(c.checkpoint_storage, "shared"),
+                   "stateless run %zu: %s storage", i, c.checkpoint_storage);
   }
   const char *with_dir[] = {"--diloco", "5", "--checkpoint-dir", "/shared/ckpt", NULL};
-  WT_TEST_ASSERT(s_check(&c, with_dir) == WT_OK && parallel_run_config_stateful(&c.run),
-                 "a stateful run with a checkpoint dir: %s", wt_last_error());
+  WT_TEST_ASSERT(s_check(&c, with_dir) == WT_OK && parallel_run_config_stateful(&c.run) &&
+                     !strcmp(c.checkpoint_storage, "shared"),
+                 "a stateful run with a checkpoint dir shares it: %s %s", c.checkpoint_storage,
+                 wt_last_error());
 }
 
 /* Checkpoints on the peers need no shared directory; the coordinator's own store only takes
@@ -99,15 +110,29 @@ static void test_checkpoint_storage(void) {
                  "a stateful run with its checkpoints on the peers (2 copies by default): %s",
                  wt_last_error());
   const char *store[] = {"--checkpoint-store", "/srv/ckpt", NULL};
-  WT_TEST_ASSERT(s_check(&c, store) == WT_EINVAL &&
+  WT_TEST_ASSERT(s_check(&c, store) == WT_OK && !strcmp(c.checkpoint_storage, "peers"),
+                 "--checkpoint-store alone puts the checkpoints on the peers: %s %s",
+                 c.checkpoint_storage, wt_last_error());
+  const char *store_shared[] = {"--checkpoint-store", "/srv/ckpt", "--checkpoint-storage", "shared",
+                                NULL};
+  WT_TEST_ASSERT(s_check(&c, store_shared) == WT_EINVAL &&
                      strstr(wt_last_error(), "--checkpoint-storage peers"),
-                 "--checkpoint-store without peer storage is refused naming it: %s",
+                 "--checkpoint-store with shared storage is refused naming peers: %s",
                  wt_last_error());
+  const char *store_dir[] = {"--checkpoint-store", "/srv/ckpt", "--checkpoint-dir", "/shared",
+                             NULL};
+  WT_TEST_ASSERT(s_check(&c, store_dir) == WT_EINVAL && strstr(wt_last_error(), "give one of them"),
+                 "--checkpoint-store with a shared directory is refused: %s", wt_last_error());
   const char *dir[] = {"--checkpoint-storage", "peers", "--checkpoint-dir", "/shared", NULL};
   WT_TEST_ASSERT(s_check(&c, dir) == WT_EINVAL && strstr(wt_last_error(), "give one of them"),
                  "a shared directory with peer storage is refused: %s", wt_last_error());
-  const char *both[] = {"--checkpoint-storage", "peers", "--checkpoint-store", "/srv/ckpt",
-                        "--checkpoint-copies", "3", NULL};
+  const char *both[] = {"--checkpoint-storage",
+                        "peers",
+                        "--checkpoint-store",
+                        "/srv/ckpt",
+                        "--checkpoint-copies",
+                        "3",
+                        NULL};
   WT_TEST_ASSERT(s_check(&c, both) == WT_OK && c.checkpoint_copies == 3 &&
                      !strcmp(c.checkpoint_store, "/srv/ckpt"),
                  "peer storage with a store and 3 copies: %s", wt_last_error());
@@ -134,7 +159,7 @@ int main(void) {
   test_placement_needs();
   test_preset_applied();
   test_conflicts_refused();
-  test_stateful_needs_checkpoint_dir();
+  test_stateful_checkpoint_storage();
   test_checkpoint_storage();
   return wt_test_finish("test_coord_config");
 }

@@ -4,7 +4,8 @@
 # times (50 ms one way), so that a step takes about 0.35 s on any machine; --peer-timeout 20 (the
 # fixed receive deadline, now only the cap) and --liveness 8 x --heartbeat 0.25. Once the peers
 # have measured their steps, /status shows each member's derived receive deadline (3 x the 90th
-# percentile of its step times, at least 1 s) and the test prints it; then one member is stopped
+# percentile of its step times, at least 1 s, and never below the one derived from its links)
+# and the test prints both; then one member is stopped
 # with SIGSTOP. A neighbour's receive must give up within 5 x the stopped member's step time, and
 # the coordinator must drop it, by its measured heartbeat gaps, before the fixed 2 s window. Then
 # the frozen process is killed and the run finishes from the survivors' state.
@@ -29,14 +30,18 @@ m = [p for p in s['peers'] if p['stage'] >= 0 and 'recv_s' in p.get('deadline', 
 if len(m) == 4 and all(p['deadline']['recv_s'] < 20 for p in m) and s['step'] >= 12:
     v = min(m, key=lambda p: p['id'])
     print(v['id'], v['deadline']['recv_s'], v['deadline']['step_q90_s'], s['step'],
-          max(p['deadline']['recv_s'] for p in m), v['deadline']['heartbeat_s'])" 2>/dev/null)
+          max(p['deadline']['recv_s'] for p in m), v['deadline']['heartbeat_s'],
+          v['deadline']['links']['recv_s'], v['deadline']['links']['state_s'])" 2>/dev/null)
   [ -n "$ready" ] && break
   sleep 0.2
 done
 [ -n "$ready" ] || fail "the members never reported a derived receive deadline"
-read -r victim recv_s step_s at_step recv_max hb_s <<<"$ready"
+read -r victim recv_s step_s at_step recv_max hb_s link_s state_s <<<"$ready"
 vpid=$(pid_of_peer "$victim") || fail "no pid for peer $victim"
-echo "derived: peer $victim's steps take ${step_s} s (90th percentile); receive deadlines up to ${recv_max} s (cap 20 s); heartbeat deadline ${hb_s} s (cap 2 s); at step $at_step"
+echo "derived: peer $victim's steps take ${step_s} s (90th percentile); receive deadlines up to ${recv_max} s (cap 20 s); heartbeat deadline ${hb_s} s (cap 2 s); from its links: receive ${link_s} s, state ${state_s} s; at step $at_step"
+# the emulated lab's links are fast: what the links need must not hold a frozen peer longer
+python3 -c "import sys; sys.exit(0 if $link_s < 5 * $step_s else 1)" ||
+  fail "the link-derived receive deadline $link_s s is not below 5 x the step time $step_s s"
 before=$(cat "$WORK"/peer*.log | grep -c "no message from rank")
 t0=$(date +%s.%N)
 kill -STOP "$vpid"

@@ -7,6 +7,9 @@
  *     (relative-norm error, the tolerance argued per precision below);
  *   - the whole model's logits, loss and every gradient against the CPU back end, and
  *     bitwise the same on a second GPU run (determinism);
+ *   - the gradient of a forward's loss when the backward's loss_scale is not 1, and when
+ *     another slot's forward ran in between (the back end's fused cross-entropy writes dlogits
+ *     in the forward; the backward must not take them for another scale or batch);
  *   - 20 AdamW steps with clipping: the GPU losses track the CPU losses, and fall;
  *   - a checkpoint saved from the GPU loads on the CPU (same bytes, same loss) and back.
  *
@@ -239,6 +242,52 @@ static void test_model(void) {
   gpt_stage_destroy(&c), gpt_stage_destroy(&g), gpt_stage_destroy(&g2);
 }
 
+/* Gradients of the GPU stage against the CPU stage's, per tensor (relative-norm error). */
+static void s_check_grads(gpt_stage *g, gpt_stage *c, double tol, const char *what) {
+  size_t n;
+  const float *gc = gpt_stage_grads_host(c, &n);
+  float *gg = wt_xmalloc(n * 4);
+  memcpy(gg, gpt_stage_grads_host(g, NULL), n * 4);
+  double floor = 1e-3 * sqrt(optim_grad_sq_norm(gc, n));
+  for (int i = 0; i < gpt_stage_num_tensors(c); i++) {
+    const gpt_tensor_info *t = gpt_stage_tensor(c, i);
+    double e = s_rel_err_floor(gg + t->offset, gc + t->offset, t->numel, floor);
+    WT_TEST_ASSERT(e <= tol, "%s: gradient %s: rel err %.3g", what, t->name, e);
+  }
+  free(gg);
+}
+
+static void test_loss_scale_and_slots(void) {
+  wt_rng rng;
+  wt_rng_seed(&rng, 23);
+  int tok[2][B * T], tgt[2][B * T];
+  s_batch(&rng, tok[0], tgt[0]);
+  s_batch(&rng, tok[1], tgt[1]);
+  gpt_stage *c = s_stage(kernels_cpu()), *g = s_stage(s_gpu);
+  /* loss_scale 0.25 on a new stage: the forward's dlogits (made for 1) must not be used */
+  gpt_stage *both[2] = {c, g};
+  for (int i = 0; i < 2; i++) {
+    gpt_stage_zero_grad(both[i]);
+    WT_TEST_REQUIRE(gpt_stage_forward(both[i], tok[0], NULL, tgt[0], B, T, NULL) == WT_OK, "%s",
+                    wt_last_error());
+    WT_TEST_REQUIRE(gpt_stage_backward(both[i], NULL, NULL, 0.25f) == WT_OK, "%s", wt_last_error());
+  }
+  s_check_grads(g, c, 1e-4, "loss_scale 0.25");
+  /* slot 0 forward on batch 0, slot 1 forward on batch 1, then slot 0's backward */
+  WT_TEST_REQUIRE(gpt_stage_set_slots(g, 2) == WT_OK, "%s", wt_last_error());
+  gpt_stage_zero_grad(g);
+  for (int k = 0; k < 2; k++) {
+    WT_TEST_REQUIRE(gpt_stage_use_slot(g, k) == WT_OK, "%s", wt_last_error());
+    WT_TEST_REQUIRE(gpt_stage_forward(g, tok[k], NULL, tgt[k], B, T, NULL) == WT_OK, "%s",
+                    wt_last_error());
+  }
+  WT_TEST_REQUIRE(gpt_stage_use_slot(g, 0) == WT_OK, "%s", wt_last_error());
+  WT_TEST_REQUIRE(gpt_stage_backward(g, NULL, NULL, 1.0f) == WT_OK, "%s", wt_last_error());
+  s_fwd_bwd(c, tok[0], tgt[0]);
+  s_check_grads(g, c, 1e-4, "slot 0's backward after slot 1's forward");
+  gpt_stage_destroy(&c), gpt_stage_destroy(&g);
+}
+
 /* 20 steps on the CPU and on the GPU at precision p; returns the GPU stage and optimizer for
  * the checkpoint test when keep is set. */
 static void s_train(kernels_precision p, double tol, const char *name, gpt_stage **keep_s,
@@ -334,6 +383,7 @@ int main(void) {
   test_ops_at(KERNELS_PREC_TF32, 5e-3, "tf32");
   test_ops_at(KERNELS_PREC_BF16, 2e-2, "bf16");
   test_model();
+  test_loss_scale_and_slots();
   test_train_and_checkpoint();
   return wt_test_finish("test_gpu_model");
 }

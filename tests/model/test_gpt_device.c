@@ -15,6 +15,10 @@
  *   - the trainer: the same losses and norms step for step, and a run saved on the device
  *     resumes on the CPU where it stopped;
  *   - gpt_stage_set_kernels refuses a table with other memory; SGD is refused on a device.
+ * All of it twice: on the plain table, then with the optional fused ops a GPU back end has
+ * (emulated from the CPU ops, so the bits stay the same), which checks the model's use of
+ * them: every kept bf16 copy a backward reads is the rounding of that backward's input, and
+ * the forward's dlogits are used by a backward with loss_scale 1 only.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +57,85 @@ static void s_dev_download(void *dst, const void *src, size_t bytes) {
 }
 
 static kernels_ops s_dev;
+
+/* ---- the fused ops, emulated ---- */
+
+static long s_kept_reads, s_kept_stale, s_ce_fused, s_ce_backward, s_adamw_tensors;
+
+static uint16_t s_bf16_bits(float x) { /* round to nearest even, as the GPU does */
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static void s_keep(void *inp_bf16, const float *inp, size_t n) {
+  uint16_t *y = inp_bf16;
+  for (size_t i = 0; i < n; i++) y[i] = s_bf16_bits(inp[i]);
+}
+
+static void s_emu_matmul_forward_keep(float *out, void *inp_bf16, const float *inp, const float *w,
+                                      const float *b, int N, int C, int OC,
+                                      kernels_wlayout layout) {
+  s_keep(inp_bf16, inp, (size_t)N * C);
+  kernels_cpu()->matmul_forward(out, inp, w, b, N, C, OC, layout);
+}
+
+static void s_emu_matmul_backward_kept(float *dinp, float *dw, float *db, const float *dout,
+                                       const float *inp, const void *inp_bf16, const float *w,
+                                       int N, int C, int OC, kernels_wlayout layout) {
+  const uint16_t *kept = inp_bf16;
+  s_kept_reads++;
+  for (size_t i = 0; i < (size_t)N * C; i++)
+    if (kept[i] != s_bf16_bits(inp[i])) {
+      s_kept_stale++;
+      break;
+    }
+  kernels_cpu()->matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC, layout);
+}
+
+static void s_emu_matmul_gelu_forward(float *out, float *pre, void *inp_bf16, const float *inp,
+                                      const float *w, const float *b, int N, int C, int OC,
+                                      kernels_wlayout layout) {
+  if (inp_bf16) s_keep(inp_bf16, inp, (size_t)N * C);
+  kernels_cpu()->matmul_forward(pre, inp, w, b, N, C, OC, layout);
+  kernels_cpu()->gelu_forward(out, pre, (size_t)N * OC);
+}
+
+static void s_emu_crossentropy_forward_backward(float *losses, float *lse, float *dlogits,
+                                                const float *logits, const int *targets,
+                                                float dloss, int N, int V) {
+  s_ce_fused++;
+  kernels_cpu()->crossentropy_forward(losses, lse, logits, targets, N, V);
+  kernels_cpu()->crossentropy_backward(dlogits, logits, lse, targets, dloss, N, V);
+}
+
+static void s_emu_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
+                                        const int *targets, float dloss, int N, int V) {
+  s_ce_backward++;
+  kernels_cpu()->crossentropy_backward(dlogits, logits, lse, targets, dloss, N, V);
+}
+
+static void s_emu_adamw_update_tensors(float *p, const float *g, float *m, float *v,
+                                       const kernels_adamw_tensor *ts, int n, float lr, float b1,
+                                       float b2, float eps, float bc1, float bc2,
+                                       float grad_scale) {
+  s_adamw_tensors++;
+  for (int i = 0; i < n; i++) {
+    size_t o = ts[i].offset;
+    kernels_cpu()->adamw_update(p + o, g + o, m + o, v + o, ts[i].numel, lr, b1, b2, eps, ts[i].wd,
+                                bc1, bc2, grad_scale);
+  }
+}
+
+static void s_add_fused_ops(void) {
+  s_dev.name = "emulated-device-fused";
+  s_dev.matmul_forward_keep = s_emu_matmul_forward_keep;
+  s_dev.matmul_backward_kept = s_emu_matmul_backward_kept;
+  s_dev.matmul_gelu_forward = s_emu_matmul_gelu_forward;
+  s_dev.crossentropy_forward_backward = s_emu_crossentropy_forward_backward;
+  s_dev.crossentropy_backward = s_emu_crossentropy_backward;
+  s_dev.adamw_update_tensors = s_emu_adamw_update_tensors;
+}
 
 static void s_make_device(void) {
   s_dev = *kernels_cpu();
@@ -283,13 +366,54 @@ static void test_refusals(void) {
   gpt_stage_destroy(&h);
 }
 
+/* With the fused ops: the forward's dlogits serve a backward with loss_scale 1 (no
+ * crossentropy_backward) on a new stage, not one with 0.5 (one call), but then the next
+ * forward of that stage expects 0.5 (no call); the gradients equal the host's every time. */
+static void test_fused_dlogits(void) {
+  wt_rng rng;
+  wt_rng_seed(&rng, 5);
+  int tok[B * T], tgt[B * T];
+  s_batch(&rng, tok, tgt);
+  const float scales[] = {1.0f, 0.5f};
+  for (int i = 0; i < 2; i++) {
+    gpt_stage *h = s_stage(kernels_cpu(), 0, CFG.n_layer), *d = s_stage(&s_dev, 0, CFG.n_layer);
+    gpt_stage *both[2] = {h, d};
+    for (int round = 0; round < 2; round++) {
+      long before = s_ce_backward;
+      for (int k = 0; k < 2; k++) {
+        gpt_stage_zero_grad(both[k]);
+        WT_TEST_REQUIRE(gpt_stage_forward(both[k], tok, NULL, tgt, B, T, NULL) == WT_OK, "%s",
+                        wt_last_error());
+        WT_TEST_REQUIRE(gpt_stage_backward(both[k], NULL, NULL, scales[i]) == WT_OK, "%s",
+                        wt_last_error());
+      }
+      long want = i == 1 && round == 0 ? 1 : 0;
+      WT_TEST_ASSERT(s_ce_backward - before == want,
+                     "loss_scale %g, round %d: %ld crossentropy_backward calls, want %ld",
+                     scales[i], round, s_ce_backward - before, want);
+      WT_TEST_ASSERT(s_same_buf(h, d, 1), "loss_scale %g, round %d: gradients differ", scales[i],
+                     round);
+    }
+    gpt_stage_destroy(&h), gpt_stage_destroy(&d);
+  }
+}
+
 int main(void) {
   s_make_device();
-  test_whole_model();
-  test_split();
-  test_training_and_checkpoint();
-  test_trainer();
-  test_refusals();
+  for (int fused = 0; fused < 2; fused++) {
+    if (fused) s_add_fused_ops();
+    test_whole_model();
+    test_split();
+    test_training_and_checkpoint();
+    test_trainer();
+    test_refusals();
+  }
+  test_fused_dlogits();
+  WT_TEST_ASSERT(s_kept_reads > 0 && s_kept_stale == 0,
+                 "%ld of %ld kept bf16 copies read by a backward were stale", s_kept_stale,
+                 s_kept_reads);
+  WT_TEST_ASSERT(s_ce_fused > 0 && s_adamw_tensors > 0, "fused cross-entropy %ld, AdamW %ld calls",
+                 s_ce_fused, s_adamw_tensors);
   WT_TEST_ASSERT(s_live == 0, "%ld device buffers not freed", s_live);
   return wt_test_finish("test_gpt_device");
 }

@@ -5,12 +5,17 @@
 # each stage's gradients every step, so every step waits on the 1 MB/s uplink for hundreds of
 # kilobytes. The receive deadlines are derived from the measured (slow) steps, so the run must
 # finish in its first train epoch: no receive gives up, no epoch fails. The test prints each
-# member's step time and derived deadline from /status.
+# member's step time and derived deadline from /status. The coordinator derives each member's
+# link deadlines from the probed links into it: a stage's state (the hand-over or a shard fetch)
+# sent over the shaped uplink must get a longer deadline than one over the unshaped links, so
+# every member in r0 (which receives from r1's peers) must have a longer state deadline than every
+# member in r1 (whose senders are in r0 or beside it). NETNS_PREFIX overrides the namespace
+# names' prefix.
 # Skips (77) where namespaces cannot be made (not root, no ip/tc, no netns).
 #   tests/netns/test_netns_slowlink.sh BIN_DIR
 set -uo pipefail
 BIN=$1
-P=wt22d
+P=${NETNS_PREFIX:-wt22d}
 NET=10.222.0
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "not root: network namespaces need root (ip netns)"
@@ -69,7 +74,7 @@ for n in 0 1 2 3; do
     --host $NET.$((k + 1)) --region r$k --data-dir "$WORK/peer$n" >"$WORK/peer$n.log" 2>&1 &
   PIDS+=($!)
 done
-seen=""
+seen="" seen_links=""
 end=$((SECONDS + 150))
 while [ $SECONDS -lt $end ]; do
   st=$("${H[@]}" curl -sf --max-time 3 "http://$NET.254:$PORT/status" 2>/dev/null)
@@ -80,6 +85,13 @@ m = [p for p in s['peers'] if p['stage'] >= 0 and 'step_q90_s' in p.get('deadlin
 if len(m) == 4:
     print(' | '.join(f\"peer {p['id']} ({p['region']}) step {p['deadline']['step_q90_s']:.3f} s, receive deadline {p['deadline']['recv_s']:.3f} s\" for p in sorted(m, key=lambda p: p['id'])))" 2>/dev/null)
   [ -n "$line" ] && seen=$line
+  links=$(echo "$st" | python3 -c "
+import json, sys
+s = json.load(sys.stdin)
+m = [p for p in s['peers'] if p['stage'] >= 0 and 'links' in p.get('deadline', {})]
+if len(m) == 4:
+    print(' '.join(f\"{p['region']}:{p['deadline']['links']['state_s']:.3f}:{p['deadline']['links']['recv_s']:.3f}:{p['deadline']['links']['slowest']['bandwidth_Bps']:.0f}\" for p in m))" 2>/dev/null)
+  [ -n "$links" ] && seen_links=$links
   grep -q "the run finished $STEPS steps" "$WORK/coord.log" && break
   grep -qE "stopped:" "$WORK/coord.log" && break
   sleep 0.5
@@ -92,4 +104,13 @@ echo "train epochs: $epochs, receives that gave up: $timeouts"
 [ "$epochs" = 1 ] || fail "the slow link aborted an epoch ($epochs train epochs)"
 [ "$timeouts" = 0 ] || fail "a receive gave up on a live peer behind the slow link"
 [ -n "$seen" ] || fail "/status never showed the members' derived deadlines"
+[ -n "$seen_links" ] || fail "/status never showed the members' link deadlines"
+echo "link deadlines (region:state_s:recv_s:slowest inbound B/s): $seen_links"
+python3 -c "
+import sys
+m = [e.split(':') for e in '$seen_links'.split()]
+slow = [float(e[1]) for e in m if e[0] == 'r0']
+fast = [float(e[1]) for e in m if e[0] == 'r1']
+sys.exit(0 if slow and fast and min(slow) > max(fast) else 1)" ||
+  fail "the members behind the 1 MB/s link do not get longer state deadlines: $seen_links"
 echo "test_netns_slowlink: all checks passed"
