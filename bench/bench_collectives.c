@@ -4,18 +4,21 @@
  *  1. a lone pair of processes streaming --pair-mib MiB in --pair-msg-kib messages (256 KiB;
  *     the transport sends those over 1 MiB in chunks) over (a) plain ZeroMQ PUSH/PULL
  *     (plaintext, no transport code), (c) the same with CurveZMQ, (s) the
- *     transport with sealed links (send + recv_view, one copy on the send side, as the ring's
- *     frames) and (i) the transport with insecure links; back to back per run, so they share
- *     the machine's load (target: (s) ≥ 0.70 of (a));
+ *     transport with sealed links (send + recv_view: sealed from the sender's buffer, opened
+ *     where ZeroMQ received it) and (i) the transport with insecure links; back to back per
+ *     run, so they share the machine's load (target: (s) ≥ 0.70 of (a)); then the seal alone
+ *     on one core, the ring's frames copied and sealed in place against sealed from where
+ *     they lie (what the transport does);
  *  2. the all-reduce at each size, sealed and insecure: bus bandwidth 2(p−1)/p · n / t, from a
  *     common start (barrier) to the last rank's end (barrier), like Open MPI's, which
  *     scripts/bench-collectives.sh measures beside it (bench/mpi_allreduce.c) and merges;
  *  3. shaped (--beta > 0): every link emulates bandwidth β; the all-reduce of --mib MiB against
  *     the bound 2(p−1)/p · n/β (target ≥ 0.85).
  * Medians over --runs repetitions. Prints a table, then one JSON line:
- *   {"bench":"collectives","procs":..,"runs":..,"cores":..,"cipher":..,"pair_mib":..,
+ *   {"bench":"collectives","procs":..,"runs":..,"cores":..,"cipher":..,"streams":..,"pair_mib":..,
  *    "pair_msg_kib":..,"pair_plain_GBps":..,"pair_curve_GBps":..,"pair_sealed_GBps":..,"pair_insecure_GBps":..,
  *    "sealed_of_plain":..,"pair_{plain,curve,sealed,insecure}_cpu_s_per_GB":..,
+ *    "seal_copy_cpu_s_per_GB":..,"seal_direct_cpu_s_per_GB":..,
  *    "allreduce":[{"mib":..,"sealed_s":..,"sealed_bus_GBps":..,"sealed_cpu_s":..,
  *    "insecure_s":..,"insecure_bus_GBps":..,"insecure_cpu_s":..},..],"beta_Bps":..,
  *    "shaped_of_bound":..,"loadavg":..}
@@ -24,12 +27,13 @@
  * less than the wall time. The table's "CPU bound" is the bus bandwidth those CPU seconds would
  * allow if spread over every core with none idle.
  *   build/bin/bench-collectives [--procs 4] [--mib 64] [--runs 5] [--pair-mib 256]
- *                              [--pair-msg-kib 256] [--beta 10e6]
+ *                              [--pair-msg-kib 256] [--beta 10e6] [--streams 1]
  * The load average is printed too: on a shared machine every number here is CPU-bound.
  */
 #include "parallel/collectives/collectives.h"
 #include "parallel/transport/comm.h"
 #include "parallel/transport/zmq.h"
+#include "parallel/transport/zmq_aead.h"
 
 #include "common/common.h"
 #include "common/config.h"
@@ -51,7 +55,7 @@
 static const int s_sizes[S_NSIZES] = {1, 4, 16, 64}; /* MiB; those ≤ --mib, and --mib itself */
 
 typedef struct {
-  int procs, mib, runs, pair_mib, pair_msg_kib;
+  int procs, mib, runs, pair_mib, pair_msg_kib, streams;
   double beta;
 } bench_cfg;
 
@@ -62,6 +66,10 @@ static const wt_option s_options[] = {
      "repetitions of each measurement (median)", NULL},
     {"pair-mib", WT_OPT_INT, offsetof(bench_cfg, pair_mib), 1, 4096, "256",
      "bytes one pair streams per run, MiB", NULL},
+    {"streams", WT_OPT_INT, offsetof(bench_cfg, streams), 1, 8, "1",
+     "TCP connections per sealed link (parallel_zmq_config.streams; insecure and shaped runs "
+     "use 1)",
+     NULL},
     {"pair-msg-kib", WT_OPT_INT, offsetof(bench_cfg, pair_msg_kib), 1, 1 << 20, "256",
      "size of the pair's messages, KiB", NULL},
     {"beta", WT_OPT_FLOAT, offsetof(bench_cfg, beta), 0, 1e11, "10e6",
@@ -288,6 +296,45 @@ static int s_pair_fn(parallel_comm *c, void *arg) {
   return rc;
 }
 
+/* ---- the seal alone, on one core ------------------------------------------------------------ */
+
+/* CPU seconds per GB to seal the ring's frames (a 32-byte frame header and a 256 KiB piece taken
+ * from a 64 MiB tensor) into fresh buffers, the two ways a sender can: copy header and piece into
+ * the buffer and seal it in place, or seal from where they lie into the buffer
+ * (parallel_zmq_aead_seal_spans, what the transport does). Alternated, medians of 9 passes. */
+static void s_seal_cost(double *copy_s_per_gb, double *direct_s_per_gb) {
+  enum { S_REPS = 9 };
+  const size_t piece = (size_t)256 << 10, tensor = (size_t)64 << 20, head = 32;
+  uint8_t *x = wt_xmalloc(tensor), key[32] = {1}, r1[32] = {2}, r2[32] = {3}, ad[56] = {0};
+  uint8_t header[32] = {0}, tag[PARALLEL_ZMQ_TAG_BYTES];
+  memset(x, 7, tensor);
+  parallel_zmq_aead a = {0};
+  parallel_zmq_aead_session(&a, key, r1, r2, parallel_zmq_aead_caps(), parallel_zmq_aead_caps());
+  double t[2][S_REPS];
+  uint64_t counter = 0;
+  for (int rep = 0; rep < S_REPS; rep++)
+    for (int direct = 0; direct < 2; direct++) {
+      double c0 = s_cpu_now();
+      for (size_t off = 0; off + piece <= tensor; off += piece) {
+        uint8_t *frame = wt_xmalloc(head + piece);
+        if (direct) {
+          parallel_zmq_span in[2] = {{header, head}, {x + off, piece}};
+          parallel_zmq_aead_seal_spans(&a, counter++, ad, sizeof ad, in, 2, frame, tag);
+        } else {
+          memcpy(frame, header, head);
+          memcpy(frame + head, x + off, piece);
+          parallel_zmq_aead_seal(&a, counter++, ad, sizeof ad, frame, head + piece, tag);
+        }
+        free(frame);
+      }
+      t[direct][rep] = (s_cpu_now() - c0) / ((double)tensor / 1e9);
+    }
+  *copy_s_per_gb = s_median(t[0], S_REPS);
+  *direct_s_per_gb = s_median(t[1], S_REPS);
+  parallel_zmq_aead_free(&a);
+  free(x);
+}
+
 int main(int argc, char **argv) {
   bench_cfg cfg;
   int help = 0;
@@ -314,6 +361,7 @@ int main(int argc, char **argv) {
   parallel_zmq_config base = parallel_zmq_config_default();
   base.timeout_s = 120;
   base.max_queue_bytes = (size_t)64 << 20;
+  base.streams = cfg.streams;
 
   /* The lone pair: plain, CURVE and sealed in one group, insecure in a second. */
   double plain_s[S_MAX_RUNS], curve_s[S_MAX_RUNS], sealed_s[S_MAX_RUNS], insecure_s[S_MAX_RUNS];
@@ -330,7 +378,8 @@ int main(int argc, char **argv) {
   double cpu_sealed = s_cpu_median(sh->comm_cpu, cfg.runs, 2) / pair_gb;
   parallel_zmq_config insecure = base;
   insecure.insecure = 1;
-  sh->cfg.procs = -1; /* transport only */
+  insecure.streams = 1; /* several streams need sealed links */
+  sh->cfg.procs = -1;   /* transport only */
   if (parallel_zmq_fork_run(2, &insecure, s_pair_fn, sh, NULL) != WT_OK) {
     fprintf(stderr, "bench-collectives: insecure pair: %s\n", wt_last_error());
     return 1;
@@ -369,6 +418,7 @@ int main(int argc, char **argv) {
     double lat[16] = {0}, bw[16];
     for (int r = 0; r < 16; r++) bw[r] = cfg.beta;
     parallel_zmq_config shaped = base;
+    shaped.streams = 1; /* an emulated link paces one stream */
     shaped.latency_s = lat;
     shaped.bandwidth_Bps = bw;
     sh->nsizes = 1;
@@ -387,7 +437,7 @@ int main(int argc, char **argv) {
   double load[1] = {0};
   getloadavg(load, 1);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  const char *cipher = crypto_aead_aes256gcm_is_available() ? "aes256gcm" : "xchacha20poly1305";
+  const char *cipher = crypto_aead_aes256gcm_is_available() ? "aes256gcm" : "chacha20poly1305";
   printf("ZeroMQ transport, %d processes on %ld cores, median of %d runs (load average %.1f), "
          "sealed with %s\n",
          p, cores, cfg.runs, load[0], cipher);
@@ -405,6 +455,11 @@ int main(int argc, char **argv) {
   printf("sealed pair: %.2f of plaintext ZeroMQ (target >= 0.70: %s), %.2fx CurveZMQ\n",
          gb_sealed / gb_plain, gb_sealed / gb_plain >= 0.70 ? "met" : "NOT met",
          gb_sealed / gb_curve);
+  double seal_copy, seal_direct;
+  s_seal_cost(&seal_copy, &seal_direct);
+  printf("seal on one core, 256 KiB frames: copy then seal in place %.3f CPU s/GB, seal from the "
+         "caller's bytes %.3f\n",
+         seal_copy, seal_direct);
   /* CPU bound: the bus bandwidth if all ranks' CPU seconds were spread over every core. */
   printf("%-10s %10s %10s %10s %10s %10s %10s\n", "all-reduce", "sealed s", "bus GB/s", "CPU bound",
          "insecure s", "bus GB/s", "CPU bound");
@@ -421,12 +476,15 @@ int main(int argc, char **argv) {
            cfg.mib, cfg.beta, shaped_s, bound_s / shaped_s, bound_s,
            bound_s / shaped_s >= 0.85 ? "met" : "NOT met");
   printf("{\"bench\":\"collectives\",\"procs\":%d,\"runs\":%d,\"cores\":%ld,\"cipher\":\"%s\","
-         "\"pair_mib\":%d,\"pair_msg_kib\":%d,\"pair_plain_GBps\":%.4f,\"pair_curve_GBps\":%.4f,"
-         "\"pair_sealed_GBps\":%.4f,\"pair_insecure_GBps\":%.4f,\"sealed_of_plain\":%.4f,"
+         "\"streams\":%d,\"pair_mib\":%d,\"pair_msg_kib\":%d,\"pair_plain_GBps\":%.4f,"
+         "\"pair_curve_GBps\":%.4f,\"pair_sealed_GBps\":%.4f,\"pair_insecure_GBps\":%.4f,"
+         "\"sealed_of_plain\":%.4f,"
          "\"pair_plain_cpu_s_per_GB\":%.4f,\"pair_curve_cpu_s_per_GB\":%.4f,"
-         "\"pair_sealed_cpu_s_per_GB\":%.4f,\"pair_insecure_cpu_s_per_GB\":%.4f,\"allreduce\":[",
-         p, cfg.runs, cores, cipher, cfg.pair_mib, cfg.pair_msg_kib, gb_plain, gb_curve, gb_sealed,
-         gb_insecure, gb_sealed / gb_plain, cpu_plain, cpu_curve, cpu_sealed, cpu_insecure);
+         "\"pair_sealed_cpu_s_per_GB\":%.4f,\"pair_insecure_cpu_s_per_GB\":%.4f,"
+         "\"seal_copy_cpu_s_per_GB\":%.4f,\"seal_direct_cpu_s_per_GB\":%.4f,\"allreduce\":[",
+         p, cfg.runs, cores, cipher, cfg.streams, cfg.pair_mib, cfg.pair_msg_kib, gb_plain,
+         gb_curve, gb_sealed, gb_insecure, gb_sealed / gb_plain, cpu_plain, cpu_curve, cpu_sealed,
+         cpu_insecure, seal_copy, seal_direct);
   for (int k = 0; k < sh->nsizes; k++) {
     double n = (double)((size_t)sh->mib[k] << 20);
     printf("%s{\"mib\":%d,\"sealed_s\":%.5f,\"sealed_bus_GBps\":%.4f,\"sealed_cpu_s\":%.5f,"

@@ -7,6 +7,7 @@
 #   {"bench":"collectives_vs_mpi","procs":4,"rounds":..,"runs":..,"cipher":..,"loadavg":..,
 #    "pair_plain_GBps":..,"pair_curve_GBps":..,"pair_sealed_GBps":..,"pair_insecure_GBps":..,
 #    "sealed_of_plain":..,"pair_{plain,curve,sealed,insecure}_cpu_s_per_GB":..,
+#    "seal_copy_cpu_s_per_GB":..,"seal_direct_cpu_s_per_GB":..,
 #    "allreduce":[{"mib":..,"mpi_bus_GBps":..,"sealed_bus_GBps":..,"insecure_bus_GBps":..,
 #    "sealed_of_mpi":..,"insecure_of_mpi":..,"mpi_cpu_s":..,"sealed_cpu_s":..,"sealed_cpu_bound_bus_GBps":..,
 #    "insecure_cpu_s":..,"insecure_cpu_bound_bus_GBps":..},..]}
@@ -14,17 +15,19 @@
 # bound is the bus bandwidth they allow spread over every core with none idle.
 # Open MPI (Debian openmpi-bin, libopenmpi-dev) is installed here when mpirun or mpicc is
 # missing — by this script only, never by the build or the tests.
-#   scripts/bench-collectives.sh [--build build] [--mib 64] [--runs 5] [--rounds 3]
+#   scripts/bench-collectives.sh [--build build] [--mib 64] [--runs 5] [--rounds 3] [--streams 1]
+# (--streams: TCP connections per sealed link, bench-collectives --streams)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=build MIB=64 RUNS=5 ROUNDS=3 PROCS=4
+BUILD=build MIB=64 RUNS=5 ROUNDS=3 PROCS=4 STREAMS=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
     --mib) MIB=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --streams) STREAMS=$2; shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "bench-collectives.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -44,7 +47,7 @@ MPIRUN=(mpirun -np "$PROCS" --oversubscribe --mca btl tcp,self)
 [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
 for r in $(seq "$ROUNDS"); do
   "${MPIRUN[@]}" "$OUT/mpi_allreduce" "$MIB" "$RUNS" | tail -1 | tee -a "$OUT/mpi.jsonl"
-  "$BENCH" --procs "$PROCS" --mib "$MIB" --runs "$RUNS" --beta 0 2>/dev/null | tee "$OUT/zmq.txt"
+  "$BENCH" --procs "$PROCS" --mib "$MIB" --runs "$RUNS" --streams "$STREAMS" --beta 0 2>/dev/null | tee "$OUT/zmq.txt"
   tail -1 "$OUT/zmq.txt" >> "$OUT/zmq.jsonl"
 done
 python3 - "$OUT/mpi.jsonl" "$OUT/zmq.jsonl" "$ROUNDS" <<'PY'
@@ -57,7 +60,8 @@ out = {"bench": "collectives_vs_mpi", "procs": zmq[0]["procs"], "rounds": int(sy
        "loadavg": round(os.getloadavg()[0], 2)}
 for k in ("pair_plain_GBps", "pair_curve_GBps", "pair_sealed_GBps", "pair_insecure_GBps",
           "sealed_of_plain", "pair_plain_cpu_s_per_GB", "pair_curve_cpu_s_per_GB",
-          "pair_sealed_cpu_s_per_GB", "pair_insecure_cpu_s_per_GB"):
+          "pair_sealed_cpu_s_per_GB", "pair_insecure_cpu_s_per_GB", "seal_copy_cpu_s_per_GB",
+          "seal_direct_cpu_s_per_GB"):
     out[k] = med([z[k] for z in zmq])
 rows = []
 for i, row in enumerate(zmq[0]["allreduce"]):

@@ -51,7 +51,7 @@ static pthread_once_t s_fused_once = PTHREAD_ONCE_INIT;
 
 static void s_read_kernel_set(void) {
   const char *v = getenv("WANTRAIN_CUDA_KERNELS");
-  s_fused = !v || !*v || strcmp(v, "fused") == 0;
+  s_fused = v && strcmp(v, "fused") == 0;
   if (v && *v && !s_fused && strcmp(v, "plain") != 0)
     fprintf(stderr, "WANTRAIN_CUDA_KERNELS=%s is not fused or plain; running plain\n", v);
 }

@@ -54,8 +54,9 @@ static uint32_t s_crc(const uint8_t *header, const uint8_t *payload, size_t byte
   return header[6] & S_FLAG_PAYLOAD_CRC ? s_crc32c(crc, payload, bytes) : crc;
 }
 
-/* Writes the header for a payload of `bytes` that already follows it at h + HEADER. */
-static void s_header(parallel_comm *c, uint8_t *h, parallel_frame_id id, size_t bytes) {
+/* Writes the header for a payload of `bytes` at `payload`. */
+static void s_header(parallel_comm *c, uint8_t *h, parallel_frame_id id, const uint8_t *payload,
+                     size_t bytes) {
   memset(h, 0, PARALLEL_FRAME_HEADER);
   memcpy(h, S_MAGIC, 4);
   h[4] = S_VERSION;
@@ -64,25 +65,23 @@ static void s_header(parallel_comm *c, uint8_t *h, parallel_frame_id id, size_t 
   wt_put_le32(h + 8, id.seq);
   wt_put_le32(h + 12, id.index);
   wt_put_le64(h + 16, bytes);
-  wt_put_le32(h + 24, s_crc(h, h + PARALLEL_FRAME_HEADER, bytes));
+  wt_put_le32(h + 24, s_crc(h, payload, bytes));
 }
 
 int parallel_frame_send(parallel_comm *c, int peer, parallel_frame_id id, const void *payload,
                         size_t bytes, uint8_t *scratch) {
   if (bytes && payload != scratch + PARALLEL_FRAME_HEADER)
     memmove(scratch + PARALLEL_FRAME_HEADER, payload, bytes);
-  s_header(c, scratch, id, bytes);
+  s_header(c, scratch, id, scratch + PARALLEL_FRAME_HEADER, bytes);
   return parallel_comm_send(c, peer, S_TAG_BASE + (int)id.kind, scratch,
                             PARALLEL_FRAME_HEADER + bytes);
 }
 
 int parallel_frame_send_copy(parallel_comm *c, int peer, parallel_frame_id id, const void *payload,
                              size_t bytes) {
-  uint8_t *h = wt_xmalloc(PARALLEL_FRAME_HEADER + bytes);
-  if (bytes) memcpy(h + PARALLEL_FRAME_HEADER, payload, bytes);
-  s_header(c, h, id, bytes);
-  return parallel_comm_send_owned(c, peer, S_TAG_BASE + (int)id.kind, h,
-                                  PARALLEL_FRAME_HEADER + bytes);
+  uint8_t h[PARALLEL_FRAME_HEADER];
+  s_header(c, h, id, payload, bytes);
+  return parallel_comm_send_gather(c, peer, S_TAG_BASE + (int)id.kind, h, sizeof h, payload, bytes);
 }
 
 /* Names the first header field that is not what the receiver expects, or NULL. */

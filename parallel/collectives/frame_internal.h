@@ -64,8 +64,9 @@ typedef struct {
 int parallel_frame_send(parallel_comm *c, int peer, parallel_frame_id id, const void *payload,
                         size_t bytes, uint8_t *scratch);
 
-/* The same from a payload anywhere: copied once, behind a header, into a fresh buffer that the
- * transport takes (parallel_comm_send_owned), so the caller may change payload at once. */
+/* The same from a payload anywhere, with the header beside it (parallel_comm_send_gather): the
+ * transport reads both where they are (a sealed link seals them into its frame, a plaintext one
+ * copies them), so the caller may change payload at once. */
 int parallel_frame_send_copy(parallel_comm *c, int peer, parallel_frame_id id, const void *payload,
                              size_t bytes);
 

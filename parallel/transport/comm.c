@@ -5,6 +5,7 @@
 
 #include <assert.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct parallel_comm {
   const parallel_transport_ops *ops;
@@ -90,6 +91,21 @@ int parallel_comm_recv_view(parallel_comm *c, int peer, int tag, void *buf, size
   if (c->ops->recv_view) return c->ops->recv_view(c->ctx, peer, tag, buf, cap, data, got, handle);
   *data = buf;
   return c->ops->recv(c->ctx, peer, tag, buf, cap, got);
+}
+
+int parallel_comm_send_gather(parallel_comm *c, int peer, int tag, const void *head,
+                              size_t head_bytes, const void *body, size_t body_bytes) {
+  assert(peer >= 0 && peer < c->size && peer != c->rank);
+  if (!c->ops->send_gather) {
+    uint8_t *buf = wt_xmalloc(WT_MAX(head_bytes + body_bytes, (size_t)1));
+    if (head_bytes) memcpy(buf, head, head_bytes);
+    if (body_bytes) memcpy(buf + head_bytes, body, body_bytes);
+    return parallel_comm_send_owned(c, peer, tag, buf, head_bytes + body_bytes);
+  }
+  WT_CHECK(c->ops->send_gather(c->ctx, peer, tag, head, head_bytes, body, body_bytes));
+  c->bytes_sent += head_bytes + body_bytes;
+  c->msgs_sent++;
+  return WT_OK;
 }
 
 void parallel_comm_release(parallel_comm *c, void *handle) {

@@ -58,6 +58,12 @@ typedef struct {
   int (*recv_view)(void *ctx, int peer, int tag, void *buf, size_t cap, const void **data,
                    size_t *got, void **handle);
   void (*release)(void *ctx, void *handle);
+  /* Optional (NULL: parallel_comm_send_gather joins the two pieces in one buffer and sends
+   * that): sends head[0, head_bytes) followed by body[0, body_bytes) as one message, copied as
+   * send does, so a transport that must pass the bytes through once anyway (a sealed link's
+   * cipher) reads them where they are. */
+  int (*send_gather)(void *ctx, int peer, int tag, const void *head, size_t head_bytes,
+                     const void *body, size_t body_bytes);
 } parallel_transport_ops;
 
 typedef struct parallel_comm parallel_comm;
@@ -90,6 +96,11 @@ int parallel_comm_send_owned(parallel_comm *c, int peer, int tag, void *buf, siz
 int parallel_comm_recv_view(parallel_comm *c, int peer, int tag, void *buf, size_t cap,
                             const void **data, size_t *got, void **handle);
 void parallel_comm_release(parallel_comm *c, void *handle);
+
+/* Sends head followed by body as one message of head_bytes + body_bytes (copied; the caller may
+ * change both at once), through the transport's send_gather where it has one. */
+int parallel_comm_send_gather(parallel_comm *c, int peer, int tag, const void *head,
+                              size_t head_bytes, const void *body, size_t body_bytes);
 
 /* Waits until every rank has entered the barrier (dissemination algorithm, ceil(log2 size)
  * rounds of 1-byte messages). Returns WT_OK or the transport's error. */

@@ -58,6 +58,14 @@ static int s_send_owned(void *ctx, int peer, int tag, void *buf, size_t bytes) {
   return rc == WT_OK ? WT_OK : s_explain(sp, rc, peer, tag, "send");
 }
 
+static int s_send_gather(void *ctx, int peer, int tag, const void *head, size_t head_bytes,
+                         const void *body, size_t body_bytes) {
+  s_split *sp = ctx;
+  int rc = parallel_comm_send_gather(sp->parent, sp->ranks[peer], s_tag(sp, tag), head, head_bytes,
+                                     body, body_bytes);
+  return rc == WT_OK ? WT_OK : s_explain(sp, rc, peer, tag, "send");
+}
+
 static int s_recv_view(void *ctx, int peer, int tag, void *buf, size_t cap, const void **data,
                        size_t *got, void **handle) {
   s_split *sp = ctx;
@@ -87,7 +95,8 @@ static const parallel_transport_ops s_split_ops = {.name = "split",
                                                    .integrity = s_integrity,
                                                    .send_owned = s_send_owned,
                                                    .recv_view = s_recv_view,
-                                                   .release = s_release};
+                                                   .release = s_release,
+                                                   .send_gather = s_send_gather};
 
 parallel_comm *parallel_comm_split(parallel_comm *parent, const int *ranks, int n, int id) {
   int size = parallel_comm_size(parent), me = parallel_comm_rank(parent), sub_rank = -1;

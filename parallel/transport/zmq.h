@@ -12,12 +12,14 @@
  * frames (zmq_aead.h, docs/protocol.md "Sealed links"): the two processes of a link exchange
  * session randoms in hellos MAC'd with keys that only the holders of the two ranks' secret keys
  * can compute (crypto_kx over the X25519 CURVE keys), and every payload part is then sealed with
- * AES-256-GCM (or XChaCha20-Poly1305 without AES-NI) under a key of both randoms, a counter as
+ * AES-256-GCM (or ChaCha20-Poly1305 without AES-NI) under a key of both randoms, a counter as
  * nonce and the header as associated data. A message opens only with the key of the rank its
  * header names, so the receiver knows which rank each message really comes from.
  *
  * Contract (on top of comm.h's):
- *  - send copies the buffer into a per-link queue and returns; a sender thread puts it on the
+ *  - send copies the buffer into a per-link queue and returns (on a sealed link with a session
+ *    the copy is the seal itself: the cipher reads the caller's bytes and writes the frame;
+ *    send_gather does the same for a header and a body apart); a sender thread puts it on the
  *    wire (after its emulated delay), so compute overlaps sending. When the link's queue holds
  *    max_queue_bytes, send blocks (one larger message is always admitted) until the sender thread
  *    drains it or timeout_s passes (WT_ETIMEOUT naming the peer). Once a peer is known to be
@@ -115,12 +117,18 @@ typedef struct {
    * The endpoints of outboxes and relays are known only once everyone has bound, so they are
    * given at connect (transport_connect_routes). */
   const int *reachable;
-  int io_threads; /* ZeroMQ I/O threads (1..16, default 1): sealing runs on the transport's
-                     sender thread and opening on its receiver thread, so ZeroMQ's threads only
-                     move bytes; one keeps up with loopback TCP (docs/protocol.md) */
+  int io_threads; /* ZeroMQ I/O threads (1..16, default 1): sealing runs on the sending
+                     thread (or the transport's sender thread) and opening on the transport's
+                     receiver thread, so ZeroMQ's threads only move bytes; one keeps up with
+                     loopback TCP (docs/protocol.md) */
+  int streams;    /* TCP connections per link to a reachable peer (1..8, default 1; more than
+                     one needs sealed links and no WAN emulation): for a link one TCP stream
+                     cannot fill. Messages and chunks go round-robin over them by counter, and
+                     the receiver puts them back in counter order (docs/protocol.md) */
 } parallel_zmq_config;
 
-/* Defaults: timeout 60 s, queue 64 MiB, time_scale 1, 1 I/O thread, everything else 0 / NULL. */
+/* Defaults: timeout 60 s, queue 64 MiB, time_scale 1, 1 I/O thread, 1 stream, everything else
+ * 0 / NULL. */
 parallel_zmq_config parallel_zmq_config_default(void);
 
 typedef struct parallel_zmq_transport parallel_zmq_transport;
@@ -194,9 +202,11 @@ int parallel_zmq_set_timeout(parallel_comm *c, double timeout_s);
 typedef struct {
   uint64_t bytes_sent, msgs_sent; /* payload bytes / messages put on the wire to the peer */
   uint64_t bytes_recv, msgs_recv; /* accepted from the peer (refused ones are not counted) */
-  double wait_s;   /* seconds this rank's recv calls waited for the peer, plus blocked sends */
-  double shaped_s; /* emulated delay on the link: the sum over messages of (emulated arrival −
-                      queueing time), so queueing behind earlier messages counts too */
+  double wait_s;      /* seconds this rank's recv calls waited for the peer, plus blocked sends */
+  double shaped_s;    /* emulated delay on the link: the sum over messages of (emulated arrival −
+                         queueing time), so queueing behind earlier messages counts too */
+  uint64_t msgs_held; /* several streams: messages (or chunks) from the peer that came before
+                         one ahead of them and waited for it */
 } parallel_zmq_link_stats;
 
 /* Counters of the link between this rank and `peer` (zeros for self or a non-zmq comm). */

@@ -55,36 +55,50 @@ int parallel_zmq_aead_session(parallel_zmq_aead *a, const uint8_t base[32],
   return 0;
 }
 
-/* One AEAD pass in place: enc = 1 seals (writes tag), 0 opens (checks tag). Returns 0 or -1. */
+/* One AEAD pass: enc = 1 seals in[0, nin) into out (writes tag), 0 opens (checks tag). Returns
+ * 0 or -1. */
 static int s_aead(const parallel_zmq_aead *a, int enc, uint64_t counter, const uint8_t *ad,
-                  size_t adlen, uint8_t *buf, size_t n, uint8_t *tag) {
+                  size_t adlen, const parallel_zmq_span *in, int nin, uint8_t *out, uint8_t *tag) {
   EVP_CIPHER_CTX *ctx = a->ctx;
   uint8_t nonce[12] = {0};
   wt_put_le64(nonce, counter);
   int len = 0;
-  if (!ctx || n > (size_t)INT32_MAX || EVP_CipherInit_ex(ctx, NULL, NULL, NULL, nonce, enc) != 1)
-    return -1;
+  if (!ctx || EVP_CipherInit_ex(ctx, NULL, NULL, NULL, nonce, enc) != 1) return -1;
   if (!enc && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, PARALLEL_ZMQ_TAG_BYTES, tag) != 1)
     return -1;
   if (EVP_CipherUpdate(ctx, NULL, &len, ad, (int)adlen) != 1) return -1;
-  if (n && EVP_CipherUpdate(ctx, buf, &len, buf, (int)n) != 1) return -1;
-  if (EVP_CipherFinal_ex(ctx, buf + n, &len) != 1) return -1; /* writes nothing for an AEAD */
+  size_t done = 0;
+  for (int i = 0; i < nin; i++) {
+    if (in[i].bytes > (size_t)INT32_MAX) return -1;
+    if (in[i].bytes && EVP_CipherUpdate(ctx, out + done, &len, in[i].data, (int)in[i].bytes) != 1)
+      return -1;
+    done += in[i].bytes;
+  }
+  if (EVP_CipherFinal_ex(ctx, out + done, &len) != 1) return -1; /* writes nothing for an AEAD */
   if (enc && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, PARALLEL_ZMQ_TAG_BYTES, tag) != 1)
     return -1;
   return 0;
 }
 
+void parallel_zmq_aead_seal_spans(const parallel_zmq_aead *a, uint64_t counter, const uint8_t *ad,
+                                  size_t adlen, const parallel_zmq_span *in, int nin, uint8_t *out,
+                                  uint8_t *tag) {
+  if (s_aead(a, 1, counter, ad, adlen, in, nin, out, tag) != 0)
+    memset(tag, 0, PARALLEL_ZMQ_TAG_BYTES); /* a tag that opens nothing: the peer refuses it */
+}
+
 void parallel_zmq_aead_seal(const parallel_zmq_aead *a, uint64_t counter, const uint8_t *ad,
                             size_t adlen, uint8_t *buf, size_t n, uint8_t *tag) {
-  if (s_aead(a, 1, counter, ad, adlen, buf, n, tag) != 0)
-    memset(tag, 0, PARALLEL_ZMQ_TAG_BYTES); /* a tag that opens nothing: the peer refuses it */
+  parallel_zmq_span in = {buf, n};
+  parallel_zmq_aead_seal_spans(a, counter, ad, adlen, &in, 1, buf, tag);
 }
 
 int parallel_zmq_aead_open(const parallel_zmq_aead *a, uint64_t counter, const uint8_t *ad,
                            size_t adlen, uint8_t *buf, size_t n, const uint8_t *tag) {
   uint8_t t[PARALLEL_ZMQ_TAG_BYTES];
   memcpy(t, tag, sizeof t);
-  return s_aead(a, 0, counter, ad, adlen, buf, n, t);
+  parallel_zmq_span in = {buf, n};
+  return s_aead(a, 0, counter, ad, adlen, &in, 1, buf, t);
 }
 
 void parallel_zmq_aead_hello_mac(uint8_t mac[16], const uint8_t base[32], const uint8_t *header,

@@ -68,6 +68,19 @@ void parallel_zmq_aead_free(parallel_zmq_aead *a);
 void parallel_zmq_aead_seal(const parallel_zmq_aead *a, uint64_t counter, const uint8_t *ad,
                             size_t adlen, uint8_t *buf, size_t n, uint8_t *tag);
 
+/* A piece of plaintext to seal. */
+typedef struct {
+  const uint8_t *data;
+  size_t bytes;
+} parallel_zmq_span;
+
+/* Seals the concatenation of in[0, nin) into out (as long as their sum; out may be in[0].data
+ * when nin is 1), as parallel_zmq_aead_seal would in place: the cipher reads the caller's
+ * bytes and writes the ciphertext, one pass, no copy before. */
+void parallel_zmq_aead_seal_spans(const parallel_zmq_aead *a, uint64_t counter, const uint8_t *ad,
+                                  size_t adlen, const parallel_zmq_span *in, int nin, uint8_t *out,
+                                  uint8_t *tag);
+
 /* Opens buf[0, n) in place. Returns 0 when tag authenticates it (buf then holds the plaintext),
  * -1 otherwise (buf's contents are then unspecified). */
 int parallel_zmq_aead_open(const parallel_zmq_aead *a, uint64_t counter, const uint8_t *ad,

@@ -37,6 +37,15 @@ static void s_refuse(parallel_zmq_transport *t, const char *problem, const paral
   pthread_mutex_unlock(&t->mu);
 }
 
+/* Refuses and frees l's held message i. */
+static void s_held_drop(parallel_zmq_transport *t, s_link *l, int i, const char *why) {
+  s_held *e = &l->held[i];
+  s_refuse(t, why, &e->h);
+  for (int k = 0; k < e->n; k++) zmq_msg_close(&e->parts[k]);
+  free(e->parts);
+  l->held[i] = l->held[--l->nheld];
+}
+
 /* Takes a peer's authenticated hello: a session random seen before and since replaced is an old
  * session's (refused); a new one becomes the link's session (keys of both directions change, its
  * counters start again) and is answered with this process's hello unless the peer already
@@ -67,6 +76,8 @@ static const char *s_hello(parallel_zmq_transport *t, s_link *l, const uint8_t *
   if (!problem && memcmp(echo, t->random, PARALLEL_ZMQ_RANDOM_BYTES) != 0) l->hello_due = 1;
   pthread_cond_broadcast(&t->cv_send);
   pthread_mutex_unlock(&t->mu);
+  if (!old && !current)
+    while (l->nheld) s_held_drop(t, l, 0, "held for the peer's earlier session, which it left");
   return problem;
 }
 
@@ -105,8 +116,7 @@ static const char *s_open_sealed(parallel_zmq_transport *t, s_link *l, const uin
       return "authentication failed (altered in transit, or not sealed with the claimed "
              "rank's key for this session)";
   }
-  l->rx_next = h->counter + ntags;
-  return NULL;
+  return NULL; /* s_accept moves rx_next past it once it is taken in order */
 }
 
 /* Moves *part to the end of m's parts, making room as needed (ZeroMQ messages are moved
@@ -194,6 +204,93 @@ static const char *s_chunk_add(parallel_zmq_transport *t, s_link *l, const paral
   return NULL;
 }
 
+/* Takes an authenticated message (its n payload frames, `bytes` in all; taken over) in l's
+ * order: moves rx_next past its counters, adds a chunk to its message, marks a goodbye, or files
+ * it. */
+static void s_accept(parallel_zmq_transport *t, s_link *l, const parallel_zmq_header *h,
+                     zmq_msg_t *parts, int n, uint64_t bytes) {
+  int chunk = (h->flags & PARALLEL_ZMQ_FLAG_CHUNK) != 0;
+  uint64_t expected = l->rx_next; /* a chunk's nonce, if it continues a message */
+  if (h->flags & PARALLEL_ZMQ_FLAG_SEALED) l->rx_next = h->counter + (uint64_t)WT_MAX(n, 1);
+  const char *problem = chunk ? s_chunk_add(t, l, h, expected, &parts[0], bytes) : NULL;
+  if (!chunk && l->partial) { /* a link's chunks come back to back */
+    s_refuse(t, "a chunked message cut short (another message came before its last chunk)",
+             &l->partial_h);
+    s_in_free(l->partial);
+    l->partial = NULL;
+  }
+  if (problem || chunk || h->kind == PARALLEL_ZMQ_KIND_BYE) {
+    if (problem) s_refuse(t, problem, h);
+    for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
+    free(parts);
+  }
+  if (problem || chunk) return;
+  if (h->kind == PARALLEL_ZMQ_KIND_BYE) {
+    pthread_mutex_lock(&t->mu);
+    l->gone = l->said_bye = 1;
+    l->gone_at = wt_now_s();
+    l->gone_why = "it closed its communicator (said goodbye)";
+    pthread_cond_broadcast(&t->cv_in);
+    pthread_mutex_unlock(&t->mu);
+    return;
+  }
+  s_in *m = wt_xcalloc(1, sizeof *m);
+  m->tag = h->tag;
+  m->bytes = (size_t)bytes;
+  m->nparts = m->cap_parts = n;
+  m->parts = parts;
+  s_file(t, l, m);
+}
+
+/* Takes l's held messages whose turn has come, in counter order; force: the lowest one also when
+ * the counters before it never came (they are skipped, as one stream skips a lost message). */
+static void s_release_held(parallel_zmq_transport *t, s_link *l, int force) {
+  while (l->nheld) {
+    int lo = 0;
+    for (int i = 1; i < l->nheld; i++)
+      if (l->held[i].h.counter < l->held[lo].h.counter) lo = i;
+    if (l->held[lo].h.counter < l->rx_next) {
+      s_held_drop(t, l, lo, "replayed (its counter was taken already)");
+      continue;
+    }
+    if (l->held[lo].h.counter != l->rx_next && !force) return;
+    force = 0;
+    s_held e = l->held[lo];
+    l->held[lo] = l->held[--l->nheld];
+    s_accept(t, l, &e.h, e.parts, e.n, e.bytes);
+  }
+}
+
+/* Holds an authenticated message that came ahead of rx_next on another stream. A second copy of
+ * a held counter is a replay; a full hold gives up on the oldest gap. */
+static void s_hold(parallel_zmq_transport *t, s_link *l, const parallel_zmq_header *h,
+                   zmq_msg_t *parts, int n, uint64_t bytes) {
+  for (int i = 0; i < l->nheld; i++)
+    if (l->held[i].h.counter == h->counter) {
+      s_refuse(t, "replayed (a message with its counter is already held)", h);
+      for (int k = 0; k < n; k++) zmq_msg_close(&parts[k]);
+      free(parts);
+      return;
+    }
+  if (l->nheld == S_MAX_HELD) s_release_held(t, l, 1);
+  l->held[l->nheld++] = (s_held){*h, parts, n, bytes, wt_now_s()};
+  pthread_mutex_lock(&t->mu);
+  l->st.msgs_held++;
+  pthread_mutex_unlock(&t->mu);
+}
+
+/* Several streams: a link whose oldest held message has waited S_HOLD_S for the counters before
+ * it takes it anyway (they were lost, or cut out on the way). */
+static void s_held_expire(parallel_zmq_transport *t, s_link *l, double now) {
+  if (!l->nheld) return;
+  double oldest = now;
+  for (int i = 0; i < l->nheld; i++) oldest = WT_MIN(oldest, l->held[i].since);
+  if (now - oldest < S_HOLD_S) return;
+  WT_WARN("zmq: rank %d: counters %llu.. from rank %d never came within %.1f s; skipped", t->rank,
+          (unsigned long long)l->rx_next, (int)(l - t->links), S_HOLD_S);
+  s_release_held(t, l, 1);
+}
+
 /* Receives one multipart message from the PULL socket and files or refuses it. */
 static void s_recv_one(parallel_zmq_transport *t) {
   zmq_msg_t head;
@@ -251,47 +348,27 @@ static void s_recv_one(parallel_zmq_transport *t) {
     total -= zmq_msg_size(trailer);
   }
   if (!problem) problem = parallel_zmq_header_check(&h, &e, total);
-  int chunk = decoded && (h.flags & PARALLEL_ZMQ_FLAG_CHUNK);
-  if (!problem && chunk && n != 1) problem = "a chunk of other than one part";
+  if (!problem && (h.flags & PARALLEL_ZMQ_FLAG_CHUNK) && n != 1)
+    problem = "a chunk of other than one part";
   int hello = 0;
   s_link *l = problem ? NULL : &t->links[h.src_rank];
-  uint64_t expected = l ? l->rx_next : 0; /* a chunk's nonce, if it continues a message */
   if (!problem && sealed) problem = s_open_sealed(t, l, hb, &h, parts, n, trailer, &hello);
   if (!problem && !sealed && h.kind == PARALLEL_ZMQ_KIND_HELLO)
     problem = "a hello on a plaintext link";
-  if (!problem && chunk) problem = s_chunk_add(t, l, &h, expected, &parts[0], total);
-  if (!problem && !chunk && l->partial) { /* a link's chunks come back to back */
-    s_refuse(t, "a chunked message cut short (another message came before its last chunk)",
-             &l->partial_h);
-    s_in_free(l->partial);
-    l->partial = NULL;
-  }
   if (trailer) zmq_msg_close(trailer);
-  if (problem || hello || chunk) {
+  zmq_msg_close(&head);
+  if (problem || hello) {
     if (problem) s_refuse(t, problem, decoded ? &h : NULL);
     for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
     free(parts);
-    zmq_msg_close(&head);
     return;
   }
-  zmq_msg_close(&head);
-  if (h.kind == PARALLEL_ZMQ_KIND_BYE) {
-    pthread_mutex_lock(&t->mu);
-    l->gone = l->said_bye = 1;
-    l->gone_at = wt_now_s();
-    l->gone_why = "it closed its communicator (said goodbye)";
-    pthread_cond_broadcast(&t->cv_in);
-    pthread_mutex_unlock(&t->mu);
-    for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
-    free(parts);
+  if (l->held && h.counter != l->rx_next) { /* several streams: one before it is on the way */
+    s_hold(t, l, &h, parts, n, total);
     return;
   }
-  s_in *m = wt_xcalloc(1, sizeof *m);
-  m->tag = h.tag;
-  m->bytes = (size_t)total;
-  m->nparts = m->cap_parts = n;
-  m->parts = parts;
-  s_file(t, l, m);
+  s_accept(t, l, &h, parts, n, total);
+  if (l->held) s_release_held(t, l, 0);
 }
 
 /* Reads one monitor event of the PUSH socket to `peer` and updates the link's liveness. */
@@ -337,8 +414,11 @@ void *parallel_zmq_recv_main(void *p) {
      * for a message that is not there yet (it may be behind the queued ones). */
     pthread_mutex_lock(&t->mu);
     size_t held = 0;
-    for (int r = 0; r < t->size; r++)
-      held += t->links[r].in_bytes + (t->links[r].partial ? t->links[r].partial->bytes : 0);
+    for (int r = 0; r < t->size; r++) {
+      const s_link *l = &t->links[r];
+      held += l->in_bytes + (l->partial ? l->partial->bytes : 0);
+      for (int i = 0; i < l->nheld; i++) held += (size_t)l->held[i].bytes;
+    }
     int accept = held < t->max_queue * 2 || t->waiters > 0;
     pthread_mutex_unlock(&t->mu);
     if (accept) {
@@ -350,6 +430,8 @@ void *parallel_zmq_recv_main(void *p) {
         items[n] = (zmq_pollitem_t){t->links[r].monitor, 0, ZMQ_POLLIN, 0};
         peer_of[n++] = r;
       }
+    double now = wt_now_s();
+    for (int r = 0; r < t->size; r++) s_held_expire(t, &t->links[r], now);
     if (zmq_poll(items, n, S_POLL_MS) <= 0) continue;
     for (int i = 0; i < n; i++) {
       if (!(items[i].revents & ZMQ_POLLIN)) continue;

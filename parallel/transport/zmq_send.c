@@ -20,10 +20,13 @@ static double s_due(const s_link *l, const s_out *m) {
 /* Payload frames of m: one for an unshaped message up to S_ONE_FRAME_MAX, which the receiver
  * hands out without a copy (s_recv_view); chunks of S_ONE_FRAME_MAX for a larger unshaped one
  * (s_chunked); parts of S_PART_BYTES in one multipart message for a paced one. */
+static size_t s_part_bytes(const s_out *m) {
+  return m->start == 0 ? S_ONE_FRAME_MAX : S_PART_BYTES;
+}
+
 static int s_nparts(const s_out *m) {
   if (m->bytes == 0) return 0;
-  size_t part = m->start == 0 ? S_ONE_FRAME_MAX : S_PART_BYTES;
-  return (int)((m->bytes + part - 1) / part);
+  return (int)((m->bytes + s_part_bytes(m) - 1) / s_part_bytes(m));
 }
 
 /* A large unpaced payload goes as chunks, one ZeroMQ message each: ZeroMQ's I/O thread
@@ -34,32 +37,136 @@ static int s_chunked(const s_out *m) {
   return !m->hello && m->start == 0 && m->bytes > S_ONE_FRAME_MAX;
 }
 
-/* Gives m its counters under l's key (current for the peer's session, made here when the peer's
- * session changed) and room for its tags; an empty payload's tag seals the header alone.
- * Caller holds t->mu; m's header has not gone out. */
-static void s_seal_begin(parallel_zmq_transport *t, s_link *l, s_out *m) {
-  if (l->tx_gen != l->peer_gen) {
-    if (parallel_zmq_aead_session(&l->tx, l->base_tx, t->random, l->peer_random, t->caps,
-                                  l->peer_caps) != 0)
-      WT_WARN("zmq: rank %d: OpenSSL cannot make the cipher of the link to rank %d; its "
-              "messages will be refused",
-              t->rank, (int)(l - t->links));
-    l->tx_gen = l->peer_gen;
-    l->tx_next = 0;
-  }
+/* The header chunk k of m goes out with (its flags, on a sealed link its own counter): the
+ * associated data its tag covers. */
+static void s_chunk_header(const s_out *m, size_t k, int sealed,
+                           uint8_t header[PARALLEL_ZMQ_HEADER_BYTES]) {
+  memcpy(header, m->header, PARALLEL_ZMQ_HEADER_BYTES);
+  header[7] |= PARALLEL_ZMQ_FLAG_CHUNK | (k == 0 ? PARALLEL_ZMQ_FLAG_FIRST : 0);
+  if (sealed) wt_put_le64(header + 48, wt_get_le64(m->header + 48) + k);
+}
+
+/* Gives m its counters under l's key and room for its tags. Caller holds t->mu; m's header has
+ * not gone out. */
+static void s_count(s_link *l, s_out *m) {
   m->nparts = s_nparts(m);
   size_t ntags = (size_t)WT_MAX(m->nparts, 1);
   wt_put_le64(m->header + 48, l->tx_next);
   l->tx_next += ntags;
   free(m->trailer);
   m->trailer = wt_xmalloc(ntags * PARALLEL_ZMQ_TAG_BYTES);
-  if (m->nparts == 0)
-    parallel_zmq_aead_seal(&l->tx, wt_get_le64(m->header + 48), m->header,
-                           PARALLEL_ZMQ_HEADER_BYTES, NULL, 0, m->trailer);
 }
 
-/* Hands m's next chunks to ZeroMQ, each sealed just before it goes under its own nonce (the
- * message's counter + its index) with its own header as associated data. Returns 1 when the
+/* Where part k of m lies in its payload, and the associated data its tag covers (`scratch`
+ * holds a chunk's own header). */
+static const uint8_t *s_part(const s_out *m, int k, size_t *off, size_t *len, uint8_t *scratch) {
+  *off = (size_t)k * s_part_bytes(m);
+  *len = WT_MIN(s_part_bytes(m), m->bytes - *off);
+  if (!s_chunked(m)) return m->header;
+  s_chunk_header(m, (size_t)k, 1, scratch);
+  return scratch;
+}
+
+/* The bytes [off, off + len) of the concatenation of in[0, nin) (nin <= 2) as spans. */
+static int s_slice(const parallel_zmq_span *in, int nin, size_t off, size_t len,
+                   parallel_zmq_span out[2]) {
+  int n = 0;
+  for (int i = 0; i < nin && len; i++) {
+    if (off >= in[i].bytes) {
+      off -= in[i].bytes;
+      continue;
+    }
+    size_t take = WT_MIN(len, in[i].bytes - off);
+    out[n++] = (parallel_zmq_span){in[i].data + off, take};
+    off = 0;
+    len -= take;
+  }
+  return n;
+}
+
+/* Seals every part of m (counted) from in[0, nin) into out, or (open = 1) opens them in place
+ * in out; its tags are m->trailer. Returns 0, or -1 when a part does not open. Caller holds
+ * l->seal_mu. */
+static int s_seal_all(s_link *l, const s_out *m, const parallel_zmq_span *in, int nin, uint8_t *out,
+                      int open) {
+  uint64_t base = wt_get_le64(m->header + 48);
+  uint8_t scratch[PARALLEL_ZMQ_HEADER_BYTES];
+  for (int k = 0; k < WT_MAX(m->nparts, 1); k++) {
+    size_t off, len;
+    const uint8_t *ad = s_part(m, k, &off, &len, scratch);
+    uint8_t *tag = m->trailer + (size_t)k * PARALLEL_ZMQ_TAG_BYTES;
+    if (open) {
+      if (parallel_zmq_aead_open(&l->tx, base + (uint64_t)k, ad, PARALLEL_ZMQ_HEADER_BYTES,
+                                 out + off, len, tag) != 0)
+        return -1;
+      continue;
+    }
+    parallel_zmq_span piece[2];
+    int n = s_slice(in, nin, off, len, piece);
+    parallel_zmq_aead_seal_spans(&l->tx, base + (uint64_t)k, ad, PARALLEL_ZMQ_HEADER_BYTES, piece,
+                                 n, out + off, tag);
+  }
+  return 0;
+}
+
+/* The peer's session changed (it restarted): every queued message whose header has not gone
+ * out gets its counters again under the new key, so messages sealed at enqueue under the old
+ * one are opened back to plaintext first (one that will not open is dropped, with a warning).
+ * Then the key of the new session. Caller holds t->mu. */
+static void s_new_session(parallel_zmq_transport *t, s_link *l) {
+  pthread_mutex_lock(&l->seal_mu);
+  for (s_out *m = l->head, *prev = NULL, *next; m; m = next) {
+    next = m->next;
+    if (m->hello || m->header_sent || !m->trailer) {
+      prev = m;
+      continue;
+    }
+    int lost = m->presealed && m->sealed_done && s_seal_all(l, m, NULL, 0, m->data, 1) != 0;
+    if (lost) {
+      WT_WARN("zmq: rank %d: a message queued for rank %d does not open again for its new "
+              "session; dropped",
+              t->rank, (int)(l - t->links));
+      if (prev)
+        prev->next = next;
+      else
+        l->head = next;
+      if (l->tail == m) l->tail = prev;
+      l->queued_bytes -= m->bytes;
+      s_out_unref(m);
+      continue;
+    }
+    m->presealed = m->sealed_done = 0;
+    free(m->trailer);
+    m->trailer = NULL;
+    l->uncounted++;
+    prev = m;
+  }
+  if (parallel_zmq_aead_session(&l->tx, l->base_tx, t->random, l->peer_random, t->caps,
+                                l->peer_caps) != 0)
+    WT_WARN("zmq: rank %d: OpenSSL cannot make the cipher of the link to rank %d; its "
+            "messages will be refused",
+            t->rank, (int)(l - t->links));
+  pthread_mutex_unlock(&l->seal_mu);
+  l->tx_gen = l->peer_gen;
+  l->tx_next = 0;
+}
+
+/* Counts m at the head of the queue (it was queued before it could be sealed at once); an empty
+ * payload's tag seals the header alone, here. Caller holds t->mu. */
+static void s_seal_begin(s_link *l, s_out *m) {
+  s_count(l, m);
+  l->uncounted--;
+  if (m->nparts == 0) {
+    pthread_mutex_lock(&l->seal_mu);
+    parallel_zmq_aead_seal(&l->tx, wt_get_le64(m->header + 48), m->header,
+                           PARALLEL_ZMQ_HEADER_BYTES, NULL, 0, m->trailer);
+    pthread_mutex_unlock(&l->seal_mu);
+  }
+}
+
+/* Hands m's next chunks to ZeroMQ, each sealed (unless sealed at enqueue) just before it goes
+ * under its own nonce (the message's counter + its index) with its own header as associated
+ * data. Returns 1 when the
  * message is done, 0 when the pipe is full (l->blocked; the next call goes on from there). */
 static int s_push_chunks(s_link *l, s_out *m) {
   int sealed = m->trailer != NULL;
@@ -67,41 +174,67 @@ static int s_push_chunks(s_link *l, s_out *m) {
   while (m->sent < m->bytes) {
     size_t k = m->sent / S_ONE_FRAME_MAX, len = WT_MIN(S_ONE_FRAME_MAX, m->bytes - m->sent);
     uint8_t header[PARALLEL_ZMQ_HEADER_BYTES];
-    memcpy(header, m->header, sizeof header);
-    header[7] |= PARALLEL_ZMQ_FLAG_CHUNK | (k == 0 ? PARALLEL_ZMQ_FLAG_FIRST : 0);
-    if (sealed) wt_put_le64(header + 48, base + k);
-    if (zmq_send(l->push, header, sizeof header, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0) {
+    s_chunk_header(m, k, sealed, header);
+    void *sock = s_stream(l, (int)((base + k) % (uint64_t)l->nstreams));
+    if (zmq_send(sock, header, sizeof header, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0) {
       l->blocked = 1; /* EAGAIN: the pipe is full; nothing of this chunk was sent */
+      l->blocked_on = sock;
       return 0;
     }
     m->header_sent = 1; /* from here on the message's session and counters are fixed */
     l->blocked = 0;
     uint8_t *tag = sealed ? m->trailer + k * PARALLEL_ZMQ_TAG_BYTES : NULL;
-    if (sealed)
+    if (sealed && !m->presealed) {
+      pthread_mutex_lock(&l->seal_mu);
       parallel_zmq_aead_seal(&l->tx, base + k, header, sizeof header, m->data + m->sent, len, tag);
+      pthread_mutex_unlock(&l->seal_mu);
+    }
     zmq_msg_t f;
     atomic_fetch_add(&m->refs, 1);
     zmq_msg_init_data(&f, m->data + m->sent, len, s_free_frame, m);
     m->sent += len;
-    zmq_msg_send(&f, l->push, sealed ? ZMQ_SNDMORE : 0);
-    if (sealed) zmq_send(l->push, tag, PARALLEL_ZMQ_TAG_BYTES, 0);
+    zmq_msg_send(&f, sock, sealed ? ZMQ_SNDMORE : 0);
+    if (sealed) zmq_send(sock, tag, PARALLEL_ZMQ_TAG_BYTES, 0);
   }
   return 1;
 }
 
+/* Hands a hello to ZeroMQ on each of the link's streams, so that on every stream it comes before
+ * the messages sealed for the session it announces. Returns 1 when done, 0 when a pipe is full
+ * (l->blocked; the next call goes on with that stream). */
+static int s_push_hello(s_link *l, s_out *m) {
+  while (m->hello_streams < l->nstreams) {
+    void *sock = s_stream(l, m->hello_streams);
+    if (zmq_send(sock, m->header, PARALLEL_ZMQ_HEADER_BYTES, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0) {
+      l->blocked = 1;
+      l->blocked_on = sock;
+      return 0;
+    }
+    m->header_sent = 1;
+    zmq_send(sock, m->data, m->bytes, ZMQ_SNDMORE);
+    zmq_send(sock, m->trailer, PARALLEL_ZMQ_TAG_BYTES, 0);
+    m->hello_streams++;
+  }
+  l->blocked = 0;
+  return 1;
+}
+
 /* Hands the next frames of the link's head message to ZeroMQ, sealing each part in place just
- * before it goes. Returns 1 when the message is done, 0 when it must wait (pacing or a full
- * pipe; l->blocked says which). Called without the mutex: only this thread pops heads, touches
- * the frames in progress or l->tx. */
+ * before it goes (unless it was sealed at enqueue). Returns 1 when the message is done, 0 when it
+ * must wait (pacing or a full pipe; l->blocked says which). Called without the mutex: only this
+ * thread pops heads or touches the frames in progress; l->tx is used under l->seal_mu. */
 static int s_push_some(parallel_zmq_transport *t, s_link *l, s_out *m, double now) {
   (void)t;
+  if (m->hello) return s_push_hello(l, m);
   if (s_chunked(m)) return s_push_chunks(l, m);
-  int sealed = m->trailer && !m->hello;
+  int sealed = m->trailer && !m->presealed; /* sealed here, part by part */
+  void *sock = s_stream(l, (int)(wt_get_le64(m->header + 48) % (uint64_t)l->nstreams));
   if (!m->header_sent) {
-    if (!m->hello) m->nparts = s_nparts(m);
+    m->nparts = s_nparts(m);
     int flags = ZMQ_DONTWAIT | (m->bytes || m->trailer ? ZMQ_SNDMORE : 0);
-    if (zmq_send(l->push, m->header, PARALLEL_ZMQ_HEADER_BYTES, flags) < 0) {
+    if (zmq_send(sock, m->header, PARALLEL_ZMQ_HEADER_BYTES, flags) < 0) {
       l->blocked = 1; /* EAGAIN: the pipe is full; nothing of this message was sent */
+      l->blocked_on = sock;
       return 0;
     }
     m->header_sent = 1;
@@ -111,19 +244,22 @@ static int s_push_some(parallel_zmq_transport *t, s_link *l, s_out *m, double no
     if (m->start != 0 && s_due(l, m) > now) return 0;
     size_t len = m->nparts == 1 ? m->bytes : WT_MIN(S_PART_BYTES, m->bytes - m->sent);
     size_t k = m->nparts == 1 ? 0 : m->sent / S_PART_BYTES;
-    if (sealed)
+    if (sealed) {
+      pthread_mutex_lock(&l->seal_mu);
       parallel_zmq_aead_seal(&l->tx, wt_get_le64(m->header + 48) + k, m->header,
                              PARALLEL_ZMQ_HEADER_BYTES, m->data + m->sent, len,
                              m->trailer + k * PARALLEL_ZMQ_TAG_BYTES);
+      pthread_mutex_unlock(&l->seal_mu);
+    }
     zmq_msg_t f;
     atomic_fetch_add(&m->refs, 1);
     zmq_msg_init_data(&f, m->data + m->sent, len, s_free_frame, m);
     m->sent += len;
     /* After the first frame ZeroMQ accepts the rest of a multipart message without blocking. */
-    zmq_msg_send(&f, l->push, m->sent < m->bytes || m->trailer ? ZMQ_SNDMORE : 0);
+    zmq_msg_send(&f, sock, m->sent < m->bytes || m->trailer ? ZMQ_SNDMORE : 0);
   }
   if (m->trailer)
-    zmq_send(l->push, m->trailer, (size_t)WT_MAX(m->nparts, 1) * PARALLEL_ZMQ_TAG_BYTES, 0);
+    zmq_send(sock, m->trailer, (size_t)WT_MAX(m->nparts, 1) * PARALLEL_ZMQ_TAG_BYTES, 0);
   return 1;
 }
 
@@ -144,11 +280,13 @@ void *parallel_zmq_send_main(void *p) {
         l->hello_due = 0;
       }
       s_out *m = l->head;
-      if (!m) continue;
+      if (!m || m->filling) continue; /* a filling message's caller wakes this thread */
       if (!t->insecure && !m->hello && !m->header_sent) {
         if (l->peer_gen == 0) continue; /* no session yet: the peer's hello wakes this thread */
-        /* Once per message, again only if the session changed before its header went out. */
-        if (!m->trailer || l->tx_gen != l->peer_gen) s_seal_begin(t, l, m);
+        if (l->tx_gen != l->peer_gen) s_new_session(t, l);
+        m = l->head; /* s_new_session may drop messages */
+        if (!m || m->filling) continue;
+        if (!m->trailer) s_seal_begin(l, m);
       }
       double due = s_due(l, m);
       if (due > now) {
@@ -170,7 +308,7 @@ void *parallel_zmq_send_main(void *p) {
         progressed = 1;
         pthread_cond_broadcast(&t->cv_out);
       } else if (l->blocked) {
-        items[nblocked++] = (zmq_pollitem_t){l->push, 0, ZMQ_POLLOUT, 0};
+        items[nblocked++] = (zmq_pollitem_t){l->blocked_on, 0, ZMQ_POLLOUT, 0};
       } else {
         next = WT_MIN(next, s_due(l, m));
       }
@@ -201,8 +339,10 @@ void *parallel_zmq_send_main(void *p) {
       int gone = t->links[r].gone;
       pthread_mutex_unlock(&t->mu);
       int zero = 0;
-      if (gone) zmq_setsockopt(t->links[r].push, ZMQ_LINGER, &zero, sizeof zero);
-      zmq_close(t->links[r].push);
+      for (int i = 0; i < t->links[r].nstreams; i++) {
+        if (gone) zmq_setsockopt(s_stream(&t->links[r], i), ZMQ_LINGER, &zero, sizeof zero);
+        zmq_close(s_stream(&t->links[r], i));
+      }
     }
   return NULL;
 }
@@ -212,7 +352,8 @@ void *parallel_zmq_send_main(void *p) {
  * buffer is still being copied) or when the link is free, whichever is later; a message that
  * crosses this rank's access link also waits for its uplink, which every such message shares,
  * and goes at the slower of the path's and the uplink's rates. Caller holds t->mu. */
-void parallel_zmq_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m, double ready) {
+void parallel_zmq_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m, double ready,
+                          int seal_now) {
   if (t->shaped) {
     double now = ready;
     double start = WT_MAX(now, l->link_free);
@@ -232,18 +373,42 @@ void parallel_zmq_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m, double
     l->head = m;
   l->tail = m;
   l->queued_bytes += m->bytes;
+  if (!t->insecure && !m->hello) {
+    /* Sealing at enqueue: counters in queue order, so only behind messages already counted. */
+    if (seal_now && l->uncounted == 0 && l->peer_gen && l->tx_gen == l->peer_gen && l->tx.ctx) {
+      s_count(l, m);
+      m->presealed = 1;
+    } else {
+      l->uncounted++;
+    }
+  }
+  if (!m->filling) pthread_cond_signal(&t->cv_send); /* else parallel_zmq_fill wakes it */
+}
+
+void parallel_zmq_fill(parallel_zmq_transport *t, s_link *l, s_out *m, const parallel_zmq_span *in,
+                       int nin) {
+  parallel_zmq_span own = {m->data, m->bytes};
+  if (nin == 0) in = &own, nin = 1;
+  pthread_mutex_lock(&l->seal_mu);
+  int sealed = m->presealed; /* 0 when a new session took its counters back (s_new_session) */
+  if (sealed) {
+    s_seal_all(l, m, in, nin, m->data, 0);
+    m->sealed_done = 1;
+  }
+  pthread_mutex_unlock(&l->seal_mu);
+  if (!sealed && in != &own)
+    for (size_t i = 0, off = 0; i < (size_t)nin; off += in[i++].bytes)
+      if (in[i].bytes) memcpy(m->data + off, in[i].data, in[i].bytes);
+  pthread_mutex_lock(&t->mu);
+  m->filling = 0;
   pthread_cond_signal(&t->cv_send);
+  pthread_mutex_unlock(&t->mu);
 }
 
 s_out *parallel_zmq_out_new(const parallel_zmq_transport *t, const parallel_zmq_msg_context *ctx,
-                            int kind, int tag, const void *buf, void *owned, size_t bytes) {
+                            int kind, int tag, void *owned, size_t bytes) {
   s_out *m = wt_xcalloc(1, sizeof *m);
-  if (owned) {
-    m->data = owned;
-  } else {
-    m->data = bytes ? wt_xmalloc(bytes) : NULL;
-    if (bytes) memcpy(m->data, buf, bytes);
-  }
+  m->data = owned ? owned : bytes ? wt_xmalloc(bytes) : NULL;
   m->bytes = bytes;
   atomic_init(&m->refs, 1);
   parallel_zmq_header h = {.kind = (uint8_t)kind,
@@ -267,8 +432,8 @@ s_out *parallel_zmq_hello_new(const parallel_zmq_transport *t, const s_link *l) 
   memcpy(body + PARALLEL_ZMQ_RANDOM_BYTES, l->peer_random, PARALLEL_ZMQ_RANDOM_BYTES);
   body[2 * PARALLEL_ZMQ_RANDOM_BYTES] = t->caps;
   parallel_zmq_msg_context ctx = {0};
-  s_out *m = parallel_zmq_out_new(t, &ctx, PARALLEL_ZMQ_KIND_HELLO, 0, body, body,
-                                  PARALLEL_ZMQ_HELLO_BYTES);
+  s_out *m =
+      parallel_zmq_out_new(t, &ctx, PARALLEL_ZMQ_KIND_HELLO, 0, body, PARALLEL_ZMQ_HELLO_BYTES);
   m->hello = 1;
   m->nparts = 1;
   m->trailer = wt_xmalloc(PARALLEL_ZMQ_TAG_BYTES);

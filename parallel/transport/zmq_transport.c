@@ -31,16 +31,18 @@ static int s_gone_for_good(const s_link *l, double now) {
   return l->gone && (l->said_bye || now - l->gone_at >= S_GONE_GRACE_S);
 }
 
-/* Sends buf (copied) or owned (taken): queues the message once the link's queue has room. */
-static int s_send_msg(parallel_zmq_transport *t, int peer, int tag, const void *buf, void *owned,
-                      size_t bytes) {
+/* Sends the concatenation of in[0, nin) (copied: sealed straight into the frame where the link
+ * can seal at once) or owned (taken; nin = 0): queues the message once the link's queue has
+ * room. */
+static int s_send_msg(parallel_zmq_transport *t, int peer, int tag, const parallel_zmq_span *in,
+                      int nin, void *owned, size_t bytes) {
   s_link *l = &t->links[peer];
   double t0 = wt_now_s(), deadline = t0 + t->timeout_s;
-  /* The copy is made outside the lock, so a large message does not stall the other threads. */
   pthread_mutex_lock(&t->mu);
   parallel_zmq_msg_context ctx = t->msg;
   pthread_mutex_unlock(&t->mu);
-  s_out *m = parallel_zmq_out_new(t, &ctx, ctx.kind, tag, buf, owned, bytes);
+  s_out *m = parallel_zmq_out_new(t, &ctx, ctx.kind, tag, owned, bytes);
+  m->filling = 1;
   pthread_mutex_lock(&t->mu);
   int rc = WT_OK, waited = 0;
   while (l->queued_bytes > 0 && l->queued_bytes + bytes > t->max_queue) {
@@ -57,11 +59,13 @@ static int s_send_msg(parallel_zmq_transport *t, int peer, int tag, const void *
     s_wait_until(&t->cv_out, &t->mu, WT_MIN(deadline, now + 0.1));
   }
   if (rc == WT_OK && s_gone_for_good(l, wt_now_s())) rc = WT_EIO;
-  if (rc == WT_OK) parallel_zmq_enqueue(t, l, m, waited ? wt_now_s() : t0);
+  if (rc == WT_OK) parallel_zmq_enqueue(t, l, m, waited ? wt_now_s() : t0, 1);
   l->st.wait_s += wt_now_s() - t0;
   uint32_t step = ctx.step;
   const char *why = l->gone_why;
   pthread_mutex_unlock(&t->mu);
+  /* Sealed or copied outside the lock, so a large message does not stall the other threads. */
+  if (rc == WT_OK) parallel_zmq_fill(t, l, m, in, nin);
   if (rc != WT_OK) s_out_unref(m);
   char tagbuf[48];
   if (rc == WT_EIO)
@@ -77,11 +81,18 @@ static int s_send_msg(parallel_zmq_transport *t, int peer, int tag, const void *
 }
 
 static int s_send(void *vctx, int peer, int tag, const void *buf, size_t bytes) {
-  return s_send_msg(vctx, peer, tag, buf, NULL, bytes);
+  parallel_zmq_span in = {buf, bytes};
+  return s_send_msg(vctx, peer, tag, &in, 1, NULL, bytes);
 }
 
 static int s_send_owned(void *vctx, int peer, int tag, void *buf, size_t bytes) {
-  return s_send_msg(vctx, peer, tag, NULL, buf, bytes);
+  return s_send_msg(vctx, peer, tag, NULL, 0, buf, bytes);
+}
+
+static int s_send_gather(void *vctx, int peer, int tag, const void *head, size_t head_bytes,
+                         const void *body, size_t body_bytes) {
+  parallel_zmq_span in[2] = {{head, head_bytes}, {body, body_bytes}};
+  return s_send_msg(vctx, peer, tag, in, 2, NULL, head_bytes + body_bytes);
 }
 
 /* Unlinks the oldest message with `tag` from the link's mailbox, or returns NULL: also while
@@ -207,9 +218,9 @@ static void s_destroy(void *vctx) {
     pthread_mutex_lock(&t->mu);
     for (int r = 0; r < t->size; r++)
       if (r != t->rank && !t->links[r].gone)
-        parallel_zmq_enqueue(
-            t, &t->links[r],
-            parallel_zmq_out_new(t, &t->msg, PARALLEL_ZMQ_KIND_BYE, 0, NULL, NULL, 0), wt_now_s());
+        parallel_zmq_enqueue(t, &t->links[r],
+                             parallel_zmq_out_new(t, &t->msg, PARALLEL_ZMQ_KIND_BYE, 0, NULL, 0),
+                             wt_now_s(), 0);
     double deadline = wt_now_s() + WT_MIN(t->timeout_s, 5.0);
     for (;;) {
       int pending = 0;
@@ -226,7 +237,8 @@ static void s_destroy(void *vctx) {
     pthread_join(t->th_send, NULL);
   } else {
     for (int r = 0; r < t->size; r++)
-      if (t->links[r].push) zmq_close(t->links[r].push);
+      for (int i = 0; i < t->links[r].nstreams; i++)
+        if (s_stream(&t->links[r], i)) zmq_close(s_stream(&t->links[r], i));
   }
   if (t->started_recv) {
     atomic_store(&t->stop_recv, 1);
@@ -244,11 +256,17 @@ static void s_destroy(void *vctx) {
       s_in_free(m);
     }
     if (l->partial) s_in_free(l->partial);
+    for (int i = 0; i < l->nheld; i++) {
+      for (int k = 0; k < l->held[i].n; k++) zmq_msg_close(&l->held[i].parts[k]);
+      free(l->held[i].parts);
+    }
+    free(l->held);
     free(l->endpoint);
     free(l->outbox);
     free(l->seen);
     parallel_zmq_aead_free(&l->rx);
     parallel_zmq_aead_free(&l->tx);
+    pthread_mutex_destroy(&l->seal_mu);
   }
   pthread_mutex_destroy(&t->mu);
   pthread_cond_destroy(&t->cv_in);
@@ -272,6 +290,7 @@ static const parallel_transport_ops s_zmq_ops = {.name = "zmq",
                                                  .destroy = s_destroy,
                                                  .integrity = s_integrity,
                                                  .send_owned = s_send_owned,
+                                                 .send_gather = s_send_gather,
                                                  .recv_view = s_recv_view,
                                                  .release = s_release};
 
@@ -301,6 +320,7 @@ parallel_zmq_config parallel_zmq_config_default(void) {
   c.max_queue_bytes = (size_t)64 << 20;
   c.time_scale = 1.0;
   c.io_threads = 1;
+  c.streams = 1;
   return c;
 }
 
@@ -341,6 +361,19 @@ static int s_config_check(const parallel_zmq_config *c) {
                        "Z85",
                        r);
   }
+  if (c->streams < 0 || c->streams > S_MAX_STREAMS)
+    return wt_fail(WT_EINVAL, "zmq: streams %d: use 1..%d (0 = the default 1)", c->streams,
+                   S_MAX_STREAMS);
+  if (c->streams > 1 && c->insecure)
+    return wt_fail(WT_EINVAL,
+                   "zmq: streams %d needs sealed links (their counters put the "
+                   "streams' messages back in order); drop insecure or use 1 stream",
+                   c->streams);
+  if (c->streams > 1 && (c->latency_s || c->bandwidth_Bps))
+    return wt_fail(WT_EINVAL,
+                   "zmq: streams %d with WAN emulation: an emulated link paces one "
+                   "stream; use 1",
+                   c->streams);
   if (c->io_threads < 0 || c->io_threads > 16)
     return wt_fail(WT_EINVAL, "zmq: io_threads %d: use 1..16 (0 = the default 1)", c->io_threads);
   if (c->latency_s || c->bandwidth_Bps) {
@@ -393,6 +426,30 @@ static int s_bind_outbox(parallel_zmq_transport *t, int r) {
   return WT_OK;
 }
 
+static int s_connect_fail(parallel_zmq_transport *t, int peer, const char *what, const char *ep);
+
+/* A PUSH socket of a link, not yet connected. */
+static void *s_push_socket(parallel_zmq_transport *t) {
+  void *push = zmq_socket(t->zctx, ZMQ_PUSH);
+  s_setopt_int(push, ZMQ_SNDHWM, S_HWM);
+  s_setopt_int(push, ZMQ_LINGER, (int)(WT_MIN(t->timeout_s, 2.0) * 1000));
+  s_setopt_int(push, ZMQ_RECONNECT_IVL, 100);
+  s_setopt_int(push, ZMQ_RECONNECT_IVL_MAX, 1000);
+  return push;
+}
+
+/* Several streams to reachable peer r: streams 1.. connect where stream 0 does. */
+static int s_connect_streams(parallel_zmq_transport *t, int r, const char *ep) {
+  s_link *l = &t->links[r];
+  for (int i = 1; i < t->streams; i++) {
+    l->extra_push[i - 1] = s_push_socket(t);
+    l->nstreams = i + 1;
+    if (zmq_connect(l->extra_push[i - 1], ep) != 0)
+      return s_connect_fail(t, r, "the PULL (another stream)", ep);
+  }
+  return WT_OK;
+}
+
 /* Creates the context, bound PULL socket, PUSH sockets (not yet connected, or bound as outboxes)
  * and their monitors. The receiver thread starts at connect: until then the PULL may still be
  * connected to outboxes and relays from this thread. */
@@ -422,11 +479,8 @@ static int s_open(parallel_zmq_transport *t, const parallel_zmq_config *c) {
   for (int r = 0; r < t->size; r++) {
     if (r == t->rank) continue;
     s_link *l = &t->links[r];
-    l->push = zmq_socket(t->zctx, ZMQ_PUSH);
-    s_setopt_int(l->push, ZMQ_SNDHWM, S_HWM);
-    s_setopt_int(l->push, ZMQ_LINGER, (int)(WT_MIN(t->timeout_s, 2.0) * 1000));
-    s_setopt_int(l->push, ZMQ_RECONNECT_IVL, 100);
-    s_setopt_int(l->push, ZMQ_RECONNECT_IVL_MAX, 1000);
+    l->push = s_push_socket(t);
+    l->nstreams = 1;
     char mon[64];
     snprintf(mon, sizeof mon, "inproc://wt-monitor-%d", r);
     zmq_socket_monitor(l->push, mon, ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED);
@@ -477,6 +531,7 @@ parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *c)
   t->timeout_s = c->timeout_s;
   t->max_queue = c->max_queue_bytes;
   t->insecure = c->insecure;
+  t->streams = c->streams > 1 ? c->streams : 1;
   t->msg.kind = PARALLEL_ZMQ_KIND_DATA;
   pthread_mutex_init(&t->mu, NULL);
   s_cond_init(&t->cv_in);
@@ -494,6 +549,7 @@ parallel_zmq_transport *parallel_zmq_transport_new(const parallel_zmq_config *c)
   t->shaped = c->latency_s || c->bandwidth_Bps;
   for (int r = 0; r < t->size; r++) {
     s_link *l = &t->links[r];
+    pthread_mutex_init(&l->seal_mu, NULL);
     if (c->latency_s) l->alpha_w = c->latency_s[r] * c->time_scale;
     if (c->bandwidth_Bps && c->bandwidth_Bps[r] > 0)
       l->sec_per_byte = c->time_scale / c->bandwidth_Bps[r];
@@ -534,6 +590,7 @@ static int s_connect_link(parallel_zmq_transport *t, int r, const char *const *e
   if (s_reachable(t, r)) {
     if (!endpoints || !endpoints[r] || zmq_connect(l->push, endpoints[r]) != 0)
       return s_connect_fail(t, r, "the PULL", endpoints ? endpoints[r] : NULL);
+    WT_CHECK(s_connect_streams(t, r, endpoints[r]));
     snprintf(what, sizeof what, "%s", endpoints[r]);
   } else if (l->outbox) {
     snprintf(what, sizeof what, "%s (its outbox here; it connects)", l->outbox);
@@ -548,6 +605,9 @@ static int s_connect_link(parallel_zmq_transport *t, int r, const char *const *e
     snprintf(what, sizeof what, "relay %s", in);
   }
   l->endpoint = wt_xstrdup(what);
+  /* Peers connect to a reachable rank's PULL, with several streams when configured: their
+   * messages may come out of counter order (zmq_recv.c holds them back). */
+  if (s_reachable(t, t->rank) && t->streams > 1) l->held = wt_xcalloc(S_MAX_HELD, sizeof *l->held);
   if (s_reachable(t, t->rank) || !s_reachable(t, r)) return WT_OK;
   const char *ob = routes && routes->outboxes ? routes->outboxes[r] : NULL;
   if (!s_tcp_ok(ob) || zmq_connect(t->pull, ob) != 0) return s_connect_fail(t, r, "the outbox", ob);

@@ -28,6 +28,9 @@
 #define S_MAX_PARTS (1 << 18) /* payload frames of one message: 64 GiB in 256 KiB parts */
 #define S_MAX_FRAME ((int64_t)S_MAX_PARTS * PARALLEL_ZMQ_TAG_BYTES + 4096) /* largest frame */
 #define S_MAX_SESSIONS 64 /* a peer's session randoms remembered, to refuse old hellos */
+#define S_MAX_STREAMS 8   /* TCP connections per link (parallel_zmq_config.streams) */
+#define S_MAX_HELD 64     /* messages a link holds back while one before them is on the way */
+#define S_HOLD_S 1.0      /* how long a link waits for a missing counter before skipping it */
 
 /* One queued outgoing message; its buffer is shared by the ZeroMQ frames that carry it. */
 typedef struct s_out {
@@ -36,10 +39,16 @@ typedef struct s_out {
   uint8_t *data;
   size_t bytes, sent; /* payload bytes, and how many of them are already handed to ZeroMQ */
   int header_sent;
-  int hello;        /* a hello: data holds its body, the trailer its MAC, nothing is sealed */
+  int hello; /* a hello: data holds its body, the trailer its MAC, nothing is sealed; it */
+             /* goes out on every stream, hello_streams of them so far */
+  int hello_streams;
   int nparts;       /* payload frames (fixed when the header goes out) */
   uint8_t *trailer; /* sealed links: one tag per part (max(nparts, 1)), sent last (chunks: */
                     /* each tag after its chunk) */
+  /* Sealed at enqueue (parallel_zmq_enqueue, parallel_zmq_fill): the caller's thread seals its
+   * bytes straight into data under counters taken then; filling while it does (the sender
+   * thread waits for it), sealed_done once it has (under l->seal_mu). */
+  int presealed, filling, sealed_done;
   double start;     /* wall time the emulated serialisation starts (0 when unshaped) */
   double sec_per_byte; /* its emulated serialisation rate: the path's, or a slower uplink's */
   atomic_int refs;  /* this struct + one per frame in flight */
@@ -55,10 +64,24 @@ typedef struct s_in {
   double ready_at; /* wall time the emulated downlink has delivered it (0: at once) */
 } s_in;
 
+/* A received, authenticated message a link holds until the counters before it have come
+ * (several streams: zmq_recv.c): its header and payload frames. */
+typedef struct {
+  parallel_zmq_header h;
+  zmq_msg_t *parts;
+  int n;
+  uint64_t bytes;
+  double since; /* wall time it was held */
+} s_held;
+
 typedef struct {
   char *endpoint; /* where push connects, or what it is (an outbox, a relay) for messages */
   char *outbox;   /* this rank reachable, the peer not: the endpoint push is bound to */
-  void *push;     /* sender thread */
+  void *push;     /* sender thread: stream 0 (its monitor says whether the peer is there) */
+  void
+      *extra_push[S_MAX_STREAMS - 1]; /* sender thread: streams 1.. (parallel_zmq_config.streams) */
+  int nstreams;                       /* 1, or t->streams on a link to a reachable peer */
+  void *blocked_on;                   /* the socket whose full pipe stopped the head message */
   void *monitor; /* receiver thread: events of push */
   s_out *head, *tail;
   size_t queued_bytes;
@@ -85,13 +108,19 @@ typedef struct {
    * header of its first chunk). */
   s_in *partial;
   parallel_zmq_header partial_h;
+  /* The receiver thread's own (several streams): messages ahead of rx_next, by arrival. */
+  s_held *held; /* S_MAX_HELD entries */
+  int nheld;
   uint8_t (*seen)[PARALLEL_ZMQ_RANDOM_BYTES];
   int nseen;
-  /* The sender thread's own: the key of self → peer, the generation it was made for, and the
-   * next counter. */
+  /* The key of self → peer (its cipher context used under seal_mu: by callers sealing at
+   * enqueue and by the sender thread), and under t->mu the generation it was made for, the next
+   * counter and how many queued messages have no counters yet (until they reach the head). */
   parallel_zmq_aead tx;
+  pthread_mutex_t seal_mu;
   unsigned tx_gen;
   uint64_t tx_next;
+  int uncounted;
 } s_link;
 
 struct parallel_zmq_transport {
@@ -100,7 +129,7 @@ struct parallel_zmq_transport {
   uint32_t epoch;
   double timeout_s;
   size_t max_queue;
-  int insecure, shaped;
+  int insecure, shaped, streams;
   int *reachable; /* zmq.h "Reachability": reachable[r], NULL = all */
   /* emulated access links (wall seconds per byte, 0 = unlimited) and when each is next free:
    * the uplink under mu by the senders, the downlink under mu by the receiver thread */
@@ -175,6 +204,11 @@ static inline const char *s_tag_name(int tag, char *buf, size_t cap) {
   return buf;
 }
 
+/* Stream i of link l: its PUSH socket. */
+static inline void *s_stream(const s_link *l, int i) {
+  return i == 0 ? l->push : l->extra_push[i - 1];
+}
+
 /* ---- the threads and the send path's queue ------------------------------------------------- */
 
 /* The receiver (zmq_recv.c): validates and files incoming messages, watches the PUSH sockets'
@@ -183,12 +217,21 @@ void *parallel_zmq_recv_main(void *t);
 /* The sender (zmq_send.c): drains the links' queues, pacing when shaped, until t->stop_send. */
 void *parallel_zmq_send_main(void *t);
 
-/* Appends m to l's queue with its emulated start (zmq_send.c). Caller holds t->mu. */
-void parallel_zmq_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m, double ready);
+/* Appends m to l's queue with its emulated start (zmq_send.c). seal_now: its caller fills it
+ * next (parallel_zmq_fill), and it is counted now when the link's key and every message ahead
+ * are ready, so that fill seals it straight from the caller's bytes. Caller holds t->mu. */
+void parallel_zmq_enqueue(parallel_zmq_transport *t, s_link *l, s_out *m, double ready,
+                          int seal_now);
 /* A message for the queue; `owned` (a wt_xmalloc'ed block of `bytes`) becomes its buffer, else
- * buf is copied (NULL owned). Never NULL. */
+ * (NULL owned) a buffer of `bytes` is allocated for the caller to fill. Never NULL. */
 s_out *parallel_zmq_out_new(const parallel_zmq_transport *t, const parallel_zmq_msg_context *ctx,
-                            int kind, int tag, const void *buf, void *owned, size_t bytes);
+                            int kind, int tag, void *owned, size_t bytes);
+/* Fills m, just queued on l by parallel_zmq_enqueue (which took its counters when it could
+ * seal at once), from in[0, nin) (their lengths sum to m->bytes; none when m owns its bytes):
+ * sealed straight into m's buffer when m->presealed, else copied. Then lets the sender thread
+ * have it. Caller does not hold t->mu. */
+void parallel_zmq_fill(parallel_zmq_transport *t, s_link *l, s_out *m, const parallel_zmq_span *in,
+                       int nin);
 /* A hello to l's peer: this process's session random, the peer's as last accepted (zeros
  * before) and the caps, MAC'd under l's base tx key. Caller holds t->mu. Never NULL. */
 s_out *parallel_zmq_hello_new(const parallel_zmq_transport *t, const s_link *l);

@@ -12,6 +12,9 @@
  *    link, where a large message stays one multipart message, a part dropped, a part one byte
  *    short, no trailer and two parts swapped are each refused; after the sender restarts with
  *    the same keys its new session works, and the old session's message and hello are refused;
+ *    with two streams per link, frames crossing out of order are put back in order while a
+ *    replay, a flipped byte and a chunk cut out are still refused; messages sealed at enqueue
+ *    for a peer that restarts before they leave are sealed again for its new session;
  *  - a peer process that dies mid-step makes every other process fail with a clear error well
  *    within the deadline; a silent (stuck) peer makes them fail at the deadline, never hang. */
 #include "parallel/collectives/collectives.h"
@@ -457,38 +460,63 @@ static void test_wire_tap(void) {
  * which the tap cuts short three ways (the last part dropped, a part one byte short, the
  * trailer dropped) and reorders inside (two parts swapped): each is refused and counted, and an
  * intact one arrives after them. */
-static void test_wire_tap_paced(void) {
-  char pub[2][41], sec[2][41];
-  const char *pubs[2] = {pub[0], pub[1]};
+/* Two ranks whose link 1 → 0 crosses a tap: rank 1 sends to the tap's PULL (over `streams`
+ * connections), the test relays through `relay` to rank 0; rank 1 paces at lat/bw when given. */
+typedef struct {
+  char pub[2][41], sec[2][41], eps[2][256];
+  void *zctx, *tap, *relay;
+  parallel_comm *c0, *c1;
+} s_tap_pair;
+
+/* tap_hwm: messages the tap's socket may hold (0: ZeroMQ's default). */
+static void s_tap_open(s_tap_pair *w, const double *lat, const double *bw, int streams,
+                       int tap_hwm) {
+  const char *pubs[2] = {w->pub[0], w->pub[1]};
   parallel_zmq_transport *ts[2];
-  char eps[2][256];
-  double lat[2] = {0, 0}, bw[2] = {1e9, 1e9}; /* rank 1 paces at 1 GB/s */
+  char(*eps)[256] = w->eps;
   for (int r = 0; r < 2; r++)
-    WT_TEST_REQUIRE(parallel_zmq_keypair_new(pub[r], sec[r]) == WT_OK, "keys");
+    WT_TEST_REQUIRE(parallel_zmq_keypair_new(w->pub[r], w->sec[r]) == WT_OK, "keys");
   for (int r = 0; r < 2; r++) {
     parallel_zmq_config cfg = parallel_zmq_config_default();
     const char *bind[2] = {"tcp://127.0.0.1:*", "tcp://127.0.0.1:*"};
-    cfg.rank = r, cfg.size = 2, cfg.endpoints = bind, cfg.timeout_s = 5;
-    cfg.secret_key = sec[r], cfg.public_key = pub[r], cfg.peer_public_keys = pubs;
+    cfg.rank = r, cfg.size = 2, cfg.endpoints = bind, cfg.timeout_s = 5, cfg.streams = streams;
+    cfg.secret_key = w->sec[r], cfg.public_key = w->pub[r], cfg.peer_public_keys = pubs;
     if (r == 1) cfg.latency_s = lat, cfg.bandwidth_Bps = bw;
     ts[r] = parallel_zmq_transport_new(&cfg);
     WT_TEST_REQUIRE(ts[r], "%s", wt_last_error());
     snprintf(eps[r], sizeof eps[r], "%s", parallel_zmq_transport_endpoint(ts[r]));
   }
-  void *zctx = zmq_ctx_new();
-  void *tap = zmq_socket(zctx, ZMQ_PULL);
+  w->zctx = zmq_ctx_new();
+  w->tap = zmq_socket(w->zctx, ZMQ_PULL);
   int tmo = 5000, zero = 0;
-  zmq_setsockopt(tap, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
-  zmq_setsockopt(tap, ZMQ_LINGER, &zero, sizeof zero);
-  WT_TEST_REQUIRE(zmq_bind(tap, "tcp://127.0.0.1:*") == 0, "bind the tap");
+  zmq_setsockopt(w->tap, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+  zmq_setsockopt(w->tap, ZMQ_LINGER, &zero, sizeof zero);
+  if (tap_hwm) zmq_setsockopt(w->tap, ZMQ_RCVHWM, &tap_hwm, sizeof tap_hwm);
+  WT_TEST_REQUIRE(zmq_bind(w->tap, "tcp://127.0.0.1:*") == 0, "bind the tap");
   char tap_ep[256];
   size_t tlen = sizeof tap_ep;
-  zmq_getsockopt(tap, ZMQ_LAST_ENDPOINT, tap_ep, &tlen);
-  void *relay = s_raw_client(zctx, eps[0]);
+  zmq_getsockopt(w->tap, ZMQ_LAST_ENDPOINT, tap_ep, &tlen);
+  w->relay = s_raw_client(w->zctx, eps[0]);
   const char *eps0[2] = {eps[0], eps[1]}, *eps1[2] = {tap_ep, eps[1]};
-  parallel_comm *c0 = parallel_zmq_transport_connect(&ts[0], eps0);
-  parallel_comm *c1 = parallel_zmq_transport_connect(&ts[1], eps1);
-  WT_TEST_REQUIRE(c0 && c1, "%s", wt_last_error());
+  w->c0 = parallel_zmq_transport_connect(&ts[0], eps0);
+  w->c1 = parallel_zmq_transport_connect(&ts[1], eps1);
+  WT_TEST_REQUIRE(w->c0 && w->c1, "%s", wt_last_error());
+}
+
+static void s_tap_close(s_tap_pair *w) {
+  parallel_comm_destroy(&w->c1);
+  parallel_comm_destroy(&w->c0);
+  zmq_close(w->tap);
+  zmq_close(w->relay);
+  zmq_ctx_term(w->zctx);
+}
+
+static void test_wire_tap_paced(void) {
+  double lat[2] = {0, 0}, bw[2] = {1e9, 1e9}; /* rank 1 paces at 1 GB/s */
+  s_tap_pair w;
+  s_tap_open(&w, lat, bw, 1, 0);
+  void *tap = w.tap, *relay = w.relay;
+  parallel_comm *c0 = w.c0, *c1 = w.c1;
 
   static uint8_t big[3 << 20], out[3 << 20]; /* 12 parts of 256 KiB */
   for (size_t i = 0; i < sizeof big; i++) big[i] = (uint8_t)(i * 5 + 1);
@@ -527,12 +555,149 @@ static void test_wire_tap_paced(void) {
                  "a paced message after the bad ones arrives intact: %s", wt_last_error());
   WT_TEST_ASSERT(parallel_zmq_link_stats_get(c0, 1).msgs_recv == 1, "accepted %llu messages",
                  (unsigned long long)parallel_zmq_link_stats_get(c0, 1).msgs_recv);
-  parallel_comm_destroy(&c1);
-  parallel_comm_destroy(&c0);
-  zmq_close(tap);
-  zmq_close(relay);
-  zmq_ctx_term(zctx);
+  s_tap_close(&w);
   printf("paced wire tap: a part dropped, one byte short, no trailer, swapped parts refused\n");
+}
+
+static uint64_t s_wire_counter(const s_wire_msg *m) {
+  uint64_t c = 0;
+  for (int i = 7; i >= 0; i--) c = c << 8 | m->f[0][48 + i];
+  return c;
+}
+
+/* Takes n messages (or chunks) from the tap, which gets them from two streams in either order,
+ * and sorts them by counter: the order rank 1 sealed them in. */
+static int s_wire_sorted(void *tap, void *relay, s_wire_msg *m, int n) {
+  for (int k = 0; k < n; k++)
+    if (s_wire_take(tap, relay, &m[k]) != 0) return -1;
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && s_wire_counter(&m[j]) < s_wire_counter(&m[j - 1]); j--) {
+      s_wire_msg x = m[j];
+      m[j] = m[j - 1], m[j - 1] = x;
+    }
+  return 0;
+}
+
+/* Two streams per link: what crosses in another order than it was sealed in is put back in
+ * order (not refused), a replay (of one taken, or of one held) and a flipped byte are still
+ * refused, and a chunk cut out of a large message makes the chunk after it refused once the
+ * receiver stops waiting for the missing one; good messages arrive around them. */
+static void test_wire_tap_streams(void) {
+  s_tap_pair w;
+  s_tap_open(&w, NULL, NULL, 2, 0);
+  uint32_t v = 0x55667788, got_v = 0;
+  size_t got = 0;
+  s_wire_msg m[4];
+  int saved, fd = s_capture_begin(&saved);
+  parallel_comm_send(w.c1, 0, 5, &v, sizeof v);
+  WT_TEST_REQUIRE(s_wire_sorted(w.tap, w.relay, m, 1) == 0, "a sealed message on the wire");
+  s_wire_put(w.relay, &m[0]);
+  WT_TEST_ASSERT(parallel_comm_recv(w.c0, 1, 5, &got_v, sizeof got_v, &got) == WT_OK && got_v == v,
+                 "relayed intact it arrives: %s", wt_last_error());
+  s_wire_put(w.relay, &m[0]);
+  WT_TEST_ASSERT(s_wait_refused(w.c0, 1) == 1, "a replayed message is refused");
+  m[0].f[1][1] ^= 0x04;
+  s_wire_put(w.relay, &m[0]);
+  WT_TEST_ASSERT(s_wait_refused(w.c0, 2) == 2, "a flipped payload bit is refused");
+  s_wire_free(&m[0]);
+  /* Two messages in the wrong order, the later one twice: both taken in order, the copy not. */
+  parallel_comm_send(w.c1, 0, 7, &v, sizeof v);
+  parallel_comm_send(w.c1, 0, 8, &v, sizeof v);
+  WT_TEST_REQUIRE(s_wire_sorted(w.tap, w.relay, m, 2) == 0, "two messages on the wire");
+  s_wire_put(w.relay, &m[1]);
+  s_wire_put(w.relay, &m[1]);
+  WT_TEST_ASSERT(s_wait_refused(w.c0, 3) == 3, "a replay of a held message is refused");
+  s_wire_put(w.relay, &m[0]);
+  WT_TEST_ASSERT(parallel_comm_recv(w.c0, 1, 7, &got_v, sizeof got_v, &got) == WT_OK &&
+                     parallel_comm_recv(w.c0, 1, 8, &got_v, sizeof got_v, &got) == WT_OK,
+                 "both arrive, put back in order: %s", wt_last_error());
+  WT_TEST_ASSERT(parallel_zmq_link_stats_get(w.c0, 1).msgs_held >= 1, "the later one was held");
+  s_wire_free(&m[0]);
+  s_wire_free(&m[1]);
+  /* A 3 MiB message as 3 chunks over the two streams; the middle one cut out. */
+  static uint8_t big[3 << 20];
+  for (size_t i = 0; i < sizeof big; i++) big[i] = (uint8_t)(i * 3);
+  parallel_comm_send(w.c1, 0, 9, big, sizeof big);
+  WT_TEST_REQUIRE(s_wire_sorted(w.tap, w.relay, m, 3) == 0, "3 chunks on the wire");
+  s_wire_put(w.relay, &m[0]);
+  s_wire_put(w.relay, &m[2]);
+  WT_TEST_ASSERT(s_wait_refused(w.c0, 4) == 4,
+                 "the chunk after a missing one is refused once the wait for it ends");
+  for (int k = 0; k < 3; k++) s_wire_free(&m[k]);
+  parallel_comm_send(w.c1, 0, 10, &v, sizeof v);
+  WT_TEST_REQUIRE(s_wire_sorted(w.tap, w.relay, m, 1) == 0, "a good message after them");
+  s_wire_put(w.relay, &m[0]);
+  s_wire_free(&m[0]);
+  WT_TEST_ASSERT(parallel_comm_recv(w.c0, 1, 10, &got_v, sizeof got_v, &got) == WT_OK,
+                 "a good message after the bad ones arrives: %s", wt_last_error());
+  char text[16384];
+  s_capture_end(fd, saved, text, sizeof text);
+  WT_TEST_ASSERT(strstr(text, "already held") && strstr(text, "never came") &&
+                     strstr(text, "chunk out of order"),
+                 "the refusals say why: %s", text);
+  WT_TEST_ASSERT(parallel_zmq_link_stats_get(w.c0, 1).msgs_recv == 4, "accepted %llu messages",
+                 (unsigned long long)parallel_zmq_link_stats_get(w.c0, 1).msgs_recv);
+  s_tap_close(&w);
+  printf("wire tap, two streams: reordered put back, replays (taken and held) and a flip "
+         "refused, a chunk cut out refused after the wait\n");
+}
+
+/* Messages sealed at enqueue under a session that ends before they leave are sealed again for
+ * the next one: rank 1 queues 48 messages of 256 KiB to rank 0 while the tap takes none (its
+ * pipe full, the rest wait in rank 1's queue, sealed); rank 0 restarts with the same keys; the
+ * tap then relays everything. What was on the wire for the old process is refused, and the
+ * messages still queued when the new process's hello came arrive, opened under the new
+ * session's key. */
+static void test_reseal_after_restart(void) {
+  enum { S_N = 48 };
+  s_tap_pair w;
+  s_tap_open(&w, NULL, NULL, 1, 1);
+  static uint8_t msg[256 << 10], in[256 << 10];
+  int rc = WT_OK;
+  for (int i = 0; i < S_N && rc == WT_OK; i++) {
+    memset(msg, i, sizeof msg);
+    rc = parallel_comm_send(w.c1, 0, 20 + i, msg, sizeof msg);
+  }
+  WT_TEST_REQUIRE(rc == WT_OK, "queued: %s", wt_last_error());
+  parallel_comm_destroy(&w.c0);
+  const char *pubs[2] = {w.pub[0], w.pub[1]}, *again[2] = {w.eps[0], "tcp://127.0.0.1:*"};
+  parallel_zmq_config cfg = parallel_zmq_config_default();
+  cfg.rank = 0, cfg.size = 2, cfg.endpoints = again, cfg.timeout_s = 5;
+  cfg.secret_key = w.sec[0], cfg.public_key = w.pub[0], cfg.peer_public_keys = pubs;
+  parallel_zmq_transport *t0 = parallel_zmq_transport_new(&cfg);
+  WT_TEST_REQUIRE(t0, "rank 0 binds its endpoint again: %s", wt_last_error());
+  const char *eps0[2] = {w.eps[0], w.eps[1]};
+  w.c0 = parallel_zmq_transport_connect(&t0, eps0);
+  WT_TEST_REQUIRE(w.c0, "%s", wt_last_error());
+  usleep(1000000); /* the new process's hello reaches rank 1 directly */
+  int saved, fd = s_capture_begin(&saved);
+  s_wire_msg m;
+  int relayed = 0;
+  while (relayed < S_N && s_wire_take(w.tap, w.relay, &m) == 0) {
+    s_wire_put(w.relay, &m);
+    s_wire_free(&m);
+    relayed++;
+  }
+  int arrived = 0, intact = 1;
+  parallel_zmq_set_timeout(w.c0, 0.2);
+  for (int i = 0; i < S_N; i++) {
+    size_t got = 0;
+    if (parallel_comm_recv(w.c0, 1, 20 + i, in, sizeof in, &got) != WT_OK) continue;
+    arrived++;
+    intact &= got == sizeof in && in[0] == (uint8_t)i && in[sizeof in - 1] == (uint8_t)i;
+  }
+  char text[16384];
+  s_capture_end(fd, saved, text, sizeof text);
+  uint64_t refused = parallel_zmq_refused(w.c0);
+  WT_TEST_ASSERT(relayed == S_N, "all %d messages crossed the tap (%d)", S_N, relayed);
+  WT_TEST_ASSERT(arrived > 0 && intact, "messages queued across the restart arrive intact (%d)",
+                 arrived);
+  WT_TEST_ASSERT(arrived + (int)refused == S_N, "each is taken or refused: %d + %llu", arrived,
+                 (unsigned long long)refused);
+  s_tap_close(&w);
+  printf("reseal after restart: %d of %d queued messages sealed again for the new session, %llu "
+         "on the wire for the old one refused\n",
+         arrived, S_N, (unsigned long long)refused);
 }
 
 /* ---- a peer that dies or goes silent, across processes -------------------------------------- */
@@ -612,6 +777,8 @@ int main(void) {
   test_bad_frames();
   test_wire_tap();
   test_wire_tap_paced();
+  test_wire_tap_streams();
+  test_reseal_after_restart();
   s_fault_case(0);
   s_fault_case(1);
   if (wt_test_failures) fprintf(stderr, "test_zmq_faults: %d failure(s)\n", wt_test_failures);
