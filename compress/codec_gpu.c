@@ -19,8 +19,8 @@ int compress_cuda_decode(int id, const uint8_t *in, size_t n, size_t block, floa
 int compress_cuda_add(float *r, const float *g, size_t n, char *why, size_t why_len);
 int compress_cuda_topk_encode(const float *x, size_t n, size_t k, uint8_t *out, char *why,
                               size_t why_len);
-int compress_cuda_gather(const float *x, size_t k, uint8_t *out, const uint32_t *host_idx,
-                         char *why, size_t why_len);
+int compress_cuda_randk_encode(const float *x, size_t n, size_t k, uint64_t seed, uint8_t *out,
+                               char *why, size_t why_len);
 int compress_cuda_acsgd_quantize(const float *x, int rows, int cols, int bits, uint8_t *payload,
                                  int *bad, char *why, size_t why_len);
 int compress_cuda_acsgd_dequantize(const uint8_t *payload, int rows, int cols, int bits, float *out,
@@ -28,7 +28,17 @@ int compress_cuda_acsgd_dequantize(const uint8_t *payload, int rows, int cols, i
 int compress_cuda_copy_to_host(void *dst, const void *src, size_t bytes, char *why, size_t why_len);
 int compress_cuda_topk_decode(const uint8_t *in, size_t k, size_t n, float alpha, int add, float *y,
                               size_t *bad, char *why, size_t why_len);
+int compress_cuda_is_device_memory(const void *p);
 #endif
+
+int compress_gpu_is_device_memory(const void *p) {
+#ifdef WT_COMPRESS_HAVE_CUDA
+  return p && compress_cuda_is_device_memory(p);
+#else
+  (void)p;
+  return 0;
+#endif
+}
 
 int compress_gpu_supported(const compress_codec *c) {
 #ifdef WT_COMPRESS_HAVE_CUDA
@@ -80,15 +90,13 @@ int compress_gpu_encode(const compress_codec *c, const float *x, size_t n, void 
 #ifdef WT_COMPRESS_HAVE_CUDA
   char why[256];
   size_t block = compress_block_of(n, compress_codec_params(c));
-  if (compress_codec_get_id(c) == COMPRESS_CODEC_RANDK) { /* indices drawn here, as on the CPU */
+  if (compress_codec_get_id(c) == COMPRESS_CODEC_RANDK) { /* the CPU's draw, on the device */
     if (n > UINT32_MAX)
       return wt_fail(WT_EINVAL, "randk: %zu elements do not fit 32-bit indices", n);
     size_t k = compress_topk_count(n, compress_codec_params(c)->k_frac);
-    uint32_t *idx = wt_xmalloc((k ? k : 1) * sizeof *idx);
-    compress_randk_indices(n, k, compress_codec_params(c)->seed, idx);
-    int rc = k ? compress_cuda_gather(x, k, out, idx, why, sizeof why) : 0;
-    free(idx);
-    if (rc) return wt_fail(WT_EIO, "GPU codec randk encode: CUDA error: %s", why);
+    if (k &&
+        compress_cuda_randk_encode(x, n, k, compress_codec_params(c)->seed, out, why, sizeof why))
+      return wt_fail(WT_EIO, "GPU codec randk encode: CUDA error: %s", why);
     *len = need;
     return WT_OK;
   }

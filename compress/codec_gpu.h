@@ -7,7 +7,7 @@
  *
  * On the GPU: fp32, fp16, bf16, int8 and int4 (nearest-even rounding) and sign at any block
  * size; topk (a radix select: the CPU's exact k, ties to the lowest indices; n <= INT_MAX) and
- * randk (the CPU's index list, drawn on the host from the seed); error feedback over any of them
+ * randk (the CPU's index list, drawn on the device by compress/randk_draw.h); error feedback over any of them
  * (compress_gpu_ef_encode) and AC-SGD's row quantizer. All give bitwise the CPU's bytes and
  * decodes (decode_add: fmaf, one rounding). Stochastic rounding stays on the host (WT_ENOTSUP,
  * with a message). Builds without CUDA return WT_ENOTSUP from every call.
@@ -26,6 +26,10 @@
 
 /* Whether the codec with these parameters runs on the GPU in this build (1) or not (0). */
 int compress_gpu_supported(const compress_codec *c);
+
+/* 1 when p points into a CUDA device's memory (what the calls below read and write), 0 for
+ * host memory, memory of another kind, or a build without CUDA. */
+int compress_gpu_is_device_memory(const void *p);
 
 /* As compress_codec_encode, from device x[0..n) into device out[0..cap). */
 int compress_gpu_encode(const compress_codec *c, const float *x, size_t n, void *out, size_t cap,

@@ -105,8 +105,8 @@ float compress_quant_block(const float *x, size_t m, float qmax, const compress_
 void compress_dequant_block(const int8_t *q, size_t m, float scale, float alpha, int add, int simd,
                             float *y);
 
-/* randk's k distinct indices of [0, n) from seed (Floyd's algorithm over a bitmap), written in
- * increasing order into idx[0..k) (codec_topk.c; the GPU codec uses the same list). */
+/* randk's k distinct indices of [0, n) from seed (compress/randk_draw.h, segment by segment),
+ * written in increasing order into idx[0..k) (codec_topk.c; the GPU kernel draws the same). */
 void compress_randk_indices(size_t n, size_t k, uint64_t seed, uint32_t *idx);
 
 /* Uniform float in [0, 1) for element i under seed (24 random bits). */

@@ -7,8 +7,9 @@
  * strictly increasing indices, which the decoder insists on. NaNs count as the largest
  * magnitudes (their bits are above infinity's).
  *
- * randk keeps k indices drawn uniformly without replacement (Floyd's algorithm over a bitmap)
- * from the seed, so peers that share a seed pick the same coordinates.
+ * randk keeps k indices drawn from the seed (compress/randk_draw.h: Floyd's algorithm per
+ * 2,048-element segment, the GPU codec's generator too), so peers that share a seed pick the
+ * same coordinates.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -16,7 +17,7 @@
 #include <string.h>
 
 #include "compress/codec_internal.h"
-#include "common/rng.h"
+#include "compress/randk_draw.h"
 
 #define S_BINS 2048 /* histogram size of the widest radix level */
 
@@ -203,19 +204,10 @@ static int s_topk_encode(const float *x, size_t n, const compress_params *p, uin
 }
 
 void compress_randk_indices(size_t n, size_t k, uint64_t seed, uint32_t *idx) {
-  uint64_t *bitmap = wt_xcalloc((n + 63) / 64 + 1, sizeof *bitmap);
-  wt_rng rng;
-  wt_rng_seed(&rng, seed);
-  for (size_t j = n - k; j < n; j++) { // Floyd: k distinct picks with k draws
-    size_t r = (size_t)wt_rng_below(&rng, (uint64_t)j + 1);
-    size_t pick = (bitmap[r / 64] >> (r % 64)) & 1 ? j : r;
-    bitmap[pick / 64] |= 1ull << (pick % 64);
-  }
-  size_t j = 0;
-  for (size_t w = 0; w < (n + 63) / 64; w++)
-    for (uint64_t bits = bitmap[w]; bits; bits &= bits - 1)
-      idx[j++] = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
-  free(bitmap);
+  if (n == 0 || k == 0) return;
+  ptrdiff_t segments = (ptrdiff_t)compress_randk_segments(n);
+#pragma omp parallel for if (n >= COMPRESS_OMP_MIN) schedule(static)
+  for (ptrdiff_t s = 0; s < segments; s++) compress_randk_segment(n, k, seed, (size_t)s, idx);
 }
 
 static int s_randk_encode(const float *x, size_t n, const compress_params *p, uint8_t *out,

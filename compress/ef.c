@@ -41,6 +41,9 @@ size_t compress_ef_size(const compress_ef *self) {
 const float *compress_ef_residual(const compress_ef *self) {
   return self->r;
 }
+float *compress_ef_residual_data(compress_ef *self) {
+  return self->r;
+}
 void compress_ef_reset(compress_ef *self) {
   memset(self->r, 0, self->n * sizeof(float));
 }

@@ -35,6 +35,9 @@ void compress_ef_destroy(compress_ef **self_p);
 /* Number of elements, and the residual itself (owned by self; valid until destroy). */
 size_t compress_ef_size(const compress_ef *self);
 const float *compress_ef_residual(const compress_ef *self);
+/* The residual for writing: where a copy kept elsewhere (a device's) is mirrored in before a
+ * save and read back after a load. */
+float *compress_ef_residual_data(compress_ef *self);
 
 /* Sets the residual to zero (e.g. when the tensor's owner changes). */
 void compress_ef_reset(compress_ef *self);

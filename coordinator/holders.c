@@ -270,9 +270,18 @@ int coord_shard_relay_open(coordinator *c) {
   if (!coord_holders_on(c)) return WT_OK;
   char host[256], bind[300];
   coord_relay_host(c, host, sizeof host);
-  snprintf(bind, sizeof bind, "tcp://%s:*", host);
-  c->shard_relay = parallel_shard_relay_new(bind, c->pub, c->sec);
-  if (!c->shard_relay) return wt_fail(WT_EIO, "the shard relay: %s", wt_last_error());
+  /* Inside the operator's relay range when one is given: that range is what the firewall opens.
+   * The first free port of it; the epochs' relays take the ports after it. */
+  int lo = c->cfg.relay_port_min, hi = c->cfg.relay_port_max;
+  for (int port = lo; !c->shard_relay && port <= (lo ? hi : 0); port++) {
+    if (lo) snprintf(bind, sizeof bind, "tcp://%s:%d", host, port);
+    else snprintf(bind, sizeof bind, "tcp://%s:*", host);
+    c->shard_relay = parallel_shard_relay_new(bind, c->pub, c->sec);
+  }
+  if (!c->shard_relay)
+    return wt_fail(WT_EIO, "the shard relay: %s%s", wt_last_error(),
+                   lo ? " (no free port in --relay-port-min..--relay-port-max: widen the range)"
+                      : "");
   parallel_shard_relay_allow(c->shard_relay, c->pub); /* --checkpoint-store fetches through it */
   coord_event(c, "relay", "shard relay at %s (for holders that accept no inbound connection)",
               parallel_shard_relay_endpoint(c->shard_relay));

@@ -91,8 +91,8 @@ static const wt_option s_options[] = {
     {"relay-host", WT_OPT_STRING, F(relay_host), 0, 0, "",
      "address the relay between unreachable peers binds and announces (default: --bind's host)", 0},
     {"relay-port-min", WT_OPT_INT, F(relay_port_min), 0, 65535, "0",
-     "first port of the relay's range, two per unreachable member of an epoch (0: ephemeral "
-     "ports)",
+     "first port of the relay's range: two per unreachable member of an epoch, one for the "
+     "shard relay (0: ephemeral ports)",
      0},
     {"relay-port-max", WT_OPT_INT, F(relay_port_max), 0, 65535, "0",
      "last port of the relay's range (0 with --relay-port-min 0)", 0},

@@ -223,6 +223,16 @@ const float *gpt_stage_logits(gpt_stage *s);
  * the same. */
 int gpt_stage_backward(gpt_stage *s, const float *grad_out, float *grad_in, float loss_scale);
 
+/* gpt_stage_forward / gpt_stage_backward whose copies across the API (act_in and grad_out to
+ * the back end, act_out and grad_in back) run on the back end's copy stream
+ * (kernels_ops.upload_async / download_async), so a pass returns once its work is queued and the
+ * next one can be queued behind it. The caller calls the back end's copy_wait before it reads
+ * act_out or grad_in, or writes act_in or grad_out again; those buffers must come from the back
+ * end's host_alloc. On host back ends the copies are plain ones, the results the same bits. */
+int gpt_stage_forward_async(gpt_stage *s, const int *tokens, const float *act_in,
+                            const int *targets, int B, int T, float *act_out);
+int gpt_stage_backward_async(gpt_stage *s, const float *grad_out, float *grad_in, float loss_scale);
+
 void gpt_stage_zero_grad(gpt_stage *s);
 
 /* The MoE blocks' routing since the last gpt_stage_zero_grad, summed over this stage's MoE

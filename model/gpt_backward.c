@@ -126,7 +126,7 @@ int gpt_stage_backward(gpt_stage *s, const float *grad_out, float *grad_in, floa
   if (gpt_is_last(s))
     s_head_backward(s, s->resid + (size_t)s->n_local * slice, loss_scale, N);
   else
-    s->ops->upload(s->dres, grad_out, NC * sizeof(float));
+    gpt_copy_up(s, s->dres, grad_out, NC * sizeof(float));
   for (int l = s->n_local - 1; l >= 0; l--)
     WT_CHECK(s_block_backward(s, &s->p_blk[l], &s->g_blk[l], &s->acts[l], s->moe ? s->moe[l] : NULL,
                               loss_scale, s->resid + l * slice, B, T));
@@ -134,8 +134,16 @@ int gpt_stage_backward(gpt_stage *s, const float *grad_out, float *grad_in, floa
     float *dwte = s->dwte_emb ? s->dwte_emb : s->g_end.wte;
     s->ops->encoder_backward(dwte, s->g_end.wpe, s->dres, s->tokens_dev, B, T, C);
   } else {
-    s->ops->download(grad_in, s->dres, NC * sizeof(float));
+    gpt_copy_down(s, grad_in, s->dres, NC * sizeof(float));
   }
   if (s->dwte_emb) s_tied_sum(s, s->tokens, N);
   return WT_OK;
+}
+
+int gpt_stage_backward_async(gpt_stage *s, const float *grad_out, float *grad_in,
+                             float loss_scale) {
+  s->async_copies = 1;
+  int rc = gpt_stage_backward(s, grad_out, grad_in, loss_scale);
+  s->async_copies = 0;
+  return rc;
 }

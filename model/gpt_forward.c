@@ -118,7 +118,7 @@ int gpt_stage_forward(gpt_stage *s, const int *tokens, const float *act_in, cons
     if (k->device) k->upload(s->tokens_dev, tokens, sizeof(int) * (size_t)N);
     k->encoder_forward(s->resid, s->tokens_dev, s->p_end.wte, s->p_end.wpe, B, T, C);
   } else {
-    k->upload(s->resid, act_in, sizeof(float) * NC);
+    gpt_copy_up(s, s->resid, act_in, sizeof(float) * NC);
   }
   if (gpt_is_last(s)) {
     memcpy(s->targets, targets, sizeof(int) * (size_t)N);
@@ -134,6 +134,14 @@ int gpt_stage_forward(gpt_stage *s, const int *tokens, const float *act_in, cons
   if (gpt_is_last(s))
     s_head_forward(s, top, N);
   else
-    k->download(act_out, top, sizeof(float) * NC);
+    gpt_copy_down(s, act_out, top, sizeof(float) * NC);
   return WT_OK;
+}
+
+int gpt_stage_forward_async(gpt_stage *s, const int *tokens, const float *act_in,
+                            const int *targets, int B, int T, float *act_out) {
+  s->async_copies = 1;
+  int rc = gpt_stage_forward(s, tokens, act_in, targets, B, T, act_out);
+  s->async_copies = 0;
+  return rc;
 }

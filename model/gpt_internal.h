@@ -102,6 +102,8 @@ struct gpt_stage {
   const float *dlogits_of;
   float dlogits_dloss;
   float last_loss_scale;
+  int async_copies; /* during gpt_stage_forward_async / _backward_async: act_in, act_out,
+                       grad_out and grad_in cross on the back end's copy stream */
 
   /* Activation slots: slots[i] for i != cur_slot hold the other forwards' buffers (slots[cur_slot]
    * is stale while it is current); NULL until gpt_stage_set_slots. */
@@ -143,6 +145,17 @@ static inline int gpt_is_first(const gpt_stage *s) {
 }
 static inline int gpt_is_last(const gpt_stage *s) {
   return s->last == s->cfg.n_layer;
+}
+
+/* The copies of act_in / grad_out up and act_out / grad_in down: on the copy stream during an
+ * *_async pass (gpt.h), synchronous otherwise or where the table has no asynchronous copies. */
+static inline void gpt_copy_up(const gpt_stage *s, void *dst, const void *src, size_t bytes) {
+  int async = s->async_copies && s->ops->upload_async;
+  (async ? s->ops->upload_async : s->ops->upload)(dst, src, bytes);
+}
+static inline void gpt_copy_down(const gpt_stage *s, void *dst, const void *src, size_t bytes) {
+  int async = s->async_copies && s->ops->download_async;
+  (async ? s->ops->download_async : s->ops->download)(dst, src, bytes);
 }
 
 #endif

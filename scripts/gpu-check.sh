@@ -16,7 +16,9 @@
 #
 # Files: env.txt (GPU, driver, nvcc, commit), build.log, gpu-tests.log, bench-train.txt and
 # bench-train.json (its JSON line; fused kernels), bench-train-plain.txt and
-# bench-train-plain.json (plain kernels), bench-codecs.txt and bench-codecs.json, summary.txt
+# bench-train-plain.json (plain kernels), bench-codecs.txt and bench-codecs.json, launch-1x1.txt,
+# launch-2x2.txt and launch-scale.txt / launch-scale.json (`wantrain launch --device` 2 x 2 beside
+# 1 x 1 on the same GPU and model: median tokens/s of steps 6..), summary.txt
 # (with the fused / plain step-time ratio). Exits 0 when the build, every gpu test and the
 # benchmarks succeeded, 1 otherwise; a step that fails does not stop the later ones (their
 # output is what the run is for). Budget: about 8 minutes on one H200 (the step deadlines).
@@ -68,6 +70,36 @@ json_field() {
   sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" "$out/$1"
 }
 
+# The median tokens_per_s of steps 6.. of a launch JSON log (the first steps include start-up).
+median_tok_s() {
+  sed -n 's/.*"step":\([0-9]*\),.*"tokens_per_s":\([0-9.]*\).*/\1 \2/p' "$1" 2>/dev/null |
+    awk '$1 > 5 {print $2}' | sort -g | awk '{v[NR] = $1} END {print NR ? v[int((NR + 1) / 2)] : 0}'
+}
+
+# `wantrain launch --device` on one GPU: 2 stages x 2 replicas (four processes) beside 1 x 1, the
+# same model and global batch.
+launch_scale() { # launch_scale BIN_DIR
+  local flags="--layers 4 --channels 256 --heads 4 --seq 256 --batch 16 --micro-batches 2
+               --steps 30 --val-every 0 --log-every 10 --timeout 60 --device $device"
+  local g
+  for g in 1x1 2x2; do
+    # shellcheck disable=SC2086
+    step launch-$g.txt 90 "$1/wantrain" launch --stages "${g%x*}" --replicas "${g#*x}" $flags \
+      --json-log "$out/launch-$g.jsonl"
+  done
+  local one two
+  one=$(median_tok_s "$out/launch-1x1.jsonl")
+  two=$(median_tok_s "$out/launch-2x2.jsonl")
+  {
+    printf '| run (--device %s) | median tokens/s, steps 6..30 |\n| --- | ---: |\n' "$device"
+    printf '| 1 x 1 | %s |\n| 2 x 2 | %s |\n' "$one" "$two"
+    awk -v a="$one" -v b="$two" 'BEGIN {printf "2 x 2 / 1 x 1: %.3f\n", (a > 0 ? b / a : 0)}'
+  } >"$out/launch-scale.txt"
+  awk -v a="$one" -v b="$two" -v d="$device" 'BEGIN {printf "{\"bench\":\"launch-scale\",\"device\":\"%s\",\"tokens_per_s_1x1\":%s,\"tokens_per_s_2x2\":%s,\"ratio\":%.4f}\n", d, a, b, (a > 0 ? b / a : 0)}' \
+    >"$out/launch-scale.json"
+  note "launch-scale     $(tail -1 "$out/launch-scale.txt")"
+}
+
 benches() { # benches BIN_DIR
   local set
   for set in fused plain; do
@@ -88,6 +120,7 @@ benches() { # benches BIN_DIR
   done
   step bench-codecs.txt 120 "$1/bench-codecs" --device "$device" --reps 5
   grep '^{' "$out/bench-codecs.txt" | tail -1 >"$out/bench-codecs.json"
+  launch_scale "$1"
 }
 
 # The gpu tests of the kernels and the model, whose binaries run either set of kernels.
@@ -105,7 +138,7 @@ if [ -n "$pack" ]; then
   run_packed() { # run_packed KERNEL_SET NAME ARGS...
     local set=$1 name=$2 t0=$SECONDS
     shift 2
-    (cd "$root" && WANTRAIN_CUDA_KERNELS=$set timeout 150 "$pack/bin/$name" "$@") \
+    (cd "$root" && WANTRAIN_CUDA_KERNELS=$set timeout 180 "$pack/bin/$name" "$@") \
       >>"$out/gpu-tests.log" 2>&1
     local rc=$?
     note "$(printf '%-24s rc=%-3d %4ds  %s kernels' "$name${*:+ $*}" "$rc" $((SECONDS - t0)) "$set")"
@@ -113,6 +146,7 @@ if [ -n "$pack" ]; then
   }
   # a binary listed twice (a CTest twin with other variables) runs once per kernel set below
   while read -r name args; do
+    args=${args//@BIN@/$pack/bin} # a script test's binaries: the pack's
     # shellcheck disable=SC2086
     run_packed fused "$name" $args
     # shellcheck disable=SC2086

@@ -20,11 +20,15 @@ mkdir -p "$pack/bin" "$pack/lib"
 ctest --test-dir "$build" -N -V -L gpu | sed -n 's/^[0-9]*: Test command: //p' |
   while read -r cmd args; do
     cp "$cmd" "$pack/bin/"
+    case $cmd in *.sh) args=@BIN@ ;; esac # a script takes the binaries' folder: gpu-check's pack
     echo "$(basename "$cmd")${args:+ $args}" | tr -d '"' >>"$pack/tests.txt"
   done
-for b in bench-train bench-codecs bench-collectives wantrain; do cp "$build/bin/$b" "$pack/bin/"; done
+cp "$root/tests/coordinator/harness.sh" "$pack/bin/" # what the script tests source
+for b in bench-train bench-codecs bench-collectives wantrain peerd coordinator; do
+  cp "$build/bin/$b" "$pack/bin/"
+done
 # every library the binaries resolve here, except glibc's and CUDA's (the GPU machine has its own)
-for f in "$pack"/bin/*; do ldd "$f"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
+for f in "$pack"/bin/*; do case $f in *.sh) ;; *) ldd "$f" ;; esac; done | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^/]*)\.so|/cuda|libcublas|libnccl' |
   while read -r lib; do cp -L "$lib" "$pack/lib/"; done
 cp -L /usr/lib/x86_64-linux-gnu/libopenblas.so.0 "$pack/lib/" # dlopen'd, so ldd does not list it

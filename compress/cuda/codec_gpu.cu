@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "compress/codec.h"
+#include "compress/randk_draw.h"
 
 /* ---- 16-bit conversions (compress/codec_fp16.c, codec_bf16.c) ---------------------------- */
 
@@ -113,36 +114,71 @@ __global__ static void k_int8_decode(const uint8_t *in, size_t n, size_t block, 
   y[i] = d_out(__fmul_rn((float)q, scale), alpha, add, y, i);
 }
 
-/* int4 (codec_int4.c): warp w finds block w's absmax, writing its scale into the payload and
- * the factor qmax/absmax into inv[w]; then one thread per payload byte quantizes elements 2i
- * and 2i+1 with their own blocks' factors (blocks need not be even) and packs them, element
- * 2i in the low nibble. */
+/* int4 (codec_int4.c), element 2i in the low nibble of byte i, counted over the whole tensor.
+ *
+ * One pass: warp w quantizes scale blocks 2w and 2w + 1. Two blocks start on an even element
+ * (2w·block) and end on one or at n, so every byte the warp writes holds two of its own elements,
+ * at any block size; a pair that straddles the two blocks takes each element's own factor. The
+ * warp reads its span once for the absmaxes and again, from cache, to pack it. Blocks larger
+ * than S_INT4_ONE_PASS_MAX take two kernels instead (scales, then a pack with one thread per
+ * byte), since a single warp per pair of huge blocks would serialize the whole tensor. */
+#define S_INT4_ONE_PASS_MAX 8192
+
+__device__ static inline unsigned d_q4(float v, float inv) {
+  return (unsigned)(int)d_min(d_max(rintf(__fmul_rn(v, inv)), -7.0f), 7.0f) & 0xfu;
+}
+
+/* absmax of x[from, to) over the warp; every lane gets it (NaN-free, so the order is free). */
+__device__ static inline float d_warp_absmax(const float *x, size_t from, size_t to,
+                                             unsigned lane) {
+  float amax = 0.0f;
+  for (size_t j = from + lane; j < to; j += 32) amax = d_max(fabsf(x[j]), amax);
+  for (int off = 16; off > 0; off >>= 1)
+    amax = d_max(__shfl_xor_sync(0xffffffffu, amax, off), amax);
+  return amax;
+}
+
+__global__ static void k_int4_encode(const float *x, size_t n, size_t block, size_t nb,
+                                     uint8_t *out) {
+  size_t b0 = 2 * ((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32);
+  unsigned lane = threadIdx.x % 32;
+  if (b0 >= nb) return; /* b0 is the same for the whole warp */
+  size_t i0 = b0 * block, split = n - i0 < block ? n : i0 + block;
+  size_t end = n - split < block ? n : split + block;
+  float a0 = d_warp_absmax(x, i0, split, lane), a1 = d_warp_absmax(x, split, end, lane);
+  float inv0 = a0 > 0 ? __fdiv_rn(7.0f, a0) : 0.0f, inv1 = a1 > 0 ? __fdiv_rn(7.0f, a1) : 0.0f;
+  uint8_t *packed = out + nb * sizeof(float);
+  for (size_t e = i0 + 2 * lane; e < end; e += 64) {
+    unsigned lo = d_q4(x[e], e < split ? inv0 : inv1);
+    unsigned hi = e + 1 < end ? d_q4(x[e + 1], e + 1 < split ? inv0 : inv1) : 0;
+    packed[e / 2] = (uint8_t)(lo | hi << 4);
+  }
+  if (lane == 0) {
+    ((float *)out)[b0] = __fdiv_rn(a0, 7.0f);
+    if (b0 + 1 < nb) ((float *)out)[b0 + 1] = __fdiv_rn(a1, 7.0f);
+  }
+}
+
+/* The two-kernel form for large blocks: warp w writes block w's scale and factor inv[w]. */
 __global__ static void k_int4_scales(const float *x, size_t n, size_t block, size_t nb,
                                      float *scales, float *inv) {
   size_t b = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
   unsigned lane = threadIdx.x % 32;
   if (b >= nb) return;
   size_t i0 = b * block, m = n - i0 < block ? n - i0 : block;
-  float amax = 0.0f;
-  for (size_t j = lane; j < m; j += 32) amax = d_max(fabsf(x[i0 + j]), amax);
-  for (int off = 16; off > 0; off >>= 1)
-    amax = d_max(__shfl_xor_sync(0xffffffffu, amax, off), amax);
+  float amax = d_warp_absmax(x, i0, i0 + m, lane);
   if (lane == 0) {
     scales[b] = __fdiv_rn(amax, 7.0f);
     inv[b] = amax > 0 ? __fdiv_rn(7.0f, amax) : 0.0f;
   }
 }
 
-__device__ static inline unsigned d_q4(const float *x, size_t e, size_t block, const float *inv) {
-  float v = rintf(__fmul_rn(x[e], inv[e / block]));
-  return (unsigned)(int)d_min(d_max(v, -7.0f), 7.0f) & 0xfu;
-}
-
 __global__ static void k_int4_pack(const float *x, size_t n, size_t block, const float *inv,
                                    uint8_t *packed) {
   size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
   if (2 * i >= n) return;
-  unsigned lo = d_q4(x, 2 * i, block, inv), hi = 2 * i + 1 < n ? d_q4(x, 2 * i + 1, block, inv) : 0;
+  unsigned lo = d_q4(x[2 * i], inv[2 * i / block]);
+  unsigned hi = 2 * i + 1 < n ? d_q4(x[2 * i + 1], inv[(2 * i + 1) / block]) : 0;
   packed[i] = (uint8_t)(lo | hi << 4);
 }
 
@@ -243,6 +279,10 @@ extern "C" int compress_cuda_encode(int id, const float *x, size_t n, size_t blo
     k_int8_encode<<<s_blocks(nb * 32, 256), 256>>>(x, n, block, nb, out);
     break;
   case COMPRESS_CODEC_INT4: {
+    if (block <= S_INT4_ONE_PASS_MAX) {
+      k_int4_encode<<<s_blocks((nb + 1) / 2 * 32, 256), 256>>>(x, n, block, nb, out);
+      break;
+    }
     float *inv = (float *)s_scratch(nb * sizeof(float));
     if (!inv) break; /* reported below */
     k_int4_scales<<<s_blocks(nb * 32, 256), 256>>>(x, n, block, nb, (float *)out, inv);
@@ -301,42 +341,84 @@ extern "C" int compress_cuda_add(float *r, const float *g, size_t n, char *why, 
  * The threshold t is the k-th largest key (|x| as the integer of its 31 low bits, NaN above
  * infinity) and `ties` how many elements equal to t are kept; any exact radix select finds the
  * same pair, so the three levels below (11 + 10 + 10 bits, as on the CPU) use integer histogram
- * counts whose atomics give exact, order-free totals. The output is then the CPU's s_emit: in
- * index order, every key above t and the first `ties` keys equal to t, placed by two exclusive
- * scans (ranks among the equal keys, then positions of the kept ones). */
+ * counts whose atomics give exact, order-free totals. The level's bin is chosen on the device
+ * (k_topk_select) and the selection's state stays there, so the encode is a chain of kernels on
+ * the default stream with no copy to the host. The output is then the CPU's s_emit: in index
+ * order, every key above t and the first `ties` keys equal to t, placed by two exclusive scans
+ * (ranks among the equal keys, then positions of the kept ones). */
+
+/* The selection between levels: the key bits chosen so far, and how many keys under them are
+ * still to be taken (after the last level: t and ties). */
+typedef struct {
+  uint32_t prefix;
+  unsigned need;
+} s_topk_sel;
 
 __device__ static inline uint32_t d_key(float f) {
   return __float_as_uint(f) & 0x7fffffffu;
 }
 
-__global__ static void k_topk_hist(const float *x, size_t n, int match_shift, uint32_t match,
+__global__ static void k_topk_init(s_topk_sel *sel, unsigned k) {
+  sel->prefix = 0, sel->need = k;
+}
+
+/* hist[(key >> shift) & mask] counts the keys whose bits above `top` are the prefix's. */
+__global__ static void k_topk_hist(const float *x, size_t n, const s_topk_sel *sel, int top,
                                    int shift, uint32_t mask, unsigned *hist) {
   __shared__ unsigned sh[2048];
+  uint32_t match = (uint32_t)((uint64_t)sel->prefix >> top);
   for (uint32_t b = threadIdx.x; b <= mask; b += blockDim.x) sh[b] = 0;
   __syncthreads();
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x) {
     uint32_t key = d_key(x[i]);
-    if ((uint32_t)((uint64_t)key >> match_shift) == match)
-      atomicAdd(&sh[(key >> shift) & mask], 1u);
+    if ((uint32_t)((uint64_t)key >> top) == match) atomicAdd(&sh[(key >> shift) & mask], 1u);
   }
   __syncthreads();
   for (uint32_t b = threadIdx.x; b <= mask; b += blockDim.x)
     if (sh[b]) atomicAdd(&hist[b], sh[b]);
 }
 
-__global__ static void k_topk_equal(const float *x, size_t n, uint32_t t, unsigned *flag) {
+#include <cub/cub.cuh>
+
+#define S_SELECT_THREADS 1024 /* two bins each: the widest level's 2,048 */
+
+/* One block: suffix sums of the histogram (a block scan over the bins from the top down) find
+ * the bin d where the count of larger keys first reaches `need`; exactly one thread sees it
+ * cross and moves the selection into that bin. */
+__global__ static void k_topk_select(const unsigned *hist, uint32_t mask, int shift,
+                                     s_topk_sel *sel) {
+  typedef cub::BlockScan<unsigned, S_SELECT_THREADS> scan_t;
+  __shared__ typename scan_t::TempStorage tmp;
+  unsigned need = sel->need, item[2], upto[2];
+  for (int i = 0; i < 2; i++) {
+    uint32_t r = 2 * threadIdx.x + i; /* bin mask - r: the r-th from the top */
+    item[i] = r <= mask ? hist[mask - r] : 0;
+  }
+  scan_t(tmp).InclusiveSum(item, upto);
+  __syncthreads(); /* every thread has read sel before one writes it */
+  for (int i = 0; i < 2; i++) {
+    unsigned above = upto[i] - item[i]; /* keys in the bins above this one */
+    if (above < need && upto[i] >= need) {
+      sel->prefix |= (mask - (2 * threadIdx.x + i)) << shift;
+      sel->need = need - above;
+    }
+  }
+}
+
+__global__ static void k_topk_equal(const float *x, size_t n, const s_topk_sel *sel,
+                                    unsigned *flag) {
   size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-  if (i < n) flag[i] = d_key(x[i]) == t;
+  if (i < n) flag[i] = d_key(x[i]) == sel->prefix;
 }
 
 /* flag[i] = kept; rank holds each element's rank among the keys equal to t. */
-__global__ static void k_topk_keep(const float *x, size_t n, uint32_t t, unsigned ties,
+__global__ static void k_topk_keep(const float *x, size_t n, const s_topk_sel *sel,
                                    const unsigned *rank, unsigned *flag) {
   size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
   if (i >= n) return;
-  uint32_t key = d_key(x[i]);
-  flag[i] = key > t || (key == t && rank[i] < ties);
+  uint32_t key = d_key(x[i]), t = sel->prefix;
+  flag[i] = key > t || (key == t && rank[i] < sel->need);
 }
 
 __global__ static void k_topk_emit(const float *x, size_t n, size_t k, const unsigned *flag,
@@ -347,53 +429,52 @@ __global__ static void k_topk_emit(const float *x, size_t n, size_t k, const uns
   ((float *)(out + k * sizeof(uint32_t)))[pos[i]] = x[i];
 }
 
-#include <cub/cub.cuh>
-
-/* Exclusive prefix sum of n unsigned (n <= INT_MAX, checked by the caller). */
-static cudaError_t s_exclusive_sum(const unsigned *in, unsigned *out, size_t n) {
-  size_t bytes = 0;
-  cudaError_t err = cub::DeviceScan::ExclusiveSum(nullptr, bytes, in, out, (int)n);
-  void *tmp = NULL;
-  if (err == cudaSuccess) err = cudaMalloc(&tmp, bytes ? bytes : 1);
-  if (err == cudaSuccess) err = cub::DeviceScan::ExclusiveSum(tmp, bytes, in, out, (int)n);
-  if (tmp) cudaFree(tmp);
-  return err;
+static size_t s_align(size_t bytes) {
+  return (bytes + 255) & ~(size_t)255;
 }
 
+/* n <= INT_MAX and 0 < k <= n (checked by the caller). The scratch (histogram, selection,
+ * flags, scan, cub's temporary storage) is one s_scratch buffer, so nothing here allocates
+ * once it has grown. */
 extern "C" int compress_cuda_topk_encode(const float *x, size_t n, size_t k, uint8_t *out,
                                          char *why, size_t why_len) {
   static const int shifts[3] = {20, 10, 0}, widths[3] = {11, 10, 10};
-  unsigned *hist = NULL, *flag = NULL, *scan = NULL, h[2048];
-  cudaError_t err = cudaMalloc(&hist, sizeof h);
-  if (err == cudaSuccess) err = cudaMalloc(&flag, n * sizeof(unsigned));
-  if (err == cudaSuccess) err = cudaMalloc(&scan, n * sizeof(unsigned));
-  uint32_t prefix = 0;
-  size_t need = k;
-  for (int level = 0; level < 3 && err == cudaSuccess; level++) {
-    int shift = shifts[level], top = shift + widths[level];
-    uint32_t mask = (1u << widths[level]) - 1, d = mask;
-    cudaMemset(hist, 0, sizeof h);
-    unsigned grid = s_blocks(n, 256) < 4096 ? s_blocks(n, 256) : 4096;
-    k_topk_hist<<<grid, 256>>>(x, n, top, (uint32_t)((uint64_t)prefix >> top), shift, mask, hist);
-    err = cudaMemcpy(h, hist, (mask + 1) * sizeof(unsigned), cudaMemcpyDeviceToHost);
-    if (err != cudaSuccess) break;
-    for (; h[d] < need; d--) need -= h[d]; /* the bins hold >= need keys in all */
-    prefix |= d << shift;
+  size_t scan_bytes = 0;
+  cudaError_t err = cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, (const unsigned *)NULL,
+                                                  (unsigned *)NULL, (int)n);
+  size_t hist_at = 0, sel_at = hist_at + s_align(2048 * sizeof(unsigned));
+  size_t flag_at = sel_at + s_align(sizeof(s_topk_sel)), scan_at = flag_at + s_align(n * 4);
+  size_t tmp_at = scan_at + s_align(n * 4), total = tmp_at + s_align(scan_bytes ? scan_bytes : 1);
+  uint8_t *base = err == cudaSuccess ? (uint8_t *)s_scratch(total) : NULL;
+  if (!base) {
+    snprintf(why, why_len, "no device memory for topk's %zu bytes of scratch: %s", total,
+             cudaGetErrorString(err == cudaSuccess ? cudaGetLastError() : err));
+    return -1;
   }
-  if (err == cudaSuccess) {
-    k_topk_equal<<<s_blocks(n, 256), 256>>>(x, n, prefix, flag);
-    err = s_exclusive_sum(flag, scan, n);
+  unsigned *hist = (unsigned *)(base + hist_at), *flag = (unsigned *)(base + flag_at);
+  unsigned *scan = (unsigned *)(base + scan_at);
+  s_topk_sel *sel = (s_topk_sel *)(base + sel_at);
+  void *tmp = base + tmp_at;
+  k_topk_init<<<1, 1>>>(sel, (unsigned)k);
+  unsigned grid = s_blocks(n, 256) < 4096 ? s_blocks(n, 256) : 4096;
+  for (int level = 0; level < 3; level++) {
+    uint32_t mask = (1u << widths[level]) - 1;
+    cudaMemsetAsync(hist, 0, (mask + 1) * sizeof(unsigned));
+    k_topk_hist<<<grid, 256>>>(x, n, sel, shifts[level] + widths[level], shifts[level], mask, hist);
+    k_topk_select<<<1, S_SELECT_THREADS>>>(hist, mask, shifts[level], sel);
   }
+  k_topk_equal<<<s_blocks(n, 256), 256>>>(x, n, sel, flag);
+  err = cub::DeviceScan::ExclusiveSum(tmp, scan_bytes, flag, scan, (int)n);
   if (err == cudaSuccess) {
-    k_topk_keep<<<s_blocks(n, 256), 256>>>(x, n, prefix, (unsigned)need, scan, flag);
-    err = s_exclusive_sum(flag, scan, n);
+    k_topk_keep<<<s_blocks(n, 256), 256>>>(x, n, sel, scan, flag);
+    err = cub::DeviceScan::ExclusiveSum(tmp, scan_bytes, flag, scan, (int)n);
   }
   if (err == cudaSuccess) k_topk_emit<<<s_blocks(n, 256), 256>>>(x, n, k, flag, scan, out);
-  if (err == cudaSuccess) err = cudaGetLastError();
-  cudaFree(hist), cudaFree(flag), cudaFree(scan);
-  if (err == cudaSuccess) return 0;
-  snprintf(why, why_len, "%s", cudaGetErrorString(err));
-  return -1;
+  if (err != cudaSuccess) {
+    snprintf(why, why_len, "%s", cudaGetErrorString(err));
+    return -1;
+  }
+  return s_status(why, why_len);
 }
 
 /* The first position j whose index is out of range or not above the previous one. */
@@ -439,25 +520,24 @@ extern "C" int compress_cuda_topk_decode(const uint8_t *in, size_t k, size_t n, 
   return -1;
 }
 
-/* randk: the payload's k indices (drawn on the host, compress_randk_indices) go up into its
- * index part, then each value is gathered from x. */
-__global__ static void k_gather(const float *x, size_t k, uint8_t *out) {
-  size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-  if (j >= k) return;
-  uint32_t i = ((const uint32_t *)out)[j];
-  ((float *)(out + k * sizeof(uint32_t)))[j] = x[i];
+/* randk: thread s draws segment s of the index list (compress/randk_draw.h, the CPU codec's
+ * generator), writes its indices into the payload's index part and gathers their values. */
+__global__ static void k_randk(const float *x, size_t n, size_t k, uint64_t seed, size_t segments,
+                               uint8_t *out) {
+  size_t s = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (s >= segments) return;
+  uint32_t *idx = (uint32_t *)out;
+  float *val = (float *)(out + k * sizeof(uint32_t));
+  compress_randk_segment(n, k, seed, s, idx);
+  for (size_t j = compress_randk_offset(n, k, s); j < compress_randk_offset(n, k, s + 1); j++)
+    val[j] = x[idx[j]];
 }
 
-extern "C" int compress_cuda_gather(const float *x, size_t k, uint8_t *out,
-                                    const uint32_t *host_idx, char *why, size_t why_len) {
-  cudaError_t err = cudaMemcpy(out, host_idx, k * sizeof(uint32_t), cudaMemcpyHostToDevice);
-  if (err == cudaSuccess) {
-    k_gather<<<s_blocks(k, 256), 256>>>(x, k, out);
-    err = cudaGetLastError();
-  }
-  if (err == cudaSuccess) return 0;
-  snprintf(why, why_len, "%s", cudaGetErrorString(err));
-  return -1;
+extern "C" int compress_cuda_randk_encode(const float *x, size_t n, size_t k, uint64_t seed,
+                                          uint8_t *out, char *why, size_t why_len) {
+  size_t segments = compress_randk_segments(n);
+  k_randk<<<s_blocks(segments, 128), 128>>>(x, n, k, seed, segments, out);
+  return s_status(why, why_len);
 }
 
 /* ---- AC-SGD's per-row affine quantizer (compress/acsgd_quant.c) -----------------------------
@@ -553,6 +633,15 @@ extern "C" int compress_cuda_acsgd_dequantize(const uint8_t *payload, int rows, 
   size_t total = (size_t)rows * cols;
   k_acsgd_decode<<<s_blocks(total, 256), 256>>>(payload, total, rows, cols, bits, out, add);
   return s_status(why, why_len);
+}
+
+extern "C" int compress_cuda_is_device_memory(const void *p) {
+  cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError(); /* not CUDA's memory, or no device: not an error to keep */
+    return 0;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
 extern "C" int compress_cuda_copy_to_host(void *dst, const void *src, size_t bytes, char *why,

@@ -194,6 +194,13 @@ int parallel_allreduce_compressed(parallel_comm *c, const compress_codec *codec,
  * parallel_allreduce_compressed. */
 int parallel_allreduce_sparse(parallel_comm *c, const compress_codec *codec, float *x, size_t n,
                               parallel_op op, compress_ef *ef);
+/* The same from this rank's payload mine[0..len), already encoded (e.g. on a GPU by
+ * compress/codec_gpu.h, whose bytes are the CPU codec's): all-gathers the payloads (none may
+ * exceed compress_codec_max_size(codec, n)) and writes the sum, in rank order, into x[0..n).
+ * Returns as parallel_allreduce_sparse. */
+int parallel_allreduce_sparse_payload(parallel_comm *c, const compress_codec *codec,
+                                      const uint8_t *mine, size_t len, float *x, size_t n,
+                                      parallel_op op);
 
 /* ---- robust all-reduce (see the top) -------------------------------------------------------- */
 

@@ -1,7 +1,13 @@
 /* pipeline — runs one stage's GPipe / 1F1B action list: passes on the gpt_stage, each
  * micro-batch's forward in its own activation slot, activations and gradients across the cuts
  * (raw floats or AC-SGD messages); a forward is recomputed only when fewer slots than
- * micro-batches in flight were allowed (pipeline.h). */
+ * micro-batches in flight were allowed (pipeline.h).
+ *
+ * On a device the passes' host copies run on the back end's copy stream
+ * (gpt_stage_forward_async): a pass returns once its kernels and copies are queued, and the
+ * stage waits for the copies (s_copy_wait) only where the host touches their buffers — before a
+ * send reads act_out or gin, before a receive overwrites gout that a backward may still be
+ * uploading, and at the end of a step. */
 #include "parallel/runtime/pipeline.h"
 
 #include "common/common.h"
@@ -42,11 +48,19 @@ struct parallel_pipeline {
   int *holder;         /* (slots) micro-batch a slot holds, or -1 */
   long recomputes;     /* forwards run again for a backward */
   double compute_s;
+  int copies_pending; /* a pass's copies may still be running (s_copy_wait) */
 
   parallel_site *site; /* or NULL: the passes run on the site's ranks (pipeline.h) */
   int keep_j;          /* parallel_pipeline_keep_sent: the micro-batch to copy, -1: none */
   float *keep_to;
 };
+
+/* Waits for the copies of the passes queued so far (nothing to wait for on host back ends). */
+static void s_copy_wait(parallel_pipeline *p) {
+  if (!p->copies_pending) return;
+  if (p->ops->copy_wait) p->ops->copy_wait();
+  p->copies_pending = 0;
+}
 
 int parallel_pipeline_codec_check(const char *c) {
   static const char *names[] = {"none", "delta2", "delta4", "delta8", "direct8"};
@@ -160,6 +174,7 @@ parallel_pipeline *parallel_pipeline_new(const parallel_pipeline_config *cfg, gp
 void parallel_pipeline_destroy(parallel_pipeline **self_p) {
   if (!self_p || !*self_p) return;
   parallel_pipeline *p = *self_p;
+  s_copy_wait(p); /* before the host buffers go */
   acsgd_sender_destroy(&p->snd);
   acsgd_receiver_destroy(&p->rcv);
   p->ops->host_free(p->act_in), p->ops->host_free(p->act_out);
@@ -294,7 +309,8 @@ static int s_pass_forward(parallel_pipeline *p, const int *tokens, const float *
                           const int *targets, int rows, float *act_out) {
   if (p->site)
     return parallel_site_forward(p->site, tokens, act_in, targets, rows, p->cfg.seq, act_out);
-  return gpt_stage_forward(p->s, tokens, act_in, targets, rows, p->cfg.seq, act_out);
+  p->copies_pending = 1;
+  return gpt_stage_forward_async(p->s, tokens, act_in, targets, rows, p->cfg.seq, act_out);
 }
 
 static float s_pass_loss(const parallel_pipeline *p) {
@@ -304,7 +320,8 @@ static float s_pass_loss(const parallel_pipeline *p) {
 static int s_pass_backward(parallel_pipeline *p, const float *grad_out, float *grad_in,
                            float scale) {
   if (p->site) return parallel_site_backward(p->site, grad_out, grad_in, scale);
-  return gpt_stage_backward(p->s, grad_out, grad_in, scale);
+  p->copies_pending = 1;
+  return gpt_stage_backward_async(p->s, grad_out, grad_in, scale);
 }
 
 /* A slot for micro-batch j's forward: a free one, else (fewer slots than micro-batches in
@@ -367,16 +384,19 @@ static int s_action(parallel_pipeline *p, assign_action a, const int *inputs, co
   case ASSIGN_ACT_FORWARD:
     return s_forward(p, j, inputs, targets);
   case ASSIGN_ACT_SEND_ACT:
+    s_copy_wait(p); /* act_out is down */
     if (p->cfg.test_tamper_act)
       p->cfg.test_tamper_act(p->cfg.test_tamper_arg, j, p->act_out, p->mb_floats);
     if (j == p->keep_j)
       memcpy(p->keep_to, p->act_out, sizeof(float) * p->mb_floats), p->keep_j = -1;
     return s_send(p, p->me + 1, 2 * j, j, p->act_out, 0);
   case ASSIGN_ACT_RECV_GRAD:
+    s_copy_wait(p); /* the last backward's upload of gout is done */
     return s_recv(p, p->me + 1, 2 * j + 1, j, p->gout, 1);
   case ASSIGN_ACT_BACKWARD:
     return s_backward(p, j, inputs, targets);
   case ASSIGN_ACT_SEND_GRAD:
+    s_copy_wait(p); /* gin is down */
     return s_send(p, p->me - 1, 2 * j + 1, j, p->gin, 1);
   }
   return wt_fail(WT_EINVAL, "pipeline: unknown action %d", (int)a.kind);
@@ -392,6 +412,7 @@ int parallel_pipeline_run(parallel_pipeline *p, const int *inputs, const int *ta
   int n = assign_schedule_stage(p->cfg.schedule, p->me, p->S, m, acts), rc = WT_OK;
   if (n < 0) rc = wt_fail(WT_EINVAL, "pipeline: schedule %d is unknown", (int)p->cfg.schedule);
   for (int k = 0; k < n && rc == WT_OK; k++) rc = s_action(p, acts[k], inputs, targets);
+  s_copy_wait(p); /* no copy outlives the step (next step's receives reuse act_in) */
   free(acts);
   if (rc == WT_OK && p->site) rc = parallel_site_grads(p->site, p->s);
   double sum = 0;
@@ -456,6 +477,7 @@ int parallel_pipeline_eval(parallel_pipeline *p, const int *inputs, const int *t
   if (p->site) WT_CHECK(parallel_site_load(p->site, p->s));
   for (int j = 0; j < n && rc == WT_OK; j++) {
     size_t got = 0, tok = (size_t)j * rows * T;
+    s_copy_wait(p); /* the last batch's act_in is up and its act_out down */
     if (!p->first) {
       rc = parallel_comm_recv(p->pipe, p->me - 1, S_TAG_EVAL + j, p->act_in, bytes, &got);
       if (rc == WT_OK && got != bytes)
@@ -468,9 +490,11 @@ int parallel_pipeline_eval(parallel_pipeline *p, const int *inputs, const int *t
       rc = s_pass_forward(p, p->first ? inputs + tok : NULL, p->first ? NULL : p->act_in,
                           p->last ? targets + tok : NULL, rows, p->last ? NULL : p->act_out);
     if (rc == WT_OK && p->last) sum += s_pass_loss(p);
+    s_copy_wait(p);
     if (rc == WT_OK && !p->last)
       rc = parallel_comm_send(p->pipe, p->me + 1, S_TAG_EVAL + j, p->act_out, bytes);
   }
+  s_copy_wait(p);
   *loss = p->last ? (float)(sum / n) : 0.0f;
   return rc;
 }

@@ -285,6 +285,11 @@ static int s_reduce(parallel_tasklet *k, trainer *t) {
     return WT_OK; /* DiLoCo: replicas step alone */
   size_t n;
   gpt_stage *s = trainer_model(t);
+  if (k->ops->device) { /* the sparse codecs encode on the device when they can */
+    if (k->codec) compress_codec_set_seed(k->codec, (uint64_t)trainer_steps_done(t) + 1);
+    int ran = parallel_tasklet_device_sync(k, gpt_stage_grads(s, &n), n);
+    if (ran != 0) return ran < 0 ? ran : WT_OK; /* an error status, or done */
+  }
   float *g = gpt_stage_grads_host(s, &n);
   s_tamper(k, trainer_steps_done(t) + 1, g, n);
   int rc = s_reduce_host(k, t, g, n);
@@ -545,6 +550,7 @@ void parallel_tasklet_teardown(parallel_tasklet *k) {
   parallel_tasklet_spot_free(k);
   parallel_tasklet_spot_round_free(k);
   parallel_ef_destroy(&k->ef);
+  parallel_tasklet_device_sync_free(k);
   compress_ef_destroy(&k->sef);
   compress_codec_destroy(&k->codec);
   trainer_destroy(&k->t);

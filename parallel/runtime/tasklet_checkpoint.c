@@ -428,7 +428,10 @@ static int s_state_save(parallel_tasklet *k) {
   if (rc == WT_OK && (sections & S_ST_INNER)) rc = s_state_write_inner(k, m);
   if (rc == WT_OK && (sections & S_ST_DILOCO)) rc = diloco_save(k->outer, m);
   if (rc == WT_OK && (sections & S_ST_EF)) rc = parallel_ef_save(k->ef, m);
-  if (rc == WT_OK && (sections & S_ST_SEF)) rc = compress_ef_save(k->sef, m);
+  if (rc == WT_OK && (sections & S_ST_SEF)) {
+    parallel_tasklet_device_sync_residual_down(k); /* a device residual's mirror */
+    rc = compress_ef_save(k->sef, m);
+  }
   if (rc == WT_OK && (sections & S_ST_ACT)) rc = parallel_pipeline_save_state(k->pipeline, m);
   if (fclose(m) != 0 && rc == WT_OK) rc = wt_fail(WT_EIO, "cannot buffer the tasklet state");
   if (rc == WT_OK) {
@@ -497,7 +500,10 @@ static int s_state_load(parallel_tasklet *k, long step) {
   if (rc == WT_OK && (sections & S_ST_INNER)) rc = s_state_read_inner(k, m);
   if (rc == WT_OK && (sections & S_ST_DILOCO)) rc = diloco_load(k->outer, m);
   if (rc == WT_OK && (sections & S_ST_EF)) rc = parallel_ef_load(k->ef, m);
-  if (rc == WT_OK && (sections & S_ST_SEF)) rc = compress_ef_load(k->sef, m);
+  if (rc == WT_OK && (sections & S_ST_SEF)) {
+    rc = compress_ef_load(k->sef, m);
+    if (rc == WT_OK) parallel_tasklet_device_sync_residual_up(k);
+  }
   if (rc == WT_OK && (sections & S_ST_ACT)) rc = parallel_pipeline_load_state(k->pipeline, m);
   if (rc == WT_OK && ftell(m) != (long)(len - 4 - S_STATE_HEADER))
     rc = wt_fail(WT_ECORRUPT, "%zu stray bytes", len - 4 - S_STATE_HEADER - (size_t)ftell(m));

@@ -13,6 +13,16 @@
 #include "parallel/runtime/tasklet.h"
 #include "parallel/runtime/zero.h"
 
+/* The sparse sync encoded on a GPU (tasklet_device_sync.c); all NULL on the host path. */
+typedef struct {
+  int decided;           /* the first sync chose the path */
+  uint8_t *payload;      /* (cap) device: this replica's encoded gradient */
+  uint8_t *payload_host; /* (cap) host_alloc: its copy for the all-gather */
+  float *residual;       /* (n) device: the error feedback residual, mirrored in k->sef */
+  float *sum_host;       /* (n) host_alloc: the decoded average */
+  size_t cap;
+} parallel_tasklet_dsync;
+
 typedef struct {
   parallel_tasklet_config cfg;
   trainer_config train; /* the stage's (parallel_tasklet_trainer_config, layers and back end set) */
@@ -21,11 +31,12 @@ typedef struct {
   parallel_comm *pipe;  /* this replica's stages */
   trainer *t;
   parallel_pipeline *pipeline;
-  parallel_site *site;    /* the stage's TP ranks (site_ranks > 1), or NULL */
-  compress_codec *codec;  /* gradient codec, or NULL */
-  int sparse;             /* topk / randk: all-gathered */
-  parallel_ef *ef;        /* compressed ring residuals */
-  compress_ef *sef;       /* sparse sender residual */
+  parallel_site *site;   /* the stage's TP ranks (site_ranks > 1), or NULL */
+  compress_codec *codec; /* gradient codec, or NULL */
+  int sparse;            /* topk / randk: all-gathered */
+  parallel_ef *ef;       /* compressed ring residuals */
+  compress_ef *sef;      /* sparse sender residual */
+  parallel_tasklet_dsync dsync;
   diloco *outer;          /* DiLoCo, or NULL */
   parallel_zero *zero;    /* ZeRO-1, or NULL */
   const kernels_ops *ops; /* the stage's back end */
@@ -124,6 +135,14 @@ int parallel_tasklet_spot_round_after(parallel_tasklet *k, long round);
 void parallel_tasklet_spot_round_free(parallel_tasklet *k);
 
 /* tasklet_state.c: the stage as a state blob (tasklet.h), malloc'd into *out; and back. */
+/* tasklet_device_sync.c: the sparse sync of device gradient g[0..n) encoded on the device.
+ * Returns 1 when it ran (g holds the average), 0 when this tasklet syncs on the host, or an
+ * error status. The residual's mirror in k->sef: _down before saving it, _up after loading. */
+int parallel_tasklet_device_sync(parallel_tasklet *k, float *g, size_t n);
+void parallel_tasklet_device_sync_residual_down(parallel_tasklet *k);
+void parallel_tasklet_device_sync_residual_up(parallel_tasklet *k);
+void parallel_tasklet_device_sync_free(parallel_tasklet *k);
+
 int parallel_tasklet_state_save(parallel_tasklet *k, void **out, size_t *bytes);
 int parallel_tasklet_state_load(parallel_tasklet *k, const void *blob, size_t bytes);
 /* Moves a DiLoCo stage forward to `step` (config start_step) without training: draws and drops

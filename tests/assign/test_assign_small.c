@@ -5,6 +5,9 @@
  * minimum over every partition, found here by a brute force of its own (each partition priced
  * with the paper's formulas: DATAP by its definition, the pipeline by bottleneck matchings and
  * every order of the groups).
+ *
+ *   test_assign_small [INSTANCES]   instances per shape (default 50; the sanitizer build runs
+ *                                   fewer, see CMakeLists.txt)
  */
 #include "assign/assign.h"
 #include "common/common.h"
@@ -127,9 +130,10 @@ static void s_random_network(assign_network *net, wt_rng *rng) {
     }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   static const int shapes[][2] = {{3, 4}, {4, 3}, {6, 2}, {2, 6}};
-  const int instances = 50, seeds = 3;
+  const int instances = argc > 1 ? atoi(argv[1]) : 50, seeds = 3;
+  WT_TEST_REQUIRE(instances >= 1 && instances <= 10000, "instances per shape: %s", argv[1]);
   double lat[N * N] = {0}, bw[N * N] = {0};
   assign_network net = {.n = N, .latency_s = lat, .bandwidth_Bps = bw};
   wt_rng rng;

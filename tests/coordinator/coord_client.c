@@ -4,6 +4,8 @@
 #include "common/common.h"
 #include "common/testing.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
@@ -51,4 +53,40 @@ int coord_client_recv(void *sock, long ms, coordinator_msg *m) {
   int ok = n > 0 && n <= COORD_MSG_MAX && coordinator_msg_decode(buf, (size_t)n, m) == WT_OK;
   free(buf);
   return ok;
+}
+
+void coord_client_peer_open(coord_client_peer *p, void *zctx, const char *server_key,
+                            const char *endpoint, int new_key) {
+  if (new_key) zmq_curve_keypair(p->pub, p->sec);
+  p->sock = coord_client_socket(zctx, server_key, endpoint, p->pub, p->sec);
+  WT_TEST_REQUIRE(p->sock, "a CURVE client connects to %s", endpoint);
+  coordinator_sid_new(p->sid);
+  p->seq = 0;
+}
+
+int coord_client_peer_send(coord_client_peer *p, coordinator_cmd cmd, const cJSON *body) {
+  return coord_client_send(p->sock, p->sid, ++p->seq, cmd, body);
+}
+
+int coord_client_peer_sendf(coord_client_peer *p, coordinator_cmd cmd, const char *fmt, ...) {
+  char json[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(json, sizeof json, fmt, ap);
+  va_end(ap);
+  WT_TEST_REQUIRE(n >= 0 && (size_t)n < sizeof json, "the test's message body fits: %s", json);
+  return coord_client_send_json(p->sock, p->sid, ++p->seq, cmd, json);
+}
+
+cJSON *coord_client_peer_expect(coord_client_peer *p, coordinator_cmd want, long ms) {
+  double end = wt_now_s() + (double)ms / 1000;
+  for (double now = wt_now_s(); now < end; now = wt_now_s()) {
+    coordinator_msg m;
+    long left = (long)((end - now) * 1000) + 1;
+    if (!coord_client_recv(p->sock, left < 200 ? left : 200, &m)) continue;
+    cJSON *body = m.cmd == want ? cJSON_Duplicate(m.body, 1) : NULL;
+    coordinator_msg_clear(&m);
+    if (body) return body;
+  }
+  return NULL;
 }

@@ -16,7 +16,6 @@
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <sodium.h> /* defines: crypto_hash_sha256 for the shard's digest */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,12 +25,10 @@
 static char s_tmp[1024], s_ckpt[1100];
 static volatile sig_atomic_t s_stop;
 static void *s_zctx;
+static const long s_wait_ms = 10000; /* for a reply, on a loaded machine */
 
 typedef struct {
-  char pub[41], sec[41];
-  void *sock;
-  char sid[COORD_SID_CHARS + 1];
-  uint64_t seq;
+  coord_client_peer peer;
   int rank; /* in the current epoch, -1 = none */
 } s_client;
 
@@ -40,41 +37,13 @@ static void *s_serve(void *arg) {
   return NULL;
 }
 
-static void s_send(s_client *cl, coordinator_cmd cmd, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void s_send(s_client *cl, coordinator_cmd cmd, const char *fmt, ...) {
-  char json[4096];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(json, sizeof json, fmt, ap);
-  va_end(ap);
-  coord_client_send_json(cl->sock, cl->sid, ++cl->seq, cmd, json);
-}
-
 /* Connects and registers with flops; waits for WELCOME. */
 static void s_join(s_client *cl, coordinator *c, double flops) {
-  zmq_curve_keypair(cl->pub, cl->sec);
-  cl->sock = coord_client_socket(s_zctx, coordinator_public_key(c), coordinator_endpoint(c),
-                                 cl->pub, cl->sec);
-  WT_TEST_REQUIRE(cl->sock, "a CURVE client connects");
-  coordinator_sid_new(cl->sid);
-  cl->seq = 0, cl->rank = -1;
-  s_send(cl, COORD_CMD_REGISTER,
-         "{\"token\":\"\",\"device\":{\"kind\":\"cpu\",\"flops\":%g,\"memory\":1e9}}", flops);
-}
-
-/* The next message of command `want` within 10 s (others skipped); its body, owned by the
- * caller, or NULL. */
-static cJSON *s_expect(s_client *cl, coordinator_cmd want) {
-  double end = wt_now_s() + 10;
-  while (wt_now_s() < end) {
-    coordinator_msg m;
-    if (!coord_client_recv(cl->sock, 200, &m)) continue;
-    cJSON *body = m.cmd == want ? cJSON_Duplicate(m.body, 1) : NULL;
-    coordinator_msg_clear(&m);
-    if (body) return body;
-  }
-  return NULL;
+  coord_client_peer_open(&cl->peer, s_zctx, coordinator_public_key(c), coordinator_endpoint(c), 1);
+  cl->rank = -1;
+  coord_client_peer_sendf(
+      &cl->peer, COORD_CMD_REGISTER,
+      "{\"token\":\"\",\"device\":{\"kind\":\"cpu\",\"flops\":%g,\"memory\":1e9}}", flops);
 }
 
 /* One epoch's EPOCH, BOUND and START for the members `cl`; a probe is answered with a fast
@@ -84,26 +53,26 @@ static int s_epoch(s_client **cl, int n, cJSON **train) {
   int epoch = -1;
   *train = NULL;
   for (int i = 0; i < n; i++) {
-    cJSON *e = s_expect(cl[i], COORD_CMD_EPOCH);
+    cJSON *e = coord_client_peer_expect(&cl[i]->peer, COORD_CMD_EPOCH, s_wait_ms);
     WT_TEST_REQUIRE(e, "client %d got an epoch", i);
     epoch = coordinator_field_int(e, "epoch", -1);
     cl[i]->rank = coordinator_field_int(e, "rank", -1);
     if (i == 0) *train = cJSON_DetachItemFromObject(e, "tasklet"); /* a train epoch's seat */
     cJSON_Delete(e);
-    s_send(cl[i], COORD_CMD_BOUND, "{\"epoch\":%d,\"endpoint\":\"tcp://127.0.0.1:%d\"}", epoch,
-           40000 + i);
+    coord_client_peer_sendf(&cl[i]->peer, COORD_CMD_BOUND,
+                            "{\"epoch\":%d,\"endpoint\":\"tcp://127.0.0.1:%d\"}", epoch, 40000 + i);
   }
   for (int i = 0; i < n; i++) {
-    cJSON *st = s_expect(cl[i], COORD_CMD_START);
+    cJSON *st = coord_client_peer_expect(&cl[i]->peer, COORD_CMD_START, s_wait_ms);
     WT_TEST_REQUIRE(st, "client %d got START", i);
     cJSON_Delete(st);
   }
   if (!*train)
     for (int i = 0; i < n; i++)
-      s_send(cl[i], COORD_CMD_RESULT,
-             "{\"epoch\":%d,\"ok\":true,\"steps\":0,\"latency_s\":[0.001,0.001],"
-             "\"bandwidth_Bps\":[1e9,1e9]}",
-             epoch);
+      coord_client_peer_sendf(&cl[i]->peer, COORD_CMD_RESULT,
+                              "{\"epoch\":%d,\"ok\":true,\"steps\":0,\"latency_s\":[0.001,0.001],"
+                              "\"bandwidth_Bps\":[1e9,1e9]}",
+                              epoch);
   return epoch;
 }
 
@@ -142,10 +111,11 @@ static void s_shard(int stage, long step, char hex[65]) {
 
 /* Sends one report and waits for the coordinator to handle it (a heartbeat's ACK follows). */
 static void s_report(s_client *cl, int epoch, long step, int stage, const char *digest) {
-  s_send(cl, COORD_CMD_CHECKPOINT, "{\"epoch\":%d,\"step\":%ld,\"stage\":%d,\"digest\":\"%s\"}",
-         epoch, step, stage, digest);
-  s_send(cl, COORD_CMD_HEARTBEAT, "{\"epoch\":%d,\"step\":0}", epoch);
-  cJSON *ack = s_expect(cl, COORD_CMD_ACK);
+  coord_client_peer_sendf(&cl->peer, COORD_CMD_CHECKPOINT,
+                          "{\"epoch\":%d,\"step\":%ld,\"stage\":%d,\"digest\":\"%s\"}", epoch, step,
+                          stage, digest);
+  coord_client_peer_sendf(&cl->peer, COORD_CMD_HEARTBEAT, "{\"epoch\":%d,\"step\":0}", epoch);
+  cJSON *ack = coord_client_peer_expect(&cl->peer, COORD_CMD_ACK, s_wait_ms);
   WT_TEST_REQUIRE(ack, "the coordinator answers after a report");
   cJSON_Delete(ack);
 }
@@ -187,7 +157,7 @@ int main(void) {
   cJSON_Delete(train);
   s_client *owner[2] = {a.rank == 0 ? &a : &b, a.rank == 0 ? &b : &a}; /* by stage */
   s_join(&standby, c, 1e8); /* slower: it stays a standby */
-  cJSON *w = s_expect(&standby, COORD_CMD_WELCOME);
+  cJSON *w = coord_client_peer_expect(&standby.peer, COORD_CMD_WELCOME, s_wait_ms);
   WT_TEST_REQUIRE(w, "the standby is admitted");
   cJSON_Delete(w);
 
@@ -217,13 +187,13 @@ int main(void) {
   WT_TEST_ASSERT(s_status_num(c, "committed_step") == 10, "both owners' true reports commit 10");
 
   /* a member leaves: the next train epoch (after probing the standby) starts from step 10 */
-  s_send(owner[1], COORD_CMD_LEAVE, "{}");
-  cJSON *ab = s_expect(owner[0], COORD_CMD_ABORT);
+  coord_client_peer_sendf(&owner[1]->peer, COORD_CMD_LEAVE, "{}");
+  cJSON *ab = coord_client_peer_expect(&owner[0]->peer, COORD_CMD_ABORT, s_wait_ms);
   WT_TEST_REQUIRE(ab, "the other member is told to abort");
   cJSON_Delete(ab);
-  s_send(owner[0], COORD_CMD_RESULT,
-         "{\"epoch\":%d,\"ok\":false,\"error\":\"aborted\",\"code\":%d,\"steps\":12}", epoch,
-         WT_EIO);
+  coord_client_peer_sendf(
+      &owner[0]->peer, COORD_CMD_RESULT,
+      "{\"epoch\":%d,\"ok\":false,\"error\":\"aborted\",\"code\":%d,\"steps\":12}", epoch, WT_EIO);
   s_client *next[] = {owner[0], &standby};
   s_epoch(next, 2, &train); /* the standby's links */
   epoch = s_epoch(next, 2, &train);
@@ -253,7 +223,7 @@ int main(void) {
   pthread_join(th, NULL);
   coordinator_destroy(&c);
   s_client *all[] = {&a, &b, &standby};
-  for (size_t i = 0; i < WT_ARRAY_LEN(all); i++) zmq_close(all[i]->sock);
+  for (size_t i = 0; i < WT_ARRAY_LEN(all); i++) zmq_close(all[i]->peer.sock);
   zmq_ctx_term(s_zctx);
   char rm[1200];
   snprintf(rm, sizeof rm, "rm -rf '%s'", s_tmp);

@@ -7,12 +7,14 @@
 # shard from the one copy left; the test checks that one copy was all that was left, that the
 # run resumed from the committed step, and that the coordinator made the second copy again
 # before the next kill. The run then ends at an undisturbed run's final loss bit for bit.
+# Placement takes lab8.json's links as they are (--links scenario): no probe epoch first.
 #   tests/coordinator/test_coord_holders_kill.sh BIN_DIR
 BIN=$1
 . "$(dirname "$0")/harness.sh"
 ARGS=(--open --stages 2 --replicas 1 --steps 200 --checkpoint-every 10 --heartbeat 0.25
       --liveness 4 --peer-timeout 5 --exit-when-done --checkpoint-storage peers
-      --checkpoint-copies 2 --scenario "$(dirname "$0")/lab8.json" --time-scale 3)
+      --checkpoint-copies 2 --scenario "$(dirname "$0")/lab8.json" --time-scale 3
+      --links scenario)
 status() { curl -sf "http://127.0.0.1:$(cat "$STATE/http_port")/status"; }
 # doubled: "STEP MEMBER HOLDERS..." for the newest step whose stage-1 shard has two live holders
 # or more, with the id of the peer training stage 1 now; nothing when there is none

@@ -3,7 +3,8 @@
 # checkpoints on the peers. One peerd joins a coordinator with a shared checkpoint directory and
 # another joins one with --checkpoint-storage peers (2 x 4 runs, so neither forms an epoch and
 # no data link binds). The second listens on exactly one TCP port more than the first (the shard
-# server), its coordinator runs a shard relay that /status shows, and the first's does not.
+# server), its coordinator runs a shard relay that /status shows, and the first's does not. A
+# third coordinator, given a relay port range, binds its shard relay inside that range.
 #   tests/coordinator/test_coord_holders_port.sh BIN_DIR
 BIN=$1
 . "$(dirname "$0")/harness.sh"
@@ -34,4 +35,17 @@ echo "shard relay: '$shared_relay' with a shared directory, '$peers_relay' with 
   fail "peers storage must open exactly one more port (the shard server): $shared_ports vs $peers_ports"
 [ "$shared_relay" = none ] || fail "a shared-directory run runs no shard relay"
 [[ "$peers_relay" == tcp://127.0.0.1:* ]] || fail "a peers-storage run runs a shard relay: '$peers_relay'"
+{ kill -9 "${PEER_PID[2]}" "$CPID"; wait "${PEER_PID[2]}" "$CPID"; } 2>/dev/null
+
+lo=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+hi=$((lo + 3))
+STATE=$WORK/range
+start_coord range.log --open --heartbeat 0.25 --checkpoint-storage peers \
+  --relay-port-min "$lo" --relay-port-max "$hi"
+sleep 1 # the status snapshot
+range_relay=$(relay_of)
+port=${range_relay##*:}
+echo "shard relay with --relay-port-min $lo --relay-port-max $hi: '$range_relay'"
+[[ "$port" =~ ^[0-9]+$ ]] && [ "$port" -ge "$lo" ] && [ "$port" -le "$hi" ] ||
+  fail "the shard relay must bind inside the operator's relay range $lo-$hi: '$range_relay'"
 echo "test_coord_holders_port: all checks passed"

@@ -11,12 +11,14 @@
 #     digest and fetches the shard from the peer that holds the other copy, and the run ends at
 #     run U's final loss bit for bit.
 # Links are lab8.json's 2 ms at time scale 3, so that the kill lands mid-run.
+# Placement takes lab8.json's links as they are (--links scenario): no probe epoch first.
 #   tests/coordinator/test_coord_holders_restart.sh BIN_DIR
 BIN=$1
 . "$(dirname "$0")/harness.sh"
 ARGS=(--open --stages 2 --replicas 1 --steps 240 --checkpoint-every 10 --heartbeat 0.25
       --liveness 4 --peer-timeout 5 --exit-when-done --checkpoint-storage peers
-      --scenario "$(dirname "$0")/lab8.json" --time-scale 3)
+      --scenario "$(dirname "$0")/lab8.json" --time-scale 3
+      --links scenario)
 peers() { for i in "$@"; do start_peer "$i" --region lab; done; }
 # doubled: the newest step whose stage-1 shard two live peers hold (from /status), or nothing
 doubled() {

@@ -7,12 +7,14 @@
 # its two copies: every member resumes from the newest held step, the seats that lack a shard
 # (the standby's, and any member moved to another seat) fetch it, and the run ends at an
 # undisturbed run's final loss bit for bit.
+# Placement takes lab8.json's links as they are (--links scenario): no probe epoch first.
 #   tests/coordinator/test_coord_holders_sync.sh BIN_DIR
 BIN=$1
 . "$(dirname "$0")/harness.sh"
 ARGS=(--open --stages 2 --replicas 2 --steps 160 --checkpoint-every 10 --heartbeat 0.25
       --liveness 4 --peer-timeout 5 --exit-when-done --checkpoint-storage peers
-      --grad-codec int8 --grad-ef on --scenario "$(dirname "$0")/lab8.json" --time-scale 3)
+      --grad-codec int8 --grad-ef on --scenario "$(dirname "$0")/lab8.json" --time-scale 3
+      --links scenario)
 
 STATE=$WORK/u PEER_LOG=u-peer
 start_coord u.log "${ARGS[@]}"

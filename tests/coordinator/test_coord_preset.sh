@@ -12,12 +12,14 @@
 #     error-feedback residuals), and the run ends at exactly the undisturbed run's final loss, so
 #     the replacement started from the lost replica's residuals. (A DiLoCo run recovers live
 #     instead: test_coord_live.)
+# Placement takes lab8.json's links as they are (--links scenario): no probe epoch first.
 #   tests/coordinator/test_coord_preset.sh BIN_DIR
 BIN=$1
 . "$(dirname "$0")/harness.sh"
 STEPS=130
 ARGS=(--open --stages 2 --replicas 2 --steps $STEPS --checkpoint-every 10 --heartbeat 0.25
-      --liveness 4 --peer-timeout 5 --exit-when-done --scenario "$(dirname "$0")/lab8.json")
+      --liveness 4 --peer-timeout 5 --exit-when-done --scenario "$(dirname "$0")/lab8.json"
+      --links scenario)
 
 run() { # run NAME PEERS PRESET [ARGS...]: coordinator + PEERS peers on state dir $WORK/NAME
   local name=$1 peers=$2 preset=$3; shift 3

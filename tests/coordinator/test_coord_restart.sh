@@ -10,11 +10,13 @@
 #     (exit 1) instead of training from damaged weights.
 # The peers sit in an emulated lab with 2 ms links (lab8.json), so the kills land mid-run however
 # fast the machine computes.
+# Placement takes lab8.json's links as they are (--links scenario): no probe epoch first.
 #   tests/coordinator/test_coord_restart.sh BIN_DIR
 BIN=$1
 . "$(dirname "$0")/harness.sh"
 ARGS=(--open --stages 2 --replicas 2 --steps 150 --checkpoint-every 10 --heartbeat 0.25
-      --liveness 4 --peer-timeout 5 --exit-when-done --scenario "$(dirname "$0")/lab8.json")
+      --liveness 4 --peer-timeout 5 --exit-when-done --scenario "$(dirname "$0")/lab8.json"
+      --links scenario)
 peers() { for i in 1 2 3 4; do start_peer "$i" --region lab; done; }
 kill_coord() {
   kill -9 "$CPID" 2>/dev/null || fail "the coordinator had exited before the kill (the run ended too early)"

@@ -17,7 +17,6 @@
 #include <cjson/cJSON.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,12 +27,10 @@
 static char s_tmp[1024];
 static volatile sig_atomic_t s_stop;
 static void *s_zctx;
+static const long s_wait_ms = 10000; /* for a reply, on a loaded machine */
 
 typedef struct {
-  char pub[41], sec[41];
-  void *sock;
-  char sid[COORD_SID_CHARS + 1];
-  uint64_t seq;
+  coord_client_peer peer;
   int rank;
 } s_client;
 
@@ -42,42 +39,15 @@ static void *s_serve(void *arg) {
   return NULL;
 }
 
-static void s_send(s_client *cl, coordinator_cmd cmd, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void s_send(s_client *cl, coordinator_cmd cmd, const char *fmt, ...) {
-  char json[4096];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(json, sizeof json, fmt, ap);
-  va_end(ap);
-  coord_client_send_json(cl->sock, cl->sid, ++cl->seq, cmd, json);
-}
-
 /* Connects and registers; `reach` is the REGISTER's reachability fields (may be ""). */
 static void s_join(s_client *cl, coordinator *c, const char *reach) {
-  zmq_curve_keypair(cl->pub, cl->sec);
-  cl->sock = coord_client_socket(s_zctx, coordinator_public_key(c), coordinator_endpoint(c),
-                                 cl->pub, cl->sec);
-  WT_TEST_REQUIRE(cl->sock, "a client socket to the coordinator");
-  coordinator_sid_new(cl->sid);
-  cl->seq = 0, cl->rank = -1;
-  s_send(cl, COORD_CMD_REGISTER,
-         "{\"token\":\"\",\"host\":\"127.0.0.1\",\"device\":{\"kind\":\"cpu\",\"flops\":1e9,"
-         "\"memory\":1e9}%s}",
-         reach);
-}
-
-/* The next message of command `want` within 10 s (others skipped), owned by the caller. */
-static cJSON *s_expect(s_client *cl, coordinator_cmd want) {
-  double end = wt_now_s() + 10;
-  while (wt_now_s() < end) {
-    coordinator_msg m;
-    if (!coord_client_recv(cl->sock, 200, &m)) continue;
-    cJSON *body = m.cmd == want ? cJSON_Duplicate(m.body, 1) : NULL;
-    coordinator_msg_clear(&m);
-    if (body) return body;
-  }
-  return NULL;
+  coord_client_peer_open(&cl->peer, s_zctx, coordinator_public_key(c), coordinator_endpoint(c), 1);
+  cl->rank = -1;
+  coord_client_peer_sendf(
+      &cl->peer, COORD_CMD_REGISTER,
+      "{\"token\":\"\",\"host\":\"127.0.0.1\",\"device\":{\"kind\":\"cpu\",\"flops\":1e9,"
+      "\"memory\":1e9}%s}",
+      reach);
 }
 
 /* A TCP port on 127.0.0.1: listening (*fd set) or closed again (listen = 0). */
@@ -138,11 +108,12 @@ static void s_connect_back(void) {
   s_join(&says, c, ",\"reachable\":false");
   s_join(&none, c, "");
   s_client *all[] = {&yes, &no, &says, &none};
-  for (size_t i = 0; i < WT_ARRAY_LEN(all); i++) cJSON_Delete(s_expect(all[i], COORD_CMD_WELCOME));
+  for (size_t i = 0; i < WT_ARRAY_LEN(all); i++)
+    cJSON_Delete(coord_client_peer_expect(&all[i]->peer, COORD_CMD_WELCOME, s_wait_ms));
   char got[4][200];
   double end = wt_now_s() + 5;
   do {
-    for (int i = 0; i < 4; i++) s_reachable_of(c, all[i]->pub, got[i], sizeof got[i]);
+    for (int i = 0; i < 4; i++) s_reachable_of(c, all[i]->peer.pub, got[i], sizeof got[i]);
   } while ((!strncmp(got[0], "testing", 7) || !strncmp(got[1], "testing", 7)) && wt_now_s() < end);
   printf("connect-back: listening %s | closed %s | says so %s | no port %s\n", got[0], got[1],
          got[2], got[3]);
@@ -155,7 +126,7 @@ static void s_connect_back(void) {
   s_stop = 1;
   pthread_join(th, NULL);
   coordinator_destroy(&c);
-  for (size_t i = 0; i < WT_ARRAY_LEN(all); i++) zmq_close(all[i]->sock);
+  for (size_t i = 0; i < WT_ARRAY_LEN(all); i++) zmq_close(all[i]->peer.sock);
   close(fd);
 }
 
@@ -164,7 +135,7 @@ static void s_connect_back(void) {
 static int s_epoch(s_client **cl, int n, int *reachable) {
   int epoch = -1;
   for (int i = 0; i < n; i++) {
-    cJSON *e = s_expect(cl[i], COORD_CMD_EPOCH);
+    cJSON *e = coord_client_peer_expect(&cl[i]->peer, COORD_CMD_EPOCH, s_wait_ms);
     WT_TEST_REQUIRE(e, "client %d got an epoch", i);
     epoch = coordinator_field_int(e, "epoch", -1);
     cl[i]->rank = coordinator_field_int(e, "rank", -1);
@@ -188,8 +159,9 @@ static void s_bound(s_client *cl, int epoch, const int *reachable, int n, int wi
     snprintf(ob + k, sizeof ob - k, "]");
     for (char *x; (x = strchr(ob, 'X'));) *x = (char)('0' + cl->rank);
   }
-  s_send(cl, COORD_CMD_BOUND, "{\"epoch\":%d,\"endpoint\":\"tcp://127.0.0.1:%d\"%s}", epoch,
-         40000 + cl->rank, ob);
+  coord_client_peer_sendf(&cl->peer, COORD_CMD_BOUND,
+                          "{\"epoch\":%d,\"endpoint\":\"tcp://127.0.0.1:%d\"%s}", epoch,
+                          40000 + cl->rank, ob);
 }
 
 static void s_routes(void) {
@@ -208,7 +180,7 @@ static void s_routes(void) {
   s_bound(&b, epoch, reachable, 3, 1);
   s_bound(&d, epoch, reachable, 3, 1);
   s_bound(&a, epoch, reachable, 3, 0); /* a reachable member that lists no outbox */
-  cJSON *ab = s_expect(&b, COORD_CMD_ABORT);
+  cJSON *ab = coord_client_peer_expect(&b.peer, COORD_CMD_ABORT, s_wait_ms);
   WT_TEST_ASSERT(ab != NULL, "a BOUND without outboxes aborts the epoch");
   cJSON_Delete(ab);
   WT_TEST_ASSERT(coordinator_refused(c) == before + 1, "and is counted as refused");
@@ -217,7 +189,7 @@ static void s_routes(void) {
   for (int i = 0; i < 3; i++) s_bound(cl[i], epoch, reachable, 3, 1);
   cJSON *st[3];
   for (int i = 0; i < 3; i++) {
-    st[i] = s_expect(cl[i], COORD_CMD_START);
+    st[i] = coord_client_peer_expect(&cl[i]->peer, COORD_CMD_START, s_wait_ms);
     WT_TEST_REQUIRE(st[i], "client %d got START", i);
   }
   WT_TEST_ASSERT(!cJSON_GetObjectItemCaseSensitive(st[0], "outboxes") &&
@@ -242,7 +214,7 @@ static void s_routes(void) {
   s_stop = 1;
   pthread_join(th, NULL);
   coordinator_destroy(&c);
-  for (int i = 0; i < 3; i++) zmq_close(cl[i]->sock);
+  for (int i = 0; i < 3; i++) zmq_close(cl[i]->peer.sock);
 }
 
 int main(void) {

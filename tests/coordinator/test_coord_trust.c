@@ -20,7 +20,6 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/http.h"
 #include "coordinator/protocol.h"
-#include "parallel/transport/zmq.h"
 #include "tests/coordinator/coord_client.h"
 
 #include <cjson/cJSON.h>
@@ -38,10 +37,7 @@ static volatile sig_atomic_t s_stop;
 static void *s_zctx;
 
 typedef struct {
-  char pub[41], sec[41];
-  void *sock;
-  char sid[COORD_SID_CHARS + 1];
-  uint64_t seq;
+  coord_client_peer peer;
   int epoch, rank, training, refused, excluded;
   char kind[8], reason[512], first_reason[512]; /* the last refusal's reason; the first's */
   long step;
@@ -53,24 +49,15 @@ static void *s_serve(void *arg) {
 }
 
 static void s_open(s_client *cl, coordinator *c, int new_key) {
-  if (new_key) parallel_zmq_keypair_new(cl->pub, cl->sec);
-  cl->sock = coord_client_socket(s_zctx, coordinator_public_key(c), coordinator_endpoint(c),
-                                 cl->pub, cl->sec);
-  WT_TEST_REQUIRE(cl->sock, "a CURVE client connects");
-  coordinator_sid_new(cl->sid);
-  cl->seq = 0, cl->epoch = -1, cl->rank = -1, cl->training = 0, cl->step = 0;
-}
-
-static void s_send(s_client *cl, coordinator_cmd cmd, cJSON *b) {
-  coord_client_send(cl->sock, cl->sid, ++cl->seq, cmd, b);
-  cJSON_Delete(b);
+  coord_client_peer_open(&cl->peer, s_zctx, coordinator_public_key(c), coordinator_endpoint(c),
+                         new_key);
+  cl->epoch = -1, cl->rank = -1, cl->training = 0, cl->step = 0;
 }
 
 static void s_register_claiming(s_client *cl, double flops) {
-  char body[256];
-  snprintf(body, sizeof body,
-           "{\"token\":\"\",\"device\":{\"kind\":\"cpu\",\"flops\":%g,\"memory\":1e9}}", flops);
-  s_send(cl, COORD_CMD_REGISTER, cJSON_Parse(body));
+  coord_client_peer_sendf(
+      &cl->peer, COORD_CMD_REGISTER,
+      "{\"token\":\"\",\"device\":{\"kind\":\"cpu\",\"flops\":%g,\"memory\":1e9}}", flops);
 }
 
 static void s_register(s_client *cl) {
@@ -93,7 +80,8 @@ static void s_handle(s_client *cl, const coordinator_msg *m) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddNumberToObject(r, "epoch", cl->epoch);
     cJSON_AddStringToObject(r, "endpoint", "tcp://127.0.0.1:9");
-    s_send(cl, COORD_CMD_BOUND, r);
+    coord_client_peer_send(&cl->peer, COORD_CMD_BOUND, r);
+    cJSON_Delete(r);
   } else if (m->cmd == COORD_CMD_START && !strcmp(cl->kind, "probe")) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddNumberToObject(r, "epoch", cl->epoch);
@@ -105,7 +93,8 @@ static void s_handle(s_client *cl, const coordinator_msg *m) {
       cJSON_AddItemToArray(la, cJSON_CreateNumber(0.001));
       cJSON_AddItemToArray(bw, cJSON_CreateNumber(1e9));
     }
-    s_send(cl, COORD_CMD_RESULT, r);
+    coord_client_peer_send(&cl->peer, COORD_CMD_RESULT, r);
+    cJSON_Delete(r);
   } else if (m->cmd == COORD_CMD_START) {
     cl->training = 1;
   }
@@ -113,7 +102,7 @@ static void s_handle(s_client *cl, const coordinator_msg *m) {
 
 static void s_drain(s_client *cl) {
   coordinator_msg m;
-  while (coord_client_recv(cl->sock, 0, &m)) {
+  while (coord_client_recv(cl->peer.sock, 0, &m)) {
     s_handle(cl, &m);
     coordinator_msg_clear(&m);
   }
@@ -145,7 +134,8 @@ static void s_heartbeat(s_client *cl, int liar_rank, int malformed) {
   cJSON *spot = cJSON_AddArrayToObject(t, "spot_failed");
   for (int r = 0; r < N; r++)
     cJSON_AddItemToArray(spot, cJSON_CreateNumber(cl->rank >= 0 ? (double)s_spot[cl->rank][r] : 0));
-  s_send(cl, COORD_CMD_HEARTBEAT, b);
+  coord_client_peer_send(&cl->peer, COORD_CMD_HEARTBEAT, b);
+  cJSON_Delete(b);
 }
 
 /* The id /status gives the peer of key `key` (-1: none). */
@@ -238,7 +228,7 @@ static void test_spot_exclusion(void) {
   int caught = -1;
   for (int i = 0; i < N; i++)
     if (cl[i].rank == N - 1) caught = i;
-  WT_TEST_ASSERT(caught >= 0 && !strcmp(key, cl[caught].pub),
+  WT_TEST_ASSERT(caught >= 0 && !strcmp(key, cl[caught].peer.pub),
                  "the excluded key is the one two checkers caught: %.8s", key);
   WT_TEST_ASSERT(strstr(reason, "failed 2 spot checks made by 2 peers"), "the reason: %s", reason);
   printf("spot checks: excluded at round %d: %s\n", rounds, reason);
@@ -250,7 +240,7 @@ static void test_spot_exclusion(void) {
   int compared = 0;
   for (int i = 0; i < N; i++) {
     if (i == caught) continue; /* excluded: gone from the table, its key refused */
-    const int id = s_peer_id(before, cl[i].pub);
+    const int id = s_peer_id(before, cl[i].peer.pub);
     for (size_t f = 0; f < WT_ARRAY_LEN(fields); f++) {
       const double was = s_trust_of(before, id, fields[f]), is = s_trust_of(after, id, fields[f]);
       WT_TEST_ASSERT(was == is, "peer %d's %s: %g before the restart, %g after", id, fields[f], was,
@@ -259,16 +249,16 @@ static void test_spot_exclusion(void) {
     }
   }
   const cJSON *ex_after = cJSON_GetObjectItemCaseSensitive(after, "excluded");
-  WT_TEST_ASSERT(
-      coordinator_field_int(after, "peers_excluded", -1) == 1 &&
-          !strcmp(coordinator_field_str(cJSON_GetArrayItem(ex_after, 0), "key"), cl[caught].pub) &&
-          strstr(coordinator_field_str(cJSON_GetArrayItem(ex_after, 0), "reason"),
-                 "failed 2 spot checks"),
-      "the restarted coordinator lists the exclusion: %d",
-      coordinator_field_int(after, "peers_excluded", -1));
+  WT_TEST_ASSERT(coordinator_field_int(after, "peers_excluded", -1) == 1 &&
+                     !strcmp(coordinator_field_str(cJSON_GetArrayItem(ex_after, 0), "key"),
+                             cl[caught].peer.pub) &&
+                     strstr(coordinator_field_str(cJSON_GetArrayItem(ex_after, 0), "reason"),
+                            "failed 2 spot checks"),
+                 "the restarted coordinator lists the exclusion: %d",
+                 coordinator_field_int(after, "peers_excluded", -1));
   int framed = -1;
   for (int i = 0; i < N; i++)
-    if (cl[i].rank == 1) framed = s_peer_id(after, cl[i].pub);
+    if (cl[i].rank == 1) framed = s_peer_id(after, cl[i].peer.pub);
   WT_TEST_ASSERT(compared >= 3 && s_trust_of(after, framed, "spot_failed") >= 6 &&
                      s_trust_of(after, framed, "spot_checkers") == 1,
                  "the framed peer's failed checks (%g, by %g checkers) survive the restart",
@@ -276,7 +266,7 @@ static void test_spot_exclusion(void) {
                  s_trust_of(after, framed, "spot_checkers"));
   cJSON_Delete(before);
   cJSON_Delete(after);
-  for (int i = 0; i < N; i++) zmq_close(cl[i].sock);
+  for (int i = 0; i < N; i++) zmq_close(cl[i].peer.sock);
   coordinator_destroy(&c);
 }
 
@@ -338,7 +328,7 @@ static void test_claims(void) {
   WT_TEST_ASSERT(flagged_at >= 3 && flagged_at <= 6,
                  "flagged after a few lasting reports, not at step %ld", flagged_at);
   for (int i = 0; i < N; i++) {
-    const cJSON *e = s_claim_of(st, cl[i].pub);
+    const cJSON *e = s_claim_of(st, cl[i].peer.pub);
     WT_TEST_ASSERT(e, "client %d has a claim record", i);
     if (!e) continue;
     const int flagged = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "flagged"));
@@ -365,7 +355,7 @@ static void test_claims(void) {
                  "one claim flagged after the restart, not %d",
                  coordinator_field_int(after, "peers_claim_flagged", -1));
   for (int i = 0; i < N; i++) {
-    const cJSON *was = s_claim_of(before, cl[i].pub), *is = s_claim_of(after, cl[i].pub);
+    const cJSON *was = s_claim_of(before, cl[i].peer.pub), *is = s_claim_of(after, cl[i].peer.pub);
     WT_TEST_ASSERT(was && is, "client %d has a claim record after the restart", i);
     if (!was || !is) continue;
     WT_TEST_ASSERT(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(is, "flagged")) == (i == 0) &&
@@ -377,7 +367,7 @@ static void test_claims(void) {
   }
   cJSON_Delete(before);
   cJSON_Delete(after);
-  for (int i = 0; i < N; i++) zmq_close(cl[i].sock);
+  for (int i = 0; i < N; i++) zmq_close(cl[i].peer.sock);
   coordinator_destroy(&c);
 }
 
@@ -423,7 +413,7 @@ int main(void) {
                  "one peer excluded, not %d", coordinator_field_int(st, "peers_excluded", -1));
   const char *key = coordinator_field_str(cJSON_GetArrayItem(ex, 0), "key");
   const char *reason = coordinator_field_str(cJSON_GetArrayItem(ex, 0), "reason");
-  WT_TEST_ASSERT(!strcmp(key, cl[liar].pub), "the excluded key is the liar's: %.8s", key);
+  WT_TEST_ASSERT(!strcmp(key, cl[liar].peer.pub), "the excluded key is the liar's: %.8s", key);
   WT_TEST_ASSERT(strstr(reason, "left out of 5 of its 5 robust syncs (norm)"),
                  "the reason gives the evidence: %s", reason);
   /* the step the liar reached: five reports, the first one's malformed copy dropped (else
@@ -465,7 +455,7 @@ int main(void) {
   }
   WT_TEST_ASSERT(s_excluded(c) == 1, "only the liar is excluded: %d", s_excluded(c));
   /* the liar's key is refused from now on, with the reason */
-  zmq_close(cl[liar].sock);
+  zmq_close(cl[liar].peer.sock);
   s_open(&cl[liar], c, 0);
   s_register(&cl[liar]);
   for (int k = 0; k < 30 && !cl[liar].refused; k++) usleep(100000), s_drain(&cl[liar]);
@@ -474,7 +464,7 @@ int main(void) {
                  cl[liar].refused ? cl[liar].reason : "admitted");
   s_stop = 1;
   pthread_join(th, NULL);
-  for (int i = 0; i < N; i++) zmq_close(cl[i].sock);
+  for (int i = 0; i < N; i++) zmq_close(cl[i].peer.sock);
   coordinator_destroy(&c);
   test_claims();
   test_spot_exclusion();

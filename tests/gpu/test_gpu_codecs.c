@@ -1,8 +1,9 @@
 /* test_gpu_codecs — the GPU codecs write and read the CPU codecs' wire bytes, so GPU and CPU
  * peers interoperate. Exits 77 (skipped) without a CUDA device. For fp32, fp16, bf16, int8 and
  * int4 (nearest-even), sign, topk and randk, at block sizes 64, 100 (ragged last block) and n
- * (one scale), on random values mixed with the awkward ones (NaN, ±inf, ±0, float and half
- * subnormals, values that round to half infinity, exact rounding ties):
+ * (one scale), and int4 also at odd blocks (pairs across two blocks) on both sides of its
+ * one-pass limit (7, 8191, 8192, 8193), on random values mixed with the awkward ones (NaN, ±inf,
+ * ±0, float and half subnormals, values that round to half infinity, exact rounding ties):
  *   - GPU encode gives bitwise the CPU's payload on finite and infinite inputs, and a payload
  *     that decodes to the same floats (NaNs compared as NaNs) where the input holds NaNs: the
  *     payload bits of a NaN that went through arithmetic are the hardware's (x86 keeps the
@@ -15,6 +16,8 @@
  *     for bit (an infinite gradient turns the residual into NaNs: inf - inf);
  *   - topk: the same k indices and values as the CPU's radix select, ties included, at several
  *     k; an index out of order is refused;
+ *   - randk: the CPU's index list (compress/randk_draw.h, drawn on the device) at one segment,
+ *     a segment and one, a ragged last segment and 2^22 elements, at k = 1% and k = n;
  *   - AC-SGD's row quantizer at 2, 4 and 8 bits: the CPU's payload and decodes (add or not),
  *     a NaN row and a negative step refused;
  *   - stochastic rounding, which has no GPU kernels, is refused with WT_ENOTSUP. */
@@ -217,6 +220,34 @@ static void test_topk(void) {
   test_error_feedback("topk");
 }
 
+/* randk: the device draws the CPU's list, whatever the number of segments and k. */
+static void test_randk_sizes(void) {
+  static const size_t ns[] = {5, 2048, 2049, 100003, (size_t)1 << 22};
+  static const double fracs[] = {0.01, 1.0};
+  for (size_t t = 0; t < sizeof ns / sizeof *ns; t++)
+    for (size_t f = 0; f < 2; f++) {
+      size_t n = ns[t];
+      compress_params p = compress_params_default();
+      p.k_frac = fracs[f];
+      p.seed = 1000 + t;
+      compress_codec *c = NULL;
+      WT_TEST_REQUIRE((c = compress_codec_new("randk", &p)) != NULL, "%s", wt_last_error());
+      size_t cap = compress_codec_max_size(c, n), lc = 0, lg = 0;
+      float *x = s_input(n, 99 + t), *dx = s_dev(n * 4);
+      uint8_t *pc = wt_xmalloc(cap), *pg = wt_xmalloc(cap), *dp = s_dev(cap);
+      s_h2d(dx, x, n * 4);
+      WT_TEST_REQUIRE(compress_codec_encode(c, x, n, pc, cap, &lc) == WT_OK, "%s", wt_last_error());
+      WT_TEST_REQUIRE(compress_gpu_encode(c, dx, n, dp, cap, &lg) == WT_OK, "%s", wt_last_error());
+      s_d2h(pg, dp, lg);
+      /* compared as bits: NaN values are gathered, not computed, so their bits survive */
+      WT_TEST_ASSERT(lg == lc && memcmp(pg, pc, lc) == 0, "randk n %zu k_frac %g: same payload", n,
+                     fracs[f]);
+      cudaFree(dx), cudaFree(dp);
+      free(x), free(pc), free(pg);
+      compress_codec_destroy(&c);
+    }
+}
+
 /* AC-SGD's row quantizer: the CPU's payload and decodes, and its refusals. */
 static void test_acsgd_rows(void) {
   const int rows = 37, cols = 100;
@@ -304,6 +335,10 @@ int main(void) {
     s_check_codec(codecs[i], n, n);
     s_check_codec(codecs[i], 64, 5); /* fewer elements than a block */
   }
+  static const size_t int4_blocks[] = {7, 8191, 8192, 8193};
+  for (size_t i = 0; i < sizeof int4_blocks / sizeof *int4_blocks; i++)
+    s_check_codec("int4", int4_blocks[i], n);
+  test_randk_sizes();
   test_error_feedback("sign");
   test_error_feedback("int8");
   test_error_feedback("bf16");

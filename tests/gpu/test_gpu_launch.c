@@ -4,6 +4,9 @@
  *   - fp32, plain all-reduce: every step's loss within 1e-3 relative, and the loss falls;
  *   - bf16 (--precision bf16): within 3e-2 relative;
  *   - fp32 DiLoCo H = 5: within 1e-3; fp32 with ZeRO-1 and AC-SGD delta8 activations: 1e-2;
+ *   - --grad-codec randk and topk, encoded on the device (tasklet_device_sync.c): randk keeps
+ *     the same indices on both back ends, so 1e-3; topk can swap two near-equal magnitudes at
+ *     its threshold, which the later steps carry on: 1e-2;
  *   - `--device cuda` (round-robin over the visible GPUs): within 1e-3;
  *   - `--device cuda:99`: refused with exit status 1 and a message naming the device;
  *   - two tasklets of one process on cuda:0 (threads): the second is refused, since the CUDA
@@ -178,6 +181,8 @@ int main(void) {
   s_case("bf16", "", "--device cuda:0 --precision bf16", 3e-2);
   s_case("zero-delta8", "--zero 1 --act-codec delta8", "--device cuda:0", 1e-2);
   s_case("diloco", "--diloco 5", "--device cuda:0", 1e-3);
+  s_case("randk", "--grad-codec randk", "--device cuda:0", 1e-3);
+  s_case("topk", "--grad-codec topk", "--device cuda:0", 1e-2);
   s_case("round-robin", "", "--device cuda", 1e-3);
   int rc = s_launch("cuda99", "--device cuda:99");
   char path[700], out[4096] = "";

@@ -371,6 +371,58 @@ static void test_sparse_equals_dense(const char *name) {
   compress_codec_destroy(&codec);
 }
 
+/* parallel_allreduce_sparse_payload: each rank hands in a payload it encoded itself (as a GPU
+ * peer does with the GPU codec's CPU-identical bytes), and every rank gets what
+ * parallel_allreduce_sparse gives from the raw vectors, bit for bit, averaged. */
+typedef struct {
+  s_job job;
+  float **out; /* [world][n]: the payload path's result */
+} s_payload_job;
+
+static int s_payload_fn(parallel_comm *c, void *arg) {
+  s_payload_job *pj = arg;
+  s_job *j = &pj->job;
+  int r = parallel_comm_rank(c);
+  size_t cap = compress_codec_max_size(j->codec, j->n), len = 0;
+  uint8_t *mine = wt_xmalloc(cap);
+  int rc = compress_codec_encode(j->codec, j->x[r], j->n, mine, cap, &len);
+  if (rc == WT_OK)
+    rc = parallel_allreduce_sparse_payload(c, j->codec, mine, len, pj->out[r], j->n,
+                                           PARALLEL_OP_AVG);
+  if (rc == WT_OK)
+    rc = parallel_allreduce_sparse(c, j->codec, j->x[r], j->n, PARALLEL_OP_AVG, NULL);
+  free(mine);
+  j->rcs[r] = rc;
+  return rc;
+}
+
+static void test_sparse_payload(const char *name) {
+  compress_codec *codec = s_codec(name);
+  const int world = 3;
+  const size_t n = 1000;
+  parallel_inproc_group *g = parallel_inproc_group_new(world);
+  s_payload_job pj = {.job = s_job_new(world, n, codec, 1, 0)};
+  pj.out = wt_xcalloc((size_t)world, sizeof *pj.out);
+  wt_rng rng;
+  wt_rng_seed(&rng, 77);
+  for (int r = 0; r < world; r++) {
+    pj.out[r] = wt_xcalloc(n, sizeof(float));
+    for (size_t i = 0; i < n; i++) pj.job.x[r][i] = (float)wt_rng_normal(&rng);
+  }
+  int rc = parallel_inproc_run(g, s_payload_fn, &pj, NULL);
+  WT_TEST_ASSERT(rc == WT_OK, "%s payload all-reduce: %s", name, wt_status_name(rc));
+  int same = rc == WT_OK, nonzero = 0;
+  for (int r = 0; r < world && same; r++) same = !memcmp(pj.out[r], pj.job.x[0], n * sizeof(float));
+  for (size_t i = 0; i < n; i++) nonzero += pj.out[0][i] != 0;
+  WT_TEST_ASSERT(same && nonzero > 0,
+                 "%s: the sum of pre-encoded payloads is not parallel_allreduce_sparse's", name);
+  for (int r = 0; r < world; r++) free(pj.out[r]);
+  free(pj.out);
+  s_job_free(&pj.job);
+  parallel_inproc_group_destroy(&g);
+  compress_codec_destroy(&codec);
+}
+
 /* A compressed chunk damaged on its way (bit flip in the payload, truncation) is refused on the
  * receiving rank with WT_ECORRUPT; nobody crashes or hangs. */
 typedef struct {
@@ -491,6 +543,8 @@ int main(void) {
   test_error_feedback("randk", 1);
   test_sparse_equals_dense("topk");
   test_sparse_equals_dense("randk");
+  test_sparse_payload("topk");
+  test_sparse_payload("randk");
   test_faults();
   test_ef_checkpoint();
   test_bytes_table();

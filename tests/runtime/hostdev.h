@@ -9,7 +9,9 @@
  *     instead of downloading it) dies at once with SIGSEGV, and the handler says why;
  *   - an op handed a host pointer where a device pointer belongs aborts with a message;
  *   - what is computed is bitwise what the CPU back end computes, so a run on it must give the
- *     CPU run's numbers exactly (same OpenMP thread count).
+ *     CPU run's numbers exactly (same OpenMP thread count);
+ *   - download_async / upload_async keep their contract strictly (see hd_wait): a host read of a
+ *     download before copy_wait sees NaNs, a rewrite of an upload's source aborts.
  * Thread-safe (tasklets run as threads). Header-only; for tests/runtime.
  *
  *   const kernels_ops *ops = hostdev_ops();   // NULL with a message if the range cannot be mapped
@@ -84,7 +86,63 @@ static void hd_copy(void *dst, const void *src, size_t bytes) {
 static void hd_zero(void *p, size_t bytes) {
   memset(HD(p), 0, bytes);
 }
-static void hd_wait(void) {}
+
+/* The asynchronous copies, emulated strictly, so that a runtime that touches a copy's host buffer
+ * before copy_wait gets other numbers or an abort instead of the CPU run's: a download takes its
+ * bytes when it is queued (as a copy stream does, after the work queued before it) but lands in
+ * host memory only at copy_wait, and until then the host buffer holds NaNs (all bits set); an
+ * upload lands at once, and copy_wait aborts if its host source was rewritten meanwhile. The
+ * queue is per thread, as each tasklet thread has its own stage. */
+typedef struct {
+  void *host;     /* a download's destination, or an upload's source */
+  void *snapshot; /* a download's bytes; NULL for an upload */
+  size_t bytes;
+  uint64_t digest; /* an upload's source when it was queued (FNV-1a) */
+} hd_pending;
+static _Thread_local hd_pending *hd_q;
+static _Thread_local size_t hd_qn, hd_qcap;
+
+static uint64_t hd_fnv(const void *p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+  return h;
+}
+static void hd_queue(hd_pending r) {
+  if (hd_qn == hd_qcap) {
+    hd_qcap = hd_qcap ? 2 * hd_qcap : 16;
+    hd_q = realloc(hd_q, hd_qcap * sizeof *hd_q);
+    if (!hd_q) abort();
+  }
+  hd_q[hd_qn++] = r;
+}
+static void hd_download_async(void *dst, const void *src, size_t bytes) {
+  void *snap = malloc(bytes ? bytes : 1);
+  if (!snap) abort();
+  memcpy(snap, HD(src), bytes);
+  memset(dst, 0xff, bytes);
+  hd_queue((hd_pending){dst, snap, bytes, 0});
+  __atomic_add_fetch(&hd.downloads, 1, __ATOMIC_RELAXED);
+}
+static void hd_upload_async(void *dst, const void *src, size_t bytes) {
+  hd_upload(dst, src, bytes);
+  hd_queue((hd_pending){(void *)src, NULL, bytes, hd_fnv(src, bytes)});
+}
+static void hd_wait(void) {
+  for (size_t i = 0; i < hd_qn; i++) {
+    hd_pending *r = &hd_q[i];
+    if (r->snapshot) {
+      memcpy(r->host, r->snapshot, r->bytes);
+      free(r->snapshot);
+    } else if (hd_fnv(r->host, r->bytes) != r->digest) {
+      fprintf(stderr,
+              "hostdev: the host source of an upload_async (%zu bytes at %p) was "
+              "rewritten before copy_wait\n",
+              r->bytes, r->host);
+      abort();
+    }
+  }
+  hd_qn = 0;
+}
 static double hd_sq_norm(const float *x, size_t n) {
   return kernels_cpu()->sq_norm(HD(x), n);
 }
@@ -204,8 +262,8 @@ static const kernels_ops hd_table = {
     .mem_total = hd_mem_total,
     .host_alloc = hd_host_alloc,
     .host_free = hd_host_free,
-    .download_async = hd_download,
-    .upload_async = hd_upload,
+    .download_async = hd_download_async,
+    .upload_async = hd_upload_async,
     .copy_wait = hd_wait,
 };
 
