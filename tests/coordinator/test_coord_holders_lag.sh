@@ -44,6 +44,8 @@ from=$(grep -oE "predicted cost .* from step [0-9]+" "$WORK/coord.log" | tail -1
 grep -hE "fetched step $from stage 1 replica 0 from" "$WORK"/peer*.log >/dev/null ||
   fail "no standby fetched step $from of stage 1 from a copy"
 echo "resumed from step $from (pinned $pinned, committed $committed when killed: $(((committed - from) / 5)) checkpoints back)"
+grep -oE "recovered: training resumed past step [0-9]+ [0-9.]+ s after the loss" "$WORK/coord.log" | head -1
+grep -hoE "fetched step $from stage 1 replica 0 from .* in [0-9.]+ s" "$WORK"/peer*.log | head -1
 wait_exit "$CPID" 90 || fail "the run did not finish after the kill"
 grep -q "the run finished 300 steps" "$WORK/coord.log" || fail "the run did not complete its 300 steps"
 echo "test_coord_holders_lag: all checks passed"
