@@ -217,11 +217,14 @@ static void s_missing_at(coordinator *c, long step, char *why, size_t size) {
 
 int coord_holders_ready(coordinator *c, char *why, size_t size) {
   if (!coord_holders_on(c) || c->committed_step <= 0) return 1;
-  if (s_reports_pending(c)) return 0;
-  if (coord_holders_resume_step(c) > 0) {
+  const int pending = s_reports_pending(c);
+  if (!pending && coord_holders_resume_step(c) > 0) {
     c->holders_wait_since = 0;
     return 1;
   }
+  /* the wait starts once every live peer has reported; peers that register meanwhile (their
+   * reports pending) do not stretch it, but a step they already named ends it */
+  if (pending && (c->holders_wait_since <= 0 || coord_holders_resume_step(c) > 0)) return 0;
   const double now = wt_now_s(), limit = c->cfg.bind_timeout_s;
   if (c->holders_wait_since <= 0) {
     c->holders_wait_since = now;
