@@ -238,8 +238,10 @@ struct coordinator {
   int ckpt_unchecked;     /* the checkpoint directory is not visible here (said once) */
   /* holders.c: copies asked for, and what was said once */
   coord_copy_pending copies[COORD_HOLDERS_PENDING];
-  int holders_waiting, holders_short_said;
+  int holders_short_said;
+  double holders_wait_since; /* when no step could be resumed from live holders (0: it can) */
   double holders_check_t;
+  long holders_pinned; /* the step no peer's store may prune, sent in every ACK (0: none yet) */
   struct coord_store *store; /* store.c: --checkpoint-store's thread, or NULL */
   /* the run completed then: FINISH goes out once the store took the last shards from the
    * peers (at most COORD_STORE_DRAIN_S later); 0 = sent */
@@ -583,10 +585,16 @@ void coord_scenario_close(coordinator *c);
  * check asks live peers to copy the latest committed step's shards until checkpoint_copies
  * live peers hold each (a lost holder's copies are made again). resume_step: the newest step
  * whose needed shards (every stage's replica 0; every replica's in a stateful run) all have a
- * live holder, 0 = none. ready: whether a train epoch may form (0 while a committed run has no
- * such step; said once). seat_json adds "storage" and, when the seat resumes, "fetch" (the
- * shards it needs with their digests and live holders) to a train epoch's tasklet object, and
- * tells those holders to let the member in. status adds the holders to /status. */
+ * live holder, 0 = none. ready: whether a train epoch may form: 1 yes; 0 while a committed run
+ * has no such step (said once), at most --bind-timeout from when every live peer had reported;
+ * then -1 with why (size bytes) naming the shards no live peer holds, and the run must stop.
+ * pinned_step: the newest committed step whose needed shards have min(checkpoint_copies, live
+ * shard servers) live holders each, 0 = none;
+ * check keeps it in holders_pinned, and ack_json puts it in an ACK ("pinned": {run, step,
+ * keep}) so that no peer prunes it (peer/shards.h). seat_json adds "storage" and, when the seat
+ * resumes, "fetch" (the shards it needs with their digests and live holders) to a train epoch's
+ * tasklet object, and tells those holders to let the member in. status adds the holders to /status.
+ */
 int coord_holders_on(const coordinator *c);
 int coord_holders_open(coordinator *c);
 void coord_holders_on_shards(coordinator *c, coord_peer *p, const cJSON *body);
@@ -606,7 +614,9 @@ void coord_holders_check(coordinator *c);
  * store): FINISH waits for it, so the peers that hold them are still there to serve. */
 int coord_holders_end_stored(coordinator *c);
 long coord_holders_resume_step(coordinator *c);
-int coord_holders_ready(coordinator *c);
+int coord_holders_ready(coordinator *c, char *why, size_t size);
+long coord_holders_pinned_step(coordinator *c);
+void coord_holders_ack_json(const coordinator *c, cJSON *ack);
 void coord_holders_seat_json(coordinator *c, int rank, cJSON *tasklet);
 void coord_holders_status(coordinator *c, cJSON *o);
 

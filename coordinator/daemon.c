@@ -399,6 +399,7 @@ static void s_heartbeat(coordinator *c, coord_peer *p, const cJSON *b) {
     coord_epoch_on_result(c, p, result); /* its RESULT was lost (e.g. while we restarted) */
   cJSON *a = cJSON_CreateObject();
   cJSON_AddNumberToObject(a, "epoch", c->epoch);
+  coord_holders_ack_json(c, a);
   coord_send(c, p, COORD_CMD_ACK, a);
   cJSON_Delete(a);
 }

@@ -806,6 +806,18 @@ static void s_epoch_over(coordinator *c) {
 }
 
 /* Stops the run with its cause and tells every live peer, which exits with an error. */
+/* Stops the run: logs why, tells every live peer (FINISH with the error) and records it. */
+static void s_stop_because(coordinator *c, const char *why) {
+  c->run_complete = 2;
+  coord_event(c, "stopped", "%s", why);
+  coord_state_save_run(c);
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddStringToObject(b, "error", why);
+  for (int i = 0; i < c->n_peers; i++)
+    if (c->peers[i].status == PEER_LIVE) coord_send(c, &c->peers[i], COORD_CMD_FINISH, b);
+  cJSON_Delete(b);
+}
+
 static void s_stop(coordinator *c) {
   char why[2600];
   if (c->failed_epochs >= 3)
@@ -816,14 +828,7 @@ static void s_stop(coordinator *c) {
              "three epochs failed after training past a checkpoint step that was never "
              "committed; the latest complete checkpoint is step %ld in %s; last error: %s",
              c->committed_step, c->cfg.run.checkpoint_dir, c->last_error);
-  c->run_complete = 2;
-  coord_event(c, "stopped", "%s", why);
-  coord_state_save_run(c);
-  cJSON *b = cJSON_CreateObject();
-  cJSON_AddStringToObject(b, "error", why);
-  for (int i = 0; i < c->n_peers; i++)
-    if (c->peers[i].status == PEER_LIVE) coord_send(c, &c->peers[i], COORD_CMD_FINISH, b);
-  cJSON_Delete(b);
+  s_stop_because(c, why);
 }
 
 /* The members that missed the bind deadline (bind) or the start deadline (their heartbeats do
@@ -911,7 +916,13 @@ void coord_epoch_tick(coordinator *c) {
     s_stop(c);
     return;
   }
-  if (!coord_holders_ready(c)) return;
+  char why[1024];
+  const int ready = coord_holders_ready(c, why, sizeof why);
+  if (ready < 0) { /* no live peer holds a committed step, and none came back in time */
+    snprintf(c->last_error, sizeof c->last_error, "%s", why);
+    s_stop_because(c, why);
+  }
+  if (ready <= 0) return;
   if (!s_place(c, live, n_live)) return;
   if (measured && n_live > COORD_PROBE_ALL_PAIRS && s_refine_due(c)) return;
   c->refine_rounds = 0;

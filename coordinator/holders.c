@@ -101,31 +101,78 @@ static int s_needed(const coordinator *c, int replica) {
   return replica == 0 || parallel_run_config_stateful(&c->cfg.run);
 }
 
-static int s_step_held(coordinator *c, long step) {
-  coord_peer *h[1];
+/* Whether every shard a resume of step needs has `copies` live holders with its writer's
+ * digest. */
+static int s_step_held(coordinator *c, long step, int copies) {
+  coord_peer *h[S_MAX_HOLDERS];
   for (int s = 0; s < c->cfg.run.stages; s++)
     for (int r = 0; r < c->cfg.run.replicas; r++) {
       if (!s_needed(c, r)) continue;
       char d[65];
       s_writer_digest(c, step, s, r, d);
-      if (!d[0] || s_live_holders(c, step, s, r, h, NULL, 1) < 1) return 0;
+      if (!d[0] || s_live_holders(c, step, s, r, h, NULL, S_MAX_HOLDERS) < copies) return 0;
     }
   return 1;
 }
 
-long coord_holders_resume_step(coordinator *c) {
+/* The steps that have a writer's digest, newest first, not past `max_step`. Returns how many. */
+static int s_digest_steps(coordinator *c, long max_step, long *steps, int cap) {
   sqlite3_stmt *st = NULL;
   sqlite3_prepare_v2(c->db,
                      "SELECT DISTINCT step FROM shard_digests WHERE step <= ? ORDER BY step DESC",
                      -1, &st, NULL);
-  sqlite3_bind_int64(st, 1, c->cfg.run.steps);
-  long steps[256];
+  sqlite3_bind_int64(st, 1, max_step);
   int n = 0;
-  while (n < 256 && sqlite3_step(st) == SQLITE_ROW) steps[n++] = sqlite3_column_int64(st, 0);
+  while (n < cap && sqlite3_step(st) == SQLITE_ROW) steps[n++] = sqlite3_column_int64(st, 0);
   sqlite3_finalize(st);
+  return n;
+}
+
+/* The newest step not past max_step whose needed shards have `copies` live holders each. */
+static long s_newest_held(coordinator *c, long max_step, int copies) {
+  long steps[256];
+  int n = s_digest_steps(c, max_step, steps, 256);
   for (int i = 0; i < n; i++)
-    if (s_step_held(c, steps[i])) return steps[i];
+    if (s_step_held(c, steps[i], copies)) return steps[i];
   return 0;
+}
+
+long coord_holders_resume_step(coordinator *c) {
+  return s_newest_held(c, c->cfg.run.steps, 1);
+}
+
+/* Live peers with a shard server: what can hold a copy. */
+static int s_live_servers(coordinator *c) {
+  sqlite3_stmt *st = NULL;
+  sqlite3_prepare_v2(c->db, "SELECT peer FROM shard_servers", -1, &st, NULL);
+  int n = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const coord_peer *p = s_peer_by_id(c, sqlite3_column_int(st, 0));
+    n += p && p->status == PEER_LIVE;
+  }
+  sqlite3_finalize(st);
+  return n;
+}
+
+/* The pin is what keeps the newest restorable step on the peers: no store prunes it or anything
+ * newer, so it stays held (less the holders that leave) until a newer step is held k times as
+ * well. Only a step held k times is pinned: pinning one its writers alone hold would let the
+ * stores prune the older steps whose copies are still on their way, and copies that lag would
+ * then never land. Until a step is held k times (0) the stores prune nothing. */
+long coord_holders_pinned_step(coordinator *c) {
+  if (!coord_holders_on(c) || c->committed_step <= 0) return 0;
+  const int copies = WT_MAX(1, WT_MIN(c->cfg.checkpoint_copies, s_live_servers(c)));
+  return s_newest_held(c, c->committed_step, copies);
+}
+
+void coord_holders_ack_json(const coordinator *c, cJSON *ack) {
+  if (!coord_holders_on(c) || c->holders_pinned <= 0) return;
+  char run[17];
+  snprintf(run, sizeof run, "%016llx", (unsigned long long)(c->run_id & 0xFFFFFFFFFFFFull));
+  cJSON *o = cJSON_AddObjectToObject(ack, "pinned");
+  cJSON_AddStringToObject(o, "run", run);
+  cJSON_AddNumberToObject(o, "step", (double)c->holders_pinned);
+  cJSON_AddNumberToObject(o, "keep", WT_MAX(c->cfg.run.keep, 2));
 }
 
 /* A peer that has just registered reports its store at its next heartbeat; until it has (or
@@ -137,17 +184,70 @@ static int s_reports_pending(const coordinator *c) {
   return 0;
 }
 
-int coord_holders_ready(coordinator *c) {
+/* Appends to why what a resume of step lacks: each needed shard with no live holder, and the
+ * peers that held it. */
+static void s_missing_at(coordinator *c, long step, char *why, size_t size) {
+  coord_peer *h[1];
+  size_t len = strlen(why);
+  snprintf(why + len, size - len, "%sstep %ld lacks", len ? "; " : "", step);
+  for (int s = 0; s < c->cfg.run.stages; s++)
+    for (int r = 0; r < c->cfg.run.replicas; r++) {
+      char d[65];
+      s_writer_digest(c, step, s, r, d);
+      if (!s_needed(c, r) || (d[0] && s_live_holders(c, step, s, r, h, NULL, 1) > 0)) continue;
+      len = strlen(why);
+      snprintf(why + len, size - len, " stage %d replica %d (held by peers", s, r);
+      sqlite3_stmt *st = NULL;
+      sqlite3_prepare_v2(c->db,
+                         "SELECT peer FROM shard_holders WHERE step = ? AND stage = ? AND "
+                         "replica = ? AND digest = ? ORDER BY peer LIMIT 8",
+                         -1, &st, NULL);
+      sqlite3_bind_int64(st, 1, step), sqlite3_bind_int(st, 2, s), sqlite3_bind_int(st, 3, r);
+      sqlite3_bind_text(st, 4, d, -1, SQLITE_TRANSIENT);
+      int n = 0;
+      for (; sqlite3_step(st) == SQLITE_ROW; n++) {
+        len = strlen(why);
+        snprintf(why + len, size - len, " %d", sqlite3_column_int(st, 0));
+      }
+      sqlite3_finalize(st);
+      len = strlen(why);
+      snprintf(why + len, size - len, "%s, none live)", n ? "" : " none");
+    }
+}
+
+int coord_holders_ready(coordinator *c, char *why, size_t size) {
   if (!coord_holders_on(c) || c->committed_step <= 0) return 1;
-  if (s_reports_pending(c)) return 0;
-  if (coord_holders_resume_step(c) > 0) return 1;
-  if (!c->holders_waiting)
+  const int pending = s_reports_pending(c);
+  if (!pending && coord_holders_resume_step(c) > 0) {
+    c->holders_wait_since = 0;
+    return 1;
+  }
+  /* the wait starts once every live peer has reported; peers that register meanwhile (their
+   * reports pending) do not stretch it, but a step they already named ends it */
+  if (pending && (c->holders_wait_since <= 0 || coord_holders_resume_step(c) > 0)) return 0;
+  const double now = wt_now_s(), limit = c->cfg.bind_timeout_s;
+  if (c->holders_wait_since <= 0) {
+    c->holders_wait_since = now;
     coord_event(c, "checkpoint",
-                "waiting for peers that hold the shards of a committed step (step %ld is "
-                "committed; no step has every shard on a live peer)",
-                c->committed_step);
-  c->holders_waiting = 1;
-  return 0;
+                "waiting at most %.3g s (--bind-timeout) for peers that hold the shards of a "
+                "committed step (step %ld is committed; no step has every shard on a live peer)",
+                limit, c->committed_step);
+  }
+  if (now - c->holders_wait_since < limit) return 0;
+  snprintf(why, size,
+           "no live peer came back with the shards of a committed step within %.3g s "
+           "(--bind-timeout): ",
+           limit);
+  char *list = why + strlen(why);
+  const size_t left = size - strlen(why);
+  list[0] = 0;
+  long steps[3];
+  int n = s_digest_steps(c, c->committed_step, steps, 3);
+  for (int i = 0; i < n; i++) s_missing_at(c, steps[i], list, left);
+  if (!n) snprintf(list, left, "no peer ever reported a shard of step %ld", c->committed_step);
+  size_t len = strlen(why);
+  snprintf(why + len, size - len, "; their holders' --data-dir may still have them");
+  return -1;
 }
 
 /* ---- reports ------------------------------------------------------------------------------ */
@@ -239,7 +339,6 @@ void coord_holders_on_shards(coordinator *c, coord_peer *p, const cJSON *body) {
            p->id, step, stage, replica, digest);
   }
   s_exec(c, "COMMIT", -1, -1, -1, -1, NULL);
-  c->holders_waiting = 0;
   coord_holders_check(c);
 }
 
@@ -378,6 +477,7 @@ int coord_holders_end_stored(coordinator *c) {
 void coord_holders_check(coordinator *c) {
   coord_store_collect(c);
   if (!coord_holders_on(c) || c->committed_step <= 0) return;
+  c->holders_pinned = coord_holders_pinned_step(c);
   sqlite3_stmt *st = NULL;
   sqlite3_prepare_v2(c->db,
                      "SELECT DISTINCT step FROM shard_digests WHERE step <= ? ORDER BY step DESC "
@@ -431,6 +531,7 @@ void coord_holders_status(coordinator *c, cJSON *o) {
   if (!coord_holders_on(c)) return;
   cJSON_AddNumberToObject(o, "checkpoint_copies", c->cfg.checkpoint_copies);
   cJSON_AddNumberToObject(o, "resumable_step", (double)coord_holders_resume_step(c));
+  cJSON_AddNumberToObject(o, "pinned_step", (double)c->holders_pinned);
   if (c->shard_relay) {
     parallel_shard_relay_stats st = parallel_shard_relay_stats_get(c->shard_relay);
     cJSON *r = cJSON_AddObjectToObject(o, "shard_relay");

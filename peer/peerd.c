@@ -616,6 +616,9 @@ static int s_loop(s_peer *p, const volatile sig_atomic_t *stop) {
       case COORD_CMD_SHARD_ALLOW:
         peer_shards_on_allow(p->shards, cJSON_GetObjectItemCaseSensitive(m.body, "keys"));
         break;
+      case COORD_CMD_ACK: /* with checkpoints on the peers: the step no store may prune */
+        peer_shards_on_pin(p->shards, cJSON_GetObjectItemCaseSensitive(m.body, "pinned"));
+        break;
       case COORD_CMD_ABORT:
         if (p->work && coordinator_field_int(m.body, "epoch", -1) == p->work_epoch) {
           if (!p->cfg->quiet)

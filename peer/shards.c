@@ -7,15 +7,16 @@
 #include "parallel/transport/shards.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <dirent.h>
+#include <unistd.h>
 
-#define S_MAX_HELD 200  /* shards named in one report (64 KiB messages) */
-#define S_KEEP_COPIES 3 /* steps of one (stage, replica) a store keeps */
+#define S_MAX_HELD 200 /* shards named in one report (64 KiB messages) */
 #define S_QUEUE 32      /* copies waiting */
 #define S_COPY_TIMEOUT_S 30
 
@@ -37,6 +38,11 @@ struct peer_shards {
   pthread_t thread;
   int stop, n_queue, changed;
   cJSON *queue[S_QUEUE];
+  /* the pin the coordinator's last ACK named: what pruning keeps (under mu) */
+  uint64_t pin_run;
+  long pin_step;
+  int pin_keep;
+  pthread_mutex_t store_mu; /* held by a copy and by a prune: neither removes the other's files */
 };
 
 static long long s_sig(const char *root, const parallel_shard_id *id) {
@@ -53,13 +59,19 @@ static long long s_sig(const char *root, const parallel_shard_id *id) {
   return sig;
 }
 
-/* The store's copies of one (stage, replica) beyond the newest S_KEEP_COPIES steps go. */
-static void s_prune(peer_shards *s, uint64_t run, int stage, int replica) {
-  parallel_shard_id ids[512];
-  int n = parallel_shard_list(s->root, run, ids, 512), kept = 0;
-  for (int i = 0; i < n; i++) /* newest first */
-    if (ids[i].stage == stage && ids[i].replica == replica && ++kept > S_KEEP_COPIES)
-      parallel_shard_remove(s->root, &ids[i]);
+/* Prunes the pinned run's shards by parallel_shard_prune's rule, with the store lock held. */
+static void s_prune_locked(peer_shards *s) {
+  pthread_mutex_lock(&s->mu);
+  const uint64_t run = s->pin_run;
+  const long step = s->pin_step;
+  const int keep = s->pin_keep;
+  pthread_mutex_unlock(&s->mu);
+  if (!step) return;
+  int n = parallel_shard_prune(s->root, run, step, keep);
+  if (n)
+    WT_INFO("peerd: removed %d checkpoint shard%s older than the pinned step %ld (%d newer kept "
+            "of each)",
+            n, n == 1 ? "" : "s", step, keep);
 }
 
 static int s_parse_id(const cJSON *b, parallel_shard_id *id, const char **digest) {
@@ -112,16 +124,23 @@ static void s_copy(peer_shards *s, const cJSON *b) {
   }
   if (parallel_shard_verify(s->root, &id, digest) == WT_OK) return; /* already held */
   int n = s_holders(cJSON_GetObjectItemCaseSensitive(b, "holders"), s->pub, h, 16), from = -1;
+  const char *delay = getenv("WT_TEST_PEERD_COPY_DELAY_S"); /* test-only: copies that lag */
+  if (delay && atof(delay) > 0) usleep((useconds_t)(fmin(atof(delay), S_COPY_TIMEOUT_S) * 1e6));
   double t0 = wt_now_s();
-  if (parallel_shard_fetch(s->root, &id, digest, h, n, s->pub, s->sec, S_COPY_TIMEOUT_S, &from) !=
-      WT_OK) {
+  pthread_mutex_lock(&s->store_mu);
+  int rc =
+      parallel_shard_fetch(s->root, &id, digest, h, n, s->pub, s->sec, S_COPY_TIMEOUT_S, &from);
+  pthread_mutex_unlock(&s->store_mu);
+  if (rc != WT_OK) {
     WT_WARN("peerd: copy of a checkpoint shard failed: %s", wt_last_error());
     return;
   }
   char via[600];
   WT_INFO("peerd: copied step %ld stage %d replica %d from %s in %.2f s (digest checked)", id.step,
           id.stage, id.replica, s_via(&h[from], via, sizeof via), wt_now_s() - t0);
-  s_prune(s, id.run, id.stage, id.replica);
+  pthread_mutex_lock(&s->store_mu);
+  s_prune_locked(s);
+  pthread_mutex_unlock(&s->store_mu);
 }
 
 static void *s_main(void *arg) {
@@ -158,6 +177,7 @@ peer_shards *peer_shards_new(const char *data_dir, const char *pub, const char *
     return NULL;
   }
   pthread_mutex_init(&s->mu, NULL);
+  pthread_mutex_init(&s->store_mu, NULL);
   pthread_cond_init(&s->cv, NULL);
   pthread_create(&s->thread, NULL, s_main, s);
   return s;
@@ -174,6 +194,7 @@ void peer_shards_destroy(peer_shards **self_p) {
   for (int i = 0; i < s->n_queue; i++) cJSON_Delete(s->queue[i]);
   parallel_shard_server_destroy(&s->server);
   pthread_mutex_destroy(&s->mu);
+  pthread_mutex_destroy(&s->store_mu);
   pthread_cond_destroy(&s->cv);
   free(s);
   *self_p = NULL;
@@ -265,6 +286,24 @@ void peer_shards_on_replicate(peer_shards *s, const cJSON *body) {
     WT_WARN("peerd: dropped a replicate request: %d copies are waiting already", S_QUEUE);
   }
   pthread_mutex_unlock(&s->mu);
+}
+
+void peer_shards_on_pin(peer_shards *s, const cJSON *pinned) {
+  if (!s->server || !cJSON_IsObject(pinned)) return;
+  const char *run = coordinator_field_str(pinned, "run");
+  const long step = coordinator_field_int(pinned, "step", -1);
+  const int keep = coordinator_field_int(pinned, "keep", -1);
+  if (strlen(run) != 16 || strspn(run, "0123456789abcdef") != 16 || step < 0 || keep < 1) {
+    WT_WARN("peerd: dropped a pinned step from the coordinator: no run, step or keep");
+    return;
+  }
+  pthread_mutex_lock(&s->mu);
+  s->pin_run = strtoull(run, NULL, 16), s->pin_step = step, s->pin_keep = keep;
+  pthread_mutex_unlock(&s->mu);
+  /* a copy in flight holds the store: this prune waits for the next ACK, the loop never blocks */
+  if (pthread_mutex_trylock(&s->store_mu) != 0) return;
+  s_prune_locked(s);
+  pthread_mutex_unlock(&s->store_mu);
 }
 
 void peer_shards_on_allow(peer_shards *s, const cJSON *keys) {

@@ -40,6 +40,14 @@ cJSON *peer_shards_report(peer_shards *s, int force);
 void peer_shards_on_replicate(peer_shards *s, const cJSON *body);
 void peer_shards_on_allow(peer_shards *s, const cJSON *keys);
 
+/* An ACK's `pinned` ({run, step, keep}: the newest step the coordinator knows every stage held
+ * at): remembered, and the store pruned by parallel_shard_prune's rule — what this peer's
+ * tasklets wrote and the copies alike, so no peer removes the pinned step or a newer one. Also
+ * applied after every copy. Skipped (until the next ACK) while a copy is being fetched. A
+ * malformed body is logged and dropped. Copies wait WT_TEST_PEERD_COPY_DELAY_S seconds first when
+ * that is set: a test-only knob for copies that lag. */
+void peer_shards_on_pin(peer_shards *s, const cJSON *pinned);
+
 /* Before a tasklet resumes from the store: for each entry of the seat's "fetch" list ({step,
  * stage, replica, digest, holders[]}), checks the local copy under root against the digest
  * and, when it is missing or does not match (a damaged copy is removed), fetches it from the

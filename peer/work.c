@@ -553,6 +553,7 @@ static int s_train(peer_work *w, parallel_comm *world, parallel_comm *zc) {
   c.resume = coordinator_field_int(t, "resume", 0);
   if (w->shard_root[0]) { /* the checkpoints live in this peer's store */
     c.private_dir = 1;
+    c.owner_prunes = 1; /* the store prunes what this peer holds, around the pinned step */
     c.resume_step = (long)coordinator_field_num(t, "resume_step", 0);
     if (c.resume)
       WT_CHECK(peer_shards_prepare(w->shard_root, w->run_id,

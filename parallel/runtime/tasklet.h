@@ -125,6 +125,9 @@ typedef struct {
   int private_dir;    /* 1: run.checkpoint_dir is this tasklet's own (a peer's data directory,
                          no file system shared): every tasklet, not only world rank 0, writes
                          the manifest there */
+  int owner_prunes;   /* 1: the tasklet removes none of the checkpoints it wrote: the directory's
+                         owner prunes them (a peer's store keeps the step the coordinator pins,
+                         peer/shards.h); 0: it keeps the newest run.keep (at least 2) */
   uint64_t run_id;    /* the run's id, recorded in every stage checkpoint and the manifest (the
                          run binding, below); 0 = one derived from the bound settings. A resume
                          keeps the id its manifest records and ignores this one */

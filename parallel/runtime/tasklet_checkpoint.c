@@ -244,6 +244,12 @@ static optim *s_gather_optim(parallel_tasklet *k) {
   return full;
 }
 
+/* How many of its checkpoints the tasklet keeps: the newest run.keep, at least two (the manifest
+ * may still name the previous step while this one lands); all when the directory's owner prunes. */
+static int s_keep(const parallel_tasklet *k) {
+  return k->cfg.owner_prunes ? INT_MAX : WT_MAX(k->cfg.run.keep, 2);
+}
+
 static int s_save_stage(parallel_tasklet *k) {
   optim *full = NULL;
   if (k->zero && !(full = s_gather_optim(k))) return WT_EIO;
@@ -257,9 +263,8 @@ static int s_save_stage(parallel_tasklet *k) {
                          .data_pos = trainer_data_position(k->t),
                          .tokenizer = data_set_tokenizer(k->cfg.data)};
     snprintf(m.train_json, sizeof m.train_json, "%s", s_binding(k));
-    /* Two kept at least: the manifest may still name the previous step while this one lands. */
-    rc = checkpoint_save(dir, trainer_model(k->t), full ? full : trainer_optim(k->t), &m,
-                         WT_MAX(k->cfg.run.keep, 2));
+    rc =
+        checkpoint_save(dir, trainer_model(k->t), full ? full : trainer_optim(k->t), &m, s_keep(k));
   }
   optim_destroy(&full);
   return rc;
@@ -436,7 +441,7 @@ static int s_state_save(parallel_tasklet *k) {
     rc = s_write_atomic_bytes(dir, name, buf, len, crc, 4);
   }
   free(buf);
-  if (rc == WT_OK) s_state_prune(k, dir, WT_MAX(k->cfg.run.keep, 2));
+  if (rc == WT_OK) s_state_prune(k, dir, s_keep(k));
   return rc;
 }
 

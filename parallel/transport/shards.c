@@ -297,6 +297,23 @@ void parallel_shard_remove(const char *root, const parallel_shard_id *id) {
   unlink(path);
 }
 
+int parallel_shard_prune(const char *root, uint64_t run, long pinned_step, int keep) {
+  enum { S_MAX = 4096 };
+  parallel_shard_id *ids = wt_xmalloc(sizeof *ids * S_MAX);
+  int n = parallel_shard_list(root, run, ids, S_MAX), removed = 0;
+  for (int i = 0; i < n; i++) { /* newest first: count the newer steps of its (stage, replica) */
+    if (ids[i].step >= pinned_step) continue;
+    int newer = 0;
+    for (int j = 0; j < i; j++)
+      newer += ids[j].stage == ids[i].stage && ids[j].replica == ids[i].replica;
+    if (newer < keep) continue;
+    parallel_shard_remove(root, &ids[i]);
+    removed++;
+  }
+  free(ids);
+  return removed;
+}
+
 /* ---- the server ----------------------------------------------------------------------------- */
 
 struct parallel_shard_server {

@@ -74,6 +74,13 @@ int parallel_shard_list(const char *root, uint64_t run, parallel_shard_id *out, 
  * error. */
 void parallel_shard_remove(const char *root, const parallel_shard_id *id);
 
+/* The store's pruning rule, for every (stage, replica) of `run` under root: a step goes once it
+ * is older than `pinned_step` (the newest step the coordinator knows every stage to be held at,
+ * docs/coordinator.md "Checkpoints on the peers") and `keep` newer steps of the same (stage,
+ * replica) are in the store. So the pinned step and everything newer stay, whoever wrote them;
+ * pinned_step 0 (none known yet) removes nothing. Returns how many shards it removed. */
+int parallel_shard_prune(const char *root, uint64_t run, long pinned_step, int keep);
+
 /* ---- the server ------------------------------------------------------------------------------ */
 
 typedef struct parallel_shard_server parallel_shard_server;
