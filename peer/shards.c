@@ -143,6 +143,34 @@ static void s_copy(peer_shards *s, const cJSON *b) {
   pthread_mutex_unlock(&s->store_mu);
 }
 
+/* The step a queued replicate request names (-1 when it names none: dropped by s_copy). */
+static long s_step_of(const cJSON *b) {
+  return coordinator_field_int(b, "step", -1);
+}
+
+/* Which queued copy goes next: the newest step's (the first asked among equals). A newer step
+ * held k times moves the coordinator's pin forward and lets older steps go; an old step's copy
+ * only keeps what the pin already protects, so under lagging copies it waits. */
+static int s_next_locked(const peer_shards *s) {
+  int best = 0;
+  for (int i = 1; i < s->n_queue; i++)
+    if (s_step_of(s->queue[i]) > s_step_of(s->queue[best])) best = i;
+  return best;
+}
+
+/* The oldest step's queued copy (the last asked among equals): the one a full queue gives up. */
+static int s_oldest_locked(const peer_shards *s) {
+  int worst = 0;
+  for (int i = 1; i < s->n_queue; i++)
+    if (s_step_of(s->queue[i]) <= s_step_of(s->queue[worst])) worst = i;
+  return worst;
+}
+
+static void s_dequeue_locked(peer_shards *s, int i) {
+  memmove(s->queue + i, s->queue + i + 1, sizeof(cJSON *) * (size_t)(s->n_queue - i - 1));
+  s->n_queue--;
+}
+
 static void *s_main(void *arg) {
   peer_shards *s = arg;
   pthread_mutex_lock(&s->mu);
@@ -151,8 +179,9 @@ static void *s_main(void *arg) {
       pthread_cond_wait(&s->cv, &s->mu);
       continue;
     }
-    cJSON *b = s->queue[0];
-    memmove(s->queue, s->queue + 1, sizeof(cJSON *) * (size_t)--s->n_queue);
+    const int next = s_next_locked(s);
+    cJSON *b = s->queue[next];
+    s_dequeue_locked(s, next);
     pthread_mutex_unlock(&s->mu);
     s_copy(s, b);
     cJSON_Delete(b);
@@ -279,12 +308,23 @@ cJSON *peer_shards_report(peer_shards *s, int force) {
 void peer_shards_on_replicate(peer_shards *s, const cJSON *body) {
   if (!s->server) return;
   pthread_mutex_lock(&s->mu);
-  if (s->n_queue < S_QUEUE) {
-    s->queue[s->n_queue++] = cJSON_Duplicate(body, 1);
-    pthread_cond_signal(&s->cv);
-  } else {
-    WT_WARN("peerd: dropped a replicate request: %d copies are waiting already", S_QUEUE);
+  if (s->n_queue == S_QUEUE) {
+    const int oldest = s_oldest_locked(s);
+    if (s_step_of(s->queue[oldest]) >= s_step_of(body)) {
+      pthread_mutex_unlock(&s->mu);
+      WT_WARN("peerd: dropped a replicate request for step %ld: %d copies of newer steps are "
+              "waiting already",
+              s_step_of(body), S_QUEUE);
+      return;
+    }
+    WT_WARN("peerd: dropped the replicate request for step %ld: %d copies are waiting, and "
+            "step %ld is newer",
+            s_step_of(s->queue[oldest]), S_QUEUE, s_step_of(body));
+    cJSON_Delete(s->queue[oldest]);
+    s_dequeue_locked(s, oldest);
   }
+  s->queue[s->n_queue++] = cJSON_Duplicate(body, 1);
+  pthread_cond_signal(&s->cv);
   pthread_mutex_unlock(&s->mu);
 }
 

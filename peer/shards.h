@@ -34,8 +34,8 @@ const char *peer_shards_root(const peer_shards *s);
  * it. Reads only SHA256SUMS and .state files, and only of shards it has not named before. */
 cJSON *peer_shards_report(peer_shards *s, int force);
 
-/* REPLICATE: queues the copy (fetched on the store's thread, then reported by the next
- * peer_shards_report). SHARD_ALLOW and an epoch's keys[]: lets those keys fetch from here.
+/* REPLICATE: queues the copy (fetched on the store's thread, newest step first, then reported
+ * by the next peer_shards_report; a full queue gives up its oldest step's copy). SHARD_ALLOW and an epoch's keys[]: lets those keys fetch from here.
  * Malformed bodies are logged and dropped. */
 void peer_shards_on_replicate(peer_shards *s, const cJSON *body);
 void peer_shards_on_allow(peer_shards *s, const cJSON *keys);
