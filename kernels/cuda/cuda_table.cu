@@ -1,9 +1,6 @@
 /* cuda_table — the CUDA back end's ops table. Pointers passed to these ops are device pointers.
  * The table exists whenever the binary was built with CUDA; whether a device is present is for
  * the caller to ask (cudaGetDeviceCount), as the gpu-labelled tests do. */
-#include <pthread.h>
-#include <string.h>
-
 #include "kernels/cuda/cuda_internal.cuh"
 
 static const kernels_ops s_cuda_table = {
@@ -45,21 +42,6 @@ static const kernels_ops s_cuda_table = {
     kernels_cuda_matmul_forward_keep,
     kernels_cuda_matmul_backward_kept,
 };
-
-static int s_fused;
-static pthread_once_t s_fused_once = PTHREAD_ONCE_INIT;
-
-static void s_read_kernel_set(void) {
-  const char *v = getenv("WANTRAIN_CUDA_KERNELS");
-  s_fused = v && strcmp(v, "fused") == 0;
-  if (v && *v && !s_fused && strcmp(v, "plain") != 0)
-    fprintf(stderr, "WANTRAIN_CUDA_KERNELS=%s is not fused or plain; running plain\n", v);
-}
-
-int wt_cuda_fused(void) {
-  pthread_once(&s_fused_once, s_read_kernel_set);
-  return s_fused;
-}
 
 extern "C" const kernels_ops *kernels_cuda(void) {
   return &s_cuda_table;
