@@ -181,7 +181,10 @@ static int s_parse_listing(const char *text, const parallel_shard_id *id, s_entr
     if (end - p < 70 || p[64] != ' ' || p[65] != ' ') return WT_ECORRUPT;
     const size_t digits = strspn(p + 66, "0123456789");
     const char *path = p + 66 + digits;
-    if (digits < 1 || digits > 15 || path[0] != ' ' || path[1] != ' ') return WT_ECORRUPT;
+    /* one spelling per size (no leading zero): the listing is compared as text */
+    if (digits < 1 || digits > 15 || (digits > 1 && p[66] == '0') || path[0] != ' ' ||
+        path[1] != ' ')
+      return WT_ECORRUPT;
     path += 2;
     size_t len = (size_t)(end - path);
     if (len < 1 || len >= sizeof e[0].path) return WT_ECORRUPT;
@@ -369,8 +372,9 @@ static void s_answer_read(parallel_shard_server *s, const parallel_shard_id *id,
   s_entry e[1];
   int n = 0, fd = -1;
   /* the path must be one this shard can list: checked as a one-line listing */
+  /* an offset past any file a listing can give (15 digits) is malformed, not a pread */
   if (cJSON_IsString(path) && cJSON_IsNumber(off) && off->valuedouble >= 0 &&
-      strlen(path->valuestring) < 160)
+      off->valuedouble < 1e15 && strlen(path->valuestring) < 160)
     snprintf(line, sizeof line, "%064d  0  %s\n", 0, path->valuestring);
   else
     line[0] = 0;
