@@ -167,17 +167,18 @@ int parallel_shard_digest(const char *root, const parallel_shard_id *id, char he
   return WT_OK;
 }
 
-/* Parses a listing back into entries: each line a 64-hex hash, two spaces, the size in decimal,
- * two spaces, a path of the shard (stage-<s>/step-<n>/NAME or stage-<s>/replica-<r>-step-<n>.state
- * of this id). */
-static int s_parse_listing(const char *text, const parallel_shard_id *id, s_entry *e, int *n) {
+/* Parses a listing back into at most max entries: each line a 64-hex hash, two spaces, the size
+ * in decimal, two spaces, a path of the shard (stage-<s>/step-<n>/NAME or
+ * stage-<s>/replica-<r>-step-<n>.state of this id). More lines than max is malformed. */
+static int s_parse_listing(const char *text, const parallel_shard_id *id, s_entry *e, int max,
+                           int *n) {
   char step_rel[96], state_rel[96];
   s_step_rel(id, step_rel, sizeof step_rel);
   s_state_rel(id, state_rel, sizeof state_rel);
   *n = 0;
   for (const char *p = text; *p;) {
     const char *end = strchr(p, '\n');
-    if (!end || *n >= S_MAX_FILES) return WT_ECORRUPT;
+    if (!end || *n >= max) return WT_ECORRUPT;
     if (end - p < 70 || p[64] != ' ' || p[65] != ' ') return WT_ECORRUPT;
     const size_t digits = strspn(p + 66, "0123456789");
     const char *path = p + 66 + digits;
@@ -212,7 +213,7 @@ int parallel_shard_verify(const char *root, const parallel_shard_id *id, const c
                  "shard step %ld stage %d replica %d: its listing hashes to %.16s…, "
                  "not the recorded digest %.16s…",
                  id->step, id->stage, id->replica, hex, digest);
-  if (rc == WT_OK && s_parse_listing(text, id, e, &n) != WT_OK)
+  if (rc == WT_OK && s_parse_listing(text, id, e, S_MAX_FILES, &n) != WT_OK)
     rc = wt_fail(WT_ECORRUPT, "shard step %ld stage %d replica %d: malformed listing", id->step,
                  id->stage, id->replica);
   free(text);
@@ -371,21 +372,23 @@ static void s_answer_read(parallel_shard_server *s, const parallel_shard_id *id,
   char line[300], run_dir[2048], full[2400];
   s_entry e[1];
   int n = 0, fd = -1;
-  /* the path must be one this shard can list: checked as a one-line listing */
-  /* an offset past any file a listing can give (15 digits) is malformed, not a pread */
+  /* the path must be one this shard can list: checked as a one-line listing (a path with a
+   * newline in it makes two lines, refused by the bound of one entry); an offset past any file
+   * a listing can give (15 digits) is malformed, not a pread */
   if (cJSON_IsString(path) && cJSON_IsNumber(off) && off->valuedouble >= 0 &&
       off->valuedouble < 1e15 && strlen(path->valuestring) < 160)
     snprintf(line, sizeof line, "%064d  0  %s\n", 0, path->valuestring);
   else
     line[0] = 0;
-  if (line[0] && s_parse_listing(line, id, e, &n) == WT_OK) {
+  const int listed = line[0] && s_parse_listing(line, id, e, 1, &n) == WT_OK;
+  if (listed) {
     parallel_shard_run_dir(s->root, id->run, run_dir, sizeof run_dir);
     snprintf(full, sizeof full, "%s/%s", run_dir, e[0].path);
     fd = open(full, O_RDONLY | O_NOFOLLOW);
   }
   if (fd < 0) {
-    s->refused += !line[0] || n == 0;
-    s_answer_error(a, n ? "no such file" : "not a path of this shard");
+    s->refused += !listed;
+    s_answer_error(a, listed ? "no such file" : "not a path of this shard");
     return;
   }
   a->data = wt_xmalloc(S_CHUNK);
@@ -969,7 +972,7 @@ static int s_fetch_from(s_client *c, const char *root, const parallel_shard_id *
   if (rc == WT_OK) s_text_digest(l->valuestring, hex);
   if (rc == WT_OK && strcmp(hex, digest))
     rc = wt_fail(WT_ECORRUPT, "its listing hashes to %.16s…, not the digest %.16s…", hex, digest);
-  if (rc == WT_OK && s_parse_listing(l->valuestring, id, e, &n) != WT_OK)
+  if (rc == WT_OK && s_parse_listing(l->valuestring, id, e, S_MAX_FILES, &n) != WT_OK)
     rc = wt_fail(WT_ECORRUPT, "its listing is malformed");
   cJSON_Delete(head);
   if (rc != WT_OK) return rc;

@@ -21,8 +21,8 @@ static void s_check_accepted(const char *text, const parallel_shard_id *id, cons
     const char *p = e[i].path;
     /* no component "." or "..": no component starts with a dot */
     if (p[0] == '/' || p[0] == '.' || strstr(p, "/.") || strstr(p, "//")) abort();
-    if (strcmp(p, state_rel) && (strncmp(p, step_rel, strlen(step_rel)) ||
-                                 strchr(p + strlen(step_rel) + 1, '/')))
+    if (strcmp(p, state_rel) &&
+        (strncmp(p, step_rel, strlen(step_rel)) || strchr(p + strlen(step_rel) + 1, '/')))
       abort();
     if (e[i].size < 0 || e[i].size >= 1000000000000000LL) abort();
     if (strlen(e[i].hex) != 64) abort();
@@ -39,7 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     parallel_shard_id id = {.run = 1, .step = 40, .stage = 1, .replica = replica};
     s_entry e[S_MAX_FILES];
     int count = 0;
-    if (s_parse_listing(text, &id, e, &count) == WT_OK) s_check_accepted(text, &id, e, count);
+    if (s_parse_listing(text, &id, e, S_MAX_FILES, &count) == WT_OK)
+      s_check_accepted(text, &id, e, count);
   }
   free(text);
   return 0;

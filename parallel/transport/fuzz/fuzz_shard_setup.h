@@ -33,8 +33,9 @@ static void fuzz_setup_store(void) {
   snprintf(path, sizeof path, "%s/state.json", dir);
   fuzz_write(path, "{\"step\": 40}\n");
   snprintf(path, sizeof path, "%s/SHA256SUMS", dir);
-  fuzz_write(path, "5c4a3dd4bc4a0ba4bd2e3e2b2dfd8f5ba3a3fd6bbff3a2cb0be69b6bd4eb1d0f  model.safetensors\n"
-                   "1f3a1e7f1b5c3a84e1a0a2df1f0e6b43cc6d0e7cb5e43a4e9b16e3d6b8f0c2a1  state.json\n");
+  fuzz_write(path,
+             "5c4a3dd4bc4a0ba4bd2e3e2b2dfd8f5ba3a3fd6bbff3a2cb0be69b6bd4eb1d0f  model.safetensors\n"
+             "1f3a1e7f1b5c3a84e1a0a2df1f0e6b43cc6d0e7cb5e43a4e9b16e3d6b8f0c2a1  state.json\n");
   snprintf(path, sizeof path, "%s/0000000000000001/stage-1/replica-0-step-00000040.state",
            fuzz_root);
   fuzz_write(path, "WTTS-state-bytes");
