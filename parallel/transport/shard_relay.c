@@ -30,7 +30,7 @@ typedef struct {
 } s_table;
 
 struct parallel_shard_relay {
-  void *ctx, *router, *zap;
+  void *ctx, *router, *zap, *monitor; /* monitor: failed handshakes (shards_internal.h) */
   char endpoint[256];
   pthread_t thread;
   int started;
@@ -160,11 +160,14 @@ static void s_pass(parallel_shard_relay *r) {
 static void *s_main(void *arg) {
   parallel_shard_relay *r = arg;
   while (!atomic_load(&r->stop)) {
-    zmq_pollitem_t it[2] = {{r->zap, 0, ZMQ_POLLIN, 0}, {r->router, 0, ZMQ_POLLIN, 0}};
-    if (zmq_poll(it, 2, 100) <= 0) continue;
+    zmq_pollitem_t it[3] = {
+        {r->zap, 0, ZMQ_POLLIN, 0}, {r->router, 0, ZMQ_POLLIN, 0}, {r->monitor, 0, ZMQ_POLLIN, 0}};
+    if (zmq_poll(it, 3, 100) <= 0) continue;
     if ((it[0].revents & ZMQ_POLLIN) && !parallel_shard_zap_answer(r->zap, &r->allowed))
       atomic_fetch_add(&r->refused, 1);
     if (it[1].revents & ZMQ_POLLIN) s_pass(r);
+    if ((it[2].revents & ZMQ_POLLIN) && parallel_shard_monitor_refused(r->monitor))
+      atomic_fetch_add(&r->refused, 1);
   }
   return NULL;
 }
@@ -200,6 +203,14 @@ parallel_shard_relay *parallel_shard_relay_new(const char *bind, const char *pub
     parallel_shard_relay_destroy(&r);
     return NULL;
   }
+  char name[64];
+  snprintf(name, sizeof name, "shard-relay-monitor-%p", (void *)r);
+  r->monitor = parallel_shard_monitor_open(r->ctx, r->router, name);
+  if (!r->monitor) {
+    wt_fail(WT_EIO, "shard relay: cannot monitor its socket: %s", zmq_strerror(zmq_errno()));
+    parallel_shard_relay_destroy(&r);
+    return NULL;
+  }
   if (pthread_create(&r->thread, NULL, s_main, r) != 0) {
     wt_fail(WT_EIO, "shard relay: cannot start its thread");
     parallel_shard_relay_destroy(&r);
@@ -230,6 +241,7 @@ void parallel_shard_relay_destroy(parallel_shard_relay **r_p) {
   if (!r) return;
   atomic_store(&r->stop, 1);
   if (r->started) pthread_join(r->thread, NULL);
+  if (r->monitor) zmq_close(r->monitor);
   if (r->router) zmq_close(r->router);
   if (r->zap) zmq_close(r->zap);
   if (r->ctx) zmq_ctx_term(r->ctx);

@@ -304,7 +304,7 @@ void parallel_shard_remove(const char *root, const parallel_shard_id *id) {
 /* ---- the server ----------------------------------------------------------------------------- */
 
 struct parallel_shard_server {
-  void *ctx, *router, *zap;
+  void *ctx, *router, *zap, *monitor; /* monitor: failed handshakes (shards_internal.h) */
   char endpoint[256], root[2048];
   pthread_t thread;
   int started;
@@ -578,12 +578,15 @@ static void *s_server_main(void *arg) {
   while (!s->stop) {
     if (s->relay_changed) s_relay_connect(s);
     if (s->relay) s_relay_hello(s);
-    zmq_pollitem_t it[3] = {
-        {s->zap, 0, ZMQ_POLLIN, 0}, {s->router, 0, ZMQ_POLLIN, 0}, {s->relay, 0, ZMQ_POLLIN, 0}};
-    if (zmq_poll(it, s->relay ? 3 : 2, 100) <= 0) continue;
+    zmq_pollitem_t it[4] = {{s->zap, 0, ZMQ_POLLIN, 0},
+                            {s->router, 0, ZMQ_POLLIN, 0},
+                            {s->monitor, 0, ZMQ_POLLIN, 0},
+                            {s->relay, 0, ZMQ_POLLIN, 0}};
+    if (zmq_poll(it, s->relay ? 4 : 3, 100) <= 0) continue;
     if (it[0].revents & ZMQ_POLLIN) s->refused += !parallel_shard_zap_answer(s->zap, &s->allowed);
     if (it[1].revents & ZMQ_POLLIN) s_serve_router(s);
-    if (s->relay && (it[2].revents & ZMQ_POLLIN)) s_serve_relay(s);
+    if (it[2].revents & ZMQ_POLLIN) s->refused += parallel_shard_monitor_refused(s->monitor);
+    if (s->relay && (it[3].revents & ZMQ_POLLIN)) s_serve_relay(s);
   }
   if (s->relay) zmq_close(s->relay);
   return NULL;
@@ -623,6 +626,14 @@ parallel_shard_server *parallel_shard_server_new(const char *bind, const char *r
   if (zmq_bind(s->zap, "inproc://zeromq.zap.01") != 0 || zmq_bind(s->router, bind) != 0 ||
       zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, s->endpoint, &len) != 0) {
     wt_fail(WT_EIO, "shard server: cannot bind %s: %s", bind, zmq_strerror(zmq_errno()));
+    parallel_shard_server_destroy(&s);
+    return NULL;
+  }
+  char name[64];
+  snprintf(name, sizeof name, "shard-server-monitor-%p", (void *)s);
+  s->monitor = parallel_shard_monitor_open(s->ctx, s->router, name);
+  if (!s->monitor) {
+    wt_fail(WT_EIO, "shard server: cannot monitor its socket: %s", zmq_strerror(zmq_errno()));
     parallel_shard_server_destroy(&s);
     return NULL;
   }
@@ -671,6 +682,7 @@ void parallel_shard_server_destroy(parallel_shard_server **s_p) {
   if (!s) return;
   s->stop = 1;
   if (s->started) pthread_join(s->thread, NULL);
+  if (s->monitor) zmq_close(s->monitor);
   if (s->router) zmq_close(s->router);
   if (s->zap) zmq_close(s->zap);
   if (s->ctx) zmq_ctx_term(s->ctx);

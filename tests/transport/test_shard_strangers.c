@@ -2,10 +2,11 @@
  * (parallel/transport/shards.h, shard_relay.h): random bytes and a ZMTP greeting of another
  * mechanism from plain TCP clients, a connection that sends half a greeting and then hangs, a
  * CURVE client whose key was never allowed, and an allowed client sending malformed requests
- * (one a read whose path holds a newline, so that it parses as two listing lines).
- * Nothing crashes, nothing is served to a stranger, the refusals that reach the code are counted,
- * and while the hanging connection is still open a real fetch, straight and through the relay,
- * still works and verifies. Scratch in a temp dir. */
+ * (one a read whose path holds a newline, so that it parses as two listing lines). Nothing
+ * crashes, nothing is served to a stranger, the refusals that reach the ports are counted
+ * (failed handshakes, refused keys, malformed requests), and while the hanging connection is
+ * open a real fetch, straight and through the relay, still works and verifies. Scratch in a
+ * temp dir. */
 #include "parallel/transport/shard_relay.h"
 #include "parallel/transport/shards.h"
 #include "parallel/transport/zmq.h"
@@ -67,15 +68,20 @@ static int s_tcp_send(const char *endpoint, const void *bytes, size_t n) {
   return fd;
 }
 
-/* What plain TCP strangers send: random bytes, and a ZMTP 3 greeting for the NULL mechanism
- * (the ports speak only CURVE). Each connection is closed after a pause. */
+/* What plain TCP strangers send: random bytes, random bytes after a ZMTP signature's first
+ * byte, and a ZMTP 3 greeting for the NULL mechanism (the ports speak only CURVE). Each
+ * connection is closed after a pause. The last two fail a handshake, which the ports count;
+ * the first reads as a ZMTP 1.0 peer, which libzmq drops before any handshake. */
 static void s_tcp_strangers(const char *endpoint) {
   unsigned char junk[4096];
   for (size_t i = 0; i < sizeof junk; i++) junk[i] = (unsigned char)(rand() & 0xff);
+  junk[0] = 0x42;
   unsigned char greeting[64] = {0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3, 0, 'N', 'U', 'L', 'L'};
   int a = s_tcp_send(endpoint, junk, sizeof junk), b = s_tcp_send(endpoint, greeting, 64);
+  junk[0] = 0xff, junk[9] = 0x7f; /* a signature libzmq takes for ZMTP 2 or later */
+  int c = s_tcp_send(endpoint, junk, sizeof junk);
   usleep(200 * 1000);
-  close(a), close(b);
+  close(a), close(b), close(c);
 }
 
 /* A CURVE client under `key` sends one frame (and a second one when part2 is given) and waits
@@ -134,7 +140,13 @@ int main(void) {
   /* plain TCP strangers on both ports: dropped by the CURVE handshake, nothing served */
   s_tcp_strangers(sep);
   s_tcp_strangers(rep);
+  usleep(200 * 1000);
   CHECK(parallel_shard_server_served(srv) == 0, "nothing served to plain TCP strangers");
+  CHECK(parallel_shard_server_refused(srv) >= 2, "the server counted %llu of 2 failed handshakes",
+        (unsigned long long)parallel_shard_server_refused(srv));
+  CHECK(parallel_shard_relay_stats_get(relay).refused >= 2,
+        "the relay counted %llu of 2 failed handshakes",
+        (unsigned long long)parallel_shard_relay_stats_get(relay).refused);
 
   /* a CURVE client whose key nobody allowed: no handshake, no answer, counted at both */
   char req[256];
