@@ -5,6 +5,7 @@
 #   fuzz-sources: model/safetensors.c common/common.c    (globs allowed)
 #   fuzz-flags:   -DNAME=value                           (optional compile flags)
 #   fuzz-libs:    -lcjson -lm                            (optional)
+# (a key given on several lines takes them all, so that a long list keeps to the line width)
 # and its seeds are the files in <its folder>/seeds/<name>/ if there are any. The codec targets
 # (compress/fuzz/) name no sources: they share the codec sources and the valid encodings that
 # compress/fuzz/gen_corpus.c writes.
@@ -22,7 +23,7 @@ while [ $# -gt 0 ]; do
     --time) TIME="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --rss) RSS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) NAMES+=("$1"); shift ;;
   esac
@@ -59,8 +60,8 @@ FLAGS=(-g -O1 -std=gnu11 -I. -Wno-unknown-pragmas
 CODEC_SRCS=(compress/codec*.c compress/wire.c compress/ef.c common/common.c common/rng.c
             common/bytes.c)
 
-# The value of a "fuzz-KEY:" line in a target's header comment ("" if none).
-header_line() { sed -n "s/^ \* fuzz-$2: *//p" "$1" | head -1; }
+# The values of a target's "fuzz-KEY:" header lines, joined by spaces ("" if none).
+header_line() { sed -n "s/^ \* fuzz-$2: *//p" "$1" | tr '\n' ' '; }
 
 # Compiles sources (with coverage instrumentation) into objects under $OUT/obj/<tag>/ and
 # prints their paths; each source compiles once per tag.

@@ -4,6 +4,7 @@
 
 #include "common/common.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <zmq.h>
 
@@ -78,6 +79,37 @@ int parallel_shard_zap_answer(void *zap, parallel_shard_keyset *ks) {
   zmq_send(zap, "", 0, 0);
   for (int i = 0; i < n; i++) zmq_msg_close(&part[i]);
   return ok;
+}
+
+/* Refusals by the ZAP handler (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) are counted where it answers,
+ * so the monitor listens for the other two kinds only. */
+void *parallel_shard_monitor_open(void *ctx, void *sock, const char *name) {
+  char ep[128];
+  snprintf(ep, sizeof ep, "inproc://%.100s", name);
+  if (zmq_socket_monitor(sock, ep,
+                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0)
+    return NULL;
+  void *mon = zmq_socket(ctx, ZMQ_PAIR);
+  int linger = 0;
+  zmq_setsockopt(mon, ZMQ_LINGER, &linger, sizeof linger);
+  if (zmq_connect(mon, ep) != 0) {
+    zmq_close(mon);
+    return NULL;
+  }
+  return mon;
+}
+
+int parallel_shard_monitor_refused(void *monitor) {
+  zmq_msg_t event, address;
+  zmq_msg_init(&event), zmq_msg_init(&address);
+  int ok = zmq_msg_recv(&event, monitor, ZMQ_DONTWAIT) >= 6 && zmq_msg_more(&event) &&
+           zmq_msg_recv(&address, monitor, 0) >= 0;
+  uint16_t id = 0;
+  if (ok) memcpy(&id, zmq_msg_data(&event), 2);
+  zmq_msg_close(&event), zmq_msg_close(&address);
+  return ok &&
+         (id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL || id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL);
 }
 
 /* The client is the crypto_kx client ("rank 0"), the holder the server: each direction gets its

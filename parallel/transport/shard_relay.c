@@ -30,7 +30,7 @@ typedef struct {
 } s_table;
 
 struct parallel_shard_relay {
-  void *ctx, *router, *zap;
+  void *ctx, *router, *zap, *monitor; /* monitor: failed handshakes (shards_internal.h) */
   char endpoint[256];
   pthread_t thread;
   int started;
@@ -118,6 +118,21 @@ static void s_reply(parallel_shard_relay *r, const uint8_t from[32], zmq_msg_t *
     s_forget(&r->clients, c);
 }
 
+/* Routes one message of n parts (n > 4: it had too many) that came on the connection whose
+ * handshake proved key `from` (NULL: none): its own function so that fuzz/fuzz_shard_relay.c
+ * can drive the routing tables without sockets to peers. */
+static void s_route_message(parallel_shard_relay *r, const uint8_t *from, zmq_msg_t *part, int n) {
+  const size_t to_len = from && n >= 2 ? zmq_msg_size(&part[1]) : 1;
+  if (from && n == 2 && to_len == 0)
+    s_learn(&r->holders, s_by_key(&r->holders, from), from, &part[0]);
+  else if (from && n == 3 && to_len == 32)
+    s_request(r, from, part);
+  else if (from && n == 4 && to_len == 32)
+    s_reply(r, from, part);
+  else
+    atomic_fetch_add(&r->refused, 1);
+}
+
 /* One message: [id][""] (hello), [id][to][payload] (request), [id][to][client][payload]
  * (reply); anything else is counted and dropped. */
 static void s_pass(parallel_shard_relay *r) {
@@ -137,27 +152,22 @@ static void s_pass(parallel_shard_relay *r) {
       zmq_msg_close(&m), extra = 1;
   }
   uint8_t from[32];
-  const int ok = !extra && n >= 2 && s_sender(&part[1], from) == 0;
-  const size_t to_len = ok ? zmq_msg_size(&part[1]) : 1;
-  if (ok && n == 2 && to_len == 0)
-    s_learn(&r->holders, s_by_key(&r->holders, from), from, &part[0]);
-  else if (ok && n == 3 && to_len == 32)
-    s_request(r, from, part);
-  else if (ok && n == 4 && to_len == 32)
-    s_reply(r, from, part);
-  else
-    atomic_fetch_add(&r->refused, 1);
+  const int authenticated = !extra && n >= 2 && s_sender(&part[1], from) == 0;
+  s_route_message(r, authenticated ? from : NULL, part, extra ? 5 : n);
   for (int i = 0; i < n; i++) zmq_msg_close(&part[i]);
 }
 
 static void *s_main(void *arg) {
   parallel_shard_relay *r = arg;
   while (!atomic_load(&r->stop)) {
-    zmq_pollitem_t it[2] = {{r->zap, 0, ZMQ_POLLIN, 0}, {r->router, 0, ZMQ_POLLIN, 0}};
-    if (zmq_poll(it, 2, 100) <= 0) continue;
+    zmq_pollitem_t it[3] = {
+        {r->zap, 0, ZMQ_POLLIN, 0}, {r->router, 0, ZMQ_POLLIN, 0}, {r->monitor, 0, ZMQ_POLLIN, 0}};
+    if (zmq_poll(it, 3, 100) <= 0) continue;
     if ((it[0].revents & ZMQ_POLLIN) && !parallel_shard_zap_answer(r->zap, &r->allowed))
       atomic_fetch_add(&r->refused, 1);
     if (it[1].revents & ZMQ_POLLIN) s_pass(r);
+    if ((it[2].revents & ZMQ_POLLIN) && parallel_shard_monitor_refused(r->monitor))
+      atomic_fetch_add(&r->refused, 1);
   }
   return NULL;
 }
@@ -193,6 +203,14 @@ parallel_shard_relay *parallel_shard_relay_new(const char *bind, const char *pub
     parallel_shard_relay_destroy(&r);
     return NULL;
   }
+  char name[64];
+  snprintf(name, sizeof name, "shard-relay-monitor-%p", (void *)r);
+  r->monitor = parallel_shard_monitor_open(r->ctx, r->router, name);
+  if (!r->monitor) {
+    wt_fail(WT_EIO, "shard relay: cannot monitor its socket: %s", zmq_strerror(zmq_errno()));
+    parallel_shard_relay_destroy(&r);
+    return NULL;
+  }
   if (pthread_create(&r->thread, NULL, s_main, r) != 0) {
     wt_fail(WT_EIO, "shard relay: cannot start its thread");
     parallel_shard_relay_destroy(&r);
@@ -223,6 +241,7 @@ void parallel_shard_relay_destroy(parallel_shard_relay **r_p) {
   if (!r) return;
   atomic_store(&r->stop, 1);
   if (r->started) pthread_join(r->thread, NULL);
+  if (r->monitor) zmq_close(r->monitor);
   if (r->router) zmq_close(r->router);
   if (r->zap) zmq_close(r->zap);
   if (r->ctx) zmq_ctx_term(r->ctx);

@@ -43,7 +43,7 @@ int parallel_shard_relay_allow(parallel_shard_relay *r, const char *public_z85);
 
 typedef struct {
   uint64_t messages, bytes; /* passed on, and their payload bytes */
-  uint64_t refused;         /* handshakes of keys not allowed, malformed messages */
+  uint64_t refused;         /* handshakes of keys not allowed or that fail, malformed messages */
 } parallel_shard_relay_stats;
 
 parallel_shard_relay_stats parallel_shard_relay_stats_get(const parallel_shard_relay *r);

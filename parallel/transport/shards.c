@@ -167,21 +167,25 @@ int parallel_shard_digest(const char *root, const parallel_shard_id *id, char he
   return WT_OK;
 }
 
-/* Parses a listing back into entries: each line a 64-hex hash, two spaces, the size in decimal,
- * two spaces, a path of the shard (stage-<s>/step-<n>/NAME or stage-<s>/replica-<r>-step-<n>.state
- * of this id). */
-static int s_parse_listing(const char *text, const parallel_shard_id *id, s_entry *e, int *n) {
+/* Parses a listing back into at most max entries: each line a 64-hex hash, two spaces, the size
+ * in decimal, two spaces, a path of the shard (stage-<s>/step-<n>/NAME or
+ * stage-<s>/replica-<r>-step-<n>.state of this id). More lines than max is malformed. */
+static int s_parse_listing(const char *text, const parallel_shard_id *id, s_entry *e, int max,
+                           int *n) {
   char step_rel[96], state_rel[96];
   s_step_rel(id, step_rel, sizeof step_rel);
   s_state_rel(id, state_rel, sizeof state_rel);
   *n = 0;
   for (const char *p = text; *p;) {
     const char *end = strchr(p, '\n');
-    if (!end || *n >= S_MAX_FILES) return WT_ECORRUPT;
+    if (!end || *n >= max) return WT_ECORRUPT;
     if (end - p < 70 || p[64] != ' ' || p[65] != ' ') return WT_ECORRUPT;
     const size_t digits = strspn(p + 66, "0123456789");
     const char *path = p + 66 + digits;
-    if (digits < 1 || digits > 15 || path[0] != ' ' || path[1] != ' ') return WT_ECORRUPT;
+    /* one spelling per size (no leading zero): the listing is compared as text */
+    if (digits < 1 || digits > 15 || (digits > 1 && p[66] == '0') || path[0] != ' ' ||
+        path[1] != ' ')
+      return WT_ECORRUPT;
     path += 2;
     size_t len = (size_t)(end - path);
     if (len < 1 || len >= sizeof e[0].path) return WT_ECORRUPT;
@@ -209,7 +213,7 @@ int parallel_shard_verify(const char *root, const parallel_shard_id *id, const c
                  "shard step %ld stage %d replica %d: its listing hashes to %.16s…, "
                  "not the recorded digest %.16s…",
                  id->step, id->stage, id->replica, hex, digest);
-  if (rc == WT_OK && s_parse_listing(text, id, e, &n) != WT_OK)
+  if (rc == WT_OK && s_parse_listing(text, id, e, S_MAX_FILES, &n) != WT_OK)
     rc = wt_fail(WT_ECORRUPT, "shard step %ld stage %d replica %d: malformed listing", id->step,
                  id->stage, id->replica);
   free(text);
@@ -317,7 +321,7 @@ int parallel_shard_prune(const char *root, uint64_t run, long pinned_step, int k
 /* ---- the server ----------------------------------------------------------------------------- */
 
 struct parallel_shard_server {
-  void *ctx, *router, *zap;
+  void *ctx, *router, *zap, *monitor; /* monitor: failed handshakes (shards_internal.h) */
   char endpoint[256], root[2048];
   pthread_t thread;
   int started;
@@ -385,20 +389,23 @@ static void s_answer_read(parallel_shard_server *s, const parallel_shard_id *id,
   char line[300], run_dir[2048], full[2400];
   s_entry e[1];
   int n = 0, fd = -1;
-  /* the path must be one this shard can list: checked as a one-line listing */
+  /* the path must be one this shard can list: checked as a one-line listing (a path with a
+   * newline in it makes two lines, refused by the bound of one entry); an offset past any file
+   * a listing can give (15 digits) is malformed, not a pread */
   if (cJSON_IsString(path) && cJSON_IsNumber(off) && off->valuedouble >= 0 &&
-      strlen(path->valuestring) < 160)
+      off->valuedouble < 1e15 && strlen(path->valuestring) < 160)
     snprintf(line, sizeof line, "%064d  0  %s\n", 0, path->valuestring);
   else
     line[0] = 0;
-  if (line[0] && s_parse_listing(line, id, e, &n) == WT_OK) {
+  const int listed = line[0] && s_parse_listing(line, id, e, 1, &n) == WT_OK;
+  if (listed) {
     parallel_shard_run_dir(s->root, id->run, run_dir, sizeof run_dir);
     snprintf(full, sizeof full, "%s/%s", run_dir, e[0].path);
     fd = open(full, O_RDONLY | O_NOFOLLOW);
   }
   if (fd < 0) {
-    s->refused += !line[0] || n == 0;
-    s_answer_error(a, n ? "no such file" : "not a path of this shard");
+    s->refused += !listed;
+    s_answer_error(a, listed ? "no such file" : "not a path of this shard");
     return;
   }
   a->data = wt_xmalloc(S_CHUNK);
@@ -588,12 +595,15 @@ static void *s_server_main(void *arg) {
   while (!s->stop) {
     if (s->relay_changed) s_relay_connect(s);
     if (s->relay) s_relay_hello(s);
-    zmq_pollitem_t it[3] = {
-        {s->zap, 0, ZMQ_POLLIN, 0}, {s->router, 0, ZMQ_POLLIN, 0}, {s->relay, 0, ZMQ_POLLIN, 0}};
-    if (zmq_poll(it, s->relay ? 3 : 2, 100) <= 0) continue;
+    zmq_pollitem_t it[4] = {{s->zap, 0, ZMQ_POLLIN, 0},
+                            {s->router, 0, ZMQ_POLLIN, 0},
+                            {s->monitor, 0, ZMQ_POLLIN, 0},
+                            {s->relay, 0, ZMQ_POLLIN, 0}};
+    if (zmq_poll(it, s->relay ? 4 : 3, 100) <= 0) continue;
     if (it[0].revents & ZMQ_POLLIN) s->refused += !parallel_shard_zap_answer(s->zap, &s->allowed);
     if (it[1].revents & ZMQ_POLLIN) s_serve_router(s);
-    if (s->relay && (it[2].revents & ZMQ_POLLIN)) s_serve_relay(s);
+    if (it[2].revents & ZMQ_POLLIN) s->refused += parallel_shard_monitor_refused(s->monitor);
+    if (s->relay && (it[3].revents & ZMQ_POLLIN)) s_serve_relay(s);
   }
   if (s->relay) zmq_close(s->relay);
   return NULL;
@@ -633,6 +643,14 @@ parallel_shard_server *parallel_shard_server_new(const char *bind, const char *r
   if (zmq_bind(s->zap, "inproc://zeromq.zap.01") != 0 || zmq_bind(s->router, bind) != 0 ||
       zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, s->endpoint, &len) != 0) {
     wt_fail(WT_EIO, "shard server: cannot bind %s: %s", bind, zmq_strerror(zmq_errno()));
+    parallel_shard_server_destroy(&s);
+    return NULL;
+  }
+  char name[64];
+  snprintf(name, sizeof name, "shard-server-monitor-%p", (void *)s);
+  s->monitor = parallel_shard_monitor_open(s->ctx, s->router, name);
+  if (!s->monitor) {
+    wt_fail(WT_EIO, "shard server: cannot monitor its socket: %s", zmq_strerror(zmq_errno()));
     parallel_shard_server_destroy(&s);
     return NULL;
   }
@@ -681,6 +699,7 @@ void parallel_shard_server_destroy(parallel_shard_server **s_p) {
   if (!s) return;
   s->stop = 1;
   if (s->started) pthread_join(s->thread, NULL);
+  if (s->monitor) zmq_close(s->monitor);
   if (s->router) zmq_close(s->router);
   if (s->zap) zmq_close(s->zap);
   if (s->ctx) zmq_ctx_term(s->ctx);
@@ -982,7 +1001,7 @@ static int s_fetch_from(s_client *c, const char *root, const parallel_shard_id *
   if (rc == WT_OK) s_text_digest(l->valuestring, hex);
   if (rc == WT_OK && strcmp(hex, digest))
     rc = wt_fail(WT_ECORRUPT, "its listing hashes to %.16s…, not the digest %.16s…", hex, digest);
-  if (rc == WT_OK && s_parse_listing(l->valuestring, id, e, &n) != WT_OK)
+  if (rc == WT_OK && s_parse_listing(l->valuestring, id, e, S_MAX_FILES, &n) != WT_OK)
     rc = wt_fail(WT_ECORRUPT, "its listing is malformed");
   cJSON_Delete(head);
   if (rc != WT_OK) return rc;

@@ -99,7 +99,8 @@ const char *parallel_shard_server_endpoint(const parallel_shard_server *s);
 int parallel_shard_server_allow(parallel_shard_server *s, const char *public_z85);
 
 /* Requests answered and refused (a path outside the shard names, a handshake from a key not
- * allowed, a malformed request) since creation. */
+ * allowed or one that fails, a malformed request) since creation. Bytes that do not start like
+ * ZMTP 2 or later are dropped by libzmq before any handshake and are not counted. */
 uint64_t parallel_shard_server_served(const parallel_shard_server *s);
 uint64_t parallel_shard_server_refused(const parallel_shard_server *s);
 

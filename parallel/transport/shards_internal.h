@@ -30,6 +30,16 @@ int parallel_shard_keyset_has(parallel_shard_keyset *ks, const uint8_t key[32]);
  * let the client in, 0 when it refused it. */
 int parallel_shard_zap_answer(void *zap, parallel_shard_keyset *ks);
 
+/* ---- failed handshakes ---------------------------------------------------------------------- */
+
+/* A monitor of sock's failed handshakes that no ZAP request counted (bytes that are not ZMTP, a
+ * mechanism other than CURVE, a CURVE hello that does not open): a PAIR socket for the owner's
+ * poll loop, or NULL (zmq_errno() says why). Each socket monitored needs its own name. */
+void *parallel_shard_monitor_open(void *ctx, void *sock, const char *name);
+
+/* Reads one event from the monitor; returns 1 when it was such a failed handshake, else 0. */
+int parallel_shard_monitor_refused(void *monitor);
+
 /* ---- the relayed seal ---------------------------------------------------------------------- */
 
 #define PARALLEL_SHARD_KEY_BYTES 32
