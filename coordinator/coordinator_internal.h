@@ -251,6 +251,7 @@ struct coordinator {
   double first_loss, last_loss;
   long last_step;
   double lost_at, recovery_s;
+  int lost_member_epoch; /* the last epoch that lost a member (heartbeats, a restart) */
   int it_epoch; /* measured iteration time: epoch, start time and step, result */
   double it_t0, iteration_s;
   long it_step0; /* when a member was lost; how long until training resumed */

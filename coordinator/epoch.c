@@ -1053,6 +1053,7 @@ void coord_epoch_on_lost(coordinator *c, coord_peer *p, const char *why) {
   /* lost while its epoch drains (a promotion's abort): the next epoch still recovers from it */
   if (!strcmp(c->epoch_kind, "train") && (c->phase != EPOCH_DRAINING || c->lost_at == 0))
     c->lost_at = wt_now_s();
+  c->lost_member_epoch = c->epoch;
   if (c->phase == EPOCH_DRAINING) return;
   char msg[512];
   snprintf(msg, sizeof msg, "member peer %d (world rank %d) was lost: %s", p->id, p->epoch_rank,

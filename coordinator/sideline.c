@@ -10,7 +10,10 @@
  * waiting for it and say which rank they waited for. One such report cannot tell the stuck end
  * from the healthy one (each waits for the other), but a member two or more others time out on
  * is the common end of their failures; and one that never reports the end of an epoch it started,
- * while heartbeating, is stuck in it. Both are sidelined as a silent member is. */
+ * while heartbeating, is stuck in it. Both are sidelined as a silent member is. Timeouts in an
+ * epoch that lost a member accuse no one: waits chain (a member waiting on the lost one makes its
+ * own neighbours wait on it), so the most timed-out member there is often an innocent link of
+ * that chain, and the lost member already explains them. */
 #include "coordinator/coordinator_internal.h"
 
 #include "common/common.h"
@@ -80,7 +83,7 @@ static int s_most_accused(const coordinator *c) {
 
 void coord_sideline_on_epoch_over(coordinator *c) {
   char why[160];
-  int accused = s_most_accused(c);
+  int accused = c->lost_member_epoch == c->epoch ? -1 : s_most_accused(c);
   for (int r = 0; r < c->n_members; r++) {
     coord_peer *p = &c->peers[c->members[r]];
     if (p->status != PEER_LIVE || p->finished) continue;
