@@ -141,7 +141,9 @@ static void hd_wait(void) {
       abort();
     }
   }
-  hd_qn = 0;
+  /* the queue is thread-local: freed when drained, so a tasklet thread that ends leaks none */
+  free(hd_q);
+  hd_q = NULL, hd_qn = hd_qcap = 0;
 }
 static double hd_sq_norm(const float *x, size_t n) {
   return kernels_cpu()->sq_norm(HD(x), n);
