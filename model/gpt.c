@@ -152,9 +152,11 @@ static void s_alloc_slot(gpt_stage *s) {
     }
   }
   s->lnf = s->lnf_mean = s->lnf_rstd = s->logits = s->lse = s->losses = s->losses_host = NULL;
+  s->lnf_bf16 = NULL;
   if (gpt_is_last(s)) {
     size_t V = (size_t)s->cfg.vocab_size;
     s->lnf = gpt_floats(s, N * C), s->lnf_mean = gpt_floats(s, N), s->lnf_rstd = gpt_floats(s, N);
+    if (s->ops->matmul_forward_keep) s->lnf_bf16 = gpt_floats(s, N * C / 2 + 1);
     s->logits = gpt_floats(s, N * V);
     s->lse = gpt_floats(s, N), s->losses = gpt_floats(s, N);
   }
@@ -181,6 +183,7 @@ static void s_free_slot(gpt_stage *s) {
   free(s->acts);
   float *bufs[] = {s->resid, s->lnf, s->lnf_mean, s->lnf_rstd, s->logits, s->lse, s->losses};
   for (size_t k = 0; k < WT_ARRAY_LEN(bufs); k++) s->ops->free(bufs[k]);
+  s->ops->free(s->lnf_bf16);
   if (s->ops->device) {
     s->ops->free(s->tokens_dev);
     s->ops->free(s->targets_dev);
@@ -196,6 +199,7 @@ static void s_slot_store(const gpt_stage *s, gpt_slot *o) {
                   .lnf = s->lnf,
                   .lnf_mean = s->lnf_mean,
                   .lnf_rstd = s->lnf_rstd,
+                  .lnf_bf16 = s->lnf_bf16,
                   .logits = s->logits,
                   .lse = s->lse,
                   .losses = s->losses,
@@ -211,7 +215,7 @@ static void s_slot_store(const gpt_stage *s, gpt_slot *o) {
 
 static void s_slot_load(gpt_stage *s, const gpt_slot *o) {
   s->resid = o->resid, s->acts = o->acts;
-  s->lnf = o->lnf, s->lnf_mean = o->lnf_mean, s->lnf_rstd = o->lnf_rstd;
+  s->lnf = o->lnf, s->lnf_mean = o->lnf_mean, s->lnf_rstd = o->lnf_rstd, s->lnf_bf16 = o->lnf_bf16;
   s->logits = o->logits, s->lse = o->lse, s->losses = o->losses, s->losses_host = o->losses_host;
   s->tokens = o->tokens, s->targets = o->targets;
   s->tokens_dev = o->tokens_dev, s->targets_dev = o->targets_dev;
@@ -247,11 +251,13 @@ static void s_free_acts(gpt_stage *s) {
 }
 
 /* Bytes of one slot's bf16 copies of the linear layers' inputs (ln1, atty, ln2: N*C; fch_gelu:
- * N*4C; 2 bytes each), on back ends that keep them (mirrors s_alloc_slot). */
+ * N*4C; the last stage's lnf: N*C; 2 bytes each), on back ends that keep them (mirrors
+ * s_alloc_slot). */
 static double s_bf16_copy_bytes(const kernels_ops *ops, const gpt_config *c, int first, int last,
                                 int max_batch, int max_seq) {
   if (!ops->matmul_forward_keep) return 0;
-  return 2.0 * (last - first) * 7.0 * max_batch * max_seq * c->channels;
+  double per_layer = 7.0, head = last == c->n_layer ? 1.0 : 0.0;
+  return 2.0 * ((last - first) * per_layer + head) * max_batch * max_seq * c->channels;
 }
 
 /* Bytes of one activation slot (mirrors s_alloc_slot, but for s_bf16_copy_bytes). */

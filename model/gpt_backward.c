@@ -63,8 +63,12 @@ static void s_head_backward(gpt_stage *s, const float *top, float loss_scale, in
     k->crossentropy_backward(s->dlogits, s->logits, s->lse, s->targets_dev, dloss, N, V);
   s->last_loss_scale = loss_scale;
   k->zero(s->dln, NC * sizeof(float));
-  k->matmul_backward(s->dln, s->g_end.wte, NULL, s->dlogits, s->lnf, s->p_end.wte, N, C, V,
-                     KERNELS_W_OUT_IN);
+  if (s->lnf_bf16)
+    k->matmul_backward_kept(s->dln, s->g_end.wte, NULL, s->dlogits, s->lnf, s->lnf_bf16,
+                            s->p_end.wte, N, C, V, KERNELS_W_OUT_IN);
+  else
+    k->matmul_backward(s->dln, s->g_end.wte, NULL, s->dlogits, s->lnf, s->p_end.wte, N, C, V,
+                       KERNELS_W_OUT_IN);
   k->zero(s->dres, NC * sizeof(float));
   k->layernorm_backward(s->dres, s->g_end.lnfw, s->g_end.lnfb, s->dln, top, s->p_end.lnfw,
                         s->lnf_mean, s->lnf_rstd, N, C);

@@ -86,7 +86,11 @@ static void s_head_forward(gpt_stage *s, const float *x, int N) {
   const kernels_ops *k = s->ops;
   int C = s->cfg.channels, V = s->cfg.vocab_size;
   k->layernorm_forward(s->lnf, s->lnf_mean, s->lnf_rstd, x, s->p_end.lnfw, s->p_end.lnfb, N, C);
-  k->matmul_forward(s->logits, s->lnf, s->p_end.wte, NULL, N, C, V, KERNELS_W_OUT_IN);
+  if (s->lnf_bf16)
+    k->matmul_forward_keep(s->logits, s->lnf_bf16, s->lnf, s->p_end.wte, NULL, N, C, V,
+                           KERNELS_W_OUT_IN);
+  else
+    k->matmul_forward(s->logits, s->lnf, s->p_end.wte, NULL, N, C, V, KERNELS_W_OUT_IN);
   if (k->crossentropy_forward_backward) {
     float dloss = (s->last_loss_scale != 0 ? s->last_loss_scale : 1.0f) / (float)N;
     k->crossentropy_forward_backward(s->losses, s->lse, s->dlogits, s->logits, s->targets_dev,

@@ -46,6 +46,7 @@ typedef struct {
   float *resid;
   gpt_block_acts *acts;
   float *lnf, *lnf_mean, *lnf_rstd, *logits, *lse, *losses, *losses_host;
+  void *lnf_bf16;
   int *tokens, *targets, *tokens_dev, *targets_dev;
   int B, T;
   float loss;
@@ -82,6 +83,7 @@ struct gpt_stage {
   float *resid;                     /* (n_local + 1, N, C): block inputs, then the stage output */
   gpt_block_acts *acts;             /* n_local */
   float *lnf, *lnf_mean, *lnf_rstd; /* last stage: (N, C), (N), (N) */
+  void *lnf_bf16;                   /* last stage: lnf's bf16 copy (N*C 2-byte values) or NULL */
   float *logits, *dlogits;          /* last stage: (N, V) each */
   float *lse, *losses;              /* last stage: (N) each */
   int *tokens, *targets;            /* host copies of the last forward's ids (N) */

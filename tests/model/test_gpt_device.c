@@ -60,7 +60,7 @@ static kernels_ops s_dev;
 
 /* ---- the fused ops, emulated ---- */
 
-static long s_kept_reads, s_kept_stale, s_ce_fused, s_ce_backward, s_adamw_tensors;
+static long s_kept_reads, s_kept_head_reads, s_kept_stale, s_ce_fused, s_ce_backward, s_adamw_tensors;
 
 static uint16_t s_bf16_bits(float x) { /* round to nearest even, as the GPU does */
   uint32_t u;
@@ -85,6 +85,7 @@ static void s_emu_matmul_backward_kept(float *dinp, float *dw, float *db, const 
                                        int N, int C, int OC, kernels_wlayout layout) {
   const uint16_t *kept = inp_bf16;
   s_kept_reads++;
+  if (layout == KERNELS_W_OUT_IN) s_kept_head_reads++; /* the LM head: wte is (V, C) */
   for (size_t i = 0; i < (size_t)N * C; i++)
     if (kept[i] != s_bf16_bits(inp[i])) {
       s_kept_stale++;
@@ -412,6 +413,7 @@ int main(void) {
   WT_TEST_ASSERT(s_kept_reads > 0 && s_kept_stale == 0,
                  "%ld of %ld kept bf16 copies read by a backward were stale", s_kept_stale,
                  s_kept_reads);
+  WT_TEST_ASSERT(s_kept_head_reads > 0, "the LM head's backward rounded its input again");
   WT_TEST_ASSERT(s_ce_fused > 0 && s_adamw_tensors > 0, "fused cross-entropy %ld, AdamW %ld calls",
                  s_ce_fused, s_adamw_tensors);
   WT_TEST_ASSERT(s_live == 0, "%ld device buffers not freed", s_live);
